@@ -1,0 +1,32 @@
+//! The HomeAgent kernel: supervised, tracked actix actors and their plain-Rust cores.
+//!
+//! # Layout
+//!
+//! * [`host`]: [`KernelActor`] (a plain struct with message handlers) and [`Host`], the
+//!   actix actor that runs it, counts its mailbox and turns panics into exits;
+//! * [`addr`]: [`TAddr`], the restart-proof, counted address every sender uses;
+//! * [`registry`]: live counters of every actor, snapshotted for the dashboard;
+//! * [`supervisor`]: supervision trees (policies, strategies, intensity, backoff);
+//! * [`bus`]: the kernel event bus (broadcast, never blocks);
+//! * [`modgraph`]: kernel assembly as a dependency graph of modules and facilities;
+//! * [`config`]: the settings registry (SQLite) and its actor;
+//! * [`panic`]: the panic hook that gives vanished actors an exit reason.
+//!
+//! Invariants: the kernel does no network or terminal IO (channels are plugins); no
+//! kernel code reads the registry's counters to make a decision; every kernel actor
+//! has a supervisor.
+
+pub mod addr;
+pub mod bus;
+pub mod config;
+pub mod host;
+pub mod modgraph;
+pub mod panic;
+pub mod registry;
+pub mod supervisor;
+
+pub use addr::{SendError, TAddr};
+pub use bus::{EventBus, KernelEvent};
+pub use host::{Exit, Handles, Host, HostContext, KernelActor, Shutdown};
+pub use registry::{ActorSnapshot, ActorState, Registry};
+pub use supervisor::{RestartPolicy, Strategy, SupervisorConfig, SupervisorRef};

@@ -1,0 +1,247 @@
+//! Supervision trees on actix: what actix's own `Supervisor` lacks.
+//!
+//! * [`policy`]: restart policies, strategies, intensity and backoff settings;
+//! * [`core`](self::core): the decision logic as a plain, unit-tested state machine;
+//! * `actor`: the [`Supervisor`] actor executing those decisions on real actors;
+//! * this module: [`SupervisorRef`], the handle used to build and operate a tree.
+//!
+//! A tree is built top-down at run time: [`start_root`] starts the root supervisor,
+//! then [`SupervisorRef::worker`] and [`SupervisorRef::supervisor`] add children,
+//! each started before the call returns. Start order is declaration order; stop
+//! order is the reverse.
+
+mod actor;
+pub mod core;
+mod policy;
+
+use std::sync::Arc;
+
+use actix::prelude::*;
+use futures_util::future::BoxFuture;
+use parking_lot::Mutex;
+use tokio::sync::oneshot;
+
+use self::actor::{AddChild, RestartChild, Running};
+pub use self::actor::{AddChildError, ChildSpec, RestartError, Supervisor};
+pub use self::core::RestartRefused;
+pub use self::policy::{BackoffPolicy, Intensity, RestartPolicy, Strategy, SupervisorConfig};
+use crate::addr::{SendError, TAddr};
+use crate::bus::EventBus;
+use crate::host::{Exit, Host, KernelActor};
+use crate::registry::{Registry, RegistryError};
+
+impl<A: KernelActor> Running for TAddr<A> {
+    fn shutdown(&self) -> bool {
+        TAddr::shutdown(self)
+    }
+}
+
+/// How operators (the HTTP API) reach a supervisor; kept in the [`Registry`].
+pub trait SupervisorControl: Send + Sync {
+    /// Restarts the child with full id `child`; resolves to its new restart count.
+    fn restart_child(&self, child: String) -> BoxFuture<'static, Result<u64, RestartError>>;
+}
+
+struct Control(TAddr<Supervisor>);
+
+impl SupervisorControl for Control {
+    fn restart_child(&self, child: String) -> BoxFuture<'static, Result<u64, RestartError>> {
+        let addr = self.0.clone();
+        Box::pin(async move {
+            let id = child.clone();
+            addr.send(RestartChild(child))
+                .await
+                .map_err(|e| RestartError::SupervisorDown {
+                    id,
+                    reason: e.to_string(),
+                })?
+        })
+    }
+}
+
+/// Why a child could not be added to the tree.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error(transparent)]
+    Add(#[from] AddChildError),
+    #[error(transparent)]
+    Send(#[from] SendError),
+}
+
+/// Handle to a running supervisor: adds children, restarts them, and is cheap to clone.
+#[derive(Clone)]
+pub struct SupervisorRef {
+    addr: TAddr<Supervisor>,
+    registry: Arc<Registry>,
+    bus: EventBus,
+}
+
+/// Starts the root supervisor `name` (id `name`). The receiver resolves when the root
+/// exits: after an orderly shutdown, or when it escalated (restart intensity exceeded).
+pub fn start_root(
+    registry: Arc<Registry>,
+    bus: EventBus,
+    name: &str,
+    config: SupervisorConfig,
+) -> Result<(SupervisorRef, oneshot::Receiver<Exit>), RegistryError> {
+    crate::panic::install_hook();
+    let stats = registry.register(None, name, Supervisor::KIND)?;
+    let addr = TAddr::<Supervisor>::new(stats.clone());
+    let (tx, rx) = oneshot::channel();
+    let sup = Supervisor::new(stats.clone(), bus.clone(), config, Arc::default());
+    addr.install(Host::new(sup, stats, Some(tx)).start());
+    registry.set_control(name, Arc::new(Control(addr.clone())));
+    Ok((SupervisorRef { addr, registry, bus }, rx))
+}
+
+impl SupervisorRef {
+    /// The supervisor's id in the tree.
+    pub fn id(&self) -> &str {
+        self.addr.id()
+    }
+
+    /// The supervisor's own tracked address.
+    pub fn addr(&self) -> &TAddr<Supervisor> {
+        &self.addr
+    }
+
+    /// The registry this tree reports into.
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    /// The event bus the tree publishes lifecycle events on.
+    pub fn bus(&self) -> &EventBus {
+        &self.bus
+    }
+
+    async fn add(&self, spec: ChildSpec) -> Result<(), SpawnError> {
+        let id = spec.stats.id.clone();
+        match self.addr.send(AddChild(spec)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e @ AddChildError::StartFailed { .. })) => Err(e.into()),
+            Ok(Err(e)) => {
+                self.registry.unregister(&id);
+                Err(e.into())
+            }
+            Err(e) => {
+                self.registry.unregister(&id);
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Adds a worker `name` built by `factory` (called again for every restart) on
+    /// this supervisor's thread. Returns its restart-proof address once started.
+    pub async fn worker<A, F>(&self, name: &str, restart: RestartPolicy, factory: F) -> Result<TAddr<A>, SpawnError>
+    where
+        A: KernelActor,
+        F: Fn() -> Result<A, String> + Send + Sync + 'static,
+    {
+        self.worker_with(name, restart, factory, |host| Ok(host.start())).await
+    }
+
+    /// Like [`worker`](Self::worker), but the actor runs on `arbiter`'s thread: for
+    /// actors that block (SQLite, ONNX, Lua) and must not stall the others.
+    pub async fn worker_on<A, F>(
+        &self,
+        arbiter: ArbiterHandle,
+        name: &str,
+        restart: RestartPolicy,
+        factory: F,
+    ) -> Result<TAddr<A>, SpawnError>
+    where
+        A: KernelActor + Send,
+        F: Fn() -> Result<A, String> + Send + Sync + 'static,
+    {
+        self.worker_with(name, restart, factory, move |host| start_on(&arbiter, host))
+            .await
+    }
+
+    async fn worker_with<A, F, L>(
+        &self,
+        name: &str,
+        restart: RestartPolicy,
+        factory: F,
+        launch: L,
+    ) -> Result<TAddr<A>, SpawnError>
+    where
+        A: KernelActor,
+        F: Fn() -> Result<A, String> + Send + Sync + 'static,
+        L: Fn(Host<A>) -> Result<Addr<Host<A>>, String> + Send + Sync + 'static,
+    {
+        let stats = self.registry.register(Some(self.id()), name, A::KIND)?;
+        let addr = TAddr::<A>::new(stats.clone());
+        let slot = addr.clone();
+        let starter = move |tx: oneshot::Sender<Exit>| -> Result<Box<dyn Running>, String> {
+            let actor = factory()?;
+            let host = Host::new(actor, stats.clone(), Some(tx));
+            slot.install(launch(host)?);
+            Ok(Box::new(slot.clone()))
+        };
+        let spec = ChildSpec {
+            restart,
+            stats: addr.stats().clone(),
+            starter: Arc::new(starter),
+        };
+        self.add(spec).await?;
+        Ok(addr)
+    }
+
+    /// Adds a child supervisor `name` with its own strategy and limits.
+    pub async fn supervisor(
+        &self,
+        name: &str,
+        restart: RestartPolicy,
+        config: SupervisorConfig,
+    ) -> Result<SupervisorRef, SpawnError> {
+        let stats = self.registry.register(Some(self.id()), name, Supervisor::KIND)?;
+        let addr = TAddr::<Supervisor>::new(stats.clone());
+        let specs: Arc<Mutex<Vec<ChildSpec>>> = Arc::default();
+        let slot = addr.clone();
+        let bus = self.bus.clone();
+        let starter = move |tx: oneshot::Sender<Exit>| -> Result<Box<dyn Running>, String> {
+            let sup = Supervisor::new(stats.clone(), bus.clone(), config, specs.clone());
+            slot.install(Host::new(sup, stats.clone(), Some(tx)).start());
+            Ok(Box::new(slot.clone()))
+        };
+        self.registry.set_control(addr.id(), Arc::new(Control(addr.clone())));
+        let spec = ChildSpec {
+            restart,
+            stats: addr.stats().clone(),
+            starter: Arc::new(starter),
+        };
+        self.add(spec).await?;
+        Ok(SupervisorRef {
+            addr,
+            registry: self.registry.clone(),
+            bus: self.bus.clone(),
+        })
+    }
+}
+
+/// Starts `host` on another arbiter and waits for its address.
+fn start_on<A: KernelActor + Send>(arb: &ArbiterHandle, host: Host<A>) -> Result<Addr<Host<A>>, String> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let spawned = arb.spawn_fn(move || {
+        let _ = tx.send(host.start());
+    });
+    if !spawned {
+        return Err("the actor's arbiter thread is gone".into());
+    }
+    rx.recv()
+        .map_err(|_| "the actor's arbiter did not start it".to_string())
+}
+
+/// Restarts the actor `id` through its supervisor (the operator path of the HTTP API).
+pub async fn restart_actor(registry: &Registry, id: &str) -> Result<u64, RestartError> {
+    if registry.get(id).is_none() {
+        return Err(RestartError::Unknown(id.to_owned()));
+    }
+    let control = registry
+        .parent_control(id)
+        .ok_or_else(|| RestartError::NotRestartable(id.to_owned()))?;
+    control.restart_child(id.to_owned()).await
+}

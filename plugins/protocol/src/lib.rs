@@ -1,0 +1,27 @@
+//! The HomeAgent plugin wire protocol, shared by the kernel and plugin authors.
+//!
+//! Subprocess plugins talk to the kernel over their stdin/stdout: one JSON object per
+//! line, at most [`MAX_FRAME_BYTES`] per line, stderr is free-form log text. Both
+//! sides may send requests; a request with `id` 0 is a notification (no reply).
+//!
+//! # Layout
+//!
+//! * [`frame`]: the frame types and the line codec (size cap, error mapping);
+//! * [`handshake`]: the first exchange (protocol version check);
+//! * [`capability`]: what a plugin may ask of the kernel;
+//! * [`facility`]: kernel facility names (the names plugins declare they require).
+
+pub mod capability;
+pub mod facility;
+pub mod frame;
+pub mod handshake;
+
+/// The protocol version this crate speaks. A peer answering another version is refused.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Largest frame (one JSON line, without the newline) either side accepts.
+pub const MAX_FRAME_BYTES: usize = 1024 * 1024;
+
+pub use capability::Capability;
+pub use frame::{Frame, FrameError, Request, Response, RpcError, decode, encode};
+pub use handshake::{HandshakeParams, HandshakeReply};

@@ -1,0 +1,61 @@
+//! Command-line interface of `homed`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// HomeAgent daemon: a long-running personal AI agent built as an actor-system microkernel.
+#[derive(Debug, Parser)]
+#[command(name = "homed", version, about)]
+pub struct Cli {
+    #[command(flatten)]
+    pub run: RunArgs,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Where the daemon keeps its state and where it listens.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Data directory (created if missing): settings, memory, plugins, logs.
+    #[arg(long, default_value = "./data", env = "HOMED_DATA")]
+    pub data: PathBuf,
+    /// HTTP listen address for the API and the dashboard.
+    #[arg(long, default_value = "127.0.0.1:8080", env = "HOMED_LISTEN")]
+    pub listen: SocketAddr,
+    /// Unix socket for the `waiter` CLI client [default: DATA/cli.sock].
+    #[arg(long, env = "HOMED_SOCKET")]
+    pub socket: Option<PathBuf>,
+}
+
+impl RunArgs {
+    /// The CLI socket path, defaulting into the data directory.
+    pub fn socket_path(&self) -> PathBuf {
+        self.socket.clone().unwrap_or_else(|| self.data.join("cli.sock"))
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the daemon (the default when no subcommand is given).
+    Run,
+    /// Measure the runtime (prints ratios against a baseline measured in the same run).
+    Bench {
+        #[command(subcommand)]
+        what: BenchCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Messages per second through a tracked address vs a raw actix `Addr`.
+    Mailbox {
+        /// Messages per round.
+        #[arg(long, default_value_t = 200_000)]
+        messages: u64,
+        /// Rounds per variant (the best and the median are reported).
+        #[arg(long, default_value_t = 5)]
+        rounds: u32,
+    },
+}

@@ -1,0 +1,147 @@
+//! The daemon's life: group 0 set-up, the boot graph, the HTTP server, and the
+//! graceful shutdown on SIGINT/SIGTERM.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix_web::{App, HttpServer, web};
+use anyhow::{Context as _, bail};
+use homeagent_actors::bus::kinds;
+use homeagent_actors::config::ConfigStore;
+use homeagent_actors::{Exit, Shutdown};
+use serde_json::json;
+
+use crate::cli::RunArgs;
+use crate::http::{self, AppState};
+use crate::kernel::{self, BootSettings, KernelState};
+use crate::lockfile::DataLock;
+
+/// Sub-directories created at start so later subsystems can rely on them.
+const DATA_SUBDIRS: &[&str] = &["log", "memory", "plugins", "knowledge"];
+
+/// Sets up logging: `RUST_LOG` wins; otherwise `info`.
+pub fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Group 0: serial set-up whose order is a side-effect order (not data dependencies).
+fn prepare(args: &RunArgs) -> anyhow::Result<(DataLock, BootSettings)> {
+    std::fs::create_dir_all(&args.data).with_context(|| {
+        format!(
+            "cannot create the data directory {}; pick another with --data",
+            args.data.display()
+        )
+    })?;
+    let lock = DataLock::acquire(&args.data)?;
+    for sub in DATA_SUBDIRS {
+        let dir = args.data.join(sub);
+        std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let mut store = ConfigStore::open(&args.data.join("config.db"), &args.data)
+        .context("cannot open the settings database; is the disk full or the file corrupt?")?;
+    let seeded = store.seed_defaults().context("cannot seed default settings")?;
+    if seeded > 0 {
+        tracing::info!(seeded, "default settings written");
+    }
+    let boot = BootSettings::read(&store)
+        .context("a core setting is invalid; fix it with PUT /api/v1/settings or delete config.db")?;
+    Ok((lock, boot))
+}
+
+/// Runs the daemon until SIGINT/SIGTERM (or a fatal kernel failure).
+pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let t0 = Instant::now();
+    let data_dir = std::path::absolute(&args.data).unwrap_or_else(|_| args.data.clone());
+    let (_lock, boot) = prepare(&RunArgs {
+        data: data_dir.clone(),
+        ..args.clone()
+    })?;
+    let shutdown_timeout = boot.shutdown_timeout;
+
+    let graph = kernel::graph()?;
+    for line in graph.topology().lines() {
+        tracing::info!("boot {line}");
+    }
+    let state = Arc::new(KernelState::new(data_dir.clone(), boot));
+    let report = graph.run(&state).await.context("kernel boot failed")?;
+    tracing::debug!(?report, "boot report");
+
+    let app_state = web::Data::new(AppState {
+        registry: state.registry.clone(),
+        bus: state.bus.clone(),
+        config: state
+            .config
+            .get()
+            .cloned()
+            .context("the config module did not produce its actor")?,
+    });
+    let server = HttpServer::new(move || App::new().app_data(app_state.clone()).configure(http::configure))
+        .workers(1)
+        .disable_signals()
+        .shutdown_timeout(shutdown_timeout.as_secs().max(1))
+        .bind(args.listen)
+        .with_context(|| {
+            format!(
+                "cannot listen on {}; is another program using it? pick another with --listen",
+                args.listen
+            )
+        })?
+        .run();
+    let server_handle = server.handle();
+    let server_task = actix_web::rt::spawn(server);
+    tracing::info!(
+        listen = %args.listen,
+        data = %data_dir.display(),
+        actors = state.registry.len(),
+        startup_ms = t0.elapsed().as_millis() as u64,
+        "homed ready: open http://{}/",
+        args.listen
+    );
+    state.bus.publish(kinds::DAEMON, json!({"phase": "ready"}));
+
+    let mut root_exit = state.root_exit.lock().take().context("root supervisor missing")?;
+    let fatal = tokio::select! {
+        signal = wait_for_signal() => {
+            tracing::info!("{signal} received: shutting down (at most {shutdown_timeout:?})");
+            None
+        }
+        exit = &mut root_exit => Some(exit.unwrap_or(Exit::Panic("root supervisor vanished".into()))),
+    };
+
+    state.bus.publish(kinds::DAEMON, json!({"phase": "stopping"}));
+    server_handle.stop(true).await;
+    let _ = server_task.await;
+    if fatal.is_none() {
+        if let Some(root) = state.root.get().and_then(|r| r.addr().raw()) {
+            root.do_send(Shutdown);
+        }
+        match tokio::time::timeout(shutdown_timeout + Duration::from_secs(1), root_exit).await {
+            Ok(_) => tracing::info!("all actors stopped"),
+            Err(_) => tracing::warn!("some actors did not stop within {shutdown_timeout:?}; exiting anyway"),
+        }
+    }
+    state.blocking.stop();
+    if let Some(exit) = fatal {
+        bail!(
+            "the kernel's root supervisor exited ({exit}); see the log above for the failing actor, then restart homed"
+        );
+    }
+    Ok(())
+}
+
+async fn wait_for_signal() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        tracing::error!("cannot install signal handlers; stop homed with SIGKILL");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    }
+}

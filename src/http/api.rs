@@ -1,0 +1,141 @@
+//! Handlers of `/healthz` and `/api/v1/*` (except the SSE stream, in `sse`).
+
+use std::collections::BTreeMap;
+
+use actix_web::{HttpResponse, web};
+use homeagent_actors::ActorSnapshot;
+use homeagent_actors::config::{GetSettings, UpdateSettings};
+use homeagent_actors::supervisor::{RestartError, restart_actor};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::AppState;
+use super::error::{ApiError, ErrorBody};
+
+/// Body of `GET /healthz`.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct Health {
+    /// `ok` once the supervision tree is up.
+    pub status: &'static str,
+}
+
+#[utoipa::path(get, path = "/healthz", tag = "daemon", responses((status = 200, body = Health)))]
+pub async fn healthz() -> web::Json<Health> {
+    // The server only binds after the boot graph has run, so answering at all means
+    // the tree is up.
+    web::Json(Health { status: "ok" })
+}
+
+/// Body of `GET /api/v1/actors`.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ActorsResponse {
+    /// The whole supervision tree, parents before children, siblings in start order.
+    pub actors: Vec<ActorSnapshot>,
+}
+
+#[utoipa::path(get, path = "/api/v1/actors", tag = "actors", responses((status = 200, body = ActorsResponse)))]
+pub async fn actors(state: web::Data<AppState>) -> web::Json<ActorsResponse> {
+    web::Json(ActorsResponse {
+        actors: state.registry.snapshot(),
+    })
+}
+
+/// Body of a successful restart.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct Restarted {
+    pub id: String,
+    /// The actor's restart count including this restart.
+    pub restarts: u64,
+}
+
+#[utoipa::path(
+    post, path = "/api/v1/actors/{id}/restart", tag = "actors",
+    params(("id" = String, Path, description = "Actor id, a path in the tree such as `kernel/config` (slashes not encoded)")),
+    responses(
+        (status = 200, body = Restarted),
+        (status = 404, description = "No such actor", body = ErrorBody),
+        (status = 409, description = "The actor cannot be restarted (the root) or a restart is in progress", body = ErrorBody),
+        (status = 503, description = "Its supervisor is not running", body = ErrorBody),
+    )
+)]
+pub async fn restart(state: web::Data<AppState>, id: web::Path<String>) -> Result<web::Json<Restarted>, ApiError> {
+    let id = id.into_inner();
+    match restart_actor(&state.registry, &id).await {
+        Ok(restarts) => Ok(web::Json(Restarted { id, restarts })),
+        Err(e @ RestartError::Unknown(_)) => Err(ApiError::not_found(e.to_string())),
+        Err(e @ (RestartError::NotRestartable(_) | RestartError::Refused { .. })) => {
+            Err(ApiError::conflict(e.to_string()))
+        }
+        Err(e @ RestartError::SupervisorDown { .. }) => Err(ApiError::unavailable(e.to_string())),
+    }
+}
+
+/// Body of `GET /api/v1/settings` and `PUT /api/v1/settings`.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct Settings {
+    /// Every setting, `core.*`, `webui.*` and `plugin.<name>.*`; secrets are masked.
+    #[schema(value_type = Object)]
+    pub settings: BTreeMap<String, Value>,
+}
+
+#[utoipa::path(get, path = "/api/v1/settings", tag = "settings", responses((status = 200, body = Settings), (status = 503, body = ErrorBody)))]
+pub async fn get_settings(state: web::Data<AppState>) -> Result<web::Json<Settings>, ApiError> {
+    let settings = state
+        .config
+        .send(GetSettings)
+        .await?
+        .map_err(|e| ApiError::unavailable(e.to_string()))?;
+    Ok(web::Json(Settings { settings }))
+}
+
+/// Body of a successful `PUT /api/v1/settings`.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct Updated {
+    /// The keys whose value changed (a value equal to the current one is not a change).
+    pub changed: Vec<String>,
+    /// The settings after the update (secrets masked).
+    #[schema(value_type = Object)]
+    pub settings: BTreeMap<String, Value>,
+}
+
+#[utoipa::path(
+    put, path = "/api/v1/settings", tag = "settings",
+    request_body(content = Object, description = "`{\"key\": value, ...}`; `null` deletes a value (a key with a default goes back to it). All or nothing."),
+    responses(
+        (status = 200, body = Updated),
+        (status = 400, description = "Unknown key, wrong type or malformed JSON; nothing was written", body = ErrorBody),
+        (status = 413, description = "Body over 64 KiB", body = ErrorBody),
+    )
+)]
+pub async fn put_settings(
+    state: web::Data<AppState>,
+    body: web::Json<serde_json::Map<String, Value>>,
+) -> Result<web::Json<Updated>, ApiError> {
+    let updates: BTreeMap<String, Value> = body.into_inner().into_iter().collect();
+    if updates.is_empty() {
+        return Err(ApiError::bad_request(
+            "empty update: send an object such as {\"core.daemon.log_level\": \"debug\"}",
+        ));
+    }
+    let changes = state
+        .config
+        .send(UpdateSettings(updates))
+        .await?
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let settings = state
+        .config
+        .send(GetSettings)
+        .await?
+        .map_err(|e| ApiError::unavailable(e.to_string()))?;
+    Ok(web::Json(Updated {
+        changed: changes.into_iter().map(|c| c.key).collect(),
+        settings,
+    }))
+}
+
+/// JSON 404 for unknown API paths (the dashboard handles everything else).
+pub async fn not_found(req: actix_web::HttpRequest) -> HttpResponse {
+    HttpResponse::NotFound().json(ErrorBody {
+        error: format!("no route {} {}; see GET /api/v1/openapi.json", req.method(), req.path()),
+    })
+}

@@ -1,0 +1,103 @@
+//! The HTTP surface: JSON API under `/api/v1`, its OpenAPI document, the SSE stream,
+//! and the embedded dashboard at `/`.
+//!
+//! Handlers are thin: they read the registry (lock-free counters) or send one typed
+//! message to a kernel actor. Malformed input of any kind answers 4xx with a JSON
+//! `{"error": ...}` body; nothing a client sends can panic a handler.
+
+mod api;
+mod assets;
+mod error;
+mod sse;
+
+use std::sync::Arc;
+
+use actix_web::{HttpRequest, HttpResponse, error::InternalError, web};
+use homeagent_actors::config::ConfigActor;
+use homeagent_actors::{EventBus, Registry, TAddr};
+use utoipa::OpenApi;
+
+pub use error::{ApiError, ErrorBody};
+
+/// Largest accepted JSON body. Settings updates are small; anything bigger is a mistake.
+pub const MAX_JSON_BODY: usize = 64 * 1024;
+
+/// What every handler can reach.
+pub struct AppState {
+    pub registry: Arc<Registry>,
+    pub bus: EventBus,
+    pub config: TAddr<ConfigActor>,
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "HomeAgent daemon API", description = "Control and observe a running homed: the actor tree, settings and live events."),
+    paths(api::healthz, api::actors, api::restart, api::get_settings, api::put_settings, sse::events),
+    tags(
+        (name = "daemon", description = "Liveness"),
+        (name = "actors", description = "The supervision tree and its mailboxes"),
+        (name = "settings", description = "The settings registry"),
+        (name = "events", description = "Live event stream"),
+    )
+)]
+struct ApiDoc;
+
+/// The OpenAPI document as served at `/api/v1/openapi.json`.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    ApiDoc::openapi()
+}
+
+async fn openapi_json() -> HttpResponse {
+    HttpResponse::Ok().json(openapi())
+}
+
+fn json_error(err: impl std::fmt::Display, status: actix_web::http::StatusCode) -> actix_web::Error {
+    let body = ErrorBody { error: err.to_string() };
+    InternalError::from_response(err.to_string(), HttpResponse::build(status).json(body)).into()
+}
+
+/// Registers every route on an actix-web app.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    use actix_web::error::JsonPayloadError;
+    use actix_web::http::StatusCode;
+    let json = web::JsonConfig::default()
+        .limit(MAX_JSON_BODY)
+        .error_handler(|err, _req: &HttpRequest| {
+            let status = match &err {
+                JsonPayloadError::OverflowKnownLength { .. } | JsonPayloadError::Overflow { .. } => {
+                    StatusCode::PAYLOAD_TOO_LARGE
+                }
+                JsonPayloadError::ContentType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                _ => StatusCode::BAD_REQUEST,
+            };
+            let msg = match &err {
+                JsonPayloadError::ContentType => {
+                    "send the body as JSON with `Content-Type: application/json`".to_owned()
+                }
+                JsonPayloadError::OverflowKnownLength { .. } | JsonPayloadError::Overflow { .. } => {
+                    format!("request body too large: the limit is {MAX_JSON_BODY} bytes")
+                }
+                other => format!("invalid JSON body: {other}"),
+            };
+            json_error(msg, status)
+        });
+    let query = web::QueryConfig::default()
+        .error_handler(|err, _| json_error(format!("invalid query string: {err}"), StatusCode::BAD_REQUEST));
+    let path = web::PathConfig::default()
+        .error_handler(|err, _| json_error(format!("invalid path: {err}"), StatusCode::BAD_REQUEST));
+    cfg.app_data(json)
+        .app_data(query)
+        .app_data(path)
+        .route("/healthz", web::get().to(api::healthz))
+        .service(
+            web::scope("/api/v1")
+                .route("/openapi.json", web::get().to(openapi_json))
+                .route("/actors", web::get().to(api::actors))
+                .route("/actors/{id:.+}/restart", web::post().to(api::restart))
+                .route("/settings", web::get().to(api::get_settings))
+                .route("/settings", web::put().to(api::put_settings))
+                .route("/events", web::get().to(sse::events))
+                .default_service(web::to(api::not_found)),
+        )
+        .default_service(web::to(assets::serve));
+}

@@ -1,0 +1,265 @@
+//! Kernel assembly: the state the boot graph fills, and the modules that fill it.
+//!
+//! Group 0 (serial, in [`crate::daemon`]) creates the data directory, takes the lock,
+//! opens and seeds the settings database and reads the few settings the tree itself
+//! needs. Everything after that is a [`Module`] of the boot graph: it declares the
+//! facilities it requires and provides, and [`ModuleGraph`] derives the order.
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use actix::prelude::*;
+use futures_util::future::LocalBoxFuture;
+use homeagent_actors::config::{ConfigActor, ConfigStore};
+use homeagent_actors::modgraph::{Module, ModuleError, ModuleGraph, Produced};
+use homeagent_actors::supervisor::{BackoffPolicy, Intensity, start_root};
+use homeagent_actors::{
+    EventBus, Exit, Handles, HostContext, KernelActor, Registry, RestartPolicy, Strategy, SupervisorConfig,
+    SupervisorRef, TAddr,
+};
+use homeagent_plugin_protocol::facility::{self, Facility};
+use parking_lot::Mutex;
+use tokio::sync::oneshot;
+
+/// Settings read once in group 0, before any actor runs.
+#[derive(Debug, Clone)]
+pub struct BootSettings {
+    pub supervisor: SupervisorConfig,
+    pub stuck_after: Duration,
+    pub heartbeat_interval: Duration,
+    pub shutdown_timeout: Duration,
+}
+
+impl BootSettings {
+    /// Reads the boot settings from an open (seeded) store.
+    pub fn read(store: &ConfigStore) -> Result<Self, homeagent_actors::config::ConfigError> {
+        let d = |k: &str| store.get_duration(k);
+        Ok(Self {
+            supervisor: SupervisorConfig {
+                strategy: Strategy::OneForOne,
+                intensity: Intensity {
+                    max_restarts: store.get_u64("core.supervisor.max_restarts")? as u32,
+                    window: d("core.supervisor.restart_window")?,
+                },
+                backoff: BackoffPolicy {
+                    initial: d("core.supervisor.backoff_initial")?,
+                    max: d("core.supervisor.backoff_max")?,
+                    reset_after: d("core.supervisor.backoff_reset_after")?,
+                    jitter: true,
+                },
+                shutdown_timeout: d("core.daemon.shutdown_timeout")?,
+            },
+            stuck_after: d("core.supervisor.stuck_threshold")?,
+            heartbeat_interval: d("core.daemon.heartbeat_interval")?,
+            shutdown_timeout: d("core.daemon.shutdown_timeout")?,
+        })
+    }
+}
+
+/// The kernel's only shared structure: each module writes its own fields once.
+pub struct KernelState {
+    pub data_dir: PathBuf,
+    pub boot: BootSettings,
+    pub registry: Arc<Registry>,
+    pub bus: EventBus,
+    /// Thread for actors that block (SQLite, files), so they never stall the others.
+    pub blocking: Arbiter,
+    pub root: OnceLock<SupervisorRef>,
+    /// Resolves when the root supervisor exits (shutdown done, or it escalated).
+    pub root_exit: Mutex<Option<oneshot::Receiver<Exit>>>,
+    pub config: OnceLock<TAddr<ConfigActor>>,
+    pub heartbeat: OnceLock<TAddr<Heartbeat>>,
+}
+
+impl KernelState {
+    pub fn new(data_dir: PathBuf, boot: BootSettings) -> Self {
+        Self {
+            registry: Arc::new(Registry::new(boot.stuck_after)),
+            data_dir,
+            boot,
+            bus: EventBus::default(),
+            blocking: Arbiter::new(),
+            root: OnceLock::new(),
+            root_exit: Mutex::new(None),
+            config: OnceLock::new(),
+            heartbeat: OnceLock::new(),
+        }
+    }
+
+    fn root(&self) -> Result<&SupervisorRef, ModuleError> {
+        self.root
+            .get()
+            .ok_or_else(|| "the root supervisor is not running".into())
+    }
+}
+
+impl Produced for KernelState {
+    fn produced(&self, f: Facility) -> bool {
+        match f {
+            facility::SUPERVISOR => self.root.get().is_some(),
+            facility::CONFIG => self.config.get().is_some(),
+            _ => false,
+        }
+    }
+}
+
+/// All modules of the boot graph. Adding a module is one line here.
+pub fn modules() -> Vec<Box<dyn Module<KernelState>>> {
+    vec![
+        Box::new(SupervisionModule),
+        Box::new(ConfigModule),
+        Box::new(HeartbeatModule),
+    ]
+}
+
+/// Builds the graph (a wiring mistake is reported before anything starts).
+pub fn graph() -> Result<ModuleGraph<KernelState>, homeagent_actors::modgraph::GraphError> {
+    ModuleGraph::build(modules())
+}
+
+/// Starts the root supervisor `kernel`.
+struct SupervisionModule;
+
+impl Module<KernelState> for SupervisionModule {
+    fn name(&self) -> &'static str {
+        "supervision"
+    }
+    fn requires(&self) -> &'static [Facility] {
+        &[]
+    }
+    fn provides(&self) -> &'static [Facility] {
+        &[facility::SUPERVISOR]
+    }
+    fn init<'a>(&'a self, s: &'a KernelState) -> LocalBoxFuture<'a, Result<(), ModuleError>> {
+        Box::pin(async move {
+            let (root, exit) = start_root(s.registry.clone(), s.bus.clone(), "kernel", s.boot.supervisor)?;
+            *s.root_exit.lock() = Some(exit);
+            let _ = s.root.set(root);
+            Ok(())
+        })
+    }
+}
+
+/// The settings registry actor `kernel/config`, on the blocking arbiter.
+struct ConfigModule;
+
+impl Module<KernelState> for ConfigModule {
+    fn name(&self) -> &'static str {
+        "config"
+    }
+    fn requires(&self) -> &'static [Facility] {
+        &[facility::SUPERVISOR]
+    }
+    fn provides(&self) -> &'static [Facility] {
+        &[facility::CONFIG]
+    }
+    fn init<'a>(&'a self, s: &'a KernelState) -> LocalBoxFuture<'a, Result<(), ModuleError>> {
+        Box::pin(async move {
+            let path = s.data_dir.join("config.db");
+            let data_dir = s.data_dir.clone();
+            let bus = s.bus.clone();
+            let addr = s
+                .root()?
+                .worker_on(s.blocking.handle(), "config", RestartPolicy::Permanent, move || {
+                    let store = ConfigStore::open(&path, &data_dir).map_err(|e| e.to_string())?;
+                    Ok(ConfigActor::new(store, bus.clone()))
+                })
+                .await?;
+            let _ = s.config.set(addr);
+            Ok(())
+        })
+    }
+}
+
+/// Writes `DATA/heartbeat` (`t=<unix seconds>`) every `core.daemon.heartbeat_interval`
+/// so an outside watchdog can tell a hung daemon from a busy one.
+pub struct Heartbeat {
+    path: PathBuf,
+    interval: Duration,
+    /// Consecutive write failures, to log the first one loudly and not flood the log.
+    failures: u32,
+}
+
+impl Heartbeat {
+    pub fn new(path: PathBuf, interval: Duration) -> Self {
+        Self {
+            path,
+            interval,
+            failures: 0,
+        }
+    }
+
+    /// Writes the file atomically (temp file + rename).
+    pub fn beat(&mut self) -> std::io::Result<()> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs();
+        let tmp = self.path.with_extension("tmp");
+        std::fs::write(&tmp, format!("t={now}\n"))?;
+        std::fs::rename(&tmp, &self.path)
+    }
+}
+
+/// One heartbeat tick.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Beat;
+
+impl KernelActor for Heartbeat {
+    const KIND: &'static str = "heartbeat";
+
+    fn started(&mut self, ctx: &mut HostContext<Self>) {
+        ctx.run_later(Duration::ZERO, |host, ctx| host.notify(ctx, Beat));
+        ctx.run_interval(self.interval, |host, ctx| host.notify(ctx, Beat));
+    }
+}
+
+impl Handles<Beat> for Heartbeat {
+    type Reply = ();
+    fn handle(&mut self, _: Beat, _: &mut HostContext<Self>) {
+        match self.beat() {
+            Ok(()) => {
+                if self.failures > 0 {
+                    tracing::info!(path = %self.path.display(), "heartbeat file writable again");
+                }
+                self.failures = 0;
+            }
+            Err(e) => {
+                if self.failures == 0 {
+                    tracing::error!(path = %self.path.display(), "cannot write the heartbeat file: {e}; check disk space and permissions");
+                }
+                self.failures += 1;
+            }
+        }
+    }
+}
+
+struct HeartbeatModule;
+
+impl Module<KernelState> for HeartbeatModule {
+    fn name(&self) -> &'static str {
+        "heartbeat"
+    }
+    fn requires(&self) -> &'static [Facility] {
+        &[facility::SUPERVISOR]
+    }
+    fn provides(&self) -> &'static [Facility] {
+        &[]
+    }
+    fn init<'a>(&'a self, s: &'a KernelState) -> LocalBoxFuture<'a, Result<(), ModuleError>> {
+        Box::pin(async move {
+            let path = s.data_dir.join("heartbeat");
+            let interval = s.boot.heartbeat_interval;
+            let addr = s
+                .root()?
+                .worker_on(s.blocking.handle(), "heartbeat", RestartPolicy::Permanent, move || {
+                    Ok(Heartbeat::new(path.clone(), interval))
+                })
+                .await?;
+            let _ = s.heartbeat.set(addr);
+            Ok(())
+        })
+    }
+}

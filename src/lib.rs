@@ -1,0 +1,22 @@
+//! `homed`, the HomeAgent daemon shell around the kernel crate (`homeagent-actors`).
+//!
+//! # Layout
+//!
+//! * [`cli`]: command-line arguments of `homed` (clap);
+//! * [`daemon`]: start-up (data dir, lock file, logging), the run loop and the
+//!   graceful shutdown on SIGINT/SIGTERM;
+//! * [`kernel`]: kernel assembly: the [`kernel::KernelState`] and the modules of the
+//!   boot graph that start the supervision tree;
+//! * [`http`]: the HTTP API under `/api/v1`, its OpenAPI document, the SSE stream and
+//!   the embedded WebUI dashboard;
+//! * [`bench`]: `homed bench ...` measurements (tracked vs raw mailboxes).
+//!
+//! The shell knows the kernel only through its public messages and handles: HTTP
+//! handlers never touch kernel state directly, they send typed messages to actors.
+
+pub mod bench;
+pub mod cli;
+pub mod daemon;
+pub mod http;
+pub mod kernel;
+mod lockfile;

@@ -1,0 +1,501 @@
+// HomeAgent live actor dashboard.
+// Plain browser JS, no framework, no build step. Served by homed at /app.js.
+//
+// Data sources (same origin):
+//   GET  /api/v1/actors                 -> {"actors":[...]}  (initial load + polling fallback)
+//   GET  /api/v1/events                 -> SSE: `actors` snapshots + kernel events
+//   POST /api/v1/actors/{id}/restart    -> 200 {"id","restarts"} | 4xx {"error"}
+//
+// Untrusted text (actor ids, last_exit, event payloads) is only ever written
+// with textContent / attributes, never innerHTML.
+"use strict";
+
+(function () {
+  const API_ACTORS = "/api/v1/actors";
+  const API_EVENTS = "/api/v1/events";
+  const POLL_MS = 2000;          // polling fallback period
+  const LOG_CAP = 200;           // max entries in the event log
+  const STALE_MS = 5000;         // no snapshot for this long while "live" -> "stale"
+  const SSE_REOPEN_MS = 5000;    // re-create a CLOSED EventSource after this long
+
+  // Named SSE events we subscribe to (EventSource only delivers named events
+  // to listeners registered for that exact name). Unnamed events arrive via
+  // onmessage and are handled generically.
+  const KNOWN_EVENTS = [
+    "actors", "actor_exit", "actor_restart", "actor_started", "actor_stopped",
+    "actor_stuck", "actor_failed", "supervisor_escalated", "setting_changed",
+    "daemon", "error",
+  ];
+
+  const $ = (sel) => document.querySelector(sel);
+  const rowsEl = $("#actor-rows");
+  const logEl = $("#event-log");
+  const connEl = $("#conn");
+  const connText = $("#conn-text");
+  const bannerEl = $("#banner");
+  const summaryEl = $("#summary");
+  const countEl = $("#event-count");
+
+  /** id -> <tr> */
+  const rows = new Map();
+  /** id -> latest actor object */
+  let actors = new Map();
+  /** performance.now() when the last snapshot arrived (for backoff countdowns) */
+  let snapshotAt = 0;
+  let lastSnapshotWall = 0;
+
+  let es = null;
+  let pollTimer = null;
+  let mode = "connecting"; // live | stale | disconnected | polling | connecting
+
+  // ---------------------------------------------------------------- helpers
+
+  function el(tag, cls, text) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+
+  function num(v) {
+    const n = Number(v);
+    return Number.isFinite(n) ? n : 0;
+  }
+
+  function fmtMs(v) {
+    const ms = Math.max(0, Math.round(num(v)));
+    if (ms < 1000) return ms + " ms";
+    if (ms < 60000) return (ms / 1000).toFixed(ms < 10000 ? 2 : 1) + " s";
+    const s = Math.floor(ms / 1000);
+    if (s < 3600) return Math.floor(s / 60) + "m " + (s % 60) + "s";
+    return Math.floor(s / 3600) + "h " + Math.floor((s % 3600) / 60) + "m";
+  }
+
+  function fmtTime(tsMs) {
+    const d = new Date(Number.isFinite(Number(tsMs)) && tsMs ? Number(tsMs) : Date.now());
+    const p = (n, w) => String(n).padStart(w || 2, "0");
+    return p(d.getHours()) + ":" + p(d.getMinutes()) + ":" + p(d.getSeconds()) + "." + p(d.getMilliseconds(), 3);
+  }
+
+  function depthClass(q) {
+    if (q <= 0) return "q0";
+    if (q < 10) return "q1";
+    if (q < 100) return "q10";
+    return "q100";
+  }
+
+  // Percent-encode each path segment but keep the slashes: the daemon expects
+  // the raw slash path, e.g. /api/v1/actors/kernel/config/restart.
+  function restartUrl(id) {
+    return API_ACTORS + "/" + String(id).split("/").map(encodeURIComponent).join("/") + "/restart";
+  }
+
+  // ---------------------------------------------------------------- connection status
+
+  function setMode(m, detail) {
+    mode = m;
+    connEl.dataset.state = m;
+    document.body.dataset.conn = m;
+    const label = {
+      live: "live",
+      stale: "live (no update)",
+      connecting: "connecting…",
+      disconnected: "disconnected",
+      polling: "polling",
+    }[m] || m;
+    connText.textContent = label;
+    connEl.title = detail || ("Connection to homed: " + label);
+    bannerEl.hidden = !(m === "disconnected");
+    if (m === "disconnected") bannerEl.textContent = "disconnected — retrying" + (detail ? " (" + detail + ")" : "");
+  }
+
+  // ---------------------------------------------------------------- tree rendering
+
+  // Depth-first order: roots (no parent, or parent unknown) in the order given,
+  // each followed by its children in the order given.
+  function treeOrder(list) {
+    const byId = new Map();
+    const children = new Map();
+    for (const a of list) {
+      if (!a || typeof a.id !== "string") continue;
+      if (!byId.has(a.id)) byId.set(a.id, a);
+    }
+    const roots = [];
+    for (const a of byId.values()) {
+      const p = a.parent;
+      if (p === null || p === undefined || p === "" || !byId.has(p) || p === a.id) {
+        roots.push(a);
+      } else {
+        if (!children.has(p)) children.set(p, []);
+        children.get(p).push(a);
+      }
+    }
+    const out = [];
+    const seen = new Set();
+    const visit = (a, depth) => {
+      if (seen.has(a.id)) return;
+      seen.add(a.id);
+      const kids = children.get(a.id) || [];
+      out.push({ actor: a, depth, hasKids: kids.length > 0 });
+      for (const c of kids) visit(c, depth + 1);
+    };
+    for (const r of roots) visit(r, 0);
+    // Anything left over is part of a parent cycle: show it flat rather than hide it.
+    for (const a of byId.values()) if (!seen.has(a.id)) visit(a, 0);
+    return out;
+  }
+
+  function buildRow(id) {
+    const tr = el("tr", "actor");
+    tr.dataset.actorId = id;
+
+    const tdId = el("td", "id");
+    const wrap = el("span", "tree");
+    const prefix = el("span", "id-prefix");
+    const leaf = el("span", "id-leaf");
+    wrap.append(prefix, leaf);
+    tdId.append(wrap);
+
+    const tdKind = el("td", "kind");
+    const tdState = el("td", "state");
+    const badge = el("span", "badge");
+    const extra = el("span", "state-extra");
+    tdState.append(badge, extra);
+
+    const tdQ = el("td", "queued");
+    const qNum = el("span", "q-num");
+    const bar = el("span", "bar");
+    const fill = el("span", "fill");
+    bar.append(fill);
+    tdQ.append(qNum, bar);
+
+    const tdHandled = el("td", "num handled");
+    const tdOldest = el("td", "num oldest");
+    const tdBusy = el("td", "num busy");
+    const tdRestarts = el("td", "num restarts");
+    const tdExit = el("td", "last-exit");
+
+    const tdAct = el("td", "actions");
+    const btn = el("button", "restart", "Restart");
+    btn.type = "button";
+    btn.addEventListener("click", () => restart(id, tr));
+    const err = el("span", "restart-error");
+    err.setAttribute("role", "alert");
+    tdAct.append(btn, err);
+
+    tr.append(tdId, tdKind, tdState, tdQ, tdHandled, tdOldest, tdBusy, tdRestarts, tdExit, tdAct);
+    tr._cells = { prefix, leaf, wrap, tdKind, badge, extra, tdState, tdQ, qNum, fill, tdHandled, tdOldest, tdBusy, tdRestarts, tdExit, btn, err };
+    return tr;
+  }
+
+  function setText(node, text) {
+    const t = String(text);
+    if (node.textContent !== t) node.textContent = t;
+  }
+
+  function updateRow(tr, a, depth, hasKids) {
+    const c = tr._cells;
+    const id = a.id;
+    const cut = id.lastIndexOf("/");
+    setText(c.prefix, cut >= 0 ? id.slice(0, cut + 1) : "");
+    setText(c.leaf, cut >= 0 ? id.slice(cut + 1) : id);
+    c.wrap.style.paddingLeft = (depth * 1.25) + "em";
+    c.wrap.classList.toggle("has-kids", hasKids);
+    c.wrap.classList.toggle("child", depth > 0);
+    c.wrap.title = id;
+
+    setText(c.tdKind, a.kind || "");
+
+    const state = String(a.state || "unknown");
+    const stuck = !!a.stuck;
+    setText(c.badge, stuck ? state + " · stuck" : state);
+    c.badge.className = "badge b-" + state.replace(/[^a-z0-9_-]/gi, "") + (stuck ? " b-stuck" : "");
+    c.tdState.dataset.state = state;
+
+    const q = Math.max(0, num(a.queued));
+    setText(c.qNum, q);
+    c.tdQ.dataset.depth = depthClass(q);
+    c.fill.style.width = (q <= 0 ? 0 : Math.min(100, 8 + (Math.log10(q + 1) / 3) * 92)).toFixed(1) + "%";
+
+    setText(c.tdHandled, num(a.handled));
+    setText(c.tdOldest, num(a.oldest_queued_ms) > 0 ? fmtMs(a.oldest_queued_ms) : "—");
+    c.tdOldest.title = num(a.oldest_queued_ms) + " ms";
+    setText(c.tdBusy, num(a.busy_ms) > 0 ? fmtMs(a.busy_ms) : "—");
+    c.tdBusy.title = num(a.busy_ms) + " ms";
+
+    const prevRestarts = c.tdRestarts.textContent;
+    const restarts = String(num(a.restarts));
+    if (prevRestarts !== restarts) {
+      c.tdRestarts.textContent = restarts;
+      if (prevRestarts !== "") flash(tr);
+    }
+
+    const exit = a.last_exit === null || a.last_exit === undefined ? "" : String(a.last_exit);
+    setText(c.tdExit, exit);
+    c.tdExit.title = exit;
+
+    tr.dataset.state = state;
+    tr.classList.toggle("is-stuck", stuck);
+    tr.classList.toggle("is-backoff", state === "backoff");
+    tr.classList.toggle("is-failed", state === "failed");
+    tr.classList.toggle("is-stopped", state === "stopped");
+    tr.classList.toggle("is-busy", state === "busy" && !stuck);
+    tr._backoffMs = state === "backoff" ? num(a.backoff_ms) : 0;
+
+    const restartable = !!a.restartable;
+    c.btn.hidden = !restartable;
+    if (!restartable && !tr._pending) c.btn.disabled = true;
+    else if (!tr._pending) c.btn.disabled = false;
+  }
+
+  function flash(tr) {
+    tr.classList.remove("flash");
+    // restart the CSS animation
+    void tr.offsetWidth;
+    tr.classList.add("flash");
+  }
+
+  function tickCountdowns() {
+    const elapsed = performance.now() - snapshotAt;
+    for (const tr of rows.values()) {
+      const c = tr._cells;
+      if (tr._backoffMs > 0) {
+        const left = Math.max(0, tr._backoffMs - elapsed);
+        setText(c.extra, "retry in " + (left / 1000).toFixed(1) + " s");
+      } else if (c.extra.textContent) {
+        c.extra.textContent = "";
+      }
+    }
+    if (mode === "live" && lastSnapshotWall && Date.now() - lastSnapshotWall > STALE_MS) {
+      setMode("stale", "no actors snapshot for " + Math.round((Date.now() - lastSnapshotWall) / 1000) + " s");
+    }
+  }
+
+  function renderSummary(list) {
+    const counts = {};
+    let stuck = 0;
+    for (const a of list) {
+      counts[a.state] = (counts[a.state] || 0) + 1;
+      if (a.stuck) stuck++;
+    }
+    const parts = [list.length + (list.length === 1 ? " actor" : " actors")];
+    for (const s of ["running", "busy", "starting", "backoff", "stopped", "failed"]) {
+      if (counts[s]) parts.push(counts[s] + " " + s);
+    }
+    if (stuck) parts.push(stuck + " stuck");
+    summaryEl.textContent = parts.join(" · ");
+  }
+
+  function applySnapshot(data) {
+    const list = data && Array.isArray(data.actors) ? data.actors : null;
+    if (!list) return;
+    snapshotAt = performance.now();
+    lastSnapshotWall = Date.now();
+    if (mode === "stale") setMode("live");
+
+    const ordered = treeOrder(list);
+    const next = new Map();
+    const frag = [];
+    for (const { actor, depth, hasKids } of ordered) {
+      let tr = rows.get(actor.id);
+      if (!tr) tr = buildRow(actor.id);
+      updateRow(tr, actor, depth, hasKids);
+      next.set(actor.id, tr);
+      frag.push(tr);
+    }
+    // Drop rows for actors that disappeared.
+    for (const [id, tr] of rows) if (!next.has(id)) tr.remove();
+    const placeholder = rowsEl.querySelector("tr.placeholder");
+    if (placeholder) placeholder.remove();
+    // Put rows in tree order, moving only those out of place.
+    let cursor = rowsEl.firstElementChild;
+    for (const tr of frag) {
+      if (tr === cursor) {
+        cursor = cursor.nextElementSibling;
+      } else {
+        rowsEl.insertBefore(tr, cursor);
+      }
+    }
+    if (frag.length === 0) {
+      const ph = el("tr", "placeholder");
+      const td = el("td", null, "no actors");
+      td.colSpan = 10;
+      ph.append(td);
+      rowsEl.append(ph);
+    }
+    rows.clear();
+    for (const [id, tr] of next) rows.set(id, tr);
+    actors = new Map(list.map((a) => [a.id, a]));
+    renderSummary(list);
+    tickCountdowns();
+  }
+
+  // ---------------------------------------------------------------- restart
+
+  async function restart(id, tr) {
+    const c = tr._cells;
+    if (tr._pending) return;
+    tr._pending = true;
+    c.btn.disabled = true;
+    c.btn.textContent = "Restarting…";
+    c.err.textContent = "";
+    try {
+      const res = await fetch(restartUrl(id), {
+        method: "POST",
+        headers: { "Accept": "application/json" },
+        cache: "no-store",
+      });
+      let body = null;
+      const text = await res.text();
+      try { body = text ? JSON.parse(text) : null; } catch (_) { body = null; }
+      if (!res.ok) {
+        const msg = body && typeof body.error === "string" ? body.error : (text || res.statusText || "request failed");
+        c.err.textContent = (res.status >= 500 ? "HTTP " + res.status + ": " : "") + msg;
+      } else if (mode === "polling") {
+        // No SSE: refresh now instead of waiting for the next poll.
+        refreshOnce();
+      }
+    } catch (e) {
+      c.err.textContent = "network error: " + (e && e.message ? e.message : e);
+    } finally {
+      tr._pending = false;
+      c.btn.textContent = "Restart";
+      const a = actors.get(id);
+      c.btn.disabled = !(a && a.restartable);
+    }
+  }
+
+  // ---------------------------------------------------------------- event log
+
+  function logEvent(type, data) {
+    let payload = data;
+    if (typeof data === "string") {
+      try { payload = JSON.parse(data); } catch (_) { payload = data; }
+    }
+    let ts = Date.now();
+    let evType = type;
+    let rest = payload;
+    if (payload && typeof payload === "object" && !Array.isArray(payload)) {
+      if (payload.ts_ms !== undefined) ts = num(payload.ts_ms) || ts;
+      if ((type === "message" || !type) && typeof payload.type === "string") evType = payload.type;
+      rest = {};
+      for (const k of Object.keys(payload)) if (k !== "type" && k !== "ts_ms") rest[k] = payload[k];
+    }
+    if (!evType) evType = "message";
+
+    const li = el("li", "ev");
+    li.dataset.type = evType;
+    const kind = evType.replace(/[^a-z0-9_-]/gi, "");
+    if (/exit|fail|escalat|error/i.test(kind)) li.classList.add("ev-bad");
+    else if (/restart|backoff/i.test(kind)) li.classList.add("ev-warn");
+    else if (/start/i.test(kind)) li.classList.add("ev-ok");
+    const time = el("time", "ev-time", fmtTime(ts));
+    time.dateTime = new Date(ts).toISOString();
+    const t = el("span", "ev-type", evType);
+    let json;
+    try { json = typeof rest === "string" ? rest : JSON.stringify(rest); } catch (_) { json = String(rest); }
+    const code = el("code", "ev-data", json === "{}" ? "" : json);
+    li.append(time, t, code);
+    logEl.insertBefore(li, logEl.firstChild);
+    while (logEl.children.length > LOG_CAP) logEl.lastElementChild.remove();
+    countEl.textContent = "(" + logEl.children.length + ")";
+  }
+
+  $("#clear-log").addEventListener("click", () => {
+    logEl.replaceChildren();
+    countEl.textContent = "";
+  });
+
+  // ---------------------------------------------------------------- data sources
+
+  async function refreshOnce() {
+    const res = await fetch(API_ACTORS, { cache: "no-store", headers: { "Accept": "application/json" } });
+    if (!res.ok) throw new Error("HTTP " + res.status);
+    applySnapshot(await res.json());
+  }
+
+  function startPolling() {
+    if (pollTimer) return;
+    const tick = async () => {
+      try {
+        await refreshOnce();
+        if (!es) setMode("polling", "EventSource unavailable; polling every " + POLL_MS / 1000 + " s");
+      } catch (e) {
+        if (!es) setMode("disconnected", String(e && e.message ? e.message : e));
+      }
+    };
+    tick();
+    pollTimer = setInterval(tick, POLL_MS);
+  }
+
+  function stopPolling() {
+    if (pollTimer) clearInterval(pollTimer);
+    pollTimer = null;
+  }
+
+  function onSseData(name, ev) {
+    if (name === "actors") {
+      try { applySnapshot(JSON.parse(ev.data)); } catch (e) { console.warn("bad actors event", e); }
+      return;
+    }
+    logEvent(name, ev.data);
+  }
+
+  function connectSse() {
+    setMode("connecting");
+    const src = new EventSource(API_EVENTS);
+    es = src;
+    src.onopen = () => {
+      if (es !== src) return;
+      stopPolling();
+      setMode("live");
+    };
+    for (const name of KNOWN_EVENTS) {
+      if (name === "error") continue; // shared with connection errors, below
+      src.addEventListener(name, (ev) => { if (es === src) onSseData(name, ev); });
+    }
+    // Unnamed events: either a snapshot or a kernel event with a "type" field.
+    src.onmessage = (ev) => {
+      if (es !== src) return;
+      let data = null;
+      try { data = JSON.parse(ev.data); } catch (_) { /* generic text */ }
+      if (data && Array.isArray(data.actors) && (data.type === undefined || data.type === "actors")) {
+        applySnapshot(data);
+      } else {
+        logEvent(data && typeof data.type === "string" ? data.type : "message", data !== null ? data : ev.data);
+      }
+    };
+    // "error" is both the kernel's `event: error` (a MessageEvent with data)
+    // and EventSource's own connection-error event (no data).
+    src.addEventListener("error", (ev) => {
+      if (es !== src) return;
+      if (typeof ev.data === "string") {
+        logEvent("error", ev.data);
+        return;
+      }
+      if (src.readyState === EventSource.CLOSED) {
+        // The browser gave up (e.g. non-200 or wrong content type): poll
+        // meanwhile and open a fresh EventSource a bit later.
+        setMode("disconnected", "event stream closed");
+        es = null;
+        src.close();
+        startPolling();
+        setTimeout(() => { if (!es) { stopPolling(); connectSse(); } }, SSE_REOPEN_MS);
+      } else {
+        // readyState CONNECTING: EventSource retries by itself.
+        setMode("disconnected", "event stream lost");
+      }
+    });
+  }
+
+  // ---------------------------------------------------------------- start
+
+  setInterval(tickCountdowns, 250);
+  if (typeof window.EventSource === "function") {
+    // Initial snapshot right away so the tree does not wait for the first SSE tick.
+    refreshOnce().catch(() => { /* SSE will bring it */ });
+    connectSse();
+  } else {
+    startPolling();
+  }
+})();

@@ -1,0 +1,111 @@
+//! A real `homed` process on loopback, for black-box tests.
+
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Daemon {
+    pub child: Child,
+    pub port: u16,
+    pub data: PathBuf,
+    pub log: PathBuf,
+}
+
+/// A port that was free a moment ago.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+impl Daemon {
+    /// Starts homed on `data` and waits until `/healthz` answers.
+    pub fn start(data: &Path) -> Self {
+        let port = free_port();
+        let log = data.with_extension(format!("{port}.log"));
+        let child = Self::spawn(data, port, &log);
+        let d = Self {
+            child,
+            port,
+            data: data.to_owned(),
+            log,
+        };
+        d.wait_healthy();
+        d
+    }
+
+    pub fn spawn(data: &Path, port: u16, log: &Path) -> Child {
+        let log_file = std::fs::File::create(log).unwrap();
+        Command::new(env!("CARGO_BIN_EXE_homed"))
+            .args([
+                "--data",
+                data.to_str().unwrap(),
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+            ])
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log_file)
+            .spawn()
+            .expect("spawn homed")
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn wait_healthy(&self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(r) = reqwest::blocking::get(self.url("/healthz"))
+                && r.status().is_success()
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("homed did not become healthy; log:\n{}", self.log_text());
+    }
+
+    /// SIGTERM and wait; returns the exit status.
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        unsafe_kill(self.child.id(), "TERM");
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return st;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "homed did not stop on SIGTERM; log:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGKILL (no cleanup at all), then reap.
+    pub fn kill9(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Sends a signal with the `kill` command (no libc dependency in tests).
+pub fn unsafe_kill(pid: u32, sig: &str) {
+    let _ = Command::new("kill")
+        .args([&format!("-{sig}"), &pid.to_string()])
+        .status();
+}

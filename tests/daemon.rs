@@ -1,0 +1,222 @@
+//! The daemon as a black box: real process, real SQLite, real HTTP on loopback.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::time::{Duration, Instant};
+
+use common::Daemon;
+use serde_json::{Value, json};
+
+fn get(d: &Daemon, path: &str) -> (u16, Value) {
+    let r = reqwest::blocking::get(d.url(path)).unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().unwrap_or(Value::Null))
+}
+
+fn send(d: &Daemon, method: reqwest::Method, path: &str, body: Option<&str>) -> (u16, Value) {
+    let client = reqwest::blocking::Client::new();
+    let mut req = client.request(method, d.url(path));
+    if let Some(b) = body {
+        req = req.header("content-type", "application/json").body(b.to_owned());
+    }
+    let r = req.send().unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().unwrap_or(Value::Null))
+}
+
+fn actor<'a>(actors: &'a Value, id: &str) -> &'a Value {
+    actors["actors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == id)
+        .unwrap_or_else(|| panic!("no {id} in {actors}"))
+}
+
+#[test]
+fn health_tree_restart_and_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&dir.path().join("data"));
+
+    let (status, health) = get(&d, "/healthz");
+    assert_eq!((status, health), (200, json!({"status": "ok"})));
+
+    let (_, tree) = get(&d, "/api/v1/actors");
+    let root = actor(&tree, "kernel");
+    assert_eq!(root["parent"], Value::Null);
+    assert_eq!(root["kind"], "supervisor");
+    let children: Vec<_> = tree["actors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["parent"] == "kernel")
+        .collect();
+    assert!(children.len() >= 2, "{tree}");
+    for a in tree["actors"].as_array().unwrap() {
+        for field in [
+            "id",
+            "parent",
+            "kind",
+            "state",
+            "queued",
+            "handled",
+            "oldest_queued_ms",
+            "busy_ms",
+            "restarts",
+            "last_exit",
+        ] {
+            assert!(a.get(field).is_some(), "field {field} missing in {a}");
+        }
+        assert_eq!(a["state"], "running", "{a}");
+    }
+
+    // Subscribe before the restart so the restart's events are seen live.
+    let resp = reqwest::blocking::Client::new()
+        .get(d.url("/api/v1/events?interval_ms=200"))
+        .timeout(Duration::from_secs(10))
+        .send()
+        .unwrap();
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    let mut lines = BufReader::new(resp).lines();
+    let started = Instant::now();
+    let mut seen_actors = false;
+    while let Some(Ok(line)) = lines.next() {
+        if line == "event: actors" {
+            seen_actors = true;
+            break;
+        }
+    }
+    assert!(
+        seen_actors && started.elapsed() < Duration::from_secs(2),
+        "an actors event within 2 s"
+    );
+
+    let (status, body) = send(&d, reqwest::Method::POST, "/api/v1/actors/kernel/config/restart", None);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["restarts"], 1);
+    let mut kinds = Vec::new();
+    while let Some(Ok(line)) = lines.next() {
+        if let Some(k) = line.strip_prefix("event: ")
+            && k != "actors"
+        {
+            kinds.push(k.to_owned());
+        }
+        if kinds.iter().any(|k| k == "actor_started") {
+            break;
+        }
+    }
+    assert!(kinds.contains(&"actor_restart".to_owned()), "{kinds:?}");
+    let (_, tree) = get(&d, "/api/v1/actors");
+    assert_eq!(actor(&tree, "kernel/config")["restarts"], 1);
+    assert_eq!(actor(&tree, "kernel/config")["last_exit"], "shutdown");
+
+    let (status, _) = send(&d, reqwest::Method::POST, "/api/v1/actors/kernel/restart", None);
+    assert_eq!(status, 409);
+    let (status, body) = send(&d, reqwest::Method::POST, "/api/v1/actors/kernel/missing/restart", None);
+    assert_eq!(status, 404);
+    assert!(body["error"].as_str().unwrap().contains("kernel/missing"));
+
+    // The dashboard and the API description.
+    let html = reqwest::blocking::get(d.url("/")).unwrap();
+    assert!(
+        html.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/html")
+    );
+    assert!(html.text().unwrap().contains("HomeAgent"));
+    let (status, spec) = get(&d, "/api/v1/openapi.json");
+    assert_eq!(status, 200);
+    for path in [
+        "/healthz",
+        "/api/v1/actors",
+        "/api/v1/actors/{id}/restart",
+        "/api/v1/events",
+        "/api/v1/settings",
+    ] {
+        assert!(spec["paths"].get(path).is_some(), "{path} undocumented");
+    }
+
+    let status = d.terminate();
+    assert!(status.success(), "graceful SIGTERM exit: {status:?}");
+}
+
+#[test]
+fn bad_input_gets_a_json_4xx() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&dir.path().join("data"));
+    let put = |body: &str| send(&d, reqwest::Method::PUT, "/api/v1/settings", Some(body));
+
+    for (body, why) in [
+        ("{not json", "malformed"),
+        ("[1,2]", "not an object"),
+        (r#"{"core.agent.max_tool_turns": "ten"}"#, "wrong type"),
+        (r#"{"core.nope": 1}"#, "unknown key"),
+        (r#"{"core.daemon.heartbeat_interval": "5 parsecs"}"#, "bad duration"),
+        ("{}", "empty"),
+    ] {
+        let (status, body) = put(body);
+        assert_eq!(status, 400, "{why}: {body}");
+        assert!(body["error"].as_str().is_some_and(|e| !e.is_empty()), "{why}: {body}");
+    }
+    let big = format!(r#"{{"core.agent.personal_prompt": "{}"}}"#, "x".repeat(100 * 1024));
+    let (status, body) = put(&big);
+    assert_eq!(status, 413, "{body}");
+    let (status, _) = get(&d, "/api/v1/events?interval_ms=abc");
+    assert_eq!(status, 400);
+    let (status, _) = get(&d, "/api/v1/events?interval_ms=50");
+    assert_eq!(status, 400);
+    let (status, body) = get(&d, "/api/v1/nope");
+    assert_eq!(status, 404);
+    assert!(body["error"].is_string());
+    // Still healthy after all that.
+    assert_eq!(get(&d, "/healthz").0, 200);
+}
+
+#[test]
+fn settings_persist_across_kill_9_and_second_daemon_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = Daemon::start(&data);
+
+    let (status, body) = send(
+        &d,
+        reqwest::Method::PUT,
+        "/api/v1/settings",
+        Some(r#"{"core.agent.max_tool_turns": 7, "plugin.timer.tick": "5s", "core.llm.api_key": "sk-secret"}"#),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["settings"]["core.agent.max_tool_turns"], 7);
+    assert_eq!(body["settings"]["core.llm.api_key"], "********", "secrets are masked");
+
+    // A second daemon on the same data dir refuses to start, with a clear message.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_homed"))
+        .args([
+            "--data",
+            data.to_str().unwrap(),
+            "--listen",
+            &format!("127.0.0.1:{}", common::free_port()),
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("already using the data directory"), "{err}");
+
+    // Acknowledged writes survive SIGKILL.
+    d.kill9();
+    let d = Daemon::start(&data);
+    let (_, body) = get(&d, "/api/v1/settings");
+    assert_eq!(body["settings"]["core.agent.max_tool_turns"], 7);
+    assert_eq!(body["settings"]["plugin.timer.tick"], "5s");
+    // null deletes: back to the default.
+    let (status, body) = send(
+        &d,
+        reqwest::Method::PUT,
+        "/api/v1/settings",
+        Some(r#"{"core.agent.max_tool_turns": null}"#),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["settings"]["core.agent.max_tool_turns"], 10);
+}
