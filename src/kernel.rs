@@ -263,3 +263,25 @@ impl Module<KernelState> for HeartbeatModule {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_real_boot_graph_resolves() {
+        let g = graph().expect("the kernel's own modules must form a valid graph");
+        assert_eq!(g.layers(), vec![vec!["supervision"], vec!["config", "heartbeat"]]);
+    }
+
+    #[test]
+    fn heartbeat_writes_the_file_atomically() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut hb = Heartbeat::new(dir.path().join("heartbeat"), Duration::from_secs(1));
+        hb.beat().unwrap();
+        let text = std::fs::read_to_string(dir.path().join("heartbeat")).unwrap();
+        let t: u64 = text.trim().strip_prefix("t=").unwrap().parse().unwrap();
+        assert!(t > 1_700_000_000);
+        assert!(!dir.path().join("heartbeat.tmp").exists());
+    }
+}
