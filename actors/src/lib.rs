@@ -23,6 +23,7 @@ pub mod host;
 pub mod modgraph;
 pub mod panic;
 pub mod registry;
+pub mod scheduler;
 pub mod supervisor;
 
 pub use addr::{SendError, TAddr};
