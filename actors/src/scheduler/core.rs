@@ -253,12 +253,11 @@ impl<P, F> Core<P, F> {
     /// oldest task of the lowest non-empty level is dropped and returned.
     fn enqueue_interrupt(&mut self, task: Task<P>) -> Option<Task<P>> {
         let mut dropped = None;
-        if self.pending_interrupts() >= self.max_queue {
-            if let Some(q) = self.interrupts.iter_mut().find(|q| !q.is_empty()) {
+        if self.pending_interrupts() >= self.max_queue
+            && let Some(q) = self.interrupts.iter_mut().find(|q| !q.is_empty()) {
                 dropped = q.pop_front();
                 self.stats.rejected += 1;
             }
-        }
         let idx = task.meta.level().map_or(0, |l| l as usize - 1);
         self.interrupts[idx].push_back(task);
         dropped
@@ -314,7 +313,7 @@ impl<P, F> Core<P, F> {
     }
 
     /// Chooses the next task (spec §1.8) and makes it the running one.
-    pub fn next(&mut self) -> Option<Pick<P, F>> {
+    pub fn pick_next(&mut self) -> Option<Pick<P, F>> {
         debug_assert!(self.running.is_none(), "one task runs at a time");
         let pick = if let Some(t) = self.immediate.take() {
             Pick::Start(t)
@@ -520,7 +519,7 @@ mod tests {
 
     /// Starts the next task and returns its payload and whether it was a resume.
     fn run_next(c: &mut C) -> (&'static str, bool) {
-        match c.next().expect("a task to run") {
+        match c.pick_next().expect("a task to run") {
             Pick::Start(t) => (t.payload, false),
             Pick::Resume(t, _) => (t.payload, true),
         }
@@ -732,7 +731,7 @@ mod tests {
     fn stop_cancels_exactly_the_tasks_waiting_at_that_moment() {
         let mut c = C::default();
         c.enqueue("running", Kind::Input).unwrap();
-        let running = match c.next().unwrap() {
+        let running = match c.pick_next().unwrap() {
             Pick::Start(t) => t.meta.id,
             _ => unreachable!(),
         };
