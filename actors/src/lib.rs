@@ -20,6 +20,7 @@ pub mod addr;
 pub mod bus;
 pub mod config;
 pub mod host;
+pub mod llm;
 pub mod modgraph;
 pub mod panic;
 pub mod registry;

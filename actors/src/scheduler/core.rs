@@ -254,10 +254,11 @@ impl<P, F> Core<P, F> {
     fn enqueue_interrupt(&mut self, task: Task<P>) -> Option<Task<P>> {
         let mut dropped = None;
         if self.pending_interrupts() >= self.max_queue
-            && let Some(q) = self.interrupts.iter_mut().find(|q| !q.is_empty()) {
-                dropped = q.pop_front();
-                self.stats.rejected += 1;
-            }
+            && let Some(q) = self.interrupts.iter_mut().find(|q| !q.is_empty())
+        {
+            dropped = q.pop_front();
+            self.stats.rejected += 1;
+        }
         let idx = task.meta.level().map_or(0, |l| l as usize - 1);
         self.interrupts[idx].push_back(task);
         dropped

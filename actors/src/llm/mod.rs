@@ -1,0 +1,12 @@
+//! LLM providers: unified types, Lua vendor adapters, stream accumulation, and the
+//! rules for choosing and pausing sources.
+//!
+//! * [`types`]: the OpenAI-shaped request/response/chunk every adapter maps to;
+//! * [`stream`]: builds a response from stream chunks (tool-call fragments by index);
+//! * [`health`]: fallback order, retry and pause rules, 401/403 handling.
+
+pub mod health;
+pub mod stream;
+pub mod types;
+
+pub use types::{CompletionRequest, CompletionResponse, Message, StreamChunk, ToolCall, ToolDef, Usage};
