@@ -5,6 +5,7 @@
 //! * [`stream`]: builds a response from stream chunks (tool-call fragments by index);
 //! * [`health`]: fallback order, retry and pause rules, 401/403 handling.
 
+pub mod adapter;
 pub mod health;
 pub mod stream;
 pub mod types;

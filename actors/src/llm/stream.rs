@@ -127,9 +127,10 @@ pub fn decode_arguments(tool: &str, raw: &str, truncated: bool, max_tokens: u32)
         return v;
     }
     if let Some(fixed) = repair_durations(raw)
-        && let Ok(v @ Value::Object(_)) = serde_json::from_str::<Value>(&fixed) {
-            return v;
-        }
+        && let Ok(v @ Value::Object(_)) = serde_json::from_str::<Value>(&fixed)
+    {
+        return v;
+    }
     let text = if truncated {
         format!(
             "工具 {tool} 的参数被截断：输出达到 max_tokens={max_tokens} 上限，JSON 不完整。请把内容拆成多次更小的调用，每次只传一部分。 \

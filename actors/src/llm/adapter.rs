@@ -1,0 +1,459 @@
+//! Running a vendor adapter: one Lua 5.4 state per adapter instance (mlua).
+//!
+//! An adapter is a Lua chunk returning a table (see `lua/README.md` for the contract).
+//! The VM gets a small, deterministic standard library (`json`, `log`, hashing and
+//! base64) and limits: an instruction budget per call and a memory cap, so a runaway
+//! script fails its request instead of hanging the provider.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use base64::Engine as _;
+use hmac::{Hmac, Mac};
+use mlua::{Function, HookTriggers, Lua, LuaOptions, LuaSerdeExt, StdLib, Table, Value as LuaValue, VmState};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::types::{CompletionRequest, CompletionResponse, StreamChunk};
+
+/// Instructions one adapter call may execute (counted in steps of [`HOOK_STEP`]).
+const INSTRUCTION_BUDGET: u64 = 50_000_000;
+const HOOK_STEP: u32 = 10_000;
+/// Memory one adapter state may use.
+const MEMORY_LIMIT: usize = 64 * 1024 * 1024;
+
+/// How a vendor frames its stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamFormat {
+    /// Server-Sent Events: `data: <payload>` lines, `[DONE]` at the end.
+    Sse,
+    /// One JSON object per line (Ollama).
+    Ndjson,
+}
+
+/// What went wrong inside an adapter.
+#[derive(Debug, thiserror::Error)]
+pub enum AdapterError {
+    #[error("adapter `{adapter}` failed to load: {message}; fix the script or remove the override in DATA/adapters")]
+    Load { adapter: String, message: String },
+    #[error("adapter `{adapter}`: `{function}` failed: {message}")]
+    Call {
+        adapter: String,
+        function: String,
+        message: String,
+    },
+    #[error("adapter `{adapter}`: `{function}` returned JSON that does not match the unified shape: {message}")]
+    Shape {
+        adapter: String,
+        function: String,
+        message: String,
+    },
+}
+
+/// Inputs of `build_headers(meta)`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct HeaderMeta<'a> {
+    pub url: &'a str,
+    pub method: &'a str,
+    pub body: &'a str,
+    pub api_key: &'a str,
+    pub timestamp: u64,
+    pub source: SourceName<'a>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SourceName<'a> {
+    pub name: &'a str,
+}
+
+/// A loaded adapter.
+pub struct Adapter {
+    name: String,
+    lua: Lua,
+    module: Table,
+    /// Instructions used by the current call (in hook steps).
+    used: Arc<AtomicU64>,
+    pub endpoint: String,
+    pub stream_format: StreamFormat,
+}
+
+impl std::fmt::Debug for Adapter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Adapter")
+            .field("name", &self.name)
+            .field("endpoint", &self.endpoint)
+            .finish()
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn install_stdlib(lua: &Lua, adapter: &str) -> mlua::Result<()> {
+    let g = lua.globals();
+    let json = lua.create_table()?;
+    json.set(
+        "encode",
+        lua.create_function(|lua, v: LuaValue| {
+            let value: Value = lua.from_value(v)?;
+            serde_json::to_string(&value).map_err(mlua::Error::external)
+        })?,
+    )?;
+    json.set(
+        "decode",
+        lua.create_function(
+            |lua, s: mlua::String| match serde_json::from_slice::<Value>(&s.as_bytes()) {
+                Ok(v) => lua.to_value(&v),
+                Err(_) => Ok(LuaValue::Nil),
+            },
+        )?,
+    )?;
+    json.set("null", lua.null())?;
+    json.set(
+        "array",
+        lua.create_function(|lua, ()| {
+            let t = lua.create_table()?;
+            t.set_metatable(Some(lua.array_metatable()))?;
+            Ok(t)
+        })?,
+    )?;
+    g.set("json", json)?;
+    let name = adapter.to_owned();
+    g.set(
+        "log",
+        lua.create_function(move |_, (level, msg): (String, String)| {
+            match level.as_str() {
+                "error" => tracing::error!(adapter = %name, "{msg}"),
+                "warn" => tracing::warn!(adapter = %name, "{msg}"),
+                "info" => tracing::info!(adapter = %name, "{msg}"),
+                _ => tracing::debug!(adapter = %name, "{msg}"),
+            }
+            Ok(())
+        })?,
+    )?;
+    g.set(
+        "sha256_hex",
+        lua.create_function(|_, s: mlua::String| Ok(hex(&Sha256::digest(&*s.as_bytes()))))?,
+    )?;
+    g.set(
+        "hmac_sha256_hex",
+        lua.create_function(|_, (k, m): (mlua::String, mlua::String)| {
+            let mut mac = Hmac::<Sha256>::new_from_slice(&k.as_bytes()).map_err(mlua::Error::external)?;
+            mac.update(&m.as_bytes());
+            Ok(hex(&mac.finalize().into_bytes()))
+        })?,
+    )?;
+    g.set(
+        "base64_encode",
+        lua.create_function(|_, s: mlua::String| Ok(base64::engine::general_purpose::STANDARD.encode(&*s.as_bytes())))?,
+    )?;
+    g.set(
+        "tohex",
+        lua.create_function(|_, s: mlua::String| Ok(hex(&s.as_bytes())))?,
+    )?;
+    Ok(())
+}
+
+impl Adapter {
+    /// Compiles `source` (a chunk returning the adapter table) into a fresh Lua state.
+    pub fn load(name: &str, source: &str) -> Result<Self, AdapterError> {
+        let load_err = |e: mlua::Error| AdapterError::Load {
+            adapter: name.to_owned(),
+            message: e.to_string(),
+        };
+        // No io/os/package: adapters transform data, they do not touch the machine.
+        let lua = Lua::new_with(
+            StdLib::STRING | StdLib::TABLE | StdLib::MATH | StdLib::UTF8,
+            LuaOptions::default(),
+        )
+        .map_err(load_err)?;
+        lua.set_memory_limit(MEMORY_LIMIT).map_err(load_err)?;
+        install_stdlib(&lua, name).map_err(load_err)?;
+        let used = Arc::new(AtomicU64::new(0));
+        let counter = used.clone();
+        lua.set_hook(HookTriggers::new().every_nth_instruction(HOOK_STEP), move |_, _| {
+            if counter.fetch_add(1, Ordering::Relaxed) * u64::from(HOOK_STEP) > INSTRUCTION_BUDGET {
+                return Err(mlua::Error::runtime("instruction budget exhausted (runaway loop?)"));
+            }
+            Ok(VmState::Continue)
+        })
+        .map_err(load_err)?;
+        used.store(0, Ordering::Relaxed);
+        let module: Table = lua
+            .load(source)
+            .set_name(format!("@{name}.lua"))
+            .eval()
+            .map_err(load_err)?;
+        if module
+            .get::<Option<Function>>("transform_request")
+            .map_err(load_err)?
+            .is_none()
+        {
+            return Err(AdapterError::Load {
+                adapter: name.to_owned(),
+                message: "the returned table has no `transform_request` function".into(),
+            });
+        }
+        let endpoint = module
+            .get::<Option<String>>("endpoint")
+            .map_err(load_err)?
+            .unwrap_or_else(|| "/chat/completions".into());
+        let stream_format = match module
+            .get::<Option<String>>("stream_format")
+            .map_err(load_err)?
+            .as_deref()
+        {
+            Some("ndjson") => StreamFormat::Ndjson,
+            _ => StreamFormat::Sse,
+        };
+        Ok(Self {
+            name: name.to_owned(),
+            lua,
+            module,
+            used,
+            endpoint,
+            stream_format,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn has(&self, function: &str) -> bool {
+        matches!(self.module.get::<LuaValue>(function), Ok(LuaValue::Function(_)))
+    }
+
+    fn call<A: mlua::IntoLuaMulti, R: mlua::FromLuaMulti>(&self, function: &str, args: A) -> Result<R, AdapterError> {
+        let err = |e: mlua::Error| AdapterError::Call {
+            adapter: self.name.clone(),
+            function: function.to_owned(),
+            message: e.to_string(),
+        };
+        let f: Function = self.module.get(function).map_err(err)?;
+        self.used.store(0, Ordering::Relaxed);
+        f.call(args).map_err(err)
+    }
+
+    /// Calls a `string -> string` function of the adapter (also used by golden tests).
+    pub fn call_str(&self, function: &str, input: &str) -> Result<String, AdapterError> {
+        self.call(function, input.to_owned())
+    }
+
+    fn shape<T: serde::de::DeserializeOwned>(&self, function: &str, out: &str) -> Result<T, AdapterError> {
+        serde_json::from_str(out).map_err(|e| AdapterError::Shape {
+            adapter: self.name.clone(),
+            function: function.to_owned(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Unified request → the vendor's request body.
+    pub fn transform_request(&self, req: &CompletionRequest) -> Result<String, AdapterError> {
+        let input = serde_json::to_string(req).expect("requests serialise");
+        self.call_str("transform_request", &input)
+    }
+
+    /// The vendor's response body → unified response.
+    pub fn transform_response(&self, body: &str) -> Result<CompletionResponse, AdapterError> {
+        let out = self.call_str("transform_response", body)?;
+        self.shape("transform_response", &out)
+    }
+
+    /// One stream payload (an SSE `data:` payload or an NDJSON line) → a unified chunk,
+    /// `None` when it carries nothing (keep-alives, pings).
+    pub fn transform_stream_chunk(&self, payload: &str) -> Result<Option<StreamChunk>, AdapterError> {
+        let out = self.call_str("transform_stream_chunk", payload)?;
+        if out.trim().is_empty() {
+            return Ok(None);
+        }
+        self.shape("transform_stream_chunk", &out).map(Some)
+    }
+
+    /// The request URL: `build_url(base, model, stream)` when the adapter has it, else
+    /// the base URL (without a trailing `/`) plus the adapter's endpoint.
+    pub fn url(&self, base_url: &str, model: &str, stream: bool) -> Result<String, AdapterError> {
+        if self.has("build_url") {
+            return self.call("build_url", (base_url.to_owned(), model.to_owned(), stream));
+        }
+        Ok(format!("{}{}", base_url.trim_end_matches('/'), self.endpoint))
+    }
+
+    /// Request headers: `build_headers(meta)` or the static `headers` table, plus
+    /// `Authorization: Bearer <key>` unless the adapter set its own auth header.
+    pub fn headers(&self, meta: &HeaderMeta<'_>) -> Result<Vec<(String, String)>, AdapterError> {
+        let table: Option<Table> = if self.has("build_headers") {
+            let m = self.lua.to_value(meta).map_err(|e| AdapterError::Call {
+                adapter: self.name.clone(),
+                function: "build_headers".into(),
+                message: e.to_string(),
+            })?;
+            self.call("build_headers", m)?
+        } else {
+            self.module.get("headers").ok()
+        };
+        let mut headers = Vec::new();
+        if let Some(t) = table {
+            for pair in t.pairs::<String, String>() {
+                let (k, v) = pair.map_err(|e| AdapterError::Call {
+                    adapter: self.name.clone(),
+                    function: "headers".into(),
+                    message: format!("headers must map strings to strings: {e}"),
+                })?;
+                headers.push((k, v));
+            }
+        }
+        headers.sort();
+        let has_auth = headers.iter().any(|(k, _)| {
+            let k = k.to_ascii_lowercase();
+            k == "authorization" || k == "x-api-key" || k == "x-goog-api-key" || k == "api-key"
+        });
+        if !has_auth && !meta.api_key.is_empty() {
+            headers.push(("Authorization".into(), format!("Bearer {}", meta.api_key)));
+        }
+        Ok(headers)
+    }
+
+    /// A vendor error rendered by the adapter's `transform_error`, if it has one.
+    pub fn transform_error(&self, status: u16, body: &str) -> Option<String> {
+        if !self.has("transform_error") {
+            return None;
+        }
+        self.call::<_, String>("transform_error", (status, body.to_owned()))
+            .ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const ECHO: &str = r#"
+        return {
+          name = "echo", endpoint = "/v1/chat",
+          headers = { ["X-Test"] = "1" },
+          transform_request = function(s)
+            local r = json.decode(s)
+            r.disable_thinking = nil
+            r.empty = json.array()
+            r.none = json.null
+            r.sig = hmac_sha256_hex("key", "The quick brown fox jumps over the lazy dog")
+            r.sha = sha256_hex("abc")
+            r.b64 = base64_encode("hi")
+            return json.encode(r)
+          end,
+          transform_response = function(s)
+            local v = json.decode(s)
+            return json.encode({ content = v.text, finish_reason = "stop",
+              usage = { prompt_tokens = 1, completion_tokens = 2, total_tokens = 3 }, tool_calls = json.array() })
+          end,
+          transform_stream_chunk = function(s)
+            if s == "ping" then return "" end
+            return json.encode({ content = s, done = false })
+          end,
+        }
+    "#;
+
+    fn req() -> CompletionRequest {
+        serde_json::from_value(json!({
+            "model": "m", "messages": [{"role": "user", "content": "hi"}],
+            "temperature": 0.7, "max_tokens": 10, "stream": false, "disable_thinking": true
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn vm_builtins_and_transforms() {
+        let a = Adapter::load("echo", ECHO).unwrap();
+        let body: Value = serde_json::from_str(&a.transform_request(&req()).unwrap()).unwrap();
+        assert!(body.get("disable_thinking").is_none());
+        assert_eq!(body["empty"], json!([]));
+        assert_eq!(body["none"], Value::Null);
+        assert_eq!(body["temperature"], json!(0.7));
+        assert_eq!(body["max_tokens"], json!(10), "integers stay integers");
+        assert_eq!(
+            body["sig"],
+            "f7bc83f430538424b13298e6aa6fb143ef4d59a14946175997479dbc2d1a3cd8"
+        );
+        assert_eq!(
+            body["sha"],
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(body["b64"], "aGk=");
+        let r = a.transform_response(r#"{"text":"hello"}"#).unwrap();
+        assert_eq!((r.content.as_str(), r.usage.total_tokens), ("hello", 3));
+        assert_eq!(a.transform_stream_chunk("ping").unwrap(), None);
+        assert_eq!(a.transform_stream_chunk("abc").unwrap().unwrap().content, "abc");
+        assert_eq!(a.url("http://x/", "m", false).unwrap(), "http://x/v1/chat");
+    }
+
+    #[test]
+    fn headers_add_bearer_unless_the_adapter_authenticates() {
+        let a = Adapter::load("echo", ECHO).unwrap();
+        let meta = HeaderMeta {
+            url: "u",
+            method: "POST",
+            body: "",
+            api_key: "sk",
+            timestamp: 0,
+            source: SourceName { name: "s" },
+        };
+        let h = a.headers(&meta).unwrap();
+        assert!(h.contains(&("X-Test".into(), "1".into())));
+        assert!(h.contains(&("Authorization".into(), "Bearer sk".into())));
+        let own = Adapter::load(
+            "own",
+            r#"return { transform_request = function(s) return s end,
+                        build_headers = function(m) return { ["x-api-key"] = m.api_key .. "!" } end }"#,
+        )
+        .unwrap();
+        assert_eq!(
+            own.headers(&meta).unwrap(),
+            vec![("x-api-key".to_string(), "sk!".to_string())]
+        );
+    }
+
+    #[test]
+    fn broken_and_runaway_scripts_fail_cleanly() {
+        assert!(matches!(Adapter::load("x", "return {"), Err(AdapterError::Load { .. })));
+        assert!(
+            Adapter::load("x", "return {}")
+                .unwrap_err()
+                .to_string()
+                .contains("transform_request")
+        );
+        let spin = Adapter::load(
+            "spin",
+            "return { transform_request = function(s) while true do end end }",
+        )
+        .unwrap();
+        let err = spin.transform_request(&req()).unwrap_err().to_string();
+        assert!(err.contains("instruction budget"), "{err}");
+        // The state is still usable afterwards: the budget is per call.
+        let hog = Adapter::load(
+            "hog",
+            r#"return { transform_request = function(s) local t = {} for i = 1, 1e9 do t[i] = string.rep("x", 1000) end end }"#,
+        )
+        .unwrap();
+        assert!(hog.transform_request(&req()).is_err(), "memory cap or budget stops it");
+        let no_io = Adapter::load(
+            "io",
+            "return { transform_request = function(s) return io.open('/etc/passwd') end }",
+        )
+        .unwrap();
+        assert!(no_io.transform_request(&req()).is_err(), "no io library");
+    }
+
+    #[test]
+    fn wrong_shapes_are_reported() {
+        let a = Adapter::load(
+            "bad",
+            r#"return { transform_request = function(s) return s end,
+            transform_response = function(s) return '{"content": 5}' end }"#,
+        )
+        .unwrap();
+        assert!(matches!(a.transform_response("{}"), Err(AdapterError::Shape { .. })));
+    }
+}
