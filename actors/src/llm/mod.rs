@@ -7,6 +7,7 @@
 
 pub mod adapter;
 pub mod health;
+pub mod source;
 pub mod stream;
 pub mod types;
 

@@ -28,7 +28,7 @@ pub use self::policy::{BackoffPolicy, Intensity, RestartPolicy, Strategy, Superv
 use crate::addr::{SendError, TAddr};
 use crate::bus::EventBus;
 use crate::host::{Exit, Host, KernelActor};
-use crate::registry::{Registry, RegistryError};
+use crate::registry::{ActorStats, Registry, RegistryError};
 
 impl<A: KernelActor> Running for TAddr<A> {
     fn shutdown(&self) -> bool {
@@ -140,11 +140,16 @@ impl SupervisorRef {
         A: KernelActor,
         F: Fn() -> Result<A, String> + Send + Sync + 'static,
     {
-        self.worker_with(name, restart, factory, |host| Ok(host.start())).await
+        self.worker_with(name, restart, factory, |factory, stats, tx| {
+            Ok(Host::new(factory()?, stats, Some(tx)).start())
+        })
+        .await
     }
 
     /// Like [`worker`](Self::worker), but the actor runs on `arbiter`'s thread: for
-    /// actors that block (SQLite, ONNX, Lua) and must not stall the others.
+    /// actors that block (SQLite, ONNX, Lua) and must not stall the others. The
+    /// factory runs on that thread too, so the actor itself need not be `Send` (it may
+    /// hold thread-bound handles such as an awc client).
     pub async fn worker_on<A, F>(
         &self,
         arbiter: ArbiterHandle,
@@ -153,10 +158,10 @@ impl SupervisorRef {
         factory: F,
     ) -> Result<TAddr<A>, SpawnError>
     where
-        A: KernelActor + Send,
+        A: KernelActor,
         F: Fn() -> Result<A, String> + Send + Sync + 'static,
     {
-        self.worker_with(name, restart, factory, move |host| start_on(&arbiter, host))
+        self.worker_with(name, restart, factory, move |factory, stats, tx| start_on(&arbiter, factory, stats, tx))
             .await
     }
 
@@ -170,15 +175,14 @@ impl SupervisorRef {
     where
         A: KernelActor,
         F: Fn() -> Result<A, String> + Send + Sync + 'static,
-        L: Fn(Host<A>) -> Result<Addr<Host<A>>, String> + Send + Sync + 'static,
+        L: Fn(Arc<F>, Arc<ActorStats>, oneshot::Sender<Exit>) -> Result<Addr<Host<A>>, String> + Send + Sync + 'static,
     {
+        let factory = Arc::new(factory);
         let stats = self.registry.register(Some(self.id()), name, A::KIND)?;
         let addr = TAddr::<A>::new(stats.clone());
         let slot = addr.clone();
         let starter = move |tx: oneshot::Sender<Exit>| -> Result<Box<dyn Running>, String> {
-            let actor = factory()?;
-            let host = Host::new(actor, stats.clone(), Some(tx));
-            slot.install(launch(host)?);
+            slot.install(launch(factory.clone(), stats.clone(), tx)?);
             Ok(Box::new(slot.clone()))
         };
         let spec = ChildSpec {
@@ -222,17 +226,25 @@ impl SupervisorRef {
     }
 }
 
-/// Starts `host` on another arbiter and waits for its address.
-fn start_on<A: KernelActor + Send>(arb: &ArbiterHandle, host: Host<A>) -> Result<Addr<Host<A>>, String> {
+/// Builds and starts an actor on another arbiter's thread and waits for its address.
+fn start_on<A, F>(
+    arb: &ArbiterHandle,
+    factory: Arc<F>,
+    stats: Arc<ActorStats>,
+    exit: oneshot::Sender<Exit>,
+) -> Result<Addr<Host<A>>, String>
+where
+    A: KernelActor,
+    F: Fn() -> Result<A, String> + Send + Sync + 'static,
+{
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
     let spawned = arb.spawn_fn(move || {
-        let _ = tx.send(host.start());
+        let _ = tx.send(factory().map(|a| Host::new(a, stats, Some(exit)).start()));
     });
     if !spawned {
         return Err("the actor's arbiter thread is gone".into());
     }
-    rx.recv()
-        .map_err(|_| "the actor's arbiter did not start it".to_string())
+    rx.recv().map_err(|_| "the actor's arbiter did not start it".to_string())?
 }
 
 /// Restarts the actor `id` through its supervisor (the operator path of the HTTP API).
