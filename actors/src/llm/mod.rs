@@ -6,7 +6,9 @@
 //! * [`health`]: fallback order, retry and pause rules, 401/403 handling.
 
 pub mod adapter;
+pub mod bundled;
 pub mod health;
+pub mod provider;
 pub mod source;
 pub mod stream;
 pub mod types;
