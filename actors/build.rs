@@ -17,7 +17,9 @@ fn main() {
         })
         .unwrap_or_default();
     entries.sort();
-    let mut out = String::from("/// `(name, source)` of every adapter in `lua/`, sorted by name.\npub static BUNDLED: &[(&str, &str)] = &[\n");
+    let mut out = String::from(
+        "/// `(name, source)` of every adapter in `lua/`, sorted by name.\npub static BUNDLED: &[(&str, &str)] = &[\n",
+    );
     for (name, path) in &entries {
         println!("cargo:rerun-if-changed={}", path.display());
         writeln!(out, "    ({name:?}, include_str!({:?})),", path.display().to_string()).unwrap();

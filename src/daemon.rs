@@ -79,6 +79,16 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             .get()
             .cloned()
             .context("the config module did not produce its actor")?,
+        llm: state
+            .llm
+            .get()
+            .cloned()
+            .context("the llm module did not produce its actor")?,
+        agent: state
+            .agent
+            .get()
+            .cloned()
+            .context("the agent module did not produce its actors")?,
     });
     let server = HttpServer::new(move || App::new().app_data(app_state.clone()).configure(http::configure))
         .workers(1)
@@ -126,6 +136,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
     }
     state.blocking.stop();
+    state.llm_thread.stop();
     if let Some(exit) = fatal {
         bail!(
             "the kernel's root supervisor exited ({exit}); see the log above for the failing actor, then restart homed"

@@ -11,7 +11,13 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use futures_util::future::LocalBoxFuture;
+use homeagent_actors::agent::channels::Channels;
+use homeagent_actors::agent::intake::{EventLoop, InterceptLoop};
+use homeagent_actors::agent::relay::SettingsRelay;
+use homeagent_actors::agent::scheduler::SchedulerActor;
+use homeagent_actors::agent::task::{AgentSettings, TaskDeps};
 use homeagent_actors::config::{ConfigActor, ConfigStore};
+use homeagent_actors::llm::provider::LlmActor;
 use homeagent_actors::modgraph::{Module, ModuleError, ModuleGraph, Produced};
 use homeagent_actors::supervisor::{BackoffPolicy, Intensity, start_root};
 use homeagent_actors::{
@@ -70,6 +76,19 @@ pub struct KernelState {
     pub root_exit: Mutex<Option<oneshot::Receiver<Exit>>>,
     pub config: OnceLock<TAddr<ConfigActor>>,
     pub heartbeat: OnceLock<TAddr<Heartbeat>>,
+    /// Thread of the LLM actor (its HTTP client and Lua adapters live there).
+    pub llm_thread: Arbiter,
+    pub llm: OnceLock<TAddr<LlmActor>>,
+    pub agent: OnceLock<Agent>,
+}
+
+/// Handles of the agent's actors, for the HTTP API.
+#[derive(Clone)]
+pub struct Agent {
+    pub scheduler: TAddr<SchedulerActor>,
+    pub event_loop: TAddr<EventLoop>,
+    pub intercept_loop: TAddr<InterceptLoop>,
+    pub deps: Arc<TaskDeps>,
 }
 
 impl KernelState {
@@ -84,6 +103,9 @@ impl KernelState {
             root_exit: Mutex::new(None),
             config: OnceLock::new(),
             heartbeat: OnceLock::new(),
+            llm_thread: Arbiter::new(),
+            llm: OnceLock::new(),
+            agent: OnceLock::new(),
         }
     }
 
@@ -99,6 +121,8 @@ impl Produced for KernelState {
         match f {
             facility::SUPERVISOR => self.root.get().is_some(),
             facility::CONFIG => self.config.get().is_some(),
+            facility::LLM => self.llm.get().is_some(),
+            facility::AGENT => self.agent.get().is_some(),
             _ => false,
         }
     }
@@ -110,6 +134,8 @@ pub fn modules() -> Vec<Box<dyn Module<KernelState>>> {
         Box::new(SupervisionModule),
         Box::new(ConfigModule),
         Box::new(HeartbeatModule),
+        Box::new(LlmModule),
+        Box::new(AgentModule),
     ]
 }
 
@@ -264,6 +290,98 @@ impl Module<KernelState> for HeartbeatModule {
     }
 }
 
+/// `kernel/llm`: the LLM sources, on their own thread. The settings relay configures
+/// it as soon as the agent is up (and on every `core.llm.*` change).
+struct LlmModule;
+
+impl Module<KernelState> for LlmModule {
+    fn name(&self) -> &'static str {
+        "llm"
+    }
+    fn requires(&self) -> &'static [Facility] {
+        &[facility::SUPERVISOR]
+    }
+    fn provides(&self) -> &'static [Facility] {
+        &[facility::LLM]
+    }
+    fn init<'a>(&'a self, s: &'a KernelState) -> LocalBoxFuture<'a, Result<(), ModuleError>> {
+        Box::pin(async move {
+            let data_dir = s.data_dir.clone();
+            let addr = s
+                .root()?
+                .worker_on(s.llm_thread.handle(), "llm", RestartPolicy::Permanent, move || {
+                    Ok(LlmActor::new(data_dir.clone()))
+                })
+                .await?;
+            let _ = s.llm.set(addr);
+            Ok(())
+        })
+    }
+}
+
+/// `kernel/agent`: scheduler, intake loops and the settings relay.
+struct AgentModule;
+
+impl Module<KernelState> for AgentModule {
+    fn name(&self) -> &'static str {
+        "agent"
+    }
+    fn requires(&self) -> &'static [Facility] {
+        &[facility::SUPERVISOR, facility::CONFIG, facility::LLM]
+    }
+    fn provides(&self) -> &'static [Facility] {
+        &[facility::AGENT]
+    }
+    fn init<'a>(&'a self, s: &'a KernelState) -> LocalBoxFuture<'a, Result<(), ModuleError>> {
+        Box::pin(async move {
+            let root = s.root()?;
+            let sup = root
+                .supervisor("agent", RestartPolicy::Permanent, s.boot.supervisor)
+                .await?;
+            let deps = Arc::new(TaskDeps {
+                registry: s.registry.clone(),
+                bus: s.bus.clone(),
+                llm: s.llm.get().cloned().ok_or("llm missing")?,
+                channels: Channels::builtin(),
+                settings: parking_lot::RwLock::new(AgentSettings::default()),
+            });
+            let me: Arc<OnceLock<TAddr<SchedulerActor>>> = Arc::default();
+            let (d, m) = (deps.clone(), me.clone());
+            let scheduler = sup
+                .worker("scheduler", RestartPolicy::Permanent, move || {
+                    Ok(SchedulerActor::new(d.clone(), m.clone()))
+                })
+                .await?;
+            let _ = me.set(scheduler.clone());
+            let sc = scheduler.clone();
+            let event_loop = sup
+                .worker("event-loop", RestartPolicy::Permanent, move || {
+                    Ok(EventLoop::new(sc.clone()))
+                })
+                .await?;
+            let sc = scheduler.clone();
+            let intercept_loop = sup
+                .worker("intercept-loop", RestartPolicy::Permanent, move || {
+                    Ok(InterceptLoop::new(sc.clone()))
+                })
+                .await?;
+            let config = s.config.get().cloned().ok_or("config missing")?;
+            let d = deps.clone();
+            sup.worker("settings-relay", RestartPolicy::Permanent, move || {
+                Ok(SettingsRelay::new(config.clone(), d.clone()))
+            })
+            .await?;
+            let _ = s.agent.set(Agent {
+                scheduler,
+                event_loop,
+                intercept_loop,
+                deps,
+            });
+            Ok(())
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -271,7 +389,10 @@ mod tests {
     #[test]
     fn the_real_boot_graph_resolves() {
         let g = graph().expect("the kernel's own modules must form a valid graph");
-        assert_eq!(g.layers(), vec![vec!["supervision"], vec!["config", "heartbeat"]]);
+        assert_eq!(
+            g.layers(),
+            vec![vec!["supervision"], vec!["config", "heartbeat", "llm"], vec!["agent"]]
+        );
     }
 
     #[test]

@@ -129,6 +129,22 @@ impl<A: KernelActor> TAddr<A> {
         })
     }
 
+    /// Starts `actor` as a tracked actor that no supervisor restarts (a task), at
+    /// `parent/name` in the registry. Whoever holds the receiver learns how it ended
+    /// and should [`Registry::unregister`] it then.
+    pub fn spawn_unsupervised(
+        registry: &crate::registry::Registry,
+        parent: &str,
+        name: &str,
+        actor: A,
+    ) -> Result<(Self, tokio::sync::oneshot::Receiver<crate::host::Exit>), crate::registry::RegistryError> {
+        let stats = registry.register(Some(parent), name, A::KIND)?;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let addr = Self::new(stats.clone());
+        addr.install(Host::new(actor, stats, Some(tx)).start());
+        Ok((addr, rx))
+    }
+
     /// The raw actix address of the current instance (benchmarks, tests).
     pub fn raw(&self) -> Option<Addr<Host<A>>> {
         self.slot.addr.read().clone()

@@ -17,6 +17,7 @@
 //! has a supervisor.
 
 pub mod addr;
+pub mod agent;
 pub mod bus;
 pub mod config;
 pub mod host;

@@ -5,6 +5,7 @@
 //! message to a kernel actor. Malformed input of any kind answers 4xx with a JSON
 //! `{"error": ...}` body; nothing a client sends can panic a handler.
 
+mod agent;
 mod api;
 mod assets;
 mod error;
@@ -14,6 +15,7 @@ use std::sync::Arc;
 
 use actix_web::{HttpRequest, HttpResponse, error::InternalError, web};
 use homeagent_actors::config::ConfigActor;
+use homeagent_actors::llm::provider::LlmActor;
 use homeagent_actors::{EventBus, Registry, TAddr};
 use utoipa::OpenApi;
 
@@ -27,17 +29,23 @@ pub struct AppState {
     pub registry: Arc<Registry>,
     pub bus: EventBus,
     pub config: TAddr<ConfigActor>,
+    pub llm: TAddr<LlmActor>,
+    pub agent: crate::kernel::Agent,
 }
 
 #[derive(OpenApi)]
 #[openapi(
     info(title = "HomeAgent daemon API", description = "Control and observe a running homed: the actor tree, settings and live events."),
-    paths(api::healthz, api::actors, api::restart, api::get_settings, api::put_settings, sse::events),
+    paths(
+        api::healthz, api::actors, api::restart, api::get_settings, api::put_settings, sse::events,
+        agent::post_message, agent::post_stop, agent::get_tasks, agent::get_sources
+    ),
     tags(
         (name = "daemon", description = "Liveness"),
         (name = "actors", description = "The supervision tree and its mailboxes"),
         (name = "settings", description = "The settings registry"),
         (name = "events", description = "Live event stream"),
+        (name = "agent", description = "Messages, stop, tasks and LLM sources"),
     )
 )]
 struct ApiDoc;
@@ -97,6 +105,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/settings", web::get().to(api::get_settings))
                 .route("/settings", web::put().to(api::put_settings))
                 .route("/events", web::get().to(sse::events))
+                .route("/messages", web::post().to(agent::post_message))
+                .route("/stop", web::post().to(agent::post_stop))
+                .route("/tasks", web::get().to(agent::get_tasks))
+                .route("/llm/sources", web::get().to(agent::get_sources))
                 .default_service(web::to(api::not_found)),
         )
         .default_service(web::to(assets::serve));

@@ -66,6 +66,12 @@ pub struct GetSettings;
 #[rtype(result = "Result<Option<Value>, ConfigError>")]
 pub struct GetSetting(pub String);
 
+/// All settings, secrets included: for kernel code (LLM sources need their keys),
+/// never for display.
+#[derive(Message)]
+#[rtype(result = "Result<BTreeMap<String, Value>, ConfigError>")]
+pub struct GetRawSettings;
+
 /// Sets several settings at once, all or nothing; `null` deletes.
 #[derive(Message)]
 #[rtype(result = "Result<Vec<super::Change>, ConfigError>")]
@@ -75,6 +81,13 @@ impl Handles<GetSettings> for ConfigActor {
     type Reply = Result<BTreeMap<String, Value>, ConfigError>;
     fn handle(&mut self, _: GetSettings, _: &mut HostContext<Self>) -> Self::Reply {
         self.masked_all()
+    }
+}
+
+impl Handles<GetRawSettings> for ConfigActor {
+    type Reply = Result<BTreeMap<String, Value>, ConfigError>;
+    fn handle(&mut self, _: GetRawSettings, _: &mut HostContext<Self>) -> Self::Reply {
+        self.store.all()
     }
 }
 

@@ -20,11 +20,11 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
 use super::adapter::{Adapter, HeaderMeta, SourceName, StreamFormat};
+use super::bundled;
 use super::health::{self, Candidate, SourceHealth, key_fingerprint};
-use super::source::{SourceConfig, Skipped, no_source_message, sources_from_settings};
+use super::source::{Skipped, SourceConfig, no_source_message, sources_from_settings};
 use super::stream::{Accumulator, Delta};
 use super::types::{CompletionRequest, CompletionResponse, StreamChunk};
-use super::bundled;
 use crate::host::{Handles, HostContext, KernelActor};
 
 /// Timeout of a non-streaming call.
@@ -103,13 +103,19 @@ impl Pool {
         let cands: Vec<Candidate> = self
             .sources
             .iter()
-            .map(|s| Candidate { name: &s.config.name, model: &s.config.model, priority: s.config.priority })
+            .map(|s| Candidate {
+                name: &s.config.name,
+                model: &s.config.model,
+                priority: s.config.priority,
+            })
             .collect();
         let order = health::order(&cands, Some(model), &self.default);
         let mut soonest: Option<Duration> = None;
         let mut out = Vec::new();
         for name in order {
-            let Some(src) = self.sources.iter().find(|s| s.config.name == name) else { continue };
+            let Some(src) = self.sources.iter().find(|s| s.config.name == name) else {
+                continue;
+            };
             let h = self.health.get(name).cloned().unwrap_or_default();
             if h.available(now, key_fingerprint(&src.config.api_key)) {
                 out.push(src.clone());
@@ -137,7 +143,11 @@ impl LlmActor {
         // (a restarted actor) is harmless.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client = awc::Client::builder().timeout(CALL_TIMEOUT).finish();
-        Self { data_dir, pool: Rc::default(), client }
+        Self {
+            data_dir,
+            pool: Rc::default(),
+            client,
+        }
     }
 
     fn load_adapter(&self, cfg: &SourceConfig) -> Result<Adapter, String> {
@@ -166,13 +176,23 @@ impl LlmActor {
         for cfg in configs {
             match self.load_adapter(&cfg) {
                 Ok(adapter) => sources.push(Rc::new(Source { config: cfg, adapter })),
-                Err(reason) => skipped.push(Skipped { name: cfg.name.clone(), reason }),
+                Err(reason) => skipped.push(Skipped {
+                    name: cfg.name.clone(),
+                    reason,
+                }),
             }
         }
-        let default = settings.get("core.llm.provider").and_then(Value::as_str).unwrap_or("").to_owned();
+        let default = settings
+            .get("core.llm.provider")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
         let mut pool = self.pool.borrow_mut();
         let health = std::mem::take(&mut pool.health);
-        pool.health = health.into_iter().filter(|(n, _)| sources.iter().any(|s| &s.config.name == n)).collect();
+        pool.health = health
+            .into_iter()
+            .filter(|(n, _)| sources.iter().any(|s| &s.config.name == n))
+            .collect();
         for s in &skipped {
             tracing::warn!(source = %s.name, "LLM source skipped: {}", s.reason);
         }
@@ -205,7 +225,10 @@ impl LlmActor {
                 }
             })
             .collect();
-        LlmStatus { sources, skipped: pool.skipped.clone() }
+        LlmStatus {
+            sources,
+            skipped: pool.skipped.clone(),
+        }
     }
 }
 
@@ -260,7 +283,12 @@ impl Handles<Complete> for LlmActor {
 }
 
 async fn complete(pool: Rc<RefCell<Pool>>, client: awc::Client, msg: Complete) -> Result<Completion, LlmError> {
-    let Complete { request, stream, deltas, cancel } = msg;
+    let Complete {
+        request,
+        stream,
+        deltas,
+        cancel,
+    } = msg;
     let (order, soonest) = {
         let p = pool.borrow();
         if p.sources.is_empty() {
@@ -276,7 +304,10 @@ async fn complete(pool: Rc<RefCell<Pool>>, client: awc::Client, msg: Complete) -
             .filter_map(|(n, h)| h.last_error.as_ref().map(|e| format!("{n}: {e}")))
             .collect::<Vec<_>>()
             .join("; ");
-        return Err(LlmError::AllPaused { wait_s: soonest.map_or(0, |d| d.as_secs()), detail });
+        return Err(LlmError::AllPaused {
+            wait_s: soonest.map_or(0, |d| d.as_secs()),
+            detail,
+        });
     }
     let mut errors = Vec::new();
     for src in order {
@@ -292,13 +323,21 @@ async fn complete(pool: Rc<RefCell<Pool>>, client: awc::Client, msg: Complete) -
             }
             match call_source(&client, &src, &request, stream, deltas.as_ref(), &cancel).await {
                 Ok(response) => {
-                    pool.borrow_mut().health.entry(name.clone()).or_default().record_success();
+                    pool.borrow_mut()
+                        .health
+                        .entry(name.clone())
+                        .or_default()
+                        .record_success();
                     let model = if request.model.is_empty() || request.model == "AUTO" {
                         src.config.model.clone()
                     } else {
                         request.model.clone()
                     };
-                    return Ok(Completion { response, source: name, model });
+                    return Ok(Completion {
+                        response,
+                        source: name,
+                        model,
+                    });
                 }
                 Err(CallError::Cancelled) => return Err(LlmError::Cancelled),
                 Err(CallError::Auth(e)) => {
@@ -319,7 +358,12 @@ async fn complete(pool: Rc<RefCell<Pool>>, client: awc::Client, msg: Complete) -
             }
         }
         if !auth {
-            let pause = pool.borrow_mut().health.entry(name.clone()).or_default().record_failure(Instant::now(), last.clone());
+            let pause = pool
+                .borrow_mut()
+                .health
+                .entry(name.clone())
+                .or_default()
+                .record_failure(Instant::now(), last.clone());
             tracing::warn!(source = %name, ?pause, "LLM source paused; trying the next one");
         }
         errors.push(format!("{name}: {last}"));
@@ -349,7 +393,10 @@ async fn call_source(
     req.disable_thinking = !cfg.thinking_enabled;
     let adapter_err = |e: super::adapter::AdapterError| CallError::Other(e.to_string());
     let body = src.adapter.transform_request(&req).map_err(adapter_err)?;
-    let url = src.adapter.url(&cfg.base_url, &req.model, stream).map_err(adapter_err)?;
+    let url = src
+        .adapter
+        .url(&cfg.base_url, &req.model, stream)
+        .map_err(adapter_err)?;
     let timestamp = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let meta = HeaderMeta {
         url: &url,
@@ -382,7 +429,11 @@ async fn call_source(
             .adapter
             .transform_error(status, &body)
             .unwrap_or_else(|| format!("api error {status}: {}", one_line(&body, 300)));
-        return Err(if status == 401 || status == 403 { CallError::Auth(msg) } else { CallError::Other(msg) });
+        return Err(if status == 401 || status == 403 {
+            CallError::Auth(msg)
+        } else {
+            CallError::Other(msg)
+        });
     }
     if !stream {
         let bytes = tokio::select! {
@@ -390,9 +441,10 @@ async fn call_source(
             _ = cancel.cancelled() => return Err(CallError::Cancelled),
         };
         let text = String::from_utf8_lossy(&bytes);
-        return src.adapter.transform_response(&text).map_err(|e| {
-            CallError::Other(format!("{e} (response began: {})", one_line(&text, 200)))
-        });
+        return src
+            .adapter
+            .transform_response(&text)
+            .map_err(|e| CallError::Other(format!("{e} (response began: {})", one_line(&text, 200))));
     }
     let mut acc = Accumulator::new(req.max_tokens);
     let mut buf: Vec<u8> = Vec::new();
@@ -439,14 +491,17 @@ async fn call_source(
             if first {
                 first = false;
                 if is_error_only(&chunk) {
-                    return Err(CallError::Other(format!("the stream opened with an error: {}", chunk.finish_reason)));
+                    return Err(CallError::Other(format!(
+                        "the stream opened with an error: {}",
+                        chunk.finish_reason
+                    )));
                 }
             }
             let delta = acc.push(&chunk);
-            if let Some(tx) = deltas {
-                if !delta.content.is_empty() || !delta.reasoning.is_empty() {
-                    let _ = tx.send(delta);
-                }
+            if let Some(tx) = deltas
+                && (!delta.content.is_empty() || !delta.reasoning.is_empty())
+            {
+                let _ = tx.send(delta);
             }
             done |= chunk.done;
         }
@@ -461,7 +516,10 @@ async fn call_source(
 /// disguise: fail the attempt so the next source is tried.
 fn is_error_only(c: &StreamChunk) -> bool {
     c.done
-        && !matches!(c.finish_reason.as_str(), "" | "stop" | "length" | "tool_calls" | "function_call" | "content_filter")
+        && !matches!(
+            c.finish_reason.as_str(),
+            "" | "stop" | "length" | "tool_calls" | "function_call" | "content_filter"
+        )
         && c.content.is_empty()
         && c.tool_calls.is_empty()
 }

@@ -49,13 +49,16 @@ fn is_loopback(url: &str) -> bool {
 /// Reads every source from a settings map. A source is used when it has a base URL
 /// (http/https), a model and an adapter, and an API key — unless it is on loopback
 /// (a local server such as Ollama needs none). `fallback_key` is `core.llm.api_key`.
-pub fn sources_from_settings(settings: &BTreeMap<String, Value>, fallback_key: &str) -> (Vec<SourceConfig>, Vec<Skipped>) {
+pub fn sources_from_settings(
+    settings: &BTreeMap<String, Value>,
+    fallback_key: &str,
+) -> (Vec<SourceConfig>, Vec<Skipped>) {
     let mut fields: BTreeMap<&str, BTreeMap<&str, &Value>> = BTreeMap::new();
     for (k, v) in settings {
-        if let Some(rest) = k.strip_prefix(SOURCES_PREFIX) {
-            if let Some((name, field)) = rest.split_once('.') {
-                fields.entry(name).or_default().insert(field, v);
-            }
+        if let Some(rest) = k.strip_prefix(SOURCES_PREFIX)
+            && let Some((name, field)) = rest.split_once('.')
+        {
+            fields.entry(name).or_default().insert(field, v);
         }
     }
     let mut ok = Vec::new();
@@ -79,19 +82,28 @@ pub fn sources_from_settings(settings: &BTreeMap<String, Value>, fallback_key: &
             thinking_enabled: f.get("thinking_enabled").and_then(|v| v.as_bool()).unwrap_or(false),
             api_key,
         };
-        let reason = if is_unset(&src.base_url) || !(src.base_url.starts_with("http://") || src.base_url.starts_with("https://")) {
-            Some(format!("`{SOURCES_PREFIX}{name}.base_url` must be an http:// or https:// URL"))
+        let reason = if is_unset(&src.base_url)
+            || !(src.base_url.starts_with("http://") || src.base_url.starts_with("https://"))
+        {
+            Some(format!(
+                "`{SOURCES_PREFIX}{name}.base_url` must be an http:// or https:// URL"
+            ))
         } else if is_unset(&src.model) {
             Some(format!("`{SOURCES_PREFIX}{name}.model` is not set"))
         } else if is_unset(&src.adapter) {
             Some(format!("`{SOURCES_PREFIX}{name}.adapter` is not set (e.g. \"openai\")"))
         } else if is_unset(&src.api_key) && !is_loopback(&src.base_url) {
-            Some(format!("no API key: set `{SOURCES_PREFIX}{name}.api_key` (or `core.llm.api_key`)"))
+            Some(format!(
+                "no API key: set `{SOURCES_PREFIX}{name}.api_key` (or `core.llm.api_key`)"
+            ))
         } else {
             None
         };
         match reason {
-            Some(reason) => skipped.push(Skipped { name: name.to_owned(), reason }),
+            Some(reason) => skipped.push(Skipped {
+                name: name.to_owned(),
+                reason,
+            }),
             None => ok.push(src),
         }
     }
@@ -142,9 +154,16 @@ mod tests {
         assert_eq!(ok[0].priority, 3);
         assert_eq!(ok[0].max_concurrent, 8);
         assert_eq!(skipped.len(), 2);
-        assert!(skipped.iter().any(|s| s.name == "nokey" && s.reason.contains("api_key")));
+        assert!(
+            skipped
+                .iter()
+                .any(|s| s.name == "nokey" && s.reason.contains("api_key"))
+        );
         let (ok, _) = sources_from_settings(&s, "sk-global");
-        assert!(ok.iter().any(|s| s.name == "nokey" && s.api_key == "sk-global"), "core.llm.api_key is the fallback");
+        assert!(
+            ok.iter().any(|s| s.name == "nokey" && s.api_key == "sk-global"),
+            "core.llm.api_key is the fallback"
+        );
         assert!(no_source_message(&skipped).contains("core.llm.sources.main.base_url"));
     }
 }

@@ -161,8 +161,10 @@ impl SupervisorRef {
         A: KernelActor,
         F: Fn() -> Result<A, String> + Send + Sync + 'static,
     {
-        self.worker_with(name, restart, factory, move |factory, stats, tx| start_on(&arbiter, factory, stats, tx))
-            .await
+        self.worker_with(name, restart, factory, move |factory, stats, tx| {
+            start_on(&arbiter, factory, stats, tx)
+        })
+        .await
     }
 
     async fn worker_with<A, F, L>(
@@ -244,7 +246,8 @@ where
     if !spawned {
         return Err("the actor's arbiter thread is gone".into());
     }
-    rx.recv().map_err(|_| "the actor's arbiter did not start it".to_string())?
+    rx.recv()
+        .map_err(|_| "the actor's arbiter did not start it".to_string())?
 }
 
 /// Restarts the actor `id` through its supervisor (the operator path of the HTTP API).

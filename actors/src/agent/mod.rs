@@ -1,0 +1,21 @@
+//! The agent: intake, scheduling and the task lifecycle, as actors.
+//!
+//! * [`input`]: what enters (an [`Input`]) and how synchronous callers are answered;
+//! * [`intake`]: the EventLoop (queued and self input) and InterceptLoop (interrupts,
+//!   levels, stop) actors;
+//! * [`scheduler`]: the Scheduler actor around [`crate::scheduler::Core`];
+//! * [`task`]: one task per actor (prepare → LLM → tools → …, safe points, parking);
+//! * [`channels`], [`prompt`]: output channels with their generated tools, and the
+//!   prompt text;
+//! * [`dedupe`]: the duplicate-input guard.
+
+pub mod channels;
+pub mod dedupe;
+pub mod input;
+pub mod intake;
+pub mod prompt;
+pub mod relay;
+pub mod scheduler;
+pub mod task;
+
+pub use input::{Input, Reply, ReplyTo};

@@ -1,0 +1,139 @@
+//! Building the messages of a task's prefix (kernel spec §1.14, §3.2, §7.4).
+
+use super::channels::Channels;
+use super::input::Input;
+use crate::llm::Message;
+
+/// Prefix that marks an interrupt's input (the model is told what it means).
+pub const INTERRUPT_MARK: &str = "[中断消息] ";
+
+/// Continuation placeholders (appended when the history ends with a tool result).
+pub const CONTINUE_AFTER_TOOLS: &str = "请根据以上工具结果继续。";
+pub const CONTINUE_AFTER_SEND: &str = "若你的回复已完成，直接返回纯文本即可结束本轮，无需再调用任何工具。";
+
+/// The settings a prompt is built from.
+#[derive(Debug, Clone, Default)]
+pub struct PromptSettings {
+    pub system_prompt: String,
+    pub personal_prompt: String,
+}
+
+/// The system prompt: persona, standing rules, and the output rules for the channels.
+pub fn system_prompt(s: &PromptSettings, channels: &Channels) -> String {
+    let mut p = String::new();
+    p.push_str(s.system_prompt.trim());
+    if !s.personal_prompt.trim().is_empty() {
+        p.push_str("\n\n# Personality\n");
+        p.push_str(s.personal_prompt.trim());
+    }
+    p.push_str(
+        "\n\n# Interrupts\n\
+         A system message starting with [中断消息] is an interrupt from a tool, plugin or timer, \
+         not something the user said. Handle it all the same.\n\
+         \n# Tools\n\
+         Tool calls of one round run in parallel when every tool allows it; sends to the same \
+         channel keep their order. Do not rely on any other ordering within a round.\n\
+         \n# Output\n\
+         Your final text is not broadcast anywhere by itself. Look at the source information of \
+         the input to know where it came from.\n",
+    );
+    for c in channels.all() {
+        if c.sync {
+            p.push_str(&format!("- `{}` is synchronous: just answer with text.\n", c.name));
+        } else {
+            p.push_str(&format!(
+                "- `{}` is asynchronous: plain text is NOT delivered; call output_send__{} with the right meta.\n",
+                c.name, c.name
+            ));
+        }
+    }
+    p.push_str(
+        "You may send as many messages to as many channels as the task needs. Split very long \
+         content into complete paragraphs, never mid-sentence, and do not resend identical content. \
+         For long multi-step jobs, acknowledge first, then work, then report.\n\
+         If unsure how to use a channel, call output_send__<channel>_help.",
+    );
+    p
+}
+
+/// The system message that tells the model where the input came from.
+pub fn source_context(input: &Input) -> String {
+    if input.is_interrupt() {
+        format!(
+            "这是一条打断输入。来源: {}；默认输出通道: {}。",
+            input.source, input.channel
+        )
+    } else {
+        format!("当前输入来源: {}；默认输出通道: {}。", input.source, input.channel)
+    }
+}
+
+/// The prefix of a task: system prompt, source context, and the input itself (as a
+/// `system` message marked [中断消息] for interrupts).
+pub fn prefix(s: &PromptSettings, channels: &Channels, input: &Input) -> Vec<Message> {
+    let mut msgs = vec![
+        Message::text("system", system_prompt(s, channels)),
+        Message::text("system", source_context(input)),
+    ];
+    if input.is_interrupt() {
+        msgs.push(Message::text("system", format!("{INTERRUPT_MARK}{}", input.text)));
+    } else {
+        msgs.push(Message::text("user", input.text.clone()));
+    }
+    msgs
+}
+
+/// Removes earlier continuation placeholders and, when the history ends with an
+/// assistant or tool message, appends the right one.
+pub fn add_continuation(msgs: &mut Vec<Message>, last_batch_reply_only: bool) {
+    msgs.retain(|m| !(m.role == "user" && (m.content == CONTINUE_AFTER_TOOLS || m.content == CONTINUE_AFTER_SEND)));
+    if msgs.last().is_some_and(|m| m.role == "assistant" || m.role == "tool") {
+        let text = if last_batch_reply_only {
+            CONTINUE_AFTER_SEND
+        } else {
+            CONTINUE_AFTER_TOOLS
+        };
+        msgs.push(Message::text("user", text));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::Level;
+
+    #[test]
+    fn interrupt_inputs_are_marked_system_messages() {
+        let s = PromptSettings {
+            system_prompt: "You are HomeAgent.".into(),
+            personal_prompt: String::new(),
+        };
+        let mut i = Input::text("timer", "wake up");
+        i.level = Some(Level::L3);
+        let m = prefix(&s, &Channels::builtin(), &i);
+        assert_eq!(m.len(), 3);
+        assert_eq!(m[2].role, "system");
+        assert_eq!(m[2].content, "[中断消息] wake up");
+        assert!(m[1].content.as_str().unwrap().starts_with("这是一条打断输入"));
+        let q = prefix(&s, &Channels::builtin(), &Input::text("http", "hi"));
+        assert_eq!((q[2].role.as_str(), q[2].content.as_str().unwrap()), ("user", "hi"));
+        assert!(q[0].content.as_str().unwrap().contains("`http` is synchronous"));
+    }
+
+    #[test]
+    fn continuation_placeholders_replace_each_other() {
+        let mut m = vec![Message::text("user", "hi"), Message::text("tool", "ok")];
+        add_continuation(&mut m, true);
+        assert_eq!(m.last().unwrap().content, CONTINUE_AFTER_SEND);
+        m.push(Message::text("tool", "more"));
+        add_continuation(&mut m, false);
+        let placeholders = m
+            .iter()
+            .filter(|x| x.content == CONTINUE_AFTER_SEND || x.content == CONTINUE_AFTER_TOOLS)
+            .count();
+        assert_eq!(placeholders, 1);
+        let mut first = vec![Message::text("user", "hi")];
+        add_continuation(&mut first, false);
+        assert_eq!(first.len(), 1, "never after the first round");
+    }
+}

@@ -1,0 +1,334 @@
+//! `kernel/agent/scheduler`: the Scheduler actor around [`scheduler::Core`].
+//!
+//! It receives inputs from the intake actors, decides (through the core) what runs,
+//! starts each task as its own tracked actor (`.../scheduler/task-<id>`), answers the
+//! running task's safe-point questions, and parks a preempted task on the core's stack
+//! until it is its turn again.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use actix::prelude::*;
+use serde_json::json;
+
+use super::dedupe::DuplicateGuard;
+use super::input::Input;
+use super::task::{CancelLlm, Resume, TaskActor, TaskDeps};
+use crate::addr::TAddr;
+use crate::host::{Exit, Handles, HostContext, KernelActor};
+use crate::scheduler::{Core, Kind, Level, Pick, Snapshot};
+
+/// Event type of task state changes.
+pub const TASK_EVENT: &str = "task";
+
+/// What the core queues: a new input, or a parked (suspended) task actor.
+enum Job {
+    New(Input),
+    Parked(TAddr<TaskActor>),
+}
+
+struct Running {
+    id: u64,
+    addr: TAddr<TaskActor>,
+}
+
+/// The Scheduler actor.
+pub struct SchedulerActor {
+    core: Core<Job, ()>,
+    running: Option<Running>,
+    dedupe: DuplicateGuard,
+    deps: Arc<TaskDeps>,
+    /// This actor's own tracked address (filled by whoever started it), handed to tasks.
+    me: Arc<OnceLock<TAddr<SchedulerActor>>>,
+}
+
+impl SchedulerActor {
+    pub fn new(deps: Arc<TaskDeps>, me: Arc<OnceLock<TAddr<SchedulerActor>>>) -> Self {
+        Self {
+            core: Core::default(),
+            running: None,
+            dedupe: DuplicateGuard::default(),
+            deps,
+            me,
+        }
+    }
+
+    fn publish(&self, id: u64, state: &str, level: Option<Level>, effective: u8) {
+        self.deps.bus.publish(
+            TASK_EVENT,
+            json!({"task_id": id, "state": state, "level": level.map(|l| format!("L{}", l as u8)), "effective_level": effective}),
+        );
+    }
+
+    /// Accepts one input; returns its task id (or why it was not queued).
+    fn submit(&mut self, mut input: Input, ctx: &mut HostContext<Self>) -> Result<u64, String> {
+        if input.text.trim().is_empty() {
+            input.reply.skip("empty_input");
+            return Err("empty_input".into());
+        }
+        if self.dedupe.is_duplicate(&input.source, &input.text, Instant::now()) {
+            input.reply.skip("duplicate");
+            return Err("duplicate".into());
+        }
+        let kind = if input.kernel { Kind::SelfMsg } else { Kind::Input };
+        let id = match input.level {
+            None => match self.core.enqueue(Job::New(input), kind) {
+                Ok(id) => {
+                    self.publish(id, "queued", None, 0);
+                    id
+                }
+                Err(job) => {
+                    if let Job::New(mut i) = job {
+                        i.reply.skip("queue_full");
+                    }
+                    tracing::warn!("ready queue full (256): input rejected");
+                    return Err("queue_full".into());
+                }
+            },
+            Some(level) => {
+                let r = self
+                    .core
+                    .register_interrupt(Job::New(input), level, kind, Instant::now());
+                self.publish(r.id, "queued", Some(level), level as u8);
+                if let Some(mut dropped) = r.dropped {
+                    tracing::warn!(
+                        task = dropped.meta.id,
+                        "interrupt queues full: dropped the oldest lowest-level interrupt"
+                    );
+                    if let Job::New(i) = &mut dropped.payload {
+                        i.reply.task_id = dropped.meta.id;
+                        i.reply.skip("queue_full");
+                    }
+                }
+                match (&self.running, r.preempts) {
+                    (Some(run), true) => {
+                        tracing::info!(victim = run.id, interrupt = r.id, level = level.name(), "preempt");
+                        let _ = run.addr.do_send(CancelLlm);
+                    }
+                    (_, false) => {
+                        tracing::debug!(interrupt = r.id, because = ?r.queued_because, "interrupt queued");
+                    }
+                    _ => {}
+                }
+                r.id
+            }
+        };
+        self.pump(ctx);
+        Ok(id)
+    }
+
+    /// Starts or resumes the next task when nothing runs.
+    fn pump(&mut self, ctx: &mut HostContext<Self>) {
+        while self.running.is_none() {
+            let Some(pick) = self.core.pick_next() else { return };
+            let meta = self.core.running().cloned().expect("just picked");
+            match pick {
+                Pick::Start(task) => {
+                    let Job::New(input) = task.payload else {
+                        unreachable!("parked tasks resume")
+                    };
+                    let me = self
+                        .me
+                        .get()
+                        .cloned()
+                        .expect("scheduler address is set before inputs arrive");
+                    let actor = TaskActor::new(meta.id, input, meta.level(), self.deps.clone(), me);
+                    let parent = self.me.get().map(|a| a.id().to_owned()).unwrap_or_default();
+                    match TAddr::spawn_unsupervised(&self.deps.registry, &parent, &format!("task-{}", meta.id), actor) {
+                        Ok((addr, exit)) => {
+                            self.publish(meta.id, "running", meta.level(), meta.effective());
+                            self.watch(meta.id, meta.level(), addr.id().to_owned(), exit, ctx);
+                            self.running = Some(Running { id: meta.id, addr });
+                        }
+                        Err(e) => {
+                            tracing::error!(task = meta.id, "cannot start the task actor: {e}");
+                            self.core.finish();
+                        }
+                    }
+                }
+                Pick::Resume(task, ()) => {
+                    let Job::Parked(addr) = task.payload else {
+                        unreachable!("new tasks start")
+                    };
+                    if addr.do_send(Resume).is_err() {
+                        tracing::error!(task = meta.id, "a suspended task vanished; dropping it");
+                        self.core.finish();
+                        continue;
+                    }
+                    self.publish(meta.id, "resumed", meta.level(), meta.effective());
+                    self.running = Some(Running { id: meta.id, addr });
+                }
+            }
+        }
+    }
+
+    /// Watches a task actor: unregisters it when it ends and, if it crashed while
+    /// running, frees the scheduler and tells the model through a kernel interrupt.
+    fn watch(
+        &self,
+        id: u64,
+        level: Option<Level>,
+        actor_id: String,
+        exit: tokio::sync::oneshot::Receiver<Exit>,
+        ctx: &mut HostContext<Self>,
+    ) {
+        ctx.spawn(
+            actix::fut::wrap_future::<_, crate::host::Host<Self>>(exit).map(move |res, host, ctx| {
+                let me = host.inner();
+                me.deps.registry.unregister(&actor_id);
+                let exit = res.unwrap_or(Exit::Panic("exit report lost".into()));
+                if !exit.is_abnormal() {
+                    return;
+                }
+                tracing::error!(task = id, %exit, "task crashed");
+                me.publish(id, "failed", level, level.map_or(0, |l| l as u8));
+                if me.running.as_ref().is_some_and(|r| r.id == id) {
+                    me.running = None;
+                    me.core.finish();
+                }
+                if level != Some(Level::L4) {
+                    let mut notice = Input::text(
+                        "kernel",
+                        &format!("内核事件：任务 #{id} 发生 panic：{exit}（该任务已被丢弃，调度器存活）"),
+                    );
+                    notice.channel = "kernel".into();
+                    notice.kernel = true;
+                    notice.level = Some(Level::L4);
+                    notice.payload.insert("kernel".into(), json!(true));
+                    let _ = me.submit(notice, ctx);
+                } else {
+                    me.pump(ctx);
+                }
+            }),
+        );
+    }
+}
+
+impl KernelActor for SchedulerActor {
+    const KIND: &'static str = "scheduler";
+
+    fn stopped(&mut self, _: &mut HostContext<Self>) {
+        // Everyone still waiting learns the agent stopped instead of hanging.
+        for mut t in self.core.drain() {
+            if let Job::New(i) = &mut t.payload {
+                i.reply.task_id = t.meta.id;
+                i.reply.skip("agent_stopped");
+            }
+        }
+    }
+}
+
+/// A new input (queued, or an interrupt when `level` is set). Replies with its task id.
+#[derive(Message)]
+#[rtype(result = "Result<u64, String>")]
+pub struct Submit(pub Input);
+
+/// The user pressed stop: cancel the current inference and the inputs waiting now.
+#[derive(Message)]
+#[rtype(result = "usize")]
+pub struct Stop;
+
+/// From the running task, between two steps: must it yield now?
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct SafePoint {
+    pub task: u64,
+    pub consolidation: bool,
+}
+
+/// From a task whose LLM call was cancelled: was that a stop (end the task)?
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct TakeStop(pub u64);
+
+/// From a task after its prepare phase: was it waiting when stop was pressed?
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct ConsumeCancel(pub u64);
+
+/// From a task: it reached a terminal state.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Finished {
+    pub task: u64,
+    pub state: &'static str,
+}
+
+/// The scheduler's whole state.
+#[derive(Message)]
+#[rtype(result = "Snapshot")]
+pub struct GetTasks;
+
+impl Handles<Submit> for SchedulerActor {
+    type Reply = Result<u64, String>;
+    fn handle(&mut self, Submit(input): Submit, ctx: &mut HostContext<Self>) -> Self::Reply {
+        self.submit(input, ctx)
+    }
+}
+
+impl Handles<Stop> for SchedulerActor {
+    type Reply = usize;
+    fn handle(&mut self, _: Stop, _: &mut HostContext<Self>) -> usize {
+        let n = self.core.arm_stop();
+        tracing::info!(
+            queued = n,
+            "stop: cancelling the current inference and the waiting inputs"
+        );
+        if let Some(r) = &self.running {
+            let _ = r.addr.do_send(CancelLlm);
+        }
+        n
+    }
+}
+
+impl Handles<SafePoint> for SchedulerActor {
+    type Reply = bool;
+    fn handle(&mut self, msg: SafePoint, ctx: &mut HostContext<Self>) -> bool {
+        let Some(run) = &self.running else { return false };
+        if run.id != msg.task || !self.core.safe_point(msg.consolidation, Instant::now()) {
+            return false;
+        }
+        let run = self.running.take().expect("checked");
+        self.core.suspend(Job::Parked(run.addr), (), Instant::now());
+        let meta = self.core.snapshot().stack.last().cloned();
+        if let Some(m) = meta {
+            self.publish(m.id, "suspended", m.level, m.effective_level);
+        }
+        self.pump(ctx);
+        true
+    }
+}
+
+impl Handles<TakeStop> for SchedulerActor {
+    type Reply = bool;
+    fn handle(&mut self, TakeStop(id): TakeStop, _: &mut HostContext<Self>) -> bool {
+        self.core.take_stop(id)
+    }
+}
+
+impl Handles<ConsumeCancel> for SchedulerActor {
+    type Reply = bool;
+    fn handle(&mut self, ConsumeCancel(id): ConsumeCancel, _: &mut HostContext<Self>) -> bool {
+        self.core.consume_cancel(id)
+    }
+}
+
+impl Handles<Finished> for SchedulerActor {
+    type Reply = ();
+    fn handle(&mut self, msg: Finished, ctx: &mut HostContext<Self>) {
+        if self.running.as_ref().is_some_and(|r| r.id == msg.task) {
+            let level = self.core.running().and_then(|m| m.level());
+            self.running = None;
+            self.core.finish();
+            self.publish(msg.task, msg.state, level, level.map_or(0, |l| l as u8));
+        }
+        self.pump(ctx);
+    }
+}
+
+impl Handles<GetTasks> for SchedulerActor {
+    type Reply = actix::MessageResult<crate::host::Envelope<GetTasks>>;
+    fn handle(&mut self, _: GetTasks, _: &mut HostContext<Self>) -> Self::Reply {
+        actix::MessageResult(self.core.snapshot())
+    }
+}

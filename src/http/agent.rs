@@ -1,0 +1,215 @@
+//! The agent's endpoints: send a message, stop, inspect tasks and LLM sources.
+
+use std::time::Duration;
+
+use actix_web::{HttpResponse, web};
+use homeagent_actors::agent::input::{Input, ReplyTo, new_request_id};
+use homeagent_actors::agent::intake::{Inject, InjectInterrupt};
+use homeagent_actors::agent::scheduler::GetTasks;
+use homeagent_actors::llm::provider::GetLlmStatus;
+use homeagent_actors::llm::source::no_source_message;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::error::{ApiError, ErrorBody};
+
+/// Longest a synchronous caller waits by default.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Body of `POST /api/v1/messages`.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MessageRequest {
+    /// The message.
+    pub text: String,
+    /// Who sends it (default `http`); `<plugin>/<device>` forms are accepted.
+    #[serde(default)]
+    pub source: Option<String>,
+    /// Where the reply belongs (default `http`).
+    #[serde(default)]
+    pub channel: Option<String>,
+    /// An interrupt (may preempt the running task) instead of queued input.
+    #[serde(default)]
+    pub interrupt: bool,
+    /// Interrupt level `L1`..`L4` (default L1; sources that are not built in get at most L3).
+    #[serde(default)]
+    pub priority: Option<String>,
+    /// Wait for the reply (default true).
+    #[serde(default)]
+    pub sync: Option<bool>,
+    /// How long to wait for a synchronous reply (default 300000).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+}
+
+/// A synchronous reply.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct MessageReply {
+    pub task_id: u64,
+    pub reply: String,
+    pub tools_used: Vec<String>,
+    #[schema(value_type = Object)]
+    pub usage: Value,
+}
+
+async fn ensure_llm(state: &AppState) -> Result<(), ApiError> {
+    let status = state.llm.send(GetLlmStatus).await?;
+    if status.sources.is_empty() {
+        return Err(ApiError::unavailable(no_source_message(&status.skipped)));
+    }
+    Ok(())
+}
+
+fn refused(reason: String) -> ApiError {
+    match reason.as_str() {
+        "empty_input" => ApiError::bad_request("`text` is empty"),
+        "duplicate" => {
+            ApiError::conflict("the same text from the same source arrived less than 10 s ago; it was dropped")
+        }
+        "queue_full" => ApiError::unavailable("the agent's queue is full (256 waiting); retry later"),
+        _ => ApiError::unavailable(reason),
+    }
+}
+
+#[utoipa::path(
+    post, path = "/api/v1/messages", tag = "agent",
+    request_body = MessageRequest,
+    responses(
+        (status = 200, description = "Synchronous reply", body = MessageReply),
+        (status = 202, description = "Accepted (sync=false): `{\"task_id\"}`"),
+        (status = 400, body = ErrorBody), (status = 409, description = "Duplicate input", body = ErrorBody),
+        (status = 502, description = "The task failed (LLM errors...)", body = ErrorBody),
+        (status = 503, description = "No LLM source configured (the message names the settings to set)", body = ErrorBody),
+        (status = 504, description = "No reply within timeout_ms (the task goes on)", body = ErrorBody),
+    )
+)]
+pub async fn post_message(
+    state: web::Data<AppState>,
+    body: web::Json<MessageRequest>,
+) -> Result<HttpResponse, ApiError> {
+    let req = body.into_inner();
+    if req.text.trim().is_empty() {
+        return Err(ApiError::bad_request("`text` must not be empty"));
+    }
+    if let Some(p) = &req.priority
+        && !["L1", "L2", "L3", "L4", "l1", "l2", "l3", "l4"].contains(&p.as_str())
+    {
+        return Err(ApiError::bad_request(format!(
+            "`priority` must be one of L1, L2, L3, L4 (got `{p}`)"
+        )));
+    }
+    ensure_llm(&state).await?;
+    let source = req
+        .source
+        .clone()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "http".into());
+    let mut input = Input::text(&source, &req.text);
+    input.channel = req
+        .channel
+        .clone()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "http".into());
+    input.request_id = new_request_id();
+    let sync = req.sync.unwrap_or(true);
+    let rx = if sync {
+        let (reply, rx) = ReplyTo::channel(&input.request_id);
+        input.reply = reply;
+        Some(rx)
+    } else {
+        None
+    };
+    let task_id = if req.interrupt {
+        let msg = InjectInterrupt {
+            input,
+            priority: req.priority.map(Value::String),
+            stop: false,
+        };
+        state
+            .agent
+            .intercept_loop
+            .send(msg)
+            .await?
+            .map_err(refused)?
+            .unwrap_or(0)
+    } else {
+        state.agent.event_loop.send(Inject(input)).await?.map_err(refused)?
+    };
+    let Some(rx) = rx else {
+        return Ok(HttpResponse::Accepted().json(json!({ "task_id": task_id })));
+    };
+    let timeout = req.timeout_ms.map_or(DEFAULT_TIMEOUT, Duration::from_millis);
+    let reply = match tokio::time::timeout(timeout, rx).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(_)) => {
+            return Err(ApiError::new(
+                actix_web::http::StatusCode::BAD_GATEWAY,
+                "the task ended without a reply",
+            ));
+        }
+        Err(_) => {
+            return Err(ApiError::new(
+                actix_web::http::StatusCode::GATEWAY_TIMEOUT,
+                format!(
+                    "no reply within {} ms; task {task_id} goes on (watch GET /api/v1/events)",
+                    timeout.as_millis()
+                ),
+            ));
+        }
+    };
+    if let Some(reason) = reply.skipped {
+        return Err(refused(reason));
+    }
+    if let Some(err) = reply.error {
+        return Ok(HttpResponse::BadGateway().json(json!({"task_id": task_id, "error": err})));
+    }
+    Ok(HttpResponse::Ok().json(MessageReply {
+        task_id,
+        reply: reply.content,
+        tools_used: reply.tools_used,
+        usage: serde_json::to_value(reply.usage).unwrap_or_default(),
+    }))
+}
+
+/// Body of `POST /api/v1/stop`.
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StopRequest {
+    /// Optional remark: handled as an L4 interrupt after the stop.
+    #[serde(default)]
+    pub text: Option<String>,
+}
+
+#[utoipa::path(
+    post, path = "/api/v1/stop", tag = "agent",
+    request_body(content = StopRequest, description = "Optional; an empty body stops without a remark"),
+    responses((status = 200, description = "`{\"stopped\": true, \"remark_task_id\": n|null}`"))
+)]
+pub async fn post_stop(
+    state: web::Data<AppState>,
+    body: Option<web::Json<StopRequest>>,
+) -> Result<HttpResponse, ApiError> {
+    let text = body.and_then(|b| b.into_inner().text).unwrap_or_default();
+    let input = Input::text("http", &text);
+    let msg = InjectInterrupt {
+        input,
+        priority: Some(json!("L4")),
+        stop: true,
+    };
+    let remark = state.agent.intercept_loop.send(msg).await?.map_err(refused)?;
+    Ok(HttpResponse::Ok().json(json!({"stopped": true, "remark_task_id": remark})))
+}
+
+#[utoipa::path(get, path = "/api/v1/tasks", tag = "agent",
+    responses((status = 200, description = "Running task, immediate slot, ready queue, the four interrupt queues (L1 first), the suspended stack (bottom first) with levels, effective levels and preempt counts, and counters")))]
+pub async fn get_tasks(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    let snap = state.agent.scheduler.send(GetTasks).await?;
+    Ok(HttpResponse::Ok().json(snap))
+}
+
+#[utoipa::path(get, path = "/api/v1/llm/sources", tag = "agent",
+    responses((status = 200, description = "Configured sources with health (API keys never shown) and skipped sources with the reason")))]
+pub async fn get_sources(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    Ok(HttpResponse::Ok().json(state.llm.send(GetLlmStatus).await?))
+}
