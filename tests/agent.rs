@@ -1,0 +1,239 @@
+//! The agent end to end: real daemon, fake OpenAI-format vendor on loopback.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{Daemon, vendor};
+use serde_json::{Value, json};
+
+fn post(d: &Daemon, path: &str, body: Value) -> (u16, Value) {
+    let r = reqwest::blocking::Client::new()
+        .post(d.url(path))
+        .timeout(Duration::from_secs(60))
+        .json(&body)
+        .send()
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().unwrap_or(Value::Null))
+}
+
+fn put_settings(d: &Daemon, body: Value) {
+    let r = reqwest::blocking::Client::new()
+        .put(d.url("/api/v1/settings"))
+        .json(&body)
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200, "{:?}", r.text());
+}
+
+/// Waits until the LLM actor picked up the configured sources.
+fn wait_sources(d: &Daemon, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        let v: Value = reqwest::blocking::get(d.url("/api/v1/llm/sources"))
+            .unwrap()
+            .json()
+            .unwrap();
+        if v["sources"].as_array().is_some_and(|s| s.len() == n) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("sources not configured; log:\n{}", d.log_text());
+}
+
+/// Collects SSE events (name, data) in the background.
+fn listen(d: &Daemon) -> Arc<Mutex<Vec<(String, Value)>>> {
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let e = events.clone();
+    let url = d.url("/api/v1/events?interval_ms=60000");
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let resp = reqwest::blocking::Client::new()
+            .get(url)
+            .timeout(Duration::from_secs(120))
+            .send()
+            .unwrap();
+        let _ = ready_tx.send(());
+        let mut name = String::new();
+        for line in BufReader::new(resp).lines() {
+            let Ok(line) = line else { break };
+            if let Some(n) = line.strip_prefix("event: ") {
+                name = n.to_owned();
+            } else if let Some(data) = line.strip_prefix("data: ") {
+                e.lock()
+                    .unwrap()
+                    .push((name.clone(), serde_json::from_str(data).unwrap_or(Value::Null)));
+            }
+        }
+    });
+    ready_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    events
+}
+
+fn task_states(events: &Mutex<Vec<(String, Value)>>) -> Vec<(u64, String)> {
+    events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(n, _)| n == "task")
+        .map(|(_, d)| (d["task_id"].as_u64().unwrap(), d["state"].as_str().unwrap().to_owned()))
+        .collect()
+}
+
+#[test]
+fn no_source_then_reply_tool_loop_and_fallback() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&dir.path().join("data"));
+
+    // Nothing configured: a clear 503 naming the settings.
+    let (status, body) = post(&d, "/api/v1/messages", json!({"text": "hello"}));
+    assert_eq!(status, 503, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("core.llm.sources."), "{body}");
+
+    let v = vendor::start();
+    put_settings(&d, vendor::source_settings("fake", &v.url, 0));
+    wait_sources(&d, 1);
+
+    let (status, body) = post(&d, "/api/v1/messages", json!({"text": "hello"}));
+    assert_eq!(status, 200, "{body}\n{}", d.log_text());
+    assert_eq!(body["reply"], "echo: hello");
+    assert!(body["task_id"].as_u64().unwrap() > 0);
+
+    // The model calls output_send__http_help, gets the channel help, then answers.
+    let (status, body) = post(&d, "/api/v1/messages", json!({"text": "call-help"}));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["reply"], "done after tool");
+    assert_eq!(body["tools_used"], json!(["output_send__http_help"]));
+
+    // Async: 202 with the task id.
+    let (status, body) = post(&d, "/api/v1/messages", json!({"text": "later", "sync": false}));
+    assert_eq!(status, 202);
+    assert!(body["task_id"].as_u64().is_some());
+
+    // Bad input.
+    let (status, _) = post(&d, "/api/v1/messages", json!({"text": ""}));
+    assert_eq!(status, 400);
+    let (status, _) = post(&d, "/api/v1/messages", json!({"text": "x", "priority": "L9"}));
+    assert_eq!(status, 400);
+    let (status, _) = post(&d, "/api/v1/messages", json!({"txt": "typo"}));
+    assert_eq!(status, 400);
+
+    // A second source with higher priority that fails: the backup still answers.
+    let broken = "http://127.0.0.1:9/v1"; // nothing listens on the discard port
+    put_settings(&d, vendor::source_settings("broken", broken, 10));
+    wait_sources(&d, 2);
+    let (status, body) = post(&d, "/api/v1/messages", json!({"text": "fallback please"}));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["reply"], "echo: fallback please");
+    let sources: Value = reqwest::blocking::get(d.url("/api/v1/llm/sources"))
+        .unwrap()
+        .json()
+        .unwrap();
+    let b = sources["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "broken")
+        .unwrap();
+    assert_eq!(b["available"], false, "{sources}");
+    assert!(b.get("api_key").is_none(), "keys are never shown");
+}
+
+#[test]
+fn interrupt_preempts_a_running_task_which_resumes_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&dir.path().join("data"));
+    let v = vendor::start();
+    put_settings(&d, vendor::source_settings("fake", &v.url, 0));
+    wait_sources(&d, 1);
+    let events = listen(&d);
+
+    let url = d.url("/api/v1/messages");
+    let victim = std::thread::spawn(move || {
+        reqwest::blocking::Client::new()
+            .post(url)
+            .timeout(Duration::from_secs(60))
+            .json(&json!({"text": "slow 1500 victim"}))
+            .send()
+            .unwrap()
+            .json::<Value>()
+            .unwrap()
+    });
+    std::thread::sleep(Duration::from_millis(400));
+    let (status, body) = post(
+        &d,
+        "/api/v1/messages",
+        json!({"text": "urgent", "interrupt": true, "priority": "L3"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["reply"], "echo: urgent");
+    let victim = victim.join().unwrap();
+    assert_eq!(victim["reply"], "slow done: victim", "{victim}");
+
+    let (vid, iid) = (victim["task_id"].as_u64().unwrap(), body["task_id"].as_u64().unwrap());
+    std::thread::sleep(Duration::from_millis(200));
+    let states: Vec<_> = task_states(&events)
+        .into_iter()
+        .filter(|(id, _)| *id == vid || *id == iid)
+        .collect();
+    let expected = vec![
+        (vid, "queued".to_string()),
+        (vid, "running".into()),
+        (iid, "queued".into()),
+        (vid, "suspended".into()),
+        (iid, "running".into()),
+        (iid, "done".into()),
+        (vid, "resumed".into()),
+        (vid, "done".into()),
+    ];
+    assert_eq!(states, expected);
+    let tasks: Value = reqwest::blocking::get(d.url("/api/v1/tasks")).unwrap().json().unwrap();
+    assert_eq!(tasks["stats"]["suspended"], 1);
+    assert_eq!(tasks["stats"]["resumed"], 1);
+    assert!(tasks["running"].is_null());
+}
+
+#[test]
+fn stop_ends_the_current_inference_and_the_waiting_inputs_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&dir.path().join("data"));
+    let v = vendor::start();
+    put_settings(&d, vendor::source_settings("fake", &v.url, 0));
+    wait_sources(&d, 1);
+
+    let send = |text: &'static str| {
+        let url = d.url("/api/v1/messages");
+        std::thread::spawn(move || {
+            reqwest::blocking::Client::new()
+                .post(url)
+                .timeout(Duration::from_secs(60))
+                .json(&json!({"text": text}))
+                .send()
+                .unwrap()
+                .json::<Value>()
+                .unwrap()
+        })
+    };
+    let a = send("slow 5000 a");
+    std::thread::sleep(Duration::from_millis(300));
+    let b = send("b");
+    let c = send("c");
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    let (status, _) = post(&d, "/api/v1/stop", json!({}));
+    assert_eq!(status, 200);
+    let later = post(&d, "/api/v1/messages", json!({"text": "after the stop"}));
+    assert_eq!(a.join().unwrap()["reply"], "已停止生成。");
+    assert!(t.elapsed() < Duration::from_secs(3), "the inference ended at once");
+    assert_eq!(b.join().unwrap()["reply"], "已取消（用户停止）。");
+    assert_eq!(c.join().unwrap()["reply"], "已取消（用户停止）。");
+    assert_eq!(
+        later.1["reply"], "echo: after the stop",
+        "inputs after the stop are unaffected"
+    );
+}

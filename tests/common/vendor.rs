@@ -1,0 +1,143 @@
+//! A fake LLM vendor on 127.0.0.1 speaking the OpenAI Chat Completions wire format
+//! (JSON, and SSE when the request asks to stream). Its behaviour is chosen by the
+//! text of the last input message, so every test scenario is deterministic:
+//!
+//! * `slow <ms> ...` — waits that long, then answers `slow done: ...`;
+//! * `call-help` — calls `output_send__http_help`; after the tool result it answers
+//!   `done after tool`;
+//! * `fail` — answers HTTP 500;
+//! * anything else — answers `echo: <text>`.
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
+use serde_json::{Value, json};
+
+pub struct Vendor {
+    pub url: String,
+    pub calls: Arc<AtomicUsize>,
+}
+
+fn last_input(messages: &[Value]) -> (String, bool) {
+    // (text of the last user/interrupt input, whether a tool result follows it)
+    let mut tool_after = false;
+    for m in messages.iter().rev() {
+        let role = m["role"].as_str().unwrap_or("");
+        let content = m["content"].as_str().unwrap_or("");
+        if role == "tool" {
+            tool_after = true;
+        }
+        if role == "user" && !content.starts_with("请根据") && !content.starts_with("若你的回复") {
+            return (content.to_owned(), tool_after);
+        }
+        if role == "system" && content.starts_with("[中断消息] ") {
+            return (content.trim_start_matches("[中断消息] ").to_owned(), tool_after);
+        }
+    }
+    (String::new(), tool_after)
+}
+
+fn answer(stream: bool, text: &str, tool: Option<&str>) -> HttpResponse {
+    if !stream {
+        let message = match tool {
+            Some(name) => {
+                json!({"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": name, "arguments": "{}"}}]})
+            }
+            None => json!({"role": "assistant", "content": text}),
+        };
+        return HttpResponse::Ok().json(json!({
+            "id": "chatcmpl-x", "object": "chat.completion", "created": 1, "model": "fake",
+            "choices": [{"index": 0, "message": message, "finish_reason": if tool.is_some() { "tool_calls" } else { "stop" }}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+        }));
+    }
+    let mut chunks = Vec::new();
+    match tool {
+        Some(name) => {
+            chunks.push(json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": name, "arguments": ""}}]}, "finish_reason": null}]}));
+            chunks.push(json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}, "finish_reason": null}]}));
+            chunks.push(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}));
+        }
+        None => {
+            let (a, b) = text.split_at(text.len() / 2);
+            chunks.push(
+                json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": a}, "finish_reason": null}]}),
+            );
+            chunks.push(json!({"choices": [{"index": 0, "delta": {"content": b}, "finish_reason": null}]}));
+            chunks.push(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}));
+        }
+    }
+    chunks.push(json!({"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}));
+    let mut body = String::new();
+    for c in chunks {
+        body.push_str(&format!("data: {c}\n\n"));
+    }
+    body.push_str("data: [DONE]\n\n");
+    HttpResponse::Ok().content_type("text/event-stream").body(body)
+}
+
+async fn chat(_req: HttpRequest, body: web::Json<Value>, calls: web::Data<Arc<AtomicUsize>>) -> HttpResponse {
+    calls.fetch_add(1, Ordering::SeqCst);
+    let stream = body["stream"].as_bool().unwrap_or(false);
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    let (text, tool_after) = last_input(&messages);
+    if text == "fail" {
+        return HttpResponse::InternalServerError().json(json!({"error": {"message": "scripted failure"}}));
+    }
+    if let Some(rest) = text.strip_prefix("slow ") {
+        let (ms, what) = rest.split_once(' ').unwrap_or((rest, ""));
+        actix_web::rt::time::sleep(Duration::from_millis(ms.parse().unwrap_or(1000))).await;
+        return answer(stream, &format!("slow done: {what}"), None);
+    }
+    if text == "call-help" {
+        if tool_after {
+            return answer(stream, "done after tool", None);
+        }
+        return answer(stream, "", Some("output_send__http_help"));
+    }
+    answer(stream, &format!("echo: {text}"), None)
+}
+
+/// Starts the fake on its own thread; it lives until the test process ends.
+pub fn start() -> Vendor {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = calls.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        actix_rt::System::new().block_on(async move {
+            let data = web::Data::new(c);
+            let server = HttpServer::new(move || {
+                App::new()
+                    .app_data(data.clone())
+                    .route("/v1/chat/completions", web::post().to(chat))
+            })
+            .workers(1)
+            .disable_signals()
+            .bind("127.0.0.1:0")
+            .unwrap();
+            tx.send(server.addrs()[0]).unwrap();
+            server.run().await.unwrap();
+        });
+    });
+    let addr = rx.recv().unwrap();
+    Vendor {
+        url: format!("http://{addr}/v1"),
+        calls,
+    }
+}
+
+/// Settings that make `name` an OpenAI-adapter source pointing at `url`.
+pub fn source_settings(name: &str, url: &str, priority: i64) -> Value {
+    let p = format!("core.llm.sources.{name}.");
+    json!({
+        format!("{p}base_url"): url,
+        format!("{p}model"): "fake-model",
+        format!("{p}adapter"): "openai",
+        format!("{p}api_key"): "sk-test",
+        format!("{p}priority"): priority,
+    })
+}
