@@ -99,6 +99,11 @@ function A.transform_request(raw)
   if type(req.tools) ~= "table" or #req.tools == 0 then
     req.tools, req.tool_choice = nil, nil
   end
+  for _, t in ipairs(list(req.tools)) do
+    if type(t) == "table" and type(t["function"]) == "table" and t["function"].parameters == null then
+      t["function"].parameters = nil
+    end
+  end
   for _, m in ipairs(list(req.messages)) do
     if type(m) == "table" then
       if CFG.strip_reasoning then m.reasoning_content = nil end

@@ -165,3 +165,154 @@ pub async fn mailbox(messages: u64, rounds: u32) -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// A minimal OpenAI-format vendor for `bench turn`: answers every chat request with a
+/// short streamed reply, as fast as it can, so what remains is the kernel's cost.
+async fn bench_vendor(body: actix_web::web::Json<serde_json::Value>) -> actix_web::HttpResponse {
+    let stream = body["stream"].as_bool().unwrap_or(false);
+    if !stream {
+        return actix_web::HttpResponse::Ok().json(serde_json::json!({
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "pong"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+        }));
+    }
+    let body = concat!(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"po\"},\"finish_reason\":null}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ng\"},\"finish_reason\":\"stop\"}]}\n\n",
+        "data: [DONE]\n\n"
+    );
+    actix_web::HttpResponse::Ok()
+        .content_type("text/event-stream")
+        .body(body)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx.min(sorted.len() - 1)]
+}
+
+/// Runs `homed bench turn`.
+pub async fn turn(turns: u32) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    anyhow::ensure!(turns > 0, "--turns must be at least 1");
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let server = actix_web::HttpServer::new(|| {
+        actix_web::App::new().route("/v1/chat/completions", actix_web::web::post().to(bench_vendor))
+    })
+    .workers(1)
+    .disable_signals()
+    .bind("127.0.0.1:0")?;
+    let vendor = format!("http://{}/v1", server.addrs()[0]);
+    actix_web::rt::spawn(server.run());
+
+    let data = std::env::temp_dir().join(format!("homed-bench-{}", std::process::id()));
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let base = format!("http://127.0.0.1:{port}");
+    let mut daemon = std::process::Command::new(std::env::current_exe()?)
+        .args([
+            "--data",
+            data.to_str().unwrap_or("."),
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .env("RUST_LOG", "warn")
+        .spawn()
+        .context("cannot start the daemon under test")?;
+    let result = turn_inner(turns, &vendor, &base).await;
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+    let _ = std::fs::remove_dir_all(&data);
+    result
+}
+
+async fn turn_inner(turns: u32, vendor: &str, base: &str) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let client = awc::Client::builder().timeout(Duration::from_secs(30)).finish();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while client
+        .get(format!("{base}/healthz"))
+        .send()
+        .await
+        .map(|r| r.status().as_u16())
+        .ok()
+        != Some(200)
+    {
+        anyhow::ensure!(Instant::now() < deadline, "the daemon did not become healthy");
+        actix_rt::time::sleep(Duration::from_millis(10)).await;
+    }
+    let settings = serde_json::json!({
+        "core.llm.sources.bench.base_url": vendor, "core.llm.sources.bench.model": "bench",
+        "core.llm.sources.bench.adapter": "openai", "core.llm.sources.bench.api_key": "sk-bench",
+    });
+    let r = client
+        .put(format!("{base}/api/v1/settings"))
+        .send_json(&settings)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    anyhow::ensure!(r.status().is_success(), "configuring the source failed: {}", r.status());
+    loop {
+        let mut r = client
+            .get(format!("{base}/api/v1/llm/sources"))
+            .send()
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let v: serde_json::Value = r.json().await.context("sources")?;
+        if v["sources"].as_array().is_some_and(|s| !s.is_empty()) {
+            break;
+        }
+        anyhow::ensure!(Instant::now() < deadline, "the source was not picked up");
+        actix_rt::time::sleep(Duration::from_millis(10)).await;
+    }
+    let bare_body =
+        serde_json::json!({"model": "bench", "stream": true, "messages": [{"role": "user", "content": "ping"}]});
+    let (mut bare, mut full) = (Vec::new(), Vec::new());
+    println!("turn benchmark: {turns} turns (+50 warm-up) through a real homed against a local fake vendor");
+    for i in 0..turns + 50 {
+        let t = Instant::now();
+        let mut r = client
+            .post(format!("{vendor}/chat/completions"))
+            .send_json(&bare_body)
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        r.body().await.map_err(|e| anyhow::anyhow!("{e}"))?;
+        let b = t.elapsed();
+        let t = Instant::now();
+        let mut r = client
+            .post(format!("{base}/api/v1/messages"))
+            .send_json(&serde_json::json!({"text": format!("turn {i}")}))
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let v: serde_json::Value = r.json().await.context("reply")?;
+        let f = t.elapsed();
+        anyhow::ensure!(v["reply"] == "pong", "unexpected reply: {v}");
+        if i >= 50 {
+            bare.push(b.as_secs_f64() * 1000.0);
+            full.push(f.as_secs_f64() * 1000.0);
+        }
+        if (i + 1) % 250 == 0 {
+            eprintln!("  {}/{} turns", i + 1, turns + 50);
+        }
+    }
+    bare.sort_by(f64::total_cmp);
+    full.sort_by(f64::total_cmp);
+    println!("{:<34}{:>10}{:>10}", "(ms)", "p50", "p99");
+    println!(
+        "{:<34}{:>10.3}{:>10.3}",
+        "bare round trip to the vendor",
+        percentile(&bare, 0.5),
+        percentile(&bare, 0.99)
+    );
+    println!(
+        "{:<34}{:>10.3}{:>10.3}",
+        "full turn via POST /api/v1/messages",
+        percentile(&full, 0.5),
+        percentile(&full, 0.99)
+    );
+    println!(
+        "{:<34}{:>10.3}{:>10.3}",
+        "kernel overhead (full - bare)",
+        percentile(&full, 0.5) - percentile(&bare, 0.5),
+        percentile(&full, 0.99) - percentile(&bare, 0.99)
+    );
+    Ok(())
+}

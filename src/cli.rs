@@ -58,4 +58,11 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 5)]
         rounds: u32,
     },
+    /// Kernel overhead per turn: POST /api/v1/messages → reply on a real daemon, minus
+    /// the bare round trip to the same fake vendor, both measured in this run.
+    Turn {
+        /// Measured turns (after 50 warm-up turns).
+        #[arg(long, default_value_t = 1000)]
+        turns: u32,
+    },
 }

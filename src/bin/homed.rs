@@ -12,6 +12,9 @@ fn main() -> std::process::ExitCode {
         Some(Command::Bench {
             what: BenchCommand::Mailbox { messages, rounds },
         }) => system.block_on(homeagent::bench::mailbox(messages, rounds)),
+        Some(Command::Bench {
+            what: BenchCommand::Turn { turns },
+        }) => system.block_on(homeagent::bench::turn(turns)),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

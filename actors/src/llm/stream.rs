@@ -92,7 +92,7 @@ impl Accumulator {
     pub fn finish(self) -> CompletionResponse {
         let truncated = self.finish_reason == "length";
         let max_tokens = self.max_tokens;
-        let tool_calls = self
+        let tool_calls: Vec<ToolCall> = self
             .buckets
             .into_values()
             .filter(|b| !b.name.is_empty())
@@ -106,10 +106,16 @@ impl Accumulator {
                 }
             })
             .collect();
+        // Some vendors (Ollama, Gemini) end a tool-calling stream with `stop`.
+        let finish_reason = if !tool_calls.is_empty() && matches!(self.finish_reason.as_str(), "" | "stop") {
+            "tool_calls".to_owned()
+        } else {
+            self.finish_reason
+        };
         CompletionResponse {
             content: self.content,
             reasoning_content: self.reasoning,
-            finish_reason: self.finish_reason,
+            finish_reason,
             usage: self.usage,
             tool_calls,
         }

@@ -111,7 +111,9 @@ impl Usage {
                 *mine = theirs;
             }
         }
-        if self.total_tokens == 0 {
+        // A frame that does not carry the total (Anthropic's `message_delta` only has
+        // output tokens) leaves it to be derived from the parts.
+        if other.total_tokens == 0 {
             self.total_tokens = self.prompt_tokens + self.completion_tokens;
         }
     }
