@@ -145,6 +145,15 @@ impl<A: KernelActor> TAddr<A> {
         Ok((addr, rx))
     }
 
+    /// Starts a new instance behind this address after the previous one crashed (a
+    /// re-spawn by the actor's owner, counted as a restart).
+    pub fn respawn(&self, actor: A) -> tokio::sync::oneshot::Receiver<crate::host::Exit> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.slot.stats.inc_restarts();
+        self.install(Host::new(actor, self.slot.stats.clone(), Some(tx)).start());
+        rx
+    }
+
     /// The raw actix address of the current instance (benchmarks, tests).
     pub fn raw(&self) -> Option<Addr<Host<A>>> {
         self.slot.addr.read().clone()

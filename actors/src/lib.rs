@@ -26,6 +26,7 @@ pub mod modgraph;
 pub mod panic;
 pub mod registry;
 pub mod scheduler;
+pub mod stages;
 pub mod supervisor;
 
 pub use addr::{SendError, TAddr};

@@ -1,0 +1,270 @@
+//! `kernel/stages`: the StageHost actor.
+//!
+//! Keeps the registered stage handlers (each in its own actor, `kernel/stages/<n>`)
+//! and the tool registry. Running a stage sends a copy of the context to every
+//! matching handler at once, waits for all of them (each within its timeout), and
+//! applies their patches in registration order. A slow or crashing handler is
+//! reported (in the context's errors, the log and a `stage_handler_error` event) and
+//! skipped; it never blocks the turn.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use serde_json::json;
+
+use super::context::{Stage, StageContext};
+use super::handler::{HandlerActor, RunHandler, Scope, StageHandler};
+use super::tools::{ToolError, ToolHandler, ToolRegistry, ToolSpec};
+use crate::addr::TAddr;
+use crate::bus::EventBus;
+use crate::host::{Exit, Host, HostContext, KernelActor, Shutdown};
+use crate::registry::Registry;
+
+/// Default time one handler gets per stage run.
+pub const HANDLER_TIMEOUT: Duration = Duration::from_secs(5);
+
+struct Registration {
+    id: u64,
+    plugin: String,
+    stage: Stage,
+    scope: Scope,
+    handler: Arc<dyn StageHandler>,
+    addr: TAddr<HandlerActor>,
+}
+
+/// The StageHost actor.
+pub struct StageHost {
+    /// Where handler actors are registered (this actor's id).
+    me: String,
+    registry: Arc<Registry>,
+    bus: EventBus,
+    regs: Vec<Registration>,
+    tools: ToolRegistry,
+    next_id: u64,
+    timeout: Duration,
+}
+
+impl StageHost {
+    pub fn new(me: &str, registry: Arc<Registry>, bus: EventBus) -> Self {
+        Self {
+            me: me.to_owned(),
+            registry,
+            bus,
+            regs: Vec::new(),
+            tools: ToolRegistry::default(),
+            next_id: 0,
+            timeout: HANDLER_TIMEOUT,
+        }
+    }
+
+    /// Changes the per-handler timeout (tests, settings).
+    pub fn with_timeout(mut self, t: Duration) -> Self {
+        self.timeout = t;
+        self
+    }
+
+    fn spawn(
+        &self,
+        id: u64,
+        handler: &Arc<dyn StageHandler>,
+        ctx: &mut HostContext<Self>,
+    ) -> Result<TAddr<HandlerActor>, String> {
+        let name = format!("handler-{id}");
+        let (addr, exit) =
+            TAddr::spawn_unsupervised(&self.registry, &self.me, &name, HandlerActor::new(handler.clone()))
+                .map_err(|e| e.to_string())?;
+        self.watch(id, addr.clone(), exit, ctx);
+        Ok(addr)
+    }
+
+    /// Restarts a crashed handler behind the same address (it keeps its registration).
+    fn watch(
+        &self,
+        id: u64,
+        addr: TAddr<HandlerActor>,
+        exit: tokio::sync::oneshot::Receiver<Exit>,
+        ctx: &mut HostContext<Self>,
+    ) {
+        ctx.spawn(
+            actix::fut::wrap_future::<_, Host<Self>>(exit).map(move |res, host, ctx| {
+                let me = host.inner();
+                let exit = res.unwrap_or(Exit::Panic("exit report lost".into()));
+                let Some(reg) = me.regs.iter().find(|r| r.id == id) else {
+                    return;
+                };
+                if !exit.is_abnormal() {
+                    return;
+                }
+                tracing::warn!(handler = %addr.id(), %exit, "stage handler crashed; starting it again");
+                let rx = addr.respawn(HandlerActor::new(reg.handler.clone()));
+                me.watch(id, addr, rx, ctx);
+            }),
+        );
+    }
+
+    fn matches(reg: &Registration, stage: Stage, ctx: &StageContext) -> bool {
+        if reg.stage != stage {
+            return false;
+        }
+        match (reg.scope, stage) {
+            (Scope::OwnTools, Stage::BeforeToolcall) => ctx.tool_calls.first().is_some_and(|c| c.plugin == reg.plugin),
+            (Scope::OwnTools, Stage::AfterToolcall) => ctx.tool_results.first().is_some_and(|r| r.plugin == reg.plugin),
+            _ => true,
+        }
+    }
+}
+
+impl KernelActor for StageHost {
+    const KIND: &'static str = "stage-host";
+
+    fn stopped(&mut self, _: &mut HostContext<Self>) {
+        for r in self.regs.drain(..) {
+            if let Some(a) = r.addr.raw() {
+                a.do_send(Shutdown);
+            }
+            self.registry.unregister(r.addr.id());
+        }
+    }
+}
+
+/// Registers a stage handler for `plugin`; answers its registration id.
+#[derive(Message)]
+#[rtype(result = "Result<u64, String>")]
+pub struct RegisterStage {
+    pub plugin: String,
+    pub stage: Stage,
+    pub scope: Scope,
+    pub handler: Arc<dyn StageHandler>,
+}
+
+/// Registers a tool.
+#[derive(Message)]
+#[rtype(result = "Result<(), ToolError>")]
+pub struct RegisterTool {
+    pub spec: ToolSpec,
+    pub handler: Arc<dyn ToolHandler>,
+}
+
+/// Removes a plugin's tools and stage handlers as a group (unload, crash).
+#[derive(Message)]
+#[rtype(result = "(usize, usize)")]
+pub struct UnregisterPlugin(pub String);
+
+/// A snapshot of the tool registry (cheap: tools are shared handles).
+#[derive(Message)]
+#[rtype(result = "ToolRegistry")]
+pub struct GetTools;
+
+/// Runs one stage; answers the context after all patches.
+#[derive(Message)]
+#[rtype(result = "StageContext")]
+pub struct RunStage(pub Stage, pub StageContext);
+
+impl crate::host::Handles<RegisterStage> for StageHost {
+    type Reply = Result<u64, String>;
+    fn handle(&mut self, msg: RegisterStage, ctx: &mut HostContext<Self>) -> Self::Reply {
+        self.next_id += 1;
+        let id = self.next_id;
+        let addr = self.spawn(id, &msg.handler, ctx)?;
+        tracing::info!(plugin = %msg.plugin, stage = msg.stage.as_str(), ?msg.scope, "stage handler registered");
+        self.regs.push(Registration {
+            id,
+            plugin: msg.plugin,
+            stage: msg.stage,
+            scope: msg.scope,
+            handler: msg.handler,
+            addr,
+        });
+        Ok(id)
+    }
+}
+
+impl crate::host::Handles<RegisterTool> for StageHost {
+    type Reply = Result<(), ToolError>;
+    fn handle(&mut self, msg: RegisterTool, _: &mut HostContext<Self>) -> Self::Reply {
+        let name = msg.spec.name.clone();
+        self.tools.register(msg.spec, msg.handler)?;
+        tracing::info!(tool = %name, "tool registered");
+        Ok(())
+    }
+}
+
+impl crate::host::Handles<UnregisterPlugin> for StageHost {
+    type Reply = actix::MessageResult<crate::host::Envelope<UnregisterPlugin>>;
+    fn handle(&mut self, UnregisterPlugin(plugin): UnregisterPlugin, _: &mut HostContext<Self>) -> Self::Reply {
+        let tools = self.tools.unregister_plugin(&plugin);
+        let mut handlers = 0;
+        let registry = self.registry.clone();
+        self.regs.retain(|r| {
+            if r.plugin != plugin {
+                return true;
+            }
+            if let Some(a) = r.addr.raw() {
+                a.do_send(Shutdown);
+            }
+            registry.unregister(r.addr.id());
+            handlers += 1;
+            false
+        });
+        tracing::info!(%plugin, tools, handlers, "plugin detached from the stage host");
+        actix::MessageResult((tools, handlers))
+    }
+}
+
+impl crate::host::Handles<GetTools> for StageHost {
+    type Reply = actix::MessageResult<crate::host::Envelope<GetTools>>;
+    fn handle(&mut self, _: GetTools, _: &mut HostContext<Self>) -> Self::Reply {
+        actix::MessageResult(self.tools.clone())
+    }
+}
+
+impl crate::host::Handles<RunStage> for StageHost {
+    type Reply = ResponseFuture<StageContext>;
+    fn handle(&mut self, RunStage(stage, mut sctx): RunStage, _: &mut HostContext<Self>) -> Self::Reply {
+        sctx.phase = Some(stage);
+        let targets: Vec<(String, TAddr<HandlerActor>)> = self
+            .regs
+            .iter()
+            .filter(|r| Self::matches(r, stage, &sctx))
+            .map(|r| (r.plugin.clone(), r.addr.clone()))
+            .collect();
+        if targets.is_empty() {
+            return Box::pin(async move { sctx });
+        }
+        self.bus.publish(
+            "stage",
+            json!({"phase": stage.as_str(), "channel": sctx.extra.get("output_channel"), "tool": sctx.tool_calls.first().map(|c| c.name.clone())}),
+        );
+        let timeout = self.timeout;
+        let bus = self.bus.clone();
+        Box::pin(async move {
+            let runs = targets.iter().map(|(_, addr)| {
+                let msg = RunHandler(stage, sctx.clone());
+                let addr = addr.clone();
+                async move { tokio::time::timeout(timeout, addr.send(msg)).await }
+            });
+            let results = futures_util::future::join_all(runs).await;
+            for ((plugin, addr), result) in targets.iter().zip(results) {
+                let problem = match result {
+                    Ok(Ok(Ok(patch))) => {
+                        sctx.apply(stage, addr.id(), patch);
+                        None
+                    }
+                    Ok(Ok(Err(e))) => Some(format!("{plugin}: {e}")),
+                    Ok(Err(e)) => Some(format!("{plugin}: handler crashed: {e}")),
+                    Err(_) => Some(format!("{plugin}: handler timed out after {timeout:?}; skipped")),
+                };
+                if let Some(p) = problem {
+                    tracing::warn!(stage = stage.as_str(), handler = %addr.id(), "{p}");
+                    bus.publish(
+                        "stage_handler_error",
+                        json!({"stage": stage.as_str(), "handler": addr.id(), "error": p}),
+                    );
+                    sctx.errors.push(p);
+                }
+            }
+            sctx
+        })
+    }
+}

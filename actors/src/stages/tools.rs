@@ -1,0 +1,206 @@
+//! The tool registry: tools plugins (and the kernel) register for the model to call.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+
+use crate::llm::{ToolDef, types::ToolFunction};
+
+/// Filters a tool's output before it reaches the compute layer (vectors, keywords);
+/// the stored text is never changed.
+pub type Cleaner = Arc<dyn Fn(&str) -> String + Send + Sync>;
+
+/// Runs a tool: arguments in, text out (`Err` = a tool error shown to the model).
+pub trait ToolHandler: Send + Sync {
+    fn call(&self, args: Value) -> BoxFuture<'static, Result<String, String>>;
+}
+
+impl<F> ToolHandler for F
+where
+    F: Fn(Value) -> BoxFuture<'static, Result<String, String>> + Send + Sync,
+{
+    fn call(&self, args: Value) -> BoxFuture<'static, Result<String, String>> {
+        self(args)
+    }
+}
+
+/// A tool's declaration.
+#[derive(Clone)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments.
+    pub parameters: Value,
+    /// Owning plugin; inferred from the name's prefix (before the first `_`) if empty.
+    pub plugin: String,
+    /// Keep the output out of the compute layer (it stays in the context).
+    pub no_memory: bool,
+    pub cleaner: Option<Cleaner>,
+    /// May run in parallel with the other calls of a batch.
+    pub parallel_safe: bool,
+    /// Forces the whole batch it is in to run serially.
+    pub serial: bool,
+}
+
+impl std::fmt::Debug for ToolSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolSpec")
+            .field("name", &self.name)
+            .field("plugin", &self.plugin)
+            .finish()
+    }
+}
+
+impl ToolSpec {
+    pub fn new(name: &str, description: &str, parameters: Value) -> Self {
+        Self {
+            name: name.to_owned(),
+            description: description.to_owned(),
+            parameters,
+            plugin: String::new(),
+            no_memory: false,
+            cleaner: None,
+            parallel_safe: false,
+            serial: false,
+        }
+    }
+
+    pub fn def(&self) -> ToolDef {
+        ToolDef {
+            kind: "function".into(),
+            function: ToolFunction {
+                name: self.name.clone(),
+                description: self.description.clone(),
+                parameters: self.parameters.clone(),
+            },
+        }
+    }
+}
+
+/// A registered tool.
+#[derive(Clone)]
+pub struct Tool {
+    pub spec: ToolSpec,
+    pub handler: Arc<dyn ToolHandler>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolError {
+    #[error("tool {0} already registered; pick another name (tool names are global)")]
+    Duplicate(String),
+    #[error("invalid tool name `{0}`: use 1-64 characters of [a-zA-Z0-9_-]")]
+    InvalidName(String),
+}
+
+/// All registered tools, by name.
+#[derive(Clone, Default)]
+pub struct ToolRegistry {
+    tools: BTreeMap<String, Tool>,
+}
+
+impl ToolRegistry {
+    /// Registers a tool; a duplicate name is refused (the first registration stays).
+    pub fn register(&mut self, mut spec: ToolSpec, handler: Arc<dyn ToolHandler>) -> Result<(), ToolError> {
+        let valid = !spec.name.is_empty()
+            && spec.name.len() <= 64
+            && spec
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !valid {
+            return Err(ToolError::InvalidName(spec.name));
+        }
+        if self.tools.contains_key(&spec.name) {
+            return Err(ToolError::Duplicate(spec.name));
+        }
+        if spec.plugin.is_empty() {
+            spec.plugin = spec.name.split_once('_').map(|(p, _)| p.to_owned()).unwrap_or_default();
+        }
+        self.tools.insert(spec.name.clone(), Tool { spec, handler });
+        Ok(())
+    }
+
+    /// Removes every tool of `plugin` (unload or crash); returns how many.
+    pub fn unregister_plugin(&mut self, plugin: &str) -> usize {
+        let before = self.tools.len();
+        self.tools.retain(|_, t| t.spec.plugin != plugin);
+        before - self.tools.len()
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Tool> {
+        self.tools.get(name)
+    }
+
+    pub fn defs(&self) -> Vec<ToolDef> {
+        self.tools.values().map(|t| t.spec.def()).collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// Whether a batch may run in parallel: every call is a registered tool that is
+    /// parallel-safe and not serial (one unsafe tool makes the whole batch serial).
+    pub fn batch_is_parallel(&self, names: &[&str]) -> bool {
+        names.len() > 1
+            && names.iter().all(|n| {
+                self.tools
+                    .get(*n)
+                    .is_some_and(|t| t.spec.parallel_safe && !t.spec.serial)
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn echo() -> Arc<dyn ToolHandler> {
+        Arc::new(|args: Value| -> BoxFuture<'static, Result<String, String>> {
+            Box::pin(async move { Ok(args.to_string()) })
+        })
+    }
+
+    #[test]
+    fn duplicates_are_refused_and_plugins_inferred() {
+        let mut r = ToolRegistry::default();
+        r.register(ToolSpec::new("timer_set", "d", json!({})), echo()).unwrap();
+        assert_eq!(r.get("timer_set").unwrap().spec.plugin, "timer");
+        assert_eq!(
+            r.register(ToolSpec::new("timer_set", "other", json!({})), echo()),
+            Err(ToolError::Duplicate("timer_set".into()))
+        );
+        assert_eq!(
+            r.get("timer_set").unwrap().spec.description,
+            "d",
+            "first registration kept"
+        );
+        let mut own = ToolSpec::new("plain", "d", json!({}));
+        own.plugin = "mine".into();
+        r.register(own, echo()).unwrap();
+        assert!(r.register(ToolSpec::new("bad name", "d", json!({})), echo()).is_err());
+        assert_eq!(r.unregister_plugin("timer"), 1);
+        assert_eq!(r.len(), 1);
+    }
+
+    #[test]
+    fn one_unsafe_tool_makes_the_batch_serial() {
+        let mut r = ToolRegistry::default();
+        for (name, safe) in [("a_x", true), ("b_x", true), ("c_x", false)] {
+            let mut s = ToolSpec::new(name, "d", json!({}));
+            s.parallel_safe = safe;
+            r.register(s, echo()).unwrap();
+        }
+        assert!(r.batch_is_parallel(&["a_x", "b_x"]));
+        assert!(!r.batch_is_parallel(&["a_x", "c_x"]));
+        assert!(!r.batch_is_parallel(&["a_x", "unknown"]));
+        assert!(!r.batch_is_parallel(&["a_x"]), "a single call is just run");
+    }
+}
