@@ -19,6 +19,7 @@ use homeagent_actors::agent::task::{AgentSettings, TaskDeps};
 use homeagent_actors::config::{ConfigActor, ConfigStore};
 use homeagent_actors::llm::provider::LlmActor;
 use homeagent_actors::modgraph::{Module, ModuleError, ModuleGraph, Produced};
+use homeagent_actors::stages::StageHost;
 use homeagent_actors::supervisor::{BackoffPolicy, Intensity, start_root};
 use homeagent_actors::{
     EventBus, Exit, Handles, HostContext, KernelActor, Registry, RestartPolicy, Strategy, SupervisorConfig,
@@ -79,6 +80,7 @@ pub struct KernelState {
     /// Thread of the LLM actor (its HTTP client and Lua adapters live there).
     pub llm_thread: Arbiter,
     pub llm: OnceLock<TAddr<LlmActor>>,
+    pub stages: OnceLock<TAddr<StageHost>>,
     pub agent: OnceLock<Agent>,
 }
 
@@ -105,6 +107,7 @@ impl KernelState {
             heartbeat: OnceLock::new(),
             llm_thread: Arbiter::new(),
             llm: OnceLock::new(),
+            stages: OnceLock::new(),
             agent: OnceLock::new(),
         }
     }
@@ -123,6 +126,7 @@ impl Produced for KernelState {
             facility::CONFIG => self.config.get().is_some(),
             facility::LLM => self.llm.get().is_some(),
             facility::AGENT => self.agent.get().is_some(),
+            facility::STAGEHOST => self.stages.get().is_some(),
             _ => false,
         }
     }
@@ -135,6 +139,7 @@ pub fn modules() -> Vec<Box<dyn Module<KernelState>>> {
         Box::new(ConfigModule),
         Box::new(HeartbeatModule),
         Box::new(LlmModule),
+        Box::new(StageHostModule),
         Box::new(AgentModule),
     ]
 }
@@ -319,6 +324,34 @@ impl Module<KernelState> for LlmModule {
     }
 }
 
+/// `kernel/stages`: the stage host (stage handlers and the tool registry).
+struct StageHostModule;
+
+impl Module<KernelState> for StageHostModule {
+    fn name(&self) -> &'static str {
+        "stage-host"
+    }
+    fn requires(&self) -> &'static [Facility] {
+        &[facility::SUPERVISOR]
+    }
+    fn provides(&self) -> &'static [Facility] {
+        &[facility::STAGEHOST]
+    }
+    fn init<'a>(&'a self, s: &'a KernelState) -> LocalBoxFuture<'a, Result<(), ModuleError>> {
+        Box::pin(async move {
+            let (registry, bus) = (s.registry.clone(), s.bus.clone());
+            let addr = s
+                .root()?
+                .worker("stages", RestartPolicy::Permanent, move || {
+                    Ok(StageHost::new("kernel/stages", registry.clone(), bus.clone()))
+                })
+                .await?;
+            let _ = s.stages.set(addr);
+            Ok(())
+        })
+    }
+}
+
 /// `kernel/agent`: scheduler, intake loops and the settings relay.
 struct AgentModule;
 
@@ -327,7 +360,12 @@ impl Module<KernelState> for AgentModule {
         "agent"
     }
     fn requires(&self) -> &'static [Facility] {
-        &[facility::SUPERVISOR, facility::CONFIG, facility::LLM]
+        &[
+            facility::SUPERVISOR,
+            facility::CONFIG,
+            facility::LLM,
+            facility::STAGEHOST,
+        ]
     }
     fn provides(&self) -> &'static [Facility] {
         &[facility::AGENT]
@@ -342,6 +380,7 @@ impl Module<KernelState> for AgentModule {
                 registry: s.registry.clone(),
                 bus: s.bus.clone(),
                 llm: s.llm.get().cloned().ok_or("llm missing")?,
+                stages: s.stages.get().cloned().ok_or("stage host missing")?,
                 channels: Channels::builtin(),
                 settings: parking_lot::RwLock::new(AgentSettings::default()),
             });
@@ -391,7 +430,11 @@ mod tests {
         let g = graph().expect("the kernel's own modules must form a valid graph");
         assert_eq!(
             g.layers(),
-            vec![vec!["supervision"], vec!["config", "heartbeat", "llm"], vec!["agent"]]
+            vec![
+                vec!["supervision"],
+                vec!["config", "heartbeat", "llm", "stage-host"],
+                vec!["agent"]
+            ]
         );
     }
 

@@ -17,5 +17,6 @@ pub mod prompt;
 pub mod relay;
 pub mod scheduler;
 pub mod task;
+pub mod tools_exec;
 
 pub use input::{Input, Reply, ReplyTo};

@@ -40,6 +40,7 @@ pub fn agent_settings(s: &BTreeMap<String, Value>) -> AgentSettings {
             .get("core.llm.temperature")
             .and_then(Value::as_f64)
             .unwrap_or(d.temperature),
+        tool_timeout: d.tool_timeout,
     }
 }
 

@@ -16,6 +16,7 @@ use super::channels::{Channels, parse_send_tool};
 use super::input::{Input, Reply};
 use super::prompt::{self, PromptSettings};
 use super::scheduler::{ConsumeCancel, Finished, SafePoint, SchedulerActor, TakeStop};
+use super::tools_exec::{ToolRunner, run_stage};
 use crate::addr::TAddr;
 use crate::bus::EventBus;
 use crate::host::{Host, HostContext, KernelActor};
@@ -24,6 +25,7 @@ use crate::llm::types::{WireFunction, WireToolCall};
 use crate::llm::{CompletionRequest, Message, ToolCall, Usage};
 use crate::registry::Registry;
 use crate::scheduler::Level;
+use crate::stages::{GetTools, Stage, StageContext, StageHost, StageToolCall, ToolRegistry};
 
 /// Reply when a stop ends the running task.
 pub const STOPPED: &str = "已停止生成。";
@@ -38,6 +40,8 @@ pub struct AgentSettings {
     pub max_tool_turns: u32,
     pub max_tokens: u32,
     pub temperature: f64,
+    /// How long one tool may run before the model is told it timed out.
+    pub tool_timeout: std::time::Duration,
 }
 
 impl Default for AgentSettings {
@@ -47,6 +51,7 @@ impl Default for AgentSettings {
             max_tool_turns: 10,
             max_tokens: 4096,
             temperature: 0.7,
+            tool_timeout: super::tools_exec::TOOL_TIMEOUT,
         }
     }
 }
@@ -56,6 +61,7 @@ pub struct TaskDeps {
     pub registry: Arc<Registry>,
     pub bus: EventBus,
     pub llm: TAddr<LlmActor>,
+    pub stages: TAddr<StageHost>,
     pub channels: Channels,
     pub settings: RwLock<AgentSettings>,
 }
@@ -86,6 +92,8 @@ pub struct TaskActor {
     last_batch_reply_only: bool,
     /// The in-flight LLM call, cancellable by preemption or stop.
     cancel: Option<CancellationToken>,
+    /// Plugin tools offered in the current LLM request (and run in its tool step).
+    tools: ToolRegistry,
     done: bool,
 }
 
@@ -114,7 +122,33 @@ impl TaskActor {
             reasoning: String::new(),
             last_batch_reply_only: false,
             cancel: None,
+            tools: ToolRegistry::default(),
             done: false,
+        }
+    }
+
+    /// A stage context carrying this task's routing extras.
+    fn stage_ctx(&self) -> StageContext {
+        let mut c = StageContext {
+            user_id: self.input.source.clone(),
+            no_memory: self.input.no_memory,
+            ..Default::default()
+        };
+        c.extra.insert("input_source".into(), json!(self.input.source));
+        c.extra.insert("output_channel".into(), json!(self.input.channel));
+        c
+    }
+
+    fn runner(&self) -> ToolRunner {
+        ToolRunner {
+            stages: self.deps.stages.clone(),
+            tools: self.tools.clone(),
+            channels: self.deps.channels.clone(),
+            bus: self.deps.bus.clone(),
+            task_id: self.id,
+            source: self.input.source.clone(),
+            channel: self.input.channel.clone(),
+            timeout: self.settings().tool_timeout,
         }
     }
 
@@ -172,13 +206,13 @@ impl TaskActor {
             return self.finish(ctx, text, "done");
         }
         prompt::add_continuation(&mut self.msgs, self.last_batch_reply_only);
-        let request = CompletionRequest {
+        let mut request = CompletionRequest {
             model: String::new(),
             messages: self.msgs.clone(),
             temperature: s.temperature,
             max_tokens: s.max_tokens,
             stream: true,
-            tools: self.deps.channels.tools(),
+            tools: Vec::new(),
             tool_choice: Some(json!("auto")),
             disable_thinking: true,
             extra_body: Default::default(),
@@ -197,16 +231,26 @@ impl TaskActor {
             }
         });
         let llm = self.deps.llm.clone();
-        let msg = Complete {
-            request,
-            stream: true,
-            deltas: Some(tx),
-            cancel: token,
+        let stages = self.deps.stages.clone();
+        let channel_tools = self.deps.channels.tools();
+        let fut = async move {
+            // Tools registered since the last round are offered from this round on.
+            let tools = stages.send(GetTools).await.unwrap_or_default();
+            request.tools = tools.defs();
+            request.tools.extend(channel_tools);
+            let msg = Complete {
+                request,
+                stream: true,
+                deltas: Some(tx),
+                cancel: token,
+            };
+            (tools, llm.send(msg).await)
         };
         ctx.spawn(
-            actix::fut::wrap_future::<_, Host<Self>>(async move { llm.send(msg).await }).map(|res, host, ctx| {
+            actix::fut::wrap_future::<_, Host<Self>>(fut).map(|(tools, res), host, ctx| {
                 let me = host.inner();
                 me.cancel = None;
+                me.tools = tools;
                 match res {
                     Ok(Ok(c)) => me.on_completion(c, ctx),
                     Ok(Err(LlmError::Cancelled)) => me.on_cancelled(ctx),
@@ -218,6 +262,52 @@ impl TaskActor {
     }
 
     fn on_completion(&mut self, c: crate::llm::provider::Completion, ctx: &mut HostContext<Self>) {
+        // post_action: plugins see the model's text and calls; may rewrite or answer.
+        let mut sctx = self.stage_ctx();
+        sctx.llm_text = c.response.content.clone();
+        sctx.reasoning_content = c.response.reasoning_content.clone();
+        sctx.tool_calls = c
+            .response
+            .tool_calls
+            .iter()
+            .map(|t| StageToolCall {
+                id: t.id.clone(),
+                name: t.name.clone(),
+                plugin: self
+                    .tools
+                    .get(&t.name)
+                    .map(|x| x.spec.plugin.clone())
+                    .unwrap_or_default(),
+                arguments: t.arguments.clone(),
+            })
+            .collect();
+        let stages = self.deps.stages.clone();
+        let fut = async move { run_stage(&stages, Stage::PostAction, sctx).await };
+        ctx.spawn(
+            actix::fut::wrap_future::<_, Host<Self>>(fut).map(move |after, host, ctx| {
+                let me = host.inner();
+                if let Some(r) = after.response {
+                    return me.finish(ctx, r, "done");
+                }
+                let mut c = c;
+                c.response.content = after.llm_text;
+                // Only id, name and arguments survive a rewrite.
+                c.response.tool_calls = after
+                    .tool_calls
+                    .into_iter()
+                    .map(|t| ToolCall {
+                        raw_arguments: t.arguments.to_string(),
+                        id: t.id,
+                        name: t.name,
+                        arguments: t.arguments,
+                    })
+                    .collect();
+                me.after_post_action(c, ctx);
+            }),
+        );
+    }
+
+    fn after_post_action(&mut self, c: crate::llm::provider::Completion, ctx: &mut HostContext<Self>) {
         let r = c.response;
         self.usage.prompt_tokens += r.usage.prompt_tokens;
         self.usage.completion_tokens += r.usage.completion_tokens;
@@ -296,58 +386,33 @@ impl TaskActor {
         let reply_only = calls
             .iter()
             .all(|c| parse_send_tool(&c.name).is_some_and(|(_, help)| !help));
-        for call in calls {
-            self.tools_used.push(call.name.clone());
-            let (text, status) = self.execute(&call);
-            self.deps.bus.publish(
-                "tool_call",
-                json!({"task_id": self.id, "id": call.id, "name": call.name, "arguments": call.arguments, "status": status, "result": text}),
-            );
-            self.msgs.push(Message {
-                role: "tool".into(),
-                content: Value::String(text),
-                reasoning_content: None,
-                tool_call_id: Some(call.id.clone()),
-                tool_calls: Vec::new(),
-            });
-        }
-        self.last_batch_reply_only = reply_only;
-        self.turn += 1;
-        self.step = Step::Llm;
-        self.advance(ctx);
-    }
-
-    /// Runs one built-in tool; returns the text for the model and a status.
-    fn execute(&self, call: &ToolCall) -> (String, &'static str) {
-        if let Some(err) = call.arguments.get("__arg_error").and_then(Value::as_str) {
-            return (err.to_owned(), "error");
-        }
-        match parse_send_tool(&call.name) {
-            Some((channel, true)) => (self.deps.channels.help(channel), "ok"),
-            Some((channel, false)) => match self.deps.channels.check_send(channel, &call.arguments) {
-                Ok(mut out) => {
-                    out["task_id"] = json!(self.id);
-                    out["source"] = json!(self.input.source);
-                    self.deps.bus.publish("output", out);
-                    ("ok".into(), "ok")
-                }
-                Err(text) => (text, "error"),
-            },
-            None => (
-                format!(
-                    "工具 {} 不存在 (no such tool). Available tools: {}.",
-                    call.name,
-                    self.deps
-                        .channels
-                        .tools()
-                        .iter()
-                        .map(|t| t.function.name.clone())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-                "error",
-            ),
-        }
+        let runner = self.runner();
+        // A running tool is never interrupted: no safe point until the batch is done.
+        let fut = async move {
+            let outcomes = runner.run_batch(&calls).await;
+            (calls, outcomes)
+        };
+        ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(fut).map(move |(calls, outcomes), host, ctx| {
+            let me = host.inner();
+            for (call, out) in calls.iter().zip(outcomes) {
+                me.tools_used.push(call.name.clone());
+                me.deps.bus.publish(
+                    "tool_call",
+                    json!({"task_id": me.id, "id": call.id, "name": call.name, "arguments": call.arguments, "status": out.status, "result": out.text}),
+                );
+                me.msgs.push(Message {
+                    role: "tool".into(),
+                    content: Value::String(out.text),
+                    reasoning_content: None,
+                    tool_call_id: Some(call.id.clone()),
+                    tool_calls: Vec::new(),
+                });
+            }
+            me.last_batch_reply_only = reply_only;
+            me.turn += 1;
+            me.step = Step::Llm;
+            me.advance(ctx);
+        }));
     }
 
     fn finish(&mut self, ctx: &mut HostContext<Self>, text: String, state: &'static str) {
@@ -355,6 +420,18 @@ impl TaskActor {
             return;
         }
         self.done = true;
+        // before_output may rewrite the final text (a `Response` set there is ignored).
+        let mut sctx = self.stage_ctx();
+        sctx.final_text = text;
+        let stages = self.deps.stages.clone();
+        let fut = async move { run_stage(&stages, Stage::BeforeOutput, sctx).await };
+        ctx.spawn(
+            actix::fut::wrap_future::<_, Host<Self>>(fut)
+                .map(move |out, host, ctx| host.inner().deliver(ctx, out.final_text, state)),
+        );
+    }
+
+    fn deliver(&mut self, ctx: &mut HostContext<Self>, text: String, state: &'static str) {
         self.input.reply.send(Reply {
             content: text.clone(),
             reasoning_content: self.reasoning.clone(),
@@ -366,6 +443,12 @@ impl TaskActor {
             "agent_output",
             json!({"task_id": self.id, "text": text, "channel": self.input.channel, "source": self.input.source}),
         );
+        let mut sctx = self.stage_ctx();
+        sctx.final_text = text;
+        let stages = self.deps.stages.clone();
+        actix::spawn(async move {
+            run_stage(&stages, Stage::AfterOutput, sctx).await;
+        });
         let _ = self.scheduler.do_send(Finished { task: self.id, state });
         ctx.stop();
     }
@@ -397,21 +480,52 @@ impl KernelActor for TaskActor {
 
     fn started(&mut self, ctx: &mut HostContext<Self>) {
         tracing::debug!(task = self.id, source = %self.input.source, level = ?self.level, "task started");
-        self.build_prefix();
-        // Inputs that were waiting when stop was pressed end here, before any LLM call.
+        let mut sctx = self.stage_ctx();
+        sctx.raw_message = self.input.text.clone();
+        let stages = self.deps.stages.clone();
+        let fut = async move { run_stage(&stages, Stage::OnInput, sctx).await };
+        ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(fut).map(|out, host, ctx| {
+            let me = host.inner();
+            if let Some(r) = out.response {
+                return me.finish(ctx, r, "done");
+            }
+            me.input.text = out.raw_message;
+            me.build_prefix();
+            me.pre_action(ctx);
+        }));
+    }
+}
+
+impl TaskActor {
+    /// pre_action (may add context messages or answer), then the stop check: inputs
+    /// that were waiting when stop was pressed end here, before any LLM call.
+    fn pre_action(&mut self, ctx: &mut HostContext<Self>) {
+        let sctx = self.stage_ctx();
+        let stages = self.deps.stages.clone();
         let sched = self.scheduler.clone();
         let id = self.id;
+        let fut = async move {
+            let out = run_stage(&stages, Stage::PreAction, sctx).await;
+            if out.response.is_some() {
+                return (out, false);
+            }
+            let cancelled = matches!(sched.send(ConsumeCancel(id)).await, Ok(true));
+            (out, cancelled)
+        };
         ctx.spawn(
-            actix::fut::wrap_future::<_, Host<Self>>(async move { sched.send(ConsumeCancel(id)).await }).map(
-                |res, host, ctx| {
-                    let me = host.inner();
-                    if matches!(res, Ok(true)) {
-                        me.finish(ctx, CANCELLED_BY_STOP.into(), "cancelled");
-                    } else {
-                        me.advance(ctx);
-                    }
-                },
-            ),
+            actix::fut::wrap_future::<_, Host<Self>>(fut).map(|(out, cancelled), host, ctx| {
+                let me = host.inner();
+                if let Some(r) = out.response {
+                    return me.finish(ctx, r, "done");
+                }
+                if cancelled {
+                    return me.finish(ctx, CANCELLED_BY_STOP.into(), "cancelled");
+                }
+                for m in out.context_msgs.into_iter().filter(|m| !m.role.is_empty()) {
+                    me.msgs.push(Message::text(&m.role, m.content));
+                }
+                me.advance(ctx);
+            }),
         );
     }
 }

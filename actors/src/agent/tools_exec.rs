@@ -1,0 +1,188 @@
+//! Executing one batch of tool calls: `before_toolcall`, execution (with a timeout),
+//! `after_toolcall` — serially, or in parallel when every tool of the batch allows it.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::channels::{Channels, parse_send_tool};
+use crate::addr::TAddr;
+use crate::bus::EventBus;
+use crate::llm::ToolCall;
+use crate::stages::{RunStage, Stage, StageContext, StageHost, StageToolCall, StageToolResult, ToolRegistry};
+
+/// How long one tool may run.
+pub const TOOL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The result of one call, ready to become a `tool` message.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub text: String,
+    pub status: &'static str,
+}
+
+/// Everything needed to run tools, detached from the task actor.
+#[derive(Clone)]
+pub struct ToolRunner {
+    pub stages: TAddr<StageHost>,
+    pub tools: ToolRegistry,
+    pub channels: Channels,
+    pub bus: EventBus,
+    pub task_id: u64,
+    pub source: String,
+    pub channel: String,
+    pub timeout: Duration,
+}
+
+/// Runs a stage, or returns the context unchanged when the stage host is down.
+pub async fn run_stage(stages: &TAddr<StageHost>, stage: Stage, ctx: StageContext) -> StageContext {
+    let fallback = ctx.clone();
+    match stages.send(RunStage(stage, ctx)).await {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(stage = stage.as_str(), "stage host unavailable, stage skipped: {e}");
+            fallback
+        }
+    }
+}
+
+impl ToolRunner {
+    fn plugin_of(&self, name: &str) -> String {
+        self.tools.get(name).map(|t| t.spec.plugin.clone()).unwrap_or_default()
+    }
+
+    fn base_ctx(&self) -> StageContext {
+        let mut c = StageContext::default();
+        c.extra.insert("output_channel".into(), json!(self.channel));
+        c.extra.insert("input_source".into(), json!(self.source));
+        c
+    }
+
+    /// Runs a batch; outcomes are in call order.
+    pub async fn run_batch(&self, calls: &[ToolCall]) -> Vec<Outcome> {
+        let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
+        let pre: Vec<(Option<Outcome>, Value, bool)> = if self.tools.batch_is_parallel(&names) {
+            futures_util::future::join_all(calls.iter().map(|c| self.before_and_exec(c))).await
+        } else {
+            let mut v = Vec::with_capacity(calls.len());
+            for c in calls {
+                v.push(self.before_and_exec(c).await);
+            }
+            v
+        };
+        // after_toolcall runs in call order, whatever way the batch ran.
+        let mut out = Vec::with_capacity(calls.len());
+        for (call, (denied, raw, success)) in calls.iter().zip(pre) {
+            if let Some(d) = denied {
+                out.push(d);
+                continue;
+            }
+            let mut sctx = self.base_ctx();
+            sctx.tool_results = vec![StageToolResult {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                plugin: self.plugin_of(&call.name),
+                success,
+                result: raw.clone(),
+            }];
+            let after = run_stage(&self.stages, Stage::AfterToolcall, sctx).await;
+            let (result, success) = after
+                .tool_results
+                .first()
+                .map_or((raw, success), |r| (r.result.clone(), r.success));
+            let text = match result {
+                Value::String(s) => s,
+                other => other.to_string(),
+            };
+            out.push(Outcome {
+                text,
+                status: if success { "ok" } else { "error" },
+            });
+        }
+        out
+    }
+
+    /// `before_toolcall` then execution: `(Some(denial), ..)` or `(None, raw result, success)`.
+    async fn before_and_exec(&self, call: &ToolCall) -> (Option<Outcome>, Value, bool) {
+        let mut sctx = self.base_ctx();
+        sctx.tool_calls = vec![StageToolCall {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            plugin: self.plugin_of(&call.name),
+            arguments: call.arguments.clone(),
+        }];
+        let before = run_stage(&self.stages, Stage::BeforeToolcall, sctx).await;
+        if let Some(reason) = before.response {
+            let text = if reason.trim().is_empty() {
+                format!("工具 {} 已被插件拒绝", call.name)
+            } else {
+                reason.trim().to_owned()
+            };
+            return (Some(Outcome { text, status: "denied" }), Value::Null, false);
+        }
+        let args = before
+            .tool_calls
+            .into_iter()
+            .next()
+            .map_or(call.arguments.clone(), |c| c.arguments);
+        let (text, ok) = self.execute(&call.name, args).await;
+        (None, Value::String(text), ok)
+    }
+
+    /// Runs one tool: argument errors, output channels, then the registry.
+    async fn execute(&self, name: &str, args: Value) -> (String, bool) {
+        if let Some(err) = args.get("__arg_error").and_then(Value::as_str) {
+            return (err.to_owned(), false);
+        }
+        match parse_send_tool(name) {
+            Some((channel, true)) => return (self.channels.help(channel), true),
+            Some((channel, false)) => return self.send(channel, &args).await,
+            None => {}
+        }
+        let Some(tool) = self.tools.get(name) else {
+            let mut names: Vec<String> = self.tools.defs().into_iter().map(|d| d.function.name).collect();
+            names.extend(self.channels.tools().into_iter().map(|d| d.function.name));
+            return (
+                format!(
+                    "工具 {name} 不存在 (no such tool). Available tools: {}.",
+                    names.join(", ")
+                ),
+                false,
+            );
+        };
+        match tokio::time::timeout(self.timeout, tool.handler.call(args)).await {
+            Ok(Ok(text)) => (text, true),
+            Ok(Err(e)) => (format!("工具 {name} 执行失败: {e}"), false),
+            Err(_) => (
+                format!(
+                    "工具 {name} 执行超时（{}秒）。它可能仍在后台运行；不要原样立即重试 (the tool timed out after {:?}; do not retry it verbatim).",
+                    self.timeout.as_secs(),
+                    self.timeout
+                ),
+                false,
+            ),
+        }
+    }
+
+    /// `output_send__<channel>`: checks, `before_output` on the payload, delivery.
+    async fn send(&self, channel: &str, args: &Value) -> (String, bool) {
+        let mut msg = match self.channels.check_send(channel, args) {
+            Ok(m) => m,
+            Err(text) => return (text, false),
+        };
+        let mut sctx = self.base_ctx();
+        sctx.final_text = msg["payload"].as_str().unwrap_or("").to_owned();
+        let out = run_stage(&self.stages, Stage::BeforeOutput, sctx).await;
+        if let Some(r) = out.response {
+            return (format!("输出被插件拦截: {r}"), false);
+        }
+        if out.final_text.is_empty() {
+            return ("输出被插件清空".into(), false);
+        }
+        msg["payload"] = json!(out.final_text);
+        msg["task_id"] = json!(self.task_id);
+        msg["source"] = json!(self.source);
+        self.bus.publish("output", msg);
+        ("ok".into(), true)
+    }
+}
