@@ -237,3 +237,19 @@ fn stop_ends_the_current_inference_and_the_waiting_inputs_only() {
         "inputs after the stop are unaffected"
     );
 }
+
+#[test]
+fn anthropic_wire_format_reply_and_tool_loop() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&dir.path().join("data"));
+    let v = vendor::start();
+    put_settings(&d, vendor::anthropic_settings("claude", &v.anthropic_base()));
+    wait_sources(&d, 1);
+    let (status, body) = post(&d, "/api/v1/messages", json!({"text": "hello"}));
+    assert_eq!(status, 200, "{body}\n{}", d.log_text());
+    assert_eq!(body["reply"], "echo: hello");
+    let (status, body) = post(&d, "/api/v1/messages", json!({"text": "call-help"}));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["reply"], "done after tool");
+    assert_eq!(body["tools_used"], json!(["output_send__http_help"]));
+}

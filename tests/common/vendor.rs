@@ -102,6 +102,92 @@ async fn chat(_req: HttpRequest, body: web::Json<Value>, calls: web::Data<Arc<At
     answer(stream, &format!("echo: {text}"), None)
 }
 
+/// The same behaviours in the Anthropic Messages wire format (`POST /v1/messages`,
+/// `x-api-key` auth, SSE events `message_start` … `message_stop`).
+async fn messages(req: HttpRequest, body: web::Json<Value>, calls: web::Data<Arc<AtomicUsize>>) -> HttpResponse {
+    calls.fetch_add(1, Ordering::SeqCst);
+    if req.headers().get("x-api-key").is_none() || req.headers().get("anthropic-version").is_none() {
+        return HttpResponse::Unauthorized()
+            .json(json!({"type": "error", "error": {"type": "authentication_error", "message": "missing x-api-key"}}));
+    }
+    let stream = body["stream"].as_bool().unwrap_or(false);
+    let mut text = String::new();
+    let mut tool_after = false;
+    for m in body["messages"].as_array().cloned().unwrap_or_default().iter().rev() {
+        if m["role"] != "user" {
+            continue;
+        }
+        let blocks = match &m["content"] {
+            Value::String(s) => vec![json!({"type": "text", "text": s})],
+            Value::Array(a) => a.clone(),
+            _ => vec![],
+        };
+        if blocks.iter().any(|b| b["type"] == "tool_result") {
+            tool_after = true;
+        }
+        let texts: Vec<_> = blocks
+            .iter()
+            .filter(|b| b["type"] == "text")
+            .filter_map(|b| b["text"].as_str())
+            .filter(|t| !t.starts_with("请根据") && !t.starts_with("若你的回复"))
+            .collect();
+        if let Some(t) = texts.last() {
+            text = (*t).to_owned();
+            break;
+        }
+    }
+    let (reply, tool) = if text == "call-help" && !tool_after {
+        (String::new(), Some("output_send__http_help"))
+    } else if text == "call-help" {
+        ("done after tool".to_owned(), None)
+    } else {
+        (format!("echo: {text}"), None)
+    };
+    if !stream {
+        let content = match tool {
+            Some(name) => json!([{"type": "tool_use", "id": "toolu_1", "name": name, "input": {}}]),
+            None => json!([{"type": "text", "text": reply}]),
+        };
+        return HttpResponse::Ok().json(json!({
+            "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-fake", "content": content,
+            "stop_reason": if tool.is_some() { "tool_use" } else { "end_turn" }, "stop_sequence": null,
+            "usage": {"input_tokens": 12, "output_tokens": 4}
+        }));
+    }
+    let mut events = vec![(
+        "message_start",
+        json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "content": [], "model": "claude-fake", "stop_reason": null, "usage": {"input_tokens": 12, "output_tokens": 1}}}),
+    )];
+    events.push(("ping", json!({"type": "ping"})));
+    match tool {
+        Some(name) => {
+            events.push(("content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "toolu_1", "name": name, "input": {}}})));
+            events.push(("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{}"}})));
+        }
+        None => {
+            events.push((
+                "content_block_start",
+                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            ));
+            let (a, b) = reply.split_at(reply.len() / 2);
+            for part in [a, b] {
+                events.push((
+                    "content_block_delta",
+                    json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": part}}),
+                ));
+            }
+        }
+    }
+    events.push(("content_block_stop", json!({"type": "content_block_stop", "index": 0})));
+    events.push(("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": if tool.is_some() { "tool_use" } else { "end_turn" }, "stop_sequence": null}, "usage": {"output_tokens": 4}})));
+    events.push(("message_stop", json!({"type": "message_stop"})));
+    let mut out = String::new();
+    for (name, data) in events {
+        out.push_str(&format!("event: {name}\ndata: {data}\n\n"));
+    }
+    HttpResponse::Ok().content_type("text/event-stream").body(out)
+}
+
 /// Starts the fake on its own thread; it lives until the test process ends.
 pub fn start() -> Vendor {
     let calls = Arc::new(AtomicUsize::new(0));
@@ -114,6 +200,7 @@ pub fn start() -> Vendor {
                 App::new()
                     .app_data(data.clone())
                     .route("/v1/chat/completions", web::post().to(chat))
+                    .route("/v1/messages", web::post().to(messages))
             })
             .workers(1)
             .disable_signals()
@@ -130,6 +217,13 @@ pub fn start() -> Vendor {
     }
 }
 
+impl Vendor {
+    /// The base URL for the Anthropic adapter (which appends `/v1/messages`).
+    pub fn anthropic_base(&self) -> String {
+        self.url.trim_end_matches("/v1").to_owned()
+    }
+}
+
 /// Settings that make `name` an OpenAI-adapter source pointing at `url`.
 pub fn source_settings(name: &str, url: &str, priority: i64) -> Value {
     let p = format!("core.llm.sources.{name}.");
@@ -139,5 +233,16 @@ pub fn source_settings(name: &str, url: &str, priority: i64) -> Value {
         format!("{p}adapter"): "openai",
         format!("{p}api_key"): "sk-test",
         format!("{p}priority"): priority,
+    })
+}
+
+/// Settings for an Anthropic-adapter source.
+pub fn anthropic_settings(name: &str, base: &str) -> Value {
+    let p = format!("core.llm.sources.{name}.");
+    json!({
+        format!("{p}base_url"): base,
+        format!("{p}model"): "claude-fake",
+        format!("{p}adapter"): "anthropic",
+        format!("{p}api_key"): "sk-ant-test",
     })
 }
