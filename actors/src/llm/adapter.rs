@@ -152,7 +152,45 @@ fn install_stdlib(lua: &Lua, adapter: &str) -> mlua::Result<()> {
         "tohex",
         lua.create_function(|_, s: mlua::String| Ok(hex(&s.as_bytes())))?,
     )?;
+    // http_get(url) / http_post(url, body): for adapters that must fetch a token or a
+    // signature first. They answer a JSON string `{url, status, body}` or `{url, error}`
+    // and never raise; 30 s timeout. Only usable from calls made with `call_async`.
+    g.set(
+        "http_get",
+        lua.create_async_function(|_, url: String| async move { Ok(http(url, None).await) })?,
+    )?;
+    g.set(
+        "http_post",
+        lua.create_async_function(|_, (url, body): (String, String)| async move { Ok(http(url, Some(body)).await) })?,
+    )?;
     Ok(())
+}
+
+/// One HTTP call for the Lua built-ins.
+async fn http(url: String, body: Option<String>) -> String {
+    static CLIENT: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
+    let client = CLIENT.get_or_init(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(30))
+            .build()
+            .unwrap_or_default()
+    });
+    let req = match body {
+        Some(b) => client.post(&url).header("content-type", "application/json").body(b),
+        None => client.get(&url),
+    };
+    let result = async {
+        let resp = req.send().await?;
+        let status = resp.status().as_u16();
+        let text = resp.text().await?;
+        Ok::<_, reqwest::Error>((status, text))
+    }
+    .await;
+    match result {
+        Ok((status, text)) => serde_json::json!({"url": url, "status": status, "body": text}).to_string(),
+        Err(e) => serde_json::json!({"url": url, "error": e.to_string()}).to_string(),
+    }
 }
 
 impl Adapter {
@@ -172,7 +210,7 @@ impl Adapter {
         install_stdlib(&lua, name).map_err(load_err)?;
         let used = Arc::new(AtomicU64::new(0));
         let counter = used.clone();
-        lua.set_hook(HookTriggers::new().every_nth_instruction(HOOK_STEP), move |_, _| {
+        lua.set_global_hook(HookTriggers::new().every_nth_instruction(HOOK_STEP), move |_, _| {
             if counter.fetch_add(1, Ordering::Relaxed) * u64::from(HOOK_STEP) > INSTRUCTION_BUDGET {
                 return Err(mlua::Error::runtime("instruction budget exhausted (runaway loop?)"));
             }
@@ -234,6 +272,28 @@ impl Adapter {
         let f: Function = self.module.get(function).map_err(err)?;
         self.used.store(0, Ordering::Relaxed);
         f.call(args).map_err(err)
+    }
+
+    async fn call_async<A: mlua::IntoLuaMulti, R: mlua::FromLuaMulti>(
+        &self,
+        function: &str,
+        args: A,
+    ) -> Result<R, AdapterError> {
+        let err = |e: mlua::Error| AdapterError::Call {
+            adapter: self.name.clone(),
+            function: function.to_owned(),
+            message: e.to_string(),
+        };
+        let f: Function = self.module.get(function).map_err(err)?;
+        self.used.store(0, Ordering::Relaxed);
+        f.call_async(args).await.map_err(err)
+    }
+
+    /// Like [`transform_request`](Self::transform_request), allowing the script to use
+    /// `http_get` / `http_post` (the provider uses this one).
+    pub async fn transform_request_async(&self, req: &CompletionRequest) -> Result<String, AdapterError> {
+        let input = serde_json::to_string(req).expect("requests serialise");
+        self.call_async("transform_request", input).await
     }
 
     /// Calls a `string -> string` function of the adapter (also used by golden tests).
@@ -455,5 +515,39 @@ mod tests {
         )
         .unwrap();
         assert!(matches!(a.transform_response("{}"), Err(AdapterError::Shape { .. })));
+    }
+}
+
+#[cfg(test)]
+mod http_tests {
+    use super::*;
+
+    /// `http_get` against a tiny server on loopback (std only), through `call_async`.
+    #[tokio::test(flavor = "current_thread")]
+    async fn http_builtins_reach_loopback_and_report_errors() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            if let Ok((mut s, _)) = listener.accept() {
+                let mut buf = [0u8; 1024];
+                let _ = s.read(&mut buf);
+                let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\nconnection: close\r\n\r\ntoken");
+            }
+        });
+        let src = format!(
+            r#"return {{ transform_request = function(s)
+                local r = json.decode(http_get("http://127.0.0.1:{port}/token"))
+                local dead = json.decode(http_post("http://127.0.0.1:9/x", "{{}}"))
+                return json.encode({{ status = r.status, body = r.body, dead = dead.error ~= nil }})
+            end }}"#
+        );
+        let a = Adapter::load("net", &src).unwrap();
+        let req: CompletionRequest = serde_json::from_value(serde_json::json!({
+            "model": "m", "messages": [], "temperature": 0.7, "max_tokens": 1, "stream": false, "disable_thinking": false
+        }))
+        .unwrap();
+        let out: Value = serde_json::from_str(&a.transform_request_async(&req).await.unwrap()).unwrap();
+        assert_eq!(out, serde_json::json!({"status": 200, "body": "token", "dead": true}));
     }
 }
