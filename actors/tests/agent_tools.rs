@@ -52,6 +52,7 @@ async fn chat(body: web::Json<Value>, script: web::Data<Script>) -> HttpResponse
 
 struct Stack {
     event_loop: TAddr<EventLoop>,
+    scheduler: TAddr<SchedulerActor>,
     stages: TAddr<StageHost>,
     script: Script,
 }
@@ -117,14 +118,16 @@ async fn stack(settings: AgentSettings) -> Stack {
         .await
         .unwrap();
     let _ = me.set(scheduler.clone());
+    let sc = scheduler.clone();
     let event_loop = root
         .worker("event-loop", RestartPolicy::Permanent, move || {
-            Ok(EventLoop::new(scheduler.clone()))
+            Ok(EventLoop::new(sc.clone()))
         })
         .await
         .unwrap();
     Stack {
         event_loop,
+        scheduler,
         stages,
         script,
     }
@@ -348,4 +351,132 @@ async fn on_input_can_answer_and_post_action_can_rewrite() {
     assert!(s.script.lock().1.is_empty(), "short-circuited before any LLM call");
     s.script.lock().0.push_back(Ok("quiet words".into()));
     assert_eq!(ask(&s, "say something").await.content, "QUIET WORDS");
+}
+
+async fn register_tool(s: &Stack, name: &'static str, handler: Arc<dyn ToolHandler>) {
+    let spec = ToolSpec::new(name, "a demo tool", json!({"type": "object", "properties": {}}));
+    s.stages.send(RegisterTool { spec, handler }).await.unwrap().unwrap();
+}
+
+fn texts(req: &Value) -> Vec<String> {
+    req["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["content"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[actix_rt::test]
+async fn an_interrupt_during_a_tool_waits_for_the_tool_then_runs_first() {
+    let s = stack(AgentSettings::default()).await;
+    let log = Arc::new(Mutex::new(Vec::new()));
+    register_tool(
+        &s,
+        "demo_long",
+        tool("demo_long", Duration::from_millis(400), log.clone()),
+    )
+    .await;
+    s.script.lock().0.extend([
+        Err(vec!["demo_long".into()]),
+        Ok("interrupt done".into()),
+        Ok("victim done".into()),
+    ]);
+
+    let mut input = Input::text("http", "start the long tool");
+    let (reply, victim_rx) = ReplyTo::channel(&input.request_id);
+    input.reply = reply;
+    s.event_loop.send(Inject(input)).await.unwrap().unwrap();
+    while !log.lock().iter().any(|l| l == "start demo_long") {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let mut urgent = Input::text("webui", "urgent");
+    urgent.level = Some(homeagent_actors::scheduler::Level::L4);
+    let (reply, urgent_rx) = ReplyTo::channel(&urgent.request_id);
+    urgent.reply = reply;
+    s.scheduler
+        .send(homeagent_actors::agent::scheduler::Submit(urgent))
+        .await
+        .unwrap()
+        .unwrap();
+
+    let urgent = tokio::time::timeout(Duration::from_secs(10), urgent_rx)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(urgent.content, "interrupt done");
+    assert_eq!(
+        *log.lock(),
+        ["start demo_long", "end demo_long"],
+        "the running tool was not interrupted"
+    );
+    let victim = tokio::time::timeout(Duration::from_secs(10), victim_rx)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(victim.content, "victim done");
+    let requests = s.script.lock().1.clone();
+    assert!(
+        texts(&requests[1]).iter().any(|t| t == "[中断消息] urgent"),
+        "the interrupt ran second"
+    );
+    assert!(
+        texts(&requests[2]).iter().any(|t| t == "result of demo_long"),
+        "the victim resumed with its tool result"
+    );
+    let snap = s
+        .scheduler
+        .send(homeagent_actors::agent::scheduler::GetTasks)
+        .await
+        .unwrap();
+    assert_eq!((snap.stats.suspended, snap.stats.resumed), (1, 1));
+}
+
+#[actix_rt::test]
+async fn a_crashing_task_answers_its_caller_and_the_model_hears_of_it() {
+    let s = stack(AgentSettings::default()).await;
+    let boom: Arc<dyn ToolHandler> = Arc::new(|_a: Value| -> BoxFuture<'static, Result<String, String>> {
+        Box::pin(async move { panic!("tool bug") })
+    });
+    register_tool(&s, "demo_boom", boom).await;
+    s.script
+        .lock()
+        .0
+        .extend([Err(vec!["demo_boom".into()]), Ok("noted the crash".into())]);
+    let reply = ask(&s, "crash please").await;
+    assert!(
+        reply.error.as_deref().unwrap_or("").contains("without answering"),
+        "{reply:?}"
+    );
+    for _ in 0..200 {
+        if s.script.lock().1.len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let requests = s.script.lock().1.clone();
+    let notice = texts(&requests[1]);
+    assert!(
+        notice
+            .iter()
+            .any(|t| t.starts_with("[中断消息] 内核事件：任务 #1 发生 panic") && t.contains("tool bug")),
+        "{notice:?}"
+    );
+    // The scheduler survived: a new input runs.
+    s.script.lock().0.push_back(Ok("still alive".into()));
+    assert_eq!(ask(&s, "are you there").await.content, "still alive");
+}
+
+#[actix_rt::test]
+async fn max_tool_turns_caps_a_runaway_loop() {
+    let s = stack(AgentSettings {
+        max_tool_turns: 2,
+        ..Default::default()
+    })
+    .await;
+    register_tool(&s, "demo_again", tool("demo_again", Duration::ZERO, Arc::default())).await;
+    s.script.lock().0.extend((0..5).map(|_| Err(vec!["demo_again".into()])));
+    let reply = ask(&s, "loop forever").await;
+    assert_eq!(reply.content, "[系统] 已达到最大工具轮次 2，任务中止。");
+    assert_eq!(s.script.lock().1.len(), 2, "no third LLM call");
 }

@@ -66,7 +66,9 @@ impl SchedulerActor {
             input.reply.skip("empty_input");
             return Err("empty_input".into());
         }
-        if self.dedupe.is_duplicate(&input.source, &input.text, Instant::now()) {
+        // Only queued input is deduplicated: interrupts (timers, reminders) may repeat
+        // on purpose, and dropping them silently was an accident upstream (spec §12).
+        if input.level.is_none() && self.dedupe.is_duplicate(&input.source, &input.text, Instant::now()) {
             input.reply.skip("duplicate");
             return Err("duplicate".into());
         }
