@@ -253,3 +253,44 @@ fn anthropic_wire_format_reply_and_tool_loop() {
     assert_eq!(body["reply"], "done after tool");
     assert_eq!(body["tools_used"], json!(["output_send__http_help"]));
 }
+
+#[test]
+fn a_vendor_answering_500_falls_back_to_the_next_source_and_nothing_is_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&dir.path().join("data"));
+    let primary = vendor::start();
+    let backup = vendor::start();
+    primary.failing.store(true, std::sync::atomic::Ordering::SeqCst);
+    put_settings(&d, vendor::source_settings("primary", &primary.url, 10));
+    put_settings(&d, vendor::source_settings("backup", &backup.url, 0));
+    wait_sources(&d, 2);
+    let (status, body) = post(&d, "/api/v1/messages", json!({"text": "are you there"}));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["reply"], "echo: are you there", "answered by the backup");
+    assert_eq!(
+        primary.calls.load(std::sync::atomic::Ordering::SeqCst),
+        2,
+        "two attempts on the failing source"
+    );
+    let sources: Value = reqwest::blocking::get(d.url("/api/v1/llm/sources"))
+        .unwrap()
+        .json()
+        .unwrap();
+    let p = sources["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "primary")
+        .unwrap();
+    assert_eq!(p["available"], false);
+    assert!(p["last_error"].as_str().unwrap().contains("500"), "{p}");
+    // Both down: a clear error, not a hang, and the daemon keeps serving.
+    backup.failing.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (status, body) = post(&d, "/api/v1/messages", json!({"text": "still there?"}));
+    assert_eq!(status, 502, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("LLM"), "{body}");
+    assert_eq!(
+        reqwest::blocking::get(d.url("/healthz")).unwrap().status().as_u16(),
+        200
+    );
+}

@@ -9,7 +9,7 @@ use actix_web::{App, HttpResponse, HttpServer, web};
 use futures_util::future::BoxFuture;
 use homeagent_actors::agent::channels::Channels;
 use homeagent_actors::agent::input::{Input, ReplyTo};
-use homeagent_actors::agent::intake::{EventLoop, Inject};
+use homeagent_actors::agent::intake::{EventLoop, Inject, SelfInput};
 use homeagent_actors::agent::scheduler::SchedulerActor;
 use homeagent_actors::agent::task::{AgentSettings, TaskDeps};
 use homeagent_actors::llm::provider::{Configure, LlmActor};
@@ -479,4 +479,59 @@ async fn max_tool_turns_caps_a_runaway_loop() {
     let reply = ask(&s, "loop forever").await;
     assert_eq!(reply.content, "[系统] 已达到最大工具轮次 2，任务中止。");
     assert_eq!(s.script.lock().1.len(), 2, "no third LLM call");
+}
+
+#[actix_rt::test]
+async fn consolidation_is_a_critical_section() {
+    let s = stack(AgentSettings::default()).await;
+    let log = Arc::new(Mutex::new(Vec::new()));
+    register_tool(
+        &s,
+        "demo_long",
+        tool("demo_long", Duration::from_millis(300), log.clone()),
+    )
+    .await;
+    s.script.lock().0.extend([
+        Err(vec!["demo_long".into()]),
+        Ok("merged".into()),
+        Ok("interrupt done".into()),
+    ]);
+    s.event_loop
+        .send(SelfInput("merge entities A and B".into()))
+        .await
+        .unwrap()
+        .unwrap();
+    while !log.lock().iter().any(|l| l == "start demo_long") {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let mut urgent = Input::text("webui", "urgent");
+    urgent.level = Some(homeagent_actors::scheduler::Level::L4);
+    let (reply, rx) = ReplyTo::channel(&urgent.request_id);
+    urgent.reply = reply;
+    s.scheduler
+        .send(homeagent_actors::agent::scheduler::Submit(urgent))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        tokio::time::timeout(Duration::from_secs(10), rx)
+            .await
+            .unwrap()
+            .unwrap()
+            .content,
+        "interrupt done"
+    );
+    let requests = s.script.lock().1.clone();
+    assert_eq!(requests.len(), 3);
+    assert!(
+        texts(&requests[1]).iter().any(|t| t == "result of demo_long"),
+        "consolidation finished first"
+    );
+    assert!(texts(&requests[2]).iter().any(|t| t == "[中断消息] urgent"));
+    let snap = s
+        .scheduler
+        .send(homeagent_actors::agent::scheduler::GetTasks)
+        .await
+        .unwrap();
+    assert_eq!(snap.stats.suspended, 0, "never suspended");
 }

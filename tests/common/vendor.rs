@@ -20,6 +20,8 @@ use serde_json::{Value, json};
 pub struct Vendor {
     pub url: String,
     pub calls: Arc<AtomicUsize>,
+    /// When set, every request answers HTTP 500.
+    pub failing: Arc<std::sync::atomic::AtomicBool>,
 }
 
 fn last_input(messages: &[Value]) -> (String, bool) {
@@ -80,8 +82,16 @@ fn answer(stream: bool, text: &str, tool: Option<&str>) -> HttpResponse {
     HttpResponse::Ok().content_type("text/event-stream").body(body)
 }
 
-async fn chat(_req: HttpRequest, body: web::Json<Value>, calls: web::Data<Arc<AtomicUsize>>) -> HttpResponse {
+async fn chat(
+    _req: HttpRequest,
+    body: web::Json<Value>,
+    calls: web::Data<Arc<AtomicUsize>>,
+    failing: web::Data<Arc<std::sync::atomic::AtomicBool>>,
+) -> HttpResponse {
     calls.fetch_add(1, Ordering::SeqCst);
+    if failing.load(Ordering::SeqCst) {
+        return HttpResponse::InternalServerError().json(json!({"error": {"message": "vendor down"}}));
+    }
     let stream = body["stream"].as_bool().unwrap_or(false);
     let messages = body["messages"].as_array().cloned().unwrap_or_default();
     let (text, tool_after) = last_input(&messages);
@@ -192,13 +202,17 @@ async fn messages(req: HttpRequest, body: web::Json<Value>, calls: web::Data<Arc
 pub fn start() -> Vendor {
     let calls = Arc::new(AtomicUsize::new(0));
     let c = calls.clone();
+    let failing = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let f = failing.clone();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         actix_rt::System::new().block_on(async move {
             let data = web::Data::new(c);
+            let fail = web::Data::new(f);
             let server = HttpServer::new(move || {
                 App::new()
                     .app_data(data.clone())
+                    .app_data(fail.clone())
                     .route("/v1/chat/completions", web::post().to(chat))
                     .route("/v1/messages", web::post().to(messages))
             })
@@ -214,6 +228,7 @@ pub fn start() -> Vendor {
     Vendor {
         url: format!("http://{addr}/v1"),
         calls,
+        failing,
     }
 }
 

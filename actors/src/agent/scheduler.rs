@@ -129,6 +129,9 @@ impl SchedulerActor {
                     let Job::New(input) = task.payload else {
                         unreachable!("parked tasks resume")
                     };
+                    // Kernel consolidation runs as one critical section: interrupts
+                    // wait for it instead of cancelling its LLM calls.
+                    self.core.set_critical(input.is_consolidation());
                     let me = self
                         .me
                         .get()
