@@ -18,6 +18,8 @@ use homeagent_actors::agent::scheduler::SchedulerActor;
 use homeagent_actors::agent::task::{AgentSettings, TaskDeps};
 use homeagent_actors::config::{ConfigActor, ConfigStore};
 use homeagent_actors::llm::provider::LlmActor;
+use homeagent_actors::memory::actor::ContextActor;
+use homeagent_actors::memory::store::MemoryStore;
 use homeagent_actors::modgraph::{Module, ModuleError, ModuleGraph, Produced};
 use homeagent_actors::stages::StageHost;
 use homeagent_actors::supervisor::{BackoffPolicy, Intensity, start_root};
@@ -81,6 +83,7 @@ pub struct KernelState {
     pub llm_thread: Arbiter,
     pub llm: OnceLock<TAddr<LlmActor>>,
     pub stages: OnceLock<TAddr<StageHost>>,
+    pub context: OnceLock<TAddr<ContextActor>>,
     pub agent: OnceLock<Agent>,
 }
 
@@ -108,6 +111,7 @@ impl KernelState {
             llm_thread: Arbiter::new(),
             llm: OnceLock::new(),
             stages: OnceLock::new(),
+            context: OnceLock::new(),
             agent: OnceLock::new(),
         }
     }
@@ -127,6 +131,7 @@ impl Produced for KernelState {
             facility::LLM => self.llm.get().is_some(),
             facility::AGENT => self.agent.get().is_some(),
             facility::STAGEHOST => self.stages.get().is_some(),
+            facility::MEMORY => self.context.get().is_some(),
             _ => false,
         }
     }
@@ -140,6 +145,7 @@ pub fn modules() -> Vec<Box<dyn Module<KernelState>>> {
         Box::new(HeartbeatModule),
         Box::new(LlmModule),
         Box::new(StageHostModule),
+        Box::new(MemoryModule),
         Box::new(AgentModule),
     ]
 }
@@ -352,6 +358,38 @@ impl Module<KernelState> for StageHostModule {
     }
 }
 
+/// `kernel/memory`: the memory tiers (today the context tier, `kernel/memory/context`).
+struct MemoryModule;
+
+impl Module<KernelState> for MemoryModule {
+    fn name(&self) -> &'static str {
+        "memory"
+    }
+    fn requires(&self) -> &'static [Facility] {
+        &[facility::SUPERVISOR]
+    }
+    fn provides(&self) -> &'static [Facility] {
+        &[facility::MEMORY]
+    }
+    fn init<'a>(&'a self, s: &'a KernelState) -> LocalBoxFuture<'a, Result<(), ModuleError>> {
+        Box::pin(async move {
+            let sup = s
+                .root()?
+                .supervisor("memory", RestartPolicy::Permanent, s.boot.supervisor)
+                .await?;
+            let path = s.data_dir.join("memory").join("memory.db");
+            let context = sup
+                .worker_on(s.blocking.handle(), "context", RestartPolicy::Permanent, move || {
+                    let store = MemoryStore::open(&path).map_err(|e| e.to_string())?;
+                    ContextActor::open(store).map_err(|e| e.to_string())
+                })
+                .await?;
+            let _ = s.context.set(context);
+            Ok(())
+        })
+    }
+}
+
 /// `kernel/agent`: scheduler, intake loops and the settings relay.
 struct AgentModule;
 
@@ -381,6 +419,7 @@ impl Module<KernelState> for AgentModule {
                 bus: s.bus.clone(),
                 llm: s.llm.get().cloned().ok_or("llm missing")?,
                 stages: s.stages.get().cloned().ok_or("stage host missing")?,
+                context: s.context.get().cloned().ok_or("context missing")?,
                 channels: Channels::builtin(),
                 settings: parking_lot::RwLock::new(AgentSettings::default()),
             });
@@ -432,7 +471,7 @@ mod tests {
             g.layers(),
             vec![
                 vec!["supervision"],
-                vec!["config", "heartbeat", "llm", "stage-host"],
+                vec!["config", "heartbeat", "llm", "memory", "stage-host"],
                 vec!["agent"]
             ]
         );

@@ -294,3 +294,63 @@ fn a_vendor_answering_500_falls_back_to_the_next_source_and_nothing_is_lost() {
         200
     );
 }
+
+#[test]
+fn the_conversation_is_remembered_across_turns_and_kill_9() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = Daemon::start(&data);
+    let v = vendor::start();
+    put_settings(&d, vendor::source_settings("fake", &v.url, 0));
+    wait_sources(&d, 1);
+    let (status, _) = post(&d, "/api/v1/messages", json!({"text": "my cat is called Mimi"}));
+    assert_eq!(status, 200);
+    let (status, _) = post(&d, "/api/v1/messages", json!({"text": "what is my cat called?"}));
+    assert_eq!(status, 200);
+    let last = v.last.lock().unwrap().clone();
+    let timeline = last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["content"].as_str().is_some_and(|c| c.starts_with("【对话时序】")))
+        .cloned();
+    let timeline = timeline.unwrap_or_else(|| panic!("no timeline in {last}"));
+    let text = timeline["content"].as_str().unwrap();
+    assert!(text.contains("http: my cat is called Mimi"), "{text}");
+    assert!(
+        text.contains("agent: my cat is called Mimi → echo: my cat is called Mimi"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("what is my cat called"),
+        "the current input is not in its own timeline"
+    );
+
+    // Everything acknowledged is on disk: kill -9 and look again.
+    d.kill9();
+    let d = Daemon::start(&data);
+    let ctx: Value = reqwest::blocking::get(d.url("/api/v1/memory/context"))
+        .unwrap()
+        .json()
+        .unwrap();
+    let events: Vec<(String, String)> = ctx["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["source"].as_str().unwrap().to_owned(),
+                e["input"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        events,
+        [
+            ("http".to_string(), "my cat is called Mimi".to_string()),
+            ("agent".into(), "my cat is called Mimi".into()),
+            ("http".into(), "what is my cat called?".into()),
+            ("agent".into(), "what is my cat called?".into()),
+        ]
+    );
+}

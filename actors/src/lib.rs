@@ -22,6 +22,7 @@ pub mod bus;
 pub mod config;
 pub mod host;
 pub mod llm;
+pub mod memory;
 pub mod modgraph;
 pub mod panic;
 pub mod registry;

@@ -101,11 +101,19 @@ async fn stack(settings: AgentSettings) -> Stack {
         })
         .await
         .unwrap();
+    let context = root
+        .worker("context", RestartPolicy::Permanent, || {
+            let store = homeagent_actors::memory::store::MemoryStore::open_in_memory().map_err(|e| e.to_string())?;
+            homeagent_actors::memory::actor::ContextActor::open(store).map_err(|e| e.to_string())
+        })
+        .await
+        .unwrap();
     let deps = Arc::new(TaskDeps {
         registry: registry.clone(),
         bus: bus.clone(),
         llm,
         stages: stages.clone(),
+        context,
         channels: Channels::builtin(),
         settings: parking_lot::RwLock::new(settings),
     });

@@ -213,3 +213,28 @@ pub async fn get_tasks(state: web::Data<AppState>) -> Result<HttpResponse, ApiEr
 pub async fn get_sources(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     Ok(HttpResponse::Ok().json(state.llm.send(GetLlmStatus).await?))
 }
+
+#[utoipa::path(get, path = "/api/v1/memory/context", tag = "memory",
+    responses((status = 200, description = "`{\"events\": [...]}`: the context window, oldest first")))]
+pub async fn get_context(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    let events = state
+        .agent
+        .deps
+        .context
+        .send(homeagent_actors::memory::actor::GetContext)
+        .await?;
+    Ok(HttpResponse::Ok().json(json!({ "events": events })))
+}
+
+#[utoipa::path(get, path = "/api/v1/memory/documents", tag = "memory",
+    responses((status = 200, description = "`{\"documents\": [...]}`: the cold tier, newest first")))]
+pub async fn get_documents(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    let docs = state
+        .agent
+        .deps
+        .context
+        .send(homeagent_actors::memory::actor::GetDocuments)
+        .await?
+        .map_err(ApiError::unavailable)?;
+    Ok(HttpResponse::Ok().json(json!({ "documents": docs })))
+}

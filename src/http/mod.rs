@@ -38,7 +38,8 @@ pub struct AppState {
     info(title = "HomeAgent daemon API", description = "Control and observe a running homed: the actor tree, settings and live events."),
     paths(
         api::healthz, api::actors, api::restart, api::get_settings, api::put_settings, sse::events,
-        agent::post_message, agent::post_stop, agent::get_tasks, agent::get_sources
+        agent::post_message, agent::post_stop, agent::get_tasks, agent::get_sources,
+        agent::get_context, agent::get_documents
     ),
     tags(
         (name = "daemon", description = "Liveness"),
@@ -46,6 +47,7 @@ pub struct AppState {
         (name = "settings", description = "The settings registry"),
         (name = "events", description = "Live event stream"),
         (name = "agent", description = "Messages, stop, tasks and LLM sources"),
+        (name = "memory", description = "The memory tiers"),
     )
 )]
 struct ApiDoc;
@@ -109,6 +111,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/stop", web::post().to(agent::post_stop))
                 .route("/tasks", web::get().to(agent::get_tasks))
                 .route("/llm/sources", web::get().to(agent::get_sources))
+                .route("/memory/context", web::get().to(agent::get_context))
+                .route("/memory/documents", web::get().to(agent::get_documents))
                 .default_service(web::to(api::not_found)),
         )
         .default_service(web::to(assets::serve));

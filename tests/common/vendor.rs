@@ -22,6 +22,8 @@ pub struct Vendor {
     pub calls: Arc<AtomicUsize>,
     /// When set, every request answers HTTP 500.
     pub failing: Arc<std::sync::atomic::AtomicBool>,
+    /// The body of the last chat request.
+    pub last: Arc<std::sync::Mutex<Value>>,
 }
 
 fn last_input(messages: &[Value]) -> (String, bool) {
@@ -87,8 +89,10 @@ async fn chat(
     body: web::Json<Value>,
     calls: web::Data<Arc<AtomicUsize>>,
     failing: web::Data<Arc<std::sync::atomic::AtomicBool>>,
+    last: web::Data<Arc<std::sync::Mutex<Value>>>,
 ) -> HttpResponse {
     calls.fetch_add(1, Ordering::SeqCst);
+    *last.lock().unwrap() = body.0.clone();
     if failing.load(Ordering::SeqCst) {
         return HttpResponse::InternalServerError().json(json!({"error": {"message": "vendor down"}}));
     }
@@ -204,15 +208,19 @@ pub fn start() -> Vendor {
     let c = calls.clone();
     let failing = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let f = failing.clone();
+    let last = Arc::new(std::sync::Mutex::new(Value::Null));
+    let l = last.clone();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         actix_rt::System::new().block_on(async move {
             let data = web::Data::new(c);
             let fail = web::Data::new(f);
+            let last = web::Data::new(l);
             let server = HttpServer::new(move || {
                 App::new()
                     .app_data(data.clone())
                     .app_data(fail.clone())
+                    .app_data(last.clone())
                     .route("/v1/chat/completions", web::post().to(chat))
                     .route("/v1/messages", web::post().to(messages))
             })
@@ -229,6 +237,7 @@ pub fn start() -> Vendor {
         url: format!("http://{addr}/v1"),
         calls,
         failing,
+        last,
     }
 }
 

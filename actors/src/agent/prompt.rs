@@ -68,13 +68,15 @@ pub fn source_context(input: &Input) -> String {
     }
 }
 
-/// The prefix of a task: system prompt, source context, and the input itself (as a
-/// `system` message marked [中断消息] for interrupts).
-pub fn prefix(s: &PromptSettings, channels: &Channels, input: &Input) -> Vec<Message> {
-    let mut msgs = vec![
-        Message::text("system", system_prompt(s, channels)),
-        Message::text("system", source_context(input)),
-    ];
+/// The prefix of a task: system prompt, the timeline of recent events (if any), the
+/// source context, and the input itself (a `system` message marked [中断消息] for
+/// interrupts).
+pub fn prefix(s: &PromptSettings, channels: &Channels, input: &Input, timeline: &str) -> Vec<Message> {
+    let mut msgs = vec![Message::text("system", system_prompt(s, channels))];
+    if !timeline.is_empty() {
+        msgs.push(Message::text("system", timeline));
+    }
+    msgs.push(Message::text("system", source_context(input)));
     if input.is_interrupt() {
         msgs.push(Message::text("system", format!("{INTERRUPT_MARK}{}", input.text)));
     } else {
@@ -110,13 +112,22 @@ mod tests {
         };
         let mut i = Input::text("timer", "wake up");
         i.level = Some(Level::L3);
-        let m = prefix(&s, &Channels::builtin(), &i);
+        let m = prefix(&s, &Channels::builtin(), &i, "");
         assert_eq!(m.len(), 3);
         assert_eq!(m[2].role, "system");
         assert_eq!(m[2].content, "[中断消息] wake up");
         assert!(m[1].content.as_str().unwrap().starts_with("这是一条打断输入"));
-        let q = prefix(&s, &Channels::builtin(), &Input::text("http", "hi"));
+        let q = prefix(
+            &s,
+            &Channels::builtin(),
+            &Input::text("http", "hi"),
+            "【对话时序】\n[00:00:01] http: earlier\n",
+        );
+        assert_eq!(q.len(), 4, "the timeline is the second system message");
+        assert!(q[1].content.as_str().unwrap().starts_with("【对话时序】"));
+        let q = prefix(&s, &Channels::builtin(), &Input::text("http", "hi"), "");
         assert_eq!((q[2].role.as_str(), q[2].content.as_str().unwrap()), ("user", "hi"));
+        assert_eq!(q.len(), 3);
         assert!(q[0].content.as_str().unwrap().contains("`http` is synchronous"));
     }
 

@@ -41,6 +41,10 @@ pub fn agent_settings(s: &BTreeMap<String, Value>) -> AgentSettings {
             .and_then(Value::as_f64)
             .unwrap_or(d.temperature),
         tool_timeout: d.tool_timeout,
+        max_context_size: s
+            .get("core.agent.max_context_size")
+            .and_then(Value::as_u64)
+            .map_or(d.max_context_size, |v| v as usize),
     }
 }
 

@@ -23,6 +23,9 @@ use crate::host::{Host, HostContext, KernelActor};
 use crate::llm::provider::{Complete, LlmActor, LlmError};
 use crate::llm::types::{WireFunction, WireToolCall};
 use crate::llm::{CompletionRequest, Message, ToolCall, Usage};
+use crate::memory::Event;
+use crate::memory::actor::{AppendEvent, ContextActor, PruneContext, Timeline};
+use crate::memory::context::estimate_tokens;
 use crate::registry::Registry;
 use crate::scheduler::Level;
 use crate::stages::{GetTools, Stage, StageContext, StageHost, StageToolCall, ToolRegistry};
@@ -42,6 +45,8 @@ pub struct AgentSettings {
     pub temperature: f64,
     /// How long one tool may run before the model is told it timed out.
     pub tool_timeout: std::time::Duration,
+    /// Events the context window holds before a prune (`core.agent.max_context_size`).
+    pub max_context_size: usize,
 }
 
 impl Default for AgentSettings {
@@ -52,6 +57,7 @@ impl Default for AgentSettings {
             max_tokens: 4096,
             temperature: 0.7,
             tool_timeout: super::tools_exec::TOOL_TIMEOUT,
+            max_context_size: 30,
         }
     }
 }
@@ -62,6 +68,7 @@ pub struct TaskDeps {
     pub bus: EventBus,
     pub llm: TAddr<LlmActor>,
     pub stages: TAddr<StageHost>,
+    pub context: TAddr<ContextActor>,
     pub channels: Channels,
     pub settings: RwLock<AgentSettings>,
 }
@@ -157,13 +164,31 @@ impl TaskActor {
     }
 
     /// Builds (or rebuilds, on resume) the prefix and keeps the tail.
-    fn build_prefix(&mut self) {
+    fn build_prefix(&mut self, timeline: &str) {
         let s = self.settings();
-        let prefix = prompt::prefix(&s.prompt, &self.deps.channels, &self.input);
+        let prefix = prompt::prefix(&s.prompt, &self.deps.channels, &self.input, timeline);
         let tail = self.msgs.split_off(self.prefix_len.min(self.msgs.len()));
         self.prefix_len = prefix.len();
         self.msgs = prefix;
         self.msgs.extend(tail);
+    }
+
+    /// Token budget of the timeline (kernel spec §5.8 with the default window).
+    fn context_budget(&self) -> usize {
+        const WINDOW: usize = 32_768;
+        let target = WINDOW * 80 / 100;
+        let s = self.settings();
+        let fixed = estimate_tokens(&prompt::system_prompt(&s.prompt, &self.deps.channels));
+        let available = target.saturating_sub(fixed);
+        available - available / 3
+    }
+
+    /// Reads the timeline (committed state), then runs `then`.
+    fn with_timeline(&mut self, ctx: &mut HostContext<Self>, then: fn(&mut Self, String, &mut HostContext<Self>)) {
+        let context = self.deps.context.clone();
+        let max_tokens = self.context_budget();
+        let fut = async move { context.send(Timeline { max_tokens }).await.unwrap_or_default() };
+        ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(fut).map(move |t, host, ctx| then(host.inner(), t, ctx)));
     }
 
     /// Asks the scheduler whether to yield, then runs the next step (or parks).
@@ -432,6 +457,53 @@ impl TaskActor {
     }
 
     fn deliver(&mut self, ctx: &mut HostContext<Self>, text: String, state: &'static str) {
+        if self.input.is_consolidation() {
+            return self.reply(ctx, text, state);
+        }
+        // Commit the turn before answering: an answered turn is a remembered turn.
+        let tool_results = self
+            .msgs
+            .iter()
+            .filter(|m| m.role == "tool")
+            .zip(&self.tools_used)
+            .map(|(m, name)| crate::memory::context::ToolOutput {
+                name: name.clone(),
+                output: m.content.as_str().unwrap_or("").to_owned(),
+            })
+            .collect();
+        let event = Event {
+            id: 0,
+            ts_ms: now_ms(),
+            source: "agent".into(),
+            input: self.input.text.clone(),
+            response: text.clone(),
+            tools_used: self.tools_used.clone(),
+            tool_results,
+        };
+        let context = self.deps.context.clone();
+        let prune = PruneContext {
+            query: self.input.text.clone(),
+            context_tokens: self.context_budget(),
+            max_context_size: self.settings().max_context_size,
+        };
+        let fut = async move {
+            let appended = context.send(AppendEvent(event)).await;
+            // Until the distill heartbeat prunes on its own schedule, keep the window
+            // bounded after each turn (relevance to this turn's input decides).
+            let _ = context.send(prune).await;
+            appended
+        };
+        ctx.spawn(
+            actix::fut::wrap_future::<_, Host<Self>>(fut).map(move |res, host, ctx| {
+                if let Ok(Err(e)) | Err(e) = res.map_err(|e| e.to_string()) {
+                    tracing::error!("the reply could not be recorded in memory: {e}");
+                }
+                host.inner().reply(ctx, text, state);
+            }),
+        );
+    }
+
+    fn reply(&mut self, ctx: &mut HostContext<Self>, text: String, state: &'static str) {
         self.input.reply.send(Reply {
             content: text.clone(),
             reasoning_content: self.reasoning.clone(),
@@ -490,13 +562,40 @@ impl KernelActor for TaskActor {
                 return me.finish(ctx, r, "done");
             }
             me.input.text = out.raw_message;
-            me.build_prefix();
-            me.pre_action(ctx);
+            me.with_timeline(ctx, |me, timeline, ctx| me.record_input(timeline, ctx));
         }));
     }
 }
 
 impl TaskActor {
+    /// Commits the input to the context (not for interrupts) before the LLM runs: once
+    /// this returns, the message survives a crash.
+    fn record_input(&mut self, timeline: String, ctx: &mut HostContext<Self>) {
+        self.build_prefix(&timeline);
+        if self.input.is_interrupt() || self.input.is_consolidation() {
+            return self.pre_action(ctx);
+        }
+        let event = Event {
+            id: 0,
+            ts_ms: now_ms(),
+            source: self.input.source.clone(),
+            input: self.input.text.clone(),
+            response: String::new(),
+            tools_used: vec![],
+            tool_results: vec![],
+        };
+        let context = self.deps.context.clone();
+        let fut = async move { context.send(AppendEvent(event)).await };
+        ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(fut).map(|res, host, ctx| {
+            let me = host.inner();
+            match res {
+                Ok(Ok(_)) => me.pre_action(ctx),
+                Ok(Err(e)) => me.fail(ctx, format!("cannot record the input in memory: {e}")),
+                Err(e) => me.fail(ctx, format!("the context store is unavailable: {e}")),
+            }
+        }));
+    }
+
     /// pre_action (may add context messages or answer), then the stop check: inputs
     /// that were waiting when stop was pressed end here, before any LLM call.
     fn pre_action(&mut self, ctx: &mut HostContext<Self>) {
@@ -553,8 +652,17 @@ impl crate::host::Handles<Resume> for TaskActor {
     type Reply = ();
     fn handle(&mut self, _: Resume, ctx: &mut HostContext<Self>) {
         tracing::debug!(task = self.id, "resumed");
-        // Rebuild the prefix from committed state; keep the tail (tool rounds).
-        self.build_prefix();
-        self.advance(ctx);
+        // Rebuild the prefix from committed state (the timeline now holds whatever the
+        // interrupting task committed); keep the tail (tool rounds).
+        self.with_timeline(ctx, |me, timeline, ctx| {
+            me.build_prefix(&timeline);
+            me.advance(ctx);
+        });
     }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }

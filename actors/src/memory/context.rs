@@ -1,0 +1,271 @@
+//! The context tier (working memory): the timeline of recent events, pruning by
+//! relevance, and the `【对话时序】` block of the prompt (kernel spec §5).
+
+use serde::{Deserialize, Serialize};
+
+use super::tfidf::{Tfidf, cosine};
+
+/// The most recent events a prune never removes.
+pub const PROTECTED: usize = 10;
+/// Budget assumed per event when nothing is known yet.
+pub const DEFAULT_AVG_EVENT_TOKENS: usize = 2000;
+
+/// One tool result kept with an event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolOutput {
+    pub name: String,
+    pub output: String,
+}
+
+/// One thing that happened in the conversation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    /// Row id once stored (0 before).
+    #[serde(default)]
+    pub id: i64,
+    /// Unix milliseconds.
+    pub ts_ms: i64,
+    /// Who: a channel (`http`, `webui/tab`), `agent` for replies, `cold_storage` for
+    /// documents restored into the timeline.
+    pub source: String,
+    pub input: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub response: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools_used: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_results: Vec<ToolOutput>,
+}
+
+impl Event {
+    /// The text an event is compared by (three-branch rule, spec §5.3): agent replies
+    /// by their response, restored documents by both, everything else by the input;
+    /// tool outputs are appended.
+    pub fn text_for_vector(&self) -> String {
+        let mut t = match self.source.as_str() {
+            "agent" if !self.response.is_empty() => self.response.clone(),
+            "cold_storage" => format!("{} {}", self.input, self.response),
+            _ => self.input.clone(),
+        };
+        for r in &self.tool_results {
+            t.push(' ');
+            t.push_str(&r.output);
+        }
+        t.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    fn tokens(&self) -> usize {
+        estimate_tokens(&self.input)
+            + estimate_tokens(&self.response)
+            + self
+                .tool_results
+                .iter()
+                .map(|r| estimate_tokens(&r.output))
+                .sum::<usize>()
+    }
+}
+
+/// Tokens of a text, never underestimated: `min(bytes, 2 × chars)`.
+pub fn estimate_tokens(s: &str) -> usize {
+    if s.is_empty() {
+        0
+    } else {
+        s.len().min(2 * s.chars().count())
+    }
+}
+
+/// The outcome of a prune: what stays (chronological) and what goes to the documents.
+#[derive(Debug, Default)]
+pub struct Pruned {
+    pub kept: Vec<Event>,
+    pub archived: Vec<Event>,
+}
+
+/// Keeps the last `protected` events, plus the `top_k - protected` others most similar
+/// to `query`; the rest are archived. Returns everything in chronological order.
+pub fn prune(events: Vec<Event>, query: &str, top_k: usize, protected: usize) -> Pruned {
+    if events.len() <= top_k {
+        return Pruned {
+            kept: events,
+            archived: Vec::new(),
+        };
+    }
+    let p = protected.min(events.len());
+    let split = events.len() - p;
+    let mut candidates = events;
+    let protected_events = candidates.split_off(split);
+    if candidates.is_empty() {
+        return Pruned {
+            kept: protected_events,
+            archived: Vec::new(),
+        };
+    }
+    let texts: Vec<String> = candidates.iter().map(Event::text_for_vector).collect();
+    let model = Tfidf::train(texts.iter().map(String::as_str));
+    let q = model.vectorize(query);
+    let mut scored: Vec<(f32, Event)> = candidates
+        .into_iter()
+        .zip(&texts)
+        .map(|(e, t)| (cosine(&q, &model.vectorize(t)), e))
+        .collect();
+    // Stable: among equal scores, newer events are kept first.
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.ts_ms.cmp(&a.1.ts_ms)));
+    let keep = top_k.saturating_sub(p);
+    let archived: Vec<Event> = scored
+        .split_off(keep.min(scored.len()))
+        .into_iter()
+        .map(|(_, e)| e)
+        .collect();
+    let mut kept: Vec<Event> = scored.into_iter().map(|(_, e)| e).chain(protected_events).collect();
+    kept.sort_by_key(|e| (e.ts_ms, e.id));
+    let mut archived = archived;
+    archived.sort_by_key(|e| (e.ts_ms, e.id));
+    Pruned { kept, archived }
+}
+
+/// How many events to keep and protect for a context budget (spec §5.7).
+pub fn top_k_and_protected(events: &[Event], context_tokens: usize, max_context_size: usize) -> (usize, usize) {
+    let total: usize = events.iter().map(Event::tokens).sum();
+    let avg = if events.is_empty() || total == 0 {
+        DEFAULT_AVG_EVENT_TOKENS
+    } else {
+        (total / events.len()).max(1)
+    };
+    let protected = if context_tokens == 0 {
+        PROTECTED
+    } else {
+        PROTECTED.min((context_tokens / avg).max(1))
+    };
+    let hard_cap = max_context_size.saturating_sub(1).max(1);
+    let mut top_k = if context_tokens == 0 {
+        hard_cap
+    } else {
+        (context_tokens / avg).max(1).min(hard_cap)
+    };
+    top_k = top_k.max(protected + 1).min(hard_cap);
+    (top_k, protected)
+}
+
+fn clock(ts_ms: i64) -> String {
+    let secs = ts_ms.div_euclid(1000);
+    let day = secs.rem_euclid(86_400);
+    format!("{:02}:{:02}:{:02}", day / 3600, (day % 3600) / 60, day % 60)
+}
+
+fn cut(s: &str, n: usize) -> String {
+    let mut it = s.chars();
+    let head: String = it.by_ref().take(n).collect();
+    if it.next().is_some() {
+        format!("{head}...")
+    } else {
+        head
+    }
+}
+
+/// The `【对话时序】` block: newest events that fit `max_tokens`, rendered oldest first
+/// (at least one event; empty when there are none). Times are UTC.
+pub fn timeline(events: &[Event], max_tokens: usize) -> String {
+    const HEADER: &str = "【对话时序】\n";
+    if events.is_empty() {
+        return String::new();
+    }
+    let mut remaining = max_tokens as i64 - estimate_tokens(HEADER) as i64;
+    let mut chosen = Vec::new();
+    for e in events.iter().rev() {
+        let mut cost = (estimate_tokens(&e.source) + estimate_tokens(&e.input) + 40) as i64;
+        if !e.response.is_empty() {
+            cost += 120;
+        }
+        if remaining - cost < 0 && !chosen.is_empty() {
+            break;
+        }
+        remaining -= cost;
+        chosen.push(e);
+    }
+    let mut out = String::from(HEADER);
+    for e in chosen.into_iter().rev() {
+        out.push_str(&format!("[{}] {}: {}", clock(e.ts_ms), e.source, e.input));
+        if !e.tools_used.is_empty() {
+            out.push_str(&format!(" → 调用工具: {}", e.tools_used.join(", ")));
+        }
+        if !e.response.is_empty() {
+            out.push_str(&format!(" → {}", cut(&e.response, 120)));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(i: i64, input: &str) -> Event {
+        Event {
+            id: i,
+            ts_ms: 1_000 * i,
+            source: "http".into(),
+            input: input.into(),
+            response: String::new(),
+            tools_used: vec![],
+            tool_results: vec![],
+        }
+    }
+
+    #[test]
+    fn prune_protects_the_last_ten_and_keeps_the_most_relevant() {
+        let mut events: Vec<Event> = (0..20).map(|i| ev(i, &format!("闲聊 第{i}条 天气"))).collect();
+        events[3].input = "我的猫叫咪咪".into();
+        let p = prune(events, "猫", 12, PROTECTED);
+        assert_eq!(p.kept.len(), 12);
+        assert_eq!(p.archived.len(), 8);
+        let kept: Vec<i64> = p.kept.iter().map(|e| e.id).collect();
+        assert!(kept.contains(&3), "the relevant old event survives: {kept:?}");
+        assert!((10..20).all(|i| kept.contains(&i)), "the last ten are protected");
+        assert!(kept.windows(2).all(|w| w[0] < w[1]), "chronological");
+        let small = prune((0..5).map(|i| ev(i, "x")).collect(), "q", 12, PROTECTED);
+        assert!(small.archived.is_empty());
+    }
+
+    #[test]
+    fn timeline_fits_the_budget_and_reads_oldest_first() {
+        let mut events: Vec<Event> = (0..50).map(|i| ev(i, &format!("message {i}"))).collect();
+        events[49].response = "r".repeat(300);
+        events[49].tools_used = vec!["output_send__http".into()];
+        let t = timeline(&events, 400);
+        assert!(t.starts_with("【对话时序】\n"));
+        let lines: Vec<&str> = t.lines().skip(1).collect();
+        assert!(lines.len() < 50 && !lines.is_empty());
+        assert!(
+            lines
+                .last()
+                .unwrap()
+                .contains("message 49 → 调用工具: output_send__http → rrr")
+        );
+        assert!(lines.last().unwrap().ends_with("..."));
+        assert!(lines[0].starts_with("[00:00:"));
+        assert_eq!(timeline(&events[..1], 1).lines().count(), 2, "at least one event");
+        assert_eq!(timeline(&[], 100), "");
+    }
+
+    #[test]
+    fn budget_rules() {
+        assert_eq!(estimate_tokens("abc"), 3);
+        assert_eq!(estimate_tokens("猫猫"), 4);
+        let events: Vec<Event> = (0..3).map(|i| ev(i, &"x".repeat(1000))).collect();
+        let (top_k, protected) = top_k_and_protected(&events, 5000, 30);
+        assert_eq!((top_k, protected), (6, 5));
+        assert_eq!(top_k_and_protected(&[], 0, 30), (29, 10));
+    }
+
+    #[test]
+    fn three_branch_vector_text() {
+        let mut e = ev(1, "question");
+        e.response = "answer".into();
+        assert_eq!(e.text_for_vector(), "question");
+        e.source = "agent".into();
+        assert_eq!(e.text_for_vector(), "answer");
+        e.source = "cold_storage".into();
+        assert_eq!(e.text_for_vector(), "question answer");
+    }
+}

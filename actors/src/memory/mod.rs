@@ -1,0 +1,14 @@
+//! Memory tiers. Today: the context tier (working memory) with its SQLite store, the
+//! archive of pruned events into documents, and TF-IDF similarity.
+//!
+//! * [`tfidf`]: character 1-2 gram TF-IDF vectors and cosine;
+//! * [`context`]: events, relevance pruning, budgets and the timeline block;
+//! * [`store`]: `DATA/memory/memory.db` (write-through);
+//! * [`actor`]: `kernel/memory/context`.
+
+pub mod actor;
+pub mod context;
+pub mod store;
+pub mod tfidf;
+
+pub use context::Event;

@@ -1,0 +1,282 @@
+//! SQLite persistence of the memory tiers (`DATA/memory/memory.db`).
+//!
+//! Write-through: an event is on disk (committed, `synchronous=FULL`) before `append`
+//! returns, so an acknowledged message survives `kill -9` — unlike the reference's
+//! JSON file written 5 s after a change.
+
+use std::path::Path;
+
+use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite_migration::{M, Migrations};
+
+use super::context::{Event, ToolOutput};
+
+/// Why the memory store failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MemoryError {
+    #[error("memory database error: {0}; check disk space and permissions of DATA/memory")]
+    Sql(#[from] rusqlite::Error),
+    #[error("memory database migration failed: {0}; the file may be from a newer homed")]
+    Migration(#[from] rusqlite_migration::Error),
+}
+
+/// A document of the cold tier.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Document {
+    pub id: String,
+    pub created_at_ms: i64,
+    pub source: String,
+    pub summary: String,
+    pub content: String,
+    pub access_count: i64,
+}
+
+/// The store.
+pub struct MemoryStore {
+    conn: Connection,
+}
+
+fn migrations() -> Migrations<'static> {
+    Migrations::new(vec![M::up(include_str!("../../../migrations/memory/0001_init.sql"))])
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+impl MemoryStore {
+    /// Opens (creating) the database at `path` and applies migrations.
+    pub fn open(path: &Path) -> Result<Self, MemoryError> {
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let mut conn = Connection::open(path)?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        migrations().to_latest(&mut conn)?;
+        Ok(Self { conn })
+    }
+
+    /// An in-memory store (tests).
+    pub fn open_in_memory() -> Result<Self, MemoryError> {
+        let mut conn = Connection::open_in_memory()?;
+        migrations().to_latest(&mut conn)?;
+        Ok(Self { conn })
+    }
+
+    /// Appends an event; returns it with its id. Committed when this returns.
+    pub fn append(&mut self, mut e: Event) -> Result<Event, MemoryError> {
+        self.conn.execute(
+            "INSERT INTO context_events (ts_ms, source, input, response, tools_used, tool_results) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                e.ts_ms,
+                e.source,
+                e.input,
+                e.response,
+                serde_json::to_string(&e.tools_used).unwrap_or_else(|_| "[]".into()),
+                serde_json::to_string(&e.tool_results).unwrap_or_else(|_| "[]".into()),
+            ],
+        )?;
+        e.id = self.conn.last_insert_rowid();
+        Ok(e)
+    }
+
+    /// The whole context, chronological.
+    pub fn events(&self) -> Result<Vec<Event>, MemoryError> {
+        let mut st = self.conn.prepare(
+            "SELECT id, ts_ms, source, input, response, tools_used, tool_results FROM context_events ORDER BY ts_ms, id",
+        )?;
+        let rows = st.query_map([], |r| {
+            let tools_used: String = r.get(5)?;
+            let tool_results: String = r.get(6)?;
+            Ok(Event {
+                id: r.get(0)?,
+                ts_ms: r.get(1)?,
+                source: r.get(2)?,
+                input: r.get(3)?,
+                response: r.get(4)?,
+                tools_used: serde_json::from_str(&tools_used).unwrap_or_default(),
+                tool_results: serde_json::from_str::<Vec<ToolOutput>>(&tool_results).unwrap_or_default(),
+            })
+        })?;
+        rows.collect::<Result<_, _>>().map_err(Into::into)
+    }
+
+    /// Moves `archived` events out of the context into one document, in one
+    /// transaction. A document with the same content hash is refreshed, not duplicated.
+    pub fn archive(&mut self, archived: &[Event]) -> Result<Option<String>, MemoryError> {
+        if archived.is_empty() {
+            return Ok(None);
+        }
+        let content = document_content(archived);
+        let hash = content_hash(&content);
+        let summary = document_summary(archived);
+        let now = now_ms();
+        let tx = self.conn.transaction()?;
+        for e in archived {
+            tx.execute("DELETE FROM context_events WHERE id = ?1", params![e.id])?;
+        }
+        let existing: Option<String> = tx
+            .query_row("SELECT id FROM documents WHERE content_hash = ?1", params![hash], |r| {
+                r.get(0)
+            })
+            .optional()?;
+        let id = match existing {
+            Some(id) => {
+                tx.execute(
+                    "UPDATE documents SET updated_at_ms = ?1, last_access_ms = ?1 WHERE id = ?2",
+                    params![now, id],
+                )?;
+                id
+            }
+            None => {
+                let id = format!(
+                    "doc_{}",
+                    std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_nanos())
+                );
+                let created = archived.first().map_or(now, |e| e.ts_ms);
+                tx.execute(
+                    "INSERT INTO documents (id, created_at_ms, updated_at_ms, source, summary, content, events, content_hash, access_count, last_access_ms)
+                     VALUES (?1, ?2, ?3, 'context', ?4, ?5, ?6, ?7, 1, ?3)",
+                    params![id, created, now, summary, content, serde_json::to_string(archived).unwrap_or_else(|_| "[]".into()), hash],
+                )?;
+                id
+            }
+        };
+        tx.commit()?;
+        Ok(Some(id))
+    }
+
+    /// Every document, newest first.
+    pub fn documents(&self) -> Result<Vec<Document>, MemoryError> {
+        let mut st = self
+            .conn
+            .prepare("SELECT id, created_at_ms, source, summary, content, access_count FROM documents ORDER BY created_at_ms DESC")?;
+        let rows = st.query_map([], |r| {
+            Ok(Document {
+                id: r.get(0)?,
+                created_at_ms: r.get(1)?,
+                source: r.get(2)?,
+                summary: r.get(3)?,
+                content: r.get(4)?,
+                access_count: r.get(5)?,
+            })
+        })?;
+        rows.collect::<Result<_, _>>().map_err(Into::into)
+    }
+
+    /// Folds the WAL back into the database file (shutdown).
+    pub fn checkpoint(&self) -> Result<(), MemoryError> {
+        self.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")?;
+        Ok(())
+    }
+}
+
+fn cut(s: &str, n: usize) -> String {
+    let mut it = s.chars();
+    let head: String = it.by_ref().take(n).collect();
+    if it.next().is_some() {
+        format!("{head}…")
+    } else {
+        head
+    }
+}
+
+/// One line per event: `[HH:MM] source: input → response`, plus tool lines.
+fn document_content(events: &[Event]) -> String {
+    let mut out = String::new();
+    for e in events {
+        let secs = e.ts_ms.div_euclid(1000).rem_euclid(86_400);
+        out.push_str(&format!(
+            "[{:02}:{:02}] {}: {}",
+            secs / 3600,
+            (secs % 3600) / 60,
+            e.source,
+            e.input
+        ));
+        if !e.response.is_empty() {
+            out.push_str(&format!(" → {}", cut(&e.response, 100)));
+        }
+        out.push('\n');
+        for t in &e.tool_results {
+            out.push_str(&format!("  [工具] {}: {}\n", t.name, cut(&t.output, 200)));
+        }
+    }
+    out
+}
+
+fn document_summary(events: &[Event]) -> String {
+    let mut sources: Vec<&str> = events.iter().map(|e| e.source.as_str()).collect();
+    sources.sort_unstable();
+    sources.dedup();
+    format!(
+        "来自 {} 个来源的 {} 条对话 ({})",
+        sources.len(),
+        events.len(),
+        sources.join(",")
+    )
+}
+
+/// `h%08x` of a 31-multiplier rolling hash over the characters.
+fn content_hash(s: &str) -> String {
+    let h = s.chars().fold(0u32, |h, c| h.wrapping_mul(31).wrapping_add(c as u32));
+    format!("h{h:08x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(ts: i64, input: &str) -> Event {
+        Event {
+            id: 0,
+            ts_ms: ts,
+            source: "http".into(),
+            input: input.into(),
+            response: "ok".into(),
+            tools_used: vec![],
+            tool_results: vec![],
+        }
+    }
+
+    #[test]
+    fn appended_events_survive_reopen_and_archive_moves_them_to_a_document() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("memory.db");
+        {
+            let mut s = MemoryStore::open(&path).unwrap();
+            for i in 0..3 {
+                s.append(ev(i * 1000, &format!("m{i}"))).unwrap();
+            }
+        } // dropped without any flush call: the rows are committed already
+        let mut s = MemoryStore::open(&path).unwrap();
+        let events = s.events().unwrap();
+        assert_eq!(
+            events.iter().map(|e| e.input.as_str()).collect::<Vec<_>>(),
+            ["m0", "m1", "m2"]
+        );
+        let id = s.archive(&events[..2]).unwrap().unwrap();
+        assert_eq!(s.events().unwrap().len(), 1);
+        let docs = s.documents().unwrap();
+        assert_eq!(docs.len(), 1);
+        assert_eq!(docs[0].id, id);
+        assert!(docs[0].content.contains("http: m0 → ok"));
+        assert!(docs[0].summary.contains("2 条对话"));
+        // The same content again refreshes the document instead of duplicating it.
+        let again: Vec<Event> = events[..2]
+            .iter()
+            .map(|e| {
+                let mut e = e.clone();
+                e.id = 999;
+                e
+            })
+            .collect();
+        assert_eq!(s.archive(&again).unwrap().unwrap(), id);
+        assert_eq!(s.documents().unwrap().len(), 1);
+    }
+}
