@@ -4,7 +4,7 @@
 //! * [`tfidf`]: character 1-2 gram TF-IDF vectors and cosine;
 //! * [`context`]: events, relevance pruning, budgets and the timeline block;
 //! * [`store`]: `DATA/memory/memory.db` (write-through);
-//! * [`actor`]: `kernel/memory/context`.
+//! * [`actor`]: the `kernel/memory/context` actor.
 
 pub mod actor;
 pub mod context;
