@@ -152,6 +152,25 @@ fn install_stdlib(lua: &Lua, adapter: &str) -> mlua::Result<()> {
         "tohex",
         lua.create_function(|_, s: mlua::String| Ok(hex(&s.as_bytes())))?,
     )?;
+    // require(name): the shared modules of `lua/lib/` (each loaded once per state).
+    // There is no package library: adapters cannot load anything else.
+    let loaded = lua.create_table()?;
+    g.set(
+        "require",
+        lua.create_function(move |lua, name: String| {
+            if let Some(v) = loaded.get::<Option<LuaValue>>(name.as_str())? {
+                return Ok(v);
+            }
+            let src = super::bundled::lib(&name).ok_or_else(|| {
+                mlua::Error::runtime(format!(
+                    "module `{name}` not found; adapters may require only the bundled modules of lua/lib"
+                ))
+            })?;
+            let v: LuaValue = lua.load(src).set_name(format!("@lib/{name}.lua")).eval()?;
+            loaded.set(name.as_str(), v.clone())?;
+            Ok(v)
+        })?,
+    )?;
     // http_get(url) / http_post(url, body): for adapters that must fetch a token or a
     // signature first. They answer a JSON string `{url, status, body}` or `{url, error}`
     // and never raise; 30 s timeout. Only usable from calls made with `call_async`.

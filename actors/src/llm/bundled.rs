@@ -11,3 +11,8 @@ pub fn bundled(name: &str) -> Option<&'static str> {
 pub fn names() -> impl Iterator<Item = &'static str> {
     BUNDLED.iter().map(|(n, _)| *n)
 }
+
+/// The shared module `name` (from `lua/lib/`), for the adapters' `require`.
+pub fn lib(name: &str) -> Option<&'static str> {
+    LIBS.iter().find(|(n, _)| *n == name).map(|(_, src)| *src)
+}
