@@ -16,20 +16,8 @@
 --    2.5 Flash model -> thinkingConfig.thinkingBudget = 0;
 --  * extra_body keys are merged into the top level (one level deep for objects, so
 --    extra_body.generationConfig adds to the generated one).
-local null = json.null
-local function isnil(v) return v == nil or v == null end
-local function str(v) return type(v) == "string" and v or "" end
-local function int(v) return type(v) == "number" and (math.tointeger(v) or math.floor(v)) or 0 end
-local function list(v) return type(v) == "table" and v or {} end
-local function is_object(v)
-  return type(v) == "table" and v[1] == nil and (next(v) ~= nil or json.encode(v) == "{}")
-end
-local function parse_args(v)
-  if type(v) == "table" then return is_object(v) and v or {} end
-  local d = json.decode(str(v) ~= "" and v or "{}")
-  if is_object(d) then return d end
-  return {}
-end
+local U = require("util")
+local null, isnil, str, int, list, is_object, parse_args = U.null, U.isnil, U.str, U.int, U.list, U.is_object, U.parse_args
 
 local DEFAULT_MODEL = "gemini-2.5-flash"
 local SKIP_SIGNATURE = "skip_thought_signature_validator"

@@ -2,14 +2,8 @@
 -- kimicode, mistral, server). Each adapter defines its quirks in a CFG table and an
 -- optional prepare(req) hook, then returns require("openai_compat")(CFG, prepare).
 return function(CFG, prepare)
-  local null = json.null
-  local function isnil(v) return v == nil or v == null end
-  local function str(v) return type(v) == "string" and v or "" end
-  local function int(v) return type(v) == "number" and (math.tointeger(v) or math.floor(v)) or 0 end
-  local function list(v) return type(v) == "table" and v or {} end
-  local function is_object(v)
-    return type(v) == "table" and v[1] == nil and (next(v) ~= nil or json.encode(v) == "{}")
-  end
+  local U = require("util")
+  local null, isnil, str, int, list, is_object = U.null, U.isnil, U.str, U.int, U.list, U.is_object
   local function args_string(v)
     if type(v) == "table" then return json.encode(v) end -- some servers send an object
     return str(v)

@@ -282,15 +282,23 @@ impl Adapter {
         matches!(self.module.get::<LuaValue>(function), Ok(LuaValue::Function(_)))
     }
 
-    fn call<A: mlua::IntoLuaMulti, R: mlua::FromLuaMulti>(&self, function: &str, args: A) -> Result<R, AdapterError> {
-        let err = |e: mlua::Error| AdapterError::Call {
+    fn function(&self, function: &str) -> Result<Function, AdapterError> {
+        self.used.store(0, Ordering::Relaxed); // a fresh instruction budget per call
+        self.module.get(function).map_err(|e| self.call_error(function, e))
+    }
+
+    fn call_error(&self, function: &str, e: mlua::Error) -> AdapterError {
+        AdapterError::Call {
             adapter: self.name.clone(),
             function: function.to_owned(),
             message: e.to_string(),
-        };
-        let f: Function = self.module.get(function).map_err(err)?;
-        self.used.store(0, Ordering::Relaxed);
-        f.call(args).map_err(err)
+        }
+    }
+
+    fn call<A: mlua::IntoLuaMulti, R: mlua::FromLuaMulti>(&self, function: &str, args: A) -> Result<R, AdapterError> {
+        self.function(function)?
+            .call(args)
+            .map_err(|e| self.call_error(function, e))
     }
 
     async fn call_async<A: mlua::IntoLuaMulti, R: mlua::FromLuaMulti>(
@@ -298,14 +306,10 @@ impl Adapter {
         function: &str,
         args: A,
     ) -> Result<R, AdapterError> {
-        let err = |e: mlua::Error| AdapterError::Call {
-            adapter: self.name.clone(),
-            function: function.to_owned(),
-            message: e.to_string(),
-        };
-        let f: Function = self.module.get(function).map_err(err)?;
-        self.used.store(0, Ordering::Relaxed);
-        f.call_async(args).await.map_err(err)
+        self.function(function)?
+            .call_async(args)
+            .await
+            .map_err(|e| self.call_error(function, e))
     }
 
     /// Like [`transform_request`](Self::transform_request), allowing the script to use
