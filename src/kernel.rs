@@ -21,6 +21,8 @@ use homeagent_actors::llm::provider::LlmActor;
 use homeagent_actors::memory::actor::ContextActor;
 use homeagent_actors::memory::store::MemoryStore;
 use homeagent_actors::modgraph::{Module, ModuleError, ModuleGraph, Produced};
+use homeagent_actors::plugins::host::{PluginEntry, plugin_supervision, start_all};
+use homeagent_actors::plugins::process::PluginDeps;
 use homeagent_actors::stages::StageHost;
 use homeagent_actors::supervisor::{BackoffPolicy, Intensity, start_root};
 use homeagent_actors::{
@@ -85,6 +87,7 @@ pub struct KernelState {
     pub stages: OnceLock<TAddr<StageHost>>,
     pub context: OnceLock<TAddr<ContextActor>>,
     pub agent: OnceLock<Agent>,
+    pub plugins: OnceLock<Arc<Vec<PluginEntry>>>,
 }
 
 /// Handles of the agent's actors, for the HTTP API.
@@ -113,6 +116,7 @@ impl KernelState {
             stages: OnceLock::new(),
             context: OnceLock::new(),
             agent: OnceLock::new(),
+            plugins: OnceLock::new(),
         }
     }
 
@@ -132,6 +136,7 @@ impl Produced for KernelState {
             facility::AGENT => self.agent.get().is_some(),
             facility::STAGEHOST => self.stages.get().is_some(),
             facility::MEMORY => self.context.get().is_some(),
+            facility::PLUGIN_HOST => self.plugins.get().is_some(),
             _ => false,
         }
     }
@@ -147,6 +152,7 @@ pub fn modules() -> Vec<Box<dyn Module<KernelState>>> {
         Box::new(StageHostModule),
         Box::new(MemoryModule),
         Box::new(AgentModule),
+        Box::new(PluginHostModule),
     ]
 }
 
@@ -358,6 +364,40 @@ impl Module<KernelState> for StageHostModule {
     }
 }
 
+/// `kernel/plugins`: one supervisor per plugin found in `DATA/plugins`.
+struct PluginHostModule;
+
+impl Module<KernelState> for PluginHostModule {
+    fn name(&self) -> &'static str {
+        "plugin-host"
+    }
+    fn requires(&self) -> &'static [Facility] {
+        &[facility::SUPERVISOR, facility::STAGEHOST, facility::AGENT]
+    }
+    fn provides(&self) -> &'static [Facility] {
+        &[facility::PLUGIN_HOST]
+    }
+    fn init<'a>(&'a self, s: &'a KernelState) -> LocalBoxFuture<'a, Result<(), ModuleError>> {
+        Box::pin(async move {
+            let sup = s
+                .root()?
+                .supervisor("plugins", RestartPolicy::Permanent, s.boot.supervisor)
+                .await?;
+            let agent = s.agent.get().ok_or("agent missing")?;
+            let deps = PluginDeps {
+                stages: s.stages.get().cloned().ok_or("stage host missing")?,
+                event_loop: agent.event_loop.clone(),
+                intercept_loop: agent.intercept_loop.clone(),
+            };
+            let dir = s.data_dir.join("plugins");
+            let entries = start_all(&sup, &dir, &s.data_dir, deps, plugin_supervision(), &[]).await;
+            tracing::info!(plugins = entries.len(), dir = %dir.display(), "plugins loaded");
+            let _ = s.plugins.set(Arc::new(entries));
+            Ok(())
+        })
+    }
+}
+
 /// `kernel/memory`: the memory tiers (today the context tier, `kernel/memory/context`).
 struct MemoryModule;
 
@@ -472,7 +512,8 @@ mod tests {
             vec![
                 vec!["supervision"],
                 vec!["config", "heartbeat", "llm", "memory", "stage-host"],
-                vec!["agent"]
+                vec!["agent"],
+                vec!["plugin-host"]
             ]
         );
     }

@@ -25,6 +25,7 @@ pub mod llm;
 pub mod memory;
 pub mod modgraph;
 pub mod panic;
+pub mod plugins;
 pub mod registry;
 pub mod scheduler;
 pub mod stages;

@@ -238,3 +238,32 @@ pub async fn get_documents(state: web::Data<AppState>) -> Result<HttpResponse, A
         .map_err(ApiError::unavailable)?;
     Ok(HttpResponse::Ok().json(json!({ "documents": docs })))
 }
+
+#[utoipa::path(get, path = "/api/v1/plugins", tag = "plugins",
+    responses((status = 200, description = "`{\"plugins\": [{name, kind, state (starting|running|backoff|quarantined|disabled|stopped), pid, restarts, last_exit, stderr_tail, tools, actor}]}`")))]
+pub async fn get_plugins(state: web::Data<AppState>) -> HttpResponse {
+    let list: Vec<_> = state.plugins.iter().map(|p| p.status(&state.registry)).collect();
+    HttpResponse::Ok().json(json!({ "plugins": list }))
+}
+
+#[utoipa::path(post, path = "/api/v1/plugins/{name}/restart", tag = "plugins",
+    params(("name" = String, Path, description = "Plugin name")),
+    responses(
+        (status = 200, description = "Restarted (a quarantined plugin is re-enabled)"),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
+    ))]
+pub async fn restart_plugin(state: web::Data<AppState>, name: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    let name = name.into_inner();
+    let entry = state
+        .plugins
+        .iter()
+        .find(|p| p.name == name)
+        .ok_or_else(|| ApiError::not_found(format!("no plugin `{name}`; GET /api/v1/plugins lists them")))?;
+    if let Some(problem) = &entry.problem {
+        return Err(ApiError::conflict(format!("plugin `{name}` cannot run: {problem}")));
+    }
+    let restarts = homeagent_actors::supervisor::restart_actor(&state.registry, &entry.supervisor_id)
+        .await
+        .map_err(|e| ApiError::conflict(e.to_string()))?;
+    Ok(HttpResponse::Ok().json(json!({"name": name, "restarts": restarts})))
+}

@@ -31,6 +31,7 @@ pub struct AppState {
     pub config: TAddr<ConfigActor>,
     pub llm: TAddr<LlmActor>,
     pub agent: crate::kernel::Agent,
+    pub plugins: Arc<Vec<homeagent_actors::plugins::host::PluginEntry>>,
 }
 
 #[derive(OpenApi)]
@@ -39,7 +40,7 @@ pub struct AppState {
     paths(
         api::healthz, api::actors, api::restart, api::get_settings, api::put_settings, sse::events,
         agent::post_message, agent::post_stop, agent::get_tasks, agent::get_sources,
-        agent::get_context, agent::get_documents
+        agent::get_context, agent::get_documents, agent::get_plugins, agent::restart_plugin
     ),
     tags(
         (name = "daemon", description = "Liveness"),
@@ -48,6 +49,7 @@ pub struct AppState {
         (name = "events", description = "Live event stream"),
         (name = "agent", description = "Messages, stop, tasks and LLM sources"),
         (name = "memory", description = "The memory tiers"),
+        (name = "plugins", description = "Plugins and their supervisors"),
     )
 )]
 struct ApiDoc;
@@ -113,6 +115,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/llm/sources", web::get().to(agent::get_sources))
                 .route("/memory/context", web::get().to(agent::get_context))
                 .route("/memory/documents", web::get().to(agent::get_documents))
+                .route("/plugins", web::get().to(agent::get_plugins))
+                .route("/plugins/{name}/restart", web::post().to(agent::restart_plugin))
                 .default_service(web::to(api::not_found)),
         )
         .default_service(web::to(assets::serve));

@@ -9,12 +9,16 @@
 //! * [`frame`]: the frame types and the line codec (size cap, error mapping);
 //! * [`handshake`]: the first exchange (protocol version check);
 //! * [`capability`]: what a plugin may ask of the kernel;
-//! * [`facility`]: kernel facility names (the names plugins declare they require).
+//! * [`facility`]: kernel facility names (the names plugins declare they require);
+//! * [`manifest`]: `plugin.json` and the entry probe;
+//! * [`methods`]: method names and parameter types.
 
 pub mod capability;
 pub mod facility;
 pub mod frame;
 pub mod handshake;
+pub mod manifest;
+pub mod methods;
 
 /// The protocol version this crate speaks. A peer answering another version is refused.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -25,3 +29,4 @@ pub const MAX_FRAME_BYTES: usize = 1024 * 1024;
 pub use capability::Capability;
 pub use frame::{Frame, FrameError, Request, Response, RpcError, decode, encode};
 pub use handshake::{HandshakeParams, HandshakeReply};
+pub use manifest::{EntryKind, Manifest};

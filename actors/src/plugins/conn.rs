@@ -1,0 +1,136 @@
+//! The kernel's end of one plugin's stdio connection: request/response correlation
+//! and the writer queue. Shared by the plugin's actor and the tool handlers it
+//! registers, so tool calls do not queue behind the actor's mailbox.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use homeagent_plugin_protocol::frame::{Frame, Request, Response, RpcError, encode};
+use parking_lot::Mutex;
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+
+/// Lines of stderr kept for error messages and the API.
+pub const STDERR_TAIL: usize = 40;
+
+/// The connection.
+pub struct Conn {
+    plugin: String,
+    /// The writer queue; taken (closing the plugin's stdin) when the connection ends.
+    tx: Mutex<Option<mpsc::UnboundedSender<Vec<u8>>>>,
+    pending: Mutex<HashMap<u64, oneshot::Sender<Result<Value, RpcError>>>>,
+    next: AtomicU64,
+    closed: AtomicBool,
+    /// The plugin's last stderr lines (its logs).
+    pub stderr: Arc<Mutex<VecDeque<String>>>,
+}
+
+impl Conn {
+    pub fn new(plugin: &str, tx: mpsc::UnboundedSender<Vec<u8>>, stderr: Arc<Mutex<VecDeque<String>>>) -> Self {
+        Self {
+            plugin: plugin.to_owned(),
+            tx: Mutex::new(Some(tx)),
+            pending: Mutex::new(HashMap::new()),
+            next: AtomicU64::new(1),
+            closed: AtomicBool::new(false),
+            stderr,
+        }
+    }
+
+    /// The last stderr lines, joined (for error messages).
+    pub fn stderr_tail(&self, lines: usize) -> String {
+        let s = self.stderr.lock();
+        let n = s.len().saturating_sub(lines);
+        s.iter().skip(n).cloned().collect::<Vec<_>>().join(" | ")
+    }
+
+    fn send_frame(&self, frame: &Frame) -> Result<(), String> {
+        let bytes = encode(frame).map_err(|e| e.to_string())?;
+        let tx = self.tx.lock();
+        let tx = tx
+            .as_ref()
+            .ok_or_else(|| format!("plugin `{}` is not running", self.plugin))?;
+        tx.send(bytes)
+            .map_err(|_| format!("plugin `{}` is not running", self.plugin))
+    }
+
+    /// Calls `method`; resolves with the result, or an error that names the plugin.
+    pub async fn call(&self, method: &str, params: Value) -> Result<Value, String> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(format!(
+                "plugin `{}` is not running; it is being restarted",
+                self.plugin
+            ));
+        }
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.pending.lock().insert(id, tx);
+        if let Err(e) = self.send_frame(&Frame::Request(Request {
+            id,
+            method: method.to_owned(),
+            params,
+        })) {
+            self.pending.lock().remove(&id);
+            return Err(e);
+        }
+        match rx.await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(format!("plugin `{}`: {}", self.plugin, e.message)),
+            Err(_) => Err(format!("plugin `{}` went away before answering", self.plugin)),
+        }
+    }
+
+    /// Sends a notification (no answer).
+    pub fn notify(&self, method: &str, params: Value) {
+        let _ = self.send_frame(&Frame::Request(Request {
+            id: 0,
+            method: method.to_owned(),
+            params,
+        }));
+    }
+
+    /// Answers a request of the plugin (nothing for notifications).
+    pub fn respond(&self, id: u64, result: Result<Value, RpcError>) {
+        if id == 0 {
+            return;
+        }
+        let (result, error) = match result {
+            Ok(v) => (Some(v), None),
+            Err(e) => (None, Some(e)),
+        };
+        let _ = self.send_frame(&Frame::Response(Response { id, result, error }));
+    }
+
+    /// A response of the plugin arrived.
+    pub fn complete(&self, r: Response) {
+        let Some(tx) = self.pending.lock().remove(&r.id) else {
+            tracing::warn!(plugin = %self.plugin, id = r.id, "response to an unknown request id; ignored");
+            return;
+        };
+        let result = match (r.result, r.error) {
+            (_, Some(e)) => Err(e),
+            (Some(v), None) => Ok(v),
+            (None, None) => Ok(Value::Null),
+        };
+        let _ = tx.send(result);
+    }
+
+    /// Closes the writer queue: the plugin's stdin closes once queued frames are out.
+    pub fn close(&self) {
+        self.tx.lock().take();
+    }
+
+    /// The process is gone: every call still waiting fails at once with `reason`.
+    pub fn fail_all(&self, reason: &str) {
+        self.closed.store(true, Ordering::SeqCst);
+        self.close();
+        let pending: Vec<_> = self.pending.lock().drain().collect();
+        for (_, tx) in pending {
+            let _ = tx.send(Err(RpcError {
+                code: RpcError::GONE,
+                message: reason.to_owned(),
+            }));
+        }
+    }
+}

@@ -1,0 +1,9 @@
+//! Plugins: every channel and outside capability lives outside the kernel.
+//!
+//! * [`conn`]: one plugin's stdio connection (NDJSON frames, call correlation);
+//! * [`process`]: the actor around one subprocess plugin;
+//! * [`host`]: discovery in `DATA/plugins` and the per-plugin supervisors.
+
+pub mod conn;
+pub mod host;
+pub mod process;

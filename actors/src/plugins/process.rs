@@ -1,0 +1,494 @@
+//! One subprocess plugin as an actor: spawn, handshake, serve its requests, notice
+//! its death. Its supervisor (`kernel/plugins/<name>`) restarts it with backoff and
+//! quarantines it past the restart intensity.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use futures_util::future::BoxFuture;
+use homeagent_plugin_protocol::frame::{Frame, Request, RpcError, decode};
+use homeagent_plugin_protocol::methods::{self, InjectText, ToolInvoke, ToolRegister, ToolResult};
+use homeagent_plugin_protocol::{HandshakeParams, HandshakeReply, MAX_FRAME_BYTES, Manifest, PROTOCOL_VERSION};
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+
+use super::conn::{Conn, STDERR_TAIL};
+use crate::addr::TAddr;
+use crate::agent::input::Input;
+use crate::agent::intake::{EventLoop, Inject, InjectInterrupt, InterceptLoop};
+use crate::host::{Host, HostContext, KernelActor};
+use crate::stages::{RegisterTool, StageHost, ToolHandler, ToolSpec, UnregisterPlugin};
+
+/// Time a plugin has to answer the handshake.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What a plugin process needs from the kernel.
+#[derive(Clone)]
+pub struct PluginDeps {
+    pub stages: TAddr<StageHost>,
+    pub event_loop: TAddr<EventLoop>,
+    pub intercept_loop: TAddr<InterceptLoop>,
+}
+
+/// Live facts about a plugin for the API (survive restarts of its actor).
+#[derive(Debug, Default)]
+pub struct PluginInfo {
+    pub pid: Mutex<Option<u32>>,
+    pub tools: Mutex<Vec<String>>,
+    pub stderr: Arc<Mutex<VecDeque<String>>>,
+}
+
+/// The plugin actor.
+pub struct PluginProcess {
+    manifest: Manifest,
+    dir: PathBuf,
+    entry: PathBuf,
+    data_dir: PathBuf,
+    deps: PluginDeps,
+    info: Arc<PluginInfo>,
+    conn: Option<Arc<Conn>>,
+    pid: Option<u32>,
+    stopping: bool,
+}
+
+impl PluginProcess {
+    pub fn new(
+        manifest: Manifest,
+        dir: PathBuf,
+        entry: PathBuf,
+        data_dir: PathBuf,
+        deps: PluginDeps,
+        info: Arc<PluginInfo>,
+    ) -> Self {
+        Self {
+            manifest,
+            dir,
+            entry,
+            data_dir,
+            deps,
+            info,
+            conn: None,
+            pid: None,
+            stopping: false,
+        }
+    }
+
+    fn name(&self) -> &str {
+        &self.manifest.name
+    }
+
+    fn spawn(&mut self, ctx: &mut HostContext<Self>) -> Result<(), String> {
+        let _ = std::fs::create_dir_all(&self.data_dir);
+        let mut cmd = tokio::process::Command::new(&self.entry);
+        cmd.current_dir(&self.dir)
+            .env("HOMEAGENT_PLUGIN", self.name())
+            .env("HOMEAGENT_PLUGIN_DATA", &self.data_dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        // SAFETY: prctl is async-signal-safe; it only sets this child's parent-death
+        // signal, so the plugin dies with the daemon even on `kill -9`.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().map_err(|e| {
+            format!(
+                "cannot start {}: {e}; check that it exists and is executable",
+                self.entry.display()
+            )
+        })?;
+        self.pid = child.id();
+        *self.info.pid.lock() = self.pid;
+        let stdin = child.stdin.take().expect("piped");
+        let stdout = child.stdout.take().expect("piped");
+        let stderr = child.stderr.take().expect("piped");
+
+        // Writer: frames queued by anyone go out in order.
+        let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
+        actix::spawn(async move {
+            let mut stdin = stdin;
+            while let Some(bytes) = rx.recv().await {
+                if stdin.write_all(&bytes).await.is_err() || stdin.flush().await.is_err() {
+                    break;
+                }
+            }
+            // The queue closed (stop) or the pipe broke: closing stdin tells the plugin.
+        });
+        self.info.stderr.lock().clear();
+        let conn = Arc::new(Conn::new(self.name(), tx, self.info.stderr.clone()));
+        self.conn = Some(conn.clone());
+
+        // stderr: the plugin's log, kept as a tail and forwarded to ours.
+        let name = self.name().to_owned();
+        let tail = self.info.stderr.clone();
+        actix::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                tracing::info!(plugin = %name, "{line}");
+                let mut t = tail.lock();
+                if t.len() >= STDERR_TAIL {
+                    t.pop_front();
+                }
+                t.push_back(line);
+            }
+        });
+
+        // stdout: responses complete calls; requests go to the actor in order.
+        let (req_tx, req_rx) = mpsc::unbounded_channel::<Request>();
+        let name = self.name().to_owned();
+        let reader_conn = conn.clone();
+        actix::spawn(async move {
+            let mut reader = BufReader::new(stdout);
+            let mut buf = Vec::new();
+            loop {
+                buf.clear();
+                match read_frame(&mut reader, &mut buf).await {
+                    Ok(None) => break,
+                    Ok(Some(())) => {}
+                    Err(e) => {
+                        tracing::warn!(plugin = %name, "{e}");
+                        reader_conn.respond_error_to_garbage(&e);
+                        continue;
+                    }
+                }
+                if buf.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                match decode(&buf) {
+                    Ok(Frame::Response(r)) => reader_conn.complete(r),
+                    Ok(Frame::Request(r)) => {
+                        let _ = req_tx.send(r);
+                    }
+                    Err(e) => {
+                        tracing::warn!(plugin = %name, "bad frame from the plugin: {e}");
+                        reader_conn.respond(
+                            0,
+                            Err(RpcError {
+                                code: RpcError::PARSE,
+                                message: e.to_string(),
+                            }),
+                        );
+                    }
+                }
+            }
+        });
+        self.serve(req_rx, ctx);
+
+        // A dedicated wait: the exit is seen even if a grandchild keeps stdout open.
+        ctx.spawn(
+            actix::fut::wrap_future::<_, Host<Self>>(async move { child.wait().await }).map(|status, host, ctx| {
+                let status = status.map_or_else(|e| format!("unknown ({e})"), |s| s.to_string());
+                host.inner().on_exit(status, ctx);
+            }),
+        );
+
+        // Handshake, bounded.
+        let params = serde_json::to_value(HandshakeParams {
+            protocol: PROTOCOL_VERSION,
+            core_version: env!("CARGO_PKG_VERSION").into(),
+            plugin_name: self.name().to_owned(),
+        })
+        .expect("serialisable");
+        let hs_conn = conn.clone();
+        let fut =
+            async move { tokio::time::timeout(HANDSHAKE_TIMEOUT, hs_conn.call(methods::HANDSHAKE, params)).await };
+        ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(fut).map(|res, host, ctx| {
+            let me = host.inner();
+            let outcome = match res {
+                Err(_) => Err(format!("no handshake answer within {HANDSHAKE_TIMEOUT:?}")),
+                Ok(Err(e)) => Err(e),
+                Ok(Ok(v)) => serde_json::from_value::<HandshakeReply>(v)
+                    .map_err(|e| format!("bad handshake answer: {e}"))
+                    .and_then(|r| r.check(me.name())),
+            };
+            match outcome {
+                Ok(()) => tracing::info!(plugin = %me.name(), pid = ?me.pid, "plugin ready"),
+                Err(e) => {
+                    let msg = format!("plugin `{}` handshake failed: {e}", me.name());
+                    me.kill(libc::SIGKILL);
+                    Host::<Self>::fail(ctx, msg);
+                }
+            }
+        }));
+        Ok(())
+    }
+
+    /// Handles the plugin's requests one at a time, in arrival order.
+    fn serve(&mut self, mut rx: mpsc::UnboundedReceiver<Request>, ctx: &mut HostContext<Self>) {
+        ctx.spawn(
+            actix::fut::wrap_future::<_, Host<Self>>(async move {
+                let r = rx.recv().await;
+                (rx, r)
+            })
+            .map(|(rx, req), host, ctx| {
+                let Some(req) = req else { return };
+                host.inner().on_request(req, ctx);
+                host.inner().serve(rx, ctx);
+            }),
+        );
+    }
+
+    fn on_request(&mut self, req: Request, ctx: &mut HostContext<Self>) {
+        let Some(conn) = self.conn.clone() else { return };
+        if let Err(denial) = self.manifest.allows(&req.method) {
+            tracing::warn!(plugin = %self.name(), method = %req.method, "call denied");
+            return conn.respond(
+                req.id,
+                Err(RpcError {
+                    code: RpcError::DENIED,
+                    message: denial,
+                }),
+            );
+        }
+        let id = req.id;
+        let bad_params = |e: serde_json::Error| RpcError {
+            code: RpcError::INVALID_PARAMS,
+            message: format!("invalid params for `{}`: {e}", req.method),
+        };
+        match req.method.as_str() {
+            methods::TOOL_REGISTER => {
+                let t: ToolRegister = match serde_json::from_value(req.params) {
+                    Ok(t) => t,
+                    Err(e) => return conn.respond(id, Err(bad_params(e))),
+                };
+                let mut spec = ToolSpec::new(&t.name, &t.description, t.parameters);
+                spec.plugin = self.name().to_owned();
+                spec.parallel_safe = t.parallel_safe;
+                spec.no_memory = t.no_memory;
+                let handler: Arc<dyn ToolHandler> = Arc::new(PluginTool {
+                    conn: conn.clone(),
+                    tool: t.name.clone(),
+                });
+                let stages = self.deps.stages.clone();
+                let info = self.info.clone();
+                let fut = async move { stages.send(RegisterTool { spec, handler }).await };
+                ctx.spawn(
+                    actix::fut::wrap_future::<_, Host<Self>>(fut).map(move |res, _, _| match res {
+                        Ok(Ok(())) => {
+                            info.tools.lock().push(t.name);
+                            conn.respond(id, Ok(json!({"ok": true})));
+                        }
+                        Ok(Err(e)) => conn.respond(
+                            id,
+                            Err(RpcError {
+                                code: RpcError::INVALID_PARAMS,
+                                message: e.to_string(),
+                            }),
+                        ),
+                        Err(e) => conn.respond(
+                            id,
+                            Err(RpcError {
+                                code: RpcError::GONE,
+                                message: e.to_string(),
+                            }),
+                        ),
+                    }),
+                );
+            }
+            methods::IO_INJECT_TEXT | methods::IO_INJECT_INTERRUPT => {
+                let p: InjectText = match serde_json::from_value(req.params) {
+                    Ok(p) => p,
+                    Err(e) => return conn.respond(id, Err(bad_params(e))),
+                };
+                let source = p
+                    .source
+                    .clone()
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or_else(|| self.name().to_owned());
+                // A plugin speaks for itself: its source is always under its own name.
+                let source = if source.split('/').next() == Some(self.name()) {
+                    source
+                } else {
+                    format!("{}/{source}", self.name())
+                };
+                let input = Input::text(&source, &p.text);
+                let interrupt = req.method == methods::IO_INJECT_INTERRUPT;
+                let (el, il) = (self.deps.event_loop.clone(), self.deps.intercept_loop.clone());
+                let fut = async move {
+                    if interrupt {
+                        let msg = InjectInterrupt {
+                            input,
+                            priority: p.priority.map(Value::String),
+                            stop: false,
+                        };
+                        il.send(msg)
+                            .await
+                            .map_err(|e| e.to_string())
+                            .and_then(|r| r.map(|id| id.unwrap_or(0)))
+                    } else {
+                        el.send(Inject(input)).await.map_err(|e| e.to_string()).and_then(|r| r)
+                    }
+                };
+                ctx.spawn(
+                    actix::fut::wrap_future::<_, Host<Self>>(fut).map(move |res, _, _| match res {
+                        Ok(task) => conn.respond(id, Ok(json!({"task_id": task}))),
+                        Err(e) => conn.respond(
+                            id,
+                            Err(RpcError {
+                                code: RpcError::INVALID_PARAMS,
+                                message: e,
+                            }),
+                        ),
+                    }),
+                );
+            }
+            other => conn.respond(
+                id,
+                Err(RpcError {
+                    code: RpcError::UNKNOWN_METHOD,
+                    message: format!(
+                        "unknown method `{other}`; see docs/PROTOCOL.md for the methods a plugin may call"
+                    ),
+                }),
+            ),
+        }
+    }
+
+    fn on_exit(&mut self, status: String, ctx: &mut HostContext<Self>) {
+        let tail = self.conn.as_ref().map(|c| c.stderr_tail(5)).unwrap_or_default();
+        let reason = if tail.is_empty() {
+            format!("plugin `{}` exited ({status})", self.name())
+        } else {
+            format!("plugin `{}` exited ({status}); last stderr: {tail}", self.name())
+        };
+        if let Some(conn) = self.conn.take() {
+            conn.fail_all(&reason);
+        }
+        *self.info.pid.lock() = None;
+        self.detach();
+        if self.stopping {
+            tracing::info!(plugin = %self.name(), %status, "plugin stopped");
+            ctx.stop();
+        } else {
+            tracing::warn!("{reason}");
+            Host::<Self>::fail(ctx, reason);
+        }
+    }
+
+    /// Removes the plugin's tools and stage handlers from the kernel.
+    fn detach(&self) {
+        self.info.tools.lock().clear();
+        let _ = self.deps.stages.do_send(UnregisterPlugin(self.name().to_owned()));
+    }
+
+    fn kill(&self, signal: i32) {
+        if let Some(pid) = self.pid {
+            // SAFETY: sending a signal to our own child's pid.
+            unsafe { libc::kill(pid as i32, signal) };
+        }
+    }
+}
+
+/// Reads one newline-terminated frame into `buf`, refusing frames over the cap (the
+/// rest of an oversized line is skipped). `Ok(None)` at end of stream.
+async fn read_frame<R: tokio::io::AsyncBufRead + Unpin>(r: &mut R, buf: &mut Vec<u8>) -> Result<Option<()>, String> {
+    let mut oversized = false;
+    loop {
+        let available = r
+            .fill_buf()
+            .await
+            .map_err(|e| format!("reading the plugin's stdout failed: {e}"))?;
+        if available.is_empty() {
+            return if buf.is_empty() && !oversized {
+                Ok(None)
+            } else {
+                Ok(Some(()))
+            };
+        }
+        let (chunk, done) = match available.iter().position(|&b| b == b'\n') {
+            Some(i) => (&available[..i], Some(i + 1)),
+            None => (available, None),
+        };
+        if !oversized {
+            if buf.len() + chunk.len() > MAX_FRAME_BYTES {
+                oversized = true;
+                buf.clear();
+            } else {
+                buf.extend_from_slice(chunk);
+            }
+        }
+        let consumed = done.unwrap_or(available.len());
+        r.consume(consumed);
+        if done.is_some() {
+            return if oversized {
+                Err(format!(
+                    "the plugin sent a frame over {MAX_FRAME_BYTES} bytes; it was dropped"
+                ))
+            } else {
+                Ok(Some(()))
+            };
+        }
+    }
+}
+
+impl Conn {
+    /// A frame that could not even be read: tell the plugin (as a notification-level
+    /// error; there is no id to answer).
+    fn respond_error_to_garbage(&self, e: &str) {
+        self.notify("error", json!({ "message": e }));
+    }
+}
+
+/// A tool implemented by a plugin: the call goes over its connection.
+struct PluginTool {
+    conn: Arc<Conn>,
+    tool: String,
+}
+
+impl ToolHandler for PluginTool {
+    fn call(&self, args: Value) -> BoxFuture<'static, Result<String, String>> {
+        let conn = self.conn.clone();
+        let params = serde_json::to_value(ToolInvoke {
+            name: self.tool.clone(),
+            args,
+        })
+        .expect("serialisable");
+        Box::pin(async move {
+            let v = conn.call(methods::TOOL_INVOKE, params).await?;
+            serde_json::from_value::<ToolResult>(v)
+                .map(|r| r.text)
+                .map_err(|e| format!("the plugin answered tool.invoke without `text`: {e}"))
+        })
+    }
+}
+
+impl KernelActor for PluginProcess {
+    const KIND: &'static str = "plugin";
+
+    fn started(&mut self, ctx: &mut HostContext<Self>) {
+        if let Err(e) = self.spawn(ctx) {
+            Host::<Self>::fail(ctx, e);
+        }
+    }
+
+    /// Graceful stop: `plugin.stop`, close stdin, SIGTERM after 2 s, SIGKILL after 5 s
+    /// more. The exit (seen by the wait) ends the actor.
+    fn shutdown(&mut self, ctx: &mut HostContext<Self>) {
+        self.stopping = true;
+        match self.conn.take() {
+            Some(conn) => {
+                conn.notify(methods::PLUGIN_STOP, Value::Null);
+                // Fails waiting calls and closes the writer queue, hence stdin.
+                conn.fail_all(&format!("plugin `{}` is stopping", self.name()));
+                ctx.run_later(Duration::from_secs(2), |host, _| host.inner().kill(libc::SIGTERM));
+                ctx.run_later(Duration::from_secs(7), |host, _| host.inner().kill(libc::SIGKILL));
+            }
+            None => ctx.stop(),
+        }
+    }
+
+    fn stopped(&mut self, _: &mut HostContext<Self>) {
+        self.detach();
+        self.kill(libc::SIGKILL);
+    }
+}
