@@ -45,6 +45,25 @@ fn last_input(messages: &[Value]) -> (String, bool) {
     (String::new(), tool_after)
 }
 
+/// A streamed call of `name` with `args` (a JSON string).
+fn answer_tool(stream: bool, name: &str, args: &str) -> HttpResponse {
+    if !stream {
+        return HttpResponse::Ok().json(json!({
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": null, "tool_calls": [{"id": "call_t", "type": "function", "function": {"name": name, "arguments": args}}]}, "finish_reason": "tool_calls"}]
+        }));
+    }
+    let chunks = [
+        json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_t", "type": "function", "function": {"name": name, "arguments": args}}]}, "finish_reason": null}]}),
+        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+    ];
+    let mut body = String::new();
+    for c in chunks {
+        body.push_str(&format!("data: {c}\n\n"));
+    }
+    body.push_str("data: [DONE]\n\n");
+    HttpResponse::Ok().content_type("text/event-stream").body(body)
+}
+
 fn answer(stream: bool, text: &str, tool: Option<&str>) -> HttpResponse {
     if !stream {
         let message = match tool {
@@ -106,6 +125,20 @@ async fn chat(
         let (ms, what) = rest.split_once(' ').unwrap_or((rest, ""));
         actix_web::rt::time::sleep(Duration::from_millis(ms.parse().unwrap_or(1000))).await;
         return answer(stream, &format!("slow done: {what}"), None);
+    }
+    // `call-tool <name> <json args>`: call that tool, then report its result.
+    if let Some(rest) = text.strip_prefix("call-tool ") {
+        if tool_after {
+            let result = messages
+                .iter()
+                .rev()
+                .find(|m| m["role"] == "tool")
+                .and_then(|m| m["content"].as_str())
+                .unwrap_or("");
+            return answer(stream, &format!("tool said: {result}"), None);
+        }
+        let (name, args) = rest.split_once(' ').unwrap_or((rest, "{}"));
+        return answer_tool(stream, name, args);
     }
     if text == "call-help" {
         if tool_after {

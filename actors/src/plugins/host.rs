@@ -78,9 +78,12 @@ impl PluginEntry {
     }
 }
 
-/// Default supervision of one plugin: 3 restarts in 5 minutes, backoff from 1 s.
+/// Default supervision of one plugin: 3 restarts in 5 minutes, backoff 1 s, 2 s, 4 s
+/// (no jitter: one plugin has no siblings to desynchronise from, and operators expect
+/// a crashed plugin back within about a second).
 pub fn plugin_supervision() -> SupervisorConfig {
     let mut c = SupervisorConfig::default();
+    c.backoff.jitter = false;
     c.intensity.max_restarts = 3;
     c.intensity.window = std::time::Duration::from_secs(300);
     c.backoff.initial = std::time::Duration::from_secs(1);

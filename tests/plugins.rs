@@ -1,0 +1,165 @@
+//! Subprocess plugins on a real daemon: tools, crash during a call, quarantine.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::{Daemon, vendor};
+use serde_json::{Value, json};
+
+/// Installs the test plugin `name` (from tests/plugins) into `data/plugins`.
+fn install(data: &Path, name: &str) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/plugins").join(name);
+    let dst = data.join("plugins").join(name);
+    std::fs::create_dir_all(&dst).unwrap();
+    for f in std::fs::read_dir(&src).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, dst.join(f.file_name().unwrap())).unwrap(); // keeps the exec bit
+    }
+}
+
+fn plugin(d: &Daemon, name: &str) -> Value {
+    let v: Value = reqwest::blocking::get(d.url("/api/v1/plugins"))
+        .unwrap()
+        .json()
+        .unwrap();
+    v["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+fn wait_plugin(d: &Daemon, name: &str, timeout: Duration, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let p = plugin(d, name);
+        if ok(&p) {
+            return p;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "plugin {name} never {what}: {p}\nlog:\n{}",
+            d.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn ask(d: &Daemon, text: &str) -> Value {
+    reqwest::blocking::Client::new()
+        .post(d.url("/api/v1/messages"))
+        .timeout(Duration::from_secs(60))
+        .json(&json!({ "text": text }))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap()
+}
+
+#[test]
+fn plugin_tools_work_and_a_plugin_killed_mid_call_comes_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    install(&data, "echo");
+    let d = Daemon::start(&data);
+    let running = |p: &Value| p["state"] == "running" && p["tools"] == json!(["echo_say"]);
+    let p = wait_plugin(&d, "echo", Duration::from_secs(10), "ran", running);
+    assert!(p["pid"].as_u64().is_some());
+    let tree: Value = reqwest::blocking::get(d.url("/api/v1/actors")).unwrap().json().unwrap();
+    let ids: Vec<&str> = tree["actors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["id"].as_str().unwrap())
+        .collect();
+    assert!(
+        ids.contains(&"kernel/plugins/echo") && ids.contains(&"kernel/plugins/echo/process"),
+        "{ids:?}"
+    );
+
+    let v = vendor::start();
+    let r = reqwest::blocking::Client::new()
+        .put(d.url("/api/v1/settings"))
+        .json(&vendor::source_settings("fake", &v.url, 0))
+        .send()
+        .unwrap();
+    assert!(r.status().is_success());
+    std::thread::sleep(Duration::from_millis(200));
+    let reply = ask(&d, r#"call-tool echo_say {"text":"hi"}"#);
+    assert_eq!(reply["reply"], r#"tool said: echo: {"text": "hi"}"#, "{reply}");
+
+    // SIGKILL the plugin while a call is in flight: the call fails at once with a clear
+    // error, the turn goes on, and the plugin comes back with its tools.
+    let url = d.url("/api/v1/messages");
+    let call = std::thread::spawn(move || {
+        reqwest::blocking::Client::new()
+            .post(url)
+            .timeout(Duration::from_secs(60))
+            .json(&json!({"text": r#"call-tool echo_say {"hang":true}"#}))
+            .send()
+            .unwrap()
+            .json::<Value>()
+            .unwrap()
+    });
+    let p = wait_plugin(&d, "echo", Duration::from_secs(10), "hung", |p| {
+        p["stderr_tail"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|l| l == "hanging on request"))
+    });
+    let pid = p["pid"].as_u64().unwrap();
+    let killed_at = Instant::now();
+    common::unsafe_kill(pid as u32, "KILL");
+    let reply = call.join().unwrap();
+    let text = reply["reply"].as_str().unwrap_or_default();
+    assert!(
+        text.starts_with("tool said: ") && text.contains("plugin `echo` exited"),
+        "{reply}"
+    );
+    let p = wait_plugin(&d, "echo", Duration::from_secs(10), "came back", |p| {
+        running(p) && p["restarts"] == 1
+    });
+    eprintln!("plugin back with its tools {:?} after the kill", killed_at.elapsed());
+    assert_ne!(p["pid"].as_u64().unwrap(), pid);
+    assert!(p["last_exit"].as_str().unwrap().contains("signal: 9"), "{p}");
+    let reply = ask(&d, r#"call-tool echo_say {"again":1}"#);
+    assert_eq!(reply["reply"], r#"tool said: echo: {"again": 1}"#);
+}
+
+#[test]
+fn a_plugin_that_dies_at_start_is_quarantined_until_an_operator_restarts_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    install(&data, "broken");
+    let d = Daemon::start(&data);
+    // 1 + 2 + 4 s of backoff, then the fourth failure exceeds 3 restarts in 5 minutes.
+    let p = wait_plugin(&d, "broken", Duration::from_secs(40), "got quarantined", |p| {
+        p["state"] == "quarantined"
+    });
+    assert!(
+        p["last_exit"].as_str().unwrap().contains("missing configuration"),
+        "stderr tail in the exit: {p}"
+    );
+    assert_eq!(p["restarts"], 3);
+    // The daemon is fine.
+    assert_eq!(
+        reqwest::blocking::get(d.url("/healthz")).unwrap().status().as_u16(),
+        200
+    );
+    let r = reqwest::blocking::Client::new()
+        .post(d.url("/api/v1/plugins/broken/restart"))
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200, "{:?}", r.text());
+    wait_plugin(&d, "broken", Duration::from_secs(10), "left quarantine", |p| {
+        p["state"] != "quarantined"
+    });
+    let r = reqwest::blocking::Client::new()
+        .post(d.url("/api/v1/plugins/nope/restart"))
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 404);
+}
