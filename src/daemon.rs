@@ -67,7 +67,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     for line in graph.topology().lines() {
         tracing::info!("boot {line}");
     }
-    let state = Arc::new(KernelState::new(data_dir.clone(), boot));
+    let socket = args.socket.clone().unwrap_or_else(|| data_dir.join("cli.sock"));
+    let state = Arc::new(KernelState::new(data_dir.clone(), boot, socket));
     let report = graph.run(&state).await.context("kernel boot failed")?;
     tracing::debug!(?report, "boot report");
 

@@ -88,6 +88,10 @@ pub struct KernelState {
     pub context: OnceLock<TAddr<ContextActor>>,
     pub agent: OnceLock<Agent>,
     pub plugins: OnceLock<Arc<Vec<PluginEntry>>>,
+    pub plugins_sup: OnceLock<SupervisorRef>,
+    /// Where the CLI channel listens (`--socket`, default `DATA/cli.sock`).
+    pub socket_path: PathBuf,
+    pub started: std::time::Instant,
 }
 
 /// Handles of the agent's actors, for the HTTP API.
@@ -100,8 +104,11 @@ pub struct Agent {
 }
 
 impl KernelState {
-    pub fn new(data_dir: PathBuf, boot: BootSettings) -> Self {
+    pub fn new(data_dir: PathBuf, boot: BootSettings, socket_path: PathBuf) -> Self {
         Self {
+            socket_path,
+            started: std::time::Instant::now(),
+            plugins_sup: OnceLock::new(),
             registry: Arc::new(Registry::new(boot.stuck_after)),
             data_dir,
             boot,
@@ -153,6 +160,7 @@ pub fn modules() -> Vec<Box<dyn Module<KernelState>>> {
         Box::new(MemoryModule),
         Box::new(AgentModule),
         Box::new(PluginHostModule),
+        Box::new(CliModule),
     ]
 }
 
@@ -393,6 +401,46 @@ impl Module<KernelState> for PluginHostModule {
             let entries = start_all(&sup, &dir, &s.data_dir, deps, plugin_supervision(), &[]).await;
             tracing::info!(plugins = entries.len(), dir = %dir.display(), "plugins loaded");
             let _ = s.plugins.set(Arc::new(entries));
+            let _ = s.plugins_sup.set(sup);
+            Ok(())
+        })
+    }
+}
+
+/// `kernel/plugins/cli`: the built-in CLI channel on the Unix socket.
+struct CliModule;
+
+impl Module<KernelState> for CliModule {
+    fn name(&self) -> &'static str {
+        "cli"
+    }
+    fn requires(&self) -> &'static [Facility] {
+        &[facility::PLUGIN_HOST, facility::AGENT, facility::CONFIG]
+    }
+    fn provides(&self) -> &'static [Facility] {
+        &[]
+    }
+    fn init<'a>(&'a self, s: &'a KernelState) -> LocalBoxFuture<'a, Result<(), ModuleError>> {
+        Box::pin(async move {
+            let deps = crate::cli_socket::CliDeps {
+                agent: s.agent.get().cloned().ok_or("agent missing")?,
+                config: s.config.get().cloned().ok_or("config missing")?,
+                registry: s.registry.clone(),
+                plugins: s
+                    .plugins
+                    .get()
+                    .map(|p| p.iter().map(|e| e.name.clone()).collect())
+                    .unwrap_or_default(),
+                started: s.started,
+            };
+            let path = s.socket_path.clone();
+            s.plugins_sup
+                .get()
+                .ok_or("plugins supervisor missing")?
+                .worker("cli", RestartPolicy::Permanent, move || {
+                    Ok(crate::cli_socket::CliSocket::new(path.clone(), deps.clone()))
+                })
+                .await?;
             Ok(())
         })
     }
@@ -513,7 +561,8 @@ mod tests {
                 vec!["supervision"],
                 vec!["config", "heartbeat", "llm", "memory", "stage-host"],
                 vec!["agent"],
-                vec!["plugin-host"]
+                vec!["plugin-host"],
+                vec!["cli"]
             ]
         );
     }

@@ -3,6 +3,7 @@
 //! # Layout
 //!
 //! * [`cli`]: command-line arguments of `homed` (clap);
+//! * [`cli_socket`]: the built-in CLI channel on the Unix socket (`waiter`'s peer);
 //! * [`daemon`]: start-up (data dir, lock file, logging), the run loop and the
 //!   graceful shutdown on SIGINT/SIGTERM;
 //! * [`kernel`]: kernel assembly: the [`kernel::KernelState`] and the modules of the
@@ -16,6 +17,7 @@
 
 pub mod bench;
 pub mod cli;
+pub mod cli_socket;
 pub mod daemon;
 pub mod http;
 pub mod kernel;

@@ -1,50 +1,113 @@
-//! `waiter`: the terminal client of a running `homed` (NDJSON over its Unix socket).
+//! `waiter`: the terminal client of a running `homed` (its CLI socket).
+//!
+//! Interactive (`waiter`) or scripted (`echo "hello" | waiter`): every line is sent,
+//! and its answer printed before the next line is read. Lines starting with `/` are
+//! daemon commands (`/help` lists them).
 
 use std::io::{BufRead, BufReader, IsTerminal, Write};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
+use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::Parser;
+use serde_json::Value;
 
-/// Talk to a running homed from the terminal: `waiter`, or `echo text | waiter`.
+/// Talk to a running homed from the terminal.
 #[derive(Debug, Parser)]
 #[command(name = "waiter", version, about)]
 struct Args {
     /// The daemon's CLI socket.
     #[arg(long, default_value = "./data/cli.sock", env = "HOMED_SOCKET")]
     socket: PathBuf,
+    /// The key, when the daemon sets `plugin.cli.api_key`.
+    #[arg(long, env = "HOMED_CLI_KEY", hide_env_values = true)]
+    api_key: Option<String>,
 }
 
-fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
-    let stream = UnixStream::connect(&args.socket).with_context(|| {
-        format!(
-            "cannot connect to {}: is homed running with this data directory? (pass --socket PATH to pick another daemon)",
-            args.socket.display()
+/// Sends one line and reads its one-line answer: `Ok(content)` or `Err(error)`.
+fn exchange(
+    stream: &mut UnixStream,
+    reader: &mut BufReader<UnixStream>,
+    line: &str,
+) -> std::io::Result<Result<String, String>> {
+    writeln!(stream, "{line}")?;
+    let mut answer = String::new();
+    if reader.read_line(&mut answer)? == 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "the daemon closed the connection",
+        ));
+    }
+    let v: Value = serde_json::from_str(&answer).map_err(|e| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("bad answer from the daemon: {e}"),
         )
     })?;
-    let mut writer = stream.try_clone()?;
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stream).lines() {
-            match line {
-                Ok(l) => println!("{l}"),
-                Err(_) => break,
+    Ok(match v["type"].as_str() {
+        Some("response") => Ok(v["content"].as_str().unwrap_or("").to_owned()),
+        _ => Err(v["error"].as_str().unwrap_or("unknown error").to_owned()),
+    })
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let mut stream = match UnixStream::connect(&args.socket) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!(
+                "waiter: cannot connect to {}: {e}; is homed running with this data directory? (pass --socket PATH to pick another daemon)",
+                args.socket.display()
+            );
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut reader = BufReader::new(stream.try_clone().expect("clone socket"));
+    if let Some(key) = &args.api_key {
+        match exchange(&mut stream, &mut reader, &format!("/auth {key}")) {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                eprintln!("waiter: {e}; check --api-key (plugin.cli.api_key on the daemon)");
+                return ExitCode::FAILURE;
+            }
+            Err(e) => {
+                eprintln!("waiter: {e}");
+                return ExitCode::FAILURE;
             }
         }
-    });
+    }
     let stdin = std::io::stdin();
     let interactive = stdin.is_terminal();
-    for line in stdin.lock().lines() {
-        let line = line?;
-        if line.trim().is_empty() {
+    let mut failed = false;
+    loop {
+        if interactive {
+            print!("> ");
+            let _ = std::io::stdout().flush();
+        }
+        let mut line = String::new();
+        match stdin.lock().read_line(&mut line) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => {
+                eprintln!("waiter: cannot read input: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+        let line = line.trim();
+        if line.is_empty() {
             continue;
         }
-        writeln!(writer, "{}", serde_json::json!({ "text": line }))?;
+        match exchange(&mut stream, &mut reader, line) {
+            Ok(Ok(content)) => println!("{content}"),
+            Ok(Err(e)) => {
+                eprintln!("error: {e}");
+                failed = true;
+            }
+            Err(e) => {
+                eprintln!("waiter: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
     }
-    if !interactive {
-        let _ = writer.shutdown(std::net::Shutdown::Write);
-    }
-    let _ = reader.join();
-    Ok(())
+    if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS }
 }

@@ -74,6 +74,12 @@ impl Channels {
                     sync: true,
                 },
                 Channel {
+                    name: "cli".into(),
+                    description: "the terminal client `waiter` on the daemon's Unix socket".into(),
+                    caps: caps::TEXT,
+                    sync: true,
+                },
+                Channel {
                     name: "webui".into(),
                     description: "the browser dashboard and chat".into(),
                     caps: caps::TEXT | caps::IMAGE | caps::FILE,

@@ -1,0 +1,85 @@
+//! The CLI channel: `waiter` against a real daemon's Unix socket.
+
+mod common;
+
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{Daemon, vendor};
+use serde_json::json;
+
+fn waiter(socket: &std::path::Path, key: Option<&str>, input: &str) -> (bool, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_waiter"));
+    cmd.arg("--socket")
+        .arg(socket)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd.env_remove("HOMED_CLI_KEY");
+    if let Some(k) = key {
+        cmd.args(["--api-key", k]);
+    }
+    let mut child = cmd.spawn().unwrap();
+    // The client may exit before reading everything (no daemon, refused auth).
+    let _ = child.stdin.take().unwrap().write_all(input.as_bytes());
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn waiter_talks_to_the_agent_and_the_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = Daemon::start(&data);
+    let socket = data.join("cli.sock");
+    for _ in 0..100 {
+        if socket.exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mode = std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "only the daemon's user may use the socket");
+
+    let v = vendor::start();
+    let r = reqwest::blocking::Client::new()
+        .put(d.url("/api/v1/settings"))
+        .json(&vendor::source_settings("fake", &v.url, 0))
+        .send()
+        .unwrap();
+    assert!(r.status().is_success());
+    std::thread::sleep(Duration::from_millis(200));
+
+    let (ok, out, err) = waiter(
+        &socket,
+        None,
+        "hello from the terminal\n/status\n/settings core.agent.max_tool\n",
+    );
+    assert!(ok, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "echo: hello from the terminal");
+    assert!(out.contains("LLM: 1 source(s)") && out.contains("actors: "), "{out}");
+    assert!(out.contains("core.agent.max_tool_turns = 10"), "{out}");
+
+    // With a key set, the first line must authenticate.
+    let r = reqwest::blocking::Client::new()
+        .put(d.url("/api/v1/settings"))
+        .json(&json!({"plugin.cli.api_key": "s3cret"}))
+        .send()
+        .unwrap();
+    assert!(r.status().is_success());
+    let (ok, _, err) = waiter(&socket, None, "hello\n");
+    assert!(!ok && err.contains("unauthorized"), "{err}");
+    let (ok, out, err) = waiter(&socket, Some("s3cret"), "/help\n");
+    assert!(ok, "{err}");
+    assert!(out.contains("/status"), "{out}");
+
+    let (ok, _, err) = waiter(&dir.path().join("nope.sock"), None, "x\n");
+    assert!(!ok && err.contains("is homed running"), "{err}");
+}
