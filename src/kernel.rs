@@ -398,12 +398,52 @@ impl Module<KernelState> for PluginHostModule {
                 intercept_loop: agent.intercept_loop.clone(),
             };
             let dir = s.data_dir.join("plugins");
+            install_bundled(&dir);
             let entries = start_all(&sup, &dir, &s.data_dir, deps, plugin_supervision(), &[]).await;
             tracing::info!(plugins = entries.len(), dir = %dir.display(), "plugins loaded");
             let _ = s.plugins.set(Arc::new(entries));
             let _ = s.plugins_sup.set(sup);
             Ok(())
         })
+    }
+}
+
+/// Installs the bundled plugins (today: `timer`) into `DATA/plugins` the first time
+/// the daemon sees this data directory. A plugin removed by the user stays removed:
+/// `DATA/plugins/.bundled` remembers what was installed once.
+fn install_bundled(dir: &std::path::Path) {
+    const BUNDLED: &[(&str, &str, &str)] =
+        &[("timer", "homeagent-timer", include_str!("../plugins/timer/plugin.json"))];
+    let marker = dir.join(".bundled");
+    let done = std::fs::read_to_string(&marker).unwrap_or_default();
+    let exe_dir = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(std::path::Path::to_path_buf));
+    for (name, bin, manifest) in BUNDLED {
+        if done.lines().any(|l| l == *name) {
+            continue;
+        }
+        let Some(exe) = exe_dir.as_ref().map(|d| d.join(bin)).filter(|p| p.is_file()) else {
+            tracing::warn!(
+                plugin = name,
+                "bundled plugin binary `{bin}` not found next to homed; not installed"
+            );
+            continue;
+        };
+        let target = dir.join(name);
+        let result = (|| -> std::io::Result<()> {
+            std::fs::create_dir_all(&target)?;
+            std::fs::write(target.join("plugin.json"), manifest)?;
+            let link = target.join("plugin.bin");
+            let _ = std::fs::remove_file(&link);
+            std::os::unix::fs::symlink(&exe, &link)?;
+            let mut m = std::fs::OpenOptions::new().create(true).append(true).open(&marker)?;
+            std::io::Write::write_all(&mut m, format!("{name}\n").as_bytes())
+        })();
+        match result {
+            Ok(()) => tracing::info!(plugin = name, "bundled plugin installed"),
+            Err(e) => tracing::warn!(plugin = name, "cannot install the bundled plugin: {e}"),
+        }
     }
 }
 

@@ -163,3 +163,38 @@ fn a_plugin_that_dies_at_start_is_quarantined_until_an_operator_restarts_it() {
         .unwrap();
     assert_eq!(r.status().as_u16(), 404);
 }
+
+#[test]
+fn the_bundled_timer_plugin_reminds_the_agent_with_an_interrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&dir.path().join("data"));
+    let p = wait_plugin(&d, "timer", Duration::from_secs(10), "ran", |p| {
+        p["state"] == "running" && p["tools"].as_array().is_some_and(|t| t.len() == 3)
+    });
+    assert_eq!(p["tools"], json!(["timer_set", "timer_list", "timer_cancel"]));
+    let v = vendor::start();
+    let r = reqwest::blocking::Client::new()
+        .put(d.url("/api/v1/settings"))
+        .json(&vendor::source_settings("fake", &v.url, 0))
+        .send()
+        .unwrap();
+    assert!(r.status().is_success());
+    std::thread::sleep(Duration::from_millis(200));
+    let reply = ask(&d, r#"call-tool timer_set {"after":"1s","message":"tea time"}"#);
+    assert_eq!(reply["reply"], "tool said: timer #1 set: reminder in 1s", "{reply}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let last = v.last.lock().unwrap().clone();
+        let seen = last["messages"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["content"] == "[中断消息] ⏰ 定时提醒 #1: tea time"));
+        if seen {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the reminder never reached the model; last request: {last}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -221,6 +221,8 @@ mod tests {
             [
                 "output_send__http",
                 "output_send__http_help",
+                "output_send__cli",
+                "output_send__cli_help",
                 "output_send__webui",
                 "output_send__webui_help"
             ]

@@ -11,7 +11,8 @@
 //! * [`capability`]: what a plugin may ask of the kernel;
 //! * [`facility`]: kernel facility names (the names plugins declare they require);
 //! * [`manifest`]: `plugin.json` and the entry probe;
-//! * [`methods`]: method names and parameter types.
+//! * [`methods`]: method names and parameter types;
+//! * [`sdk`]: a small thread-based SDK for plugins written in Rust.
 
 pub mod capability;
 pub mod facility;
@@ -19,6 +20,7 @@ pub mod frame;
 pub mod handshake;
 pub mod manifest;
 pub mod methods;
+pub mod sdk;
 
 /// The protocol version this crate speaks. A peer answering another version is refused.
 pub const PROTOCOL_VERSION: u32 = 1;

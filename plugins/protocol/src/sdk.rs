@@ -1,0 +1,235 @@
+//! A small SDK for plugins written in Rust: no async runtime, just threads.
+//!
+//! ```no_run
+//! use homeagent_plugin_protocol::sdk::Plugin;
+//! use homeagent_plugin_protocol::methods::ToolRegister;
+//! Plugin::new("hello")
+//!     .tool(
+//!         ToolRegister { name: "hello_say".into(), description: "greet".into(), parameters: serde_json::json!({}), parallel_safe: true, no_memory: false },
+//!         |_args| Ok("hello".to_string()),
+//!     )
+//!     .run(|_kernel| {})
+//!     .unwrap();
+//! ```
+
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::frame::{Frame, Request, Response, RpcError, decode, encode};
+use crate::methods::{self, InjectText, ToolInvoke, ToolRegister, ToolResult};
+use crate::{HandshakeParams, HandshakeReply, PROTOCOL_VERSION};
+
+type ToolFn = Arc<dyn Fn(Value) -> Result<String, String> + Send + Sync>;
+type Pending = Arc<Mutex<HashMap<u64, mpsc::Sender<Result<Value, RpcError>>>>>;
+
+/// The plugin's handle to the kernel: calls made from any thread.
+#[derive(Clone)]
+pub struct Kernel {
+    out: Arc<Mutex<std::io::Stdout>>,
+    pending: Pending,
+    next: Arc<AtomicU64>,
+}
+
+impl Kernel {
+    fn send(&self, frame: &Frame) -> std::io::Result<()> {
+        let bytes = encode(frame).map_err(std::io::Error::other)?;
+        let mut out = self.out.lock().expect("stdout lock");
+        out.write_all(&bytes)?;
+        out.flush()
+    }
+
+    /// Calls a kernel method and waits (at most 30 s) for the answer.
+    pub fn call(&self, method: &str, params: Value) -> Result<Value, String> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = mpsc::channel();
+        self.pending.lock().expect("pending lock").insert(id, tx);
+        self.send(&Frame::Request(Request {
+            id,
+            method: method.to_owned(),
+            params,
+        }))
+        .map_err(|e| e.to_string())?;
+        match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(e.message),
+            Err(_) => Err(format!("no answer to {method} within 30 s")),
+        }
+    }
+
+    /// Injects queued input (needs the `io` capability).
+    pub fn inject_text(&self, text: &str) -> Result<Value, String> {
+        let p = InjectText {
+            text: text.to_owned(),
+            source: None,
+            priority: None,
+        };
+        self.call(methods::IO_INJECT_TEXT, serde_json::to_value(p).expect("serialisable"))
+    }
+
+    /// Injects an interrupt at `priority` (`L1`..`L3` for plugins).
+    pub fn inject_interrupt(&self, text: &str, priority: &str) -> Result<Value, String> {
+        let p = InjectText {
+            text: text.to_owned(),
+            source: None,
+            priority: Some(priority.to_owned()),
+        };
+        self.call(
+            methods::IO_INJECT_INTERRUPT,
+            serde_json::to_value(p).expect("serialisable"),
+        )
+    }
+
+    /// Writes a log line (stderr is the plugin's log).
+    pub fn log(&self, msg: &str) {
+        eprintln!("{msg}");
+    }
+}
+
+/// A plugin under construction.
+pub struct Plugin {
+    name: String,
+    tools: Vec<(ToolRegister, ToolFn)>,
+}
+
+impl Plugin {
+    pub fn new(name: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            tools: Vec::new(),
+        }
+    }
+
+    /// Adds a tool; `f` runs on its own thread for each call.
+    pub fn tool(
+        mut self,
+        reg: ToolRegister,
+        f: impl Fn(Value) -> Result<String, String> + Send + Sync + 'static,
+    ) -> Self {
+        self.tools.push((reg, Arc::new(f)));
+        self
+    }
+
+    /// Serves the protocol on stdin/stdout until the kernel says `plugin.stop` or
+    /// closes stdin. `ready` runs (on its own thread) once the tools are registered.
+    pub fn run(self, ready: impl FnOnce(Kernel) + Send + 'static) -> std::io::Result<()> {
+        let kernel = Kernel {
+            out: Arc::new(Mutex::new(std::io::stdout())),
+            pending: Arc::default(),
+            next: Arc::new(AtomicU64::new(1)),
+        };
+        let tools: HashMap<String, ToolFn> = self.tools.iter().map(|(r, f)| (r.name.clone(), f.clone())).collect();
+        let mut ready = Some(ready);
+        let stdin = std::io::stdin();
+        for line in stdin.lock().lines() {
+            let line = line?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let frame = match decode(line.as_bytes()) {
+                Ok(f) => f,
+                Err(e) => {
+                    eprintln!("{}: bad frame from the kernel: {e}", self.name);
+                    continue;
+                }
+            };
+            match frame {
+                Frame::Response(r) => {
+                    if let Some(tx) = kernel.pending.lock().expect("pending lock").remove(&r.id) {
+                        let _ = tx.send(response_result(r));
+                    }
+                }
+                Frame::Request(req) => match req.method.as_str() {
+                    methods::HANDSHAKE => {
+                        let p: HandshakeParams = serde_json::from_value(req.params).map_err(std::io::Error::other)?;
+                        let reply = HandshakeReply {
+                            protocol: PROTOCOL_VERSION,
+                            sdk_version: env!("CARGO_PKG_VERSION").into(),
+                            plugin_name: p.plugin_name,
+                            pid: std::process::id(),
+                            features: vec![],
+                        };
+                        let result = serde_json::to_value(reply).expect("serialisable");
+                        kernel.send(&Frame::Response(Response {
+                            id: req.id,
+                            result: Some(result),
+                            error: None,
+                        }))?;
+                        // Register from another thread: the answers come through this loop.
+                        let (k, regs, ready) = (
+                            kernel.clone(),
+                            self.tools.iter().map(|(r, _)| r.clone()).collect::<Vec<_>>(),
+                            ready.take(),
+                        );
+                        std::thread::spawn(move || {
+                            for r in regs {
+                                if let Err(e) =
+                                    k.call(methods::TOOL_REGISTER, serde_json::to_value(&r).expect("serialisable"))
+                                {
+                                    eprintln!("registering {} failed: {e}", r.name);
+                                }
+                            }
+                            if let Some(ready) = ready {
+                                ready(k);
+                            }
+                        });
+                    }
+                    methods::TOOL_INVOKE => {
+                        let k = kernel.clone();
+                        let tools = tools.clone();
+                        std::thread::spawn(move || {
+                            let outcome = serde_json::from_value::<ToolInvoke>(req.params)
+                                .map_err(|e| format!("bad tool.invoke params: {e}"))
+                                .and_then(|inv| match tools.get(&inv.name) {
+                                    Some(f) => f(inv.args),
+                                    None => Err(format!("this plugin has no tool `{}`", inv.name)),
+                                });
+                            let resp = match outcome {
+                                Ok(text) => Response {
+                                    id: req.id,
+                                    result: Some(json!(ToolResult { text })),
+                                    error: None,
+                                },
+                                Err(message) => Response {
+                                    id: req.id,
+                                    result: None,
+                                    error: Some(RpcError {
+                                        code: RpcError::INVALID_PARAMS,
+                                        message,
+                                    }),
+                                },
+                            };
+                            let _ = k.send(&Frame::Response(resp));
+                        });
+                    }
+                    methods::PLUGIN_STOP => return Ok(()),
+                    other if req.id != 0 => {
+                        let err = RpcError {
+                            code: RpcError::UNKNOWN_METHOD,
+                            message: format!("unknown method `{other}`"),
+                        };
+                        kernel.send(&Frame::Response(Response {
+                            id: req.id,
+                            result: None,
+                            error: Some(err),
+                        }))?;
+                    }
+                    _ => {}
+                },
+            }
+        }
+        Ok(())
+    }
+}
+
+fn response_result(r: Response) -> Result<Value, RpcError> {
+    match (r.result, r.error) {
+        (_, Some(e)) => Err(e),
+        (Some(v), None) => Ok(v),
+        (None, None) => Ok(Value::Null),
+    }
+}
