@@ -50,6 +50,11 @@ pub enum AddChildError {
 #[rtype(result = "Result<u64, RestartError>")]
 pub(crate) struct RestartChild(pub String);
 
+/// Operator stop of one child (left stopped until restarted), by its full id.
+#[derive(Message)]
+#[rtype(result = "Result<(), RestartError>")]
+pub(crate) struct StopChild(pub String);
+
 /// Why an operator restart did not happen.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum RestartError {
@@ -281,5 +286,27 @@ impl Handles<RestartChild> for Supervisor {
         let before = self.children[i].stats.restarts();
         self.run(cmds, ctx);
         Ok(before + 1)
+    }
+}
+
+impl Handles<StopChild> for Supervisor {
+    type Reply = Result<(), RestartError>;
+
+    fn handle(&mut self, StopChild(id): StopChild, ctx: &mut HostContext<Self>) -> Self::Reply {
+        let i = self
+            .children
+            .iter()
+            .position(|c| c.stats.id == id)
+            .ok_or_else(|| RestartError::Unknown(id.clone()))?;
+        let cmds = self
+            .core
+            .operator_stop(i)
+            .map_err(|reason| RestartError::Refused { id: id.clone(), reason })?;
+        tracing::info!(actor = %id, "stop requested by an operator");
+        if cmds.is_empty() {
+            self.children[i].stats.set_state(crate::registry::ActorState::Stopped);
+        }
+        self.run(cmds, ctx);
+        Ok(())
     }
 }

@@ -63,6 +63,8 @@ struct Child {
     ever_started: bool,
     /// Present while the child is crashing repeatedly; dropped after a stable run.
     backoff: Option<ExponentialBackoff>,
+    /// The delayed start this child waits for (`Cmd::StartAfter::plan`), if any.
+    plan: Option<u64>,
 }
 
 /// What happens once the current stop sequence has drained.
@@ -75,6 +77,8 @@ enum AfterStops {
     },
     /// Operator restart of one child: start it at once.
     RestartNow(usize),
+    /// Operator stop of one child: leave it stopped until restarted.
+    Park(usize),
     Shutdown,
     Escalate(String),
 }
@@ -99,7 +103,8 @@ pub struct Core {
     /// The child currently being stopped.
     stopping: Option<usize>,
     after: Option<AfterStops>,
-    /// Identifies the pending delayed start so stale timers are ignored.
+    /// Source of delayed-start ids; each waiting child remembers the one it waits
+    /// for, so a stale or cancelled timer starts nothing.
     plan: u64,
     shutting_down: bool,
     failed: bool,
@@ -137,6 +142,7 @@ impl Core {
             started_at: None,
             ever_started: false,
             backoff: None,
+            plan: None,
         });
         let i = self.children.len() - 1;
         Some((
@@ -259,10 +265,12 @@ impl Core {
             .copied()
             .filter(|&g| self.children[g].restart != RestartPolicy::Temporary)
             .collect();
-        if to_stop.is_empty() && self.stopping.is_none() && self.after.is_none() {
-            self.plan += 1;
+        // Nothing to stop first: restart on its own (its delayed start is independent), unless
+        // a group restart is pending, which it then joins.
+        if to_stop.is_empty() && !matches!(self.after, Some(AfterStops::Restart { .. })) {
+            let plan = self.new_plan(&restart);
             return vec![Cmd::StartAfter {
-                plan: self.plan,
+                plan,
                 children: restart,
                 delay,
             }];
@@ -296,6 +304,15 @@ impl Core {
         self.drain_stops()
     }
 
+    /// A fresh delayed-start id, remembered by each of `children`.
+    fn new_plan(&mut self, children: &[usize]) -> u64 {
+        self.plan += 1;
+        for &i in children {
+            self.children[i].plan = Some(self.plan);
+        }
+        self.plan
+    }
+
     fn is_live(&self, i: usize) -> bool {
         matches!(self.children[i].status, Status::Running | Status::Stopping)
     }
@@ -312,7 +329,9 @@ impl Core {
             }
         }
         self.after = Some(after);
-        self.plan += 1; // cancels any pending delayed start
+        for c in &mut self.children {
+            c.plan = None; // cancels every pending delayed start
+        }
         self.drain_stops()
     }
 
@@ -335,17 +354,17 @@ impl Core {
         match self.after.take() {
             None => Vec::new(),
             Some(AfterStops::Restart { children, delay }) => {
-                self.plan += 1;
-                vec![Cmd::StartAfter {
-                    plan: self.plan,
-                    children,
-                    delay,
-                }]
+                let plan = self.new_plan(&children);
+                vec![Cmd::StartAfter { plan, children, delay }]
             }
             Some(AfterStops::RestartNow(i)) => vec![Cmd::Start {
                 child: i,
                 restart: true,
             }],
+            Some(AfterStops::Park(i)) => {
+                self.children[i].status = Status::Stopped;
+                Vec::new()
+            }
             Some(AfterStops::Shutdown) => {
                 self.mark_waiting_stopped();
                 vec![Cmd::Finished]
@@ -378,13 +397,22 @@ impl Core {
 
     /// The delay of `plan` is over: start its children in start order.
     pub fn backoff_elapsed(&mut self, plan: u64, children: &[usize]) -> Vec<Cmd> {
-        if plan != self.plan || self.shutting_down || self.failed {
+        if self.shutting_down || self.failed {
             return Vec::new();
         }
         children
             .iter()
             .copied()
-            .filter(|&i| self.children[i].status == Status::Waiting)
+            .filter(|&i| {
+                let c = &mut self.children[i];
+                let due = c.status == Status::Waiting && c.plan == Some(plan);
+                if due {
+                    c.plan = None;
+                }
+                due
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
             .map(|i| Cmd::Start {
                 child: i,
                 restart: self.children[i].ever_started,
@@ -411,11 +439,37 @@ impl Core {
             Status::Stopping => Err(RestartRefused::Busy),
             Status::Idle | Status::Waiting | Status::Stopped | Status::Failed => {
                 c.status = Status::Waiting;
-                self.plan += 1; // a pending delayed start for it is superseded
+                c.plan = None; // a pending delayed start for it is superseded
                 Ok(vec![Cmd::Start {
                     child: i,
                     restart: c.ever_started,
                 }])
+            }
+        }
+    }
+
+    /// An operator asked to stop child `i` and leave it stopped (a disabled plugin):
+    /// no restart until [`operator_restart`](Self::operator_restart).
+    pub fn operator_stop(&mut self, i: usize) -> Result<Vec<Cmd>, RestartRefused> {
+        if self.shutting_down || self.failed {
+            return Err(RestartRefused::NotRunning);
+        }
+        if self.stopping.is_some() || self.after.is_some() {
+            return Err(RestartRefused::Busy);
+        }
+        let c = &mut self.children[i];
+        c.backoff = None;
+        match c.status {
+            Status::Running => {
+                self.stop_queue.push_back(i);
+                self.after = Some(AfterStops::Park(i));
+                Ok(self.drain_stops())
+            }
+            Status::Stopping => Err(RestartRefused::Busy),
+            Status::Idle | Status::Waiting | Status::Stopped | Status::Failed => {
+                c.status = Status::Stopped;
+                c.plan = None; // cancels a pending delayed start
+                Ok(Vec::new())
             }
         }
     }
@@ -742,6 +796,78 @@ mod tests {
             core.operator_restart(0).unwrap(),
             vec![Cmd::Start {
                 child: 0,
+                restart: true
+            }]
+        );
+    }
+
+    #[test]
+    fn two_children_in_backoff_both_restart() {
+        let t0 = Instant::now();
+        let mut core = Core::new(cfg(Strategy::OneForOne, 10));
+        let g = boot(&mut core, 2, RestartPolicy::Permanent, t0);
+        let a = core.exited(0, g[0], &panic_exit(), t0);
+        let b = core.exited(1, g[1], &panic_exit(), t0);
+        for cmds in [a, b] {
+            let Cmd::StartAfter { plan, children, .. } = &cmds[0] else {
+                panic!("{cmds:?}")
+            };
+            assert_eq!(
+                core.backoff_elapsed(*plan, children).len(),
+                1,
+                "each timer starts its own child"
+            );
+        }
+    }
+
+    #[test]
+    fn a_crash_during_an_operator_stop_still_restarts() {
+        let t0 = Instant::now();
+        let mut core = Core::new(cfg(Strategy::OneForOne, 10));
+        let g = boot(&mut core, 2, RestartPolicy::Permanent, t0);
+        core.operator_stop(1).unwrap();
+        let cmds = core.exited(0, g[0], &panic_exit(), t0);
+        let Cmd::StartAfter { plan, children, .. } = &cmds[0] else {
+            panic!("{cmds:?}")
+        };
+        assert_eq!(
+            core.backoff_elapsed(*plan, children),
+            vec![Cmd::Start {
+                child: 0,
+                restart: true
+            }]
+        );
+        assert!(core.exited(1, g[1], &Exit::Shutdown, t0).is_empty());
+        assert_eq!(core.status(1), Status::Stopped);
+    }
+
+    #[test]
+    fn operator_stop_parks_a_child_until_restarted() {
+        let t0 = Instant::now();
+        let mut core = Core::new(cfg(Strategy::OneForOne, 10));
+        let g = boot(&mut core, 2, RestartPolicy::Permanent, t0);
+        let cmds = core.operator_stop(1).unwrap();
+        assert_eq!(
+            cmds,
+            vec![Cmd::Stop {
+                child: 1,
+                generation: g[1],
+                timeout: Duration::from_secs(5)
+            }]
+        );
+        assert!(core.exited(1, g[1], &Exit::Shutdown, t0).is_empty(), "not restarted");
+        assert_eq!(core.status(1), Status::Stopped);
+        // A child waiting out a backoff is parked too (its delayed start is cancelled).
+        let cmds = core.exited(0, g[0], &panic_exit(), t0);
+        let Cmd::StartAfter { plan, children, .. } = &cmds[0] else {
+            panic!()
+        };
+        assert!(core.operator_stop(0).unwrap().is_empty());
+        assert!(core.backoff_elapsed(*plan, children).is_empty());
+        assert_eq!(
+            core.operator_restart(1).unwrap(),
+            vec![Cmd::Start {
+                child: 1,
                 restart: true
             }]
         );

@@ -21,7 +21,7 @@ use futures_util::future::BoxFuture;
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
-use self::actor::{AddChild, RestartChild, Running};
+use self::actor::{AddChild, RestartChild, Running, StopChild};
 pub use self::actor::{AddChildError, ChildSpec, RestartError, Supervisor};
 pub use self::core::RestartRefused;
 pub use self::policy::{BackoffPolicy, Intensity, RestartPolicy, Strategy, SupervisorConfig};
@@ -40,11 +40,26 @@ impl<A: KernelActor> Running for TAddr<A> {
 pub trait SupervisorControl: Send + Sync {
     /// Restarts the child with full id `child`; resolves to its new restart count.
     fn restart_child(&self, child: String) -> BoxFuture<'static, Result<u64, RestartError>>;
+    /// Stops the child with full id `child` and leaves it stopped.
+    fn stop_child(&self, child: String) -> BoxFuture<'static, Result<(), RestartError>>;
 }
 
 struct Control(TAddr<Supervisor>);
 
 impl SupervisorControl for Control {
+    fn stop_child(&self, child: String) -> BoxFuture<'static, Result<(), RestartError>> {
+        let addr = self.0.clone();
+        Box::pin(async move {
+            let id = child.clone();
+            addr.send(StopChild(child))
+                .await
+                .map_err(|e| RestartError::SupervisorDown {
+                    id,
+                    reason: e.to_string(),
+                })?
+        })
+    }
+
     fn restart_child(&self, child: String) -> BoxFuture<'static, Result<u64, RestartError>> {
         let addr = self.0.clone();
         Box::pin(async move {
@@ -259,4 +274,16 @@ pub async fn restart_actor(registry: &Registry, id: &str) -> Result<u64, Restart
         .parent_control(id)
         .ok_or_else(|| RestartError::NotRestartable(id.to_owned()))?;
     control.restart_child(id.to_owned()).await
+}
+
+/// Stops the actor `id` through its supervisor and leaves it stopped (until
+/// [`restart_actor`]).
+pub async fn stop_actor(registry: &Registry, id: &str) -> Result<(), RestartError> {
+    if registry.get(id).is_none() {
+        return Err(RestartError::Unknown(id.to_owned()));
+    }
+    let control = registry
+        .parent_control(id)
+        .ok_or_else(|| RestartError::NotRestartable(id.to_owned()))?;
+    control.stop_child(id.to_owned()).await
 }
