@@ -16,6 +16,7 @@ use homeagent_actors::agent::intake::{EventLoop, InterceptLoop};
 use homeagent_actors::agent::relay::SettingsRelay;
 use homeagent_actors::agent::scheduler::SchedulerActor;
 use homeagent_actors::agent::task::{AgentSettings, TaskDeps};
+use homeagent_actors::config::DisabledPlugins;
 use homeagent_actors::config::{ConfigActor, ConfigStore};
 use homeagent_actors::llm::provider::LlmActor;
 use homeagent_actors::memory::actor::ContextActor;
@@ -23,6 +24,7 @@ use homeagent_actors::memory::store::MemoryStore;
 use homeagent_actors::modgraph::{Module, ModuleError, ModuleGraph, Produced};
 use homeagent_actors::plugins::host::{PluginEntry, plugin_supervision, start_all};
 use homeagent_actors::plugins::process::PluginDeps;
+use homeagent_actors::plugins::watch::PluginWatcher;
 use homeagent_actors::stages::StageHost;
 use homeagent_actors::supervisor::{BackoffPolicy, Intensity, start_root};
 use homeagent_actors::{
@@ -380,7 +382,12 @@ impl Module<KernelState> for PluginHostModule {
         "plugin-host"
     }
     fn requires(&self) -> &'static [Facility] {
-        &[facility::SUPERVISOR, facility::STAGEHOST, facility::AGENT]
+        &[
+            facility::SUPERVISOR,
+            facility::STAGEHOST,
+            facility::AGENT,
+            facility::CONFIG,
+        ]
     }
     fn provides(&self) -> &'static [Facility] {
         &[facility::PLUGIN_HOST]
@@ -399,9 +406,20 @@ impl Module<KernelState> for PluginHostModule {
             };
             let dir = s.data_dir.join("plugins");
             install_bundled(&dir);
-            let entries = start_all(&sup, &dir, &s.data_dir, deps, plugin_supervision(), &[]).await;
+            let config = s.config.get().cloned().ok_or("config missing")?;
+            let disabled = config.send(DisabledPlugins).await?.unwrap_or_default();
+            let entries = Arc::new(start_all(&sup, &dir, &s.data_dir, deps, plugin_supervision(), &disabled).await);
             tracing::info!(plugins = entries.len(), dir = %dir.display(), "plugins loaded");
-            let _ = s.plugins.set(Arc::new(entries));
+            let (e, r) = (entries.clone(), s.registry.clone());
+            sup.worker_on(s.blocking.handle(), "watcher", RestartPolicy::Permanent, move || {
+                Ok(PluginWatcher::new(
+                    e.clone(),
+                    r.clone(),
+                    std::time::Duration::from_secs(2),
+                ))
+            })
+            .await?;
+            let _ = s.plugins.set(entries);
             let _ = s.plugins_sup.set(sup);
             Ok(())
         })

@@ -198,3 +198,56 @@ fn the_bundled_timer_plugin_reminds_the_agent_with_an_interrupt() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+fn action(d: &Daemon, name: &str, action: &str) -> (u16, Value) {
+    let r = reqwest::blocking::Client::new()
+        .post(d.url(&format!("/api/v1/plugins/{name}/{action}")))
+        .send()
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().unwrap_or(Value::Null))
+}
+
+#[test]
+fn disable_survives_a_restart_enable_brings_it_back_and_a_new_entry_file_reloads_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    install(&data, "echo");
+    let d = Daemon::start(&data);
+    let running = |p: &Value| p["state"] == "running" && p["tools"] == json!(["echo_say"]);
+    let first = wait_plugin(&d, "echo", Duration::from_secs(10), "ran", running);
+
+    let (status, body) = action(&d, "echo", "disable");
+    assert_eq!(status, 200, "{body}");
+    let p = wait_plugin(&d, "echo", Duration::from_secs(10), "stopped", |p| {
+        p["state"] == "disabled" && p["pid"].is_null()
+    });
+    assert_eq!(p["tools"], json!([]), "its tools left with it");
+    let (status, _) = action(&d, "echo", "restart");
+    assert_eq!(status, 409, "a disabled plugin is not restarted");
+
+    // Disabled stays disabled across a daemon restart.
+    assert!(d.terminate().success());
+    let d = Daemon::start(&data);
+    let p = plugin(&d, "echo");
+    assert_eq!(p["state"], "disabled", "{p}");
+    assert!(p["pid"].is_null());
+
+    let (status, body) = action(&d, "echo", "enable");
+    assert_eq!(status, 200, "{body}");
+    let p = wait_plugin(&d, "echo", Duration::from_secs(10), "ran again", running);
+    let pid = p["pid"].as_u64().unwrap();
+    assert_ne!(Some(pid), first["pid"].as_u64());
+
+    // Hot reload: a changed entry file restarts the plugin.
+    let bin = data.join("plugins/echo/plugin.bin");
+    let mut text = std::fs::read_to_string(&bin).unwrap();
+    text.push_str("\n# changed\n");
+    std::fs::write(&bin, text).unwrap();
+    let p = wait_plugin(&d, "echo", Duration::from_secs(15), "reloaded", |p| {
+        running(p) && p["pid"].as_u64() != Some(pid)
+    });
+    assert!(p["restarts"].as_u64().unwrap() >= 1, "{p}");
+    let (status, _) = action(&d, "echo", "explode");
+    assert_eq!(status, 404);
+}

@@ -246,14 +246,10 @@ pub async fn get_plugins(state: web::Data<AppState>) -> HttpResponse {
     HttpResponse::Ok().json(json!({ "plugins": list }))
 }
 
-#[utoipa::path(post, path = "/api/v1/plugins/{name}/restart", tag = "plugins",
-    params(("name" = String, Path, description = "Plugin name")),
-    responses(
-        (status = 200, description = "Restarted (a quarantined plugin is re-enabled)"),
-        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
-    ))]
-pub async fn restart_plugin(state: web::Data<AppState>, name: web::Path<String>) -> Result<HttpResponse, ApiError> {
-    let name = name.into_inner();
+fn find_plugin<'a>(
+    state: &'a AppState,
+    name: &str,
+) -> Result<&'a homeagent_actors::plugins::host::PluginEntry, ApiError> {
     let entry = state
         .plugins
         .iter()
@@ -262,8 +258,56 @@ pub async fn restart_plugin(state: web::Data<AppState>, name: web::Path<String>)
     if let Some(problem) = &entry.problem {
         return Err(ApiError::conflict(format!("plugin `{name}` cannot run: {problem}")));
     }
-    let restarts = homeagent_actors::supervisor::restart_actor(&state.registry, &entry.supervisor_id)
-        .await
-        .map_err(|e| ApiError::conflict(e.to_string()))?;
-    Ok(HttpResponse::Ok().json(json!({"name": name, "restarts": restarts})))
+    Ok(entry)
+}
+
+#[utoipa::path(post, path = "/api/v1/plugins/{name}/{action}", tag = "plugins",
+    params(
+        ("name" = String, Path, description = "Plugin name"),
+        ("action" = String, Path, description = "`restart` or `reload` (restart it now, re-reading its entry file; ends a quarantine), `disable` (stop it and keep it stopped, across daemon restarts), `enable`"),
+    ),
+    responses(
+        (status = 200, description = "`{\"name\", \"action\", \"state\"}`"),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
+    ))]
+pub async fn plugin_action(
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (name, action) = path.into_inner();
+    let entry = find_plugin(&state, &name)?;
+    let conflict = |e: String| ApiError::conflict(e);
+    match action.as_str() {
+        "restart" | "reload" => {
+            entry.restart(&state.registry).await.map_err(conflict)?;
+        }
+        "disable" => {
+            state
+                .config
+                .send(homeagent_actors::config::SetPluginDisabled {
+                    name: name.clone(),
+                    disabled: true,
+                })
+                .await?
+                .map_err(|e| ApiError::unavailable(e.to_string()))?;
+            entry.disable(&state.registry).await.map_err(conflict)?;
+        }
+        "enable" => {
+            state
+                .config
+                .send(homeagent_actors::config::SetPluginDisabled {
+                    name: name.clone(),
+                    disabled: false,
+                })
+                .await?
+                .map_err(|e| ApiError::unavailable(e.to_string()))?;
+            entry.enable(&state.registry).await.map_err(conflict)?;
+        }
+        other => {
+            return Err(ApiError::not_found(format!(
+                "unknown action `{other}`; use restart, reload, enable or disable"
+            )));
+        }
+    }
+    Ok(HttpResponse::Ok().json(json!({"name": name, "action": action, "state": entry.status(&state.registry).state})))
 }

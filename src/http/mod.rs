@@ -40,7 +40,7 @@ pub struct AppState {
     paths(
         api::healthz, api::actors, api::restart, api::get_settings, api::put_settings, sse::events,
         agent::post_message, agent::post_stop, agent::get_tasks, agent::get_sources,
-        agent::get_context, agent::get_documents, agent::get_plugins, agent::restart_plugin
+        agent::get_context, agent::get_documents, agent::get_plugins, agent::plugin_action
     ),
     tags(
         (name = "daemon", description = "Liveness"),
@@ -116,7 +116,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/memory/context", web::get().to(agent::get_context))
                 .route("/memory/documents", web::get().to(agent::get_documents))
                 .route("/plugins", web::get().to(agent::get_plugins))
-                .route("/plugins/{name}/restart", web::post().to(agent::restart_plugin))
+                .route("/plugins/{name}/{action}", web::post().to(agent::plugin_action))
                 .default_service(web::to(api::not_found)),
         )
         .default_service(web::to(assets::serve));

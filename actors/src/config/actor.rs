@@ -72,6 +72,19 @@ pub struct GetSetting(pub String);
 #[rtype(result = "Result<BTreeMap<String, Value>, ConfigError>")]
 pub struct GetRawSettings;
 
+/// Marks a plugin disabled (`true`) or enabled (`false`), persistently.
+#[derive(Message)]
+#[rtype(result = "Result<(), ConfigError>")]
+pub struct SetPluginDisabled {
+    pub name: String,
+    pub disabled: bool,
+}
+
+/// The names of the disabled plugins.
+#[derive(Message)]
+#[rtype(result = "Result<Vec<String>, ConfigError>")]
+pub struct DisabledPlugins;
+
 /// Sets several settings at once, all or nothing; `null` deletes.
 #[derive(Message)]
 #[rtype(result = "Result<Vec<super::Change>, ConfigError>")]
@@ -88,6 +101,25 @@ impl Handles<GetRawSettings> for ConfigActor {
     type Reply = Result<BTreeMap<String, Value>, ConfigError>;
     fn handle(&mut self, _: GetRawSettings, _: &mut HostContext<Self>) -> Self::Reply {
         self.store.all()
+    }
+}
+
+impl Handles<SetPluginDisabled> for ConfigActor {
+    type Reply = Result<(), ConfigError>;
+    fn handle(&mut self, msg: SetPluginDisabled, _: &mut HostContext<Self>) -> Self::Reply {
+        if msg.disabled {
+            self.store.disable_plugin(&msg.name, "operator")?;
+        } else {
+            self.store.enable_plugin(&msg.name)?;
+        }
+        Ok(())
+    }
+}
+
+impl Handles<DisabledPlugins> for ConfigActor {
+    type Reply = Result<Vec<String>, ConfigError>;
+    fn handle(&mut self, _: DisabledPlugins, _: &mut HostContext<Self>) -> Self::Reply {
+        Ok(self.store.disabled_plugins()?.into_iter().map(|d| d.name).collect())
     }
 }
 

@@ -47,7 +47,9 @@ mod defs;
 mod duration;
 mod store;
 
-pub use actor::{ConfigActor, GetRawSettings, GetSetting, GetSettings, MASKED, UpdateSettings};
+pub use actor::{
+    ConfigActor, DisabledPlugins, GetRawSettings, GetSetting, GetSettings, MASKED, SetPluginDisabled, UpdateSettings,
+};
 pub use defs::{
     DEFAULT_SYSTEM_PROMPT, KeyInfo, LLM_PREFIX, LOG_LEVELS, PLUGIN_PREFIX, SOURCE_FIELDS, SOURCES_PREFIX, SettingDef,
     SourceField, ValueKind, core_defs, is_valid_name, is_valid_plugin_key, lookup, validate,

@@ -8,6 +8,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use homeagent_plugin_protocol::{EntryKind, Manifest};
 use serde::Serialize;
@@ -16,17 +17,118 @@ use super::process::{PluginDeps, PluginInfo, PluginProcess};
 use crate::registry::{ActorState, Registry};
 use crate::supervisor::{RestartPolicy, SupervisorConfig, SupervisorRef};
 
+type Factory = Arc<dyn Fn() -> Result<PluginProcess, String> + Send + Sync>;
+
+/// How to (re)start a plugin's process under its own supervisor.
+struct Launch {
+    sup: SupervisorRef,
+    factory: Factory,
+}
+
 /// One known plugin.
 pub struct PluginEntry {
     pub name: String,
     pub dir: PathBuf,
     pub kind: Option<EntryKind>,
-    /// Why it is not running at all (bad manifest, kind not supported yet, disabled).
+    /// Why it cannot run at all (bad manifest, kind not supported yet).
     pub problem: Option<String>,
     pub info: Arc<PluginInfo>,
     /// `kernel/plugins/<name>`: restarting it restarts (and un-quarantines) the plugin.
     pub supervisor_id: String,
     pub process_id: String,
+    /// The file whose content change triggers a hot reload.
+    pub entry_path: Option<PathBuf>,
+    /// SHA-256 of the entry file when the plugin was last (re)started.
+    pub entry_hash: parking_lot::Mutex<Option<[u8; 32]>>,
+    /// Disabled by an operator (persisted in the settings database).
+    pub disabled: AtomicBool,
+    /// Whether its process actor was ever added to its supervisor.
+    started: AtomicBool,
+    launch: Option<Launch>,
+}
+
+/// SHA-256 of a file (following links), `None` when unreadable.
+pub fn file_hash(path: &Path) -> Option<[u8; 32]> {
+    use sha2::Digest;
+    std::fs::read(path).ok().map(|b| sha2::Sha256::digest(&b).into())
+}
+
+impl PluginEntry {
+    fn new(name: &str, dir: &Path, parent: &str) -> Self {
+        let supervisor_id = format!("{parent}/{name}");
+        Self {
+            name: name.to_owned(),
+            dir: dir.to_owned(),
+            kind: None,
+            problem: None,
+            info: Arc::default(),
+            process_id: format!("{supervisor_id}/process"),
+            supervisor_id,
+            entry_path: None,
+            entry_hash: parking_lot::Mutex::new(None),
+            disabled: AtomicBool::new(false),
+            started: AtomicBool::new(false),
+            launch: None,
+        }
+    }
+
+    /// Adds the process actor (first start); later starts go through the supervisor.
+    async fn start(&self) -> Result<(), String> {
+        let launch = self
+            .launch
+            .as_ref()
+            .ok_or_else(|| self.problem.clone().unwrap_or_default())?;
+        if self.started.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        *self.entry_hash.lock() = self.entry_path.as_deref().and_then(file_hash);
+        let f = launch.factory.clone();
+        launch
+            .sup
+            .worker("process", RestartPolicy::Permanent, move || f())
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    /// Restarts the plugin (re-reading its entry file); also ends a quarantine.
+    pub async fn restart(&self, registry: &Registry) -> Result<u64, String> {
+        if self.disabled.load(Ordering::SeqCst) {
+            return Err(format!("plugin `{}` is disabled; enable it first", self.name));
+        }
+        if !self.started.load(Ordering::SeqCst) {
+            self.start().await?;
+            return Ok(0);
+        }
+        *self.entry_hash.lock() = self.entry_path.as_deref().and_then(file_hash);
+        crate::supervisor::restart_actor(registry, &self.supervisor_id)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// Stops the plugin and keeps it stopped (the caller persists the flag).
+    pub async fn disable(&self, registry: &Registry) -> Result<(), String> {
+        self.disabled.store(true, Ordering::SeqCst);
+        if self.started.load(Ordering::SeqCst) {
+            crate::supervisor::stop_actor(registry, &self.process_id)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// Starts a disabled plugin again.
+    pub async fn enable(&self, registry: &Registry) -> Result<(), String> {
+        self.disabled.store(false, Ordering::SeqCst);
+        if !self.started.load(Ordering::SeqCst) {
+            return self.start().await;
+        }
+        *self.entry_hash.lock() = self.entry_path.as_deref().and_then(file_hash);
+        crate::supervisor::restart_actor(registry, &self.process_id)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
 }
 
 /// What `GET /api/v1/plugins` shows of a plugin.
@@ -52,7 +154,7 @@ impl PluginEntry {
     pub fn status(&self, registry: &Registry) -> PluginStatus {
         let sup = registry.get(&self.supervisor_id);
         let proc_ = registry.get(&self.process_id);
-        let state = if self.problem.is_some() {
+        let state = if self.problem.is_some() || self.disabled.load(Ordering::SeqCst) {
             "disabled"
         } else {
             match (sup.as_ref().map(|s| s.state()), proc_.as_ref().map(|p| p.state())) {
@@ -68,7 +170,9 @@ impl PluginEntry {
             kind: self.kind,
             state,
             pid: *self.info.pid.lock(),
-            restarts: proc_.as_ref().map_or(0, |p| p.restarts()),
+            // Crash restarts of the process plus operator restarts and hot reloads (which
+            // restart its supervisor, hence a fresh process actor).
+            restarts: proc_.as_ref().map_or(0, |p| p.restarts()) + sup.as_ref().map_or(0, |s| s.restarts()),
             last_exit: proc_.as_ref().and_then(|p| p.last_exit()),
             stderr_tail: self.info.stderr.lock().iter().cloned().collect(),
             tools: self.info.tools.lock().clone(),
@@ -91,7 +195,8 @@ pub fn plugin_supervision() -> SupervisorConfig {
     c
 }
 
-/// Finds and starts every plugin under `plugins_dir` (sorted by directory name).
+/// Finds every plugin under `plugins_dir` (sorted by directory name), gives each
+/// subprocess plugin its supervisor, and starts those not in `disabled`.
 pub async fn start_all(
     sup: &SupervisorRef,
     plugins_dir: &Path,
@@ -112,33 +217,17 @@ pub async fn start_all(
     let mut out = Vec::new();
     for dir in dirs {
         let fallback = dir.file_name().and_then(|n| n.to_str()).unwrap_or("plugin").to_owned();
-        let supervisor_id = |n: &str| format!("{}/{n}", sup.id());
-        let mut entry = PluginEntry {
-            name: fallback.clone(),
-            dir: dir.clone(),
-            kind: None,
-            problem: None,
-            info: Arc::default(),
-            supervisor_id: supervisor_id(&fallback),
-            process_id: format!("{}/process", supervisor_id(&fallback)),
-        };
         let manifest = match Manifest::load(&dir) {
             Ok(m) => m,
             Err(e) => {
                 tracing::error!("plugin in {} not loaded: {e}", dir.display());
+                let mut entry = PluginEntry::new(&fallback, &dir, sup.id());
                 entry.problem = Some(e.to_string());
                 out.push(entry);
                 continue;
             }
         };
-        entry.name = manifest.name.clone();
-        entry.supervisor_id = supervisor_id(&manifest.name);
-        entry.process_id = format!("{}/process", entry.supervisor_id);
-        if disabled.contains(&manifest.name) {
-            entry.problem = Some("disabled by an operator".into());
-            out.push(entry);
-            continue;
-        }
+        let mut entry = PluginEntry::new(&manifest.name, &dir, sup.id());
         let (path, kind) = match manifest.entry(&dir) {
             Ok(x) => x,
             Err(e) => {
@@ -163,12 +252,13 @@ pub async fn start_all(
                 continue;
             }
         };
+        entry.entry_path = Some(path.clone());
         let (info, deps, data) = (
             entry.info.clone(),
             deps.clone(),
             data_dir.join("plugin_data").join(&manifest.name),
         );
-        let factory = move || {
+        let factory: Factory = Arc::new(move || {
             Ok(PluginProcess::new(
                 manifest.clone(),
                 dir.clone(),
@@ -177,8 +267,15 @@ pub async fn start_all(
                 deps.clone(),
                 info.clone(),
             ))
-        };
-        if let Err(e) = plugin_sup.worker("process", RestartPolicy::Permanent, factory).await {
+        });
+        entry.launch = Some(Launch {
+            sup: plugin_sup,
+            factory,
+        });
+        if disabled.contains(&entry.name) {
+            entry.disabled.store(true, Ordering::SeqCst);
+            tracing::info!(plugin = %entry.name, "plugin disabled by an operator; not started");
+        } else if let Err(e) = entry.start().await {
             tracing::warn!(plugin = %entry.name, "plugin did not start: {e}");
         }
         out.push(entry);

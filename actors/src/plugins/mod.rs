@@ -2,8 +2,10 @@
 //!
 //! * [`conn`]: one plugin's stdio connection (NDJSON frames, call correlation);
 //! * [`process`]: the actor around one subprocess plugin;
-//! * [`host`]: discovery in `DATA/plugins` and the per-plugin supervisors.
+//! * [`host`]: discovery in `DATA/plugins` and the per-plugin supervisors;
+//! * [`watch`]: hot reload when an entry file changes.
 
 pub mod conn;
 pub mod host;
 pub mod process;
+pub mod watch;
