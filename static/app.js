@@ -1,18 +1,29 @@
-// HomeAgent live actor dashboard.
+// HomeAgent dashboard: live supervision tree, plugins, chat with the agent, event log.
 // Plain browser JS, no framework, no build step. Served by homed at /app.js.
 //
 // Data sources (same origin):
 //   GET  /api/v1/actors                 -> {"actors":[...]}  (initial load + polling fallback)
 //   GET  /api/v1/events                 -> SSE: `actors` snapshots + kernel events
+//                                          (task, stream_delta, agent_output, tool_call, ...)
 //   POST /api/v1/actors/{id}/restart    -> 200 {"id","restarts"} | 4xx {"error"}
+//   GET  /api/v1/plugins                -> {"plugins":[...]}  (polled every 2 s)
+//   POST /api/v1/plugins/{name}/restart -> 200 {"name","restarts"} | 404/409 {"error"}
+//   POST /api/v1/messages               -> 200 {"task_id","reply","tools_used","usage"}
+//                                          | 502 {"task_id","error"} | 503/4xx {"error"}
+//   POST /api/v1/stop                   -> stops the current generation
 //
-// Untrusted text (actor ids, last_exit, event payloads) is only ever written
-// with textContent / attributes, never innerHTML.
+// Untrusted text (actor ids, last_exit, event payloads, chat text, plugin
+// stderr) is only ever written with textContent / attributes, never innerHTML.
 "use strict";
 
 (function () {
   const API_ACTORS = "/api/v1/actors";
   const API_EVENTS = "/api/v1/events";
+  const API_PLUGINS = "/api/v1/plugins";
+  const API_MESSAGES = "/api/v1/messages";
+  const API_STOP = "/api/v1/stop";
+  const CHAT_CHANNEL = "webui";  // source and channel of messages sent from this page
+  const PLUGINS_POLL_MS = 2000;
   const POLL_MS = 2000;          // polling fallback period
   const LOG_CAP = 200;           // max entries in the event log
   const STALE_MS = 5000;         // no snapshot for this long while "live" -> "stale"
@@ -25,6 +36,9 @@
     "actors", "actor_exit", "actor_restart", "actor_started", "actor_stopped",
     "actor_stuck", "actor_failed", "supervisor_escalated", "setting_changed",
     "daemon", "error",
+    // agent
+    "task", "stream_delta", "agent_output", "tool_call", "agent_llm_chain",
+    "output", "stage", "stage_handler_error", "lagged",
   ];
 
   const $ = (sel) => document.querySelector(sel);
@@ -383,6 +397,24 @@
     }
     if (!evType) evType = "message";
 
+    // Streaming chunks of one task are merged into a single entry (the newest
+    // one), so a long reply does not push everything else out of the log.
+    if (evType === "stream_delta" && rest && typeof rest === "object" && !rest.reset) {
+      const top = logEl.firstElementChild;
+      if (top && top.dataset.type === "stream_delta" && top._delta && top._delta.task_id === rest.task_id) {
+        const d = top._delta;
+        d.chunks += 1;
+        d.content += typeof rest.content === "string" ? rest.content : "";
+        d.reasoning += typeof rest.reasoning === "string" ? rest.reasoning : "";
+        top.querySelector(".ev-type").textContent = "stream_delta ×" + d.chunks;
+        top.querySelector(".ev-data").textContent = JSON.stringify(d.view());
+        const t = top.querySelector(".ev-time");
+        t.textContent = fmtTime(ts);
+        t.dateTime = new Date(ts).toISOString();
+        return;
+      }
+    }
+
     const li = el("li", "ev");
     li.dataset.type = evType;
     const kind = evType.replace(/[^a-z0-9_-]/gi, "");
@@ -396,6 +428,19 @@
     try { json = typeof rest === "string" ? rest : JSON.stringify(rest); } catch (_) { json = String(rest); }
     const code = el("code", "ev-data", json === "{}" ? "" : json);
     li.append(time, t, code);
+    if (evType === "stream_delta" && rest && typeof rest === "object" && !rest.reset) {
+      const d = {
+        task_id: rest.task_id, channel: rest.channel, chunks: 1,
+        content: typeof rest.content === "string" ? rest.content : "",
+        reasoning: typeof rest.reasoning === "string" ? rest.reasoning : "",
+      };
+      d.view = () => {
+        const v = { task_id: d.task_id, channel: d.channel, content: d.content };
+        if (d.reasoning) v.reasoning = d.reasoning;
+        return v;
+      };
+      li._delta = d;
+    }
     logEl.insertBefore(li, logEl.firstChild);
     while (logEl.children.length > LOG_CAP) logEl.lastElementChild.remove();
     countEl.textContent = "(" + logEl.children.length + ")";
@@ -438,7 +483,19 @@
       try { applySnapshot(JSON.parse(ev.data)); } catch (e) { console.warn("bad actors event", e); }
       return;
     }
-    logEvent(name, ev.data);
+    let data = null;
+    try { data = JSON.parse(ev.data); } catch (_) { /* not JSON: log as text */ }
+    if (data && typeof data === "object") {
+      try {
+        if (name === "stream_delta") chatOnDelta(data);
+        else if (name === "task") chatOnTask(data);
+        else if (name === "tool_call") chatOnToolCall(data);
+        else if (/^actor_/.test(name) && typeof data.id === "string" && data.id.startsWith("kernel/plugins/")) {
+          pluginsSoon();
+        }
+      } catch (e) { console.warn("event handler failed", name, e); }
+    }
+    logEvent(name, data !== null ? data : ev.data);
   }
 
   function connectSse() {
@@ -488,9 +545,396 @@
     });
   }
 
+  // ---------------------------------------------------------------- plugins
+
+  const pluginRowsEl = $("#plugin-rows");
+  const pluginCountEl = $("#plugin-count");
+  const pluginsErrEl = $("#plugins-error");
+  /** name -> <tr> */
+  const pluginRows = new Map();
+  let pluginsInFlight = false;
+  let pluginsAgain = false;
+  let pluginsSoonTimer = null;
+
+  function pluginRestartUrl(name) {
+    return API_PLUGINS + "/" + encodeURIComponent(name) + "/restart";
+  }
+
+  // `restarts` of GET /api/v1/plugins counts crash restarts of the process
+  // plus operator restarts / reloads of the whole plugin; shown as given.
+  function pluginRestarts(p) {
+    return Math.max(0, num(p.restarts));
+  }
+
+  function buildPluginRow(name) {
+    const tr = el("tr", "plugin");
+    tr.dataset.plugin = name;
+    const tdName = el("td", "plugin-name", name);
+    const tdKind = el("td", "kind");
+    const tdState = el("td", "state");
+    const badge = el("span", "badge plugin-state");
+    const problem = el("span", "plugin-problem");
+    tdState.append(badge, problem);
+    const tdPid = el("td", "num plugin-pid");
+    const tdRestarts = el("td", "num plugin-restarts");
+    const tdTools = el("td", "plugin-tools");
+    const tdExit = el("td", "last-exit plugin-exit");
+    const tdErr = el("td", "plugin-stderr");
+    const tdAct = el("td", "actions");
+    const btn = el("button", "plugin-restart", "Restart");
+    btn.type = "button";
+    btn.addEventListener("click", () => restartPlugin(name, tr));
+    const err = el("span", "restart-error");
+    err.setAttribute("role", "alert");
+    tdAct.append(btn, err);
+    tr.append(tdName, tdKind, tdState, tdPid, tdRestarts, tdTools, tdExit, tdErr, tdAct);
+    tr._cells = { tdKind, tdState, badge, problem, tdPid, tdRestarts, tdTools, tdExit, tdErr, btn, err };
+    return tr;
+  }
+
+  function updatePluginRow(tr, p) {
+    const c = tr._cells;
+    setText(c.tdKind, p.kind || "");
+    const state = String(p.state || "unknown");
+    setText(c.badge, state);
+    c.badge.className = "badge plugin-state b-" + state.replace(/[^a-z0-9_-]/gi, "");
+    c.tdState.dataset.state = state;
+    tr.dataset.state = state;
+    tr.classList.toggle("is-backoff", state === "backoff");
+    tr.classList.toggle("is-failed", state === "quarantined");
+    tr.classList.toggle("is-stopped", state === "disabled" || state === "stopped");
+    setText(c.problem, typeof p.problem === "string" ? p.problem : "");
+
+    setText(c.tdPid, p.pid === null || p.pid === undefined ? "—" : p.pid);
+    const restarts = String(pluginRestarts(p));
+    const prev = c.tdRestarts.textContent;
+    setText(c.tdRestarts, restarts);
+    if (prev !== "" && prev !== restarts) flash(tr);
+
+    const tools = Array.isArray(p.tools) ? p.tools.map(String) : [];
+    const key = tools.join("\n");
+    if (c.tdTools._key !== key) {
+      c.tdTools._key = key;
+      c.tdTools.replaceChildren(...tools.map((t) => el("code", "tool", t)));
+      if (!tools.length) c.tdTools.append(el("span", "muted", "—"));
+    }
+
+    const exit = p.last_exit === null || p.last_exit === undefined ? "" : String(p.last_exit);
+    setText(c.tdExit, exit);
+    c.tdExit.title = exit;
+    const tail = Array.isArray(p.stderr_tail) ? p.stderr_tail.map(String) : [];
+    setText(c.tdErr, tail.length ? tail[tail.length - 1] : "");
+    c.tdErr.title = tail.join("\n");
+
+    const restartable = state !== "disabled";
+    c.btn.hidden = !restartable;
+    if (!tr._pending) c.btn.disabled = !restartable;
+  }
+
+  function renderPlugins(list) {
+    const next = new Map();
+    const order = [];
+    for (const p of list) {
+      if (!p || typeof p.name !== "string" || next.has(p.name)) continue;
+      let tr = pluginRows.get(p.name);
+      if (!tr) tr = buildPluginRow(p.name);
+      updatePluginRow(tr, p);
+      next.set(p.name, tr);
+      order.push(tr);
+    }
+    for (const [name, tr] of pluginRows) if (!next.has(name)) tr.remove();
+    pluginRows.clear();
+    for (const [name, tr] of next) pluginRows.set(name, tr);
+    const ph = pluginRowsEl.querySelector("tr.placeholder");
+    if (order.length === 0) {
+      if (!ph || ph.dataset.empty !== "1") {
+        const row = el("tr", "placeholder");
+        row.dataset.empty = "1";
+        const td = el("td", null, "No plugins in DATA/plugins");
+        td.title = "DATA is the directory given to homed with --data";
+        td.colSpan = 9;
+        row.append(td);
+        pluginRowsEl.replaceChildren(row);
+      }
+    } else {
+      if (ph) ph.remove();
+      let cursor = pluginRowsEl.firstElementChild;
+      for (const tr of order) {
+        if (tr === cursor) cursor = cursor.nextElementSibling;
+        else pluginRowsEl.insertBefore(tr, cursor);
+      }
+    }
+    const counts = {};
+    for (const p of list) if (p && p.state) counts[p.state] = (counts[p.state] || 0) + 1;
+    const parts = Object.keys(counts).sort().map((s) => counts[s] + " " + s);
+    pluginCountEl.textContent = order.length ? "(" + order.length + (parts.length ? ": " + parts.join(", ") : "") + ")" : "";
+  }
+
+  async function refreshPlugins() {
+    if (pluginsInFlight) { pluginsAgain = true; return; }
+    pluginsInFlight = true;
+    try {
+      const res = await fetch(API_PLUGINS, { cache: "no-store", headers: { "Accept": "application/json" } });
+      const text = await res.text();
+      let body = null;
+      try { body = text ? JSON.parse(text) : null; } catch (_) { body = null; }
+      if (!res.ok) {
+        throw new Error("HTTP " + res.status + ": " + (body && typeof body.error === "string" ? body.error : text.slice(0, 200)));
+      }
+      if (!body || !Array.isArray(body.plugins)) throw new Error("GET " + API_PLUGINS + ": no \"plugins\" array");
+      pluginsErrEl.textContent = "";
+      renderPlugins(body.plugins);
+    } catch (e) {
+      pluginsErrEl.textContent = "could not load plugins: " + (e && e.message ? e.message : e);
+    } finally {
+      pluginsInFlight = false;
+      if (pluginsAgain) { pluginsAgain = false; refreshPlugins(); }
+    }
+  }
+
+  // A plugin actor changed (SSE): refresh a little later, coalescing bursts.
+  function pluginsSoon() {
+    if (pluginsSoonTimer) return;
+    pluginsSoonTimer = setTimeout(() => { pluginsSoonTimer = null; refreshPlugins(); }, 300);
+  }
+
+  async function restartPlugin(name, tr) {
+    const c = tr._cells;
+    if (tr._pending) return;
+    tr._pending = true;
+    c.btn.disabled = true;
+    c.btn.textContent = "Restarting…";
+    c.err.textContent = "";
+    try {
+      const res = await fetch(pluginRestartUrl(name), {
+        method: "POST",
+        headers: { "Accept": "application/json" },
+        cache: "no-store",
+      });
+      const text = await res.text();
+      let body = null;
+      try { body = text ? JSON.parse(text) : null; } catch (_) { body = null; }
+      if (!res.ok) {
+        const msg = body && typeof body.error === "string" ? body.error : (text || res.statusText || "request failed");
+        c.err.textContent = (res.status >= 500 ? "HTTP " + res.status + ": " : "") + msg;
+      }
+    } catch (e) {
+      c.err.textContent = "network error: " + (e && e.message ? e.message : e);
+    } finally {
+      tr._pending = false;
+      c.btn.textContent = "Restart";
+      c.btn.disabled = tr.dataset.state === "disabled";
+      refreshPlugins();
+      // The new process needs a moment to hand over its tools.
+      setTimeout(refreshPlugins, 1000);
+    }
+  }
+
+  // ---------------------------------------------------------------- chat
+
+  const chatLog = $("#chat-log");
+  const chatForm = $("#chat-form");
+  const chatInput = $("#chat-input");
+  const chatSend = $("#chat-send");
+  const chatStop = $("#chat-stop");
+  const chatStatus = $("#chat-status");
+  /** requests waiting for their reply, oldest first:
+   *  {li, textEl, extraEl, taskId, content, reasoning, tools} */
+  const pendingChats = [];
+  /** ids of agent tasks currently running (from `task` events) */
+  const runningTasks = new Set();
+
+  function chatNearBottom() {
+    return chatLog.scrollHeight - chatLog.scrollTop - chatLog.clientHeight < 40;
+  }
+
+  function chatScroll(stick) {
+    if (stick) chatLog.scrollTop = chatLog.scrollHeight;
+  }
+
+  function chatMessage(role, text) {
+    const stick = chatNearBottom();
+    const li = el("li", "msg");
+    li.dataset.role = role;
+    const who = el("span", "msg-who", role === "user" ? "you" : role === "error" ? "error" : "agent");
+    const textEl = el("div", "msg-text", text);
+    const extraEl = el("div", "msg-extra");
+    const metaEl = el("div", "msg-meta");
+    li.append(who, textEl, extraEl, metaEl);
+    li._parts = { textEl, extraEl, metaEl };
+    chatLog.append(li);
+    chatScroll(stick);
+    return li;
+  }
+
+  function updateStopButton() {
+    chatStop.disabled = pendingChats.length === 0 && runningTasks.size === 0;
+  }
+
+  function renderPending(p) {
+    const stick = chatNearBottom();
+    const { textEl, extraEl } = p.li._parts;
+    setText(textEl, p.content);
+    p.li.classList.toggle("thinking", !p.content);
+    const extra = [];
+    if (p.reasoning) extra.push(el("div", "msg-reasoning", p.reasoning));
+    for (const t of p.tools) extra.push(el("div", "msg-tool", "tool " + t.name + ": " + t.status));
+    extraEl.replaceChildren(...extra);
+    chatScroll(stick);
+  }
+
+  // The reply to a synchronous POST carries its task id only at the end, so a
+  // streaming chunk on our channel belongs to the pending request already bound
+  // to its task, else to the oldest pending request not yet bound to a task.
+  function pendingFor(taskId, bind) {
+    let p = pendingChats.find((x) => x.taskId !== null && x.taskId === taskId);
+    if (!p && bind) {
+      p = pendingChats.find((x) => x.taskId === null);
+      if (p) p.taskId = taskId;
+    }
+    return p || null;
+  }
+
+  function chatOnDelta(d) {
+    if (d.channel !== CHAT_CHANNEL || !pendingChats.length) return;
+    const p = pendingFor(d.task_id, true);
+    if (!p) return;
+    if (d.reset) {
+      p.content = "";
+      p.reasoning = "";
+    } else {
+      if (typeof d.content === "string") p.content += d.content;
+      if (typeof d.reasoning === "string") p.reasoning += d.reasoning;
+    }
+    renderPending(p);
+  }
+
+  function chatOnToolCall(d) {
+    const p = pendingFor(d.task_id, false);
+    if (!p) return;
+    p.tools.push({ name: String(d.name || "?"), status: String(d.status || "") });
+    renderPending(p);
+  }
+
+  function chatOnTask(d) {
+    const id = d.task_id;
+    if (d.state === "running" || d.state === "resumed") runningTasks.add(id);
+    else if (d.state !== "queued") runningTasks.delete(id); // done, cancelled, failed, suspended
+    updateStopButton();
+  }
+
+  function finishChat(p, role, text, meta) {
+    const i = pendingChats.indexOf(p);
+    if (i >= 0) pendingChats.splice(i, 1);
+    const stick = chatNearBottom();
+    const { textEl, extraEl, metaEl } = p.li._parts;
+    p.li.dataset.role = role;
+    delete p.li.dataset.pending;
+    p.li.classList.remove("thinking");
+    p.li.querySelector(".msg-who").textContent = role === "error" ? "error" : "agent";
+    setText(textEl, text);
+    extraEl.replaceChildren();
+    setText(metaEl, meta || "");
+    chatScroll(stick);
+    updateStopButton();
+  }
+
+  function replyMeta(body) {
+    const parts = [];
+    if (body && body.task_id !== undefined && body.task_id !== null) parts.push("task " + body.task_id);
+    if (body && Array.isArray(body.tools_used) && body.tools_used.length) parts.push("tools: " + body.tools_used.join(", "));
+    const u = body && body.usage;
+    if (u && typeof u === "object" && Number.isFinite(Number(u.total_tokens)) && Number(u.total_tokens) > 0) {
+      parts.push(u.total_tokens + " tokens");
+    }
+    return parts.join(" · ");
+  }
+
+  async function sendChat() {
+    const text = chatInput.value;
+    if (!text.trim()) {
+      chatInput.focus();
+      return;
+    }
+    chatInput.value = "";
+    chatMessage("user", text);
+    const li = chatMessage("assistant", "");
+    li.dataset.pending = "1";
+    li.classList.add("thinking");
+    const p = { li, taskId: null, content: "", reasoning: "", tools: [] };
+    pendingChats.push(p);
+    updateStopButton();
+    chatStatus.textContent = "";
+    try {
+      const res = await fetch(API_MESSAGES, {
+        method: "POST",
+        headers: { "Content-Type": "application/json", "Accept": "application/json" },
+        cache: "no-store",
+        body: JSON.stringify({ text, source: CHAT_CHANNEL, channel: CHAT_CHANNEL, sync: true }),
+      });
+      const raw = await res.text();
+      let body = null;
+      try { body = raw ? JSON.parse(raw) : null; } catch (_) { body = null; }
+      if (body && body.task_id !== undefined) {
+        // Chunks wrongly bound to this task belong to this request, not another.
+        for (const o of pendingChats) {
+          if (o !== p && o.taskId === body.task_id) {
+            o.taskId = null; o.content = ""; o.reasoning = ""; o.tools = [];
+            renderPending(o);
+          }
+        }
+      }
+      if (res.ok && body && typeof body.reply === "string") {
+        finishChat(p, "assistant", body.reply, replyMeta(body));
+      } else if (body && typeof body.error === "string") {
+        finishChat(p, "error", body.error, "HTTP " + res.status + (body.task_id !== undefined ? " · task " + body.task_id : ""));
+      } else {
+        finishChat(p, "error", raw || res.statusText || "request failed", "HTTP " + res.status);
+      }
+    } catch (e) {
+      finishChat(p, "error", "network error: " + (e && e.message ? e.message : e), "");
+    }
+  }
+
+  async function stopChat() {
+    chatStop.disabled = true;
+    chatStatus.textContent = "stopping…";
+    try {
+      const res = await fetch(API_STOP, { method: "POST", headers: { "Accept": "application/json" }, cache: "no-store" });
+      const raw = await res.text();
+      let body = null;
+      try { body = raw ? JSON.parse(raw) : null; } catch (_) { body = null; }
+      if (res.ok) {
+        chatStatus.textContent = "stop sent";
+        setTimeout(() => { if (chatStatus.textContent === "stop sent") chatStatus.textContent = ""; }, 4000);
+      }
+      else chatStatus.textContent = "stop failed: HTTP " + res.status + ": " + (body && typeof body.error === "string" ? body.error : raw);
+    } catch (e) {
+      chatStatus.textContent = "stop failed: " + (e && e.message ? e.message : e);
+    } finally {
+      updateStopButton();
+    }
+  }
+
+  chatForm.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    sendChat();
+  });
+  chatInput.addEventListener("keydown", (ev) => {
+    // Enter sends; Shift+Enter inserts a new line; Enter while an IME is
+    // composing (e.g. Chinese input) only confirms the composition.
+    if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing && ev.keyCode !== 229) {
+      ev.preventDefault();
+      sendChat();
+    }
+  });
+  chatStop.addEventListener("click", stopChat);
+
   // ---------------------------------------------------------------- start
 
   setInterval(tickCountdowns, 250);
+  refreshPlugins();
+  setInterval(refreshPlugins, PLUGINS_POLL_MS);
   if (typeof window.EventSource === "function") {
     // Initial snapshot right away so the tree does not wait for the first SSE tick.
     refreshOnce().catch(() => { /* SSE will bring it */ });

@@ -1,7 +1,11 @@
 #!/usr/bin/env node
-// Real-browser end-to-end test of the homed actor dashboard.
+// Real-browser end-to-end test of the homed dashboard (actors, chat, plugins).
 //
 //   node dashboard.mjs http://127.0.0.1:PORT [screenshot.png]
+//
+// The daemon must have an LLM source that answers `echo: <text>` (and `slow
+// <ms> ...` slowly) and the `echo` test plugin installed: tests/dashboard_e2e.rs
+// sets both up.
 //
 // Drives the system Chromium (/usr/bin/chromium, or $CHROMIUM) through
 // playwright-core; never downloads a browser. Exits 0 on success; on failure
@@ -203,12 +207,153 @@ async function main() {
   const btnBack = await row.locator('button.restart').isEnabled().catch(() => false);
   if (!btnBack) fail(`button.restart of ${target.id} stayed disabled after the response`);
 
+  // 6. Chat: Shift+Enter is a new line, Enter sends; the reply from the
+  //    (fake) LLM replaces the pending assistant bubble.
+  const input = page.locator('#chat-input');
+  await input.click();
+  await page.keyboard.type('hello');
+  await page.keyboard.press('Shift+Enter');
+  const multi = await input.inputValue();
+  if (multi !== 'hello\n') fail(`Shift+Enter in #chat-input gave ${JSON.stringify(multi)}, expected "hello\\n"`);
+  if (await page.locator('#chat-log li').count()) fail('Shift+Enter sent the message');
+  await input.fill('');
+  await page.keyboard.type('hello browser');
+  await page.evaluate(() => {
+    document.querySelectorAll('#event-log li').forEach((li) => { li.dataset.e2eSeen = '1'; });
+    // Record what the pending assistant bubble shows while the reply streams in.
+    window.__e2eStreamed = [];
+    new MutationObserver(() => {
+      const li = document.querySelector('#chat-log li[data-pending]');
+      const t = li && li.querySelector('.msg-text') ? li.querySelector('.msg-text').textContent : '';
+      if (t && window.__e2eStreamed[window.__e2eStreamed.length - 1] !== t) window.__e2eStreamed.push(t);
+    }).observe(document.querySelector('#chat-log'), { subtree: true, childList: true, characterData: true });
+  });
+  const chatT0 = Date.now();
+  const [msgReq] = await Promise.all([
+    page.waitForRequest((r) => r.method() === 'POST' && r.url() === `${base}/api/v1/messages`, { timeout: 5_000 })
+      .catch(() => fail('pressing Enter in #chat-input sent no POST /api/v1/messages within 5 s')),
+    page.keyboard.press('Enter'),
+  ]);
+  const sent = msgReq.postDataJSON();
+  if (!sent || sent.text !== 'hello browser' || sent.source !== 'webui' || sent.channel !== 'webui') {
+    fail(`POST /api/v1/messages body is ${JSON.stringify(sent)}, expected text "hello browser", source and channel "webui"`);
+  }
+  if ((await input.inputValue()) !== '') fail('#chat-input was not cleared after sending');
+  const chat = await pollPage(page, 'no assistant message "echo: hello browser" in #chat-log', 10_000, () => {
+    const items = [...document.querySelectorAll('#chat-log li')];
+    const text = (li) => (li.querySelector('.msg-text') || li).textContent.trim();
+    const err = items.find((li) => li.dataset.role === 'error');
+    if (err) return { ok: false, why: `error message: ${text(err)}` };
+    const user = items.find((li) => li.dataset.role === 'user' && text(li) === 'hello browser');
+    const reply = items.find((li) => li.dataset.role === 'assistant' && !li.dataset.pending && text(li) === 'echo: hello browser');
+    return user && reply && items.indexOf(user) < items.indexOf(reply)
+      ? { ok: true, n: items.length }
+      : { ok: false, why: `messages: ${JSON.stringify(items.map((li) => `${li.dataset.role}${li.dataset.pending ? '(pending)' : ''}: ${text(li)}`))}` };
+  });
+  const streamed = await page.evaluate(() => window.__e2eStreamed);
+  log(`chat: "hello browser" -> "echo: hello browser" in ${((Date.now() - chatT0) / 1000).toFixed(1)} s (${chat.n} messages; `
+    + `streamed into the pending bubble: ${streamed.length ? JSON.stringify(streamed) : 'nothing (reply came first)'})`);
+  const agentEvents = await pollPage(page, 'the event log shows no task / stream_delta / agent_output of the chat', 5_000, () => {
+    const types = new Set([...document.querySelectorAll('#event-log li')].filter((li) => !li.dataset.e2eSeen)
+      .map((li) => li.dataset.type));
+    const want = ['task', 'stream_delta', 'agent_output'];
+    const missing = want.filter((t) => !types.has(t));
+    return missing.length ? { ok: false, why: `missing ${missing.join(', ')}; new: ${[...types].join(', ')}` }
+      : { ok: true, types: [...types].join(', ') };
+  });
+  log(`event log shows ${agentEvents.types}`);
+
+  // 7. Stop: a slow answer is cut short by the Stop button.
+  await page.evaluate(() => document.querySelectorAll('#event-log li').forEach((li) => { li.dataset.e2eSeen = '1'; }));
+  await input.fill('slow 8000 never shown');
+  await page.locator('#chat-send').click();
+  await pollPage(page, 'the slow task never showed as running (task event) with #chat-stop enabled', 10_000, () => {
+    const running = [...document.querySelectorAll('#event-log li[data-type="task"]')]
+      .some((li) => !li.dataset.e2eSeen && li.textContent.includes('"running"'));
+    const stop = document.querySelector('#chat-stop');
+    return running && stop && !stop.disabled ? { ok: true } : { ok: false, why: `running=${running} stop.disabled=${stop && stop.disabled}` };
+  });
+  await page.waitForTimeout(300); // let the task reach its LLM call
+  const stopT0 = Date.now();
+  const [stopResp] = await Promise.all([
+    page.waitForResponse((r) => r.request().method() === 'POST' && r.url() === `${base}/api/v1/stop`, { timeout: 5_000 })
+      .catch(() => fail('clicking #chat-stop sent no POST /api/v1/stop within 5 s')),
+    page.locator('#chat-stop').click(),
+  ]);
+  if (stopResp.status() !== 200) fail(`POST /api/v1/stop -> HTTP ${stopResp.status()}`);
+  const stopped = await pollPage(page, 'the slow reply was not cut short after Stop', 6_000, () => {
+    const items = [...document.querySelectorAll('#chat-log li')];
+    const last = items[items.length - 1];
+    const text = last ? (last.querySelector('.msg-text') || last).textContent.trim() : '';
+    if (!last || last.dataset.pending) return { ok: false, why: 'still pending' };
+    return last.dataset.role !== 'user' && !text.includes('slow done')
+      ? { ok: true, role: last.dataset.role, text } : { ok: false, why: `last message: ${last.dataset.role}: ${text}` };
+  });
+  log(`stop: reply cut short after ${((Date.now() - stopT0) / 1000).toFixed(1)} s (${stopped.role}: ${stopped.text})`);
+
+  // 8. Plugins: the echo plugin runs with its tool; its Restart button restarts it.
+  const plug = await pollPage(page, 'plugins panel never showed "echo" running with tool echo_say', 10_000, () => {
+    const row = document.querySelector('[data-plugin="echo"]');
+    if (!row) return { ok: false, why: `rows: [${[...document.querySelectorAll('[data-plugin]')].map((r) => r.dataset.plugin).join(', ')}]` };
+    const state = (row.querySelector('.plugin-state') || {}).textContent;
+    const tools = row.textContent.includes('echo_say');
+    const btn = row.querySelector('button.plugin-restart');
+    const restarts = Number.parseInt((row.querySelector('.plugin-restarts') || {}).textContent, 10);
+    return state === 'running' && tools && btn && !btn.hidden && !btn.disabled && Number.isFinite(restarts)
+      ? { ok: true, restarts } : { ok: false, why: `state=${state} echo_say=${tools} button=${!!btn && !btn.hidden && !btn.disabled} restarts=${restarts}` };
+  });
+  log(`plugin echo running with echo_say (restarts shown: ${plug.restarts})`);
+  const prow = page.locator('[data-plugin="echo"]');
+  const [pResp] = await Promise.all([
+    page.waitForResponse((r) => r.request().method() === 'POST' && r.url() === `${base}/api/v1/plugins/echo/restart`, { timeout: 10_000 })
+      .catch(() => fail('clicking the echo plugin\'s Restart sent no POST /api/v1/plugins/echo/restart within 10 s')),
+    prow.locator('button.plugin-restart').click({ timeout: 5_000 }),
+  ]);
+  if (pResp.status() !== 200) {
+    const inline = await prow.locator('.restart-error').textContent().catch(() => '');
+    fail(`POST /api/v1/plugins/echo/restart -> HTTP ${pResp.status()} (inline: ${JSON.stringify(inline)})`);
+  }
+  const pUpd = await pollPage(page, `echo plugin's restarts did not grow above ${plug.restarts}, or it did not come back running`, 10_000, (before) => {
+    const row = document.querySelector('[data-plugin="echo"]');
+    const n = Number.parseInt(row.querySelector('.plugin-restarts').textContent, 10);
+    const state = row.querySelector('.plugin-state').textContent;
+    return n > before && state === 'running' && row.textContent.includes('echo_say')
+      ? { ok: true, n } : { ok: false, why: `restarts=${n} state=${state}` };
+  }, plug.restarts);
+  log(`plugin echo restarted: restarts ${plug.restarts} -> ${pUpd.n}, running again`);
+
+  // 9. Layout: on 1440x900 the page does not scroll, the four panels are on
+  //    screen, and the tables fit their panels without a horizontal scrollbar.
+  const lay = await page.evaluate(() => {
+    const out = { problems: [] };
+    const vw = window.innerWidth;
+    const vh = window.innerHeight;
+    const doc = document.scrollingElement;
+    if (doc.scrollHeight > vh + 1) out.problems.push(`page scrolls vertically (${doc.scrollHeight} > ${vh})`);
+    if (doc.scrollWidth > vw + 1) out.problems.push(`page scrolls horizontally (${doc.scrollWidth} > ${vw})`);
+    for (const sel of ['.tree-panel', '.plugins-panel', '.chat-panel', '.log-panel', '#chat-input', '#chat-send', '#chat-stop']) {
+      const r = document.querySelector(sel)?.getBoundingClientRect();
+      if (!r || r.width < 1 || r.height < 1) out.problems.push(`${sel} not shown`);
+      else if (r.left < 0 || r.top < 0 || r.right > vw + 1 || r.bottom > vh + 1) {
+        out.problems.push(`${sel} off screen (${Math.round(r.left)},${Math.round(r.top)} to ${Math.round(r.right)},${Math.round(r.bottom)})`);
+      }
+    }
+    for (const sel of ['.tree-panel .table-wrap', '.plugins-panel .table-wrap']) {
+      const w = document.querySelector(sel);
+      if (w && w.scrollWidth > w.clientWidth + 1) out.problems.push(`${sel} overflows horizontally (${w.scrollWidth} > ${w.clientWidth})`);
+    }
+    return out;
+  });
+  if (lay.problems.length) fail(`layout at 1440x900: ${lay.problems.join('; ')}`);
+  log('layout fits 1440x900: four panels on screen, no page or table scrollbars');
+
   if (shotPath) {
     await page.screenshot({ path: shotPath, fullPage: true, timeout: 10_000 });
     log(`screenshot written to ${shotPath}`);
   }
   if (pageErrors.length) fail(`the page raised ${pageErrors.length} error(s)`);
-  return `${ids.length} actors rendered, ${target.id} restarted ${before} -> ${upd.n}, ${ev.type} logged`;
+  return `${ids.length} actors rendered, ${target.id} restarted ${before} -> ${upd.n}, ${ev.type} logged; `
+    + `chat echoed, stop cut a reply short; plugin echo restarted ${plug.restarts} -> ${pUpd.n}`;
 }
 
 main().then(
