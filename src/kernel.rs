@@ -22,7 +22,7 @@ use homeagent_actors::llm::provider::LlmActor;
 use homeagent_actors::memory::actor::ContextActor;
 use homeagent_actors::memory::store::MemoryStore;
 use homeagent_actors::modgraph::{Module, ModuleError, ModuleGraph, Produced};
-use homeagent_actors::plugins::host::{PluginEntry, plugin_supervision, start_all};
+use homeagent_actors::plugins::host::{PluginEntry, plugin_supervision, skills_tool, start_all};
 use homeagent_actors::plugins::process::PluginDeps;
 use homeagent_actors::plugins::watch::PluginWatcher;
 use homeagent_actors::stages::StageHost;
@@ -419,6 +419,13 @@ impl Module<KernelState> for PluginHostModule {
                 ))
             })
             .await?;
+            if let Some((index, spec, handler)) = skills_tool(&entries) {
+                *agent.deps.skills_index.write() = index;
+                let stages = s.stages.get().cloned().ok_or("stage host missing")?;
+                stages
+                    .send(homeagent_actors::stages::RegisterTool { spec, handler })
+                    .await??;
+            }
             let _ = s.plugins.set(entries);
             let _ = s.plugins_sup.set(sup);
             Ok(())
@@ -567,6 +574,7 @@ impl Module<KernelState> for AgentModule {
                 stages: s.stages.get().cloned().ok_or("stage host missing")?,
                 context: s.context.get().cloned().ok_or("context missing")?,
                 channels: Channels::builtin(),
+                skills_index: Default::default(),
                 settings: parking_lot::RwLock::new(AgentSettings::default()),
             });
             let me: Arc<OnceLock<TAddr<SchedulerActor>>> = Arc::default();

@@ -251,3 +251,38 @@ fn disable_survives_a_restart_enable_brings_it_back_and_a_new_entry_file_reloads
     let (status, _) = action(&d, "echo", "explode");
     assert_eq!(status, 404);
 }
+
+#[test]
+fn a_skill_is_indexed_in_the_prompt_and_read_on_demand() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    install(&data, "pdf-tools");
+    let d = Daemon::start(&data);
+    let p = plugin(&d, "pdf-tools");
+    assert_eq!(
+        (p["kind"].as_str(), p["state"].as_str()),
+        (Some("skill"), Some("running")),
+        "{p}"
+    );
+    let v = vendor::start();
+    let r = reqwest::blocking::Client::new()
+        .put(d.url("/api/v1/settings"))
+        .json(&vendor::source_settings("fake", &v.url, 0))
+        .send()
+        .unwrap();
+    assert!(r.status().is_success());
+    std::thread::sleep(Duration::from_millis(200));
+    let reply = ask(&d, r#"call-tool skill_info {"name":"pdf-tools"}"#);
+    let text = reply["reply"].as_str().unwrap();
+    assert!(
+        text.starts_with("tool said: # Skill: pdf-tools") && text.contains("qpdf --empty --pages"),
+        "{reply}"
+    );
+    let last = v.last.lock().unwrap().clone();
+    let system = last["messages"][0]["content"].as_str().unwrap().to_owned();
+    assert!(
+        system.contains("# Skills") && system.contains("- pdf-tools: Merge, split and fill PDF files with qpdf."),
+        "only the index is in the prompt"
+    );
+    assert!(!system.contains("qpdf --empty"), "the body is not in the prompt");
+}

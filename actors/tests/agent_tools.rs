@@ -115,6 +115,7 @@ async fn stack(settings: AgentSettings) -> Stack {
         stages: stages.clone(),
         context,
         channels: Channels::builtin(),
+        skills_index: Default::default(),
         settings: parking_lot::RwLock::new(settings),
     });
     let me: Arc<OnceLock<TAddr<SchedulerActor>>> = Arc::default();

@@ -16,6 +16,8 @@ pub const CONTINUE_AFTER_SEND: &str = "若你的回复已完成，直接返回�
 pub struct PromptSettings {
     pub system_prompt: String,
     pub personal_prompt: String,
+    /// The skill index (name: description per line); the bodies come via `skill_info`.
+    pub skills: String,
 }
 
 /// The system prompt: persona, standing rules, and the output rules for the channels.
@@ -53,6 +55,10 @@ pub fn system_prompt(s: &PromptSettings, channels: &Channels) -> String {
          For long multi-step jobs, acknowledge first, then work, then report.\n\
          If unsure how to use a channel, call output_send__<channel>_help.",
     );
+    if !s.skills.is_empty() {
+        p.push_str("\n\n");
+        p.push_str(s.skills.trim_end());
+    }
     p
 }
 
@@ -107,6 +113,7 @@ mod tests {
     #[test]
     fn interrupt_inputs_are_marked_system_messages() {
         let s = PromptSettings {
+            skills: String::new(),
             system_prompt: "You are HomeAgent.".into(),
             personal_prompt: String::new(),
         };

@@ -25,6 +25,7 @@ pub fn agent_settings(s: &BTreeMap<String, Value>) -> AgentSettings {
     let text = |k: &str| s.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
     AgentSettings {
         prompt: PromptSettings {
+            skills: String::new(),
             system_prompt: text("core.agent.system_prompt"),
             personal_prompt: text("core.agent.personal_prompt"),
         },

@@ -70,6 +70,8 @@ pub struct TaskDeps {
     pub stages: TAddr<StageHost>,
     pub context: TAddr<ContextActor>,
     pub channels: Channels,
+    /// The skill index for the system prompt (filled when SKILL.md plugins load).
+    pub skills_index: RwLock<String>,
     pub settings: RwLock<AgentSettings>,
 }
 
@@ -160,7 +162,9 @@ impl TaskActor {
     }
 
     fn settings(&self) -> AgentSettings {
-        self.deps.settings.read().clone()
+        let mut s = self.deps.settings.read().clone();
+        s.prompt.skills = self.deps.skills_index.read().clone();
+        s
     }
 
     /// Builds (or rebuilds, on resume) the prefix and keeps the tail.

@@ -44,6 +44,8 @@ pub struct PluginEntry {
     pub disabled: AtomicBool,
     /// Whether its process actor was ever added to its supervisor.
     started: AtomicBool,
+    /// For SKILL.md plugins: the parsed skill (no process).
+    pub skill: Option<Arc<super::skill::Skill>>,
     launch: Option<Launch>,
 }
 
@@ -68,6 +70,7 @@ impl PluginEntry {
             entry_hash: parking_lot::Mutex::new(None),
             disabled: AtomicBool::new(false),
             started: AtomicBool::new(false),
+            skill: None,
             launch: None,
         }
     }
@@ -156,6 +159,8 @@ impl PluginEntry {
         let proc_ = registry.get(&self.process_id);
         let state = if self.problem.is_some() || self.disabled.load(Ordering::SeqCst) {
             "disabled"
+        } else if self.skill.is_some() {
+            "running" // a skill is available as soon as it parsed
         } else {
             match (sup.as_ref().map(|s| s.state()), proc_.as_ref().map(|p| p.state())) {
                 (Some(ActorState::Failed), _) => "quarantined",
@@ -237,6 +242,17 @@ pub async fn start_all(
             }
         };
         entry.kind = Some(kind);
+        if kind == EntryKind::Skill {
+            match super::skill::Skill::load(&dir) {
+                Ok(skill) => {
+                    tracing::info!(skill = %skill.name, "skill loaded");
+                    entry.skill = Some(Arc::new(skill));
+                }
+                Err(e) => entry.problem = Some(e.to_string()),
+            }
+            out.push(entry);
+            continue;
+        }
         if kind != EntryKind::Subprocess {
             entry.problem = Some(format!(
                 "{kind:?} plugins are not supported yet; only plugin.bin subprocess plugins run"
@@ -281,4 +297,46 @@ pub async fn start_all(
         out.push(entry);
     }
     out
+}
+
+/// The `skill_info` tool over the loaded skills, and the index for the system prompt.
+pub fn skills_tool(
+    entries: &[PluginEntry],
+) -> Option<(String, crate::stages::ToolSpec, Arc<dyn crate::stages::ToolHandler>)> {
+    let skills: Vec<Arc<super::skill::Skill>> = entries
+        .iter()
+        .filter(|e| !e.disabled.load(Ordering::SeqCst))
+        .filter_map(|e| e.skill.clone())
+        .collect();
+    if skills.is_empty() {
+        return None;
+    }
+    let index = super::skill::index(&skills.iter().map(|s| (**s).clone()).collect::<Vec<_>>());
+    let names: Vec<String> = skills.iter().map(|s| s.name.clone()).collect();
+    let mut spec = crate::stages::ToolSpec::new(
+        "skill_info",
+        "Read the full instructions of a skill listed under # Skills in the system prompt.",
+        serde_json::json!({"type": "object", "properties": {"name": {"type": "string", "enum": names}}, "required": ["name"]}),
+    );
+    spec.plugin = "skills".into();
+    spec.parallel_safe = true;
+    spec.no_memory = true;
+    let handler: Arc<dyn crate::stages::ToolHandler> = Arc::new(
+        move |args: serde_json::Value| -> futures_util::future::BoxFuture<'static, Result<String, String>> {
+            let name = args
+                .get("name")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("")
+                .to_owned();
+            let found = skills.iter().find(|s| s.name == name).cloned();
+            let known: Vec<String> = skills.iter().map(|s| s.name.clone()).collect();
+            Box::pin(async move {
+                match found {
+                    Some(s) => Ok(format!("# Skill: {}\n{}\n\n{}", s.name, s.description, s.body)),
+                    None => Err(format!("no skill `{name}`; skills: {}", known.join(", "))),
+                }
+            })
+        },
+    );
+    Some((index, spec, handler))
 }

@@ -8,4 +8,5 @@
 pub mod conn;
 pub mod host;
 pub mod process;
+pub mod skill;
 pub mod watch;
