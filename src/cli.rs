@@ -40,6 +40,12 @@ impl RunArgs {
 pub enum Command {
     /// Run the daemon (the default when no subcommand is given).
     Run,
+    /// Run a bundled plugin on stdin/stdout (what the daemon starts; not for humans).
+    #[command(hide = true)]
+    Plugin {
+        /// The bundled plugin: `timer`.
+        name: String,
+    },
     /// Measure the runtime (prints ratios against a baseline measured in the same run).
     Bench {
         #[command(subcommand)]

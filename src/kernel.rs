@@ -434,34 +434,31 @@ impl Module<KernelState> for PluginHostModule {
 }
 
 /// Installs the bundled plugins (today: `timer`) into `DATA/plugins` the first time
-/// the daemon sees this data directory. A plugin removed by the user stays removed:
-/// `DATA/plugins/.bundled` remembers what was installed once.
+/// the daemon sees this data directory. Their `plugin.bin` is a two-line script that
+/// runs this very executable (`homed plugin <name>`), so they always match the daemon.
+/// A plugin removed by the user stays removed: `DATA/plugins/.bundled` remembers what
+/// was installed once.
 fn install_bundled(dir: &std::path::Path) {
-    const BUNDLED: &[(&str, &str, &str)] =
-        &[("timer", "homeagent-timer", include_str!("../plugins/timer/plugin.json"))];
+    use std::os::unix::fs::PermissionsExt;
+    const BUNDLED: &[(&str, &str)] = &[("timer", include_str!("../plugins/timer/plugin.json"))];
     let marker = dir.join(".bundled");
     let done = std::fs::read_to_string(&marker).unwrap_or_default();
-    let exe_dir = std::env::current_exe()
-        .ok()
-        .and_then(|p| p.parent().map(std::path::Path::to_path_buf));
-    for (name, bin, manifest) in BUNDLED {
+    let Ok(exe) = std::env::current_exe() else {
+        tracing::warn!("cannot find the homed executable; bundled plugins not installed");
+        return;
+    };
+    for (name, manifest) in BUNDLED {
         if done.lines().any(|l| l == *name) {
             continue;
         }
-        let Some(exe) = exe_dir.as_ref().map(|d| d.join(bin)).filter(|p| p.is_file()) else {
-            tracing::warn!(
-                plugin = name,
-                "bundled plugin binary `{bin}` not found next to homed; not installed"
-            );
-            continue;
-        };
         let target = dir.join(name);
         let result = (|| -> std::io::Result<()> {
             std::fs::create_dir_all(&target)?;
             std::fs::write(target.join("plugin.json"), manifest)?;
-            let link = target.join("plugin.bin");
-            let _ = std::fs::remove_file(&link);
-            std::os::unix::fs::symlink(&exe, &link)?;
+            let script = target.join("plugin.bin");
+            let quoted = exe.display().to_string().replace('\'', "'\\''");
+            std::fs::write(&script, format!("#!/bin/sh\nexec '{quoted}' plugin {name}\n"))?;
+            std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))?;
             let mut m = std::fs::OpenOptions::new().create(true).append(true).open(&marker)?;
             std::io::Write::write_all(&mut m, format!("{name}\n").as_bytes())
         })();

@@ -5,6 +5,16 @@ use homeagent::cli::{BenchCommand, Cli, Command};
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if let Some(Command::Plugin { name }) = &cli.command {
+        // A bundled plugin speaks the protocol on stdout: no logging setup, no runtime.
+        return match name.as_str() {
+            "timer" => std::process::ExitCode::from(homeagent_timer::run() as u8),
+            other => {
+                eprintln!("homed: no bundled plugin `{other}` (bundled: timer)");
+                std::process::ExitCode::FAILURE
+            }
+        };
+    }
     homeagent::daemon::init_logging();
     let system = actix_rt::System::new();
     let result = match cli.command {
@@ -15,6 +25,7 @@ fn main() -> std::process::ExitCode {
         Some(Command::Bench {
             what: BenchCommand::Turn { turns },
         }) => system.block_on(homeagent::bench::turn(turns)),
+        Some(Command::Plugin { .. }) => unreachable!("handled above"),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
