@@ -35,7 +35,11 @@ pub struct ToolRunner {
 }
 
 /// Runs a stage, or returns the context unchanged when the stage host is down.
-pub async fn run_stage(stages: &TAddr<StageHost>, stage: Stage, ctx: StageContext) -> StageContext {
+pub async fn run_stage(stages: &TAddr<StageHost>, stage: Stage, mut ctx: StageContext) -> StageContext {
+    if !crate::stages::has_handlers(stage) {
+        ctx.phase = Some(stage);
+        return ctx; // nobody hooks this stage: no round trip
+    }
     let fallback = ctx.clone();
     match stages.send(RunStage(stage, ctx)).await {
         Ok(c) => c,

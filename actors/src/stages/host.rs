@@ -21,6 +21,23 @@ use crate::bus::EventBus;
 use crate::host::{Exit, Host, HostContext, KernelActor, Shutdown};
 use crate::registry::Registry;
 
+/// How many handlers exist for each stage, over every stage host of the process. A
+/// task skips the round trip to the stage host for a stage nobody hooks (the common
+/// case): a zero here is exact, a non-zero only means "ask the host".
+static HANDLERS: [std::sync::atomic::AtomicUsize; 7] = [const { std::sync::atomic::AtomicUsize::new(0) }; 7];
+
+fn slot(stage: Stage) -> &'static std::sync::atomic::AtomicUsize {
+    &HANDLERS[Stage::ALL
+        .iter()
+        .position(|s| *s == stage)
+        .expect("every stage is listed")]
+}
+
+/// Whether any stage handler is registered for `stage`.
+pub fn has_handlers(stage: Stage) -> bool {
+    slot(stage).load(std::sync::atomic::Ordering::Relaxed) > 0
+}
+
 /// Default time one handler gets per stage run.
 pub const HANDLER_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -120,6 +137,7 @@ impl KernelActor for StageHost {
 
     fn stopped(&mut self, _: &mut HostContext<Self>) {
         for r in self.regs.drain(..) {
+            slot(r.stage).fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
             if let Some(a) = r.addr.raw() {
                 a.do_send(Shutdown);
             }
@@ -168,6 +186,7 @@ impl crate::host::Handles<RegisterStage> for StageHost {
         let id = self.next_id;
         let addr = self.spawn(id, &msg.handler, ctx)?;
         tracing::info!(plugin = %msg.plugin, stage = msg.stage.as_str(), ?msg.scope, "stage handler registered");
+        slot(msg.stage).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.regs.push(Registration {
             id,
             plugin: msg.plugin,
@@ -200,6 +219,7 @@ impl crate::host::Handles<UnregisterPlugin> for StageHost {
             if r.plugin != plugin {
                 return true;
             }
+            slot(r.stage).fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
             if let Some(a) = r.addr.raw() {
                 a.do_send(Shutdown);
             }
