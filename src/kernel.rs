@@ -516,7 +516,7 @@ impl Module<KernelState> for MemoryModule {
         "memory"
     }
     fn requires(&self) -> &'static [Facility] {
-        &[facility::SUPERVISOR]
+        &[facility::SUPERVISOR, facility::STAGEHOST]
     }
     fn provides(&self) -> &'static [Facility] {
         &[facility::MEMORY]
@@ -534,6 +534,12 @@ impl Module<KernelState> for MemoryModule {
                     ContextActor::open(store).map_err(|e| e.to_string())
                 })
                 .await?;
+            let stages = s.stages.get().cloned().ok_or("stage host missing")?;
+            for (spec, handler) in homeagent_actors::memory::actor::document_tools(context.clone()) {
+                stages
+                    .send(homeagent_actors::stages::RegisterTool { spec, handler })
+                    .await??;
+            }
             let _ = s.context.set(context);
             Ok(())
         })
@@ -553,6 +559,7 @@ impl Module<KernelState> for AgentModule {
             facility::CONFIG,
             facility::LLM,
             facility::STAGEHOST,
+            facility::MEMORY,
         ]
     }
     fn provides(&self) -> &'static [Facility] {
@@ -622,7 +629,8 @@ mod tests {
             g.layers(),
             vec![
                 vec!["supervision"],
-                vec!["config", "heartbeat", "llm", "memory", "stage-host"],
+                vec!["config", "heartbeat", "llm", "stage-host"],
+                vec!["memory"],
                 vec!["agent"],
                 vec!["plugin-host"],
                 vec!["cli"]

@@ -354,3 +354,88 @@ fn the_conversation_is_remembered_across_turns_and_kill_9() {
         ]
     );
 }
+
+#[test]
+fn pruned_turns_become_documents_that_are_suggested_and_can_be_loaded_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&dir.path().join("data"));
+    let v = vendor::start();
+    put_settings(&d, vendor::source_settings("fake", &v.url, 0));
+    put_settings(&d, json!({"core.agent.max_context_size": 12}));
+    wait_sources(&d, 1);
+    std::thread::sleep(Duration::from_millis(200));
+    let (status, _) = post(&d, "/api/v1/messages", json!({"text": "my cat Mimi loves tuna"}));
+    assert_eq!(status, 200);
+    for i in 0..8 {
+        let (status, _) = post(&d, "/api/v1/messages", json!({"text": format!("filler number {i}")}));
+        assert_eq!(status, 200);
+    }
+    let ctx: Value = reqwest::blocking::get(d.url("/api/v1/memory/context"))
+        .unwrap()
+        .json()
+        .unwrap();
+    assert!(
+        ctx["events"].as_array().unwrap().len() <= 12,
+        "the window stays bounded: {}",
+        ctx["events"].as_array().unwrap().len()
+    );
+    let docs: Value = reqwest::blocking::get(d.url("/api/v1/memory/documents"))
+        .unwrap()
+        .json()
+        .unwrap();
+    let docs = docs["documents"].as_array().unwrap().clone();
+    let mimi = docs
+        .iter()
+        .find(|d| d["content"].as_str().unwrap().contains("Mimi"))
+        .cloned();
+    let mimi_id = mimi.unwrap_or_else(|| panic!("the old turn was not archived: {docs:?}"))["id"].clone();
+
+    // A related input gets the document suggested in its prompt.
+    let (status, _) = post(&d, "/api/v1/messages", json!({"text": "what does Mimi eat?"}));
+    assert_eq!(status, 200);
+    let last = v.last.lock().unwrap().clone();
+    let memory = last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .find(|c| c.contains("【相关记忆文档】"))
+        .map(str::to_owned);
+    assert!(memory.is_some(), "no document block in {last}");
+
+    // doc_query loads it back into the timeline and out of the store.
+    let (status, body) = post(
+        &d,
+        "/api/v1/messages",
+        json!({"text": r#"call-tool doc_query {"query":"Mimi tuna"}"#}),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body["reply"].as_str().unwrap().starts_with("tool said: 已加载 "),
+        "{body}"
+    );
+    assert!(body["reply"].as_str().unwrap().contains("篇文档记忆"), "{body}");
+    let ctx: Value = reqwest::blocking::get(d.url("/api/v1/memory/context"))
+        .unwrap()
+        .json()
+        .unwrap();
+    assert!(
+        ctx["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["source"] == "cold_storage" && e["response"].as_str().unwrap().contains("Mimi"))
+    );
+    let after: Value = reqwest::blocking::get(d.url("/api/v1/memory/documents"))
+        .unwrap()
+        .json()
+        .unwrap();
+    assert!(
+        !after["documents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["id"] == mimi_id),
+        "consumed on read"
+    );
+}

@@ -86,7 +86,11 @@ fn answer(stream: bool, text: &str, tool: Option<&str>) -> HttpResponse {
             chunks.push(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}));
         }
         None => {
-            let (a, b) = text.split_at(text.len() / 2);
+            let mid = text
+                .char_indices()
+                .nth(text.chars().count() / 2)
+                .map_or(text.len(), |(i, _)| i);
+            let (a, b) = text.split_at(mid);
             chunks.push(
                 json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": a}, "finish_reason": null}]}),
             );
@@ -216,7 +220,11 @@ async fn messages(req: HttpRequest, body: web::Json<Value>, calls: web::Data<Arc
                 "content_block_start",
                 json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
             ));
-            let (a, b) = reply.split_at(reply.len() / 2);
+            let mid = reply
+                .char_indices()
+                .nth(reply.chars().count() / 2)
+                .map_or(reply.len(), |(i, _)| i);
+            let (a, b) = reply.split_at(mid);
             for part in [a, b] {
                 events.push((
                     "content_block_delta",

@@ -191,7 +191,8 @@ impl TaskActor {
     fn with_timeline(&mut self, ctx: &mut HostContext<Self>, then: fn(&mut Self, String, &mut HostContext<Self>)) {
         let context = self.deps.context.clone();
         let max_tokens = self.context_budget();
-        let fut = async move { context.send(Timeline { max_tokens }).await.unwrap_or_default() };
+        let query = self.input.text.clone();
+        let fut = async move { context.send(Timeline { max_tokens, query }).await.unwrap_or_default() };
         ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(fut).map(move |t, host, ctx| then(host.inner(), t, ctx)));
     }
 

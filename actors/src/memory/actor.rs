@@ -36,11 +36,31 @@ impl KernelActor for ContextActor {
 #[rtype(result = "Result<Event, String>")]
 pub struct AppendEvent(pub Event);
 
-/// The `【对话时序】` block within a token budget.
+/// The memory block of a prompt: the `【对话时序】` timeline within a token budget,
+/// followed, when `query` matches documents, by `【相关记忆文档】` with the top 3.
 #[derive(Message)]
 #[rtype(result = "String")]
 pub struct Timeline {
     pub max_tokens: usize,
+    /// The input the documents are matched against ("" = no documents).
+    pub query: String,
+}
+
+/// `doc_query`: moves the documents matching `query` back into the timeline (at their
+/// original time) and answers the tool's reply.
+#[derive(Message)]
+#[rtype(result = "Result<String, String>")]
+pub struct ConsumeDocs {
+    pub query: String,
+    pub top_k: usize,
+}
+
+/// `doc_commit`: stores a document; answers the tool's reply.
+#[derive(Message)]
+#[rtype(result = "Result<String, String>")]
+pub struct CommitDoc {
+    pub content: String,
+    pub summary: String,
 }
 
 /// The whole context window.
@@ -75,7 +95,20 @@ impl Handles<AppendEvent> for ContextActor {
 impl Handles<Timeline> for ContextActor {
     type Reply = String;
     fn handle(&mut self, msg: Timeline, _: &mut HostContext<Self>) -> String {
-        context::timeline(&self.events, msg.max_tokens)
+        let mut out = context::timeline(&self.events, msg.max_tokens);
+        if !msg.query.trim().is_empty() {
+            match self.store.query_documents(&msg.query, 3, false) {
+                Ok(docs) if !docs.is_empty() => {
+                    out.push_str("【相关记忆文档】\n");
+                    for (i, d) in docs.iter().enumerate() {
+                        out.push_str(&format!("  [{}] {}\n", i + 1, d.summary));
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!("document lookup failed: {e}"),
+            }
+        }
+        out
     }
 }
 
@@ -108,4 +141,123 @@ impl Handles<PruneContext> for ContextActor {
         tracing::info!(archived = n, kept = self.events.len(), document = ?doc, "context pruned");
         Ok(n)
     }
+}
+
+fn cut_bytes(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &s[..end])
+}
+
+impl Handles<ConsumeDocs> for ContextActor {
+    type Reply = Result<String, String>;
+    fn handle(&mut self, msg: ConsumeDocs, _: &mut HostContext<Self>) -> Self::Reply {
+        if msg.query.trim().is_empty() {
+            return Ok("请输入查询内容".into());
+        }
+        let top_k = if msg.top_k == 0 { 3 } else { msg.top_k };
+        let docs = self
+            .store
+            .query_documents(&msg.query, top_k, true)
+            .map_err(|e| e.to_string())?;
+        if docs.is_empty() {
+            return Ok("未找到相关文档记忆".into());
+        }
+        let mut refs = Vec::new();
+        for (i, d) in docs.iter().enumerate() {
+            // Back into the timeline where it happened.
+            let event = Event {
+                id: 0,
+                ts_ms: d.created_at_ms,
+                source: "cold_storage".into(),
+                input: format!("加载文档记忆: {}", msg.query),
+                response: cut_bytes(&d.content, 2000),
+                tools_used: vec![],
+                tool_results: vec![],
+            };
+            let stored = self.store.append(event).map_err(|e| e.to_string())?;
+            let pos = self.events.partition_point(|e| e.ts_ms <= stored.ts_ms);
+            self.events.insert(pos, stored);
+            refs.push(format!("#{}({})", i + 1, d.summary));
+        }
+        Ok(format!(
+            "已加载 {} 篇文档记忆: {}\n(完整内容参见对话时序中 cold_storage 事件)",
+            docs.len(),
+            refs.join(", ")
+        ))
+    }
+}
+
+impl Handles<CommitDoc> for ContextActor {
+    type Reply = Result<String, String>;
+    fn handle(&mut self, msg: CommitDoc, _: &mut HostContext<Self>) -> Self::Reply {
+        if msg.content.trim().is_empty() {
+            return Ok("content 不能为空".into());
+        }
+        let summary = if msg.summary.trim().is_empty() {
+            msg.content.chars().take(100).collect()
+        } else {
+            msg.summary
+        };
+        match self.store.commit_document(&summary, &msg.content) {
+            Ok(id) => Ok(format!("文档已提交 (id: {id}, 摘要: {summary})")),
+            Err(e) => Ok(format!("文档写入失败: {e}")),
+        }
+    }
+}
+
+/// The document tools (`doc_query`, `doc_commit`) over a context actor.
+pub fn document_tools(
+    context: crate::addr::TAddr<ContextActor>,
+) -> Vec<(crate::stages::ToolSpec, std::sync::Arc<dyn crate::stages::ToolHandler>)> {
+    use futures_util::future::BoxFuture;
+    use serde_json::{Value, json};
+    let mut query = crate::stages::ToolSpec::new(
+        "doc_query",
+        "Load archived conversation documents matching a query back into the timeline (they leave the document store).",
+        json!({"type": "object", "properties": {
+            "query": {"type": "string", "description": "what to look for"},
+            "top_k": {"type": "integer", "description": "how many documents (default 3)"}
+        }, "required": ["query"]}),
+    );
+    query.plugin = "memory".into();
+    let mut commit = crate::stages::ToolSpec::new(
+        "doc_commit",
+        "Store a document in long-term document memory.",
+        json!({"type": "object", "properties": {
+            "content": {"type": "string"},
+            "summary": {"type": "string", "description": "one line; defaults to the start of the content"}
+        }, "required": ["content"]}),
+    );
+    commit.plugin = "memory".into();
+    let c1 = context.clone();
+    let q: std::sync::Arc<dyn crate::stages::ToolHandler> =
+        std::sync::Arc::new(move |args: Value| -> BoxFuture<'static, Result<String, String>> {
+            let c = c1.clone();
+            Box::pin(async move {
+                let query = args.get("query").and_then(Value::as_str).unwrap_or("").to_owned();
+                let top_k = args.get("top_k").and_then(Value::as_u64).unwrap_or(3) as usize;
+                c.send(ConsumeDocs { query, top_k })
+                    .await
+                    .map_err(|_| "文档记忆不可用".to_string())?
+            })
+        });
+    let c2 = context;
+    let m: std::sync::Arc<dyn crate::stages::ToolHandler> =
+        std::sync::Arc::new(move |args: Value| -> BoxFuture<'static, Result<String, String>> {
+            let c = c2.clone();
+            Box::pin(async move {
+                let content = args.get("content").and_then(Value::as_str).unwrap_or("").to_owned();
+                let summary = args.get("summary").and_then(Value::as_str).unwrap_or("").to_owned();
+                c.send(CommitDoc { content, summary })
+                    .await
+                    .map_err(|_| "文档记忆不可用".to_string())?
+            })
+        });
+    vec![(query, q), (commit, m)]
 }

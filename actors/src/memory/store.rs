@@ -155,6 +155,69 @@ impl MemoryStore {
         Ok(Some(id))
     }
 
+    /// The documents most similar to `text` (TF-IDF cosine above 0.05), best first.
+    /// With `consume` they are removed from the store (consume-on-read); otherwise
+    /// their access count and time are updated.
+    pub fn query_documents(&mut self, text: &str, top_k: usize, consume: bool) -> Result<Vec<Document>, MemoryError> {
+        let docs = self.documents()?;
+        if docs.is_empty() || text.trim().is_empty() {
+            return Ok(Vec::new());
+        }
+        let texts: Vec<String> = docs.iter().map(|d| format!("{} {}", d.summary, d.content)).collect();
+        let model = super::tfidf::Tfidf::train(texts.iter().map(String::as_str));
+        let q = model.vectorize(text);
+        let mut scored: Vec<(f32, Document)> = docs
+            .into_iter()
+            .zip(&texts)
+            .map(|(d, t)| (super::tfidf::cosine(&q, &model.vectorize(t)), d))
+            .filter(|(score, _)| *score > 0.05)
+            .collect();
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+        scored.truncate(top_k.max(1));
+        let now = now_ms();
+        let tx = self.conn.transaction()?;
+        for (_, d) in &scored {
+            if consume {
+                tx.execute("DELETE FROM documents WHERE id = ?1", params![d.id])?;
+            } else {
+                tx.execute(
+                    "UPDATE documents SET access_count = access_count + 1, last_access_ms = ?1 WHERE id = ?2",
+                    params![now, d.id],
+                )?;
+            }
+        }
+        tx.commit()?;
+        Ok(scored.into_iter().map(|(_, d)| d).collect())
+    }
+
+    /// Stores a document written on purpose (`doc_commit`); the same content again
+    /// returns the existing document's id.
+    pub fn commit_document(&mut self, summary: &str, content: &str) -> Result<String, MemoryError> {
+        let hash = content_hash(content);
+        if let Some(id) = self
+            .conn
+            .query_row("SELECT id FROM documents WHERE content_hash = ?1", params![hash], |r| {
+                r.get::<_, String>(0)
+            })
+            .optional()?
+        {
+            return Ok(id);
+        }
+        let now = now_ms();
+        let id = format!(
+            "doc_{}",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos())
+        );
+        self.conn.execute(
+            "INSERT INTO documents (id, created_at_ms, updated_at_ms, source, summary, content, content_hash, access_count, last_access_ms)
+             VALUES (?1, ?2, ?2, 'manual', ?3, ?4, ?5, 1, ?2)",
+            params![id, now, summary, content, hash],
+        )?;
+        Ok(id)
+    }
+
     /// Every document, newest first.
     pub fn documents(&self) -> Result<Vec<Document>, MemoryError> {
         let mut st = self
@@ -245,6 +308,35 @@ mod tests {
             tools_used: vec![],
             tool_results: vec![],
         }
+    }
+
+    #[test]
+    fn query_consume_and_commit() {
+        let mut s = MemoryStore::open_in_memory().unwrap();
+        s.archive(&[ev(1000, "我的猫叫咪咪")]).unwrap();
+        let a = s.commit_document("天气", "明天下雨，记得带伞").unwrap();
+        assert_eq!(
+            s.commit_document("天气", "明天下雨，记得带伞").unwrap(),
+            a,
+            "same content, same document"
+        );
+        s.commit_document("北京", "下周去北京出差").unwrap();
+        let hits = s.query_documents("猫叫什么", 3, false).unwrap();
+        assert_eq!(hits.len(), 1);
+        assert!(hits[0].content.contains("咪咪"));
+        assert_eq!(
+            s.documents()
+                .unwrap()
+                .iter()
+                .find(|d| d.id == hits[0].id)
+                .unwrap()
+                .access_count,
+            2
+        );
+        let taken = s.query_documents("带伞 下雨", 3, true).unwrap();
+        assert_eq!(taken.len(), 1);
+        assert_eq!(s.documents().unwrap().len(), 2, "consumed on read");
+        assert!(s.query_documents("", 3, false).unwrap().is_empty());
     }
 
     #[test]
