@@ -88,6 +88,7 @@ pub struct KernelState {
     pub llm: OnceLock<TAddr<LlmActor>>,
     pub stages: OnceLock<TAddr<StageHost>>,
     pub context: OnceLock<TAddr<ContextActor>>,
+    pub textlog: OnceLock<TAddr<homeagent_actors::memory::textlog::TextLogActor>>,
     pub agent: OnceLock<Agent>,
     pub plugins: OnceLock<Arc<Vec<PluginEntry>>>,
     pub plugins_sup: OnceLock<SupervisorRef>,
@@ -124,6 +125,7 @@ impl KernelState {
             llm: OnceLock::new(),
             stages: OnceLock::new(),
             context: OnceLock::new(),
+            textlog: OnceLock::new(),
             agent: OnceLock::new(),
             plugins: OnceLock::new(),
         }
@@ -534,6 +536,14 @@ impl Module<KernelState> for MemoryModule {
                     ContextActor::open(store).map_err(|e| e.to_string())
                 })
                 .await?;
+            let text_dir = s.data_dir.join("memory").join("text");
+            let textlog = sup
+                .worker_on(s.blocking.handle(), "textlog", RestartPolicy::Permanent, move || {
+                    use homeagent_actors::memory::textlog::{MAX_AGE, MAX_BYTES, TextLog, TextLogActor};
+                    Ok(TextLogActor::new(TextLog::new(&text_dir, MAX_AGE, MAX_BYTES)))
+                })
+                .await?;
+            let _ = s.textlog.set(textlog);
             let stages = s.stages.get().cloned().ok_or("stage host missing")?;
             for (spec, handler) in homeagent_actors::memory::actor::document_tools(context.clone()) {
                 stages
@@ -577,6 +587,7 @@ impl Module<KernelState> for AgentModule {
                 llm: s.llm.get().cloned().ok_or("llm missing")?,
                 stages: s.stages.get().cloned().ok_or("stage host missing")?,
                 context: s.context.get().cloned().ok_or("context missing")?,
+                textlog: s.textlog.get().cloned().ok_or("text log missing")?,
                 channels: Channels::builtin(),
                 skills_index: Default::default(),
                 settings: parking_lot::RwLock::new(AgentSettings::default()),

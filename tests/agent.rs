@@ -326,6 +326,18 @@ fn the_conversation_is_remembered_across_turns_and_kill_9() {
         "the current input is not in its own timeline"
     );
 
+    // The raw text log has both turns as JSON lines.
+    std::thread::sleep(Duration::from_millis(100));
+    let text_dir = data.join("memory/text");
+    let logged: String = std::fs::read_dir(&text_dir)
+        .unwrap()
+        .map(|f| std::fs::read_to_string(f.unwrap().path()).unwrap())
+        .collect();
+    let lines: Vec<Value> = logged.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 2, "{logged}");
+    assert_eq!(lines[0]["input"], "my cat is called Mimi");
+    assert_eq!(lines[0]["response"], "echo: my cat is called Mimi");
+
     // Everything acknowledged is on disk: kill -9 and look again.
     d.kill9();
     let d = Daemon::start(&data);

@@ -108,12 +108,21 @@ async fn stack(settings: AgentSettings) -> Stack {
         })
         .await
         .unwrap();
+    let text_dir = std::env::temp_dir().join(format!("homeagent-textlog-{}", std::process::id()));
+    let textlog = root
+        .worker("textlog", RestartPolicy::Permanent, move || {
+            use homeagent_actors::memory::textlog::{MAX_AGE, MAX_BYTES, TextLog, TextLogActor};
+            Ok(TextLogActor::new(TextLog::new(&text_dir, MAX_AGE, MAX_BYTES)))
+        })
+        .await
+        .unwrap();
     let deps = Arc::new(TaskDeps {
         registry: registry.clone(),
         bus: bus.clone(),
         llm,
         stages: stages.clone(),
         context,
+        textlog,
         channels: Channels::builtin(),
         skills_index: Default::default(),
         settings: parking_lot::RwLock::new(settings),

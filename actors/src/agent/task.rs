@@ -69,6 +69,8 @@ pub struct TaskDeps {
     pub llm: TAddr<LlmActor>,
     pub stages: TAddr<StageHost>,
     pub context: TAddr<ContextActor>,
+    /// The raw JSONL record of every turn.
+    pub textlog: TAddr<crate::memory::textlog::TextLogActor>,
     pub channels: Channels,
     /// The skill index for the system prompt (filled when SKILL.md plugins load).
     pub skills_index: RwLock<String>,
@@ -485,6 +487,18 @@ impl TaskActor {
             tools_used: self.tools_used.clone(),
             tool_results,
         };
+        if !self.input.no_memory {
+            let _ = self
+                .deps
+                .textlog
+                .do_send(crate::memory::textlog::LogText(crate::memory::textlog::TextEvent {
+                    ts: event.ts_ms,
+                    source: self.input.source.clone(),
+                    input: event.input.clone(),
+                    response: event.response.clone(),
+                    tools_used: event.tools_used.clone(),
+                }));
+        }
         let context = self.deps.context.clone();
         let prune = PruneContext {
             query: self.input.text.clone(),

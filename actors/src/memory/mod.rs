@@ -9,6 +9,7 @@
 pub mod actor;
 pub mod context;
 pub mod store;
+pub mod textlog;
 pub mod tfidf;
 
 pub use context::Event;

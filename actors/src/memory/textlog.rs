@@ -1,0 +1,216 @@
+//! The text log: every turn as one JSON line, in files that rotate by age or size
+//! (`DATA/memory/text/text_YYYY-MM-DD_HH-MM-SS.jsonl`). It is the raw record the
+//! distiller and audits read; nothing in it is ever rewritten by the kernel.
+//!
+//! Unlike the reference (whose size check only looked at the file when it was opened,
+//! so size-based rotation never fired within one process), the bytes written are
+//! counted as they are written.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use actix::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::host::{Handles, HostContext, KernelActor};
+
+/// Default rotation age.
+pub const MAX_AGE: Duration = Duration::from_secs(24 * 3600);
+/// Default rotation size.
+pub const MAX_BYTES: u64 = 10 * 1024 * 1024;
+
+/// One line of the log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TextEvent {
+    /// Unix milliseconds.
+    pub ts: i64,
+    pub source: String,
+    pub input: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub response: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools_used: Vec<String>,
+}
+
+/// The writer (a plain struct; the actor below only forwards to it).
+pub struct TextLog {
+    dir: PathBuf,
+    max_age: Duration,
+    max_bytes: u64,
+    current: Option<(File, PathBuf, SystemTime, u64)>,
+}
+
+fn file_name(t: SystemTime) -> String {
+    let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()) as i64;
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm), UTC.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "text_{y:04}-{m:02}-{d:02}_{:02}-{:02}-{:02}.jsonl",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
+}
+
+impl TextLog {
+    pub fn new(dir: &Path, max_age: Duration, max_bytes: u64) -> Self {
+        Self {
+            dir: dir.to_owned(),
+            max_age,
+            max_bytes,
+            current: None,
+        }
+    }
+
+    fn open_new(&mut self, now: SystemTime) -> std::io::Result<()> {
+        std::fs::create_dir_all(&self.dir)?;
+        let mut path = self.dir.join(file_name(now));
+        let mut n = 1;
+        while path.exists() {
+            // Two rotations in one second (tiny size limits): keep names unique.
+            // `_NN` sorts after the plain name (`.` < `_`), so replay order holds.
+            path = self
+                .dir
+                .join(format!("{}_{n:02}.jsonl", file_name(now).trim_end_matches(".jsonl")));
+            n += 1;
+        }
+        let file = OpenOptions::new().create(true).append(true).open(&path)?;
+        self.current = Some((file, path, now, 0));
+        Ok(())
+    }
+
+    /// Appends one event (rotating first when the current file is too old or too big).
+    pub fn append(&mut self, event: &TextEvent, now: SystemTime) -> std::io::Result<()> {
+        let rotate = match &self.current {
+            None => true,
+            Some((_, _, opened, bytes)) => {
+                now.duration_since(*opened).unwrap_or_default() > self.max_age || *bytes >= self.max_bytes
+            }
+        };
+        if rotate {
+            self.open_new(now)?;
+        }
+        let mut line = serde_json::to_vec(event).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        let (file, _, _, bytes) = self.current.as_mut().expect("opened above");
+        file.write_all(&line)?;
+        *bytes += line.len() as u64;
+        Ok(())
+    }
+
+    /// Every event of every file, oldest file first; malformed lines are skipped.
+    pub fn replay(dir: &Path) -> Vec<TextEvent> {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map(|rd| {
+                rd.filter_map(Result::ok)
+                    .map(|e| e.path())
+                    .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        files.sort();
+        let mut out = Vec::new();
+        for f in files {
+            let Ok(file) = File::open(&f) else { continue };
+            for line in BufReader::new(file).lines().map_while(Result::ok) {
+                if let Ok(e) = serde_json::from_str(&line) {
+                    out.push(e);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// `kernel/memory/textlog`.
+pub struct TextLogActor {
+    log: TextLog,
+    /// Consecutive failures, to log the first one loudly only.
+    failures: u32,
+}
+
+impl TextLogActor {
+    pub fn new(log: TextLog) -> Self {
+        Self { log, failures: 0 }
+    }
+}
+
+impl KernelActor for TextLogActor {
+    const KIND: &'static str = "textlog";
+}
+
+/// Appends one event.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct LogText(pub TextEvent);
+
+impl Handles<LogText> for TextLogActor {
+    type Reply = ();
+    fn handle(&mut self, LogText(e): LogText, _: &mut HostContext<Self>) {
+        match self.log.append(&e, SystemTime::now()) {
+            Ok(()) => self.failures = 0,
+            Err(err) => {
+                if self.failures == 0 {
+                    tracing::error!("cannot write the text log: {err}; check disk space and DATA/memory/text");
+                }
+                self.failures += 1;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(i: i64) -> TextEvent {
+        TextEvent {
+            ts: i,
+            source: "http".into(),
+            input: format!("message {i}"),
+            response: "ok".into(),
+            tools_used: vec![],
+        }
+    }
+
+    #[test]
+    fn rotates_by_size_within_one_process_and_by_age() {
+        let dir = tempfile::tempdir().unwrap();
+        let t0 = UNIX_EPOCH + Duration::from_secs(1_764_460_800); // 2025-11-30 00:00:00 UTC
+        let mut log = TextLog::new(dir.path(), MAX_AGE, 200);
+        for i in 0..6 {
+            log.append(&ev(i), t0).unwrap();
+        }
+        let files = std::fs::read_dir(dir.path()).unwrap().count();
+        assert!(files >= 2, "size rotation fired ({files} files)");
+        log.append(&ev(6), t0 + Duration::from_secs(25 * 3600)).unwrap();
+        let names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert!(names.iter().any(|n| n == "text_2025-12-01_01-00-00.jsonl"), "{names:?}");
+        assert!(
+            names.iter().any(|n| n.starts_with("text_2025-11-30_00-00-00")),
+            "{names:?}"
+        );
+        std::fs::write(dir.path().join("text_2099-01-01_00-00-00.jsonl"), "not json\n").unwrap();
+        let all = TextLog::replay(dir.path());
+        assert_eq!(
+            all.iter().map(|e| e.ts).collect::<Vec<_>>(),
+            (0..7).collect::<Vec<_>>(),
+            "malformed lines skipped"
+        );
+    }
+}
