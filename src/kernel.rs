@@ -544,7 +544,19 @@ impl Module<KernelState> for MemoryModule {
                 })
                 .await?;
             let _ = s.textlog.set(textlog);
+            let kb_dir = s.data_dir.join("knowledge");
+            let knowledge = sup
+                .worker_on(s.blocking.handle(), "knowledge", RestartPolicy::Permanent, move || {
+                    use homeagent_actors::memory::knowledge::{KnowledgeActor, KnowledgeBase};
+                    Ok(KnowledgeActor::new(KnowledgeBase::new(&kb_dir)))
+                })
+                .await?;
             let stages = s.stages.get().cloned().ok_or("stage host missing")?;
+            for (spec, handler) in homeagent_actors::memory::knowledge::knowledge_tools(knowledge) {
+                stages
+                    .send(homeagent_actors::stages::RegisterTool { spec, handler })
+                    .await??;
+            }
             for (spec, handler) in homeagent_actors::memory::actor::document_tools(context.clone()) {
                 stages
                     .send(homeagent_actors::stages::RegisterTool { spec, handler })

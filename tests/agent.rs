@@ -451,3 +451,45 @@ fn pruned_turns_become_documents_that_are_suggested_and_can_be_loaded_back() {
         "consumed on read"
     );
 }
+
+#[test]
+fn the_knowledge_base_is_written_and_searched_through_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = Daemon::start(&data);
+    let v = vendor::start();
+    put_settings(&d, vendor::source_settings("fake", &v.url, 0));
+    wait_sources(&d, 1);
+    let create = r#"call-tool knowledge_create {"name":"Recipes/Green Tea","content":"Brew green tea at 80 degrees for three minutes."}"#;
+    let (status, body) = post(&d, "/api/v1/messages", json!({ "text": create }));
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body["reply"]
+            .as_str()
+            .unwrap()
+            .contains("知识「recipes/green_tea」已创建"),
+        "{body}"
+    );
+    assert!(
+        data.join("knowledge/recipes/green_tea/content.md").is_file(),
+        "a plain file the user can edit"
+    );
+    let (_, body) = post(
+        &d,
+        "/api/v1/messages",
+        json!({"text": r#"call-tool knowledge_search {"query":"green tea temperature"}"#}),
+    );
+    assert!(
+        body["reply"]
+            .as_str()
+            .unwrap()
+            .contains("[recipes/green_tea]\nBrew green tea at 80 degrees"),
+        "{body}"
+    );
+    let (_, body) = post(
+        &d,
+        "/api/v1/messages",
+        json!({"text": r#"call-tool knowledge_create {"name":"../escape","content":"x"}"#}),
+    );
+    assert!(body["reply"].as_str().unwrap().contains("知识创建失败"), "{body}");
+}

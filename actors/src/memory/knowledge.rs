@@ -1,0 +1,303 @@
+//! The knowledge base: named notes the agent (or the user) writes on purpose, kept as
+//! plain files `DATA/knowledge/<category>/<name>/content.md` so they can be edited,
+//! backed up or versioned with ordinary tools.
+
+use std::path::{Component, Path, PathBuf};
+
+use actix::prelude::*;
+
+use super::tfidf::{Tfidf, cosine};
+use crate::host::{Handles, HostContext, KernelActor};
+
+/// Why a knowledge operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum KnowledgeError {
+    #[error("invalid name `{0}`: use words separated by `/` for categories, without `..` or a leading `/`")]
+    Name(String),
+    #[error("no knowledge item `{0}`; knowledge_list shows them")]
+    Missing(String),
+    #[error("knowledge store I/O failed: {0}; check DATA/knowledge")]
+    Io(#[from] std::io::Error),
+}
+
+/// The knowledge base over a directory.
+pub struct KnowledgeBase {
+    root: PathBuf,
+}
+
+/// Lower-cases and trims, turns spaces and backslashes into `_`, and refuses paths
+/// that would leave the knowledge directory.
+pub fn sanitize(name: &str) -> Result<String, KnowledgeError> {
+    let n = name.trim().to_lowercase().replace([' ', '\\'], "_");
+    let path = Path::new(&n);
+    let ok = !n.is_empty()
+        && path.components().all(|c| matches!(c, Component::Normal(_)))
+        && !n.split('/').any(|p| p.is_empty() || p.starts_with('.'));
+    if ok {
+        Ok(n)
+    } else {
+        Err(KnowledgeError::Name(name.to_owned()))
+    }
+}
+
+fn preview(s: &str, n: usize) -> String {
+    let mut it = s.chars();
+    let head: String = it.by_ref().take(n).collect();
+    if it.next().is_some() {
+        format!("{head}…")
+    } else {
+        head
+    }
+}
+
+impl KnowledgeBase {
+    pub fn new(root: &Path) -> Self {
+        Self { root: root.to_owned() }
+    }
+
+    /// Creates or overwrites an item; returns its sanitized name.
+    pub fn create(&self, name: &str, content: &str) -> Result<String, KnowledgeError> {
+        let name = sanitize(name)?;
+        let dir = self.root.join(&name);
+        std::fs::create_dir_all(&dir)?;
+        let tmp = dir.join(".content.md.tmp");
+        std::fs::write(&tmp, content)?;
+        std::fs::rename(&tmp, dir.join("content.md"))?;
+        Ok(name)
+    }
+
+    /// Removes an item.
+    pub fn delete(&self, name: &str) -> Result<(), KnowledgeError> {
+        let name = sanitize(name)?;
+        let dir = self.root.join(&name);
+        if !dir.join("content.md").is_file() {
+            return Err(KnowledgeError::Missing(name));
+        }
+        std::fs::remove_dir_all(dir)?;
+        Ok(())
+    }
+
+    /// Every item as `(name, content)`, sorted by name; hidden directories skipped.
+    pub fn items(&self) -> Vec<(String, String)> {
+        fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
+            let Ok(rd) = std::fs::read_dir(dir) else { return };
+            for e in rd.filter_map(Result::ok) {
+                let p = e.path();
+                let hidden = e.file_name().to_string_lossy().starts_with('.');
+                if !p.is_dir() || hidden {
+                    continue;
+                }
+                if let Ok(c) = std::fs::read_to_string(p.join("content.md")) {
+                    let name = p.strip_prefix(root).unwrap_or(&p).to_string_lossy().into_owned();
+                    out.push((name, c));
+                }
+                walk(root, &p, out);
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.root, &self.root, &mut out);
+        out.sort();
+        out
+    }
+
+    /// The `top_k` items most similar to `query` (lexical TF-IDF), formatted for the model.
+    pub fn search(&self, query: &str, top_k: usize) -> String {
+        if query.trim().is_empty() {
+            return "请输入查询关键词".into();
+        }
+        let items = self.items();
+        let texts: Vec<String> = items.iter().map(|(n, c)| format!("{n} {c}")).collect();
+        let model = Tfidf::train(texts.iter().map(String::as_str));
+        let q = model.vectorize(query);
+        let mut scored: Vec<(f32, &(String, String))> = items
+            .iter()
+            .zip(&texts)
+            .map(|(i, t)| (cosine(&q, &model.vectorize(t)), i))
+            .filter(|(s, _)| *s > 0.0)
+            .collect();
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.0.cmp(&b.1.0)));
+        scored.truncate(if top_k == 0 { 5 } else { top_k });
+        if scored.is_empty() {
+            return "未找到相关知识".into();
+        }
+        scored
+            .iter()
+            .map(|(_, (n, c))| format!("[{n}]\n{}", preview(c, 200)))
+            .collect::<Vec<_>>()
+            .join("\n---\n")
+    }
+
+    /// An indented tree of categories (`name/`) and items (with their size).
+    pub fn list(&self) -> String {
+        let items = self.items();
+        if items.is_empty() {
+            return "知识库为空".into();
+        }
+        let mut rows: std::collections::BTreeMap<String, Option<usize>> = std::collections::BTreeMap::new();
+        for (n, c) in &items {
+            let parts: Vec<&str> = n.split('/').collect();
+            for i in 1..parts.len() {
+                rows.entry(parts[..i].join("/")).or_insert(None);
+            }
+            rows.insert(n.clone(), Some(c.len()));
+        }
+        rows.iter()
+            .map(|(n, size)| {
+                let depth = n.matches('/').count();
+                let leaf = n.rsplit('/').next().unwrap_or(n);
+                match size {
+                    Some(b) => format!("{}- {leaf} ({b} 字节)", "  ".repeat(depth)),
+                    None => format!("{}- {leaf}/", "  ".repeat(depth)),
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// `kernel/memory/knowledge` (on the blocking arbiter: it reads files).
+pub struct KnowledgeActor {
+    kb: KnowledgeBase,
+}
+
+impl KnowledgeActor {
+    pub fn new(kb: KnowledgeBase) -> Self {
+        Self { kb }
+    }
+}
+
+impl KernelActor for KnowledgeActor {
+    const KIND: &'static str = "knowledge";
+}
+
+/// One knowledge tool call; answers the tool's reply text.
+#[derive(Message)]
+#[rtype(result = "String")]
+pub enum KnowledgeCall {
+    Search { query: String, top_k: usize },
+    List,
+    Create { name: String, content: String },
+    Delete { name: String },
+}
+
+impl Handles<KnowledgeCall> for KnowledgeActor {
+    type Reply = String;
+    fn handle(&mut self, call: KnowledgeCall, _: &mut HostContext<Self>) -> String {
+        match call {
+            KnowledgeCall::Search { query, top_k } => self.kb.search(&query, top_k),
+            KnowledgeCall::List => self.kb.list(),
+            KnowledgeCall::Create { name, content } => {
+                if name.trim().is_empty() || content.trim().is_empty() {
+                    return "name 和 content 不能为空".into();
+                }
+                match self.kb.create(&name, &content) {
+                    Ok(n) => format!("知识「{n}」已创建并向量化索引（{} 字符）", content.len()),
+                    Err(e) => format!("知识创建失败: {e}"),
+                }
+            }
+            KnowledgeCall::Delete { name } => {
+                if name.trim().is_empty() {
+                    return "name 不能为空".into();
+                }
+                match self.kb.delete(&name) {
+                    Ok(()) => format!("知识「{}」已删除", name.trim()),
+                    Err(e) => format!("知识删除失败: {e}"),
+                }
+            }
+        }
+    }
+}
+
+/// The knowledge tools over the actor.
+pub fn knowledge_tools(
+    kb: crate::addr::TAddr<KnowledgeActor>,
+) -> Vec<(crate::stages::ToolSpec, std::sync::Arc<dyn crate::stages::ToolHandler>)> {
+    use futures_util::future::BoxFuture;
+    use serde_json::{Value, json};
+    type Make = fn(&Value) -> KnowledgeCall;
+    let defs: [(&str, &str, Value, bool, Make); 4] = [
+        (
+            "knowledge_search",
+            "Search the knowledge base (notes written on purpose) for a query.",
+            json!({"type": "object", "properties": {"query": {"type": "string"}, "top_k": {"type": "integer", "description": "default 5"}}, "required": ["query"]}),
+            true,
+            |v| KnowledgeCall::Search {
+                query: v.get("query").and_then(Value::as_str).unwrap_or("").to_owned(),
+                top_k: v.get("top_k").and_then(Value::as_u64).unwrap_or(5) as usize,
+            },
+        ),
+        (
+            "knowledge_list",
+            "List the knowledge base as a tree.",
+            json!({"type": "object", "properties": {}}),
+            true,
+            |_| KnowledgeCall::List,
+        ),
+        (
+            "knowledge_create",
+            "Create or overwrite a knowledge item (`category/name` allowed).",
+            json!({"type": "object", "properties": {"name": {"type": "string"}, "content": {"type": "string"}}, "required": ["name", "content"]}),
+            false,
+            |v| KnowledgeCall::Create {
+                name: v.get("name").and_then(Value::as_str).unwrap_or("").to_owned(),
+                content: v.get("content").and_then(Value::as_str).unwrap_or("").to_owned(),
+            },
+        ),
+        (
+            "knowledge_delete",
+            "Delete a knowledge item.",
+            json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}),
+            false,
+            |v| KnowledgeCall::Delete {
+                name: v.get("name").and_then(Value::as_str).unwrap_or("").to_owned(),
+            },
+        ),
+    ];
+    defs.into_iter()
+        .map(|(name, description, parameters, parallel, make)| {
+            let mut spec = crate::stages::ToolSpec::new(name, description, parameters);
+            spec.plugin = "knowledge".into();
+            spec.parallel_safe = parallel;
+            let kb = kb.clone();
+            let handler: std::sync::Arc<dyn crate::stages::ToolHandler> =
+                std::sync::Arc::new(move |args: Value| -> BoxFuture<'static, Result<String, String>> {
+                    let (kb, call) = (kb.clone(), make(&args));
+                    Box::pin(async move { kb.send(call).await.map_err(|_| "知识库不可用".to_string()) })
+                });
+            (spec, handler)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_sanitized_and_escapes_refused() {
+        assert_eq!(sanitize(" Tech/Rust Notes ").unwrap(), "tech/rust_notes");
+        assert_eq!(sanitize("a\\b").unwrap(), "a_b");
+        for bad in ["../etc", "/abs", "a//b", ".hidden", ""] {
+            assert!(sanitize(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn create_search_list_delete() {
+        let dir = tempfile::tempdir().unwrap();
+        let kb = KnowledgeBase::new(dir.path());
+        kb.create("recipes/tea", "泡绿茶：80度水，三分钟。").unwrap();
+        kb.create("recipes/coffee", "Pour-over coffee: 92°C water, 15 g per 250 ml.")
+            .unwrap();
+        kb.create("travel", "Passport renewal takes six weeks.").unwrap();
+        assert!(kb.search("绿茶 水温", 5).starts_with("[recipes/tea]\n泡绿茶"));
+        assert_eq!(kb.search("", 5), "请输入查询关键词");
+        assert_eq!(kb.search("zzzz", 5), "未找到相关知识");
+        let list = kb.list();
+        assert!(list.starts_with("- recipes/\n  - coffee ("), "{list}");
+        assert!(list.contains("\n- travel ("), "{list}");
+        kb.delete("recipes/tea").unwrap();
+        assert!(matches!(kb.delete("recipes/tea"), Err(KnowledgeError::Missing(_))));
+        assert_eq!(kb.items().len(), 2);
+    }
+}
