@@ -91,6 +91,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             .cloned()
             .context("the agent module did not produce its actors")?,
         plugins: state.plugins.get().cloned().unwrap_or_default(),
+        distill: state.distill.get().cloned(),
     });
     let server = HttpServer::new(move || App::new().app_data(app_state.clone()).configure(http::configure))
         .workers(1)

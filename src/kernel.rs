@@ -20,6 +20,7 @@ use homeagent_actors::config::DisabledPlugins;
 use homeagent_actors::config::{ConfigActor, ConfigStore};
 use homeagent_actors::llm::provider::LlmActor;
 use homeagent_actors::memory::actor::ContextActor;
+use homeagent_actors::memory::heartbeat::{DistillHeartbeat, Round};
 use homeagent_actors::memory::store::MemoryStore;
 use homeagent_actors::modgraph::{Module, ModuleError, ModuleGraph, Produced};
 use homeagent_actors::plugins::host::{PluginEntry, plugin_supervision, skills_tool, start_all};
@@ -89,6 +90,8 @@ pub struct KernelState {
     pub stages: OnceLock<TAddr<StageHost>>,
     pub context: OnceLock<TAddr<ContextActor>>,
     pub textlog: OnceLock<TAddr<homeagent_actors::memory::textlog::TextLogActor>>,
+    /// The distill heartbeat and its last round (for the API).
+    pub distill: OnceLock<homeagent_actors::memory::heartbeat::DistillHandle>,
     pub agent: OnceLock<Agent>,
     pub plugins: OnceLock<Arc<Vec<PluginEntry>>>,
     pub plugins_sup: OnceLock<SupervisorRef>,
@@ -126,6 +129,7 @@ impl KernelState {
             stages: OnceLock::new(),
             context: OnceLock::new(),
             textlog: OnceLock::new(),
+            distill: OnceLock::new(),
             agent: OnceLock::new(),
             plugins: OnceLock::new(),
         }
@@ -518,7 +522,7 @@ impl Module<KernelState> for MemoryModule {
         "memory"
     }
     fn requires(&self) -> &'static [Facility] {
-        &[facility::SUPERVISOR, facility::STAGEHOST]
+        &[facility::SUPERVISOR, facility::STAGEHOST, facility::CONFIG]
     }
     fn provides(&self) -> &'static [Facility] {
         &[facility::MEMORY]
@@ -562,6 +566,22 @@ impl Module<KernelState> for MemoryModule {
                     .send(homeagent_actors::stages::RegisterTool { spec, handler })
                     .await??;
             }
+            // The distill heartbeat, with the settings of boot time.
+            let config = s.config.get().cloned().ok_or("config missing")?;
+            let all = config.send(homeagent_actors::config::GetRawSettings).await??;
+            let every = all
+                .get("core.agent.distill_interval")
+                .and_then(serde_json::Value::as_str)
+                .and_then(|v| homeagent_actors::config::parse_duration(v).ok())
+                .unwrap_or(std::time::Duration::from_secs(1800));
+            let last: Arc<Mutex<Option<Round>>> = Arc::default();
+            let (c, l, cfg) = (context.clone(), last.clone(), config.clone());
+            let distill = sup
+                .worker("heartbeat-distill", RestartPolicy::Permanent, move || {
+                    Ok(DistillHeartbeat::new(c.clone(), cfg.clone(), every, l.clone()))
+                })
+                .await?;
+            let _ = s.distill.set((distill, last));
             let _ = s.context.set(context);
             Ok(())
         })

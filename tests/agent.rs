@@ -378,19 +378,27 @@ fn pruned_turns_become_documents_that_are_suggested_and_can_be_loaded_back() {
     std::thread::sleep(Duration::from_millis(200));
     let (status, _) = post(&d, "/api/v1/messages", json!({"text": "my cat Mimi loves tuna"}));
     assert_eq!(status, 200);
-    for i in 0..8 {
+    for i in 0..12 {
         let (status, _) = post(&d, "/api/v1/messages", json!({"text": format!("filler number {i}")}));
         assert_eq!(status, 200);
     }
+    // 26 events > 2 × 12: a distill round prunes the window back to 12.
+    let (status, round) = post(&d, "/api/v1/heartbeats/distill/run", json!({}));
+    assert_eq!(status, 200, "{round}");
+    assert_eq!(round["archived"], 14, "{round}");
     let ctx: Value = reqwest::blocking::get(d.url("/api/v1/memory/context"))
         .unwrap()
         .json()
         .unwrap();
-    assert!(
-        ctx["events"].as_array().unwrap().len() <= 12,
-        "the window stays bounded: {}",
-        ctx["events"].as_array().unwrap().len()
-    );
+    assert_eq!(ctx["events"].as_array().unwrap().len(), 12);
+    let status: Value = reqwest::blocking::get(d.url("/api/v1/memory/status"))
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(status["context_events"], 12);
+    assert_eq!(status["heartbeats"]["distill"]["trigger"], "operator");
+    let (code, _) = post(&d, "/api/v1/heartbeats/merge/run", json!({}));
+    assert_eq!(code, 404);
     let docs: Value = reqwest::blocking::get(d.url("/api/v1/memory/documents"))
         .unwrap()
         .json()

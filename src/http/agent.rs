@@ -311,3 +311,40 @@ pub async fn plugin_action(
     }
     Ok(HttpResponse::Ok().json(json!({"name": name, "action": action, "state": entry.status(&state.registry).state})))
 }
+
+#[utoipa::path(post, path = "/api/v1/heartbeats/{name}/run", tag = "memory",
+    params(("name" = String, Path, description = "`distill` (archive, merge and review arrive with the graph tier)")),
+    responses((status = 200, description = "The round: `{at_ms, archived, error?, trigger}`"), (status = 404, body = ErrorBody)))]
+pub async fn run_heartbeat(state: web::Data<AppState>, name: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    match (name.as_str(), &state.distill) {
+        ("distill", Some((hb, _))) => {
+            let round = hb.send(homeagent_actors::memory::heartbeat::RunNow).await?;
+            Ok(HttpResponse::Ok().json(round))
+        }
+        ("archive" | "merge" | "review", _) => Err(ApiError::not_found(format!(
+            "heartbeat `{name}` works on the graph tier, which is not built yet; only `distill` runs today"
+        ))),
+        _ => Err(ApiError::not_found(format!(
+            "no heartbeat `{name}`; heartbeats: distill"
+        ))),
+    }
+}
+
+#[utoipa::path(get, path = "/api/v1/memory/status", tag = "memory",
+    responses((status = 200, description = "`{context_events, documents, embedder, heartbeats: {distill: last round | null}}`")))]
+pub async fn memory_status(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    let (events, documents) = state
+        .agent
+        .deps
+        .context
+        .send(homeagent_actors::memory::actor::MemoryCounts)
+        .await?
+        .map_err(ApiError::unavailable)?;
+    let last = state.distill.as_ref().and_then(|(_, l)| l.lock().clone());
+    Ok(HttpResponse::Ok().json(json!({
+        "context_events": events,
+        "documents": documents,
+        "embedder": {"active": "tfidf", "note": "character 1-2 gram TF-IDF; no embedding model is configured"},
+        "heartbeats": {"distill": last},
+    })))
+}

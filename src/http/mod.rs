@@ -32,6 +32,8 @@ pub struct AppState {
     pub llm: TAddr<LlmActor>,
     pub agent: crate::kernel::Agent,
     pub plugins: Arc<Vec<homeagent_actors::plugins::host::PluginEntry>>,
+    /// The distill heartbeat and its last round.
+    pub distill: Option<homeagent_actors::memory::heartbeat::DistillHandle>,
 }
 
 #[derive(OpenApi)]
@@ -40,7 +42,7 @@ pub struct AppState {
     paths(
         api::healthz, api::actors, api::restart, api::get_settings, api::put_settings, sse::events,
         agent::post_message, agent::post_stop, agent::get_tasks, agent::get_sources,
-        agent::get_context, agent::get_documents, agent::get_plugins, agent::plugin_action
+        agent::get_context, agent::get_documents, agent::get_plugins, agent::plugin_action, agent::run_heartbeat, agent::memory_status
     ),
     tags(
         (name = "daemon", description = "Liveness"),
@@ -116,6 +118,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/memory/context", web::get().to(agent::get_context))
                 .route("/memory/documents", web::get().to(agent::get_documents))
                 .route("/plugins", web::get().to(agent::get_plugins))
+                .route("/heartbeats/{name}/run", web::post().to(agent::run_heartbeat))
+                .route("/memory/status", web::get().to(agent::memory_status))
                 .route("/plugins/{name}/{action}", web::post().to(agent::plugin_action))
                 .default_service(web::to(api::not_found)),
         )

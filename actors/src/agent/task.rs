@@ -24,7 +24,7 @@ use crate::llm::provider::{Complete, LlmActor, LlmError};
 use crate::llm::types::{WireFunction, WireToolCall};
 use crate::llm::{CompletionRequest, Message, ToolCall, Usage};
 use crate::memory::Event;
-use crate::memory::actor::{AppendEvent, ContextActor, PruneContext, Timeline};
+use crate::memory::actor::{AppendEvent, ContextActor, Timeline};
 use crate::memory::context::estimate_tokens;
 use crate::registry::Registry;
 use crate::scheduler::Level;
@@ -500,18 +500,8 @@ impl TaskActor {
                 }));
         }
         let context = self.deps.context.clone();
-        let prune = PruneContext {
-            query: self.input.text.clone(),
-            context_tokens: self.context_budget(),
-            max_context_size: self.settings().max_context_size,
-        };
-        let fut = async move {
-            let appended = context.send(AppendEvent(event)).await;
-            // Until the distill heartbeat prunes on its own schedule, keep the window
-            // bounded after each turn (relevance to this turn's input decides).
-            let _ = context.send(prune).await;
-            appended
-        };
+        // The window is kept in size by the distill heartbeat, not per turn.
+        let fut = async move { context.send(AppendEvent(event)).await };
         ctx.spawn(
             actix::fut::wrap_future::<_, Host<Self>>(fut).map(move |res, host, ctx| {
                 if let Ok(Err(e)) | Err(e) = res.map_err(|e| e.to_string()) {

@@ -73,6 +73,21 @@ pub struct GetContext;
 #[rtype(result = "Result<Vec<Document>, String>")]
 pub struct GetDocuments;
 
+/// The distill heartbeat's round: when the window holds more than twice
+/// `max_context_size` events, prune it down to `max_context_size` against the most
+/// recent input (the last 10 stay); the removed events become a document. Answers how
+/// many events were archived.
+#[derive(Message)]
+#[rtype(result = "Result<usize, String>")]
+pub struct DistillContext {
+    pub max_context_size: usize,
+}
+
+/// Counts for the status API.
+#[derive(Message)]
+#[rtype(result = "Result<(usize, usize), String>")]
+pub struct MemoryCounts;
+
 /// Prunes the context against `query` when it holds more than `top_k` events; the
 /// removed ones become a document. Answers how many events were archived.
 #[derive(Message)]
@@ -260,4 +275,46 @@ pub fn document_tools(
             })
         });
     vec![(query, q), (commit, m)]
+}
+
+impl ContextActor {
+    fn prune_to(&mut self, query: &str, top_k: usize) -> Result<usize, String> {
+        if self.events.len() <= top_k {
+            return Ok(0);
+        }
+        let pruned = context::prune(self.events.clone(), query, top_k, context::PROTECTED);
+        let n = pruned.archived.len();
+        let doc = self.store.archive(&pruned.archived).map_err(|e| e.to_string())?;
+        self.events = pruned.kept;
+        tracing::info!(archived = n, kept = self.events.len(), document = ?doc, "context distilled");
+        Ok(n)
+    }
+}
+
+impl Handles<DistillContext> for ContextActor {
+    type Reply = Result<usize, String>;
+    fn handle(&mut self, msg: DistillContext, _: &mut HostContext<Self>) -> Self::Reply {
+        let max = msg.max_context_size.max(1);
+        if self.events.len() <= 2 * max {
+            return Ok(0);
+        }
+        let query = self
+            .events
+            .iter()
+            .rev()
+            .find(|e| e.source != "agent" && e.source != "cold_storage")
+            .map(|e| e.input.clone())
+            .unwrap_or_default();
+        self.prune_to(&query, max)
+    }
+}
+
+impl Handles<MemoryCounts> for ContextActor {
+    type Reply = Result<(usize, usize), String>;
+    fn handle(&mut self, _: MemoryCounts, _: &mut HostContext<Self>) -> Self::Reply {
+        Ok((
+            self.events.len(),
+            self.store.documents().map_err(|e| e.to_string())?.len(),
+        ))
+    }
 }

@@ -8,6 +8,7 @@
 
 pub mod actor;
 pub mod context;
+pub mod heartbeat;
 pub mod knowledge;
 pub mod store;
 pub mod textlog;

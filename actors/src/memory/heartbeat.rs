@@ -1,0 +1,138 @@
+//! Memory heartbeats: maintenance rounds on their own timers, each its own actor.
+//!
+//! Today the distill heartbeat (`core.agent.distill_interval`, 30 min): when the
+//! context window holds more than twice `core.agent.max_context_size` events it is
+//! pruned back to that size and the pruned events become a document. The archive,
+//! merge and review heartbeats work on the graph tier and arrive with it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use parking_lot::Mutex;
+use serde::Serialize;
+
+use super::actor::{ContextActor, DistillContext};
+use crate::addr::TAddr;
+use crate::host::{Handles, Host, HostContext, KernelActor};
+
+/// What one round did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Round {
+    /// Unix milliseconds.
+    pub at_ms: i64,
+    /// Events moved into a document.
+    pub archived: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// `timer` or `operator`.
+    pub trigger: &'static str,
+}
+
+/// The distill heartbeat's address with its last round (what the API needs).
+pub type DistillHandle = (TAddr<DistillHeartbeat>, Arc<Mutex<Option<Round>>>);
+
+/// The distill heartbeat.
+pub struct DistillHeartbeat {
+    context: TAddr<ContextActor>,
+    /// Read at every round, so `core.agent.max_context_size` changes apply at once.
+    config: TAddr<crate::config::ConfigActor>,
+    every: Duration,
+    /// The last round, shared with the status API.
+    pub last: Arc<Mutex<Option<Round>>>,
+}
+
+impl DistillHeartbeat {
+    pub fn new(
+        context: TAddr<ContextActor>,
+        config: TAddr<crate::config::ConfigActor>,
+        every: Duration,
+        last: Arc<Mutex<Option<Round>>>,
+    ) -> Self {
+        Self {
+            context,
+            config,
+            every,
+            last,
+        }
+    }
+
+    fn round(&self, trigger: &'static str) -> impl std::future::Future<Output = Round> + 'static {
+        let (context, config, last) = (self.context.clone(), self.config.clone(), self.last.clone());
+        async move {
+            let max = match config
+                .send(crate::config::GetSetting("core.agent.max_context_size".into()))
+                .await
+            {
+                Ok(Ok(Some(v))) => v.as_u64().unwrap_or(30) as usize,
+                _ => 30,
+            };
+            let result = context.send(DistillContext { max_context_size: max }).await;
+            let at_ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64);
+            let round = match result {
+                Ok(Ok(archived)) => Round {
+                    at_ms,
+                    archived,
+                    error: None,
+                    trigger,
+                },
+                Ok(Err(e)) => Round {
+                    at_ms,
+                    archived: 0,
+                    error: Some(e),
+                    trigger,
+                },
+                Err(e) => Round {
+                    at_ms,
+                    archived: 0,
+                    error: Some(e.to_string()),
+                    trigger,
+                },
+            };
+            match &round.error {
+                None => tracing::info!(archived = round.archived, trigger, "distill heartbeat round"),
+                Some(e) => tracing::warn!(trigger, "distill heartbeat round failed: {e}"),
+            }
+            *last.lock() = Some(round.clone());
+            round
+        }
+    }
+}
+
+impl KernelActor for DistillHeartbeat {
+    const KIND: &'static str = "heartbeat";
+
+    fn started(&mut self, ctx: &mut HostContext<Self>) {
+        tracing::info!(every = ?self.every, "distill heartbeat armed");
+        ctx.run_interval(self.every, |host, ctx| host.notify(ctx, Tick));
+    }
+}
+
+/// The timer fired.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Tick;
+
+/// An operator asked for a round now; answers what it did.
+#[derive(Message)]
+#[rtype(result = "Round")]
+pub struct RunNow;
+
+impl Handles<Tick> for DistillHeartbeat {
+    type Reply = ();
+    fn handle(&mut self, _: Tick, ctx: &mut HostContext<Self>) {
+        let round = self.round("timer");
+        ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(async move {
+            round.await;
+        }));
+    }
+}
+
+impl Handles<RunNow> for DistillHeartbeat {
+    type Reply = ResponseFuture<Round>;
+    fn handle(&mut self, _: RunNow, _: &mut HostContext<Self>) -> Self::Reply {
+        Box::pin(self.round("operator"))
+    }
+}
