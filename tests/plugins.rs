@@ -286,3 +286,80 @@ fn a_skill_is_indexed_in_the_prompt_and_read_on_demand() {
     );
     assert!(!system.contains("qpdf --empty"), "the body is not in the prompt");
 }
+
+#[test]
+fn garbage_from_a_plugin_gets_clear_errors_and_breaks_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    install(&data, "rude");
+    let d = Daemon::start(&data);
+    let p = wait_plugin(
+        &d,
+        "rude",
+        Duration::from_secs(30),
+        "registered its tool after the garbage",
+        |p| p["tools"] == json!(["rude_ping"]),
+    );
+    assert_eq!(p["state"], "running");
+    assert_eq!(p["restarts"], 0, "garbage is answered, not fatal: {p}");
+    let errors = wait_plugin(&d, "rude", Duration::from_secs(10), "got its error answers", |p| {
+        let tail = p["stderr_tail"]
+            .as_array()
+            .map(|t| t.iter().filter_map(|l| l.as_str()).collect::<Vec<_>>().join("\n"))
+            .unwrap_or_default();
+        tail.contains("GOT -32601") && tail.contains("GOT -32001") && tail.contains("GOT -32602")
+    });
+    let tail = errors["stderr_tail"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l.as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(tail.contains("unknown method `no.such.method`"), "{tail}");
+    assert!(
+        tail.contains("needs the `memory` capability") && tail.contains("plugin.json"),
+        "the denial says what to declare: {tail}"
+    );
+    assert!(
+        d.log_text().contains("over 1048576 bytes"),
+        "the oversized frame was reported"
+    );
+
+    // The kernel is fine and the plugin's tool works.
+    let v = vendor::start();
+    let r = reqwest::blocking::Client::new()
+        .put(d.url("/api/v1/settings"))
+        .json(&vendor::source_settings("fake", &v.url, 0))
+        .send()
+        .unwrap();
+    assert!(r.status().is_success());
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(ask(&d, "call-tool rude_ping {}")["reply"], "tool said: pong");
+    assert_eq!(
+        reqwest::blocking::get(d.url("/healthz")).unwrap().status().as_u16(),
+        200
+    );
+}
+
+#[test]
+fn a_plugin_that_never_handshakes_is_stopped_with_a_clear_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    install(&data, "mute");
+    let d = Daemon::start(&data);
+    let p = wait_plugin(&d, "mute", Duration::from_secs(20), "was stopped", |p| {
+        p["last_exit"].as_str().is_some_and(|e| e.contains("handshake"))
+    });
+    assert!(
+        p["last_exit"]
+            .as_str()
+            .unwrap()
+            .contains("no handshake answer within 10s"),
+        "{p}"
+    );
+    assert_eq!(
+        reqwest::blocking::get(d.url("/healthz")).unwrap().status().as_u16(),
+        200
+    );
+}

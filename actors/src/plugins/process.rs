@@ -171,13 +171,8 @@ impl PluginProcess {
                     }
                     Err(e) => {
                         tracing::warn!(plugin = %name, "bad frame from the plugin: {e}");
-                        reader_conn.respond(
-                            0,
-                            Err(RpcError {
-                                code: RpcError::PARSE,
-                                message: e.to_string(),
-                            }),
-                        );
+                        // No id to answer: tell the plugin with an `error` notification.
+                        reader_conn.respond_error_to_garbage(&e.to_string());
                     }
                 }
             }
@@ -432,8 +427,8 @@ async fn read_frame<R: tokio::io::AsyncBufRead + Unpin>(r: &mut R, buf: &mut Vec
 }
 
 impl Conn {
-    /// A frame that could not even be read: tell the plugin (as a notification-level
-    /// error; there is no id to answer).
+    /// A frame that could not be read or decoded: tell the plugin with an `error`
+    /// notification (`{"message"}`), since there is no id to answer.
     fn respond_error_to_garbage(&self, e: &str) {
         self.notify("error", json!({ "message": e }));
     }
