@@ -363,3 +363,43 @@ fn a_plugin_that_never_handshakes_is_stopped_with_a_clear_reason() {
         200
     );
 }
+
+#[test]
+fn a_lua_plugin_offers_tools_and_stage_handlers_and_a_runaway_script_is_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    install(&data, "greeter");
+    let d = Daemon::start(&data);
+    let p = wait_plugin(&d, "greeter", Duration::from_secs(10), "ran", |p| {
+        p["tools"].as_array().is_some_and(|t| t.len() == 2)
+    });
+    assert_eq!(
+        (p["kind"].as_str(), p["state"].as_str()),
+        (Some("lua"), Some("running")),
+        "{p}"
+    );
+    let v = vendor::start();
+    let r = reqwest::blocking::Client::new()
+        .put(d.url("/api/v1/settings"))
+        .json(&vendor::source_settings("fake", &v.url, 0))
+        .send()
+        .unwrap();
+    assert!(r.status().is_success());
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        ask(&d, r#"call-tool greeter_hello {"name":"Ada"}"#)["reply"],
+        "tool said: hello, Ada (greeted)"
+    );
+    let reply = ask(&d, "call-tool greeter_spin {}");
+    let text = reply["reply"].as_str().unwrap();
+    assert!(
+        text.contains("instruction budget"),
+        "the runaway tool was stopped: {reply}"
+    );
+    // Still alive and serving.
+    assert_eq!(
+        ask(&d, r#"call-tool greeter_hello {}"#)["reply"],
+        "tool said: hello, stranger (greeted)"
+    );
+    assert_eq!(plugin(&d, "greeter")["restarts"], 0);
+}

@@ -129,6 +129,14 @@ impl<A: KernelActor> TAddr<A> {
         })
     }
 
+    /// A tracked address of the running actor itself (for handlers it hands out, such
+    /// as tool callbacks). It counts into the same statistics.
+    pub fn of_self(host: &Host<A>, ctx: &crate::host::HostContext<A>) -> Self {
+        let me = Self::new(host.stats().clone());
+        me.install(ctx.address());
+        me
+    }
+
     /// Starts `actor` as a tracked actor that no supervisor restarts (a task), at
     /// `parent/name` in the registry. Whoever holds the receiver learns how it ended
     /// and should [`Registry::unregister`] it then.

@@ -212,6 +212,30 @@ async fn http(url: String, body: Option<String>) -> String {
     }
 }
 
+/// A fresh Lua 5.4 state for untrusted scripts (adapters, Lua plugins): only the
+/// string/table/math/utf8 libraries (no io, os, package or debug), the built-ins
+/// (`json`, `log`, hashing, base64, `require` of bundled modules, `http_get`/`http_post`),
+/// a memory cap, and an instruction budget. Reset the returned counter to 0 before each
+/// call: the budget is per call.
+pub fn sandbox(name: &str) -> mlua::Result<(Lua, Arc<AtomicU64>)> {
+    let lua = Lua::new_with(
+        StdLib::STRING | StdLib::TABLE | StdLib::MATH | StdLib::UTF8,
+        LuaOptions::default(),
+    )?;
+    lua.set_memory_limit(MEMORY_LIMIT)?;
+    install_stdlib(&lua, name)?;
+    let used = Arc::new(AtomicU64::new(0));
+    let counter = used.clone();
+    lua.set_global_hook(HookTriggers::new().every_nth_instruction(HOOK_STEP), move |_, _| {
+        if counter.fetch_add(1, Ordering::Relaxed) * u64::from(HOOK_STEP) > INSTRUCTION_BUDGET {
+            return Err(mlua::Error::runtime("instruction budget exhausted (runaway loop?)"));
+        }
+        Ok(VmState::Continue)
+    })?;
+    used.store(0, Ordering::Relaxed);
+    Ok((lua, used))
+}
+
 impl Adapter {
     /// Compiles `source` (a chunk returning the adapter table) into a fresh Lua state.
     pub fn load(name: &str, source: &str) -> Result<Self, AdapterError> {
@@ -219,23 +243,7 @@ impl Adapter {
             adapter: name.to_owned(),
             message: e.to_string(),
         };
-        // No io/os/package: adapters transform data, they do not touch the machine.
-        let lua = Lua::new_with(
-            StdLib::STRING | StdLib::TABLE | StdLib::MATH | StdLib::UTF8,
-            LuaOptions::default(),
-        )
-        .map_err(load_err)?;
-        lua.set_memory_limit(MEMORY_LIMIT).map_err(load_err)?;
-        install_stdlib(&lua, name).map_err(load_err)?;
-        let used = Arc::new(AtomicU64::new(0));
-        let counter = used.clone();
-        lua.set_global_hook(HookTriggers::new().every_nth_instruction(HOOK_STEP), move |_, _| {
-            if counter.fetch_add(1, Ordering::Relaxed) * u64::from(HOOK_STEP) > INSTRUCTION_BUDGET {
-                return Err(mlua::Error::runtime("instruction budget exhausted (runaway loop?)"));
-            }
-            Ok(VmState::Continue)
-        })
-        .map_err(load_err)?;
+        let (lua, used) = sandbox(name).map_err(load_err)?;
         used.store(0, Ordering::Relaxed);
         let module: Table = lua
             .load(source)

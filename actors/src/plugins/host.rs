@@ -18,11 +18,18 @@ use crate::registry::{ActorState, Registry};
 use crate::supervisor::{RestartPolicy, SupervisorConfig, SupervisorRef};
 
 type Factory = Arc<dyn Fn() -> Result<PluginProcess, String> + Send + Sync>;
+type LuaFactory = Arc<dyn Fn() -> Result<super::lua::LuaPlugin, String> + Send + Sync>;
+
+/// What a plugin's supervisor runs.
+enum LaunchKind {
+    Process(Factory),
+    Lua(LuaFactory),
+}
 
 /// How to (re)start a plugin's process under its own supervisor.
 struct Launch {
     sup: SupervisorRef,
-    factory: Factory,
+    factory: LaunchKind,
 }
 
 /// One known plugin.
@@ -85,13 +92,26 @@ impl PluginEntry {
             return Ok(());
         }
         *self.entry_hash.lock() = self.entry_path.as_deref().and_then(file_hash);
-        let f = launch.factory.clone();
-        launch
-            .sup
-            .worker("process", RestartPolicy::Permanent, move || f())
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+        let child = self.process_id.rsplit('/').next().unwrap_or("process").to_owned();
+        let started = match &launch.factory {
+            LaunchKind::Process(f) => {
+                let f = f.clone();
+                launch
+                    .sup
+                    .worker(&child, RestartPolicy::Permanent, move || f())
+                    .await
+                    .map(|_| ())
+            }
+            LaunchKind::Lua(f) => {
+                let f = f.clone();
+                launch
+                    .sup
+                    .worker(&child, RestartPolicy::Permanent, move || f())
+                    .await
+                    .map(|_| ())
+            }
+        };
+        started.map_err(|e| e.to_string())
     }
 
     /// Restarts the plugin (re-reading its entry file); also ends a quarantine.
@@ -253,13 +273,6 @@ pub async fn start_all(
             out.push(entry);
             continue;
         }
-        if kind != EntryKind::Subprocess {
-            entry.problem = Some(format!(
-                "{kind:?} plugins are not supported yet; only plugin.bin subprocess plugins run"
-            ));
-            out.push(entry);
-            continue;
-        }
         let plugin_sup = match sup.supervisor(&manifest.name, RestartPolicy::Temporary, config).await {
             Ok(s) => s,
             Err(e) => {
@@ -274,16 +287,29 @@ pub async fn start_all(
             deps.clone(),
             data_dir.join("plugin_data").join(&manifest.name),
         );
-        let factory: Factory = Arc::new(move || {
-            Ok(PluginProcess::new(
-                manifest.clone(),
-                dir.clone(),
-                path.clone(),
-                data.clone(),
-                deps.clone(),
-                info.clone(),
-            ))
-        });
+        let factory = if kind == EntryKind::Lua {
+            entry.process_id = format!("{}/script", entry.supervisor_id);
+            let may_inject = manifest
+                .allows(homeagent_plugin_protocol::methods::IO_INJECT_TEXT)
+                .is_ok();
+            let name = manifest.name.clone();
+            LaunchKind::Lua(Arc::new(move || {
+                let source =
+                    std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                super::lua::LuaPlugin::load(&name, &source, may_inject, deps.clone(), info.clone())
+            }))
+        } else {
+            LaunchKind::Process(Arc::new(move || {
+                Ok(PluginProcess::new(
+                    manifest.clone(),
+                    dir.clone(),
+                    path.clone(),
+                    data.clone(),
+                    deps.clone(),
+                    info.clone(),
+                ))
+            }))
+        };
         entry.launch = Some(Launch {
             sup: plugin_sup,
             factory,

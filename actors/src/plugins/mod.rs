@@ -7,6 +7,7 @@
 
 pub mod conn;
 pub mod host;
+pub mod lua;
 pub mod process;
 pub mod skill;
 pub mod watch;

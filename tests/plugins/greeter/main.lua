@@ -1,0 +1,25 @@
+-- A Lua plugin for the tests: one tool, one stage handler, and a tool that never ends
+-- (the sandbox's instruction budget must stop it).
+local M = {}
+
+sdk.register_tool("greeter_hello", {
+  description = "Say hello to someone",
+  parameters = {type = "object", properties = {name = {type = "string"}}},
+  parallel_safe = true,
+}, function(args)
+  return "hello, " .. (args.name or "stranger")
+end)
+
+sdk.register_tool("greeter_spin", {description = "Never returns"}, function(args)
+  while true do end
+end)
+
+sdk.register_stage("before_output", function(ctx)
+  ctx.final_text = ctx.final_text .. " (greeted)"
+end)
+
+function M.start(s)
+  s.log("info", "greeter started")
+end
+
+return M
