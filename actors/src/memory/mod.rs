@@ -3,11 +3,13 @@
 //!
 //! * [`tfidf`]: character 1-2 gram TF-IDF vectors and cosine;
 //! * [`context`]: events, relevance pruning, budgets and the timeline block;
+//! * [`graph`]: the graph tier (entities, relations, sentences) in `DATA/memory/graph.db`;
 //! * [`store`]: `DATA/memory/memory.db` (write-through);
 //! * [`actor`]: the `kernel/memory/context` actor.
 
 pub mod actor;
 pub mod context;
+pub mod graph;
 pub mod heartbeat;
 pub mod knowledge;
 pub mod store;
