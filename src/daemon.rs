@@ -92,6 +92,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             .context("the agent module did not produce its actors")?,
         plugins: state.plugins.get().cloned().unwrap_or_default(),
         distill: state.distill.get().cloned(),
+        graph: state.graph.get().cloned(),
     });
     let server = HttpServer::new(move || App::new().app_data(app_state.clone()).configure(http::configure))
         .workers(1)

@@ -92,6 +92,8 @@ pub struct KernelState {
     pub textlog: OnceLock<TAddr<homeagent_actors::memory::textlog::TextLogActor>>,
     /// The distill heartbeat and its last round (for the API).
     pub distill: OnceLock<homeagent_actors::memory::heartbeat::DistillHandle>,
+    /// The graph tier (`kernel/memory/graph`), for the API.
+    pub graph: OnceLock<TAddr<homeagent_actors::memory::graph_actor::GraphActor>>,
     pub agent: OnceLock<Agent>,
     pub plugins: OnceLock<Arc<Vec<PluginEntry>>>,
     pub plugins_sup: OnceLock<SupervisorRef>,
@@ -130,6 +132,7 @@ impl KernelState {
             context: OnceLock::new(),
             textlog: OnceLock::new(),
             distill: OnceLock::new(),
+            graph: OnceLock::new(),
             agent: OnceLock::new(),
             plugins: OnceLock::new(),
         }
@@ -514,7 +517,7 @@ impl Module<KernelState> for CliModule {
     }
 }
 
-/// `kernel/memory`: the memory tiers (today the context tier, `kernel/memory/context`).
+/// `kernel/memory`: the memory tiers (context, text log, knowledge, graph) and the distill heartbeat.
 struct MemoryModule;
 
 impl Module<KernelState> for MemoryModule {
@@ -555,7 +558,22 @@ impl Module<KernelState> for MemoryModule {
                     Ok(KnowledgeActor::new(KnowledgeBase::new(&kb_dir)))
                 })
                 .await?;
+            let graph_path = s.data_dir.join("memory").join("graph.db");
+            let graph = sup
+                .worker_on(s.blocking.handle(), "graph", RestartPolicy::Permanent, move || {
+                    use homeagent_actors::memory::{graph::GraphStore, graph_actor::GraphActor};
+                    Ok(GraphActor::new(
+                        GraphStore::open(&graph_path).map_err(|e| e.to_string())?,
+                    ))
+                })
+                .await?;
+            let _ = s.graph.set(graph.clone());
             let stages = s.stages.get().cloned().ok_or("stage host missing")?;
+            for (spec, handler) in homeagent_actors::memory::graph_actor::graph_tools(graph) {
+                stages
+                    .send(homeagent_actors::stages::RegisterTool { spec, handler })
+                    .await??;
+            }
             for (spec, handler) in homeagent_actors::memory::knowledge::knowledge_tools(knowledge) {
                 stages
                     .send(homeagent_actors::stages::RegisterTool { spec, handler })

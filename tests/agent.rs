@@ -501,3 +501,48 @@ fn the_knowledge_base_is_written_and_searched_through_tools() {
     );
     assert!(body["reply"].as_str().unwrap().contains("知识创建失败"), "{body}");
 }
+
+#[test]
+fn facts_committed_through_memory_commit_are_recalled_and_survive_kill_9() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = Daemon::start(&data);
+    let v = vendor::start();
+    put_settings(&d, vendor::source_settings("fake", &v.url, 0));
+    wait_sources(&d, 1);
+    let commit = r#"call-tool memory_commit {"triples":[{"subject":"张三","relation":"住在","object":"北京","sentence_text":"我叫张三，我住在北京"},{"subject":"x","relation":"bad","object":"y"}]}"#;
+    let (status, body) = post(&d, "/api/v1/messages", json!({ "text": commit }));
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body["reply"].as_str().unwrap().contains("已写入 2 个实体和 1 条关系"),
+        "{body}"
+    );
+    let (_, body) = post(
+        &d,
+        "/api/v1/messages",
+        json!({"text": r#"call-tool memory_recall {"query_intent":"张三住在哪里"}"#}),
+    );
+    assert!(
+        body["reply"].as_str().unwrap().contains("- 张三 →(住在)→ 北京"),
+        "{body}"
+    );
+    d.kill9();
+
+    let d = Daemon::start(&data);
+    let graph: Value = reqwest::blocking::get(d.url("/api/v1/memory/graph?q=张三&depth=1"))
+        .unwrap()
+        .json()
+        .unwrap();
+    let rel = &graph["relations"][0];
+    assert_eq!(
+        (rel["source"].as_str(), rel["target"].as_str()),
+        (Some("张三"), Some("北京")),
+        "{graph}"
+    );
+    assert_eq!(rel["sentence"], "我叫张三，我住在北京");
+    let status: Value = reqwest::blocking::get(d.url("/api/v1/memory/status"))
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(status["graph"]["relation_count"], 1, "{status}");
+}

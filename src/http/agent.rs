@@ -239,6 +239,39 @@ pub async fn get_documents(state: web::Data<AppState>) -> Result<HttpResponse, A
     Ok(HttpResponse::Ok().json(json!({ "documents": docs })))
 }
 
+/// Query of `GET /api/v1/memory/graph`.
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+pub struct GraphParams {
+    /// Keywords (comma-separated) or a phrase; empty is a full recall.
+    #[serde(default)]
+    q: String,
+    /// Relation hops to follow (default 2, at most 5).
+    depth: Option<usize>,
+    /// `relevance` (default) or `recent`.
+    #[serde(default)]
+    sort: String,
+}
+
+#[utoipa::path(get, path = "/api/v1/memory/graph", tag = "memory", params(GraphParams),
+    responses((status = 200, description = "`{entities: [{id, name, type, mention_count, updated_at_ms}], relations: [{id, source, target, relation, confidence, session, turn, created_at_ms, sentence}]}`"),
+              (status = 503, body = ErrorBody)))]
+pub async fn get_graph(state: web::Data<AppState>, q: web::Query<GraphParams>) -> Result<HttpResponse, ApiError> {
+    let graph = state
+        .graph
+        .as_ref()
+        .ok_or_else(|| ApiError::unavailable("the graph tier is not running"))?;
+    let q = q.into_inner();
+    let recall = graph
+        .send(homeagent_actors::memory::graph_actor::GraphQuery {
+            q: q.q,
+            depth: q.depth.unwrap_or(2).min(5),
+            sort: homeagent_actors::memory::graph::RecallSort::parse(&q.sort),
+        })
+        .await?
+        .map_err(ApiError::unavailable)?;
+    Ok(HttpResponse::Ok().json(recall))
+}
+
 #[utoipa::path(get, path = "/api/v1/plugins", tag = "plugins",
     responses((status = 200, description = "`{\"plugins\": [{name, kind, state (starting|running|backoff|quarantined|disabled|stopped), pid, restarts, last_exit, stderr_tail, tools, actor}]}`")))]
 pub async fn get_plugins(state: web::Data<AppState>) -> HttpResponse {
@@ -331,7 +364,7 @@ pub async fn run_heartbeat(state: web::Data<AppState>, name: web::Path<String>) 
 }
 
 #[utoipa::path(get, path = "/api/v1/memory/status", tag = "memory",
-    responses((status = 200, description = "`{context_events, documents, embedder, heartbeats: {distill: last round | null}}`")))]
+    responses((status = 200, description = "`{context_events, documents, graph: {entity_count, relation_count, relations_total, memory_hotspots}, embedder, heartbeats: {distill: last round | null}}`")))]
 pub async fn memory_status(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     let (events, documents) = state
         .agent
@@ -341,9 +374,18 @@ pub async fn memory_status(state: web::Data<AppState>) -> Result<HttpResponse, A
         .await?
         .map_err(ApiError::unavailable)?;
     let last = state.distill.as_ref().and_then(|(_, l)| l.lock().clone());
+    let graph = match &state.graph {
+        Some(g) => Some(
+            g.send(homeagent_actors::memory::graph_actor::GraphStats)
+                .await?
+                .map_err(ApiError::unavailable)?,
+        ),
+        None => None,
+    };
     Ok(HttpResponse::Ok().json(json!({
         "context_events": events,
         "documents": documents,
+        "graph": graph,
         "embedder": {"active": "tfidf", "note": "character 1-2 gram TF-IDF; no embedding model is configured"},
         "heartbeats": {"distill": last},
     })))

@@ -34,6 +34,8 @@ pub struct AppState {
     pub plugins: Arc<Vec<homeagent_actors::plugins::host::PluginEntry>>,
     /// The distill heartbeat and its last round.
     pub distill: Option<homeagent_actors::memory::heartbeat::DistillHandle>,
+    /// The graph tier.
+    pub graph: Option<TAddr<homeagent_actors::memory::graph_actor::GraphActor>>,
 }
 
 #[derive(OpenApi)]
@@ -42,7 +44,7 @@ pub struct AppState {
     paths(
         api::healthz, api::actors, api::restart, api::get_settings, api::put_settings, sse::events,
         agent::post_message, agent::post_stop, agent::get_tasks, agent::get_sources,
-        agent::get_context, agent::get_documents, agent::get_plugins, agent::plugin_action, agent::run_heartbeat, agent::memory_status
+        agent::get_context, agent::get_documents, agent::get_plugins, agent::plugin_action, agent::run_heartbeat, agent::memory_status, agent::get_graph
     ),
     tags(
         (name = "daemon", description = "Liveness"),
@@ -117,6 +119,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/llm/sources", web::get().to(agent::get_sources))
                 .route("/memory/context", web::get().to(agent::get_context))
                 .route("/memory/documents", web::get().to(agent::get_documents))
+                .route("/memory/graph", web::get().to(agent::get_graph))
                 .route("/plugins", web::get().to(agent::get_plugins))
                 .route("/heartbeats/{name}/run", web::post().to(agent::run_heartbeat))
                 .route("/memory/status", web::get().to(agent::memory_status))

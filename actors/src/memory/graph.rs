@@ -408,6 +408,16 @@ impl GraphStore {
         })
     }
 
+    /// Names of entities that occur verbatim in `text` (longest first, at most 20): the
+    /// seeds of a recall phrased as a sentence, where segmentation may glue a name to
+    /// the next word ("张三住在哪里" segments as 张三住 / 在 / 哪里).
+    pub fn names_in(&self, text: &str) -> Result<Vec<String>, GraphError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT name FROM entities WHERE instr(?1, name) > 0 ORDER BY length(name) DESC, mention_count DESC LIMIT 20",
+        )?;
+        Ok(stmt.query_map([text], |r| r.get(0))?.collect::<Result<_, _>>()?)
+    }
+
     fn full_recall(&self) -> Result<Recall, GraphError> {
         let mut stmt = self.conn.prepare_cached(&format!(
             "SELECT {ENTITY_COLS} FROM entities ORDER BY mention_count DESC, id LIMIT {MAX_FULL_ENTITIES}"
@@ -714,6 +724,14 @@ mod tests {
     }
 
     #[test]
+    fn names_in_finds_entities_mentioned_in_a_sentence() {
+        let mut g = GraphStore::open_in_memory().unwrap();
+        g.commit(&[t("张三", "住在", "北京")], "s", 0).unwrap();
+        assert_eq!(g.names_in("张三住在哪里？").unwrap(), vec!["张三".to_string()]);
+        assert!(g.names_in("李四").unwrap().is_empty());
+    }
+
+    #[test]
     fn like_wildcards_in_keywords_are_literal() {
         let mut g = GraphStore::open_in_memory().unwrap();
         g.commit(&[t("abc", "r", "xyz")], "s", 0).unwrap();
@@ -809,7 +827,10 @@ mod tests {
         )
         .unwrap();
         let moved = g.merge_entities("老张", "张三").unwrap();
-        assert_eq!(moved, 2, "both of 老张's relations; 老张→张三 became a self-loop and is dropped");
+        assert_eq!(
+            moved, 2,
+            "both of 老张's relations; 老张→张三 became a self-loop and is dropped"
+        );
         let r = g.recall(&[], &kw(&["张三"]), 1, None, RecallSort::Relevance).unwrap();
         assert!(r.entities.iter().all(|e| e.name != "老张"));
         let rels: HashSet<(String, String)> = r

@@ -4,13 +4,17 @@
 //! * [`tfidf`]: character 1-2 gram TF-IDF vectors and cosine;
 //! * [`context`]: events, relevance pruning, budgets and the timeline block;
 //! * [`graph`]: the graph tier (entities, relations, sentences) in `DATA/memory/graph.db`;
+//! * [`graph_actor`]: `kernel/memory/graph` and the `memory_*` tools;
+//! * [`keywords`]: jieba keyword extraction for recall queries;
 //! * [`store`]: `DATA/memory/memory.db` (write-through);
 //! * [`actor`]: the `kernel/memory/context` actor.
 
 pub mod actor;
 pub mod context;
 pub mod graph;
+pub mod graph_actor;
 pub mod heartbeat;
+pub mod keywords;
 pub mod knowledge;
 pub mod store;
 pub mod textlog;

@@ -1,0 +1,416 @@
+//! `kernel/memory/graph`: the actor around [`GraphStore`] and the `memory_*` tools the
+//! LLM calls. The actor only translates messages; replies are the reference's strings
+//! so that prompts written for it keep working.
+
+use std::sync::Arc;
+
+use actix::prelude::*;
+use futures_util::future::BoxFuture;
+use serde_json::{Value, json};
+
+use super::graph::{GraphStore, Introspection, PurgeCriteria, Recall, RecallSort, Triple};
+use super::keywords::Keywords;
+use crate::addr::TAddr;
+use crate::host::{Handles, HostContext, KernelActor};
+use crate::stages::{ToolHandler, ToolSpec};
+
+/// The session graph facts are committed under (the reference used the agent id).
+pub const AGENT_SESSION: &str = "agent";
+
+/// The actor (runs on the blocking arbiter: every call is SQLite work).
+pub struct GraphActor {
+    store: GraphStore,
+    /// Built on first use: jieba's dictionary takes a moment to load.
+    keywords: Option<Keywords>,
+}
+
+impl GraphActor {
+    pub fn new(store: GraphStore) -> Self {
+        Self { store, keywords: None }
+    }
+
+    fn keywords(&mut self, text: &str) -> Vec<String> {
+        self.keywords.get_or_insert_with(Keywords::default).extract(text, 5)
+    }
+
+    /// Keywords and seeds of a recall query: its comma-separated parts as keywords;
+    /// or, for a phrase, its jieba keywords plus the known entity names it contains
+    /// as seeds (names are rarely in jieba's dictionary).
+    fn query_terms(&mut self, query: &str) -> (Vec<String>, Vec<String>) {
+        let parts: Vec<String> = query
+            .split([',', '，'])
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect();
+        if parts.len() > 1 {
+            return (parts, Vec::new());
+        }
+        let seeds = self.store.names_in(query).unwrap_or_else(|e| {
+            tracing::warn!("graph: name lookup failed: {e}");
+            Vec::new()
+        });
+        let mut kws = self.keywords(query);
+        if kws.is_empty() && seeds.is_empty() {
+            kws.push(query.trim().to_owned());
+        }
+        (kws, seeds)
+    }
+}
+
+impl KernelActor for GraphActor {
+    const KIND: &'static str = "graph";
+}
+
+/// One graph tool call; answers the tool's reply text.
+#[derive(Message)]
+#[rtype(result = "String")]
+pub enum GraphCall {
+    Recall {
+        query: String,
+        depth: usize,
+        sort: RecallSort,
+    },
+    Commit {
+        triples: Option<Vec<Triple>>,
+    },
+    Introspect,
+    Merge {
+        source: String,
+        target: String,
+    },
+    DeleteEntity {
+        name: String,
+    },
+    Purge {
+        criteria: PurgeCriteria,
+        mode: String,
+    },
+    Edit {
+        old: [String; 3],
+        new: [Option<String>; 3],
+    },
+}
+
+/// Recall for the API: `q` empty is a full recall.
+#[derive(Message)]
+#[rtype(result = "Result<Recall, String>")]
+pub struct GraphQuery {
+    pub q: String,
+    pub depth: usize,
+    pub sort: RecallSort,
+}
+
+/// Commit triples (the rule distiller, the archive heartbeat).
+#[derive(Message)]
+#[rtype(result = "Result<(usize, usize), String>")]
+pub struct CommitTriples {
+    pub triples: Vec<Triple>,
+    pub session: String,
+}
+
+/// The graph's counts (memory status).
+#[derive(Message)]
+#[rtype(result = "Result<Introspection, String>")]
+pub struct GraphStats;
+
+impl Handles<GraphQuery> for GraphActor {
+    type Reply = Result<Recall, String>;
+    fn handle(&mut self, m: GraphQuery, _: &mut HostContext<Self>) -> Self::Reply {
+        let (kws, seeds) = if m.q.trim().is_empty() {
+            Default::default()
+        } else {
+            self.query_terms(&m.q)
+        };
+        self.store
+            .recall(&kws, &seeds, m.depth, None, m.sort)
+            .map_err(|e| e.to_string())
+    }
+}
+
+impl Handles<CommitTriples> for GraphActor {
+    type Reply = Result<(usize, usize), String>;
+    fn handle(&mut self, m: CommitTriples, _: &mut HostContext<Self>) -> Self::Reply {
+        self.store.commit(&m.triples, &m.session, 0).map_err(|e| e.to_string())
+    }
+}
+
+impl Handles<GraphStats> for GraphActor {
+    type Reply = Result<Introspection, String>;
+    fn handle(&mut self, _: GraphStats, _: &mut HostContext<Self>) -> Self::Reply {
+        self.store.introspect().map_err(|e| e.to_string())
+    }
+}
+
+impl Handles<GraphCall> for GraphActor {
+    type Reply = String;
+    fn handle(&mut self, call: GraphCall, _: &mut HostContext<Self>) -> String {
+        match call {
+            GraphCall::Recall { query, depth, sort } => {
+                if query.trim().is_empty() {
+                    return "请输入查询关键词".into();
+                }
+                let (kws, seeds) = self.query_terms(&query);
+                match self.store.recall(&kws, &seeds, depth, None, sort) {
+                    Ok(r) if r.entities.is_empty() => "未找到相关记忆".into(),
+                    Ok(r) => format_recall(&r),
+                    Err(e) => format!("记忆检索失败: {e}"),
+                }
+            }
+            GraphCall::Commit { triples: None } => "参数格式错误，需要 triples 数组".into(),
+            GraphCall::Commit { triples: Some(ts) } => match self.store.commit(&ts, AGENT_SESSION, 0) {
+                Ok((0, 0)) => "没有有效的三元组".into(),
+                Ok((e, r)) => format!("已写入 {e} 个实体和 {r} 条关系"),
+                Err(e) => format!("记忆写入失败: {e}"),
+            },
+            GraphCall::Introspect => match self.store.introspect() {
+                Ok(i) => format!("记忆统计: {}", serde_json::to_string(&i).unwrap_or_default()),
+                Err(e) => format!("记忆统计失败: {e}"),
+            },
+            GraphCall::Merge { source, target } => {
+                if source.trim().is_empty() || target.trim().is_empty() {
+                    return "source 和 target 不能为空".into();
+                }
+                match self.store.merge_entities(&source, &target) {
+                    Ok(n) => format!("已将「{source}」合并到「{target}」，{source} 已彻底删除，{n} 条关系已重定向"),
+                    Err(e) => format!("合并失败: {e}"),
+                }
+            }
+            GraphCall::DeleteEntity { name } => {
+                if name.trim().is_empty() {
+                    return "name 不能为空".into();
+                }
+                match self.store.delete_entity(&name) {
+                    Ok(_) => format!("已彻底删除实体「{}」及其所有关联关系", name.trim()),
+                    Err(e) => format!("删除实体失败: {e}"),
+                }
+            }
+            GraphCall::Purge { criteria, mode } => {
+                let mode = if mode.trim().is_empty() {
+                    "soft".to_owned()
+                } else {
+                    mode
+                };
+                match self.store.purge(&criteria, mode == "hard") {
+                    Ok(n) => format!("已{mode}删除 {n} 条图记忆关系"),
+                    Err(e) => format!("删除图记忆失败: {e}"),
+                }
+            }
+            GraphCall::Edit { old, new } => {
+                if old.iter().any(|s| s.trim().is_empty()) {
+                    return "old_subject、old_relation、old_object 不能为空".into();
+                }
+                if new.iter().all(|n| n.as_deref().is_none_or(|s| s.trim().is_empty())) {
+                    return "编辑图记忆失败: new_subject、new_relation、new_object 至少填写一个".into();
+                }
+                let pick = |i: usize| match &new[i] {
+                    Some(s) if !s.trim().is_empty() => s.trim().to_owned(),
+                    _ => old[i].trim().to_owned(),
+                };
+                // Carry the old relation's confidence and sentence over to the new one.
+                let prior = self
+                    .store
+                    .recall(&[], &[old[0].clone()], 1, None, RecallSort::Relevance)
+                    .ok()
+                    .and_then(|r| {
+                        r.relations.into_iter().find(|r| {
+                            r.source == old[0].trim() && r.relation == old[1].trim() && r.target == old[2].trim()
+                        })
+                    });
+                let crit = PurgeCriteria {
+                    subject_contains: old[0].clone(),
+                    relation_type: old[1].clone(),
+                    target_contains: old[2].clone(),
+                };
+                let removed = match self.store.purge(&crit, true) {
+                    Ok(n) => n,
+                    Err(e) => return format!("编辑图记忆失败（删除旧记录）: {e}"),
+                };
+                let triple = Triple {
+                    subject: pick(0),
+                    relation: pick(1),
+                    object: pick(2),
+                    confidence: prior.as_ref().map_or(0.0, |r| r.confidence),
+                    sentence: prior.and_then(|r| r.sentence).unwrap_or_default(),
+                    ..Default::default()
+                };
+                match self.store.commit(&[triple], AGENT_SESSION, 0) {
+                    Ok((e, r)) => format!("已编辑记忆：删除 {removed} 条旧关系，写入 {e} 个实体 + {r} 条新关系"),
+                    Err(e) => format!("编辑图记忆失败（写入新记录）: {e}"),
+                }
+            }
+        }
+    }
+}
+
+/// The `memory_recall` reply.
+pub fn format_recall(r: &Recall) -> String {
+    let mut out = format!("找到 {} 个相关实体:\n", r.entities.len());
+    for e in &r.entities {
+        out.push_str(&format!("- {} (提及{}次, 类型:{})\n", e.name, e.mention_count, e.kind));
+    }
+    if !r.relations.is_empty() {
+        out.push_str(&format!("找到 {} 条关系:\n", r.relations.len()));
+        for rel in r.relations.iter().take(10) {
+            out.push_str(&format!("- {} →({})→ {}\n", rel.source, rel.relation, rel.target));
+        }
+        if r.relations.len() > 10 {
+            out.push_str("...更多关系被截断\n");
+        }
+    }
+    out.trim_end().to_owned()
+}
+
+fn s(v: &Value, k: &str) -> String {
+    v.get(k).and_then(Value::as_str).unwrap_or("").to_owned()
+}
+
+/// The `memory_*` tools over the actor.
+pub fn graph_tools(graph: TAddr<GraphActor>) -> Vec<(ToolSpec, Arc<dyn ToolHandler>)> {
+    type Make = fn(&Value) -> GraphCall;
+    let defs: [(&str, &str, Value, bool, Make); 7] = [
+        (
+            "memory_recall",
+            "Recall long-term memory: entities matching the query and their relations. Separate several keywords with commas.",
+            json!({"type": "object", "properties": {
+                "query_intent": {"type": "string", "description": "what to recall: a name, a topic, or comma-separated keywords"},
+                "depth": {"type": "integer", "description": "relation hops to follow (default 2)"},
+                "sort": {"type": "string", "enum": ["relevance", "recent"]}},
+                "required": ["query_intent"]}),
+            true,
+            |v| GraphCall::Recall {
+                query: s(v, "query_intent"),
+                depth: v.get("depth").and_then(Value::as_u64).unwrap_or(2).min(5) as usize,
+                sort: RecallSort::parse(&s(v, "sort")),
+            },
+        ),
+        (
+            "memory_commit",
+            "Write facts to long-term memory as subject-relation-object triples.",
+            json!({"type": "object", "properties": {"triples": {"type": "array", "items": {"type": "object", "properties": {
+                "subject": {"type": "string"}, "relation": {"type": "string"}, "object": {"type": "string"},
+                "sentence_text": {"type": "string", "description": "the sentence the fact comes from"}},
+                "required": ["subject", "relation", "object"]}}},
+                "required": ["triples"]}),
+            false,
+            |v| GraphCall::Commit {
+                triples: v.get("triples").and_then(Value::as_array).map(|a| {
+                    a.iter()
+                        .filter_map(|t| serde_json::from_value(t.clone()).ok())
+                        .collect()
+                }),
+            },
+        ),
+        (
+            "memory_introspect",
+            "Statistics of long-term memory: entity and relation counts and the most mentioned entities.",
+            json!({"type": "object", "properties": {}}),
+            true,
+            |_| GraphCall::Introspect,
+        ),
+        (
+            "memory_merge",
+            "Merge two entities that are the same thing; the source is deleted and its relations move to the target.",
+            json!({"type": "object", "properties": {"source": {"type": "string"}, "target": {"type": "string"}}, "required": ["source", "target"]}),
+            false,
+            |v| GraphCall::Merge {
+                source: s(v, "source"),
+                target: s(v, "target"),
+            },
+        ),
+        (
+            "memory_delete_entity",
+            "Delete an entity and all its relations from long-term memory.",
+            json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}),
+            false,
+            |v| GraphCall::DeleteEntity { name: s(v, "name") },
+        ),
+        (
+            "memory_purge",
+            "Delete relations matching all given criteria (substring of subject/target, exact relation). mode soft (default) keeps them recoverable, hard deletes.",
+            json!({"type": "object", "properties": {
+                "subject_contains": {"type": "string"}, "relation_type": {"type": "string"},
+                "target_contains": {"type": "string"}, "mode": {"type": "string", "enum": ["soft", "hard"]}}}),
+            false,
+            |v| GraphCall::Purge {
+                criteria: PurgeCriteria {
+                    subject_contains: s(v, "subject_contains"),
+                    relation_type: s(v, "relation_type"),
+                    target_contains: s(v, "target_contains"),
+                },
+                mode: s(v, "mode"),
+            },
+        ),
+        (
+            "memory_edit",
+            "Correct a remembered fact: give the old triple and the fields to change.",
+            json!({"type": "object", "properties": {
+                "old_subject": {"type": "string"}, "old_relation": {"type": "string"}, "old_object": {"type": "string"},
+                "new_subject": {"type": "string"}, "new_relation": {"type": "string"}, "new_object": {"type": "string"}},
+                "required": ["old_subject", "old_relation", "old_object"]}),
+            false,
+            |v| GraphCall::Edit {
+                old: [s(v, "old_subject"), s(v, "old_relation"), s(v, "old_object")],
+                new: [
+                    v.get("new_subject").and_then(Value::as_str).map(String::from),
+                    v.get("new_relation").and_then(Value::as_str).map(String::from),
+                    v.get("new_object").and_then(Value::as_str).map(String::from),
+                ],
+            },
+        ),
+    ];
+    defs.into_iter()
+        .map(|(name, description, parameters, parallel, make)| {
+            let mut spec = ToolSpec::new(name, description, parameters);
+            spec.plugin = "memory".into();
+            spec.parallel_safe = parallel;
+            let graph = graph.clone();
+            let handler: Arc<dyn ToolHandler> =
+                Arc::new(move |args: Value| -> BoxFuture<'static, Result<String, String>> {
+                    let (graph, call) = (graph.clone(), make(&args));
+                    Box::pin(async move { graph.send(call).await.map_err(|_| "图记忆不可用".to_string()) })
+                });
+            (spec, handler)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::graph::{Entity, Relation};
+
+    #[test]
+    fn recall_reply_truncates_relations_after_ten() {
+        let e = Entity {
+            id: 1,
+            name: "张三".into(),
+            kind: "Person".into(),
+            mention_count: 3,
+            updated_at_ms: 0,
+        };
+        let rel = |i: i64| Relation {
+            id: i,
+            source: "张三".into(),
+            target: format!("地点{i}"),
+            relation: "去过".into(),
+            confidence: 1.0,
+            session: String::new(),
+            turn: 0,
+            created_at_ms: 0,
+            sentence: None,
+        };
+        let r = Recall {
+            entities: vec![e],
+            relations: (0..12).map(rel).collect(),
+        };
+        let out = format_recall(&r);
+        assert!(
+            out.starts_with(
+                "找到 1 个相关实体:\n- 张三 (提及3次, 类型:Person)\n找到 12 条关系:\n- 张三 →(去过)→ 地点0"
+            )
+        );
+        assert!(out.ends_with("...更多关系被截断"));
+        assert_eq!(out.lines().filter(|l| l.contains("→(")).count(), 10);
+    }
+}
