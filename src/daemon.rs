@@ -93,6 +93,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         plugins: state.plugins.get().cloned().unwrap_or_default(),
         distill: state.distill.get().cloned(),
         graph: state.graph.get().cloned(),
+        rules: state.rules.get().cloned(),
     });
     let server = HttpServer::new(move || App::new().app_data(app_state.clone()).configure(http::configure))
         .workers(1)

@@ -94,6 +94,8 @@ pub struct KernelState {
     pub distill: OnceLock<homeagent_actors::memory::heartbeat::DistillHandle>,
     /// The graph tier (`kernel/memory/graph`), for the API.
     pub graph: OnceLock<TAddr<homeagent_actors::memory::graph_actor::GraphActor>>,
+    /// The rule distiller and its last round (for the API).
+    pub rules: OnceLock<homeagent_actors::memory::distiller::DistillerHandle>,
     pub agent: OnceLock<Agent>,
     pub plugins: OnceLock<Arc<Vec<PluginEntry>>>,
     pub plugins_sup: OnceLock<SupervisorRef>,
@@ -133,6 +135,7 @@ impl KernelState {
             textlog: OnceLock::new(),
             distill: OnceLock::new(),
             graph: OnceLock::new(),
+            rules: OnceLock::new(),
             agent: OnceLock::new(),
             plugins: OnceLock::new(),
         }
@@ -568,6 +571,21 @@ impl Module<KernelState> for MemoryModule {
                 })
                 .await?;
             let _ = s.graph.set(graph.clone());
+            let rules_last: Arc<Mutex<Option<homeagent_actors::memory::distiller::RulesRound>>> = Arc::default();
+            let (g, l, dir) = (graph.clone(), rules_last.clone(), s.data_dir.join("memory"));
+            let rules = sup
+                .worker_on(s.blocking.handle(), "distiller", RestartPolicy::Permanent, move || {
+                    use homeagent_actors::memory::distiller::{INTERVAL, RuleDistiller};
+                    Ok(RuleDistiller::new(
+                        dir.join("text"),
+                        dir.join("distiller.cursor"),
+                        g.clone(),
+                        INTERVAL,
+                        l.clone(),
+                    ))
+                })
+                .await?;
+            let _ = s.rules.set((rules, rules_last));
             let stages = s.stages.get().cloned().ok_or("stage host missing")?;
             for (spec, handler) in homeagent_actors::memory::graph_actor::graph_tools(graph) {
                 stages

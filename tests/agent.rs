@@ -546,3 +546,50 @@ fn facts_committed_through_memory_commit_are_recalled_and_survive_kill_9() {
         .unwrap();
     assert_eq!(status["graph"]["relation_count"], 1, "{status}");
 }
+
+#[test]
+fn the_rule_distiller_turns_self_statements_into_graph_facts_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = Daemon::start(&data);
+    let v = vendor::start();
+    put_settings(&d, vendor::source_settings("fake", &v.url, 0));
+    wait_sources(&d, 1);
+    let (status, _) = post(&d, "/api/v1/messages", json!({"text": "我叫张三，我住在北京"}));
+    assert_eq!(status, 200);
+    // The text log is written just after the reply.
+    let mut round = Value::Null;
+    for _ in 0..50 {
+        let (status, r) = post(&d, "/api/v1/heartbeats/rules/run", json!({}));
+        assert_eq!(status, 200, "{r}");
+        if r["records"].as_u64() > Some(0) {
+            round = r;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        (round["triples"].as_u64(), round["relations"].as_u64()),
+        (Some(2), Some(2)),
+        "{round}"
+    );
+    let graph: Value = reqwest::blocking::get(d.url("/api/v1/memory/graph?q=张三"))
+        .unwrap()
+        .json()
+        .unwrap();
+    assert!(
+        graph["entities"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "北京"),
+        "张三 → 用户 → 北京 within two hops: {graph}"
+    );
+    let (_, again) = post(&d, "/api/v1/heartbeats/rules/run", json!({}));
+    assert_eq!(again["records"], 0, "records are distilled once: {again}");
+    let status: Value = reqwest::blocking::get(d.url("/api/v1/memory/status"))
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(status["heartbeats"]["rules"]["trigger"], "operator", "{status}");
+}

@@ -346,19 +346,24 @@ pub async fn plugin_action(
 }
 
 #[utoipa::path(post, path = "/api/v1/heartbeats/{name}/run", tag = "memory",
-    params(("name" = String, Path, description = "`distill` (archive, merge and review arrive with the graph tier)")),
-    responses((status = 200, description = "The round: `{at_ms, archived, error?, trigger}`"), (status = 404, body = ErrorBody)))]
+    params(("name" = String, Path, description = "`distill` (context → documents) or `rules` (the rule distiller: self-statements → graph); archive, merge and review are not built yet")),
+    responses((status = 200, description = "The round: distill `{at_ms, archived, error?, trigger}`, rules `{at_ms, records, triples, relations, error?, trigger}`"), (status = 404, body = ErrorBody)))]
 pub async fn run_heartbeat(state: web::Data<AppState>, name: web::Path<String>) -> Result<HttpResponse, ApiError> {
     match (name.as_str(), &state.distill) {
         ("distill", Some((hb, _))) => {
             let round = hb.send(homeagent_actors::memory::heartbeat::RunNow).await?;
             Ok(HttpResponse::Ok().json(round))
         }
+        ("rules", _) if state.rules.is_some() => {
+            let (d, _) = state.rules.as_ref().expect("checked");
+            let round = d.send(homeagent_actors::memory::distiller::RunRules).await?;
+            Ok(HttpResponse::Ok().json(round))
+        }
         ("archive" | "merge" | "review", _) => Err(ApiError::not_found(format!(
-            "heartbeat `{name}` works on the graph tier, which is not built yet; only `distill` runs today"
+            "heartbeat `{name}` is not built yet; `distill` and `rules` run today"
         ))),
         _ => Err(ApiError::not_found(format!(
-            "no heartbeat `{name}`; heartbeats: distill"
+            "no heartbeat `{name}`; heartbeats: distill, rules"
         ))),
     }
 }
@@ -387,6 +392,6 @@ pub async fn memory_status(state: web::Data<AppState>) -> Result<HttpResponse, A
         "documents": documents,
         "graph": graph,
         "embedder": {"active": "tfidf", "note": "character 1-2 gram TF-IDF; no embedding model is configured"},
-        "heartbeats": {"distill": last},
+        "heartbeats": {"distill": last, "rules": state.rules.as_ref().and_then(|(_, l)| l.lock().clone())},
     })))
 }

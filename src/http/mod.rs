@@ -36,6 +36,8 @@ pub struct AppState {
     pub distill: Option<homeagent_actors::memory::heartbeat::DistillHandle>,
     /// The graph tier.
     pub graph: Option<TAddr<homeagent_actors::memory::graph_actor::GraphActor>>,
+    /// The rule distiller and its last round.
+    pub rules: Option<homeagent_actors::memory::distiller::DistillerHandle>,
 }
 
 #[derive(OpenApi)]

@@ -6,16 +6,19 @@
 //! * [`graph`]: the graph tier (entities, relations, sentences) in `DATA/memory/graph.db`;
 //! * [`graph_actor`]: `kernel/memory/graph` and the `memory_*` tools;
 //! * [`keywords`]: jieba keyword extraction for recall queries;
+//! * [`rules`] + [`distiller`]: the rule distiller (self-statements in the text log → graph);
 //! * [`store`]: `DATA/memory/memory.db` (write-through);
 //! * [`actor`]: the `kernel/memory/context` actor.
 
 pub mod actor;
 pub mod context;
+pub mod distiller;
 pub mod graph;
 pub mod graph_actor;
 pub mod heartbeat;
 pub mod keywords;
 pub mod knowledge;
+pub mod rules;
 pub mod store;
 pub mod textlog;
 pub mod tfidf;

@@ -1,0 +1,196 @@
+//! `kernel/memory/distiller`: every 10 minutes, reads the text log records written
+//! since its last round (at most 7 days back), extracts the user's self-statements
+//! with [`super::rules`] and commits them to the graph in batches of 50 records.
+//!
+//! Unlike the reference (which only distilled records *older* than the retention, a
+//! week-long delay), new records are processed at the next round. Progress is a cursor
+//! (the timestamp of the last record processed) in `DATA/memory/distiller.cursor`,
+//! written after each committed batch; a crash between the two re-reads that batch,
+//! which the graph de-duplicates (same relation key) at the cost of a mention count.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use actix::prelude::*;
+use parking_lot::Mutex;
+use serde::Serialize;
+
+use super::graph_actor::{CommitTriples, GraphActor};
+use super::textlog::{TextEvent, TextLog};
+use crate::addr::TAddr;
+use crate::host::{Handles, Host, HostContext, KernelActor};
+
+/// How often a round runs.
+pub const INTERVAL: Duration = Duration::from_secs(600);
+/// Records older than this are not distilled.
+pub const RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Records per graph commit.
+const BATCH: usize = 50;
+
+/// What one round did.
+#[derive(Debug, Clone, Serialize)]
+pub struct RulesRound {
+    /// Unix milliseconds.
+    pub at_ms: i64,
+    /// New records read.
+    pub records: usize,
+    /// Facts extracted.
+    pub triples: usize,
+    /// Relations the graph did not know yet.
+    pub relations: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// `timer` or `operator`.
+    pub trigger: &'static str,
+}
+
+/// The distiller's address with its last round.
+pub type DistillerHandle = (TAddr<RuleDistiller>, Arc<Mutex<Option<RulesRound>>>);
+
+/// The actor (on the blocking arbiter: it reads the text log).
+pub struct RuleDistiller {
+    text_dir: PathBuf,
+    cursor_file: PathBuf,
+    graph: TAddr<GraphActor>,
+    every: Duration,
+    /// The last round, shared with the status API.
+    last: Arc<Mutex<Option<RulesRound>>>,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+fn read_cursor(path: &Path) -> i64 {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn write_cursor(path: &Path, ts: i64) -> std::io::Result<()> {
+    let tmp = path.with_extension("cursor.tmp");
+    std::fs::write(&tmp, ts.to_string())?;
+    std::fs::rename(tmp, path)
+}
+
+impl RuleDistiller {
+    pub fn new(
+        text_dir: PathBuf,
+        cursor_file: PathBuf,
+        graph: TAddr<GraphActor>,
+        every: Duration,
+        last: Arc<Mutex<Option<RulesRound>>>,
+    ) -> Self {
+        Self {
+            text_dir,
+            cursor_file,
+            graph,
+            every,
+            last,
+        }
+    }
+
+    /// The records newer than the cursor and inside the retention, oldest first.
+    fn pending(&self) -> Vec<TextEvent> {
+        let since = read_cursor(&self.cursor_file).max(now_ms() - RETENTION.as_millis() as i64);
+        let mut records: Vec<TextEvent> = TextLog::replay(&self.text_dir)
+            .into_iter()
+            .filter(|e| e.ts > since && !e.input.trim().is_empty())
+            .collect();
+        records.sort_by_key(|e| e.ts);
+        records
+    }
+
+    fn round(&self, trigger: &'static str) -> impl std::future::Future<Output = RulesRound> + 'static {
+        let records = self.pending();
+        let (graph, cursor, last) = (self.graph.clone(), self.cursor_file.clone(), self.last.clone());
+        async move {
+            let mut round = RulesRound {
+                at_ms: now_ms(),
+                records: records.len(),
+                triples: 0,
+                relations: 0,
+                error: None,
+                trigger,
+            };
+            for batch in records.chunks(BATCH) {
+                let triples: Vec<_> = batch
+                    .iter()
+                    .flat_map(|e| super::rules::extract_triples(&e.input))
+                    .collect();
+                round.triples += triples.len();
+                if !triples.is_empty() {
+                    let session = batch[0].source.clone();
+                    match graph.send(CommitTriples { triples, session }).await {
+                        Ok(Ok((_, r))) => round.relations += r,
+                        Ok(Err(e)) => round.error = Some(e),
+                        Err(e) => round.error = Some(e.to_string()),
+                    }
+                    if round.error.is_some() {
+                        break;
+                    }
+                }
+                let ts = batch.last().map_or(0, |e| e.ts);
+                if let Err(e) = write_cursor(&cursor, ts) {
+                    round.error = Some(format!(
+                        "cannot save the distiller's progress in {}: {e}; check disk space",
+                        cursor.display()
+                    ));
+                    break;
+                }
+            }
+            match &round.error {
+                None => tracing::info!(
+                    records = round.records,
+                    triples = round.triples,
+                    relations = round.relations,
+                    trigger,
+                    "rule distiller round"
+                ),
+                Some(e) => tracing::warn!(trigger, "rule distiller round failed: {e}"),
+            }
+            *last.lock() = Some(round.clone());
+            round
+        }
+    }
+}
+
+impl KernelActor for RuleDistiller {
+    const KIND: &'static str = "heartbeat";
+
+    fn started(&mut self, ctx: &mut HostContext<Self>) {
+        tracing::info!(every = ?self.every, "rule distiller armed");
+        ctx.run_interval(self.every, |host, ctx| host.notify(ctx, DistillTick));
+    }
+}
+
+/// The timer fired.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct DistillTick;
+
+/// An operator asked for a round now; answers what it did.
+#[derive(Message)]
+#[rtype(result = "RulesRound")]
+pub struct RunRules;
+
+impl Handles<DistillTick> for RuleDistiller {
+    type Reply = ();
+    fn handle(&mut self, _: DistillTick, ctx: &mut HostContext<Self>) {
+        let round = self.round("timer");
+        ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(async move {
+            round.await;
+        }));
+    }
+}
+
+impl Handles<RunRules> for RuleDistiller {
+    type Reply = ResponseFuture<RulesRound>;
+    fn handle(&mut self, _: RunRules, _: &mut HostContext<Self>) -> Self::Reply {
+        Box::pin(self.round("operator"))
+    }
+}

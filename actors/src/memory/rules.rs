@@ -1,0 +1,130 @@
+//! The rule distiller's extraction: facts the user states about themself ("我叫…",
+//! "我住在…", "我喜欢…", "我…岁", "我的工作是…") become `用户 —relation→ value`
+//! triples. These are prefix rules on clauses, not regular expressions: a clause must
+//! start with the prefix, and the value is the rest of the clause.
+//!
+//! Clauses are split at sentence and clause punctuation (`。！？；，,!?;` and newlines),
+//! so "我叫张三，我住在北京" yields both the name and the place. Values over the
+//! reference's byte limits are rejected (they are more likely a whole sentence than a
+//! fact).
+
+use super::graph::Triple;
+
+/// The subject of every extracted fact.
+pub const USER: &str = "用户";
+
+/// Relation, prefixes, and the value's limit in bytes (exclusive).
+const RULES: &[(&str, &[&str], usize)] = &[
+    ("姓名", &["我的名字是", "我叫", "名字是"], 20),
+    ("居住地", &["我居住在", "我住在", "我家在", "住在"], 50),
+    ("喜好", &["我最喜欢", "我喜欢", "我爱"], 50),
+    ("年龄", &["我的年龄是"], 5),
+    ("职业", &["我的工作是"], 20),
+];
+
+fn clauses(text: &str) -> impl Iterator<Item = &str> {
+    text.split(['。', '！', '？', '；', '，', ',', '!', '?', ';', '\n', ' ', '\t'])
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+}
+
+fn fact(relation: &str, value: &str, limit: usize, sentence: &str) -> Option<Triple> {
+    let value = value.trim();
+    (!value.is_empty() && value.len() < limit).then(|| Triple {
+        subject: USER.into(),
+        subject_type: "Person".into(),
+        relation: relation.into(),
+        object: value.into(),
+        confidence: 0.8,
+        sentence: sentence.trim().into(),
+        ..Default::default()
+    })
+}
+
+/// The facts stated in `text` (one user message), in order.
+pub fn extract_triples(text: &str) -> Vec<Triple> {
+    let mut out = Vec::new();
+    for clause in clauses(text) {
+        if let Some(t) = extract_clause(clause, text) {
+            out.push(t);
+        }
+    }
+    out
+}
+
+fn extract_clause(c: &str, sentence: &str) -> Option<Triple> {
+    for (relation, prefixes, limit) in RULES {
+        if let Some(v) = prefixes.iter().find_map(|p| c.strip_prefix(p)) {
+            return fact(relation, v, *limit, sentence);
+        }
+    }
+    // 我在<place>工作 → occupation (where the user works).
+    if let Some(v) = c.strip_prefix("我在").and_then(|r| r.strip_suffix("工作")) {
+        return fact("职业", v, 20, sentence);
+    }
+    // 我<n>岁 / 我今年<n>岁 → age.
+    if let Some(v) = c.strip_prefix('我').and_then(|r| r.strip_suffix('岁')) {
+        let v = v.strip_prefix("今年").unwrap_or(v);
+        return fact("年龄", v, 5, sentence);
+    }
+    // 我是一名医生 → occupation; 我是小明 (≤ 4 characters) → name.
+    if let Some(v) = c.strip_prefix("我是") {
+        if let Some(job) = ["一个", "一名", "一位"].iter().find_map(|a| v.strip_prefix(a)) {
+            return fact("职业", job, 20, sentence);
+        }
+        if v.chars().count() <= 4 {
+            return fact("姓名", v, 20, sentence);
+        }
+        return fact("职业", v, 20, sentence);
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(text: &str) -> Vec<(String, String)> {
+        extract_triples(text)
+            .into_iter()
+            .map(|t| (t.relation, t.object))
+            .collect()
+    }
+
+    fn f(r: &str, o: &str) -> (String, String) {
+        (r.into(), o.into())
+    }
+
+    #[test]
+    fn each_rule_yields_its_relation() {
+        assert_eq!(facts("我叫小明"), vec![f("姓名", "小明")]);
+        assert_eq!(facts("我住在上海"), vec![f("居住地", "上海")]);
+        assert_eq!(facts("我喜欢围棋"), vec![f("喜好", "围棋")]);
+        assert_eq!(facts("我30岁"), vec![f("年龄", "30")]);
+        assert_eq!(facts("我今年30岁"), vec![f("年龄", "30")]);
+        assert_eq!(facts("我的工作是程序员"), vec![f("职业", "程序员")]);
+        assert_eq!(facts("我在医院工作"), vec![f("职业", "医院")]);
+        assert_eq!(facts("我是一名医生"), vec![f("职业", "医生")]);
+        assert_eq!(facts("我是小红"), vec![f("姓名", "小红")]);
+    }
+
+    #[test]
+    fn clauses_of_one_message_are_all_read() {
+        let ts = extract_triples("我叫张三，我住在北京。天气不错");
+        assert_eq!(ts.len(), 2);
+        assert_eq!((ts[0].object.as_str(), ts[1].object.as_str()), ("张三", "北京"));
+        assert!(
+            ts.iter()
+                .all(|t| t.subject == USER && t.sentence == "我叫张三，我住在北京。天气不错")
+        );
+    }
+
+    #[test]
+    fn over_long_values_and_other_text_are_rejected() {
+        assert!(facts("我叫一个非常非常非常长的名字").is_empty(), "≥ 20 bytes");
+        assert!(facts("我今年一百二十岁").is_empty(), "≥ 5 bytes");
+        assert!(facts("今天天气很好").is_empty());
+        assert!(facts("").is_empty());
+        assert!(facts("我叫").is_empty());
+    }
+}
