@@ -94,6 +94,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         distill: state.distill.get().cloned(),
         graph: state.graph.get().cloned(),
         rules: state.rules.get().cloned(),
+        maintenance: state.maintenance.get().cloned().unwrap_or_default(),
     });
     let server = HttpServer::new(move || App::new().app_data(app_state.clone()).configure(http::configure))
         .workers(1)

@@ -96,6 +96,11 @@ pub struct KernelState {
     pub graph: OnceLock<TAddr<homeagent_actors::memory::graph_actor::GraphActor>>,
     /// The rule distiller and its last round (for the API).
     pub rules: OnceLock<homeagent_actors::memory::distiller::DistillerHandle>,
+    /// `kernel/memory`, where the graph maintenance heartbeats (started with the agent,
+    /// which they feed) live.
+    pub memory_sup: OnceLock<SupervisorRef>,
+    /// The merge and review heartbeats and their last rounds (for the API).
+    pub maintenance: OnceLock<Vec<homeagent_actors::memory::graph_heartbeat::MaintenanceHandle>>,
     pub agent: OnceLock<Agent>,
     pub plugins: OnceLock<Arc<Vec<PluginEntry>>>,
     pub plugins_sup: OnceLock<SupervisorRef>,
@@ -136,6 +141,8 @@ impl KernelState {
             distill: OnceLock::new(),
             graph: OnceLock::new(),
             rules: OnceLock::new(),
+            memory_sup: OnceLock::new(),
+            maintenance: OnceLock::new(),
             agent: OnceLock::new(),
             plugins: OnceLock::new(),
         }
@@ -618,6 +625,7 @@ impl Module<KernelState> for MemoryModule {
                 })
                 .await?;
             let _ = s.distill.set((distill, last));
+            let _ = s.memory_sup.set(sup.clone());
             let _ = s.context.set(context);
             Ok(())
         })
@@ -686,6 +694,33 @@ impl Module<KernelState> for AgentModule {
                 Ok(SettingsRelay::new(config.clone(), d.clone()))
             })
             .await?;
+            // The graph maintenance heartbeats hand their tasks to the event loop.
+            if let (Some(msup), Some(graph)) = (s.memory_sup.get(), s.graph.get()) {
+                use homeagent_actors::memory::graph_heartbeat::{GraphHeartbeat, Maintenance};
+                let config = s.config.get().cloned().ok_or("config missing")?;
+                let all = config.send(homeagent_actors::config::GetRawSettings).await??;
+                let mut handles = Vec::new();
+                for (kind, key, name) in [
+                    (Maintenance::Merge, "core.agent.merge_interval", "heartbeat-merge"),
+                    (Maintenance::Review, "core.agent.review_interval", "heartbeat-review"),
+                ] {
+                    let every = all
+                        .get(key)
+                        .and_then(serde_json::Value::as_str)
+                        .and_then(|v| homeagent_actors::config::parse_duration(v).ok())
+                        .unwrap_or(std::time::Duration::from_secs(7200));
+                    let last: Arc<Mutex<Option<homeagent_actors::memory::graph_heartbeat::MaintenanceRound>>> =
+                        Arc::default();
+                    let (g, e, l) = (graph.clone(), event_loop.clone(), Arc::clone(&last));
+                    let hb = msup
+                        .worker(name, RestartPolicy::Permanent, move || {
+                            Ok(GraphHeartbeat::new(kind, g.clone(), e.clone(), every, l.clone()))
+                        })
+                        .await?;
+                    handles.push((kind, hb, last));
+                }
+                let _ = s.maintenance.set(handles);
+            }
             let _ = s.agent.set(Agent {
                 scheduler,
                 event_loop,

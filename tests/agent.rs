@@ -397,7 +397,7 @@ fn pruned_turns_become_documents_that_are_suggested_and_can_be_loaded_back() {
         .unwrap();
     assert_eq!(status["context_events"], 12);
     assert_eq!(status["heartbeats"]["distill"]["trigger"], "operator");
-    let (code, _) = post(&d, "/api/v1/heartbeats/merge/run", json!({}));
+    let (code, _) = post(&d, "/api/v1/heartbeats/archive/run", json!({}));
     assert_eq!(code, 404);
     let docs: Value = reqwest::blocking::get(d.url("/api/v1/memory/documents"))
         .unwrap()
@@ -592,4 +592,41 @@ fn the_rule_distiller_turns_self_statements_into_graph_facts_once() {
         .json()
         .unwrap();
     assert_eq!(status["heartbeats"]["rules"]["trigger"], "operator", "{status}");
+}
+
+#[test]
+fn merge_and_review_heartbeats_hand_tasks_to_the_model_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = Daemon::start(&data);
+    let v = vendor::start();
+    put_settings(&d, vendor::source_settings("fake", &v.url, 0));
+    wait_sources(&d, 1);
+    let commit = r#"call-tool memory_commit {"triples":[{"subject":"machine learning","relation":"is","object":"statistics","sentence_text":"machine learning is statistics"},{"subject":"machine learnings","relation":"needs","object":"data"}]}"#;
+    let (_, body) = post(&d, "/api/v1/messages", json!({ "text": commit }));
+    assert!(body["reply"].as_str().unwrap().contains("2 条关系"), "{body}");
+
+    let (status, round) = post(&d, "/api/v1/heartbeats/merge/run", json!({}));
+    assert_eq!((status, round["tasks"].as_u64()), (200, Some(1)), "{round}");
+    let saw_task = |marker: &str| {
+        for _ in 0..100 {
+            if v.last.lock().unwrap().to_string().contains(marker) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    };
+    assert!(saw_task("类型: entity_merge"), "the model got the merge task");
+
+    let (_, round) = post(&d, "/api/v1/heartbeats/review/run", json!({}));
+    assert_eq!(round["tasks"], 1, "only the relation with a sentence: {round}");
+    assert!(saw_task("【关系复审】原始句子: 'machine learning is statistics'"));
+    let (_, again) = post(&d, "/api/v1/heartbeats/review/run", json!({}));
+    assert_eq!(again["tasks"], 0, "each relation is reviewed once: {again}");
+    let status: Value = reqwest::blocking::get(d.url("/api/v1/memory/status"))
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(status["heartbeats"]["merge"]["kind"], "merge", "{status}");
 }

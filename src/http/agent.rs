@@ -346,8 +346,8 @@ pub async fn plugin_action(
 }
 
 #[utoipa::path(post, path = "/api/v1/heartbeats/{name}/run", tag = "memory",
-    params(("name" = String, Path, description = "`distill` (context → documents) or `rules` (the rule distiller: self-statements → graph); archive, merge and review are not built yet")),
-    responses((status = 200, description = "The round: distill `{at_ms, archived, error?, trigger}`, rules `{at_ms, records, triples, relations, error?, trigger}`"), (status = 404, body = ErrorBody)))]
+    params(("name" = String, Path, description = "`distill` (context → documents), `rules` (self-statements → graph), `merge` (similar entities → merge tasks), `review` (relations with their sentence → review tasks); `archive` is not built yet")),
+    responses((status = 200, description = "The round: distill `{at_ms, archived, error?, trigger}`, rules `{at_ms, records, triples, relations, error?, trigger}`, merge/review `{at_ms, kind, tasks, error?, trigger}`"), (status = 404, body = ErrorBody)))]
 pub async fn run_heartbeat(state: web::Data<AppState>, name: web::Path<String>) -> Result<HttpResponse, ApiError> {
     match (name.as_str(), &state.distill) {
         ("distill", Some((hb, _))) => {
@@ -359,11 +359,25 @@ pub async fn run_heartbeat(state: web::Data<AppState>, name: web::Path<String>) 
             let round = d.send(homeagent_actors::memory::distiller::RunRules).await?;
             Ok(HttpResponse::Ok().json(round))
         }
-        ("archive" | "merge" | "review", _) => Err(ApiError::not_found(format!(
-            "heartbeat `{name}` is not built yet; `distill` and `rules` run today"
-        ))),
+        ("merge" | "review", _) => {
+            use homeagent_actors::memory::graph_heartbeat::{Maintenance, RunMaintenance};
+            let kind = if name.as_str() == "merge" {
+                Maintenance::Merge
+            } else {
+                Maintenance::Review
+            };
+            let (_, hb, _) = state
+                .maintenance
+                .iter()
+                .find(|(k, _, _)| *k == kind)
+                .ok_or_else(|| ApiError::unavailable(format!("the {name} heartbeat is not running")))?;
+            Ok(HttpResponse::Ok().json(hb.send(RunMaintenance).await?))
+        }
+        ("archive", _) => Err(ApiError::not_found(
+            "heartbeat `archive` (cold documents → graph) is not built yet; distill, rules, merge and review run today",
+        )),
         _ => Err(ApiError::not_found(format!(
-            "no heartbeat `{name}`; heartbeats: distill, rules"
+            "no heartbeat `{name}`; heartbeats: distill, rules, merge, review"
         ))),
     }
 }
@@ -379,6 +393,13 @@ pub async fn memory_status(state: web::Data<AppState>) -> Result<HttpResponse, A
         .await?
         .map_err(ApiError::unavailable)?;
     let last = state.distill.as_ref().and_then(|(_, l)| l.lock().clone());
+    let maintenance = |kind| {
+        state
+            .maintenance
+            .iter()
+            .find(|(k, _, _)| *k == kind)
+            .and_then(|(_, _, l)| l.lock().clone())
+    };
     let graph = match &state.graph {
         Some(g) => Some(
             g.send(homeagent_actors::memory::graph_actor::GraphStats)
@@ -392,6 +413,11 @@ pub async fn memory_status(state: web::Data<AppState>) -> Result<HttpResponse, A
         "documents": documents,
         "graph": graph,
         "embedder": {"active": "tfidf", "note": "character 1-2 gram TF-IDF; no embedding model is configured"},
-        "heartbeats": {"distill": last, "rules": state.rules.as_ref().and_then(|(_, l)| l.lock().clone())},
+        "heartbeats": {
+            "distill": last,
+            "rules": state.rules.as_ref().and_then(|(_, l)| l.lock().clone()),
+            "merge": maintenance(homeagent_actors::memory::graph_heartbeat::Maintenance::Merge),
+            "review": maintenance(homeagent_actors::memory::graph_heartbeat::Maintenance::Review),
+        },
     })))
 }

@@ -38,6 +38,8 @@ pub struct AppState {
     pub graph: Option<TAddr<homeagent_actors::memory::graph_actor::GraphActor>>,
     /// The rule distiller and its last round.
     pub rules: Option<homeagent_actors::memory::distiller::DistillerHandle>,
+    /// The merge and review heartbeats.
+    pub maintenance: Vec<homeagent_actors::memory::graph_heartbeat::MaintenanceHandle>,
 }
 
 #[derive(OpenApi)]

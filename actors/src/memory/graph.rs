@@ -554,6 +554,22 @@ impl GraphStore {
         })
     }
 
+    /// Active relations that still carry their source sentence, lowest confidence
+    /// first: what the review heartbeat asks the model to check.
+    pub fn review_candidates(&self, limit: usize) -> Result<Vec<Relation>, GraphError> {
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "{RELATION_SELECT} WHERE r.status = 'active' AND r.sentence_id != 0 ORDER BY r.confidence, r.id LIMIT ?1"
+        ))?;
+        Ok(stmt.query_map([limit], relation_row)?.collect::<Result<_, _>>()?)
+    }
+
+    /// Detaches a relation from its sentence (it has been reviewed).
+    pub fn clear_sentence(&mut self, relation_id: i64) -> Result<(), GraphError> {
+        self.conn
+            .execute("UPDATE relations SET sentence_id = 0 WHERE id = ?1", [relation_id])?;
+        Ok(())
+    }
+
     /// Deletes sentences no relation points at; returns how many.
     pub fn cleanup_orphaned_sentences(&mut self) -> Result<usize, GraphError> {
         Ok(self.conn.execute(
@@ -729,6 +745,25 @@ mod tests {
         g.commit(&[t("张三", "住在", "北京")], "s", 0).unwrap();
         assert_eq!(g.names_in("张三住在哪里？").unwrap(), vec!["张三".to_string()]);
         assert!(g.names_in("李四").unwrap().is_empty());
+    }
+
+    #[test]
+    fn reviewed_relations_leave_the_review_queue() {
+        let mut g = GraphStore::open_in_memory().unwrap();
+        let mut a = t("用户", "居住地", "北京");
+        a.sentence = "我住在北京".into();
+        a.confidence = 0.5;
+        let mut b = t("用户", "喜好", "围棋");
+        b.sentence = "我喜欢围棋".into();
+        g.commit(&[b, a, t("无句", "关系", "对象")], "s", 0).unwrap();
+        let q = g.review_candidates(5).unwrap();
+        assert_eq!(
+            q.iter().map(|r| r.target.as_str()).collect::<Vec<_>>(),
+            vec!["北京", "围棋"]
+        );
+        g.clear_sentence(q[0].id).unwrap();
+        assert_eq!(g.cleanup_orphaned_sentences().unwrap(), 1);
+        assert_eq!(g.review_candidates(5).unwrap().len(), 1);
     }
 
     #[test]

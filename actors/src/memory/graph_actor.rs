@@ -109,6 +109,45 @@ pub struct CommitTriples {
     pub session: String,
 }
 
+/// The merge heartbeat's proposals: one consolidation task text per candidate pair.
+#[derive(Message)]
+#[rtype(result = "Result<Vec<String>, String>")]
+pub struct ProposeMerges;
+
+/// The review heartbeat's tasks: one per relation to re-check; the relations are
+/// detached from their sentences (so each is reviewed once) and orphans deleted.
+#[derive(Message)]
+#[rtype(result = "Result<Vec<String>, String>")]
+pub struct ProposeReviews;
+
+impl Handles<ProposeMerges> for GraphActor {
+    type Reply = Result<Vec<String>, String>;
+    fn handle(&mut self, _: ProposeMerges, _: &mut HostContext<Self>) -> Self::Reply {
+        use super::maintenance::{PER_ROUND, merge_candidates, merge_task};
+        let all = self
+            .store
+            .recall(&[], &[], 0, None, RecallSort::Relevance)
+            .map_err(|e| e.to_string())?;
+        Ok(merge_candidates(&all.entities, PER_ROUND)
+            .iter()
+            .map(|(a, b, sim)| merge_task(a, b, *sim))
+            .collect())
+    }
+}
+
+impl Handles<ProposeReviews> for GraphActor {
+    type Reply = Result<Vec<String>, String>;
+    fn handle(&mut self, _: ProposeReviews, _: &mut HostContext<Self>) -> Self::Reply {
+        use super::maintenance::{PER_ROUND, review_task};
+        let rels = self.store.review_candidates(PER_ROUND).map_err(|e| e.to_string())?;
+        for r in &rels {
+            self.store.clear_sentence(r.id).map_err(|e| e.to_string())?;
+        }
+        self.store.cleanup_orphaned_sentences().map_err(|e| e.to_string())?;
+        Ok(rels.iter().map(review_task).collect())
+    }
+}
+
 /// The graph's counts (memory status).
 #[derive(Message)]
 #[rtype(result = "Result<Introspection, String>")]

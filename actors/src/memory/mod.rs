@@ -7,6 +7,7 @@
 //! * [`graph_actor`]: `kernel/memory/graph` and the `memory_*` tools;
 //! * [`keywords`]: jieba keyword extraction for recall queries;
 //! * [`rules`] + [`distiller`]: the rule distiller (self-statements in the text log → graph);
+//! * [`maintenance`] + [`graph_heartbeat`]: the merge and review heartbeats (tasks for the model);
 //! * [`store`]: `DATA/memory/memory.db` (write-through);
 //! * [`actor`]: the `kernel/memory/context` actor.
 
@@ -15,9 +16,11 @@ pub mod context;
 pub mod distiller;
 pub mod graph;
 pub mod graph_actor;
+pub mod graph_heartbeat;
 pub mod heartbeat;
 pub mod keywords;
 pub mod knowledge;
+pub mod maintenance;
 pub mod rules;
 pub mod store;
 pub mod textlog;

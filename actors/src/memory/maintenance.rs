@@ -1,0 +1,167 @@
+//! Graph maintenance decided by the model: the merge heartbeat proposes entities that
+//! look like the same thing, the review heartbeat asks the model to check relations
+//! against the sentence they came from. Both only *write a task* (kernel self-input);
+//! the model decides and acts through `memory_merge` / `memory_edit`.
+//!
+//! Plain functions; the heartbeat actor is in [`super::graph_heartbeat`].
+
+use std::collections::{HashMap, HashSet};
+
+use super::graph::{Entity, Relation};
+
+/// Similarity above which two entities are proposed for a merge.
+pub const MERGE_THRESHOLD: f64 = 0.75;
+/// Proposals per round (merge and review alike).
+pub const PER_ROUND: usize = 5;
+
+fn bigrams(s: &str) -> HashSet<(char, char)> {
+    let cs: Vec<char> = s.chars().collect();
+    cs.windows(2).map(|w| (w[0], w[1])).collect()
+}
+
+/// Character-bigram Jaccard similarity. Identical names are 1; a name under two
+/// characters is 1 only against the same character, else 0.
+pub fn bigram_jaccard(a: &str, b: &str) -> f64 {
+    if a == b {
+        return 1.0;
+    }
+    if a.chars().count() < 2 || b.chars().count() < 2 {
+        return 0.0;
+    }
+    let (x, y) = (bigrams(a), bigrams(b));
+    let inter = x.intersection(&y).count();
+    let union = x.union(&y).count();
+    if union == 0 { 0.0 } else { inter as f64 / union as f64 }
+}
+
+/// Up to `max` pairs of distinct entities whose names are more similar than
+/// [`MERGE_THRESHOLD`], most similar first. Only pairs sharing a bigram are compared
+/// (a pair sharing none has similarity 0), so this stays fast on large graphs.
+pub fn merge_candidates(entities: &[Entity], max: usize) -> Vec<(Entity, Entity, f64)> {
+    let grams: Vec<HashSet<(char, char)>> = entities.iter().map(|e| bigrams(&e.name)).collect();
+    let mut index: HashMap<(char, char), Vec<usize>> = HashMap::new();
+    for (i, g) in grams.iter().enumerate() {
+        for b in g {
+            index.entry(*b).or_default().push(i);
+        }
+    }
+    let mut seen: HashSet<(usize, usize)> = HashSet::new();
+    let mut out: Vec<(usize, usize, f64)> = Vec::new();
+    for list in index.values() {
+        for (k, &i) in list.iter().enumerate() {
+            for &j in &list[k + 1..] {
+                if !seen.insert((i.min(j), i.max(j))) {
+                    continue;
+                }
+                let sim = bigram_jaccard(&entities[i].name, &entities[j].name);
+                if sim > MERGE_THRESHOLD {
+                    out.push((i.min(j), i.max(j), sim));
+                }
+            }
+        }
+    }
+    out.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)).then(a.1.cmp(&b.1)));
+    out.truncate(max);
+    out.into_iter()
+        .map(|(i, j, s)| (entities[i].clone(), entities[j].clone(), s))
+        .collect()
+}
+
+/// The consolidation task for one merge candidate.
+pub fn merge_task(a: &Entity, b: &Entity, similarity: f64) -> String {
+    format!(
+        "【记忆整理任务】\n类型: entity_merge\n说明: 实体「{}」(类型:{}, 提及{}次) 与「{}」(类型:{}, 提及{}次) 相似度 {:.0}%，可能指同一事物。\n\
+         规则: 先用 memory_recall 查看两者的关系；确属同一事物时用 memory_merge 把提及较少的合并到提及较多的；\
+         不是同一事物就不做任何操作。只能使用 memory_merge，不要写入新的记忆。",
+        a.name,
+        a.kind,
+        a.mention_count,
+        b.name,
+        b.kind,
+        b.mention_count,
+        similarity * 100.0
+    )
+}
+
+/// The review task for one relation that still has its source sentence.
+pub fn review_task(r: &Relation) -> String {
+    format!(
+        "【关系复审】原始句子: '{}'\n当前三元组: ({} → {} → {}) 置信度 {:.2}\n\
+         请判断这个三元组是否忠实于原句。如有错误，用 memory_edit 修正（old_subject={}, old_relation={}, old_object={}）；\
+         正确则不做任何操作。",
+        r.sentence.as_deref().unwrap_or(""),
+        r.source,
+        r.relation,
+        r.target,
+        r.confidence,
+        r.source,
+        r.relation,
+        r.target
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e(id: i64, name: &str) -> Entity {
+        Entity {
+            id,
+            name: name.into(),
+            kind: "Concept".into(),
+            mention_count: id,
+            updated_at_ms: 0,
+        }
+    }
+
+    #[test]
+    fn jaccard_edge_cases() {
+        assert_eq!(bigram_jaccard("北京", "北京"), 1.0);
+        assert_eq!(bigram_jaccard("a", "b"), 0.0);
+        assert_eq!(bigram_jaccard("a", "ab"), 0.0);
+        assert!((bigram_jaccard("北京市", "北京") - 0.5).abs() < 1e-9);
+        assert!(bigram_jaccard("OpenAI GPT-4o", "OpenAI GPT-4") > MERGE_THRESHOLD);
+    }
+
+    #[test]
+    fn candidates_are_similar_pairs_most_similar_first_capped() {
+        let es = vec![
+            e(1, "Visual Studio Code"),
+            e(2, "Visual Studio Code!"),
+            e(3, "北京"),
+            e(4, "上海"),
+            e(5, "machine learning"),
+            e(6, "machine learnings"),
+        ];
+        let c = merge_candidates(&es, 5);
+        let names: Vec<(&str, &str)> = c.iter().map(|(a, b, _)| (a.name.as_str(), b.name.as_str())).collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+        assert!(names.contains(&("Visual Studio Code", "Visual Studio Code!")));
+        assert!(c[0].2 >= c[1].2);
+        assert_eq!(merge_candidates(&es, 1).len(), 1);
+    }
+
+    #[test]
+    fn task_texts_carry_what_the_model_needs() {
+        let t = merge_task(&e(1, "张三"), &e(2, "张三丰"), 0.8);
+        assert!(t.starts_with(
+            "【记忆整理任务】\n类型: entity_merge\n说明: 实体「张三」(类型:Concept, 提及1次) 与「张三丰」"
+        ));
+        assert!(t.contains("相似度 80%"));
+        let r = Relation {
+            id: 1,
+            source: "用户".into(),
+            target: "北京".into(),
+            relation: "居住地".into(),
+            confidence: 0.8,
+            session: String::new(),
+            turn: 0,
+            created_at_ms: 0,
+            sentence: Some("我住在北京".into()),
+        };
+        assert!(
+            review_task(&r)
+                .starts_with("【关系复审】原始句子: '我住在北京'\n当前三元组: (用户 → 居住地 → 北京) 置信度 0.80")
+        );
+    }
+}
