@@ -316,3 +316,86 @@ async fn turn_inner(turns: u32, vendor: &str, base: &str) -> anyhow::Result<()> 
     );
     Ok(())
 }
+
+/// p50 and p95 of `samples` (milliseconds).
+fn percentiles(samples: &mut [f64]) -> (f64, f64) {
+    samples.sort_by(|a, b| a.total_cmp(b));
+    let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
+    (at(0.5), at(0.95))
+}
+
+/// Times `f` over `queries` calls (after 20 warm-up calls); milliseconds p50/p95.
+fn time_ms(queries: usize, mut f: impl FnMut(usize) -> anyhow::Result<()>) -> anyhow::Result<(f64, f64)> {
+    for i in 0..20 {
+        f(i)?;
+    }
+    let mut samples = Vec::with_capacity(queries);
+    for i in 0..queries {
+        let t = std::time::Instant::now();
+        f(i)?;
+        samples.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    Ok(percentiles(&mut samples))
+}
+
+/// Graph tier latency at each size: recall (keyword, depth 2) and `names_in` (the
+/// sentence → entity seeds scan), against an indexed name lookup as the baseline.
+pub fn graph(sizes: &[usize], queries: usize) -> anyhow::Result<()> {
+    use homeagent_actors::memory::graph::{GraphStore, RecallSort, Triple};
+    anyhow::ensure!(
+        queries > 0 && sizes.iter().all(|&n| n >= 100),
+        "--queries ≥ 1 and every size ≥ 100"
+    );
+    let dir = std::env::temp_dir().join(format!("homed-bench-graph-{}", std::process::id()));
+    println!("graph tier latency, ms (p50 / p95), {queries} queries each; baseline = indexed name lookup");
+    for &n in sizes {
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut g = GraphStore::open(&dir.join("graph.db"))?;
+        let name = |i: usize| format!("entity{i}号");
+        let built = std::time::Instant::now();
+        for chunk in (0..n).collect::<Vec<_>>().chunks(5_000) {
+            let triples: Vec<Triple> = chunk
+                .iter()
+                .flat_map(|&i| {
+                    [(i + 1) % n, (i * 7 + 3) % n].map(|j| Triple {
+                        subject: name(i),
+                        relation: "相关".into(),
+                        object: name(j),
+                        ..Default::default()
+                    })
+                })
+                .collect();
+            g.commit(&triples, "bench", 0)?;
+            eprint!("\r  building {n}: {} entities", chunk.last().map_or(0, |i| i + 1));
+        }
+        eprintln!(" ({:.1} s)", built.elapsed().as_secs_f64());
+        let pick = |i: usize| (i * 7919) % n;
+        let base = time_ms(queries, |i| {
+            g.recall(&[], &[name(pick(i))], 0, None, RecallSort::Relevance)?;
+            Ok(())
+        })?;
+        let recall = time_ms(queries, |i| {
+            g.recall(&[name(pick(i))], &[], 2, None, RecallSort::Relevance)?;
+            Ok(())
+        })?;
+        let names = time_ms(queries.min(100), |i| {
+            g.names_in(&format!("我昨天和{}聊了很久", name(pick(i))))?;
+            Ok(())
+        })?;
+        println!("  {n:>7} entities  lookup {:.3} / {:.3}", base.0, base.1);
+        println!(
+            "  {n:>7} entities  recall depth 2 {:.3} / {:.3} (x{:.1} lookup)",
+            recall.0,
+            recall.1,
+            recall.0 / base.0
+        );
+        println!(
+            "  {n:>7} entities  names_in scan {:.3} / {:.3} (x{:.1} lookup)",
+            names.0,
+            names.1,
+            names.0 / base.0
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}

@@ -71,4 +71,14 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 1000)]
         turns: u32,
     },
+    /// Graph tier latency (recall at depth 2, entity names found in a sentence) on
+    /// on-disk graphs of the given sizes, against an indexed name lookup in the same file.
+    Graph {
+        /// Entity counts to build (each entity gets two relations).
+        #[arg(long, value_delimiter = ',', default_values_t = [10_000usize, 100_000])]
+        sizes: Vec<usize>,
+        /// Measured queries per operation and size.
+        #[arg(long, default_value_t = 300)]
+        queries: usize,
+    },
 }

@@ -700,21 +700,42 @@ impl Module<KernelState> for AgentModule {
                 let config = s.config.get().cloned().ok_or("config missing")?;
                 let all = config.send(homeagent_actors::config::GetRawSettings).await??;
                 let mut handles = Vec::new();
-                for (kind, key, name) in [
-                    (Maintenance::Merge, "core.agent.merge_interval", "heartbeat-merge"),
-                    (Maintenance::Review, "core.agent.review_interval", "heartbeat-review"),
+                for (kind, key, name, default_min) in [
+                    (
+                        Maintenance::Archive,
+                        "core.agent.archive_interval",
+                        "heartbeat-archive",
+                        60,
+                    ),
+                    (Maintenance::Merge, "core.agent.merge_interval", "heartbeat-merge", 120),
+                    (
+                        Maintenance::Review,
+                        "core.agent.review_interval",
+                        "heartbeat-review",
+                        120,
+                    ),
                 ] {
                     let every = all
                         .get(key)
                         .and_then(serde_json::Value::as_str)
                         .and_then(|v| homeagent_actors::config::parse_duration(v).ok())
-                        .unwrap_or(std::time::Duration::from_secs(7200));
+                        .unwrap_or(std::time::Duration::from_secs(default_min * 60));
                     let last: Arc<Mutex<Option<homeagent_actors::memory::graph_heartbeat::MaintenanceRound>>> =
                         Arc::default();
                     let (g, e, l) = (graph.clone(), event_loop.clone(), Arc::clone(&last));
+                    let c = (kind == Maintenance::Archive)
+                        .then(|| s.context.get().cloned())
+                        .flatten();
                     let hb = msup
                         .worker(name, RestartPolicy::Permanent, move || {
-                            Ok(GraphHeartbeat::new(kind, g.clone(), e.clone(), every, l.clone()))
+                            Ok(GraphHeartbeat::new(
+                                kind,
+                                g.clone(),
+                                e.clone(),
+                                c.clone(),
+                                every,
+                                l.clone(),
+                            ))
                         })
                         .await?;
                     handles.push((kind, hb, last));

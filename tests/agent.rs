@@ -397,7 +397,7 @@ fn pruned_turns_become_documents_that_are_suggested_and_can_be_loaded_back() {
         .unwrap();
     assert_eq!(status["context_events"], 12);
     assert_eq!(status["heartbeats"]["distill"]["trigger"], "operator");
-    let (code, _) = post(&d, "/api/v1/heartbeats/archive/run", json!({}));
+    let (code, _) = post(&d, "/api/v1/heartbeats/nonesuch/run", json!({}));
     assert_eq!(code, 404);
     let docs: Value = reqwest::blocking::get(d.url("/api/v1/memory/documents"))
         .unwrap()
@@ -607,7 +607,7 @@ fn merge_and_review_heartbeats_hand_tasks_to_the_model_once() {
     assert!(body["reply"].as_str().unwrap().contains("2 条关系"), "{body}");
 
     let (status, round) = post(&d, "/api/v1/heartbeats/merge/run", json!({}));
-    assert_eq!((status, round["tasks"].as_u64()), (200, Some(1)), "{round}");
+    assert_eq!((status, round["items"].as_u64()), (200, Some(1)), "{round}");
     let saw_task = |marker: &str| {
         for _ in 0..100 {
             if v.last.lock().unwrap().to_string().contains(marker) {
@@ -620,13 +620,66 @@ fn merge_and_review_heartbeats_hand_tasks_to_the_model_once() {
     assert!(saw_task("类型: entity_merge"), "the model got the merge task");
 
     let (_, round) = post(&d, "/api/v1/heartbeats/review/run", json!({}));
-    assert_eq!(round["tasks"], 1, "only the relation with a sentence: {round}");
+    assert_eq!(round["items"], 1, "only the relation with a sentence: {round}");
     assert!(saw_task("【关系复审】原始句子: 'machine learning is statistics'"));
     let (_, again) = post(&d, "/api/v1/heartbeats/review/run", json!({}));
-    assert_eq!(again["tasks"], 0, "each relation is reviewed once: {again}");
+    assert_eq!(again["items"], 0, "each relation is reviewed once: {again}");
     let status: Value = reqwest::blocking::get(d.url("/api/v1/memory/status"))
         .unwrap()
         .json()
         .unwrap();
     assert_eq!(status["heartbeats"]["merge"]["kind"], "merge", "{status}");
+}
+
+#[test]
+fn the_archive_heartbeat_moves_cold_documents_with_facts_into_the_graph() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = Daemon::start(&data);
+    let v = vendor::start();
+    put_settings(&d, vendor::source_settings("fake", &v.url, 0));
+    wait_sources(&d, 1);
+    for (summary, content) in [("个人信息", "我叫李四，我住在上海"), ("随笔", "今天天气很好")] {
+        let call = json!({"summary": summary, "content": content}).to_string();
+        let (_, body) = post(
+            &d,
+            "/api/v1/messages",
+            json!({ "text": format!("call-tool doc_commit {call}") }),
+        );
+        assert!(body["reply"].as_str().unwrap().contains("文档已提交"), "{body}");
+    }
+    // Nothing is cold yet.
+    let (_, round) = post(&d, "/api/v1/heartbeats/archive/run", json!({}));
+    assert_eq!(round["items"], 0, "{round}");
+    // Four days pass for both documents.
+    let db = rusqlite::Connection::open(data.join("memory/memory.db")).unwrap();
+    db.busy_timeout(Duration::from_secs(5)).unwrap();
+    db.execute("UPDATE documents SET created_at_ms = created_at_ms - 4 * 86400000", [])
+        .unwrap();
+    drop(db);
+    let (status, round) = post(&d, "/api/v1/heartbeats/archive/run", json!({}));
+    assert_eq!((status, round["items"].as_u64()), (200, Some(1)), "{round}");
+    let graph: Value = reqwest::blocking::get(d.url("/api/v1/memory/graph?q=李四"))
+        .unwrap()
+        .json()
+        .unwrap();
+    assert!(
+        graph["entities"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "上海"),
+        "{graph}"
+    );
+    let docs: Value = reqwest::blocking::get(d.url("/api/v1/memory/documents"))
+        .unwrap()
+        .json()
+        .unwrap();
+    let summaries: Vec<&str> = docs["documents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["summary"].as_str().unwrap())
+        .collect();
+    assert_eq!(summaries, vec!["随笔"], "the document without facts stays a document");
 }

@@ -25,6 +25,9 @@ fn main() -> std::process::ExitCode {
         Some(Command::Bench {
             what: BenchCommand::Turn { turns },
         }) => system.block_on(homeagent::bench::turn(turns)),
+        Some(Command::Bench {
+            what: BenchCommand::Graph { sizes, queries },
+        }) => homeagent::bench::graph(&sizes, queries),
         Some(Command::Plugin { .. }) => unreachable!("handled above"),
     };
     match result {

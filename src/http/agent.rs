@@ -346,8 +346,8 @@ pub async fn plugin_action(
 }
 
 #[utoipa::path(post, path = "/api/v1/heartbeats/{name}/run", tag = "memory",
-    params(("name" = String, Path, description = "`distill` (context → documents), `rules` (self-statements → graph), `merge` (similar entities → merge tasks), `review` (relations with their sentence → review tasks); `archive` is not built yet")),
-    responses((status = 200, description = "The round: distill `{at_ms, archived, error?, trigger}`, rules `{at_ms, records, triples, relations, error?, trigger}`, merge/review `{at_ms, kind, tasks, error?, trigger}`"), (status = 404, body = ErrorBody)))]
+    params(("name" = String, Path, description = "`distill` (context → documents), `rules` (self-statements → graph), `merge` (similar entities → merge tasks), `review` (relations with their sentence → review tasks), `archive` (cold documents → graph facts)")),
+    responses((status = 200, description = "The round: distill `{at_ms, archived, error?, trigger}`, rules `{at_ms, records, triples, relations, error?, trigger}`, merge/review/archive `{at_ms, kind, items, error?, trigger}`"), (status = 404, body = ErrorBody)))]
 pub async fn run_heartbeat(state: web::Data<AppState>, name: web::Path<String>) -> Result<HttpResponse, ApiError> {
     match (name.as_str(), &state.distill) {
         ("distill", Some((hb, _))) => {
@@ -359,12 +359,12 @@ pub async fn run_heartbeat(state: web::Data<AppState>, name: web::Path<String>) 
             let round = d.send(homeagent_actors::memory::distiller::RunRules).await?;
             Ok(HttpResponse::Ok().json(round))
         }
-        ("merge" | "review", _) => {
+        ("merge" | "review" | "archive", _) => {
             use homeagent_actors::memory::graph_heartbeat::{Maintenance, RunMaintenance};
-            let kind = if name.as_str() == "merge" {
-                Maintenance::Merge
-            } else {
-                Maintenance::Review
+            let kind = match name.as_str() {
+                "merge" => Maintenance::Merge,
+                "review" => Maintenance::Review,
+                _ => Maintenance::Archive,
             };
             let (_, hb, _) = state
                 .maintenance
@@ -373,11 +373,8 @@ pub async fn run_heartbeat(state: web::Data<AppState>, name: web::Path<String>) 
                 .ok_or_else(|| ApiError::unavailable(format!("the {name} heartbeat is not running")))?;
             Ok(HttpResponse::Ok().json(hb.send(RunMaintenance).await?))
         }
-        ("archive", _) => Err(ApiError::not_found(
-            "heartbeat `archive` (cold documents → graph) is not built yet; distill, rules, merge and review run today",
-        )),
         _ => Err(ApiError::not_found(format!(
-            "no heartbeat `{name}`; heartbeats: distill, rules, merge, review"
+            "no heartbeat `{name}`; heartbeats: distill, rules, archive, merge, review"
         ))),
     }
 }
@@ -418,6 +415,7 @@ pub async fn memory_status(state: web::Data<AppState>) -> Result<HttpResponse, A
             "rules": state.rules.as_ref().and_then(|(_, l)| l.lock().clone()),
             "merge": maintenance(homeagent_actors::memory::graph_heartbeat::Maintenance::Merge),
             "review": maintenance(homeagent_actors::memory::graph_heartbeat::Maintenance::Review),
+            "archive": maintenance(homeagent_actors::memory::graph_heartbeat::Maintenance::Archive),
         },
     })))
 }

@@ -318,3 +318,34 @@ impl Handles<MemoryCounts> for ContextActor {
         ))
     }
 }
+
+/// Documents cold enough for the graph (the archive heartbeat).
+#[derive(Message)]
+#[rtype(result = "Result<Vec<crate::memory::store::Document>, String>")]
+pub struct ColdDocs {
+    /// Created before this time (Unix ms).
+    pub before_ms: i64,
+    /// Read at most this many times.
+    pub max_access: i64,
+}
+
+impl Handles<ColdDocs> for ContextActor {
+    type Reply = Result<Vec<crate::memory::store::Document>, String>;
+    fn handle(&mut self, m: ColdDocs, _: &mut HostContext<Self>) -> Self::Reply {
+        self.store
+            .cold_documents(m.before_ms, m.max_access)
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// Deletes a document (it now lives in the graph); answers whether it existed.
+#[derive(Message)]
+#[rtype(result = "Result<bool, String>")]
+pub struct DeleteDoc(pub String);
+
+impl Handles<DeleteDoc> for ContextActor {
+    type Reply = Result<bool, String>;
+    fn handle(&mut self, DeleteDoc(id): DeleteDoc, _: &mut HostContext<Self>) -> Self::Reply {
+        self.store.delete_document(&id).map_err(|e| e.to_string())
+    }
+}

@@ -358,8 +358,11 @@ impl GraphStore {
                 break;
             }
             let marks = vec!["?"; frontier.len()].join(",");
+            // The UNION of two indexed lookups: with `source_id IN .. OR target_id IN ..`
+            // plus `ORDER BY id` SQLite walked the whole table (44 ms at 100k entities).
             let mut sql = format!(
-                "{RELATION_SELECT} WHERE r.status = 'active' AND (r.source_id IN ({marks}) OR r.target_id IN ({marks}))"
+                "{RELATION_SELECT} WHERE r.id IN (SELECT id FROM relations WHERE source_id IN ({marks}) \
+                 UNION SELECT id FROM relations WHERE target_id IN ({marks})) AND r.status = 'active'"
             );
             let mut args: Vec<rusqlite::types::Value> =
                 frontier.iter().chain(frontier.iter()).map(|&id| id.into()).collect();

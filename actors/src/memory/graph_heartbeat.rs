@@ -1,7 +1,9 @@
-//! The merge and review heartbeats (`kernel/memory/heartbeat-merge`,
-//! `kernel/memory/heartbeat-review`): each round asks the graph for its proposals
-//! ([`super::maintenance`]) and hands every one to the agent as kernel self-input, so
+//! The graph heartbeats. Merge and review (`kernel/memory/heartbeat-merge`,
+//! `kernel/memory/heartbeat-review`) ask the graph for proposals
+//! ([`super::maintenance`]) and hand every one to the agent as kernel self-input, so
 //! the model decides on the `_consolidation_` channel, never preempting the user.
+//! Archive (`kernel/memory/heartbeat-archive`) moves the facts of cold documents into
+//! the graph and deletes a document only once a relation from it was written.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,7 +12,8 @@ use actix::prelude::*;
 use parking_lot::Mutex;
 use serde::Serialize;
 
-use super::graph_actor::{GraphActor, ProposeMerges, ProposeReviews};
+use super::actor::{ColdDocs, ContextActor, DeleteDoc};
+use super::graph_actor::{CommitTriples, GraphActor, ProposeMerges, ProposeReviews};
 use crate::addr::TAddr;
 use crate::agent::intake::{EventLoop, SelfInput};
 use crate::host::{Handles, Host, HostContext, KernelActor};
@@ -23,6 +26,8 @@ pub enum Maintenance {
     Merge,
     /// Relations with their sentence → `memory_edit` review tasks.
     Review,
+    /// Cold documents (≥ 72 h, read ≤ 2 times) → graph facts.
+    Archive,
 }
 
 /// What one round did.
@@ -31,8 +36,9 @@ pub struct MaintenanceRound {
     /// Unix milliseconds.
     pub at_ms: i64,
     pub kind: Maintenance,
-    /// Tasks handed to the agent.
-    pub tasks: usize,
+    /// Tasks handed to the agent (merge, review) or documents moved into the graph
+    /// (archive).
+    pub items: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// `timer` or `operator`.
@@ -48,6 +54,8 @@ pub struct GraphHeartbeat {
     graph: TAddr<GraphActor>,
     /// Where tasks go (kernel self-input).
     agent: TAddr<EventLoop>,
+    /// The document tier (archive only).
+    context: Option<TAddr<ContextActor>>,
     every: Duration,
     /// The last round, shared with the status API.
     last: Arc<Mutex<Option<MaintenanceRound>>>,
@@ -58,6 +66,7 @@ impl GraphHeartbeat {
         kind: Maintenance,
         graph: TAddr<GraphActor>,
         agent: TAddr<EventLoop>,
+        context: Option<TAddr<ContextActor>>,
         every: Duration,
         last: Arc<Mutex<Option<MaintenanceRound>>>,
     ) -> Self {
@@ -65,6 +74,7 @@ impl GraphHeartbeat {
             kind,
             graph,
             agent,
+            context,
             every,
             last,
         }
@@ -72,41 +82,94 @@ impl GraphHeartbeat {
 
     fn round(&self, trigger: &'static str) -> impl std::future::Future<Output = MaintenanceRound> + 'static {
         let (kind, graph, agent, last) = (self.kind, self.graph.clone(), self.agent.clone(), self.last.clone());
+        let context = self.context.clone();
         async move {
-            let proposals = match kind {
-                Maintenance::Merge => graph.send(ProposeMerges).await,
-                Maintenance::Review => graph.send(ProposeReviews).await,
-            };
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64);
             let mut round = MaintenanceRound {
-                at_ms: std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_millis() as i64),
+                at_ms: now,
                 kind,
-                tasks: 0,
+                items: 0,
                 error: None,
                 trigger,
             };
-            match proposals {
-                Ok(Ok(tasks)) => {
-                    for text in tasks {
-                        match agent.send(SelfInput(text)).await {
-                            Ok(Ok(_)) => round.tasks += 1,
-                            Ok(Err(e)) => round.error = Some(e),
-                            Err(e) => round.error = Some(e.to_string()),
+            let result = match (kind, context) {
+                (Maintenance::Archive, Some(context)) => archive(&graph, &context, now, &mut round.items).await,
+                (Maintenance::Archive, None) => Err("the archive heartbeat has no document tier".to_owned()),
+                (Maintenance::Merge | Maintenance::Review, _) => {
+                    let proposals = match kind {
+                        Maintenance::Merge => graph.send(ProposeMerges).await,
+                        _ => graph.send(ProposeReviews).await,
+                    };
+                    match proposals.map_err(|e| e.to_string()).and_then(|r| r) {
+                        Ok(tasks) => {
+                            let mut result = Ok(());
+                            for text in tasks {
+                                match agent
+                                    .send(SelfInput(text))
+                                    .await
+                                    .map_err(|e| e.to_string())
+                                    .and_then(|r| r)
+                                {
+                                    Ok(_) => round.items += 1,
+                                    Err(e) => result = Err(e),
+                                }
+                            }
+                            result
                         }
+                        Err(e) => Err(e),
                     }
                 }
-                Ok(Err(e)) => round.error = Some(e),
-                Err(e) => round.error = Some(e.to_string()),
-            }
+            };
+            round.error = result.err();
             match &round.error {
-                None => tracing::info!(?kind, tasks = round.tasks, trigger, "graph maintenance round"),
+                None => tracing::info!(?kind, items = round.items, trigger, "graph maintenance round"),
                 Some(e) => tracing::warn!(?kind, trigger, "graph maintenance round failed: {e}"),
             }
             *last.lock() = Some(round.clone());
             round
         }
     }
+}
+
+/// One archive round: each cold document's facts are committed; the document is
+/// deleted once at least one of its relations was written. Counts moved documents.
+async fn archive(
+    graph: &TAddr<GraphActor>,
+    context: &TAddr<ContextActor>,
+    now: i64,
+    moved: &mut usize,
+) -> Result<(), String> {
+    use super::maintenance::{ARCHIVAL_SESSION, COLD_AGE_MS, COLD_MAX_ACCESS, doc_to_triples};
+    let docs = context
+        .send(ColdDocs {
+            before_ms: now - COLD_AGE_MS,
+            max_access: COLD_MAX_ACCESS,
+        })
+        .await
+        .map_err(|e| e.to_string())??;
+    for doc in docs {
+        let triples = doc_to_triples(&doc);
+        if triples.is_empty() {
+            tracing::debug!(doc = %doc.id, "archive: no facts found, the document stays");
+            continue;
+        }
+        let session = ARCHIVAL_SESSION.to_owned();
+        let (_, relations) = graph
+            .send(CommitTriples { triples, session })
+            .await
+            .map_err(|e| e.to_string())??;
+        if relations > 0 {
+            context
+                .send(DeleteDoc(doc.id.clone()))
+                .await
+                .map_err(|e| e.to_string())??;
+            tracing::info!(doc = %doc.id, relations, "archive: document moved into the graph");
+            *moved += 1;
+        }
+    }
+    Ok(())
 }
 
 impl KernelActor for GraphHeartbeat {

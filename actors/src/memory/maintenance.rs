@@ -7,7 +7,50 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::graph::{Entity, Relation};
+use super::graph::{Entity, Relation, Triple};
+use super::store::Document;
+
+/// Documents older than this are cold (if rarely read).
+pub const COLD_AGE_MS: i64 = 72 * 3600 * 1000;
+/// Documents read more often than this stay documents.
+pub const COLD_MAX_ACCESS: i64 = 2;
+/// The session archived documents' facts are committed under.
+pub const ARCHIVAL_SESSION: &str = "agent_doc_archival";
+
+/// The facts of a cold document: the user's self-statements in it (the rule
+/// distiller's rules, line by line) plus, when there is at least one, its topic and
+/// source. A document without facts yields nothing and stays a document — without a
+/// language model extractor we never trade a text for an empty graph node.
+pub fn doc_to_triples(doc: &Document) -> Vec<Triple> {
+    if doc.source.is_empty() || doc.source == "graph" {
+        return Vec::new();
+    }
+    let mut out: Vec<Triple> = Vec::new();
+    for line in doc.content.lines() {
+        for mut t in super::rules::extract_triples(line) {
+            t.sentence = t.sentence.chars().take(200).collect();
+            out.push(t);
+        }
+    }
+    if out.is_empty() {
+        return out;
+    }
+    let doc_triple = |relation: &str, object: &str| Triple {
+        subject: "文档".into(),
+        relation: relation.into(),
+        object: object.into(),
+        ..Default::default()
+    };
+    let summary = doc.summary.trim();
+    let generated = summary.starts_with("来自") && summary.contains("条对话");
+    if !summary.is_empty() && summary.chars().count() < 80 && !generated {
+        out.push(doc_triple("主题", summary));
+    }
+    if doc.source != "context" && doc.source != "context_archived" {
+        out.push(doc_triple("来源", &doc.source));
+    }
+    out
+}
 
 /// Similarity above which two entities are proposed for a merge.
 pub const MERGE_THRESHOLD: f64 = 0.75;
@@ -139,6 +182,48 @@ mod tests {
         assert!(names.contains(&("Visual Studio Code", "Visual Studio Code!")));
         assert!(c[0].2 >= c[1].2);
         assert_eq!(merge_candidates(&es, 1).len(), 1);
+    }
+
+    fn doc(source: &str, summary: &str, content: &str) -> Document {
+        Document {
+            id: "d".into(),
+            created_at_ms: 0,
+            source: source.into(),
+            summary: summary.into(),
+            content: content.into(),
+            access_count: 1,
+        }
+    }
+
+    #[test]
+    fn cold_documents_give_their_facts_or_nothing() {
+        let d = doc(
+            "context",
+            "来自 1 个来源的 2 条对话 (http)",
+            "[10:00:00] http: 我叫李四，我住在上海\n[10:00:01] agent: 好的",
+        );
+        let ts = doc_to_triples(&d);
+        let got: Vec<(&str, &str)> = ts.iter().map(|t| (t.relation.as_str(), t.object.as_str())).collect();
+        assert_eq!(
+            got,
+            vec![("姓名", "李四"), ("居住地", "上海")],
+            "no topic for generated summaries, no source for context"
+        );
+        let m = doc("manual", "读书计划", "我喜欢历史书\n下个月读三本");
+        let got: Vec<(String, String)> = doc_to_triples(&m).into_iter().map(|t| (t.relation, t.object)).collect();
+        assert_eq!(
+            got,
+            vec![
+                ("喜好".into(), "历史书".into()),
+                ("主题".into(), "读书计划".into()),
+                ("来源".into(), "manual".into())
+            ]
+        );
+        assert!(
+            doc_to_triples(&doc("manual", "随笔", "今天天气很好")).is_empty(),
+            "no facts: stays a document"
+        );
+        assert!(doc_to_triples(&doc("graph", "x", "我叫王五")).is_empty());
     }
 
     #[test]

@@ -155,6 +155,33 @@ impl MemoryStore {
         Ok(Some(id))
     }
 
+    /// Documents created before `before_ms` and read at most `max_access` times: cold
+    /// enough to be distilled into the graph. Oldest first.
+    pub fn cold_documents(&self, before_ms: i64, max_access: i64) -> Result<Vec<Document>, MemoryError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id, created_at_ms, source, summary, content, access_count FROM documents
+             WHERE created_at_ms < ?1 AND access_count <= ?2 ORDER BY created_at_ms LIMIT 100",
+        )?;
+        let docs = stmt
+            .query_map(params![before_ms, max_access], |r| {
+                Ok(Document {
+                    id: r.get(0)?,
+                    created_at_ms: r.get(1)?,
+                    source: r.get(2)?,
+                    summary: r.get(3)?,
+                    content: r.get(4)?,
+                    access_count: r.get(5)?,
+                })
+            })?
+            .collect::<Result<_, _>>()?;
+        Ok(docs)
+    }
+
+    /// Deletes a document; false when it was not there.
+    pub fn delete_document(&mut self, id: &str) -> Result<bool, MemoryError> {
+        Ok(self.conn.execute("DELETE FROM documents WHERE id = ?1", [id])? > 0)
+    }
+
     /// The documents most similar to `text` (TF-IDF cosine above 0.05), best first.
     /// With `consume` they are removed from the store (consume-on-read); otherwise
     /// their access count and time are updated.
