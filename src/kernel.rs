@@ -664,6 +664,7 @@ impl Module<KernelState> for AgentModule {
                 stages: s.stages.get().cloned().ok_or("stage host missing")?,
                 context: s.context.get().cloned().ok_or("context missing")?,
                 textlog: s.textlog.get().cloned().ok_or("text log missing")?,
+                graph: s.graph.get().cloned(),
                 channels: Channels::builtin(),
                 skills_index: Default::default(),
                 settings: parking_lot::RwLock::new(AgentSettings::default()),

@@ -545,6 +545,18 @@ fn facts_committed_through_memory_commit_are_recalled_and_survive_kill_9() {
         .json()
         .unwrap();
     assert_eq!(status["graph"]["relation_count"], 1, "{status}");
+
+    // A new turn that mentions 张三 carries the memory index to the model.
+    let v = vendor::start();
+    put_settings(&d, vendor::source_settings("fake", &v.url, 0));
+    wait_sources(&d, 1);
+    let (status, _) = post(&d, "/api/v1/messages", json!({"text": "张三最近好吗"}));
+    assert_eq!(status, 200);
+    let sent = v.last.lock().unwrap().to_string();
+    assert!(
+        sent.contains("【记忆索引】 关联 2 个记忆实体") && sent.contains("需更多细节请用 memory_recall 查询"),
+        "{sent}"
+    );
 }
 
 #[test]

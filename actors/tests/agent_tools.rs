@@ -123,6 +123,7 @@ async fn stack(settings: AgentSettings) -> Stack {
         stages: stages.clone(),
         context,
         textlog,
+        graph: None,
         channels: Channels::builtin(),
         skills_index: Default::default(),
         settings: parking_lot::RwLock::new(settings),

@@ -71,6 +71,8 @@ pub struct TaskDeps {
     pub context: TAddr<ContextActor>,
     /// The raw JSONL record of every turn.
     pub textlog: TAddr<crate::memory::textlog::TextLogActor>,
+    /// The graph tier, for the `【记忆索引】` block (none in kernels without it).
+    pub graph: Option<TAddr<crate::memory::graph_actor::GraphActor>>,
     pub channels: Channels,
     /// The skill index for the system prompt (filled when SKILL.md plugins load).
     pub skills_index: RwLock<String>,
@@ -194,7 +196,36 @@ impl TaskActor {
         let context = self.deps.context.clone();
         let max_tokens = self.context_budget();
         let query = self.input.text.clone();
-        let fut = async move { context.send(Timeline { max_tokens, query }).await.unwrap_or_default() };
+        let graph = self.deps.graph.clone();
+        let fut = async move {
+            let mut timeline = context
+                .send(Timeline {
+                    max_tokens,
+                    query: query.clone(),
+                })
+                .await
+                .unwrap_or_default();
+            // The memory index goes with the timeline: entities this input touches.
+            // Never wait long for it: a busy graph (a big merge round) skips one index.
+            if let Some(graph) = graph {
+                let ask = graph.send(crate::memory::graph_actor::MemoryIndex(query));
+                let index = match tokio::time::timeout(std::time::Duration::from_millis(250), ask).await {
+                    Ok(Ok(index)) => index,
+                    Ok(Err(_)) => String::new(),
+                    Err(_) => {
+                        tracing::debug!("memory index skipped: the graph did not answer within 250 ms");
+                        String::new()
+                    }
+                };
+                if !index.is_empty() {
+                    if !timeline.is_empty() {
+                        timeline.push_str("\n\n");
+                    }
+                    timeline.push_str(&index);
+                }
+            }
+            timeline
+        };
         ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(fut).map(move |t, host, ctx| then(host.inner(), t, ctx)));
     }
 

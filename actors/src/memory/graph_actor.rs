@@ -17,16 +17,61 @@ use crate::stages::{ToolHandler, ToolSpec};
 /// The session graph facts are committed under (the reference used the agent id).
 pub const AGENT_SESSION: &str = "agent";
 
+/// Names `memory_recall` already returned, left out of later index blocks.
+const RECALLED_CAPACITY: usize = 1024;
+
 /// The actor (runs on the blocking arbiter: every call is SQLite work).
 pub struct GraphActor {
     store: GraphStore,
     /// Built on first use: jieba's dictionary takes a moment to load.
     keywords: Option<Keywords>,
+    /// FIFO of names the model already fetched with `memory_recall` (the index block
+    /// does not repeat them).
+    recalled: std::collections::VecDeque<String>,
 }
 
 impl GraphActor {
     pub fn new(store: GraphStore) -> Self {
-        Self { store, keywords: None }
+        Self {
+            store,
+            keywords: None,
+            recalled: Default::default(),
+        }
+    }
+
+    fn mark_recalled(&mut self, names: impl IntoIterator<Item = String>) {
+        for n in names {
+            if !self.recalled.contains(&n) {
+                if self.recalled.len() == RECALLED_CAPACITY {
+                    self.recalled.pop_front();
+                }
+                self.recalled.push_back(n);
+            }
+        }
+    }
+
+    /// The `【记忆索引】` block for one input: entities the input names, with their
+    /// neighbours (depth 2), minus those already recalled. Empty when there is nothing
+    /// to point at. Only exact mentions are looked up — no jieba (its dictionary costs
+    /// ~1 s and tens of MB to load, paid only when `memory_recall` is used) and no
+    /// keyword substring scans (≈ 5 ms each at 100k entities) on every turn.
+    pub fn index_block(&mut self, input: &str) -> String {
+        if input.trim().is_empty() {
+            return String::new();
+        }
+        let seeds = self.store.names_in(input).unwrap_or_default();
+        if seeds.is_empty() {
+            return String::new();
+        }
+        let Ok(r) = self.store.recall(&[], &seeds, 2, None, RecallSort::Relevance) else {
+            return String::new();
+        };
+        let entities: Vec<_> = r
+            .entities
+            .into_iter()
+            .filter(|e| !self.recalled.contains(&e.name))
+            .collect();
+        format_index(&entities)
     }
 
     fn keywords(&mut self, text: &str) -> Vec<String> {
@@ -192,7 +237,10 @@ impl Handles<GraphCall> for GraphActor {
                 let (kws, seeds) = self.query_terms(&query);
                 match self.store.recall(&kws, &seeds, depth, None, sort) {
                     Ok(r) if r.entities.is_empty() => "未找到相关记忆".into(),
-                    Ok(r) => format_recall(&r),
+                    Ok(r) => {
+                        self.mark_recalled(r.entities.iter().map(|e| e.name.clone()));
+                        format_recall(&r)
+                    }
                     Err(e) => format!("记忆检索失败: {e}"),
                 }
             }
@@ -279,6 +327,46 @@ impl Handles<GraphCall> for GraphActor {
                 }
             }
         }
+    }
+}
+
+/// The index block for the prompt: `【记忆索引】 关联 N 个记忆实体，高频：A、B、C 索引: X, Y(Type), … | …`.
+pub fn format_index(entities: &[super::graph::Entity]) -> String {
+    if entities.is_empty() {
+        return String::new();
+    }
+    let mut top: Vec<_> = entities.iter().collect();
+    top.sort_by(|a, b| b.mention_count.cmp(&a.mention_count).then(a.name.cmp(&b.name)));
+    let hot: Vec<&str> = top.iter().take(3).map(|e| e.name.as_str()).collect();
+    let names: Vec<String> = entities
+        .iter()
+        .take(5)
+        .map(|e| {
+            if e.kind == "Concept" {
+                e.name.clone()
+            } else {
+                format!("{}({})", e.name, e.kind)
+            }
+        })
+        .collect();
+    format!(
+        "【记忆索引】 关联 {} 个记忆实体，高频：{} 索引: {}{} | 需更多细节请用 memory_recall 查询",
+        entities.len(),
+        hot.join("、"),
+        names.join(", "),
+        if entities.len() > 5 { "…" } else { "" }
+    )
+}
+
+/// The index block for one input (the task asks before each turn's first LLM call).
+#[derive(Message)]
+#[rtype(result = "String")]
+pub struct MemoryIndex(pub String);
+
+impl Handles<MemoryIndex> for GraphActor {
+    type Reply = String;
+    fn handle(&mut self, MemoryIndex(input): MemoryIndex, _: &mut HostContext<Self>) -> String {
+        self.index_block(&input)
     }
 }
 
@@ -418,6 +506,29 @@ pub fn graph_tools(graph: TAddr<GraphActor>) -> Vec<(ToolSpec, Arc<dyn ToolHandl
 mod tests {
     use super::*;
     use crate::memory::graph::{Entity, Relation};
+
+    #[test]
+    fn the_index_names_what_the_input_touches_until_recalled() {
+        let mut g = GraphStore::open_in_memory().unwrap();
+        let t = |s: &str, r: &str, o: &str| Triple {
+            subject: s.into(),
+            relation: r.into(),
+            object: o.into(),
+            ..Default::default()
+        };
+        g.commit(&[t("张三", "住在", "北京"), t("张三", "喜欢", "围棋")], "s", 0)
+            .unwrap();
+        let mut a = GraphActor::new(g);
+        let block = a.index_block("张三最近怎么样");
+        assert!(
+            block.starts_with("【记忆索引】 关联 3 个记忆实体，高频：张三、"),
+            "{block}"
+        );
+        assert!(block.ends_with(" | 需更多细节请用 memory_recall 查询"), "{block}");
+        assert_eq!(a.index_block("今天天气"), "");
+        a.mark_recalled(["张三".to_string(), "北京".to_string(), "围棋".to_string()]);
+        assert_eq!(a.index_block("张三最近怎么样"), "", "everything was recalled already");
+    }
 
     #[test]
     fn recall_reply_truncates_relations_after_ten() {
