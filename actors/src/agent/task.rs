@@ -198,31 +198,32 @@ impl TaskActor {
         let query = self.input.text.clone();
         let graph = self.deps.graph.clone();
         let fut = async move {
-            let mut timeline = context
-                .send(Timeline {
-                    max_tokens,
-                    query: query.clone(),
-                })
-                .await
-                .unwrap_or_default();
-            // The memory index goes with the timeline: entities this input touches.
-            // Never wait long for it: a busy graph (a big merge round) skips one index.
-            if let Some(graph) = graph {
+            let read = context.send(Timeline {
+                max_tokens,
+                query: query.clone(),
+            });
+            // The memory index goes with the timeline (entities this input touches),
+            // asked in parallel. Never wait long for it: a busy graph (a big merge
+            // round) skips one index.
+            let index = async move {
+                let Some(graph) = graph else { return String::new() };
                 let ask = graph.send(crate::memory::graph_actor::MemoryIndex(query));
-                let index = match tokio::time::timeout(std::time::Duration::from_millis(250), ask).await {
+                match tokio::time::timeout(std::time::Duration::from_millis(250), ask).await {
                     Ok(Ok(index)) => index,
                     Ok(Err(_)) => String::new(),
                     Err(_) => {
                         tracing::debug!("memory index skipped: the graph did not answer within 250 ms");
                         String::new()
                     }
-                };
-                if !index.is_empty() {
-                    if !timeline.is_empty() {
-                        timeline.push_str("\n\n");
-                    }
-                    timeline.push_str(&index);
                 }
+            };
+            let (timeline, index) = futures_util::join!(read, index);
+            let mut timeline = timeline.unwrap_or_default();
+            if !index.is_empty() {
+                if !timeline.is_empty() {
+                    timeline.push_str("\n\n");
+                }
+                timeline.push_str(&index);
             }
             timeline
         };
