@@ -526,6 +526,25 @@ fn facts_committed_through_memory_commit_are_recalled_and_survive_kill_9() {
         body["reply"].as_str().unwrap().contains("- 张三 →(住在)→ 北京"),
         "{body}"
     );
+    let (_, body) = post(
+        &d,
+        "/api/v1/messages",
+        json!({"text": r#"call-tool person_set_trait {"name":"张三","trait":"性格","value":"开朗"}"#}),
+    );
+    assert!(
+        body["reply"].as_str().unwrap().contains("已记录：张三 的 性格 = 开朗"),
+        "{body}"
+    );
+    let (_, body) = post(
+        &d,
+        "/api/v1/messages",
+        json!({"text": r#"call-tool person_query {"name":"张三"}"#}),
+    );
+    let reply = body["reply"].as_str().unwrap();
+    assert!(
+        reply.contains("▎张三 的档案\n【特质】\n  性格: 开朗\n【社交关系】\n  张三 —(住在)—→ 北京"),
+        "{body}"
+    );
     d.kill9();
 
     let d = Daemon::start(&data);
@@ -533,7 +552,13 @@ fn facts_committed_through_memory_commit_are_recalled_and_survive_kill_9() {
         .unwrap()
         .json()
         .unwrap();
-    let rel = &graph["relations"][0];
+    let rel = graph["relations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["relation"] == "住在")
+        .cloned()
+        .unwrap_or_else(|| panic!("{graph}"));
     assert_eq!(
         (rel["source"].as_str(), rel["target"].as_str()),
         (Some("张三"), Some("北京")),
@@ -544,7 +569,7 @@ fn facts_committed_through_memory_commit_are_recalled_and_survive_kill_9() {
         .unwrap()
         .json()
         .unwrap();
-    assert_eq!(status["graph"]["relation_count"], 1, "{status}");
+    assert_eq!(status["graph"]["relation_count"], 2, "{status}");
 
     // A new turn that mentions 张三 carries the memory index to the model.
     let v = vendor::start();
@@ -554,7 +579,7 @@ fn facts_committed_through_memory_commit_are_recalled_and_survive_kill_9() {
     assert_eq!(status, 200);
     let sent = v.last.lock().unwrap().to_string();
     assert!(
-        sent.contains("【记忆索引】 关联 2 个记忆实体") && sent.contains("需更多细节请用 memory_recall 查询"),
+        sent.contains("【记忆索引】 关联 3 个记忆实体") && sent.contains("需更多细节请用 memory_recall 查询"),
         "{sent}"
     );
 }

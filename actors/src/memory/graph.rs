@@ -484,6 +484,16 @@ impl GraphStore {
         Ok(ids.len())
     }
 
+    /// Soft-deletes the active relations `source —relation→ *` (exact names); returns
+    /// how many.
+    pub fn soft_delete_exact(&mut self, source: &str, relation: &str) -> Result<usize, GraphError> {
+        Ok(self.conn.execute(
+            "UPDATE relations SET status = 'deleted', updated_at = ?3 WHERE status = 'active' AND relation_type = ?2 \
+             AND source_id = (SELECT id FROM entities WHERE name = ?1)",
+            params![source.trim(), relation, now_ms()],
+        )?)
+    }
+
     /// Archives active relations created more than `days` days before `now_ms`.
     pub fn archive(&mut self, days: u32, now_ms: i64) -> Result<usize, GraphError> {
         let cutoff = now_ms - i64::from(days) * 86_400_000;

@@ -135,6 +135,23 @@ pub enum GraphCall {
         old: [String; 3],
         new: [Option<String>; 3],
     },
+    PersonQuery {
+        name: String,
+    },
+    PersonSetTrait {
+        name: String,
+        trait_: String,
+        value: String,
+    },
+    PersonRelate {
+        a: String,
+        relation: String,
+        b: String,
+    },
+    PersonNetwork {
+        name: String,
+        depth: usize,
+    },
 }
 
 /// Recall for the API: `q` empty is a full recall.
@@ -283,6 +300,39 @@ impl Handles<GraphCall> for GraphActor {
                     Err(e) => format!("删除图记忆失败: {e}"),
                 }
             }
+            GraphCall::PersonQuery { name } => {
+                if name.trim().is_empty() {
+                    return "请输入人物名称".into();
+                }
+                super::social::profile(&self.store, name.trim()).unwrap_or_else(|e| format!("人物查询失败: {e}"))
+            }
+            GraphCall::PersonSetTrait { name, trait_, value } => {
+                let (n, t, v) = (name.trim(), trait_.trim(), value.trim());
+                if n.is_empty() || t.is_empty() || v.is_empty() {
+                    return "name、trait、value 都不能为空".into();
+                }
+                match super::social::set_trait(&mut self.store, n, t, v) {
+                    Ok(_) => format!("已记录：{n} 的 {t} = {v}"),
+                    Err(e) => format!("记录失败: {e}"),
+                }
+            }
+            GraphCall::PersonRelate { a, relation, b } => {
+                let (a, r, b) = (a.trim(), relation.trim(), b.trim());
+                if a.is_empty() || r.is_empty() || b.is_empty() {
+                    return "person_a、relation、person_b 都不能为空".into();
+                }
+                match super::social::relate(&mut self.store, a, r, b) {
+                    Ok(_) => format!("已记录：{a} —({r})—→ {b}"),
+                    Err(e) => format!("记录失败: {e}"),
+                }
+            }
+            GraphCall::PersonNetwork { name, depth } => {
+                if name.trim().is_empty() {
+                    return "请输入人物名称".into();
+                }
+                super::social::network(&self.store, name.trim(), depth)
+                    .unwrap_or_else(|e| format!("人物关系网查询失败: {e}"))
+            }
             GraphCall::Edit { old, new } => {
                 if old.iter().any(|s| s.trim().is_empty()) {
                     return "old_subject、old_relation、old_object 不能为空".into();
@@ -395,7 +445,46 @@ fn s(v: &Value, k: &str) -> String {
 /// The `memory_*` tools over the actor.
 pub fn graph_tools(graph: TAddr<GraphActor>) -> Vec<(ToolSpec, Arc<dyn ToolHandler>)> {
     type Make = fn(&Value) -> GraphCall;
-    let defs: [(&str, &str, Value, bool, Make); 7] = [
+    let defs: [(&str, &str, Value, bool, Make); 11] = [
+        (
+            "person_query",
+            "A person's profile: recorded traits and social ties.",
+            json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}),
+            true,
+            |v| GraphCall::PersonQuery { name: s(v, "name") },
+        ),
+        (
+            "person_set_trait",
+            "Record a person's trait (replaces an earlier value of the same trait).",
+            json!({"type": "object", "properties": {"name": {"type": "string"}, "trait": {"type": "string"}, "value": {"type": "string"}}, "required": ["name", "trait", "value"]}),
+            false,
+            |v| GraphCall::PersonSetTrait {
+                name: s(v, "name"),
+                trait_: s(v, "trait"),
+                value: s(v, "value"),
+            },
+        ),
+        (
+            "person_relate",
+            "Record a tie between two people (person_a —relation→ person_b).",
+            json!({"type": "object", "properties": {"person_a": {"type": "string"}, "relation": {"type": "string"}, "person_b": {"type": "string"}}, "required": ["person_a", "relation", "person_b"]}),
+            false,
+            |v| GraphCall::PersonRelate {
+                a: s(v, "person_a"),
+                relation: s(v, "relation"),
+                b: s(v, "person_b"),
+            },
+        ),
+        (
+            "person_network",
+            "The people around a person within some ties, with their traits and ties.",
+            json!({"type": "object", "properties": {"name": {"type": "string"}, "depth": {"type": "integer", "description": "default 2"}}, "required": ["name"]}),
+            true,
+            |v| GraphCall::PersonNetwork {
+                name: s(v, "name"),
+                depth: v.get("depth").and_then(Value::as_u64).unwrap_or(2).clamp(1, 4) as usize,
+            },
+        ),
         (
             "memory_recall",
             "Recall long-term memory: entities matching the query and their relations. Separate several keywords with commas.",

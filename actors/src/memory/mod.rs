@@ -8,6 +8,7 @@
 //! * [`keywords`]: jieba keyword extraction for recall queries;
 //! * [`rules`] + [`distiller`]: the rule distiller (self-statements in the text log → graph);
 //! * [`maintenance`] + [`graph_heartbeat`]: the merge and review heartbeats (tasks for the model);
+//! * [`social`]: people's traits and ties on the graph (`person_*` tools);
 //! * [`store`]: `DATA/memory/memory.db` (write-through);
 //! * [`actor`]: the `kernel/memory/context` actor.
 
@@ -22,6 +23,7 @@ pub mod keywords;
 pub mod knowledge;
 pub mod maintenance;
 pub mod rules;
+pub mod social;
 pub mod store;
 pub mod textlog;
 pub mod tfidf;
