@@ -685,6 +685,15 @@ fn the_archive_heartbeat_moves_cold_documents_with_facts_into_the_graph() {
         );
         assert!(body["reply"].as_str().unwrap().contains("文档已提交"), "{body}");
     }
+    // An operator's search ranks by similarity and does not count as a read.
+    for _ in 0..3 {
+        let found: Value = reqwest::blocking::get(d.url("/api/v1/memory/documents?q=李四住在上海"))
+            .unwrap()
+            .json()
+            .unwrap();
+        assert_eq!(found["documents"][0]["summary"], "个人信息", "{found}");
+        assert_eq!(found["documents"][0]["access_count"], 1, "{found}");
+    }
     // Nothing is cold yet.
     let (_, round) = post(&d, "/api/v1/heartbeats/archive/run", json!({}));
     assert_eq!(round["items"], 0, "{round}");

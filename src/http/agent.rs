@@ -226,14 +226,26 @@ pub async fn get_context(state: web::Data<AppState>) -> Result<HttpResponse, Api
     Ok(HttpResponse::Ok().json(json!({ "events": events })))
 }
 
-#[utoipa::path(get, path = "/api/v1/memory/documents", tag = "memory",
-    responses((status = 200, description = "`{\"documents\": [...]}`: the cold tier, newest first")))]
-pub async fn get_documents(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+/// Query of `GET /api/v1/memory/documents`.
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+pub struct DocumentsParams {
+    /// Text to rank documents by (TF-IDF); without it every document, newest first.
+    q: Option<String>,
+}
+
+#[utoipa::path(get, path = "/api/v1/memory/documents", tag = "memory", params(DocumentsParams),
+    responses((status = 200, description = "`{\"documents\": [...]}`: the cold tier, newest first, or the 20 best matches of `q`; reading here does not count as an access")))]
+pub async fn get_documents(
+    state: web::Data<AppState>,
+    q: web::Query<DocumentsParams>,
+) -> Result<HttpResponse, ApiError> {
     let docs = state
         .agent
         .deps
         .context
-        .send(homeagent_actors::memory::actor::GetDocuments)
+        .send(homeagent_actors::memory::actor::GetDocuments {
+            query: q.into_inner().q,
+        })
         .await?
         .map_err(ApiError::unavailable)?;
     Ok(HttpResponse::Ok().json(json!({ "documents": docs })))

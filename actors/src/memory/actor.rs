@@ -68,10 +68,13 @@ pub struct CommitDoc {
 #[rtype(result = "Vec<Event>")]
 pub struct GetContext;
 
-/// Every document of the cold tier.
+/// The documents of the cold tier: all of them (newest first) or, with a query, the
+/// 20 most similar (best first). Read-only: access counts are not touched.
 #[derive(Message)]
 #[rtype(result = "Result<Vec<Document>, String>")]
-pub struct GetDocuments;
+pub struct GetDocuments {
+    pub query: Option<String>,
+}
 
 /// The distill heartbeat's round: when the window holds more than twice
 /// `max_context_size` events, prune it down to `max_context_size` against the most
@@ -136,8 +139,12 @@ impl Handles<GetContext> for ContextActor {
 
 impl Handles<GetDocuments> for ContextActor {
     type Reply = Result<Vec<Document>, String>;
-    fn handle(&mut self, _: GetDocuments, _: &mut HostContext<Self>) -> Self::Reply {
-        self.store.documents().map_err(|e| e.to_string())
+    fn handle(&mut self, m: GetDocuments, _: &mut HostContext<Self>) -> Self::Reply {
+        match m.query.as_deref().map(str::trim) {
+            Some(q) if !q.is_empty() => self.store.search_documents(q, 20),
+            _ => self.store.documents(),
+        }
+        .map_err(|e| e.to_string())
     }
 }
 

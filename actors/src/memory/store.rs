@@ -186,6 +186,26 @@ impl MemoryStore {
     /// With `consume` they are removed from the store (consume-on-read); otherwise
     /// their access count and time are updated.
     pub fn query_documents(&mut self, text: &str, top_k: usize, consume: bool) -> Result<Vec<Document>, MemoryError> {
+        let scored = self.search_documents(text, top_k)?;
+        let now = now_ms();
+        let tx = self.conn.transaction()?;
+        for d in &scored {
+            if consume {
+                tx.execute("DELETE FROM documents WHERE id = ?1", params![d.id])?;
+            } else {
+                tx.execute(
+                    "UPDATE documents SET access_count = access_count + 1, last_access_ms = ?1 WHERE id = ?2",
+                    params![now, d.id],
+                )?;
+            }
+        }
+        tx.commit()?;
+        Ok(scored)
+    }
+
+    /// The documents most similar to `text`, best first, without touching them (an
+    /// operator's look does not count as a read: reads decide when a document is cold).
+    pub fn search_documents(&self, text: &str, top_k: usize) -> Result<Vec<Document>, MemoryError> {
         let docs = self.documents()?;
         if docs.is_empty() || text.trim().is_empty() {
             return Ok(Vec::new());
@@ -201,19 +221,6 @@ impl MemoryStore {
             .collect();
         scored.sort_by(|a, b| b.0.total_cmp(&a.0));
         scored.truncate(top_k.max(1));
-        let now = now_ms();
-        let tx = self.conn.transaction()?;
-        for (_, d) in &scored {
-            if consume {
-                tx.execute("DELETE FROM documents WHERE id = ?1", params![d.id])?;
-            } else {
-                tx.execute(
-                    "UPDATE documents SET access_count = access_count + 1, last_access_ms = ?1 WHERE id = ?2",
-                    params![now, d.id],
-                )?;
-            }
-        }
-        tx.commit()?;
         Ok(scored.into_iter().map(|(_, d)| d).collect())
     }
 
