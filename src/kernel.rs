@@ -612,11 +612,7 @@ impl Module<KernelState> for MemoryModule {
             // The distill heartbeat, with the settings of boot time.
             let config = s.config.get().cloned().ok_or("config missing")?;
             let all = config.send(homeagent_actors::config::GetRawSettings).await??;
-            let every = all
-                .get("core.agent.distill_interval")
-                .and_then(serde_json::Value::as_str)
-                .and_then(|v| homeagent_actors::config::parse_duration(v).ok())
-                .unwrap_or(std::time::Duration::from_secs(1800));
+            let every = interval(&all, "core.agent.distill_interval", 30);
             let last: Arc<Mutex<Option<Round>>> = Arc::default();
             let (c, l, cfg) = (context.clone(), last.clone(), config.clone());
             let distill = sup
@@ -630,6 +626,19 @@ impl Module<KernelState> for MemoryModule {
             Ok(())
         })
     }
+}
+
+/// A heartbeat interval setting as read at start (a changed value applies after a
+/// restart), or its default in minutes when absent or unreadable.
+fn interval(
+    all: &std::collections::BTreeMap<String, serde_json::Value>,
+    key: &str,
+    default_min: u64,
+) -> std::time::Duration {
+    all.get(key)
+        .and_then(serde_json::Value::as_str)
+        .and_then(|v| homeagent_actors::config::parse_duration(v).ok())
+        .unwrap_or(std::time::Duration::from_secs(default_min * 60))
 }
 
 /// `kernel/agent`: scheduler, intake loops and the settings relay.
@@ -716,11 +725,7 @@ impl Module<KernelState> for AgentModule {
                         120,
                     ),
                 ] {
-                    let every = all
-                        .get(key)
-                        .and_then(serde_json::Value::as_str)
-                        .and_then(|v| homeagent_actors::config::parse_duration(v).ok())
-                        .unwrap_or(std::time::Duration::from_secs(default_min * 60));
+                    let every = interval(&all, key, default_min);
                     let last: Arc<Mutex<Option<homeagent_actors::memory::graph_heartbeat::MaintenanceRound>>> =
                         Arc::default();
                     let (g, e, l) = (graph.clone(), event_loop.clone(), Arc::clone(&last));

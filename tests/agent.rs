@@ -46,6 +46,18 @@ fn wait_sources(d: &Daemon, n: usize) {
 }
 
 /// Collects SSE events (name, data) in the background.
+/// A daemon on a fresh data dir with one fake vendor configured and loaded. The
+/// temporary dir must outlive the daemon, so it is returned too.
+fn daemon_with_vendor() -> (tempfile::TempDir, std::path::PathBuf, Daemon, vendor::Vendor) {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = Daemon::start(&data);
+    let v = vendor::start();
+    put_settings(&d, vendor::source_settings("fake", &v.url, 0));
+    wait_sources(&d, 1);
+    (dir, data, d, v)
+}
+
 fn listen(d: &Daemon) -> Arc<Mutex<Vec<(String, Value)>>> {
     let events = Arc::new(Mutex::new(Vec::new()));
     let e = events.clone();
@@ -297,12 +309,7 @@ fn a_vendor_answering_500_falls_back_to_the_next_source_and_nothing_is_lost() {
 
 #[test]
 fn the_conversation_is_remembered_across_turns_and_kill_9() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let d = Daemon::start(&data);
-    let v = vendor::start();
-    put_settings(&d, vendor::source_settings("fake", &v.url, 0));
-    wait_sources(&d, 1);
+    let (_dir, data, d, v) = daemon_with_vendor();
     let (status, _) = post(&d, "/api/v1/messages", json!({"text": "my cat is called Mimi"}));
     assert_eq!(status, 200);
     let (status, _) = post(&d, "/api/v1/messages", json!({"text": "what is my cat called?"}));
@@ -462,12 +469,7 @@ fn pruned_turns_become_documents_that_are_suggested_and_can_be_loaded_back() {
 
 #[test]
 fn the_knowledge_base_is_written_and_searched_through_tools() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let d = Daemon::start(&data);
-    let v = vendor::start();
-    put_settings(&d, vendor::source_settings("fake", &v.url, 0));
-    wait_sources(&d, 1);
+    let (_dir, data, d, _v) = daemon_with_vendor();
     let create = r#"call-tool knowledge_create {"name":"Recipes/Green Tea","content":"Brew green tea at 80 degrees for three minutes."}"#;
     let (status, body) = post(&d, "/api/v1/messages", json!({ "text": create }));
     assert_eq!(status, 200, "{body}");
@@ -504,12 +506,7 @@ fn the_knowledge_base_is_written_and_searched_through_tools() {
 
 #[test]
 fn facts_committed_through_memory_commit_are_recalled_and_survive_kill_9() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let d = Daemon::start(&data);
-    let v = vendor::start();
-    put_settings(&d, vendor::source_settings("fake", &v.url, 0));
-    wait_sources(&d, 1);
+    let (_dir, data, d, _v) = daemon_with_vendor();
     let commit = r#"call-tool memory_commit {"triples":[{"subject":"张三","relation":"住在","object":"北京","sentence_text":"我叫张三，我住在北京"},{"subject":"x","relation":"bad","object":"y"}]}"#;
     let (status, body) = post(&d, "/api/v1/messages", json!({ "text": commit }));
     assert_eq!(status, 200, "{body}");
@@ -586,12 +583,7 @@ fn facts_committed_through_memory_commit_are_recalled_and_survive_kill_9() {
 
 #[test]
 fn the_rule_distiller_turns_self_statements_into_graph_facts_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let d = Daemon::start(&data);
-    let v = vendor::start();
-    put_settings(&d, vendor::source_settings("fake", &v.url, 0));
-    wait_sources(&d, 1);
+    let (_dir, _data, d, _v) = daemon_with_vendor();
     let (status, _) = post(&d, "/api/v1/messages", json!({"text": "我叫张三，我住在北京"}));
     assert_eq!(status, 200);
     // The text log is written just after the reply.
@@ -633,12 +625,7 @@ fn the_rule_distiller_turns_self_statements_into_graph_facts_once() {
 
 #[test]
 fn merge_and_review_heartbeats_hand_tasks_to_the_model_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let d = Daemon::start(&data);
-    let v = vendor::start();
-    put_settings(&d, vendor::source_settings("fake", &v.url, 0));
-    wait_sources(&d, 1);
+    let (_dir, _data, d, v) = daemon_with_vendor();
     let commit = r#"call-tool memory_commit {"triples":[{"subject":"machine learning","relation":"is","object":"statistics","sentence_text":"machine learning is statistics"},{"subject":"machine learnings","relation":"needs","object":"data"}]}"#;
     let (_, body) = post(&d, "/api/v1/messages", json!({ "text": commit }));
     assert!(body["reply"].as_str().unwrap().contains("2 条关系"), "{body}");
@@ -670,12 +657,7 @@ fn merge_and_review_heartbeats_hand_tasks_to_the_model_once() {
 
 #[test]
 fn the_archive_heartbeat_moves_cold_documents_with_facts_into_the_graph() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let d = Daemon::start(&data);
-    let v = vendor::start();
-    put_settings(&d, vendor::source_settings("fake", &v.url, 0));
-    wait_sources(&d, 1);
+    let (_dir, data, d, _v) = daemon_with_vendor();
     for (summary, content) in [("个人信息", "我叫李四，我住在上海"), ("随笔", "今天天气很好")] {
         let call = json!({"summary": summary, "content": content}).to_string();
         let (_, body) = post(

@@ -26,6 +26,7 @@ use crate::llm::{CompletionRequest, Message, ToolCall, Usage};
 use crate::memory::Event;
 use crate::memory::actor::{AppendEvent, ContextActor, Timeline};
 use crate::memory::context::estimate_tokens;
+use crate::memory::now_ms;
 use crate::registry::Registry;
 use crate::scheduler::Level;
 use crate::stages::{GetTools, Stage, StageContext, StageHost, StageToolCall, ToolRegistry};
@@ -700,10 +701,4 @@ impl crate::host::Handles<Resume> for TaskActor {
             me.advance(ctx);
         });
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }

@@ -17,6 +17,7 @@ use parking_lot::Mutex;
 use serde::Serialize;
 
 use super::graph_actor::{CommitTriples, GraphActor};
+use super::now_ms;
 use super::textlog::{TextEvent, TextLog};
 use crate::addr::TAddr;
 use crate::host::{Handles, Host, HostContext, KernelActor};
@@ -58,12 +59,6 @@ pub struct RuleDistiller {
     last: Arc<Mutex<Option<RulesRound>>>,
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
 fn read_cursor(path: &Path) -> i64 {
     std::fs::read_to_string(path)
         .ok()
@@ -97,7 +92,8 @@ impl RuleDistiller {
     /// The records newer than the cursor and inside the retention, oldest first.
     fn pending(&self) -> Vec<TextEvent> {
         let since = read_cursor(&self.cursor_file).max(now_ms() - RETENTION.as_millis() as i64);
-        let mut records: Vec<TextEvent> = TextLog::replay(&self.text_dir)
+        let since_time = SystemTime::UNIX_EPOCH + Duration::from_millis(since.max(0) as u64);
+        let mut records: Vec<TextEvent> = TextLog::replay_since(&self.text_dir, since_time)
             .into_iter()
             .filter(|e| e.ts > since && !e.input.trim().is_empty())
             .collect();

@@ -17,6 +17,8 @@ use std::path::Path;
 use rusqlite::{Connection, OptionalExtension, Transaction, params, params_from_iter};
 use rusqlite_migration::{M, Migrations};
 
+use super::now_ms;
+
 /// Why a graph operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum GraphError {
@@ -156,12 +158,6 @@ pub fn valid_entity_name(name: &str) -> bool {
             .any(|c| c.is_ascii_alphanumeric() || ('\u{4E00}'..='\u{9FFF}').contains(&c) || c == '-' || c == '_')
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
 fn migrations() -> Migrations<'static> {
     Migrations::new(vec![M::up(include_str!("../../../migrations/graph/0001_init.sql"))])
 }
@@ -216,14 +212,7 @@ pub struct GraphStore {
 impl GraphStore {
     /// Opens (creating) `path` with WAL and foreign keys on, and applies migrations.
     pub fn open(path: &Path) -> Result<Self, GraphError> {
-        if let Some(dir) = path.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        let conn = Connection::open(path)?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
-        Self::init(conn)
+        Self::init(super::open_db(path)?)
     }
 
     /// An in-memory graph (tests, evaluation).

@@ -84,9 +84,7 @@ impl GraphHeartbeat {
         let (kind, graph, agent, last) = (self.kind, self.graph.clone(), self.agent.clone(), self.last.clone());
         let context = self.context.clone();
         async move {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as i64);
+            let now = super::now_ms();
             let mut round = MaintenanceRound {
                 at_ms: now,
                 kind,

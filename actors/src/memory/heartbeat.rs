@@ -68,9 +68,7 @@ impl DistillHeartbeat {
                 _ => 30,
             };
             let result = context.send(DistillContext { max_context_size: max }).await;
-            let at_ms = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as i64);
+            let at_ms = super::now_ms();
             let round = match result {
                 Ok(Ok(archived)) => Round {
                     at_ms,

@@ -1,5 +1,5 @@
-//! Memory tiers. Today: the context tier (working memory) with its SQLite store, the
-//! archive of pruned events into documents, and TF-IDF similarity.
+//! Memory tiers: the context window and documents (`memory.db`), the graph
+//! (`graph.db`), the knowledge base, the text log, the distillers and heartbeats.
 //!
 //! * [`tfidf`]: character 1-2 gram TF-IDF vectors and cosine;
 //! * [`context`]: events, relevance pruning, budgets and the timeline block;
@@ -7,7 +7,7 @@
 //! * [`graph_actor`]: `kernel/memory/graph` and the `memory_*` tools;
 //! * [`keywords`]: jieba keyword extraction for recall queries;
 //! * [`rules`] + [`distiller`]: the rule distiller (self-statements in the text log → graph);
-//! * [`maintenance`] + [`graph_heartbeat`]: the merge and review heartbeats (tasks for the model);
+//! * [`maintenance`] + [`graph_heartbeat`]: the archive, merge and review heartbeats;
 //! * [`social`]: people's traits and ties on the graph (`person_*` tools);
 //! * [`store`]: `DATA/memory/memory.db` (write-through);
 //! * [`actor`]: the `kernel/memory/context` actor.
@@ -29,3 +29,25 @@ pub mod textlog;
 pub mod tfidf;
 
 pub use context::Event;
+
+/// Unix milliseconds now (0 if the clock is before 1970): the unit of every memory
+/// timestamp.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Opens (creating its directory) a memory database the way every tier wants it:
+/// WAL with `synchronous=NORMAL` (committed data survives a killed daemon; see
+/// `store.rs` for why not FULL) and a 5 s busy timeout.
+pub(crate) fn open_db(path: &std::path::Path) -> rusqlite::Result<rusqlite::Connection> {
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let conn = rusqlite::Connection::open(path)?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    Ok(conn)
+}

@@ -13,6 +13,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use rusqlite_migration::{M, Migrations};
 
 use super::context::{Event, ToolOutput};
+use super::now_ms;
 
 /// Why the memory store failed.
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +35,20 @@ pub struct Document {
     pub access_count: i64,
 }
 
+/// The columns [`document_row`] reads, in its order.
+const DOCUMENT_COLS: &str = "id, created_at_ms, source, summary, content, access_count";
+
+fn document_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Document> {
+    Ok(Document {
+        id: r.get(0)?,
+        created_at_ms: r.get(1)?,
+        source: r.get(2)?,
+        summary: r.get(3)?,
+        content: r.get(4)?,
+        access_count: r.get(5)?,
+    })
+}
+
 /// The store.
 pub struct MemoryStore {
     conn: Connection,
@@ -43,22 +58,10 @@ fn migrations() -> Migrations<'static> {
     Migrations::new(vec![M::up(include_str!("../../../migrations/memory/0001_init.sql"))])
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
 impl MemoryStore {
     /// Opens (creating) the database at `path` and applies migrations.
     pub fn open(path: &Path) -> Result<Self, MemoryError> {
-        if let Some(dir) = path.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        let mut conn = Connection::open(path)?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        let mut conn = super::open_db(path)?;
         migrations().to_latest(&mut conn)?;
         Ok(Self { conn })
     }
@@ -158,21 +161,12 @@ impl MemoryStore {
     /// Documents created before `before_ms` and read at most `max_access` times: cold
     /// enough to be distilled into the graph. Oldest first.
     pub fn cold_documents(&self, before_ms: i64, max_access: i64) -> Result<Vec<Document>, MemoryError> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT id, created_at_ms, source, summary, content, access_count FROM documents
-             WHERE created_at_ms < ?1 AND access_count <= ?2 ORDER BY created_at_ms LIMIT 100",
-        )?;
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "SELECT {DOCUMENT_COLS} FROM documents
+             WHERE created_at_ms < ?1 AND access_count <= ?2 ORDER BY created_at_ms LIMIT 100"
+        ))?;
         let docs = stmt
-            .query_map(params![before_ms, max_access], |r| {
-                Ok(Document {
-                    id: r.get(0)?,
-                    created_at_ms: r.get(1)?,
-                    source: r.get(2)?,
-                    summary: r.get(3)?,
-                    content: r.get(4)?,
-                    access_count: r.get(5)?,
-                })
-            })?
+            .query_map(params![before_ms, max_access], document_row)?
             .collect::<Result<_, _>>()?;
         Ok(docs)
     }
@@ -254,19 +248,10 @@ impl MemoryStore {
 
     /// Every document, newest first.
     pub fn documents(&self) -> Result<Vec<Document>, MemoryError> {
-        let mut st = self
-            .conn
-            .prepare("SELECT id, created_at_ms, source, summary, content, access_count FROM documents ORDER BY created_at_ms DESC")?;
-        let rows = st.query_map([], |r| {
-            Ok(Document {
-                id: r.get(0)?,
-                created_at_ms: r.get(1)?,
-                source: r.get(2)?,
-                summary: r.get(3)?,
-                content: r.get(4)?,
-                access_count: r.get(5)?,
-            })
-        })?;
+        let mut st = self.conn.prepare(&format!(
+            "SELECT {DOCUMENT_COLS} FROM documents ORDER BY created_at_ms DESC"
+        ))?;
+        let rows = st.query_map([], document_row)?;
         rows.collect::<Result<_, _>>().map_err(Into::into)
     }
 

@@ -112,9 +112,17 @@ impl TextLog {
 
     /// Every event of every file, oldest file first; malformed lines are skipped.
     pub fn replay(dir: &Path) -> Vec<TextEvent> {
+        Self::replay_since(dir, SystemTime::UNIX_EPOCH)
+    }
+
+    /// Like [`Self::replay`], but skips files last written before `since`: they cannot
+    /// hold a newer event, so a reader that keeps a cursor does not re-read the whole
+    /// history every round.
+    pub fn replay_since(dir: &Path, since: SystemTime) -> Vec<TextEvent> {
         let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
             .map(|rd| {
                 rd.filter_map(Result::ok)
+                    .filter(|e| e.metadata().and_then(|m| m.modified()).map_or(true, |t| t >= since))
                     .map(|e| e.path())
                     .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
                     .collect()
