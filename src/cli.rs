@@ -46,10 +46,34 @@ pub enum Command {
         /// The bundled plugin: `timer`.
         name: String,
     },
+    /// Evaluate memory retrieval on a benchmark (no LLM involved).
+    Eval {
+        #[command(subcommand)]
+        what: EvalCommand,
+    },
     /// Measure the runtime (prints ratios against a baseline measured in the same run).
     Bench {
         #[command(subcommand)]
         what: BenchCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EvalCommand {
+    /// Turn-level evidence recall@k on LoCoMo-format conversations (a JSON array of
+    /// {sample_id, conversation, qa}), per retriever and question category.
+    Locomo {
+        /// The LoCoMo JSON file.
+        file: PathBuf,
+        /// Cut-offs of recall@k.
+        #[arg(long, value_delimiter = ',', default_values_t = [5usize, 10, 20])]
+        k: Vec<usize>,
+        /// Retrievers to compare (default: all four).
+        #[arg(long, value_delimiter = ',', value_parser = ["tfidf", "bm25", "embed", "hybrid"])]
+        retriever: Vec<String>,
+        /// Print one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
     },
 }
 

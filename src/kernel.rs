@@ -94,6 +94,13 @@ pub struct KernelState {
     pub distill: OnceLock<homeagent_actors::memory::heartbeat::DistillHandle>,
     /// The graph tier (`kernel/memory/graph`), for the API.
     pub graph: OnceLock<TAddr<homeagent_actors::memory::graph_actor::GraphActor>>,
+    /// The embedder and its status (read by the status API without a message).
+    pub embedder: OnceLock<(
+        TAddr<homeagent_actors::memory::embed::actor::EmbedderActor>,
+        homeagent_actors::memory::embed::actor::StatusHandle,
+    )>,
+    /// The embedder's own thread: ONNX inference blocks for tens of milliseconds.
+    pub embed_thread: Arbiter,
     /// The rule distiller and its last round (for the API).
     pub rules: OnceLock<homeagent_actors::memory::distiller::DistillerHandle>,
     /// `kernel/memory`, where the graph maintenance heartbeats (started with the agent,
@@ -140,6 +147,8 @@ impl KernelState {
             textlog: OnceLock::new(),
             distill: OnceLock::new(),
             graph: OnceLock::new(),
+            embedder: OnceLock::new(),
+            embed_thread: Arbiter::new(),
             rules: OnceLock::new(),
             memory_sup: OnceLock::new(),
             maintenance: OnceLock::new(),
@@ -604,14 +613,35 @@ impl Module<KernelState> for MemoryModule {
                     .send(homeagent_actors::stages::RegisterTool { spec, handler })
                     .await??;
             }
-            for (spec, handler) in homeagent_actors::memory::actor::document_tools(context.clone()) {
+            // The embedder: its own thread; the model loads after boot, in the background.
+            let config = s.config.get().cloned().ok_or("config missing")?;
+            let all = config.send(homeagent_actors::config::GetRawSettings).await??;
+            let embed_cfg = homeagent_actors::memory::embed::embed_config(&all);
+            let status = homeagent_actors::memory::embed::actor::EmbedderActor::status_handle(&embed_cfg);
+            let (st, dd, db) = (
+                status.clone(),
+                s.data_dir.clone(),
+                s.data_dir.join("memory").join("memory.db"),
+            );
+            let embedder = sup
+                .worker_on(
+                    s.embed_thread.handle(),
+                    "embedder",
+                    RestartPolicy::Permanent,
+                    move || {
+                        use homeagent_actors::memory::embed::actor::EmbedderActor;
+                        let store = MemoryStore::open(&db).map_err(|e| e.to_string())?;
+                        Ok(EmbedderActor::new(embed_cfg.clone(), dd.clone(), store, st.clone()))
+                    },
+                )
+                .await?;
+            let _ = s.embedder.set((embedder.clone(), status));
+            for (spec, handler) in homeagent_actors::memory::actor::document_tools(context.clone(), Some(embedder)) {
                 stages
                     .send(homeagent_actors::stages::RegisterTool { spec, handler })
                     .await??;
             }
             // The distill heartbeat, with the settings of boot time.
-            let config = s.config.get().cloned().ok_or("config missing")?;
-            let all = config.send(homeagent_actors::config::GetRawSettings).await??;
             let every = interval(&all, "core.agent.distill_interval", 30);
             let last: Arc<Mutex<Option<Round>>> = Arc::default();
             let (c, l, cfg) = (context.clone(), last.clone(), config.clone());
@@ -674,6 +704,7 @@ impl Module<KernelState> for AgentModule {
                 context: s.context.get().cloned().ok_or("context missing")?,
                 textlog: s.textlog.get().cloned().ok_or("text log missing")?,
                 graph: s.graph.get().cloned(),
+                embedder: s.embedder.get().map(|(a, _)| a.clone()),
                 channels: Channels::builtin(),
                 skills_index: Default::default(),
                 settings: parking_lot::RwLock::new(AgentSettings::default()),

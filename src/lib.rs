@@ -10,7 +10,8 @@
 //!   boot graph that start the supervision tree;
 //! * [`http`]: the HTTP API under `/api/v1`, its OpenAPI document, the SSE stream and
 //!   the embedded WebUI dashboard;
-//! * [`bench`]: `homed bench ...` measurements (tracked vs raw mailboxes).
+//! * [`bench`]: `homed bench ...` measurements (tracked vs raw mailboxes);
+//! * [`eval`]: `homed eval locomo` — memory retrieval quality on LoCoMo conversations.
 //!
 //! The shell knows the kernel only through its public messages and handles: HTTP
 //! handlers never touch kernel state directly, they send typed messages to actors.
@@ -19,6 +20,7 @@ pub mod bench;
 pub mod cli;
 pub mod cli_socket;
 pub mod daemon;
+pub mod eval;
 pub mod http;
 pub mod kernel;
 mod lockfile;

@@ -124,6 +124,7 @@ async fn stack(settings: AgentSettings) -> Stack {
         context,
         textlog,
         graph: None,
+        embedder: None,
         channels: Channels::builtin(),
         skills_index: Default::default(),
         settings: parking_lot::RwLock::new(settings),

@@ -1,7 +1,7 @@
 //! `homed`: the HomeAgent daemon.
 
 use clap::Parser;
-use homeagent::cli::{BenchCommand, Cli, Command};
+use homeagent::cli::{BenchCommand, Cli, Command, EvalCommand};
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
@@ -28,6 +28,30 @@ fn main() -> std::process::ExitCode {
         Some(Command::Bench {
             what: BenchCommand::Graph { sizes, queries },
         }) => homeagent::bench::graph(&sizes, queries),
+        Some(Command::Eval {
+            what:
+                EvalCommand::Locomo {
+                    file,
+                    k,
+                    retriever,
+                    json,
+                },
+        }) => {
+            use homeagent_actors::memory::retrieve::Retriever;
+            let retrievers = if retriever.is_empty() {
+                Retriever::ALL.to_vec()
+            } else {
+                retriever.iter().filter_map(|r| Retriever::parse(r)).collect()
+            };
+            homeagent::eval::locomo(
+                &file,
+                homeagent::eval::Options {
+                    ks: k,
+                    retrievers,
+                    json,
+                },
+            )
+        }
         Some(Command::Plugin { .. }) => unreachable!("handled above"),
     };
     match result {

@@ -229,7 +229,8 @@ pub async fn get_context(state: web::Data<AppState>) -> Result<HttpResponse, Api
 /// Query of `GET /api/v1/memory/documents`.
 #[derive(serde::Deserialize, utoipa::IntoParams)]
 pub struct DocumentsParams {
-    /// Text to rank documents by (TF-IDF); without it every document, newest first.
+    /// Text to rank documents by (BM25 fused with embeddings when an embedder is active);
+    /// without it every document, newest first.
     q: Option<String>,
 }
 
@@ -239,13 +240,23 @@ pub async fn get_documents(
     state: web::Data<AppState>,
     q: web::Query<DocumentsParams>,
 ) -> Result<HttpResponse, ApiError> {
+    let query = q.into_inner().q;
+    let qv = match &query {
+        Some(text) => {
+            homeagent_actors::memory::embed::actor::embed_query(
+                state.agent.deps.embedder.as_ref(),
+                text,
+                homeagent_actors::memory::actor::QUERY_EMBED_WAIT,
+            )
+            .await
+        }
+        None => None,
+    };
     let docs = state
         .agent
         .deps
         .context
-        .send(homeagent_actors::memory::actor::GetDocuments {
-            query: q.into_inner().q,
-        })
+        .send(homeagent_actors::memory::actor::GetDocuments { query, qv })
         .await?
         .map_err(ApiError::unavailable)?;
     Ok(HttpResponse::Ok().json(json!({ "documents": docs })))
@@ -392,7 +403,7 @@ pub async fn run_heartbeat(state: web::Data<AppState>, name: web::Path<String>) 
 }
 
 #[utoipa::path(get, path = "/api/v1/memory/status", tag = "memory",
-    responses((status = 200, description = "`{context_events, documents, graph: {entity_count, relation_count, relations_total, memory_hotspots}, embedder, heartbeats: {distill: last round | null}}`")))]
+    responses((status = 200, description = "`{context_events, documents, graph: {entity_count, relation_count, relations_total, memory_hotspots}, embedder: {configured, active, space, fallback, rows, embedded, recompute: {done, total} | null, last_error}, heartbeats: {...: last round | null}}`")))]
 pub async fn memory_status(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     let (events, documents) = state
         .agent
@@ -421,7 +432,7 @@ pub async fn memory_status(state: web::Data<AppState>) -> Result<HttpResponse, A
         "context_events": events,
         "documents": documents,
         "graph": graph,
-        "embedder": {"active": "tfidf", "note": "character 1-2 gram TF-IDF; no embedding model is configured"},
+        "embedder": state.embed_status.as_ref().map(|s| s.read().clone()),
         "heartbeats": {
             "distill": last,
             "rules": state.rules.as_ref().and_then(|(_, l)| l.lock().clone()),

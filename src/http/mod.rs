@@ -40,6 +40,8 @@ pub struct AppState {
     pub rules: Option<homeagent_actors::memory::distiller::DistillerHandle>,
     /// The merge and review heartbeats.
     pub maintenance: Vec<homeagent_actors::memory::graph_heartbeat::MaintenanceHandle>,
+    /// What the embedder is doing (active space, fallback reason, recompute progress).
+    pub embed_status: Option<homeagent_actors::memory::embed::actor::StatusHandle>,
 }
 
 #[derive(OpenApi)]

@@ -85,10 +85,30 @@ impl SettingsRelay {
                 let Some(key) = key else { return };
                 if key.starts_with("core.llm.") || key.starts_with("core.agent.") {
                     host.inner().reload(key.starts_with("core.llm."), ctx);
+                } else if crate::memory::embed::is_embed_setting(&key) {
+                    host.inner().reload_embedder(ctx);
                 }
                 host.inner().listen(rx, ctx);
             }),
         );
+    }
+
+    fn reload_embedder(&mut self, ctx: &mut HostContext<Self>) {
+        let Some(embedder) = self.deps.embedder.clone() else {
+            return;
+        };
+        let config = self.config.clone();
+        ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(async move {
+            match config.send(GetRawSettings).await {
+                Ok(Ok(all)) => {
+                    tracing::info!("embedder settings changed: reconfiguring");
+                    let cfg = crate::memory::embed::embed_config(&all);
+                    let _ = embedder.send(crate::memory::embed::actor::Reconfigure(cfg)).await;
+                }
+                Ok(Err(e)) => tracing::error!("cannot read settings to apply a change: {e}"),
+                Err(e) => tracing::error!("cannot reach the settings actor to apply a change: {e}"),
+            }
+        }));
     }
 
     fn reload(&mut self, llm: bool, ctx: &mut HostContext<Self>) {

@@ -74,6 +74,8 @@ pub struct TaskDeps {
     pub textlog: TAddr<crate::memory::textlog::TextLogActor>,
     /// The graph tier, for the `【记忆索引】` block (none in kernels without it).
     pub graph: Option<TAddr<crate::memory::graph_actor::GraphActor>>,
+    /// The embedder, for the dense side of the document lookup (none: BM25 only).
+    pub embedder: Option<TAddr<crate::memory::embed::actor::EmbedderActor>>,
     pub channels: Channels,
     /// The skill index for the system prompt (filled when SKILL.md plugins load).
     pub skills_index: RwLock<String>,
@@ -198,11 +200,24 @@ impl TaskActor {
         let max_tokens = self.context_budget();
         let query = self.input.text.clone();
         let graph = self.deps.graph.clone();
+        let embedder = self.deps.embedder.clone();
         let fut = async move {
-            let read = context.send(Timeline {
-                max_tokens,
-                query: query.clone(),
-            });
+            let q = query.clone();
+            let read = async move {
+                let qv = crate::memory::embed::actor::embed_query(
+                    embedder.as_ref(),
+                    &q,
+                    crate::memory::actor::QUERY_EMBED_WAIT,
+                )
+                .await;
+                context
+                    .send(Timeline {
+                        max_tokens,
+                        query: q,
+                        qv,
+                    })
+                    .await
+            };
             // The memory index goes with the timeline (entities this input touches),
             // asked in parallel. Never wait long for it: a busy graph (a big merge
             // round) skips one index.

@@ -26,6 +26,8 @@ pub const LLM_PREFIX: &str = "core.llm.";
 
 /// Log levels accepted by `core.daemon.log_level`, in `tracing`'s spelling.
 pub const LOG_LEVELS: &[&str] = &["trace", "debug", "info", "warn", "error"];
+/// Values of `core.memory.embedder`.
+pub const EMBEDDERS: &[&str] = &["auto", "onnx", "remote", "tfidf"];
 
 /// What a setting's value must look like. Validation is done against this before any
 /// write, so that a bad value is refused at the settings page instead of crashing the
@@ -488,6 +490,43 @@ pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
             path_default(data_dir, "memory/documents"),
             "Directory of the document memory",
         ),
+        SettingDef::new(
+            "core.memory.embedder",
+            K::Enum(EMBEDDERS),
+            json!("auto"),
+            "Dense embeddings for memory retrieval: auto (ONNX when installed, else TF-IDF/BM25), onnx, remote (an OpenAI-style /v1/embeddings server) or tfidf (none)",
+        ),
+        SettingDef::new(
+            "core.memory.onnx_dir",
+            K::String,
+            json!(""),
+            "Directory filled by scripts/install-embedder.sh (ONNX Runtime + MiniLM); empty searches HOMEAGENT_EMBEDDER_DIR, DATA/models/embedder and the source checkout's .deps/embedder",
+        ),
+        SettingDef::new(
+            "core.memory.onnx_threads",
+            int(1, 64),
+            json!(1),
+            "Threads ONNX Runtime may use for embeddings",
+        ),
+        SettingDef::new(
+            "core.memory.embed_url",
+            K::String,
+            json!(""),
+            "Base URL of a remote embeddings server (OpenAI /v1/embeddings format), for core.memory.embedder = remote",
+        ),
+        SettingDef::new(
+            "core.memory.embed_model",
+            K::String,
+            json!(""),
+            "Model name sent to the remote embeddings server",
+        ),
+        SettingDef::new(
+            "core.memory.embed_api_key",
+            K::String,
+            json!(""),
+            "API key for the remote embeddings server (sent as a bearer token)",
+        )
+        .secret(),
         SettingDef::new(
             "core.knowledge.path",
             K::String,

@@ -3,7 +3,7 @@
 use actix::prelude::*;
 
 use super::context::{self, Event};
-use super::store::{Document, MemoryError, MemoryStore};
+use super::store::{Document, MemoryError, MemoryStore, QueryVector};
 use crate::host::{Handles, HostContext, KernelActor};
 
 /// The context actor: the store plus the events in memory.
@@ -31,6 +31,9 @@ impl KernelActor for ContextActor {
     }
 }
 
+/// How long a document lookup waits for its query's embedding.
+pub const QUERY_EMBED_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// Appends an event; answers once it is committed to disk.
 #[derive(Message)]
 #[rtype(result = "Result<Event, String>")]
@@ -44,6 +47,8 @@ pub struct Timeline {
     pub max_tokens: usize,
     /// The input the documents are matched against ("" = no documents).
     pub query: String,
+    /// The input's embedding, when the embedder answered in time.
+    pub qv: Option<QueryVector>,
 }
 
 /// `doc_query`: moves the documents matching `query` back into the timeline (at their
@@ -53,6 +58,7 @@ pub struct Timeline {
 pub struct ConsumeDocs {
     pub query: String,
     pub top_k: usize,
+    pub qv: Option<QueryVector>,
 }
 
 /// `doc_commit`: stores a document; answers the tool's reply.
@@ -74,6 +80,7 @@ pub struct GetContext;
 #[rtype(result = "Result<Vec<Document>, String>")]
 pub struct GetDocuments {
     pub query: Option<String>,
+    pub qv: Option<QueryVector>,
 }
 
 /// The distill heartbeat's round: when the window holds more than twice
@@ -115,7 +122,7 @@ impl Handles<Timeline> for ContextActor {
     fn handle(&mut self, msg: Timeline, _: &mut HostContext<Self>) -> String {
         let mut out = context::timeline(&self.events, msg.max_tokens);
         if !msg.query.trim().is_empty() {
-            match self.store.query_documents(&msg.query, 3, false) {
+            match self.store.query_documents(&msg.query, 3, false, msg.qv.as_ref()) {
                 Ok(docs) if !docs.is_empty() => {
                     out.push_str("【相关记忆文档】\n");
                     for (i, d) in docs.iter().enumerate() {
@@ -141,7 +148,7 @@ impl Handles<GetDocuments> for ContextActor {
     type Reply = Result<Vec<Document>, String>;
     fn handle(&mut self, m: GetDocuments, _: &mut HostContext<Self>) -> Self::Reply {
         match m.query.as_deref().map(str::trim) {
-            Some(q) if !q.is_empty() => self.store.search_documents(q, 20),
+            Some(q) if !q.is_empty() => self.store.search_documents(q, 20, m.qv.as_ref()),
             _ => self.store.documents(),
         }
         .map_err(|e| e.to_string())
@@ -185,7 +192,7 @@ impl Handles<ConsumeDocs> for ContextActor {
         let top_k = if msg.top_k == 0 { 3 } else { msg.top_k };
         let docs = self
             .store
-            .query_documents(&msg.query, top_k, true)
+            .query_documents(&msg.query, top_k, true, msg.qv.as_ref())
             .map_err(|e| e.to_string())?;
         if docs.is_empty() {
             return Ok("未找到相关文档记忆".into());
@@ -236,6 +243,7 @@ impl Handles<CommitDoc> for ContextActor {
 /// The document tools (`doc_query`, `doc_commit`) over a context actor.
 pub fn document_tools(
     context: crate::addr::TAddr<ContextActor>,
+    embedder: Option<crate::addr::TAddr<super::embed::actor::EmbedderActor>>,
 ) -> Vec<(crate::stages::ToolSpec, std::sync::Arc<dyn crate::stages::ToolHandler>)> {
     use futures_util::future::BoxFuture;
     use serde_json::{Value, json};
@@ -261,10 +269,12 @@ pub fn document_tools(
     let q: std::sync::Arc<dyn crate::stages::ToolHandler> =
         std::sync::Arc::new(move |args: Value| -> BoxFuture<'static, Result<String, String>> {
             let c = c1.clone();
+            let e = embedder.clone();
             Box::pin(async move {
                 let query = args.get("query").and_then(Value::as_str).unwrap_or("").to_owned();
                 let top_k = args.get("top_k").and_then(Value::as_u64).unwrap_or(3) as usize;
-                c.send(ConsumeDocs { query, top_k })
+                let qv = super::embed::actor::embed_query(e.as_ref(), &query, QUERY_EMBED_WAIT).await;
+                c.send(ConsumeDocs { query, top_k, qv })
                     .await
                     .map_err(|_| "文档记忆不可用".to_string())?
             })

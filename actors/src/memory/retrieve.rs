@@ -1,0 +1,308 @@
+//! Ranking memory items against a query: BM25 over analysed words, dense cosine, and
+//! their reciprocal-rank fusion (the `hybrid` retriever). Plain functions over texts
+//! and vectors, shared by the agent's document lookup and `homed eval locomo`.
+//!
+//! The analyser lower-cases, splits Latin text into words (Snowball-stemmed, English
+//! stop words dropped) and CJK runs into overlapping character bigrams (no dictionary,
+//! so unknown names still match).
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use rust_stemmers::{Algorithm, Stemmer};
+
+/// The retrievers `homed eval` compares; the agent uses [`Retriever::Hybrid`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Retriever {
+    /// TF-IDF over character 1-2 grams, cosine (the spec's fallback space).
+    Tfidf,
+    /// Okapi BM25 over analysed words.
+    Bm25,
+    /// Dense cosine in the active embedder's space.
+    Embed,
+    /// Reciprocal-rank fusion of BM25 and dense (BM25 alone without vectors).
+    Hybrid,
+}
+
+impl Retriever {
+    pub const ALL: [Retriever; 4] = [Self::Tfidf, Self::Bm25, Self::Embed, Self::Hybrid];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Tfidf => "tfidf",
+            Self::Bm25 => "bm25",
+            Self::Embed => "embed",
+            Self::Hybrid => "hybrid",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.name() == s)
+    }
+}
+
+/// English function words: frequent, carrying no topic.
+const STOP_WORDS: &[&str] = &[
+    "a", "about", "after", "again", "all", "am", "an", "and", "any", "are", "as", "at", "be", "been", "before",
+    "being", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "don", "down", "during", "each", "few",
+    "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him", "himself",
+    "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "ll", "me", "more", "most", "my",
+    "myself", "no", "nor", "not", "now", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "out",
+    "over", "own", "re", "s", "same", "she", "should", "so", "some", "such", "t", "than", "that", "the", "their",
+    "theirs", "them", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until",
+    "up", "ve", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will",
+    "with", "would", "you", "your", "yours",
+];
+
+fn stop_words() -> &'static std::collections::HashSet<&'static str> {
+    static SET: OnceLock<std::collections::HashSet<&'static str>> = OnceLock::new();
+    SET.get_or_init(|| STOP_WORDS.iter().copied().collect())
+}
+
+fn is_cjk(c: char) -> bool {
+    matches!(c as u32, 0x3040..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xAC00..=0xD7AF | 0xF900..=0xFAFF)
+}
+
+/// The terms of `text` (with repeats: BM25 counts them).
+pub fn analyze(text: &str) -> Vec<String> {
+    let stemmer = Stemmer::create(Algorithm::English);
+    let stops = stop_words();
+    let mut out = Vec::new();
+    let mut word = String::new();
+    let mut cjk: Vec<char> = Vec::new();
+    let flush_word = |w: &mut String, out: &mut Vec<String>| {
+        if !w.is_empty() {
+            if !stops.contains(w.as_str()) {
+                out.push(stemmer.stem(w).into_owned());
+            }
+            w.clear();
+        }
+    };
+    // Overlapping bigrams, as CJK search engines do: single characters are too common
+    // to carry meaning, bigrams already catch most words and names. A lone character
+    // stays a unigram.
+    let flush_cjk = |run: &mut Vec<char>, out: &mut Vec<String>| {
+        match run.len() {
+            0 => {}
+            1 => out.push(run[0].to_string()),
+            _ => out.extend(run.windows(2).map(|w| w.iter().collect::<String>())),
+        }
+        run.clear();
+    };
+    for c in text.chars().flat_map(char::to_lowercase) {
+        if is_cjk(c) {
+            flush_word(&mut word, &mut out);
+            cjk.push(c);
+        } else if c.is_alphanumeric() {
+            flush_cjk(&mut cjk, &mut out);
+            word.push(c);
+        } else {
+            flush_word(&mut word, &mut out);
+            flush_cjk(&mut cjk, &mut out);
+        }
+    }
+    flush_word(&mut word, &mut out);
+    flush_cjk(&mut cjk, &mut out);
+    out
+}
+
+/// An in-memory BM25 index (k1 = 1.2, b = 0.75) with postings lists, so a query costs
+/// in proportion to the documents sharing its terms, not to the whole collection.
+#[derive(Debug, Default, Clone)]
+pub struct Bm25 {
+    postings: HashMap<String, Vec<(u32, u16)>>,
+    lens: Vec<u32>,
+    total_len: u64,
+}
+
+const K1: f32 = 1.2;
+const B: f32 = 0.75;
+
+impl Bm25 {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Builds an index of `docs` (document `i` is `docs[i]`).
+    pub fn build<'a>(docs: impl IntoIterator<Item = &'a str>) -> Self {
+        let mut ix = Self::new();
+        for d in docs {
+            ix.add(d);
+        }
+        ix
+    }
+
+    /// Adds a document; returns its number.
+    pub fn add(&mut self, text: &str) -> usize {
+        let id = self.lens.len() as u32;
+        let terms = analyze(text);
+        self.lens.push(terms.len() as u32);
+        self.total_len += terms.len() as u64;
+        let mut tf: HashMap<String, u16> = HashMap::new();
+        for t in terms {
+            let n = tf.entry(t).or_default();
+            *n = n.saturating_add(1);
+        }
+        for (t, n) in tf {
+            self.postings.entry(t).or_default().push((id, n));
+        }
+        id as usize
+    }
+
+    pub fn len(&self) -> usize {
+        self.lens.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lens.is_empty()
+    }
+
+    /// Scores of the documents sharing at least one term with `query` (others score 0).
+    pub fn scores(&self, query: &str) -> HashMap<usize, f32> {
+        let n = self.lens.len() as f32;
+        let mut out: HashMap<usize, f32> = HashMap::new();
+        if self.lens.is_empty() {
+            return out;
+        }
+        let avg = self.total_len as f32 / n;
+        let mut terms = analyze(query);
+        terms.sort();
+        terms.dedup();
+        for t in terms {
+            let Some(list) = self.postings.get(&t) else { continue };
+            let df = list.len() as f32;
+            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+            for &(d, f) in list {
+                let f = f as f32;
+                let len = self.lens[d as usize] as f32;
+                *out.entry(d as usize).or_default() += idf * f * (K1 + 1.0) / (f + K1 * (1.0 - B + B * len / avg));
+            }
+        }
+        out
+    }
+
+    /// Document numbers best first (only those with a positive score).
+    pub fn rank(&self, query: &str) -> Vec<usize> {
+        let mut v: Vec<(usize, f32)> = self.scores(query).into_iter().filter(|(_, s)| *s > 0.0).collect();
+        v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        v.into_iter().map(|(d, _)| d).collect()
+    }
+}
+
+/// Indices of `vectors` by cosine with `query`, best first (`None` entries last, skipped).
+pub fn dense_rank(query: &[f32], vectors: &[Option<&[f32]>]) -> Vec<usize> {
+    let mut v: Vec<(usize, f32)> = vectors
+        .iter()
+        .enumerate()
+        .filter_map(|(i, v)| v.map(|v| (i, super::embed::cosine(query, v))))
+        .collect();
+    v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    v.into_iter().map(|(i, _)| i).collect()
+}
+
+/// The rank constant of the fusion. Smaller than the customary 60: our lists are short
+/// (a conversation, a document store), and the head of each list should dominate.
+pub const RRF_K: f32 = 10.0;
+
+/// Reciprocal-rank fusion: `Σ 1 / (k + rank)` over the lists (rank from 1), best first.
+pub fn rrf(lists: &[Vec<usize>], k: f32) -> Vec<usize> {
+    let mut score: HashMap<usize, f32> = HashMap::new();
+    for list in lists {
+        for (r, &d) in list.iter().enumerate() {
+            *score.entry(d).or_default() += 1.0 / (k + r as f32 + 1.0);
+        }
+    }
+    let mut v: Vec<(usize, f32)> = score.into_iter().collect();
+    v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    v.into_iter().map(|(d, _)| d).collect()
+}
+
+/// Ranks `texts` against `query` with `retriever`. `vectors` (same order as `texts`)
+/// and `query_vec` are the dense side; without them `Embed` ranks nothing and `Hybrid`
+/// is BM25 alone.
+pub fn rank(
+    retriever: Retriever,
+    query: &str,
+    texts: &[&str],
+    query_vec: Option<&[f32]>,
+    vectors: &[Option<&[f32]>],
+) -> Vec<usize> {
+    match retriever {
+        Retriever::Tfidf => {
+            let model = super::tfidf::Tfidf::train(texts.iter().copied());
+            let q = model.vectorize(query);
+            let mut v: Vec<(usize, f32)> = texts
+                .iter()
+                .enumerate()
+                .map(|(i, t)| (i, super::tfidf::cosine(&q, &model.vectorize(t))))
+                .filter(|(_, s)| *s > 0.0)
+                .collect();
+            v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            v.into_iter().map(|(i, _)| i).collect()
+        }
+        Retriever::Bm25 => Bm25::build(texts.iter().copied()).rank(query),
+        Retriever::Embed => query_vec.map(|q| dense_rank(q, vectors)).unwrap_or_default(),
+        Retriever::Hybrid => fuse(Bm25::build(texts.iter().copied()).rank(query), query_vec, vectors),
+    }
+}
+
+/// The hybrid step on a BM25 ranking already made.
+pub fn fuse(bm25: Vec<usize>, query_vec: Option<&[f32]>, vectors: &[Option<&[f32]>]) -> Vec<usize> {
+    match query_vec {
+        Some(q) if vectors.iter().any(Option::is_some) => rrf(&[bm25, dense_rank(q, vectors)], RRF_K),
+        _ => bm25,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn analyzer_stems_drops_stop_words_and_grams_cjk() {
+        assert_eq!(analyze("The cats were running!"), ["cat", "run"]);
+        assert_eq!(analyze("我住北京"), ["我住", "住北", "北京"]);
+        assert_eq!(analyze("Go to 北京 now 猫"), ["go", "北京", "猫"]);
+    }
+
+    #[test]
+    fn bm25_prefers_rare_matching_terms_and_ignores_non_matches() {
+        let docs = [
+            "I adopted a puppy",
+            "the weather is nice",
+            "puppy training classes",
+            "weather again",
+        ];
+        let ix = Bm25::build(docs);
+        let r = ix.rank("when did she adopt the puppy?");
+        assert_eq!(r[0], 0, "{r:?}");
+        assert!(r.contains(&2));
+        assert!(!r.contains(&1) && !r.contains(&3));
+        assert!(ix.rank("zebra").is_empty());
+    }
+
+    #[test]
+    fn rrf_rewards_agreement() {
+        let fused = rrf(&[vec![1, 2, 3], vec![4, 2, 5]], 10.0);
+        assert_eq!(fused[0], 2, "{fused:?}");
+        let fused = rrf(&[vec![5, 1], vec![5, 2]], 10.0);
+        assert_eq!(fused[0], 5);
+    }
+
+    #[test]
+    fn hybrid_without_vectors_is_bm25_and_embed_without_is_empty() {
+        let texts = ["red apple", "green pear", "red car"];
+        let b = rank(Retriever::Bm25, "red apple", &texts, None, &[None, None, None]);
+        assert_eq!(
+            rank(Retriever::Hybrid, "red apple", &texts, None, &[None, None, None]),
+            b
+        );
+        assert!(rank(Retriever::Embed, "red apple", &texts, None, &[None, None, None]).is_empty());
+        let vs: Vec<Vec<f32>> = vec![vec![1.0, 0.0], vec![0.0, 1.0], vec![0.7, 0.7]];
+        let refs: Vec<Option<&[f32]>> = vs.iter().map(|v| Some(v.as_slice())).collect();
+        assert_eq!(
+            rank(Retriever::Embed, "x", &texts, Some(&[0.0, 1.0]), &refs),
+            vec![1, 2, 0]
+        );
+    }
+}

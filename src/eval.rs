@@ -1,0 +1,469 @@
+//! `homed eval locomo FILE`: memory retrieval quality on LoCoMo-format conversations.
+//!
+//! Each conversation is ingested through the real memory pipeline into a throw-away
+//! data directory — every turn appended to `memory.db` as a context event (at its
+//! session's time), then embedded by the same background step the embedder actor runs
+//! (`missing_vectors` → embed → `put_vectors`) when an ONNX model is installed. No LLM
+//! is involved. Each question is then answered by every retriever over the stored
+//! events, and we report turn-level evidence recall@k (the share of a question's
+//! evidence turns found in the top k, averaged over questions of categories 1–4),
+//! per category and overall, per-query latency, and the size of the memory block the
+//! top 10 would make.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use homeagent_actors::memory::context::{Event, estimate_tokens};
+use homeagent_actors::memory::embed::{self, EmbedConfig, Embedder};
+use homeagent_actors::memory::retrieve::{self, Bm25, Retriever};
+use homeagent_actors::memory::store::MemoryStore;
+use homeagent_actors::memory::tfidf::{Tfidf, cosine};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// One question of the benchmark.
+#[derive(Debug, Deserialize)]
+pub struct Qa {
+    pub question: String,
+    #[serde(default)]
+    pub evidence: Vec<String>,
+    #[serde(default)]
+    pub category: u32,
+}
+
+/// One conversation with its questions.
+#[derive(Debug, Deserialize)]
+pub struct Sample {
+    #[serde(default)]
+    pub sample_id: String,
+    pub conversation: serde_json::Map<String, Value>,
+    #[serde(default)]
+    pub qa: Vec<Qa>,
+}
+
+/// A turn, flattened out of its session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Turn {
+    pub dia_id: String,
+    pub speaker: String,
+    pub text: String,
+    pub ts_ms: i64,
+}
+
+/// The k of the block-size figure.
+const BLOCK_K: usize = 10;
+
+const MONTHS: [&str; 12] = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+];
+
+/// Days since 1970-01-01 of a civil date (proleptic Gregorian).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// LoCoMo's session time, e.g. `1:56 pm on 8 May, 2023`, as Unix milliseconds (UTC).
+pub fn parse_session_time(s: &str) -> Option<i64> {
+    let s = s.trim().to_lowercase();
+    let (time, date) = s.split_once(" on ")?;
+    let (clock, ampm) = time.trim().split_once(' ')?;
+    let (h, m) = clock.split_once(':')?;
+    let (mut h, m): (i64, i64) = (h.parse().ok()?, m.parse().ok()?);
+    match ampm.trim() {
+        "pm" if h != 12 => h += 12,
+        "am" if h == 12 => h = 0,
+        "am" | "pm" => {}
+        _ => return None,
+    }
+    let parts: Vec<&str> = date.split([' ', ',']).filter(|p| !p.is_empty()).collect();
+    let [day, month, year] = parts[..] else { return None };
+    let month = MONTHS.iter().position(|n| *n == month)? as i64 + 1;
+    let days = days_from_civil(year.parse().ok()?, month, day.parse().ok()?);
+    Some(((days * 24 + h) * 60 + m) * 60_000)
+}
+
+/// `8 May 2023`: how a turn's date is shown to BM25 and in the memory block.
+fn show_date(ts_ms: i64) -> String {
+    let days = ts_ms.div_euclid(86_400_000);
+    // Inverse of days_from_civil.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    let name = MONTHS[(m - 1) as usize];
+    format!("{d} {}{} {y}", name[..1].to_uppercase(), &name[1..])
+}
+
+/// The turns of a conversation in order (`session_1`, `session_2`, ...); a turn's time
+/// is its session's plus one second per turn, so the order survives storage. Images
+/// are represented by their caption, as a user's memory would hold them.
+pub fn turns(sample: &Sample) -> anyhow::Result<Vec<Turn>> {
+    let c = &sample.conversation;
+    let mut out = Vec::new();
+    let mut n = 1;
+    while let Some(Value::Array(list)) = c.get(&format!("session_{n}")) {
+        let when = c
+            .get(&format!("session_{n}_date_time"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let base = parse_session_time(when).with_context(|| {
+            format!(
+                "{}: session_{n}_date_time {when:?} is not like \"1:56 pm on 8 May, 2023\"",
+                sample.sample_id
+            )
+        })?;
+        for (i, t) in list.iter().enumerate() {
+            let field = |k: &str| t.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+            let mut text = field("text");
+            let caption = field("blip_caption");
+            if !caption.is_empty() {
+                text.push_str(&format!(" [shares a photo: {caption}]"));
+            }
+            out.push(Turn {
+                dia_id: field("dia_id"),
+                speaker: field("speaker"),
+                text,
+                ts_ms: base + i as i64 * 1000,
+            });
+        }
+        n += 1;
+    }
+    if out.is_empty() {
+        bail!("{}: no session_1 in the conversation", sample.sample_id);
+    }
+    Ok(out)
+}
+
+/// What one retriever scored.
+#[derive(Debug, Default)]
+pub struct Score {
+    /// k → per-question recall.
+    pub recall: BTreeMap<usize, Vec<f64>>,
+    /// category → k → per-question recall.
+    pub by_category: BTreeMap<u32, BTreeMap<usize, Vec<f64>>>,
+    pub latency_ms: Vec<f64>,
+    pub block_tokens: Vec<usize>,
+}
+
+/// The share of `evidence` found among the first `k` of `ranked`.
+pub fn recall_at(ranked: &[String], evidence: &[String], k: usize) -> f64 {
+    if evidence.is_empty() {
+        return 0.0;
+    }
+    let top = &ranked[..k.min(ranked.len())];
+    evidence.iter().filter(|e| top.contains(e)).count() as f64 / evidence.len() as f64
+}
+
+fn mean(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        0.0
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
+}
+
+fn percentile(v: &[f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    s[((s.len() - 1) as f64 * p).round() as usize]
+}
+
+/// Options of a run.
+pub struct Options {
+    pub ks: Vec<usize>,
+    pub retrievers: Vec<Retriever>,
+    pub json: bool,
+}
+
+/// Runs the evaluation and prints the report (stdout); progress goes to stderr.
+pub fn locomo(file: &Path, opts: Options) -> anyhow::Result<()> {
+    let raw = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let samples: Vec<Sample> = serde_json::from_slice(&raw).with_context(|| {
+        format!(
+            "{} is not LoCoMo JSON (an array of {{sample_id, conversation, qa}})",
+            file.display()
+        )
+    })?;
+    let mut ks = opts.ks.clone();
+    ks.sort_unstable();
+    ks.dedup();
+    if ks.is_empty() || ks.contains(&0) {
+        bail!("--k needs positive numbers, e.g. --k 5,10,20");
+    }
+    // The embedder as the daemon would pick it (auto: ONNX when installed).
+    let cfg = EmbedConfig {
+        onnx_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        ..Default::default()
+    };
+    let tmp = tempfile::tempdir().context("cannot create a temporary data directory")?;
+    let wants_dense = opts
+        .retrievers
+        .iter()
+        .any(|r| matches!(r, Retriever::Embed | Retriever::Hybrid));
+    let mut embedder = None;
+    if wants_dense {
+        let r = embed::resolve(&cfg, tmp.path());
+        match (r.embedder, r.fallback) {
+            (Some(Embedder::Onnx(e)), _) => {
+                eprintln!("eval: embedder {}", e.space().fingerprint());
+                embedder = Some(*e);
+            }
+            (_, why) => {
+                if opts.retrievers.contains(&Retriever::Embed) {
+                    bail!(
+                        "the embed retriever needs the ONNX embedder: {}",
+                        why.unwrap_or_else(|| "none configured".into())
+                    );
+                }
+                eprintln!(
+                    "eval: no embedder ({}); hybrid runs as BM25 alone",
+                    why.unwrap_or_default()
+                );
+            }
+        }
+    }
+    let mut scores: BTreeMap<Retriever, Score> = opts.retrievers.iter().map(|r| (*r, Score::default())).collect();
+    let mut questions = 0usize;
+    for (si, sample) in samples.iter().enumerate() {
+        let turns = turns(sample)?;
+        let dir = tmp.path().join(format!("conv-{si}"));
+        let mut store = MemoryStore::open(&dir.join("memory/memory.db"))
+            .with_context(|| format!("cannot open a memory store in {}", dir.display()))?;
+        let mut dia_of: HashMap<i64, String> = HashMap::new();
+        let t0 = Instant::now();
+        for (i, t) in turns.iter().enumerate() {
+            let e = store.append(Event {
+                id: 0,
+                ts_ms: t.ts_ms,
+                // A conversation between people is remembered with who said what.
+                source: "locomo".into(),
+                input: format!("{}: {}", t.speaker, t.text),
+                response: String::new(),
+                tools_used: Vec::new(),
+                tool_results: Vec::new(),
+            })?;
+            dia_of.insert(e.id, t.dia_id.clone());
+            if (i + 1) % 100 == 0 || i + 1 == turns.len() {
+                eprint!("\reval: {} ingesting {}/{} turns", sample.sample_id, i + 1, turns.len());
+            }
+        }
+        eprintln!(" ({:.1}s)", t0.elapsed().as_secs_f64());
+        let mut space = String::new();
+        if let Some(e) = embedder.as_mut() {
+            space = e.space().fingerprint();
+            let (total, _) = store.vector_counts(&space)?;
+            let mut done = 0;
+            let t0 = Instant::now();
+            loop {
+                let batch = store.missing_vectors(&space, 64)?;
+                if batch.is_empty() {
+                    break;
+                }
+                let texts: Vec<&str> = batch.iter().map(|(_, t)| t.as_str()).collect();
+                let vs = e.embed(&texts)?;
+                done += batch.len();
+                store.put_vectors(&space, &batch.into_iter().map(|(r, _)| r).zip(vs).collect::<Vec<_>>())?;
+                eprint!("\reval: {} embedding {done}/{total}", sample.sample_id);
+            }
+            eprintln!(" ({:.1}s)", t0.elapsed().as_secs_f64());
+        }
+        // Read back what the store holds: the retrievers see memory, not the file.
+        let events = store.events()?;
+        let vectors = if space.is_empty() {
+            HashMap::new()
+        } else {
+            store.event_vectors(&space)?
+        };
+        let ids: Vec<String> = events
+            .iter()
+            .map(|e| dia_of.get(&e.id).cloned().unwrap_or_default())
+            .collect();
+        let texts: Vec<String> = events
+            .iter()
+            .map(|e| format!("{} {}", show_date(e.ts_ms), e.text_for_vector()))
+            .collect();
+        let text_refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let vec_refs: Vec<Option<&[f32]>> = events.iter().map(|e| vectors.get(&e.id).map(Vec::as_slice)).collect();
+        let bm25 = Bm25::build(text_refs.iter().copied());
+        let tfidf = Tfidf::train(text_refs.iter().copied());
+        let tfidf_vecs: Vec<_> = text_refs.iter().map(|t| tfidf.vectorize(t)).collect();
+        for qa in &sample.qa {
+            if !(1..=4).contains(&qa.category) || qa.evidence.is_empty() {
+                continue;
+            }
+            questions += 1;
+            for (r, score) in scores.iter_mut() {
+                let t0 = Instant::now();
+                let order: Vec<usize> = match r {
+                    Retriever::Tfidf => {
+                        let q = tfidf.vectorize(&qa.question);
+                        let mut v: Vec<(usize, f32)> = tfidf_vecs
+                            .iter()
+                            .enumerate()
+                            .map(|(i, d)| (i, cosine(&q, d)))
+                            .filter(|(_, s)| *s > 0.0)
+                            .collect();
+                        v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+                        v.into_iter().map(|(i, _)| i).collect()
+                    }
+                    Retriever::Bm25 => bm25.rank(&qa.question),
+                    Retriever::Embed | Retriever::Hybrid => {
+                        let qv = match embedder.as_mut() {
+                            Some(e) => e.embed(&[qa.question.as_str()])?.pop(),
+                            None => None,
+                        };
+                        if *r == Retriever::Embed {
+                            qv.map(|q| retrieve::dense_rank(&q, &vec_refs)).unwrap_or_default()
+                        } else {
+                            retrieve::fuse(bm25.rank(&qa.question), qv.as_deref(), &vec_refs)
+                        }
+                    }
+                };
+                score.latency_ms.push(t0.elapsed().as_secs_f64() * 1000.0);
+                let ranked: Vec<String> = order.iter().map(|&i| ids[i].clone()).collect();
+                for &k in &ks {
+                    let rc = recall_at(&ranked, &qa.evidence, k);
+                    score.recall.entry(k).or_default().push(rc);
+                    score
+                        .by_category
+                        .entry(qa.category)
+                        .or_default()
+                        .entry(k)
+                        .or_default()
+                        .push(rc);
+                }
+                let block: String = order.iter().take(BLOCK_K).map(|&i| format!("{}\n", texts[i])).collect();
+                score.block_tokens.push(estimate_tokens(&block));
+            }
+        }
+    }
+    let report = json!({
+        "retrievers": scores.iter().map(|(r, s)| (r.name().to_owned(), json!({
+            "recall": s.recall.iter().map(|(k, v)| (k.to_string(), json!(round3(mean(v))))).collect::<serde_json::Map<_, _>>(),
+            "by_category": s.by_category.iter().map(|(c, m)| (c.to_string(), json!(
+                m.iter().map(|(k, v)| (k.to_string(), json!(round3(mean(v))))).collect::<serde_json::Map<_, _>>()
+            ))).collect::<serde_json::Map<_, _>>(),
+            "latency_ms": {"p50": round3(percentile(&s.latency_ms, 0.5)), "p95": round3(percentile(&s.latency_ms, 0.95))},
+            "block_tokens": (s.block_tokens.iter().sum::<usize>() as f64 / s.block_tokens.len().max(1) as f64).round() as u64,
+        }))).collect::<serde_json::Map<_, _>>(),
+        "questions": questions,
+    });
+    let mut out = std::io::stdout().lock();
+    if opts.json {
+        writeln!(out, "{report}")?;
+    } else {
+        print_table(&mut out, &report, &ks)?;
+    }
+    Ok(())
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+fn print_table(out: &mut impl Write, report: &Value, ks: &[usize]) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "LoCoMo turn-level evidence recall, categories 1-4 ({} questions; 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop)",
+        report["questions"]
+    )?;
+    let mut head = format!("{:<8}", "");
+    for k in ks {
+        head.push_str(&format!(" {:>6}", format!("R@{k}")));
+    }
+    head.push_str(&format!(
+        "   {:>22}   {:>7} {:>7}   {:>11}",
+        format!("R@{} by category 1/2/3/4", BLOCK_K.min(*ks.last().unwrap_or(&BLOCK_K))),
+        "p50 ms",
+        "p95 ms",
+        "block tok"
+    ));
+    writeln!(out, "{head}")?;
+    let kc = if ks.contains(&BLOCK_K) {
+        BLOCK_K
+    } else {
+        ks[ks.len() - 1]
+    };
+    for (name, r) in report["retrievers"].as_object().into_iter().flatten() {
+        let mut line = format!("{name:<8}");
+        for k in ks {
+            line.push_str(&format!(" {:>6.3}", r["recall"][k.to_string()].as_f64().unwrap_or(0.0)));
+        }
+        let cats: Vec<String> = (1..=4)
+            .map(|c| {
+                r["by_category"][c.to_string()][kc.to_string()]
+                    .as_f64()
+                    .map_or("-".into(), |v| format!("{v:.2}"))
+            })
+            .collect();
+        line.push_str(&format!(
+            "   {:>22}   {:>7.2} {:>7.2}   {:>11}",
+            cats.join("/"),
+            r["latency_ms"]["p50"].as_f64().unwrap_or(0.0),
+            r["latency_ms"]["p95"].as_f64().unwrap_or(0.0),
+            r["block_tokens"]
+        ));
+        writeln!(out, "{line}")?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_times_parse_and_print_back() {
+        let t = parse_session_time("1:56 pm on 8 May, 2023").unwrap();
+        assert_eq!(show_date(t), "8 May 2023");
+        assert_eq!(t % 86_400_000, (13 * 60 + 56) * 60_000);
+        assert_eq!(
+            parse_session_time("12:05 am on 1 January, 2024").unwrap() % 86_400_000,
+            5 * 60_000
+        );
+        assert_eq!(
+            show_date(parse_session_time("9:00 am on 29 February, 2024").unwrap()),
+            "29 February 2024"
+        );
+        assert!(parse_session_time("yesterday").is_none());
+        assert!(parse_session_time("1:56 pm on 8 Smarch, 2023").is_none());
+    }
+
+    #[test]
+    fn recall_counts_the_share_of_evidence_in_the_top_k() {
+        let ranked: Vec<String> = ["D1:1", "D1:2", "D1:3"].map(String::from).to_vec();
+        let ev: Vec<String> = ["D1:2", "D9:9"].map(String::from).to_vec();
+        assert_eq!(recall_at(&ranked, &ev, 1), 0.0);
+        assert_eq!(recall_at(&ranked, &ev, 2), 0.5);
+        assert_eq!(recall_at(&ranked, &ev, 50), 0.5);
+        assert_eq!(recall_at(&ranked, &[], 5), 0.0);
+    }
+}
