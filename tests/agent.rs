@@ -6,58 +6,11 @@ use std::io::{BufRead, BufReader};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::api::{daemon_with_vendor, post, put_settings, wait_sources};
 use common::{Daemon, vendor};
 use serde_json::{Value, json};
 
-fn post(d: &Daemon, path: &str, body: Value) -> (u16, Value) {
-    let r = reqwest::blocking::Client::new()
-        .post(d.url(path))
-        .timeout(Duration::from_secs(60))
-        .json(&body)
-        .send()
-        .unwrap();
-    let status = r.status().as_u16();
-    (status, r.json().unwrap_or(Value::Null))
-}
-
-fn put_settings(d: &Daemon, body: Value) {
-    let r = reqwest::blocking::Client::new()
-        .put(d.url("/api/v1/settings"))
-        .json(&body)
-        .send()
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 200, "{:?}", r.text());
-}
-
-/// Waits until the LLM actor picked up the configured sources.
-fn wait_sources(d: &Daemon, n: usize) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        let v: Value = reqwest::blocking::get(d.url("/api/v1/llm/sources"))
-            .unwrap()
-            .json()
-            .unwrap();
-        if v["sources"].as_array().is_some_and(|s| s.len() == n) {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("sources not configured; log:\n{}", d.log_text());
-}
-
 /// Collects SSE events (name, data) in the background.
-/// A daemon on a fresh data dir with one fake vendor configured and loaded. The
-/// temporary dir must outlive the daemon, so it is returned too.
-fn daemon_with_vendor() -> (tempfile::TempDir, std::path::PathBuf, Daemon, vendor::Vendor) {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let d = Daemon::start(&data);
-    let v = vendor::start();
-    put_settings(&d, vendor::source_settings("fake", &v.url, 0));
-    wait_sources(&d, 1);
-    (dir, data, d, v)
-}
-
 fn listen(d: &Daemon) -> Arc<Mutex<Vec<(String, Value)>>> {
     let events = Arc::new(Mutex::new(Vec::new()));
     let e = events.clone();

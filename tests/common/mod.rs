@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod api;
 pub mod vendor;
 
 use std::net::TcpListener;

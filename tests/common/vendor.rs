@@ -7,6 +7,9 @@
 //!   `done after tool`;
 //! * `fail` — answers HTTP 500;
 //! * anything else — answers `echo: <text>`.
+//!
+//! It also serves OpenAI `POST /v1/embeddings` (deterministic 8-dimensional vectors)
+//! for the remote-embedder tests.
 
 #![allow(dead_code)]
 
@@ -243,6 +246,38 @@ async fn messages(req: HttpRequest, body: web::Json<Value>, calls: web::Data<Arc
     HttpResponse::Ok().content_type("text/event-stream").body(out)
 }
 
+/// Dimension of the fake embeddings.
+pub const EMBED_DIM: usize = 8;
+
+/// OpenAI `POST /v1/embeddings`: a deterministic vector per text (its characters
+/// hashed into `EMBED_DIM` buckets), so equal texts get equal vectors.
+async fn embeddings(body: web::Json<Value>, failing: web::Data<Arc<std::sync::atomic::AtomicBool>>) -> HttpResponse {
+    if failing.load(Ordering::SeqCst) {
+        return HttpResponse::InternalServerError().json(json!({"error": {"message": "embedding backend down"}}));
+    }
+    let inputs: Vec<String> = match &body["input"] {
+        Value::String(s) => vec![s.clone()],
+        Value::Array(a) => a.iter().map(|v| v.as_str().unwrap_or("").to_owned()).collect(),
+        _ => {
+            return HttpResponse::BadRequest()
+                .json(json!({"error": {"message": "input must be a string or an array"}}));
+        }
+    };
+    let data: Vec<Value> = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let mut v = [0.0f32; EMBED_DIM];
+            for c in t.chars() {
+                v[(c as usize) % EMBED_DIM] += 1.0;
+            }
+            v[0] += 0.5;
+            json!({"object": "embedding", "index": i, "embedding": v.to_vec()})
+        })
+        .collect();
+    HttpResponse::Ok().json(json!({"object": "list", "data": data, "model": body["model"], "usage": {"prompt_tokens": 0, "total_tokens": 0}}))
+}
+
 /// Starts the fake on its own thread; it lives until the test process ends.
 pub fn start() -> Vendor {
     let calls = Arc::new(AtomicUsize::new(0));
@@ -264,6 +299,7 @@ pub fn start() -> Vendor {
                     .app_data(last.clone())
                     .route("/v1/chat/completions", web::post().to(chat))
                     .route("/v1/messages", web::post().to(messages))
+                    .route("/v1/embeddings", web::post().to(embeddings))
             })
             .workers(1)
             .disable_signals()

@@ -181,6 +181,7 @@ impl EmbedderActor {
             }
         };
         if batch.is_empty() {
+            // Idle poll: keep the counts the status shows current.
             self.finish();
             return;
         }

@@ -1,0 +1,83 @@
+//! Small HTTP helpers over a test daemon's API (blocking reqwest).
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::{Daemon, vendor};
+
+pub fn post(d: &Daemon, path: &str, body: Value) -> (u16, Value) {
+    let r = reqwest::blocking::Client::new()
+        .post(d.url(path))
+        .timeout(Duration::from_secs(60))
+        .json(&body)
+        .send()
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().unwrap_or(Value::Null))
+}
+
+pub fn put_settings(d: &Daemon, body: Value) {
+    let r = reqwest::blocking::Client::new()
+        .put(d.url("/api/v1/settings"))
+        .json(&body)
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200, "{:?}", r.text());
+}
+
+/// Waits until the LLM actor picked up the configured sources.
+pub fn wait_sources(d: &Daemon, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        let v: Value = reqwest::blocking::get(d.url("/api/v1/llm/sources"))
+            .unwrap()
+            .json()
+            .unwrap();
+        if v["sources"].as_array().is_some_and(|s| s.len() == n) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("sources not configured; log:\n{}", d.log_text());
+}
+
+/// A daemon on a fresh data dir with one fake vendor configured and loaded. The
+/// temporary dir must outlive the daemon, so it is returned too.
+pub fn daemon_with_vendor() -> (tempfile::TempDir, std::path::PathBuf, Daemon, vendor::Vendor) {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = Daemon::start(&data);
+    let v = vendor::start();
+    put_settings(&d, vendor::source_settings("fake", &v.url, 0));
+    wait_sources(&d, 1);
+    (dir, data, d, v)
+}
+
+/// `GET path` as JSON.
+pub fn get(d: &Daemon, path: &str) -> Value {
+    reqwest::blocking::Client::new()
+        .get(d.url(path))
+        .timeout(Duration::from_secs(60))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap_or(Value::Null)
+}
+
+/// Polls `GET path` until `ok` holds for its JSON (60 s), returning that JSON.
+pub fn wait_for(d: &Daemon, path: &str, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = Value::Null;
+    while Instant::now() < deadline {
+        last = get(d, path);
+        if ok(&last) {
+            return last;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!(
+        "timed out waiting for {what}; last {path}: {last}\nlog:\n{}",
+        d.log_text()
+    );
+}

