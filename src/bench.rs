@@ -325,8 +325,17 @@ fn percentiles(samples: &mut [f64]) -> (f64, f64) {
 }
 
 /// Times `f` over `queries` calls (after 20 warm-up calls); milliseconds p50/p95.
-fn time_ms(queries: usize, mut f: impl FnMut(usize) -> anyhow::Result<()>) -> anyhow::Result<(f64, f64)> {
-    for i in 0..20 {
+fn time_ms(queries: usize, f: impl FnMut(usize) -> anyhow::Result<()>) -> anyhow::Result<(f64, f64)> {
+    time_ms_warm(20, queries, f)
+}
+
+/// [`time_ms`] with `warm` untimed calls first.
+fn time_ms_warm(
+    warm: usize,
+    queries: usize,
+    mut f: impl FnMut(usize) -> anyhow::Result<()>,
+) -> anyhow::Result<(f64, f64)> {
+    for i in 0..warm {
         f(i)?;
     }
     let mut samples = Vec::with_capacity(queries);
@@ -394,6 +403,146 @@ pub fn graph(sizes: &[usize], queries: usize) -> anyhow::Result<()> {
             names.0,
             names.1,
             names.0 / base.0
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// A deterministic pseudo-random stream (no dependency, same numbers every run).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        self.0 >> 33
+    }
+    /// A sentence of `n` words from a vocabulary of 5000 (Latin and CJK words alike).
+    fn sentence(&mut self, n: usize) -> String {
+        (0..n)
+            .map(|_| {
+                // Zipf-like: low word numbers are much more frequent.
+                let r = self.next() % 5000;
+                let w = (r * r) / 5000;
+                if w % 3 == 0 {
+                    format!("词{w}号")
+                } else {
+                    format!("word{w}")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+    fn unit_vector(&mut self, dim: usize) -> Vec<f32> {
+        let mut v: Vec<f32> = (0..dim).map(|_| (self.next() % 2000) as f32 / 1000.0 - 1.0).collect();
+        homeagent_actors::memory::embed::normalize(&mut v);
+        v
+    }
+}
+
+/// Memory tier latency at each size: the context prune (TF-IDF relevance over the
+/// window) and the document lookup (hybrid BM25 + 384-dimension vectors, on disk),
+/// against baselines measured in the same run: copying and time-sorting the window,
+/// and fetching one document by id.
+pub fn memory(sizes: &[usize], queries: usize) -> anyhow::Result<()> {
+    use homeagent_actors::memory::context::{Event, prune};
+    use homeagent_actors::memory::store::{MemoryStore, QueryVector, VectorRef};
+    anyhow::ensure!(
+        queries > 0 && sizes.iter().all(|&n| n >= 100),
+        "--queries ≥ 1 and every size ≥ 100"
+    );
+    let dir = std::env::temp_dir().join(format!("homed-bench-memory-{}", std::process::id()));
+    println!("memory tier latency, ms (p50 / p95), {queries} queries each");
+    for &n in sizes {
+        let mut rng = Lcg(n as u64);
+        // Context prune over n events.
+        let events: Vec<Event> = (0..n)
+            .map(|i| Event {
+                id: i as i64 + 1,
+                ts_ms: i as i64 * 1000,
+                source: if i % 2 == 0 { "http".into() } else { "agent".into() },
+                input: rng.sentence(12),
+                response: if i % 2 == 1 { rng.sentence(20) } else { String::new() },
+                tools_used: Vec::new(),
+                tool_results: Vec::new(),
+            })
+            .collect();
+        let qs: Vec<String> = (0..queries + 3).map(|_| rng.sentence(4)).collect();
+        let base = time_ms_warm(3, queries, |_| {
+            let mut w = events.clone();
+            w.sort_by_key(|e| (e.ts_ms, e.id));
+            std::hint::black_box(w);
+            Ok(())
+        })?;
+        let pruned = time_ms_warm(3, queries, |i| {
+            std::hint::black_box(prune(events.clone(), &qs[i], 30, 10));
+            Ok(())
+        })?;
+        println!("  {n:>7} events     copy+sort window {:.3} / {:.3}", base.0, base.1);
+        println!(
+            "  {n:>7} events     context prune to 30 {:.3} / {:.3} (x{:.1} copy+sort)",
+            pruned.0,
+            pruned.1,
+            pruned.0 / base.0
+        );
+        drop(events);
+
+        // Document lookup over n documents on disk.
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut store = MemoryStore::open(&dir.join("memory.db"))?;
+        let built = std::time::Instant::now();
+        let mut ids = Vec::with_capacity(n);
+        let mut unvectored = 0;
+        let space = "bench/384";
+        for i in 0..n {
+            let id = store.commit_document(&format!("summary {i}"), &format!("{} #{i}", rng.sentence(40)))?;
+            ids.push(id);
+            if (i + 1) % 5000 == 0 || i + 1 == n {
+                let batch: Vec<(VectorRef, Vec<f32>)> = ids[unvectored..]
+                    .iter()
+                    .map(|id| (VectorRef::Document(id.clone()), rng.unit_vector(384)))
+                    .collect();
+                store.put_vectors(space, &batch)?;
+                unvectored = ids.len();
+                eprint!("\r  building {n}: {} documents", i + 1);
+            }
+        }
+        eprintln!(" ({:.1} s)", built.elapsed().as_secs_f64());
+        let (_, with_vec) = store.vector_counts(space)?;
+        anyhow::ensure!(with_vec == n, "expected {n} vectors, stored {with_vec}");
+        let by_id = time_ms_warm(3, queries, |i| {
+            std::hint::black_box(store.documents_by_id(&ids[(i * 7919) % n])?);
+            Ok(())
+        })?;
+        let bm25 = time_ms_warm(3, queries, |i| {
+            std::hint::black_box(store.search_documents(&qs[i], 3, None)?);
+            Ok(())
+        })?;
+        let qv: Vec<QueryVector> = (0..queries + 3)
+            .map(|_| QueryVector {
+                space: space.into(),
+                vec: rng.unit_vector(384),
+            })
+            .collect();
+        let hybrid = time_ms_warm(3, queries, |i| {
+            std::hint::black_box(store.search_documents(&qs[i], 3, Some(&qv[i]))?);
+            Ok(())
+        })?;
+        println!("  {n:>7} documents  fetch by id {:.3} / {:.3}", by_id.0, by_id.1);
+        println!(
+            "  {n:>7} documents  lookup BM25 {:.3} / {:.3} (x{:.0} fetch)",
+            bm25.0,
+            bm25.1,
+            bm25.0 / by_id.0
+        );
+        println!(
+            "  {n:>7} documents  lookup hybrid {:.3} / {:.3} (x{:.0} fetch)",
+            hybrid.0,
+            hybrid.1,
+            hybrid.0 / by_id.0
         );
     }
     let _ = std::fs::remove_dir_all(&dir);

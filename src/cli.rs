@@ -95,6 +95,16 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 1000)]
         turns: u32,
     },
+    /// Memory tier latency: context prune and document lookup (BM25 and hybrid) at the
+    /// given sizes, against a window copy and an indexed document fetch in the same run.
+    Memory {
+        /// Event and document counts to build.
+        #[arg(long, value_delimiter = ',', default_values_t = [10_000usize, 100_000])]
+        sizes: Vec<usize>,
+        /// Measured queries per operation and size.
+        #[arg(long, default_value_t = 20)]
+        queries: usize,
+    },
     /// Graph tier latency (recall at depth 2, entity names found in a sentence) on
     /// on-disk graphs of the given sizes, against an indexed name lookup in the same file.
     Graph {

@@ -28,6 +28,9 @@ fn main() -> std::process::ExitCode {
         Some(Command::Bench {
             what: BenchCommand::Graph { sizes, queries },
         }) => homeagent::bench::graph(&sizes, queries),
+        Some(Command::Bench {
+            what: BenchCommand::Memory { sizes, queries },
+        }) => homeagent::bench::memory(&sizes, queries),
         Some(Command::Eval {
             what:
                 EvalCommand::Locomo {

@@ -10,6 +10,7 @@
 //! * [`maintenance`] + [`graph_heartbeat`]: the archive, merge and review heartbeats;
 //! * [`social`]: people's traits and ties on the graph (`person_*` tools);
 //! * [`store`]: `DATA/memory/memory.db` (write-through);
+//! * [`docindex`]: the in-memory search index of the document tier (BM25 + vectors);
 //! * [`actor`]: the `kernel/memory/context` actor;
 //! * [`embed`]: dense embedders (ONNX MiniLM, remote `/v1/embeddings`) and `kernel/memory/embedder`;
 //! * [`retrieve`]: BM25, dense and hybrid ranking (agent document lookup, `homed eval`).
@@ -17,6 +18,7 @@
 pub mod actor;
 pub mod context;
 pub mod distiller;
+pub mod docindex;
 pub mod embed;
 pub mod graph;
 pub mod graph_actor;

@@ -113,6 +113,8 @@ pub struct Bm25 {
     postings: HashMap<String, Vec<(u32, u16)>>,
     lens: Vec<u32>,
     total_len: u64,
+    /// Removed documents: skipped when scoring (their postings stay until a rebuild).
+    removed: std::collections::HashSet<u32>,
 }
 
 const K1: f32 = 1.2;
@@ -149,6 +151,7 @@ impl Bm25 {
         id as usize
     }
 
+    /// Documents in the index, removed ones included.
     pub fn len(&self) -> usize {
         self.lens.len()
     }
@@ -157,11 +160,23 @@ impl Bm25 {
         self.lens.is_empty()
     }
 
+    /// Removed documents still holding postings (a caller rebuilds when many).
+    pub fn removed(&self) -> usize {
+        self.removed.len()
+    }
+
+    /// Takes document `doc` out of the results.
+    pub fn remove(&mut self, doc: usize) {
+        if doc < self.lens.len() && self.removed.insert(doc as u32) {
+            self.total_len -= u64::from(self.lens[doc]);
+        }
+    }
+
     /// Scores of the documents sharing at least one term with `query` (others score 0).
     pub fn scores(&self, query: &str) -> HashMap<usize, f32> {
-        let n = self.lens.len() as f32;
+        let n = (self.lens.len() - self.removed.len()) as f32;
         let mut out: HashMap<usize, f32> = HashMap::new();
-        if self.lens.is_empty() {
+        if n == 0.0 {
             return out;
         }
         let avg = self.total_len as f32 / n;
@@ -173,6 +188,9 @@ impl Bm25 {
             let df = list.len() as f32;
             let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
             for &(d, f) in list {
+                if self.removed.contains(&d) {
+                    continue;
+                }
                 let f = f as f32;
                 let len = self.lens[d as usize] as f32;
                 *out.entry(d as usize).or_default() += idf * f * (K1 + 1.0) / (f + K1 * (1.0 - B + B * len / avg));
@@ -279,6 +297,10 @@ mod tests {
         assert!(r.contains(&2));
         assert!(!r.contains(&1) && !r.contains(&3));
         assert!(ix.rank("zebra").is_empty());
+        let mut ix = ix;
+        ix.remove(0);
+        assert_eq!(ix.rank("adopt puppy"), vec![2], "a removed document is never found");
+        assert_eq!(ix.removed(), 1);
     }
 
     #[test]

@@ -87,6 +87,9 @@ pub enum VectorRef {
 /// The store.
 pub struct MemoryStore {
     conn: Connection,
+    /// The document search index, built on the first search and kept in step with
+    /// every document this store adds or removes.
+    index: Option<super::docindex::DocIndex>,
 }
 
 fn migrations() -> Migrations<'static> {
@@ -101,14 +104,14 @@ impl MemoryStore {
     pub fn open(path: &Path) -> Result<Self, MemoryError> {
         let mut conn = super::open_db(path)?;
         migrations().to_latest(&mut conn)?;
-        Ok(Self { conn })
+        Ok(Self { conn, index: None })
     }
 
     /// An in-memory store (tests).
     pub fn open_in_memory() -> Result<Self, MemoryError> {
         let mut conn = Connection::open_in_memory()?;
         migrations().to_latest(&mut conn)?;
-        Ok(Self { conn })
+        Ok(Self { conn, index: None })
     }
 
     /// Appends an event; returns it with its id. Committed when this returns.
@@ -177,6 +180,9 @@ impl MemoryStore {
                      VALUES (?1, ?2, ?3, 'context', ?4, ?5, ?6, ?7, 1, ?3)",
                     params![id, created, now, summary, content, serde_json::to_string(archived).unwrap_or_else(|_| "[]".into()), hash],
                 )?;
+                if let Some(ix) = self.index.as_mut() {
+                    ix.add(&id, &super::docindex::doc_text(&summary, &content));
+                }
                 id
             }
         };
@@ -199,7 +205,16 @@ impl MemoryStore {
 
     /// Deletes a document; false when it was not there.
     pub fn delete_document(&mut self, id: &str) -> Result<bool, MemoryError> {
-        Ok(self.conn.execute("DELETE FROM documents WHERE id = ?1", [id])? > 0)
+        let gone = self.conn.execute("DELETE FROM documents WHERE id = ?1", [id])? > 0;
+        self.unindex(id);
+        Ok(gone)
+    }
+
+    /// Takes a removed document out of the search index (rebuilt later when many are).
+    fn unindex(&mut self, id: &str) {
+        if self.index.as_mut().is_some_and(|ix| ix.remove(id)) {
+            self.index = None;
+        }
     }
 
     /// The documents most similar to `text` (TF-IDF cosine above 0.05), best first.
@@ -214,10 +229,12 @@ impl MemoryStore {
     ) -> Result<Vec<Document>, MemoryError> {
         let scored = self.search_documents(text, top_k, qv)?;
         let now = now_ms();
+        let mut consumed = Vec::new();
         let tx = self.conn.transaction()?;
         for d in &scored {
             if consume {
                 tx.execute("DELETE FROM documents WHERE id = ?1", params![d.id])?;
+                consumed.push(d.id.clone());
             } else {
                 tx.execute(
                     "UPDATE documents SET access_count = access_count + 1, last_access_ms = ?1 WHERE id = ?2",
@@ -226,6 +243,9 @@ impl MemoryStore {
             }
         }
         tx.commit()?;
+        for id in consumed {
+            self.unindex(&id);
+        }
         Ok(scored)
     }
 
@@ -234,7 +254,7 @@ impl MemoryStore {
     /// Hybrid ranking (`retrieve`): BM25 over summary + content, fused with dense cosine
     /// when `qv` is given and documents have vectors of its space.
     pub fn search_documents(
-        &self,
+        &mut self,
         text: &str,
         top_k: usize,
         qv: Option<&QueryVector>,
@@ -242,47 +262,21 @@ impl MemoryStore {
         if text.trim().is_empty() {
             return Ok(Vec::new());
         }
-        let space = qv.map_or("", |q| q.space.as_str());
-        let mut st = self.conn.prepare(&format!(
-            "SELECT {}, v.vec FROM documents d LEFT JOIN vectors v
-               ON v.kind = 'document' AND v.ref = d.id AND v.space = ?1
-             ORDER BY d.created_at_ms DESC",
-            DOCUMENT_COLS
-                .split(", ")
-                .map(|c| format!("d.{c}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))?;
-        let rows = st.query_map([space], |r| {
-            let vec: Option<Vec<u8>> = r.get(6)?;
-            Ok((document_row(r)?, vec.and_then(|b| super::embed::from_blob(&b))))
-        })?;
-        let docs: Vec<(Document, Option<Vec<f32>>)> = rows.collect::<Result<_, _>>()?;
-        if docs.is_empty() {
-            return Ok(Vec::new());
+        if self.index.is_none() {
+            self.index = Some(super::docindex::DocIndex::build(&self.conn)?);
         }
-        let texts: Vec<String> = docs
-            .iter()
-            .map(|(d, _)| format!("{} {}", d.summary, d.content))
-            .collect();
-        let bm25 = super::retrieve::Bm25::build(texts.iter().map(String::as_str)).rank(text);
-        let order = match qv {
-            Some(q) => {
-                // The dense side only votes for documents it finds related on its own.
-                let vectors: Vec<Option<&[f32]>> = docs
-                    .iter()
-                    .map(|(_, v)| v.as_deref().filter(|v| super::embed::cosine(&q.vec, v) >= DENSE_MIN))
-                    .collect();
-                super::retrieve::fuse(bm25, Some(&q.vec), &vectors)
+        let ix = self.index.as_mut().expect("built above");
+        if let Some(q) = qv {
+            ix.sync_vectors(&self.conn, &q.space)?;
+        }
+        let ids = ix.search(text, qv.map(|q| q.vec.as_slice()), DENSE_MIN, top_k.max(1));
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(d) = self.documents_by_id(&id)? {
+                out.push(d);
             }
-            None => bm25,
-        };
-        let mut docs: Vec<Option<Document>> = docs.into_iter().map(|(d, _)| Some(d)).collect();
-        Ok(order
-            .into_iter()
-            .take(top_k.max(1))
-            .filter_map(|i| docs[i].take())
-            .collect())
+        }
+        Ok(out)
     }
 
     /// Rows that have no vector of `space` yet (events first, oldest first), with the
@@ -408,7 +402,22 @@ impl MemoryStore {
              VALUES (?1, ?2, ?2, 'manual', ?3, ?4, ?5, 1, ?2)",
             params![id, now, summary, content, hash],
         )?;
+        if let Some(ix) = self.index.as_mut() {
+            ix.add(&id, &super::docindex::doc_text(summary, content));
+        }
         Ok(id)
+    }
+
+    /// One document by id.
+    pub fn documents_by_id(&self, id: &str) -> Result<Option<Document>, MemoryError> {
+        Ok(self
+            .conn
+            .query_row(
+                &format!("SELECT {DOCUMENT_COLS} FROM documents WHERE id = ?1"),
+                [id],
+                document_row,
+            )
+            .optional()?)
     }
 
     /// Every document, newest first.
@@ -492,6 +501,51 @@ mod tests {
             tools_used: vec![],
             tool_results: vec![],
         }
+    }
+
+    #[test]
+    fn the_search_index_follows_every_change_and_vectors_of_the_asked_space() {
+        let mut s = MemoryStore::open_in_memory().unwrap();
+        let a = s.commit_document("puppy", "we adopted a puppy named Max").unwrap();
+        assert_eq!(s.search_documents("puppy", 3, None).unwrap()[0].id, a);
+        // Added after the index was built: found without a rebuild.
+        let b = s.commit_document("garden", "tomatoes in the garden").unwrap();
+        assert_eq!(s.search_documents("tomatoes", 3, None).unwrap()[0].id, b);
+        let shed = s.append(ev(1, "the garden shed needs paint")).unwrap();
+        let archived = s.archive(&[shed]).unwrap().unwrap();
+        assert_eq!(s.search_documents("shed paint", 3, None).unwrap()[0].id, archived);
+        // Removed: never found again.
+        assert!(s.delete_document(&a).unwrap());
+        assert!(s.search_documents("puppy", 3, None).unwrap().is_empty());
+        assert_eq!(s.query_documents("tomatoes", 3, true, None).unwrap().len(), 1);
+        assert!(s.search_documents("tomatoes", 3, None).unwrap().is_empty());
+        // Dense side: a vector close to the query ranks a document BM25 cannot see.
+        s.put_vectors("sp/2", &[(VectorRef::Document(archived.clone()), vec![1.0, 0.0])])
+            .unwrap();
+        let qv = QueryVector {
+            space: "sp/2".into(),
+            vec: vec![0.9, 0.1],
+        };
+        assert_eq!(
+            s.search_documents("unrelated words", 3, Some(&qv)).unwrap()[0].id,
+            archived
+        );
+        // Vectors of another space are never compared.
+        let other = QueryVector {
+            space: "other/2".into(),
+            vec: vec![0.9, 0.1],
+        };
+        assert!(
+            s.search_documents("unrelated words", 3, Some(&other))
+                .unwrap()
+                .is_empty()
+        );
+        // A far vector does not make a document "related".
+        let far = QueryVector {
+            space: "sp/2".into(),
+            vec: vec![0.0, 1.0],
+        };
+        assert!(s.search_documents("unrelated words", 3, Some(&far)).unwrap().is_empty());
     }
 
     #[test]
