@@ -101,12 +101,12 @@ pub fn prune(events: Vec<Event>, query: &str, top_k: usize, protected: usize) ->
         };
     }
     let texts: Vec<String> = candidates.iter().map(Event::text_for_vector).collect();
-    let model = Tfidf::train(texts.iter().map(String::as_str));
+    let (model, grams) = Tfidf::fit(texts.iter().map(String::as_str));
     let q = model.vectorize(query);
     let mut scored: Vec<(f32, Event)> = candidates
         .into_iter()
-        .zip(&texts)
-        .map(|(e, t)| (cosine(&q, &model.vectorize(t)), e))
+        .zip(&grams)
+        .map(|(e, g)| (cosine(&q, &model.vectorize_grams(g)), e))
         .collect();
     // Stable: among equal scores, newer events are kept first.
     scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.ts_ms.cmp(&a.1.ts_ms)));

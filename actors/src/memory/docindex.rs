@@ -19,11 +19,16 @@ pub struct DocIndex {
     /// BM25 document number → document id (`None` once removed).
     ids: Vec<Option<String>>,
     number: HashMap<String, usize>,
-    /// The vectors' space, the highest `vectors.rowid` read, and the vectors by
-    /// document number.
+    /// The vectors' space and the highest `vectors.rowid` read.
     space: String,
     rowid: i64,
-    dense: HashMap<usize, Vec<f32>>,
+    /// Unit vectors, row after row in one buffer (a scan is a tight dot-product loop);
+    /// `dense_doc[r]` is row r's document number (`usize::MAX` once removed), and
+    /// `dense_row` the way back.
+    dense: Vec<f32>,
+    dense_doc: Vec<usize>,
+    dense_row: HashMap<usize, usize>,
+    dim: usize,
 }
 
 /// The text a document is searched by.
@@ -40,7 +45,10 @@ impl DocIndex {
             number: HashMap::new(),
             space: String::new(),
             rowid: 0,
-            dense: HashMap::new(),
+            dense: Vec::new(),
+            dense_doc: Vec::new(),
+            dense_row: HashMap::new(),
+            dim: 0,
         };
         let mut st = conn.prepare("SELECT id, summary, content FROM documents ORDER BY created_at_ms")?;
         let rows = st.query_map([], |r| {
@@ -68,7 +76,9 @@ impl DocIndex {
         if let Some(n) = self.number.remove(id) {
             self.bm25.remove(n);
             self.ids[n] = None;
-            self.dense.remove(&n);
+            if let Some(r) = self.dense_row.remove(&n) {
+                self.dense_doc[r] = usize::MAX;
+            }
         }
         self.bm25.removed() as f64 > REBUILD_REMOVED * self.bm25.len().max(1) as f64
     }
@@ -80,6 +90,9 @@ impl DocIndex {
             self.space = space.to_owned();
             self.rowid = 0;
             self.dense.clear();
+            self.dense_doc.clear();
+            self.dense_row.clear();
+            self.dim = 0;
         }
         let mut st = conn.prepare_cached(
             "SELECT rowid, ref, vec FROM vectors WHERE kind = 'document' AND space = ?1 AND rowid > ?2 ORDER BY rowid",
@@ -90,8 +103,22 @@ impl DocIndex {
         for row in rows {
             let (rowid, id, blob) = row?;
             self.rowid = self.rowid.max(rowid);
-            if let (Some(&n), Some(v)) = (self.number.get(&id), super::embed::from_blob(&blob)) {
-                self.dense.insert(n, v);
+            if let (Some(&n), Some(mut v)) = (self.number.get(&id), super::embed::from_blob(&blob)) {
+                if self.dim == 0 {
+                    self.dim = v.len();
+                }
+                if v.len() != self.dim {
+                    continue;
+                }
+                super::embed::normalize(&mut v);
+                match self.dense_row.get(&n) {
+                    Some(&r) => self.dense[r * self.dim..(r + 1) * self.dim].copy_from_slice(&v),
+                    None => {
+                        self.dense_row.insert(n, self.dense_doc.len());
+                        self.dense_doc.push(n);
+                        self.dense.extend_from_slice(&v);
+                    }
+                }
             }
         }
         Ok(())
@@ -102,11 +129,15 @@ impl DocIndex {
     pub fn search(&self, text: &str, qv: Option<&[f32]>, dense_min: f32, top_k: usize) -> Vec<String> {
         let bm25 = self.bm25.rank(text);
         let order = match qv {
-            Some(q) if !self.dense.is_empty() => {
+            Some(q) if !self.dense_doc.is_empty() && q.len() == self.dim => {
+                let mut q = q.to_vec();
+                super::embed::normalize(&mut q);
                 let mut d: Vec<(usize, f32)> = self
                     .dense
-                    .iter()
-                    .map(|(&n, v)| (n, super::embed::cosine(q, v)))
+                    .chunks_exact(self.dim)
+                    .zip(&self.dense_doc)
+                    .filter(|(_, n)| **n != usize::MAX)
+                    .map(|(v, &n)| (n, v.iter().zip(&q).map(|(a, b)| a * b).sum::<f32>()))
                     .filter(|(_, s)| *s >= dense_min)
                     .collect();
                 d.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));

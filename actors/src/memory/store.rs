@@ -482,9 +482,17 @@ fn document_summary(events: &[Event]) -> String {
 }
 
 /// `h%08x` of a 31-multiplier rolling hash over the characters.
+/// The dedupe key of a document's content: SHA-256. (A 32-bit hash, as first written,
+/// made two different documents "equal" about once in 65k — and the second was lost.)
 fn content_hash(s: &str) -> String {
-    let h = s.chars().fold(0u32, |h, c| h.wrapping_mul(31).wrapping_add(c as u32));
-    format!("h{h:08x}")
+    use sha2::{Digest, Sha256};
+    let d = Sha256::digest(s.as_bytes());
+    let mut out = String::with_capacity(71);
+    out.push_str("sha256:");
+    for b in d {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
 }
 
 #[cfg(test)]

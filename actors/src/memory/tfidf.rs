@@ -1,12 +1,20 @@
 //! TF-IDF over character 1-2 grams (spec subsystems §1.6): the fallback vector space
-//! when no embedding model is configured, and the one the context tier uses today.
+//! when no embedding model is configured, and the one the context prune uses.
+//!
+//! Grams are packed into integers (a character is at most 21 bits, so a bigram fits
+//! in 43), never allocated as strings: the prune of a large window vectorises
+//! every event, and string grams made it ~10× slower.
 
 use std::collections::{HashMap, HashSet};
 
-/// A sparse vector: feature → weight.
-pub type Sparse = HashMap<String, f32>;
+/// A gram: one character, or two with bit 42 set.
+pub type Gram = u64;
 
-/// Lower-cased character n-grams of length 1..=max_n, trimmed, de-duplicated.
+/// A sparse vector, sorted by gram.
+pub type Sparse = Vec<(Gram, f32)>;
+
+/// Lower-cased character n-grams of length 1..=max_n, trimmed, de-duplicated, as
+/// text (the readable form of [`grams`], kept for tests and debugging).
 pub fn ngrams(text: &str, max_n: usize) -> Vec<String> {
     let chars: Vec<char> = text.to_lowercase().chars().collect();
     let mut seen = HashSet::new();
@@ -22,11 +30,32 @@ pub fn ngrams(text: &str, max_n: usize) -> Vec<String> {
     out
 }
 
+/// The distinct 1- and 2-grams of `text`, with [`ngrams`]' trimming rule: a bigram
+/// with a blank side is the unigram of its other side; blanks alone are no gram.
+pub fn grams(text: &str) -> Vec<Gram> {
+    let chars: Vec<char> = text.chars().flat_map(char::to_lowercase).collect();
+    let mut out: Vec<Gram> = Vec::with_capacity(chars.len() * 2);
+    for &c in &chars {
+        if !c.is_whitespace() {
+            out.push(c as Gram);
+        }
+    }
+    for w in chars.windows(2) {
+        // A bigram with a blank side trims to a unigram, which is already there.
+        if !w[0].is_whitespace() && !w[1].is_whitespace() {
+            out.push((1 << 42) | ((w[0] as Gram) << 21) | w[1] as Gram);
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
 /// Document frequencies of a corpus.
 #[derive(Debug, Default, Clone)]
 pub struct Tfidf {
     docs: usize,
-    df: HashMap<String, usize>,
+    df: HashMap<Gram, u32>,
 }
 
 /// Features whose IDF is below this carry no signal (they are in nearly every document).
@@ -35,24 +64,37 @@ const MIN_IDF: f32 = 0.1;
 impl Tfidf {
     /// Learns document frequencies from `docs`.
     pub fn train<'a>(docs: impl IntoIterator<Item = &'a str>) -> Self {
+        Self::fit(docs).0
+    }
+
+    /// Learns document frequencies and returns each document's grams too, so they are
+    /// not extracted twice ([`Tfidf::vectorize_grams`]).
+    pub fn fit<'a>(docs: impl IntoIterator<Item = &'a str>) -> (Self, Vec<Vec<Gram>>) {
         let mut t = Tfidf::default();
+        let mut all = Vec::new();
         for d in docs {
             t.docs += 1;
-            for g in ngrams(d, 2) {
-                *t.df.entry(g).or_default() += 1;
+            let g = grams(d);
+            for &x in &g {
+                *t.df.entry(x).or_default() += 1;
             }
+            all.push(g);
         }
-        t
+        (t, all)
     }
 
     /// The vector of `text`. With fewer than 3 documents there is no IDF (tf only).
     pub fn vectorize(&self, text: &str) -> Sparse {
-        let grams = ngrams(text, 2);
-        let mut v = Sparse::new();
-        for g in grams {
-            // The tokenizer de-duplicates, so tf is 1 (normalised by the max, also 1).
+        self.vectorize_grams(&grams(text))
+    }
+
+    /// The vector of a text's [`grams`] (sorted, distinct).
+    pub fn vectorize_grams(&self, grams: &[Gram]) -> Sparse {
+        let mut v = Sparse::with_capacity(grams.len());
+        for &g in grams {
+            // Grams are distinct, so tf is 1 (normalised by the max, also 1).
             if self.docs < 3 {
-                v.insert(g, 1.0);
+                v.push((g, 1.0));
                 continue;
             }
             let df = self.df.get(&g).copied().unwrap_or(0);
@@ -61,19 +103,29 @@ impl Tfidf {
             }
             let idf = ((self.docs as f32 + 1.0) / (df as f32 + 1.0)).ln();
             if idf >= MIN_IDF {
-                v.insert(g, idf);
+                v.push((g, idf));
             }
         }
         v
     }
 }
 
-/// Cosine similarity; 0 when either vector is empty.
+/// Cosine similarity of two sorted sparse vectors; 0 when either is empty.
 pub fn cosine(a: &Sparse, b: &Sparse) -> f32 {
-    let (small, large) = if a.len() <= b.len() { (a, b) } else { (b, a) };
-    let dot: f32 = small.iter().filter_map(|(k, x)| large.get(k).map(|y| x * y)).sum();
-    let na: f32 = a.values().map(|x| x * x).sum::<f32>().sqrt();
-    let nb: f32 = b.values().map(|x| x * x).sum::<f32>().sqrt();
+    let (mut i, mut j, mut dot) = (0, 0, 0.0f32);
+    while i < a.len() && j < b.len() {
+        match a[i].0.cmp(&b[j].0) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                dot += a[i].1 * b[j].1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    let na: f32 = a.iter().map(|x| x.1 * x.1).sum::<f32>().sqrt();
+    let nb: f32 = b.iter().map(|x| x.1 * x.1).sum::<f32>().sqrt();
     if na == 0.0 || nb == 0.0 { 0.0 } else { dot / (na * nb) }
 }
 
@@ -85,6 +137,11 @@ mod tests {
     fn grams_are_lowercased_trimmed_and_unique() {
         assert_eq!(ngrams("Ab a", 2), ["a", "b", "ab"]);
         assert_eq!(ngrams("猫猫", 2), vec!["猫", "猫猫"]);
+        // The packed grams are the same set as the readable ones.
+        for text in ["Ab a", "猫猫", "  x  y ", "Hello, 世界 hello"] {
+            assert_eq!(grams(text).len(), ngrams(text, 2).len(), "{text:?}");
+        }
+        assert!(grams("   ").is_empty());
     }
 
     #[test]
@@ -96,5 +153,6 @@ mod tests {
         let weather = t.vectorize(docs[1]);
         assert!(cosine(&q, &cat) > cosine(&q, &weather));
         assert_eq!(cosine(&q, &Sparse::new()), 0.0);
+        assert!((cosine(&cat, &cat) - 1.0).abs() < 1e-6);
     }
 }
