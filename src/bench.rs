@@ -427,7 +427,7 @@ impl Lcg {
                 // Zipf-like: low word numbers are much more frequent.
                 let r = self.next() % 5000;
                 let w = (r * r) / 5000;
-                if w % 3 == 0 {
+                if w.is_multiple_of(3) {
                     format!("词{w}号")
                 } else {
                     format!("word{w}")

@@ -603,7 +603,7 @@ impl Module<KernelState> for MemoryModule {
                 .await?;
             let _ = s.rules.set((rules, rules_last));
             let stages = s.stages.get().cloned().ok_or("stage host missing")?;
-            for (spec, handler) in homeagent_actors::memory::graph_actor::graph_tools(graph) {
+            for (spec, handler) in homeagent_actors::memory::graph_actor::graph_tools(graph, s.textlog.get().cloned()) {
                 stages
                     .send(homeagent_actors::stages::RegisterTool { spec, handler })
                     .await??;

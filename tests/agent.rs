@@ -664,3 +664,84 @@ fn the_archive_heartbeat_moves_cold_documents_with_facts_into_the_graph() {
         .collect();
     assert_eq!(summaries, vec!["随笔"], "the document without facts stays a document");
 }
+
+/// Every event of the daemon's text log, oldest first.
+fn text_log(data: &std::path::Path) -> Vec<Value> {
+    let mut files: Vec<_> = std::fs::read_dir(data.join("memory/text"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .flat_map(|f| {
+            std::fs::read_to_string(f)
+                .unwrap()
+                .lines()
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .collect::<Vec<Value>>()
+        })
+        .collect()
+}
+
+#[test]
+fn memory_edit_and_purge_reach_the_text_log_and_block_merge_silences_a_pair() {
+    let (_dir, data, d, _v) = daemon_with_vendor();
+    let (status, _) = post(&d, "/api/v1/messages", json!({"text": "我叫王五，我住在上海"}));
+    assert_eq!(status, 200);
+    let commit = r#"call-tool memory_commit {"triples":[{"subject":"王五","relation":"住在","object":"上海"}]}"#;
+    let (_, body) = post(&d, "/api/v1/messages", json!({ "text": commit }));
+    assert!(body["reply"].as_str().unwrap().contains("1 条关系"), "{body}");
+
+    let edit = r#"call-tool memory_edit {"old_subject":"王五","old_relation":"住在","old_object":"上海","new_subject":"王武"}"#;
+    let (_, body) = post(&d, "/api/v1/messages", json!({ "text": edit }));
+    let reply = body["reply"].as_str().unwrap();
+    assert!(
+        reply.contains("已编辑记忆：删除 1 条旧关系") && reply.contains("条文本记忆日志"),
+        "{reply}"
+    );
+    let first = &text_log(&data)[0];
+    assert_eq!(
+        first["input"], "我叫王武，我住在上海",
+        "the edit reached the text log: {first}"
+    );
+
+    let purge = r#"call-tool memory_purge {"subject_contains":"王武"}"#;
+    let (_, body) = post(&d, "/api/v1/messages", json!({ "text": purge }));
+    let reply = body["reply"].as_str().unwrap();
+    assert!(reply.contains("已soft删除 1 条图记忆关系，清理 "), "{reply}");
+    let log = text_log(&data);
+    assert!(
+        !log.iter().any(|e| e["input"] == "我叫王武，我住在上海"),
+        "the purge removed the statement from the text log: {log:?}"
+    );
+    // The text log still takes new turns after its files were rewritten.
+    let (status, _) = post(&d, "/api/v1/messages", json!({"text": "after the rewrite"}));
+    assert_eq!(status, 200);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !text_log(&data).iter().any(|e| e["input"] == "after the rewrite") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "new turns are logged after a rewrite"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // memory_block_merge: the pair is skipped for the given rounds, then proposed again.
+    let commit = r#"call-tool memory_commit {"triples":[{"subject":"machine learning","relation":"is","object":"statistics"},{"subject":"machine learnings","relation":"needs","object":"data"}]}"#;
+    post(&d, "/api/v1/messages", json!({ "text": commit }));
+    let block =
+        r#"call-tool memory_block_merge {"entity_a":"machine learnings","entity_b":"machine learning","rounds":1}"#;
+    let (_, body) = post(&d, "/api/v1/messages", json!({ "text": block }));
+    assert!(
+        body["reply"]
+            .as_str()
+            .unwrap()
+            .contains("在接下来 1 轮整理中不再提议合并"),
+        "{body}"
+    );
+    let (_, round) = post(&d, "/api/v1/heartbeats/merge/run", json!({}));
+    assert_eq!(round["items"], 0, "blocked for one round: {round}");
+    let (_, round) = post(&d, "/api/v1/heartbeats/merge/run", json!({}));
+    assert_eq!(round["items"], 1, "proposed again once the marker ran out: {round}");
+}

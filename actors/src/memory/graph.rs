@@ -159,7 +159,20 @@ pub fn valid_entity_name(name: &str) -> bool {
 }
 
 fn migrations() -> Migrations<'static> {
-    Migrations::new(vec![M::up(include_str!("../../../migrations/graph/0001_init.sql"))])
+    Migrations::new(vec![
+        M::up(include_str!("../../../migrations/graph/0001_init.sql")),
+        M::up(include_str!("../../../migrations/graph/0002_no_merge.sql")),
+    ])
+}
+
+/// The key of a no-merge marker: the two names sorted, joined with `||`.
+pub fn no_merge_key(a: &str, b: &str) -> String {
+    let (a, b) = (a.trim(), b.trim());
+    if a <= b {
+        format!("{a}||{b}")
+    } else {
+        format!("{b}||{a}")
+    }
 }
 
 /// `%`/`_`-escaped `LIKE '%s%'` pattern.
@@ -424,6 +437,41 @@ impl GraphStore {
 
     /// Marks matching relations `deleted` (soft) or deletes them and the entities left
     /// without relations (hard). Returns how many relations were affected.
+    /// Records that `a` and `b` must not be proposed for merging for `rounds` merge
+    /// rounds (0 lifts a marker).
+    pub fn block_merge(&mut self, a: &str, b: &str, rounds: u32) -> Result<(), GraphError> {
+        let key = no_merge_key(a, b);
+        if rounds == 0 {
+            self.conn.execute("DELETE FROM no_merge WHERE pair = ?1", [key])?;
+        } else {
+            self.conn.execute(
+                "INSERT INTO no_merge (pair, rounds) VALUES (?1, ?2)
+                 ON CONFLICT (pair) DO UPDATE SET rounds = excluded.rounds",
+                rusqlite::params![key, rounds],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The active no-merge markers (pair keys).
+    pub fn no_merge_pairs(&self) -> Result<std::collections::HashSet<String>, GraphError> {
+        let mut st = self.conn.prepare("SELECT pair FROM no_merge")?;
+        let rows = st.query_map([], |r| r.get::<_, String>(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// One merge round passed over these blocked pairs: their counts go down; a
+    /// marker at zero is gone.
+    pub fn tick_no_merge(&mut self, pairs: &[String]) -> Result<(), GraphError> {
+        let tx = self.conn.transaction()?;
+        for p in pairs {
+            tx.execute("DELETE FROM no_merge WHERE pair = ?1 AND rounds <= 1", [p])?;
+            tx.execute("UPDATE no_merge SET rounds = rounds - 1 WHERE pair = ?1", [p])?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
     pub fn purge(&mut self, c: &PurgeCriteria, hard: bool) -> Result<usize, GraphError> {
         let mut conds = Vec::new();
         let mut args: Vec<String> = Vec::new();

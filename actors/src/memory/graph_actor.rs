@@ -135,6 +135,11 @@ pub enum GraphCall {
         old: [String; 3],
         new: [Option<String>; 3],
     },
+    BlockMerge {
+        a: String,
+        b: String,
+        rounds: Option<i64>,
+    },
     PersonQuery {
         name: String,
     },
@@ -185,15 +190,18 @@ pub struct ProposeReviews;
 impl Handles<ProposeMerges> for GraphActor {
     type Reply = Result<Vec<String>, String>;
     fn handle(&mut self, _: ProposeMerges, _: &mut HostContext<Self>) -> Self::Reply {
-        use super::maintenance::{PER_ROUND, merge_candidates, merge_task};
+        use super::maintenance::{PER_ROUND, merge_candidates_except, merge_task};
         let all = self
             .store
             .recall(&[], &[], 0, None, RecallSort::Relevance)
             .map_err(|e| e.to_string())?;
-        Ok(merge_candidates(&all.entities, PER_ROUND)
-            .iter()
-            .map(|(a, b, sim)| merge_task(a, b, *sim))
-            .collect())
+        let blocked = self.store.no_merge_pairs().map_err(|e| e.to_string())?;
+        let (chosen, skipped) = merge_candidates_except(&all.entities, PER_ROUND, &blocked);
+        if !skipped.is_empty() {
+            tracing::info!(pairs = ?skipped, "merge candidates skipped: blocked by memory_block_merge");
+            self.store.tick_no_merge(&skipped).map_err(|e| e.to_string())?;
+        }
+        Ok(chosen.iter().map(|(a, b, sim)| merge_task(a, b, *sim)).collect())
     }
 }
 
@@ -298,6 +306,20 @@ impl Handles<GraphCall> for GraphActor {
                 match self.store.purge(&criteria, mode == "hard") {
                     Ok(n) => format!("已{mode}删除 {n} 条图记忆关系"),
                     Err(e) => format!("删除图记忆失败: {e}"),
+                }
+            }
+            GraphCall::BlockMerge { a, b, rounds } => {
+                let (a, b) = (a.trim(), b.trim());
+                let Some(rounds) = rounds.filter(|r| (0..=10_000).contains(r)) else {
+                    return "rounds 需要 0 到 10000 之间的整数".into();
+                };
+                if a.is_empty() || b.is_empty() || a == b {
+                    return "entity_a、entity_b 不能为空且不能相同".into();
+                }
+                match self.store.block_merge(a, b, rounds as u32) {
+                    Ok(()) if rounds == 0 => format!("已解除「{a}」与「{b}」的不合并标记"),
+                    Ok(()) => format!("已记录：「{a}」与「{b}」在接下来 {rounds} 轮整理中不再提议合并"),
+                    Err(e) => format!("记录失败: {e}"),
                 }
             }
             GraphCall::PersonQuery { name } => {
@@ -438,14 +460,54 @@ pub fn format_recall(r: &Recall) -> String {
     out.trim_end().to_owned()
 }
 
+/// What the text memory must do after a graph call.
+enum TextFollowUp {
+    Purge(String),
+    Replace { old: String, new: String },
+}
+
+fn text_follow_up(call: &GraphCall) -> Option<TextFollowUp> {
+    match call {
+        GraphCall::Purge { criteria, .. } => {
+            let needle = criteria.subject_contains.trim();
+            (!needle.is_empty()).then(|| TextFollowUp::Purge(needle.to_owned()))
+        }
+        GraphCall::Edit { old, new } => match &new[0] {
+            Some(n) if !n.trim().is_empty() && n.trim() != old[0].trim() => Some(TextFollowUp::Replace {
+                old: old[0].trim().to_owned(),
+                new: n.trim().to_owned(),
+            }),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 fn s(v: &Value, k: &str) -> String {
     v.get(k).and_then(Value::as_str).unwrap_or("").to_owned()
 }
 
 /// The `memory_*` tools over the actor.
-pub fn graph_tools(graph: TAddr<GraphActor>) -> Vec<(ToolSpec, Arc<dyn ToolHandler>)> {
+pub fn graph_tools(
+    graph: TAddr<GraphActor>,
+    textlog: Option<TAddr<super::textlog::TextLogActor>>,
+) -> Vec<(ToolSpec, Arc<dyn ToolHandler>)> {
     type Make = fn(&Value) -> GraphCall;
-    let defs: [(&str, &str, Value, bool, Make); 11] = [
+    let defs: [(&str, &str, Value, bool, Make); 12] = [
+        (
+            "memory_block_merge",
+            "Stop proposing that two entities be merged for the next `rounds` consolidation rounds (they are different things).",
+            json!({"type": "object", "properties": {
+                "entity_a": {"type": "string"}, "entity_b": {"type": "string"},
+                "rounds": {"type": "integer", "description": "merge rounds to skip the pair (0 lifts the marker)"}},
+                "required": ["entity_a", "entity_b", "rounds"]}),
+            false,
+            |v| GraphCall::BlockMerge {
+                a: s(v, "entity_a"),
+                b: s(v, "entity_b"),
+                rounds: v.get("rounds").and_then(Value::as_i64),
+            },
+        ),
         (
             "person_query",
             "A person's profile: recorded traits and social ties.",
@@ -581,10 +643,36 @@ pub fn graph_tools(graph: TAddr<GraphActor>) -> Vec<(ToolSpec, Arc<dyn ToolHandl
             spec.plugin = "memory".into();
             spec.parallel_safe = parallel;
             let graph = graph.clone();
+            let textlog = textlog.clone();
             let handler: Arc<dyn ToolHandler> =
                 Arc::new(move |args: Value| -> BoxFuture<'static, Result<String, String>> {
-                    let (graph, call) = (graph.clone(), make(&args));
-                    Box::pin(async move { graph.send(call).await.map_err(|_| "图记忆不可用".to_string()) })
+                    let (graph, call, textlog) = (graph.clone(), make(&args), textlog.clone());
+                    let text_side = text_follow_up(&call);
+                    Box::pin(async move {
+                        let reply = graph.send(call).await.map_err(|_| "图记忆不可用".to_string())?;
+                        // The text memory follows the graph (spec §1.3), only when the
+                        // graph side succeeded.
+                        let (Some(log), Some(follow)) = (textlog, text_side) else {
+                            return Ok(reply);
+                        };
+                        if !reply.starts_with('已') {
+                            return Ok(reply);
+                        }
+                        let (n, suffix) = match follow {
+                            TextFollowUp::Purge(needle) => (log.send(super::textlog::PurgeText(needle)).await, "清理"),
+                            TextFollowUp::Replace { old, new } => {
+                                (log.send(super::textlog::ReplaceText { old, new }).await, "更新")
+                            }
+                        };
+                        Ok(match n {
+                            Ok(Ok(n)) if n > 0 => format!("{reply}，{suffix} {n} 条文本记忆日志"),
+                            Ok(Err(e)) => {
+                                tracing::warn!("text memory not updated: {e}");
+                                format!("{reply}（文本记忆日志未更新: {e}）")
+                            }
+                            _ => reply,
+                        })
+                    })
                 });
             (spec, handler)
         })

@@ -81,6 +81,17 @@ pub fn bigram_jaccard(a: &str, b: &str) -> f64 {
 /// [`MERGE_THRESHOLD`], most similar first. Only pairs sharing a bigram are compared
 /// (a pair sharing none has similarity 0), so this stays fast on large graphs.
 pub fn merge_candidates(entities: &[Entity], max: usize) -> Vec<(Entity, Entity, f64)> {
+    merge_candidates_except(entities, max, &HashSet::new()).0
+}
+
+/// [`merge_candidates`] skipping pairs under a no-merge marker (keys of
+/// [`super::graph::no_merge_key`]); also returns the blocked pairs that came up, whose
+/// markers then count one round down.
+pub fn merge_candidates_except(
+    entities: &[Entity],
+    max: usize,
+    blocked: &HashSet<String>,
+) -> (Vec<(Entity, Entity, f64)>, Vec<String>) {
     let grams: Vec<HashSet<(char, char)>> = entities.iter().map(|e| bigrams(&e.name)).collect();
     let mut index: HashMap<(char, char), Vec<usize>> = HashMap::new();
     for (i, g) in grams.iter().enumerate() {
@@ -104,10 +115,17 @@ pub fn merge_candidates(entities: &[Entity], max: usize) -> Vec<(Entity, Entity,
         }
     }
     out.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)).then(a.1.cmp(&b.1)));
-    out.truncate(max);
-    out.into_iter()
-        .map(|(i, j, s)| (entities[i].clone(), entities[j].clone(), s))
-        .collect()
+    let mut skipped = Vec::new();
+    let mut chosen = Vec::new();
+    for (i, j, s) in out {
+        let key = super::graph::no_merge_key(&entities[i].name, &entities[j].name);
+        if blocked.contains(&key) {
+            skipped.push(key);
+        } else if chosen.len() < max {
+            chosen.push((entities[i].clone(), entities[j].clone(), s));
+        }
+    }
+    (chosen, skipped)
 }
 
 /// The consolidation task for one merge candidate.

@@ -142,6 +142,76 @@ impl TextLog {
     }
 }
 
+impl TextLog {
+    /// Rewrites every file of the log, keeping the events `edit` returns `Some` for
+    /// (changed or not) and dropping the others; files left empty are deleted. Each
+    /// file is replaced atomically (temporary file + rename), and appends go to a fresh
+    /// file afterwards. Returns how many events were dropped or changed.
+    pub fn rewrite(&mut self, mut edit: impl FnMut(&TextEvent) -> Edit) -> std::io::Result<usize> {
+        // The current file is about to be replaced: appends must not go to its old inode.
+        self.current = None;
+        let mut files: Vec<PathBuf> = match std::fs::read_dir(&self.dir) {
+            Ok(rd) => rd
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+                .collect(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(e),
+        };
+        files.sort();
+        let mut affected = 0;
+        for f in files {
+            let text = std::fs::read_to_string(&f)?;
+            let mut out = String::with_capacity(text.len());
+            let mut changed = false;
+            for line in text.lines() {
+                let Ok(ev) = serde_json::from_str::<TextEvent>(line) else {
+                    // Not ours to judge: malformed lines stay as they were.
+                    out.push_str(line);
+                    out.push('\n');
+                    continue;
+                };
+                match edit(&ev) {
+                    Edit::Keep => {
+                        out.push_str(line);
+                        out.push('\n');
+                    }
+                    Edit::Drop => {
+                        affected += 1;
+                        changed = true;
+                    }
+                    Edit::Replace(new) => {
+                        affected += 1;
+                        changed = true;
+                        out.push_str(&serde_json::to_string(&new).map_err(std::io::Error::other)?);
+                        out.push('\n');
+                    }
+                }
+            }
+            if !changed {
+                continue;
+            }
+            if out.is_empty() {
+                std::fs::remove_file(&f)?;
+            } else {
+                let tmp = f.with_extension("jsonl.tmp");
+                std::fs::write(&tmp, out.as_bytes())?;
+                File::open(&tmp)?.sync_all()?;
+                std::fs::rename(&tmp, &f)?;
+            }
+        }
+        Ok(affected)
+    }
+}
+
+/// What [`TextLog::rewrite`] does with one event.
+pub enum Edit {
+    Keep,
+    Drop,
+    Replace(TextEvent),
+}
+
 /// `kernel/memory/textlog`.
 pub struct TextLogActor {
     log: TextLog,
@@ -163,6 +233,66 @@ impl KernelActor for TextLogActor {
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct LogText(pub TextEvent);
+
+/// `memory_purge`'s text side: drops events whose source, input or response contains
+/// the text. Answers how many were dropped.
+#[derive(Message)]
+#[rtype(result = "Result<usize, String>")]
+pub struct PurgeText(pub String);
+
+/// `memory_edit`'s text side: replaces `old` by `new` in events' input and response.
+/// Answers how many events changed.
+#[derive(Message)]
+#[rtype(result = "Result<usize, String>")]
+pub struct ReplaceText {
+    pub old: String,
+    pub new: String,
+}
+
+impl Handles<PurgeText> for TextLogActor {
+    type Reply = Result<usize, String>;
+    fn handle(&mut self, PurgeText(needle): PurgeText, _: &mut HostContext<Self>) -> Self::Reply {
+        if needle.trim().is_empty() {
+            return Ok(0);
+        }
+        let n = self
+            .log
+            .rewrite(|e| {
+                if e.source.contains(&needle) || e.input.contains(&needle) || e.response.contains(&needle) {
+                    Edit::Drop
+                } else {
+                    Edit::Keep
+                }
+            })
+            .map_err(|e| format!("{e}; check DATA/memory/text"))?;
+        tracing::info!(needle = %needle, dropped = n, "text log purged");
+        Ok(n)
+    }
+}
+
+impl Handles<ReplaceText> for TextLogActor {
+    type Reply = Result<usize, String>;
+    fn handle(&mut self, m: ReplaceText, _: &mut HostContext<Self>) -> Self::Reply {
+        if m.old.trim().is_empty() || m.old == m.new {
+            return Ok(0);
+        }
+        let n = self
+            .log
+            .rewrite(|e| {
+                if e.input.contains(&m.old) || e.response.contains(&m.old) {
+                    let mut e = e.clone();
+                    e.input = e.input.replace(&m.old, &m.new);
+                    e.response = e.response.replace(&m.old, &m.new);
+                    Edit::Replace(e)
+                } else {
+                    Edit::Keep
+                }
+            })
+            .map_err(|e| format!("{e}; check DATA/memory/text"))?;
+        tracing::info!(old = %m.old, new = %m.new, changed = n, "text log edited");
+        Ok(n)
+    }
+}
 
 impl Handles<LogText> for TextLogActor {
     type Reply = ();
@@ -191,6 +321,49 @@ mod tests {
             response: "ok".into(),
             tools_used: vec![],
         }
+    }
+
+    #[test]
+    fn rewrite_drops_and_replaces_events_and_appends_go_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let t0 = UNIX_EPOCH + Duration::from_secs(1_764_460_800);
+        let mut log = TextLog::new(dir.path(), MAX_AGE, 150);
+        for i in 0..6 {
+            log.append(&ev(i), t0).unwrap();
+        }
+        std::fs::write(dir.path().join("text_2025-11-29_00-00-00.jsonl"), "not json\n").unwrap();
+        let dropped = log
+            .rewrite(|e| {
+                if e.input.ends_with(" 0") || e.input.ends_with(" 1") {
+                    Edit::Drop
+                } else {
+                    Edit::Keep
+                }
+            })
+            .unwrap();
+        assert_eq!(dropped, 2);
+        let changed = log
+            .rewrite(|e| {
+                if e.input == "message 5" {
+                    let mut e = e.clone();
+                    e.input = "edited 5".into();
+                    Edit::Replace(e)
+                } else {
+                    Edit::Keep
+                }
+            })
+            .unwrap();
+        assert_eq!(changed, 1);
+        log.append(&ev(6), t0 + Duration::from_secs(1)).unwrap();
+        let inputs: Vec<String> = TextLog::replay(dir.path()).into_iter().map(|e| e.input).collect();
+        assert_eq!(inputs, ["message 2", "message 3", "message 4", "edited 5", "message 6"]);
+        // Malformed lines are left alone; no temporary files remain.
+        let all: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert!(all.iter().all(|n| n.ends_with(".jsonl")), "{all:?}");
+        assert!(all.contains(&"text_2025-11-29_00-00-00.jsonl".to_string()));
     }
 
     #[test]
