@@ -194,7 +194,10 @@ fn stop_ends_the_current_inference_and_the_waiting_inputs_only() {
     assert_eq!(status, 200);
     let later = post(&d, "/api/v1/messages", json!({"text": "after the stop"}));
     assert_eq!(a.join().unwrap()["reply"], "已停止生成。");
-    assert!(t.elapsed() < Duration::from_secs(3), "the inference ended at once");
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "the inference ended before the vendor's 5 s answer"
+    );
     assert_eq!(b.join().unwrap()["reply"], "已取消（用户停止）。");
     assert_eq!(c.join().unwrap()["reply"], "已取消（用户停止）。");
     assert_eq!(
