@@ -431,6 +431,8 @@ impl Module<KernelState> for PluginHostModule {
                 stages: s.stages.get().cloned().ok_or("stage host missing")?,
                 event_loop: agent.event_loop.clone(),
                 intercept_loop: agent.intercept_loop.clone(),
+                config: s.config.get().cloned().ok_or("config missing")?,
+                bus: s.bus.clone(),
             };
             let dir = s.data_dir.join("plugins");
             install_bundled(&dir);

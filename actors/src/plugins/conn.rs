@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use homeagent_plugin_protocol::frame::{Frame, Request, Response, RpcError, encode};
+use homeagent_plugin_protocol::methods::{self, ToolCancel};
 use parking_lot::Mutex;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
@@ -74,7 +75,16 @@ impl Conn {
             self.pending.lock().remove(&id);
             return Err(e);
         }
-        match rx.await {
+        // Dropped before the answer (tool timeout, stopped turn): forget the id and, for
+        // a tool call, tell the plugin so it can stop the work.
+        let guard = Abandon {
+            conn: self,
+            id,
+            tool: method == methods::TOOL_INVOKE,
+        };
+        let answer = rx.await;
+        std::mem::forget(guard);
+        match answer {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(format!("plugin `{}`: {}", self.plugin, e.message)),
             Err(_) => Err(format!("plugin `{}` went away before answering", self.plugin)),
@@ -131,6 +141,25 @@ impl Conn {
                 code: RpcError::GONE,
                 message: reason.to_owned(),
             }));
+        }
+    }
+}
+
+/// Armed while a call waits for its answer; dropping it means the caller gave up.
+struct Abandon<'a> {
+    conn: &'a Conn,
+    id: u64,
+    tool: bool,
+}
+
+impl Drop for Abandon<'_> {
+    fn drop(&mut self) {
+        if self.conn.pending.lock().remove(&self.id).is_some() && self.tool {
+            tracing::debug!(plugin = %self.conn.plugin, id = self.id, "tool call abandoned; cancelling it");
+            self.conn.notify(
+                methods::TOOL_CANCEL,
+                serde_json::to_value(ToolCancel { id: self.id }).expect("serialisable"),
+            );
         }
     }
 }
