@@ -43,7 +43,7 @@ pub enum Command {
     /// Run a bundled plugin on stdin/stdout (what the daemon starts; not for humans).
     #[command(hide = true)]
     Plugin {
-        /// The bundled plugin: `timer`.
+        /// The bundled plugin: `timer` or `mcp`.
         name: String,
     },
     /// Evaluate memory retrieval on a benchmark (no LLM involved).
