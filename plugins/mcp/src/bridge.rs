@@ -165,46 +165,28 @@ impl Supervisor {
         Ok(client)
     }
 
-    /// Spawns the server and settles the protocol revision (see `protocol::decide`).
+    /// Spawns the server and settles the protocol revision (see [`negotiate`]).
     fn connect(&mut self) -> Result<Arc<Client>, String> {
-        let mut client = self.spawn()?;
-        let probe = match client.call("server/discover", protocol::with_meta(json!({}), protocol::MODERN), PROBE_TIMEOUT, None) {
-            Ok(v) => Probe::Answer(v),
-            Err(CallError::Rpc(e)) => Probe::Error(e),
-            Err(CallError::Timeout(_)) => Probe::Silent,
-            Err(e) => return Err(e.to_string()),
-        };
-        match protocol::decide(&probe) {
-            Next::Modern(v) => client.set_era(Era::Modern(v)),
-            Next::Fail(m) => return Err(m),
-            Next::Legacy { restart } => {
-                if restart {
-                    eprintln!(
-                        "mcp: server `{}` did not answer server/discover; restarting it for initialize",
-                        self.name
-                    );
-                    client.kill();
-                    client.wait_exit(Duration::from_secs(2));
-                    client = self.spawn()?;
-                }
-                let r = client
-                    .call("initialize", protocol::initialize_params(), SETUP_TIMEOUT, None)
-                    .map_err(|e| format!("initialize failed: {e}"))?;
-                let era = protocol::check_initialize(&r)?;
-                client.set_era(era);
-                client.notify("notifications/initialized", Value::Null);
+        let client = self.spawn()?;
+        match negotiate(&client)? {
+            Negotiated::Done => Ok(client),
+            Negotiated::Restart => {
+                eprintln!(
+                    "mcp: server `{}` did not answer server/discover; restarting it for initialize",
+                    self.name
+                );
+                client.kill();
+                client.wait_exit(Duration::from_secs(2));
+                let client = self.spawn()?;
+                initialize(&client)?;
+                Ok(client)
             }
         }
-        Ok(client)
     }
 
     /// Lists the server's tools and brings the kernel's registrations in line.
     fn sync_tools(&mut self, client: &Arc<Client>) -> Result<usize, String> {
-        let tools: Vec<McpTool> = protocol::list_all(|cursor| {
-            client
-                .call("tools/list", protocol::list_params(cursor), SETUP_TIMEOUT, None)
-                .map_err(|e| format!("tools/list failed: {e}"))
-        })?;
+        let tools = list_tools(client)?;
         let names = map_tools(&self.name, tools.iter().map(|t| t.name.as_str()));
         let by_name: BTreeMap<&str, &McpTool> = tools.iter().map(|t| (t.name.as_str(), t)).collect();
         let wanted: BTreeMap<String, Registered> = names
@@ -249,9 +231,9 @@ impl Supervisor {
                 no_memory: false,
             };
             let (link, server, original) = (self.link.clone(), self.name.clone(), r.original.clone());
-            let res = self
-                .kernel
-                .register_tool(reg, move |args, call: &Call| invoke(&link, &server, &original, args, call));
+            let res = self.kernel.register_tool(reg, move |args, call: &Call| {
+                invoke(&link, &server, &original, args, call)
+            });
             match res {
                 Ok(()) => {
                     self.tools.insert(exposed, r);
@@ -299,14 +281,71 @@ impl Supervisor {
     }
 }
 
+/// The outcome of [`negotiate`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum Negotiated {
+    /// The connection is ready (its era is set).
+    Done,
+    /// The server ignored the probe: start a fresh process and [`initialize`] it.
+    Restart,
+}
+
+/// Settles the protocol revision of a freshly spawned server: probes with
+/// `server/discover` (stateless era) and falls back to `initialize` (see
+/// [`protocol::decide`]).
+pub fn negotiate(client: &Client) -> Result<Negotiated, String> {
+    let params = protocol::with_meta(json!({}), protocol::MODERN);
+    let probe = match client.call("server/discover", params, PROBE_TIMEOUT, None) {
+        Ok(v) => Probe::Answer(v),
+        Err(CallError::Rpc(e)) => Probe::Error(e),
+        Err(CallError::Timeout(_)) => Probe::Silent,
+        Err(e) => return Err(e.to_string()),
+    };
+    match protocol::decide(&probe) {
+        Next::Modern(v) => {
+            client.set_era(Era::Modern(v));
+            Ok(Negotiated::Done)
+        }
+        Next::Fail(m) => Err(m),
+        Next::Legacy { restart: true } => Ok(Negotiated::Restart),
+        Next::Legacy { restart: false } => initialize(client).map(|()| Negotiated::Done),
+    }
+}
+
+/// The `initialize` handshake of servers before 2026-07-28.
+pub fn initialize(client: &Client) -> Result<(), String> {
+    let r = client
+        .call("initialize", protocol::initialize_params(), SETUP_TIMEOUT, None)
+        .map_err(|e| format!("initialize failed: {e}"))?;
+    let era = protocol::check_initialize(&r)?;
+    client.set_era(era);
+    client.notify("notifications/initialized", Value::Null);
+    Ok(())
+}
+
+/// All tools of a connected server (every page).
+pub fn list_tools(client: &Client) -> Result<Vec<McpTool>, String> {
+    protocol::list_all(|cursor| {
+        client
+            .call("tools/list", protocol::list_params(cursor), SETUP_TIMEOUT, None)
+            .map_err(|e| format!("tools/list failed: {e}"))
+    })
+}
+
 /// A kernel tool call → `tools/call` on the server.
 fn invoke(link: &Link, server: &str, tool: &str, args: Value, call: &Call) -> Result<String, String> {
     let client = link
         .get()
         .ok_or_else(|| format!("MCP server `{server}` is restarting; try again in a few seconds"))?;
+    call_tool(&client, tool, args, Some(call))
+}
+
+/// `tools/call` of `tool` on a connected server, its result as text.
+pub fn call_tool(client: &Client, tool: &str, args: Value, call: Option<&Call>) -> Result<String, String> {
+    let server = &client.server;
     let args = if args.is_null() { json!({}) } else { args };
     let params = json!({"name": tool, "arguments": args});
-    match client.call("tools/call", params, CALL_TIMEOUT, Some(call)) {
+    match client.call("tools/call", params, CALL_TIMEOUT, call) {
         Ok(v) => protocol::render_result(&v),
         Err(CallError::Gone(reason)) => Err(format!("{reason}; it is being restarted, try again shortly")),
         Err(e) => Err(format!("MCP server `{server}`, tool `{tool}`: {e}")),
@@ -375,8 +414,7 @@ pub fn manage(kernel: Kernel, configs: mpsc::Receiver<Value>) {
         for p in &parsed.problems {
             eprintln!("mcp: {p}");
         }
-        let current: BTreeMap<String, ServerConfig> =
-            running.iter().map(|(k, r)| (k.clone(), r.cfg.clone())).collect();
+        let current: BTreeMap<String, ServerConfig> = running.iter().map(|(k, r)| (k.clone(), r.cfg.clone())).collect();
         let d = config::diff(&current, &parsed.servers);
         if d.is_empty() {
             continue;

@@ -158,7 +158,9 @@ impl Client {
         std::thread::Builder::new()
             .name(format!("mcp-{server}-wait"))
             .spawn(move || {
-                let status = child.wait().map_or_else(|e| format!("unknown ({e})"), |s| s.to_string());
+                let status = child
+                    .wait()
+                    .map_or_else(|e| format!("unknown ({e})"), |s| s.to_string());
                 let last: Vec<String> = tail.lock().expect("tail lock").iter().cloned().collect();
                 let mut reason = format!("MCP server `{name}` (pid {pid}) exited ({status})");
                 if !last.is_empty() {
@@ -194,7 +196,11 @@ impl Client {
                 }
                 "notifications/message" => {
                     let level = params.get("level").and_then(Value::as_str).unwrap_or("info");
-                    eprintln!("[mcp:{}] {level}: {}", self.server, params.get("data").unwrap_or(&Value::Null));
+                    eprintln!(
+                        "[mcp:{}] {level}: {}",
+                        self.server,
+                        params.get("data").unwrap_or(&Value::Null)
+                    );
                 }
                 _ => {}
             },
@@ -248,7 +254,13 @@ impl Client {
     /// Calls `method` and waits for the answer, at most `timeout`; `call` (a kernel tool
     /// call) may cancel the wait. A call given up on is cancelled at the server with
     /// `notifications/cancelled`.
-    pub fn call(&self, method: &str, params: Value, timeout: Duration, call: Option<&Call>) -> Result<Value, CallError> {
+    pub fn call(
+        &self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+        call: Option<&Call>,
+    ) -> Result<Value, CallError> {
         if let Some(reason) = self.exited() {
             return Err(CallError::Gone(reason));
         }
@@ -285,6 +297,10 @@ impl Client {
             CallError::Cancelled => "the HomeAgent kernel abandoned the tool call".to_owned(),
             other => format!("client gave up: {other}"),
         };
+        eprintln!(
+            "mcp: cancelled request {id} ({method}) at server `{}`: {reason}",
+            self.server
+        );
         self.notify("notifications/cancelled", json!({"requestId": id, "reason": reason}));
         Err(outcome)
     }

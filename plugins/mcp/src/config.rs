@@ -52,7 +52,8 @@ pub fn parse(value: &Value) -> Parsed {
         v => v,
     };
     let Some(obj) = value.as_object() else {
-        out.problems.push(format!("plugin.mcp.servers must be an object; {HINT}"));
+        out.problems
+            .push(format!("plugin.mcp.servers must be an object; {HINT}"));
         return out;
     };
     let obj = match obj.get("mcpServers") {
@@ -79,7 +80,9 @@ fn server(name: &str, v: &Value) -> Result<Option<ServerConfig>, String> {
     if !valid_server_name(name) {
         return Err("a server name is 1-32 characters of [A-Za-z0-9_-]; rename it".into());
     }
-    let o = v.as_object().ok_or_else(|| format!("its entry must be an object; {HINT}"))?;
+    let o = v
+        .as_object()
+        .ok_or_else(|| format!("its entry must be an object; {HINT}"))?;
     if o.get("disabled").and_then(Value::as_bool) == Some(true) {
         return Ok(None);
     }
@@ -117,7 +120,12 @@ fn server(name: &str, v: &Value) -> Result<Option<ServerConfig>, String> {
         Some(_) => return Err("`env` must be an object of strings".into()),
     };
     let cwd = o.get("cwd").and_then(Value::as_str).map(str::to_owned);
-    Ok(Some(ServerConfig { command, args, env, cwd }))
+    Ok(Some(ServerConfig {
+        command,
+        args,
+        env,
+        cwd,
+    }))
 }
 
 /// What to do to go from `old` to `new`.
@@ -181,7 +189,11 @@ mod tests {
         }));
         assert_eq!(p.servers.keys().collect::<Vec<_>>(), ["ok"]);
         assert_eq!(p.problems.len(), 4, "{:?}", p.problems);
-        assert!(p.problems.iter().any(|m| m.contains("`nocmd`") && m.contains("`command`")));
+        assert!(
+            p.problems
+                .iter()
+                .any(|m| m.contains("`nocmd`") && m.contains("`command`"))
+        );
         assert!(p.problems.iter().any(|m| m.contains("`remote`") && m.contains("stdio")));
         assert!(parse(&json!([1])).problems[0].contains("must be an object"));
         assert!(parse(&json!("{nope")).problems[0].contains("not JSON"));
@@ -195,8 +207,16 @@ mod tests {
             env: BTreeMap::new(),
             cwd: None,
         };
-        let old = BTreeMap::from([("a".to_string(), cfg("a")), ("b".into(), cfg("b")), ("c".into(), cfg("c"))]);
-        let new = BTreeMap::from([("a".to_string(), cfg("a")), ("b".into(), cfg("b2")), ("d".into(), cfg("d"))]);
+        let old = BTreeMap::from([
+            ("a".to_string(), cfg("a")),
+            ("b".into(), cfg("b")),
+            ("c".into(), cfg("c")),
+        ]);
+        let new = BTreeMap::from([
+            ("a".to_string(), cfg("a")),
+            ("b".into(), cfg("b2")),
+            ("d".into(), cfg("d")),
+        ]);
         let d = diff(&old, &new);
         assert_eq!(d.start, ["d"]);
         assert_eq!(d.restart, ["b"]);

@@ -23,7 +23,13 @@ pub const PREFIX: &str = "mcp__";
 /// `s` with every character outside `[A-Za-z0-9_-]` replaced by `_`.
 pub fn sanitize(s: &str) -> String {
     s.chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect()
 }
 
@@ -71,7 +77,11 @@ pub fn map_tools<'t>(server: &str, tools: impl IntoIterator<Item = &'t str>) -> 
         }
         let mut name = exposed_name(server, tool);
         if taken.contains(&name) {
-            name = with_hash(&format!("{PREFIX}{}__{}", sanitize(server), sanitize(tool)), server, tool);
+            name = with_hash(
+                &format!("{PREFIX}{}__{}", sanitize(server), sanitize(tool)),
+                server,
+                tool,
+            );
         }
         if taken.contains(&name) {
             // A hash collision on top of a name collision: vanishingly rare; skip it.
@@ -87,7 +97,9 @@ pub fn map_tools<'t>(server: &str, tools: impl IntoIterator<Item = &'t str>) -> 
 pub fn valid_server_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 32
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 #[cfg(test)]

@@ -54,9 +54,19 @@ pub struct RpcError {
 /// One line from the server, classified.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Incoming {
-    Response { id: i64, result: Result<Value, RpcError> },
-    Request { id: Value, method: String, params: Value },
-    Notification { method: String, params: Value },
+    Response {
+        id: i64,
+        result: Result<Value, RpcError>,
+    },
+    Request {
+        id: Value,
+        method: String,
+        params: Value,
+    },
+    Notification {
+        method: String,
+        params: Value,
+    },
     /// Not JSON-RPC we understand (logged and dropped).
     Junk(String),
 }
@@ -171,7 +181,9 @@ pub enum Probe {
 pub enum Next {
     Modern(String),
     /// Do the `initialize` handshake; `restart` the process first.
-    Legacy { restart: bool },
+    Legacy {
+        restart: bool,
+    },
     Fail(String),
 }
 
@@ -255,8 +267,12 @@ pub fn tools_page(result: &Value) -> Result<(Vec<McpTool>, Option<String>), Stri
             description = t.get("title").and_then(Value::as_str).unwrap_or("").to_owned();
         }
         let mut schema = t.get("inputSchema").cloned().unwrap_or(Value::Null);
-        if !schema.is_object() {
-            schema = json!({"type": "object", "properties": {}});
+        match schema.as_object_mut() {
+            // Some vendors refuse the `$schema` keyword; the schema means the same without it.
+            Some(o) => {
+                o.remove("$schema");
+            }
+            None => schema = json!({"type": "object", "properties": {}}),
         }
         let read_only = t
             .get("annotations")
@@ -365,7 +381,11 @@ pub fn render_result(result: &Value) -> Result<String, String> {
         text.push_str(&format!("\n[truncated: {total} bytes in all]"));
     }
     if result.get("isError").and_then(Value::as_bool) == Some(true) {
-        Err(if text.is_empty() { "the tool reported an error".into() } else { text })
+        Err(if text.is_empty() {
+            "the tool reported an error".into()
+        } else {
+            text
+        })
     } else {
         Ok(text)
     }
@@ -439,7 +459,11 @@ mod tests {
             message: "invalid".into(),
             data: None,
         });
-        assert_eq!(decide(&invalid), Next::Legacy { restart: false }, "not keyed to one code");
+        assert_eq!(
+            decide(&invalid),
+            Next::Legacy { restart: false },
+            "not keyed to one code"
+        );
         assert_eq!(decide(&Probe::Silent), Next::Legacy { restart: true });
         let newer = Probe::Error(RpcError {
             code: -32022,
@@ -467,7 +491,7 @@ mod tests {
     #[test]
     fn paging_follows_cursors_and_stops_on_loops() {
         let pages = [
-            json!({"tools": [{"name": "a", "inputSchema": {"type": "object"}}], "nextCursor": "p2"}),
+            json!({"tools": [{"name": "a", "inputSchema": {"$schema": "x", "type": "object"}}], "nextCursor": "p2"}),
             json!({"tools": [{"name": "b", "annotations": {"readOnlyHint": true}}], "nextCursor": "p3"}),
             json!({"tools": [{"name": "c", "title": "Cee"}]}),
         ];
@@ -480,6 +504,7 @@ mod tests {
         assert_eq!(asked, [None, Some("p2".into()), Some("p3".into())]);
         assert_eq!(all.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["a", "b", "c"]);
         assert!(all[1].read_only && !all[0].read_only);
+        assert_eq!(all[0].input_schema, json!({"type": "object"}), "$schema dropped");
         assert_eq!(all[1].input_schema["type"], "object", "missing schema filled in");
         assert_eq!(all[2].description, "Cee");
         let looped = list_all(|_| Ok(json!({"tools": [], "nextCursor": "same"})));

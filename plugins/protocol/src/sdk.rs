@@ -42,7 +42,9 @@ pub struct Call {
 }
 
 impl Call {
-    fn new(id: u64) -> Self {
+    /// A call handle with the given id (the SDK makes one per `tool.invoke`; plugins
+    /// may make their own to drive their tool code, e.g. in tests).
+    pub fn new(id: u64) -> Self {
         Self {
             id,
             state: Arc::default(),
@@ -70,7 +72,8 @@ impl Call {
         }
     }
 
-    fn cancel(&self) {
+    /// Cancels the call: runs the hooks once (what `tool.cancel` from the kernel does).
+    pub fn cancel(&self) {
         let hooks = {
             let mut st = self.state.lock().expect("call lock");
             st.0 = true;
