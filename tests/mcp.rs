@@ -29,7 +29,10 @@ fn npm_server(bin: &str) -> Option<PathBuf> {
 }
 
 fn plugin(d: &Daemon, name: &str) -> Value {
-    let v: Value = reqwest::blocking::get(d.url("/api/v1/plugins")).unwrap().json().unwrap();
+    let v: Value = reqwest::blocking::get(d.url("/api/v1/plugins"))
+        .unwrap()
+        .json()
+        .unwrap();
     v["plugins"]
         .as_array()
         .unwrap()
@@ -89,7 +92,10 @@ fn ask(d: &Daemon, text: &str) -> String {
         .unwrap()
         .json()
         .unwrap();
-    v["reply"].as_str().unwrap_or_else(|| panic!("no reply: {v}")).to_owned()
+    v["reply"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no reply: {v}"))
+        .to_owned()
 }
 
 /// Child processes of `pid` (from /proc).
@@ -100,7 +106,9 @@ fn children(pid: u64) -> Vec<u64> {
             continue;
         };
         // pid (comm) state ppid ...; comm may hold spaces, so split after the last ')'.
-        let Some((_, rest)) = stat.rsplit_once(") ") else { continue };
+        let Some((_, rest)) = stat.rsplit_once(") ") else {
+            continue;
+        };
         let ppid: u64 = rest.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
         if ppid == pid
             && let Ok(child) = e.file_name().to_string_lossy().parse()
@@ -208,7 +216,10 @@ fn mcp_tools_answer_through_the_tool_loop_and_servers_come_and_go_live() {
     assert!(listing.contains("notes.txt"), "{listing}");
     let text = ask(
         &d,
-        &format!(r#"call-tool mcp__fs__read_text_file {{"path":"{}"}}"#, files.join("notes.txt").display()),
+        &format!(
+            r#"call-tool mcp__fs__read_text_file {{"path":"{}"}}"#,
+            files.join("notes.txt").display()
+        ),
     );
     assert_eq!(text, "tool said: remember the milk");
     let p = wait_mcp(&d, Duration::from_secs(10), "reported the bad entries", |p| {
@@ -226,11 +237,18 @@ fn mcp_tools_answer_through_the_tool_loop_and_servers_come_and_go_live() {
     let mcp_pid = p["pid"].as_u64().unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     while children(mcp_pid).len() != 1 {
-        assert!(Instant::now() < deadline, "removed server still running: {:?}", children(mcp_pid));
+        assert!(
+            Instant::now() < deadline,
+            "removed server still running: {:?}",
+            children(mcp_pid)
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     let left = children(mcp_pid);
-    assert!(server_pids.contains(&left[0]), "fs was restarted: {server_pids:?} → {left:?}");
+    assert!(
+        server_pids.contains(&left[0]),
+        "fs was restarted: {server_pids:?} → {left:?}"
+    );
     let _ = ask(&d, "hello");
     let sent = v.last.lock().unwrap().clone();
     let offered = sent["tools"].to_string();
@@ -238,17 +256,25 @@ fn mcp_tools_answer_through_the_tool_loop_and_servers_come_and_go_live() {
 
     // All gone.
     servers(&d, Value::Null);
-    wait_mcp(&d, Duration::from_secs(20), "withdrew every tool", |p| tools(p).is_empty());
+    wait_mcp(&d, Duration::from_secs(20), "withdrew every tool", |p| {
+        tools(p).is_empty()
+    });
     let deadline = Instant::now() + Duration::from_secs(10);
     while !children(mcp_pid).is_empty() {
-        assert!(Instant::now() < deadline, "servers still running: {:?}", children(mcp_pid));
+        assert!(
+            Instant::now() < deadline,
+            "servers still running: {:?}",
+            children(mcp_pid)
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
 
 #[test]
 fn a_killed_mcp_server_is_respawned_and_its_tools_come_back() {
-    let Some(everything) = npm_server("mcp-server-everything") else { return };
+    let Some(everything) = npm_server("mcp-server-everything") else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let (d, _v) = daemon(&dir.path().join("data"));
     servers(&d, json!({"everything": {"command": everything, "args": ["stdio"]}}));
@@ -287,10 +313,17 @@ fn a_killed_mcp_server_is_respawned_and_its_tools_come_back() {
     wait_mcp(&d, Duration::from_secs(30), "got everything's tools back", |p| {
         has(p, "mcp__everything__echo") && children(mcp_pid).iter().any(|c| !before.contains(c))
     });
-    eprintln!("MEASURE MCP server SIGKILL → tools registered again: {:?}", killed.elapsed());
+    eprintln!(
+        "MEASURE MCP server SIGKILL → tools registered again: {:?}",
+        killed.elapsed()
+    );
     assert_eq!(
         ask(&d, r#"call-tool mcp__everything__echo {"message":"back"}"#),
         "tool said: Echo: back"
     );
-    assert!(plugin(&d, "mcp")["stderr_tail"].to_string().contains("respawning server `everything`"));
+    assert!(
+        plugin(&d, "mcp")["stderr_tail"]
+            .to_string()
+            .contains("respawning server `everything`")
+    );
 }

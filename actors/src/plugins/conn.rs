@@ -163,3 +163,60 @@ impl Drop for Abandon<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use homeagent_plugin_protocol::frame::decode;
+    use serde_json::json;
+
+    fn next(rx: &mut mpsc::UnboundedReceiver<Vec<u8>>) -> Request {
+        let bytes = rx.try_recv().expect("a frame");
+        match decode(&bytes[..bytes.len() - 1]).unwrap() {
+            Frame::Request(r) => r,
+            other => panic!("not a request: {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_abandoned_tool_call_is_cancelled_at_the_plugin() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let conn = Conn::new("p", tx, Arc::default());
+        let r = tokio::time::timeout(
+            std::time::Duration::from_millis(10),
+            conn.call(methods::TOOL_INVOKE, json!({"name": "t", "args": {}})),
+        )
+        .await;
+        assert!(r.is_err(), "timed out");
+        let invoke = next(&mut rx);
+        assert_eq!(invoke.method, methods::TOOL_INVOKE);
+        let cancel = next(&mut rx);
+        assert_eq!((cancel.id, cancel.method.as_str()), (0, methods::TOOL_CANCEL));
+        assert_eq!(cancel.params, json!({"id": invoke.id}));
+        assert!(conn.pending.lock().is_empty(), "the id is forgotten");
+
+        // An answered call sends nothing more; other methods are never cancelled.
+        let c = Arc::new(conn);
+        let c2 = c.clone();
+        let answered = tokio::spawn(async move { c2.call(methods::TOOL_INVOKE, json!({})).await });
+        tokio::task::yield_now().await;
+        let id = loop {
+            if let Ok(b) = rx.try_recv() {
+                break match decode(&b[..b.len() - 1]).unwrap() {
+                    Frame::Request(r) => r.id,
+                    _ => unreachable!(),
+                };
+            }
+            tokio::task::yield_now().await;
+        };
+        c.complete(Response {
+            id,
+            result: Some(json!({"text": "ok"})),
+            error: None,
+        });
+        assert_eq!(answered.await.unwrap().unwrap(), json!({"text": "ok"}));
+        let _ = tokio::time::timeout(std::time::Duration::from_millis(5), c.call("handshake", json!({}))).await;
+        assert_eq!(next(&mut rx).method, "handshake");
+        assert!(rx.try_recv().is_err(), "no tool.cancel for a non-tool call");
+    }
+}

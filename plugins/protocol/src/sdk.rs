@@ -383,3 +383,30 @@ fn response_result(r: Response) -> Result<Value, RpcError> {
         (None, None) => Ok(Value::Null),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Call;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn cancel_hooks_run_once_even_when_added_late() {
+        let call = Call::new(3);
+        let hits = Arc::new(AtomicUsize::new(0));
+        let h = hits.clone();
+        call.on_cancel(move || {
+            h.fetch_add(1, Ordering::SeqCst);
+        });
+        assert!(!call.is_cancelled());
+        call.cancel();
+        call.cancel();
+        assert_eq!(hits.load(Ordering::SeqCst), 1, "hooks run once");
+        let h = hits.clone();
+        call.on_cancel(move || {
+            h.fetch_add(10, Ordering::SeqCst);
+        });
+        assert_eq!(hits.load(Ordering::SeqCst), 11, "a late hook runs at once");
+        assert!(call.is_cancelled() && call.id() == 3);
+    }
+}
