@@ -105,6 +105,16 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 20)]
         queries: usize,
     },
+    /// A tool call through the bundled MCP bridge to a real MCP server offering `echo`
+    /// (e.g. `homed bench mcp -- tests/mcp/node_modules/.bin/mcp-server-everything stdio`).
+    Mcp {
+        /// Measured calls (after 50 warm-up calls).
+        #[arg(long, default_value_t = 2000)]
+        calls: u32,
+        /// The server's command and arguments.
+        #[arg(trailing_var_arg = true, required = true)]
+        server: Vec<String>,
+    },
     /// Graph tier latency (recall at depth 2, entity names found in a sentence) on
     /// on-disk graphs of the given sizes, against an indexed name lookup in the same file.
     Graph {

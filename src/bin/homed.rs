@@ -32,6 +32,9 @@ fn main() -> std::process::ExitCode {
         Some(Command::Bench {
             what: BenchCommand::Memory { sizes, queries },
         }) => homeagent::bench::memory(&sizes, queries),
+        Some(Command::Bench {
+            what: BenchCommand::Mcp { calls, server },
+        }) => homeagent::bench_mcp::mcp(&server, calls),
         Some(Command::Eval {
             what:
                 EvalCommand::Locomo {
