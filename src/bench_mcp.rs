@@ -105,7 +105,10 @@ pub fn mcp(server: &[String], calls: u32) -> anyhow::Result<()> {
     let mut id = 10;
     while !peer.tools.iter().any(|t| t == "mcp__bench__echo") {
         if t0.elapsed() > Duration::from_secs(30) {
-            bail!("mcp__bench__echo was not registered within 30 s (tools: {:?})", peer.tools);
+            bail!(
+                "mcp__bench__echo was not registered within 30 s (tools: {:?})",
+                peer.tools
+            );
         }
         id += 1;
         peer.invoke(id, "nothing", json!({}))?;
@@ -131,7 +134,11 @@ pub fn mcp(server: &[String], calls: u32) -> anyhow::Result<()> {
             hop.push(took_hop);
         }
     }
-    println!("bridge ready with {} tools {:?} after the handshake", peer.tools.len(), ready);
+    println!(
+        "bridge ready with {} tools {:?} after the handshake",
+        peer.tools.len(),
+        ready
+    );
     println!(
         "tool.invoke → bridge → tools/call echo → back: p50 {:?}, p99 {:?} ({calls} calls)",
         pct(&mut bridged, 0.5),
