@@ -43,7 +43,7 @@ pub enum Command {
     /// Run a bundled plugin on stdin/stdout (what the daemon starts; not for humans).
     #[command(hide = true)]
     Plugin {
-        /// The bundled plugin: `timer`.
+        /// The bundled plugin: `timer` or `mcp`.
         name: String,
     },
     /// Evaluate memory retrieval on a benchmark (no LLM involved).
@@ -104,6 +104,16 @@ pub enum BenchCommand {
         /// Measured queries per operation and size.
         #[arg(long, default_value_t = 20)]
         queries: usize,
+    },
+    /// A tool call through the bundled MCP bridge to a real MCP server offering `echo`
+    /// (e.g. `homed bench mcp -- tests/mcp/node_modules/.bin/mcp-server-everything stdio`).
+    Mcp {
+        /// Measured calls (after 50 warm-up calls).
+        #[arg(long, default_value_t = 2000)]
+        calls: u32,
+        /// The server's command and arguments.
+        #[arg(trailing_var_arg = true, required = true)]
+        server: Vec<String>,
     },
     /// Graph tier latency (recall at depth 2, entity names found in a sentence) on
     /// on-disk graphs of the given sizes, against an indexed name lookup in the same file.

@@ -431,6 +431,8 @@ impl Module<KernelState> for PluginHostModule {
                 stages: s.stages.get().cloned().ok_or("stage host missing")?,
                 event_loop: agent.event_loop.clone(),
                 intercept_loop: agent.intercept_loop.clone(),
+                config: s.config.get().cloned().ok_or("config missing")?,
+                bus: s.bus.clone(),
             };
             let dir = s.data_dir.join("plugins");
             install_bundled(&dir);
@@ -461,14 +463,17 @@ impl Module<KernelState> for PluginHostModule {
     }
 }
 
-/// Installs the bundled plugins (today: `timer`) into `DATA/plugins` the first time
+/// Installs the bundled plugins (`timer`, `mcp`) into `DATA/plugins` the first time
 /// the daemon sees this data directory. Their `plugin.bin` is a two-line script that
 /// runs this very executable (`homed plugin <name>`), so they always match the daemon.
 /// A plugin removed by the user stays removed: `DATA/plugins/.bundled` remembers what
 /// was installed once.
 fn install_bundled(dir: &std::path::Path) {
     use std::os::unix::fs::PermissionsExt;
-    const BUNDLED: &[(&str, &str)] = &[("timer", include_str!("../plugins/timer/plugin.json"))];
+    const BUNDLED: &[(&str, &str)] = &[
+        ("timer", include_str!("../plugins/timer/plugin.json")),
+        ("mcp", include_str!("../plugins/mcp/plugin.json")),
+    ];
     let marker = dir.join(".bundled");
     let done = std::fs::read_to_string(&marker).unwrap_or_default();
     let Ok(exe) = std::env::current_exe() else {

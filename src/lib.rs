@@ -17,6 +17,7 @@
 //! handlers never touch kernel state directly, they send typed messages to actors.
 
 pub mod bench;
+pub mod bench_mcp;
 pub mod cli;
 pub mod cli_socket;
 pub mod daemon;

@@ -321,6 +321,19 @@ fn garbage_from_a_plugin_gets_clear_errors_and_breaks_nothing() {
         tail.contains("needs the `memory` capability") && tail.contains("plugin.json"),
         "the denial says what to declare: {tail}"
     );
+    let more = wait_plugin(
+        &d,
+        "rude",
+        Duration::from_secs(10),
+        "got the own-settings answers",
+        |p| {
+            let tail = p["stderr_tail"].to_string();
+            tail.contains("needs the `events` capability")
+                && tail.contains("may read only its own settings")
+                && tail.contains("no tool `nobody_has_this`")
+        },
+    );
+    assert_eq!(more["restarts"], 0);
     assert!(
         d.log_text().contains("over 1048576 bytes"),
         "the oversized frame was reported"

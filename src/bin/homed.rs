@@ -9,8 +9,9 @@ fn main() -> std::process::ExitCode {
         // A bundled plugin speaks the protocol on stdout: no logging setup, no runtime.
         return match name.as_str() {
             "timer" => std::process::ExitCode::from(homeagent_timer::run() as u8),
+            "mcp" => std::process::ExitCode::from(homeagent_mcp::run() as u8),
             other => {
-                eprintln!("homed: no bundled plugin `{other}` (bundled: timer)");
+                eprintln!("homed: no bundled plugin `{other}` (bundled: timer, mcp)");
                 std::process::ExitCode::FAILURE
             }
         };
@@ -31,6 +32,9 @@ fn main() -> std::process::ExitCode {
         Some(Command::Bench {
             what: BenchCommand::Memory { sizes, queries },
         }) => homeagent::bench::memory(&sizes, queries),
+        Some(Command::Bench {
+            what: BenchCommand::Mcp { calls, server },
+        }) => homeagent::bench_mcp::mcp(&server, calls),
         Some(Command::Eval {
             what:
                 EvalCommand::Locomo {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use homeagent_plugin_protocol::frame::{Frame, Request, Response, RpcError, encode};
+use homeagent_plugin_protocol::methods::{self, ToolCancel};
 use parking_lot::Mutex;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
@@ -74,7 +75,16 @@ impl Conn {
             self.pending.lock().remove(&id);
             return Err(e);
         }
-        match rx.await {
+        // Dropped before the answer (tool timeout, stopped turn): forget the id and, for
+        // a tool call, tell the plugin so it can stop the work.
+        let guard = Abandon {
+            conn: self,
+            id,
+            tool: method == methods::TOOL_INVOKE,
+        };
+        let answer = rx.await;
+        std::mem::forget(guard);
+        match answer {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(format!("plugin `{}`: {}", self.plugin, e.message)),
             Err(_) => Err(format!("plugin `{}` went away before answering", self.plugin)),
@@ -132,5 +142,81 @@ impl Conn {
                 message: reason.to_owned(),
             }));
         }
+    }
+}
+
+/// Armed while a call waits for its answer; dropping it means the caller gave up.
+struct Abandon<'a> {
+    conn: &'a Conn,
+    id: u64,
+    tool: bool,
+}
+
+impl Drop for Abandon<'_> {
+    fn drop(&mut self) {
+        if self.conn.pending.lock().remove(&self.id).is_some() && self.tool {
+            tracing::debug!(plugin = %self.conn.plugin, id = self.id, "tool call abandoned; cancelling it");
+            self.conn.notify(
+                methods::TOOL_CANCEL,
+                serde_json::to_value(ToolCancel { id: self.id }).expect("serialisable"),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use homeagent_plugin_protocol::frame::decode;
+    use serde_json::json;
+
+    fn next(rx: &mut mpsc::UnboundedReceiver<Vec<u8>>) -> Request {
+        let bytes = rx.try_recv().expect("a frame");
+        match decode(&bytes[..bytes.len() - 1]).unwrap() {
+            Frame::Request(r) => r,
+            other => panic!("not a request: {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_abandoned_tool_call_is_cancelled_at_the_plugin() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let conn = Conn::new("p", tx, Arc::default());
+        let r = tokio::time::timeout(
+            std::time::Duration::from_millis(10),
+            conn.call(methods::TOOL_INVOKE, json!({"name": "t", "args": {}})),
+        )
+        .await;
+        assert!(r.is_err(), "timed out");
+        let invoke = next(&mut rx);
+        assert_eq!(invoke.method, methods::TOOL_INVOKE);
+        let cancel = next(&mut rx);
+        assert_eq!((cancel.id, cancel.method.as_str()), (0, methods::TOOL_CANCEL));
+        assert_eq!(cancel.params, json!({"id": invoke.id}));
+        assert!(conn.pending.lock().is_empty(), "the id is forgotten");
+
+        // An answered call sends nothing more; other methods are never cancelled.
+        let c = Arc::new(conn);
+        let c2 = c.clone();
+        let answered = tokio::spawn(async move { c2.call(methods::TOOL_INVOKE, json!({})).await });
+        tokio::task::yield_now().await;
+        let id = loop {
+            if let Ok(b) = rx.try_recv() {
+                break match decode(&b[..b.len() - 1]).unwrap() {
+                    Frame::Request(r) => r.id,
+                    _ => unreachable!(),
+                };
+            }
+            tokio::task::yield_now().await;
+        };
+        c.complete(Response {
+            id,
+            result: Some(json!({"text": "ok"})),
+            error: None,
+        });
+        assert_eq!(answered.await.unwrap().unwrap(), json!({"text": "ok"}));
+        let _ = tokio::time::timeout(std::time::Duration::from_millis(5), c.call("handshake", json!({}))).await;
+        assert_eq!(next(&mut rx).method, "handshake");
+        assert!(rx.try_recv().is_err(), "no tool.cancel for a non-tool call");
     }
 }

@@ -25,6 +25,8 @@ use crate::agent::intake::{EventLoop, Inject, InjectInterrupt, InterceptLoop};
 use crate::host::{Host, HostContext, KernelActor};
 use crate::stages::{RegisterTool, StageHost, ToolHandler, ToolSpec, UnregisterPlugin};
 
+mod own;
+
 /// Time a plugin has to answer the handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -34,6 +36,9 @@ pub struct PluginDeps {
     pub stages: TAddr<StageHost>,
     pub event_loop: TAddr<EventLoop>,
     pub intercept_loop: TAddr<InterceptLoop>,
+    /// Own settings (`settings.get`) and their change events (`events.subscribe`).
+    pub config: TAddr<crate::config::ConfigActor>,
+    pub bus: crate::bus::EventBus,
 }
 
 /// Live facts about a plugin for the API (survive restarts of its actor).
@@ -55,6 +60,7 @@ pub struct PluginProcess {
     conn: Option<Arc<Conn>>,
     pid: Option<u32>,
     stopping: bool,
+    own: own::OwnState,
 }
 
 impl PluginProcess {
@@ -76,6 +82,7 @@ impl PluginProcess {
             conn: None,
             pid: None,
             stopping: false,
+            own: own::OwnState::default(),
         }
     }
 
@@ -245,6 +252,9 @@ impl PluginProcess {
                 }),
             );
         }
+        let Some(req) = self.on_own_request(req, ctx) else {
+            return;
+        };
         let id = req.id;
         let bad_params = |e: serde_json::Error| RpcError {
             code: RpcError::INVALID_PARAMS,

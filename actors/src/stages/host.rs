@@ -169,6 +169,23 @@ pub struct RegisterTool {
 #[rtype(result = "(usize, usize)")]
 pub struct UnregisterPlugin(pub String);
 
+/// Removes one tool of a plugin (`tool.unregister`).
+#[derive(Message)]
+#[rtype(result = "Result<(), String>")]
+pub struct UnregisterTool {
+    pub plugin: String,
+    pub name: String,
+}
+
+impl crate::host::Handles<UnregisterTool> for StageHost {
+    type Reply = Result<(), String>;
+    fn handle(&mut self, msg: UnregisterTool, _: &mut HostContext<Self>) -> Self::Reply {
+        self.tools.unregister(&msg.plugin, &msg.name)?;
+        tracing::info!(tool = %msg.name, plugin = %msg.plugin, "tool unregistered");
+        Ok(())
+    }
+}
+
 /// A snapshot of the tool registry (cheap: tools are shared handles).
 #[derive(Message)]
 #[rtype(result = "ToolRegistry")]

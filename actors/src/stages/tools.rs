@@ -129,6 +129,21 @@ impl ToolRegistry {
         before - self.tools.len()
     }
 
+    /// Removes one tool of `plugin`; a tool of another owner is refused.
+    pub fn unregister(&mut self, plugin: &str, name: &str) -> Result<(), String> {
+        match self.tools.get(name) {
+            None => Err(format!("no tool `{name}` is registered")),
+            Some(t) if t.spec.plugin != plugin => Err(format!(
+                "tool `{name}` belongs to `{}`; a plugin may withdraw only its own tools",
+                t.spec.plugin
+            )),
+            Some(_) => {
+                self.tools.remove(name);
+                Ok(())
+            }
+        }
+    }
+
     pub fn get(&self, name: &str) -> Option<&Tool> {
         self.tools.get(name)
     }
@@ -186,6 +201,12 @@ mod tests {
         own.plugin = "mine".into();
         r.register(own, echo()).unwrap();
         assert!(r.register(ToolSpec::new("bad name", "d", json!({})), echo()).is_err());
+        assert!(
+            r.unregister("timer", "plain")
+                .unwrap_err()
+                .contains("belongs to `mine`")
+        );
+        assert!(r.unregister("mine", "nope").is_err());
         assert_eq!(r.unregister_plugin("timer"), 1);
         assert_eq!(r.len(), 1);
     }

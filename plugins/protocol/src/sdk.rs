@@ -21,11 +21,69 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::frame::{Frame, Request, Response, RpcError, decode, encode};
-use crate::methods::{self, InjectText, ToolInvoke, ToolRegister, ToolResult};
+use crate::methods::{
+    self, EventsSubscribe, InjectText, SettingValue, SettingsGet, ToolCancel, ToolInvoke, ToolRegister, ToolResult,
+    ToolUnregister,
+};
 use crate::{HandshakeParams, HandshakeReply, PROTOCOL_VERSION};
 
-type ToolFn = Arc<dyn Fn(Value) -> Result<String, String> + Send + Sync>;
+/// A tool's implementation: arguments and the call's handle in, text out.
+pub type ToolFn = Arc<dyn Fn(Value, &Call) -> Result<String, String> + Send + Sync>;
+type EventFn = Arc<dyn Fn(&Kernel, &str, Value) + Send + Sync>;
 type Pending = Arc<Mutex<HashMap<u64, mpsc::Sender<Result<Value, RpcError>>>>>;
+type Hook = Box<dyn FnOnce() + Send>;
+
+/// One running `tool.invoke`: lets the tool notice that the kernel gave up on it
+/// (`tool.cancel`: a timeout or a stopped turn).
+#[derive(Clone)]
+pub struct Call {
+    id: u64,
+    state: Arc<Mutex<(bool, Vec<Hook>)>>,
+}
+
+impl Call {
+    /// A call handle with the given id (the SDK makes one per `tool.invoke`; plugins
+    /// may make their own to drive their tool code, e.g. in tests).
+    pub fn new(id: u64) -> Self {
+        Self {
+            id,
+            state: Arc::default(),
+        }
+    }
+
+    /// The id of the kernel's `tool.invoke` request.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Whether the kernel has cancelled the call.
+    pub fn is_cancelled(&self) -> bool {
+        self.state.lock().expect("call lock").0
+    }
+
+    /// Runs `f` once when the call is cancelled (at once if it already is).
+    pub fn on_cancel(&self, f: impl FnOnce() + Send + 'static) {
+        let mut st = self.state.lock().expect("call lock");
+        if st.0 {
+            drop(st);
+            f();
+        } else {
+            st.1.push(Box::new(f));
+        }
+    }
+
+    /// Cancels the call: runs the hooks once (what `tool.cancel` from the kernel does).
+    pub fn cancel(&self) {
+        let hooks = {
+            let mut st = self.state.lock().expect("call lock");
+            st.0 = true;
+            std::mem::take(&mut st.1)
+        };
+        for h in hooks {
+            h();
+        }
+    }
+}
 
 /// The plugin's handle to the kernel: calls made from any thread.
 #[derive(Clone)]
@@ -33,6 +91,7 @@ pub struct Kernel {
     out: Arc<Mutex<std::io::Stdout>>,
     pending: Pending,
     next: Arc<AtomicU64>,
+    tools: Arc<Mutex<HashMap<String, ToolFn>>>,
 }
 
 impl Kernel {
@@ -84,6 +143,54 @@ impl Kernel {
         )
     }
 
+    /// Registers a tool at run time; `f` runs on its own thread for each call.
+    pub fn register_tool(
+        &self,
+        reg: ToolRegister,
+        f: impl Fn(Value, &Call) -> Result<String, String> + Send + Sync + 'static,
+    ) -> Result<(), String> {
+        let name = reg.name.clone();
+        self.tools.lock().expect("tools lock").insert(name.clone(), Arc::new(f));
+        let res = self.call(
+            methods::TOOL_REGISTER,
+            serde_json::to_value(&reg).expect("serialisable"),
+        );
+        if res.is_err() {
+            self.tools.lock().expect("tools lock").remove(&name);
+        }
+        res.map(|_| ())
+    }
+
+    /// Withdraws one of this plugin's tools.
+    pub fn unregister_tool(&self, name: &str) -> Result<(), String> {
+        self.tools.lock().expect("tools lock").remove(name);
+        let p = ToolUnregister { name: name.to_owned() };
+        self.call(methods::TOOL_UNREGISTER, serde_json::to_value(p).expect("serialisable"))
+            .map(|_| ())
+    }
+
+    /// Reads one of this plugin's own settings (`plugin.<name>.<key>`); `Null` when unset.
+    pub fn setting(&self, key: &str) -> Result<Value, String> {
+        let p = SettingsGet { key: key.to_owned() };
+        let v = self.call(methods::SETTINGS_GET, serde_json::to_value(p).expect("serialisable"))?;
+        Ok(serde_json::from_value::<SettingValue>(v)
+            .map(|s| s.value)
+            .unwrap_or(Value::Null))
+    }
+
+    /// Subscribes to kernel event topics (needs the `events` capability); they arrive
+    /// at the handler given to [`Plugin::on_event`].
+    pub fn subscribe(&self, topics: &[&str]) -> Result<(), String> {
+        let p = EventsSubscribe {
+            topics: topics.iter().map(|t| (*t).to_owned()).collect(),
+        };
+        self.call(
+            methods::EVENTS_SUBSCRIBE,
+            serde_json::to_value(p).expect("serialisable"),
+        )
+        .map(|_| ())
+    }
+
     /// Writes a log line (stderr is the plugin's log).
     pub fn log(&self, msg: &str) {
         eprintln!("{msg}");
@@ -94,6 +201,7 @@ impl Kernel {
 pub struct Plugin {
     name: String,
     tools: Vec<(ToolRegister, ToolFn)>,
+    on_event: Option<EventFn>,
 }
 
 impl Plugin {
@@ -101,6 +209,7 @@ impl Plugin {
         Self {
             name: name.to_owned(),
             tools: Vec::new(),
+            on_event: None,
         }
     }
 
@@ -110,7 +219,15 @@ impl Plugin {
         reg: ToolRegister,
         f: impl Fn(Value) -> Result<String, String> + Send + Sync + 'static,
     ) -> Self {
-        self.tools.push((reg, Arc::new(f)));
+        self.tools.push((reg, Arc::new(move |args, _: &Call| f(args))));
+        self
+    }
+
+    /// Handles the kernel's event notifications (topics subscribed with
+    /// [`Kernel::subscribe`], e.g. `settings.changed`), one at a time in arrival order
+    /// on a thread of their own.
+    pub fn on_event(mut self, f: impl Fn(&Kernel, &str, Value) + Send + Sync + 'static) -> Self {
+        self.on_event = Some(Arc::new(f));
         self
     }
 
@@ -121,8 +238,22 @@ impl Plugin {
             out: Arc::new(Mutex::new(std::io::stdout())),
             pending: Arc::default(),
             next: Arc::new(AtomicU64::new(1)),
+            tools: Arc::new(Mutex::new(
+                self.tools.iter().map(|(r, f)| (r.name.clone(), f.clone())).collect(),
+            )),
         };
-        let tools: HashMap<String, ToolFn> = self.tools.iter().map(|(r, f)| (r.name.clone(), f.clone())).collect();
+        let calls: Arc<Mutex<HashMap<u64, Call>>> = Arc::default();
+        // Events are handled in order on one thread, so the read loop never waits.
+        let events = self.on_event.clone().map(|f| {
+            let (tx, rx) = mpsc::channel::<(String, Value)>();
+            let k = kernel.clone();
+            std::thread::spawn(move || {
+                for (topic, data) in rx {
+                    f(&k, &topic, data);
+                }
+            });
+            tx
+        });
         let mut ready = Some(ready);
         let stdin = std::io::stdin();
         for line in stdin.lock().lines() {
@@ -180,14 +311,20 @@ impl Plugin {
                     }
                     methods::TOOL_INVOKE => {
                         let k = kernel.clone();
-                        let tools = tools.clone();
+                        let call = Call::new(req.id);
+                        calls.lock().expect("calls lock").insert(req.id, call.clone());
+                        let calls = calls.clone();
                         std::thread::spawn(move || {
                             let outcome = serde_json::from_value::<ToolInvoke>(req.params)
                                 .map_err(|e| format!("bad tool.invoke params: {e}"))
-                                .and_then(|inv| match tools.get(&inv.name) {
-                                    Some(f) => f(inv.args),
-                                    None => Err(format!("this plugin has no tool `{}`", inv.name)),
+                                .and_then(|inv| {
+                                    let f = k.tools.lock().expect("tools lock").get(&inv.name).cloned();
+                                    match f {
+                                        Some(f) => f(inv.args, &call),
+                                        None => Err(format!("this plugin has no tool `{}`", inv.name)),
+                                    }
                                 });
+                            calls.lock().expect("calls lock").remove(&req.id);
                             let resp = match outcome {
                                 Ok(text) => Response {
                                     id: req.id,
@@ -205,6 +342,19 @@ impl Plugin {
                             };
                             let _ = k.send(&Frame::Response(resp));
                         });
+                    }
+                    methods::TOOL_CANCEL => {
+                        let call = serde_json::from_value::<ToolCancel>(req.params)
+                            .ok()
+                            .and_then(|c| calls.lock().expect("calls lock").get(&c.id).cloned());
+                        if let Some(call) = call {
+                            call.cancel();
+                        }
+                    }
+                    methods::SETTINGS_CHANGED if req.id == 0 => {
+                        if let Some(tx) = &events {
+                            let _ = tx.send((req.method, req.params));
+                        }
                     }
                     methods::PLUGIN_STOP => return Ok(()),
                     other if req.id != 0 => {
@@ -231,5 +381,32 @@ fn response_result(r: Response) -> Result<Value, RpcError> {
         (_, Some(e)) => Err(e),
         (Some(v), None) => Ok(v),
         (None, None) => Ok(Value::Null),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Call;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn cancel_hooks_run_once_even_when_added_late() {
+        let call = Call::new(3);
+        let hits = Arc::new(AtomicUsize::new(0));
+        let h = hits.clone();
+        call.on_cancel(move || {
+            h.fetch_add(1, Ordering::SeqCst);
+        });
+        assert!(!call.is_cancelled());
+        call.cancel();
+        call.cancel();
+        assert_eq!(hits.load(Ordering::SeqCst), 1, "hooks run once");
+        let h = hits.clone();
+        call.on_cancel(move || {
+            h.fetch_add(10, Ordering::SeqCst);
+        });
+        assert_eq!(hits.load(Ordering::SeqCst), 11, "a late hook runs at once");
+        assert!(call.is_cancelled() && call.id() == 3);
     }
 }

@@ -1,0 +1,197 @@
+//! The plugin's requests about itself: withdrawing one of its tools (`tool.unregister`),
+//! reading its own settings (`settings.get`) and being told when they change
+//! (`events.subscribe` to `settings.changed`). Kept apart from the rest of the
+//! protocol so that plugins whose tools change at run time (the MCP bridge) have
+//! one place to look.
+
+use std::sync::Arc;
+
+use actix::prelude::*;
+use homeagent_plugin_protocol::frame::{Request, RpcError};
+use homeagent_plugin_protocol::methods::{
+    self, EVENT_TOPICS, EventsSubscribe, SettingValue, SettingsGet, ToolUnregister, own_setting_key,
+};
+use serde_json::{Value, json};
+use tokio::sync::broadcast::error::RecvError;
+
+use super::PluginProcess;
+use crate::bus::kinds;
+use crate::config::GetSetting;
+use crate::host::{Host, HostContext};
+use crate::plugins::conn::Conn;
+use crate::stages::UnregisterTool;
+
+/// Per-process state of these methods (a restarted plugin subscribes again).
+#[derive(Default)]
+pub struct OwnState {
+    /// The forwarder of `settings.changed`, while subscribed.
+    settings_sub: Option<SpawnHandle>,
+}
+
+fn invalid(message: String) -> RpcError {
+    RpcError {
+        code: RpcError::INVALID_PARAMS,
+        message,
+    }
+}
+
+impl PluginProcess {
+    /// Handles `req` if it is one of these methods; gives it back otherwise.
+    pub(super) fn on_own_request(&mut self, req: Request, ctx: &mut HostContext<Self>) -> Option<Request> {
+        let conn = self.conn.clone()?;
+        let id = req.id;
+        let bad = |e: serde_json::Error| invalid(format!("invalid params for `{}`: {e}", req.method));
+        match req.method.as_str() {
+            methods::TOOL_UNREGISTER => {
+                let p: ToolUnregister = match serde_json::from_value(req.params.clone()) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        conn.respond(id, Err(bad(e)));
+                        return None;
+                    }
+                };
+                let (stages, info) = (self.deps.stages.clone(), self.info.clone());
+                let msg = UnregisterTool {
+                    plugin: self.name().to_owned(),
+                    name: p.name.clone(),
+                };
+                let fut = async move { stages.send(msg).await };
+                ctx.spawn(
+                    actix::fut::wrap_future::<_, Host<Self>>(fut).map(move |res, _, _| match res {
+                        Ok(Ok(())) => {
+                            info.tools.lock().retain(|t| *t != p.name);
+                            conn.respond(id, Ok(json!({"ok": true})));
+                        }
+                        Ok(Err(e)) => conn.respond(id, Err(invalid(e))),
+                        Err(e) => conn.respond(
+                            id,
+                            Err(RpcError {
+                                code: RpcError::GONE,
+                                message: e.to_string(),
+                            }),
+                        ),
+                    }),
+                );
+            }
+            methods::SETTINGS_GET => {
+                let p: SettingsGet = match serde_json::from_value(req.params.clone()) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        conn.respond(id, Err(bad(e)));
+                        return None;
+                    }
+                };
+                let Some(short) = own_setting_key(self.name(), &p.key).map(str::to_owned) else {
+                    let msg = format!(
+                        "plugin `{}` may read only its own settings: ask for `<key>` or `plugin.{}.<key>`, not `{}`",
+                        self.name(),
+                        self.name(),
+                        p.key
+                    );
+                    conn.respond(
+                        id,
+                        Err(RpcError {
+                            code: RpcError::DENIED,
+                            message: msg,
+                        }),
+                    );
+                    return None;
+                };
+                let full = format!("plugin.{}.{short}", self.name());
+                let config = self.deps.config.clone();
+                let fut = async move { config.send(GetSetting(full)).await };
+                ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(fut).map(move |res, _, _| {
+                    let value = match res {
+                        Ok(Ok(v)) => v.unwrap_or(Value::Null),
+                        Ok(Err(e)) => return conn.respond(id, Err(invalid(e.to_string()))),
+                        Err(e) => {
+                            return conn.respond(
+                                id,
+                                Err(RpcError {
+                                    code: RpcError::GONE,
+                                    message: e.to_string(),
+                                }),
+                            );
+                        }
+                    };
+                    let reply = SettingValue { key: short, value };
+                    conn.respond(id, Ok(serde_json::to_value(reply).expect("serialisable")));
+                }));
+            }
+            methods::EVENTS_SUBSCRIBE | methods::EVENTS_UNSUBSCRIBE => {
+                let p: EventsSubscribe = match serde_json::from_value(req.params.clone()) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        conn.respond(id, Err(bad(e)));
+                        return None;
+                    }
+                };
+                if let Some(t) = p.topics.iter().find(|t| !EVENT_TOPICS.contains(&t.as_str())) {
+                    let msg = format!("unknown event topic `{t}`; topics: {}", EVENT_TOPICS.join(", "));
+                    conn.respond(id, Err(invalid(msg)));
+                    return None;
+                }
+                let on = req.method == methods::EVENTS_SUBSCRIBE;
+                if p.topics.iter().any(|t| t == methods::SETTINGS_CHANGED) {
+                    if let Some(h) = self.own.settings_sub.take() {
+                        ctx.cancel_future(h);
+                    }
+                    if on {
+                        self.own.settings_sub = Some(self.forward_settings(conn.clone(), ctx));
+                    }
+                }
+                tracing::info!(plugin = %self.name(), topics = ?p.topics, subscribe = on, "event subscription");
+                conn.respond(id, Ok(json!({"topics": p.topics})));
+            }
+            _ => return Some(req),
+        }
+        None
+    }
+
+    /// Forwards changes of `plugin.<name>.*` to the plugin as `settings.changed`
+    /// notifications, with the raw (unmasked) value read back from the settings actor.
+    fn forward_settings(&self, conn: Arc<Conn>, ctx: &mut HostContext<Self>) -> SpawnHandle {
+        let (mut rx, config, plugin) = (
+            self.deps.bus.subscribe(),
+            self.deps.config.clone(),
+            self.name().to_owned(),
+        );
+        let prefix = format!("plugin.{plugin}.");
+        ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(async move {
+            loop {
+                let ev = match rx.recv().await {
+                    Ok(ev) => ev,
+                    Err(RecvError::Lagged(n)) => {
+                        tracing::warn!(%plugin, missed = n, "event bus overflowed; setting changes may be missed");
+                        continue;
+                    }
+                    Err(RecvError::Closed) => return,
+                };
+                if ev.kind != kinds::SETTING_CHANGED {
+                    continue;
+                }
+                let Some(key) = ev.data.get("key").and_then(Value::as_str) else {
+                    continue;
+                };
+                let Some(short) = key.strip_prefix(&prefix) else {
+                    continue;
+                };
+                let value = match config.send(GetSetting(key.to_owned())).await {
+                    Ok(Ok(v)) => v.unwrap_or(Value::Null),
+                    other => {
+                        tracing::warn!(%plugin, %key, "cannot read a changed setting: {other:?}");
+                        continue;
+                    }
+                };
+                let note = SettingValue {
+                    key: short.to_owned(),
+                    value,
+                };
+                conn.notify(
+                    methods::SETTINGS_CHANGED,
+                    serde_json::to_value(note).expect("serialisable"),
+                );
+            }
+        }))
+    }
+}
