@@ -137,7 +137,7 @@ impl DocIndex {
                     .chunks_exact(self.dim)
                     .zip(&self.dense_doc)
                     .filter(|(_, n)| **n != usize::MAX)
-                    .map(|(v, &n)| (n, v.iter().zip(&q).map(|(a, b)| a * b).sum::<f32>()))
+                    .map(|(v, &n)| (n, super::embed::dot(v, &q)))
                     .filter(|(_, s)| *s >= dense_min)
                     .collect();
                 d.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
