@@ -748,3 +748,38 @@ fn memory_edit_and_purge_reach_the_text_log_and_block_merge_silences_a_pair() {
     let (_, round) = post(&d, "/api/v1/heartbeats/merge/run", json!({}));
     assert_eq!(round["items"], 1, "proposed again once the marker ran out: {round}");
 }
+
+#[test]
+fn a_context_full_vendor_error_prunes_twice_then_fails_naming_the_setting() {
+    let (_dir, _data, d, v) = daemon_with_vendor();
+    for i in 0..20 {
+        let (status, _) = post(&d, "/api/v1/messages", json!({"text": format!("filler message {i}")}));
+        assert_eq!(status, 200);
+    }
+    let (status, body) = post(&d, "/api/v1/messages", json!({"text": "too-long"}));
+    assert_ne!(status, 200, "{body}");
+    let err = body.to_string();
+    assert!(err.contains("上下文超限：已裁剪 2 次"), "{err}");
+    assert!(err.contains("core.agent.max_context_size"), "{err}");
+    // The source is not to blame: it stays available, and the next turn works.
+    let sources = common::api::get(&d, "/api/v1/llm/sources");
+    assert_eq!(sources["sources"][0]["available"], true, "{sources}");
+    let (status, body) = post(&d, "/api/v1/messages", json!({"text": "still here"}));
+    assert_eq!(
+        (status, body["reply"].as_str()),
+        (200, Some("echo: still here")),
+        "{body}"
+    );
+    // The first recovery moved events into a document and told the model (L4 notice).
+    let status = common::api::get(&d, "/api/v1/memory/status");
+    assert!(status["documents"].as_u64().unwrap() >= 1, "{status}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !v.last.lock().unwrap().to_string().contains("上下文超页：已裁剪") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the model never saw the overflow notice"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(d.log_text().contains("context overflow: recovery"));
+}

@@ -6,6 +6,7 @@
 //! * `call-help` — calls `output_send__http_help`; after the tool result it answers
 //!   `done after tool`;
 //! * `fail` — answers HTTP 500;
+//! * `too-long` — answers HTTP 400 `context_length_exceeded` (OpenAI's wording);
 //! * anything else — answers `echo: <text>`.
 //!
 //! It also serves OpenAI `POST /v1/embeddings` (deterministic 8-dimensional vectors)
@@ -127,6 +128,11 @@ async fn chat(
     let (text, tool_after) = last_input(&messages);
     if text == "fail" {
         return HttpResponse::InternalServerError().json(json!({"error": {"message": "scripted failure"}}));
+    }
+    if text == "too-long" {
+        return HttpResponse::BadRequest().json(json!({"error": {
+            "message": "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.",
+            "type": "invalid_request_error", "code": "context_length_exceeded"}}));
     }
     if let Some(rest) = text.strip_prefix("slow ") {
         let (ms, what) = rest.split_once(' ').unwrap_or((rest, ""));

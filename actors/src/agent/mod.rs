@@ -13,6 +13,7 @@ pub mod channels;
 pub mod dedupe;
 pub mod input;
 pub mod intake;
+pub mod overflow;
 pub mod prompt;
 pub mod relay;
 pub mod scheduler;

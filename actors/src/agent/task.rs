@@ -110,6 +110,8 @@ pub struct TaskActor {
     cancel: Option<CancellationToken>,
     /// Plugin tools offered in the current LLM request (and run in its tool step).
     tools: ToolRegistry,
+    /// Context-overflow recoveries made so far (spec §5.9).
+    overflow: super::overflow::Guard,
     done: bool,
 }
 
@@ -139,6 +141,7 @@ impl TaskActor {
             last_batch_reply_only: false,
             cancel: None,
             tools: ToolRegistry::default(),
+            overflow: Default::default(),
             done: false,
         }
     }
@@ -286,6 +289,14 @@ impl TaskActor {
             return self.finish(ctx, text, "done");
         }
         prompt::add_continuation(&mut self.msgs, self.last_batch_reply_only);
+        match self
+            .overflow
+            .check(prompt_tokens(&self.msgs), super::overflow::DEFAULT_WINDOW)
+        {
+            super::overflow::Verdict::Fits => {}
+            super::overflow::Verdict::Recover => return self.recover_overflow(ctx),
+            super::overflow::Verdict::Fail(m) => return self.fail(ctx, m),
+        }
         let mut request = CompletionRequest {
             model: String::new(),
             messages: self.msgs.clone(),
@@ -334,11 +345,59 @@ impl TaskActor {
                 match res {
                     Ok(Ok(c)) => me.on_completion(c, ctx),
                     Ok(Err(LlmError::Cancelled)) => me.on_cancelled(ctx),
+                    Ok(Err(e @ LlmError::ContextFull(_))) => match me.overflow.detected() {
+                        super::overflow::Verdict::Fail(m) => me.fail(ctx, format!("{m} ({e})")),
+                        _ => me.recover_overflow(ctx),
+                    },
                     Ok(Err(e)) => me.fail(ctx, e.to_string()),
                     Err(e) => me.fail(ctx, e.to_string()),
                 }
             }),
         );
+    }
+
+    /// Overflow recovery: prune the context window (query "" — recency decides) into the
+    /// document tier; when events moved, tell the model with a kernel L4 notice; then
+    /// rebuild the prompt from committed state and continue at a safe point.
+    fn recover_overflow(&mut self, ctx: &mut HostContext<Self>) {
+        let context = self.deps.context.clone();
+        let (context_tokens, max_context_size) = (self.context_budget(), self.settings().max_context_size);
+        let fut = async move {
+            context
+                .send(crate::memory::actor::PruneContext {
+                    query: String::new(),
+                    context_tokens,
+                    max_context_size,
+                })
+                .await
+        };
+        ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(fut).map(|res, host, ctx| {
+            let me = host.inner();
+            let pruned = match res {
+                Ok(Ok(n)) => n,
+                Ok(Err(e)) => {
+                    tracing::warn!(task = me.id, "overflow recovery could not prune: {e}");
+                    0
+                }
+                Err(e) => return me.fail(ctx, format!("the context store is unavailable: {e}")),
+            };
+            tracing::warn!(task = me.id, pruned, "context overflow: recovery");
+            if pruned > 0 {
+                me.overflow.pruned(pruned);
+                let mut notice = Input::text("kernel/overflow", &super::overflow::notice(pruned));
+                notice.channel = "kernel".into();
+                notice.kernel = true;
+                notice.level = Some(Level::L4);
+                notice.payload.insert("kernel".into(), json!(true));
+                if let Err(e) = me.scheduler.do_send(super::scheduler::Submit(notice)) {
+                    tracing::warn!(task = me.id, "overflow notice not delivered: {e}");
+                }
+            }
+            me.with_timeline(ctx, |me, timeline, ctx| {
+                me.build_prefix(&timeline);
+                me.advance(ctx);
+            });
+        }));
     }
 
     fn on_completion(&mut self, c: crate::llm::provider::Completion, ctx: &mut HostContext<Self>) {
@@ -684,6 +743,24 @@ impl TaskActor {
             }),
         );
     }
+}
+
+/// The estimated size of a prompt (spec §5.8's estimate over every message's text).
+fn prompt_tokens(msgs: &[Message]) -> usize {
+    msgs.iter()
+        .map(|m| {
+            let content = match &m.content {
+                Value::String(s) => estimate_tokens(s),
+                Value::Null => 0,
+                other => estimate_tokens(&other.to_string()),
+            };
+            content
+                + m.tool_calls
+                    .iter()
+                    .map(|c| estimate_tokens(&c.function.arguments) + estimate_tokens(&c.function.name))
+                    .sum::<usize>()
+        })
+        .sum()
 }
 
 /// Cancel the in-flight LLM call, if any (preemption or stop).

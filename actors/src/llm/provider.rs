@@ -59,6 +59,29 @@ pub enum LlmError {
     AllPaused { wait_s: u64, detail: String },
     #[error("all LLM sources failed: {0}; check GET /api/v1/llm/sources and the vendors' status")]
     AllFailed(String),
+    /// The vendor said the prompt does not fit its context window. Not the source's
+    /// fault: it is neither retried nor paused; the task prunes and tries again.
+    #[error("the prompt is larger than the model's context window ({0}); lower core.agent.max_context_size")]
+    ContextFull(String),
+}
+
+/// Whether a vendor's error message says the prompt is too long for the model (the
+/// phrasings of OpenAI, Anthropic, Gemini, Ollama and compatible servers).
+pub fn is_context_full(msg: &str) -> bool {
+    let m = msg.to_lowercase();
+    [
+        "context_length_exceeded",
+        "maximum context length",
+        "context length",
+        "context window",
+        "prompt is too long",
+        "too many tokens",
+        "input is too long",
+        "exceeds the context",
+        "request too large",
+    ]
+    .iter()
+    .any(|p| m.contains(p))
 }
 
 /// One attempt's failure.
@@ -350,6 +373,10 @@ async fn complete(pool: Rc<RefCell<Pool>>, client: awc::Client, msg: Complete) -
                     last = e;
                     auth = true;
                     break;
+                }
+                Err(CallError::Other(e)) if is_context_full(&e) => {
+                    tracing::warn!(source = %name, "the prompt does not fit the model's context window: {e}");
+                    return Err(LlmError::ContextFull(e));
                 }
                 Err(CallError::Other(e)) => {
                     tracing::warn!(source = %name, attempt = attempt + 1, "LLM call failed: {e}");
