@@ -27,11 +27,43 @@ use serde_json::{Value, json};
 /// One question of the benchmark.
 #[derive(Debug, Deserialize)]
 pub struct Qa {
+    #[serde(default)]
     pub question: String,
-    #[serde(default)]
+    /// Turn ids; see [`evidence_ids`] for the forms accepted.
+    #[serde(default, deserialize_with = "evidence_ids")]
     pub evidence: Vec<String>,
-    #[serde(default)]
+    /// 1–4 are scored (5, adversarial, has no answer in the conversation).
+    #[serde(default, deserialize_with = "category")]
     pub category: u32,
+}
+
+/// Evidence as the benchmark writes it, and as some copies of it do: a list of turn ids
+/// (`"D1:3"`), where an entry may hold several (`"D8:6; D9:17"`). Duplicates go.
+fn evidence_ids<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    let v = Value::deserialize(d)?;
+    let items: Vec<String> = match v {
+        Value::Array(a) => a.into_iter().filter_map(|x| x.as_str().map(str::to_owned)).collect(),
+        Value::String(s) => vec![s],
+        _ => Vec::new(),
+    };
+    let mut out: Vec<String> = Vec::new();
+    for item in items {
+        for id in item.split([';', ',', ' ']).map(str::trim).filter(|s| !s.is_empty()) {
+            if !out.iter().any(|o| o == id) {
+                out.push(id.to_owned());
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A category as a number or a numeric string.
+fn category<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    Ok(match Value::deserialize(d)? {
+        Value::Number(n) => n.as_u64().unwrap_or(0) as u32,
+        Value::String(s) => s.trim().parse().unwrap_or(0),
+        _ => 0,
+    })
 }
 
 /// One conversation with its questions.
@@ -455,6 +487,18 @@ mod tests {
         );
         assert!(parse_session_time("yesterday").is_none());
         assert!(parse_session_time("1:56 pm on 8 Smarch, 2023").is_none());
+    }
+
+    #[test]
+    fn evidence_and_categories_are_read_leniently() {
+        let q: Qa = serde_json::from_value(json!({
+            "question": "q", "evidence": ["D8:6; D9:17", "D1:3", "D1:3"], "category": "2"
+        }))
+        .unwrap();
+        assert_eq!(q.evidence, ["D8:6", "D9:17", "D1:3"]);
+        assert_eq!(q.category, 2);
+        let q: Qa = serde_json::from_value(json!({"question": "q", "evidence": "D2:1", "category": 5})).unwrap();
+        assert_eq!((q.evidence, q.category), (vec!["D2:1".to_string()], 5));
     }
 
     #[test]
