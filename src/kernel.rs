@@ -768,16 +768,15 @@ impl Module<KernelState> for AgentModule {
                     let c = (kind == Maintenance::Archive)
                         .then(|| s.context.get().cloned())
                         .flatten();
+                    let em = (kind == Maintenance::Merge)
+                        .then(|| s.embedder.get().map(|(a, _)| a.clone()))
+                        .flatten();
                     let hb = msup
                         .worker(name, RestartPolicy::Permanent, move || {
-                            Ok(GraphHeartbeat::new(
-                                kind,
-                                g.clone(),
-                                e.clone(),
-                                c.clone(),
-                                every,
-                                l.clone(),
-                            ))
+                            Ok(
+                                GraphHeartbeat::new(kind, g.clone(), e.clone(), c.clone(), every, l.clone())
+                                    .with_embedder(em.clone()),
+                            )
                         })
                         .await?;
                     handles.push((kind, hb, last));

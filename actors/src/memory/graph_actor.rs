@@ -179,7 +179,29 @@ pub struct CommitTriples {
 /// The merge heartbeat's proposals: one consolidation task text per candidate pair.
 #[derive(Message)]
 #[rtype(result = "Result<Vec<String>, String>")]
-pub struct ProposeMerges;
+pub struct ProposeMerges {
+    /// Entity name → embedding (one space), for the cosine side of the similarity;
+    /// empty without an embedder.
+    pub vectors: std::collections::HashMap<String, Vec<f32>>,
+}
+
+/// The names of the most mentioned entities (at most `0`), to embed for a merge round.
+#[derive(Message)]
+#[rtype(result = "Result<Vec<String>, String>")]
+pub struct MergeNames(pub usize);
+
+impl Handles<MergeNames> for GraphActor {
+    type Reply = Result<Vec<String>, String>;
+    fn handle(&mut self, MergeNames(n): MergeNames, _: &mut HostContext<Self>) -> Self::Reply {
+        let all = self
+            .store
+            .recall(&[], &[], 0, None, RecallSort::Relevance)
+            .map_err(|e| e.to_string())?;
+        let mut es = all.entities;
+        es.sort_by(|a, b| b.mention_count.cmp(&a.mention_count).then(a.name.cmp(&b.name)));
+        Ok(es.into_iter().take(n).map(|e| e.name).collect())
+    }
+}
 
 /// The review heartbeat's tasks: one per relation to re-check; the relations are
 /// detached from their sentences (so each is reviewed once) and orphans deleted.
@@ -189,14 +211,14 @@ pub struct ProposeReviews;
 
 impl Handles<ProposeMerges> for GraphActor {
     type Reply = Result<Vec<String>, String>;
-    fn handle(&mut self, _: ProposeMerges, _: &mut HostContext<Self>) -> Self::Reply {
+    fn handle(&mut self, m: ProposeMerges, _: &mut HostContext<Self>) -> Self::Reply {
         use super::maintenance::{PER_ROUND, merge_candidates_except, merge_task};
         let all = self
             .store
             .recall(&[], &[], 0, None, RecallSort::Relevance)
             .map_err(|e| e.to_string())?;
         let blocked = self.store.no_merge_pairs().map_err(|e| e.to_string())?;
-        let (chosen, skipped) = merge_candidates_except(&all.entities, PER_ROUND, &blocked);
+        let (chosen, skipped) = merge_candidates_except(&all.entities, PER_ROUND, &blocked, &m.vectors);
         if !skipped.is_empty() {
             tracing::info!(pairs = ?skipped, "merge candidates skipped: blocked by memory_block_merge");
             self.store.tick_no_merge(&skipped).map_err(|e| e.to_string())?;

@@ -56,6 +56,8 @@ pub struct GraphHeartbeat {
     agent: TAddr<EventLoop>,
     /// The document tier (archive only).
     context: Option<TAddr<ContextActor>>,
+    /// Embeds entity names for the merge round's cosine side (merge only; optional).
+    embedder: Option<TAddr<super::embed::actor::EmbedderActor>>,
     every: Duration,
     /// The last round, shared with the status API.
     last: Arc<Mutex<Option<MaintenanceRound>>>,
@@ -75,14 +77,22 @@ impl GraphHeartbeat {
             graph,
             agent,
             context,
+            embedder: None,
             every,
             last,
         }
     }
 
+    /// Adds the embedder (merge rounds then also compare names by cosine).
+    pub fn with_embedder(mut self, embedder: Option<TAddr<super::embed::actor::EmbedderActor>>) -> Self {
+        self.embedder = embedder;
+        self
+    }
+
     fn round(&self, trigger: &'static str) -> impl std::future::Future<Output = MaintenanceRound> + 'static {
         let (kind, graph, agent, last) = (self.kind, self.graph.clone(), self.agent.clone(), self.last.clone());
         let context = self.context.clone();
+        let embedder = self.embedder.clone();
         async move {
             let now = super::now_ms();
             let mut round = MaintenanceRound {
@@ -97,7 +107,10 @@ impl GraphHeartbeat {
                 (Maintenance::Archive, None) => Err("the archive heartbeat has no document tier".to_owned()),
                 (Maintenance::Merge | Maintenance::Review, _) => {
                     let proposals = match kind {
-                        Maintenance::Merge => graph.send(ProposeMerges).await,
+                        Maintenance::Merge => {
+                            let vectors = name_vectors(&graph, embedder.as_ref()).await;
+                            graph.send(ProposeMerges { vectors }).await
+                        }
                         _ => graph.send(ProposeReviews).await,
                     };
                     match proposals.map_err(|e| e.to_string()).and_then(|r| r) {
@@ -128,6 +141,28 @@ impl GraphHeartbeat {
             *last.lock() = Some(round.clone());
             round
         }
+    }
+}
+
+/// Embeddings of the most mentioned entity names, when an embedder is there (empty
+/// otherwise, or when it fails: the Jaccard side still works).
+async fn name_vectors(
+    graph: &TAddr<GraphActor>,
+    embedder: Option<&TAddr<super::embed::actor::EmbedderActor>>,
+) -> std::collections::HashMap<String, Vec<f32>> {
+    let Some(embedder) = embedder else {
+        return Default::default();
+    };
+    let names = match graph
+        .send(super::graph_actor::MergeNames(super::maintenance::MERGE_EMBED_LIMIT))
+        .await
+    {
+        Ok(Ok(n)) if !n.is_empty() => n,
+        _ => return Default::default(),
+    };
+    match embedder.send(super::embed::actor::EmbedTexts(names.clone())).await {
+        Ok(Some((_, vectors))) if vectors.len() == names.len() => names.into_iter().zip(vectors).collect(),
+        _ => Default::default(),
     }
 }
 

@@ -81,16 +81,24 @@ pub fn bigram_jaccard(a: &str, b: &str) -> f64 {
 /// [`MERGE_THRESHOLD`], most similar first. Only pairs sharing a bigram are compared
 /// (a pair sharing none has similarity 0), so this stays fast on large graphs.
 pub fn merge_candidates(entities: &[Entity], max: usize) -> Vec<(Entity, Entity, f64)> {
-    merge_candidates_except(entities, max, &HashSet::new()).0
+    merge_candidates_except(entities, max, &HashSet::new(), &HashMap::new()).0
 }
+
+/// Entities whose names are embedded for the merge round (the most mentioned first):
+/// the pairwise comparison is quadratic.
+pub const MERGE_EMBED_LIMIT: usize = 400;
 
 /// [`merge_candidates`] skipping pairs under a no-merge marker (keys of
 /// [`super::graph::no_merge_key`]); also returns the blocked pairs that came up, whose
 /// markers then count one round down.
+///
+/// `vectors` (name → unit vector of one space) add the spec's second measure: a pair's
+/// similarity is the larger of the bigram Jaccard and the names' cosine.
 pub fn merge_candidates_except(
     entities: &[Entity],
     max: usize,
     blocked: &HashSet<String>,
+    vectors: &HashMap<String, Vec<f32>>,
 ) -> (Vec<(Entity, Entity, f64)>, Vec<String>) {
     let grams: Vec<HashSet<(char, char)>> = entities.iter().map(|e| bigrams(&e.name)).collect();
     let mut index: HashMap<(char, char), Vec<usize>> = HashMap::new();
@@ -111,6 +119,25 @@ pub fn merge_candidates_except(
                 if sim > MERGE_THRESHOLD {
                     out.push((i.min(j), i.max(j), sim));
                 }
+            }
+        }
+    }
+    // The dense side: every pair of embedded names (few hundred at most).
+    let embedded: Vec<(usize, &Vec<f32>)> = entities
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| vectors.get(&e.name).map(|v| (i, v)))
+        .collect();
+    for (k, &(i, vi)) in embedded.iter().enumerate() {
+        for &(j, vj) in &embedded[k + 1..] {
+            let cos = f64::from(super::embed::cosine(vi, vj));
+            if cos <= MERGE_THRESHOLD {
+                continue;
+            }
+            let key = (i.min(j), i.max(j));
+            match out.iter_mut().find(|(a, b, _)| (*a, *b) == key) {
+                Some(p) => p.2 = p.2.max(cos),
+                None => out.push((key.0, key.1, cos)),
             }
         }
     }
@@ -182,6 +209,41 @@ mod tests {
         assert_eq!(bigram_jaccard("a", "ab"), 0.0);
         assert!((bigram_jaccard("北京市", "北京") - 0.5).abs() < 1e-9);
         assert!(bigram_jaccard("OpenAI GPT-4o", "OpenAI GPT-4") > MERGE_THRESHOLD);
+    }
+
+    #[test]
+    fn name_embeddings_add_pairs_jaccard_misses_and_markers_skip_pairs() {
+        let es = [
+            e(1, "NYC"),
+            e(2, "New York City"),
+            e(3, "banana"),
+            e(4, "OpenAI GPT-4o"),
+            e(5, "OpenAI GPT-4"),
+        ];
+        let vectors: HashMap<String, Vec<f32>> = [
+            ("NYC", vec![1.0, 0.1]),
+            ("New York City", vec![0.95, 0.15]),
+            ("banana", vec![0.0, 1.0]),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        let (chosen, skipped) = merge_candidates_except(&es, 5, &HashSet::new(), &vectors);
+        let names: Vec<(String, String)> = chosen
+            .iter()
+            .map(|(a, b, _)| (a.name.clone(), b.name.clone()))
+            .collect();
+        assert!(names.contains(&("NYC".into(), "New York City".into())), "{names:?}");
+        assert!(
+            names.contains(&("OpenAI GPT-4o".into(), "OpenAI GPT-4".into())),
+            "{names:?}"
+        );
+        assert!(!names.iter().any(|(a, b)| a == "banana" || b == "banana"));
+        assert!(skipped.is_empty());
+        let blocked: HashSet<String> = [super::super::graph::no_merge_key("New York City", "NYC")].into();
+        let (chosen, skipped) = merge_candidates_except(&es, 5, &blocked, &vectors);
+        assert_eq!(chosen.len(), 1);
+        assert_eq!(skipped, vec!["NYC||New York City".to_string()]);
     }
 
     #[test]

@@ -338,6 +338,42 @@ impl Handles<EmbedQuery> for EmbedderActor {
     }
 }
 
+/// Embeddings of several texts in the active space: `(fingerprint, vectors)`, or
+/// `None` without an embedder or on failure.
+#[derive(Message)]
+#[rtype(result = "Option<(String, Vec<Vec<f32>>)>")]
+pub struct EmbedTexts(pub Vec<String>);
+
+impl Handles<EmbedTexts> for EmbedderActor {
+    type Reply = ResponseActFuture<Host<Self>, Option<(String, Vec<Vec<f32>>)>>;
+    fn handle(&mut self, EmbedTexts(texts): EmbedTexts, _: &mut HostContext<Self>) -> Self::Reply {
+        let log = |e: EmbedError| {
+            tracing::warn!("embedding failed: {e}");
+            None
+        };
+        match self.embedder.as_mut() {
+            Some(Embedder::Onnx(e)) => {
+                let fp = e.space().fingerprint();
+                let out = e
+                    .embed(&texts.iter().map(String::as_str).collect::<Vec<_>>())
+                    .map_or_else(log, |v| Some((fp, v)));
+                Box::pin(actix::fut::ready(out))
+            }
+            Some(Embedder::Remote(e)) => {
+                let mut e: RemoteEmbedder = e.clone();
+                Box::pin(actix::fut::wrap_future::<_, Host<Self>>(async move {
+                    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+                    match e.embed(&refs).await {
+                        Ok(v) => Some((e.space().fingerprint(), v)),
+                        Err(err) => log(err),
+                    }
+                }))
+            }
+            None => Box::pin(actix::fut::ready(None)),
+        }
+    }
+}
+
 /// New settings: rebuild the embedder; a new space starts a background recompute.
 #[derive(Message)]
 #[rtype(result = "()")]
