@@ -580,9 +580,22 @@ impl TaskActor {
             .iter()
             .filter(|m| m.role == "tool")
             .zip(&self.tools_used)
-            .map(|(m, name)| crate::memory::context::ToolOutput {
-                name: name.clone(),
-                output: m.content.as_str().unwrap_or("").to_owned(),
+            .map(|(m, name)| {
+                let output = m.content.as_str().unwrap_or("").to_owned();
+                // The compute layer's view: nothing of a no_memory tool, the cleaned
+                // text of a tool with a cleaner.
+                let compute = self.tools.get(name).and_then(|t| {
+                    if t.spec.no_memory {
+                        Some(String::new())
+                    } else {
+                        t.spec.cleaner.as_ref().map(|c| c(&output))
+                    }
+                });
+                crate::memory::context::ToolOutput {
+                    name: name.clone(),
+                    output,
+                    compute,
+                }
             })
             .collect();
         let event = Event {

@@ -15,6 +15,11 @@ pub const DEFAULT_AVG_EVENT_TOKENS: usize = 2000;
 pub struct ToolOutput {
     pub name: String,
     pub output: String,
+    /// What the compute layer (vectors, prune, distillation) sees of the output, when
+    /// it differs from `output`: the tool's cleaner applied, or `""` for a `no_memory`
+    /// tool. The stored `output` is never altered (spec kernel §4, §5.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute: Option<String>,
 }
 
 /// One thing that happened in the conversation.
@@ -48,8 +53,11 @@ impl Event {
             _ => self.input.clone(),
         };
         for r in &self.tool_results {
-            t.push(' ');
-            t.push_str(&r.output);
+            let text = r.compute.as_deref().unwrap_or(&r.output);
+            if !text.is_empty() {
+                t.push(' ');
+                t.push_str(text);
+            }
         }
         t.split_whitespace().collect::<Vec<_>>().join(" ")
     }
@@ -267,5 +275,25 @@ mod tests {
         assert_eq!(e.text_for_vector(), "answer");
         e.source = "cold_storage".into();
         assert_eq!(e.text_for_vector(), "question answer");
+    }
+
+    #[test]
+    fn tool_outputs_enter_the_vector_text_as_the_compute_layer_sees_them() {
+        let mut e = ev(1, "question");
+        let out = |name: &str, output: &str, compute: Option<&str>| ToolOutput {
+            name: name.into(),
+            output: output.into(),
+            compute: compute.map(String::from),
+        };
+        e.tool_results = vec![
+            out("plain", "raw result", None),
+            out("secret", "do not vectorise", Some("")),
+            out("noisy", "<html>clean</html>", Some("clean")),
+        ];
+        assert_eq!(e.text_for_vector(), "question raw result clean");
+        // Stored as it was; the compute view survives a round trip.
+        let back: Event = serde_json::from_str(&serde_json::to_string(&e).unwrap()).unwrap();
+        assert_eq!(back.tool_results[1].output, "do not vectorise");
+        assert_eq!(back.text_for_vector(), "question raw result clean");
     }
 }
