@@ -36,7 +36,7 @@ pub struct CliDeps {
     pub agent: Agent,
     pub config: TAddr<ConfigActor>,
     pub registry: Arc<Registry>,
-    pub plugins: Vec<String>,
+    pub plugins: Arc<homeagent_actors::plugins::host::PluginSet>,
     pub started: Instant,
 }
 
@@ -240,7 +240,7 @@ async fn handle(line: &str, deps: &CliDeps) -> Result<String, String> {
                 Ok(format!(
                     "已加载插件 ({}):\n{}",
                     deps.plugins.len(),
-                    deps.plugins.join("\n")
+                    deps.plugins.names().join("\n")
                 ))
             }
         }

@@ -90,7 +90,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             .get()
             .cloned()
             .context("the agent module did not produce its actors")?,
-        plugins: state.plugins.get().cloned().unwrap_or_default(),
+        plugins: state
+            .plugins
+            .get()
+            .cloned()
+            .context("the plugin-host module did not produce the plugin set")?,
         distill: state.distill.get().cloned(),
         graph: state.graph.get().cloned(),
         rules: state.rules.get().cloned(),

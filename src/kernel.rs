@@ -23,7 +23,7 @@ use homeagent_actors::memory::actor::ContextActor;
 use homeagent_actors::memory::heartbeat::{DistillHeartbeat, Round};
 use homeagent_actors::memory::store::MemoryStore;
 use homeagent_actors::modgraph::{Module, ModuleError, ModuleGraph, Produced};
-use homeagent_actors::plugins::host::{PluginEntry, plugin_supervision, skills_tool, start_all};
+use homeagent_actors::plugins::host::{PluginSet, plugin_supervision};
 use homeagent_actors::plugins::process::PluginDeps;
 use homeagent_actors::plugins::watch::PluginWatcher;
 use homeagent_actors::stages::StageHost;
@@ -109,7 +109,7 @@ pub struct KernelState {
     /// The merge and review heartbeats and their last rounds (for the API).
     pub maintenance: OnceLock<Vec<homeagent_actors::memory::graph_heartbeat::MaintenanceHandle>>,
     pub agent: OnceLock<Agent>,
-    pub plugins: OnceLock<Arc<Vec<PluginEntry>>>,
+    pub plugins: OnceLock<Arc<PluginSet>>,
     pub plugins_sup: OnceLock<SupervisorRef>,
     /// Where the CLI channel listens (`--socket`, default `DATA/cli.sock`).
     pub socket_path: PathBuf,
@@ -438,7 +438,20 @@ impl Module<KernelState> for PluginHostModule {
             install_bundled(&dir);
             let config = s.config.get().cloned().ok_or("config missing")?;
             let disabled = config.send(DisabledPlugins).await?.unwrap_or_default();
-            let entries = Arc::new(start_all(&sup, &dir, &s.data_dir, deps, plugin_supervision(), &disabled).await);
+            let sink_deps = agent.deps.clone();
+            let on_skills: homeagent_actors::plugins::host::SkillsSink =
+                Arc::new(move |index| *sink_deps.skills_index.write() = index);
+            let entries = PluginSet::start(
+                sup.clone(),
+                &dir,
+                &s.data_dir,
+                deps,
+                plugin_supervision(),
+                &disabled,
+                s.registry.clone(),
+                on_skills,
+            )
+            .await;
             tracing::info!(plugins = entries.len(), dir = %dir.display(), "plugins loaded");
             let (e, r) = (entries.clone(), s.registry.clone());
             sup.worker_on(s.blocking.handle(), "watcher", RestartPolicy::Permanent, move || {
@@ -449,13 +462,6 @@ impl Module<KernelState> for PluginHostModule {
                 ))
             })
             .await?;
-            if let Some((index, spec, handler)) = skills_tool(&entries) {
-                *agent.deps.skills_index.write() = index;
-                let stages = s.stages.get().cloned().ok_or("stage host missing")?;
-                stages
-                    .send(homeagent_actors::stages::RegisterTool { spec, handler })
-                    .await??;
-            }
             let _ = s.plugins.set(entries);
             let _ = s.plugins_sup.set(sup);
             Ok(())
@@ -521,11 +527,7 @@ impl Module<KernelState> for CliModule {
                 agent: s.agent.get().cloned().ok_or("agent missing")?,
                 config: s.config.get().cloned().ok_or("config missing")?,
                 registry: s.registry.clone(),
-                plugins: s
-                    .plugins
-                    .get()
-                    .map(|p| p.iter().map(|e| e.name.clone()).collect())
-                    .unwrap_or_default(),
+                plugins: s.plugins.get().cloned().ok_or("plugin host missing")?,
                 started: s.started,
             };
             let path = s.socket_path.clone();

@@ -416,3 +416,137 @@ fn a_lua_plugin_offers_tools_and_stage_handlers_and_a_runaway_script_is_stopped(
     );
     assert_eq!(plugin(&d, "greeter")["restarts"], 0);
 }
+
+/// Builds a zip (an `.hmap` package) from `(path, body, unix mode)` entries.
+fn hmap(files: &[(&str, &str, u32)]) -> Vec<u8> {
+    use std::io::Write;
+    let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    for (name, body, mode) in files {
+        w.start_file(*name, zip::write::SimpleFileOptions::default().unix_permissions(*mode))
+            .unwrap();
+        w.write_all(body.as_bytes()).unwrap();
+    }
+    w.finish().unwrap().into_inner()
+}
+
+fn post_package(d: &Daemon, bytes: Vec<u8>) -> (u16, Value) {
+    let r = reqwest::blocking::Client::new()
+        .post(d.url("/api/v1/plugins/install"))
+        .header("content-type", "application/zip")
+        .body(bytes)
+        .send()
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().unwrap())
+}
+
+fn listing(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn an_hmap_package_installs_and_runs_without_a_restart_and_bad_ones_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = Daemon::start(&data);
+    let plugins = data.join("plugins");
+    let before = listing(&plugins);
+
+    let manifest =
+        r#"{"name": "pkgdemo", "version": "1.2.0", "entry": "main.lua", "description": "installed from a package"}"#;
+    let lua = r#"sdk.register_tool("pkgdemo_hi", {description = "Say hi", parameters = {type = "object", properties = {}}}, function(args) return "hi from a package" end)"#;
+    let bad: Vec<(Vec<u8>, u16, &str)> = vec![
+        (b"PK not really".to_vec(), 400, "not a zip archive"),
+        (Vec::new(), 400, "empty"),
+        (
+            hmap(&[("plugin.json", manifest, 0o644), ("../../evil.lua", "x", 0o644)]),
+            400,
+            "unsafe path",
+        ),
+        (
+            hmap(&[("plugin.json", manifest, 0o644), ("/tmp/evil.lua", "x", 0o644)]),
+            400,
+            "unsafe path",
+        ),
+        (hmap(&[("main.lua", lua, 0o644)]), 400, "no plugin.json at its root"),
+        (hmap(&[("plugin.json", manifest, 0o644)]), 400, "does not contain it"),
+        (
+            hmap(&[
+                (
+                    "plugin.json",
+                    r#"{"name": "binpkg", "version": "1", "entry": "plugin.bin"}"#,
+                    0o644,
+                ),
+                ("plugin.bin", "#!/bin/sh\n", 0o644),
+            ]),
+            400,
+            "chmod +x",
+        ),
+    ];
+    for (bytes, code, want) in bad {
+        let (status, body) = post_package(&d, bytes);
+        assert_eq!(status, code, "{body}");
+        let err = body["error"].as_str().unwrap_or_default();
+        assert!(err.contains(want), "expected `{want}` in {body}");
+        assert!(body["kind"].is_string(), "{body}");
+        assert_eq!(
+            listing(&plugins),
+            before,
+            "a refused package left files behind ({body})"
+        );
+    }
+    // A symbolic link inside the package.
+    let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    w.start_file("plugin.json", zip::write::SimpleFileOptions::default())
+        .unwrap();
+    std::io::Write::write_all(&mut w, manifest.as_bytes()).unwrap();
+    w.add_symlink("main.lua", "/etc/passwd", zip::write::SimpleFileOptions::default())
+        .unwrap();
+    let (status, body) = post_package(&d, w.finish().unwrap().into_inner());
+    assert_eq!((status, body["kind"].as_str()), (400, Some("link")), "{body}");
+    assert_eq!(listing(&plugins), before);
+
+    // The good package: installed, started and its tool usable at once.
+    let good = hmap(&[("plugin.json", manifest, 0o644), ("main.lua", lua, 0o644)]);
+    let (status, body) = post_package(&d, good.clone());
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(
+        (body["name"].as_str(), body["version"].as_str()),
+        (Some("pkgdemo"), Some("1.2.0"))
+    );
+    assert_eq!(body["checksum"].as_str().map(str::len), Some(64));
+    let p = wait_plugin(&d, "pkgdemo", Duration::from_secs(10), "ran", |p| {
+        p["state"] == "running" && p["tools"] == json!(["pkgdemo_hi"])
+    });
+    assert_eq!(p["kind"], "lua");
+    assert!(plugins.join("pkgdemo/main.lua").is_file());
+    assert!(
+        !listing(&plugins).iter().any(|n| n.starts_with(".install-")),
+        "no staging directory left: {:?}",
+        listing(&plugins)
+    );
+    let v = vendor::start();
+    let r = reqwest::blocking::Client::new()
+        .put(d.url("/api/v1/settings"))
+        .json(&vendor::source_settings("fake", &v.url, 0))
+        .send()
+        .unwrap();
+    assert!(r.status().is_success());
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        ask(&d, "call-tool pkgdemo_hi {}")["reply"],
+        "tool said: hi from a package"
+    );
+
+    // The same package again: refused, the installed plugin untouched.
+    let after = listing(&plugins);
+    let (status, body) = post_package(&d, good);
+    assert_eq!((status, body["action"].as_str()), (409, Some("remove_first")), "{body}");
+    assert_eq!(listing(&plugins), after);
+    assert_eq!(plugin(&d, "pkgdemo")["state"], "running");
+}

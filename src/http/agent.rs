@@ -298,18 +298,17 @@ pub async fn get_graph(state: web::Data<AppState>, q: web::Query<GraphParams>) -
 #[utoipa::path(get, path = "/api/v1/plugins", tag = "plugins",
     responses((status = 200, description = "`{\"plugins\": [{name, kind, state (starting|running|backoff|quarantined|disabled|stopped), pid, restarts, last_exit, stderr_tail, tools, actor}]}`")))]
 pub async fn get_plugins(state: web::Data<AppState>) -> HttpResponse {
-    let list: Vec<_> = state.plugins.iter().map(|p| p.status(&state.registry)).collect();
+    let list: Vec<_> = state.plugins.list().iter().map(|p| p.status(&state.registry)).collect();
     HttpResponse::Ok().json(json!({ "plugins": list }))
 }
 
-fn find_plugin<'a>(
-    state: &'a AppState,
+fn find_plugin(
+    state: &AppState,
     name: &str,
-) -> Result<&'a homeagent_actors::plugins::host::PluginEntry, ApiError> {
+) -> Result<std::sync::Arc<homeagent_actors::plugins::host::PluginEntry>, ApiError> {
     let entry = state
         .plugins
-        .iter()
-        .find(|p| p.name == name)
+        .get(name)
         .ok_or_else(|| ApiError::not_found(format!("no plugin `{name}`; GET /api/v1/plugins lists them")))?;
     if let Some(problem) = &entry.problem {
         return Err(ApiError::conflict(format!("plugin `{name}` cannot run: {problem}")));
@@ -366,6 +365,71 @@ pub async fn plugin_action(
         }
     }
     Ok(HttpResponse::Ok().json(json!({"name": name, "action": action, "state": entry.status(&state.registry).state})))
+}
+
+#[utoipa::path(post, path = "/api/v1/plugins/install", tag = "plugins",
+    request_body(content = Vec<u8>, content_type = "application/zip", description = "The `.hmap` package (a zip with plugin.json at its root), at most 100 MB"),
+    responses(
+        (status = 201, description = "`{\"status\": \"installed\", name, version, entry, kind, checksum, plugin: {status of the started plugin}}`"),
+        (status = 400, description = "Not a package, unsafe path, link, bad manifest (`kind` says which)", body = ErrorBody),
+        (status = 409, description = "A plugin of that name exists (`action: remove_first`)", body = ErrorBody),
+        (status = 413, description = "Over 100 MB", body = ErrorBody),
+    ))]
+pub async fn install_plugin(state: web::Data<AppState>, mut payload: web::Payload) -> HttpResponse {
+    use futures_util::StreamExt;
+    use homeagent_actors::plugins::host::InstallError;
+    use homeagent_actors::plugins::package::{MAX_PACKAGE_BYTES, PackageError};
+    // Read the body ourselves: the limit is far above the JSON one, and an overflow
+    // must still answer JSON.
+    let mut body = Vec::new();
+    while let Some(chunk) = payload.next().await {
+        let chunk = match chunk {
+            Ok(c) => c,
+            Err(e) => {
+                return HttpResponse::BadRequest()
+                    .json(json!({"error": format!("cannot read the package body: {e}"), "kind": "not_a_package"}));
+            }
+        };
+        if (body.len() + chunk.len()) as u64 > MAX_PACKAGE_BYTES {
+            let e = PackageError::TooLarge {
+                size: (body.len() + chunk.len()) as u64,
+                limit: MAX_PACKAGE_BYTES,
+            };
+            return HttpResponse::PayloadTooLarge().json(json!({"error": e.to_string(), "kind": e.kind()}));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    match state.plugins.install(body).await {
+        Ok((installed, status)) => HttpResponse::Created().json(json!({
+            "status": installed.status,
+            "name": installed.name,
+            "version": installed.version,
+            "entry": installed.entry,
+            "kind": installed.kind,
+            "checksum": installed.checksum,
+            "plugin": status,
+        })),
+        Err(e) => {
+            let (code, kind) = match &e {
+                InstallError::Package(p @ PackageError::Exists(_)) => (actix_web::http::StatusCode::CONFLICT, p.kind()),
+                InstallError::Package(p @ PackageError::TooLarge { .. }) => {
+                    (actix_web::http::StatusCode::PAYLOAD_TOO_LARGE, p.kind())
+                }
+                InstallError::Package(p @ PackageError::Io(_)) => {
+                    (actix_web::http::StatusCode::INTERNAL_SERVER_ERROR, p.kind())
+                }
+                InstallError::Package(p) => (actix_web::http::StatusCode::BAD_REQUEST, p.kind()),
+                InstallError::Load(_) => (actix_web::http::StatusCode::BAD_REQUEST, "bad_manifest"),
+                InstallError::Start(_) => (actix_web::http::StatusCode::INTERNAL_SERVER_ERROR, "start_failed"),
+            };
+            tracing::warn!("package install refused: {e}");
+            let mut body = json!({"error": e.to_string(), "kind": kind});
+            if kind == "exists" {
+                body["action"] = json!("remove_first");
+            }
+            HttpResponse::build(code).json(body)
+        }
+    }
 }
 
 #[utoipa::path(post, path = "/api/v1/heartbeats/{name}/run", tag = "memory",

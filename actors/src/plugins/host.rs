@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use super::process::{PluginDeps, PluginInfo, PluginProcess};
 use crate::registry::{ActorState, Registry};
+use crate::stages::{RegisterTool, UnregisterPlugin};
 use crate::supervisor::{RestartPolicy, SupervisorConfig, SupervisorRef};
 
 type Factory = Arc<dyn Fn() -> Result<PluginProcess, String> + Send + Sync>;
@@ -220,114 +221,252 @@ pub fn plugin_supervision() -> SupervisorConfig {
     c
 }
 
-/// Finds every plugin under `plugins_dir` (sorted by directory name), gives each
-/// subprocess plugin its supervisor, and starts those not in `disabled`.
-pub async fn start_all(
-    sup: &SupervisorRef,
-    plugins_dir: &Path,
-    data_dir: &Path,
-    deps: PluginDeps,
-    config: SupervisorConfig,
-    disabled: &[String],
-) -> Vec<PluginEntry> {
+/// Every plugin directory under `plugins_dir`, sorted by name. Hidden directories
+/// (`.install-*` staging areas of a package install) are skipped.
+fn discover(plugins_dir: &Path) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(plugins_dir)
         .map(|rd| {
             rd.filter_map(Result::ok)
+                .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
                 .map(|e| e.path())
                 .filter(|p| p.join("plugin.json").is_file())
                 .collect()
         })
         .unwrap_or_default();
     dirs.sort();
-    let mut out = Vec::new();
-    for dir in dirs {
-        let fallback = dir.file_name().and_then(|n| n.to_str()).unwrap_or("plugin").to_owned();
-        let manifest = match Manifest::load(&dir) {
-            Ok(m) => m,
-            Err(e) => {
-                tracing::error!("plugin in {} not loaded: {e}", dir.display());
-                let mut entry = PluginEntry::new(&fallback, &dir, sup.id());
-                entry.problem = Some(e.to_string());
-                out.push(entry);
-                continue;
-            }
-        };
-        let mut entry = PluginEntry::new(&manifest.name, &dir, sup.id());
-        let (path, kind) = match manifest.entry(&dir) {
-            Ok(x) => x,
-            Err(e) => {
-                entry.problem = Some(e.to_string());
-                out.push(entry);
-                continue;
-            }
-        };
-        entry.kind = Some(kind);
-        if kind == EntryKind::Skill {
-            match super::skill::Skill::load(&dir) {
-                Ok(skill) => {
-                    tracing::info!(skill = %skill.name, "skill loaded");
-                    entry.skill = Some(Arc::new(skill));
-                }
-                Err(e) => entry.problem = Some(e.to_string()),
-            }
-            out.push(entry);
-            continue;
+    dirs
+}
+
+/// Reads one plugin directory and prepares its supervisor (does not start it).
+async fn load_one(
+    sup: &SupervisorRef,
+    dir: PathBuf,
+    data_dir: &Path,
+    deps: &PluginDeps,
+    config: SupervisorConfig,
+) -> PluginEntry {
+    let fallback = dir.file_name().and_then(|n| n.to_str()).unwrap_or("plugin").to_owned();
+    let manifest = match Manifest::load(&dir) {
+        Ok(m) => m,
+        Err(e) => {
+            tracing::error!("plugin in {} not loaded: {e}", dir.display());
+            let mut entry = PluginEntry::new(&fallback, &dir, sup.id());
+            entry.problem = Some(e.to_string());
+            return entry;
         }
-        let plugin_sup = match sup.supervisor(&manifest.name, RestartPolicy::Temporary, config).await {
-            Ok(s) => s,
-            Err(e) => {
-                entry.problem = Some(e.to_string());
-                out.push(entry);
-                continue;
-            }
-        };
-        entry.entry_path = Some(path.clone());
-        let (info, deps, data) = (
-            entry.info.clone(),
-            deps.clone(),
-            data_dir.join("plugin_data").join(&manifest.name),
-        );
-        let factory = if kind == EntryKind::Lua {
-            entry.process_id = format!("{}/script", entry.supervisor_id);
-            let may_inject = manifest
-                .allows(homeagent_plugin_protocol::methods::IO_INJECT_TEXT)
-                .is_ok();
-            let name = manifest.name.clone();
-            LaunchKind::Lua(Arc::new(move || {
-                let source =
-                    std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-                super::lua::LuaPlugin::load(&name, &source, may_inject, deps.clone(), info.clone())
-            }))
-        } else {
-            LaunchKind::Process(Arc::new(move || {
-                Ok(PluginProcess::new(
-                    manifest.clone(),
-                    dir.clone(),
-                    path.clone(),
-                    data.clone(),
-                    deps.clone(),
-                    info.clone(),
-                ))
-            }))
-        };
-        entry.launch = Some(Launch {
-            sup: plugin_sup,
-            factory,
-        });
-        if disabled.contains(&entry.name) {
-            entry.disabled.store(true, Ordering::SeqCst);
-            tracing::info!(plugin = %entry.name, "plugin disabled by an operator; not started");
-        } else if let Err(e) = entry.start().await {
-            tracing::warn!(plugin = %entry.name, "plugin did not start: {e}");
+    };
+    let mut entry = PluginEntry::new(&manifest.name, &dir, sup.id());
+    let (path, kind) = match manifest.entry(&dir) {
+        Ok(x) => x,
+        Err(e) => {
+            entry.problem = Some(e.to_string());
+            return entry;
         }
-        out.push(entry);
+    };
+    entry.kind = Some(kind);
+    if kind == EntryKind::Skill {
+        match super::skill::Skill::load(&dir) {
+            Ok(skill) => {
+                tracing::info!(skill = %skill.name, "skill loaded");
+                entry.skill = Some(Arc::new(skill));
+            }
+            Err(e) => entry.problem = Some(e.to_string()),
+        }
+        return entry;
     }
-    out
+    let plugin_sup = match sup.supervisor(&manifest.name, RestartPolicy::Temporary, config).await {
+        Ok(s) => s,
+        Err(e) => {
+            entry.problem = Some(e.to_string());
+            return entry;
+        }
+    };
+    entry.entry_path = Some(path.clone());
+    let (info, deps, data) = (
+        entry.info.clone(),
+        deps.clone(),
+        data_dir.join("plugin_data").join(&manifest.name),
+    );
+    let factory = if kind == EntryKind::Lua {
+        entry.process_id = format!("{}/script", entry.supervisor_id);
+        let manifest = manifest.clone();
+        LaunchKind::Lua(Arc::new(move || {
+            let source = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            super::lua::LuaPlugin::load(&manifest, &source, deps.clone(), info.clone())
+        }))
+    } else {
+        LaunchKind::Process(Arc::new(move || {
+            Ok(PluginProcess::new(
+                manifest.clone(),
+                dir.clone(),
+                path.clone(),
+                data.clone(),
+                deps.clone(),
+                info.clone(),
+            ))
+        }))
+    };
+    entry.launch = Some(Launch {
+        sup: plugin_sup,
+        factory,
+    });
+    entry
+}
+
+/// Called with the new skill index whenever the set of skills changes.
+pub type SkillsSink = Arc<dyn Fn(String) + Send + Sync>;
+
+/// The live set of plugins: loaded at boot, grown at run time by package installs.
+pub struct PluginSet {
+    entries: parking_lot::RwLock<Vec<Arc<PluginEntry>>>,
+    sup: SupervisorRef,
+    plugins_dir: PathBuf,
+    data_dir: PathBuf,
+    deps: PluginDeps,
+    config: SupervisorConfig,
+    /// One install at a time (name checks and the rename must not interleave).
+    installing: tokio::sync::Mutex<()>,
+    on_skills: SkillsSink,
+    registry: Arc<Registry>,
+}
+
+impl PluginSet {
+    /// Finds every plugin under `plugins_dir` (sorted by directory name), gives each
+    /// subprocess or Lua plugin its supervisor, starts those not in `disabled`, and
+    /// publishes the skill index (`on_skills`) and the `skill_info` tool.
+    pub async fn start(
+        sup: SupervisorRef,
+        plugins_dir: &Path,
+        data_dir: &Path,
+        deps: PluginDeps,
+        config: SupervisorConfig,
+        disabled: &[String],
+        registry: Arc<Registry>,
+        on_skills: SkillsSink,
+    ) -> Arc<Self> {
+        let mut out = Vec::new();
+        for dir in discover(plugins_dir) {
+            let entry = load_one(&sup, dir, data_dir, &deps, config).await;
+            if disabled.contains(&entry.name) {
+                entry.disabled.store(true, Ordering::SeqCst);
+                tracing::info!(plugin = %entry.name, "plugin disabled by an operator; not started");
+            } else if entry.launch.is_some()
+                && let Err(e) = entry.start().await
+            {
+                tracing::warn!(plugin = %entry.name, "plugin did not start: {e}");
+            }
+            out.push(Arc::new(entry));
+        }
+        let set = Arc::new(Self {
+            entries: parking_lot::RwLock::new(out),
+            sup,
+            plugins_dir: plugins_dir.to_owned(),
+            data_dir: data_dir.to_owned(),
+            deps,
+            config,
+            installing: tokio::sync::Mutex::new(()),
+            on_skills,
+            registry,
+        });
+        set.refresh_skills().await;
+        set
+    }
+
+    /// The plugins, in load order.
+    pub fn list(&self) -> Vec<Arc<PluginEntry>> {
+        self.entries.read().clone()
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<PluginEntry>> {
+        self.entries.read().iter().find(|e| e.name == name).cloned()
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.entries.read().iter().map(|e| e.name.clone()).collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.read().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.read().is_empty()
+    }
+
+    /// Installs an `.hmap` package into `DATA/plugins` and starts the plugin at once
+    /// (no daemon restart). Refusals leave `DATA/plugins` untouched.
+    pub async fn install(&self, bytes: Vec<u8>) -> Result<(super::package::Installed, PluginStatus), InstallError> {
+        let _one = self.installing.lock().await;
+        let dir = self.plugins_dir.clone();
+        let installed = tokio::task::spawn_blocking(move || super::package::install(&bytes, &dir))
+            .await
+            .map_err(|e| InstallError::Package(super::package::PackageError::Io(std::io::Error::other(e))))??;
+        if self.get(&installed.name).is_some() {
+            // A plugin of that name is loaded although its directory was gone.
+            let _ = std::fs::remove_dir_all(&installed.dir);
+            return Err(InstallError::Package(super::package::PackageError::Exists(
+                installed.name,
+            )));
+        }
+        let entry = Arc::new(
+            load_one(
+                &self.sup,
+                installed.dir.clone(),
+                &self.data_dir,
+                &self.deps,
+                self.config,
+            )
+            .await,
+        );
+        if let Some(problem) = &entry.problem {
+            // Valid as a package but not loadable here: keep nothing half-installed.
+            let _ = std::fs::remove_dir_all(&installed.dir);
+            return Err(InstallError::Load(problem.clone()));
+        }
+        self.entries.write().push(entry.clone());
+        if entry.launch.is_some() {
+            entry.start().await.map_err(InstallError::Start)?;
+        }
+        if entry.skill.is_some() {
+            self.refresh_skills().await;
+        }
+        tracing::info!(plugin = %entry.name, "plugin installed and started");
+        let status = entry.status(&self.registry);
+        Ok((installed, status))
+    }
+
+    /// Publishes the skill index and (re)registers `skill_info` over the current skills.
+    async fn refresh_skills(&self) {
+        let list = self.list();
+        let _ = self.deps.stages.send(UnregisterPlugin("skills".into())).await;
+        match skills_tool(&list) {
+            Some((index, spec, handler)) => {
+                (self.on_skills)(index);
+                match self.deps.stages.send(RegisterTool { spec, handler }).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => tracing::warn!("cannot register skill_info: {e}"),
+                    Err(e) => tracing::warn!("cannot register skill_info: {e}"),
+                }
+            }
+            None => (self.on_skills)(String::new()),
+        }
+    }
+}
+
+/// Why `POST /api/v1/plugins/install` failed.
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    #[error(transparent)]
+    Package(#[from] super::package::PackageError),
+    #[error("the package installed but the plugin cannot load: {0}")]
+    Load(String),
+    #[error("the plugin was installed but did not start: {0}")]
+    Start(String),
 }
 
 /// The `skill_info` tool over the loaded skills, and the index for the system prompt.
 pub fn skills_tool(
-    entries: &[PluginEntry],
+    entries: &[Arc<PluginEntry>],
 ) -> Option<(String, crate::stages::ToolSpec, Arc<dyn crate::stages::ToolHandler>)> {
     let skills: Vec<Arc<super::skill::Skill>> = entries
         .iter()

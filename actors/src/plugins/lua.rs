@@ -54,12 +54,15 @@ impl LuaPlugin {
     /// Loads `source` (the plugin's `main.lua`); `may_inject` follows the manifest's
     /// capabilities.
     pub fn load(
-        name: &str,
+        manifest: &homeagent_plugin_protocol::Manifest,
         source: &str,
-        may_inject: bool,
         deps: PluginDeps,
         info: Arc<PluginInfo>,
     ) -> Result<Self, String> {
+        let name = manifest.name.as_str();
+        let may_inject = manifest
+            .allows(homeagent_plugin_protocol::methods::IO_INJECT_TEXT)
+            .is_ok();
         let (lua, budget) = crate::llm::adapter::sandbox(name).map_err(lua_err)?;
         let tools: Pending<(ToolSpec, Function)> = Arc::default();
         let stages: Pending<(Stage, Scope, Function)> = Arc::default();

@@ -3,11 +3,13 @@
 //! * [`conn`]: one plugin's stdio connection (NDJSON frames, call correlation);
 //! * [`process`]: the actor around one subprocess plugin;
 //! * [`host`]: discovery in `DATA/plugins` and the per-plugin supervisors;
-//! * [`watch`]: hot reload when an entry file changes.
+//! * [`watch`]: hot reload when an entry file changes;
+//! * [`package`]: `.hmap` package install (checked, unpacked, renamed into place).
 
 pub mod conn;
 pub mod host;
 pub mod lua;
+pub mod package;
 pub mod process;
 pub mod skill;
 pub mod watch;

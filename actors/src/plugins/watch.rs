@@ -8,30 +8,30 @@ use std::time::Duration;
 
 use actix::prelude::*;
 
-use super::host::{PluginEntry, file_hash};
+use super::host::{PluginEntry, PluginSet, file_hash};
 use crate::host::{Handles, HostContext, KernelActor};
 use crate::registry::Registry;
 
 /// The watcher.
 pub struct PluginWatcher {
-    entries: Arc<Vec<PluginEntry>>,
+    plugins: Arc<PluginSet>,
     registry: Arc<Registry>,
     every: Duration,
 }
 
 impl PluginWatcher {
-    pub fn new(entries: Arc<Vec<PluginEntry>>, registry: Arc<Registry>, every: Duration) -> Self {
+    pub fn new(plugins: Arc<PluginSet>, registry: Arc<Registry>, every: Duration) -> Self {
         Self {
-            entries,
+            plugins,
             registry,
             every,
         }
     }
 
     /// Plugins whose entry file changed since they were (re)started.
-    fn changed(&self) -> Vec<usize> {
+    fn changed(&self) -> Vec<Arc<PluginEntry>> {
         let mut out = Vec::new();
-        for (i, e) in self.entries.iter().enumerate() {
+        for e in self.plugins.list() {
             let Some(path) = &e.entry_path else { continue };
             if e.disabled.load(Ordering::SeqCst) {
                 continue;
@@ -40,7 +40,8 @@ impl PluginWatcher {
             let mut known = e.entry_hash.lock();
             if known.is_some() && now.is_some() && *known != now {
                 *known = now;
-                out.push(i);
+                drop(known);
+                out.push(e);
             }
         }
         out
@@ -63,12 +64,12 @@ impl KernelActor for PluginWatcher {
 impl Handles<Check> for PluginWatcher {
     type Reply = ();
     fn handle(&mut self, _: Check, _: &mut HostContext<Self>) {
-        for i in self.changed() {
-            let (entries, registry) = (self.entries.clone(), self.registry.clone());
-            tracing::info!(plugin = %entries[i].name, "entry file changed: reloading the plugin");
+        for entry in self.changed() {
+            let registry = self.registry.clone();
+            tracing::info!(plugin = %entry.name, "entry file changed: reloading the plugin");
             actix::spawn(async move {
-                if let Err(e) = entries[i].restart(&registry).await {
-                    tracing::warn!(plugin = %entries[i].name, "hot reload failed: {e}");
+                if let Err(e) = entry.restart(&registry).await {
+                    tracing::warn!(plugin = %entry.name, "hot reload failed: {e}");
                 }
             });
         }
