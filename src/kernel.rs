@@ -469,35 +469,81 @@ impl Module<KernelState> for PluginHostModule {
     }
 }
 
-/// Installs the bundled plugins (`timer`, `mcp`) into `DATA/plugins` the first time
-/// the daemon sees this data directory. Their `plugin.bin` is a two-line script that
-/// runs this very executable (`homed plugin <name>`), so they always match the daemon.
-/// A plugin removed by the user stays removed: `DATA/plugins/.bundled` remembers what
-/// was installed once.
+/// A file of a bundled plugin: its name, content and whether it is executable.
+type BundledFile = (&'static str, &'static str, bool);
+
+/// The bundled plugins. `timer` and `mcp` (the MCP bridge) are Rust plugins compiled
+/// into `homed`: their `plugin.bin` is a two-line script that runs this very executable
+/// (`homed plugin <name>`), so they always match the daemon. `units` (Lua) and `meeting-notes`
+/// (SKILL.md) are examples shipped as their source files.
+const BUNDLED: &[(&str, &[BundledFile])] = &[
+    (
+        "timer",
+        &[
+            ("plugin.json", include_str!("../plugins/timer/plugin.json"), false),
+            ("plugin.bin", "#!/bin/sh\nexec '@HOMED@' plugin timer\n", true),
+        ],
+    ),
+    (
+        "mcp",
+        &[
+            ("plugin.json", include_str!("../plugins/mcp/plugin.json"), false),
+            ("plugin.bin", "#!/bin/sh\nexec '@HOMED@' plugin mcp\n", true),
+        ],
+    ),
+    (
+        "units",
+        &[
+            ("plugin.json", include_str!("../plugins/units/plugin.json"), false),
+            ("main.lua", include_str!("../plugins/units/main.lua"), false),
+        ],
+    ),
+    (
+        "meeting-notes",
+        &[
+            (
+                "plugin.json",
+                include_str!("../plugins/meeting-notes/plugin.json"),
+                false,
+            ),
+            ("SKILL.md", include_str!("../plugins/meeting-notes/SKILL.md"), false),
+        ],
+    ),
+];
+
+/// Installs the bundled plugins into `DATA/plugins` the first time the daemon sees
+/// this data directory. A plugin removed by the user stays removed:
+/// `DATA/plugins/.bundled` remembers what was installed once. A directory the user
+/// already has under that name is left alone.
 fn install_bundled(dir: &std::path::Path) {
     use std::os::unix::fs::PermissionsExt;
-    const BUNDLED: &[(&str, &str)] = &[
-        ("timer", include_str!("../plugins/timer/plugin.json")),
-        ("mcp", include_str!("../plugins/mcp/plugin.json")),
-    ];
     let marker = dir.join(".bundled");
     let done = std::fs::read_to_string(&marker).unwrap_or_default();
     let Ok(exe) = std::env::current_exe() else {
         tracing::warn!("cannot find the homed executable; bundled plugins not installed");
         return;
     };
-    for (name, manifest) in BUNDLED {
+    let quoted = exe.display().to_string().replace('\'', "'\\''");
+    for (name, files) in BUNDLED {
         if done.lines().any(|l| l == *name) {
             continue;
         }
         let target = dir.join(name);
         let result = (|| -> std::io::Result<()> {
-            std::fs::create_dir_all(&target)?;
-            std::fs::write(target.join("plugin.json"), manifest)?;
-            let script = target.join("plugin.bin");
-            let quoted = exe.display().to_string().replace('\'', "'\\''");
-            std::fs::write(&script, format!("#!/bin/sh\nexec '{quoted}' plugin {name}\n"))?;
-            std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))?;
+            if !target.exists() {
+                // Written next to the target, then renamed: never half a plugin.
+                let staging = dir.join(format!(".bundled-{name}"));
+                let _ = std::fs::remove_dir_all(&staging);
+                std::fs::create_dir_all(&staging)?;
+                for (file, content, exec) in *files {
+                    let path = staging.join(file);
+                    std::fs::write(&path, content.replace("@HOMED@", &quoted))?;
+                    if *exec {
+                        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
+                    }
+                }
+                std::fs::rename(&staging, &target)?;
+            }
             let mut m = std::fs::OpenOptions::new().create(true).append(true).open(&marker)?;
             std::io::Write::write_all(&mut m, format!("{name}\n").as_bytes())
         })();

@@ -550,3 +550,61 @@ fn an_hmap_package_installs_and_runs_without_a_restart_and_bad_ones_change_nothi
     assert_eq!(listing(&plugins), after);
     assert_eq!(plugin(&d, "pkgdemo")["state"], "running");
 }
+
+#[test]
+fn a_fresh_daemon_runs_the_bundled_lua_and_skill_examples_and_remembers_removals() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = Daemon::start(&data);
+    let units = wait_plugin(&d, "units", Duration::from_secs(10), "ran", |p| {
+        p["state"] == "running" && p["tools"].as_array().is_some_and(|t| t.len() == 2)
+    });
+    assert_eq!(units["kind"], "lua");
+    assert_eq!(units["tools"], json!(["units_convert", "units_list"]));
+    let skill = plugin(&d, "meeting-notes");
+    assert_eq!(
+        (skill["kind"].as_str(), skill["state"].as_str()),
+        (Some("skill"), Some("running")),
+        "{skill}"
+    );
+    wait_plugin(&d, "timer", Duration::from_secs(10), "ran", |p| p["state"] == "running");
+
+    let v = vendor::start();
+    let r = reqwest::blocking::Client::new()
+        .put(d.url("/api/v1/settings"))
+        .json(&vendor::source_settings("fake", &v.url, 0))
+        .send()
+        .unwrap();
+    assert!(r.status().is_success());
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        ask(&d, r#"call-tool units_convert {"value": 10, "from": "mi", "to": "km"}"#)["reply"],
+        "tool said: 10 mi = 16.0934 km"
+    );
+    assert_eq!(
+        ask(&d, r#"call-tool units_convert {"value": 212, "from": "°F", "to": "C"}"#)["reply"],
+        "tool said: 212 °F = 100 C"
+    );
+    let wrong = ask(&d, r#"call-tool units_convert {"value": 1, "from": "kg", "to": "km"}"#);
+    assert!(
+        wrong["reply"]
+            .as_str()
+            .unwrap()
+            .contains("cannot convert mass (kg) to length (km)"),
+        "{wrong}"
+    );
+    // The skill: indexed in the system prompt, its body read through skill_info.
+    let last = v.last.lock().unwrap().clone();
+    let system = last["messages"][0]["content"].as_str().unwrap_or_default().to_owned();
+    assert!(system.contains("meeting-notes"), "skill index missing: {system}");
+    let body = ask(&d, r#"call-tool skill_info {"name": "meeting-notes"}"#);
+    assert!(body["reply"].as_str().unwrap().contains("Action items"), "{body}");
+    drop(d);
+
+    // Removed by the user: not reinstalled on the next start.
+    std::fs::remove_dir_all(data.join("plugins/units")).unwrap();
+    let d = Daemon::start(&data);
+    wait_plugin(&d, "timer", Duration::from_secs(10), "ran", |p| p["state"] == "running");
+    assert_eq!(plugin(&d, "units"), Value::Null, "a removed bundled plugin came back");
+    assert!(!data.join("plugins/units").exists());
+}
