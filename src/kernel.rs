@@ -90,6 +90,8 @@ pub struct KernelState {
     pub stages: OnceLock<TAddr<StageHost>>,
     pub context: OnceLock<TAddr<ContextActor>>,
     pub textlog: OnceLock<TAddr<homeagent_actors::memory::textlog::TextLogActor>>,
+    /// The knowledge base (plugins reach it through `knowledge.*`).
+    pub knowledge: OnceLock<TAddr<homeagent_actors::memory::knowledge::KnowledgeActor>>,
     /// The distill heartbeat and its last round (for the API).
     pub distill: OnceLock<homeagent_actors::memory::heartbeat::DistillHandle>,
     /// The graph tier (`kernel/memory/graph`), for the API.
@@ -145,6 +147,7 @@ impl KernelState {
             stages: OnceLock::new(),
             context: OnceLock::new(),
             textlog: OnceLock::new(),
+            knowledge: OnceLock::new(),
             distill: OnceLock::new(),
             graph: OnceLock::new(),
             embedder: OnceLock::new(),
@@ -433,6 +436,14 @@ impl Module<KernelState> for PluginHostModule {
                 intercept_loop: agent.intercept_loop.clone(),
                 config: s.config.get().cloned().ok_or("config missing")?,
                 bus: s.bus.clone(),
+                services: homeagent_actors::plugins::services::KernelServices {
+                    bus: s.bus.clone(),
+                    channels: agent.deps.channels.clone(),
+                    context: Some(agent.deps.context.clone()),
+                    textlog: Some(agent.deps.textlog.clone()),
+                    graph: agent.deps.graph.clone(),
+                    knowledge: s.knowledge.get().cloned(),
+                },
             };
             let dir = s.data_dir.join("plugins");
             install_bundled(&dir);
@@ -630,6 +641,7 @@ impl Module<KernelState> for MemoryModule {
                     Ok(KnowledgeActor::new(KnowledgeBase::new(&kb_dir)))
                 })
                 .await?;
+            let _ = s.knowledge.set(knowledge.clone());
             let graph_path = s.data_dir.join("memory").join("graph.db");
             let graph = sup
                 .worker_on(s.blocking.handle(), "graph", RestartPolicy::Permanent, move || {

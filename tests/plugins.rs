@@ -608,3 +608,190 @@ fn a_fresh_daemon_runs_the_bundled_lua_and_skill_examples_and_remembers_removals
     assert_eq!(plugin(&d, "units"), Value::Null, "a removed bundled plugin came back");
     assert!(!data.join("plugins/units").exists());
 }
+
+/// Asks the model (the fake vendor) to call `tool` with `args`; answers the tool's text.
+fn via_tool(d: &Daemon, tool: &str, args: Value) -> String {
+    let reply = ask(d, &format!("call-tool {tool} {args}"));
+    let text = reply["reply"].as_str().unwrap_or_default();
+    text.strip_prefix("tool said: ")
+        .unwrap_or_else(|| panic!("no tool answer: {reply}"))
+        .to_owned()
+}
+
+/// Calls a kernel method from inside the probe plugin; answers its JSON result.
+fn probe(d: &Daemon, method: &str, params: Value) -> Value {
+    let text = via_tool(d, "probe_call", json!({"method": method, "params": params}));
+    serde_json::from_str(&text).unwrap_or_else(|_| panic!("{method} failed: {text}"))
+}
+
+#[test]
+fn a_subprocess_plugin_uses_memory_documents_knowledge_social_stages_channels_and_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    install(&data, "probe");
+    let d = Daemon::start(&data);
+    wait_plugin(&d, "probe", Duration::from_secs(10), "ran", |p| {
+        p["state"] == "running" && p["tools"].as_array().is_some_and(|t| t.len() == 3)
+    });
+    let v = vendor::start();
+    let r = reqwest::blocking::Client::new()
+        .put(d.url("/api/v1/settings"))
+        .json(&vendor::source_settings("fake", &v.url, 0))
+        .send()
+        .unwrap();
+    assert!(r.status().is_success());
+    std::thread::sleep(Duration::from_millis(200));
+
+    // Graph memory.
+    let c = probe(
+        &d,
+        "memory.commit",
+        json!({"triples": [
+            {"subject": "Alice", "subject_type": "person", "relation": "trait:hobby", "object": "chess", "object_type": "trait_value"},
+            {"subject": "Alice", "subject_type": "person", "relation": "friend", "object": "Bob", "object_type": "person"}
+        ]}),
+    );
+    assert_eq!(c["relations"], 2, "{c}");
+    let r = probe(&d, "memory.recall", json!({"query": ["Alice"], "depth": 1}));
+    let names: Vec<&str> = r["entities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["name"].as_str())
+        .collect();
+    assert!(names.contains(&"Alice") && names.contains(&"Bob"), "{r}");
+    assert!(
+        probe(&d, "memory.introspect", json!({}))["entity_count"]
+            .as_i64()
+            .unwrap()
+            >= 3
+    );
+    // Social reads on the same graph.
+    assert_eq!(
+        probe(&d, "social.getTrait", json!({"name": "Alice", "trait": "hobby"})),
+        json!({"found": true, "value": "chess"})
+    );
+    let person = probe(&d, "social.getPerson", json!({"name": "Alice"}));
+    assert_eq!(person["traits"], json!({"hobby": "chess"}), "{person}");
+    assert_eq!(person["relations"][0]["target"], "Bob");
+    assert_eq!(
+        probe(&d, "social.listPersons", json!({}))["persons"],
+        json!(["Alice", "Bob"])
+    );
+    // Documents.
+    let id = probe(
+        &d,
+        "doc.insert",
+        json!({"content": "the boiler was serviced in March", "summary": "boiler"}),
+    )["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let q = probe(&d, "doc.query", json!({"query": "boiler serviced", "top_k": 3}));
+    assert_eq!(q["documents"][0]["id"], id.as_str(), "{q}");
+    assert!(probe(&d, "doc.stats", json!({}))["documents"].as_u64().unwrap() >= 1);
+    assert_eq!(probe(&d, "doc.remove", json!({"id": id}))["removed"], true);
+    // Knowledge.
+    assert_eq!(
+        probe(
+            &d,
+            "knowledge.add",
+            json!({"name": "home/wifi", "content": "The guest wifi password is on the fridge."})
+        )["name"],
+        "home/wifi"
+    );
+    let k = probe(&d, "knowledge.search", json!({"query": "wifi password"}));
+    assert_eq!(k["results"][0]["name"], "home/wifi", "{k}");
+    assert_eq!(k["results"][0]["category"], "home");
+    assert_eq!(probe(&d, "knowledge.list", json!({}))["items"][0]["name"], "home/wifi");
+    assert!(data.join("knowledge/home/wifi/content.md").is_file());
+    // Text memory: a line in the JSONL log under the plugin's source.
+    assert_eq!(
+        probe(
+            &d,
+            "textmemory.append",
+            json!({"role": "user", "content": "probe line 42", "channel": "lab"})
+        ),
+        json!({"ok": true})
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let found = std::fs::read_dir(data.join("memory/text"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|f| {
+                std::fs::read_to_string(f.path()).is_ok_and(|t| t.contains("probe line 42") && t.contains("probe/lab"))
+            });
+        if found {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the text memory line never appeared");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Output channel: the model sends to it and the plugin delivers.
+    assert_eq!(
+        via_tool(&d, "output_send__probe_out", json!({"payload": "ping"})),
+        "delivered: ping"
+    );
+    assert_eq!(via_tool(&d, "probe_outbox", json!({})), r#"["ping"]"#);
+    // Stage handler on before_output.
+    assert_eq!(ask(&d, "stage-me please")["reply"], "echo: stage-me please [probed]");
+    // Events: the plugin saw agent_output events of the turns above.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let seen = via_tool(&d, "probe_events", json!({}));
+        if seen.contains("agent_output") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no agent_output event reached the plugin: {seen}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // A capability it did not declare: refused with what to declare.
+    let denied = via_tool(
+        &d,
+        "probe_call",
+        json!({"method": "io.injectText", "params": {"text": "x"}}),
+    );
+    assert!(
+        denied.starts_with("ERROR -32001") && denied.contains("`io` capability") && denied.contains("plugin.json"),
+        "{denied}"
+    );
+    // Bad params get a clear error, not a crash.
+    let bad = via_tool(
+        &d,
+        "probe_call",
+        json!({"method": "memory.commit", "params": {"triples": "nope"}}),
+    );
+    assert!(bad.starts_with("ERROR -32602") && bad.contains("triples"), "{bad}");
+    let bad = via_tool(
+        &d,
+        "probe_call",
+        json!({"method": "stage.register", "params": {"stage": "later"}}),
+    );
+    assert!(
+        bad.contains("unknown stage `later`") && bad.contains("before_output"),
+        "{bad}"
+    );
+
+    // A crash detaches the channel; the restarted plugin registers it again.
+    let pid = plugin(&d, "probe")["pid"].as_u64().unwrap();
+    common::unsafe_kill(pid as u32, "KILL");
+    wait_plugin(&d, "probe", Duration::from_secs(10), "came back", |p| {
+        p["restarts"].as_u64() >= Some(1)
+            && p["state"] == "running"
+            && p["tools"].as_array().is_some_and(|t| t.len() == 3)
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = ask(&d, r#"call-tool output_send__probe_out {"payload": "again"}"#)["reply"].to_string();
+        if text.contains("delivered: again") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the channel never came back: {text}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

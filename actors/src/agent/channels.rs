@@ -56,16 +56,98 @@ pub fn parse_send_tool(name: &str) -> Option<(&str, bool)> {
     }
 }
 
-/// The registered output channels.
-#[derive(Debug, Clone, Default)]
+/// Delivers a checked `output_send__<ch>` message (`{channel, payload, type, meta,
+/// task_id, source}`) to the plugin that owns the channel; answers the tool's reply.
+pub type Deliver = std::sync::Arc<dyn crate::stages::ToolHandler>;
+
+/// A channel registered by a plugin, with its owner and delivery.
+#[derive(Clone)]
+struct PluginChannel {
+    channel: Channel,
+    plugin: String,
+    deliver: Deliver,
+}
+
+/// The registered output channels. Clones share one list: a channel a plugin
+/// registers is seen by every task from then on, and removed when the plugin stops.
+#[derive(Clone, Default)]
 pub struct Channels {
     list: Vec<Channel>,
+    plugins: std::sync::Arc<parking_lot::RwLock<Vec<PluginChannel>>>,
+}
+
+impl std::fmt::Debug for Channels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.all()).finish()
+    }
+}
+
+/// Why a plugin's channel was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ChannelError {
+    #[error(
+        "channel name `{0}` is invalid: use [A-Za-z0-9_-], and keep `output_send__<name>_help` within 64 characters"
+    )]
+    Name(String),
+    #[error("an output channel `{0}` already exists (owned by {1})")]
+    Duplicate(String, String),
 }
 
 impl Channels {
+    /// Adds a plugin's channel; its send tool appears in the next model call.
+    pub fn register(&self, plugin: &str, channel: Channel, deliver: Deliver) -> Result<(), ChannelError> {
+        let n = &channel.name;
+        let valid = !n.is_empty()
+            && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+            && SEND_PREFIX.len() + n.len() + "_help".len() <= 64;
+        if !valid {
+            return Err(ChannelError::Name(n.clone()));
+        }
+        if self.list.iter().any(|c| &c.name == n) {
+            return Err(ChannelError::Duplicate(n.clone(), "the kernel".into()));
+        }
+        let mut plugins = self.plugins.write();
+        if let Some(other) = plugins.iter().find(|p| &p.channel.name == n) {
+            return Err(ChannelError::Duplicate(n.clone(), format!("plugin `{}`", other.plugin)));
+        }
+        tracing::info!(plugin, channel = %n, "output channel registered");
+        plugins.push(PluginChannel {
+            channel,
+            plugin: plugin.to_owned(),
+            deliver,
+        });
+        Ok(())
+    }
+
+    /// Removes a plugin's channel by name (only its own); answers whether it existed.
+    pub fn unregister(&self, plugin: &str, name: &str) -> bool {
+        let mut plugins = self.plugins.write();
+        let before = plugins.len();
+        plugins.retain(|p| !(p.plugin == plugin && p.channel.name == name));
+        before != plugins.len()
+    }
+
+    /// Removes every channel of a plugin (it stopped or crashed); answers how many.
+    pub fn unregister_plugin(&self, plugin: &str) -> usize {
+        let mut plugins = self.plugins.write();
+        let before = plugins.len();
+        plugins.retain(|p| p.plugin != plugin);
+        before - plugins.len()
+    }
+
+    /// The delivery of a plugin's channel (`None` for the kernel's own channels).
+    pub fn deliver(&self, name: &str) -> Option<Deliver> {
+        self.plugins
+            .read()
+            .iter()
+            .find(|p| p.channel.name == name)
+            .map(|p| p.deliver.clone())
+    }
+
     /// The channels built into the daemon: the HTTP API and the WebUI (both synchronous).
     pub fn builtin() -> Self {
         Self {
+            plugins: Default::default(),
             list: vec![
                 Channel {
                     name: "http".into(),
@@ -89,18 +171,27 @@ impl Channels {
         }
     }
 
-    pub fn get(&self, name: &str) -> Option<&Channel> {
-        self.list.iter().find(|c| c.name == name)
+    pub fn get(&self, name: &str) -> Option<Channel> {
+        self.list.iter().find(|c| c.name == name).cloned().or_else(|| {
+            self.plugins
+                .read()
+                .iter()
+                .find(|p| p.channel.name == name)
+                .map(|p| p.channel.clone())
+        })
     }
 
-    pub fn all(&self) -> &[Channel] {
-        &self.list
+    /// The kernel's channels, then the plugins' in registration order.
+    pub fn all(&self) -> Vec<Channel> {
+        let mut v = self.list.clone();
+        v.extend(self.plugins.read().iter().map(|p| p.channel.clone()));
+        v
     }
 
     /// `output_send__<ch>` and `output_send__<ch>_help` for every channel.
     pub fn tools(&self) -> Vec<ToolDef> {
         let mut out = Vec::new();
-        for c in &self.list {
+        for c in &self.all() {
             out.push(ToolDef {
                 kind: "function".into(),
                 function: ToolFunction {
@@ -160,7 +251,11 @@ impl Channels {
     }
 
     fn names(&self) -> String {
-        self.list.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", ")
+        self.all()
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// Checks an `output_send__<ch>` call; `Ok` carries the normalised message

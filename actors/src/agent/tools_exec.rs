@@ -186,7 +186,23 @@ impl ToolRunner {
         msg["payload"] = json!(out.final_text);
         msg["task_id"] = json!(self.task_id);
         msg["source"] = json!(self.source);
-        self.bus.publish("output", msg);
-        ("ok".into(), true)
+        let deliver = self.channels.deliver(channel);
+        self.bus.publish("output", msg.clone());
+        // A plugin's channel: the plugin delivers it and its answer is the tool's reply.
+        let Some(deliver) = deliver else {
+            return ("ok".into(), true);
+        };
+        match tokio::time::timeout(self.timeout, deliver.call(msg)).await {
+            Ok(Ok(text)) if text.is_empty() => ("ok".into(), true),
+            Ok(Ok(text)) => (text, true),
+            Ok(Err(e)) => (format!("发送到 {channel} 失败 (delivery failed): {e}"), false),
+            Err(_) => (
+                format!(
+                    "发送到 {channel} 超时 (the channel did not answer within {:?})",
+                    self.timeout
+                ),
+                false,
+            ),
+        }
     }
 }

@@ -366,3 +366,28 @@ impl Handles<DeleteDoc> for ContextActor {
         self.store.delete_document(&id).map_err(|e| e.to_string())
     }
 }
+
+/// Stores a document for a plugin (`doc.insert`); answers its id.
+#[derive(Message)]
+#[rtype(result = "Result<String, String>")]
+pub struct InsertDoc {
+    pub summary: String,
+    pub content: String,
+}
+
+impl Handles<InsertDoc> for ContextActor {
+    type Reply = Result<String, String>;
+    fn handle(&mut self, msg: InsertDoc, _: &mut HostContext<Self>) -> Self::Reply {
+        if msg.content.trim().is_empty() {
+            return Err("`content` is empty".into());
+        }
+        let summary = if msg.summary.trim().is_empty() {
+            msg.content.chars().take(100).collect()
+        } else {
+            msg.summary
+        };
+        self.store
+            .commit_document(&summary, &msg.content)
+            .map_err(|e| e.to_string())
+    }
+}

@@ -763,3 +763,27 @@ mod tests {
         assert_eq!(out.lines().filter(|l| l.contains("→(")).count(), 10);
     }
 }
+
+/// Structured social reads for plugins (`social.*` of the plugin protocol).
+#[derive(Message)]
+#[rtype(result = "Result<serde_json::Value, String>")]
+pub enum SocialQuery {
+    Person { name: String },
+    Trait { name: String, trait_: String },
+    Network { name: String, depth: usize },
+    Persons,
+}
+
+impl Handles<SocialQuery> for GraphActor {
+    type Reply = Result<serde_json::Value, String>;
+    fn handle(&mut self, q: SocialQuery, _: &mut HostContext<Self>) -> Self::Reply {
+        use super::social;
+        let r = match q {
+            SocialQuery::Person { name } => social::person(&self.store, name.trim()),
+            SocialQuery::Trait { name, trait_ } => social::get_trait(&self.store, name.trim(), trait_.trim()),
+            SocialQuery::Network { name, depth } => social::network_json(&self.store, name.trim(), depth),
+            SocialQuery::Persons => social::persons(&self.store).map(|p| serde_json::json!({ "persons": p })),
+        };
+        r.map_err(|e| e.to_string())
+    }
+}

@@ -100,6 +100,24 @@ impl KnowledgeBase {
         out
     }
 
+    /// The `top_k` items most similar to `query` (lexical TF-IDF), best first, as
+    /// `(name, content, score)`.
+    pub fn search_items(&self, query: &str, top_k: usize) -> Vec<(String, String, f32)> {
+        let items = self.items();
+        let texts: Vec<String> = items.iter().map(|(n, c)| format!("{n} {c}")).collect();
+        let model = Tfidf::train(texts.iter().map(String::as_str));
+        let q = model.vectorize(query);
+        let mut scored: Vec<(String, String, f32)> = items
+            .into_iter()
+            .zip(&texts)
+            .map(|((n, c), t)| (n, c, cosine(&q, &model.vectorize(t))))
+            .filter(|(_, _, s)| *s > 0.0)
+            .collect();
+        scored.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)));
+        scored.truncate(if top_k == 0 { 5 } else { top_k });
+        scored
+    }
+
     /// The `top_k` items most similar to `query` (lexical TF-IDF), formatted for the model.
     pub fn search(&self, query: &str, top_k: usize) -> String {
         if query.trim().is_empty() {
@@ -203,6 +221,62 @@ impl Handles<KnowledgeCall> for KnowledgeActor {
                     Ok(()) => format!("知识「{}」已删除", name.trim()),
                     Err(e) => format!("知识删除失败: {e}"),
                 }
+            }
+        }
+    }
+}
+
+/// Structured access for plugins (`knowledge.*` of the plugin protocol): JSON, not
+/// the tools' reply texts.
+#[derive(Message)]
+#[rtype(result = "Result<serde_json::Value, String>")]
+pub enum KnowledgeQuery {
+    /// `{results: [{name, category, content, score}]}`.
+    Search { query: String, top_k: usize },
+    /// `{items: [{name, category, bytes}]}`.
+    List,
+    /// `{name}` (sanitized).
+    Add { name: String, content: String },
+}
+
+fn category(name: &str) -> &str {
+    name.rsplit_once('/').map_or("", |(c, _)| c)
+}
+
+impl Handles<KnowledgeQuery> for KnowledgeActor {
+    type Reply = Result<serde_json::Value, String>;
+    fn handle(&mut self, q: KnowledgeQuery, _: &mut HostContext<Self>) -> Self::Reply {
+        use serde_json::json;
+        match q {
+            KnowledgeQuery::Search { query, top_k } => {
+                if query.trim().is_empty() {
+                    return Err("`query` is empty".into());
+                }
+                let results: Vec<_> = self
+                    .kb
+                    .search_items(&query, top_k)
+                    .into_iter()
+                    .map(|(n, c, s)| json!({"name": n, "category": category(&n), "content": c, "score": s}))
+                    .collect();
+                Ok(json!({ "results": results }))
+            }
+            KnowledgeQuery::List => {
+                let items: Vec<_> = self
+                    .kb
+                    .items()
+                    .into_iter()
+                    .map(|(n, c)| json!({"name": n, "category": category(&n), "bytes": c.len()}))
+                    .collect();
+                Ok(json!({ "items": items }))
+            }
+            KnowledgeQuery::Add { name, content } => {
+                if content.trim().is_empty() {
+                    return Err("`content` is empty".into());
+                }
+                self.kb
+                    .create(&name, &content)
+                    .map(|n| json!({ "name": n }))
+                    .map_err(|e| e.to_string())
             }
         }
     }

@@ -107,6 +107,64 @@ pub fn network(g: &GraphStore, name: &str, depth: usize) -> Result<String, Graph
     Ok(lines.join("\n"))
 }
 
+/// A person as plugins see it (`social.getPerson`): traits and ties.
+pub fn person(g: &GraphStore, name: &str) -> Result<serde_json::Value, GraphError> {
+    let r = around(g, name, 1)?;
+    let traits: serde_json::Map<String, serde_json::Value> = traits(&r.relations, name)
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), serde_json::Value::String(v.to_owned())))
+        .collect();
+    let ties: Vec<serde_json::Value> = r
+        .relations
+        .iter()
+        .filter(|r| !r.relation.starts_with(TRAIT_PREFIX))
+        .map(|r| serde_json::json!({"source": r.source, "relation": r.relation, "target": r.target}))
+        .collect();
+    let found = !traits.is_empty() || !ties.is_empty() || r.entities.iter().any(|e| e.name == name);
+    Ok(serde_json::json!({"name": name, "found": found, "traits": traits, "relations": ties}))
+}
+
+/// One trait (`social.getTrait`): `{value, found}`.
+pub fn get_trait(g: &GraphStore, name: &str, trait_: &str) -> Result<serde_json::Value, GraphError> {
+    let r = around(g, name, 1)?;
+    let value = traits(&r.relations, name)
+        .into_iter()
+        .find(|(k, _)| *k == trait_)
+        .map(|(_, v)| v.to_owned());
+    Ok(serde_json::json!({"found": value.is_some(), "value": value.unwrap_or_default()}))
+}
+
+/// The people within `depth` ties of `name` (`social.getNetwork`), each as [`person`].
+pub fn network_json(g: &GraphStore, name: &str, depth: usize) -> Result<serde_json::Value, GraphError> {
+    let r = around(g, name, depth.max(1))?;
+    let mut people: Vec<&str> = Vec::new();
+    for rel in r.relations.iter().filter(|r| !r.relation.starts_with(TRAIT_PREFIX)) {
+        for p in [rel.source.as_str(), rel.target.as_str()] {
+            if p != name && !people.contains(&p) {
+                people.push(p);
+            }
+        }
+    }
+    let people = people
+        .into_iter()
+        .map(|p| person(g, p))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(serde_json::json!({"name": name, "people": people}))
+}
+
+/// Every entity recorded as a person (`social.listPersons`), by name.
+pub fn persons(g: &GraphStore) -> Result<Vec<String>, GraphError> {
+    let all = g.recall(&[], &[], 0, None, RecallSort::Relevance)?;
+    let mut names: Vec<String> = all
+        .entities
+        .into_iter()
+        .filter(|e| e.kind == "person")
+        .map(|e| e.name)
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,6 +182,17 @@ mod tests {
             "▎小明 的档案\n【特质】\n  性格: 开朗\n【社交关系】\n  小明 —(朋友)—→ 小红"
         );
         assert_eq!(profile(&g, "无名氏").unwrap(), "▎无名氏 的档案\n  （尚无记录）");
+        let p = person(&g, "小明").unwrap();
+        assert_eq!(p["traits"], serde_json::json!({"性格": "开朗"}));
+        assert_eq!(p["relations"][0]["target"], "小红");
+        assert_eq!(
+            get_trait(&g, "小明", "性格").unwrap(),
+            serde_json::json!({"found": true, "value": "开朗"})
+        );
+        assert_eq!(get_trait(&g, "小明", "身高").unwrap()["found"], false);
+        assert_eq!(persons(&g).unwrap(), ["小刚", "小明", "小红"]);
+        let nj = network_json(&g, "小明", 2).unwrap();
+        assert_eq!(nj["people"][0]["name"], "小红");
         let net = network(&g, "小明", 2).unwrap();
         assert_eq!(
             net,

@@ -11,5 +11,6 @@ pub mod host;
 pub mod lua;
 pub mod package;
 pub mod process;
+pub mod services;
 pub mod skill;
 pub mod watch;

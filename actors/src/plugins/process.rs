@@ -23,7 +23,10 @@ use crate::addr::TAddr;
 use crate::agent::input::Input;
 use crate::agent::intake::{EventLoop, Inject, InjectInterrupt, InterceptLoop};
 use crate::host::{Host, HostContext, KernelActor};
-use crate::stages::{RegisterTool, StageHost, ToolHandler, ToolSpec, UnregisterPlugin};
+use crate::stages::{
+    Patch, RegisterStage, RegisterTool, Stage, StageContext, StageHandler, StageHost, ToolHandler, ToolSpec,
+    UnregisterPlugin,
+};
 
 mod own;
 
@@ -39,6 +42,8 @@ pub struct PluginDeps {
     /// Own settings (`settings.get`) and their change events (`events.subscribe`).
     pub config: TAddr<crate::config::ConfigActor>,
     pub bus: crate::bus::EventBus,
+    /// Memory, documents, knowledge, text memory, social, channels and events.
+    pub services: super::services::KernelServices,
 }
 
 /// Live facts about a plugin for the API (survive restarts of its actor).
@@ -61,6 +66,8 @@ pub struct PluginProcess {
     pid: Option<u32>,
     stopping: bool,
     own: own::OwnState,
+    /// The plugin's event subscription (ends with this instance).
+    events: super::services::EventSub,
 }
 
 impl PluginProcess {
@@ -83,6 +90,7 @@ impl PluginProcess {
             pid: None,
             stopping: false,
             own: own::OwnState::default(),
+            events: Default::default(),
         }
     }
 
@@ -347,6 +355,17 @@ impl PluginProcess {
                     }),
                 );
             }
+            methods::STAGE_REGISTER | methods::OUTPUT_REGISTER | methods::OUTPUT_UNREGISTER => {
+                self.on_extension(req.method.as_str(), id, req.params, conn, ctx)
+            }
+            m if super::services::is_data_method(m) => {
+                let fut = self
+                    .deps
+                    .services
+                    .data(self.name(), m, req.params)
+                    .expect("a data method");
+                actix::spawn(async move { conn.respond(id, fut.await) });
+            }
             other => conn.respond(
                 id,
                 Err(RpcError {
@@ -357,6 +376,91 @@ impl PluginProcess {
                 }),
             ),
         }
+    }
+
+    /// Stage handlers and output channels: registrations that call back into this
+    /// plugin over its connection. (Event subscriptions are in `own.rs`.)
+    fn on_extension(&mut self, method: &str, id: u64, params: Value, conn: Arc<Conn>, ctx: &mut HostContext<Self>) {
+        use super::services::parse_stage;
+        use homeagent_plugin_protocol::methods::{OutputRegister, StageRegister};
+        let bad = |e: serde_json::Error| RpcError {
+            code: RpcError::INVALID_PARAMS,
+            message: format!("invalid params for `{method}`: {e}"),
+        };
+        let name = self.name().to_owned();
+        let result = match method {
+            methods::STAGE_REGISTER => {
+                let reg: StageRegister = match serde_json::from_value(params) {
+                    Ok(r) => r,
+                    Err(e) => return conn.respond(id, Err(bad(e))),
+                };
+                let (stage, scope) = match parse_stage(&reg) {
+                    Ok(x) => x,
+                    Err(e) => return conn.respond(id, Err(e)),
+                };
+                let c = conn.clone();
+                let handler: Arc<dyn StageHandler> = Arc::new(
+                    move |stage: Stage, sctx: StageContext| -> BoxFuture<'static, Result<Patch, String>> {
+                        let c = c.clone();
+                        Box::pin(async move {
+                            let v = c
+                                .call(methods::STAGE_INVOKE, json!({"stage": stage.as_str(), "ctx": sctx}))
+                                .await?;
+                            if v.is_null() {
+                                return Ok(Patch::default());
+                            }
+                            serde_json::from_value(v)
+                                .map_err(|e| format!("bad stage.invoke answer (a patch object): {e}"))
+                        })
+                    },
+                );
+                let stages = self.deps.stages.clone();
+                let fut = async move {
+                    stages
+                        .send(RegisterStage {
+                            plugin: name,
+                            stage,
+                            scope,
+                            handler,
+                        })
+                        .await
+                };
+                ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(fut).map(move |res, _, _| {
+                    conn.respond(
+                        id,
+                        res.map(|_| json!({"ok": true})).map_err(|e| RpcError {
+                            code: RpcError::GONE,
+                            message: e.to_string(),
+                        }),
+                    )
+                }));
+                return;
+            }
+            methods::OUTPUT_REGISTER => match serde_json::from_value::<OutputRegister>(params) {
+                Err(e) => Err(bad(e)),
+                Ok(reg) => {
+                    let c = conn.clone();
+                    let deliver: super::services::Deliver =
+                        Arc::new(move |msg: Value| -> BoxFuture<'static, Result<String, String>> {
+                            let c = c.clone();
+                            Box::pin(async move {
+                                let v = c.call(methods::OUTPUT_INVOKE, msg).await?;
+                                Ok(v.get("text").and_then(Value::as_str).unwrap_or("").to_owned())
+                            })
+                        });
+                    self.deps.services.register_output(&name, &reg, deliver)
+                }
+            },
+            methods::OUTPUT_UNREGISTER => {
+                let ch = params.get("name").and_then(Value::as_str).unwrap_or("");
+                Ok(json!({"removed": self.deps.services.channels.unregister(&name, ch)}))
+            }
+            _ => Err(RpcError {
+                code: RpcError::UNKNOWN_METHOD,
+                message: format!("unknown method `{method}`"),
+            }),
+        };
+        conn.respond(id, result);
     }
 
     fn on_exit(&mut self, status: String, ctx: &mut HostContext<Self>) {
@@ -381,7 +485,9 @@ impl PluginProcess {
     }
 
     /// Removes the plugin's tools and stage handlers from the kernel.
-    fn detach(&self) {
+    fn detach(&mut self) {
+        self.events = Default::default();
+        self.deps.services.channels.unregister_plugin(self.name());
         self.info.tools.lock().clear();
         let _ = self.deps.stages.do_send(UnregisterPlugin(self.name().to_owned()));
     }

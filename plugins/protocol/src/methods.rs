@@ -77,15 +77,23 @@ pub const TOOL_CANCEL: &str = "tool.cancel";
 /// Params [`SettingsGet`]; result [`SettingValue`] (`value` null when unset).
 pub const SETTINGS_GET: &str = "settings.get";
 /// Plugin → kernel (capability `events`): start receiving the named topics as
-/// notifications. Params [`EventsSubscribe`]; result `{"topics": [...]}`.
+/// notifications. Params [`EventsSubscribe`]; result `{"topics": [...]}`. A topic is
+/// `settings.changed` (the plugin's own settings, notified as `settings.changed`) or a
+/// kernel event type (`agent_output`, `output`, `setting_changed`, `actor_exit`, ...;
+/// `*` = all), notified as [`EVENT`].
 pub const EVENTS_SUBSCRIBE: &str = "events.subscribe";
 /// Plugin → kernel (capability `events`): stop receiving the named topics.
 pub const EVENTS_UNSUBSCRIBE: &str = "events.unsubscribe";
 /// Kernel → plugin (notification, after `events.subscribe` to it): one of the plugin's
 /// own settings changed. Params [`SettingValue`] with the short key.
 pub const SETTINGS_CHANGED: &str = "settings.changed";
-/// The topics `events.subscribe` accepts.
+/// The special topics `events.subscribe` accepts (besides kernel event types).
 pub const EVENT_TOPICS: &[&str] = &[SETTINGS_CHANGED];
+
+/// Whether `topic` names kernel events (`[a-z_]+` or `*`) rather than a special topic.
+pub fn is_kernel_event_topic(topic: &str) -> bool {
+    topic == "*" || (!topic.is_empty() && topic.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
+}
 
 /// Withdraws a tool.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -115,9 +123,10 @@ pub struct SettingValue {
     pub value: Value,
 }
 
-/// Topics to (un)subscribe.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Topics to (un)subscribe (`types` is accepted as another name for `topics`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct EventsSubscribe {
+    #[serde(default, alias = "types")]
     pub topics: Vec<String>,
 }
 
@@ -144,4 +153,111 @@ mod own_settings_tests {
         assert_eq!(own_setting_key("mcp", "plugin.mcp."), None);
         assert_eq!(own_setting_key("mcp", ""), None);
     }
+}
+
+// ---------------------------------------------------------------------------------
+// Stage handlers, output channels, events and kernel data (memory, documents,
+// knowledge, text memory, social). Results are JSON objects; see docs/PROTOCOL.md.
+// ---------------------------------------------------------------------------------
+
+/// Plugin → kernel: handle a pipeline stage. Params [`StageRegister`]; result `{"ok"}`.
+/// The kernel then calls [`STAGE_INVOKE`] at every run of that stage.
+pub const STAGE_REGISTER: &str = "stage.register";
+/// Kernel → plugin: run a stage handler. Params `{"stage", "ctx"}` (the stage
+/// context); result: a patch object with only the fields to change (`{}` = none).
+pub const STAGE_INVOKE: &str = "stage.invoke";
+/// Plugin → kernel: offer an output channel. Params [`OutputRegister`]; result
+/// `{"ok", "tool": "output_send__<name>"}`.
+pub const OUTPUT_REGISTER: &str = "output.register";
+/// Plugin → kernel: withdraw one of its channels. Params `{"name"}`; result `{"removed"}`.
+pub const OUTPUT_UNREGISTER: &str = "output.unregister";
+/// Kernel → plugin: deliver a message the model sent to the plugin's channel. Params
+/// `{"channel", "payload", "type", "meta", "task_id", "source"}`; result `{"text"}`
+/// (shown to the model; empty = "ok").
+pub const OUTPUT_INVOKE: &str = "output.invoke";
+/// Kernel → plugin (notification, after `events.subscribe` to a kernel event type):
+/// one kernel event, `{"type", "ts_ms", ...data}`.
+pub const EVENT: &str = "event";
+
+/// `memory.recall` (capability `memory`): `{"query": string | [string], "depth"?: 1}`
+/// → `{"entities", "relations"}`.
+pub const MEMORY_RECALL: &str = "memory.recall";
+/// `memory.commit`: `{"triples": [{subject, relation, object, subject_type?,
+/// object_type?, confidence?, sentence?}]}` → `{"entities", "relations"}` (created).
+pub const MEMORY_COMMIT: &str = "memory.commit";
+/// `memory.introspect`: `{}` → `{entity_count, relation_count, relations_total, memory_hotspots}`.
+pub const MEMORY_INTROSPECT: &str = "memory.introspect";
+/// `memory.merge`: `{"source", "target"}` → `{"text"}`.
+pub const MEMORY_MERGE: &str = "memory.merge";
+/// `memory.purge`: `{subject_contains?, relation_type?, target_contains?, hard?}` → `{"text"}`.
+pub const MEMORY_PURGE: &str = "memory.purge";
+/// `doc.query` (capability `doc_memory`): `{"query", "top_k"?: 5}` → `{"documents"}`
+/// (read-only: the documents stay in the store).
+pub const DOC_QUERY: &str = "doc.query";
+/// `doc.insert`: `{"content", "summary"?}` → `{"id"}`.
+pub const DOC_INSERT: &str = "doc.insert";
+/// `doc.remove`: `{"id"}` → `{"removed"}`.
+pub const DOC_REMOVE: &str = "doc.remove";
+/// `doc.stats`: `{}` → `{"events", "documents"}`.
+pub const DOC_STATS: &str = "doc.stats";
+/// `knowledge.search` (capability `knowledge`): `{"query", "top_k"?: 5}` →
+/// `{"results": [{name, category, content, score}]}`.
+pub const KNOWLEDGE_SEARCH: &str = "knowledge.search";
+/// `knowledge.add` (alias `knowledge.create`): `{"name", "content"}` → `{"name"}`.
+pub const KNOWLEDGE_ADD: &str = "knowledge.add";
+/// Alias of [`KNOWLEDGE_ADD`].
+pub const KNOWLEDGE_CREATE: &str = "knowledge.create";
+/// `knowledge.list`: `{}` → `{"items": [{name, category, bytes}]}`.
+pub const KNOWLEDGE_LIST: &str = "knowledge.list";
+/// `textmemory.append` (capability `text_memory`): [`TextAppend`] → `{"ok"}`.
+pub const TEXTMEMORY_APPEND: &str = "textmemory.append";
+/// `social.getPerson` (capability `social`): `{"name"}` → `{name, found, traits, relations}`.
+pub const SOCIAL_GET_PERSON: &str = "social.getPerson";
+/// `social.getTrait`: `{"name", "trait"}` → `{"value", "found"}`.
+pub const SOCIAL_GET_TRAIT: &str = "social.getTrait";
+/// `social.getNetwork`: `{"name", "depth"?: 2}` → `{"name", "people": [person]}`.
+pub const SOCIAL_GET_NETWORK: &str = "social.getNetwork";
+/// `social.getRelations`: `{"name"}` → `{"relations"}`.
+pub const SOCIAL_GET_RELATIONS: &str = "social.getRelations";
+/// `social.listPersons`: `{}` → `{"persons": [name]}`.
+pub const SOCIAL_LIST_PERSONS: &str = "social.listPersons";
+
+/// A stage handler registration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StageRegister {
+    /// `on_input`, `pre_action`, `post_action`, `before_toolcall`, `after_toolcall`,
+    /// `before_output` or `after_output`.
+    pub stage: String,
+    /// `global` (default) or `own_tools` (tool stages: only this plugin's tools).
+    #[serde(default)]
+    pub scope: Option<String>,
+}
+
+/// An output channel registration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputRegister {
+    /// `[A-Za-z0-9_-]+`; the model gets `output_send__<name>`.
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// What the channel carries: names (`text`, `file`, `image`, `audio`,
+    /// `structured`) or the SDK's bit mask (Text 1, File 2, Image 4, Audio 8,
+    /// Structured 16). Default: text.
+    #[serde(default)]
+    pub caps: Option<Value>,
+}
+
+/// One turn line for the text memory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TextAppend {
+    /// `user` (the text is an input) or `assistant` (a response).
+    #[serde(default)]
+    pub role: String,
+    pub content: String,
+    /// Unix milliseconds; default now.
+    #[serde(default)]
+    pub timestamp: Option<i64>,
+    /// Recorded as the source `<plugin>/<channel>`.
+    #[serde(default)]
+    pub channel: Option<String>,
 }

@@ -1,6 +1,7 @@
 //! The plugin's requests about itself: withdrawing one of its tools (`tool.unregister`),
 //! reading its own settings (`settings.get`) and being told when they change
-//! (`events.subscribe` to `settings.changed`). Kept apart from the rest of the
+//! (`events.subscribe` to `settings.changed`); kernel event types subscribed with the
+//! same method are forwarded by `services::EventSub` as `event` notifications. Kept apart from the rest of the
 //! protocol so that plugins whose tools change at run time (the MCP bridge) have
 //! one place to look.
 
@@ -9,7 +10,8 @@ use std::sync::Arc;
 use actix::prelude::*;
 use homeagent_plugin_protocol::frame::{Request, RpcError};
 use homeagent_plugin_protocol::methods::{
-    self, EVENT_TOPICS, EventsSubscribe, SettingValue, SettingsGet, ToolUnregister, own_setting_key,
+    self, EVENT_TOPICS, EventsSubscribe, SettingValue, SettingsGet, ToolUnregister, is_kernel_event_topic,
+    own_setting_key,
 };
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
@@ -20,6 +22,10 @@ use crate::config::GetSetting;
 use crate::host::{Host, HostContext};
 use crate::plugins::conn::Conn;
 use crate::stages::UnregisterTool;
+
+fn on_empty_subscribe(method: &str, p: &EventsSubscribe) -> bool {
+    method == methods::EVENTS_SUBSCRIBE && p.topics.is_empty()
+}
 
 /// Per-process state of these methods (a restarted plugin subscribes again).
 #[derive(Default)]
@@ -119,19 +125,56 @@ impl PluginProcess {
                 }));
             }
             methods::EVENTS_SUBSCRIBE | methods::EVENTS_UNSUBSCRIBE => {
-                let p: EventsSubscribe = match serde_json::from_value(req.params.clone()) {
+                // `events.unsubscribe` without params ends every subscription.
+                let params = if req.params.is_null() {
+                    json!({})
+                } else {
+                    req.params.clone()
+                };
+                let p: EventsSubscribe = match serde_json::from_value(params) {
                     Ok(p) => p,
                     Err(e) => {
                         conn.respond(id, Err(bad(e)));
                         return None;
                     }
                 };
-                if let Some(t) = p.topics.iter().find(|t| !EVENT_TOPICS.contains(&t.as_str())) {
-                    let msg = format!("unknown event topic `{t}`; topics: {}", EVENT_TOPICS.join(", "));
+                if on_empty_subscribe(&req.method, &p) {
+                    let msg = "`topics` is empty; list topics such as [\"agent_output\"] or [\"settings.changed\"]";
+                    conn.respond(id, Err(invalid(msg.into())));
+                    return None;
+                }
+                if let Some(t) = p
+                    .topics
+                    .iter()
+                    .find(|t| !EVENT_TOPICS.contains(&t.as_str()) && !is_kernel_event_topic(t))
+                {
+                    let msg = format!(
+                        "unknown event topic `{t}`; topics: {}, or a kernel event type such as agent_output (`*` = all)",
+                        EVENT_TOPICS.join(", ")
+                    );
                     conn.respond(id, Err(invalid(msg)));
                     return None;
                 }
                 let on = req.method == methods::EVENTS_SUBSCRIBE;
+                // Kernel event types: forwarded as `event` notifications (plugins/services.rs).
+                let kernel: Vec<String> = p.topics.iter().filter(|t| is_kernel_event_topic(t)).cloned().collect();
+                let whole = p.topics.is_empty() && !on;
+                if on && !kernel.is_empty() {
+                    let c = conn.clone();
+                    let bus = self.deps.bus.clone();
+                    let sub = EventsSubscribe { topics: kernel };
+                    if let Err(e) = self.events.subscribe(&bus, sub, move |ev| {
+                        c.notify(methods::EVENT, serde_json::to_value(&*ev).unwrap_or_default())
+                    }) {
+                        conn.respond(id, Err(e));
+                        return None;
+                    }
+                } else if !on && (whole || !kernel.is_empty()) {
+                    self.events.unsubscribe(EventsSubscribe { topics: kernel });
+                }
+                if whole && let Some(h) = self.own.settings_sub.take() {
+                    ctx.cancel_future(h);
+                }
                 if p.topics.iter().any(|t| t == methods::SETTINGS_CHANGED) {
                     if let Some(h) = self.own.settings_sub.take() {
                         ctx.cancel_future(h);
