@@ -96,6 +96,17 @@ mod tests {
             Capability::required_for("settings.getCore"),
             Some(Capability::SettingsCross)
         );
+        for (method, cap) in [
+            ("doc.insert", Some(Capability::DocMemory)),
+            ("knowledge.add", Some(Capability::Knowledge)),
+            ("textmemory.append", Some(Capability::TextMemory)),
+            ("social.getTrait", Some(Capability::Social)),
+            ("events.subscribe", Some(Capability::Events)),
+            ("stage.register", None),
+            ("output.register", None),
+        ] {
+            assert_eq!(Capability::required_for(method), cap, "{method}");
+        }
         let msg = Capability::denial("qq", "memory.recall", Capability::Memory);
         assert!(msg.contains("`memory` capability") && msg.contains("plugin.json"));
         let json = serde_json::to_string(&Capability::DocMemory).unwrap();

@@ -22,14 +22,17 @@ use serde_json::{Value, json};
 
 use crate::frame::{Frame, Request, Response, RpcError, decode, encode};
 use crate::methods::{
-    self, EventsSubscribe, InjectText, SettingValue, SettingsGet, ToolCancel, ToolInvoke, ToolRegister, ToolResult,
-    ToolUnregister,
+    self, EventsSubscribe, InjectText, OutputRegister, SettingValue, SettingsGet, StageRegister, TextAppend,
+    ToolCancel, ToolInvoke, ToolRegister, ToolResult, ToolUnregister,
 };
 use crate::{HandshakeParams, HandshakeReply, PROTOCOL_VERSION};
 
 /// A tool's implementation: arguments and the call's handle in, text out.
 pub type ToolFn = Arc<dyn Fn(Value, &Call) -> Result<String, String> + Send + Sync>;
 type EventFn = Arc<dyn Fn(&Kernel, &str, Value) + Send + Sync>;
+type StageFn = Arc<dyn Fn(&str, Value) -> Value + Send + Sync>;
+type OutputFn = Arc<dyn Fn(Value) -> Result<String, String> + Send + Sync>;
+type Out = Arc<Mutex<Box<dyn Write + Send>>>;
 type Pending = Arc<Mutex<HashMap<u64, mpsc::Sender<Result<Value, RpcError>>>>>;
 type Hook = Box<dyn FnOnce() + Send>;
 
@@ -88,7 +91,7 @@ impl Call {
 /// The plugin's handle to the kernel: calls made from any thread.
 #[derive(Clone)]
 pub struct Kernel {
-    out: Arc<Mutex<std::io::Stdout>>,
+    out: Out,
     pending: Pending,
     next: Arc<AtomicU64>,
     tools: Arc<Mutex<HashMap<String, ToolFn>>>,
@@ -195,12 +198,162 @@ impl Kernel {
     pub fn log(&self, msg: &str) {
         eprintln!("{msg}");
     }
+
+    fn call_as<T: serde::de::DeserializeOwned>(&self, method: &str, params: Value, field: &str) -> Result<T, String> {
+        let v = self.call(method, params)?;
+        serde_json::from_value(v.get(field).cloned().unwrap_or(Value::Null))
+            .map_err(|e| format!("unexpected answer to {method}: {e}"))
+    }
+
+    // ---- graph memory (capability `memory`) ----
+
+    /// Entities and relations around the query terms: `{"entities", "relations"}`.
+    pub fn memory_recall(&self, query: &[&str], depth: usize) -> Result<Value, String> {
+        self.call(methods::MEMORY_RECALL, json!({"query": query, "depth": depth}))
+    }
+
+    /// Commits facts; answers `(entities created, relations created)`.
+    pub fn memory_commit(&self, triples: &[Triple]) -> Result<(u64, u64), String> {
+        let v = self.call(methods::MEMORY_COMMIT, json!({ "triples": triples }))?;
+        Ok((
+            v["entities"].as_u64().unwrap_or(0),
+            v["relations"].as_u64().unwrap_or(0),
+        ))
+    }
+
+    /// The graph's counts and hot spots.
+    pub fn memory_introspect(&self) -> Result<Value, String> {
+        self.call(methods::MEMORY_INTROSPECT, json!({}))
+    }
+
+    // ---- document memory (capability `doc_memory`) ----
+
+    /// The `top_k` documents most similar to `query` (read-only).
+    pub fn doc_query(&self, query: &str, top_k: usize) -> Result<Vec<Value>, String> {
+        self.call_as(methods::DOC_QUERY, json!({"query": query, "top_k": top_k}), "documents")
+    }
+
+    /// Stores a document; answers its id.
+    pub fn doc_insert(&self, content: &str, summary: &str) -> Result<String, String> {
+        self.call_as(
+            methods::DOC_INSERT,
+            json!({"content": content, "summary": summary}),
+            "id",
+        )
+    }
+
+    /// Deletes a document; answers whether it existed.
+    pub fn doc_remove(&self, id: &str) -> Result<bool, String> {
+        self.call_as(methods::DOC_REMOVE, json!({ "id": id }), "removed")
+    }
+
+    /// `{"events", "documents"}`.
+    pub fn doc_stats(&self) -> Result<Value, String> {
+        self.call(methods::DOC_STATS, json!({}))
+    }
+
+    // ---- knowledge base (capability `knowledge`) ----
+
+    /// `[{name, category, content, score}]`, best first.
+    pub fn knowledge_search(&self, query: &str, top_k: usize) -> Result<Vec<Value>, String> {
+        self.call_as(
+            methods::KNOWLEDGE_SEARCH,
+            json!({"query": query, "top_k": top_k}),
+            "results",
+        )
+    }
+
+    /// Creates or replaces an item; answers its (sanitised) name.
+    pub fn knowledge_add(&self, name: &str, content: &str) -> Result<String, String> {
+        self.call_as(
+            methods::KNOWLEDGE_ADD,
+            json!({"name": name, "content": content}),
+            "name",
+        )
+    }
+
+    /// `[{name, category, bytes}]`.
+    pub fn knowledge_list(&self) -> Result<Vec<Value>, String> {
+        self.call_as(methods::KNOWLEDGE_LIST, json!({}), "items")
+    }
+
+    // ---- text memory (capability `text_memory`) ----
+
+    /// Appends a line to the raw text log (`role` `user` or `assistant`).
+    pub fn text_append(&self, role: &str, content: &str, channel: Option<&str>) -> Result<(), String> {
+        let p = TextAppend {
+            role: role.to_owned(),
+            content: content.to_owned(),
+            timestamp: None,
+            channel: channel.map(str::to_owned),
+        };
+        self.call(
+            methods::TEXTMEMORY_APPEND,
+            serde_json::to_value(p).expect("serialisable"),
+        )
+        .map(|_| ())
+    }
+
+    // ---- social reads (capability `social`) ----
+
+    /// `{name, found, traits, relations}`.
+    pub fn social_person(&self, name: &str) -> Result<Value, String> {
+        self.call(methods::SOCIAL_GET_PERSON, json!({ "name": name }))
+    }
+
+    /// A trait's value, `None` when not recorded.
+    pub fn social_trait(&self, name: &str, trait_: &str) -> Result<Option<String>, String> {
+        let v = self.call(methods::SOCIAL_GET_TRAIT, json!({"name": name, "trait": trait_}))?;
+        Ok(v["found"]
+            .as_bool()
+            .unwrap_or(false)
+            .then(|| v["value"].as_str().unwrap_or("").to_owned()))
+    }
+
+    /// `{name, people: [person]}` within `depth` ties.
+    pub fn social_network(&self, name: &str, depth: usize) -> Result<Value, String> {
+        self.call(methods::SOCIAL_GET_NETWORK, json!({"name": name, "depth": depth}))
+    }
+
+    /// Everyone recorded as a person.
+    pub fn social_persons(&self) -> Result<Vec<String>, String> {
+        self.call_as(methods::SOCIAL_LIST_PERSONS, json!({}), "persons")
+    }
+}
+
+/// A fact for [`Kernel::memory_commit`].
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Triple {
+    pub subject: String,
+    pub relation: String,
+    pub object: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub subject_type: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub object_type: String,
+    /// The sentence the fact comes from.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub sentence: String,
+}
+
+impl Triple {
+    pub fn new(subject: &str, relation: &str, object: &str) -> Self {
+        Self {
+            subject: subject.into(),
+            relation: relation.into(),
+            object: object.into(),
+            ..Default::default()
+        }
+    }
 }
 
 /// A plugin under construction.
 pub struct Plugin {
     name: String,
     tools: Vec<(ToolRegister, ToolFn)>,
+    stages: Vec<(StageRegister, StageFn)>,
+    outputs: Vec<(OutputRegister, OutputFn)>,
+    topics: Vec<String>,
     on_event: Option<EventFn>,
 }
 
@@ -209,8 +362,50 @@ impl Plugin {
         Self {
             name: name.to_owned(),
             tools: Vec::new(),
+            stages: Vec::new(),
+            outputs: Vec::new(),
+            topics: Vec::new(),
             on_event: None,
         }
+    }
+
+    /// Handles a pipeline stage (`on_input`, ..., `after_output`); `scope` is
+    /// `"global"` or `"own_tools"`. `f(stage, ctx)` answers a patch: an object with
+    /// only the context fields to change (`json!({})` = none).
+    pub fn stage(mut self, stage: &str, scope: &str, f: impl Fn(&str, Value) -> Value + Send + Sync + 'static) -> Self {
+        let reg = StageRegister {
+            stage: stage.to_owned(),
+            scope: Some(scope.to_owned()),
+        };
+        self.stages.push((reg, Arc::new(f)));
+        self
+    }
+
+    /// Offers an output channel: the model gets `output_send__<name>`; `f` receives
+    /// `{channel, payload, type, meta, task_id, source}` and answers the text the
+    /// model sees (empty = "ok"). `caps`: `text`, `file`, `image`, `audio`, `structured`.
+    pub fn output(
+        mut self,
+        name: &str,
+        description: &str,
+        caps: &[&str],
+        f: impl Fn(Value) -> Result<String, String> + Send + Sync + 'static,
+    ) -> Self {
+        let reg = OutputRegister {
+            name: name.to_owned(),
+            description: description.to_owned(),
+            caps: Some(json!(caps)),
+        };
+        self.outputs.push((reg, Arc::new(f)));
+        self
+    }
+
+    /// Subscribes to event topics once registered (needs the `events` capability):
+    /// kernel event types such as `agent_output` (`*` = all) arrive at
+    /// [`on_event`](Self::on_event) as `"event"`, `settings.changed` as itself.
+    pub fn subscribe(mut self, topics: &[&str]) -> Self {
+        self.topics.extend(topics.iter().map(|t| (*t).to_owned()));
+        self
     }
 
     /// Adds a tool; `f` runs on its own thread for each call.
@@ -234,8 +429,18 @@ impl Plugin {
     /// Serves the protocol on stdin/stdout until the kernel says `plugin.stop` or
     /// closes stdin. `ready` runs (on its own thread) once the tools are registered.
     pub fn run(self, ready: impl FnOnce(Kernel) + Send + 'static) -> std::io::Result<()> {
+        self.run_on(std::io::stdin().lock(), std::io::stdout(), ready)
+    }
+
+    /// [`run`](Self::run) over any transport (tests use pipes).
+    pub fn run_on(
+        self,
+        input: impl BufRead,
+        output: impl Write + Send + 'static,
+        ready: impl FnOnce(Kernel) + Send + 'static,
+    ) -> std::io::Result<()> {
         let kernel = Kernel {
-            out: Arc::new(Mutex::new(std::io::stdout())),
+            out: Arc::new(Mutex::new(Box::new(output))),
             pending: Arc::default(),
             next: Arc::new(AtomicU64::new(1)),
             tools: Arc::new(Mutex::new(
@@ -254,9 +459,11 @@ impl Plugin {
             });
             tx
         });
+        let outputs: HashMap<String, OutputFn> =
+            self.outputs.iter().map(|(r, f)| (r.name.clone(), f.clone())).collect();
+        let stages: HashMap<String, StageFn> = self.stages.iter().map(|(r, f)| (r.stage.clone(), f.clone())).collect();
         let mut ready = Some(ready);
-        let stdin = std::io::stdin();
-        for line in stdin.lock().lines() {
+        for line in input.lines() {
             let line = line?;
             if line.trim().is_empty() {
                 continue;
@@ -291,17 +498,24 @@ impl Plugin {
                             error: None,
                         }))?;
                         // Register from another thread: the answers come through this loop.
-                        let (k, regs, ready) = (
-                            kernel.clone(),
-                            self.tools.iter().map(|(r, _)| r.clone()).collect::<Vec<_>>(),
-                            ready.take(),
-                        );
+                        let mut regs: Vec<(&str, Value)> = Vec::new();
+                        for (r, _) in &self.tools {
+                            regs.push((methods::TOOL_REGISTER, serde_json::to_value(r).expect("serialisable")));
+                        }
+                        for (r, _) in &self.stages {
+                            regs.push((methods::STAGE_REGISTER, serde_json::to_value(r).expect("serialisable")));
+                        }
+                        for (r, _) in &self.outputs {
+                            regs.push((methods::OUTPUT_REGISTER, serde_json::to_value(r).expect("serialisable")));
+                        }
+                        if !self.topics.is_empty() {
+                            regs.push((methods::EVENTS_SUBSCRIBE, json!({ "topics": self.topics })));
+                        }
+                        let (k, ready) = (kernel.clone(), ready.take());
                         std::thread::spawn(move || {
-                            for r in regs {
-                                if let Err(e) =
-                                    k.call(methods::TOOL_REGISTER, serde_json::to_value(&r).expect("serialisable"))
-                                {
-                                    eprintln!("registering {} failed: {e}", r.name);
+                            for (method, params) in regs {
+                                if let Err(e) = k.call(method, params.clone()) {
+                                    eprintln!("{method} {params} failed: {e}");
                                 }
                             }
                             if let Some(ready) = ready {
@@ -351,7 +565,43 @@ impl Plugin {
                             call.cancel();
                         }
                     }
-                    methods::SETTINGS_CHANGED if req.id == 0 => {
+                    methods::STAGE_INVOKE => {
+                        let stage = req.params["stage"].as_str().unwrap_or("").to_owned();
+                        let ctx = req.params.get("ctx").cloned().unwrap_or(Value::Null);
+                        let patch = stages.get(&stage).map_or(json!({}), |f| f(&stage, ctx));
+                        kernel.send(&Frame::Response(Response {
+                            id: req.id,
+                            result: Some(patch),
+                            error: None,
+                        }))?;
+                    }
+                    methods::OUTPUT_INVOKE => {
+                        let k = kernel.clone();
+                        let f = outputs.get(req.params["channel"].as_str().unwrap_or("")).cloned();
+                        std::thread::spawn(move || {
+                            let outcome = match f {
+                                Some(f) => f(req.params),
+                                None => Err("this plugin has no such channel".to_owned()),
+                            };
+                            let resp = match outcome {
+                                Ok(text) => Response {
+                                    id: req.id,
+                                    result: Some(json!({ "text": text })),
+                                    error: None,
+                                },
+                                Err(message) => Response {
+                                    id: req.id,
+                                    result: None,
+                                    error: Some(RpcError {
+                                        code: RpcError::INVALID_PARAMS,
+                                        message,
+                                    }),
+                                },
+                            };
+                            let _ = k.send(&Frame::Response(resp));
+                        });
+                    }
+                    methods::SETTINGS_CHANGED | methods::EVENT if req.id == 0 => {
                         if let Some(tx) = &events {
                             let _ = tx.send((req.method, req.params));
                         }
@@ -408,5 +658,128 @@ mod tests {
         });
         assert_eq!(hits.load(Ordering::SeqCst), 11, "a late hook runs at once");
         assert!(call.is_cancelled() && call.id() == 3);
+    }
+
+    use super::*;
+    use std::io::BufReader;
+
+    /// Plays the kernel against a plugin built with the SDK, over real pipes.
+    #[test]
+    fn the_sdk_registers_everything_serves_stage_output_and_events_and_calls_typed_helpers() {
+        let (k2p_r, mut k2p_w) = std::io::pipe().unwrap();
+        let (p2k_r, p2k_w) = std::io::pipe().unwrap();
+        let (events_tx, events_rx) = mpsc::channel::<Value>();
+        let (ready_tx, ready_rx) = mpsc::channel::<String>();
+        let events_tx = Mutex::new(events_tx);
+        let plugin = std::thread::spawn(move || {
+            Plugin::new("t")
+                .stage("before_output", "global", |stage, ctx| {
+                    json!({"final_text": format!("{} ({stage})", ctx["final_text"].as_str().unwrap_or(""))})
+                })
+                .output("box", "a test box", &["text", "image"], |m| {
+                    Ok(format!("boxed {}", m["payload"].as_str().unwrap_or("")))
+                })
+                .subscribe(&["agent_output"])
+                .on_event(move |_, method, e| {
+                    if method == "event" {
+                        let _ = events_tx.lock().unwrap().send(e);
+                    }
+                })
+                .run_on(BufReader::new(k2p_r), p2k_w, move |k| {
+                    let commit = k.memory_commit(&[Triple::new("Ann", "likes", "tea")]).unwrap();
+                    let t = k.social_trait("Ann", "hobby").unwrap();
+                    let denied = k.doc_insert("x", "").unwrap_err();
+                    let _ = ready_tx.send(format!("{commit:?} {t:?} {denied}"));
+                })
+        });
+        let mut lines = BufReader::new(p2k_r).lines();
+        let mut send = |v: Value| {
+            k2p_w.write_all(format!("{v}\n").as_bytes()).unwrap();
+            k2p_w.flush().unwrap();
+        };
+        send(
+            json!({"id": 1, "method": "handshake", "params": {"protocol": 1, "core_version": "t", "plugin_name": "t"}}),
+        );
+        let mut seen = Vec::new();
+        let mut answered = 0;
+        let mut ready_calls = 0;
+        let mut stage_answer = None;
+        let mut output_answer = None;
+        while stage_answer.is_none() || output_answer.is_none() {
+            let v: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+            if v.get("method").is_none() {
+                match v["id"].as_u64() {
+                    Some(1) => assert_eq!(v["result"]["plugin_name"], "t"),
+                    Some(90) => stage_answer = Some(v),
+                    Some(91) => output_answer = Some(v),
+                    _ => panic!("unexpected {v}"),
+                }
+                continue;
+            }
+            let method = v["method"].as_str().unwrap().to_owned();
+            if ["memory.commit", "social.getTrait", "doc.insert"].contains(&method.as_str()) {
+                ready_calls += 1;
+            }
+            let result = match method.as_str() {
+                "memory.commit" => {
+                    assert_eq!(
+                        v["params"]["triples"][0],
+                        json!({"subject": "Ann", "relation": "likes", "object": "tea"})
+                    );
+                    json!({"entities": 2, "relations": 1})
+                }
+                "social.getTrait" => json!({"found": true, "value": "chess"}),
+                "doc.insert" => {
+                    send(json!({"id": v["id"], "error": {"code": -32001, "message": "needs doc_memory"}}));
+                    continue;
+                }
+                "output.register" => {
+                    assert_eq!(v["params"]["caps"], json!(["text", "image"]));
+                    json!({"ok": true})
+                }
+                "events.subscribe" => {
+                    assert_eq!(v["params"]["topics"], json!(["agent_output"]));
+                    json!({"ok": true})
+                }
+                _ => json!({"ok": true}),
+            };
+            seen.push(method);
+            send(json!({"id": v["id"], "result": result}));
+            answered += 1;
+            if answered == 3 {
+                // Registrations are in: drive the plugin.
+                send(
+                    json!({"id": 90, "method": "stage.invoke", "params": {"stage": "before_output", "ctx": {"final_text": "hi"}}}),
+                );
+                send(json!({"id": 91, "method": "output.invoke", "params": {"channel": "box", "payload": "p"}}));
+                send(json!({"id": 0, "method": "event", "params": {"type": "agent_output", "text": "x"}}));
+            }
+        }
+        assert_eq!(seen[..3], ["stage.register", "output.register", "events.subscribe"]);
+        assert_eq!(
+            stage_answer.unwrap()["result"],
+            json!({"final_text": "hi (before_output)"})
+        );
+        assert_eq!(output_answer.unwrap()["result"], json!({"text": "boxed p"}));
+        assert_eq!(events_rx.recv_timeout(Duration::from_secs(10)).unwrap()["text"], "x");
+        // The ready callback's calls are answered as they come.
+        while ready_calls < 3 {
+            let v: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+            ready_calls += 1;
+            let result = match v["method"].as_str() {
+                Some("memory.commit") => json!({"entities": 2, "relations": 1}),
+                Some("social.getTrait") => json!({"found": true, "value": "chess"}),
+                Some("doc.insert") => {
+                    send(json!({"id": v["id"], "error": {"code": -32001, "message": "needs doc_memory"}}));
+                    continue;
+                }
+                other => panic!("unexpected {other:?}"),
+            };
+            send(json!({"id": v["id"], "result": result}));
+        }
+        let ready = ready_rx.recv_timeout(Duration::from_secs(10)).ok();
+        assert_eq!(ready.unwrap(), r#"(2, 1) Some("chess") needs doc_memory"#);
+        send(json!({"id": 0, "method": "plugin.stop", "params": null}));
+        plugin.join().unwrap().unwrap();
     }
 }
