@@ -795,3 +795,76 @@ fn a_subprocess_plugin_uses_memory_documents_knowledge_social_stages_channels_an
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+#[test]
+fn a_lua_plugin_uses_the_sdk_data_apis_channels_stages_and_events_with_capability_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    install(&data, "luaprobe");
+    let d = Daemon::start(&data);
+    wait_plugin(&d, "luaprobe", Duration::from_secs(10), "ran", |p| {
+        p["state"] == "running" && p["tools"].as_array().is_some_and(|t| t.len() == 2)
+    });
+    let v = vendor::start();
+    let r = reqwest::blocking::Client::new()
+        .put(d.url("/api/v1/settings"))
+        .json(&vendor::source_settings("fake", &v.url, 0))
+        .send()
+        .unwrap();
+    assert!(r.status().is_success());
+    std::thread::sleep(Duration::from_millis(200));
+
+    let text = via_tool(&d, "lp_data", json!({}));
+    let out: Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text}"));
+    assert_eq!(out["commit"], 2, "{out}");
+    assert!(out["recall"].as_u64().unwrap() >= 2, "{out}");
+    assert!(out["introspect"].as_u64().unwrap() >= 3, "{out}");
+    assert_eq!(out["trait"], "cat");
+    assert_eq!(out["persons"], json!(["Carol", "Dana"]));
+    assert_eq!(out["relations"], 1);
+    assert_eq!(
+        (out["doc"].as_bool(), out["removed"].as_bool()),
+        (Some(true), Some(true)),
+        "{out}"
+    );
+    assert_eq!(out["stats"], 1);
+    assert_eq!(
+        (out["kadd"].as_str(), out["kfound"].as_str()),
+        (Some("recipes/soup"), Some("recipes/soup"))
+    );
+    assert_eq!(out["klist"], 1);
+    let denied = out["text_denied"].as_str().unwrap();
+    assert!(
+        denied.contains("`text_memory` capability") && denied.contains("plugin.json"),
+        "{out}"
+    );
+    assert!(
+        out["inject_denied"].as_str().unwrap().contains("`io` capability"),
+        "{out}"
+    );
+    assert!(
+        out["setting"]
+            .as_str()
+            .unwrap()
+            .contains("not available to Lua plugins"),
+        "{out}"
+    );
+    assert!(out["bad"].as_str().unwrap().contains("triples"), "{out}");
+
+    assert_eq!(
+        via_tool(&d, "output_send__lp_out", json!({"payload": "hey"})),
+        "lua got hey"
+    );
+    assert_eq!(ask(&d, "lua-stage now")["reply"], "echo: lua-stage now [lua]");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let state: Value = serde_json::from_str(&via_tool(&d, "lp_state", json!({}))).unwrap();
+        assert_eq!(state["outbox"], json!(["hey"]));
+        if state["events"].as_u64().unwrap_or(0) >= 1 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no event reached the Lua plugin: {state}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(plugin(&d, "luaprobe")["restarts"], 0);
+}

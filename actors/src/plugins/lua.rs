@@ -2,26 +2,45 @@
 //! the same sandbox as the LLM adapters (no io/os, memory cap, instruction budget per
 //! call), so a runaway script fails its call instead of stalling the daemon.
 //!
-//! The script gets a global `sdk` and may return `{start = fn(sdk), stop = fn()}`:
-//! * `sdk.log(level, msg)`;
-//! * `sdk.register_tool(name, {description, parameters, parallel_safe, no_memory}, fn(args) -> result)`
+//! The script gets a global `sdk` and may return `{start = fn(sdk), stop = fn()}`.
+//! Registrations made while the script loads take effect when the plugin starts.
+//!
+//! * `sdk.log(level, msg)`, `sdk.json.encode/decode`, `sdk.http.get(url)` /
+//!   `sdk.http.post(url, body, content_type)` → `{status, body}, err`;
+//! * `sdk.register_tool(name, {description, parameters, parallel_safe, no_memory}, fn(args))`
 //!   (a table result is sent as JSON, `nil, err` is a tool error);
 //! * `sdk.register_stage(stage, fn(ctx), scope)` — the handler may change `ctx` fields
 //!   (`raw_message`, `llm_text`, `final_text`, `response`, ...); scope `"own_tools"` or global;
-//! * `sdk.inject_text(text)`, `sdk.inject_interrupt(text, priority)` (capability `io`);
-//! * `sdk.json`, plus the adapters' built-ins (`http_get`, hashing, ...).
+//! * `sdk.register_output_channel(name, caps, description, def, fn(msg))` — the model
+//!   gets `output_send__<name>`; `caps` is a list of names or the SDK bit mask;
+//! * `sdk.register_input_channel(name, def)` — names an input source `<plugin>/<name>`;
+//! * `sdk.events.subscribe(types, fn(event))` / `sdk.events.unsubscribe()` (capability `events`);
+//! * `sdk.inject_text([source, channel,] text)`, `sdk.inject_interrupt([source, channel,] text, priority)`,
+//!   `sdk.inject_text_no_memory(...)` (capability `io`);
+//! * data APIs returning `result, err`, each gated by the manifest like the wire
+//!   protocol: `sdk.memory.recall/commit/introspect/merge/purge`,
+//!   `sdk.doc.query/insert/remove/stats`, `sdk.knowledge.search/add/list`,
+//!   `sdk.text_memory.append`, `sdk.social.get_person/get_network/get_trait/get_relations/list_persons`;
+//! * `sdk.set_auto_restart(bool)` (accepted; the plugin's supervisor decides restarts),
+//!   and `sdk.get_setting`, `sdk.set_setting`, `sdk.settings.*`, `sdk.llm.*`,
+//!   `sdk.register_api` answer `nil, err` (not offered to Lua plugins yet).
 //!
-//! Registrations made while the script loads take effect when the plugin starts.
+//! Data APIs are async Lua functions: they work in tool, stage, channel and event
+//! handlers and in `start`, which the kernel runs as coroutines (`call_async`); not in
+//! code that runs while the script loads, nor in `stop`.
 
 use std::sync::Arc;
 
 use actix::prelude::*;
 use futures_util::future::BoxFuture;
-use mlua::{Function, LuaSerdeExt, Table, Value as LuaValue};
+use homeagent_plugin_protocol::Manifest;
+use homeagent_plugin_protocol::methods::{self as m, EventsSubscribe, OutputRegister};
+use mlua::{Function, Lua, LuaSerdeExt, Table, Value as LuaValue, Variadic};
 use parking_lot::Mutex;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::process::{PluginDeps, PluginInfo};
+use super::services::{EventSub, KernelServices};
 use crate::addr::TAddr;
 use crate::agent::input::Input;
 use crate::agent::intake::{Inject, InjectInterrupt};
@@ -31,136 +50,321 @@ use crate::stages::{
     UnregisterPlugin,
 };
 
-type Pending<T> = Arc<Mutex<Vec<T>>>;
+type Pending<T> = Arc<Mutex<T>>;
+
+/// What the script registered while it loaded.
+#[derive(Default)]
+struct Registrations {
+    tools: Vec<(ToolSpec, Function)>,
+    stages: Vec<(Stage, Scope, Function)>,
+    outputs: Vec<(OutputRegister, Function)>,
+}
 
 /// A Lua plugin.
 pub struct LuaPlugin {
     name: String,
-    lua: mlua::Lua,
+    lua: Lua,
     budget: Arc<std::sync::atomic::AtomicU64>,
     tools: Vec<(ToolSpec, Function)>,
     stages: Vec<(Stage, Scope, Function)>,
+    outputs: Vec<(OutputRegister, Function)>,
+    /// Events the script subscribed to (shared with `sdk.events.*`).
+    events: Arc<Mutex<Option<(Vec<String>, Function)>>>,
+    sub: EventSub,
     stop: Option<Function>,
     start: Option<Function>,
     deps: PluginDeps,
     info: Arc<PluginInfo>,
+    /// One Lua call at a time: the instruction budget is per call.
+    gate: Arc<tokio::sync::Mutex<()>>,
 }
 
 fn lua_err(e: mlua::Error) -> String {
     e.to_string()
 }
 
+/// What the `sdk` functions need.
+struct Env {
+    name: String,
+    manifest: Manifest,
+    services: KernelServices,
+}
+
+/// The result of a data API: `result, nil` or `nil, err`.
+type DataReply = (LuaValue, Option<String>);
+
+/// Builds a data API function over [`KernelServices::data`] (capability checked first).
+fn data_fn(
+    lua: &Lua,
+    env: &Arc<Env>,
+    method: &'static str,
+    field: Option<&'static str>,
+    params: fn(&[Value]) -> Value,
+) -> mlua::Result<Function> {
+    let env = env.clone();
+    lua.create_async_function(move |lua, args: Variadic<LuaValue>| {
+        let env = env.clone();
+        let vals: Vec<Value> = args
+            .into_iter()
+            .map(|a| lua.from_value(a).unwrap_or(Value::Null))
+            .collect();
+        async move {
+            if let Err(denial) = env.manifest.allows(method) {
+                return Ok::<DataReply, mlua::Error>((LuaValue::Nil, Some(denial)));
+            }
+            let Some(fut) = env.services.data(&env.name, method, params(&vals)) else {
+                return Ok((LuaValue::Nil, Some(format!("`{method}` is not a data method"))));
+            };
+            match fut.await {
+                Ok(v) => {
+                    let v = match field {
+                        Some(f) => v.get(f).cloned().unwrap_or(Value::Null),
+                        None => v,
+                    };
+                    Ok((lua.to_value(&v)?, None))
+                }
+                Err(e) => Ok((LuaValue::Nil, Some(e.message))),
+            }
+        }
+    })
+}
+
+fn arg(v: &[Value], i: usize) -> Value {
+    v.get(i).cloned().unwrap_or(Value::Null)
+}
+
+fn arg_or(v: &[Value], i: usize, default: Value) -> Value {
+    match v.get(i) {
+        None | Some(Value::Null) => default,
+        Some(x) => x.clone(),
+    }
+}
+
+/// An API Lua plugins do not get (yet): answers `nil, err`.
+fn unavailable(lua: &Lua, what: &'static str) -> mlua::Result<Function> {
+    lua.create_function(move |_, _: Variadic<LuaValue>| {
+        Ok((
+            LuaValue::Nil,
+            format!("{what} is not available to Lua plugins; use a subprocess plugin (see docs/PROTOCOL.md)"),
+        ))
+    })
+}
+
+/// The data API tables (`sdk.memory`, `sdk.doc`, ...).
+fn install_data_apis(lua: &Lua, sdk: &Table, env: &Arc<Env>) -> mlua::Result<()> {
+    type Def = (&'static str, &'static str, Option<&'static str>, fn(&[Value]) -> Value);
+    let tables: [(&str, Vec<Def>); 5] = [
+        (
+            "memory",
+            vec![
+                (
+                    "recall",
+                    m::MEMORY_RECALL,
+                    None,
+                    |v| json!({"query": arg(v, 0), "depth": arg_or(v, 1, json!(1))}),
+                ),
+                ("commit", m::MEMORY_COMMIT, None, |v| json!({ "triples": arg(v, 0) })),
+                ("introspect", m::MEMORY_INTROSPECT, None, |_| json!({})),
+                (
+                    "merge",
+                    m::MEMORY_MERGE,
+                    Some("text"),
+                    |v| json!({"source": arg(v, 0), "target": arg(v, 1)}),
+                ),
+                ("purge", m::MEMORY_PURGE, Some("text"), |v| {
+                    let mut c = arg_or(v, 0, json!({}));
+                    if let Some(o) = c.as_object_mut() {
+                        o.insert("hard".into(), arg_or(v, 1, json!(false)));
+                    }
+                    c
+                }),
+            ],
+        ),
+        (
+            "doc",
+            vec![
+                (
+                    "query",
+                    m::DOC_QUERY,
+                    Some("documents"),
+                    |v| json!({"query": arg(v, 0), "top_k": arg_or(v, 1, json!(5))}),
+                ),
+                ("insert", m::DOC_INSERT, Some("id"), |v| {
+                    let t = arg(v, 0);
+                    json!({"content": t["content"], "summary": t.get("title").or(t.get("summary")).cloned().unwrap_or_default()})
+                }),
+                ("remove", m::DOC_REMOVE, Some("removed"), |v| json!({ "id": arg(v, 0) })),
+                ("stats", m::DOC_STATS, None, |_| json!({})),
+            ],
+        ),
+        (
+            "knowledge",
+            vec![
+                (
+                    "search",
+                    m::KNOWLEDGE_SEARCH,
+                    Some("results"),
+                    |v| json!({"query": arg(v, 0), "top_k": arg_or(v, 1, json!(5))}),
+                ),
+                (
+                    "add",
+                    m::KNOWLEDGE_ADD,
+                    Some("name"),
+                    |v| json!({"name": arg(v, 0), "content": arg(v, 1)}),
+                ),
+                ("list", m::KNOWLEDGE_LIST, Some("items"), |_| json!({})),
+            ],
+        ),
+        (
+            "text_memory",
+            vec![("append", m::TEXTMEMORY_APPEND, Some("ok"), |v| arg(v, 0))],
+        ),
+        (
+            "social",
+            vec![
+                (
+                    "get_person",
+                    m::SOCIAL_GET_PERSON,
+                    None,
+                    |v| json!({ "name": arg(v, 0) }),
+                ),
+                (
+                    "get_network",
+                    m::SOCIAL_GET_NETWORK,
+                    None,
+                    |v| json!({"name": arg(v, 0), "depth": arg_or(v, 1, json!(2))}),
+                ),
+                (
+                    "get_trait",
+                    m::SOCIAL_GET_TRAIT,
+                    None,
+                    |v| json!({"name": arg(v, 0), "trait": arg(v, 1)}),
+                ),
+                (
+                    "get_relations",
+                    m::SOCIAL_GET_RELATIONS,
+                    Some("relations"),
+                    |v| json!({ "name": arg(v, 0) }),
+                ),
+                ("list_persons", m::SOCIAL_LIST_PERSONS, Some("persons"), |_| json!({})),
+            ],
+        ),
+    ];
+    for (table, defs) in tables {
+        let t = lua.create_table()?;
+        for (fname, method, field, params) in defs {
+            t.set(fname, data_fn(lua, env, method, field, params)?)?;
+        }
+        sdk.set(table, t)?;
+    }
+    let llm = lua.create_table()?;
+    for f in ["list_sources", "set_source", "current_source"] {
+        llm.set(f, unavailable(lua, "sdk.llm")?)?;
+    }
+    sdk.set("llm", llm)?;
+    let settings = lua.create_table()?;
+    for f in [
+        "get_core",
+        "set_core",
+        "list_core",
+        "get_plugin",
+        "set_plugin",
+        "list_plugin",
+        "list",
+        "register_def",
+        "defs",
+        "dump",
+        "plugins",
+    ] {
+        settings.set(f, unavailable(lua, "sdk.settings")?)?;
+    }
+    sdk.set("settings", settings)?;
+    sdk.set("get_setting", unavailable(lua, "sdk.get_setting")?)?;
+    sdk.set("set_setting", unavailable(lua, "sdk.set_setting")?)?;
+    sdk.set("register_api", unavailable(lua, "sdk.register_api")?)?;
+    Ok(())
+}
+
+/// `sdk.http.get/post` over the sandbox's `http_get`/`http_post` (JSON strings).
+fn install_http(lua: &Lua, sdk: &Table) -> mlua::Result<()> {
+    let http = lua.create_table()?;
+    let decode = |lua: &Lua, raw: String| -> mlua::Result<DataReply> {
+        let v: Value = serde_json::from_str(&raw).unwrap_or(Value::Null);
+        if let Some(e) = v.get("error").and_then(Value::as_str) {
+            return Ok((LuaValue::Nil, Some(e.to_owned())));
+        }
+        Ok((
+            lua.to_value(&json!({"status": v["status"], "body": v["body"], "headers": {}}))?,
+            None,
+        ))
+    };
+    let get: Function = lua.globals().get("http_get")?;
+    http.set(
+        "get",
+        lua.create_async_function(move |lua, url: String| {
+            let get = get.clone();
+            async move {
+                let raw: String = get.call_async(url).await?;
+                decode(&lua, raw)
+            }
+        })?,
+    )?;
+    let post: Function = lua.globals().get("http_post")?;
+    http.set(
+        "post",
+        lua.create_async_function(move |lua, (url, body, _ct): (String, String, Option<String>)| {
+            let post = post.clone();
+            async move {
+                let raw: String = post.call_async((url, body)).await?;
+                decode(&lua, raw)
+            }
+        })?,
+    )?;
+    sdk.set("http", http)
+}
+
+/// `inject_*` arguments: `(text [, priority])` or `(source, channel, text [, priority])`.
+fn inject_args(plugin: &str, args: &[String]) -> mlua::Result<(Input, Option<String>)> {
+    let (source, channel, text, priority) = match args {
+        [text] => (None, None, text, None),
+        [text, p] => (None, None, text, Some(p.clone())),
+        [s, c, text] => (Some(s), Some(c), text, None),
+        [s, c, text, p, ..] => (Some(s), Some(c), text, Some(p.clone())),
+        [] => return Err(mlua::Error::runtime("inject needs the text")),
+    };
+    // A plugin speaks for itself: its source is always under its own name.
+    let source = match source.filter(|s| !s.is_empty()) {
+        Some(s) if s.split('/').next() == Some(plugin) => s.clone(),
+        Some(s) => format!("{plugin}/{s}"),
+        None => plugin.to_owned(),
+    };
+    let mut input = Input::text(&source, text);
+    if let Some(c) = channel.filter(|c| !c.is_empty()) {
+        input.channel = c.clone();
+    }
+    Ok((input, priority.filter(|p| !p.is_empty())))
+}
+
 impl LuaPlugin {
-    /// Loads `source` (the plugin's `main.lua`); `may_inject` follows the manifest's
-    /// capabilities.
-    pub fn load(
-        manifest: &homeagent_plugin_protocol::Manifest,
-        source: &str,
-        deps: PluginDeps,
-        info: Arc<PluginInfo>,
-    ) -> Result<Self, String> {
+    /// Loads `source` (the plugin's `main.lua`); what it may use follows the
+    /// manifest's capabilities.
+    pub fn load(manifest: &Manifest, source: &str, deps: PluginDeps, info: Arc<PluginInfo>) -> Result<Self, String> {
         let name = manifest.name.as_str();
-        let may_inject = manifest
-            .allows(homeagent_plugin_protocol::methods::IO_INJECT_TEXT)
-            .is_ok();
         let (lua, budget) = crate::llm::adapter::sandbox(name).map_err(lua_err)?;
-        let tools: Pending<(ToolSpec, Function)> = Arc::default();
-        let stages: Pending<(Stage, Scope, Function)> = Arc::default();
+        let regs: Pending<Registrations> = Arc::default();
+        let events: Arc<Mutex<Option<(Vec<String>, Function)>>> = Arc::default();
+        let env = Arc::new(Env {
+            name: name.to_owned(),
+            manifest: manifest.clone(),
+            services: deps.services.clone(),
+        });
         let sdk = lua.create_table().map_err(lua_err)?;
-        let plugin = name.to_owned();
-        let log_name = name.to_owned();
-        sdk.set(
-            "log",
-            lua.create_function(move |_, (level, msg): (String, String)| {
-                match level.as_str() {
-                    "error" => tracing::error!(plugin = %log_name, "{msg}"),
-                    "warn" => tracing::warn!(plugin = %log_name, "{msg}"),
-                    _ => tracing::info!(plugin = %log_name, "{msg}"),
-                }
-                Ok(())
-            })
-            .map_err(lua_err)?,
-        )
-        .map_err(lua_err)?;
-        let t = tools.clone();
-        let owner = plugin.clone();
-        sdk.set(
-            "register_tool",
-            lua.create_function(move |lua, (tname, def, handler): (String, Option<Table>, Function)| {
-                let def: Value = match def {
-                    Some(d) => lua.from_value(LuaValue::Table(d))?,
-                    None => Value::Null,
-                };
-                let mut spec = ToolSpec::new(
-                    &tname,
-                    def.get("description").and_then(Value::as_str).unwrap_or(""),
-                    def.get("parameters")
-                        .cloned()
-                        .unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}})),
-                );
-                spec.plugin = owner.clone();
-                spec.parallel_safe = def.get("parallel_safe").and_then(Value::as_bool).unwrap_or(false);
-                spec.no_memory = def.get("no_memory").and_then(Value::as_bool).unwrap_or(false);
-                t.lock().push((spec, handler));
-                Ok(())
-            })
-            .map_err(lua_err)?,
-        )
-        .map_err(lua_err)?;
-        let st = stages.clone();
-        sdk.set(
-            "register_stage",
-            lua.create_function(move |_, (stage, handler, scope): (String, Function, Option<String>)| {
-                let stage = Stage::parse(&stage).ok_or_else(|| {
-                    mlua::Error::runtime(format!(
-                        "unknown stage `{stage}`; stages: on_input, pre_action, post_action, before_toolcall, after_toolcall, before_output, after_output"
-                    ))
-                })?;
-                let scope = if scope.as_deref() == Some("own_tools") { Scope::OwnTools } else { Scope::Global };
-                st.lock().push((stage, scope, handler));
-                Ok(())
-            })
-            .map_err(lua_err)?,
-        )
-        .map_err(lua_err)?;
-        let (el, il, src) = (deps.event_loop.clone(), deps.intercept_loop.clone(), plugin.clone());
-        let denied = move || {
-            mlua::Error::runtime("this plugin lacks the `io` capability; add it to \"capabilities\" in its plugin.json")
-        };
-        let d1 = denied;
-        sdk.set(
-            "inject_text",
-            lua.create_function(move |_, text: String| {
-                if !may_inject {
-                    return Err(d1());
-                }
-                el.do_send(Inject(Input::text(&src, &text)))
-                    .map_err(|e| mlua::Error::runtime(e.to_string()))?;
-                Ok(true)
-            })
-            .map_err(lua_err)?,
-        )
-        .map_err(lua_err)?;
-        let src = plugin.clone();
-        sdk.set(
-            "inject_interrupt",
-            lua.create_function(move |_, (text, priority): (String, Option<String>)| {
-                if !may_inject {
-                    return Err(denied());
-                }
-                let msg = InjectInterrupt {
-                    input: Input::text(&src, &text),
-                    priority: priority.map(Value::String),
-                    stop: false,
-                };
-                il.do_send(msg).map_err(|e| mlua::Error::runtime(e.to_string()))?;
-                Ok(true)
-            })
-            .map_err(lua_err)?,
-        )
-        .map_err(lua_err)?;
+        Self::install_core(&lua, &sdk, &env, &regs, &events, &deps).map_err(lua_err)?;
+        install_data_apis(&lua, &sdk, &env).map_err(lua_err)?;
+        install_http(&lua, &sdk).map_err(lua_err)?;
         sdk.set("json", lua.globals().get::<Table>("json").map_err(lua_err)?)
             .map_err(lua_err)?;
+        sdk.set("plugin_name", name).map_err(lua_err)?;
         lua.globals().set("sdk", sdk).map_err(lua_err)?;
         budget.store(0, std::sync::atomic::Ordering::Relaxed);
         let ret: LuaValue = lua
@@ -175,24 +379,188 @@ impl LuaPlugin {
             ),
             _ => (None, None),
         };
-        let tools = std::mem::take(&mut *tools.lock());
-        let stages = std::mem::take(&mut *stages.lock());
+        let r = std::mem::take(&mut *regs.lock());
         Ok(Self {
             name: name.to_owned(),
             lua,
             budget,
-            tools,
-            stages,
+            tools: r.tools,
+            stages: r.stages,
+            outputs: r.outputs,
+            events,
+            sub: EventSub::default(),
             stop,
             start,
             deps,
             info,
+            gate: Arc::default(),
         })
     }
 
-    fn call(&self, f: &Function, arg: LuaValue) -> Result<LuaValue, String> {
-        self.budget.store(0, std::sync::atomic::Ordering::Relaxed);
-        f.call::<mlua::MultiValue>(arg).map_err(lua_err).and_then(|mut rets| {
+    /// `log`, `register_*`, `events`, `inject_*`, `set_auto_restart`.
+    fn install_core(
+        lua: &Lua,
+        sdk: &Table,
+        env: &Arc<Env>,
+        regs: &Pending<Registrations>,
+        events: &Arc<Mutex<Option<(Vec<String>, Function)>>>,
+        deps: &PluginDeps,
+    ) -> mlua::Result<()> {
+        let plugin = env.name.clone();
+        let log_name = plugin.clone();
+        sdk.set(
+            "log",
+            lua.create_function(move |_, (level, msg): (String, String)| {
+                match level.as_str() {
+                    "error" => tracing::error!(plugin = %log_name, "{msg}"),
+                    "warn" => tracing::warn!(plugin = %log_name, "{msg}"),
+                    "debug" => tracing::debug!(plugin = %log_name, "{msg}"),
+                    _ => tracing::info!(plugin = %log_name, "{msg}"),
+                }
+                Ok(())
+            })?,
+        )?;
+        let (r, owner) = (regs.clone(), plugin.clone());
+        sdk.set(
+            "register_tool",
+            lua.create_function(move |lua, (tname, def, handler): (String, Option<Table>, Function)| {
+                let def: Value = match def {
+                    Some(d) => lua.from_value(LuaValue::Table(d))?,
+                    None => Value::Null,
+                };
+                let mut spec = ToolSpec::new(
+                    &tname,
+                    def.get("description").and_then(Value::as_str).unwrap_or(""),
+                    def.get("parameters")
+                        .cloned()
+                        .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+                );
+                spec.plugin = owner.clone();
+                spec.parallel_safe = def.get("parallel_safe").and_then(Value::as_bool).unwrap_or(false);
+                spec.no_memory = def.get("no_memory").and_then(Value::as_bool).unwrap_or(false);
+                r.lock().tools.push((spec, handler));
+                Ok(())
+            })?,
+        )?;
+        let r = regs.clone();
+        sdk.set(
+            "register_stage",
+            lua.create_function(move |_, (stage, handler, scope): (String, Function, Option<String>)| {
+                let reg = m::StageRegister { stage, scope };
+                let (stage, scope) = super::services::parse_stage(&reg).map_err(|e| mlua::Error::runtime(e.message))?;
+                r.lock().stages.push((stage, scope, handler));
+                Ok(())
+            })?,
+        )?;
+        let r = regs.clone();
+        sdk.set(
+            "register_output_channel",
+            lua.create_function(
+                move |lua, (name, caps, desc, _def, handler): (String, LuaValue, Option<String>, LuaValue, Function)| {
+                    let caps: Value = lua.from_value(caps).unwrap_or(Value::Null);
+                    super::services::parse_caps(Some(&caps)).map_err(mlua::Error::runtime)?;
+                    let reg = OutputRegister {
+                        name,
+                        description: desc.unwrap_or_default(),
+                        caps: Some(caps),
+                    };
+                    r.lock().outputs.push((reg, handler));
+                    Ok(())
+                },
+            )?,
+        )?;
+        let owner = plugin.clone();
+        sdk.set(
+            "register_input_channel",
+            lua.create_function(move |_, (name, _def): (String, LuaValue)| {
+                tracing::info!(plugin = %owner, channel = %name, "input channel declared (inject as source `{owner}/{name}`)");
+                Ok(format!("{owner}/{name}"))
+            })?,
+        )?;
+        let owner = plugin.clone();
+        sdk.set(
+            "set_auto_restart",
+            lua.create_function(move |_, on: bool| {
+                tracing::info!(plugin = %owner, on, "set_auto_restart: the plugin's supervisor decides restarts");
+                Ok(())
+            })?,
+        )?;
+        // Events (capability `events`).
+        let ev = lua.create_table()?;
+        let (e, env2) = (events.clone(), env.clone());
+        ev.set(
+            "subscribe",
+            lua.create_function(move |lua, (types, handler): (LuaValue, Function)| {
+                if let Err(denial) = env2.manifest.allows(m::EVENTS_SUBSCRIBE) {
+                    return Ok((LuaValue::Nil, Some(denial)));
+                }
+                let types: Vec<String> = match lua.from_value::<Value>(types) {
+                    Ok(Value::String(s)) => vec![s],
+                    Ok(Value::Array(a)) => a.into_iter().filter_map(|v| v.as_str().map(str::to_owned)).collect(),
+                    _ => vec![],
+                };
+                if types.is_empty() {
+                    return Ok((
+                        LuaValue::Nil,
+                        Some("give event types, e.g. {\"agent_output\"}, or \"*\"".into()),
+                    ));
+                }
+                *e.lock() = Some((types, handler));
+                Ok((LuaValue::Boolean(true), None))
+            })?,
+        )?;
+        let e = events.clone();
+        ev.set(
+            "unsubscribe",
+            lua.create_function(move |_, ()| {
+                *e.lock() = None;
+                Ok(true)
+            })?,
+        )?;
+        sdk.set("events", ev)?;
+        // Injection (capability `io`).
+        for (fname, interrupt, no_memory) in [
+            ("inject_text", false, false),
+            ("inject_text_no_memory", false, true),
+            ("inject_interrupt", true, false),
+        ] {
+            let (el, il, env) = (deps.event_loop.clone(), deps.intercept_loop.clone(), env.clone());
+            sdk.set(
+                fname,
+                lua.create_function(move |_, args: Variadic<String>| {
+                    let method = if interrupt {
+                        m::IO_INJECT_INTERRUPT
+                    } else {
+                        m::IO_INJECT_TEXT
+                    };
+                    env.manifest.allows(method).map_err(mlua::Error::runtime)?;
+                    let (mut input, priority) = inject_args(&env.name, &args)?;
+                    input.no_memory = no_memory;
+                    let sent = if interrupt {
+                        il.do_send(InjectInterrupt {
+                            input,
+                            priority: priority.map(Value::String),
+                            stop: false,
+                        })
+                    } else {
+                        el.do_send(Inject(input))
+                    };
+                    sent.map_err(|e| mlua::Error::runtime(e.to_string()))?;
+                    Ok(true)
+                })?,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Calls `f` as a coroutine (data APIs may await), one call at a time, under a
+    /// fresh instruction budget. `nil, err` becomes `Err(err)`.
+    fn call_async(&self, f: Function, arg: LuaValue) -> BoxFuture<'static, Result<LuaValue, String>> {
+        let (gate, budget) = (self.gate.clone(), self.budget.clone());
+        Box::pin(async move {
+            let _one = gate.lock().await;
+            budget.store(0, std::sync::atomic::Ordering::Relaxed);
+            let mut rets = f.call_async::<mlua::MultiValue>(arg).await.map_err(lua_err)?;
             let first = rets.pop_front().unwrap_or(LuaValue::Nil);
             match (&first, rets.pop_front()) {
                 (LuaValue::Nil, Some(LuaValue::String(err))) => Err(err.to_string_lossy()),
@@ -201,39 +569,24 @@ impl LuaPlugin {
         })
     }
 
-    fn run_tool(&self, idx: usize, args: Value) -> Result<String, String> {
-        let arg = self.lua.to_value(&args).map_err(lua_err)?;
-        match self.call(&self.tools[idx].1, arg)? {
-            LuaValue::String(s) => Ok(s.to_string_lossy()),
-            LuaValue::Nil => Ok(String::new()),
-            other => {
-                let v: Value = self.lua.from_value(other).map_err(lua_err)?;
-                Ok(match v {
-                    Value::String(s) => s,
-                    v => v.to_string(),
-                })
-            }
-        }
+    fn call_sync(&self, f: &Function, arg: LuaValue) -> Result<LuaValue, String> {
+        self.budget.store(0, std::sync::atomic::Ordering::Relaxed);
+        f.call::<LuaValue>(arg).map_err(lua_err)
     }
+}
 
-    fn run_stage(&self, idx: usize, ctx: StageContext) -> Result<Patch, String> {
-        let table = self.lua.to_value(&ctx).map_err(lua_err)?;
-        let LuaValue::Table(t) = table.clone() else {
-            return Err("stage context is not a table".into());
-        };
-        self.call(&self.stages[idx].2, table)?;
-        let after: StageContext = self.lua.from_value(LuaValue::Table(t)).map_err(lua_err)?;
-        let changed = |a: &String, b: &String| (a != b).then(|| b.clone());
-        Ok(Patch {
-            raw_message: changed(&ctx.raw_message, &after.raw_message),
-            llm_text: changed(&ctx.llm_text, &after.llm_text),
-            final_text: changed(&ctx.final_text, &after.final_text),
-            response: after.response.filter(|_| ctx.response.is_none()),
-            context_msgs: after.context_msgs.into_iter().skip(ctx.context_msgs.len()).collect(),
-            tool_calls: (after.tool_calls != ctx.tool_calls).then_some(after.tool_calls),
-            tool_results: (after.tool_results != ctx.tool_results).then_some(after.tool_results),
-            extra: Default::default(),
-        })
+/// A Lua value as a tool's text: strings as they are, tables as JSON.
+fn to_text(lua: &Lua, v: LuaValue) -> Result<String, String> {
+    match v {
+        LuaValue::String(s) => Ok(s.to_string_lossy()),
+        LuaValue::Nil => Ok(String::new()),
+        other => {
+            let v: Value = lua.from_value(other).map_err(lua_err)?;
+            Ok(match v {
+                Value::String(s) => s,
+                v => v.to_string(),
+            })
+        }
     }
 }
 
@@ -247,17 +600,146 @@ pub struct CallLuaTool(pub usize, pub Value);
 #[rtype(result = "Result<Patch, String>")]
 pub struct CallLuaStage(pub usize, pub StageContext);
 
+/// Delivers a message to one of the plugin's output channels.
+#[derive(Message)]
+#[rtype(result = "Result<String, String>")]
+pub struct CallLuaOutput(pub usize, pub Value);
+
+/// Hands a kernel event to the plugin's event handler.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct CallLuaEvent(pub Value);
+
 impl Handles<CallLuaTool> for LuaPlugin {
-    type Reply = Result<String, String>;
+    type Reply = ResponseFuture<Result<String, String>>;
     fn handle(&mut self, CallLuaTool(i, args): CallLuaTool, _: &mut HostContext<Self>) -> Self::Reply {
-        self.run_tool(i, args)
+        let lua = self.lua.clone();
+        let arg = match lua.to_value(&args) {
+            Ok(a) => a,
+            Err(e) => return Box::pin(async move { Err(lua_err(e)) }),
+        };
+        let call = self.call_async(self.tools[i].1.clone(), arg);
+        Box::pin(async move { to_text(&lua, call.await?) })
+    }
+}
+
+impl Handles<CallLuaOutput> for LuaPlugin {
+    type Reply = ResponseFuture<Result<String, String>>;
+    fn handle(&mut self, CallLuaOutput(i, msg): CallLuaOutput, _: &mut HostContext<Self>) -> Self::Reply {
+        let lua = self.lua.clone();
+        let arg = match lua.to_value(&msg) {
+            Ok(a) => a,
+            Err(e) => return Box::pin(async move { Err(lua_err(e)) }),
+        };
+        let call = self.call_async(self.outputs[i].1.clone(), arg);
+        Box::pin(async move { to_text(&lua, call.await?) })
+    }
+}
+
+impl Handles<CallLuaEvent> for LuaPlugin {
+    type Reply = ResponseFuture<()>;
+    fn handle(&mut self, CallLuaEvent(ev): CallLuaEvent, _: &mut HostContext<Self>) -> Self::Reply {
+        let handler = self.events.lock().as_ref().map(|(_, f)| f.clone());
+        let (Some(f), Ok(arg)) = (handler, self.lua.to_value(&ev)) else {
+            return Box::pin(async {});
+        };
+        let (call, name) = (self.call_async(f, arg), self.name.clone());
+        Box::pin(async move {
+            if let Err(e) = call.await {
+                tracing::warn!(plugin = %name, "event handler failed: {e}");
+            }
+        })
     }
 }
 
 impl Handles<CallLuaStage> for LuaPlugin {
-    type Reply = Result<Patch, String>;
+    type Reply = ResponseFuture<Result<Patch, String>>;
     fn handle(&mut self, CallLuaStage(i, ctx): CallLuaStage, _: &mut HostContext<Self>) -> Self::Reply {
-        self.run_stage(i, ctx)
+        let lua = self.lua.clone();
+        let table = match lua.to_value(&ctx) {
+            Ok(LuaValue::Table(t)) => t,
+            Ok(_) => return Box::pin(async { Err("stage context is not a table".to_owned()) }),
+            Err(e) => return Box::pin(async move { Err(lua_err(e)) }),
+        };
+        let call = self.call_async(self.stages[i].2.clone(), LuaValue::Table(table.clone()));
+        Box::pin(async move {
+            call.await?;
+            let after: StageContext = lua.from_value(LuaValue::Table(table)).map_err(lua_err)?;
+            let changed = |a: &String, b: &String| (a != b).then(|| b.clone());
+            Ok(Patch {
+                raw_message: changed(&ctx.raw_message, &after.raw_message),
+                llm_text: changed(&ctx.llm_text, &after.llm_text),
+                final_text: changed(&ctx.final_text, &after.final_text),
+                response: after.response.filter(|_| ctx.response.is_none()),
+                context_msgs: after.context_msgs.into_iter().skip(ctx.context_msgs.len()).collect(),
+                tool_calls: (after.tool_calls != ctx.tool_calls).then_some(after.tool_calls),
+                tool_results: (after.tool_results != ctx.tool_results).then_some(after.tool_results),
+                extra: Default::default(),
+            })
+        })
+    }
+}
+
+impl LuaPlugin {
+    /// Hands the registrations to the kernel (after `start` succeeded).
+    fn attach(&mut self, me: &TAddr<Self>) {
+        let stages = self.deps.stages.clone();
+        for (i, (spec, _)) in self.tools.iter().enumerate() {
+            let m = me.clone();
+            let handler: Arc<dyn ToolHandler> =
+                Arc::new(move |args: Value| -> BoxFuture<'static, Result<String, String>> {
+                    let m = m.clone();
+                    Box::pin(async move { m.send(CallLuaTool(i, args)).await.map_err(|e| e.to_string())? })
+                });
+            self.info.tools.lock().push(spec.name.clone());
+            let _ = stages.do_send(RegisterTool {
+                spec: spec.clone(),
+                handler,
+            });
+        }
+        for (i, (stage, scope, _)) in self.stages.iter().enumerate() {
+            let m = me.clone();
+            let handler: Arc<dyn StageHandler> = Arc::new(
+                move |_s: Stage, c: StageContext| -> BoxFuture<'static, Result<Patch, String>> {
+                    let m = m.clone();
+                    Box::pin(async move { m.send(CallLuaStage(i, c)).await.map_err(|e| e.to_string())? })
+                },
+            );
+            let _ = stages.do_send(RegisterStage {
+                plugin: self.name.clone(),
+                stage: *stage,
+                scope: *scope,
+                handler,
+            });
+        }
+        for (i, (reg, _)) in self.outputs.iter().enumerate() {
+            let m = me.clone();
+            let deliver: super::services::Deliver =
+                Arc::new(move |msg: Value| -> BoxFuture<'static, Result<String, String>> {
+                    let m = m.clone();
+                    Box::pin(async move { m.send(CallLuaOutput(i, msg)).await.map_err(|e| e.to_string())? })
+                });
+            if let Err(e) = self.deps.services.register_output(&self.name, reg, deliver) {
+                tracing::warn!(plugin = %self.name, "output channel `{}` refused: {}", reg.name, e.message);
+            }
+        }
+        let types = self.events.lock().as_ref().map(|(t, _)| t.clone());
+        if let Some(types) = types {
+            let m = me.clone();
+            let bus = self.deps.services.bus.clone();
+            if let Err(e) = self.sub.subscribe(&bus, EventsSubscribe { types }, move |ev| {
+                let _ = m.do_send(CallLuaEvent(serde_json::to_value(&*ev).unwrap_or_default()));
+            }) {
+                tracing::warn!(plugin = %self.name, "event subscription refused: {}", e.message);
+            }
+        }
+        tracing::info!(
+            plugin = %self.name,
+            tools = self.tools.len(),
+            stages = self.stages.len(),
+            channels = self.outputs.len(),
+            "Lua plugin ready"
+        );
     }
 }
 
@@ -269,40 +751,56 @@ impl KernelActor for LuaPlugin {
         ctx.run_later(std::time::Duration::ZERO, |host, ctx| {
             let me = TAddr::of_self(host, ctx);
             let plugin = host.inner();
-            if let Some(start) = plugin.start.clone() {
+            let start = plugin.start.clone().map(|start| {
                 let sdk = plugin.lua.globals().get::<LuaValue>("sdk").unwrap_or(LuaValue::Nil);
-                if let Err(e) = plugin.call(&start, sdk) {
-                    return Host::<Self>::fail(ctx, format!("plugin `{}`: start() failed: {e}", plugin.name));
+                plugin.call_async(start, sdk)
+            });
+            let fut = async move {
+                match start {
+                    Some(f) => f.await.map(|_| ()),
+                    None => Ok(()),
                 }
-            }
-            let stages = plugin.deps.stages.clone();
-            for (i, (spec, _)) in plugin.tools.iter().enumerate() {
-                let m = me.clone();
-                let handler: Arc<dyn ToolHandler> = Arc::new(move |args: Value| -> BoxFuture<'static, Result<String, String>> {
-                    let m = m.clone();
-                    Box::pin(async move { m.send(CallLuaTool(i, args)).await.map_err(|e| e.to_string())? })
-                });
-                plugin.info.tools.lock().push(spec.name.clone());
-                let _ = stages.do_send(RegisterTool { spec: spec.clone(), handler });
-            }
-            for (i, (stage, scope, _)) in plugin.stages.iter().enumerate() {
-                let m = me.clone();
-                let handler: Arc<dyn StageHandler> =
-                    Arc::new(move |_s: Stage, c: StageContext| -> BoxFuture<'static, Result<Patch, String>> {
-                        let m = m.clone();
-                        Box::pin(async move { m.send(CallLuaStage(i, c)).await.map_err(|e| e.to_string())? })
-                    });
-                let _ = stages.do_send(RegisterStage { plugin: plugin.name.clone(), stage: *stage, scope: *scope, handler });
-            }
-            tracing::info!(plugin = %plugin.name, tools = plugin.tools.len(), stages = plugin.stages.len(), "Lua plugin ready");
+            };
+            ctx.wait(
+                actix::fut::wrap_future::<_, Host<Self>>(fut).map(move |res, host, ctx| match res {
+                    Err(e) => {
+                        let msg = format!("plugin `{}`: start() failed: {e}", host.inner().name);
+                        Host::<Self>::fail(ctx, msg)
+                    }
+                    Ok(()) => host.inner().attach(&me),
+                }),
+            );
         });
     }
 
     fn stopped(&mut self, _: &mut HostContext<Self>) {
-        if let Some(Err(e)) = self.stop.clone().map(|stop| self.call(&stop, LuaValue::Nil)) {
+        if let Some(Err(e)) = self.stop.clone().map(|stop| self.call_sync(&stop, LuaValue::Nil)) {
             tracing::warn!(plugin = %self.name, "stop() failed: {e}");
         }
+        self.sub = EventSub::default();
         self.info.tools.lock().clear();
+        self.deps.services.channels.unregister_plugin(&self.name);
         let _ = self.deps.stages.do_send(UnregisterPlugin(self.name.clone()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inject_arguments_keep_the_plugin_as_source() {
+        let (i, p) = inject_args("lamp", &["hi".into()]).unwrap();
+        assert_eq!((i.source.as_str(), i.text.as_str(), p), ("lamp", "hi", None));
+        let (i, p) = inject_args("lamp", &["hi".into(), "L2".into()]).unwrap();
+        assert_eq!((i.text.as_str(), p.as_deref()), ("hi", Some("L2")));
+        let (i, _) = inject_args("lamp", &["kitchen".into(), "qq".into(), "hello".into()]).unwrap();
+        assert_eq!(
+            (i.source.as_str(), i.channel.as_str(), i.text.as_str()),
+            ("lamp/kitchen", "qq", "hello")
+        );
+        let (i, _) = inject_args("lamp", &["lamp/hall".into(), "".into(), "x".into()]).unwrap();
+        assert_eq!(i.source, "lamp/hall");
+        assert!(inject_args("lamp", &[]).is_err());
     }
 }

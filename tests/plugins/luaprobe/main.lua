@@ -1,0 +1,61 @@
+-- A Lua test plugin exercising the sdk API on a real kernel.
+local M = {}
+local seen_events = 0
+local outbox = {}
+
+sdk.register_tool("lp_data", {description = "Run the data API scenario"}, function(args)
+  local out = {}
+  local c, err = sdk.memory.commit({
+    {subject = "Carol", subject_type = "person", relation = "trait:pet", object = "cat", object_type = "trait_value"},
+    {subject = "Carol", subject_type = "person", relation = "sister", object = "Dana", object_type = "person"},
+  })
+  out.commit = c and c.relations or err
+  local r = sdk.memory.recall({"Carol"}, 1)
+  out.recall = #r.entities
+  out.introspect = sdk.memory.introspect().entity_count
+  out.trait = sdk.social.get_trait("Carol", "pet").value
+  out.persons = sdk.social.list_persons()
+  out.relations = #sdk.social.get_relations("Carol")
+  local id = sdk.doc.insert{title = "garden", content = "tomatoes planted on the south bed"}
+  local docs = sdk.doc.query("tomatoes south bed", 3)
+  out.doc = docs[1].id == id
+  out.stats = sdk.doc.stats().documents
+  out.removed = sdk.doc.remove(id)
+  out.kadd = sdk.knowledge.add("recipes/soup", "Lentil soup: lentils, carrots, cumin.")
+  out.kfound = sdk.knowledge.search("lentil soup", 3)[1].name
+  out.klist = #sdk.knowledge.list()
+  local none, terr = sdk.text_memory.append{role = "assistant", content = "lua line", channel = "lab"}
+  out.text_denied = terr
+  local ok, ierr = pcall(sdk.inject_text, "hi")
+  out.inject_denied = tostring(ierr)
+  local _, serr = sdk.get_setting("x")
+  out.setting = serr
+  local _, bad = sdk.memory.commit("nope")
+  out.bad = bad
+  return out
+end)
+
+sdk.register_tool("lp_state", {description = "Events seen and channel deliveries"}, function()
+  return {events = seen_events, outbox = outbox}
+end)
+
+sdk.register_output_channel("lp_out", {"text"}, "the Lua probe's channel", {}, function(msg)
+  outbox[#outbox + 1] = msg.payload
+  return "lua got " .. msg.payload
+end)
+
+sdk.register_stage("before_output", function(ctx)
+  if string.find(ctx.final_text, "lua-stage", 1, true) then
+    ctx.final_text = ctx.final_text .. " [lua]"
+  end
+end)
+
+function M.start(s)
+  local ok, err = s.events.subscribe({"agent_output"}, function(ev)
+    seen_events = seen_events + 1
+  end)
+  assert(ok, err)
+  s.log("info", "luaprobe started")
+end
+
+return M
