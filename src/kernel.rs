@@ -452,17 +452,15 @@ impl Module<KernelState> for PluginHostModule {
             let sink_deps = agent.deps.clone();
             let on_skills: homeagent_actors::plugins::host::SkillsSink =
                 Arc::new(move |index| *sink_deps.skills_index.write() = index);
-            let entries = PluginSet::start(
-                sup.clone(),
-                &dir,
-                &s.data_dir,
+            let setup = homeagent_actors::plugins::host::PluginSetup {
+                plugins_dir: dir.clone(),
+                data_dir: s.data_dir.clone(),
                 deps,
-                plugin_supervision(),
-                &disabled,
-                s.registry.clone(),
+                config: plugin_supervision(),
+                registry: s.registry.clone(),
                 on_skills,
-            )
-            .await;
+            };
+            let entries = PluginSet::start(sup.clone(), setup, &disabled).await;
             tracing::info!(plugins = entries.len(), dir = %dir.display(), "plugins loaded");
             let (e, r) = (entries.clone(), s.registry.clone());
             sup.worker_on(s.blocking.handle(), "watcher", RestartPolicy::Permanent, move || {

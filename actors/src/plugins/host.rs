@@ -316,6 +316,20 @@ async fn load_one(
 /// Called with the new skill index whenever the set of skills changes.
 pub type SkillsSink = Arc<dyn Fn(String) + Send + Sync>;
 
+/// What a [`PluginSet`] needs besides its supervisor.
+pub struct PluginSetup {
+    /// `DATA/plugins`.
+    pub plugins_dir: PathBuf,
+    /// `DATA` (plugin data goes to `DATA/plugin_data/<name>`).
+    pub data_dir: PathBuf,
+    pub deps: PluginDeps,
+    /// Supervision of each plugin ([`plugin_supervision`]).
+    pub config: SupervisorConfig,
+    pub registry: Arc<Registry>,
+    /// Receives the skill index for the system prompt.
+    pub on_skills: SkillsSink,
+}
+
 /// The live set of plugins: loaded at boot, grown at run time by package installs.
 pub struct PluginSet {
     entries: parking_lot::RwLock<Vec<Arc<PluginEntry>>>,
@@ -334,16 +348,16 @@ impl PluginSet {
     /// Finds every plugin under `plugins_dir` (sorted by directory name), gives each
     /// subprocess or Lua plugin its supervisor, starts those not in `disabled`, and
     /// publishes the skill index (`on_skills`) and the `skill_info` tool.
-    pub async fn start(
-        sup: SupervisorRef,
-        plugins_dir: &Path,
-        data_dir: &Path,
-        deps: PluginDeps,
-        config: SupervisorConfig,
-        disabled: &[String],
-        registry: Arc<Registry>,
-        on_skills: SkillsSink,
-    ) -> Arc<Self> {
+    pub async fn start(sup: SupervisorRef, setup: PluginSetup, disabled: &[String]) -> Arc<Self> {
+        let PluginSetup {
+            plugins_dir,
+            data_dir,
+            deps,
+            config,
+            registry,
+            on_skills,
+        } = setup;
+        let (plugins_dir, data_dir) = (plugins_dir.as_path(), data_dir.as_path());
         let mut out = Vec::new();
         for dir in discover(plugins_dir) {
             let entry = load_one(&sup, dir, data_dir, &deps, config).await;

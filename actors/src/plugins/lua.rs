@@ -51,6 +51,8 @@ use crate::stages::{
 };
 
 type Pending<T> = Arc<Mutex<T>>;
+/// The script's event subscription: types and handler.
+type EventSlot = Arc<Mutex<Option<(Vec<String>, Function)>>>;
 
 /// What the script registered while it loaded.
 #[derive(Default)]
@@ -69,7 +71,7 @@ pub struct LuaPlugin {
     stages: Vec<(Stage, Scope, Function)>,
     outputs: Vec<(OutputRegister, Function)>,
     /// Events the script subscribed to (shared with `sdk.events.*`).
-    events: Arc<Mutex<Option<(Vec<String>, Function)>>>,
+    events: EventSlot,
     sub: EventSub,
     stop: Option<Function>,
     start: Option<Function>,
@@ -352,7 +354,7 @@ impl LuaPlugin {
         let name = manifest.name.as_str();
         let (lua, budget) = crate::llm::adapter::sandbox(name).map_err(lua_err)?;
         let regs: Pending<Registrations> = Arc::default();
-        let events: Arc<Mutex<Option<(Vec<String>, Function)>>> = Arc::default();
+        let events: EventSlot = Arc::default();
         let env = Arc::new(Env {
             name: name.to_owned(),
             manifest: manifest.clone(),
@@ -403,7 +405,7 @@ impl LuaPlugin {
         sdk: &Table,
         env: &Arc<Env>,
         regs: &Pending<Registrations>,
-        events: &Arc<Mutex<Option<(Vec<String>, Function)>>>,
+        events: &EventSlot,
         deps: &PluginDeps,
     ) -> mlua::Result<()> {
         let plugin = env.name.clone();
@@ -727,7 +729,7 @@ impl LuaPlugin {
         if let Some(types) = types {
             let m = me.clone();
             let bus = self.deps.services.bus.clone();
-            if let Err(e) = self.sub.subscribe(&bus, EventsSubscribe { types }, move |ev| {
+            if let Err(e) = self.sub.subscribe(&bus, EventsSubscribe { topics: types }, move |ev| {
                 let _ = m.do_send(CallLuaEvent(serde_json::to_value(&*ev).unwrap_or_default()));
             }) {
                 tracing::warn!(plugin = %self.name, "event subscription refused: {}", e.message);

@@ -162,11 +162,8 @@ pub fn install_with_limit(bytes: &[u8], plugins_dir: &Path, limit: u64) -> Resul
     }
     std::fs::create_dir_all(plugins_dir)?;
     let staging = tempdir_in(plugins_dir)?;
-    let result = unpack_and_check(&mut archive, &staging.0);
-    let (manifest, kind) = match result {
-        Ok(x) => x,
-        Err(e) => return Err(e), // `staging` removes itself
-    };
+    // On error `staging` removes itself.
+    let (manifest, kind) = unpack_and_check(&mut archive, &staging.0)?;
     let target = plugins_dir.join(&manifest.name);
     if target.exists() {
         return Err(PackageError::Exists(manifest.name));
