@@ -23,7 +23,7 @@ pub const STAGING_PREFIX: &str = ".install-";
 /// Why a package was refused. Every message says what to change.
 #[derive(Debug, thiserror::Error)]
 pub enum PackageError {
-    #[error("package is {size} bytes; the limit is {limit} bytes (100 MB)")]
+    #[error("package is at least {size} bytes; the limit is {limit} bytes (100 MB)")]
     TooLarge { size: u64, limit: u64 },
     #[error("package is empty: send the .hmap file as the request body")]
     Empty,

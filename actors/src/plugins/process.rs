@@ -388,6 +388,8 @@ impl PluginProcess {
             message: format!("invalid params for `{method}`: {e}"),
         };
         let name = self.name().to_owned();
+        // `events.unsubscribe` (and friends) may come without params.
+        let params = if params.is_null() { json!({}) } else { params };
         let result = match method {
             methods::STAGE_REGISTER => {
                 let reg: StageRegister = match serde_json::from_value(params) {
