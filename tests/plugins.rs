@@ -678,6 +678,38 @@ fn a_subprocess_plugin_uses_memory_documents_knowledge_social_stages_channels_an
         probe(&d, "social.listPersons", json!({}))["persons"],
         json!(["Alice", "Bob"])
     );
+    assert_eq!(
+        probe(
+            &d,
+            "social.setTrait",
+            json!({"name": "Bob", "trait": "job", "value": "baker"})
+        )["relations"],
+        1
+    );
+    assert_eq!(
+        probe(
+            &d,
+            "social.relate",
+            json!({"a": "Bob", "relation": "colleague", "b": "Eve"})
+        )["relations"],
+        1
+    );
+    assert_eq!(
+        probe(&d, "social.getTrait", json!({"name": "Bob", "trait": "job"}))["value"],
+        "baker"
+    );
+    assert_eq!(
+        probe(&d, "social.getRelations", json!({"name": "Eve"}))["relations"][0]["source"],
+        "Bob"
+    );
+    let net = probe(&d, "social.getNetwork", json!({"name": "Alice", "depth": 2}));
+    let people: Vec<&str> = net["people"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert!(people.contains(&"Bob") && people.contains(&"Eve"), "{net}");
     // Documents.
     let id = probe(
         &d,
@@ -822,6 +854,11 @@ fn a_lua_plugin_uses_the_sdk_data_apis_channels_stages_and_events_with_capabilit
     assert_eq!(out["trait"], "cat");
     assert_eq!(out["persons"], json!(["Carol", "Dana"]));
     assert_eq!(out["relations"], 1);
+    assert_eq!(
+        (out["set_trait"].as_u64(), out["dana_city"].as_str()),
+        (Some(1), Some("Oslo")),
+        "{out}"
+    );
     assert_eq!(
         (out["doc"].as_bool(), out["removed"].as_bool()),
         (Some(true), Some(true)),

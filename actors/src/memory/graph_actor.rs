@@ -768,10 +768,29 @@ mod tests {
 #[derive(Message)]
 #[rtype(result = "Result<serde_json::Value, String>")]
 pub enum SocialQuery {
-    Person { name: String },
-    Trait { name: String, trait_: String },
-    Network { name: String, depth: usize },
+    Person {
+        name: String,
+    },
+    Trait {
+        name: String,
+        trait_: String,
+    },
+    Network {
+        name: String,
+        depth: usize,
+    },
     Persons,
+    /// Writes (the `person_set_trait` / `person_relate` semantics): `{"relations"}` written.
+    SetTrait {
+        name: String,
+        trait_: String,
+        value: String,
+    },
+    Relate {
+        a: String,
+        relation: String,
+        b: String,
+    },
 }
 
 impl Handles<SocialQuery> for GraphActor {
@@ -783,6 +802,14 @@ impl Handles<SocialQuery> for GraphActor {
             SocialQuery::Trait { name, trait_ } => social::get_trait(&self.store, name.trim(), trait_.trim()),
             SocialQuery::Network { name, depth } => social::network_json(&self.store, name.trim(), depth),
             SocialQuery::Persons => social::persons(&self.store).map(|p| serde_json::json!({ "persons": p })),
+            SocialQuery::SetTrait { name, trait_, value } => {
+                social::set_trait(&mut self.store, name.trim(), trait_.trim(), value.trim())
+                    .map(|n| serde_json::json!({ "relations": n }))
+            }
+            SocialQuery::Relate { a, relation, b } => {
+                social::relate(&mut self.store, a.trim(), relation.trim(), b.trim())
+                    .map(|n| serde_json::json!({ "relations": n }))
+            }
         };
         r.map_err(|e| e.to_string())
     }

@@ -20,7 +20,7 @@
 //! * data APIs returning `result, err`, each gated by the manifest like the wire
 //!   protocol: `sdk.memory.recall/commit/introspect/merge/purge`,
 //!   `sdk.doc.query/insert/remove/stats`, `sdk.knowledge.search/add/list`,
-//!   `sdk.text_memory.append`, `sdk.social.get_person/get_network/get_trait/get_relations/list_persons`;
+//!   `sdk.text_memory.append`, `sdk.social.get_person/get_network/get_trait/get_relations/list_persons/set_trait/relate`;
 //! * `sdk.set_auto_restart(bool)` (accepted; the plugin's supervisor decides restarts),
 //!   and `sdk.get_setting`, `sdk.set_setting`, `sdk.settings.*`, `sdk.llm.*`,
 //!   `sdk.register_api` answer `nil, err` (not offered to Lua plugins yet).
@@ -249,6 +249,18 @@ fn install_data_apis(lua: &Lua, sdk: &Table, env: &Arc<Env>) -> mlua::Result<()>
                     |v| json!({ "name": arg(v, 0) }),
                 ),
                 ("list_persons", m::SOCIAL_LIST_PERSONS, Some("persons"), |_| json!({})),
+                (
+                    "set_trait",
+                    m::SOCIAL_SET_TRAIT,
+                    None,
+                    |v| json!({"name": arg(v, 0), "trait": arg(v, 1), "value": arg(v, 2)}),
+                ),
+                (
+                    "relate",
+                    m::SOCIAL_RELATE,
+                    None,
+                    |v| json!({"a": arg(v, 0), "relation": arg(v, 1), "b": arg(v, 2)}),
+                ),
             ],
         ),
     ];

@@ -92,6 +92,8 @@ pub fn is_data_method(method: &str) -> bool {
         m::SOCIAL_GET_NETWORK,
         m::SOCIAL_GET_RELATIONS,
         m::SOCIAL_LIST_PERSONS,
+        m::SOCIAL_SET_TRAIT,
+        m::SOCIAL_RELATE,
     ]
     .contains(&method)
 }
@@ -293,6 +295,23 @@ impl KernelServices {
                 } else {
                     v
                 })
+            }
+            m::SOCIAL_SET_TRAIT | m::SOCIAL_RELATE => {
+                let graph = need("graph memory", &self.graph)?;
+                let q = if method == m::SOCIAL_SET_TRAIT {
+                    SocialQuery::SetTrait {
+                        name: str_param(method, &p, "name")?.to_owned(),
+                        trait_: str_param(method, &p, "trait")?.to_owned(),
+                        value: str_param(method, &p, "value")?.to_owned(),
+                    }
+                } else {
+                    SocialQuery::Relate {
+                        a: str_param(method, &p, "a")?.to_owned(),
+                        relation: str_param(method, &p, "relation")?.to_owned(),
+                        b: str_param(method, &p, "b")?.to_owned(),
+                    }
+                };
+                graph.send(q).await.map_err(gone)?.map_err(|e| bad(method, e))
             }
             m::SOCIAL_LIST_PERSONS => {
                 let graph = need("graph memory", &self.graph)?;

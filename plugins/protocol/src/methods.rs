@@ -221,6 +221,10 @@ pub const SOCIAL_GET_NETWORK: &str = "social.getNetwork";
 pub const SOCIAL_GET_RELATIONS: &str = "social.getRelations";
 /// `social.listPersons`: `{}` → `{"persons": [name]}`.
 pub const SOCIAL_LIST_PERSONS: &str = "social.listPersons";
+/// `social.setTrait`: `{"name", "trait", "value"}` (replaces an earlier value) → `{"relations"}`.
+pub const SOCIAL_SET_TRAIT: &str = "social.setTrait";
+/// `social.relate`: `{"a", "relation", "b"}` (two people) → `{"relations"}`.
+pub const SOCIAL_RELATE: &str = "social.relate";
 
 /// A stage handler registration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -294,7 +294,7 @@ impl Kernel {
         .map(|_| ())
     }
 
-    // ---- social reads (capability `social`) ----
+    // ---- social (capability `social`) ----
 
     /// `{name, found, traits, relations}`.
     pub fn social_person(&self, name: &str) -> Result<Value, String> {
@@ -318,6 +318,21 @@ impl Kernel {
     /// Everyone recorded as a person.
     pub fn social_persons(&self) -> Result<Vec<String>, String> {
         self.call_as(methods::SOCIAL_LIST_PERSONS, json!({}), "persons")
+    }
+
+    /// Records a person's trait (replacing an earlier value).
+    pub fn social_set_trait(&self, name: &str, trait_: &str, value: &str) -> Result<(), String> {
+        self.call(
+            methods::SOCIAL_SET_TRAIT,
+            json!({"name": name, "trait": trait_, "value": value}),
+        )
+        .map(|_| ())
+    }
+
+    /// Records a tie between two people (`a —relation→ b`).
+    pub fn social_relate(&self, a: &str, relation: &str, b: &str) -> Result<(), String> {
+        self.call(methods::SOCIAL_RELATE, json!({"a": a, "relation": relation, "b": b}))
+            .map(|_| ())
     }
 }
 

@@ -16,6 +16,8 @@ sdk.register_tool("lp_data", {description = "Run the data API scenario"}, functi
   out.trait = sdk.social.get_trait("Carol", "pet").value
   out.persons = sdk.social.list_persons()
   out.relations = #sdk.social.get_relations("Carol")
+  out.set_trait = sdk.social.set_trait("Dana", "city", "Oslo").relations
+  out.dana_city = sdk.social.get_trait("Dana", "city").value
   local id = sdk.doc.insert{title = "garden", content = "tomatoes planted on the south bed"}
   local docs = sdk.doc.query("tomatoes south bed", 3)
   out.doc = docs[1].id == id
