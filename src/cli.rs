@@ -40,11 +40,14 @@ impl RunArgs {
 pub enum Command {
     /// Run the daemon (the default when no subcommand is given).
     Run,
-    /// Run a bundled plugin on stdin/stdout (what the daemon starts; not for humans).
-    #[command(hide = true)]
+    /// `homed plugin install FILE`: install a `.hmap` package into the running daemon
+    /// (the one at --listen); it starts at once. (`homed plugin timer|mcp` runs a bundled
+    /// plugin on stdin/stdout: what the daemon starts, not for humans.)
     Plugin {
-        /// The bundled plugin: `timer` or `mcp`.
+        /// `install`, or the bundled plugin to run: `timer` or `mcp`.
         name: String,
+        /// The package, for `install`.
+        file: Option<PathBuf>,
     },
     /// Evaluate memory retrieval on a benchmark (no LLM involved).
     Eval {

@@ -23,5 +23,6 @@ pub mod cli_socket;
 pub mod daemon;
 pub mod eval;
 pub mod http;
+pub mod install;
 pub mod kernel;
 mod lockfile;

@@ -549,6 +549,43 @@ fn an_hmap_package_installs_and_runs_without_a_restart_and_bad_ones_change_nothi
     assert_eq!((status, body["action"].as_str()), (409, Some("remove_first")), "{body}");
     assert_eq!(listing(&plugins), after);
     assert_eq!(plugin(&d, "pkgdemo")["state"], "running");
+
+    // The same through the command line: `homed plugin install FILE`.
+    let file = dir.path().join("skilldemo.hmap");
+    let skill = "---\nname: skilldemo\ndescription: A skill installed from the command line.\n---\nBody.\n";
+    std::fs::write(
+        &file,
+        hmap(&[
+            (
+                "plugin.json",
+                r#"{"name": "skilldemo", "version": "0.3.0", "entry": "SKILL.md"}"#,
+                0o644,
+            ),
+            ("SKILL.md", skill, 0o644),
+        ]),
+    )
+    .unwrap();
+    let run = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_homed"))
+            .args(["--listen", &format!("127.0.0.1:{}", d.port), "plugin", "install"])
+            .arg(&file)
+            .output()
+            .unwrap()
+    };
+    let out = run();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("installed skilldemo 0.3.0 (skill)"),
+        "{out:?}"
+    );
+    assert_eq!(plugin(&d, "skilldemo")["state"], "running");
+    assert!(via_tool(&d, "skill_info", json!({"name": "skilldemo"})).contains("Body."));
+    let again = run();
+    assert!(!again.status.success());
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("already exists"),
+        "{again:?}"
+    );
 }
 
 #[test]

@@ -5,13 +5,30 @@ use homeagent::cli::{BenchCommand, Cli, Command, EvalCommand};
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    if let Some(Command::Plugin { name }) = &cli.command {
+    if let Some(Command::Plugin { name, file }) = &cli.command {
         // A bundled plugin speaks the protocol on stdout: no logging setup, no runtime.
-        return match name.as_str() {
-            "timer" => std::process::ExitCode::from(homeagent_timer::run() as u8),
-            "mcp" => std::process::ExitCode::from(homeagent_mcp::run() as u8),
-            other => {
-                eprintln!("homed: no bundled plugin `{other}` (bundled: timer, mcp)");
+        return match (name.as_str(), file) {
+            ("timer", _) => std::process::ExitCode::from(homeagent_timer::run() as u8),
+            ("mcp", _) => std::process::ExitCode::from(homeagent_mcp::run() as u8),
+            ("install", Some(file)) => {
+                let system = actix_rt::System::new();
+                match system.block_on(homeagent::install::install_package(cli.run.listen, file)) {
+                    Ok(summary) => {
+                        println!("{summary}");
+                        std::process::ExitCode::SUCCESS
+                    }
+                    Err(e) => {
+                        eprintln!("homed: {e:#}");
+                        std::process::ExitCode::FAILURE
+                    }
+                }
+            }
+            ("install", None) => {
+                eprintln!("homed: usage: homed [--listen ADDR of the running daemon] plugin install FILE.hmap");
+                std::process::ExitCode::FAILURE
+            }
+            (other, _) => {
+                eprintln!("homed: no bundled plugin `{other}` (bundled: timer, mcp; or `homed plugin install FILE`)");
                 std::process::ExitCode::FAILURE
             }
         };
