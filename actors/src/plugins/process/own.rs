@@ -1,9 +1,9 @@
 //! The plugin's requests about itself: withdrawing one of its tools (`tool.unregister`),
 //! reading its own settings (`settings.get`) and being told when they change
-//! (`events.subscribe` to `settings.changed`); kernel event types subscribed with the
-//! same method are forwarded by `services::EventSub` as `event` notifications. Kept apart from the rest of the
+//! (`events.subscribe` to `settings.changed`). Kept apart from the rest of the
 //! protocol so that plugins whose tools change at run time (the MCP bridge) have
-//! one place to look.
+//! one place to look. Kernel event types subscribed with the same method are
+//! forwarded by `services::EventSub` as `event` notifications.
 
 use std::sync::Arc;
 
@@ -23,6 +23,7 @@ use crate::host::{Host, HostContext};
 use crate::plugins::conn::Conn;
 use crate::stages::UnregisterTool;
 
+/// `events.subscribe` with no topic is a mistake (`events.unsubscribe` with none ends all).
 fn on_empty_subscribe(method: &str, p: &EventsSubscribe) -> bool {
     method == methods::EVENTS_SUBSCRIBE && p.topics.is_empty()
 }
