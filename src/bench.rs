@@ -548,3 +548,118 @@ pub fn memory(sizes: &[usize], queries: usize) -> anyhow::Result<()> {
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
+
+/// Tool-call round trips through the kernel's real tool path (the handler the tool
+/// loop calls) on a kernel booted in this process: an in-process tool (the knowledge
+/// base's `knowledge_list`, an actor round trip) as the baseline, the bundled
+/// subprocess plugin (`timer_list` over stdin/stdout), and the bundled Lua plugin
+/// (`units_convert` in its own Lua state). Then the bundled timer plugin is killed
+/// with SIGKILL and the time until its tools answer again is measured.
+pub async fn plugin(calls: usize, kills: u32) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    use homeagent_actors::stages::GetTools;
+    anyhow::ensure!(calls > 0, "--calls must be at least 1");
+    anyhow::ensure!(
+        kills <= 3,
+        "--kills at most 3 (a 4th crash in 5 min quarantines the plugin)"
+    );
+    let data = std::env::temp_dir().join(format!("homed-bench-plugin-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let args = crate::cli::RunArgs {
+        data: data.clone(),
+        listen: "127.0.0.1:0".parse()?,
+        socket: Some(data.join("cli.sock")),
+    };
+    let (_lock, state) = crate::daemon::boot(&args).await?;
+    let stages = state.stages.get().cloned().context("no stage host")?;
+    let wanted = ["knowledge_list", "timer_list", "units_convert"];
+    let ready = |tools: &homeagent_actors::stages::ToolRegistry| wanted.iter().all(|n| tools.get(n).is_some());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut tools = stages.send(GetTools).await?;
+    while !ready(&tools) {
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the bundled plugins did not register their tools in 20 s"
+        );
+        actix_rt::time::sleep(Duration::from_millis(20)).await;
+        tools = stages.send(GetTools).await?;
+    }
+    let cases = [
+        ("in-process  knowledge_list", "knowledge_list", serde_json::json!({})),
+        ("subprocess  timer_list", "timer_list", serde_json::json!({})),
+        (
+            "lua         units_convert",
+            "units_convert",
+            serde_json::json!({"value": 3, "from": "km", "to": "m"}),
+        ),
+    ];
+    println!("tool call round trip through the kernel's tool path, {calls} calls each (after 100 warm-up), µs");
+    let mut base_p50 = 0.0;
+    for (label, name, args) in cases {
+        let handler = tools.get(name).context("tool vanished")?.handler.clone();
+        for _ in 0..100 {
+            handler
+                .call(args.clone())
+                .await
+                .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+        }
+        let mut samples = Vec::with_capacity(calls);
+        for _ in 0..calls {
+            let t = Instant::now();
+            handler
+                .call(args.clone())
+                .await
+                .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+            samples.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+        samples.sort_by(f64::total_cmp);
+        let p = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
+        if base_p50 == 0.0 {
+            base_p50 = p(0.5);
+        }
+        println!(
+            "  {label}  p50 {:>8.1}  p99 {:>8.1}  (p50 x{:.2} in-process)",
+            p(0.5),
+            p(0.99),
+            p(0.5) / base_p50
+        );
+    }
+    let plugins = state.plugins.get().cloned().context("no plugin host")?;
+    let timer = plugins.get("timer").context("the bundled timer plugin is missing")?;
+    for k in 1..=kills {
+        let pid = timer
+            .status(&state.registry)
+            .pid
+            .context("the timer plugin has no pid")?;
+        let t = Instant::now();
+        // SAFETY: kill(2) on a pid we read from our own child's status.
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        let deadline = t + Duration::from_secs(20);
+        loop {
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "the timer plugin's tools were not back within 20 s"
+            );
+            let tools = stages.send(GetTools).await?;
+            let back = match tools.get("timer_list") {
+                // A registration from before the kill answers with an error; only a
+                // working tool counts.
+                Some(tool) => {
+                    tool.handler.call(serde_json::json!({})).await.is_ok()
+                        && timer.status(&state.registry).pid.is_some_and(|p| p != pid)
+                }
+                None => false,
+            };
+            if back {
+                break;
+            }
+            actix_rt::time::sleep(Duration::from_millis(5)).await;
+        }
+        println!(
+            "  SIGKILL #{k} of the timer plugin → its tools answer again after {:.0} ms (restart backoff included)",
+            t.elapsed().as_secs_f64() * 1000.0
+        );
+    }
+    let _ = std::fs::remove_dir_all(&data);
+    Ok(())
+}

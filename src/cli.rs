@@ -118,6 +118,16 @@ pub enum BenchCommand {
         #[arg(trailing_var_arg = true, required = true)]
         server: Vec<String>,
     },
+    /// Tool-call round trip through the kernel's tool path: in-process vs the bundled
+    /// subprocess (timer) and Lua (units) plugins, then SIGKILL → tools back.
+    Plugin {
+        /// Measured calls per tool (after 100 warm-up calls).
+        #[arg(long, default_value_t = 5000)]
+        calls: usize,
+        /// SIGKILLs of the timer plugin to time (at most 3: a 4th quarantines it).
+        #[arg(long, default_value_t = 3)]
+        kills: u32,
+    },
     /// Graph tier latency (recall at depth 2, entity names found in a sentence) on
     /// on-disk graphs of the given sizes, against an indexed name lookup in the same file.
     Graph {

@@ -54,23 +54,30 @@ fn prepare(args: &RunArgs) -> anyhow::Result<(DataLock, BootSettings)> {
 }
 
 /// Runs the daemon until SIGINT/SIGTERM (or a fatal kernel failure).
-pub async fn run(args: RunArgs) -> anyhow::Result<()> {
-    let t0 = Instant::now();
+/// Group 0 and the boot graph: the data dir (locked), settings, and every kernel
+/// module started. The daemon serves HTTP on top; `homed bench plugin` uses it bare.
+pub async fn boot(args: &RunArgs) -> anyhow::Result<(DataLock, Arc<KernelState>)> {
     let data_dir = std::path::absolute(&args.data).unwrap_or_else(|_| args.data.clone());
-    let (_lock, boot) = prepare(&RunArgs {
+    let (lock, boot) = prepare(&RunArgs {
         data: data_dir.clone(),
         ..args.clone()
     })?;
-    let shutdown_timeout = boot.shutdown_timeout;
-
     let graph = kernel::graph()?;
     for line in graph.topology().lines() {
         tracing::info!("boot {line}");
     }
     let socket = args.socket.clone().unwrap_or_else(|| data_dir.join("cli.sock"));
-    let state = Arc::new(KernelState::new(data_dir.clone(), boot, socket));
+    let state = Arc::new(KernelState::new(data_dir, boot, socket));
     let report = graph.run(&state).await.context("kernel boot failed")?;
     tracing::debug!(?report, "boot report");
+    Ok((lock, state))
+}
+
+pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let t0 = Instant::now();
+    let (_lock, state) = boot(&args).await?;
+    let data_dir = state.data_dir.clone();
+    let shutdown_timeout = state.boot.shutdown_timeout;
 
     let app_state = web::Data::new(AppState {
         registry: state.registry.clone(),

@@ -50,6 +50,9 @@ fn main() -> std::process::ExitCode {
             what: BenchCommand::Memory { sizes, queries },
         }) => homeagent::bench::memory(&sizes, queries),
         Some(Command::Bench {
+            what: BenchCommand::Plugin { calls, kills },
+        }) => system.block_on(homeagent::bench::plugin(calls, kills)),
+        Some(Command::Bench {
             what: BenchCommand::Mcp { calls, server },
         }) => homeagent::bench_mcp::mcp(&server, calls),
         Some(Command::Eval {
