@@ -136,17 +136,7 @@ pub fn parse_session_time(s: &str) -> Option<i64> {
 
 /// `8 May 2023`: how a turn's date is shown to BM25 and in the memory block.
 fn show_date(ts_ms: i64) -> String {
-    let days = ts_ms.div_euclid(86_400_000);
-    // Inverse of days_from_civil.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let (y, m, d) = homeagent_actors::memory::civil_from_days(ts_ms.div_euclid(86_400_000));
     let name = MONTHS[(m - 1) as usize];
     format!("{d} {}{} {y}", name[..1].to_uppercase(), &name[1..])
 }

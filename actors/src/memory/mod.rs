@@ -44,6 +44,20 @@ pub(crate) fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
+/// The civil date (year, month 1–12, day 1–31) of a day number since 1970-01-01 (UTC,
+/// proleptic Gregorian; Howard Hinnant's algorithm).
+pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
 /// Opens (creating its directory) a memory database the way every tier wants it:
 /// WAL with `synchronous=NORMAL` (committed data survives a killed daemon; see
 /// `store.rs` for why not FULL) and a 5 s busy timeout.

@@ -304,49 +304,18 @@ pub struct EmbedQuery(pub String);
 impl Handles<EmbedQuery> for EmbedderActor {
     type Reply = ResponseActFuture<Host<Self>, Option<QueryVector>>;
     fn handle(&mut self, EmbedQuery(text): EmbedQuery, _: &mut HostContext<Self>) -> Self::Reply {
-        match self.embedder.as_mut() {
-            Some(Embedder::Onnx(e)) => {
-                let out = match e.embed(&[text.as_str()]) {
-                    Ok(mut v) => v.pop().map(|vec| QueryVector {
-                        space: e.space().fingerprint(),
-                        vec,
-                    }),
-                    Err(err) => {
-                        tracing::warn!("query embedding failed: {err}");
-                        None
-                    }
-                };
-                Box::pin(actix::fut::ready(out))
-            }
-            Some(Embedder::Remote(e)) => {
-                let mut e: RemoteEmbedder = e.clone();
-                Box::pin(actix::fut::wrap_future::<_, Host<Self>>(async move {
-                    match e.embed(&[text.as_str()]).await {
-                        Ok(mut v) => v.pop().map(|vec| QueryVector {
-                            space: e.space().fingerprint(),
-                            vec,
-                        }),
-                        Err(err) => {
-                            tracing::warn!("query embedding failed: {err}");
-                            None
-                        }
-                    }
-                }))
-            }
-            None => Box::pin(actix::fut::ready(None)),
-        }
+        Box::pin(
+            self.embed_texts(vec![text])
+                .map(|out, _, _| out.and_then(|(space, mut v)| v.pop().map(|vec| QueryVector { space, vec }))),
+        )
     }
 }
 
-/// Embeddings of several texts in the active space: `(fingerprint, vectors)`, or
-/// `None` without an embedder or on failure.
-#[derive(Message)]
-#[rtype(result = "Option<(String, Vec<Vec<f32>>)>")]
-pub struct EmbedTexts(pub Vec<String>);
-
-impl Handles<EmbedTexts> for EmbedderActor {
-    type Reply = ResponseActFuture<Host<Self>, Option<(String, Vec<Vec<f32>>)>>;
-    fn handle(&mut self, EmbedTexts(texts): EmbedTexts, _: &mut HostContext<Self>) -> Self::Reply {
+impl EmbedderActor {
+    /// Embeds `texts` with the active embedder: at once for ONNX (this actor's own
+    /// thread), as a future for the remote one. `None` without an embedder or on
+    /// failure (logged).
+    fn embed_texts(&mut self, texts: Vec<String>) -> ResponseActFuture<Host<Self>, Option<(String, Vec<Vec<f32>>)>> {
         let log = |e: EmbedError| {
             tracing::warn!("embedding failed: {e}");
             None
@@ -371,6 +340,19 @@ impl Handles<EmbedTexts> for EmbedderActor {
             }
             None => Box::pin(actix::fut::ready(None)),
         }
+    }
+}
+
+/// Embeddings of several texts in the active space: `(fingerprint, vectors)`, or
+/// `None` without an embedder or on failure.
+#[derive(Message)]
+#[rtype(result = "Option<(String, Vec<Vec<f32>>)>")]
+pub struct EmbedTexts(pub Vec<String>);
+
+impl Handles<EmbedTexts> for EmbedderActor {
+    type Reply = ResponseActFuture<Host<Self>, Option<(String, Vec<Vec<f32>>)>>;
+    fn handle(&mut self, EmbedTexts(texts): EmbedTexts, _: &mut HostContext<Self>) -> Self::Reply {
+        self.embed_texts(texts)
     }
 }
 
