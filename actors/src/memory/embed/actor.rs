@@ -315,7 +315,7 @@ impl EmbedderActor {
     /// Embeds `texts` with the active embedder: at once for ONNX (this actor's own
     /// thread), as a future for the remote one. `None` without an embedder or on
     /// failure (logged).
-    fn embed_texts(&mut self, texts: Vec<String>) -> ResponseActFuture<Host<Self>, Option<(String, Vec<Vec<f32>>)>> {
+    fn embed_texts(&mut self, texts: Vec<String>) -> ResponseActFuture<Host<Self>, Option<Embedded>> {
         let log = |e: EmbedError| {
             tracing::warn!("embedding failed: {e}");
             None
@@ -346,11 +346,14 @@ impl EmbedderActor {
 /// Embeddings of several texts in the active space: `(fingerprint, vectors)`, or
 /// `None` without an embedder or on failure.
 #[derive(Message)]
-#[rtype(result = "Option<(String, Vec<Vec<f32>>)>")]
+#[rtype(result = "Option<Embedded>")]
 pub struct EmbedTexts(pub Vec<String>);
 
+/// Vectors and the fingerprint of the space they are in.
+pub type Embedded = (String, Vec<Vec<f32>>);
+
 impl Handles<EmbedTexts> for EmbedderActor {
-    type Reply = ResponseActFuture<Host<Self>, Option<(String, Vec<Vec<f32>>)>>;
+    type Reply = ResponseActFuture<Host<Self>, Option<Embedded>>;
     fn handle(&mut self, EmbedTexts(texts): EmbedTexts, _: &mut HostContext<Self>) -> Self::Reply {
         self.embed_texts(texts)
     }
