@@ -49,6 +49,14 @@ fn wait_plugin(d: &Daemon, name: &str, timeout: Duration, what: &str, ok: impl F
     }
 }
 
+/// A fake vendor configured as the daemon's LLM source, and loaded.
+fn with_vendor(d: &Daemon) -> vendor::Vendor {
+    let v = vendor::start();
+    common::api::put_settings(d, vendor::source_settings("fake", &v.url, 0));
+    common::api::wait_sources(d, 1);
+    v
+}
+
 fn ask(d: &Daemon, text: &str) -> Value {
     reqwest::blocking::Client::new()
         .post(d.url("/api/v1/messages"))
@@ -81,14 +89,7 @@ fn plugin_tools_work_and_a_plugin_killed_mid_call_comes_back() {
         "{ids:?}"
     );
 
-    let v = vendor::start();
-    let r = reqwest::blocking::Client::new()
-        .put(d.url("/api/v1/settings"))
-        .json(&vendor::source_settings("fake", &v.url, 0))
-        .send()
-        .unwrap();
-    assert!(r.status().is_success());
-    std::thread::sleep(Duration::from_millis(200));
+    let _v = with_vendor(&d);
     let reply = ask(&d, r#"call-tool echo_say {"text":"hi"}"#);
     assert_eq!(reply["reply"], r#"tool said: echo: {"text": "hi"}"#, "{reply}");
 
@@ -172,14 +173,7 @@ fn the_bundled_timer_plugin_reminds_the_agent_with_an_interrupt() {
         p["state"] == "running" && p["tools"].as_array().is_some_and(|t| t.len() == 3)
     });
     assert_eq!(p["tools"], json!(["timer_set", "timer_list", "timer_cancel"]));
-    let v = vendor::start();
-    let r = reqwest::blocking::Client::new()
-        .put(d.url("/api/v1/settings"))
-        .json(&vendor::source_settings("fake", &v.url, 0))
-        .send()
-        .unwrap();
-    assert!(r.status().is_success());
-    std::thread::sleep(Duration::from_millis(200));
+    let v = with_vendor(&d);
     let reply = ask(&d, r#"call-tool timer_set {"after":"1s","message":"tea time"}"#);
     assert_eq!(reply["reply"], "tool said: timer #1 set: reminder in 1s", "{reply}");
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -264,14 +258,7 @@ fn a_skill_is_indexed_in_the_prompt_and_read_on_demand() {
         (Some("skill"), Some("running")),
         "{p}"
     );
-    let v = vendor::start();
-    let r = reqwest::blocking::Client::new()
-        .put(d.url("/api/v1/settings"))
-        .json(&vendor::source_settings("fake", &v.url, 0))
-        .send()
-        .unwrap();
-    assert!(r.status().is_success());
-    std::thread::sleep(Duration::from_millis(200));
+    let v = with_vendor(&d);
     let reply = ask(&d, r#"call-tool skill_info {"name":"pdf-tools"}"#);
     let text = reply["reply"].as_str().unwrap();
     assert!(
@@ -340,14 +327,7 @@ fn garbage_from_a_plugin_gets_clear_errors_and_breaks_nothing() {
     );
 
     // The kernel is fine and the plugin's tool works.
-    let v = vendor::start();
-    let r = reqwest::blocking::Client::new()
-        .put(d.url("/api/v1/settings"))
-        .json(&vendor::source_settings("fake", &v.url, 0))
-        .send()
-        .unwrap();
-    assert!(r.status().is_success());
-    std::thread::sleep(Duration::from_millis(200));
+    let _v = with_vendor(&d);
     assert_eq!(ask(&d, "call-tool rude_ping {}")["reply"], "tool said: pong");
     assert_eq!(
         reqwest::blocking::get(d.url("/healthz")).unwrap().status().as_u16(),
@@ -391,14 +371,7 @@ fn a_lua_plugin_offers_tools_and_stage_handlers_and_a_runaway_script_is_stopped(
         (Some("lua"), Some("running")),
         "{p}"
     );
-    let v = vendor::start();
-    let r = reqwest::blocking::Client::new()
-        .put(d.url("/api/v1/settings"))
-        .json(&vendor::source_settings("fake", &v.url, 0))
-        .send()
-        .unwrap();
-    assert!(r.status().is_success());
-    std::thread::sleep(Duration::from_millis(200));
+    let _v = with_vendor(&d);
     assert_eq!(
         ask(&d, r#"call-tool greeter_hello {"name":"Ada"}"#)["reply"],
         "tool said: hello, Ada (greeted)"
@@ -530,14 +503,7 @@ fn an_hmap_package_installs_and_runs_without_a_restart_and_bad_ones_change_nothi
         "no staging directory left: {:?}",
         listing(&plugins)
     );
-    let v = vendor::start();
-    let r = reqwest::blocking::Client::new()
-        .put(d.url("/api/v1/settings"))
-        .json(&vendor::source_settings("fake", &v.url, 0))
-        .send()
-        .unwrap();
-    assert!(r.status().is_success());
-    std::thread::sleep(Duration::from_millis(200));
+    let _v = with_vendor(&d);
     assert_eq!(
         ask(&d, "call-tool pkgdemo_hi {}")["reply"],
         "tool said: hi from a package"
@@ -606,14 +572,7 @@ fn a_fresh_daemon_runs_the_bundled_lua_and_skill_examples_and_remembers_removals
     );
     wait_plugin(&d, "timer", Duration::from_secs(10), "ran", |p| p["state"] == "running");
 
-    let v = vendor::start();
-    let r = reqwest::blocking::Client::new()
-        .put(d.url("/api/v1/settings"))
-        .json(&vendor::source_settings("fake", &v.url, 0))
-        .send()
-        .unwrap();
-    assert!(r.status().is_success());
-    std::thread::sleep(Duration::from_millis(200));
+    let v = with_vendor(&d);
     assert_eq!(
         ask(&d, r#"call-tool units_convert {"value": 10, "from": "mi", "to": "km"}"#)["reply"],
         "tool said: 10 mi = 16.0934 km"
@@ -670,14 +629,7 @@ fn a_subprocess_plugin_uses_memory_documents_knowledge_social_stages_channels_an
     wait_plugin(&d, "probe", Duration::from_secs(10), "ran", |p| {
         p["state"] == "running" && p["tools"].as_array().is_some_and(|t| t.len() == 3)
     });
-    let v = vendor::start();
-    let r = reqwest::blocking::Client::new()
-        .put(d.url("/api/v1/settings"))
-        .json(&vendor::source_settings("fake", &v.url, 0))
-        .send()
-        .unwrap();
-    assert!(r.status().is_success());
-    std::thread::sleep(Duration::from_millis(200));
+    let _v = with_vendor(&d);
 
     // Graph memory.
     let c = probe(
@@ -874,14 +826,7 @@ fn a_lua_plugin_uses_the_sdk_data_apis_channels_stages_and_events_with_capabilit
     wait_plugin(&d, "luaprobe", Duration::from_secs(10), "ran", |p| {
         p["state"] == "running" && p["tools"].as_array().is_some_and(|t| t.len() == 2)
     });
-    let v = vendor::start();
-    let r = reqwest::blocking::Client::new()
-        .put(d.url("/api/v1/settings"))
-        .json(&vendor::source_settings("fake", &v.url, 0))
-        .send()
-        .unwrap();
-    assert!(r.status().is_success());
-    std::thread::sleep(Duration::from_millis(200));
+    let _v = with_vendor(&d);
 
     let text = via_tool(&d, "lp_data", json!({}));
     let out: Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text}"));
