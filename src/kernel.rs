@@ -61,6 +61,7 @@ impl BootSettings {
                     max: d("core.supervisor.backoff_max")?,
                     reset_after: d("core.supervisor.backoff_reset_after")?,
                     jitter: true,
+                    growth: Default::default(),
                 },
                 shutdown_timeout: d("core.daemon.shutdown_timeout")?,
             },

@@ -96,6 +96,7 @@ fn fast(strategy: Strategy, max_restarts: u32) -> SupervisorConfig {
             max: Duration::from_millis(400),
             reset_after: Duration::from_secs(60),
             jitter: false,
+            growth: Default::default(),
         },
         shutdown_timeout: Duration::from_secs(1),
     }

@@ -208,7 +208,7 @@ impl PluginEntry {
     }
 }
 
-/// Default supervision of one plugin: 3 restarts in 5 minutes, backoff 1 s, 2 s, 4 s
+/// Default supervision of one plugin: 3 restarts in 5 minutes, backoff 1 s, 2 s, 3 s
 /// (no jitter: one plugin has no siblings to desynchronise from, and operators expect
 /// a crashed plugin back within about a second).
 pub fn plugin_supervision() -> SupervisorConfig {
@@ -217,6 +217,7 @@ pub fn plugin_supervision() -> SupervisorConfig {
     c.intensity.max_restarts = 3;
     c.intensity.window = std::time::Duration::from_secs(300);
     c.backoff.initial = std::time::Duration::from_secs(1);
+    c.backoff.growth = crate::supervisor::Growth::Linear;
     c.backoff.max = std::time::Duration::from_secs(30);
     c
 }

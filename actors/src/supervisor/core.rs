@@ -8,8 +8,6 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use backon::ExponentialBackoff;
-
 use super::policy::{RestartPolicy, Strategy, SupervisorConfig};
 use crate::host::Exit;
 
@@ -62,7 +60,7 @@ struct Child {
     started_at: Option<Instant>,
     ever_started: bool,
     /// Present while the child is crashing repeatedly; dropped after a stable run.
-    backoff: Option<ExponentialBackoff>,
+    backoff: Option<super::policy::Delays>,
     /// The delayed start this child waits for (`Cmd::StartAfter::plan`), if any.
     plan: Option<u64>,
 }
@@ -504,6 +502,7 @@ mod tests {
                 max: Duration::from_secs(1),
                 reset_after: Duration::from_secs(60),
                 jitter: false,
+                growth: Default::default(),
             },
             shutdown_timeout: Duration::from_secs(5),
         }

@@ -24,7 +24,7 @@ use tokio::sync::oneshot;
 use self::actor::{AddChild, RestartChild, Running, StopChild};
 pub use self::actor::{AddChildError, ChildSpec, RestartError, Supervisor};
 pub use self::core::RestartRefused;
-pub use self::policy::{BackoffPolicy, Intensity, RestartPolicy, Strategy, SupervisorConfig};
+pub use self::policy::{BackoffPolicy, Delays, Growth, Intensity, RestartPolicy, Strategy, SupervisorConfig};
 use crate::addr::{SendError, TAddr};
 use crate::bus::EventBus;
 use crate::host::{Exit, Host, KernelActor};

@@ -55,6 +55,38 @@ pub struct BackoffPolicy {
     pub reset_after: Duration,
     /// Adds a random 0-100 % to each delay so siblings do not restart in lock-step.
     pub jitter: bool,
+    /// How delays grow between consecutive crashes.
+    pub growth: Growth,
+}
+
+/// The shape of a backoff sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Growth {
+    /// initial, 2×, 4×, … (kernel actors: back off fast from a failing dependency).
+    #[default]
+    Exponential,
+    /// initial, 2×, 3×, … (plugins: the spec's 1 s, 2 s, 3 s).
+    Linear,
+}
+
+/// The delays of one crash streak.
+#[derive(Debug)]
+pub enum Delays {
+    Exponential(ExponentialBackoff),
+    Linear { step: Duration, n: u32 },
+}
+
+impl Iterator for Delays {
+    type Item = Duration;
+    fn next(&mut self) -> Option<Duration> {
+        match self {
+            Delays::Exponential(b) => b.next(),
+            Delays::Linear { step, n } => {
+                *n += 1;
+                Some(step.saturating_mul(*n))
+            }
+        }
+    }
 }
 
 impl Default for BackoffPolicy {
@@ -64,13 +96,21 @@ impl Default for BackoffPolicy {
             max: Duration::from_secs(30),
             reset_after: Duration::from_secs(60),
             jitter: true,
+            growth: Growth::Exponential,
         }
     }
 }
 
 impl BackoffPolicy {
-    /// A fresh delay sequence (the `backon` crate does the exponential/jitter math).
-    pub(crate) fn sequence(&self) -> ExponentialBackoff {
+    /// A fresh delay sequence (the `backon` crate does the exponential/jitter math;
+    /// linear sequences take no jitter).
+    pub(crate) fn sequence(&self) -> Delays {
+        if self.growth == Growth::Linear {
+            return Delays::Linear {
+                step: self.initial,
+                n: 0,
+            };
+        }
         let mut b = ExponentialBuilder::new()
             .with_min_delay(self.initial)
             .with_max_delay(self.max)
@@ -79,7 +119,7 @@ impl BackoffPolicy {
         if self.jitter {
             b = b.with_jitter();
         }
-        b.build()
+        Delays::Exponential(b.build())
     }
 }
 
@@ -108,5 +148,29 @@ impl SupervisorConfig {
     pub fn with_strategy(mut self, s: Strategy) -> Self {
         self.strategy = s;
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn linear_and_exponential_sequences() {
+        let lin = BackoffPolicy {
+            initial: Duration::from_secs(1),
+            growth: Growth::Linear,
+            jitter: false,
+            ..Default::default()
+        };
+        let d: Vec<u64> = lin.sequence().take(4).map(|d| d.as_secs()).collect();
+        assert_eq!(d, [1, 2, 3, 4]);
+        let exp = BackoffPolicy {
+            initial: Duration::from_secs(1),
+            jitter: false,
+            ..Default::default()
+        };
+        let d: Vec<u64> = exp.sequence().take(4).map(|d| d.as_secs()).collect();
+        assert_eq!(d, [1, 2, 4, 8]);
     }
 }
