@@ -511,7 +511,7 @@ pub fn memory(sizes: &[usize], queries: usize) -> anyhow::Result<()> {
             }
         }
         eprintln!(" ({:.1} s)", built.elapsed().as_secs_f64());
-        let (_, with_vec) = store.vector_counts(space)?;
+        let (_, with_vec) = store.vector_counts(space, false)?;
         anyhow::ensure!(with_vec == n, "expected {n} vectors, stored {with_vec}");
         let by_id = time_ms_warm(3, queries, |i| {
             std::hint::black_box(store.documents_by_id(&ids[(i * 7919) % n])?);

@@ -106,7 +106,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         graph: state.graph.get().cloned(),
         rules: state.rules.get().cloned(),
         maintenance: state.maintenance.get().cloned().unwrap_or_default(),
-        embed_status: state.embedder.get().map(|(_, st)| st.clone()),
+        embed_status: state.embedder.get().map(|h| h.status.clone()),
     });
     let server = HttpServer::new(move || App::new().app_data(app_state.clone()).configure(http::configure))
         .workers(1)

@@ -3,7 +3,8 @@
 //! Each conversation is ingested through the real memory pipeline into a throw-away
 //! data directory — every turn appended to `memory.db` as a context event (at its
 //! session's time), then embedded by the same background step the embedder actor runs
-//! (`missing_vectors` → embed → `put_vectors`) when an ONNX model is installed. No LLM
+//! (`missing_vectors` → embed → `put_vectors`, here over events too: they are what is
+//! searched) when an ONNX model is installed. No LLM
 //! is involved. Each question is then answered by every retriever over the stored
 //! events, and we report turn-level evidence recall@k (the share of a question's
 //! evidence turns found in the top k, averaged over questions of categories 1–4),
@@ -301,11 +302,11 @@ pub fn locomo(file: &Path, opts: Options) -> anyhow::Result<()> {
         let mut space = String::new();
         if let Some(e) = embedder.as_mut() {
             space = e.space().fingerprint();
-            let (total, _) = store.vector_counts(&space)?;
+            let (total, _) = store.vector_counts(&space, true)?;
             let mut done = 0;
             let t0 = Instant::now();
             loop {
-                let batch = store.missing_vectors(&space, 64)?;
+                let batch = store.missing_vectors(&space, 64, true)?;
                 if batch.is_empty() {
                     break;
                 }

@@ -98,10 +98,7 @@ pub struct KernelState {
     /// The graph tier (`kernel/memory/graph`), for the API.
     pub graph: OnceLock<TAddr<homeagent_actors::memory::graph_actor::GraphActor>>,
     /// The embedder and its status (read by the status API without a message).
-    pub embedder: OnceLock<(
-        TAddr<homeagent_actors::memory::embed::actor::EmbedderActor>,
-        homeagent_actors::memory::embed::actor::StatusHandle,
-    )>,
+    pub embedder: OnceLock<homeagent_actors::memory::embed::actor::EmbedderHandle>,
     /// The embedder's own thread: ONNX inference blocks for tens of milliseconds.
     pub embed_thread: Arbiter,
     /// The rule distiller and its last round (for the API).
@@ -699,8 +696,9 @@ impl Module<KernelState> for MemoryModule {
                     },
                 )
                 .await?;
-            let _ = s.embedder.set((embedder.clone(), status));
-            for (spec, handler) in homeagent_actors::memory::actor::document_tools(context.clone(), Some(embedder)) {
+            let handle = homeagent_actors::memory::embed::actor::EmbedderHandle { addr: embedder, status };
+            let _ = s.embedder.set(handle.clone());
+            for (spec, handler) in homeagent_actors::memory::actor::document_tools(context.clone(), Some(handle)) {
                 stages
                     .send(homeagent_actors::stages::RegisterTool { spec, handler })
                     .await??;
@@ -768,7 +766,7 @@ impl Module<KernelState> for AgentModule {
                 context: s.context.get().cloned().ok_or("context missing")?,
                 textlog: s.textlog.get().cloned().ok_or("text log missing")?,
                 graph: s.graph.get().cloned(),
-                embedder: s.embedder.get().map(|(a, _)| a.clone()),
+                embedder: s.embedder.get().cloned(),
                 channels: Channels::builtin(),
                 skills_index: Default::default(),
                 settings: parking_lot::RwLock::new(AgentSettings::default()),
@@ -828,7 +826,7 @@ impl Module<KernelState> for AgentModule {
                         .then(|| s.context.get().cloned())
                         .flatten();
                     let em = (kind == Maintenance::Merge)
-                        .then(|| s.embedder.get().map(|(a, _)| a.clone()))
+                        .then(|| s.embedder.get().map(|h| h.addr.clone()))
                         .flatten();
                     let hb = msup
                         .worker(name, RestartPolicy::Permanent, move || {

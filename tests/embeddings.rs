@@ -1,7 +1,7 @@
 //! Embeddings end to end: the daemon's embedder actor with the real ONNX MiniLM
-//! (installed by `bash scripts/install-embedder.sh`), a switch to a remote
-//! `/v1/embeddings` server (the fake vendor) that recomputes every vector in the new
-//! space, and the explicit fallback when the model is missing.
+//! (installed by `bash scripts/install-embedder.sh`) embedding the document tier, a
+//! switch to a remote `/v1/embeddings` server (the fake vendor) that recomputes every
+//! vector in the new space, and the explicit fallback when the model is missing.
 
 mod common;
 
@@ -38,12 +38,12 @@ fn onnx_installed() -> bool {
 
 fn all_embedded(s: &Value) -> bool {
     let e = &s["embedder"];
-    let rows = s["context_events"].as_u64().unwrap_or(0) + s["documents"].as_u64().unwrap_or(0);
+    let rows = s["documents"].as_u64().unwrap_or(0);
     e["recompute"].is_null() && rows > 0 && e["rows"] == rows && e["embedded"] == rows
 }
 
 #[test]
-fn onnx_embeds_the_history_in_the_background_then_a_remote_space_replaces_it() {
+fn onnx_embeds_the_documents_in_the_background_then_a_remote_space_replaces_them() {
     if !onnx_installed() {
         return;
     }
@@ -53,29 +53,34 @@ fn onnx_embeds_the_history_in_the_background_then_a_remote_space_replaces_it() {
         "The weather is sunny today",
         "Max loves the park",
     ] {
-        let (code, body) = post(&d, "/api/v1/messages", json!({"text": text}));
-        assert_eq!(code, 200, "{body}");
+        commit_doc(&d, text);
     }
     // Auto finds the checkout's .deps/embedder: ONNX MiniLM, 384 dimensions.
-    let s = wait_for(&d, "/api/v1/memory/status", "every event embedded by ONNX", |s| {
+    let s = wait_for(&d, "/api/v1/memory/status", "every document embedded by ONNX", |s| {
         s["embedder"]["active"] == "onnx" && all_embedded(s)
     });
     assert_eq!(s["embedder"]["configured"], "auto");
     assert_eq!(s["embedder"]["space"]["dim"], 384);
     assert!(s["embedder"]["fallback"].is_null(), "{s}");
     let rows = s["embedder"]["rows"].as_i64().unwrap();
-    assert!(rows >= 6, "three turns are at least six events: {s}");
+    assert_eq!(rows, 3, "the three documents: {s}");
     let onnx_space = format!("{}/384", s["embedder"]["space"]["model"].as_str().unwrap());
     assert_eq!(spaces(&data), vec![(onnx_space.clone(), rows)]);
+    // The dense side finds what no word matches: "dog" is nowhere in the documents.
+    let docs = get(&d, "/api/v1/memory/documents?q=my%20dog");
+    assert_eq!(docs["documents"][0]["content"], "I adopted a puppy named Max", "{docs}");
 
     // Another space: every vector is recomputed there, none is mixed.
     put_settings(
         &d,
         json!({"core.memory.embedder": "remote", "core.memory.embed_url": v.url, "core.memory.embed_model": "fake-embed"}),
     );
-    let s = wait_for(&d, "/api/v1/memory/status", "every event embedded by the remote", |s| {
-        s["embedder"]["active"] == "remote" && s["embedder"]["space"]["dim"] == 8 && all_embedded(s)
-    });
+    let s = wait_for(
+        &d,
+        "/api/v1/memory/status",
+        "every document embedded by the remote",
+        |s| s["embedder"]["active"] == "remote" && s["embedder"]["space"]["dim"] == 8 && all_embedded(s),
+    );
     let remote_space = format!("{}/8", s["embedder"]["space"]["model"].as_str().unwrap());
     assert!(remote_space.contains("fake-embed"), "{remote_space}");
     assert_eq!(spaces(&data), vec![(remote_space, rows)]);
@@ -83,9 +88,18 @@ fn onnx_embeds_the_history_in_the_background_then_a_remote_space_replaces_it() {
     assert!(log.contains("embedding space changed"), "the switch is logged");
     assert!(log.contains("embedding finished"), "the recompute's end is logged");
 
-    // The document lookup still answers with the remote space active.
+    // The document lookup uses the remote space now (the query is embedded there).
     let docs = get(&d, "/api/v1/memory/documents?q=puppy");
-    assert!(docs["documents"].is_array(), "{docs}");
+    assert_eq!(docs["documents"][0]["content"], "I adopted a puppy named Max", "{docs}");
+    assert!(v.embedding_calls() > 0);
+}
+
+/// Stores a document through the agent's `doc_commit` tool (the fake vendor calls it).
+fn commit_doc(d: &common::Daemon, content: &str) {
+    let call = format!(r#"call-tool doc_commit {{"content":"{content}"}}"#);
+    let (code, body) = post(d, "/api/v1/messages", json!({ "text": call }));
+    assert_eq!(code, 200, "{body}");
+    assert!(body["reply"].as_str().unwrap_or("").contains("文档已提交"), "{body}");
 }
 
 #[test]
@@ -96,8 +110,7 @@ fn a_failing_remote_embedder_reports_the_error_and_recovers() {
         &d,
         json!({"core.memory.embedder": "remote", "core.memory.embed_url": format!("http://127.0.0.1:{}", common::free_port())}),
     );
-    let (code, body) = post(&d, "/api/v1/messages", json!({"text": "remember the blue door"}));
-    assert_eq!(code, 200, "a dead embedder never blocks a turn: {body}");
+    commit_doc(&d, "remember the blue door");
     let s = wait_for(&d, "/api/v1/memory/status", "the embedding error", |s| {
         s["embedder"]["last_error"]
             .as_str()
@@ -128,7 +141,11 @@ fn a_missing_model_is_an_explicit_fallback() {
         "{why}"
     );
     assert!(d.log_text().contains("embeddings fall back to TF-IDF/BM25"));
-    // The agent works on without dense vectors.
-    let (code, _) = post(&d, "/api/v1/messages", json!({"text": "hello"}));
-    assert_eq!(code, 200);
+    // The agent and the document tier work on without dense vectors.
+    commit_doc(&d, "the spare key is under the mat");
+    let docs = get(&d, "/api/v1/memory/documents?q=spare%20key");
+    assert_eq!(
+        docs["documents"][0]["content"], "the spare key is under the mat",
+        "{docs}"
+    );
 }

@@ -28,6 +28,15 @@ pub struct Vendor {
     pub failing: Arc<std::sync::atomic::AtomicBool>,
     /// The body of the last chat request.
     pub last: Arc<std::sync::Mutex<Value>>,
+    /// Requests served by `/v1/embeddings`.
+    pub embeddings: Arc<AtomicUsize>,
+}
+
+impl Vendor {
+    /// How many `/v1/embeddings` requests were answered.
+    pub fn embedding_calls(&self) -> usize {
+        self.embeddings.load(Ordering::SeqCst)
+    }
 }
 
 fn last_input(messages: &[Value]) -> (String, bool) {
@@ -252,12 +261,21 @@ async fn messages(req: HttpRequest, body: web::Json<Value>, calls: web::Data<Arc
     HttpResponse::Ok().content_type("text/event-stream").body(out)
 }
 
+/// The `/v1/embeddings` request counter (its own type: the chat counter is also an
+/// `Arc<AtomicUsize>` in the app data).
+struct EmbeddingCalls(Arc<AtomicUsize>);
+
 /// Dimension of the fake embeddings.
 pub const EMBED_DIM: usize = 8;
 
 /// OpenAI `POST /v1/embeddings`: a deterministic vector per text (its characters
 /// hashed into `EMBED_DIM` buckets), so equal texts get equal vectors.
-async fn embeddings(body: web::Json<Value>, failing: web::Data<Arc<std::sync::atomic::AtomicBool>>) -> HttpResponse {
+async fn embeddings(
+    body: web::Json<Value>,
+    failing: web::Data<Arc<std::sync::atomic::AtomicBool>>,
+    served: web::Data<EmbeddingCalls>,
+) -> HttpResponse {
+    served.0.fetch_add(1, Ordering::SeqCst);
     if failing.load(Ordering::SeqCst) {
         return HttpResponse::InternalServerError().json(json!({"error": {"message": "embedding backend down"}}));
     }
@@ -292,14 +310,18 @@ pub fn start() -> Vendor {
     let f = failing.clone();
     let last = Arc::new(std::sync::Mutex::new(Value::Null));
     let l = last.clone();
+    let embed_calls = Arc::new(AtomicUsize::new(0));
+    let em = embed_calls.clone();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         actix_rt::System::new().block_on(async move {
             let data = web::Data::new(c);
             let fail = web::Data::new(f);
             let last = web::Data::new(l);
+            let em = web::Data::new(EmbeddingCalls(em));
             let server = HttpServer::new(move || {
                 App::new()
+                    .app_data(em.clone())
                     .app_data(data.clone())
                     .app_data(fail.clone())
                     .app_data(last.clone())
@@ -321,6 +343,7 @@ pub fn start() -> Vendor {
         calls,
         failing,
         last,
+        embeddings: embed_calls,
     }
 }
 

@@ -94,7 +94,7 @@ impl SettingsRelay {
     }
 
     fn reload_embedder(&mut self, ctx: &mut HostContext<Self>) {
-        let Some(embedder) = self.deps.embedder.clone() else {
+        let Some(embedder) = self.deps.embedder.as_ref().map(|e| e.addr.clone()) else {
             return;
         };
         let config = self.config.clone();

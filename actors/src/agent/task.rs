@@ -75,7 +75,7 @@ pub struct TaskDeps {
     /// The graph tier, for the `【记忆索引】` block (none in kernels without it).
     pub graph: Option<TAddr<crate::memory::graph_actor::GraphActor>>,
     /// The embedder, for the dense side of the document lookup (none: BM25 only).
-    pub embedder: Option<TAddr<crate::memory::embed::actor::EmbedderActor>>,
+    pub embedder: Option<crate::memory::embed::actor::EmbedderHandle>,
     pub channels: Channels,
     /// The skill index for the system prompt (filled when SKILL.md plugins load).
     pub skills_index: RwLock<String>,

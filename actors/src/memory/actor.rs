@@ -243,7 +243,7 @@ impl Handles<CommitDoc> for ContextActor {
 /// The document tools (`doc_query`, `doc_commit`) over a context actor.
 pub fn document_tools(
     context: crate::addr::TAddr<ContextActor>,
-    embedder: Option<crate::addr::TAddr<super::embed::actor::EmbedderActor>>,
+    embedder: Option<super::embed::actor::EmbedderHandle>,
 ) -> Vec<(crate::stages::ToolSpec, std::sync::Arc<dyn crate::stages::ToolHandler>)> {
     use futures_util::future::BoxFuture;
     use serde_json::{Value, json};

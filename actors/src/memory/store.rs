@@ -279,10 +279,18 @@ impl MemoryStore {
         Ok(out)
     }
 
-    /// Rows that have no vector of `space` yet (events first, oldest first), with the
-    /// text to embed: at most `limit`.
-    pub fn missing_vectors(&self, space: &str, limit: usize) -> Result<Vec<(VectorRef, String)>, MemoryError> {
+    /// Rows that have no vector of `space` yet (with `events`, context events first;
+    /// then documents, oldest first), with the text to embed: at most `limit`.
+    pub fn missing_vectors(
+        &self,
+        space: &str,
+        limit: usize,
+        events: bool,
+    ) -> Result<Vec<(VectorRef, String)>, MemoryError> {
         let mut out = Vec::new();
+        if !events {
+            return self.missing_document_vectors(space, limit, out);
+        }
         let mut st = self.conn.prepare(&format!(
             "SELECT {} FROM context_events e LEFT JOIN vectors v
                ON v.kind = 'event' AND v.ref = CAST(e.id AS TEXT) AND v.space = ?1
@@ -297,6 +305,15 @@ impl MemoryStore {
             let e = e?;
             out.push((VectorRef::Event(e.id), e.text_for_vector()));
         }
+        self.missing_document_vectors(space, limit, out)
+    }
+
+    fn missing_document_vectors(
+        &self,
+        space: &str,
+        limit: usize,
+        mut out: Vec<(VectorRef, String)>,
+    ) -> Result<Vec<(VectorRef, String)>, MemoryError> {
         if out.len() < limit {
             let mut st = self.conn.prepare(
                 "SELECT d.id, d.summary, d.content FROM documents d LEFT JOIN vectors v
@@ -332,16 +349,22 @@ impl MemoryStore {
         Ok(out)
     }
 
-    /// How many rows exist and how many of them have a vector of `space`.
-    pub fn vector_counts(&self, space: &str) -> Result<(usize, usize), MemoryError> {
-        let total: i64 = self.conn.query_row(
-            "SELECT (SELECT COUNT(*) FROM context_events) + (SELECT COUNT(*) FROM documents)",
-            [],
-            |r| r.get(0),
-        )?;
-        let done: i64 = self
-            .conn
-            .query_row("SELECT COUNT(*) FROM vectors WHERE space = ?1", [space], |r| r.get(0))?;
+    /// How many rows exist (documents, plus context events with `events`) and how
+    /// many of them have a vector of `space`.
+    pub fn vector_counts(&self, space: &str, events: bool) -> Result<(usize, usize), MemoryError> {
+        let (total_sql, done_sql) = if events {
+            (
+                "SELECT (SELECT COUNT(*) FROM context_events) + (SELECT COUNT(*) FROM documents)",
+                "SELECT COUNT(*) FROM vectors WHERE space = ?1",
+            )
+        } else {
+            (
+                "SELECT COUNT(*) FROM documents",
+                "SELECT COUNT(*) FROM vectors WHERE space = ?1 AND kind = 'document'",
+            )
+        };
+        let total: i64 = self.conn.query_row(total_sql, [], |r| r.get(0))?;
+        let done: i64 = self.conn.query_row(done_sql, [space], |r| r.get(0))?;
         Ok((total as usize, done as usize))
     }
 

@@ -1,7 +1,9 @@
 //! `kernel/memory/embedder`: owns the active embedder on its own thread (ONNX inference
-//! blocks), answers query embeddings for the agent and the API, and keeps every event
-//! and document embedded in the active space — recomputing in the background, with
-//! progress, when the space changes (another model, another dimension).
+//! blocks), answers query embeddings for the agent and the API, and keeps every
+//! document embedded in the active space — recomputing in the background, with
+//! progress, when the space changes (another model, another dimension). Context events
+//! are not embedded: the window is small and pruned by TF-IDF (spec §5.3's fallback),
+//! so their vectors would have no reader and would cost CPU on every turn.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -33,7 +35,7 @@ pub struct EmbedStatus {
     pub space: Option<Space>,
     /// Why the configured embedder is not active (missing model, empty URL...).
     pub fallback: Option<String>,
-    /// Rows (events + documents) and how many have a vector of the active space.
+    /// Documents, and how many have a vector of the active space.
     pub rows: usize,
     pub embedded: usize,
     /// A background (re)computation in progress.
@@ -50,18 +52,32 @@ pub struct Progress {
     pub started_ms: i64,
 }
 
+/// The embedder as its users hold it: the address, and the status (read without a
+/// message, e.g. to skip embedding a query when no document has a vector).
+#[derive(Clone)]
+pub struct EmbedderHandle {
+    pub addr: crate::addr::TAddr<EmbedderActor>,
+    pub status: StatusHandle,
+}
+
+impl EmbedderHandle {
+    /// Whether some document has a vector of the active space (else a query vector
+    /// would have nothing to meet).
+    pub fn has_dense_documents(&self) -> bool {
+        let s = self.status.read();
+        s.space.is_some() && s.embedded > 0
+    }
+}
+
 /// Asks `embedder` for the embedding of `text`, waiting at most `wait` (a turn never
-/// waits long for its dense side: BM25 alone is the fallback).
-pub async fn embed_query(
-    embedder: Option<&crate::addr::TAddr<EmbedderActor>>,
-    text: &str,
-    wait: Duration,
-) -> Option<QueryVector> {
+/// waits long for its dense side: BM25 alone is the fallback). Nothing is asked when
+/// no document has a vector: a turn pays for ONNX inference only when it can help.
+pub async fn embed_query(embedder: Option<&EmbedderHandle>, text: &str, wait: Duration) -> Option<QueryVector> {
     let e = embedder?;
-    if text.trim().is_empty() {
+    if text.trim().is_empty() || !e.has_dense_documents() {
         return None;
     }
-    match tokio::time::timeout(wait, e.send(EmbedQuery(text.to_owned()))).await {
+    match tokio::time::timeout(wait, e.addr.send(EmbedQuery(text.to_owned()))).await {
         Ok(Ok(v)) => v,
         Ok(Err(_)) => None,
         Err(_) => {
@@ -157,7 +173,7 @@ impl EmbedderActor {
 
     fn refresh_counts(&self) {
         let Some(fp) = self.fingerprint() else { return };
-        if let Ok((rows, embedded)) = self.store.vector_counts(&fp) {
+        if let Ok((rows, embedded)) = self.store.vector_counts(&fp, false) {
             let mut st = self.status.write();
             st.rows = rows;
             st.embedded = embedded;
@@ -173,7 +189,7 @@ impl EmbedderActor {
             return;
         }
         let fp = self.fingerprint().unwrap_or_default();
-        let batch = match self.store.missing_vectors(&fp, STEP) {
+        let batch = match self.store.missing_vectors(&fp, STEP, false) {
             Ok(b) => b,
             Err(e) => {
                 self.fail(format!("reading rows to embed: {e}"));
@@ -186,7 +202,7 @@ impl EmbedderActor {
             return;
         }
         if self.status.read().recompute.is_none() {
-            let (rows, embedded) = self.store.vector_counts(&fp).unwrap_or((batch.len(), 0));
+            let (rows, embedded) = self.store.vector_counts(&fp, false).unwrap_or((batch.len(), 0));
             let total = rows.saturating_sub(embedded).max(batch.len());
             tracing::info!(rows = total, space = %fp, "embedding rows in the background");
             self.status.write().recompute = Some(Progress {
