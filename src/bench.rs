@@ -192,7 +192,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 /// Runs `homed bench turn`.
-pub async fn turn(turns: u32) -> anyhow::Result<()> {
+pub async fn turn(turns: u32, keep_data: Option<std::path::PathBuf>) -> anyhow::Result<()> {
     use anyhow::Context as _;
     anyhow::ensure!(turns > 0, "--turns must be at least 1");
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -205,7 +205,9 @@ pub async fn turn(turns: u32) -> anyhow::Result<()> {
     let vendor = format!("http://{}/v1", server.addrs()[0]);
     actix_web::rt::spawn(server.run());
 
-    let data = std::env::temp_dir().join(format!("homed-bench-{}", std::process::id()));
+    let data = keep_data
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join(format!("homed-bench-{}", std::process::id())));
     let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let base = format!("http://127.0.0.1:{port}");
     let mut daemon = std::process::Command::new(std::env::current_exe()?)
@@ -221,7 +223,9 @@ pub async fn turn(turns: u32) -> anyhow::Result<()> {
     let result = turn_inner(turns, &vendor, &base).await;
     let _ = daemon.kill();
     let _ = daemon.wait();
-    let _ = std::fs::remove_dir_all(&data);
+    if keep_data.is_none() {
+        let _ = std::fs::remove_dir_all(&data);
+    }
     result
 }
 

@@ -97,6 +97,10 @@ pub enum BenchCommand {
         /// Measured turns (after 50 warm-up turns).
         #[arg(long, default_value_t = 1000)]
         turns: u32,
+        /// Run the daemon on this data directory (kept) instead of a fresh temporary
+        /// one, e.g. to measure with some plugins removed.
+        #[arg(long)]
+        data: Option<std::path::PathBuf>,
     },
     /// Memory tier latency: context prune and document lookup (BM25 and hybrid) at the
     /// given sizes, against a window copy and an indexed document fetch in the same run.

@@ -41,8 +41,8 @@ fn main() -> std::process::ExitCode {
             what: BenchCommand::Mailbox { messages, rounds },
         }) => system.block_on(homeagent::bench::mailbox(messages, rounds)),
         Some(Command::Bench {
-            what: BenchCommand::Turn { turns },
-        }) => system.block_on(homeagent::bench::turn(turns)),
+            what: BenchCommand::Turn { turns, data },
+        }) => system.block_on(homeagent::bench::turn(turns, data)),
         Some(Command::Bench {
             what: BenchCommand::Graph { sizes, queries },
         }) => homeagent::bench::graph(&sizes, queries),
