@@ -441,6 +441,8 @@ impl Module<KernelState> for PluginHostModule {
                     textlog: Some(agent.deps.textlog.clone()),
                     graph: agent.deps.graph.clone(),
                     knowledge: s.knowledge.get().cloned(),
+                    config: s.config.get().cloned(),
+                    llm: s.llm.get().cloned(),
                 },
             };
             let dir = s.data_dir.join("plugins");

@@ -296,7 +296,7 @@ pub async fn get_graph(state: web::Data<AppState>, q: web::Query<GraphParams>) -
 }
 
 #[utoipa::path(get, path = "/api/v1/plugins", tag = "plugins",
-    responses((status = 200, description = "`{\"plugins\": [{name, kind, state (starting|running|backoff|quarantined|disabled|stopped), pid, restarts, last_exit, stderr_tail, tools, actor}]}`")))]
+    responses((status = 200, description = "`{\"plugins\": [{name, kind, state (starting|running|backoff|quarantined|disabled|stopped), pid, restarts, last_exit, stderr_tail, tools, apis, actor}]}`")))]
 pub async fn get_plugins(state: web::Data<AppState>) -> HttpResponse {
     let list: Vec<_> = state.plugins.list().iter().map(|p| p.status(&state.registry)).collect();
     HttpResponse::Ok().json(json!({ "plugins": list }))
@@ -314,6 +314,44 @@ fn find_plugin(
         return Err(ApiError::conflict(format!("plugin `{name}` cannot run: {problem}")));
     }
     Ok(entry)
+}
+
+#[utoipa::path(post, path = "/api/v1/plugins/{name}/api/{api}", tag = "plugins",
+    params(
+        ("name" = String, Path, description = "Plugin name"),
+        ("api" = String, Path, description = "A name the plugin registered with `sdk.register_api` (listed as `apis` in GET /api/v1/plugins)"),
+    ),
+    request_body(content = Object, description = "Any JSON value, handed to the plugin's handler (empty body = nil)"),
+    responses(
+        (status = 200, description = "`{\"result\": ...}`: what the handler returned"),
+        (status = 400, description = "The body is not JSON", body = ErrorBody),
+        (status = 404, description = "No such plugin or API", body = ErrorBody),
+        (status = 502, description = "The handler failed or answered `nil, err`", body = ErrorBody),
+        (status = 503, description = "The plugin is not running", body = ErrorBody),
+    ))]
+pub async fn plugin_api(
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    use homeagent_actors::plugins::process::ApiCallError;
+    let (name, api) = path.into_inner();
+    let entry = find_plugin(&state, &name)?;
+    let body: serde_json::Value = if body.iter().all(u8::is_ascii_whitespace) {
+        serde_json::Value::Null
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::bad_request(format!("the body must be JSON (or empty): {e}")))?
+    };
+    match entry.info.call_api(&name, &api, body).await {
+        Ok(result) => Ok(HttpResponse::Ok().json(json!({ "result": result }))),
+        Err(e @ ApiCallError::Unknown { .. }) => Err(ApiError::not_found(e.to_string())),
+        Err(e @ ApiCallError::NotRunning(_)) => Err(ApiError::unavailable(e.to_string())),
+        Err(e @ ApiCallError::Failed { .. }) => Err(ApiError::new(
+            actix_web::http::StatusCode::BAD_GATEWAY,
+            e.to_string(),
+        )),
+    }
 }
 
 #[utoipa::path(post, path = "/api/v1/plugins/{name}/{action}", tag = "plugins",

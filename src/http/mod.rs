@@ -50,7 +50,7 @@ pub struct AppState {
     paths(
         api::healthz, api::actors, api::restart, api::get_settings, api::put_settings, sse::events,
         agent::post_message, agent::post_stop, agent::get_tasks, agent::get_sources,
-        agent::get_context, agent::get_documents, agent::get_plugins, agent::plugin_action, agent::install_plugin, agent::run_heartbeat, agent::memory_status, agent::get_graph
+        agent::get_context, agent::get_documents, agent::get_plugins, agent::plugin_action, agent::plugin_api, agent::install_plugin, agent::run_heartbeat, agent::memory_status, agent::get_graph
     ),
     tags(
         (name = "daemon", description = "Liveness"),
@@ -130,6 +130,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/heartbeats/{name}/run", web::post().to(agent::run_heartbeat))
                 .route("/memory/status", web::get().to(agent::memory_status))
                 .route("/plugins/install", web::post().to(agent::install_plugin))
+                .route("/plugins/{name}/api/{api}", web::post().to(agent::plugin_api))
                 .route("/plugins/{name}/{action}", web::post().to(agent::plugin_action))
                 .default_service(web::to(api::not_found)),
         )

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use actix::prelude::*;
 use serde_json::{Value, json};
 
-use super::{ConfigError, ConfigStore, lookup};
+use super::{ConfigError, ConfigStore, PluginDef, PluginMeta};
 use crate::bus::{EventBus, kinds};
 use crate::host::{Handles, HostContext, KernelActor};
 
@@ -29,19 +29,23 @@ impl ConfigActor {
     }
 
     fn is_secret(&self, key: &str) -> bool {
-        lookup(self.store.defs(), key).is_ok_and(|info| info.secret())
+        self.store.is_secret(key)
+    }
+
+    /// `value` as displays may see it: a non-empty secret becomes [`MASKED`].
+    fn mask(&self, key: &str, value: Value) -> Value {
+        if self.is_secret(key) && value.as_str().is_some_and(|s| !s.is_empty()) {
+            json!(MASKED)
+        } else {
+            value
+        }
     }
 
     /// Every setting, with secret values masked (non-empty ones only, so an operator
     /// can still see that a key is unset).
     pub fn masked_all(&self) -> Result<BTreeMap<String, Value>, ConfigError> {
-        let mut all = self.store.all()?;
-        for (k, v) in all.iter_mut() {
-            if self.is_secret(k) && v.as_str().is_some_and(|s| !s.is_empty()) {
-                *v = json!(MASKED);
-            }
-        }
-        Ok(all)
+        let all = self.store.all()?;
+        Ok(all.into_iter().map(|(k, v)| (k.clone(), self.mask(&k, v))).collect())
     }
 }
 
@@ -65,6 +69,28 @@ pub struct GetSettings;
 #[derive(Message)]
 #[rtype(result = "Result<Option<Value>, ConfigError>")]
 pub struct GetSetting(pub String);
+
+/// One setting's current value as displays may see it (secrets masked): what a
+/// plugin reading another namespace gets.
+#[derive(Message)]
+#[rtype(result = "Result<Option<Value>, ConfigError>")]
+pub struct GetMaskedSetting(pub String);
+
+/// A plugin declares one of its settings: default (stored only if the key is absent),
+/// description and whether it is a secret.
+#[derive(Message)]
+#[rtype(result = "Result<bool, ConfigError>")]
+pub struct RegisterPluginDef {
+    pub plugin: String,
+    pub key: String,
+    pub default: Value,
+    pub meta: PluginMeta,
+}
+
+/// The settings a plugin declared (since this daemon started).
+#[derive(Message)]
+#[rtype(result = "Vec<PluginDef>")]
+pub struct GetPluginDefs(pub String);
 
 /// All settings, secrets included: for kernel code (LLM sources need their keys),
 /// never for display.
@@ -94,6 +120,40 @@ impl Handles<GetSettings> for ConfigActor {
     type Reply = Result<BTreeMap<String, Value>, ConfigError>;
     fn handle(&mut self, _: GetSettings, _: &mut HostContext<Self>) -> Self::Reply {
         self.masked_all()
+    }
+}
+
+impl Handles<GetMaskedSetting> for ConfigActor {
+    type Reply = Result<Option<Value>, ConfigError>;
+    fn handle(&mut self, GetMaskedSetting(key): GetMaskedSetting, _: &mut HostContext<Self>) -> Self::Reply {
+        Ok(self.store.get(&key)?.map(|v| self.mask(&key, v)))
+    }
+}
+
+impl Handles<RegisterPluginDef> for ConfigActor {
+    type Reply = Result<bool, ConfigError>;
+    fn handle(&mut self, msg: RegisterPluginDef, _: &mut HostContext<Self>) -> Self::Reply {
+        let key = format!("{}{}.{}", super::PLUGIN_PREFIX, msg.plugin, msg.key);
+        let before = self.store.get(&key)?;
+        let inserted = self.store.register_plugin_def(&msg.plugin, &msg.key, msg.default)?;
+        self.store.describe_plugin_setting(&msg.plugin, &msg.key, msg.meta);
+        let after = self.store.get(&key)?;
+        tracing::info!(%key, inserted, "plugin setting declared");
+        if before != after {
+            let shown = after.map(|v| self.mask(&key, v)).unwrap_or(Value::Null);
+            self.bus.publish(
+                kinds::SETTING_CHANGED,
+                json!({"key": key, "value": shown, "reset": false}),
+            );
+        }
+        Ok(inserted)
+    }
+}
+
+impl Handles<GetPluginDefs> for ConfigActor {
+    type Reply = actix::MessageResult<crate::host::Envelope<GetPluginDefs>>;
+    fn handle(&mut self, GetPluginDefs(plugin): GetPluginDefs, _: &mut HostContext<Self>) -> Self::Reply {
+        actix::MessageResult(self.store.plugin_defs(&plugin))
     }
 }
 

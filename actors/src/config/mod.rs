@@ -48,14 +48,15 @@ mod duration;
 mod store;
 
 pub use actor::{
-    ConfigActor, DisabledPlugins, GetRawSettings, GetSetting, GetSettings, MASKED, SetPluginDisabled, UpdateSettings,
+    ConfigActor, DisabledPlugins, GetMaskedSetting, GetPluginDefs, GetRawSettings, GetSetting, GetSettings, MASKED,
+    RegisterPluginDef, SetPluginDisabled, UpdateSettings,
 };
 pub use defs::{
     DEFAULT_SYSTEM_PROMPT, KeyInfo, LLM_PREFIX, LOG_LEVELS, PLUGIN_PREFIX, SOURCE_FIELDS, SOURCES_PREFIX, SettingDef,
     SourceField, ValueKind, core_defs, is_valid_name, is_valid_plugin_key, lookup, validate,
 };
 pub use duration::{DurationError, format_duration, parse_duration};
-pub use store::{Change, ConfigStore, DisabledPlugin, LLM_SNAPSHOT_FILE};
+pub use store::{Change, ConfigStore, DisabledPlugin, LLM_SNAPSHOT_FILE, PluginDef, PluginMeta};
 
 /// Everything that can go wrong in the configuration registry. Messages are shown to the
 /// user as they are, so each one says what to do next.

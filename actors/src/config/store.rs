@@ -55,6 +55,25 @@ impl Change {
     }
 }
 
+/// What a plugin declared about one of its settings besides the default.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PluginMeta {
+    /// One line for the settings page.
+    pub description: String,
+    /// Hide the value from displays and from other plugins (the plugin itself reads it).
+    pub secret: bool,
+}
+
+/// A plugin setting's declaration, as listed by [`ConfigStore::plugin_defs`].
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PluginDef {
+    /// The key inside the plugin's namespace.
+    pub key: String,
+    pub default: Value,
+    pub description: String,
+    pub secret: bool,
+}
+
 /// A plugin the user switched off.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DisabledPlugin {
@@ -95,6 +114,9 @@ pub struct ConfigStore {
     /// deleted plugin setting falls back to its default like a core one does. Plugins
     /// register again at every start, so this need not be persisted.
     plugin_defaults: HashMap<(String, String), Value>,
+    /// What plugins said about their settings when registering them (description,
+    /// secret), keyed like `plugin_defaults`; in memory for the same reason.
+    plugin_meta: HashMap<(String, String), PluginMeta>,
     /// Where path defaults point and where the LLM snapshot is written.
     data_dir: PathBuf,
 }
@@ -158,6 +180,7 @@ impl ConfigStore {
             conn,
             defs: core_defs(data_dir),
             plugin_defaults: HashMap::new(),
+            plugin_meta: HashMap::new(),
             data_dir: data_dir.to_path_buf(),
         })
     }
@@ -223,6 +246,45 @@ impl ConfigStore {
         self.plugin_defaults
             .insert((plugin.to_owned(), key.to_owned()), default);
         Ok(inserted > 0)
+    }
+
+    /// Records a plugin setting's description and whether it is a secret (see
+    /// [`PluginMeta`]); call after [`register_plugin_def`](Self::register_plugin_def).
+    pub fn describe_plugin_setting(&mut self, plugin: &str, key: &str, meta: PluginMeta) {
+        self.plugin_meta.insert((plugin.to_owned(), key.to_owned()), meta);
+    }
+
+    /// The settings `plugin` registered in this process, by key.
+    pub fn plugin_defs(&self, plugin: &str) -> Vec<PluginDef> {
+        let mut out: Vec<PluginDef> = self
+            .plugin_defaults
+            .iter()
+            .filter(|((p, _), _)| p == plugin)
+            .map(|((p, k), default)| {
+                let meta = self.plugin_meta.get(&(p.clone(), k.clone())).cloned().unwrap_or_default();
+                PluginDef {
+                    key: k.clone(),
+                    default: default.clone(),
+                    description: meta.description,
+                    secret: meta.secret,
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        out
+    }
+
+    /// Whether displays must hide `key`'s value: core secrets (API keys) and plugin
+    /// settings registered as secret. Unknown keys are not secret.
+    pub fn is_secret(&self, key: &str) -> bool {
+        match defs::lookup(&self.defs, key) {
+            Ok(KeyInfo::Plugin { plugin, key }) => self
+                .plugin_meta
+                .get(&(plugin.to_owned(), key.to_owned()))
+                .is_some_and(|m| m.secret),
+            Ok(info) => info.secret(),
+            Err(_) => false,
+        }
     }
 
     /// The effective value of `key`: the stored value, else the default (core
@@ -342,7 +404,7 @@ impl ConfigStore {
             },
             _ => Target::Core,
         };
-        let secret = info.secret();
+        let secret = self.is_secret(&key);
         Ok(Planned {
             key,
             target,
@@ -986,6 +1048,34 @@ mod tests {
         // Deleting a key of a plugin without a table creates nothing.
         store.set("plugin.ghost.k", Value::Null).unwrap();
         assert!(!store.plugins().unwrap().contains(&"ghost".to_owned()));
+    }
+
+    #[test]
+    fn plugin_settings_can_be_described_and_secret() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = open(dir.path());
+        store.seed_defaults().unwrap();
+        store.register_plugin_def("lamp", "token", json!("")).unwrap();
+        store.describe_plugin_setting(
+            "lamp",
+            "token",
+            PluginMeta {
+                description: "bridge token".into(),
+                secret: true,
+            },
+        );
+        store.register_plugin_def("lamp", "color", json!("warm")).unwrap();
+        assert!(store.is_secret("plugin.lamp.token") && !store.is_secret("plugin.lamp.color"));
+        assert!(store.is_secret("core.llm.api_key") && !store.is_secret("core.llm.model"));
+        assert!(store.is_secret("core.llm.sources.x.api_key") && !store.is_secret("plugin.other.token"));
+        assert!(!store.is_secret("no.such.key"));
+        let change = store.set("plugin.lamp.token", json!("s3cret")).unwrap();
+        assert!(change.secret, "a write of a secret plugin setting is flagged for masking");
+        let defs = store.plugin_defs("lamp");
+        assert_eq!(defs.iter().map(|d| d.key.as_str()).collect::<Vec<_>>(), ["color", "token"]);
+        assert_eq!((defs[1].description.as_str(), defs[1].secret), ("bridge token", true));
+        assert_eq!(defs[0].default, json!("warm"));
+        assert!(store.plugin_defs("other").is_empty());
     }
 
     #[test]

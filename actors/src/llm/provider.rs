@@ -111,6 +111,9 @@ pub struct SourceStatus {
 pub struct LlmStatus {
     pub sources: Vec<SourceStatus>,
     pub skipped: Vec<Skipped>,
+    /// The source a request without a model asks first: the first available one by
+    /// priority (then the default source, then name); `None` when none is available.
+    pub current: Option<String>,
 }
 
 #[derive(Default)]
@@ -248,9 +251,11 @@ impl LlmActor {
                 }
             })
             .collect();
+        let current = pool.ordered("", now).0.first().map(|s| s.config.name.clone());
         LlmStatus {
             sources,
             skipped: pool.skipped.clone(),
+            current,
         }
     }
 }

@@ -167,6 +167,8 @@ pub struct PluginStatus {
     pub last_exit: Option<String>,
     pub stderr_tail: Vec<String>,
     pub tools: Vec<String>,
+    /// Named APIs (`POST /api/v1/plugins/{name}/api/{api}`).
+    pub apis: Vec<String>,
     /// The actor to restart (`POST /api/v1/actors/{id}/restart`).
     pub actor: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -202,6 +204,7 @@ impl PluginEntry {
             last_exit: proc_.as_ref().and_then(|p| p.last_exit()),
             stderr_tail: self.info.stderr.lock().iter().cloned().collect(),
             tools: self.info.tools.lock().clone(),
+            apis: self.info.apis.lock().names.clone(),
             actor: self.supervisor_id.clone(),
             problem: self.problem.clone(),
         }

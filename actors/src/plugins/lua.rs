@@ -53,6 +53,8 @@ use crate::stages::{
 type Pending<T> = Arc<Mutex<T>>;
 /// The script's event subscription: types and handler.
 type EventSlot = Arc<Mutex<Option<(Vec<String>, Function)>>>;
+/// The script's named APIs (`sdk.register_api`), by name.
+type ApiSlot = Arc<Mutex<std::collections::BTreeMap<String, Function>>>;
 
 /// What the script registered while it loaded.
 #[derive(Default)]
@@ -72,6 +74,8 @@ pub struct LuaPlugin {
     outputs: Vec<(OutputRegister, Function)>,
     /// Events the script subscribed to (shared with `sdk.events.*`).
     events: EventSlot,
+    /// Its named APIs (shared with `sdk.register_api`).
+    apis: ApiSlot,
     sub: EventSub,
     stop: Option<Function>,
     start: Option<Function>,
@@ -114,7 +118,7 @@ fn data_fn(
             if let Err(denial) = env.manifest.allows(method) {
                 return Ok::<DataReply, mlua::Error>((LuaValue::Nil, Some(denial)));
             }
-            let Some(fut) = env.services.data(&env.name, method, params(&vals)) else {
+            let Some(fut) = env.services.data(&env.manifest, method, params(&vals)) else {
                 return Ok((LuaValue::Nil, Some(format!("`{method}` is not a data method"))));
             };
             match fut.await {
@@ -142,20 +146,10 @@ fn arg_or(v: &[Value], i: usize, default: Value) -> Value {
     }
 }
 
-/// An API Lua plugins do not get (yet): answers `nil, err`.
-fn unavailable(lua: &Lua, what: &'static str) -> mlua::Result<Function> {
-    lua.create_function(move |_, _: Variadic<LuaValue>| {
-        Ok((
-            LuaValue::Nil,
-            format!("{what} is not available to Lua plugins; use a subprocess plugin (see docs/PROTOCOL.md)"),
-        ))
-    })
-}
-
 /// The data API tables (`sdk.memory`, `sdk.doc`, ...).
 fn install_data_apis(lua: &Lua, sdk: &Table, env: &Arc<Env>) -> mlua::Result<()> {
     type Def = (&'static str, &'static str, Option<&'static str>, fn(&[Value]) -> Value);
-    let tables: [(&str, Vec<Def>); 5] = [
+    let tables: [(&str, Vec<Def>); 7] = [
         (
             "memory",
             vec![
@@ -263,6 +257,52 @@ fn install_data_apis(lua: &Lua, sdk: &Table, env: &Arc<Env>) -> mlua::Result<()>
                 ),
             ],
         ),
+        (
+            "settings",
+            vec![
+                ("get_core", m::SETTINGS_GET_CORE, Some("value"), |v| json!({ "key": arg(v, 0) })),
+                (
+                    "set_core",
+                    m::SETTINGS_SET_CORE,
+                    Some("ok"),
+                    |v| json!({"key": arg(v, 0), "value": arg(v, 1)}),
+                ),
+                ("list_core", m::SETTINGS_LIST_CORE, Some("settings"), |v| {
+                    json!({ "prefix": arg_or(v, 0, json!("")) })
+                }),
+                (
+                    "get_plugin",
+                    m::SETTINGS_GET_PLUGIN,
+                    Some("value"),
+                    |v| json!({"plugin": arg(v, 0), "key": arg(v, 1)}),
+                ),
+                (
+                    "set_plugin",
+                    m::SETTINGS_SET_PLUGIN,
+                    Some("ok"),
+                    |v| json!({"plugin": arg(v, 0), "key": arg(v, 1), "value": arg(v, 2)}),
+                ),
+                (
+                    "list_plugin",
+                    m::SETTINGS_LIST_PLUGIN,
+                    Some("settings"),
+                    |v| json!({ "plugin": arg(v, 0) }),
+                ),
+                ("list", m::SETTINGS_LIST, Some("settings"), |_| json!({})),
+                ("register_def", m::SETTINGS_REGISTER_DEF, None, register_def_params),
+                ("defs", m::SETTINGS_DEFS, Some("defs"), |_| json!({})),
+                ("dump", m::SETTINGS_DUMP, Some("settings"), |_| json!({})),
+                ("plugins", m::SETTINGS_PLUGINS, Some("plugins"), |_| json!({})),
+            ],
+        ),
+        (
+            "llm",
+            vec![
+                ("list_sources", m::LLM_LIST_SOURCES, Some("sources"), |_| json!({})),
+                ("current_source", m::LLM_CURRENT_SOURCE, Some("source"), |_| json!({})),
+                ("set_source", m::LLM_SET_SOURCE, None, |v| json!({ "name": arg(v, 0) })),
+            ],
+        ),
     ];
     for (table, defs) in tables {
         let t = lua.create_table()?;
@@ -271,32 +311,66 @@ fn install_data_apis(lua: &Lua, sdk: &Table, env: &Arc<Env>) -> mlua::Result<()>
         }
         sdk.set(table, t)?;
     }
-    let llm = lua.create_table()?;
-    for f in ["list_sources", "set_source", "current_source"] {
-        llm.set(f, unavailable(lua, "sdk.llm")?)?;
-    }
-    sdk.set("llm", llm)?;
-    let settings = lua.create_table()?;
-    for f in [
-        "get_core",
-        "set_core",
-        "list_core",
-        "get_plugin",
-        "set_plugin",
-        "list_plugin",
-        "list",
-        "register_def",
-        "defs",
-        "dump",
-        "plugins",
-    ] {
-        settings.set(f, unavailable(lua, "sdk.settings")?)?;
-    }
-    sdk.set("settings", settings)?;
-    sdk.set("get_setting", unavailable(lua, "sdk.get_setting")?)?;
-    sdk.set("set_setting", unavailable(lua, "sdk.set_setting")?)?;
-    sdk.set("register_api", unavailable(lua, "sdk.register_api")?)?;
+    sdk.set(
+        "get_setting",
+        data_fn(lua, env, m::SETTINGS_GET, Some("value"), |v| json!({ "key": arg(v, 0) }))?,
+    )?;
+    sdk.set(
+        "set_setting",
+        data_fn(lua, env, m::SETTINGS_SET, Some("ok"), |v| {
+            json!({"key": arg(v, 0), "value": arg(v, 1)})
+        })?,
+    )?;
     Ok(())
+}
+
+/// `register_def{key, default, description, secret}` or `register_def(key, default,
+/// description, secret)`.
+fn register_def_params(v: &[Value]) -> Value {
+    match arg(v, 0) {
+        t @ Value::Object(_) => t,
+        key => json!({
+            "key": key,
+            "default": arg(v, 1),
+            "description": arg_or(v, 2, json!("")),
+            "secret": arg_or(v, 3, json!(false)),
+        }),
+    }
+}
+
+/// `[A-Za-z0-9_-]{1,64}`: an API name is one URL path segment.
+fn valid_api_name(name: &str) -> bool {
+    (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// `sdk.register_api(name, handler(body) → result)`: offers `handler` as
+/// `POST /api/v1/plugins/<plugin>/api/<name>` (JSON body in, JSON result out).
+/// Returns the route. Works while loading and later (in `start`, in handlers).
+fn install_register_api(lua: &Lua, sdk: &Table, apis: &ApiSlot, info: &Arc<PluginInfo>, plugin: &str) -> mlua::Result<()> {
+    let (apis, info, owner) = (apis.clone(), info.clone(), plugin.to_owned());
+    sdk.set(
+        "register_api",
+        lua.create_function(move |_, (name, handler): (String, Option<Function>)| {
+            if !valid_api_name(&name) {
+                let msg = format!("API name `{name}` is not usable: use 1 to 64 of A-Z, a-z, 0-9, `_`, `-`");
+                return Ok((None, Some(msg)));
+            }
+            let Some(handler) = handler else {
+                let msg = format!(
+                    "sdk.register_api(\"{name}\") needs a handler: sdk.register_api(\"{name}\", function(body) ... end); \
+                     it answers POST /api/v1/plugins/{owner}/api/{name}"
+                );
+                return Ok((None, Some(msg)));
+            };
+            apis.lock().insert(name.clone(), handler);
+            let mut a = info.apis.lock();
+            if !a.names.contains(&name) {
+                a.names.push(name.clone());
+            }
+            tracing::info!(plugin = %owner, api = %name, "named API registered");
+            Ok((Some(format!("/api/v1/plugins/{owner}/api/{name}")), None))
+        })?,
+    )
 }
 
 /// `sdk.http.get/post` over the sandbox's `http_get`/`http_post` (JSON strings).
@@ -376,6 +450,8 @@ impl LuaPlugin {
         Self::install_core(&lua, &sdk, &env, &regs, &events, &deps).map_err(lua_err)?;
         install_data_apis(&lua, &sdk, &env).map_err(lua_err)?;
         install_http(&lua, &sdk).map_err(lua_err)?;
+        let apis: ApiSlot = Arc::default();
+        install_register_api(&lua, &sdk, &apis, &info, name).map_err(lua_err)?;
         sdk.set("json", lua.globals().get::<Table>("json").map_err(lua_err)?)
             .map_err(lua_err)?;
         sdk.set("plugin_name", name).map_err(lua_err)?;
@@ -402,6 +478,7 @@ impl LuaPlugin {
             stages: r.stages,
             outputs: r.outputs,
             events,
+            apis,
             sub: EventSub::default(),
             stop,
             start,
@@ -624,6 +701,33 @@ pub struct CallLuaOutput(pub usize, pub Value);
 #[rtype(result = "()")]
 pub struct CallLuaEvent(pub Value);
 
+/// Calls one of the plugin's named APIs with a JSON body.
+#[derive(Message)]
+#[rtype(result = "Result<Value, String>")]
+pub struct CallLuaApi(pub String, pub Value);
+
+impl Handles<CallLuaApi> for LuaPlugin {
+    type Reply = ResponseFuture<Result<Value, String>>;
+    fn handle(&mut self, CallLuaApi(name, body): CallLuaApi, _: &mut HostContext<Self>) -> Self::Reply {
+        let lua = self.lua.clone();
+        let Some(f) = self.apis.lock().get(&name).cloned() else {
+            return Box::pin(async move { Err(format!("no API `{name}`")) });
+        };
+        let arg = match body {
+            Value::Null => LuaValue::Nil,
+            body => match lua.to_value(&body) {
+                Ok(a) => a,
+                Err(e) => return Box::pin(async move { Err(lua_err(e)) }),
+            },
+        };
+        let call = self.call_async(f, arg);
+        Box::pin(async move {
+            let v = call.await?;
+            lua.from_value::<Value>(v).map_err(lua_err)
+        })
+    }
+}
+
 impl Handles<CallLuaTool> for LuaPlugin {
     type Reply = ResponseFuture<Result<String, String>>;
     fn handle(&mut self, CallLuaTool(i, args): CallLuaTool, _: &mut HostContext<Self>) -> Self::Reply {
@@ -737,6 +841,13 @@ impl LuaPlugin {
                 tracing::warn!(plugin = %self.name, "output channel `{}` refused: {}", reg.name, e.message);
             }
         }
+        let m = me.clone();
+        let call: super::process::ApiCall =
+            Arc::new(move |name: String, body: Value| -> BoxFuture<'static, Result<Value, String>> {
+                let m = m.clone();
+                Box::pin(async move { m.send(CallLuaApi(name, body)).await.map_err(|e| e.to_string())? })
+            });
+        self.info.apis.lock().call = Some(call);
         let types = self.events.lock().as_ref().map(|(t, _)| t.clone());
         if let Some(types) = types {
             let m = me.clone();
@@ -793,6 +904,7 @@ impl KernelActor for LuaPlugin {
         }
         self.sub = EventSub::default();
         self.info.tools.lock().clear();
+        *self.info.apis.lock() = Default::default();
         self.deps.services.channels.unregister_plugin(&self.name);
         let _ = self.deps.stages.do_send(UnregisterPlugin(self.name.clone()));
     }

@@ -52,6 +52,67 @@ pub struct PluginInfo {
     pub pid: Mutex<Option<u32>>,
     pub tools: Mutex<Vec<String>>,
     pub stderr: Arc<Mutex<VecDeque<String>>>,
+    /// Named APIs the plugin offers over HTTP (`sdk.register_api`).
+    pub apis: Mutex<PluginApis>,
+}
+
+/// Calls one of a plugin's named APIs with a JSON body.
+pub type ApiCall = Arc<dyn Fn(String, Value) -> BoxFuture<'static, Result<Value, String>> + Send + Sync>;
+
+/// The named APIs of a plugin, and how to reach the running instance.
+#[derive(Default)]
+pub struct PluginApis {
+    /// The names, as registered.
+    pub names: Vec<String>,
+    /// Set while the plugin runs.
+    pub call: Option<ApiCall>,
+}
+
+impl std::fmt::Debug for PluginApis {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginApis")
+            .field("names", &self.names)
+            .field("running", &self.call.is_some())
+            .finish()
+    }
+}
+
+/// Why a named API call did not get an answer from the plugin.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiCallError {
+    #[error("plugin `{plugin}` offers no API `{name}`; its APIs: {known}")]
+    Unknown { plugin: String, name: String, known: String },
+    #[error("plugin `{0}` is not running; see GET /api/v1/plugins, or POST /api/v1/plugins/{0}/restart")]
+    NotRunning(String),
+    #[error("plugin `{plugin}` API `{name}` failed: {error}")]
+    Failed { plugin: String, name: String, error: String },
+}
+
+impl PluginInfo {
+    /// Calls the plugin's API `name` with `body`.
+    pub async fn call_api(&self, plugin: &str, name: &str, body: Value) -> Result<Value, ApiCallError> {
+        let call = {
+            let apis = self.apis.lock();
+            if !apis.names.iter().any(|n| n == name) {
+                let known = if apis.names.is_empty() {
+                    "none".to_owned()
+                } else {
+                    apis.names.join(", ")
+                };
+                return Err(ApiCallError::Unknown {
+                    plugin: plugin.to_owned(),
+                    name: name.to_owned(),
+                    known,
+                });
+            }
+            apis.call.clone().ok_or_else(|| ApiCallError::NotRunning(plugin.to_owned()))?
+        };
+        call(name.to_owned(), body).await.map_err(|error| ApiCallError::Failed {
+            plugin: plugin.to_owned(),
+            name: name.to_owned(),
+            error,
+        })
+    }
 }
 
 /// The plugin actor.
@@ -362,7 +423,7 @@ impl PluginProcess {
                 let fut = self
                     .deps
                     .services
-                    .data(self.name(), m, req.params)
+                    .data(&self.manifest, m, req.params)
                     .expect("a data method");
                 actix::spawn(async move { conn.respond(id, fut.await) });
             }

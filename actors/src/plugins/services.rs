@@ -4,8 +4,10 @@
 //! (`process.rs`, over the wire) and Lua plugins (`lua.rs`, as `sdk.*`), so both get
 //! the same operations, results and capability checks.
 //!
-//! Capability checks happen before a call reaches [`KernelServices::data`]: the
-//! caller asks the manifest ([`Manifest::allows`]) first.
+//! Capability checks by method happen before a call reaches [`KernelServices::data`]:
+//! the caller asks the manifest ([`Manifest::allows`]) first. The settings methods
+//! also check the namespace a call touches (own `plugin.<name>.*` keys are free; core
+//! keys and other plugins' keys need `settings_cross`), which only the arguments tell.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -28,6 +30,11 @@ use crate::memory::knowledge::{KnowledgeActor, KnowledgeQuery};
 use crate::memory::textlog::{LogText, TextEvent, TextLogActor};
 use crate::stages::{Scope, Stage};
 
+mod settings;
+
+use crate::config::ConfigActor;
+use crate::llm::provider::LlmActor;
+
 /// Handles of the kernel services plugins may use (each optional: a kernel built
 /// without a tier answers "unavailable").
 #[derive(Clone, Default)]
@@ -38,6 +45,10 @@ pub struct KernelServices {
     pub textlog: Option<TAddr<TextLogActor>>,
     pub graph: Option<TAddr<GraphActor>>,
     pub knowledge: Option<TAddr<KnowledgeActor>>,
+    /// Settings (`settings.*`).
+    pub config: Option<TAddr<ConfigActor>>,
+    /// LLM sources (`llm.*`).
+    pub llm: Option<TAddr<LlmActor>>,
 }
 
 fn bad(method: &str, msg: impl std::fmt::Display) -> RpcError {
@@ -96,17 +107,28 @@ pub fn is_data_method(method: &str) -> bool {
         m::SOCIAL_RELATE,
     ]
     .contains(&method)
+        || settings::is_settings_method(method)
 }
 
 impl KernelServices {
-    /// Runs a data method for `plugin` (capability already checked). `None` when the
-    /// method is not a data method.
-    pub fn data(&self, plugin: &str, method: &str, p: Value) -> Option<BoxFuture<'static, Result<Value, RpcError>>> {
+    /// Runs a data method for the plugin of `manifest` (capability of the method
+    /// already checked). `None` when the method is not a data method.
+    pub fn data(
+        &self,
+        manifest: &Manifest,
+        method: &str,
+        p: Value,
+    ) -> Option<BoxFuture<'static, Result<Value, RpcError>>> {
         if !is_data_method(method) {
             return None;
         }
-        let (s, plugin, method) = (self.clone(), plugin.to_owned(), method.to_owned());
-        Some(Box::pin(async move { s.run(&plugin, &method, p).await }))
+        let (s, manifest, method) = (self.clone(), manifest.clone(), method.to_owned());
+        Some(Box::pin(async move {
+            if settings::is_settings_method(&method) {
+                return s.settings(&manifest, &method, p).await;
+            }
+            s.run(&manifest.name, &method, p).await
+        }))
     }
 
     async fn run(&self, plugin: &str, method: &str, p: Value) -> Result<Value, RpcError> {
@@ -529,10 +551,15 @@ mod tests {
     fn data_methods_need_their_tier() {
         let s = KernelServices::default();
         let sys = actix::System::new();
+        let manifest: Manifest = serde_json::from_value(json!({"name": "p"})).unwrap();
         let err = sys
-            .block_on(s.data("p", "memory.recall", json!({"query": "x"})).unwrap())
+            .block_on(s.data(&manifest, "memory.recall", json!({"query": "x"})).unwrap())
             .unwrap_err();
         assert!(err.message.contains("not available"), "{}", err.message);
-        assert!(s.data("p", "tool.register", json!({})).is_none());
+        let err = sys
+            .block_on(s.data(&manifest, "settings.get", json!({"key": "x"})).unwrap())
+            .unwrap_err();
+        assert!(err.message.contains("not available"), "{}", err.message);
+        assert!(s.data(&manifest, "tool.register", json!({})).is_none());
     }
 }

@@ -265,3 +265,61 @@ pub struct TextAppend {
     #[serde(default)]
     pub channel: Option<String>,
 }
+
+// ---------------------------------------------------------------------------------
+// Settings beyond `settings.get`, and the LLM sources. A plugin's own settings
+// (`plugin.<name>.*`) need no capability; core settings and other plugins' settings
+// need `settings_cross`; secrets of others come back masked. See docs/PROTOCOL.md.
+// ---------------------------------------------------------------------------------
+
+/// `settings.set`: `{"key", "value"}` (own key, short or full; `null` = back to the
+/// default) → `{"ok", "key", "changed"}`.
+pub const SETTINGS_SET: &str = "settings.set";
+/// `settings.list`: `{}` → `{"settings": {short_key: value}}` (own settings, in clear).
+pub const SETTINGS_LIST: &str = "settings.list";
+/// `settings.registerDef`: [`SettingDef`] → `{"key", "inserted"}` (the default is
+/// stored only when the key has no value).
+pub const SETTINGS_REGISTER_DEF: &str = "settings.registerDef";
+/// `settings.defs`: `{}` → `{"defs": [SettingDef]}` (own declarations).
+pub const SETTINGS_DEFS: &str = "settings.defs";
+/// `settings.getCore` (capability `settings_cross`): `{"key"}` → `{"key", "value"}`
+/// (secrets masked).
+pub const SETTINGS_GET_CORE: &str = "settings.getCore";
+/// `settings.setCore` (`settings_cross`): `{"key", "value"}` → `{"ok", "key", "changed"}`.
+pub const SETTINGS_SET_CORE: &str = "settings.setCore";
+/// `settings.listCore` (`settings_cross`): `{"prefix"?}` → `{"settings"}` (masked).
+pub const SETTINGS_LIST_CORE: &str = "settings.listCore";
+/// `settings.getPlugin`: `{"plugin", "key"}` → `{"key", "value"}`; another plugin's
+/// key needs `settings_cross` and its secrets come back masked.
+pub const SETTINGS_GET_PLUGIN: &str = "settings.getPlugin";
+/// `settings.setPlugin`: `{"plugin", "key", "value"}` → `{"ok", "key", "changed"}`.
+pub const SETTINGS_SET_PLUGIN: &str = "settings.setPlugin";
+/// `settings.listPlugin`: `{"plugin"}` → `{"settings": {short_key: value}}`.
+pub const SETTINGS_LIST_PLUGIN: &str = "settings.listPlugin";
+/// `settings.dump` (`settings_cross`): `{}` → `{"settings"}`: every setting, masked.
+pub const SETTINGS_DUMP: &str = "settings.dump";
+/// `settings.plugins` (`settings_cross`): `{}` → `{"plugins": [name]}` (plugins with settings).
+pub const SETTINGS_PLUGINS: &str = "settings.plugins";
+/// `llm.listSources` (capability `llm`): `{}` → `{"sources": [{name, model, adapter,
+/// base_url, priority, available, current, ...}], "current"}` (never API keys).
+pub const LLM_LIST_SOURCES: &str = "llm.listSources";
+/// `llm.currentSource` (`llm`): `{}` → `{"source": name | null}`: the first available
+/// source by priority.
+pub const LLM_CURRENT_SOURCE: &str = "llm.currentSource";
+/// `llm.setSource` (`llm`): `{"name"}` → `{"source", "priority", "available"}`: raises
+/// the source's priority above every other source's (a persistent setting).
+pub const LLM_SET_SOURCE: &str = "llm.setSource";
+
+/// A plugin setting's declaration (`settings.registerDef`, `settings.defs`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SettingDef {
+    /// Own key, short (`token`) or full (`plugin.<name>.token`).
+    pub key: String,
+    /// Stored when the key has no value yet; not `null`.
+    pub default: Value,
+    #[serde(default)]
+    pub description: String,
+    /// Masked in `GET /api/v1/settings`, events and other plugins' reads.
+    #[serde(default)]
+    pub secret: bool,
+}

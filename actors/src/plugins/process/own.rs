@@ -1,6 +1,7 @@
-//! The plugin's requests about itself: withdrawing one of its tools (`tool.unregister`),
-//! reading its own settings (`settings.get`) and being told when they change
-//! (`events.subscribe` to `settings.changed`). Kept apart from the rest of the
+//! The plugin's requests about itself: withdrawing one of its tools (`tool.unregister`)
+//! and being told when its settings change (`events.subscribe` to `settings.changed`);
+//! reading and writing them (`settings.*`) is in `plugins/services/settings.rs`, shared
+//! with Lua plugins. Kept apart from the rest of the
 //! protocol so that plugins whose tools change at run time (the MCP bridge) have
 //! one place to look. Kernel event types subscribed with the same method are
 //! forwarded by `services::EventSub` as `event` notifications.
@@ -10,8 +11,7 @@ use std::sync::Arc;
 use actix::prelude::*;
 use homeagent_plugin_protocol::frame::{Request, RpcError};
 use homeagent_plugin_protocol::methods::{
-    self, EVENT_TOPICS, EventsSubscribe, SettingValue, SettingsGet, ToolUnregister, is_kernel_event_topic,
-    own_setting_key,
+    self, EVENT_TOPICS, EventsSubscribe, SettingValue, ToolUnregister, is_kernel_event_topic,
 };
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
@@ -79,51 +79,6 @@ impl PluginProcess {
                         ),
                     }),
                 );
-            }
-            methods::SETTINGS_GET => {
-                let p: SettingsGet = match serde_json::from_value(req.params.clone()) {
-                    Ok(p) => p,
-                    Err(e) => {
-                        conn.respond(id, Err(bad(e)));
-                        return None;
-                    }
-                };
-                let Some(short) = own_setting_key(self.name(), &p.key).map(str::to_owned) else {
-                    let msg = format!(
-                        "plugin `{}` may read only its own settings: ask for `<key>` or `plugin.{}.<key>`, not `{}`",
-                        self.name(),
-                        self.name(),
-                        p.key
-                    );
-                    conn.respond(
-                        id,
-                        Err(RpcError {
-                            code: RpcError::DENIED,
-                            message: msg,
-                        }),
-                    );
-                    return None;
-                };
-                let full = format!("plugin.{}.{short}", self.name());
-                let config = self.deps.config.clone();
-                let fut = async move { config.send(GetSetting(full)).await };
-                ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(fut).map(move |res, _, _| {
-                    let value = match res {
-                        Ok(Ok(v)) => v.unwrap_or(Value::Null),
-                        Ok(Err(e)) => return conn.respond(id, Err(invalid(e.to_string()))),
-                        Err(e) => {
-                            return conn.respond(
-                                id,
-                                Err(RpcError {
-                                    code: RpcError::GONE,
-                                    message: e.to_string(),
-                                }),
-                            );
-                        }
-                    };
-                    let reply = SettingValue { key: short, value };
-                    conn.respond(id, Ok(serde_json::to_value(reply).expect("serialisable")));
-                }));
             }
             methods::EVENTS_SUBSCRIBE | methods::EVENTS_UNSUBSCRIBE => {
                 // `events.unsubscribe` without params ends every subscription.

@@ -1,0 +1,439 @@
+//! Settings and LLM-source methods for plugins (`settings.*`, `llm.*`), over the
+//! settings actor and the LLM actor.
+//!
+//! Namespaces: a plugin reads and writes its own `plugin.<name>.*` keys freely (in
+//! clear, secrets included: they are its own). Core keys and other plugins' keys need
+//! the `settings_cross` capability (or no capability list at all, the manifest's
+//! compatibility rule); what comes back from them has secrets masked. Writes go
+//! through the same validation as `PUT /api/v1/settings` and are published as
+//! `setting_changed` like any other write.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use homeagent_plugin_protocol::frame::RpcError;
+use homeagent_plugin_protocol::methods::{self as m, own_setting_key};
+use homeagent_plugin_protocol::{Capability, Manifest};
+use serde_json::{Value, json};
+
+use super::{KernelServices, bad, need, str_param, unavailable};
+use crate::config::{
+    ConfigError, GetMaskedSetting, GetPluginDefs, GetRawSettings, GetSetting, GetSettings, PLUGIN_PREFIX, PluginMeta,
+    RegisterPluginDef, SOURCES_PREFIX, UpdateSettings,
+};
+use crate::llm::provider::{Configure, GetLlmStatus, LlmStatus};
+
+/// The methods served here.
+const METHODS: &[&str] = &[
+    m::SETTINGS_GET,
+    m::SETTINGS_SET,
+    m::SETTINGS_LIST,
+    m::SETTINGS_REGISTER_DEF,
+    m::SETTINGS_DEFS,
+    m::SETTINGS_GET_CORE,
+    m::SETTINGS_SET_CORE,
+    m::SETTINGS_LIST_CORE,
+    m::SETTINGS_GET_PLUGIN,
+    m::SETTINGS_SET_PLUGIN,
+    m::SETTINGS_LIST_PLUGIN,
+    m::SETTINGS_DUMP,
+    m::SETTINGS_PLUGINS,
+    m::LLM_LIST_SOURCES,
+    m::LLM_CURRENT_SOURCE,
+    m::LLM_SET_SOURCE,
+];
+
+/// Whether `method` is a settings or LLM-source method.
+pub fn is_settings_method(method: &str) -> bool {
+    METHODS.contains(&method)
+}
+
+/// Whether the manifest grants access outside the plugin's own namespace.
+fn grants_cross(manifest: &Manifest) -> bool {
+    manifest.capabilities.is_empty() || manifest.capabilities.contains(&Capability::SettingsCross)
+}
+
+fn denied(message: String) -> RpcError {
+    RpcError {
+        code: RpcError::DENIED,
+        message,
+    }
+}
+
+/// The full key of one of the plugin's own settings (`token` or `plugin.<me>.token`).
+pub fn own_key(me: &str, method: &str, key: &str) -> Result<(String, String), RpcError> {
+    match own_setting_key(me, key) {
+        Some(short) => Ok((format!("{PLUGIN_PREFIX}{me}.{short}"), short.to_owned())),
+        None => Err(denied(format!(
+            "`{method}` works on plugin `{me}`'s own settings: give `<key>` or `plugin.{me}.<key>`, not `{key}`; \
+             for core settings use settings.getCore/setCore, for another plugin's settings.getPlugin/setPlugin \
+             (both need the `settings_cross` capability)"
+        ))),
+    }
+}
+
+/// The full key of `plugin`'s setting `key` (short or full), and whether it is the
+/// caller's own. Another plugin's key needs `settings_cross`.
+pub fn plugin_key(manifest: &Manifest, method: &str, plugin: &str, key: &str) -> Result<(String, bool), RpcError> {
+    let me = manifest.name.as_str();
+    let short = own_setting_key(plugin, key).ok_or_else(|| {
+        bad(
+            method,
+            format!("`key` must be `<key>` or `plugin.{plugin}.<key>`, not `{key}`"),
+        )
+    })?;
+    let own = plugin == me;
+    if !own && !grants_cross(manifest) {
+        return Err(denied(format!(
+            "{} (it touches plugin `{plugin}`'s settings; `{me}`'s own settings need no capability)",
+            Capability::denial(me, method, Capability::SettingsCross)
+        )));
+    }
+    Ok((format!("{PLUGIN_PREFIX}{plugin}.{short}"), own))
+}
+
+/// A core key (anything outside `plugin.*`).
+pub fn core_key<'k>(method: &str, key: &'k str) -> Result<&'k str, RpcError> {
+    if key.starts_with(PLUGIN_PREFIX) {
+        return Err(bad(
+            method,
+            format!("`{key}` is a plugin setting; use settings.getPlugin/setPlugin (or settings.get/set for your own)"),
+        ));
+    }
+    Ok(key)
+}
+
+/// The entries of `all` under `plugin.<plugin>.`, by short key.
+pub fn plugin_section(all: &BTreeMap<String, Value>, plugin: &str) -> BTreeMap<String, Value> {
+    let prefix = format!("{PLUGIN_PREFIX}{plugin}.");
+    all.iter()
+        .filter_map(|(k, v)| k.strip_prefix(&prefix).map(|s| (s.to_owned(), v.clone())))
+        .collect()
+}
+
+/// The names of the plugins that have settings in `all`.
+pub fn plugin_names(all: &BTreeMap<String, Value>) -> Vec<String> {
+    let names: BTreeSet<&str> = all
+        .keys()
+        .filter_map(|k| k.strip_prefix(PLUGIN_PREFIX)?.split_once('.').map(|(p, _)| p))
+        .collect();
+    names.into_iter().map(str::to_owned).collect()
+}
+
+/// The priority that makes `name` the first choice among `sources` (name, priority):
+/// its own when already above every other, else one more than the highest other.
+/// `None` when `name` is not among them.
+pub fn preferred_priority(sources: &[(String, i64)], name: &str) -> Option<i64> {
+    let own = sources.iter().find(|(n, _)| n == name)?.1;
+    let others = sources.iter().filter(|(n, _)| n != name).map(|(_, p)| *p).max();
+    Some(match others {
+        Some(top) if top >= own => top.saturating_add(1),
+        _ => own,
+    })
+}
+
+/// The status sources as plugins see them (no keys), each marked `current`.
+fn sources_json(status: &LlmStatus) -> Vec<Value> {
+    status
+        .sources
+        .iter()
+        .map(|s| {
+            let mut v = serde_json::to_value(s).unwrap_or_default();
+            if let Some(o) = v.as_object_mut() {
+                o.insert(
+                    "current".into(),
+                    json!(status.current.as_deref() == Some(s.config.name.as_str())),
+                );
+            }
+            v
+        })
+        .collect()
+}
+
+fn config_error(method: &str, e: ConfigError) -> RpcError {
+    match e {
+        ConfigError::Database(_) | ConfigError::Migration(_) | ConfigError::Io { .. } => unavailable(method, e),
+        other => bad(method, other),
+    }
+}
+
+/// The `value` parameter; absent means `null` (back to the default).
+fn value_param(p: &Value) -> Value {
+    p.get("value").cloned().unwrap_or(Value::Null)
+}
+
+impl KernelServices {
+    /// Runs a settings or LLM-source method for the plugin of `manifest` (the method's
+    /// capability already checked; the namespace is checked here).
+    pub(super) async fn settings(&self, manifest: &Manifest, method: &str, p: Value) -> Result<Value, RpcError> {
+        if method.starts_with("llm.") {
+            return self.llm_sources(method, p).await;
+        }
+        let config = need("the settings", &self.config)?;
+        let gone = |e: crate::addr::SendError| unavailable(method, e);
+        let cfg = |e: ConfigError| config_error(method, e);
+        let me = manifest.name.as_str();
+        let write = |key: String, value: Value| {
+            let config = config.clone();
+            async move {
+                let changes = config
+                    .send(UpdateSettings(BTreeMap::from([(key, value)])))
+                    .await
+                    .map_err(gone)?
+                    .map_err(cfg)?;
+                Ok::<bool, RpcError>(!changes.is_empty())
+            }
+        };
+        match method {
+            m::SETTINGS_GET => {
+                let (full, short) = own_key(me, method, str_param(method, &p, "key")?)?;
+                let v = config.send(GetSetting(full)).await.map_err(gone)?.map_err(cfg)?;
+                Ok(json!({"key": short, "value": v}))
+            }
+            m::SETTINGS_SET => {
+                let (full, short) = own_key(me, method, str_param(method, &p, "key")?)?;
+                let changed = write(full, value_param(&p)).await?;
+                Ok(json!({"ok": true, "key": short, "changed": changed}))
+            }
+            m::SETTINGS_LIST => {
+                let all = config.send(GetRawSettings).await.map_err(gone)?.map_err(cfg)?;
+                Ok(json!({ "settings": plugin_section(&all, me) }))
+            }
+            m::SETTINGS_REGISTER_DEF => {
+                let def: m::SettingDef = serde_json::from_value(p).map_err(|e| bad(method, e))?;
+                let (_, short) = own_key(me, method, &def.key)?;
+                let inserted = config
+                    .send(RegisterPluginDef {
+                        plugin: me.to_owned(),
+                        key: short.clone(),
+                        default: def.default,
+                        meta: PluginMeta {
+                            description: def.description,
+                            secret: def.secret,
+                        },
+                    })
+                    .await
+                    .map_err(gone)?
+                    .map_err(cfg)?;
+                Ok(json!({"key": short, "inserted": inserted}))
+            }
+            m::SETTINGS_DEFS => {
+                let defs = config.send(GetPluginDefs(me.to_owned())).await.map_err(gone)?;
+                Ok(json!({ "defs": defs }))
+            }
+            m::SETTINGS_GET_CORE => {
+                let key = core_key(method, str_param(method, &p, "key")?)?;
+                let v = config
+                    .send(GetMaskedSetting(key.to_owned()))
+                    .await
+                    .map_err(gone)?
+                    .map_err(cfg)?;
+                Ok(json!({"key": key, "value": v}))
+            }
+            m::SETTINGS_SET_CORE => {
+                let key = core_key(method, str_param(method, &p, "key")?)?.to_owned();
+                let changed = write(key.clone(), value_param(&p)).await?;
+                tracing::info!(plugin = %me, %key, "plugin changed a core setting");
+                Ok(json!({"ok": true, "key": key, "changed": changed}))
+            }
+            m::SETTINGS_LIST_CORE => {
+                let prefix = p.get("prefix").and_then(Value::as_str).unwrap_or("");
+                let all = config.send(GetSettings).await.map_err(gone)?.map_err(cfg)?;
+                let core: BTreeMap<_, _> = all
+                    .into_iter()
+                    .filter(|(k, _)| !k.starts_with(PLUGIN_PREFIX) && k.starts_with(prefix))
+                    .collect();
+                Ok(json!({ "settings": core }))
+            }
+            m::SETTINGS_GET_PLUGIN => {
+                let plugin = str_param(method, &p, "plugin")?;
+                let (full, own) = plugin_key(manifest, method, plugin, str_param(method, &p, "key")?)?;
+                let v = if own {
+                    config.send(GetSetting(full.clone())).await
+                } else {
+                    config.send(GetMaskedSetting(full.clone())).await
+                };
+                let v = v.map_err(gone)?.map_err(cfg)?;
+                Ok(json!({"key": full, "value": v}))
+            }
+            m::SETTINGS_SET_PLUGIN => {
+                let plugin = str_param(method, &p, "plugin")?;
+                let (full, own) = plugin_key(manifest, method, plugin, str_param(method, &p, "key")?)?;
+                let changed = write(full.clone(), value_param(&p)).await?;
+                if !own {
+                    tracing::info!(plugin = %me, key = %full, "plugin changed another plugin's setting");
+                }
+                Ok(json!({"ok": true, "key": full, "changed": changed}))
+            }
+            m::SETTINGS_LIST_PLUGIN => {
+                let plugin = str_param(method, &p, "plugin")?;
+                // Any key of the namespace answers the access question.
+                let (_, own) = plugin_key(manifest, method, plugin, "x")?;
+                let all = if own {
+                    config.send(GetRawSettings).await
+                } else {
+                    config.send(GetSettings).await
+                };
+                let all = all.map_err(gone)?.map_err(cfg)?;
+                Ok(json!({ "settings": plugin_section(&all, plugin) }))
+            }
+            m::SETTINGS_DUMP => {
+                let all = config.send(GetSettings).await.map_err(gone)?.map_err(cfg)?;
+                Ok(json!({ "settings": all }))
+            }
+            m::SETTINGS_PLUGINS => {
+                let all = config.send(GetSettings).await.map_err(gone)?.map_err(cfg)?;
+                Ok(json!({ "plugins": plugin_names(&all) }))
+            }
+            other => Err(RpcError {
+                code: RpcError::UNKNOWN_METHOD,
+                message: format!("unknown method `{other}`"),
+            }),
+        }
+    }
+
+    async fn llm_sources(&self, method: &str, p: Value) -> Result<Value, RpcError> {
+        let llm = need("the LLM sources", &self.llm)?;
+        let gone = |e: crate::addr::SendError| unavailable(method, e);
+        let status = llm.send(GetLlmStatus).await.map_err(gone)?;
+        match method {
+            m::LLM_LIST_SOURCES => Ok(json!({
+                "sources": sources_json(&status),
+                "current": status.current,
+                "skipped": status.skipped,
+            })),
+            m::LLM_CURRENT_SOURCE => Ok(json!({ "source": status.current })),
+            m::LLM_SET_SOURCE => {
+                let name = p
+                    .get("name")
+                    .or_else(|| p.get("source"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                let pairs: Vec<(String, i64)> = status
+                    .sources
+                    .iter()
+                    .map(|s| (s.config.name.clone(), s.config.priority))
+                    .collect();
+                let Some(priority) = preferred_priority(&pairs, name) else {
+                    let known: Vec<&str> = pairs.iter().map(|(n, _)| n.as_str()).collect();
+                    let skipped: Vec<String> = status
+                        .skipped
+                        .iter()
+                        .map(|s| format!("{} ({})", s.name, s.reason))
+                        .collect();
+                    let mut msg = format!(
+                        "unknown LLM source `{name}`; loaded sources: {}",
+                        if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+                    );
+                    if !skipped.is_empty() {
+                        msg.push_str(&format!("; skipped: {}", skipped.join("; ")));
+                    }
+                    return Err(bad(method, msg));
+                };
+                let current = pairs.iter().find(|(n, _)| n == name).map(|(_, p)| *p);
+                if current != Some(priority) {
+                    let config = need("the settings", &self.config)?;
+                    let key = format!("{SOURCES_PREFIX}{name}.priority");
+                    config
+                        .send(UpdateSettings(BTreeMap::from([(key, json!(priority))])))
+                        .await
+                        .map_err(gone)?
+                        .map_err(|e| config_error(method, e))?;
+                    // Apply now rather than when the settings relay gets to it, so that
+                    // `llm.currentSource` right after answers the new source.
+                    let all = config
+                        .send(GetRawSettings)
+                        .await
+                        .map_err(gone)?
+                        .map_err(|e| config_error(method, e))?;
+                    llm.send(Configure(all)).await.map_err(gone)?;
+                    tracing::info!(source = %name, priority, "a plugin made this LLM source preferred");
+                }
+                let after = llm.send(GetLlmStatus).await.map_err(gone)?;
+                let available = after
+                    .sources
+                    .iter()
+                    .any(|s| s.config.name == name && s.available);
+                Ok(json!({"source": name, "priority": priority, "available": available, "current": after.current}))
+            }
+            other => Err(RpcError {
+                code: RpcError::UNKNOWN_METHOD,
+                message: format!("unknown method `{other}`"),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest(v: Value) -> Manifest {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn own_keys_are_free_and_others_need_settings_cross() {
+        let (full, short) = own_key("lamp", "settings.get", "color").unwrap();
+        assert_eq!((full.as_str(), short.as_str()), ("plugin.lamp.color", "color"));
+        assert_eq!(own_key("lamp", "settings.set", "plugin.lamp.a.b").unwrap().1, "a.b");
+        let err = own_key("lamp", "settings.set", "plugin.other.color").unwrap_err();
+        assert_eq!(err.code, RpcError::DENIED);
+        assert!(err.message.contains("settings.setPlugin") && err.message.contains("settings_cross"));
+
+        let narrow = manifest(json!({"name": "lamp", "capabilities": ["io"]}));
+        assert_eq!(
+            plugin_key(&narrow, "settings.getPlugin", "lamp", "color").unwrap(),
+            ("plugin.lamp.color".to_owned(), true)
+        );
+        let err = plugin_key(&narrow, "settings.setPlugin", "other", "plugin.other.k").unwrap_err();
+        assert_eq!(err.code, RpcError::DENIED);
+        assert!(
+            err.message.contains("`settings_cross` capability")
+                && err.message.contains("plugin.json")
+                && err.message.contains("plugin `other`"),
+            "{}",
+            err.message
+        );
+        let wide = manifest(json!({"name": "lamp", "capabilities": ["settings_cross"]}));
+        assert_eq!(
+            plugin_key(&wide, "settings.getPlugin", "other", "k").unwrap(),
+            ("plugin.other.k".to_owned(), false)
+        );
+        // No capability list at all: unrestricted, as for every other method.
+        let open = manifest(json!({"name": "lamp"}));
+        assert!(plugin_key(&open, "settings.getPlugin", "other", "k").is_ok());
+        // A full key of another namespace than the one named.
+        assert!(plugin_key(&wide, "settings.getPlugin", "other", "plugin.third.k").is_err());
+
+        assert_eq!(core_key("settings.getCore", "core.llm.model").unwrap(), "core.llm.model");
+        assert!(
+            core_key("settings.getCore", "plugin.x.k")
+                .unwrap_err()
+                .message
+                .contains("settings.getPlugin")
+        );
+    }
+
+    #[test]
+    fn sections_names_and_preferred_priority() {
+        let all: BTreeMap<String, Value> = [
+            ("core.llm.model", json!("m")),
+            ("plugin.a.x", json!(1)),
+            ("plugin.a.y.z", json!(2)),
+            ("plugin.ab.x", json!(3)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        let a = plugin_section(&all, "a");
+        assert_eq!(a.keys().collect::<Vec<_>>(), ["x", "y.z"]);
+        assert_eq!(plugin_names(&all), ["a", "ab"]);
+
+        let s = |v: &[(&str, i64)]| v.iter().map(|(n, p)| (n.to_string(), *p)).collect::<Vec<_>>();
+        assert_eq!(preferred_priority(&s(&[("a", 0), ("b", 0)]), "b"), Some(1));
+        assert_eq!(preferred_priority(&s(&[("a", 5), ("b", 2)]), "b"), Some(6));
+        assert_eq!(preferred_priority(&s(&[("a", 5), ("b", 9)]), "b"), Some(9));
+        assert_eq!(preferred_priority(&s(&[("b", -3)]), "b"), Some(-3));
+        assert_eq!(preferred_priority(&s(&[("a", 0)]), "zz"), None);
+    }
+}
