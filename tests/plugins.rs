@@ -726,6 +726,22 @@ fn a_subprocess_plugin_uses_memory_documents_knowledge_social_stages_channels_an
     assert_eq!(k["results"][0]["category"], "home");
     assert_eq!(probe(&d, "knowledge.list", json!({}))["items"][0]["name"], "home/wifi");
     assert!(data.join("knowledge/home/wifi/content.md").is_file());
+    // Settings over the wire: own keys freely, core keys need settings_cross.
+    assert_eq!(
+        probe(&d, "settings.set", json!({"key": "mode", "value": "fast"})),
+        json!({"ok": true, "key": "mode", "changed": true})
+    );
+    assert_eq!(probe(&d, "settings.get", json!({"key": "plugin.probe.mode"}))["value"], "fast");
+    assert_eq!(probe(&d, "settings.list", json!({}))["settings"], json!({"mode": "fast"}));
+    let denied = via_tool(
+        &d,
+        "probe_call",
+        json!({"method": "settings.getCore", "params": {"key": "core.llm.model"}}),
+    );
+    assert!(
+        denied.starts_with("ERROR -32001") && denied.contains("`settings_cross` capability"),
+        "{denied}"
+    );
     // Text memory: a line in the JSONL log under the plugin's source.
     assert_eq!(
         probe(
@@ -824,7 +840,7 @@ fn a_lua_plugin_uses_the_sdk_data_apis_channels_stages_and_events_with_capabilit
     install(&data, "luaprobe");
     let d = Daemon::start(&data);
     wait_plugin(&d, "luaprobe", Duration::from_secs(10), "ran", |p| {
-        p["state"] == "running" && p["tools"].as_array().is_some_and(|t| t.len() == 2)
+        p["state"] == "running" && p["tools"].as_array().is_some_and(|t| t.len() == 3)
     });
     let _v = with_vendor(&d);
 
@@ -861,13 +877,6 @@ fn a_lua_plugin_uses_the_sdk_data_apis_channels_stages_and_events_with_capabilit
         out["inject_denied"].as_str().unwrap().contains("`io` capability"),
         "{out}"
     );
-    assert!(
-        out["setting"]
-            .as_str()
-            .unwrap()
-            .contains("not available to Lua plugins"),
-        "{out}"
-    );
     assert!(out["bad"].as_str().unwrap().contains("triples"), "{out}");
 
     assert_eq!(
@@ -886,4 +895,177 @@ fn a_lua_plugin_uses_the_sdk_data_apis_channels_stages_and_events_with_capabilit
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(plugin(&d, "luaprobe")["restarts"], 0);
+}
+
+/// Runs a Lua fixture's tool and parses its JSON answer.
+fn lua_tool(d: &Daemon, tool: &str, args: Value) -> (String, Value) {
+    let text = via_tool(d, tool, args);
+    let v = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{tool} did not answer JSON: {text}"));
+    (text, v)
+}
+
+fn settings(d: &Daemon) -> Value {
+    common::api::get(d, "/api/v1/settings")["settings"].clone()
+}
+
+fn err_text<'v>(out: &'v Value, field: &str) -> &'v str {
+    out[field]
+        .as_str()
+        .unwrap_or_else(|| panic!("`{field}` is not an error text: {out}"))
+}
+
+#[test]
+fn lua_plugins_use_settings_across_namespaces_pick_llm_sources_and_offer_named_apis() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    install(&data, "luaprobe");
+    install(&data, "luaadmin");
+    let d = Daemon::start(&data);
+    for (name, tools) in [("luaprobe", 3), ("luaadmin", 2)] {
+        wait_plugin(&d, name, Duration::from_secs(10), "ran", |p| {
+            p["state"] == "running" && p["tools"].as_array().is_some_and(|t| t.len() == tools)
+        });
+    }
+    let v = with_vendor(&d);
+    common::api::put_settings(&d, vendor::source_settings("spare", &v.url, 0));
+    common::api::wait_sources(&d, 2);
+
+    // The plugin's own settings: declared in start() with defaults, read and written
+    // freely (its own secret in clear); everything else refused with what to declare.
+    let (_, out) = lua_tool(&d, "lp_settings", json!({"greeting": "hi there"}));
+    assert_eq!(
+        (&out["greeting"], &out["set"], &out["greeting2"]),
+        (&json!("hello"), &json!(true), &json!("hi there")),
+        "{out}"
+    );
+    assert_eq!((&out["token_set"], &out["token_own"]), (&json!(true), &json!("tok-123")));
+    assert_eq!(out["unset"], true);
+    assert_eq!(out["list"], json!({"greeting": "hi there", "token": "tok-123"}));
+    assert_eq!(out["own_via_plugin"], "hi there");
+    assert_eq!(out["own_list"]["token"], "tok-123");
+    let defs = out["defs"].as_array().unwrap();
+    assert_eq!(defs.len(), 2, "{out}");
+    assert_eq!(
+        (&defs[0]["key"], &defs[0]["default"], &defs[0]["secret"]),
+        (&json!("greeting"), &json!("hello"), &json!(false))
+    );
+    assert_eq!(defs[0]["description"], "What the Lua probe says first");
+    assert_eq!((&defs[1]["key"], &defs[1]["secret"]), (&json!("token"), &json!(true)));
+    for field in ["cross_write", "cross_read"] {
+        let e = err_text(&out, field);
+        assert!(
+            e.contains("`settings_cross` capability") && e.contains("plugin.json") && e.contains("plugin `luaadmin`"),
+            "{field}: {e}"
+        );
+    }
+    for field in ["core_read", "dump"] {
+        assert!(err_text(&out, field).contains("`settings_cross` capability"), "{out}");
+    }
+    let e = err_text(&out, "own_only");
+    assert!(e.contains("own settings") && e.contains("settings_cross"), "{e}");
+    assert!(err_text(&out, "llm").contains("`llm` capability"), "{out}");
+    assert!(err_text(&out, "bad_key").contains("a-z"), "{out}");
+    assert!(out["api_errors"]["no_handler"].as_str().unwrap().contains("needs a handler"));
+    assert!(out["api_errors"]["bad_name"].as_str().unwrap().contains("not usable"));
+    assert_eq!(out["api_route"], "/api/v1/plugins/luaprobe/api/greet");
+    // The operator sees the plugin's settings, its secret masked.
+    let s = settings(&d);
+    assert_eq!(
+        (&s["plugin.luaprobe.greeting"], &s["plugin.luaprobe.token"]),
+        (&json!("hi there"), &json!("********")),
+        "{s}"
+    );
+
+    // With settings_cross: core and other plugins' settings, secrets never in clear.
+    let (text, out) = lua_tool(&d, "la_settings", json!({}));
+    assert!(!text.contains("sk-test") && !text.contains("tok-123"), "a secret leaked: {text}");
+    assert!(out["model"].as_str().is_some_and(|m| !m.is_empty()), "{out}");
+    assert_eq!(out["source_key"], "********");
+    assert_eq!(out["llm_list"]["core.llm.sources.spare.api_key"], "********");
+    assert_eq!(out["llm_list"]["core.llm.sources.spare.base_url"], v.url.as_str());
+    assert!(out["llm_list"].as_object().unwrap().keys().all(|k| k.starts_with("core.llm.")));
+    assert_eq!(out["probe_token"], "********");
+    assert_eq!(
+        out["probe_list"],
+        json!({"greeting": "hi there", "token": "********"})
+    );
+    assert_eq!(out["dump"]["plugin.luaprobe.token"], "********");
+    assert_eq!(out["dump"]["core.llm.sources.fake.api_key"], "********");
+    assert!(
+        out["plugins"].as_array().unwrap().contains(&json!("luaprobe")),
+        "{out}"
+    );
+    assert_eq!((&out["set_core"], &out["set_probe"], &out["own"]), (&json!(true), &json!(true), &json!(true)));
+    assert!(
+        err_text(&out, "bad_core").contains("invalid value for `core.agent.max_tool_turns`"),
+        "{out}"
+    );
+    assert!(err_text(&out, "typo").contains("did you mean `core.llm.model`"), "{out}");
+    let s = settings(&d);
+    assert_eq!(
+        (
+            &s["core.agent.max_tool_turns"],
+            &s["plugin.luaprobe.greeting"],
+            &s["plugin.luaadmin.note"]
+        ),
+        (&json!(7), &json!("set by admin"), &json!("admin note")),
+        "{s}"
+    );
+
+    // LLM sources: listed with availability (no keys), the current one, and a switch
+    // that persists as the source's priority and applies at once.
+    let (text, out) = lua_tool(&d, "la_llm", json!({}));
+    assert!(!text.contains("sk-test") && !text.contains("api_key"), "{text}");
+    let sources = out["sources"].as_array().unwrap();
+    assert_eq!(sources.len(), 2, "{out}");
+    assert!(sources.iter().all(|s| s["available"] == true), "{out}");
+    assert_eq!(out["current"], "fake", "{out}");
+    assert!(sources.iter().any(|s| s["name"] == "fake" && s["current"] == true), "{out}");
+    let (_, out) = lua_tool(&d, "la_llm", json!({"prefer": "spare"}));
+    assert_eq!(
+        (&out["set"]["source"], &out["set"]["priority"], &out["current"]),
+        (&json!("spare"), &json!(1), &json!("spare")),
+        "{out}"
+    );
+    assert_eq!(settings(&d)["core.llm.sources.spare.priority"], 1);
+    assert_eq!(common::api::get(&d, "/api/v1/llm/sources")["current"], "spare");
+    let (_, out) = lua_tool(&d, "la_llm", json!({"prefer": "nope"}));
+    let e = err_text(&out, "set");
+    assert!(e.contains("unknown LLM source `nope`") && e.contains("fake, spare"), "{e}");
+    assert_eq!(out["current"], "spare");
+
+    // Named APIs over HTTP: JSON in, the handler's result out.
+    assert_eq!(plugin(&d, "luaprobe")["apis"], json!(["greet", "refuse"]));
+    let greet = "/api/v1/plugins/luaprobe/api/greet";
+    let (status, body) = common::api::post(&d, greet, json!({"name": "Ann"}));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body, json!({"result": {"greeting": "set by admin", "to": "Ann"}}));
+    let (status, body) = common::api::post(&d, "/api/v1/plugins/luaprobe/api/refuse", json!({"why": "test"}));
+    assert_eq!(status, 502, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("refused: test"), "{body}");
+    let (status, body) = common::api::post(&d, "/api/v1/plugins/luaprobe/api/lonely", json!({}));
+    assert_eq!(status, 404, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("greet, refuse"), "{body}");
+    let (status, _) = common::api::post(&d, "/api/v1/plugins/ghost/api/greet", json!({}));
+    assert_eq!(status, 404);
+    let r = reqwest::blocking::Client::new()
+        .post(d.url(greet))
+        .body("{not json")
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    // A restarted plugin offers its APIs again.
+    let (status, _) = common::api::post(&d, "/api/v1/plugins/luaprobe/restart", json!({}));
+    assert_eq!(status, 200);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, body) = common::api::post(&d, greet, Value::Null);
+        if status == 200 {
+            assert_eq!(body["result"]["to"], "nobody", "{body}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the API never came back: {status} {body}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(ask(&d, "still there?")["reply"], "echo: still there?");
 }

@@ -127,7 +127,9 @@ fn data_fn(
                         Some(f) => v.get(f).cloned().unwrap_or(Value::Null),
                         None => v,
                     };
-                    Ok((lua.to_value(&v)?, None))
+                    // An absent value (an unset setting) is `nil`, not the JSON null sentinel.
+                    let v = if v.is_null() { LuaValue::Nil } else { lua.to_value(&v)? };
+                    Ok((v, None))
                 }
                 Err(e) => Ok((LuaValue::Nil, Some(e.message))),
             }

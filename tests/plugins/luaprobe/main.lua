@@ -30,10 +30,42 @@ sdk.register_tool("lp_data", {description = "Run the data API scenario"}, functi
   out.text_denied = terr
   local ok, ierr = pcall(sdk.inject_text, "hi")
   out.inject_denied = tostring(ierr)
-  local _, serr = sdk.get_setting("x")
-  out.setting = serr
   local _, bad = sdk.memory.commit("nope")
   out.bad = bad
+  return out
+end)
+
+-- Settings: own keys freely, nothing else without settings_cross; named APIs.
+local api_errors = {}
+api_errors.no_handler = select(2, sdk.register_api("lonely"))
+api_errors.bad_name = select(2, sdk.register_api("no/slash", function() end))
+local api_route = sdk.register_api("greet", function(body)
+  local greeting = sdk.get_setting("greeting")
+  return {greeting = greeting, to = body and body.name or "nobody"}
+end)
+sdk.register_api("refuse", function(body)
+  return nil, "refused: " .. tostring(body and body.why)
+end)
+
+sdk.register_tool("lp_settings", {description = "Run the settings scenario"}, function(args)
+  local out = {api_route = api_route, api_errors = api_errors}
+  out.greeting = sdk.get_setting("greeting")
+  out.set = sdk.set_setting("greeting", args.greeting or "hi there")
+  out.greeting2 = sdk.get_setting("plugin.luaprobe.greeting")
+  out.token_set = sdk.set_setting("token", "tok-123")
+  out.token_own = sdk.get_setting("token")
+  out.unset = sdk.get_setting("never.set") == nil
+  out.list = sdk.settings.list()
+  out.defs = sdk.settings.defs()
+  out.own_via_plugin = sdk.settings.get_plugin("luaprobe", "greeting")
+  out.own_list = sdk.settings.list_plugin("luaprobe")
+  out.cross_write = select(2, sdk.settings.set_plugin("luaadmin", "note", "from probe"))
+  out.cross_read = select(2, sdk.settings.get_plugin("luaadmin", "note"))
+  out.core_read = select(2, sdk.settings.get_core("core.llm.model"))
+  out.own_only = select(2, sdk.set_setting("plugin.luaadmin.note", "x"))
+  out.dump = select(2, sdk.settings.dump())
+  out.llm = select(2, sdk.llm.list_sources())
+  out.bad_key = select(2, sdk.set_setting("Bad Key!", 1))
   return out
 end)
 
@@ -57,6 +89,10 @@ function M.start(s)
     seen_events = seen_events + 1
   end)
   assert(ok, err)
+  local r, derr = s.settings.register_def{key = "greeting", default = "hello", description = "What the Lua probe says first"}
+  assert(r, derr)
+  r, derr = s.settings.register_def("token", "", "The probe's bridge token", true)
+  assert(r, derr)
   s.log("info", "luaprobe started")
 end
 

@@ -378,7 +378,7 @@ mod tests {
         assert_eq!(own_key("lamp", "settings.set", "plugin.lamp.a.b").unwrap().1, "a.b");
         let err = own_key("lamp", "settings.set", "plugin.other.color").unwrap_err();
         assert_eq!(err.code, RpcError::DENIED);
-        assert!(err.message.contains("settings.setPlugin") && err.message.contains("settings_cross"));
+        assert!(err.message.contains("setPlugin") && err.message.contains("settings_cross"), "{}", err.message);
 
         let narrow = manifest(json!({"name": "lamp", "capabilities": ["io"]}));
         assert_eq!(
