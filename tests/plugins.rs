@@ -731,8 +731,14 @@ fn a_subprocess_plugin_uses_memory_documents_knowledge_social_stages_channels_an
         probe(&d, "settings.set", json!({"key": "mode", "value": "fast"})),
         json!({"ok": true, "key": "mode", "changed": true})
     );
-    assert_eq!(probe(&d, "settings.get", json!({"key": "plugin.probe.mode"}))["value"], "fast");
-    assert_eq!(probe(&d, "settings.list", json!({}))["settings"], json!({"mode": "fast"}));
+    assert_eq!(
+        probe(&d, "settings.get", json!({"key": "plugin.probe.mode"}))["value"],
+        "fast"
+    );
+    assert_eq!(
+        probe(&d, "settings.list", json!({}))["settings"],
+        json!({"mode": "fast"})
+    );
     let denied = via_tool(
         &d,
         "probe_call",
@@ -938,7 +944,10 @@ fn lua_plugins_use_settings_across_namespaces_pick_llm_sources_and_offer_named_a
         (&json!("hello"), &json!(true), &json!("hi there")),
         "{out}"
     );
-    assert_eq!((&out["token_set"], &out["token_own"]), (&json!(true), &json!("tok-123")));
+    assert_eq!(
+        (&out["token_set"], &out["token_own"]),
+        (&json!(true), &json!("tok-123"))
+    );
     assert_eq!(out["unset"], true);
     assert_eq!(out["list"], json!({"greeting": "hi there", "token": "tok-123"}));
     assert_eq!(out["own_via_plugin"], "hi there");
@@ -965,7 +974,12 @@ fn lua_plugins_use_settings_across_namespaces_pick_llm_sources_and_offer_named_a
     assert!(e.contains("own settings") && e.contains("settings_cross"), "{e}");
     assert!(err_text(&out, "llm").contains("`llm` capability"), "{out}");
     assert!(err_text(&out, "bad_key").contains("a-z"), "{out}");
-    assert!(out["api_errors"]["no_handler"].as_str().unwrap().contains("needs a handler"));
+    assert!(
+        out["api_errors"]["no_handler"]
+            .as_str()
+            .unwrap()
+            .contains("needs a handler")
+    );
     assert!(out["api_errors"]["bad_name"].as_str().unwrap().contains("not usable"));
     assert_eq!(out["api_route"], "/api/v1/plugins/luaprobe/api/greet");
     // The operator sees the plugin's settings, its secret masked.
@@ -978,29 +992,38 @@ fn lua_plugins_use_settings_across_namespaces_pick_llm_sources_and_offer_named_a
 
     // With settings_cross: core and other plugins' settings, secrets never in clear.
     let (text, out) = lua_tool(&d, "la_settings", json!({}));
-    assert!(!text.contains("sk-test") && !text.contains("tok-123"), "a secret leaked: {text}");
+    assert!(
+        !text.contains("sk-test") && !text.contains("tok-123"),
+        "a secret leaked: {text}"
+    );
     assert!(out["model"].as_str().is_some_and(|m| !m.is_empty()), "{out}");
     assert_eq!(out["source_key"], "********");
     assert_eq!(out["llm_list"]["core.llm.sources.spare.api_key"], "********");
     assert_eq!(out["llm_list"]["core.llm.sources.spare.base_url"], v.url.as_str());
-    assert!(out["llm_list"].as_object().unwrap().keys().all(|k| k.starts_with("core.llm.")));
-    assert_eq!(out["probe_token"], "********");
-    assert_eq!(
-        out["probe_list"],
-        json!({"greeting": "hi there", "token": "********"})
+    assert!(
+        out["llm_list"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .all(|k| k.starts_with("core.llm."))
     );
+    assert_eq!(out["probe_token"], "********");
+    assert_eq!(out["probe_list"], json!({"greeting": "hi there", "token": "********"}));
     assert_eq!(out["dump"]["plugin.luaprobe.token"], "********");
     assert_eq!(out["dump"]["core.llm.sources.fake.api_key"], "********");
-    assert!(
-        out["plugins"].as_array().unwrap().contains(&json!("luaprobe")),
-        "{out}"
+    assert!(out["plugins"].as_array().unwrap().contains(&json!("luaprobe")), "{out}");
+    assert_eq!(
+        (&out["set_core"], &out["set_probe"], &out["own"]),
+        (&json!(true), &json!(true), &json!(true))
     );
-    assert_eq!((&out["set_core"], &out["set_probe"], &out["own"]), (&json!(true), &json!(true), &json!(true)));
     assert!(
         err_text(&out, "bad_core").contains("invalid value for `core.agent.max_tool_turns`"),
         "{out}"
     );
-    assert!(err_text(&out, "typo").contains("did you mean `core.llm.model`"), "{out}");
+    assert!(
+        err_text(&out, "typo").contains("did you mean `core.llm.model`"),
+        "{out}"
+    );
     let s = settings(&d);
     assert_eq!(
         (
@@ -1020,7 +1043,10 @@ fn lua_plugins_use_settings_across_namespaces_pick_llm_sources_and_offer_named_a
     assert_eq!(sources.len(), 2, "{out}");
     assert!(sources.iter().all(|s| s["available"] == true), "{out}");
     assert_eq!(out["current"], "fake", "{out}");
-    assert!(sources.iter().any(|s| s["name"] == "fake" && s["current"] == true), "{out}");
+    assert!(
+        sources.iter().any(|s| s["name"] == "fake" && s["current"] == true),
+        "{out}"
+    );
     let (_, out) = lua_tool(&d, "la_llm", json!({"prefer": "spare"}));
     assert_eq!(
         (&out["set"]["source"], &out["set"]["priority"], &out["current"]),
@@ -1031,7 +1057,10 @@ fn lua_plugins_use_settings_across_namespaces_pick_llm_sources_and_offer_named_a
     assert_eq!(common::api::get(&d, "/api/v1/llm/sources")["current"], "spare");
     let (_, out) = lua_tool(&d, "la_llm", json!({"prefer": "nope"}));
     let e = err_text(&out, "set");
-    assert!(e.contains("unknown LLM source `nope`") && e.contains("fake, spare"), "{e}");
+    assert!(
+        e.contains("unknown LLM source `nope`") && e.contains("fake, spare"),
+        "{e}"
+    );
     assert_eq!(out["current"], "spare");
 
     // Named APIs over HTTP: JSON in, the handler's result out.

@@ -347,10 +347,9 @@ pub async fn plugin_api(
         Ok(result) => Ok(HttpResponse::Ok().json(json!({ "result": result }))),
         Err(e @ ApiCallError::Unknown { .. }) => Err(ApiError::not_found(e.to_string())),
         Err(e @ ApiCallError::NotRunning(_)) => Err(ApiError::unavailable(e.to_string())),
-        Err(e @ ApiCallError::Failed { .. }) => Err(ApiError::new(
-            actix_web::http::StatusCode::BAD_GATEWAY,
-            e.to_string(),
-        )),
+        Err(e @ ApiCallError::Failed { .. }) => {
+            Err(ApiError::new(actix_web::http::StatusCode::BAD_GATEWAY, e.to_string()))
+        }
     }
 }
 

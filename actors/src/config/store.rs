@@ -261,7 +261,11 @@ impl ConfigStore {
             .iter()
             .filter(|((p, _), _)| p == plugin)
             .map(|((p, k), default)| {
-                let meta = self.plugin_meta.get(&(p.clone(), k.clone())).cloned().unwrap_or_default();
+                let meta = self
+                    .plugin_meta
+                    .get(&(p.clone(), k.clone()))
+                    .cloned()
+                    .unwrap_or_default();
                 PluginDef {
                     key: k.clone(),
                     default: default.clone(),
@@ -1070,9 +1074,15 @@ mod tests {
         assert!(store.is_secret("core.llm.sources.x.api_key") && !store.is_secret("plugin.other.token"));
         assert!(!store.is_secret("no.such.key"));
         let change = store.set("plugin.lamp.token", json!("s3cret")).unwrap();
-        assert!(change.secret, "a write of a secret plugin setting is flagged for masking");
+        assert!(
+            change.secret,
+            "a write of a secret plugin setting is flagged for masking"
+        );
         let defs = store.plugin_defs("lamp");
-        assert_eq!(defs.iter().map(|d| d.key.as_str()).collect::<Vec<_>>(), ["color", "token"]);
+        assert_eq!(
+            defs.iter().map(|d| d.key.as_str()).collect::<Vec<_>>(),
+            ["color", "token"]
+        );
         assert_eq!((defs[1].description.as_str(), defs[1].secret), ("bridge token", true));
         assert_eq!(defs[0].default, json!("warm"));
         assert!(store.plugin_defs("other").is_empty());

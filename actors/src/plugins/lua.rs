@@ -21,9 +21,13 @@
 //!   protocol: `sdk.memory.recall/commit/introspect/merge/purge`,
 //!   `sdk.doc.query/insert/remove/stats`, `sdk.knowledge.search/add/list`,
 //!   `sdk.text_memory.append`, `sdk.social.get_person/get_network/get_trait/get_relations/list_persons/set_trait/relate`;
-//! * `sdk.set_auto_restart(bool)` (accepted; the plugin's supervisor decides restarts),
-//!   and `sdk.get_setting`, `sdk.set_setting`, `sdk.settings.*`, `sdk.llm.*`,
-//!   `sdk.register_api` answer `nil, err` (not offered to Lua plugins yet).
+//! * settings, same gates as the wire: `sdk.get_setting`/`sdk.set_setting` (own keys),
+//!   `sdk.settings.list/defs/register_def` (own), `.get_plugin/set_plugin/list_plugin`
+//!   (another plugin's: `settings_cross`), `.get_core/set_core/list_core/dump/plugins`
+//!   (`settings_cross`; secrets masked); `sdk.llm.list_sources/current_source/set_source`
+//!   (capability `llm`);
+//! * `sdk.register_api(name, fn(body))` — answers `POST /api/v1/plugins/<plugin>/api/<name>`;
+//! * `sdk.set_auto_restart(bool)` (accepted; the plugin's supervisor decides restarts).
 //!
 //! Data APIs are async Lua functions: they work in tool, stage, channel and event
 //! handlers and in `start`, which the kernel runs as coroutines (`call_async`); not in
@@ -262,16 +266,24 @@ fn install_data_apis(lua: &Lua, sdk: &Table, env: &Arc<Env>) -> mlua::Result<()>
         (
             "settings",
             vec![
-                ("get_core", m::SETTINGS_GET_CORE, Some("value"), |v| json!({ "key": arg(v, 0) })),
+                (
+                    "get_core",
+                    m::SETTINGS_GET_CORE,
+                    Some("value"),
+                    |v| json!({ "key": arg(v, 0) }),
+                ),
                 (
                     "set_core",
                     m::SETTINGS_SET_CORE,
                     Some("ok"),
                     |v| json!({"key": arg(v, 0), "value": arg(v, 1)}),
                 ),
-                ("list_core", m::SETTINGS_LIST_CORE, Some("settings"), |v| {
-                    json!({ "prefix": arg_or(v, 0, json!("")) })
-                }),
+                (
+                    "list_core",
+                    m::SETTINGS_LIST_CORE,
+                    Some("settings"),
+                    |v| json!({ "prefix": arg_or(v, 0, json!("")) }),
+                ),
                 (
                     "get_plugin",
                     m::SETTINGS_GET_PLUGIN,
@@ -315,13 +327,23 @@ fn install_data_apis(lua: &Lua, sdk: &Table, env: &Arc<Env>) -> mlua::Result<()>
     }
     sdk.set(
         "get_setting",
-        data_fn(lua, env, m::SETTINGS_GET, Some("value"), |v| json!({ "key": arg(v, 0) }))?,
+        data_fn(
+            lua,
+            env,
+            m::SETTINGS_GET,
+            Some("value"),
+            |v| json!({ "key": arg(v, 0) }),
+        )?,
     )?;
     sdk.set(
         "set_setting",
-        data_fn(lua, env, m::SETTINGS_SET, Some("ok"), |v| {
-            json!({"key": arg(v, 0), "value": arg(v, 1)})
-        })?,
+        data_fn(
+            lua,
+            env,
+            m::SETTINGS_SET,
+            Some("ok"),
+            |v| json!({"key": arg(v, 0), "value": arg(v, 1)}),
+        )?,
     )?;
     Ok(())
 }
@@ -342,13 +364,22 @@ fn register_def_params(v: &[Value]) -> Value {
 
 /// `[A-Za-z0-9_-]{1,64}`: an API name is one URL path segment.
 fn valid_api_name(name: &str) -> bool {
-    (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// `sdk.register_api(name, handler(body) → result)`: offers `handler` as
 /// `POST /api/v1/plugins/<plugin>/api/<name>` (JSON body in, JSON result out).
 /// Returns the route. Works while loading and later (in `start`, in handlers).
-fn install_register_api(lua: &Lua, sdk: &Table, apis: &ApiSlot, info: &Arc<PluginInfo>, plugin: &str) -> mlua::Result<()> {
+fn install_register_api(
+    lua: &Lua,
+    sdk: &Table,
+    apis: &ApiSlot,
+    info: &Arc<PluginInfo>,
+    plugin: &str,
+) -> mlua::Result<()> {
     let (apis, info, owner) = (apis.clone(), info.clone(), plugin.to_owned());
     sdk.set(
         "register_api",
@@ -844,11 +875,12 @@ impl LuaPlugin {
             }
         }
         let m = me.clone();
-        let call: super::process::ApiCall =
-            Arc::new(move |name: String, body: Value| -> BoxFuture<'static, Result<Value, String>> {
+        let call: super::process::ApiCall = Arc::new(
+            move |name: String, body: Value| -> BoxFuture<'static, Result<Value, String>> {
                 let m = m.clone();
                 Box::pin(async move { m.send(CallLuaApi(name, body)).await.map_err(|e| e.to_string())? })
-            });
+            },
+        );
         self.info.apis.lock().call = Some(call);
         let types = self.events.lock().as_ref().map(|(t, _)| t.clone());
         if let Some(types) = types {

@@ -81,11 +81,19 @@ impl std::fmt::Debug for PluginApis {
 #[derive(Debug, thiserror::Error)]
 pub enum ApiCallError {
     #[error("plugin `{plugin}` offers no API `{name}`; its APIs: {known}")]
-    Unknown { plugin: String, name: String, known: String },
+    Unknown {
+        plugin: String,
+        name: String,
+        known: String,
+    },
     #[error("plugin `{0}` is not running; see GET /api/v1/plugins, or POST /api/v1/plugins/{0}/restart")]
     NotRunning(String),
     #[error("plugin `{plugin}` API `{name}` failed: {error}")]
-    Failed { plugin: String, name: String, error: String },
+    Failed {
+        plugin: String,
+        name: String,
+        error: String,
+    },
 }
 
 impl PluginInfo {
@@ -105,7 +113,9 @@ impl PluginInfo {
                     known,
                 });
             }
-            apis.call.clone().ok_or_else(|| ApiCallError::NotRunning(plugin.to_owned()))?
+            apis.call
+                .clone()
+                .ok_or_else(|| ApiCallError::NotRunning(plugin.to_owned()))?
         };
         call(name.to_owned(), body).await.map_err(|error| ApiCallError::Failed {
             plugin: plugin.to_owned(),

@@ -322,7 +322,11 @@ impl KernelServices {
                         .collect();
                     let mut msg = format!(
                         "unknown LLM source `{name}`; loaded sources: {}",
-                        if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+                        if known.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            known.join(", ")
+                        }
                     );
                     if !skipped.is_empty() {
                         msg.push_str(&format!("; skipped: {}", skipped.join("; ")));
@@ -349,10 +353,7 @@ impl KernelServices {
                     tracing::info!(source = %name, priority, "a plugin made this LLM source preferred");
                 }
                 let after = llm.send(GetLlmStatus).await.map_err(gone)?;
-                let available = after
-                    .sources
-                    .iter()
-                    .any(|s| s.config.name == name && s.available);
+                let available = after.sources.iter().any(|s| s.config.name == name && s.available);
                 Ok(json!({"source": name, "priority": priority, "available": available, "current": after.current}))
             }
             other => Err(RpcError {
@@ -378,7 +379,11 @@ mod tests {
         assert_eq!(own_key("lamp", "settings.set", "plugin.lamp.a.b").unwrap().1, "a.b");
         let err = own_key("lamp", "settings.set", "plugin.other.color").unwrap_err();
         assert_eq!(err.code, RpcError::DENIED);
-        assert!(err.message.contains("setPlugin") && err.message.contains("settings_cross"), "{}", err.message);
+        assert!(
+            err.message.contains("setPlugin") && err.message.contains("settings_cross"),
+            "{}",
+            err.message
+        );
 
         let narrow = manifest(json!({"name": "lamp", "capabilities": ["io"]}));
         assert_eq!(
@@ -405,7 +410,10 @@ mod tests {
         // A full key of another namespace than the one named.
         assert!(plugin_key(&wide, "settings.getPlugin", "other", "plugin.third.k").is_err());
 
-        assert_eq!(core_key("settings.getCore", "core.llm.model").unwrap(), "core.llm.model");
+        assert_eq!(
+            core_key("settings.getCore", "core.llm.model").unwrap(),
+            "core.llm.model"
+        );
         assert!(
             core_key("settings.getCore", "plugin.x.k")
                 .unwrap_err()
