@@ -63,11 +63,18 @@ fn denied(message: String) -> RpcError {
 pub fn own_key(me: &str, method: &str, key: &str) -> Result<(String, String), RpcError> {
     match own_setting_key(me, key) {
         Some(short) => Ok((format!("{PLUGIN_PREFIX}{me}.{short}"), short.to_owned())),
-        None => Err(denied(format!(
-            "`{method}` works on plugin `{me}`'s own settings: give `<key>` or `plugin.{me}.<key>`, not `{key}`; \
-             for core settings use settings.getCore/setCore, for another plugin's settings.getPlugin/setPlugin \
-             (both need the `settings_cross` capability)"
-        ))),
+        None => {
+            let verb = match method {
+                m::SETTINGS_SET => "write",
+                m::SETTINGS_REGISTER_DEF => "declare",
+                _ => "read",
+            };
+            Err(denied(format!(
+                "plugin `{me}` may {verb} only its own settings with `{method}`: give `<key>` or `plugin.{me}.<key>`, \
+                 not `{key}`; for core settings use settings.getCore/setCore, for another plugin's \
+                 settings.getPlugin/setPlugin (both need the `settings_cross` capability)"
+            )))
+        }
     }
 }
 
