@@ -11,6 +11,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use common::api::plugin;
 use common::{Daemon, vendor};
 use serde_json::{Value, json};
 
@@ -26,20 +27,6 @@ fn npm_server(bin: &str) -> Option<PathBuf> {
     assert!(std::env::var("CI").as_deref() != Ok("true"), "{msg}");
     eprintln!("SKIPPED: {msg}");
     None
-}
-
-fn plugin(d: &Daemon, name: &str) -> Value {
-    let v: Value = reqwest::blocking::get(d.url("/api/v1/plugins"))
-        .unwrap()
-        .json()
-        .unwrap();
-    v["plugins"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == name)
-        .cloned()
-        .unwrap_or(Value::Null)
 }
 
 fn tools(p: &Value) -> Vec<String> {

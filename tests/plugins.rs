@@ -5,6 +5,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use common::api::plugin;
 use common::{Daemon, vendor};
 use serde_json::{Value, json};
 
@@ -17,20 +18,6 @@ fn install(data: &Path, name: &str) {
         let f = f.unwrap().path();
         std::fs::copy(&f, dst.join(f.file_name().unwrap())).unwrap(); // keeps the exec bit
     }
-}
-
-fn plugin(d: &Daemon, name: &str) -> Value {
-    let v: Value = reqwest::blocking::get(d.url("/api/v1/plugins"))
-        .unwrap()
-        .json()
-        .unwrap();
-    v["plugins"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == name)
-        .cloned()
-        .unwrap_or(Value::Null)
 }
 
 fn wait_plugin(d: &Daemon, name: &str, timeout: Duration, what: &str, ok: impl Fn(&Value) -> bool) -> Value {

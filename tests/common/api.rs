@@ -81,3 +81,14 @@ pub fn wait_for(d: &Daemon, path: &str, what: &str, ok: impl Fn(&Value) -> bool)
         d.log_text()
     );
 }
+
+/// One plugin's entry of `GET /api/v1/plugins` (`null` when there is none).
+pub fn plugin(d: &Daemon, name: &str) -> Value {
+    get(d, "/api/v1/plugins")["plugins"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["name"] == name)
+        .cloned()
+        .unwrap_or(Value::Null)
+}
