@@ -24,6 +24,38 @@ pub struct Response {
     pub error: Option<RpcError>,
 }
 
+impl Response {
+    /// A success answer.
+    pub fn ok(id: u64, result: Value) -> Self {
+        Self {
+            id,
+            result: Some(result),
+            error: None,
+        }
+    }
+
+    /// An error answer with `code`.
+    pub fn err(id: u64, code: i64, message: impl Into<String>) -> Self {
+        Self {
+            id,
+            result: None,
+            error: Some(RpcError {
+                code,
+                message: message.into(),
+            }),
+        }
+    }
+
+    /// A handler's outcome: its result, or its error as invalid params (the text a
+    /// tool or channel answers with).
+    pub fn outcome(id: u64, outcome: Result<Value, String>) -> Self {
+        match outcome {
+            Ok(v) => Self::ok(id, v),
+            Err(m) => Self::err(id, RpcError::INVALID_PARAMS, m),
+        }
+    }
+}
+
 /// An error answer. `message` is shown to people, so it says what to do next.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RpcError {

@@ -554,21 +554,7 @@ impl Plugin {
                                     }
                                 });
                             calls.lock().expect("calls lock").remove(&req.id);
-                            let resp = match outcome {
-                                Ok(text) => Response {
-                                    id: req.id,
-                                    result: Some(json!(ToolResult { text })),
-                                    error: None,
-                                },
-                                Err(message) => Response {
-                                    id: req.id,
-                                    result: None,
-                                    error: Some(RpcError {
-                                        code: RpcError::INVALID_PARAMS,
-                                        message,
-                                    }),
-                                },
-                            };
+                            let resp = Response::outcome(req.id, outcome.map(|text| json!(ToolResult { text })));
                             let _ = k.send(&Frame::Response(resp));
                         });
                     }
@@ -598,21 +584,7 @@ impl Plugin {
                                 Some(f) => f(req.params),
                                 None => Err("this plugin has no such channel".to_owned()),
                             };
-                            let resp = match outcome {
-                                Ok(text) => Response {
-                                    id: req.id,
-                                    result: Some(json!({ "text": text })),
-                                    error: None,
-                                },
-                                Err(message) => Response {
-                                    id: req.id,
-                                    result: None,
-                                    error: Some(RpcError {
-                                        code: RpcError::INVALID_PARAMS,
-                                        message,
-                                    }),
-                                },
-                            };
+                            let resp = Response::outcome(req.id, outcome.map(|text| json!({ "text": text })));
                             let _ = k.send(&Frame::Response(resp));
                         });
                     }
