@@ -21,12 +21,39 @@ const DATA_SUBDIRS: &[&str] = &["log", "memory", "plugins", "knowledge"];
 
 /// Sets up logging: `RUST_LOG` wins; otherwise `info`.
 pub fn init_logging() {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+    use tracing_subscriber::prelude::*;
+    use tracing_subscriber::{EnvFilter, reload};
+    let from_env = EnvFilter::try_from_default_env().ok();
+    let explicit = from_env.is_some();
+    let (filter, handle) = reload::Layer::new(from_env.unwrap_or_else(|| EnvFilter::new("info")));
+    let ok = tracing_subscriber::registry()
+        .with(filter)
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .try_init()
+        .is_ok();
+    if ok {
+        let _ = LOG_FILTER.set((handle, explicit));
+    }
+}
+
+/// The live log filter, and whether `RUST_LOG` chose it (then it wins over the setting).
+type LogHandle = tracing_subscriber::reload::Handle<tracing_subscriber::EnvFilter, tracing_subscriber::Registry>;
+static LOG_FILTER: std::sync::OnceLock<(LogHandle, bool)> = std::sync::OnceLock::new();
+
+/// Applies `core.daemon.log_level` (at start and whenever it changes), unless the
+/// operator chose a filter with `RUST_LOG`.
+pub fn apply_log_level(level: &str) {
+    let Some((handle, explicit)) = LOG_FILTER.get() else {
+        return;
+    };
+    if *explicit {
+        tracing::debug!(level, "core.daemon.log_level ignored: RUST_LOG is set");
+        return;
+    }
+    match handle.reload(tracing_subscriber::EnvFilter::new(level)) {
+        Ok(()) => tracing::info!(level, "log level set (core.daemon.log_level)"),
+        Err(e) => tracing::warn!("cannot change the log level to {level}: {e}"),
+    }
 }
 
 /// Group 0: serial set-up whose order is a side-effect order (not data dependencies).
@@ -45,6 +72,9 @@ fn prepare(args: &RunArgs) -> anyhow::Result<(DataLock, BootSettings)> {
     let mut store = ConfigStore::open(&args.data.join("config.db"), &args.data)
         .context("cannot open the settings database; is the disk full or the file corrupt?")?;
     let seeded = store.seed_defaults().context("cannot seed default settings")?;
+    if let Ok(level) = store.get_string("core.daemon.log_level") {
+        apply_log_level(&level);
+    }
     if seeded > 0 {
         tracing::info!(seeded, "default settings written");
     }
@@ -78,6 +108,24 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let (_lock, state) = boot(&args).await?;
     let data_dir = state.data_dir.clone();
     let shutdown_timeout = state.boot.shutdown_timeout;
+    // `core.daemon.log_level` changes apply at once (the logger lives in this shell).
+    let mut settings_events = state.bus.subscribe();
+    actix_rt::spawn(async move {
+        use tokio::sync::broadcast::error::RecvError;
+        loop {
+            match settings_events.recv().await {
+                Ok(ev) if ev.kind == homeagent_actors::bus::kinds::SETTING_CHANGED => {
+                    if ev.data.get("key").and_then(|k| k.as_str()) == Some("core.daemon.log_level") {
+                        if let Some(level) = ev.data.get("value").and_then(|v| v.as_str()) {
+                            apply_log_level(level);
+                        }
+                    }
+                }
+                Ok(_) | Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => break,
+            }
+        }
+    });
 
     let app_state = web::Data::new(AppState {
         registry: state.registry.clone(),

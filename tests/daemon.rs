@@ -216,3 +216,37 @@ fn settings_persist_across_kill_9_and_second_daemon_is_refused() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["settings"]["core.agent.max_tool_turns"], 10);
 }
+
+#[test]
+fn the_log_level_setting_applies_at_start_and_live_unless_rust_log_is_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = common::Daemon::start_with(&dir.path().join("data"), None);
+    let log = d.log_text();
+    assert!(log.contains("log level set (core.daemon.log_level)"), "{log}");
+    assert!(!log.contains("DEBUG"), "info by default");
+    let r = reqwest::blocking::Client::new()
+        .put(d.url("/api/v1/settings"))
+        .json(&serde_json::json!({"core.daemon.log_level": "debug"}))
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    // A turn logs at debug level now (task start, safe points).
+    let v = common::vendor::start();
+    common::api::put_settings(&d, common::vendor::source_settings("fake", &v.url, 0));
+    common::api::wait_sources(&d, 1);
+    let (status, _) = common::api::post(&d, "/api/v1/messages", serde_json::json!({"text": "hello"}));
+    assert_eq!(status, 200);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !d.log_text().contains("DEBUG") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no debug line after the switch:\n{}",
+            d.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // With RUST_LOG set, the operator's filter wins.
+    let dir2 = tempfile::tempdir().unwrap();
+    let d2 = common::Daemon::start_with(&dir2.path().join("data"), Some("info"));
+    assert!(!d2.log_text().contains("log level set (core.daemon.log_level)"));
+}

@@ -25,9 +25,15 @@ pub fn free_port() -> u16 {
 impl Daemon {
     /// Starts homed on `data` and waits until `/healthz` answers.
     pub fn start(data: &Path) -> Self {
+        Self::start_with(data, Some("info"))
+    }
+
+    /// Like [`Daemon::start`], with `RUST_LOG` set to `rust_log` or unset (`None`: the
+    /// daemon's own `core.daemon.log_level` decides).
+    pub fn start_with(data: &Path, rust_log: Option<&str>) -> Self {
         let port = free_port();
         let log = data.with_extension(format!("{port}.log"));
-        let child = Self::spawn(data, port, &log);
+        let child = Self::spawn_with(data, port, &log, rust_log);
         let d = Self {
             child,
             port,
@@ -39,19 +45,23 @@ impl Daemon {
     }
 
     pub fn spawn(data: &Path, port: u16, log: &Path) -> Child {
+        Self::spawn_with(data, port, log, Some("info"))
+    }
+
+    fn spawn_with(data: &Path, port: u16, log: &Path, rust_log: Option<&str>) -> Child {
         let log_file = std::fs::File::create(log).unwrap();
-        Command::new(env!("CARGO_BIN_EXE_homed"))
-            .args([
-                "--data",
-                data.to_str().unwrap(),
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-            ])
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(log_file)
-            .spawn()
-            .expect("spawn homed")
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_homed"));
+        cmd.args([
+            "--data",
+            data.to_str().unwrap(),
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+        ]);
+        match rust_log {
+            Some(f) => cmd.env("RUST_LOG", f),
+            None => cmd.env_remove("RUST_LOG"),
+        };
+        cmd.stdout(Stdio::null()).stderr(log_file).spawn().expect("spawn homed")
     }
 
     pub fn url(&self, path: &str) -> String {
