@@ -115,10 +115,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         loop {
             match settings_events.recv().await {
                 Ok(ev) if ev.kind == homeagent_actors::bus::kinds::SETTING_CHANGED => {
-                    if ev.data.get("key").and_then(|k| k.as_str()) == Some("core.daemon.log_level") {
-                        if let Some(level) = ev.data.get("value").and_then(|v| v.as_str()) {
-                            apply_log_level(level);
-                        }
+                    if ev.data.get("key").and_then(|k| k.as_str()) == Some("core.daemon.log_level")
+                        && let Some(level) = ev.data.get("value").and_then(|v| v.as_str())
+                    {
+                        apply_log_level(level);
                     }
                 }
                 Ok(_) | Err(RecvError::Lagged(_)) => {}
