@@ -21,7 +21,7 @@ use homeagent_actors::memory::context::{Event, estimate_tokens};
 use homeagent_actors::memory::embed::{self, EmbedConfig, Embedder};
 use homeagent_actors::memory::retrieve::{self, Bm25, Retriever};
 use homeagent_actors::memory::store::MemoryStore;
-use homeagent_actors::memory::tfidf::{Tfidf, cosine};
+use homeagent_actors::memory::tfidf::Tfidf;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -346,17 +346,7 @@ pub fn locomo(file: &Path, opts: Options) -> anyhow::Result<()> {
             for (r, score) in scores.iter_mut() {
                 let t0 = Instant::now();
                 let order: Vec<usize> = match r {
-                    Retriever::Tfidf => {
-                        let q = tfidf.vectorize(&qa.question);
-                        let mut v: Vec<(usize, f32)> = tfidf_vecs
-                            .iter()
-                            .enumerate()
-                            .map(|(i, d)| (i, cosine(&q, d)))
-                            .filter(|(_, s)| *s > 0.0)
-                            .collect();
-                        v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-                        v.into_iter().map(|(i, _)| i).collect()
-                    }
+                    Retriever::Tfidf => retrieve::sparse_rank(&tfidf.vectorize(&qa.question), &tfidf_vecs),
                     Retriever::Bm25 => bm25.rank(&qa.question),
                     Retriever::Embed | Retriever::Hybrid => {
                         let qv = match embedder.as_mut() {

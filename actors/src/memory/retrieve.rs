@@ -235,33 +235,16 @@ pub fn rrf(lists: &[Vec<usize>], k: f32) -> Vec<usize> {
     v.into_iter().map(|(d, _)| d).collect()
 }
 
-/// Ranks `texts` against `query` with `retriever`. `vectors` (same order as `texts`)
-/// and `query_vec` are the dense side; without them `Embed` ranks nothing and `Hybrid`
-/// is BM25 alone.
-pub fn rank(
-    retriever: Retriever,
-    query: &str,
-    texts: &[&str],
-    query_vec: Option<&[f32]>,
-    vectors: &[Option<&[f32]>],
-) -> Vec<usize> {
-    match retriever {
-        Retriever::Tfidf => {
-            let model = super::tfidf::Tfidf::train(texts.iter().copied());
-            let q = model.vectorize(query);
-            let mut v: Vec<(usize, f32)> = texts
-                .iter()
-                .enumerate()
-                .map(|(i, t)| (i, super::tfidf::cosine(&q, &model.vectorize(t))))
-                .filter(|(_, s)| *s > 0.0)
-                .collect();
-            v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-            v.into_iter().map(|(i, _)| i).collect()
-        }
-        Retriever::Bm25 => Bm25::build(texts.iter().copied()).rank(query),
-        Retriever::Embed => query_vec.map(|q| dense_rank(q, vectors)).unwrap_or_default(),
-        Retriever::Hybrid => fuse(Bm25::build(texts.iter().copied()).rank(query), query_vec, vectors),
-    }
+/// Indices of `docs` by TF-IDF cosine with `query`, best first (only positive scores).
+pub fn sparse_rank(query: &super::tfidf::Sparse, docs: &[super::tfidf::Sparse]) -> Vec<usize> {
+    let mut v: Vec<(usize, f32)> = docs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (i, super::tfidf::cosine(query, d)))
+        .filter(|(_, s)| *s > 0.0)
+        .collect();
+    v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    v.into_iter().map(|(i, _)| i).collect()
 }
 
 /// The hybrid step on a BM25 ranking already made.
@@ -312,19 +295,20 @@ mod tests {
     }
 
     #[test]
-    fn hybrid_without_vectors_is_bm25_and_embed_without_is_empty() {
+    fn hybrid_without_vectors_is_bm25_and_dense_ranks_by_cosine() {
         let texts = ["red apple", "green pear", "red car"];
-        let b = rank(Retriever::Bm25, "red apple", &texts, None, &[None, None, None]);
-        assert_eq!(
-            rank(Retriever::Hybrid, "red apple", &texts, None, &[None, None, None]),
-            b
-        );
-        assert!(rank(Retriever::Embed, "red apple", &texts, None, &[None, None, None]).is_empty());
+        let b = Bm25::build(texts).rank("red apple");
+        assert_eq!(fuse(b.clone(), None, &[None, None, None]), b);
         let vs: Vec<Vec<f32>> = vec![vec![1.0, 0.0], vec![0.0, 1.0], vec![0.7, 0.7]];
         let refs: Vec<Option<&[f32]>> = vs.iter().map(|v| Some(v.as_slice())).collect();
+        assert_eq!(dense_rank(&[0.0, 1.0], &refs), vec![1, 2, 0]);
         assert_eq!(
-            rank(Retriever::Embed, "x", &texts, Some(&[0.0, 1.0]), &refs),
-            vec![1, 2, 0]
+            fuse(b.clone(), Some(&[0.0, 1.0]), &[None, None, None]),
+            b,
+            "no vectors: BM25"
         );
+        let t = super::super::tfidf::Tfidf::train(texts);
+        let docs: Vec<_> = texts.iter().map(|x| t.vectorize(x)).collect();
+        assert_eq!(sparse_rank(&t.vectorize("pear"), &docs)[0], 1);
     }
 }
