@@ -10,7 +10,7 @@ use futures_util::future::BoxFuture;
 use homeagent_actors::agent::channels::Channels;
 use homeagent_actors::agent::input::{Input, ReplyTo};
 use homeagent_actors::agent::intake::{EventLoop, Inject, SelfInput};
-use homeagent_actors::agent::scheduler::SchedulerActor;
+use homeagent_actors::agent::scheduler::{SchedulerActor, Stop};
 use homeagent_actors::agent::task::{AgentSettings, TaskDeps};
 use homeagent_actors::llm::provider::{Configure, LlmActor};
 use homeagent_actors::stages::{
@@ -554,4 +554,45 @@ async fn consolidation_is_a_critical_section() {
         .await
         .unwrap();
     assert_eq!(snap.stats.suspended, 0, "never suspended");
+}
+
+#[actix_rt::test]
+async fn stop_while_the_prompt_is_being_built_ends_the_task_before_any_llm_call() {
+    let s = stack(AgentSettings::default()).await;
+    // A slow on_input handler keeps the task busy before its first LLM call.
+    let entered = Arc::new(tokio::sync::Notify::new());
+    let e = entered.clone();
+    let slow: Arc<dyn StageHandler> = Arc::new(
+        move |_s: Stage, _ctx: StageContext| -> BoxFuture<'static, Result<Patch, String>> {
+            let e = e.clone();
+            Box::pin(async move {
+                e.notify_one();
+                tokio::time::sleep(Duration::from_millis(600)).await;
+                Ok(Patch::default())
+            })
+        },
+    );
+    s.stages
+        .send(RegisterStage {
+            plugin: "slowpoke".into(),
+            stage: Stage::OnInput,
+            scope: Scope::Global,
+            handler: slow,
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    s.script.lock().0.push_back(Ok("should never be asked".into()));
+    let mut input = Input::text("http", "hello");
+    let (reply, rx) = ReplyTo::channel(&input.request_id);
+    input.reply = reply;
+    s.event_loop.send(Inject(input)).await.unwrap().unwrap();
+    entered.notified().await;
+    s.scheduler.send(Stop).await.unwrap();
+    let answer = tokio::time::timeout(Duration::from_secs(20), rx)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(answer.content, "已停止生成。");
+    assert!(s.script.lock().1.is_empty(), "no LLM call was made after the stop");
 }

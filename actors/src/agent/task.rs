@@ -108,6 +108,9 @@ pub struct TaskActor {
     last_batch_reply_only: bool,
     /// The in-flight LLM call, cancellable by preemption or stop.
     cancel: Option<CancellationToken>,
+    /// A cancel (stop or preemption) arrived while no LLM call was in flight (the task
+    /// was still building its prompt): honoured before the next call is sent.
+    cancel_pending: bool,
     /// Plugin tools offered in the current LLM request (and run in its tool step).
     tools: ToolRegistry,
     /// Context-overflow recoveries made so far (spec §5.9).
@@ -142,6 +145,7 @@ impl TaskActor {
             cancel: None,
             tools: ToolRegistry::default(),
             overflow: Default::default(),
+            cancel_pending: false,
             done: false,
         }
     }
@@ -279,6 +283,9 @@ impl TaskActor {
     }
 
     fn llm_step(&mut self, ctx: &mut HostContext<Self>) {
+        if std::mem::take(&mut self.cancel_pending) {
+            return self.on_cancelled(ctx, false);
+        }
         let s = self.settings();
         if s.max_tool_turns > 0 && self.turn >= s.max_tool_turns {
             let text = if self.last_text.trim().is_empty() {
@@ -344,7 +351,7 @@ impl TaskActor {
                 me.tools = tools;
                 match res {
                     Ok(Ok(c)) => me.on_completion(c, ctx),
-                    Ok(Err(LlmError::Cancelled)) => me.on_cancelled(ctx),
+                    Ok(Err(LlmError::Cancelled)) => me.on_cancelled(ctx, true),
                     Ok(Err(e @ LlmError::ContextFull(_))) => match me.overflow.detected() {
                         super::overflow::Verdict::Fail(m) => me.fail(ctx, format!("{m} ({e})")),
                         _ => me.recover_overflow(ctx),
@@ -496,23 +503,30 @@ impl TaskActor {
         self.advance(ctx);
     }
 
-    fn on_cancelled(&mut self, ctx: &mut HostContext<Self>) {
-        self.deps.bus.publish(
-            "stream_delta",
-            json!({"task_id": self.id, "channel": self.input.channel, "content": "", "reset": true}),
-        );
+    /// A cancel took effect: a stop ends the task; a preemption re-sends the call after
+    /// the safe point. `in_flight`: a call was cancelled (its partial stream is reset and
+    /// it counts as a turn), rather than one not yet sent.
+    fn on_cancelled(&mut self, ctx: &mut HostContext<Self>, in_flight: bool) {
+        if in_flight {
+            self.deps.bus.publish(
+                "stream_delta",
+                json!({"task_id": self.id, "channel": self.input.channel, "content": "", "reset": true}),
+            );
+        }
         let sched = self.scheduler.clone();
         let id = self.id;
         ctx.spawn(
             actix::fut::wrap_future::<_, Host<Self>>(async move { sched.send(TakeStop(id)).await }).map(
-                |res, host, ctx| {
+                move |res, host, ctx| {
                     let me = host.inner();
                     if matches!(res, Ok(true)) {
                         me.finish(ctx, STOPPED.into(), "cancelled");
                     } else {
                         // Preempted: the partial output is discarded, the call counts as a
                         // turn, and it is re-sent after the safe point (maybe after a resume).
-                        me.turn += 1;
+                        if in_flight {
+                            me.turn += 1;
+                        }
                         me.step = Step::Llm;
                         me.advance(ctx);
                     }
@@ -789,8 +803,9 @@ pub struct Resume;
 impl crate::host::Handles<CancelLlm> for TaskActor {
     type Reply = ();
     fn handle(&mut self, _: CancelLlm, _: &mut HostContext<Self>) {
-        if let Some(t) = &self.cancel {
-            t.cancel();
+        match &self.cancel {
+            Some(t) => t.cancel(),
+            None => self.cancel_pending = true,
         }
     }
 }
