@@ -453,12 +453,7 @@ fn inject_args(plugin: &str, args: &[String]) -> mlua::Result<(Input, Option<Str
         [s, c, text, p, ..] => (Some(s), Some(c), text, Some(p.clone())),
         [] => return Err(mlua::Error::runtime("inject needs the text")),
     };
-    // A plugin speaks for itself: its source is always under its own name.
-    let source = match source.filter(|s| !s.is_empty()) {
-        Some(s) if s.split('/').next() == Some(plugin) => s.clone(),
-        Some(s) => format!("{plugin}/{s}"),
-        None => plugin.to_owned(),
-    };
+    let source = super::services::inject_source(plugin, source.map(String::as_str));
     let mut input = Input::text(&source, text);
     if let Some(c) = channel.filter(|c| !c.is_empty()) {
         input.channel = c.clone();

@@ -384,17 +384,7 @@ impl PluginProcess {
                     Ok(p) => p,
                     Err(e) => return conn.respond(id, Err(bad_params(e))),
                 };
-                let source = p
-                    .source
-                    .clone()
-                    .filter(|s| !s.is_empty())
-                    .unwrap_or_else(|| self.name().to_owned());
-                // A plugin speaks for itself: its source is always under its own name.
-                let source = if source.split('/').next() == Some(self.name()) {
-                    source
-                } else {
-                    format!("{}/{source}", self.name())
-                };
+                let source = super::services::inject_source(self.name(), p.source.as_deref());
                 let input = Input::text(&source, &p.text);
                 let interrupt = req.method == methods::IO_INJECT_INTERRUPT;
                 let (el, il) = (self.deps.event_loop.clone(), self.deps.intercept_loop.clone());

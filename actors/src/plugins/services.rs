@@ -81,6 +81,17 @@ fn need<T: Clone>(what: &str, h: &Option<T>) -> Result<T, RpcError> {
         .ok_or_else(|| unavailable(what, "this kernel runs without it"))
 }
 
+/// The source an input injected by `plugin` is filed under: a plugin speaks for
+/// itself, so a source outside its own name is put under it (`<plugin>/<source>`);
+/// none means the plugin's name.
+pub fn inject_source(plugin: &str, source: Option<&str>) -> String {
+    match source.filter(|s| !s.is_empty()) {
+        Some(s) if s.split('/').next() == Some(plugin) => s.to_owned(),
+        Some(s) => format!("{plugin}/{s}"),
+        None => plugin.to_owned(),
+    }
+}
+
 /// Whether `method` is one of the data methods [`KernelServices::data`] serves.
 pub fn is_data_method(method: &str) -> bool {
     [
@@ -504,6 +515,15 @@ pub fn check(manifest: &Manifest, method: &str) -> Result<(), RpcError> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn injected_sources_stay_under_the_plugin_name() {
+        assert_eq!(inject_source("timer", None), "timer");
+        assert_eq!(inject_source("timer", Some("")), "timer");
+        assert_eq!(inject_source("timer", Some("timer/kitchen")), "timer/kitchen");
+        assert_eq!(inject_source("timer", Some("http")), "timer/http");
+        assert_eq!(inject_source("timer", Some("timerx")), "timer/timerx");
+    }
+
     use super::*;
 
     #[test]
