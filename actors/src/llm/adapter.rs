@@ -11,7 +11,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use base64::Engine as _;
 use hmac::{Hmac, Mac};
 use mlua::{Function, HookTriggers, Lua, LuaOptions, LuaSerdeExt, StdLib, Table, Value as LuaValue, VmState};
-use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::types::{CompletionRequest, CompletionResponse, StreamChunk};
@@ -75,6 +74,8 @@ pub struct Adapter {
     used: Arc<AtomicU64>,
     pub endpoint: String,
     pub stream_format: StreamFormat,
+    /// The converted tool list of the last distinct tool list (see `tools_cache`).
+    tools_cache: parking_lot::Mutex<Option<super::tools_cache::Entry>>,
 }
 
 impl std::fmt::Debug for Adapter {
@@ -95,19 +96,27 @@ fn install_stdlib(lua: &Lua, adapter: &str) -> mlua::Result<()> {
     let json = lua.create_table()?;
     json.set(
         "encode",
-        lua.create_function(|lua, v: LuaValue| {
-            let value: Value = lua.from_value(v)?;
-            serde_json::to_string(&value).map_err(mlua::Error::external)
+        lua.create_function(|_, v: LuaValue| {
+            // Lua → JSON text in one pass (no intermediate serde_json::Value); arrays and
+            // `json.null` follow the same rules as `from_value`.
+            let mut out = Vec::with_capacity(256);
+            let de = mlua::serde::Deserializer::new(v);
+            serde_transcode::transcode(de, &mut serde_json::Serializer::new(&mut out))
+                .map_err(mlua::Error::external)?;
+            String::from_utf8(out).map_err(mlua::Error::external)
         })?,
     )?;
     json.set(
         "decode",
-        lua.create_function(
-            |lua, s: mlua::String| match serde_json::from_slice::<Value>(&s.as_bytes()) {
-                Ok(v) => lua.to_value(&v),
-                Err(_) => Ok(LuaValue::Nil),
-            },
-        )?,
+        lua.create_function(|lua, s: mlua::String| {
+            // JSON text → Lua in one pass (no intermediate serde_json::Value).
+            let bytes = s.as_bytes();
+            let mut de = serde_json::Deserializer::from_slice(&bytes);
+            match serde_transcode::transcode(&mut de, mlua::serde::Serializer::new(lua)) {
+                Ok(v) if de.end().is_ok() => Ok(v),
+                _ => Ok(LuaValue::Nil),
+            }
+        })?,
     )?;
     json.set("null", lua.null())?;
     json.set(
@@ -279,6 +288,7 @@ impl Adapter {
             used,
             endpoint,
             stream_format,
+            tools_cache: parking_lot::Mutex::new(None),
         })
     }
 
@@ -325,6 +335,63 @@ impl Adapter {
     pub async fn transform_request_async(&self, req: &CompletionRequest) -> Result<String, AdapterError> {
         let input = serde_json::to_string(req).expect("requests serialise");
         self.call_async("transform_request", input).await
+    }
+
+    /// [`transform_request_async`](Self::transform_request_async) with the tool list's
+    /// conversion cached per list (`tools_cache`): the adapter sees placeholder tools and
+    /// the converted real ones are spliced in. `req.tools` is swapped for placeholders
+    /// during the call and restored. Any doubt (a list the adapter renames or merges, an
+    /// unexpected output) takes the full path.
+    pub async fn transform_request_cached(&self, req: &mut CompletionRequest) -> Result<String, AdapterError> {
+        use super::tools_cache as tc;
+        let n = req.tools.len();
+        if n < tc::MIN_TOOLS {
+            return self.transform_request_async(req).await;
+        }
+        let key = tc::key(&req.tools);
+        let cached = self.tools_cache.lock().clone().filter(|e| e.key == key);
+        match cached {
+            Some(tc::Entry {
+                splice: Some((path, real)),
+                ..
+            }) => {
+                let tools = std::mem::replace(&mut req.tools, tc::placeholders(n));
+                let out = self.transform_request_async(req).await;
+                req.tools = tools;
+                let spliced = out.ok().and_then(|out| {
+                    let mut v: serde_json::Value = serde_json::from_str(&out).ok()?;
+                    let slot = tc::get_mut(&mut v, &path)?;
+                    (slot.as_array().map(Vec::len) == Some(n)).then(|| *slot = real)?;
+                    serde_json::to_string(&v).ok()
+                });
+                match spliced {
+                    Some(body) => Ok(body),
+                    None => self.transform_request_async(req).await,
+                }
+            }
+            Some(_) => self.transform_request_async(req).await,
+            None => {
+                let full = self.transform_request_async(req).await?;
+                let tools = std::mem::replace(&mut req.tools, tc::placeholders(n));
+                let with_placeholders = self.transform_request_async(req).await;
+                req.tools = tools;
+                let entry = match (
+                    serde_json::from_str::<serde_json::Value>(&full),
+                    with_placeholders.map(|p| serde_json::from_str::<serde_json::Value>(&p)),
+                ) {
+                    (Ok(f), Ok(Ok(p))) => tc::learn(key, n, &f, &p),
+                    _ => tc::Entry { key, splice: None },
+                };
+                tracing::debug!(
+                    adapter = %self.name,
+                    tools = n,
+                    separable = entry.splice.is_some(),
+                    "tool list converted and cached"
+                );
+                *self.tools_cache.lock() = Some(entry);
+                Ok(full)
+            }
+        }
     }
 
     /// Calls a `string -> string` function of the adapter (also used by golden tests).
@@ -419,6 +486,7 @@ impl Adapter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
     use serde_json::json;
 
     const ECHO: &str = r#"
@@ -552,6 +620,7 @@ mod tests {
 #[cfg(test)]
 mod http_tests {
     use super::*;
+    use serde_json::Value;
 
     /// `http_get` against a tiny server on loopback (std only), through `call_async`.
     #[tokio::test(flavor = "current_thread")]
@@ -580,5 +649,73 @@ mod http_tests {
         .unwrap();
         let out: Value = serde_json::from_str(&a.transform_request_async(&req).await.unwrap()).unwrap();
         assert_eq!(out, serde_json::json!({"status": 200, "body": "token", "dead": true}));
+    }
+}
+
+#[cfg(test)]
+mod tools_cache_tests {
+    use super::*;
+    use crate::llm::types::{Message, ToolDef, ToolFunction};
+
+    fn request(tools: usize) -> CompletionRequest {
+        CompletionRequest {
+            model: "m".into(),
+            messages: vec![Message::text("system", "be brief"), Message::text("user", "hi")],
+            temperature: 0.7,
+            max_tokens: 100,
+            stream: true,
+            tools: (0..tools)
+                .map(|i| ToolDef {
+                    kind: "function".into(),
+                    function: ToolFunction {
+                        name: format!("tool_{i}"),
+                        description: format!("does thing {i}"),
+                        parameters: serde_json::json!({"type": "object", "properties": {
+                            "query": {"type": "string", "description": "what"},
+                            "n": {"type": "integer"}}, "required": ["query"]}),
+                    },
+                })
+                .collect(),
+            tool_choice: Some(serde_json::json!("auto")),
+            disable_thinking: true,
+            extra_body: Default::default(),
+        }
+    }
+
+    /// For every bundled adapter, the cached path (placeholders + splice) gives the same
+    /// body as converting the whole request, on the learning call and on later ones.
+    #[tokio::test(flavor = "current_thread")]
+    async fn cached_tool_conversion_equals_the_full_conversion_for_every_bundled_adapter() {
+        for name in crate::llm::bundled::names() {
+            let a = Adapter::load(name, crate::llm::bundled::bundled(name).unwrap()).unwrap();
+            let mut req = request(6);
+            let full: serde_json::Value =
+                serde_json::from_str(&a.transform_request_async(&req).await.unwrap()).unwrap();
+            for round in 0..3 {
+                let out = a.transform_request_cached(&mut req).await.unwrap();
+                let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+                assert_eq!(v, full, "{name}, call {round}");
+                assert_eq!(req.tools.len(), 6, "the real tools are back in the request");
+                assert_eq!(req.tools[0].function.name, "tool_0");
+            }
+            // Another message, same tools: still equal to the full conversion.
+            req.messages.push(Message::text("user", "and now?"));
+            let full: serde_json::Value =
+                serde_json::from_str(&a.transform_request_async(&req).await.unwrap()).unwrap();
+            let v: serde_json::Value =
+                serde_json::from_str(&a.transform_request_cached(&mut req).await.unwrap()).unwrap();
+            assert_eq!(v, full, "{name} after a new message");
+            // A changed tool list is learned anew.
+            req.tools.pop();
+            let full: serde_json::Value =
+                serde_json::from_str(&a.transform_request_async(&req).await.unwrap()).unwrap();
+            for _ in 0..2 {
+                let v: serde_json::Value =
+                    serde_json::from_str(&a.transform_request_cached(&mut req).await.unwrap()).unwrap();
+                assert_eq!(v, full, "{name} with 5 tools");
+            }
+            let separable = a.tools_cache.lock().as_ref().is_some_and(|e| e.splice.is_some());
+            eprintln!("{name}: tool list separable = {separable}");
+        }
     }
 }

@@ -11,6 +11,7 @@ pub mod health;
 pub mod provider;
 pub mod source;
 pub mod stream;
+pub mod tools_cache;
 pub mod types;
 
 pub use types::{CompletionRequest, CompletionResponse, Message, StreamChunk, ToolCall, ToolDef, Usage};

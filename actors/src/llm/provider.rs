@@ -424,7 +424,11 @@ async fn call_source(
     req.stream = stream;
     req.disable_thinking = !cfg.thinking_enabled;
     let adapter_err = |e: super::adapter::AdapterError| CallError::Other(e.to_string());
-    let body = src.adapter.transform_request_async(&req).await.map_err(adapter_err)?;
+    let body = src
+        .adapter
+        .transform_request_cached(&mut req)
+        .await
+        .map_err(adapter_err)?;
     let url = src
         .adapter
         .url(&cfg.base_url, &req.model, stream)

@@ -1,0 +1,181 @@
+//! The adapters' conversion of the tool list, cached per tool list.
+//!
+//! Every LLM call used to send the whole request — ~30 tool schemas, 16 KB — through the
+//! Lua adapter: JSON → Lua tables → JSON cost ~0.4 ms per call, most of a turn's kernel
+//! overhead. The tool list rarely changes, so the adapter converts it once per list:
+//! each call then runs the adapter on the same request with tiny placeholder tools
+//! (so it still sees tools and sets `tool_choice` and the like as usual), and the
+//! placeholders' array in its output is swapped for the real converted tools.
+//!
+//! The array is found by content, not by adapter-specific knowledge: it is the first
+//! array whose i-th element mentions the i-th placeholder name. When that cannot be
+//! found (an adapter that renames or merges tools), the cache stays off for that list and
+//! every call takes the full path, exactly as before.
+
+use serde_json::Value;
+
+use super::types::{ToolDef, ToolFunction};
+
+/// Lists shorter than this go through the adapter whole (nothing to gain).
+pub const MIN_TOOLS: usize = 4;
+
+/// A step into a JSON value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Seg {
+    Key(String),
+    Index(usize),
+}
+
+/// What the cache holds for one tool list.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// Hash of the tool list's JSON.
+    pub key: u64,
+    /// Where the adapter puts the converted tools, and the converted tools (`None`:
+    /// not separable, use the full path).
+    pub splice: Option<(Vec<Seg>, Value)>,
+}
+
+/// The placeholder name of tool `i`.
+pub fn placeholder_name(i: usize) -> String {
+    format!("__homeagent_tool_{i}__")
+}
+
+/// `n` minimal tools standing in for the real ones.
+pub fn placeholders(n: usize) -> Vec<ToolDef> {
+    (0..n)
+        .map(|i| ToolDef {
+            kind: "function".into(),
+            function: ToolFunction {
+                name: placeholder_name(i),
+                description: String::new(),
+                parameters: serde_json::json!({"type": "object", "properties": {}}),
+            },
+        })
+        .collect()
+}
+
+/// A stable hash of a tool list (its JSON).
+pub fn key(tools: &[ToolDef]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    serde_json::to_string(tools).unwrap_or_default().hash(&mut h);
+    h.finish()
+}
+
+fn mentions(v: &Value, needle: &str) -> bool {
+    match v {
+        Value::String(s) => s == needle,
+        Value::Array(a) => a.iter().any(|x| mentions(x, needle)),
+        Value::Object(o) => o.values().any(|x| mentions(x, needle)),
+        _ => false,
+    }
+}
+
+/// The path of the first array (depth first) of exactly `n` elements whose i-th
+/// element mentions placeholder i.
+pub fn find_placeholders(v: &Value, n: usize) -> Option<Vec<Seg>> {
+    fn walk(v: &Value, n: usize, path: &mut Vec<Seg>) -> bool {
+        match v {
+            Value::Array(a) => {
+                if a.len() == n && a.iter().enumerate().all(|(i, x)| mentions(x, &placeholder_name(i))) {
+                    return true;
+                }
+                for (i, x) in a.iter().enumerate() {
+                    path.push(Seg::Index(i));
+                    if walk(x, n, path) {
+                        return true;
+                    }
+                    path.pop();
+                }
+                false
+            }
+            Value::Object(o) => {
+                for (k, x) in o {
+                    path.push(Seg::Key(k.clone()));
+                    if walk(x, n, path) {
+                        return true;
+                    }
+                    path.pop();
+                }
+                false
+            }
+            _ => false,
+        }
+    }
+    let mut path = Vec::new();
+    walk(v, n, &mut path).then_some(path)
+}
+
+/// The value at `path`.
+pub fn get<'a>(v: &'a Value, path: &[Seg]) -> Option<&'a Value> {
+    path.iter().try_fold(v, |v, s| match s {
+        Seg::Key(k) => v.get(k),
+        Seg::Index(i) => v.get(*i),
+    })
+}
+
+/// The value at `path`, mutable.
+pub fn get_mut<'a>(v: &'a mut Value, path: &[Seg]) -> Option<&'a mut Value> {
+    path.iter().try_fold(v, |v, s| match s {
+        Seg::Key(k) => v.get_mut(k),
+        Seg::Index(i) => v.get_mut(*i),
+    })
+}
+
+/// What to cache for a tool list, from the adapter's output for the real tools (`full`)
+/// and for placeholders (`with_placeholders`), both parsed.
+pub fn learn(key: u64, n: usize, full: &Value, with_placeholders: &Value) -> Entry {
+    let splice = find_placeholders(with_placeholders, n).and_then(|path| {
+        let real = get(full, &path)?;
+        // The real output must have a same-length array at the same place.
+        (real.as_array().map(Vec::len) == Some(n)).then(|| (path, real.clone()))
+    });
+    Entry { key, splice }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn finds_the_placeholder_array_wherever_the_adapter_puts_it() {
+        let openai = json!({"model": "m", "tools": [
+            {"type": "function", "function": {"name": "__homeagent_tool_0__"}},
+            {"type": "function", "function": {"name": "__homeagent_tool_1__"}}
+        ], "tool_choice": "auto"});
+        assert_eq!(find_placeholders(&openai, 2), Some(vec![Seg::Key("tools".into())]));
+        let gemini = json!({"contents": [], "tools": [{"functionDeclarations": [
+            {"name": "__homeagent_tool_0__"}, {"name": "__homeagent_tool_1__"}
+        ]}]});
+        assert_eq!(
+            find_placeholders(&gemini, 2),
+            Some(vec![
+                Seg::Key("tools".into()),
+                Seg::Index(0),
+                Seg::Key("functionDeclarations".into())
+            ])
+        );
+        // Renamed or merged tools: not separable.
+        assert_eq!(
+            find_placeholders(&json!({"tools": [{"name": "x"}, {"name": "y"}]}), 2),
+            None
+        );
+        assert_eq!(find_placeholders(&openai, 3), None);
+    }
+
+    #[test]
+    fn learning_takes_the_real_array_at_the_same_place_and_splices_back() {
+        let full = json!({"tools": [{"n": "real a"}, {"n": "real b"}], "x": 1});
+        let ph = json!({"tools": [{"n": "__homeagent_tool_0__"}, {"n": "__homeagent_tool_1__"}], "x": 1});
+        let e = learn(7, 2, &full, &ph);
+        let (path, real) = e.splice.clone().unwrap();
+        let mut later = json!({"tools": [{"n": "__homeagent_tool_0__"}, {"n": "__homeagent_tool_1__"}], "x": 2});
+        *get_mut(&mut later, &path).unwrap() = real;
+        assert_eq!(later, json!({"tools": [{"n": "real a"}, {"n": "real b"}], "x": 2}));
+        // A full output without a same-length array there: no splice.
+        assert!(learn(7, 2, &json!({"tools": [1]}), &ph).splice.is_none());
+        assert_ne!(key(&placeholders(2)), key(&placeholders(3)));
+    }
+}
