@@ -783,3 +783,41 @@ fn a_context_full_vendor_error_prunes_twice_then_fails_naming_the_setting() {
     }
     assert!(d.log_text().contains("context overflow: recovery"));
 }
+
+#[test]
+fn concurrent_rule_distiller_rounds_never_read_the_same_records_twice() {
+    let (_dir, data, d, _v) = daemon_with_vendor();
+    for text in ["我叫李雷", "我住在上海", "我喜欢围棋"] {
+        let (status, _) = post(&d, "/api/v1/messages", json!({ "text": text }));
+        assert_eq!(status, 200);
+    }
+    // The text log is written just after each reply.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while text_log(&data).len() < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the text log never got the three turns"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let url = d.url("/api/v1/heartbeats/rules/run");
+    let rounds: Vec<_> = (0..4)
+        .map(|_| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                reqwest::blocking::Client::new()
+                    .post(url)
+                    .json(&json!({}))
+                    .send()
+                    .unwrap()
+                    .json::<Value>()
+                    .unwrap()
+            })
+        })
+        .collect();
+    let records: u64 = rounds
+        .into_iter()
+        .map(|r| r.join().unwrap()["records"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(records, 3, "each record is distilled by exactly one round");
+}

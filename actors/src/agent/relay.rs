@@ -41,7 +41,12 @@ pub fn agent_settings(s: &BTreeMap<String, Value>) -> AgentSettings {
             .get("core.llm.temperature")
             .and_then(Value::as_f64)
             .unwrap_or(d.temperature),
-        tool_timeout: d.tool_timeout,
+        tool_timeout: s
+            .get("core.agent.tool_timeout")
+            .and_then(Value::as_str)
+            .and_then(|v| crate::config::parse_duration(v).ok())
+            .filter(|d| !d.is_zero())
+            .unwrap_or(d.tool_timeout),
         max_context_size: s
             .get("core.agent.max_context_size")
             .and_then(Value::as_u64)
@@ -138,5 +143,24 @@ impl KernelActor for SettingsRelay {
         self.listen(rx, ctx);
         // Apply the current settings once (covers changes made while it was down).
         self.reload(true, ctx);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn agent_settings_read_the_tool_timeout_and_keep_defaults_for_bad_values() {
+        let mut s = BTreeMap::new();
+        assert_eq!(agent_settings(&s).tool_timeout, std::time::Duration::from_secs(60));
+        s.insert("core.agent.tool_timeout".to_owned(), json!("90s"));
+        s.insert("core.agent.max_tool_turns".to_owned(), json!(3));
+        let a = agent_settings(&s);
+        assert_eq!(a.tool_timeout, std::time::Duration::from_secs(90));
+        assert_eq!(a.max_tool_turns, 3);
+        s.insert("core.agent.tool_timeout".to_owned(), json!("soon"));
+        assert_eq!(agent_settings(&s).tool_timeout, std::time::Duration::from_secs(60));
     }
 }

@@ -541,6 +541,12 @@ pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
         ),
         // Agent.
         SettingDef::new(
+            "core.agent.tool_timeout",
+            at_least(secs(1)),
+            json!("60s"),
+            "How long one tool call may run before the model is told it timed out (the call is cancelled)",
+        ),
+        SettingDef::new(
             "core.agent.max_tool_turns",
             int(0, 10_000),
             json!(10),

@@ -57,6 +57,21 @@ pub struct RuleDistiller {
     every: Duration,
     /// The last round, shared with the status API.
     last: Arc<Mutex<Option<RulesRound>>>,
+    /// Held for a whole round: a timer round and an operator round never read the same
+    /// records (mention counts would rise twice).
+    serial: Arc<tokio::sync::Mutex<()>>,
+}
+
+/// The records newer than the cursor and inside the retention, oldest first.
+fn pending(text_dir: &Path, cursor_file: &Path) -> Vec<TextEvent> {
+    let since = read_cursor(cursor_file).max(now_ms() - RETENTION.as_millis() as i64);
+    let since_time = SystemTime::UNIX_EPOCH + Duration::from_millis(since.max(0) as u64);
+    let mut records: Vec<TextEvent> = TextLog::replay_since(text_dir, since_time)
+        .into_iter()
+        .filter(|e| e.ts > since && !e.input.trim().is_empty())
+        .collect();
+    records.sort_by_key(|e| e.ts);
+    records
 }
 
 fn read_cursor(path: &Path) -> i64 {
@@ -86,25 +101,16 @@ impl RuleDistiller {
             graph,
             every,
             last,
+            serial: Arc::default(),
         }
     }
 
-    /// The records newer than the cursor and inside the retention, oldest first.
-    fn pending(&self) -> Vec<TextEvent> {
-        let since = read_cursor(&self.cursor_file).max(now_ms() - RETENTION.as_millis() as i64);
-        let since_time = SystemTime::UNIX_EPOCH + Duration::from_millis(since.max(0) as u64);
-        let mut records: Vec<TextEvent> = TextLog::replay_since(&self.text_dir, since_time)
-            .into_iter()
-            .filter(|e| e.ts > since && !e.input.trim().is_empty())
-            .collect();
-        records.sort_by_key(|e| e.ts);
-        records
-    }
-
     fn round(&self, trigger: &'static str) -> impl std::future::Future<Output = RulesRound> + 'static {
-        let records = self.pending();
         let (graph, cursor, last) = (self.graph.clone(), self.cursor_file.clone(), self.last.clone());
+        let (text_dir, serial) = (self.text_dir.clone(), self.serial.clone());
         async move {
+            let _one_at_a_time = serial.lock().await;
+            let records = pending(&text_dir, &cursor);
             let mut round = RulesRound {
                 at_ms: now_ms(),
                 records: records.len(),
