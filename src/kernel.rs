@@ -705,13 +705,14 @@ impl Module<KernelState> for MemoryModule {
                     .send(homeagent_actors::stages::RegisterTool { spec, handler })
                     .await??;
             }
-            // The distill heartbeat, with the settings of boot time.
-            let every = interval(&all, "core.agent.distill_interval", 30);
+            // The distill heartbeat; its period follows `core.agent.distill_interval`.
+            let every: homeagent_actors::memory::heartbeat::IntervalCell =
+                Arc::new(Mutex::new(interval(&all, "core.agent.distill_interval", 30)));
             let last: Arc<Mutex<Option<Round>>> = Arc::default();
             let (c, l, cfg) = (context.clone(), last.clone(), config.clone());
             let distill = sup
                 .worker("heartbeat-distill", RestartPolicy::Permanent, move || {
-                    Ok(DistillHeartbeat::new(c.clone(), cfg.clone(), every, l.clone()))
+                    Ok(DistillHeartbeat::new(c.clone(), cfg.clone(), every.clone(), l.clone()))
                 })
                 .await?;
             let _ = s.distill.set((distill, last));
@@ -720,6 +721,63 @@ impl Module<KernelState> for MemoryModule {
             Ok(())
         })
     }
+}
+
+/// Applies changed `core.agent.{distill,archive,merge,review}_interval` settings to the
+/// running heartbeats (they re-arm their timers; the new period also survives their
+/// restarts). Listens on the kernel bus for as long as the kernel runs.
+fn follow_heartbeat_intervals(s: &KernelState) {
+    use homeagent_actors::memory::graph_heartbeat::Maintenance;
+    use homeagent_actors::memory::heartbeat::SetInterval;
+    let distill = s.distill.get().map(|(a, _)| a.clone());
+    let maintenance: Vec<_> = s
+        .maintenance
+        .get()
+        .map(|v| v.iter().map(|(k, a, _)| (*k, a.clone())).collect())
+        .unwrap_or_default();
+    let mut rx = s.bus.subscribe();
+    actix_rt::spawn(async move {
+        use tokio::sync::broadcast::error::RecvError;
+        loop {
+            let ev = match rx.recv().await {
+                Ok(ev) => ev,
+                Err(RecvError::Lagged(_)) => continue,
+                Err(RecvError::Closed) => break,
+            };
+            if ev.kind != homeagent_actors::bus::kinds::SETTING_CHANGED {
+                continue;
+            }
+            let key = ev.data.get("key").and_then(serde_json::Value::as_str).unwrap_or("");
+            let kind = match key {
+                "core.agent.distill_interval" => None,
+                "core.agent.archive_interval" => Some(Maintenance::Archive),
+                "core.agent.merge_interval" => Some(Maintenance::Merge),
+                "core.agent.review_interval" => Some(Maintenance::Review),
+                _ => continue,
+            };
+            let Some(every) = ev
+                .data
+                .get("value")
+                .and_then(serde_json::Value::as_str)
+                .and_then(|v| homeagent_actors::config::parse_duration(v).ok())
+            else {
+                continue;
+            };
+            tracing::info!(key, ?every, "heartbeat interval changed");
+            match kind {
+                None => {
+                    if let Some(a) = &distill {
+                        let _ = a.do_send(SetInterval(every));
+                    }
+                }
+                Some(k) => {
+                    for (_, a) in maintenance.iter().filter(|(mk, _)| *mk == k) {
+                        let _ = a.do_send(SetInterval(every));
+                    }
+                }
+            }
+        }
+    });
 }
 
 /// A heartbeat interval setting as read at start (a changed value applies after a
@@ -820,7 +878,8 @@ impl Module<KernelState> for AgentModule {
                         120,
                     ),
                 ] {
-                    let every = interval(&all, key, default_min);
+                    let every: homeagent_actors::memory::heartbeat::IntervalCell =
+                        Arc::new(Mutex::new(interval(&all, key, default_min)));
                     let last: Arc<Mutex<Option<homeagent_actors::memory::graph_heartbeat::MaintenanceRound>>> =
                         Arc::default();
                     let (g, e, l) = (graph.clone(), event_loop.clone(), Arc::clone(&last));
@@ -833,7 +892,7 @@ impl Module<KernelState> for AgentModule {
                     let hb = msup
                         .worker(name, RestartPolicy::Permanent, move || {
                             Ok(
-                                GraphHeartbeat::new(kind, g.clone(), e.clone(), c.clone(), every, l.clone())
+                                GraphHeartbeat::new(kind, g.clone(), e.clone(), c.clone(), every.clone(), l.clone())
                                     .with_embedder(em.clone()),
                             )
                         })
@@ -842,6 +901,7 @@ impl Module<KernelState> for AgentModule {
                 }
                 let _ = s.maintenance.set(handles);
             }
+            follow_heartbeat_intervals(s);
             let _ = s.agent.set(Agent {
                 scheduler,
                 event_loop,

@@ -821,3 +821,25 @@ fn concurrent_rule_distiller_rounds_never_read_the_same_records_twice() {
         .sum();
     assert_eq!(records, 3, "each record is distilled by exactly one round");
 }
+
+#[test]
+fn heartbeat_intervals_apply_without_a_restart() {
+    let (_dir, _data, d, _v) = daemon_with_vendor();
+    let status = common::api::get(&d, "/api/v1/memory/status");
+    assert!(
+        status["heartbeats"]["review"].is_null(),
+        "no round yet (2 h period): {status}"
+    );
+    put_settings(
+        &d,
+        json!({"core.agent.review_interval": "1s", "core.agent.distill_interval": "1s"}),
+    );
+    let status = common::api::wait_for(&d, "/api/v1/memory/status", "timer rounds at the new period", |s| {
+        s["heartbeats"]["review"]["trigger"] == "timer" && s["heartbeats"]["distill"]["trigger"] == "timer"
+    });
+    assert!(
+        status["heartbeats"]["merge"].is_null(),
+        "untouched heartbeats keep their period: {status}"
+    );
+    assert!(d.log_text().contains("heartbeat interval changed"));
+}

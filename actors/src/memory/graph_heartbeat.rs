@@ -6,7 +6,6 @@
 //! the graph and deletes a document only once a relation from it was written.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use actix::prelude::*;
 use parking_lot::Mutex;
@@ -58,7 +57,8 @@ pub struct GraphHeartbeat {
     context: Option<TAddr<ContextActor>>,
     /// Embeds entity names for the merge round's cosine side (merge only; optional).
     embedder: Option<TAddr<super::embed::actor::EmbedderActor>>,
-    every: Duration,
+    every: super::heartbeat::IntervalCell,
+    timer: Option<SpawnHandle>,
     /// The last round, shared with the status API.
     last: Arc<Mutex<Option<MaintenanceRound>>>,
 }
@@ -69,7 +69,7 @@ impl GraphHeartbeat {
         graph: TAddr<GraphActor>,
         agent: TAddr<EventLoop>,
         context: Option<TAddr<ContextActor>>,
-        every: Duration,
+        every: super::heartbeat::IntervalCell,
         last: Arc<Mutex<Option<MaintenanceRound>>>,
     ) -> Self {
         Self {
@@ -79,8 +79,18 @@ impl GraphHeartbeat {
             context,
             embedder: None,
             every,
+            timer: None,
             last,
         }
+    }
+
+    fn arm(&mut self, ctx: &mut HostContext<Self>) {
+        if let Some(t) = self.timer.take() {
+            ctx.cancel_future(t);
+        }
+        let every = *self.every.lock();
+        tracing::info!(kind = ?self.kind, every = ?every, "graph maintenance heartbeat armed");
+        self.timer = Some(ctx.run_interval(every, |host, ctx| host.notify(ctx, MaintenanceTick)));
     }
 
     /// Adds the embedder (merge rounds then also compare names by cosine).
@@ -209,8 +219,7 @@ impl KernelActor for GraphHeartbeat {
     const KIND: &'static str = "heartbeat";
 
     fn started(&mut self, ctx: &mut HostContext<Self>) {
-        tracing::info!(kind = ?self.kind, every = ?self.every, "graph maintenance heartbeat armed");
-        ctx.run_interval(self.every, |host, ctx| host.notify(ctx, MaintenanceTick));
+        self.arm(ctx);
     }
 }
 
@@ -238,5 +247,13 @@ impl Handles<RunMaintenance> for GraphHeartbeat {
     type Reply = ResponseFuture<MaintenanceRound>;
     fn handle(&mut self, _: RunMaintenance, _: &mut HostContext<Self>) -> Self::Reply {
         Box::pin(self.round("operator"))
+    }
+}
+
+impl Handles<super::heartbeat::SetInterval> for GraphHeartbeat {
+    type Reply = ();
+    fn handle(&mut self, super::heartbeat::SetInterval(d): super::heartbeat::SetInterval, ctx: &mut HostContext<Self>) {
+        *self.every.lock() = d;
+        self.arm(ctx);
     }
 }

@@ -32,12 +32,22 @@ pub struct Round {
 /// The distill heartbeat's address with its last round (what the API needs).
 pub type DistillHandle = (TAddr<DistillHeartbeat>, Arc<Mutex<Option<Round>>>);
 
+/// A heartbeat's period, shared between the actor and its supervisor's factory so a
+/// changed setting survives a restart of the actor.
+pub type IntervalCell = Arc<Mutex<Duration>>;
+
+/// A heartbeat's period changed (a `core.agent.*_interval` setting): re-arm the timer.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SetInterval(pub Duration);
+
 /// The distill heartbeat.
 pub struct DistillHeartbeat {
     context: TAddr<ContextActor>,
     /// Read at every round, so `core.agent.max_context_size` changes apply at once.
     config: TAddr<crate::config::ConfigActor>,
-    every: Duration,
+    every: IntervalCell,
+    timer: Option<SpawnHandle>,
     /// The last round, shared with the status API.
     pub last: Arc<Mutex<Option<Round>>>,
 }
@@ -46,15 +56,25 @@ impl DistillHeartbeat {
     pub fn new(
         context: TAddr<ContextActor>,
         config: TAddr<crate::config::ConfigActor>,
-        every: Duration,
+        every: IntervalCell,
         last: Arc<Mutex<Option<Round>>>,
     ) -> Self {
         Self {
             context,
             config,
             every,
+            timer: None,
             last,
         }
+    }
+
+    fn arm(&mut self, ctx: &mut HostContext<Self>) {
+        if let Some(t) = self.timer.take() {
+            ctx.cancel_future(t);
+        }
+        let every = *self.every.lock();
+        tracing::info!(every = ?every, "distill heartbeat armed");
+        self.timer = Some(ctx.run_interval(every, |host, ctx| host.notify(ctx, Tick)));
     }
 
     fn round(&self, trigger: &'static str) -> impl std::future::Future<Output = Round> + 'static {
@@ -103,8 +123,7 @@ impl KernelActor for DistillHeartbeat {
     const KIND: &'static str = "heartbeat";
 
     fn started(&mut self, ctx: &mut HostContext<Self>) {
-        tracing::info!(every = ?self.every, "distill heartbeat armed");
-        ctx.run_interval(self.every, |host, ctx| host.notify(ctx, Tick));
+        self.arm(ctx);
     }
 }
 
@@ -132,5 +151,13 @@ impl Handles<RunNow> for DistillHeartbeat {
     type Reply = ResponseFuture<Round>;
     fn handle(&mut self, _: RunNow, _: &mut HostContext<Self>) -> Self::Reply {
         Box::pin(self.round("operator"))
+    }
+}
+
+impl Handles<SetInterval> for DistillHeartbeat {
+    type Reply = ();
+    fn handle(&mut self, SetInterval(d): SetInterval, ctx: &mut HostContext<Self>) {
+        *self.every.lock() = d;
+        self.arm(ctx);
     }
 }
