@@ -391,10 +391,12 @@ impl Module<KernelState> for StageHostModule {
     fn init<'a>(&'a self, s: &'a KernelState) -> LocalBoxFuture<'a, Result<(), ModuleError>> {
         Box::pin(async move {
             let (registry, bus) = (s.registry.clone(), s.bus.clone());
+            // Tools and stage handlers outlive a restart of the host.
+            let state = homeagent_actors::stages::StageCell::default();
             let addr = s
                 .root()?
                 .worker("stages", RestartPolicy::Permanent, move || {
-                    Ok(StageHost::new("kernel/stages", registry.clone(), bus.clone()))
+                    Ok(StageHost::new("kernel/stages", registry.clone(), bus.clone()).with_state(state.clone()))
                 })
                 .await?;
             let _ = s.stages.set(addr);

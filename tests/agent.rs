@@ -843,3 +843,31 @@ fn heartbeat_intervals_apply_without_a_restart() {
     );
     assert!(d.log_text().contains("heartbeat interval changed"));
 }
+
+#[test]
+fn an_operator_restart_of_the_stage_host_keeps_every_tool() {
+    let (_dir, _data, d, _v) = daemon_with_vendor();
+    let before = common::api::get(&d, "/api/v1/actors");
+    let restarts = |v: &Value| {
+        v["actors"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|a| a["id"] == "kernel/stages")
+            .and_then(|a| a["restarts"].as_u64())
+            .unwrap_or(0)
+    };
+    let r0 = restarts(&before);
+    let (status, body) = post(&d, "/api/v1/actors/kernel/stages/restart", json!({}));
+    assert_eq!(status, 200, "{body}");
+    common::api::wait_for(&d, "/api/v1/actors", "the stage host restarted", |v| restarts(v) > r0);
+    // The memory tools (registered once at boot) still answer through the tool loop.
+    let (status, body) = post(
+        &d,
+        "/api/v1/messages",
+        json!({"text": "call-tool memory_introspect {}"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(body["reply"].as_str().unwrap_or("").contains("记忆统计"), "{body}");
+    assert!(d.log_text().contains("stage host restored its registrations"));
+}

@@ -50,15 +50,39 @@ struct Registration {
     addr: TAddr<HandlerActor>,
 }
 
+/// A stage handler registration as it outlives the host's instances.
+#[derive(Clone)]
+struct Kept {
+    id: u64,
+    plugin: String,
+    stage: Stage,
+    scope: Scope,
+    handler: Arc<dyn StageHandler>,
+}
+
+/// What the stage host holds — every tool and stage handler registered — kept outside
+/// the actor, so a restarted host (a crash, an operator's restart from the dashboard)
+/// comes back with all of them instead of an agent without tools.
+#[derive(Default)]
+pub struct StageState {
+    tools: ToolRegistry,
+    regs: Vec<Kept>,
+    next_id: u64,
+}
+
+/// The shared [`StageState`]: created by whoever supervises the host, handed to every
+/// instance.
+pub type StageCell = Arc<parking_lot::Mutex<StageState>>;
+
 /// The StageHost actor.
 pub struct StageHost {
     /// Where handler actors are registered (this actor's id).
     me: String,
     registry: Arc<Registry>,
     bus: EventBus,
+    /// The live handler actors of this instance (rebuilt from `state` at start).
     regs: Vec<Registration>,
-    tools: ToolRegistry,
-    next_id: u64,
+    state: StageCell,
     timeout: Duration,
 }
 
@@ -69,10 +93,15 @@ impl StageHost {
             registry,
             bus,
             regs: Vec::new(),
-            tools: ToolRegistry::default(),
-            next_id: 0,
+            state: StageCell::default(),
             timeout: HANDLER_TIMEOUT,
         }
+    }
+
+    /// Uses `state` (kept by the supervisor's factory across restarts).
+    pub fn with_state(mut self, state: StageCell) -> Self {
+        self.state = state;
+        self
     }
 
     /// Changes the per-handler timeout (tests, settings).
@@ -135,6 +164,38 @@ impl StageHost {
 impl KernelActor for StageHost {
     const KIND: &'static str = "stage-host";
 
+    fn started(&mut self, ctx: &mut HostContext<Self>) {
+        // A restarted host: bring every kept handler back under a new actor.
+        let kept: Vec<Kept> = self.state.lock().regs.clone();
+        let tools = self.state.lock().tools.len();
+        if !kept.is_empty() || tools > 0 {
+            tracing::info!(handlers = kept.len(), tools, "stage host restored its registrations");
+        }
+        for Kept {
+            id,
+            plugin,
+            stage,
+            scope,
+            handler,
+        } in kept
+        {
+            match self.spawn(id, &handler, ctx) {
+                Ok(addr) => {
+                    slot(stage).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    self.regs.push(Registration {
+                        id,
+                        plugin,
+                        stage,
+                        scope,
+                        handler,
+                        addr,
+                    });
+                }
+                Err(e) => tracing::error!(%plugin, "cannot restore a stage handler: {e}"),
+            }
+        }
+    }
+
     fn stopped(&mut self, _: &mut HostContext<Self>) {
         for r in self.regs.drain(..) {
             slot(r.stage).fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
@@ -180,7 +241,7 @@ pub struct UnregisterTool {
 impl crate::host::Handles<UnregisterTool> for StageHost {
     type Reply = Result<(), String>;
     fn handle(&mut self, msg: UnregisterTool, _: &mut HostContext<Self>) -> Self::Reply {
-        self.tools.unregister(&msg.plugin, &msg.name)?;
+        self.state.lock().tools.unregister(&msg.plugin, &msg.name)?;
         tracing::info!(tool = %msg.name, plugin = %msg.plugin, "tool unregistered");
         Ok(())
     }
@@ -199,9 +260,19 @@ pub struct RunStage(pub Stage, pub StageContext);
 impl crate::host::Handles<RegisterStage> for StageHost {
     type Reply = Result<u64, String>;
     fn handle(&mut self, msg: RegisterStage, ctx: &mut HostContext<Self>) -> Self::Reply {
-        self.next_id += 1;
-        let id = self.next_id;
+        let id = {
+            let mut st = self.state.lock();
+            st.next_id += 1;
+            st.next_id
+        };
         let addr = self.spawn(id, &msg.handler, ctx)?;
+        self.state.lock().regs.push(Kept {
+            id,
+            plugin: msg.plugin.clone(),
+            stage: msg.stage,
+            scope: msg.scope,
+            handler: msg.handler.clone(),
+        });
         tracing::info!(plugin = %msg.plugin, stage = msg.stage.as_str(), ?msg.scope, "stage handler registered");
         slot(msg.stage).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.regs.push(Registration {
@@ -220,7 +291,7 @@ impl crate::host::Handles<RegisterTool> for StageHost {
     type Reply = Result<(), ToolError>;
     fn handle(&mut self, msg: RegisterTool, _: &mut HostContext<Self>) -> Self::Reply {
         let name = msg.spec.name.clone();
-        self.tools.register(msg.spec, msg.handler)?;
+        self.state.lock().tools.register(msg.spec, msg.handler)?;
         tracing::info!(tool = %name, "tool registered");
         Ok(())
     }
@@ -229,7 +300,11 @@ impl crate::host::Handles<RegisterTool> for StageHost {
 impl crate::host::Handles<UnregisterPlugin> for StageHost {
     type Reply = actix::MessageResult<crate::host::Envelope<UnregisterPlugin>>;
     fn handle(&mut self, UnregisterPlugin(plugin): UnregisterPlugin, _: &mut HostContext<Self>) -> Self::Reply {
-        let tools = self.tools.unregister_plugin(&plugin);
+        let tools = {
+            let mut st = self.state.lock();
+            st.regs.retain(|k| k.plugin != plugin);
+            st.tools.unregister_plugin(&plugin)
+        };
         let mut handlers = 0;
         let registry = self.registry.clone();
         self.regs.retain(|r| {
@@ -252,7 +327,7 @@ impl crate::host::Handles<UnregisterPlugin> for StageHost {
 impl crate::host::Handles<GetTools> for StageHost {
     type Reply = actix::MessageResult<crate::host::Envelope<GetTools>>;
     fn handle(&mut self, _: GetTools, _: &mut HostContext<Self>) -> Self::Reply {
-        actix::MessageResult(self.tools.clone())
+        actix::MessageResult(self.state.lock().tools.clone())
     }
 }
 

@@ -13,6 +13,7 @@ pub mod tools;
 pub use context::{ContextMsg, Patch, Stage, StageContext, StageToolCall, StageToolResult};
 pub use handler::{Scope, StageHandler};
 pub use host::{
-    GetTools, RegisterStage, RegisterTool, RunStage, StageHost, UnregisterPlugin, UnregisterTool, has_handlers,
+    GetTools, RegisterStage, RegisterTool, RunStage, StageCell, StageHost, StageState, UnregisterPlugin,
+    UnregisterTool, has_handlers,
 };
 pub use tools::{ToolHandler, ToolRegistry, ToolSpec};
