@@ -48,6 +48,11 @@ fn onnx_embeds_the_documents_in_the_background_then_a_remote_space_replaces_them
         return;
     }
     let (_dir, data, d, v) = daemon_with_vendor();
+    // Found but not loaded: nothing needs a vector yet (the daemon stays small).
+    let s = wait_for(&d, "/api/v1/memory/status", "the embedder's first status", |s| {
+        s["embedder"]["active"] == "onnx"
+    });
+    assert_eq!(s["embedder"]["loaded"], false, "{s}");
     for text in [
         "I adopted a puppy named Max",
         "The weather is sunny today",
@@ -60,6 +65,7 @@ fn onnx_embeds_the_documents_in_the_background_then_a_remote_space_replaces_them
         s["embedder"]["active"] == "onnx" && all_embedded(s)
     });
     assert_eq!(s["embedder"]["configured"], "auto");
+    assert_eq!(s["embedder"]["loaded"], true);
     assert_eq!(s["embedder"]["space"]["dim"], 384);
     assert!(s["embedder"]["fallback"].is_null(), "{s}");
     let rows = s["embedder"]["rows"].as_i64().unwrap();

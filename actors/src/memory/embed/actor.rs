@@ -42,6 +42,9 @@ pub struct EmbedStatus {
     pub recompute: Option<Progress>,
     /// The last failure of a background step, if the last step failed.
     pub last_error: Option<String>,
+    /// Whether the model is in memory. ONNX (~180 MB resident) is loaded when the first
+    /// document needs a vector, not at start: a daemon without documents stays small.
+    pub loaded: bool,
 }
 
 /// Progress of a background computation.
@@ -104,6 +107,8 @@ pub struct EmbedderActor {
     quiet_until: Option<Instant>,
     /// Last progress log, to log every 10 %.
     logged_pct: usize,
+    /// ONNX was chosen but not loaded yet (no document needs a vector so far).
+    deferred: bool,
     started: Option<Instant>,
 }
 
@@ -117,6 +122,7 @@ fn initial_status(cfg: &EmbedConfig) -> EmbedStatus {
         embedded: 0,
         recompute: None,
         last_error: None,
+        loaded: false,
     }
 }
 
@@ -131,6 +137,7 @@ impl EmbedderActor {
             filling: false,
             quiet_until: None,
             logged_pct: 0,
+            deferred: false,
             started: None,
         };
         a.status.write().active = "loading";
@@ -143,6 +150,20 @@ impl EmbedderActor {
     }
 
     fn apply_config(&mut self) {
+        use super::EmbedderKind;
+        let wants_onnx = matches!(self.cfg.kind, EmbedderKind::Onnx | EmbedderKind::Auto);
+        let no_documents = self.store.vector_counts("", false).is_ok_and(|(rows, _)| rows == 0);
+        if wants_onnx && no_documents && self.cfg.onnx_files(&self.data_dir).is_ok() {
+            // Found, but nothing to embed yet: load on first need (see `loaded`).
+            self.embedder = None;
+            self.deferred = true;
+            let mut st = initial_status(&self.cfg);
+            st.active = "onnx";
+            *self.status.write() = st;
+            tracing::info!("ONNX embedder found; it loads when the first document needs a vector");
+            return;
+        }
+        self.deferred = false;
         let r = resolve(&self.cfg, &self.data_dir);
         let mut st = initial_status(&self.cfg);
         match &r.embedder {
@@ -160,6 +181,7 @@ impl EmbedderActor {
             },
         }
         st.fallback = r.fallback;
+        st.loaded = r.embedder.is_some();
         self.embedder = r.embedder;
         *self.status.write() = st;
         self.quiet_until = None;
@@ -185,6 +207,11 @@ impl EmbedderActor {
 
     /// Starts a step if there is work and none is running.
     fn maybe_fill(&mut self, ctx: &mut HostContext<Self>) {
+        if self.deferred && self.store.vector_counts("", false).is_ok_and(|(rows, _)| rows > 0) {
+            tracing::info!("the first document needs a vector: loading the ONNX embedder");
+            self.deferred = false;
+            self.apply_config();
+        }
         if self.filling || self.embedder.is_none() || self.quiet_until.is_some_and(|t| Instant::now() < t) {
             return;
         }
