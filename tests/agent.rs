@@ -95,10 +95,7 @@ fn no_source_then_reply_tool_loop_and_fallback() {
     let (status, body) = post(&d, "/api/v1/messages", json!({"text": "fallback please"}));
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["reply"], "echo: fallback please");
-    let sources: Value = reqwest::blocking::get(d.url("/api/v1/llm/sources"))
-        .unwrap()
-        .json()
-        .unwrap();
+    let sources: Value = common::api::get(&d, "/api/v1/llm/sources");
     let b = sources["sources"]
         .as_array()
         .unwrap()
@@ -157,7 +154,7 @@ fn interrupt_preempts_a_running_task_which_resumes_after() {
         (vid, "done".into()),
     ];
     assert_eq!(states, expected);
-    let tasks: Value = reqwest::blocking::get(d.url("/api/v1/tasks")).unwrap().json().unwrap();
+    let tasks: Value = common::api::get(&d, "/api/v1/tasks");
     assert_eq!(tasks["stats"]["suspended"], 1);
     assert_eq!(tasks["stats"]["resumed"], 1);
     assert!(tasks["running"].is_null());
@@ -240,10 +237,7 @@ fn a_vendor_answering_500_falls_back_to_the_next_source_and_nothing_is_lost() {
         2,
         "two attempts on the failing source"
     );
-    let sources: Value = reqwest::blocking::get(d.url("/api/v1/llm/sources"))
-        .unwrap()
-        .json()
-        .unwrap();
+    let sources: Value = common::api::get(&d, "/api/v1/llm/sources");
     let p = sources["sources"]
         .as_array()
         .unwrap()
@@ -304,10 +298,7 @@ fn the_conversation_is_remembered_across_turns_and_kill_9() {
     // Everything acknowledged is on disk: kill -9 and look again.
     d.kill9();
     let d = Daemon::start(&data);
-    let ctx: Value = reqwest::blocking::get(d.url("/api/v1/memory/context"))
-        .unwrap()
-        .json()
-        .unwrap();
+    let ctx: Value = common::api::get(&d, "/api/v1/memory/context");
     let events: Vec<(String, String)> = ctx["events"]
         .as_array()
         .unwrap()
@@ -349,23 +340,14 @@ fn pruned_turns_become_documents_that_are_suggested_and_can_be_loaded_back() {
     let (status, round) = post(&d, "/api/v1/heartbeats/distill/run", json!({}));
     assert_eq!(status, 200, "{round}");
     assert_eq!(round["archived"], 14, "{round}");
-    let ctx: Value = reqwest::blocking::get(d.url("/api/v1/memory/context"))
-        .unwrap()
-        .json()
-        .unwrap();
+    let ctx: Value = common::api::get(&d, "/api/v1/memory/context");
     assert_eq!(ctx["events"].as_array().unwrap().len(), 12);
-    let status: Value = reqwest::blocking::get(d.url("/api/v1/memory/status"))
-        .unwrap()
-        .json()
-        .unwrap();
+    let status: Value = common::api::get(&d, "/api/v1/memory/status");
     assert_eq!(status["context_events"], 12);
     assert_eq!(status["heartbeats"]["distill"]["trigger"], "operator");
     let (code, _) = post(&d, "/api/v1/heartbeats/nonesuch/run", json!({}));
     assert_eq!(code, 404);
-    let docs: Value = reqwest::blocking::get(d.url("/api/v1/memory/documents"))
-        .unwrap()
-        .json()
-        .unwrap();
+    let docs: Value = common::api::get(&d, "/api/v1/memory/documents");
     let docs = docs["documents"].as_array().unwrap().clone();
     let mimi = docs
         .iter()
@@ -398,10 +380,7 @@ fn pruned_turns_become_documents_that_are_suggested_and_can_be_loaded_back() {
         "{body}"
     );
     assert!(body["reply"].as_str().unwrap().contains("篇文档记忆"), "{body}");
-    let ctx: Value = reqwest::blocking::get(d.url("/api/v1/memory/context"))
-        .unwrap()
-        .json()
-        .unwrap();
+    let ctx: Value = common::api::get(&d, "/api/v1/memory/context");
     assert!(
         ctx["events"]
             .as_array()
@@ -409,10 +388,7 @@ fn pruned_turns_become_documents_that_are_suggested_and_can_be_loaded_back() {
             .iter()
             .any(|e| e["source"] == "cold_storage" && e["response"].as_str().unwrap().contains("Mimi"))
     );
-    let after: Value = reqwest::blocking::get(d.url("/api/v1/memory/documents"))
-        .unwrap()
-        .json()
-        .unwrap();
+    let after: Value = common::api::get(&d, "/api/v1/memory/documents");
     assert!(
         !after["documents"]
             .as_array()
@@ -501,10 +477,7 @@ fn facts_committed_through_memory_commit_are_recalled_and_survive_kill_9() {
     d.kill9();
 
     let d = Daemon::start(&data);
-    let graph: Value = reqwest::blocking::get(d.url("/api/v1/memory/graph?q=张三&depth=1"))
-        .unwrap()
-        .json()
-        .unwrap();
+    let graph: Value = common::api::get(&d, "/api/v1/memory/graph?q=张三&depth=1");
     let rel = graph["relations"]
         .as_array()
         .unwrap()
@@ -518,10 +491,7 @@ fn facts_committed_through_memory_commit_are_recalled_and_survive_kill_9() {
         "{graph}"
     );
     assert_eq!(rel["sentence"], "我叫张三，我住在北京");
-    let status: Value = reqwest::blocking::get(d.url("/api/v1/memory/status"))
-        .unwrap()
-        .json()
-        .unwrap();
+    let status: Value = common::api::get(&d, "/api/v1/memory/status");
     assert_eq!(status["graph"]["relation_count"], 2, "{status}");
 
     // A new turn that mentions 张三 carries the memory index to the model.
@@ -558,10 +528,7 @@ fn the_rule_distiller_turns_self_statements_into_graph_facts_once() {
         (Some(2), Some(2)),
         "{round}"
     );
-    let graph: Value = reqwest::blocking::get(d.url("/api/v1/memory/graph?q=张三"))
-        .unwrap()
-        .json()
-        .unwrap();
+    let graph: Value = common::api::get(&d, "/api/v1/memory/graph?q=张三");
     assert!(
         graph["entities"]
             .as_array()
@@ -572,10 +539,7 @@ fn the_rule_distiller_turns_self_statements_into_graph_facts_once() {
     );
     let (_, again) = post(&d, "/api/v1/heartbeats/rules/run", json!({}));
     assert_eq!(again["records"], 0, "records are distilled once: {again}");
-    let status: Value = reqwest::blocking::get(d.url("/api/v1/memory/status"))
-        .unwrap()
-        .json()
-        .unwrap();
+    let status: Value = common::api::get(&d, "/api/v1/memory/status");
     assert_eq!(status["heartbeats"]["rules"]["trigger"], "operator", "{status}");
 }
 
@@ -604,10 +568,7 @@ fn merge_and_review_heartbeats_hand_tasks_to_the_model_once() {
     assert!(saw_task("【关系复审】原始句子: 'machine learning is statistics'"));
     let (_, again) = post(&d, "/api/v1/heartbeats/review/run", json!({}));
     assert_eq!(again["items"], 0, "each relation is reviewed once: {again}");
-    let status: Value = reqwest::blocking::get(d.url("/api/v1/memory/status"))
-        .unwrap()
-        .json()
-        .unwrap();
+    let status: Value = common::api::get(&d, "/api/v1/memory/status");
     assert_eq!(status["heartbeats"]["merge"]["kind"], "merge", "{status}");
 }
 
@@ -625,10 +586,7 @@ fn the_archive_heartbeat_moves_cold_documents_with_facts_into_the_graph() {
     }
     // An operator's search ranks by similarity and does not count as a read.
     for _ in 0..3 {
-        let found: Value = reqwest::blocking::get(d.url("/api/v1/memory/documents?q=李四住在上海"))
-            .unwrap()
-            .json()
-            .unwrap();
+        let found: Value = common::api::get(&d, "/api/v1/memory/documents?q=李四住在上海");
         assert_eq!(found["documents"][0]["summary"], "个人信息", "{found}");
         assert_eq!(found["documents"][0]["access_count"], 1, "{found}");
     }
@@ -643,10 +601,7 @@ fn the_archive_heartbeat_moves_cold_documents_with_facts_into_the_graph() {
     drop(db);
     let (status, round) = post(&d, "/api/v1/heartbeats/archive/run", json!({}));
     assert_eq!((status, round["items"].as_u64()), (200, Some(1)), "{round}");
-    let graph: Value = reqwest::blocking::get(d.url("/api/v1/memory/graph?q=李四"))
-        .unwrap()
-        .json()
-        .unwrap();
+    let graph: Value = common::api::get(&d, "/api/v1/memory/graph?q=李四");
     assert!(
         graph["entities"]
             .as_array()
@@ -655,10 +610,7 @@ fn the_archive_heartbeat_moves_cold_documents_with_facts_into_the_graph() {
             .any(|e| e["name"] == "上海"),
         "{graph}"
     );
-    let docs: Value = reqwest::blocking::get(d.url("/api/v1/memory/documents"))
-        .unwrap()
-        .json()
-        .unwrap();
+    let docs: Value = common::api::get(&d, "/api/v1/memory/documents");
     let summaries: Vec<&str> = docs["documents"]
         .as_array()
         .unwrap()

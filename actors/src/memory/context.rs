@@ -160,16 +160,6 @@ fn clock(ts_ms: i64) -> String {
     format!("{:02}:{:02}:{:02}", day / 3600, (day % 3600) / 60, day % 60)
 }
 
-fn cut(s: &str, n: usize) -> String {
-    let mut it = s.chars();
-    let head: String = it.by_ref().take(n).collect();
-    if it.next().is_some() {
-        format!("{head}...")
-    } else {
-        head
-    }
-}
-
 /// The `【对话时序】` block: newest events that fit `max_tokens`, rendered oldest first
 /// (at least one event; empty when there are none). Times are UTC.
 pub fn timeline(events: &[Event], max_tokens: usize) -> String {
@@ -197,7 +187,7 @@ pub fn timeline(events: &[Event], max_tokens: usize) -> String {
             out.push_str(&format!(" → 调用工具: {}", e.tools_used.join(", ")));
         }
         if !e.response.is_empty() {
-            out.push_str(&format!(" → {}", cut(&e.response, 120)));
+            out.push_str(&format!(" → {}", super::truncate_chars(&e.response, 120, "...")));
         }
         out.push('\n');
     }

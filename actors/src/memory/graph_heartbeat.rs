@@ -57,8 +57,7 @@ pub struct GraphHeartbeat {
     context: Option<TAddr<ContextActor>>,
     /// Embeds entity names for the merge round's cosine side (merge only; optional).
     embedder: Option<TAddr<super::embed::actor::EmbedderActor>>,
-    every: super::heartbeat::IntervalCell,
-    timer: Option<SpawnHandle>,
+    period: super::heartbeat::Period,
     /// The last round, shared with the status API.
     last: Arc<Mutex<Option<MaintenanceRound>>>,
 }
@@ -78,19 +77,14 @@ impl GraphHeartbeat {
             agent,
             context,
             embedder: None,
-            every,
-            timer: None,
+            period: super::heartbeat::Period::new(every),
             last,
         }
     }
 
     fn arm(&mut self, ctx: &mut HostContext<Self>) {
-        if let Some(t) = self.timer.take() {
-            ctx.cancel_future(t);
-        }
-        let every = *self.every.lock();
+        let every = self.period.arm(ctx, || MaintenanceTick);
         tracing::info!(kind = ?self.kind, every = ?every, "graph maintenance heartbeat armed");
-        self.timer = Some(ctx.run_interval(every, |host, ctx| host.notify(ctx, MaintenanceTick)));
     }
 
     /// Adds the embedder (merge rounds then also compare names by cosine).
@@ -253,7 +247,7 @@ impl Handles<RunMaintenance> for GraphHeartbeat {
 impl Handles<super::heartbeat::SetInterval> for GraphHeartbeat {
     type Reply = ();
     fn handle(&mut self, super::heartbeat::SetInterval(d): super::heartbeat::SetInterval, ctx: &mut HostContext<Self>) {
-        *self.every.lock() = d;
+        self.period.set(d);
         self.arm(ctx);
     }
 }

@@ -36,6 +36,38 @@ pub type DistillHandle = (TAddr<DistillHeartbeat>, Arc<Mutex<Option<Round>>>);
 /// changed setting survives a restart of the actor.
 pub type IntervalCell = Arc<Mutex<Duration>>;
 
+/// A heartbeat's timer: its period (shared, see [`IntervalCell`]) and the interval
+/// running now. The distill and graph heartbeats both keep one.
+pub struct Period {
+    every: IntervalCell,
+    timer: Option<SpawnHandle>,
+}
+
+impl Period {
+    pub fn new(every: IntervalCell) -> Self {
+        Self { every, timer: None }
+    }
+
+    /// (Re-)arms the timer: `tick()` is sent to the actor every period. Answers the period.
+    pub fn arm<A, M>(&mut self, ctx: &mut HostContext<A>, tick: fn() -> M) -> Duration
+    where
+        A: KernelActor + Handles<M>,
+        M: Message + 'static,
+    {
+        if let Some(t) = self.timer.take() {
+            ctx.cancel_future(t);
+        }
+        let every = *self.every.lock();
+        self.timer = Some(ctx.run_interval(every, move |host, ctx| host.notify(ctx, tick())));
+        every
+    }
+
+    /// A new period (applies at the next [`Period::arm`]; survives restarts).
+    pub fn set(&mut self, every: Duration) {
+        *self.every.lock() = every;
+    }
+}
+
 /// A heartbeat's period changed (a `core.agent.*_interval` setting): re-arm the timer.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -46,8 +78,7 @@ pub struct DistillHeartbeat {
     context: TAddr<ContextActor>,
     /// Read at every round, so `core.agent.max_context_size` changes apply at once.
     config: TAddr<crate::config::ConfigActor>,
-    every: IntervalCell,
-    timer: Option<SpawnHandle>,
+    period: Period,
     /// The last round, shared with the status API.
     pub last: Arc<Mutex<Option<Round>>>,
 }
@@ -62,19 +93,14 @@ impl DistillHeartbeat {
         Self {
             context,
             config,
-            every,
-            timer: None,
+            period: Period::new(every),
             last,
         }
     }
 
     fn arm(&mut self, ctx: &mut HostContext<Self>) {
-        if let Some(t) = self.timer.take() {
-            ctx.cancel_future(t);
-        }
-        let every = *self.every.lock();
+        let every = self.period.arm(ctx, || Tick);
         tracing::info!(every = ?every, "distill heartbeat armed");
-        self.timer = Some(ctx.run_interval(every, |host, ctx| host.notify(ctx, Tick)));
     }
 
     fn round(&self, trigger: &'static str) -> impl std::future::Future<Output = Round> + 'static {
@@ -157,7 +183,7 @@ impl Handles<RunNow> for DistillHeartbeat {
 impl Handles<SetInterval> for DistillHeartbeat {
     type Reply = ();
     fn handle(&mut self, SetInterval(d): SetInterval, ctx: &mut HostContext<Self>) {
-        *self.every.lock() = d;
+        self.period.set(d);
         self.arm(ctx);
     }
 }

@@ -40,16 +40,6 @@ pub fn sanitize(name: &str) -> Result<String, KnowledgeError> {
     }
 }
 
-fn preview(s: &str, n: usize) -> String {
-    let mut it = s.chars();
-    let head: String = it.by_ref().take(n).collect();
-    if it.next().is_some() {
-        format!("{head}…")
-    } else {
-        head
-    }
-}
-
 impl KnowledgeBase {
     pub fn new(root: &Path) -> Self {
         Self { root: root.to_owned() }
@@ -140,7 +130,7 @@ impl KnowledgeBase {
         }
         scored
             .iter()
-            .map(|(_, (n, c))| format!("[{n}]\n{}", preview(c, 200)))
+            .map(|(_, (n, c))| format!("[{n}]\n{}", super::truncate_chars(c, 200, "…")))
             .collect::<Vec<_>>()
             .join("\n---\n")
     }

@@ -44,6 +44,17 @@ pub(crate) fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
+/// The first `n` characters of `s`, with `ellipsis` appended when something was cut.
+pub(crate) fn truncate_chars(s: &str, n: usize, ellipsis: &str) -> String {
+    let mut it = s.chars();
+    let head: String = it.by_ref().take(n).collect();
+    if it.next().is_some() {
+        format!("{head}{ellipsis}")
+    } else {
+        head
+    }
+}
+
 /// The civil date (year, month 1–12, day 1–31) of a day number since 1970-01-01 (UTC,
 /// proleptic Gregorian; Howard Hinnant's algorithm).
 pub fn civil_from_days(days: i64) -> (i64, i64, i64) {

@@ -459,16 +459,6 @@ impl MemoryStore {
     }
 }
 
-fn cut(s: &str, n: usize) -> String {
-    let mut it = s.chars();
-    let head: String = it.by_ref().take(n).collect();
-    if it.next().is_some() {
-        format!("{head}…")
-    } else {
-        head
-    }
-}
-
 /// One line per event: `[HH:MM] source: input → response`, plus tool lines.
 fn document_content(events: &[Event]) -> String {
     let mut out = String::new();
@@ -482,11 +472,15 @@ fn document_content(events: &[Event]) -> String {
             e.input
         ));
         if !e.response.is_empty() {
-            out.push_str(&format!(" → {}", cut(&e.response, 100)));
+            out.push_str(&format!(" → {}", super::truncate_chars(&e.response, 100, "…")));
         }
         out.push('\n');
         for t in &e.tool_results {
-            out.push_str(&format!("  [工具] {}: {}\n", t.name, cut(&t.output, 200)));
+            out.push_str(&format!(
+                "  [工具] {}: {}\n",
+                t.name,
+                super::truncate_chars(&t.output, 200, "…")
+            ));
         }
     }
     out

@@ -95,22 +95,8 @@ impl PluginEntry {
         *self.entry_hash.lock() = self.entry_path.as_deref().and_then(file_hash);
         let child = self.process_id.rsplit('/').next().unwrap_or("process").to_owned();
         let started = match &launch.factory {
-            LaunchKind::Process(f) => {
-                let f = f.clone();
-                launch
-                    .sup
-                    .worker(&child, RestartPolicy::Permanent, move || f())
-                    .await
-                    .map(|_| ())
-            }
-            LaunchKind::Lua(f) => {
-                let f = f.clone();
-                launch
-                    .sup
-                    .worker(&child, RestartPolicy::Permanent, move || f())
-                    .await
-                    .map(|_| ())
-            }
+            LaunchKind::Process(f) => start_child(&launch.sup, &child, f.clone()).await,
+            LaunchKind::Lua(f) => start_child(&launch.sup, &child, f.clone()).await,
         };
         started.map_err(|e| e.to_string())
     }
@@ -209,6 +195,17 @@ impl PluginEntry {
             problem: self.problem.clone(),
         }
     }
+}
+
+/// Starts a plugin's child actor (process or Lua state) under its supervisor.
+async fn start_child<A: crate::host::KernelActor>(
+    sup: &SupervisorRef,
+    name: &str,
+    factory: Arc<dyn Fn() -> Result<A, String> + Send + Sync>,
+) -> Result<(), crate::supervisor::SpawnError> {
+    sup.worker(name, RestartPolicy::Permanent, move || factory())
+        .await
+        .map(|_| ())
 }
 
 /// Default supervision of one plugin: 3 restarts in 5 minutes, backoff 1 s, 2 s, 3 s
