@@ -628,7 +628,7 @@ pub async fn plugin(calls: usize, kills: u32) -> anyhow::Result<()> {
             p(0.5) / base_p50
         );
     }
-    let plugins = state.plugins.get().cloned().context("no plugin host")?;
+    let plugins = state.plugins.get().map(|p| p.set.clone()).context("no plugin host")?;
     let timer = plugins.get("timer").context("the bundled timer plugin is missing")?;
     for k in 1..=kills {
         let pid = timer

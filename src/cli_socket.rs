@@ -14,9 +14,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use actix::AsyncContext;
+use homeagent_actors::agent::AgentHandles;
 use homeagent_actors::agent::input::{Input, ReplyTo};
 use homeagent_actors::agent::intake::Inject;
-use homeagent_actors::config::{ConfigActor, GetRawSettings, UpdateSettings};
+use homeagent_actors::config::{CliConfig, ConfigActor, ReadSettings, UpdateSettings};
 use homeagent_actors::host::HostContext;
 use homeagent_actors::llm::provider::GetLlmStatus;
 use homeagent_actors::stages::GetTools;
@@ -25,15 +26,13 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 
-use crate::kernel::Agent;
-
 /// Longest line a client may send (the reference stopped at 64 KiB).
 pub const MAX_LINE: usize = 1024 * 1024;
 
 /// What the CLI needs of the kernel.
 #[derive(Clone)]
 pub struct CliDeps {
-    pub agent: Agent,
+    pub agent: AgentHandles,
     pub config: TAddr<ConfigActor>,
     pub registry: Arc<Registry>,
     pub plugins: Arc<homeagent_actors::plugins::host::PluginSet>,
@@ -108,12 +107,8 @@ fn frame(ok: Result<String, String>) -> Vec<u8> {
 async fn session(stream: UnixStream, deps: CliDeps) {
     let (read, mut write) = stream.into_split();
     let mut lines = BufReader::new(read);
-    let key = match deps.config.send(GetRawSettings).await {
-        Ok(Ok(all)) => all
-            .get("plugin.cli.api_key")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned(),
+    let key = match deps.config.send(ReadSettings).await {
+        Ok(Ok(all)) => CliConfig::read(&all).api_key.expose().to_owned(),
         _ => String::new(),
     };
     let mut authed = key.is_empty();

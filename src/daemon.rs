@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use actix_web::{App, HttpServer, web};
 use anyhow::{Context as _, bail};
 use homeagent_actors::bus::kinds;
-use homeagent_actors::config::ConfigStore;
+use homeagent_actors::config::{ConfigStore, DaemonConfig, keys};
 use homeagent_actors::{Exit, Shutdown};
 use serde_json::json;
 
@@ -47,11 +47,15 @@ pub fn apply_log_level(level: &str) {
         return;
     };
     if *explicit {
-        tracing::debug!(level, "core.daemon.log_level ignored: RUST_LOG is set");
+        tracing::debug!(
+            level,
+            key = keys::DAEMON_LOG_LEVEL.name(),
+            "log level setting ignored: RUST_LOG is set"
+        );
         return;
     }
     match handle.reload(tracing_subscriber::EnvFilter::new(level)) {
-        Ok(()) => tracing::info!(level, "log level set (core.daemon.log_level)"),
+        Ok(()) => tracing::info!(level, key = keys::DAEMON_LOG_LEVEL.name(), "log level set"),
         Err(e) => tracing::warn!("cannot change the log level to {level}: {e}"),
     }
 }
@@ -72,13 +76,14 @@ fn prepare(args: &RunArgs) -> anyhow::Result<(DataLock, BootSettings)> {
     let mut store = ConfigStore::open(&args.data.join("config.db"), &args.data)
         .context("cannot open the settings database; is the disk full or the file corrupt?")?;
     let seeded = store.seed_defaults().context("cannot seed default settings")?;
-    if let Ok(level) = store.get_string("core.daemon.log_level") {
-        apply_log_level(&level);
-    }
+    let settings = store
+        .snapshot()
+        .context("cannot read the settings database; is the disk full or the file corrupt?")?;
+    apply_log_level(&DaemonConfig::read(&settings).log_level);
     if seeded > 0 {
         tracing::info!(seeded, "default settings written");
     }
-    let boot = BootSettings::read(&store)
+    let boot = BootSettings::read(&settings)
         .context("a core setting is invalid; fix it with PUT /api/v1/settings or delete config.db")?;
     Ok((lock, boot))
 }
@@ -115,10 +120,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         loop {
             match settings_events.recv().await {
                 Ok(ev) if ev.kind == homeagent_actors::bus::kinds::SETTING_CHANGED => {
-                    if ev.data.get("key").and_then(|k| k.as_str()) == Some("core.daemon.log_level")
-                        && let Some(level) = ev.data.get("value").and_then(|v| v.as_str())
+                    let changed = ev.data.get("key").and_then(|k| k.as_str()).unwrap_or("");
+                    if keys::DAEMON_LOG_LEVEL.is(changed)
+                        && let Some(level) = ev.data.get("value").and_then(|v| keys::DAEMON_LOG_LEVEL.decode(v))
                     {
-                        apply_log_level(level);
+                        apply_log_level(&level);
                     }
                 }
                 Ok(_) | Err(RecvError::Lagged(_)) => {}
@@ -127,35 +133,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
     });
 
-    let app_state = web::Data::new(AppState {
-        registry: state.registry.clone(),
-        bus: state.bus.clone(),
-        config: state
-            .config
-            .get()
-            .cloned()
-            .context("the config module did not produce its actor")?,
-        llm: state
-            .llm
-            .get()
-            .cloned()
-            .context("the llm module did not produce its actor")?,
-        agent: state
-            .agent
-            .get()
-            .cloned()
-            .context("the agent module did not produce its actors")?,
-        plugins: state
-            .plugins
-            .get()
-            .cloned()
-            .context("the plugin-host module did not produce the plugin set")?,
-        distill: state.distill.get().cloned(),
-        graph: state.graph.get().cloned(),
-        rules: state.rules.get().cloned(),
-        maintenance: state.maintenance.get().cloned().unwrap_or_default(),
-        embed_status: state.embedder.get().map(|h| h.status.clone()),
-    });
+    let app_state = web::Data::new(app_state(&state)?);
     let server = HttpServer::new(move || App::new().app_data(app_state.clone()).configure(http::configure))
         .workers(1)
         .disable_signals()
@@ -193,7 +171,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     server_handle.stop(true).await;
     let _ = server_task.await;
     if fatal.is_none() {
-        if let Some(root) = state.root.get().and_then(|r| r.addr().raw()) {
+        if let Some(root) = state.root.get().ok().and_then(|r| r.addr().raw()) {
             root.do_send(Shutdown);
         }
         match tokio::time::timeout(shutdown_timeout + Duration::from_secs(1), root_exit).await {
@@ -209,6 +187,26 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// What the HTTP handlers reach, out of the modules' typed handles.
+fn app_state(state: &KernelState) -> anyhow::Result<AppState> {
+    let boot_bug = "the boot graph finished without it; this is a kernel bug, please report it";
+    let memory = state.memory.get().context(boot_bug)?;
+    let agent = state.agent.get().context(boot_bug)?;
+    Ok(AppState {
+        registry: state.registry.clone(),
+        bus: state.bus.clone(),
+        config: state.config.get().context(boot_bug)?.clone(),
+        llm: state.llm.get().context(boot_bug)?.clone(),
+        agent: agent.agent.clone(),
+        plugins: state.plugins.get().context(boot_bug)?.set.clone(),
+        distill: Some(memory.distill.clone()),
+        graph: Some(memory.graph.clone()),
+        rules: Some(memory.rules.clone()),
+        maintenance: agent.maintenance.clone(),
+        embed_status: Some(memory.embedder.status.clone()),
+    })
 }
 
 async fn wait_for_signal() -> &'static str {

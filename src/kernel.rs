@@ -11,18 +11,19 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use futures_util::future::LocalBoxFuture;
+use homeagent_actors::agent::AgentHandles;
 use homeagent_actors::agent::channels::Channels;
-use homeagent_actors::agent::intake::{EventLoop, InterceptLoop};
-use homeagent_actors::agent::relay::SettingsRelay;
+use homeagent_actors::agent::intake::{EventLoop, InterceptLoop, SelfInput};
+use homeagent_actors::agent::relay::{SettingsRelay, agent_settings};
 use homeagent_actors::agent::scheduler::SchedulerActor;
-use homeagent_actors::agent::task::{AgentSettings, TaskDeps};
-use homeagent_actors::config::DisabledPlugins;
-use homeagent_actors::config::{ConfigActor, ConfigStore};
+use homeagent_actors::agent::task::TaskDeps;
+use homeagent_actors::config::{
+    ConfigActor, ConfigStore, DaemonConfig, DisabledPlugins, Key, ReadSettings, Settings, SupervisionConfig, keys,
+};
 use homeagent_actors::llm::provider::LlmActor;
-use homeagent_actors::memory::actor::ContextActor;
-use homeagent_actors::memory::heartbeat::{DistillHeartbeat, Round};
-use homeagent_actors::memory::store::MemoryStore;
-use homeagent_actors::modgraph::{Module, ModuleError, ModuleGraph, Produced};
+use homeagent_actors::memory::graph_heartbeat::{Maintenance, MaintenanceHandle, TaskSink};
+use homeagent_actors::memory::start::{MemoryDeps, MemoryHandles};
+use homeagent_actors::modgraph::{Module, ModuleError, ModuleGraph, Produced, Slot};
 use homeagent_actors::plugins::host::{PluginSet, plugin_supervision};
 use homeagent_actors::plugins::process::PluginDeps;
 use homeagent_actors::plugins::watch::PluginWatcher;
@@ -46,33 +47,44 @@ pub struct BootSettings {
 }
 
 impl BootSettings {
-    /// Reads the boot settings from an open (seeded) store.
-    pub fn read(store: &ConfigStore) -> Result<Self, homeagent_actors::config::ConfigError> {
-        let d = |k: &str| store.get_duration(k);
-        Ok(Self {
+    /// Reads the boot settings from a snapshot of the (seeded) store; a value of the
+    /// wrong type is an error here, so the daemon refuses to start on it.
+    pub fn read(settings: &Settings) -> Result<Self, homeagent_actors::config::ConfigError> {
+        let sup = SupervisionConfig::try_read(settings)?;
+        let daemon = DaemonConfig::try_read(settings)?;
+        Ok(Self::from_config(&sup, &daemon))
+    }
+
+    /// The tree's configuration out of the typed groups.
+    pub fn from_config(sup: &SupervisionConfig, daemon: &DaemonConfig) -> Self {
+        Self {
             supervisor: SupervisorConfig {
                 strategy: Strategy::OneForOne,
                 intensity: Intensity {
-                    max_restarts: store.get_u64("core.supervisor.max_restarts")? as u32,
-                    window: d("core.supervisor.restart_window")?,
+                    max_restarts: sup.max_restarts,
+                    window: sup.restart_window,
                 },
                 backoff: BackoffPolicy {
-                    initial: d("core.supervisor.backoff_initial")?,
-                    max: d("core.supervisor.backoff_max")?,
-                    reset_after: d("core.supervisor.backoff_reset_after")?,
+                    initial: sup.backoff_initial,
+                    max: sup.backoff_max,
+                    reset_after: sup.backoff_reset_after,
                     jitter: true,
                     growth: Default::default(),
                 },
-                shutdown_timeout: d("core.daemon.shutdown_timeout")?,
+                shutdown_timeout: daemon.shutdown_timeout,
             },
-            stuck_after: d("core.supervisor.stuck_threshold")?,
-            heartbeat_interval: d("core.daemon.heartbeat_interval")?,
-            shutdown_timeout: d("core.daemon.shutdown_timeout")?,
-        })
+            stuck_after: sup.stuck_threshold,
+            heartbeat_interval: daemon.heartbeat_interval,
+            shutdown_timeout: daemon.shutdown_timeout,
+        }
     }
 }
 
-/// The kernel's only shared structure: each module writes its own fields once.
+/// The kernel's only shared structure. Beside the few values group 0 sets, it is one
+/// typed [`Slot`] per module output: a module fills its own slot once, and a module
+/// that requires a facility reads that one typed handle (`&MemoryHandles`, …) and
+/// hands it to typed start functions. No consumer digs an optional field out of a
+/// bag of them.
 pub struct KernelState {
     pub data_dir: PathBuf,
     pub boot: BootSettings,
@@ -80,49 +92,47 @@ pub struct KernelState {
     pub bus: EventBus,
     /// Thread for actors that block (SQLite, files), so they never stall the others.
     pub blocking: Arbiter,
-    pub root: OnceLock<SupervisorRef>,
-    /// Resolves when the root supervisor exits (shutdown done, or it escalated).
-    pub root_exit: Mutex<Option<oneshot::Receiver<Exit>>>,
-    pub config: OnceLock<TAddr<ConfigActor>>,
-    pub heartbeat: OnceLock<TAddr<Heartbeat>>,
     /// Thread of the LLM actor (its HTTP client and Lua adapters live there).
     pub llm_thread: Arbiter,
-    pub llm: OnceLock<TAddr<LlmActor>>,
-    pub stages: OnceLock<TAddr<StageHost>>,
-    pub context: OnceLock<TAddr<ContextActor>>,
-    pub textlog: OnceLock<TAddr<homeagent_actors::memory::textlog::TextLogActor>>,
-    /// The knowledge base (plugins reach it through `knowledge.*`).
-    pub knowledge: OnceLock<TAddr<homeagent_actors::memory::knowledge::KnowledgeActor>>,
-    /// The distill heartbeat and its last round (for the API).
-    pub distill: OnceLock<homeagent_actors::memory::heartbeat::DistillHandle>,
-    /// The graph tier (`kernel/memory/graph`), for the API.
-    pub graph: OnceLock<TAddr<homeagent_actors::memory::graph_actor::GraphActor>>,
-    /// The embedder and its status (read by the status API without a message).
-    pub embedder: OnceLock<homeagent_actors::memory::embed::actor::EmbedderHandle>,
     /// The embedder's own thread: ONNX inference blocks for tens of milliseconds.
     pub embed_thread: Arbiter,
-    /// The rule distiller and its last round (for the API).
-    pub rules: OnceLock<homeagent_actors::memory::distiller::DistillerHandle>,
-    /// `kernel/memory`, where the graph maintenance heartbeats (started with the agent,
-    /// which they feed) live.
-    pub memory_sup: OnceLock<SupervisorRef>,
-    /// The merge and review heartbeats and their last rounds (for the API).
-    pub maintenance: OnceLock<Vec<homeagent_actors::memory::graph_heartbeat::MaintenanceHandle>>,
-    pub agent: OnceLock<Agent>,
-    pub plugins: OnceLock<Arc<PluginSet>>,
-    pub plugins_sup: OnceLock<SupervisorRef>,
     /// Where the CLI channel listens (`--socket`, default `DATA/cli.sock`).
     pub socket_path: PathBuf,
     pub started: std::time::Instant,
+    /// Resolves when the root supervisor exits (shutdown done, or it escalated).
+    pub root_exit: Mutex<Option<oneshot::Receiver<Exit>>>,
+    /// `kernel` ([`facility::SUPERVISOR`]).
+    pub root: Slot<SupervisorRef>,
+    /// `kernel/config` ([`facility::CONFIG`]).
+    pub config: Slot<TAddr<ConfigActor>>,
+    /// `kernel/heartbeat` (no facility: nothing depends on it).
+    pub heartbeat: Slot<TAddr<Heartbeat>>,
+    /// `kernel/llm` ([`facility::LLM`]).
+    pub llm: Slot<TAddr<LlmActor>>,
+    /// `kernel/stages` ([`facility::STAGEHOST`]).
+    pub stages: Slot<TAddr<StageHost>>,
+    /// `kernel/memory` and its tiers ([`facility::MEMORY`]).
+    pub memory: Slot<MemoryHandles>,
+    /// `kernel/agent` ([`facility::AGENT`]), with the maintenance heartbeats it feeds.
+    pub agent: Slot<AgentModuleOutput>,
+    /// `kernel/plugins` ([`facility::PLUGIN_HOST`]).
+    pub plugins: Slot<PluginHandles>,
 }
 
-/// Handles of the agent's actors, for the HTTP API.
+/// What the agent module makes: the agent, and the graph maintenance heartbeats
+/// (they live in `kernel/memory` but start with the agent, whose intake they feed).
 #[derive(Clone)]
-pub struct Agent {
-    pub scheduler: TAddr<SchedulerActor>,
-    pub event_loop: TAddr<EventLoop>,
-    pub intercept_loop: TAddr<InterceptLoop>,
-    pub deps: Arc<TaskDeps>,
+pub struct AgentModuleOutput {
+    pub agent: AgentHandles,
+    pub maintenance: Vec<MaintenanceHandle>,
+}
+
+/// The plugin host.
+#[derive(Clone)]
+pub struct PluginHandles {
+    pub set: Arc<PluginSet>,
+    /// `kernel/plugins`, where the CLI channel is added.
+    pub sup: SupervisorRef,
 }
 
 impl KernelState {
@@ -130,51 +140,36 @@ impl KernelState {
         Self {
             socket_path,
             started: std::time::Instant::now(),
-            plugins_sup: OnceLock::new(),
             registry: Arc::new(Registry::new(boot.stuck_after)),
             data_dir,
             boot,
             bus: EventBus::default(),
             blocking: Arbiter::new(),
-            root: OnceLock::new(),
-            root_exit: Mutex::new(None),
-            config: OnceLock::new(),
-            heartbeat: OnceLock::new(),
             llm_thread: Arbiter::new(),
-            llm: OnceLock::new(),
-            stages: OnceLock::new(),
-            context: OnceLock::new(),
-            textlog: OnceLock::new(),
-            knowledge: OnceLock::new(),
-            distill: OnceLock::new(),
-            graph: OnceLock::new(),
-            embedder: OnceLock::new(),
             embed_thread: Arbiter::new(),
-            rules: OnceLock::new(),
-            memory_sup: OnceLock::new(),
-            maintenance: OnceLock::new(),
-            agent: OnceLock::new(),
-            plugins: OnceLock::new(),
+            root_exit: Mutex::new(None),
+            root: Slot::new(facility::SUPERVISOR),
+            config: Slot::new(facility::CONFIG),
+            heartbeat: Slot::new("heartbeat"),
+            llm: Slot::new(facility::LLM),
+            stages: Slot::new(facility::STAGEHOST),
+            memory: Slot::new(facility::MEMORY),
+            agent: Slot::new(facility::AGENT),
+            plugins: Slot::new(facility::PLUGIN_HOST),
         }
-    }
-
-    fn root(&self) -> Result<&SupervisorRef, ModuleError> {
-        self.root
-            .get()
-            .ok_or_else(|| "the root supervisor is not running".into())
     }
 }
 
 impl Produced for KernelState {
     fn produced(&self, f: Facility) -> bool {
         match f {
-            facility::SUPERVISOR => self.root.get().is_some(),
-            facility::CONFIG => self.config.get().is_some(),
-            facility::LLM => self.llm.get().is_some(),
-            facility::AGENT => self.agent.get().is_some(),
-            facility::STAGEHOST => self.stages.get().is_some(),
-            facility::MEMORY => self.context.get().is_some(),
-            facility::PLUGIN_HOST => self.plugins.get().is_some(),
+            facility::SUPERVISOR => self.root.is_provided(),
+            facility::CONFIG => self.config.is_provided(),
+            facility::LLM => self.llm.is_provided(),
+            facility::AGENT => self.agent.is_provided(),
+            facility::STAGEHOST => self.stages.is_provided(),
+            facility::MEMORY => self.memory.is_provided(),
+            facility::PLUGIN_HOST => self.plugins.is_provided(),
             _ => false,
         }
     }
@@ -217,7 +212,7 @@ impl Module<KernelState> for SupervisionModule {
         Box::pin(async move {
             let (root, exit) = start_root(s.registry.clone(), s.bus.clone(), "kernel", s.boot.supervisor)?;
             *s.root_exit.lock() = Some(exit);
-            let _ = s.root.set(root);
+            s.root.provide(root)?;
             Ok(())
         })
     }
@@ -242,13 +237,14 @@ impl Module<KernelState> for ConfigModule {
             let data_dir = s.data_dir.clone();
             let bus = s.bus.clone();
             let addr = s
-                .root()?
+                .root
+                .get()?
                 .worker_on(s.blocking.handle(), "config", RestartPolicy::Permanent, move || {
                     let store = ConfigStore::open(&path, &data_dir).map_err(|e| e.to_string())?;
                     Ok(ConfigActor::new(store, bus.clone()))
                 })
                 .await?;
-            let _ = s.config.set(addr);
+            s.config.provide(addr)?;
             Ok(())
         })
     }
@@ -335,12 +331,13 @@ impl Module<KernelState> for HeartbeatModule {
             let path = s.data_dir.join("heartbeat");
             let interval = s.boot.heartbeat_interval;
             let addr = s
-                .root()?
+                .root
+                .get()?
                 .worker_on(s.blocking.handle(), "heartbeat", RestartPolicy::Permanent, move || {
                     Ok(Heartbeat::new(path.clone(), interval))
                 })
                 .await?;
-            let _ = s.heartbeat.set(addr);
+            s.heartbeat.provide(addr)?;
             Ok(())
         })
     }
@@ -364,12 +361,13 @@ impl Module<KernelState> for LlmModule {
         Box::pin(async move {
             let data_dir = s.data_dir.clone();
             let addr = s
-                .root()?
+                .root
+                .get()?
                 .worker_on(s.llm_thread.handle(), "llm", RestartPolicy::Permanent, move || {
                     Ok(LlmActor::new(data_dir.clone()))
                 })
                 .await?;
-            let _ = s.llm.set(addr);
+            s.llm.provide(addr)?;
             Ok(())
         })
     }
@@ -394,12 +392,13 @@ impl Module<KernelState> for StageHostModule {
             // Tools and stage handlers outlive a restart of the host.
             let state = homeagent_actors::stages::StageCell::default();
             let addr = s
-                .root()?
+                .root
+                .get()?
                 .worker("stages", RestartPolicy::Permanent, move || {
                     Ok(StageHost::new("kernel/stages", registry.clone(), bus.clone()).with_state(state.clone()))
                 })
                 .await?;
-            let _ = s.stages.set(addr);
+            s.stages.provide(addr)?;
             Ok(())
         })
     }
@@ -425,31 +424,16 @@ impl Module<KernelState> for PluginHostModule {
     }
     fn init<'a>(&'a self, s: &'a KernelState) -> LocalBoxFuture<'a, Result<(), ModuleError>> {
         Box::pin(async move {
+            let (stages, config) = (s.stages.get()?, s.config.get()?);
+            let agent = &s.agent.get()?.agent;
             let sup = s
-                .root()?
+                .root
+                .get()?
                 .supervisor("plugins", RestartPolicy::Permanent, s.boot.supervisor)
                 .await?;
-            let agent = s.agent.get().ok_or("agent missing")?;
-            let deps = PluginDeps {
-                stages: s.stages.get().cloned().ok_or("stage host missing")?,
-                event_loop: agent.event_loop.clone(),
-                intercept_loop: agent.intercept_loop.clone(),
-                config: s.config.get().cloned().ok_or("config missing")?,
-                bus: s.bus.clone(),
-                services: homeagent_actors::plugins::services::KernelServices {
-                    bus: s.bus.clone(),
-                    channels: agent.deps.channels.clone(),
-                    context: Some(agent.deps.context.clone()),
-                    textlog: Some(agent.deps.textlog.clone()),
-                    graph: agent.deps.graph.clone(),
-                    knowledge: s.knowledge.get().cloned(),
-                    config: s.config.get().cloned(),
-                    llm: s.llm.get().cloned(),
-                },
-            };
+            let deps = plugin_deps(s, agent, stages, config)?;
             let dir = s.data_dir.join("plugins");
             install_bundled(&dir);
-            let config = s.config.get().cloned().ok_or("config missing")?;
             let disabled = config.send(DisabledPlugins).await?.unwrap_or_default();
             let sink_deps = agent.deps.clone();
             let on_skills: homeagent_actors::plugins::host::SkillsSink =
@@ -473,11 +457,38 @@ impl Module<KernelState> for PluginHostModule {
                 ))
             })
             .await?;
-            let _ = s.plugins.set(entries);
-            let _ = s.plugins_sup.set(sup);
+            s.plugins.provide(PluginHandles { set: entries, sup })?;
             Ok(())
         })
     }
+}
+
+/// What plugins reach of the kernel: built from the typed handles of the modules the
+/// plugin host requires.
+fn plugin_deps(
+    s: &KernelState,
+    agent: &AgentHandles,
+    stages: &TAddr<StageHost>,
+    config: &TAddr<ConfigActor>,
+) -> Result<PluginDeps, ModuleError> {
+    let memory = s.memory.get()?;
+    Ok(PluginDeps {
+        stages: stages.clone(),
+        event_loop: agent.event_loop.clone(),
+        intercept_loop: agent.intercept_loop.clone(),
+        config: config.clone(),
+        bus: s.bus.clone(),
+        services: homeagent_actors::plugins::services::KernelServices {
+            bus: s.bus.clone(),
+            channels: agent.deps.channels.clone(),
+            context: Some(memory.context.clone()),
+            textlog: Some(memory.textlog.clone()),
+            graph: Some(memory.graph.clone()),
+            knowledge: Some(memory.knowledge.clone()),
+            config: Some(config.clone()),
+            llm: Some(s.llm.get()?.clone()),
+        },
+    })
 }
 
 /// A file of a bundled plugin: its name, content and whether it is executable.
@@ -580,17 +591,17 @@ impl Module<KernelState> for CliModule {
     }
     fn init<'a>(&'a self, s: &'a KernelState) -> LocalBoxFuture<'a, Result<(), ModuleError>> {
         Box::pin(async move {
+            let plugins = s.plugins.get()?;
             let deps = crate::cli_socket::CliDeps {
-                agent: s.agent.get().cloned().ok_or("agent missing")?,
-                config: s.config.get().cloned().ok_or("config missing")?,
+                agent: s.agent.get()?.agent.clone(),
+                config: s.config.get()?.clone(),
                 registry: s.registry.clone(),
-                plugins: s.plugins.get().cloned().ok_or("plugin host missing")?,
+                plugins: plugins.set.clone(),
                 started: s.started,
             };
             let path = s.socket_path.clone();
-            s.plugins_sup
-                .get()
-                .ok_or("plugins supervisor missing")?
+            plugins
+                .sup
                 .worker("cli", RestartPolicy::Permanent, move || {
                     Ok(crate::cli_socket::CliSocket::new(path.clone(), deps.clone()))
                 })
@@ -600,7 +611,8 @@ impl Module<KernelState> for CliModule {
     }
 }
 
-/// `kernel/memory`: the memory tiers (context, text log, knowledge, graph) and the distill heartbeat.
+/// `kernel/memory`: the memory tiers (context, text log, knowledge, graph), the
+/// embedder and the distill heartbeat ([`homeagent_actors::memory::start`]).
 struct MemoryModule;
 
 impl Module<KernelState> for MemoryModule {
@@ -615,129 +627,43 @@ impl Module<KernelState> for MemoryModule {
     }
     fn init<'a>(&'a self, s: &'a KernelState) -> LocalBoxFuture<'a, Result<(), ModuleError>> {
         Box::pin(async move {
-            let sup = s
-                .root()?
-                .supervisor("memory", RestartPolicy::Permanent, s.boot.supervisor)
-                .await?;
-            let path = s.data_dir.join("memory").join("memory.db");
-            let context = sup
-                .worker_on(s.blocking.handle(), "context", RestartPolicy::Permanent, move || {
-                    let store = MemoryStore::open(&path).map_err(|e| e.to_string())?;
-                    ContextActor::open(store).map_err(|e| e.to_string())
-                })
-                .await?;
-            let text_dir = s.data_dir.join("memory").join("text");
-            let textlog = sup
-                .worker_on(s.blocking.handle(), "textlog", RestartPolicy::Permanent, move || {
-                    use homeagent_actors::memory::textlog::{MAX_AGE, MAX_BYTES, TextLog, TextLogActor};
-                    Ok(TextLogActor::new(TextLog::new(&text_dir, MAX_AGE, MAX_BYTES)))
-                })
-                .await?;
-            let _ = s.textlog.set(textlog);
-            let kb_dir = s.data_dir.join("knowledge");
-            let knowledge = sup
-                .worker_on(s.blocking.handle(), "knowledge", RestartPolicy::Permanent, move || {
-                    use homeagent_actors::memory::knowledge::{KnowledgeActor, KnowledgeBase};
-                    Ok(KnowledgeActor::new(KnowledgeBase::new(&kb_dir)))
-                })
-                .await?;
-            let _ = s.knowledge.set(knowledge.clone());
-            let graph_path = s.data_dir.join("memory").join("graph.db");
-            let graph = sup
-                .worker_on(s.blocking.handle(), "graph", RestartPolicy::Permanent, move || {
-                    use homeagent_actors::memory::{graph::GraphStore, graph_actor::GraphActor};
-                    Ok(GraphActor::new(
-                        GraphStore::open(&graph_path).map_err(|e| e.to_string())?,
-                    ))
-                })
-                .await?;
-            let _ = s.graph.set(graph.clone());
-            let rules_last: Arc<Mutex<Option<homeagent_actors::memory::distiller::RulesRound>>> = Arc::default();
-            let (g, l, dir) = (graph.clone(), rules_last.clone(), s.data_dir.join("memory"));
-            let rules = sup
-                .worker_on(s.blocking.handle(), "distiller", RestartPolicy::Permanent, move || {
-                    use homeagent_actors::memory::distiller::{INTERVAL, RuleDistiller};
-                    Ok(RuleDistiller::new(
-                        dir.join("text"),
-                        dir.join("distiller.cursor"),
-                        g.clone(),
-                        INTERVAL,
-                        l.clone(),
-                    ))
-                })
-                .await?;
-            let _ = s.rules.set((rules, rules_last));
-            let stages = s.stages.get().cloned().ok_or("stage host missing")?;
-            for (spec, handler) in homeagent_actors::memory::graph_actor::graph_tools(graph, s.textlog.get().cloned()) {
-                stages
-                    .send(homeagent_actors::stages::RegisterTool { spec, handler })
-                    .await??;
-            }
-            for (spec, handler) in homeagent_actors::memory::knowledge::knowledge_tools(knowledge) {
-                stages
-                    .send(homeagent_actors::stages::RegisterTool { spec, handler })
-                    .await??;
-            }
-            // The embedder: its own thread; the model loads after boot, in the background.
-            let config = s.config.get().cloned().ok_or("config missing")?;
-            let all = config.send(homeagent_actors::config::GetRawSettings).await??;
-            let embed_cfg = homeagent_actors::memory::embed::embed_config(&all);
-            let status = homeagent_actors::memory::embed::actor::EmbedderActor::status_handle(&embed_cfg);
-            let (st, dd, db) = (
-                status.clone(),
-                s.data_dir.clone(),
-                s.data_dir.join("memory").join("memory.db"),
-            );
-            let embedder = sup
-                .worker_on(
-                    s.embed_thread.handle(),
-                    "embedder",
-                    RestartPolicy::Permanent,
-                    move || {
-                        use homeagent_actors::memory::embed::actor::EmbedderActor;
-                        let store = MemoryStore::open(&db).map_err(|e| e.to_string())?;
-                        Ok(EmbedderActor::new(embed_cfg.clone(), dd.clone(), store, st.clone()))
-                    },
-                )
-                .await?;
-            let handle = homeagent_actors::memory::embed::actor::EmbedderHandle { addr: embedder, status };
-            let _ = s.embedder.set(handle.clone());
-            for (spec, handler) in homeagent_actors::memory::actor::document_tools(context.clone(), Some(handle)) {
-                stages
-                    .send(homeagent_actors::stages::RegisterTool { spec, handler })
-                    .await??;
-            }
-            // The distill heartbeat; its period follows `core.agent.distill_interval`.
-            let every: homeagent_actors::memory::heartbeat::IntervalCell =
-                Arc::new(Mutex::new(interval(&all, "core.agent.distill_interval", 30)));
-            let last: Arc<Mutex<Option<Round>>> = Arc::default();
-            let (c, l, cfg) = (context.clone(), last.clone(), config.clone());
-            let distill = sup
-                .worker("heartbeat-distill", RestartPolicy::Permanent, move || {
-                    Ok(DistillHeartbeat::new(c.clone(), cfg.clone(), every.clone(), l.clone()))
-                })
-                .await?;
-            let _ = s.distill.set((distill, last));
-            let _ = s.memory_sup.set(sup.clone());
-            let _ = s.context.set(context);
+            let memory = homeagent_actors::memory::start::start(MemoryDeps {
+                parent: s.root.get()?,
+                tree: s.boot.supervisor,
+                data_dir: &s.data_dir,
+                blocking: s.blocking.handle(),
+                embed_thread: s.embed_thread.handle(),
+                stages: s.stages.get()?,
+                config: s.config.get()?,
+            })
+            .await?;
+            s.memory.provide(memory)?;
             Ok(())
         })
     }
 }
 
-/// Applies changed `core.agent.{distill,archive,merge,review}_interval` settings to the
-/// running heartbeats (they re-arm their timers; the new period also survives their
-/// restarts). Listens on the kernel bus for as long as the kernel runs.
-fn follow_heartbeat_intervals(s: &KernelState) {
-    use homeagent_actors::memory::graph_heartbeat::Maintenance;
+/// Which heartbeat a changed setting re-arms: `None` for the distill heartbeat, else
+/// the maintenance kind; not a heartbeat period at all: not listed.
+fn heartbeat_for(changed: &str) -> Option<(Option<Maintenance>, Key<Duration>)> {
+    [
+        (None, keys::AGENT_DISTILL_INTERVAL),
+        (Some(Maintenance::Archive), keys::AGENT_ARCHIVE_INTERVAL),
+        (Some(Maintenance::Merge), keys::AGENT_MERGE_INTERVAL),
+        (Some(Maintenance::Review), keys::AGENT_REVIEW_INTERVAL),
+    ]
+    .into_iter()
+    .find(|(_, k)| k.is(changed))
+}
+
+/// Applies changed heartbeat periods ([`HeartbeatConfig`](homeagent_actors::config::HeartbeatConfig)) to the running heartbeats
+/// (they re-arm their timers; the new period also survives their restarts). Listens
+/// on the kernel bus for as long as the kernel runs.
+fn follow_heartbeat_intervals(bus: &EventBus, memory: &MemoryHandles, maintenance: &[MaintenanceHandle]) {
     use homeagent_actors::memory::heartbeat::SetInterval;
-    let distill = s.distill.get().map(|(a, _)| a.clone());
-    let maintenance: Vec<_> = s
-        .maintenance
-        .get()
-        .map(|v| v.iter().map(|(k, a, _)| (*k, a.clone())).collect())
-        .unwrap_or_default();
-    let mut rx = s.bus.subscribe();
+    let distill = memory.distill.0.clone();
+    let maintenance: Vec<_> = maintenance.iter().map(|(k, a, _)| (*k, a.clone())).collect();
+    let mut rx = bus.subscribe();
     actix_rt::spawn(async move {
         use tokio::sync::broadcast::error::RecvError;
         loop {
@@ -749,28 +675,17 @@ fn follow_heartbeat_intervals(s: &KernelState) {
             if ev.kind != homeagent_actors::bus::kinds::SETTING_CHANGED {
                 continue;
             }
-            let key = ev.data.get("key").and_then(serde_json::Value::as_str).unwrap_or("");
-            let kind = match key {
-                "core.agent.distill_interval" => None,
-                "core.agent.archive_interval" => Some(Maintenance::Archive),
-                "core.agent.merge_interval" => Some(Maintenance::Merge),
-                "core.agent.review_interval" => Some(Maintenance::Review),
-                _ => continue,
-            };
-            let Some(every) = ev
-                .data
-                .get("value")
-                .and_then(serde_json::Value::as_str)
-                .and_then(|v| homeagent_actors::config::parse_duration(v).ok())
-            else {
+            let changed = ev.data.get("key").and_then(serde_json::Value::as_str).unwrap_or("");
+            let Some((kind, key)) = heartbeat_for(changed) else {
                 continue;
             };
-            tracing::info!(key, ?every, "heartbeat interval changed");
+            let Some(every) = ev.data.get("value").and_then(|v| key.decode(v)) else {
+                continue;
+            };
+            tracing::info!(key = key.name(), ?every, "heartbeat interval changed");
             match kind {
                 None => {
-                    if let Some(a) = &distill {
-                        let _ = a.do_send(SetInterval(every));
-                    }
+                    let _ = distill.do_send(SetInterval(every));
                 }
                 Some(k) => {
                     for (_, a) in maintenance.iter().filter(|(mk, _)| *mk == k) {
@@ -780,19 +695,6 @@ fn follow_heartbeat_intervals(s: &KernelState) {
             }
         }
     });
-}
-
-/// A heartbeat interval setting as read at start (a changed value applies after a
-/// restart), or its default in minutes when absent or unreadable.
-fn interval(
-    all: &std::collections::BTreeMap<String, serde_json::Value>,
-    key: &str,
-    default_min: u64,
-) -> std::time::Duration {
-    all.get(key)
-        .and_then(serde_json::Value::as_str)
-        .and_then(|v| homeagent_actors::config::parse_duration(v).ok())
-        .unwrap_or(std::time::Duration::from_secs(default_min * 60))
 }
 
 /// `kernel/agent`: scheduler, intake loops and the settings relay.
@@ -816,108 +718,94 @@ impl Module<KernelState> for AgentModule {
     }
     fn init<'a>(&'a self, s: &'a KernelState) -> LocalBoxFuture<'a, Result<(), ModuleError>> {
         Box::pin(async move {
-            let root = s.root()?;
-            let sup = root
-                .supervisor("agent", RestartPolicy::Permanent, s.boot.supervisor)
-                .await?;
-            let deps = Arc::new(TaskDeps {
-                registry: s.registry.clone(),
-                bus: s.bus.clone(),
-                llm: s.llm.get().cloned().ok_or("llm missing")?,
-                stages: s.stages.get().cloned().ok_or("stage host missing")?,
-                context: s.context.get().cloned().ok_or("context missing")?,
-                textlog: s.textlog.get().cloned().ok_or("text log missing")?,
-                graph: s.graph.get().cloned(),
-                embedder: s.embedder.get().cloned(),
-                channels: Channels::builtin(),
-                skills_index: Default::default(),
-                settings: parking_lot::RwLock::new(AgentSettings::default()),
-            });
-            let me: Arc<OnceLock<TAddr<SchedulerActor>>> = Arc::default();
-            let (d, m) = (deps.clone(), me.clone());
-            let scheduler = sup
-                .worker("scheduler", RestartPolicy::Permanent, move || {
-                    Ok(SchedulerActor::new(d.clone(), m.clone()))
-                })
-                .await?;
-            let _ = me.set(scheduler.clone());
-            let sc = scheduler.clone();
-            let event_loop = sup
-                .worker("event-loop", RestartPolicy::Permanent, move || {
-                    Ok(EventLoop::new(sc.clone()))
-                })
-                .await?;
-            let sc = scheduler.clone();
-            let intercept_loop = sup
-                .worker("intercept-loop", RestartPolicy::Permanent, move || {
-                    Ok(InterceptLoop::new(sc.clone()))
-                })
-                .await?;
-            let config = s.config.get().cloned().ok_or("config missing")?;
-            let d = deps.clone();
-            sup.worker("settings-relay", RestartPolicy::Permanent, move || {
-                Ok(SettingsRelay::new(config.clone(), d.clone()))
-            })
-            .await?;
+            let (config, memory) = (s.config.get()?, s.memory.get()?);
+            let agent = start_agent(s, s.llm.get()?, s.stages.get()?, config, memory).await?;
             // The graph maintenance heartbeats hand their tasks to the event loop.
-            if let (Some(msup), Some(graph)) = (s.memory_sup.get(), s.graph.get()) {
-                use homeagent_actors::memory::graph_heartbeat::{GraphHeartbeat, Maintenance};
-                let config = s.config.get().cloned().ok_or("config missing")?;
-                let all = config.send(homeagent_actors::config::GetRawSettings).await??;
-                let mut handles = Vec::new();
-                for (kind, key, name, default_min) in [
-                    (
-                        Maintenance::Archive,
-                        "core.agent.archive_interval",
-                        "heartbeat-archive",
-                        60,
-                    ),
-                    (Maintenance::Merge, "core.agent.merge_interval", "heartbeat-merge", 120),
-                    (
-                        Maintenance::Review,
-                        "core.agent.review_interval",
-                        "heartbeat-review",
-                        120,
-                    ),
-                ] {
-                    let every: homeagent_actors::memory::heartbeat::IntervalCell =
-                        Arc::new(Mutex::new(interval(&all, key, default_min)));
-                    let last: Arc<Mutex<Option<homeagent_actors::memory::graph_heartbeat::MaintenanceRound>>> =
-                        Arc::default();
-                    let (g, e, l) = (graph.clone(), event_loop.clone(), Arc::clone(&last));
-                    let c = (kind == Maintenance::Archive)
-                        .then(|| s.context.get().cloned())
-                        .flatten();
-                    let em = (kind == Maintenance::Merge)
-                        .then(|| s.embedder.get().map(|h| h.addr.clone()))
-                        .flatten();
-                    let hb = msup
-                        .worker(name, RestartPolicy::Permanent, move || {
-                            Ok(
-                                GraphHeartbeat::new(kind, g.clone(), e.clone(), c.clone(), every.clone(), l.clone())
-                                    .with_embedder(em.clone()),
-                            )
-                        })
-                        .await?;
-                    handles.push((kind, hb, last));
-                }
-                let _ = s.maintenance.set(handles);
-            }
-            follow_heartbeat_intervals(s);
-            let _ = s.agent.set(Agent {
-                scheduler,
-                event_loop,
-                intercept_loop,
-                deps,
+            let event_loop = agent.event_loop.clone();
+            let tasks: TaskSink = Arc::new(move |text| {
+                let event_loop = event_loop.clone();
+                Box::pin(async move {
+                    event_loop
+                        .send(SelfInput(text))
+                        .await
+                        .map_err(|e| e.to_string())
+                        .and_then(|r| r)
+                })
             });
+            let maintenance = homeagent_actors::memory::start::start_maintenance(memory, tasks, config).await?;
+            follow_heartbeat_intervals(&s.bus, memory, &maintenance);
+            s.agent.provide(AgentModuleOutput { agent, maintenance })?;
             Ok(())
         })
     }
 }
 
+/// Starts `kernel/agent` (scheduler, intake loops, settings relay) on the typed
+/// handles of what it needs: the LLM, the stage host, the settings and the memory.
+async fn start_agent(
+    s: &KernelState,
+    llm: &TAddr<LlmActor>,
+    stages: &TAddr<StageHost>,
+    config: &TAddr<ConfigActor>,
+    memory: &MemoryHandles,
+) -> Result<AgentHandles, ModuleError> {
+    let sup = s
+        .root
+        .get()?
+        .supervisor("agent", RestartPolicy::Permanent, s.boot.supervisor)
+        .await?;
+    // The current settings from the start (the relay keeps them current).
+    let settings = config.send(ReadSettings).await??;
+    let deps = Arc::new(TaskDeps {
+        registry: s.registry.clone(),
+        bus: s.bus.clone(),
+        llm: llm.clone(),
+        stages: stages.clone(),
+        context: memory.context.clone(),
+        textlog: memory.textlog.clone(),
+        graph: Some(memory.graph.clone()),
+        embedder: Some(memory.embedder.clone()),
+        channels: Channels::builtin(),
+        skills_index: Default::default(),
+        settings: parking_lot::RwLock::new(agent_settings(&settings)),
+    });
+    let me: Arc<OnceLock<TAddr<SchedulerActor>>> = Arc::default();
+    let (d, m) = (deps.clone(), me.clone());
+    let scheduler = sup
+        .worker("scheduler", RestartPolicy::Permanent, move || {
+            Ok(SchedulerActor::new(d.clone(), m.clone()))
+        })
+        .await?;
+    let _ = me.set(scheduler.clone());
+    let sc = scheduler.clone();
+    let event_loop = sup
+        .worker("event-loop", RestartPolicy::Permanent, move || {
+            Ok(EventLoop::new(sc.clone()))
+        })
+        .await?;
+    let sc = scheduler.clone();
+    let intercept_loop = sup
+        .worker("intercept-loop", RestartPolicy::Permanent, move || {
+            Ok(InterceptLoop::new(sc.clone()))
+        })
+        .await?;
+    let (c, d) = (config.clone(), deps.clone());
+    sup.worker("settings-relay", RestartPolicy::Permanent, move || {
+        Ok(SettingsRelay::new(c.clone(), d.clone()))
+    })
+    .await?;
+    Ok(AgentHandles {
+        scheduler,
+        event_loop,
+        intercept_loop,
+        deps,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use homeagent_actors::config::HeartbeatConfig;
 
     #[test]
     fn the_real_boot_graph_resolves() {
@@ -933,6 +821,24 @@ mod tests {
                 vec!["cli"]
             ]
         );
+    }
+
+    #[test]
+    fn each_heartbeat_period_setting_re_arms_its_own_heartbeat() {
+        assert_eq!(
+            heartbeat_for(keys::AGENT_DISTILL_INTERVAL.name()).map(|(k, _)| k),
+            Some(None)
+        );
+        for kind in [Maintenance::Archive, Maintenance::Merge, Maintenance::Review] {
+            let (_, name) = homeagent_actors::memory::start::maintenance_period(kind, &HeartbeatConfig::defaults());
+            let (k, key) = HeartbeatConfig::KEYS
+                .iter()
+                .find_map(|k| heartbeat_for(k).filter(|(m, _)| *m == Some(kind)))
+                .unwrap_or_else(|| panic!("{name}: no setting re-arms it"));
+            assert_eq!(k, Some(kind));
+            assert!(HeartbeatConfig::concerns(key.name()));
+        }
+        assert!(heartbeat_for(keys::AGENT_MAX_TOOL_TURNS.name()).is_none());
     }
 
     #[test]

@@ -569,6 +569,57 @@ fn edit_distance(a: &str, b: &str) -> usize {
     prev[b.len()]
 }
 
+/// One module's typed output in the kernel state, written once by the module that
+/// provides `facility` and read by the modules that require it.
+///
+/// This replaces a bag of optional fields: a module reads *one* typed handle per
+/// facility it requires (e.g. `&MemoryHandles`) and passes it on to typed start
+/// functions, so the compiler checks what a subsystem is given; [`Slot::get`] fails
+/// only on a wiring bug (a facility read without being listed in `requires()`), and
+/// says so.
+pub struct Slot<T> {
+    facility: Facility,
+    cell: std::sync::OnceLock<T>,
+}
+
+/// A slot was read before its module filled it, or filled twice.
+#[derive(Debug, thiserror::Error)]
+pub enum SlotError {
+    #[error(
+        "kernel wiring bug: `{0}` was read before its module provided it; list the facility in the \
+         reading module's `requires()` so the boot graph orders it"
+    )]
+    NotReady(Facility),
+    #[error("kernel wiring bug: `{0}` was provided twice; only its one provider may fill it")]
+    Twice(Facility),
+}
+
+impl<T> Slot<T> {
+    /// An empty slot for `facility` (a facility name, or the module's name for
+    /// outputs that are no facility).
+    pub const fn new(facility: Facility) -> Self {
+        Self {
+            facility,
+            cell: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The module's output.
+    pub fn get(&self) -> Result<&T, SlotError> {
+        self.cell.get().ok_or(SlotError::NotReady(self.facility))
+    }
+
+    /// Fills the slot (once).
+    pub fn provide(&self, value: T) -> Result<(), SlotError> {
+        self.cell.set(value).map_err(|_| SlotError::Twice(self.facility))
+    }
+
+    /// Whether the module has filled it (for [`Produced`]).
+    pub fn is_provided(&self) -> bool {
+        self.cell.get().is_some()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -986,5 +1037,17 @@ mod tests {
         assert_eq!(suggestion("confg", &declared), " (did you mean `config`?)");
         assert_eq!(suggestion("telemetry", &declared), "");
         assert_eq!(edit_distance("kitten", "sitting"), 3);
+    }
+
+    #[test]
+    fn a_slot_is_filled_once_and_names_its_facility_when_read_early() {
+        let slot: Slot<u32> = Slot::new("memory");
+        let err = slot.get().unwrap_err().to_string();
+        assert!(err.contains("`memory`") && err.contains("requires()"), "{err}");
+        assert!(!slot.is_provided());
+        slot.provide(7).unwrap();
+        assert_eq!(*slot.get().unwrap(), 7);
+        assert!(matches!(slot.provide(8), Err(SlotError::Twice("memory"))));
+        assert_eq!(*slot.get().unwrap(), 7, "the first value stays");
     }
 }

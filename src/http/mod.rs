@@ -30,7 +30,7 @@ pub struct AppState {
     pub bus: EventBus,
     pub config: TAddr<ConfigActor>,
     pub llm: TAddr<LlmActor>,
-    pub agent: crate::kernel::Agent,
+    pub agent: homeagent_actors::agent::AgentHandles,
     pub plugins: Arc<homeagent_actors::plugins::host::PluginSet>,
     /// The distill heartbeat and its last round.
     pub distill: Option<homeagent_actors::memory::heartbeat::DistillHandle>,

@@ -7,10 +7,12 @@
 //! * [`task`]: one task per actor (prepare → LLM → tools → …, safe points, parking);
 //! * [`channels`], [`prompt`]: output channels with their generated tools, and the
 //!   prompt text;
-//! * [`dedupe`]: the duplicate-input guard.
+//! * [`dedupe`]: the duplicate-input guard;
+//! * [`handles`]: [`AgentHandles`], what the agent's consumers hold.
 
 pub mod channels;
 pub mod dedupe;
+pub mod handles;
 pub mod input;
 pub mod intake;
 pub mod overflow;
@@ -20,4 +22,5 @@ pub mod scheduler;
 pub mod task;
 pub mod tools_exec;
 
+pub use handles::AgentHandles;
 pub use input::{Input, Reply, ReplyTo};

@@ -4,7 +4,6 @@
 //! `core.llm.api_key`/`provider` reconfigures the LLM sources (no restart needed), and
 //! a change of the agent's knobs updates the settings tasks read.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use actix::prelude::*;
@@ -15,42 +14,50 @@ use super::prompt::PromptSettings;
 use super::task::{AgentSettings, TaskDeps};
 use crate::addr::TAddr;
 use crate::bus::kinds;
-use crate::config::{ConfigActor, GetRawSettings};
+use crate::config::{AgentConfig, ConfigActor, LLM_PREFIX, LlmConfig, MemoryConfig, ReadSettings, Settings};
 use crate::host::{Host, HostContext, KernelActor};
 use crate::llm::provider::Configure;
 
-/// Reads the agent's settings out of a settings map (missing keys keep defaults).
-pub fn agent_settings(s: &BTreeMap<String, Value>) -> AgentSettings {
-    let d = AgentSettings::default();
-    let text = |k: &str| s.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+/// The agent's settings out of a snapshot: [`AgentConfig`] and the two LLM knobs of
+/// [`LlmConfig`] a task sends with every request (defaults: the key table's).
+pub fn agent_settings(s: &Settings) -> AgentSettings {
+    let (a, l) = (AgentConfig::read(s), LlmConfig::read(s));
     AgentSettings {
         prompt: PromptSettings {
             skills: String::new(),
-            system_prompt: text("core.agent.system_prompt"),
-            personal_prompt: text("core.agent.personal_prompt"),
+            system_prompt: a.system_prompt,
+            personal_prompt: a.personal_prompt,
         },
-        max_tool_turns: s
-            .get("core.agent.max_tool_turns")
-            .and_then(Value::as_u64)
-            .map_or(d.max_tool_turns, |v| v as u32),
-        max_tokens: s
-            .get("core.llm.max_tokens")
-            .and_then(Value::as_u64)
-            .map_or(d.max_tokens, |v| v as u32),
-        temperature: s
-            .get("core.llm.temperature")
-            .and_then(Value::as_f64)
-            .unwrap_or(d.temperature),
-        tool_timeout: s
-            .get("core.agent.tool_timeout")
-            .and_then(Value::as_str)
-            .and_then(|v| crate::config::parse_duration(v).ok())
-            .filter(|d| !d.is_zero())
-            .unwrap_or(d.tool_timeout),
-        max_context_size: s
-            .get("core.agent.max_context_size")
-            .and_then(Value::as_u64)
-            .map_or(d.max_context_size, |v| v as usize),
+        max_tool_turns: a.max_tool_turns,
+        max_tokens: l.max_tokens,
+        temperature: l.temperature,
+        tool_timeout: a.tool_timeout,
+        max_context_size: a.max_context_size,
+    }
+}
+
+/// What a changed key asks the relay to reload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reload {
+    /// The agent's knobs and the LLM sources (any `core.llm.*` key, sources included).
+    Llm,
+    /// The agent's knobs only.
+    Agent,
+    /// The embedder.
+    Embedder,
+}
+
+impl Reload {
+    fn for_key(key: &str) -> Option<Self> {
+        if key.starts_with(LLM_PREFIX) {
+            Some(Self::Llm)
+        } else if AgentConfig::concerns(key) {
+            Some(Self::Agent)
+        } else if MemoryConfig::concerns(key) {
+            Some(Self::Embedder)
+        } else {
+            None
+        }
     }
 }
 
@@ -76,22 +83,26 @@ impl SettingsRelay {
                 loop {
                     match rx.recv().await {
                         Ok(ev) if ev.kind == kinds::SETTING_CHANGED => {
-                            let key = ev.data.get("key").and_then(Value::as_str).unwrap_or("").to_owned();
-                            return (rx, Some(key));
+                            let key = ev.data.get("key").and_then(Value::as_str).unwrap_or("");
+                            if let Some(what) = Reload::for_key(key) {
+                                return (rx, Some(vec![what]));
+                            }
                         }
                         Ok(_) => {}
                         // Missed events: reload everything to be safe.
-                        Err(RecvError::Lagged(_)) => return (rx, Some("core.llm.".to_owned())),
+                        Err(RecvError::Lagged(_)) => return (rx, Some(vec![Reload::Llm, Reload::Embedder])),
                         Err(RecvError::Closed) => return (rx, None),
                     }
                 }
             })
-            .map(|(rx, key), host, ctx| {
-                let Some(key) = key else { return };
-                if key.starts_with("core.llm.") || key.starts_with("core.agent.") {
-                    host.inner().reload(key.starts_with("core.llm."), ctx);
-                } else if crate::memory::embed::is_embed_setting(&key) {
-                    host.inner().reload_embedder(ctx);
+            .map(|(rx, what), host, ctx| {
+                let Some(what) = what else { return };
+                for w in what {
+                    match w {
+                        Reload::Llm => host.inner().reload(true, ctx),
+                        Reload::Agent => host.inner().reload(false, ctx),
+                        Reload::Embedder => host.inner().reload_embedder(ctx),
+                    }
                 }
                 host.inner().listen(rx, ctx);
             }),
@@ -104,10 +115,10 @@ impl SettingsRelay {
         };
         let config = self.config.clone();
         ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(async move {
-            match config.send(GetRawSettings).await {
+            match config.send(ReadSettings).await {
                 Ok(Ok(all)) => {
                     tracing::info!("embedder settings changed: reconfiguring");
-                    let cfg = crate::memory::embed::embed_config(&all);
+                    let cfg = crate::memory::embed::embed_config(&MemoryConfig::read(&all));
                     let _ = embedder.send(crate::memory::embed::actor::Reconfigure(cfg)).await;
                 }
                 Ok(Err(e)) => tracing::error!("cannot read settings to apply a change: {e}"),
@@ -120,12 +131,12 @@ impl SettingsRelay {
         let config = self.config.clone();
         let deps = self.deps.clone();
         ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(async move {
-            match config.send(GetRawSettings).await {
+            match config.send(ReadSettings).await {
                 Ok(Ok(all)) => {
                     *deps.settings.write() = agent_settings(&all);
                     if llm {
                         tracing::info!("LLM settings changed: reloading sources");
-                        let _ = deps.llm.send(Configure(all)).await;
+                        let _ = deps.llm.send(Configure(all.into_raw())).await;
                     }
                 }
                 Ok(Err(e)) => tracing::error!("cannot read settings to apply a change: {e}"),
@@ -149,18 +160,32 @@ impl KernelActor for SettingsRelay {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::keys;
     use serde_json::json;
 
     #[test]
     fn agent_settings_read_the_tool_timeout_and_keep_defaults_for_bad_values() {
-        let mut s = BTreeMap::new();
+        let s = Settings::default();
         assert_eq!(agent_settings(&s).tool_timeout, std::time::Duration::from_secs(60));
-        s.insert("core.agent.tool_timeout".to_owned(), json!("90s"));
-        s.insert("core.agent.max_tool_turns".to_owned(), json!(3));
+        let s = s
+            .with(keys::AGENT_TOOL_TIMEOUT, json!("90s"))
+            .with(keys::AGENT_MAX_TOOL_TURNS, json!(3))
+            .with(keys::LLM_MAX_TOKENS, json!(512));
         let a = agent_settings(&s);
         assert_eq!(a.tool_timeout, std::time::Duration::from_secs(90));
-        assert_eq!(a.max_tool_turns, 3);
-        s.insert("core.agent.tool_timeout".to_owned(), json!("soon"));
+        assert_eq!((a.max_tool_turns, a.max_tokens), (3, 512));
+        let s = s.with(keys::AGENT_TOOL_TIMEOUT, json!("soon"));
         assert_eq!(agent_settings(&s).tool_timeout, std::time::Duration::from_secs(60));
+    }
+
+    #[test]
+    fn a_changed_key_reloads_only_what_reads_it() {
+        assert_eq!(Reload::for_key("core.llm.sources.x.base_url"), Some(Reload::Llm));
+        assert_eq!(Reload::for_key(keys::LLM_TEMPERATURE.name()), Some(Reload::Llm));
+        assert_eq!(Reload::for_key(keys::AGENT_SYSTEM_PROMPT.name()), Some(Reload::Agent));
+        assert_eq!(Reload::for_key(keys::MEMORY_EMBED_URL.name()), Some(Reload::Embedder));
+        // The heartbeat periods are the kernel's to apply; the daemon's log level too.
+        assert_eq!(Reload::for_key(keys::AGENT_DISTILL_INTERVAL.name()), None);
+        assert_eq!(Reload::for_key(keys::DAEMON_LOG_LEVEL.name()), None);
     }
 }

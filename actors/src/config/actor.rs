@@ -98,6 +98,12 @@ pub struct GetPluginDefs(pub String);
 #[rtype(result = "Result<BTreeMap<String, Value>, ConfigError>")]
 pub struct GetRawSettings;
 
+/// A snapshot of every setting, secrets included, for typed reads
+/// ([`super::AgentConfig::read`], …); kernel code only, never for display.
+#[derive(Message)]
+#[rtype(result = "Result<super::Settings, ConfigError>")]
+pub struct ReadSettings;
+
 /// Marks a plugin disabled (`true`) or enabled (`false`), persistently.
 #[derive(Message)]
 #[rtype(result = "Result<(), ConfigError>")]
@@ -161,6 +167,13 @@ impl Handles<GetRawSettings> for ConfigActor {
     type Reply = Result<BTreeMap<String, Value>, ConfigError>;
     fn handle(&mut self, _: GetRawSettings, _: &mut HostContext<Self>) -> Self::Reply {
         self.store.all()
+    }
+}
+
+impl Handles<ReadSettings> for ConfigActor {
+    type Reply = Result<super::Settings, ConfigError>;
+    fn handle(&mut self, _: ReadSettings, _: &mut HostContext<Self>) -> Self::Reply {
+        self.store.snapshot()
     }
 }
 

@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 use super::ConfigError;
 use super::duration::{format_duration, parse_duration};
+use super::keys as key;
 
 /// Prefix of the per-source LLM settings family.
 pub const SOURCES_PREFIX: &str = "core.llm.sources.";
@@ -344,8 +345,9 @@ const fn int(min: i64, max: i64) -> ValueKind {
     ValueKind::Int { min, max }
 }
 
-/// The core settings with their types and defaults. Paths default to locations inside
-/// `data_dir`.
+/// The core settings with their types and defaults: the one place a default is written.
+/// Keys are the typed constants of [`super::keys`] (code reads them through the typed
+/// groups of [`super::settings`]). Paths default to locations inside `data_dir`.
 pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
     use ValueKind as K;
     let ms = Duration::from_millis;
@@ -353,76 +355,81 @@ pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
     vec![
         // Daemon.
         SettingDef::new(
-            "core.daemon.data_dir",
+            key::DAEMON_DATA_DIR.name(),
             K::String,
             path_default(data_dir, ""),
             "Directory holding the daemon's databases, plugins and logs",
         ),
         SettingDef::new(
-            "core.daemon.log_level",
+            key::DAEMON_LOG_LEVEL.name(),
             K::Enum(LOG_LEVELS),
             json!("info"),
             "Least severe log level that is recorded",
         ),
         SettingDef::new(
-            "core.daemon.shutdown_timeout",
+            key::DAEMON_SHUTDOWN_TIMEOUT.name(),
             at_least(ms(100)),
             json!("10s"),
             "How long a graceful shutdown may take before remaining actors are stopped",
         ),
         SettingDef::new(
-            "core.daemon.heartbeat_interval",
+            key::DAEMON_HEARTBEAT_INTERVAL.name(),
             at_least(ms(100)),
             json!("15s"),
             "How often DATA/heartbeat is rewritten (t=<unix seconds>) for outside watchdogs",
         ),
         SettingDef::new(
-            "webui.listen_addr",
+            key::WEBUI_LISTEN_ADDR.name(),
             K::SocketAddr,
             json!("127.0.0.1:8080"),
             "Address the HTTP API and WebUI listen on; loopback by default",
         ),
         // LLM.
         SettingDef::new(
-            "core.llm.provider",
+            key::LLM_PROVIDER.name(),
             K::String,
             json!("deepseek"),
             "Name of the LLM source used for requests",
         ),
         SettingDef::new(
-            "core.llm.model",
+            key::LLM_MODEL.name(),
             K::String,
             json!("deepseek-v4-flash"),
             "Default model name",
         ),
         SettingDef::new(
-            "core.llm.base_url",
+            key::LLM_BASE_URL.name(),
             K::Url,
             json!("https://api.deepseek.com"),
             "Default provider endpoint",
         ),
         SettingDef::new(
-            "core.llm.api_key",
+            key::LLM_API_KEY.name(),
             K::String,
             json!(""),
             "Default API key; empty falls back to the LLM_API_KEY or DEEPSEEK_API_KEY environment variables",
         )
         .secret(),
-        SettingDef::new("core.llm.adapter", K::String, json!("deepseek"), "Default Lua adapter"),
         SettingDef::new(
-            "core.llm.temperature",
+            key::LLM_ADAPTER.name(),
+            K::String,
+            json!("deepseek"),
+            "Default Lua adapter",
+        ),
+        SettingDef::new(
+            key::LLM_TEMPERATURE.name(),
             K::Float { min: 0.0, max: 2.0 },
             json!(0.7),
             "Sampling temperature: lower is more deterministic",
         ),
         SettingDef::new(
-            "core.llm.max_tokens",
+            key::LLM_MAX_TOKENS.name(),
             int(1, i64::from(u32::MAX)),
             json!(4096),
             "Largest number of tokens a single reply may have",
         ),
         SettingDef::new(
-            "core.llm.thinking_enabled",
+            key::LLM_THINKING_ENABLED.name(),
             K::Bool,
             json!(false),
             "Ask the model for its reasoning output when it supports it",
@@ -467,166 +474,166 @@ pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
         ),
         // Locations.
         SettingDef::new(
-            "core.plugin.dir",
+            key::PLUGIN_DIR.name(),
             K::String,
             path_default(data_dir, "plugins"),
             "Directory scanned for installed plugins",
         ),
         SettingDef::new(
-            "core.memory.graph",
+            key::MEMORY_GRAPH.name(),
             K::String,
             path_default(data_dir, "memory/graph.db"),
             "Database file of the graph memory",
         ),
         SettingDef::new(
-            "core.memory.text",
+            key::MEMORY_TEXT.name(),
             K::String,
             path_default(data_dir, "memory/text"),
             "Directory of the text (conversation) memory",
         ),
         SettingDef::new(
-            "core.memory.documents",
+            key::MEMORY_DOCUMENTS.name(),
             K::String,
             path_default(data_dir, "memory/documents"),
             "Directory of the document memory",
         ),
         SettingDef::new(
-            "core.memory.embedder",
+            key::MEMORY_EMBEDDER.name(),
             K::Enum(EMBEDDERS),
             json!("auto"),
             "Dense embeddings for memory retrieval: auto (ONNX when installed, else TF-IDF/BM25), onnx, remote (an OpenAI-style /v1/embeddings server) or tfidf (none)",
         ),
         SettingDef::new(
-            "core.memory.onnx_dir",
+            key::MEMORY_ONNX_DIR.name(),
             K::String,
             json!(""),
             "Directory filled by scripts/install-embedder.sh (ONNX Runtime + MiniLM); empty searches HOMEAGENT_EMBEDDER_DIR, DATA/models/embedder and the source checkout's .deps/embedder",
         ),
         SettingDef::new(
-            "core.memory.onnx_threads",
+            key::MEMORY_ONNX_THREADS.name(),
             int(1, 64),
             json!(1),
             "Threads ONNX Runtime may use for embeddings",
         ),
         SettingDef::new(
-            "core.memory.embed_url",
+            key::MEMORY_EMBED_URL.name(),
             K::String,
             json!(""),
             "Base URL of a remote embeddings server (OpenAI /v1/embeddings format), for core.memory.embedder = remote",
         ),
         SettingDef::new(
-            "core.memory.embed_model",
+            key::MEMORY_EMBED_MODEL.name(),
             K::String,
             json!(""),
             "Model name sent to the remote embeddings server",
         ),
         SettingDef::new(
-            "core.memory.embed_api_key",
+            key::MEMORY_EMBED_API_KEY.name(),
             K::String,
             json!(""),
             "API key for the remote embeddings server (sent as a bearer token)",
         )
         .secret(),
         SettingDef::new(
-            "core.knowledge.path",
+            key::KNOWLEDGE_PATH.name(),
             K::String,
             path_default(data_dir, "knowledge"),
             "Directory of the knowledge base",
         ),
         SettingDef::new(
-            "core.log.path",
+            key::LOG_PATH.name(),
             K::String,
             path_default(data_dir, "log"),
             "Directory where log files are written",
         ),
         // Agent.
         SettingDef::new(
-            "core.agent.tool_timeout",
+            key::AGENT_TOOL_TIMEOUT.name(),
             at_least(secs(1)),
             json!("60s"),
             "How long one tool call may run before the model is told it timed out (the call is cancelled)",
         ),
         SettingDef::new(
-            "core.agent.max_tool_turns",
+            key::AGENT_MAX_TOOL_TURNS.name(),
             int(0, 10_000),
             json!(10),
             "Most tool-call rounds in one task before it is stopped; 0 means unlimited",
         ),
         SettingDef::new(
-            "core.agent.max_context_size",
+            key::AGENT_MAX_CONTEXT_SIZE.name(),
             int(1, 100_000),
             json!(30),
             "Number of recent events kept in the model's context",
         ),
         SettingDef::new(
-            "core.agent.distill_interval",
+            key::AGENT_DISTILL_INTERVAL.name(),
             at_least(secs(1)),
             json!("30m"),
             "How often recent conversation is distilled into memory",
         ),
         SettingDef::new(
-            "core.agent.archive_interval",
+            key::AGENT_ARCHIVE_INTERVAL.name(),
             at_least(secs(1)),
             json!("60m"),
             "How often old context is archived",
         ),
         SettingDef::new(
-            "core.agent.review_interval",
+            key::AGENT_REVIEW_INTERVAL.name(),
             at_least(secs(1)),
             json!("120m"),
             "How often stored memories are reviewed",
         ),
         SettingDef::new(
-            "core.agent.merge_interval",
+            key::AGENT_MERGE_INTERVAL.name(),
             at_least(secs(1)),
             json!("120m"),
             "How often duplicate memories are merged",
         ),
         SettingDef::new(
-            "core.agent.system_prompt",
+            key::AGENT_SYSTEM_PROMPT.name(),
             K::String,
             json!(DEFAULT_SYSTEM_PROMPT),
             "Instructions given to the model at the start of every conversation",
         ),
         SettingDef::new(
-            "core.agent.personal_prompt",
+            key::AGENT_PERSONAL_PROMPT.name(),
             K::String,
             json!(""),
             "Extra instructions from the user, appended to the system prompt",
         ),
         // Supervision.
         SettingDef::new(
-            "core.supervisor.max_restarts",
+            key::SUPERVISOR_MAX_RESTARTS.name(),
             int(0, 10_000),
             json!(5),
             "Restarts allowed within the restart window before the failure is escalated",
         ),
         SettingDef::new(
-            "core.supervisor.restart_window",
+            key::SUPERVISOR_RESTART_WINDOW.name(),
             at_least(ms(1)),
             json!("30s"),
             "Window in which restarts are counted against max_restarts",
         ),
         SettingDef::new(
-            "core.supervisor.backoff_initial",
+            key::SUPERVISOR_BACKOFF_INITIAL.name(),
             at_least(ms(1)),
             json!("100ms"),
             "Delay before the first restart of a failed actor",
         ),
         SettingDef::new(
-            "core.supervisor.backoff_max",
+            key::SUPERVISOR_BACKOFF_MAX.name(),
             at_least(ms(1)),
             json!("30s"),
             "Longest delay between restarts",
         ),
         SettingDef::new(
-            "core.supervisor.backoff_reset_after",
+            key::SUPERVISOR_BACKOFF_RESET_AFTER.name(),
             at_least(ms(1)),
             json!("60s"),
             "Uptime after which an actor's restart delay starts again from backoff_initial",
         ),
         SettingDef::new(
-            "core.supervisor.stuck_threshold",
+            key::SUPERVISOR_STUCK_THRESHOLD.name(),
             at_least(ms(1)),
             json!("5s"),
             "Time in one handler after which an actor is reported as stuck",

@@ -35,6 +35,13 @@
 //! table. The `plugin_tables` table maps plugin names to table names, so that names that
 //! sanitise alike (`my-plugin`, `my_plugin`) still get distinct tables.
 //!
+//! # Reading settings
+//! Code outside this module never spells a key: it reads a typed group
+//! ([`AgentConfig`], [`MemoryConfig`], …) out of a [`Settings`] snapshot
+//! ([`ConfigStore::snapshot`], or the [`ReadSettings`] message), or names a
+//! [`keys`] constant. A misspelt key is therefore a compile error, and each default is
+//! written once, in the key table ([`core_defs`]).
+//!
 //! This module is plain Rust; the actor that owns the store and publishes
 //! `setting_changed` events from the returned [`Change`]s lives next to it.
 
@@ -45,17 +52,24 @@ use thiserror::Error;
 mod actor;
 mod defs;
 mod duration;
+pub mod keys;
+mod settings;
 mod store;
 
 pub use actor::{
     ConfigActor, DisabledPlugins, GetMaskedSetting, GetPluginDefs, GetRawSettings, GetSetting, GetSettings, MASKED,
-    RegisterPluginDef, SetPluginDisabled, UpdateSettings,
+    ReadSettings, RegisterPluginDef, SetPluginDisabled, UpdateSettings,
 };
 pub use defs::{
     DEFAULT_SYSTEM_PROMPT, KeyInfo, LLM_PREFIX, LOG_LEVELS, PLUGIN_PREFIX, SOURCE_FIELDS, SOURCES_PREFIX, SettingDef,
     SourceField, ValueKind, core_defs, is_valid_name, is_valid_plugin_key, lookup, validate,
 };
 pub use duration::{DurationError, format_duration, parse_duration};
+pub use keys::Key;
+pub use settings::{
+    AgentConfig, CliConfig, DaemonConfig, EmbedderKind, HeartbeatConfig, LlmConfig, MemoryConfig, Secret, SettingValue,
+    Settings, SupervisionConfig,
+};
 pub use store::{Change, ConfigStore, DisabledPlugin, LLM_SNAPSHOT_FILE, PluginDef, PluginMeta};
 
 /// Everything that can go wrong in the configuration registry. Messages are shown to the

@@ -325,6 +325,12 @@ impl ConfigStore {
         Ok(out)
     }
 
+    /// Every effective value as one typed-readable snapshot (see
+    /// [`super::Settings`]): what subsystems read their typed groups from.
+    pub fn snapshot(&self) -> Result<super::Settings, ConfigError> {
+        Ok(super::Settings::new(self.all()?))
+    }
+
     /// The names of plugins that have a settings table.
     pub fn plugins(&self) -> Result<Vec<String>, ConfigError> {
         let mut stmt = self.conn.prepare("SELECT plugin FROM plugin_tables ORDER BY plugin")?;

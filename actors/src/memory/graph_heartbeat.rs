@@ -14,8 +14,14 @@ use serde::Serialize;
 use super::actor::{ColdDocs, ContextActor, DeleteDoc};
 use super::graph_actor::{CommitTriples, GraphActor, ProposeMerges, ProposeReviews};
 use crate::addr::TAddr;
-use crate::agent::intake::{EventLoop, SelfInput};
 use crate::host::{Handles, Host, HostContext, KernelActor};
+
+/// Where the merge and review rounds hand their tasks: kernel self-input to the agent
+/// (the `_consolidation_` channel). A port the kernel fills with the agent's intake,
+/// so the memory layer does not depend on the agent (which depends on the memory).
+/// Resolves to the accepted task's id, or why it was not accepted.
+pub type TaskSink =
+    Arc<dyn Fn(String) -> futures_util::future::LocalBoxFuture<'static, Result<u64, String>> + Send + Sync>;
 
 /// Which maintenance a heartbeat does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -52,7 +58,7 @@ pub struct GraphHeartbeat {
     kind: Maintenance,
     graph: TAddr<GraphActor>,
     /// Where tasks go (kernel self-input).
-    agent: TAddr<EventLoop>,
+    agent: TaskSink,
     /// The document tier (archive only).
     context: Option<TAddr<ContextActor>>,
     /// Embeds entity names for the merge round's cosine side (merge only; optional).
@@ -66,7 +72,7 @@ impl GraphHeartbeat {
     pub fn new(
         kind: Maintenance,
         graph: TAddr<GraphActor>,
-        agent: TAddr<EventLoop>,
+        agent: TaskSink,
         context: Option<TAddr<ContextActor>>,
         every: super::heartbeat::IntervalCell,
         last: Arc<Mutex<Option<MaintenanceRound>>>,
@@ -121,12 +127,7 @@ impl GraphHeartbeat {
                         Ok(tasks) => {
                             let mut result = Ok(());
                             for text in tasks {
-                                match agent
-                                    .send(SelfInput(text))
-                                    .await
-                                    .map_err(|e| e.to_string())
-                                    .and_then(|r| r)
-                                {
+                                match agent(text).await {
                                     Ok(_) => round.items += 1,
                                     Err(e) => result = Err(e),
                                 }

@@ -106,12 +106,11 @@ impl DistillHeartbeat {
     fn round(&self, trigger: &'static str) -> impl std::future::Future<Output = Round> + 'static {
         let (context, config, last) = (self.context.clone(), self.config.clone(), self.last.clone());
         async move {
-            let max = match config
-                .send(crate::config::GetSetting("core.agent.max_context_size".into()))
-                .await
-            {
-                Ok(Ok(Some(v))) => v.as_u64().unwrap_or(30) as usize,
-                _ => 30,
+            // The current window size (it may have changed since the last round); the
+            // key table's default while the settings actor is unreachable.
+            let max = match config.send(crate::config::ReadSettings).await {
+                Ok(Ok(s)) => crate::config::AgentConfig::read(&s).max_context_size,
+                _ => crate::config::AgentConfig::defaults().max_context_size,
             };
             let result = context.send(DistillContext { max_context_size: max }).await;
             let at_ms = super::now_ms();

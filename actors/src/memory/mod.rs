@@ -13,7 +13,8 @@
 //! * [`docindex`]: the in-memory search index of the document tier (BM25 + vectors);
 //! * [`actor`]: the `kernel/memory/context` actor;
 //! * [`embed`]: dense embedders (ONNX MiniLM, remote `/v1/embeddings`) and `kernel/memory/embedder`;
-//! * [`retrieve`]: BM25, dense and hybrid ranking (agent document lookup, `homed eval`).
+//! * [`retrieve`]: BM25, dense and hybrid ranking (agent document lookup, `homed eval`);
+//! * [`start`]: starts the subsystem and answers its typed [`start::MemoryHandles`].
 
 pub mod actor;
 pub mod context;
@@ -30,6 +31,7 @@ pub mod maintenance;
 pub mod retrieve;
 pub mod rules;
 pub mod social;
+pub mod start;
 pub mod store;
 pub mod textlog;
 pub mod tfidf;

@@ -54,28 +54,9 @@ impl Space {
     }
 }
 
-/// The configured embedder kind (`core.memory.embedder`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum EmbedderKind {
-    /// ONNX when its files are found, else TF-IDF.
-    Auto,
-    Onnx,
-    Remote,
-    /// No dense vectors: TF-IDF / BM25 only.
-    Tfidf,
-}
-
-impl EmbedderKind {
-    pub fn parse(s: &str) -> Self {
-        match s {
-            "onnx" => Self::Onnx,
-            "remote" => Self::Remote,
-            "tfidf" | "none" => Self::Tfidf,
-            _ => Self::Auto,
-        }
-    }
-}
+/// The configured embedder kind (`core.memory.embedder`): a settings type, defined
+/// with the other typed settings.
+pub use crate::config::EmbedderKind;
 
 /// Everything needed to build an embedder (from settings and the environment).
 #[derive(Debug, Clone)]
@@ -95,50 +76,27 @@ pub struct EmbedConfig {
 }
 
 impl Default for EmbedConfig {
+    /// The key table's defaults (not written a second time here).
     fn default() -> Self {
-        Self {
-            kind: EmbedderKind::Auto,
-            onnx_dir: None,
-            onnx_runtime: None,
-            onnx_model: None,
-            onnx_tokenizer: None,
-            onnx_threads: 1,
-            remote_url: String::new(),
-            remote_model: String::new(),
-            remote_key: String::new(),
-        }
+        embed_config(&crate::config::MemoryConfig::defaults())
     }
 }
 
-/// The embedder's settings out of a settings map (`core.memory.embedder`,
-/// `core.memory.onnx_dir`, `core.memory.onnx_threads`, `core.memory.embed_url`,
-/// `core.memory.embed_model`, `core.memory.embed_api_key`); missing keys keep defaults.
-pub fn embed_config(all: &std::collections::BTreeMap<String, serde_json::Value>) -> EmbedConfig {
-    let text = |k: &str| {
-        all.get(k)
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or("")
-            .trim()
-            .to_owned()
-    };
-    let dir = text("core.memory.onnx_dir");
+/// The embedder's settings, from the typed [`MemoryConfig`](crate::config::MemoryConfig)
+/// (the environment fills in the ONNX file paths later, in [`resolve`]).
+pub fn embed_config(m: &crate::config::MemoryConfig) -> EmbedConfig {
+    let dir = m.onnx_dir.trim();
     EmbedConfig {
-        kind: EmbedderKind::parse(&text("core.memory.embedder")),
+        kind: m.embedder,
         onnx_dir: (!dir.is_empty()).then(|| PathBuf::from(dir)),
-        onnx_threads: all
-            .get("core.memory.onnx_threads")
-            .and_then(serde_json::Value::as_u64)
-            .map_or(1, |n| n.clamp(1, 64) as usize),
-        remote_url: text("core.memory.embed_url"),
-        remote_model: text("core.memory.embed_model"),
-        remote_key: text("core.memory.embed_api_key"),
-        ..Default::default()
+        onnx_threads: m.onnx_threads.clamp(1, 64),
+        remote_url: m.embed_url.trim().to_owned(),
+        remote_model: m.embed_model.trim().to_owned(),
+        remote_key: m.embed_api_key.expose().trim().to_owned(),
+        onnx_runtime: None,
+        onnx_model: None,
+        onnx_tokenizer: None,
     }
-}
-
-/// Whether a changed setting concerns the embedder.
-pub fn is_embed_setting(key: &str) -> bool {
-    key == "core.memory.embedder" || key.starts_with("core.memory.onnx_") || key.starts_with("core.memory.embed_")
 }
 
 /// The ONNX files, found.
@@ -209,12 +167,13 @@ impl EmbedConfig {
                 .filter_map(|(miss, what)| miss.then_some(what))
                 .collect();
                 Err(format!(
-                    "ONNX {} not found in {} (run `bash scripts/install-embedder.sh DIR` and set core.memory.onnx_dir, or HOMEAGENT_EMBEDDER_DIR)",
+                    "ONNX {} not found in {} (run `bash scripts/install-embedder.sh DIR` and set {}, or HOMEAGENT_EMBEDDER_DIR)",
                     missing.join(", "),
                     dirs.iter()
                         .map(|d| d.display().to_string())
                         .collect::<Vec<_>>()
-                        .join(", ")
+                        .join(", "),
+                    crate::config::keys::MEMORY_ONNX_DIR.name()
                 ))
             }
         }
@@ -275,9 +234,11 @@ pub fn resolve(cfg: &EmbedConfig, data_dir: &Path) -> Resolved {
             if cfg.remote_url.trim().is_empty() {
                 Resolved {
                     embedder: None,
-                    fallback: Some(
-                        "core.memory.embedder is \"remote\" but core.memory.embed_url is empty; set it to the server's base URL (e.g. http://127.0.0.1:8089)".into(),
-                    ),
+                    fallback: Some(format!(
+                        "{} is \"remote\" but {} is empty; set it to the server's base URL (e.g. http://127.0.0.1:8089)",
+                        crate::config::keys::MEMORY_EMBEDDER.name(),
+                        crate::config::keys::MEMORY_EMBED_URL.name()
+                    )),
                 }
             } else {
                 Resolved {

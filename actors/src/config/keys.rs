@@ -1,0 +1,123 @@
+//! Every fixed core setting's key, named once and typed.
+//!
+//! Code never spells a setting's key as a string: it names one of these constants, so a
+//! misspelt key is a compile error instead of a setting nobody reads. The constant also
+//! carries the Rust type the value decodes to ([`Key<T>`]); the key table in
+//! [`super::defs::core_defs`] is written in terms of the same constants, and a unit test
+//! checks that every default there decodes as its constant's type.
+//!
+//! The open-ended families (`core.llm.sources.<name>.<field>` and plugin settings) are
+//! not listed here; the few plugin keys the kernel itself reads are, at the end.
+
+use std::marker::PhantomData;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::settings::{EmbedderKind, Secret, SettingValue};
+
+/// The key of a setting whose value decodes to `T`.
+pub struct Key<T> {
+    name: &'static str,
+    _value: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for Key<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Key<T> {}
+
+impl<T> std::fmt::Debug for Key<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+impl<T> Key<T> {
+    /// A key; only this module makes them.
+    const fn new(name: &'static str) -> Self {
+        Self {
+            name,
+            _value: PhantomData,
+        }
+    }
+
+    /// The flat dotted key as stored (`core.agent.max_tool_turns`).
+    pub const fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Whether a changed key (from a `setting_changed` event) is this one.
+    pub fn is(&self, changed: &str) -> bool {
+        self.name == changed
+    }
+}
+
+impl<T: SettingValue> Key<T> {
+    /// Decodes a value of this setting (a stored value or an event's `value`); `None`
+    /// when it has another type.
+    pub fn decode(&self, value: &Value) -> Option<T> {
+        T::decode(value)
+    }
+}
+
+// Daemon.
+pub const DAEMON_DATA_DIR: Key<PathBuf> = Key::new("core.daemon.data_dir");
+pub const DAEMON_LOG_LEVEL: Key<String> = Key::new("core.daemon.log_level");
+pub const DAEMON_SHUTDOWN_TIMEOUT: Key<Duration> = Key::new("core.daemon.shutdown_timeout");
+pub const DAEMON_HEARTBEAT_INTERVAL: Key<Duration> = Key::new("core.daemon.heartbeat_interval");
+pub const WEBUI_LISTEN_ADDR: Key<String> = Key::new("webui.listen_addr");
+
+// LLM (the global knobs; each source's fields are the `core.llm.sources.*` family).
+pub const LLM_PROVIDER: Key<String> = Key::new("core.llm.provider");
+pub const LLM_MODEL: Key<String> = Key::new("core.llm.model");
+pub const LLM_BASE_URL: Key<String> = Key::new("core.llm.base_url");
+pub const LLM_API_KEY: Key<Secret> = Key::new("core.llm.api_key");
+pub const LLM_ADAPTER: Key<String> = Key::new("core.llm.adapter");
+pub const LLM_TEMPERATURE: Key<f64> = Key::new("core.llm.temperature");
+pub const LLM_MAX_TOKENS: Key<u32> = Key::new("core.llm.max_tokens");
+pub const LLM_THINKING_ENABLED: Key<bool> = Key::new("core.llm.thinking_enabled");
+
+// Locations.
+pub const PLUGIN_DIR: Key<PathBuf> = Key::new("core.plugin.dir");
+pub const MEMORY_GRAPH: Key<PathBuf> = Key::new("core.memory.graph");
+pub const MEMORY_TEXT: Key<PathBuf> = Key::new("core.memory.text");
+pub const MEMORY_DOCUMENTS: Key<PathBuf> = Key::new("core.memory.documents");
+pub const KNOWLEDGE_PATH: Key<PathBuf> = Key::new("core.knowledge.path");
+pub const LOG_PATH: Key<PathBuf> = Key::new("core.log.path");
+
+// Memory (the embedder).
+pub const MEMORY_EMBEDDER: Key<EmbedderKind> = Key::new("core.memory.embedder");
+pub const MEMORY_ONNX_DIR: Key<String> = Key::new("core.memory.onnx_dir");
+pub const MEMORY_ONNX_THREADS: Key<usize> = Key::new("core.memory.onnx_threads");
+pub const MEMORY_EMBED_URL: Key<String> = Key::new("core.memory.embed_url");
+pub const MEMORY_EMBED_MODEL: Key<String> = Key::new("core.memory.embed_model");
+pub const MEMORY_EMBED_API_KEY: Key<Secret> = Key::new("core.memory.embed_api_key");
+
+// Agent.
+pub const AGENT_TOOL_TIMEOUT: Key<Duration> = Key::new("core.agent.tool_timeout");
+pub const AGENT_MAX_TOOL_TURNS: Key<u32> = Key::new("core.agent.max_tool_turns");
+pub const AGENT_MAX_CONTEXT_SIZE: Key<usize> = Key::new("core.agent.max_context_size");
+pub const AGENT_DISTILL_INTERVAL: Key<Duration> = Key::new("core.agent.distill_interval");
+pub const AGENT_ARCHIVE_INTERVAL: Key<Duration> = Key::new("core.agent.archive_interval");
+pub const AGENT_REVIEW_INTERVAL: Key<Duration> = Key::new("core.agent.review_interval");
+pub const AGENT_MERGE_INTERVAL: Key<Duration> = Key::new("core.agent.merge_interval");
+pub const AGENT_SYSTEM_PROMPT: Key<String> = Key::new("core.agent.system_prompt");
+pub const AGENT_PERSONAL_PROMPT: Key<String> = Key::new("core.agent.personal_prompt");
+
+// Supervision.
+pub const SUPERVISOR_MAX_RESTARTS: Key<u32> = Key::new("core.supervisor.max_restarts");
+pub const SUPERVISOR_RESTART_WINDOW: Key<Duration> = Key::new("core.supervisor.restart_window");
+pub const SUPERVISOR_BACKOFF_INITIAL: Key<Duration> = Key::new("core.supervisor.backoff_initial");
+pub const SUPERVISOR_BACKOFF_MAX: Key<Duration> = Key::new("core.supervisor.backoff_max");
+pub const SUPERVISOR_BACKOFF_RESET_AFTER: Key<Duration> = Key::new("core.supervisor.backoff_reset_after");
+pub const SUPERVISOR_STUCK_THRESHOLD: Key<Duration> = Key::new("core.supervisor.stuck_threshold");
+
+// Plugin settings the kernel itself reads (no core definition: an absent value is the
+// type's empty value).
+/// `plugin.cli.api_key`: when set, a CLI session must start with `/auth <key>`.
+pub const CLI_API_KEY: Key<Secret> = Key::new("plugin.cli.api_key");

@@ -1,0 +1,205 @@
+//! Starting the memory subsystem: `kernel/memory` and its tiers, as one typed result.
+//!
+//! [`start`] builds the supervisor `kernel/memory` with the context window, text log,
+//! knowledge base, graph, rule distiller, embedder and distill heartbeat, registers
+//! their tools with the stage host, and answers [`MemoryHandles`]. Whoever consumes
+//! the memory (the agent, the plugin services, the HTTP API) takes `&MemoryHandles`,
+//! so the compiler checks that the boot graph wired the memory before them: there is
+//! no optional field to find empty at run time.
+//!
+//! [`start_maintenance`] adds the archive, merge and review heartbeats later, once the
+//! agent's intake exists (they hand their tasks to it through a [`TaskSink`]).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use actix::ArbiterHandle;
+use parking_lot::Mutex;
+
+use super::actor::ContextActor;
+use super::distiller::DistillerHandle;
+use super::embed::actor::EmbedderHandle;
+use super::graph_actor::GraphActor;
+use super::graph_heartbeat::{GraphHeartbeat, Maintenance, MaintenanceHandle, TaskSink};
+use super::heartbeat::{DistillHandle, DistillHeartbeat, IntervalCell};
+use super::knowledge::KnowledgeActor;
+use super::store::MemoryStore;
+use super::textlog::TextLogActor;
+use crate::addr::TAddr;
+use crate::config::{ConfigActor, HeartbeatConfig, MemoryConfig, ReadSettings};
+use crate::modgraph::ModuleError;
+use crate::stages::{RegisterTool, StageHost};
+use crate::supervisor::{RestartPolicy, SupervisorConfig, SupervisorRef};
+
+/// What the memory needs to start.
+pub struct MemoryDeps<'a> {
+    /// Where `kernel/memory` is added (the root supervisor).
+    pub parent: &'a SupervisorRef,
+    /// The supervision settings of `kernel/memory`.
+    pub tree: SupervisorConfig,
+    pub data_dir: &'a Path,
+    /// The thread for actors that block (SQLite, files).
+    pub blocking: ArbiterHandle,
+    /// The embedder's own thread (ONNX inference blocks for tens of milliseconds).
+    pub embed_thread: ArbiterHandle,
+    /// Where the memory's tools are registered.
+    pub stages: &'a TAddr<StageHost>,
+    /// The settings (embedder, heartbeat periods); the distill heartbeat keeps it.
+    pub config: &'a TAddr<ConfigActor>,
+}
+
+/// The running memory subsystem.
+#[derive(Clone)]
+pub struct MemoryHandles {
+    /// `kernel/memory`, where the maintenance heartbeats are added later.
+    pub sup: SupervisorRef,
+    /// `kernel/memory/context`: the context window and the documents.
+    pub context: TAddr<ContextActor>,
+    /// `kernel/memory/textlog`: the raw JSONL record of every turn.
+    pub textlog: TAddr<TextLogActor>,
+    /// `kernel/memory/knowledge`: the knowledge base.
+    pub knowledge: TAddr<KnowledgeActor>,
+    /// `kernel/memory/graph`: the graph tier.
+    pub graph: TAddr<GraphActor>,
+    /// `kernel/memory/embedder` and its status.
+    pub embedder: EmbedderHandle,
+    /// `kernel/memory/heartbeat-distill` and its last round.
+    pub distill: DistillHandle,
+    /// `kernel/memory/distiller` (the rule distiller) and its last round.
+    pub rules: DistillerHandle,
+}
+
+/// Starts `kernel/memory` (see the module docs).
+pub async fn start(d: MemoryDeps<'_>) -> Result<MemoryHandles, ModuleError> {
+    let settings = d.config.send(ReadSettings).await??;
+    let (memory_cfg, periods) = (MemoryConfig::read(&settings), HeartbeatConfig::read(&settings));
+    tracing::debug!(?memory_cfg, ?periods, "memory settings");
+    let sup = d.parent.supervisor("memory", RestartPolicy::Permanent, d.tree).await?;
+    let mem_dir = d.data_dir.join("memory");
+
+    let path = mem_dir.join("memory.db");
+    let context = sup
+        .worker_on(d.blocking.clone(), "context", RestartPolicy::Permanent, move || {
+            let store = MemoryStore::open(&path).map_err(|e| e.to_string())?;
+            ContextActor::open(store).map_err(|e| e.to_string())
+        })
+        .await?;
+    let text_dir = mem_dir.join("text");
+    let textlog = sup
+        .worker_on(d.blocking.clone(), "textlog", RestartPolicy::Permanent, move || {
+            use super::textlog::{MAX_AGE, MAX_BYTES, TextLog};
+            Ok(TextLogActor::new(TextLog::new(&text_dir, MAX_AGE, MAX_BYTES)))
+        })
+        .await?;
+    let kb_dir = d.data_dir.join("knowledge");
+    let knowledge = sup
+        .worker_on(d.blocking.clone(), "knowledge", RestartPolicy::Permanent, move || {
+            Ok(KnowledgeActor::new(super::knowledge::KnowledgeBase::new(&kb_dir)))
+        })
+        .await?;
+    let graph_path = mem_dir.join("graph.db");
+    let graph = sup
+        .worker_on(d.blocking.clone(), "graph", RestartPolicy::Permanent, move || {
+            Ok(GraphActor::new(
+                super::graph::GraphStore::open(&graph_path).map_err(|e| e.to_string())?,
+            ))
+        })
+        .await?;
+    let rules_last: Arc<Mutex<Option<super::distiller::RulesRound>>> = Arc::default();
+    let (g, l, dir) = (graph.clone(), rules_last.clone(), mem_dir.clone());
+    let rules = sup
+        .worker_on(d.blocking.clone(), "distiller", RestartPolicy::Permanent, move || {
+            use super::distiller::{INTERVAL, RuleDistiller};
+            Ok(RuleDistiller::new(
+                dir.join("text"),
+                dir.join("distiller.cursor"),
+                g.clone(),
+                INTERVAL,
+                l.clone(),
+            ))
+        })
+        .await?;
+    let mut tools = super::graph_actor::graph_tools(graph.clone(), Some(textlog.clone()));
+    tools.extend(super::knowledge::knowledge_tools(knowledge.clone()));
+
+    // The embedder: its own thread; the model loads after boot, in the background.
+    let embed_cfg = super::embed::embed_config(&memory_cfg);
+    let status = super::embed::actor::EmbedderActor::status_handle(&embed_cfg);
+    let (st, dd, db) = (status.clone(), d.data_dir.to_path_buf(), mem_dir.join("memory.db"));
+    let embedder = sup
+        .worker_on(
+            d.embed_thread.clone(),
+            "embedder",
+            RestartPolicy::Permanent,
+            move || {
+                use super::embed::actor::EmbedderActor;
+                let store = MemoryStore::open(&db).map_err(|e| e.to_string())?;
+                Ok(EmbedderActor::new(embed_cfg.clone(), dd.clone(), store, st.clone()))
+            },
+        )
+        .await?;
+    let embedder = EmbedderHandle { addr: embedder, status };
+    tools.extend(super::actor::document_tools(context.clone(), Some(embedder.clone())));
+    for (spec, handler) in tools {
+        d.stages.send(RegisterTool { spec, handler }).await??;
+    }
+
+    // The distill heartbeat; its period follows `core.agent.distill_interval`.
+    let every: IntervalCell = Arc::new(Mutex::new(periods.distill_interval));
+    let last: Arc<Mutex<Option<super::heartbeat::Round>>> = Arc::default();
+    let (c, l, cfg) = (context.clone(), last.clone(), d.config.clone());
+    let distill = sup
+        .worker("heartbeat-distill", RestartPolicy::Permanent, move || {
+            Ok(DistillHeartbeat::new(c.clone(), cfg.clone(), every.clone(), l.clone()))
+        })
+        .await?;
+    Ok(MemoryHandles {
+        sup,
+        context,
+        textlog,
+        knowledge,
+        graph,
+        embedder,
+        distill: (distill, last),
+        rules: (rules, rules_last),
+    })
+}
+
+/// Which heartbeat period a maintenance kind follows, and its actor's name.
+pub fn maintenance_period(kind: Maintenance, periods: &HeartbeatConfig) -> (std::time::Duration, &'static str) {
+    match kind {
+        Maintenance::Archive => (periods.archive_interval, "heartbeat-archive"),
+        Maintenance::Merge => (periods.merge_interval, "heartbeat-merge"),
+        Maintenance::Review => (periods.review_interval, "heartbeat-review"),
+    }
+}
+
+/// Adds the archive, merge and review heartbeats to `kernel/memory`; `tasks` is where
+/// the merge and review rounds hand their tasks (the agent's intake).
+pub async fn start_maintenance(
+    memory: &MemoryHandles,
+    tasks: TaskSink,
+    config: &TAddr<ConfigActor>,
+) -> Result<Vec<MaintenanceHandle>, ModuleError> {
+    let periods = HeartbeatConfig::read(&config.send(ReadSettings).await??);
+    let mut handles = Vec::new();
+    for kind in [Maintenance::Archive, Maintenance::Merge, Maintenance::Review] {
+        let (period, name) = maintenance_period(kind, &periods);
+        let every: IntervalCell = Arc::new(Mutex::new(period));
+        let last: Arc<Mutex<Option<super::graph_heartbeat::MaintenanceRound>>> = Arc::default();
+        let (g, t, l) = (memory.graph.clone(), tasks.clone(), last.clone());
+        let c = (kind == Maintenance::Archive).then(|| memory.context.clone());
+        let em = (kind == Maintenance::Merge).then(|| memory.embedder.addr.clone());
+        let hb = memory
+            .sup
+            .worker(name, RestartPolicy::Permanent, move || {
+                Ok(
+                    GraphHeartbeat::new(kind, g.clone(), t.clone(), c.clone(), every.clone(), l.clone())
+                        .with_embedder(em.clone()),
+                )
+            })
+            .await?;
+        handles.push((kind, hb, last));
+    }
+    Ok(handles)
+}
