@@ -55,7 +55,7 @@ pub fn apply_log_level(level: &str) {
         return;
     }
     match handle.reload(tracing_subscriber::EnvFilter::new(level)) {
-        Ok(()) => tracing::info!(level, key = keys::DAEMON_LOG_LEVEL.name(), "log level set"),
+        Ok(()) => tracing::info!(level, "log level set ({})", keys::DAEMON_LOG_LEVEL.name()),
         Err(e) => tracing::warn!("cannot change the log level to {level}: {e}"),
     }
 }

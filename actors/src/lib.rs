@@ -7,6 +7,8 @@
 //! * [`addr`]: [`TAddr`], the restart-proof, counted address every sender uses;
 //! * [`registry`]: live counters of every actor, snapshotted for the dashboard;
 //! * [`supervisor`]: supervision trees (policies, strategies, intensity, backoff);
+//! * [`control`]: the operator interface to supervisors (restart/stop, refusals), a leaf
+//!   the registry and the supervisor both use;
 //! * [`bus`]: the kernel event bus (broadcast, never blocks);
 //! * [`modgraph`]: kernel assembly as a dependency graph of modules and facilities;
 //! * [`config`]: the settings registry (SQLite) and its actor;
@@ -20,6 +22,7 @@ pub mod addr;
 pub mod agent;
 pub mod bus;
 pub mod config;
+pub mod control;
 pub mod host;
 pub mod llm;
 pub mod memory;

@@ -15,7 +15,7 @@ use std::time::Duration;
 use parking_lot::{Mutex, RwLock};
 use serde::Serialize;
 
-use crate::supervisor::SupervisorControl;
+use crate::control::SupervisorControl;
 
 /// How many enqueue timestamps each actor remembers. The age of the oldest queued
 /// message is exact while fewer messages than this are queued, and a lower bound

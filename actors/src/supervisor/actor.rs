@@ -8,9 +8,10 @@ use parking_lot::Mutex;
 use serde_json::json;
 use tokio::sync::oneshot;
 
-use super::core::{Cmd, Core, RestartRefused, Status};
+use super::core::{Cmd, Core, Status};
 use super::policy::{RestartPolicy, SupervisorConfig};
 use crate::bus::{EventBus, kinds};
+use crate::control::RestartError;
 use crate::host::{Exit, Handles, Host, HostContext, KernelActor};
 use crate::registry::{ActorState, ActorStats};
 
@@ -54,19 +55,6 @@ pub(crate) struct RestartChild(pub String);
 #[derive(Message)]
 #[rtype(result = "Result<(), RestartError>")]
 pub(crate) struct StopChild(pub String);
-
-/// Why an operator restart did not happen.
-#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
-pub enum RestartError {
-    #[error("no actor with id `{0}`; GET /api/v1/actors lists them")]
-    Unknown(String),
-    #[error("actor `{0}` has no supervisor that can restart it (the root is restarted by restarting the daemon)")]
-    NotRestartable(String),
-    #[error("cannot restart `{id}` now: {reason}")]
-    Refused { id: String, reason: RestartRefused },
-    #[error("the supervisor of `{id}` is not running: {reason}")]
-    SupervisorDown { id: String, reason: String },
-}
 
 /// A supervisor: starts its children in order, watches them, restarts them by policy,
 /// stops them in reverse order, and escalates when restarts come too fast.

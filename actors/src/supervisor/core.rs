@@ -81,14 +81,8 @@ enum AfterStops {
     Escalate(String),
 }
 
-/// Why an operator restart was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RestartRefused {
-    #[error("the supervisor is shutting down or has failed; restart its parent instead")]
-    NotRunning,
-    #[error("another restart of this subtree is in progress; try again in a moment")]
-    Busy,
-}
+/// Why an operator restart was refused (defined with the operator interface).
+pub use crate::control::RestartRefused;
 
 /// A supervisor's children and its decisions about them.
 pub struct Core {

@@ -22,11 +22,11 @@ use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
 use self::actor::{AddChild, RestartChild, Running, StopChild};
-pub use self::actor::{AddChildError, ChildSpec, RestartError, Supervisor};
-pub use self::core::RestartRefused;
+pub use self::actor::{AddChildError, ChildSpec, Supervisor};
 pub use self::policy::{BackoffPolicy, Delays, Growth, Intensity, RestartPolicy, Strategy, SupervisorConfig};
 use crate::addr::{SendError, TAddr};
 use crate::bus::EventBus;
+pub use crate::control::{RestartError, RestartRefused, SupervisorControl};
 use crate::host::{Exit, Host, KernelActor};
 use crate::registry::{ActorStats, Registry, RegistryError};
 
@@ -34,14 +34,6 @@ impl<A: KernelActor> Running for TAddr<A> {
     fn shutdown(&self) -> bool {
         TAddr::shutdown(self)
     }
-}
-
-/// How operators (the HTTP API) reach a supervisor; kept in the [`Registry`].
-pub trait SupervisorControl: Send + Sync {
-    /// Restarts the child with full id `child`; resolves to its new restart count.
-    fn restart_child(&self, child: String) -> BoxFuture<'static, Result<u64, RestartError>>;
-    /// Stops the child with full id `child` and leaves it stopped.
-    fn stop_child(&self, child: String) -> BoxFuture<'static, Result<(), RestartError>>;
 }
 
 struct Control(TAddr<Supervisor>);
