@@ -1,10 +1,17 @@
 //! The bridge: one supervisor thread per configured server (spawn, negotiate, list,
 //! register, respawn with backoff), and the manager that applies configuration
 //! changes (start added servers, restart changed ones, stop removed ones).
+//!
+//! A server's supervisor thread waits on two crossbeam channels at once: its control
+//! channel (stop) and the events of the current process (tools changed, exited). Each
+//! process gets a fresh event channel, so events of an earlier process are never seen
+//! and no thread is needed to forward them.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
+
+use crossbeam_channel::{Receiver, Sender, select};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -47,7 +54,6 @@ impl Backoff {
 
 /// Control messages for one server's supervisor thread.
 enum Ctl {
-    Conn(Event),
     Stop,
 }
 
@@ -80,8 +86,9 @@ struct Supervisor {
     name: String,
     cfg: ServerConfig,
     kernel: Kernel,
-    ctl: mpsc::Receiver<Ctl>,
-    ctl_tx: mpsc::Sender<Ctl>,
+    ctl: Receiver<Ctl>,
+    /// Events of the current process (`never()` before the first spawn).
+    events: Receiver<Event>,
     stop: Arc<AtomicBool>,
     /// The process being set up or running (for a stop that must not wait).
     current: Arc<Mutex<Option<Arc<Client>>>>,
@@ -128,15 +135,13 @@ impl Supervisor {
             }
             let delay = backoff.next_delay();
             eprintln!("mcp: respawning server `{}` in {delay:?}", self.name);
-            let deadline = Instant::now() + delay;
-            loop {
-                let left = deadline.saturating_duration_since(Instant::now());
-                match self.ctl.recv_timeout(left) {
-                    Ok(Ctl::Stop) => return,
-                    Ok(Ctl::Conn(_)) => continue, // from a dead process
-                    Err(mpsc::RecvTimeoutError::Timeout) => break,
-                    Err(mpsc::RecvTimeoutError::Disconnected) => return,
-                }
+            // A stop (or the manager gone) during the wait ends it at once.
+            let ctl = self.ctl.clone();
+            select! {
+                recv(ctl) -> msg => match msg {
+                    Ok(Ctl::Stop) | Err(_) => return,
+                },
+                default(delay) => {}
             }
             if self.stop.load(Ordering::SeqCst) {
                 return;
@@ -146,17 +151,10 @@ impl Supervisor {
 
     fn spawn(&mut self) -> Result<Arc<Client>, String> {
         self.generation += 1;
-        let (tx, rx) = mpsc::channel();
+        let (tx, rx) = crossbeam_channel::unbounded();
         let client = Client::spawn(&self.name, &self.cfg, self.generation, tx)?;
-        // Forward the connection's events into our control channel.
-        let ctl = self.ctl_tx.clone();
-        std::thread::spawn(move || {
-            for ev in rx {
-                if ctl.send(Ctl::Conn(ev)).is_err() {
-                    break;
-                }
-            }
-        });
+        // Only this process's events from now on: the old channel is dropped.
+        self.events = rx;
         *self.current.lock().expect("current lock") = Some(client.clone());
         if self.stop.load(Ordering::SeqCst) {
             client.kill();
@@ -246,26 +244,38 @@ impl Supervisor {
 
     /// Serves until the process dies (`false`: respawn) or a stop (`true`).
     fn serve(&mut self, client: &Arc<Client>) -> bool {
+        let (ctl, events) = (self.ctl.clone(), self.events.clone());
         loop {
-            match self.ctl.recv() {
-                Ok(Ctl::Stop) | Err(_) => {
-                    self.link.set(None);
-                    client.shutdown(Duration::from_secs(2));
-                    self.detach();
-                    return true;
-                }
-                Ok(Ctl::Conn(Event::ListChanged(g))) if g == client.generation => {
-                    eprintln!("mcp: server `{}` changed its tools; re-syncing", self.name);
-                    if let Err(e) = self.sync_tools(client) {
-                        eprintln!("mcp: server `{}`: re-sync failed: {e}", self.name);
+            select! {
+                recv(ctl) -> msg => match msg {
+                    Ok(Ctl::Stop) | Err(_) => {
+                        self.link.set(None);
+                        client.shutdown(Duration::from_secs(2));
+                        self.detach();
+                        return true;
                     }
-                }
-                Ok(Ctl::Conn(Event::Exited(g, reason))) if g == client.generation => {
-                    eprintln!("mcp: {reason}");
-                    self.link.set(None);
-                    return false;
-                }
-                Ok(Ctl::Conn(_)) => {} // an earlier process
+                },
+                recv(events) -> ev => match ev {
+                    Ok(Event::ListChanged(g)) if g == client.generation => {
+                        eprintln!("mcp: server `{}` changed its tools; re-syncing", self.name);
+                        if let Err(e) = self.sync_tools(client) {
+                            eprintln!("mcp: server `{}`: re-sync failed: {e}", self.name);
+                        }
+                    }
+                    Ok(Event::Exited(g, reason)) if g == client.generation => {
+                        eprintln!("mcp: {reason}");
+                        self.link.set(None);
+                        return false;
+                    }
+                    Ok(_) => {} // tagged with another generation: cannot happen, harmless
+                    // Every thread of the process's connection is gone without an exit
+                    // event (they always send one first): treat it as an exit.
+                    Err(_) => {
+                        eprintln!("mcp: server `{}`: connection lost", self.name);
+                        self.link.set(None);
+                        return false;
+                    }
+                },
             }
         }
     }
@@ -355,7 +365,7 @@ pub fn call_tool(client: &Client, tool: &str, args: Value, call: Option<&Call>) 
 /// A running server supervisor, as the manager sees it.
 struct Running {
     cfg: ServerConfig,
-    ctl: mpsc::Sender<Ctl>,
+    ctl: Sender<Ctl>,
     stop: Arc<AtomicBool>,
     current: Arc<Mutex<Option<Arc<Client>>>>,
     thread: JoinHandle<()>,
@@ -363,7 +373,7 @@ struct Running {
 
 impl Running {
     fn start(name: &str, cfg: ServerConfig, kernel: &Kernel) -> Running {
-        let (tx, rx) = mpsc::channel();
+        let (tx, rx) = crossbeam_channel::unbounded();
         let stop = Arc::new(AtomicBool::new(false));
         let current: Arc<Mutex<Option<Arc<Client>>>> = Arc::default();
         let sup = Supervisor {
@@ -371,7 +381,7 @@ impl Running {
             cfg: cfg.clone(),
             kernel: kernel.clone(),
             ctl: rx,
-            ctl_tx: tx.clone(),
+            events: crossbeam_channel::never(),
             stop: stop.clone(),
             current: current.clone(),
             link: Arc::default(),

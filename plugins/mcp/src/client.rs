@@ -1,14 +1,21 @@
 //! One running MCP server process and the JSON-RPC connection to it (threads, no
 //! async runtime): a reader for its stdout, one for its stderr (the log tail), and a
 //! dedicated wait for its exit, which fails every call still waiting at once.
+//!
+//! The connection's events go out on a crossbeam channel of their own, which the
+//! server's supervisor selects on together with its control channel. The exit is
+//! signalled by disconnecting a channel nobody sends on: every thread waiting for it
+//! wakes at once, with no condition variable to loop on.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
 use std::process::{ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, mpsc};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use homeagent_plugin_protocol::sdk::Call;
 use serde_json::{Value, json};
@@ -57,7 +64,7 @@ enum Reply {
     Cancelled,
 }
 
-type Pending = Arc<Mutex<HashMap<i64, mpsc::Sender<Reply>>>>;
+type Pending = Arc<Mutex<HashMap<i64, Sender<Reply>>>>;
 
 /// The connection to one server process.
 pub struct Client {
@@ -68,8 +75,11 @@ pub struct Client {
     pending: Pending,
     next: AtomicI64,
     era: Mutex<Option<Era>>,
-    /// Why the process ended, once it has; with a condvar to wait for it.
-    exit: Arc<(Mutex<Option<String>>, Condvar)>,
+    /// Why the process ended, once it has.
+    exit: Mutex<Option<String>>,
+    /// Disconnects when the process has ended (its only sender is dropped by the wait
+    /// thread, after `exit` is set): waiting for the exit is a `recv`.
+    exited: Receiver<()>,
 }
 
 fn push_tail(tail: &Mutex<VecDeque<String>>, line: String) {
@@ -86,7 +96,7 @@ impl Client {
         server: &str,
         cfg: &ServerConfig,
         generation: u64,
-        events: mpsc::Sender<Event>,
+        events: Sender<Event>,
     ) -> Result<Arc<Client>, String> {
         let mut cmd = Command::new(&cfg.command);
         cmd.args(&cfg.args)
@@ -119,6 +129,7 @@ impl Client {
             child.stdout.take().expect("piped"),
             child.stderr.take().expect("piped"),
         );
+        let (exit_tx, exited) = crossbeam_channel::bounded::<()>(0);
         let client = Arc::new(Client {
             server: server.to_owned(),
             generation,
@@ -127,7 +138,8 @@ impl Client {
             pending: Arc::default(),
             next: AtomicI64::new(1),
             era: Mutex::new(None),
-            exit: Arc::default(),
+            exit: Mutex::new(None),
+            exited,
         });
         let tail: Arc<Mutex<VecDeque<String>>> = Arc::default();
 
@@ -168,13 +180,14 @@ impl Client {
                     reason.push_str(&format!("; last stderr: {}", last[n..].join(" | ")));
                 }
                 c.on_exit(&reason);
+                drop(exit_tx); // wakes every `wait_exit`
                 let _ = events.send(Event::Exited(c.generation, reason));
             })
             .map_err(|e| e.to_string())?;
         Ok(client)
     }
 
-    fn on_line(&self, line: &str, events: &mpsc::Sender<Event>) {
+    fn on_line(&self, line: &str, events: &Sender<Event>) {
         match protocol::classify(line) {
             Incoming::Response { id, result } => {
                 if let Some(tx) = self.pending.lock().expect("pending lock").remove(&id) {
@@ -209,9 +222,7 @@ impl Client {
     }
 
     fn on_exit(&self, reason: &str) {
-        let (lock, cv) = &*self.exit;
-        *lock.lock().expect("exit lock") = Some(reason.to_owned());
-        cv.notify_all();
+        *self.exit.lock().expect("exit lock") = Some(reason.to_owned());
         self.stdin.lock().expect("stdin lock").take();
         let waiting: Vec<_> = self.pending.lock().expect("pending lock").drain().collect();
         for (_, tx) in waiting {
@@ -221,7 +232,7 @@ impl Client {
 
     /// Why the process ended, if it has.
     pub fn exited(&self) -> Option<String> {
-        self.exit.0.lock().expect("exit lock").clone()
+        self.exit.lock().expect("exit lock").clone()
     }
 
     fn write(&self, line: &str) -> bool {
@@ -265,7 +276,7 @@ impl Client {
             return Err(CallError::Gone(reason));
         }
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = mpsc::channel();
+        let (tx, rx) = crossbeam_channel::bounded(1);
         self.pending.lock().expect("pending lock").insert(id, tx);
         if let Some(call) = call {
             let pending = self.pending.clone();
@@ -307,17 +318,10 @@ impl Client {
 
     /// Waits up to `d` for the process to end; whether it has.
     pub fn wait_exit(&self, d: Duration) -> bool {
-        let (lock, cv) = &*self.exit;
-        let deadline = Instant::now() + d;
-        let mut g = lock.lock().expect("exit lock");
-        while g.is_none() {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return false;
-            }
-            g = cv.wait_timeout(g, left).expect("exit lock").0;
+        match self.exited.recv_timeout(d) {
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => true,
+            Err(RecvTimeoutError::Timeout) => false,
         }
-        true
     }
 
     fn signal(&self, sig: i32) {

@@ -5,7 +5,9 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, mpsc};
+use std::sync::Arc;
+
+use crossbeam_channel::Receiver;
 use std::time::{Duration, Instant};
 
 use homeagent_mcp::bridge::{self, Negotiated};
@@ -43,8 +45,8 @@ fn cfg(command: &str, args: &[&str], env: &[(&str, &str)]) -> ServerConfig {
     }
 }
 
-fn connect(name: &str, c: &ServerConfig) -> (Arc<Client>, mpsc::Receiver<Event>) {
-    let (tx, rx) = mpsc::channel();
+fn connect(name: &str, c: &ServerConfig) -> (Arc<Client>, Receiver<Event>) {
+    let (tx, rx) = crossbeam_channel::unbounded();
     let client = Client::spawn(name, c, 1, tx.clone()).unwrap();
     match bridge::negotiate(&client).unwrap() {
         Negotiated::Done => (client, rx),
