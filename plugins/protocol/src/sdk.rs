@@ -1,5 +1,10 @@
 //! A small SDK for plugins written in Rust: no async runtime, just threads.
 //!
+//! A call to the kernel ([`Kernel::call`], from any thread) waits on a crossbeam
+//! `select` over three things: its answer, the connection closing (a channel that
+//! disconnects when [`Plugin::run`] returns), and its timeout. So a call made while the
+//! kernel stops or restarts the plugin fails at once instead of after 30 s.
+//!
 //! ```no_run
 //! use homeagent_plugin_protocol::sdk::Plugin;
 //! use homeagent_plugin_protocol::methods::ToolRegister;
@@ -18,6 +23,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
+use crossbeam_channel::{Receiver, Sender, select};
+
 use serde_json::{Value, json};
 
 use crate::frame::{Frame, Request, Response, RpcError, decode, encode};
@@ -33,7 +40,10 @@ type EventFn = Arc<dyn Fn(&Kernel, &str, Value) + Send + Sync>;
 type StageFn = Arc<dyn Fn(&str, Value) -> Value + Send + Sync>;
 type OutputFn = Arc<dyn Fn(Value) -> Result<String, String> + Send + Sync>;
 type Out = Arc<Mutex<Box<dyn Write + Send>>>;
-type Pending = Arc<Mutex<HashMap<u64, mpsc::Sender<Result<Value, RpcError>>>>>;
+type Pending = Arc<Mutex<HashMap<u64, Sender<Result<Value, RpcError>>>>>;
+
+/// How long [`Kernel::call`] waits for an answer.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 type Hook = Box<dyn FnOnce() + Send>;
 
 /// One running `tool.invoke`: lets the tool notice that the kernel gave up on it
@@ -93,6 +103,8 @@ impl Call {
 pub struct Kernel {
     out: Out,
     pending: Pending,
+    /// Disconnects when the connection ends (the serving loop returned).
+    closed: Receiver<()>,
     next: Arc<AtomicU64>,
     tools: Arc<Mutex<HashMap<String, ToolFn>>>,
 }
@@ -105,21 +117,34 @@ impl Kernel {
         out.flush()
     }
 
-    /// Calls a kernel method and waits (at most 30 s) for the answer.
+    /// Calls a kernel method and waits (at most [`CALL_TIMEOUT`]) for the answer; fails
+    /// at once when the connection ends first.
     pub fn call(&self, method: &str, params: Value) -> Result<Value, String> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = mpsc::channel();
+        let (tx, rx) = crossbeam_channel::bounded(1);
         self.pending.lock().expect("pending lock").insert(id, tx);
-        self.send(&Frame::Request(Request {
+        if let Err(e) = self.send(&Frame::Request(Request {
             id,
             method: method.to_owned(),
             params,
-        }))
-        .map_err(|e| e.to_string())?;
-        match rx.recv_timeout(Duration::from_secs(30)) {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(e.message),
-            Err(_) => Err(format!("no answer to {method} within 30 s")),
+        })) {
+            self.pending.lock().expect("pending lock").remove(&id);
+            return Err(format!("cannot send {method} to the kernel: {e}"));
+        }
+        let gave_up = |why: String| {
+            self.pending.lock().expect("pending lock").remove(&id);
+            Err(why)
+        };
+        select! {
+            recv(rx) -> answer => match answer {
+                Ok(Ok(v)) => Ok(v),
+                Ok(Err(e)) => Err(e.message),
+                Err(_) => Err(format!("the kernel closed the connection before answering {method}")),
+            },
+            recv(self.closed) -> _ => gave_up(format!(
+                "the kernel closed the connection before answering {method} (the plugin is being stopped)"
+            )),
+            default(CALL_TIMEOUT) => gave_up(format!("no answer to {method} within {} s", CALL_TIMEOUT.as_secs())),
         }
     }
 
@@ -454,9 +479,13 @@ impl Plugin {
         output: impl Write + Send + 'static,
         ready: impl FnOnce(Kernel) + Send + 'static,
     ) -> std::io::Result<()> {
+        // Dropped when this function returns, however it returns: every call still
+        // waiting then fails at once (see `Kernel::call`).
+        let (_open, closed) = crossbeam_channel::bounded::<()>(0);
         let kernel = Kernel {
             out: Arc::new(Mutex::new(Box::new(output))),
             pending: Arc::default(),
+            closed,
             next: Arc::new(AtomicU64::new(1)),
             tools: Arc::new(Mutex::new(
                 self.tools.iter().map(|(r, f)| (r.name.clone(), f.clone())).collect(),
@@ -649,6 +678,39 @@ mod tests {
 
     use super::*;
     use std::io::BufReader;
+
+    /// A call waiting for its answer when the kernel closes the connection fails at
+    /// once, saying so (it used to wait out the 30 s timeout).
+    #[test]
+    fn a_pending_call_fails_when_the_kernel_closes_the_connection() {
+        let (k2p_r, mut k2p_w) = std::io::pipe().unwrap();
+        let (p2k_r, p2k_w) = std::io::pipe().unwrap();
+        let (done_tx, done_rx) = mpsc::channel::<Result<Value, String>>();
+        let plugin = std::thread::spawn(move || {
+            Plugin::new("t").run_on(BufReader::new(k2p_r), p2k_w, move |k| {
+                let _ = done_tx.send(k.call("knowledge.list", json!({})));
+            })
+        });
+        let mut lines = BufReader::new(p2k_r).lines();
+        k2p_w
+            .write_all(
+                b"{\"id\": 1, \"method\": \"handshake\", \"params\": {\"protocol\": 1, \"core_version\": \"t\", \"plugin_name\": \"t\"}}\n",
+            )
+            .unwrap();
+        // The handshake answer, then the ready callback's call, which is never answered.
+        let mut asked = false;
+        while !asked {
+            let v: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+            asked = v["method"] == "knowledge.list";
+        }
+        drop(k2p_w);
+        plugin.join().unwrap().unwrap();
+        let err = done_rx.recv().unwrap().unwrap_err();
+        assert!(
+            err.contains("closed the connection") && err.contains("knowledge.list"),
+            "{err}"
+        );
+    }
 
     /// Plays the kernel against a plugin built with the SDK, over real pipes.
     #[test]
