@@ -412,11 +412,14 @@ impl Module<KernelState> for PluginHostModule {
         "plugin-host"
     }
     fn requires(&self) -> &'static [Facility] {
+        // Memory and LLM are read for the plugin services (`memory.*`, `llm.*`).
         &[
             facility::SUPERVISOR,
             facility::STAGEHOST,
             facility::AGENT,
             facility::CONFIG,
+            facility::MEMORY,
+            facility::LLM,
         ]
     }
     fn provides(&self) -> &'static [Facility] {

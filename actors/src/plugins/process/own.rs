@@ -155,7 +155,7 @@ impl PluginProcess {
             self.deps.config.clone(),
             self.name().to_owned(),
         );
-        let prefix = format!("plugin.{plugin}.");
+        let prefix = format!("{}{plugin}.", crate::config::PLUGIN_PREFIX);
         ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(async move {
             loop {
                 let ev = match rx.recv().await {
