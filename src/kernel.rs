@@ -646,8 +646,9 @@ impl Module<KernelState> for MemoryModule {
     }
 }
 
-/// Which heartbeat a changed setting re-arms: `None` for the distill heartbeat, else
-/// the maintenance kind; not a heartbeat period at all: not listed.
+/// Which heartbeat a changed setting re-arms (`None` inside: the distill heartbeat;
+/// else the maintenance kind) and the period's typed key; `None` when the setting is
+/// no heartbeat period.
 fn heartbeat_for(changed: &str) -> Option<(Option<Maintenance>, Key<Duration>)> {
     [
         (None, keys::AGENT_DISTILL_INTERVAL),
@@ -659,9 +660,10 @@ fn heartbeat_for(changed: &str) -> Option<(Option<Maintenance>, Key<Duration>)> 
     .find(|(_, k)| k.is(changed))
 }
 
-/// Applies changed heartbeat periods ([`HeartbeatConfig`](homeagent_actors::config::HeartbeatConfig)) to the running heartbeats
-/// (they re-arm their timers; the new period also survives their restarts). Listens
-/// on the kernel bus for as long as the kernel runs.
+/// Applies changed heartbeat periods
+/// ([`HeartbeatConfig`](homeagent_actors::config::HeartbeatConfig)) to the running
+/// heartbeats (they re-arm their timers; the new period also survives their restarts).
+/// Listens on the kernel bus for as long as the kernel runs.
 fn follow_heartbeat_intervals(bus: &EventBus, memory: &MemoryHandles, maintenance: &[MaintenanceHandle]) {
     use homeagent_actors::memory::heartbeat::SetInterval;
     let distill = memory.distill.0.clone();
