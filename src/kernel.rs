@@ -829,6 +829,23 @@ mod tests {
     }
 
     #[test]
+    fn boot_settings_come_from_the_typed_groups_and_a_wrong_type_refuses_the_boot() {
+        let b = BootSettings::read(&Settings::default()).unwrap();
+        assert_eq!(b.supervisor.intensity.max_restarts, 5);
+        assert_eq!(b.supervisor.backoff.initial, Duration::from_millis(100));
+        assert_eq!(
+            (b.shutdown_timeout, b.stuck_after),
+            (Duration::from_secs(10), Duration::from_secs(5))
+        );
+        let s = Settings::default().with(keys::SUPERVISOR_BACKOFF_MAX, serde_json::json!(30));
+        let err = BootSettings::read(&s).unwrap_err().to_string();
+        assert!(
+            err.contains("core.supervisor.backoff_max") && err.contains("null"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn each_heartbeat_period_setting_re_arms_its_own_heartbeat() {
         assert_eq!(
             heartbeat_for(keys::AGENT_DISTILL_INTERVAL.name()).map(|(k, _)| k),

@@ -6,6 +6,27 @@
 //! [`super::defs::core_defs`] is written in terms of the same constants, and a unit test
 //! checks that every default there decodes as its constant's type.
 //!
+//! ```
+//! use homeagent_actors::config::{AgentConfig, Settings, keys};
+//! let s = Settings::default().with(keys::AGENT_MAX_TOOL_TURNS, serde_json::json!(3));
+//! assert_eq!(AgentConfig::read(&s).max_tool_turns, 3);
+//! assert_eq!(s.get(keys::AGENT_MAX_TOOL_TURNS), 3u32);
+//! ```
+//!
+//! A misspelt key does not compile:
+//!
+//! ```compile_fail,E0425
+//! use homeagent_actors::config::{Settings, keys};
+//! let _ = Settings::default().get(keys::AGENT_MAX_TOOL_TURN);
+//! ```
+//!
+//! Nor does reading a setting as another type than its own:
+//!
+//! ```compile_fail,E0308
+//! use homeagent_actors::config::{Settings, keys};
+//! let turns: String = Settings::default().get(keys::AGENT_MAX_TOOL_TURNS);
+//! ```
+//!
 //! The open-ended families (`core.llm.sources.<name>.<field>` and plugin settings) are
 //! not listed here; the few plugin keys the kernel itself reads are, at the end.
 
