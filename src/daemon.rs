@@ -6,10 +6,9 @@ use std::time::{Duration, Instant};
 
 use actix_web::{App, HttpServer, web};
 use anyhow::{Context as _, bail};
-use homeagent_actors::bus::kinds;
+use homeagent_actors::bus::{DaemonPhase, Event};
 use homeagent_actors::config::ConfigStore;
 use homeagent_actors::{Exit, Shutdown};
-use serde_json::json;
 
 use crate::cli::RunArgs;
 use crate::http::{self, AppState};
@@ -114,14 +113,14 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         use tokio::sync::broadcast::error::RecvError;
         loop {
             match settings_events.recv().await {
-                Ok(ev) if ev.kind == homeagent_actors::bus::kinds::SETTING_CHANGED => {
-                    if ev.data.get("key").and_then(|k| k.as_str()) == Some("core.daemon.log_level")
-                        && let Some(level) = ev.data.get("value").and_then(|v| v.as_str())
+                Ok(ev) => {
+                    if let Some(("core.daemon.log_level", value)) = ev.changed_setting()
+                        && let Some(level) = value.as_str()
                     {
                         apply_log_level(level);
                     }
                 }
-                Ok(_) | Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Lagged(_)) => {}
                 Err(RecvError::Closed) => break,
             }
         }
@@ -178,7 +177,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         "homed ready: open http://{}/",
         args.listen
     );
-    state.bus.publish(kinds::DAEMON, json!({"phase": "ready"}));
+    state.bus.publish(Event::Daemon {
+        phase: DaemonPhase::Ready,
+    });
 
     let mut root_exit = state.root_exit.lock().take().context("root supervisor missing")?;
     let fatal = tokio::select! {
@@ -189,7 +190,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         exit = &mut root_exit => Some(exit.unwrap_or(Exit::Panic("root supervisor vanished".into()))),
     };
 
-    state.bus.publish(kinds::DAEMON, json!({"phase": "stopping"}));
+    state.bus.publish(Event::Daemon {
+        phase: DaemonPhase::Stopping,
+    });
     server_handle.stop(true).await;
     let _ = server_task.await;
     if fatal.is_none() {

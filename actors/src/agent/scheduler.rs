@@ -15,11 +15,9 @@ use super::dedupe::DuplicateGuard;
 use super::input::Input;
 use super::task::{CancelLlm, Resume, TaskActor, TaskDeps};
 use crate::addr::TAddr;
+use crate::bus::{Event, TaskState};
 use crate::host::{Exit, Handles, HostContext, KernelActor};
 use crate::scheduler::{Core, Kind, Level, Pick, Snapshot};
-
-/// Event type of task state changes.
-pub const TASK_EVENT: &str = "task";
 
 /// What the core queues: a new input, or a parked (suspended) task actor.
 enum Job {
@@ -53,11 +51,13 @@ impl SchedulerActor {
         }
     }
 
-    fn publish(&self, id: u64, state: &str, level: Option<Level>, effective: u8) {
-        self.deps.bus.publish(
-            TASK_EVENT,
-            json!({"task_id": id, "state": state, "level": level.map(|l| format!("L{}", l as u8)), "effective_level": effective}),
-        );
+    fn publish(&self, id: u64, state: TaskState, level: Option<Level>, effective: u8) {
+        self.deps.bus.publish(Event::Task {
+            task_id: id,
+            state,
+            level: level.map(|l| format!("L{}", l as u8)),
+            effective_level: effective,
+        });
     }
 
     /// Accepts one input; returns its task id (or why it was not queued).
@@ -76,7 +76,7 @@ impl SchedulerActor {
         let id = match input.level {
             None => match self.core.enqueue(Job::New(input), kind) {
                 Ok(id) => {
-                    self.publish(id, "queued", None, 0);
+                    self.publish(id, TaskState::Queued, None, 0);
                     id
                 }
                 Err(job) => {
@@ -91,7 +91,7 @@ impl SchedulerActor {
                 let r = self
                     .core
                     .register_interrupt(Job::New(input), level, kind, Instant::now());
-                self.publish(r.id, "queued", Some(level), level as u8);
+                self.publish(r.id, TaskState::Queued, Some(level), level as u8);
                 if let Some(mut dropped) = r.dropped {
                     tracing::warn!(
                         task = dropped.meta.id,
@@ -141,7 +141,7 @@ impl SchedulerActor {
                     let parent = self.me.get().map(|a| a.id().to_owned()).unwrap_or_default();
                     match TAddr::spawn_unsupervised(&self.deps.registry, &parent, &format!("task-{}", meta.id), actor) {
                         Ok((addr, exit)) => {
-                            self.publish(meta.id, "running", meta.level(), meta.effective());
+                            self.publish(meta.id, TaskState::Running, meta.level(), meta.effective());
                             self.watch(meta.id, meta.level(), addr.id().to_owned(), exit, ctx);
                             self.running = Some(Running { id: meta.id, addr });
                         }
@@ -160,7 +160,7 @@ impl SchedulerActor {
                         self.core.finish();
                         continue;
                     }
-                    self.publish(meta.id, "resumed", meta.level(), meta.effective());
+                    self.publish(meta.id, TaskState::Resumed, meta.level(), meta.effective());
                     self.running = Some(Running { id: meta.id, addr });
                 }
             }
@@ -186,7 +186,7 @@ impl SchedulerActor {
                     return;
                 }
                 tracing::error!(task = id, %exit, "task crashed");
-                me.publish(id, "failed", level, level.map_or(0, |l| l as u8));
+                me.publish(id, TaskState::Failed, level, level.map_or(0, |l| l as u8));
                 if me.running.as_ref().is_some_and(|r| r.id == id) {
                     me.running = None;
                     me.core.finish();
@@ -256,7 +256,7 @@ pub struct ConsumeCancel(pub u64);
 #[rtype(result = "()")]
 pub struct Finished {
     pub task: u64,
-    pub state: &'static str,
+    pub state: TaskState,
 }
 
 /// The scheduler's whole state.
@@ -297,7 +297,7 @@ impl Handles<SafePoint> for SchedulerActor {
         self.core.suspend(Job::Parked(run.addr), (), Instant::now());
         let meta = self.core.snapshot().stack.last().cloned();
         if let Some(m) = meta {
-            self.publish(m.id, "suspended", m.level, m.effective_level);
+            self.publish(m.id, TaskState::Suspended, m.level, m.effective_level);
         }
         self.pump(ctx);
         true
