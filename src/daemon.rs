@@ -104,6 +104,9 @@ pub async fn boot(args: &RunArgs) -> anyhow::Result<(DataLock, Arc<KernelState>)
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let t0 = Instant::now();
+    // Scripts (Lua plugins, adapters) may not call this daemon's own API: declared
+    // before any plugin starts.
+    homeagent_actors::llm::adapter::forbid_own_address(args.listen);
     let (_lock, state) = boot(&args).await?;
     let data_dir = state.data_dir.clone();
     let shutdown_timeout = state.boot.shutdown_timeout;
@@ -165,8 +168,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
                 "cannot listen on {}; is another program using it? pick another with --listen",
                 args.listen
             )
-        })?
-        .run();
+        })?;
+    for addr in server.addrs() {
+        homeagent_actors::llm::adapter::forbid_own_address(addr);
+    }
+    let server = server.run();
     let server_handle = server.handle();
     let server_task = actix_web::rt::spawn(server);
     tracing::info!(

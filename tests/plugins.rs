@@ -1085,3 +1085,52 @@ fn lua_plugins_use_settings_across_namespaces_pick_llm_sources_and_offer_named_a
     }
     assert_eq!(ask(&d, "still there?")["reply"], "echo: still there?");
 }
+
+/// A hostile Lua plugin with no capabilities: every named route out of the sandbox is
+/// closed (files, processes, bytecode, the daemon's own API), and undeclared
+/// capabilities are denied with what to declare.
+#[test]
+fn a_hostile_lua_plugin_cannot_read_files_run_processes_or_drive_the_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    install(&data, "luaescape");
+    let secret = dir.path().join("secret.lua");
+    std::fs::write(&secret, "return 'SECRET-CANARY'").unwrap();
+    let d = Daemon::start(&data);
+    wait_plugin(&d, "luaescape", Duration::from_secs(10), "ran", |p| {
+        p["state"] == "running"
+    });
+    let _v = with_vendor(&d);
+    let servers_before = common::api::get(&d, "/api/v1/settings")["settings"]["plugin.mcp.servers"].clone();
+    let (text, out) = lua_tool(
+        &d,
+        "escape_try",
+        json!({"secret": secret.display().to_string(), "api": d.url("/api/v1/settings")}),
+    );
+    assert!(!text.contains("SECRET-CANARY") && !text.contains("ESCAPED"), "{out:#}");
+    let expect = [
+        ("loadfile", "loadfile"),
+        ("dofile", "dofile"),
+        ("dump", "dump"),
+        ("load_binary", "only text chunks"),
+        ("require_file", "not found"),
+        ("io", "io"),
+        ("os", "os"),
+        ("package", "package"),
+        ("debug", "debug"),
+        ("http_own", "daemon's own address"),
+        ("http_own_localhost", "daemon's own address"),
+        ("settings_core", "settings_cross"),
+        ("memory", "`memory` capability"),
+        ("inject", "`io` capability"),
+    ];
+    for (field, why) in expect {
+        let got = out[field].as_str().unwrap_or_default();
+        assert!(got.starts_with("blocked: ") && got.contains(why), "{field}: {got}");
+    }
+    assert_eq!(
+        common::api::get(&d, "/api/v1/settings")["settings"]["plugin.mcp.servers"],
+        servers_before,
+        "the MCP servers setting is unchanged"
+    );
+}
