@@ -45,7 +45,7 @@ fn with_vendor(d: &Daemon) -> vendor::Vendor {
 }
 
 fn ask(d: &Daemon, text: &str) -> Value {
-    reqwest::blocking::Client::new()
+    d.client()
         .post(d.url("/api/v1/messages"))
         .timeout(Duration::from_secs(60))
         .json(&json!({ "text": text }))
@@ -64,7 +64,7 @@ fn plugin_tools_work_and_a_plugin_killed_mid_call_comes_back() {
     let running = |p: &Value| p["state"] == "running" && p["tools"] == json!(["echo_say"]);
     let p = wait_plugin(&d, "echo", Duration::from_secs(10), "ran", running);
     assert!(p["pid"].as_u64().is_some());
-    let tree: Value = reqwest::blocking::get(d.url("/api/v1/actors")).unwrap().json().unwrap();
+    let tree: Value = d.client().get(d.url("/api/v1/actors")).send().unwrap().json().unwrap();
     let ids: Vec<&str> = tree["actors"]
         .as_array()
         .unwrap()
@@ -83,8 +83,9 @@ fn plugin_tools_work_and_a_plugin_killed_mid_call_comes_back() {
     // SIGKILL the plugin while a call is in flight: the call fails at once with a clear
     // error, the turn goes on, and the plugin comes back with its tools.
     let url = d.url("/api/v1/messages");
+    let client = d.client();
     let call = std::thread::spawn(move || {
-        reqwest::blocking::Client::new()
+        client
             .post(url)
             .timeout(Duration::from_secs(60))
             .json(&json!({"text": r#"call-tool echo_say {"hang":true}"#}))
@@ -134,10 +135,10 @@ fn a_plugin_that_dies_at_start_is_quarantined_until_an_operator_restarts_it() {
     assert_eq!(p["restarts"], 3);
     // The daemon is fine.
     assert_eq!(
-        reqwest::blocking::get(d.url("/healthz")).unwrap().status().as_u16(),
+        d.client().get(d.url("/healthz")).send().unwrap().status().as_u16(),
         200
     );
-    let r = reqwest::blocking::Client::new()
+    let r = d.client()
         .post(d.url("/api/v1/plugins/broken/restart"))
         .send()
         .unwrap();
@@ -145,7 +146,7 @@ fn a_plugin_that_dies_at_start_is_quarantined_until_an_operator_restarts_it() {
     wait_plugin(&d, "broken", Duration::from_secs(10), "left quarantine", |p| {
         p["state"] != "quarantined"
     });
-    let r = reqwest::blocking::Client::new()
+    let r = d.client()
         .post(d.url("/api/v1/plugins/nope/restart"))
         .send()
         .unwrap();
@@ -181,7 +182,7 @@ fn the_bundled_timer_plugin_reminds_the_agent_with_an_interrupt() {
 }
 
 fn action(d: &Daemon, name: &str, action: &str) -> (u16, Value) {
-    let r = reqwest::blocking::Client::new()
+    let r = d.client()
         .post(d.url(&format!("/api/v1/plugins/{name}/{action}")))
         .send()
         .unwrap();
@@ -317,7 +318,7 @@ fn garbage_from_a_plugin_gets_clear_errors_and_breaks_nothing() {
     let _v = with_vendor(&d);
     assert_eq!(ask(&d, "call-tool rude_ping {}")["reply"], "tool said: pong");
     assert_eq!(
-        reqwest::blocking::get(d.url("/healthz")).unwrap().status().as_u16(),
+        d.client().get(d.url("/healthz")).send().unwrap().status().as_u16(),
         200
     );
 }
@@ -339,7 +340,7 @@ fn a_plugin_that_never_handshakes_is_stopped_with_a_clear_reason() {
         "{p}"
     );
     assert_eq!(
-        reqwest::blocking::get(d.url("/healthz")).unwrap().status().as_u16(),
+        d.client().get(d.url("/healthz")).send().unwrap().status().as_u16(),
         200
     );
 }
@@ -390,7 +391,7 @@ fn hmap(files: &[(&str, &str, u32)]) -> Vec<u8> {
 }
 
 fn post_package(d: &Daemon, bytes: Vec<u8>) -> (u16, Value) {
-    let r = reqwest::blocking::Client::new()
+    let r = d.client()
         .post(d.url("/api/v1/plugins/install"))
         .header("content-type", "application/zip")
         .body(bytes)
@@ -1064,7 +1065,7 @@ fn lua_plugins_use_settings_across_namespaces_pick_llm_sources_and_offer_named_a
     assert!(body["error"].as_str().unwrap().contains("greet, refuse"), "{body}");
     let (status, _) = common::api::post(&d, "/api/v1/plugins/ghost/api/greet", json!({}));
     assert_eq!(status, 404);
-    let r = reqwest::blocking::Client::new()
+    let r = d.client()
         .post(d.url(greet))
         .body("{not json")
         .send()
