@@ -191,8 +191,12 @@ mod tests {
         // Rotation: a new mtime makes the daemon re-read it.
         std::thread::sleep(std::time::Duration::from_millis(20));
         let t2 = rotate_token(dir.path()).unwrap();
-        let f = std::fs::File::options().write(true).open(token_path(dir.path())).unwrap();
-        f.set_modified(SystemTime::now() + std::time::Duration::from_secs(1)).unwrap();
+        let f = std::fs::File::options()
+            .write(true)
+            .open(token_path(dir.path()))
+            .unwrap();
+        f.set_modified(SystemTime::now() + std::time::Duration::from_secs(1))
+            .unwrap();
         assert_ne!(t, t2);
         assert!(owner.token_ok(&t2) && !owner.token_ok(&t));
         assert!(owner.session_ok(&session_value(&t2)) && !owner.session_ok(&session_value(&t)));

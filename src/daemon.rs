@@ -165,21 +165,19 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         use tokio::sync::broadcast::error::RecvError;
         loop {
             match settings_events.recv().await {
-                Ok(ev) => {
-                    match ev.changed_setting() {
-                        Some(("core.daemon.log_level", value)) => {
-                            if let Some(level) = value.as_str() {
-                                apply_log_level(level);
-                            }
+                Ok(ev) => match ev.changed_setting() {
+                    Some(("core.daemon.log_level", value)) => {
+                        if let Some(level) = value.as_str() {
+                            apply_log_level(level);
                         }
-                        Some((ALLOWED_HOSTS, value)) => {
-                            let hosts = parse_hosts(value);
-                            tracing::info!(?hosts, "allowed hosts changed");
-                            *gate_live.allowed_hosts.write() = hosts;
-                        }
-                        _ => {}
                     }
-                }
+                    Some((ALLOWED_HOSTS, value)) => {
+                        let hosts = parse_hosts(value);
+                        tracing::info!(?hosts, "allowed hosts changed");
+                        *gate_live.allowed_hosts.write() = hosts;
+                    }
+                    _ => {}
+                },
                 Err(RecvError::Lagged(_)) => {}
                 Err(RecvError::Closed) => break,
             }
@@ -223,16 +221,16 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             .wrap(actix_web::middleware::from_fn(http::guard::gate))
             .configure(http::configure)
     })
-        .workers(1)
-        .disable_signals()
-        .shutdown_timeout(shutdown_timeout.as_secs().max(1))
-        .bind(args.listen)
-        .with_context(|| {
-            format!(
-                "cannot listen on {}; is another program using it? pick another with --listen",
-                args.listen
-            )
-        })?;
+    .workers(1)
+    .disable_signals()
+    .shutdown_timeout(shutdown_timeout.as_secs().max(1))
+    .bind(args.listen)
+    .with_context(|| {
+        format!(
+            "cannot listen on {}; is another program using it? pick another with --listen",
+            args.listen
+        )
+    })?;
     for addr in server.addrs() {
         homeagent_actors::llm::adapter::forbid_own_address(addr);
     }

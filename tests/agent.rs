@@ -18,11 +18,7 @@ fn listen(d: &Daemon) -> Arc<Mutex<Vec<(String, Value)>>> {
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let client = d.client();
     std::thread::spawn(move || {
-        let resp = client
-            .get(url)
-            .timeout(Duration::from_secs(120))
-            .send()
-            .unwrap();
+        let resp = client.get(url).timeout(Duration::from_secs(120)).send().unwrap();
         let _ = ready_tx.send(());
         let mut name = String::new();
         for line in BufReader::new(resp).lines() {
@@ -254,10 +250,7 @@ fn a_vendor_answering_500_falls_back_to_the_next_source_and_nothing_is_lost() {
     let (status, body) = post(&d, "/api/v1/messages", json!({"text": "still there?"}));
     assert_eq!(status, 502, "{body}");
     assert!(body["error"].as_str().unwrap().contains("LLM"), "{body}");
-    assert_eq!(
-        d.client().get(d.url("/healthz")).send().unwrap().status().as_u16(),
-        200
-    );
+    assert_eq!(d.client().get(d.url("/healthz")).send().unwrap().status().as_u16(), 200);
 }
 
 #[test]

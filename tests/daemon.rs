@@ -72,7 +72,8 @@ fn health_tree_restart_and_events() {
     }
 
     // Subscribe before the restart so the restart's events are seen live.
-    let resp = d.client()
+    let resp = d
+        .client()
         .get(d.url("/api/v1/events?interval_ms=200"))
         .timeout(Duration::from_secs(10))
         .send()
@@ -224,7 +225,8 @@ fn the_log_level_setting_applies_at_start_and_live_unless_rust_log_is_set() {
     let log = d.log_text();
     assert!(log.contains("log level set (core.daemon.log_level)"), "{log}");
     assert!(!log.contains("DEBUG"), "info by default");
-    let r = d.client()
+    let r = d
+        .client()
         .put(d.url("/api/v1/settings"))
         .json(&serde_json::json!({"core.daemon.log_level": "debug"}))
         .send()

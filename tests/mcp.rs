@@ -58,11 +58,7 @@ fn has(p: &Value, tool: &str) -> bool {
 }
 
 fn put(d: &Daemon, v: Value) {
-    let r = d.client()
-        .put(d.url("/api/v1/settings"))
-        .json(&v)
-        .send()
-        .unwrap();
+    let r = d.client().put(d.url("/api/v1/settings")).json(&v).send().unwrap();
     assert!(r.status().is_success(), "{}", r.text().unwrap());
 }
 
@@ -71,7 +67,8 @@ fn servers(d: &Daemon, v: Value) {
 }
 
 fn ask(d: &Daemon, text: &str) -> String {
-    let v: Value = d.client()
+    let v: Value = d
+        .client()
         .post(d.url("/api/v1/messages"))
         .timeout(Duration::from_secs(120))
         .json(&json!({ "text": text }))

@@ -134,22 +134,13 @@ fn a_plugin_that_dies_at_start_is_quarantined_until_an_operator_restarts_it() {
     );
     assert_eq!(p["restarts"], 3);
     // The daemon is fine.
-    assert_eq!(
-        d.client().get(d.url("/healthz")).send().unwrap().status().as_u16(),
-        200
-    );
-    let r = d.client()
-        .post(d.url("/api/v1/plugins/broken/restart"))
-        .send()
-        .unwrap();
+    assert_eq!(d.client().get(d.url("/healthz")).send().unwrap().status().as_u16(), 200);
+    let r = d.client().post(d.url("/api/v1/plugins/broken/restart")).send().unwrap();
     assert_eq!(r.status().as_u16(), 200, "{:?}", r.text());
     wait_plugin(&d, "broken", Duration::from_secs(10), "left quarantine", |p| {
         p["state"] != "quarantined"
     });
-    let r = d.client()
-        .post(d.url("/api/v1/plugins/nope/restart"))
-        .send()
-        .unwrap();
+    let r = d.client().post(d.url("/api/v1/plugins/nope/restart")).send().unwrap();
     assert_eq!(r.status().as_u16(), 404);
 }
 
@@ -182,7 +173,8 @@ fn the_bundled_timer_plugin_reminds_the_agent_with_an_interrupt() {
 }
 
 fn action(d: &Daemon, name: &str, action: &str) -> (u16, Value) {
-    let r = d.client()
+    let r = d
+        .client()
         .post(d.url(&format!("/api/v1/plugins/{name}/{action}")))
         .send()
         .unwrap();
@@ -317,10 +309,7 @@ fn garbage_from_a_plugin_gets_clear_errors_and_breaks_nothing() {
     // The kernel is fine and the plugin's tool works.
     let _v = with_vendor(&d);
     assert_eq!(ask(&d, "call-tool rude_ping {}")["reply"], "tool said: pong");
-    assert_eq!(
-        d.client().get(d.url("/healthz")).send().unwrap().status().as_u16(),
-        200
-    );
+    assert_eq!(d.client().get(d.url("/healthz")).send().unwrap().status().as_u16(), 200);
 }
 
 #[test]
@@ -339,10 +328,7 @@ fn a_plugin_that_never_handshakes_is_stopped_with_a_clear_reason() {
             .contains("no handshake answer within 10s"),
         "{p}"
     );
-    assert_eq!(
-        d.client().get(d.url("/healthz")).send().unwrap().status().as_u16(),
-        200
-    );
+    assert_eq!(d.client().get(d.url("/healthz")).send().unwrap().status().as_u16(), 200);
 }
 
 #[test]
@@ -391,7 +377,8 @@ fn hmap(files: &[(&str, &str, u32)]) -> Vec<u8> {
 }
 
 fn post_package(d: &Daemon, bytes: Vec<u8>) -> (u16, Value) {
-    let r = d.client()
+    let r = d
+        .client()
         .post(d.url("/api/v1/plugins/install"))
         .header("content-type", "application/zip")
         .body(bytes)
@@ -1065,11 +1052,7 @@ fn lua_plugins_use_settings_across_namespaces_pick_llm_sources_and_offer_named_a
     assert!(body["error"].as_str().unwrap().contains("greet, refuse"), "{body}");
     let (status, _) = common::api::post(&d, "/api/v1/plugins/ghost/api/greet", json!({}));
     assert_eq!(status, 404);
-    let r = d.client()
-        .post(d.url(greet))
-        .body("{not json")
-        .send()
-        .unwrap();
+    let r = d.client().post(d.url(greet)).body("{not json").send().unwrap();
     assert_eq!(r.status().as_u16(), 400);
     // A restarted plugin offers its APIs again.
     let (status, _) = common::api::post(&d, "/api/v1/plugins/luaprobe/restart", json!({}));

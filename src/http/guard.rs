@@ -144,7 +144,10 @@ impl Gate {
 }
 
 /// The middleware around every route.
-pub async fn gate(req: ServiceRequest, next: Next<impl MessageBody + 'static>) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
+pub async fn gate(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
     // Fail closed: an app built without a gate serves nothing.
     let Some(gate) = req.app_data::<web::Data<Arc<Gate>>>().cloned() else {
         tracing::error!("the HTTP gate is not configured; refusing every request");
@@ -251,39 +254,97 @@ mod tests {
         let bearer = format!("Bearer {token}");
         let ok = |m: Method, path: &str, h: &[(&str, &str)]| g.check(&m, path, &headers(h));
         assert_eq!(ok(Method::GET, "/healthz", &[("host", "127.0.0.1:8080")]), None);
-        for host in ["127.0.0.1:8080", "localhost:8080", "[::1]:8080", "homed.lan:8080", "app.localhost"] {
-            assert_eq!(ok(Method::GET, "/api/v1/actors", &[("host", host), ("authorization", &bearer)]), None, "{host}");
+        for host in [
+            "127.0.0.1:8080",
+            "localhost:8080",
+            "[::1]:8080",
+            "homed.lan:8080",
+            "app.localhost",
+        ] {
+            assert_eq!(
+                ok(
+                    Method::GET,
+                    "/api/v1/actors",
+                    &[("host", host), ("authorization", &bearer)]
+                ),
+                None,
+                "{host}"
+            );
         }
         assert_eq!(
             ok(Method::GET, "/healthz", &[("host", "attacker.example:8080")]),
             Some(Refusal::ForeignHost("attacker.example".into()))
         );
-        assert_eq!(ok(Method::GET, "/api/v1/actors", &[]), Some(Refusal::ForeignHost(String::new())));
-        assert_eq!(ok(Method::GET, "/api/v1/actors", &[("host", "127.0.0.1")]), Some(Refusal::NoToken));
         assert_eq!(
-            ok(Method::GET, "/api/v1/actors", &[("host", "127.0.0.1"), ("authorization", "Bearer wrong")]),
+            ok(Method::GET, "/api/v1/actors", &[]),
+            Some(Refusal::ForeignHost(String::new()))
+        );
+        assert_eq!(
+            ok(Method::GET, "/api/v1/actors", &[("host", "127.0.0.1")]),
+            Some(Refusal::NoToken)
+        );
+        assert_eq!(
+            ok(
+                Method::GET,
+                "/api/v1/actors",
+                &[("host", "127.0.0.1"), ("authorization", "Bearer wrong")]
+            ),
             Some(Refusal::NoToken)
         );
         // Cross-site writes are refused even with the token (a page cannot have it, but
         // a browser could send a cookie if SameSite ever failed).
         for origin in ["http://attacker.example", "null", "http://127.0.0.1.attacker.example"] {
             assert_eq!(
-                ok(Method::POST, "/api/v1/stop", &[("host", "127.0.0.1"), ("origin", origin), ("authorization", &bearer)]),
+                ok(
+                    Method::POST,
+                    "/api/v1/stop",
+                    &[("host", "127.0.0.1"), ("origin", origin), ("authorization", &bearer)]
+                ),
                 Some(Refusal::CrossSite(origin.into())),
                 "{origin}"
             );
         }
         assert_eq!(
-            ok(Method::POST, "/api/v1/stop", &[("host", "127.0.0.1"), ("sec-fetch-site", "cross-site"), ("authorization", &bearer)]),
+            ok(
+                Method::POST,
+                "/api/v1/stop",
+                &[
+                    ("host", "127.0.0.1"),
+                    ("sec-fetch-site", "cross-site"),
+                    ("authorization", &bearer)
+                ]
+            ),
             Some(Refusal::CrossSite(String::new()))
         );
         assert_eq!(
-            ok(Method::POST, "/api/v1/stop", &[("host", "127.0.0.1:8080"), ("origin", "http://127.0.0.1:8080"), ("authorization", &bearer)]),
+            ok(
+                Method::POST,
+                "/api/v1/stop",
+                &[
+                    ("host", "127.0.0.1:8080"),
+                    ("origin", "http://127.0.0.1:8080"),
+                    ("authorization", &bearer)
+                ]
+            ),
             None
         );
         let cookie = format!("a=b; {SESSION_COOKIE}={}", crate::auth::session_value(&token));
-        assert_eq!(ok(Method::PUT, "/api/v1/settings", &[("host", "localhost"), ("cookie", &cookie)]), None);
-        assert_eq!(ok(Method::GET, "/", &[("host", "localhost"), ("cookie", "homed_session=x")]), Some(Refusal::NoToken));
+        assert_eq!(
+            ok(
+                Method::PUT,
+                "/api/v1/settings",
+                &[("host", "localhost"), ("cookie", &cookie)]
+            ),
+            None
+        );
+        assert_eq!(
+            ok(
+                Method::GET,
+                "/",
+                &[("host", "localhost"), ("cookie", "homed_session=x")]
+            ),
+            Some(Refusal::NoToken)
+        );
     }
 
     #[test]

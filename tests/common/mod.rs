@@ -84,7 +84,10 @@ impl Daemon {
             reqwest::header::AUTHORIZATION,
             format!("Bearer {}", self.token()).parse().unwrap(),
         );
-        reqwest::blocking::Client::builder().default_headers(headers).build().unwrap()
+        reqwest::blocking::Client::builder()
+            .default_headers(headers)
+            .build()
+            .unwrap()
     }
 
     pub fn log_text(&self) -> String {
