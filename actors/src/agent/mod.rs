@@ -14,6 +14,7 @@
 
 pub mod channels;
 pub mod dedupe;
+pub mod events;
 pub mod input;
 pub mod intake;
 pub mod overflow;

@@ -7,7 +7,8 @@
 //! core as an event. Between two steps the core asks the scheduler whether to yield (a
 //! safe point); a yielded task parks with its frame and waits for [`Resume`]. An
 //! in-flight LLM call can be cancelled ([`CancelLlm`]: preemption or stop); a running
-//! tool is never interrupted. Every bus event of a turn goes out through [`publish`].
+//! tool is never interrupted. Every bus event of a turn goes out through
+//! [`super::events::publish`].
 
 use std::sync::Arc;
 
@@ -16,6 +17,7 @@ use parking_lot::RwLock;
 use tokio_util::sync::CancellationToken;
 
 use super::channels::Channels;
+use super::events::publish;
 use super::input::Input;
 use super::prompt::PromptSettings;
 pub use super::protocol::{CancelLlm, Resume};
@@ -320,13 +322,6 @@ impl TaskActor {
             }),
         );
     }
-}
-
-/// The one place a turn's events reach the bus (the kinds and fields subscribers
-/// know: `stream_delta`, `agent_llm_chain`, `tool_call`, `agent_output`).
-fn publish(bus: &EventBus, event: &TurnEvent) {
-    let (kind, data) = event.to_bus();
-    bus.publish(kind, data);
 }
 
 /// The timeline (committed state) for the prefix, with the memory index of the

@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::channels::{Channels, parse_send_tool};
+use super::events::{TurnEvent, publish};
 use crate::addr::TAddr;
 use crate::bus::EventBus;
 use crate::llm::ToolCall;
@@ -187,7 +188,7 @@ impl ToolRunner {
         msg["task_id"] = json!(self.task_id);
         msg["source"] = json!(self.source);
         let deliver = self.channels.deliver(channel);
-        self.bus.publish("output", msg.clone());
+        publish(&self.bus, &TurnEvent::ChannelOutput(msg.clone()));
         // A plugin's channel: the plugin delivers it and its answer is the tool's reply.
         let Some(deliver) = deliver else {
             return ("ok".into(), true);
