@@ -901,4 +901,6 @@ fn turn_events_keep_their_bus_names_and_fields() {
             "usage": {"prompt": 1, "completion": 2, "total": 3},
         })
     );
+    let send = json!({"channel": "qq", "payload": "hi", "task_id": 3});
+    assert_eq!(TurnEvent::ChannelOutput(send.clone()).to_bus(), ("output", send));
 }
