@@ -508,7 +508,12 @@ fn an_hmap_package_installs_and_runs_without_a_restart_and_bad_ones_change_nothi
     .unwrap();
     let run = || {
         std::process::Command::new(env!("CARGO_BIN_EXE_homed"))
-            .args(["--listen", &format!("127.0.0.1:{}", d.port), "--data", data.to_str().unwrap()])
+            .args([
+                "--listen",
+                &format!("127.0.0.1:{}", d.port),
+                "--data",
+                data.to_str().unwrap(),
+            ])
             .args(["plugin", "install"])
             .arg(&file)
             .output()
