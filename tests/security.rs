@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::os::unix::fs::PermissionsExt as _;
+use std::os::unix::fs::{FileTypeExt as _, PermissionsExt as _};
 use std::process::Command;
 
 use common::Daemon;
@@ -315,5 +315,51 @@ fn foreign_hosts_cross_site_pages_and_simple_posts_change_nothing() {
         }
         assert!(std::time::Instant::now() < deadline, "allowed_hosts did not apply live");
         std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Every file the daemon keeps (settings with the keys, memory, logs, token, plugins)
+/// is its owner's alone, including what an older version left readable.
+#[test]
+fn the_data_dir_is_private_to_its_owner() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(data.join("memory")).unwrap();
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(data.join("memory/old-notes.txt"), "left by an older version").unwrap();
+    std::fs::set_permissions(
+        data.join("memory/old-notes.txt"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    let (_tmp, _data, d, _v) = {
+        let d = Daemon::start(&data);
+        let v = common::vendor::start();
+        common::api::put_settings(&d, common::vendor::source_settings("fake", &v.url, 0));
+        common::api::wait_sources(&d, 1);
+        ((), (), d, v)
+    };
+    // A turn and a key change: the databases, their WALs, the text log and the LLM
+    // snapshot all exist now.
+    let (status, body) = common::api::post(&d, "/api/v1/messages", json!({"text": "remember this"}));
+    assert_eq!(status, 200, "{body}");
+    common::api::put_settings(&d, json!({"core.llm.sources.fake.api_key": "sk-second"}));
+    let mut seen = 0;
+    let mut stack = vec![data.clone()];
+    while let Some(p) = stack.pop() {
+        let meta = std::fs::symlink_metadata(&p).unwrap();
+        if meta.file_type().is_symlink() || meta.file_type().is_socket() {
+            continue;
+        }
+        let mode = meta.permissions().mode() & 0o777;
+        assert_eq!(mode & 0o077, 0, "{} is mode {mode:o}", p.display());
+        seen += 1;
+        if meta.is_dir() {
+            stack.extend(std::fs::read_dir(&p).unwrap().flatten().map(|e| e.path()));
+        }
+    }
+    assert!(seen > 10, "only {seen} entries checked");
+    for f in ["config.db", "api-token", "config-llm-snapshot.json"] {
+        assert!(data.join(f).exists(), "{f} missing");
     }
 }
