@@ -6,10 +6,9 @@ use std::time::{Duration, Instant};
 
 use actix_web::{App, HttpServer, web};
 use anyhow::{Context as _, bail};
-use homeagent_actors::bus::kinds;
-use homeagent_actors::config::{ConfigStore, DaemonConfig, keys};
+use homeagent_actors::bus::{DaemonPhase, Event};
+use homeagent_actors::config::{ConfigStore, DaemonConfig, ReadSettings, keys};
 use homeagent_actors::{Exit, Shutdown};
-use serde_json::json;
 
 use crate::cli::RunArgs;
 use crate::http::{self, AppState};
@@ -60,6 +59,43 @@ pub fn apply_log_level(level: &str) {
     }
 }
 
+/// Everything the daemon writes is for its owner only: files and directories created
+/// from now on get no group or other bits (umask 077, inherited by plugin processes),
+/// and what an older version left readable is tightened once at start (owner bits kept,
+/// so plugin binaries stay executable). Links are not followed.
+pub fn make_private(data: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    // SAFETY: umask only changes this process's file-creation mask; it cannot fail.
+    unsafe { libc::umask(0o077) };
+    let mut fixed = 0usize;
+    let mut stack = vec![data.to_owned()];
+    while let Some(path) = stack.pop() {
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if meta.file_type().is_symlink() {
+            continue;
+        }
+        let mode = meta.permissions().mode();
+        if mode & 0o077 != 0 {
+            if std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode & 0o7700)).is_ok() {
+                fixed += 1;
+            } else {
+                tracing::warn!(path = %path.display(), "cannot make it private (chmod go-rwx)");
+            }
+        }
+        if meta.is_dir()
+            && let Ok(entries) = std::fs::read_dir(&path)
+        {
+            // node_modules-sized trees inside plugins are walked too: bounded by the data dir.
+            stack.extend(entries.flatten().map(|e| e.path()));
+        }
+    }
+    if fixed > 0 {
+        tracing::info!(fixed, data = %data.display(), "made the data directory's files private to their owner");
+    }
+}
+
 /// Group 0: serial set-up whose order is a side-effect order (not data dependencies).
 fn prepare(args: &RunArgs) -> anyhow::Result<(DataLock, BootSettings)> {
     std::fs::create_dir_all(&args.data).with_context(|| {
@@ -73,6 +109,7 @@ fn prepare(args: &RunArgs) -> anyhow::Result<(DataLock, BootSettings)> {
         let dir = args.data.join(sub);
         std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
+    make_private(&args.data);
     let mut store = ConfigStore::open(&args.data.join("config.db"), &args.data)
         .context("cannot open the settings database; is the disk full or the file corrupt?")?;
     let seeded = store.seed_defaults().context("cannot seed default settings")?;
@@ -108,44 +145,103 @@ pub async fn boot(args: &RunArgs) -> anyhow::Result<(DataLock, Arc<KernelState>)
     Ok((lock, state))
 }
 
+/// `core.daemon.allowed_hosts` (comma-separated) as lower-case names without ports.
+fn parse_hosts(v: &str) -> Vec<String> {
+    v.split(',')
+        .map(|h| h.trim().to_ascii_lowercase())
+        .filter(|h| !h.is_empty())
+        .collect()
+}
+
+/// Where a browser on this machine reaches the daemon (all-interfaces → loopback).
+fn login_host(listen: std::net::SocketAddr) -> std::net::SocketAddr {
+    if listen.ip().is_unspecified() {
+        std::net::SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), listen.port())
+    } else {
+        listen
+    }
+}
+
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let t0 = Instant::now();
+    // Scripts (Lua plugins, adapters) may not call this daemon's own API: declared
+    // before any plugin starts.
+    homeagent_actors::llm::adapter::forbid_own_address(args.listen);
     let (_lock, state) = boot(&args).await?;
     let data_dir = state.data_dir.clone();
     let shutdown_timeout = state.boot.shutdown_timeout;
+    // The owner token: created at first start, required by every route but /healthz.
+    let (token, _) = crate::auth::ensure_token(&data_dir)?;
+    let config_actor = state
+        .config
+        .get()
+        .cloned()
+        .context("the config module did not produce its actor")?;
+    let allowed = match config_actor.send(ReadSettings).await {
+        Ok(Ok(s)) => parse_hosts(&DaemonConfig::read(&s).allowed_hosts),
+        _ => Vec::new(),
+    };
+    let gate = Arc::new(http::guard::Gate {
+        owner: crate::auth::Owner::new(&data_dir)?,
+        listen: args.listen,
+        allowed_hosts: parking_lot::RwLock::new(allowed),
+    });
+    if !args.listen.ip().is_loopback() {
+        tracing::warn!(
+            listen = %args.listen,
+            "LISTENING BEYOND LOOPBACK: anyone who can reach {} can try to use this daemon; every request needs the owner token (DATA/api-token), and plain HTTP shows it to the network — put a TLS proxy in front",
+            args.listen
+        );
+    }
+    let gate_live = gate.clone();
     // `core.daemon.log_level` changes apply at once (the logger lives in this shell).
     let mut settings_events = state.bus.subscribe();
     actix_rt::spawn(async move {
         use tokio::sync::broadcast::error::RecvError;
         loop {
             match settings_events.recv().await {
-                Ok(ev) if ev.kind == homeagent_actors::bus::kinds::SETTING_CHANGED => {
-                    let changed = ev.data.get("key").and_then(|k| k.as_str()).unwrap_or("");
-                    if keys::DAEMON_LOG_LEVEL.is(changed)
-                        && let Some(level) = ev.data.get("value").and_then(|v| keys::DAEMON_LOG_LEVEL.decode(v))
-                    {
-                        apply_log_level(&level);
+                Ok(ev) => match ev.changed_setting() {
+                    Some((key, value)) if keys::DAEMON_LOG_LEVEL.is(key) => {
+                        if let Some(level) = keys::DAEMON_LOG_LEVEL.decode(value) {
+                            apply_log_level(&level);
+                        }
                     }
-                }
-                Ok(_) | Err(RecvError::Lagged(_)) => {}
+                    Some((key, value)) if keys::DAEMON_ALLOWED_HOSTS.is(key) => {
+                        let hosts = parse_hosts(&keys::DAEMON_ALLOWED_HOSTS.decode(value).unwrap_or_default());
+                        tracing::info!(?hosts, "allowed hosts changed");
+                        *gate_live.allowed_hosts.write() = hosts;
+                    }
+                    _ => {}
+                },
+                Err(RecvError::Lagged(_)) => {}
                 Err(RecvError::Closed) => break,
             }
         }
     });
 
     let app_state = web::Data::new(app_state(&state)?);
-    let server = HttpServer::new(move || App::new().app_data(app_state.clone()).configure(http::configure))
-        .workers(1)
-        .disable_signals()
-        .shutdown_timeout(shutdown_timeout.as_secs().max(1))
-        .bind(args.listen)
-        .with_context(|| {
-            format!(
-                "cannot listen on {}; is another program using it? pick another with --listen",
-                args.listen
-            )
-        })?
-        .run();
+    let gate_data = web::Data::new(gate);
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(app_state.clone())
+            .app_data(gate_data.clone())
+            .wrap(actix_web::middleware::from_fn(http::guard::gate))
+            .configure(http::configure)
+    })
+    .workers(1)
+    .disable_signals()
+    .shutdown_timeout(shutdown_timeout.as_secs().max(1))
+    .bind(args.listen)
+    .with_context(|| {
+        format!(
+            "cannot listen on {}; is another program using it? pick another with --listen",
+            args.listen
+        )
+    })?;
+    for addr in server.addrs() {
+        homeagent_actors::llm::adapter::forbid_own_address(addr);
+    }
+    let server = server.run();
     let server_handle = server.handle();
     let server_task = actix_web::rt::spawn(server);
     tracing::info!(
@@ -153,10 +249,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         data = %data_dir.display(),
         actors = state.registry.len(),
         startup_ms = t0.elapsed().as_millis() as u64,
-        "homed ready: open http://{}/",
-        args.listen
+        "homed ready: open http://{}/login?token={token}",
+        login_host(args.listen)
     );
-    state.bus.publish(kinds::DAEMON, json!({"phase": "ready"}));
+    state.bus.publish(Event::Daemon {
+        phase: DaemonPhase::Ready,
+    });
 
     let mut root_exit = state.root_exit.lock().take().context("root supervisor missing")?;
     let fatal = tokio::select! {
@@ -167,7 +265,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         exit = &mut root_exit => Some(exit.unwrap_or(Exit::Panic("root supervisor vanished".into()))),
     };
 
-    state.bus.publish(kinds::DAEMON, json!({"phase": "stopping"}));
+    state.bus.publish(Event::Daemon {
+        phase: DaemonPhase::Stopping,
+    });
     server_handle.stop(true).await;
     let _ = server_task.await;
     if fatal.is_none() {

@@ -564,7 +564,7 @@ fn install_bundled(dir: &std::path::Path) {
                     let path = staging.join(file);
                     std::fs::write(&path, content.replace("@HOMED@", &quoted))?;
                     if *exec {
-                        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
+                        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700))?;
                     }
                 }
                 std::fs::rename(&staging, &target)?;
@@ -677,14 +677,13 @@ fn follow_heartbeat_intervals(bus: &EventBus, memory: &MemoryHandles, maintenanc
                 Err(RecvError::Lagged(_)) => continue,
                 Err(RecvError::Closed) => break,
             };
-            if ev.kind != homeagent_actors::bus::kinds::SETTING_CHANGED {
-                continue;
-            }
-            let changed = ev.data.get("key").and_then(serde_json::Value::as_str).unwrap_or("");
-            let Some((kind, key)) = heartbeat_for(changed) else {
+            let Some((key, value)) = ev.changed_setting() else {
                 continue;
             };
-            let Some(every) = ev.data.get("value").and_then(|v| key.decode(v)) else {
+            let Some((kind, key)) = heartbeat_for(key) else {
+                continue;
+            };
+            let Some(every) = key.decode(value) else {
                 continue;
             };
             tracing::info!(key = key.name(), ?every, "heartbeat interval changed");

@@ -7,13 +7,11 @@
 use std::sync::Arc;
 
 use actix::prelude::*;
-use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::prompt::PromptSettings;
 use super::task::{AgentSettings, TaskDeps};
 use crate::addr::TAddr;
-use crate::bus::kinds;
 use crate::config::{AgentConfig, ConfigActor, LLM_PREFIX, LlmConfig, MemoryConfig, ReadSettings, Settings};
 use crate::host::{Host, HostContext, KernelActor};
 use crate::llm::provider::Configure;
@@ -82,13 +80,11 @@ impl SettingsRelay {
             actix::fut::wrap_future::<_, Host<Self>>(async move {
                 loop {
                     match rx.recv().await {
-                        Ok(ev) if ev.kind == kinds::SETTING_CHANGED => {
-                            let key = ev.data.get("key").and_then(Value::as_str).unwrap_or("");
-                            if let Some(what) = Reload::for_key(key) {
+                        Ok(ev) => {
+                            if let Some(what) = ev.changed_setting().and_then(|(key, _)| Reload::for_key(key)) {
                                 return (rx, Some(vec![what]));
                             }
                         }
-                        Ok(_) => {}
                         // Missed events: reload everything to be safe.
                         Err(RecvError::Lagged(_)) => return (rx, Some(vec![Reload::Llm, Reload::Embedder])),
                         Err(RecvError::Closed) => return (rx, None),

@@ -379,6 +379,12 @@ pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
             "How often DATA/heartbeat is rewritten (t=<unix seconds>) for outside watchdogs",
         ),
         SettingDef::new(
+            key::DAEMON_ALLOWED_HOSTS.name(),
+            K::String,
+            json!(""),
+            "Extra host names (comma-separated, no ports) the HTTP API answers to besides loopback names and the listen address, e.g. a reverse proxy's name",
+        ),
+        SettingDef::new(
             key::WEBUI_LISTEN_ADDR.name(),
             K::SocketAddr,
             json!("127.0.0.1:8080"),

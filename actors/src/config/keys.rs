@@ -91,6 +91,8 @@ pub const DAEMON_DATA_DIR: Key<PathBuf> = Key::new("core.daemon.data_dir");
 pub const DAEMON_LOG_LEVEL: Key<String> = Key::new("core.daemon.log_level");
 pub const DAEMON_SHUTDOWN_TIMEOUT: Key<Duration> = Key::new("core.daemon.shutdown_timeout");
 pub const DAEMON_HEARTBEAT_INTERVAL: Key<Duration> = Key::new("core.daemon.heartbeat_interval");
+/// Comma-separated extra host names the HTTP API answers to.
+pub const DAEMON_ALLOWED_HOSTS: Key<String> = Key::new("core.daemon.allowed_hosts");
 pub const WEBUI_LISTEN_ADDR: Key<String> = Key::new("webui.listen_addr");
 
 // LLM (the global knobs; each source's fields are the `core.llm.sources.*` family).

@@ -289,6 +289,8 @@ settings_group! {
         pub shutdown_timeout: Duration = DAEMON_SHUTDOWN_TIMEOUT,
         /// Period of `DATA/heartbeat`.
         pub heartbeat_interval: Duration = DAEMON_HEARTBEAT_INTERVAL,
+        /// Extra host names (comma-separated) the HTTP API answers to.
+        pub allowed_hosts: String = DAEMON_ALLOWED_HOSTS,
     }
 }
 
@@ -386,6 +388,7 @@ mod tests {
             d(DAEMON_LOG_LEVEL),
             d(DAEMON_SHUTDOWN_TIMEOUT),
             d(DAEMON_HEARTBEAT_INTERVAL),
+            d(DAEMON_ALLOWED_HOSTS),
             d(WEBUI_LISTEN_ADDR),
             d(LLM_PROVIDER),
             d(LLM_MODEL),
