@@ -68,6 +68,50 @@ impl DecisionLog {
     }
 }
 
+/// The firewall the agent consults: the current policy and sandbox (replaced when the
+/// owner's `core.security.*` settings change) and the decisions taken.
+#[derive(Debug, Default)]
+pub struct Firewall {
+    policy: parking_lot::RwLock<ToolPolicy>,
+    sandbox: parking_lot::RwLock<Sandbox>,
+    pub log: DecisionLog,
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl Firewall {
+    /// Replaces the policy and the sandbox.
+    pub fn configure(&self, policy: ToolPolicy, sandbox: Sandbox) {
+        tracing::info!(?policy, ?sandbox, "firewall configured");
+        *self.policy.write() = policy;
+        *self.sandbox.write() = sandbox;
+    }
+
+    /// The current sandbox (for tools that touch the machine).
+    pub fn sandbox(&self) -> Sandbox {
+        self.sandbox.read().clone()
+    }
+
+    /// Whether `tool` may run at all; a refusal is logged and kept.
+    pub fn check_tool(&self, tool: &str) -> Result<(), String> {
+        let verdict = self.policy.read().check(tool);
+        if let Err(reason) = &verdict {
+            self.log.record(Decision {
+                at_ms: now_ms(),
+                gate: "tool_policy",
+                tool: tool.to_owned(),
+                allowed: false,
+                reason: reason.clone(),
+            });
+        }
+        verdict
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,5 +132,15 @@ mod tests {
         assert_eq!(r.len(), DecisionLog::CAPACITY);
         assert_eq!(r[0].at_ms, 3);
         assert_eq!(r.last().unwrap().tool, format!("t{}", DecisionLog::CAPACITY + 2));
+    }
+
+    #[test]
+    fn refusals_are_kept() {
+        let fw = Firewall::default();
+        assert!(fw.check_tool("anything").is_ok(), "the default policy allows");
+        fw.configure(ToolPolicy::new("", "cmd_*"), Sandbox::default());
+        assert!(fw.check_tool("cmd_run").is_err());
+        let r = fw.log.recent();
+        assert_eq!((r.len(), r[0].tool.as_str(), r[0].allowed), (1, "cmd_run", false));
     }
 }
