@@ -7,10 +7,13 @@
 //! * [`task`]: one task per actor (prepare → LLM → tools → …, safe points, parking);
 //! * [`channels`], [`prompt`]: output channels with their generated tools, and the
 //!   prompt text;
-//! * [`dedupe`]: the duplicate-input guard.
+//! * [`dedupe`]: the duplicate-input guard (a plain state machine);
+//! * [`inbox`]: the durable inbox (`DATA/inbox.db`) that holds every acknowledged
+//!   input until its task has ended, and its group-committing actor.
 
 pub mod channels;
 pub mod dedupe;
+pub mod inbox;
 pub mod input;
 pub mod intake;
 pub mod overflow;
@@ -20,4 +23,4 @@ pub mod scheduler;
 pub mod task;
 pub mod tools_exec;
 
-pub use input::{Input, Reply, ReplyTo};
+pub use input::{Input, Outcome, Refusal, Reply, ReplyTo};

@@ -125,7 +125,7 @@ impl GraphHeartbeat {
                                     .send(SelfInput(text))
                                     .await
                                     .map_err(|e| e.to_string())
-                                    .and_then(|r| r)
+                                    .and_then(|r| r.map_err(|e| e.to_string()))
                                 {
                                     Ok(_) => round.items += 1,
                                     Err(e) => result = Err(e),
