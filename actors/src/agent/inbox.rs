@@ -87,6 +87,12 @@ fn now_ms() -> i64 {
 /// The inbox table.
 pub struct InboxStore {
     conn: Connection,
+    /// The highest row id when the store was opened: rows up to it belong to earlier
+    /// runs. Only those are replayed; the later ones are this run's, already on their
+    /// way to the scheduler (replaying them too would run them twice).
+    before_open: i64,
+    /// The replay happened (it happens once per opening).
+    replayed: bool,
     /// Transactions committed by [`InboxStore::write`] (group commit makes this far
     /// smaller than the number of inputs).
     commits: u64,
@@ -113,7 +119,13 @@ impl InboxStore {
         migrations()
             .to_latest(&mut conn)
             .map_err(|e| InboxError::Migration(e.to_string()))?;
-        Ok(Self { conn, commits: 0 })
+        let before_open = conn.query_row("SELECT coalesce(max(id), 0) FROM inbox", [], |r| r.get(0))?;
+        Ok(Self {
+            conn,
+            before_open,
+            replayed: false,
+            commits: 0,
+        })
     }
 
     /// One transaction: stores `accepts` (returning their ids, in order), counts a start
@@ -159,17 +171,21 @@ impl InboxStore {
         Ok(ids)
     }
 
-    /// The inputs to run again, oldest first. Those that already started
-    /// [`MAX_STARTS`] times are marked given up (kept, not replayed) and returned apart.
+    /// The inputs earlier runs left, oldest first (once per opening: later calls find
+    /// nothing). Those that already started [`MAX_STARTS`] times are marked given up
+    /// (kept, not replayed) and returned apart.
     pub fn take_pending(&mut self) -> Result<Replay, InboxError> {
+        if std::mem::replace(&mut self.replayed, true) {
+            return Ok(Replay::default());
+        }
         let tx = self.conn.transaction()?;
         let mut replay = Replay::default();
         {
             let mut q = tx.prepare(
                 "SELECT id, request_id, source, channel, text, level, no_memory, payload, accepted_at_ms, starts
-                 FROM inbox WHERE given_up_at_ms IS NULL ORDER BY id",
+                 FROM inbox WHERE given_up_at_ms IS NULL AND id <= ?1 ORDER BY id",
             )?;
-            let rows = q.query_map([], |r| {
+            let rows = q.query_map([self.before_open], |r| {
                 let payload: String = r.get(7)?;
                 let level: Option<u8> = r.get(5)?;
                 Ok(StoredInput {
@@ -417,6 +433,8 @@ mod tests {
         };
         // "kill -9": the connection is simply gone; a new one sees the commits.
         let mut s = InboxStore::open(&path).unwrap();
+        // Accepted by the new run before its replay: not part of it.
+        s.write(&[&record("new")], &[], &[]).unwrap();
         let replay = s.take_pending().unwrap();
         assert!(replay.given_up.is_empty());
         let got: Vec<_> = replay
@@ -425,23 +443,30 @@ mod tests {
             .map(|p| (p.id, p.record.clone(), p.starts))
             .collect();
         assert_eq!(got, [(ids[0], a, 1), (ids[2], c, 0)]);
-        assert_eq!(s.pending_count().unwrap(), 2);
+        assert_eq!(s.pending_count().unwrap(), 3);
+        assert!(s.take_pending().unwrap().pending.is_empty(), "once per opening");
     }
 
     #[test]
     fn an_input_that_keeps_killing_the_daemon_is_given_up() {
-        let mut s = InboxStore::open_in_memory().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("inbox.db");
         let r = record("poison");
-        let ids = s.write(&[&r, &record("fine")], &[], &[]).unwrap();
+        let ids = InboxStore::open(&path)
+            .unwrap()
+            .write(&[&r, &record("fine")], &[], &[])
+            .unwrap();
         for _ in 0..MAX_STARTS {
+            // A boot: replay, the poison starts, the daemon dies.
+            let mut s = InboxStore::open(&path).unwrap();
             assert_eq!(s.take_pending().unwrap().pending.len(), 2);
             s.write(&[], &[ids[0]], &[]).unwrap();
         }
-        let replay = s.take_pending().unwrap();
+        let replay = InboxStore::open(&path).unwrap().take_pending().unwrap();
         assert_eq!(replay.given_up.len(), 1);
         assert_eq!(replay.given_up[0].record, r);
         assert_eq!(replay.pending.len(), 1);
-        let again = s.take_pending().unwrap();
+        let again = InboxStore::open(&path).unwrap().take_pending().unwrap();
         assert!(again.given_up.is_empty(), "given up once, then left alone");
         assert_eq!(again.pending.len(), 1);
     }
@@ -484,7 +509,13 @@ mod tests {
         addr.do_send(Ended(ids[0])).unwrap();
         addr.do_send(Started(ids[1])).unwrap();
         assert_eq!(addr.send(GetStats).await.unwrap().unwrap().pending, 199);
-        let pending = addr.send(TakePending).await.unwrap().unwrap();
+        assert!(
+            addr.send(TakePending).await.unwrap().unwrap().is_empty(),
+            "this run's inputs are not replayed into it"
+        );
+        let mut reopened = InboxStore::open(&path).unwrap();
+        let pending = reopened.take_pending().unwrap().pending;
+        assert_eq!(pending.len(), 199);
         assert_eq!(pending[0].id, ids[1]);
         assert_eq!(pending[0].starts, 1);
         assert_eq!(pending[0].record.text, "m1");
