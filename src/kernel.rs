@@ -903,10 +903,12 @@ impl Module<KernelState> for AgentModule {
                     Ok(EventLoop::new(sc.clone()).with_inbox(ib.clone()))
                 })
                 .await?;
-            let (sc, ib) = (scheduler.clone(), inbox.clone());
+            let (sc, ib, el) = (scheduler.clone(), inbox.clone(), event_loop.clone());
             let intercept_loop = sup
                 .worker("intercept-loop", RestartPolicy::Permanent, move || {
-                    Ok(InterceptLoop::new(sc.clone()).with_inbox(ib.clone()))
+                    Ok(InterceptLoop::new(sc.clone())
+                        .with_inbox(ib.clone())
+                        .with_event_loop(el.clone()))
                 })
                 .await?;
             let config = s.config.get().cloned().ok_or("config missing")?;

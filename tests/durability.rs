@@ -215,6 +215,34 @@ fn a_resend_after_a_failure_runs_and_a_resend_while_the_first_runs_is_refused() 
 }
 
 #[test]
+fn stop_cancels_the_inputs_waiting_on_disk_too() {
+    let (_dir, data, d, v) = daemon_with_vendor();
+    let (statuses, _) = send_async(&d, 300, 8, |i| format!("slow 20 stop {i}"));
+    assert!(statuses.iter().all(|s| *s == 202), "{statuses:?}");
+    let at_stop = v.calls.load(std::sync::atomic::Ordering::SeqCst);
+    let (status, body) = post(&d, "/api/v1/stop", json!({}));
+    assert_eq!(status, 200, "{body}");
+    // The ready queue's inputs end `cancelled`, the backlog's are dropped: none is left.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while inbox_rows(&data) > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "{} inputs still stored after stop; log:\n{}",
+            inbox_rows(&data),
+            d.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let calls = v.calls.load(std::sync::atomic::Ordering::SeqCst);
+    // The one running at the stop (and one on its way from the backlog) may still call.
+    assert!(
+        calls <= at_stop + 2,
+        "nothing that waited reached the vendor: {at_stop} calls at the stop, {calls} after"
+    );
+}
+
+#[test]
 fn a_bad_priority_is_refused_at_the_edge() {
     let (_dir, _data, d, _v) = daemon_with_vendor();
     let (status, body) = post(

@@ -304,6 +304,13 @@ pub struct ReplayInbox;
 #[rtype(result = "usize")]
 pub struct BacklogLen;
 
+/// Stop was pressed: the inputs waiting in the backlog are cancelled like those
+/// waiting in the ready queue (they were waiting at that moment too). Replies with
+/// how many.
+#[derive(Message)]
+#[rtype(result = "usize")]
+pub struct CancelBacklog;
+
 impl Handles<Inject> for EventLoop {
     type Reply = ResponseActFuture<Host<Self>, Result<Accepted, Refusal>>;
     fn handle(&mut self, Inject(mut input): Inject, _: &mut HostContext<Self>) -> Self::Reply {
@@ -406,15 +413,52 @@ impl Handles<BacklogLen> for EventLoop {
     }
 }
 
+impl Handles<CancelBacklog> for EventLoop {
+    type Reply = usize;
+    fn handle(&mut self, _: CancelBacklog, _: &mut HostContext<Self>) -> usize {
+        // The head may be on its way to the scheduler right now; it is left to run
+        // (or to be cancelled there, had it arrived before the stop).
+        let keep = usize::from(self.feeding);
+        let cancelled: Vec<Waiting> = self.backlog.drain(keep.min(self.backlog.len())..).collect();
+        for w in &cancelled {
+            if let Some(t) = &w.ticket {
+                self.guard.lock().finished(t, false);
+            }
+            if let Some(inbox) = &self.inbox {
+                let _ = inbox.do_send(Ended(w.id));
+            }
+        }
+        if !cancelled.is_empty() {
+            tracing::info!(
+                inputs = cancelled.len(),
+                "stop: cancelled the inputs waiting in the backlog"
+            );
+        }
+        cancelled.len()
+    }
+}
+
 /// Intake of interrupts and stop requests.
 pub struct InterceptLoop {
     scheduler: TAddr<SchedulerActor>,
     inbox: Option<TAddr<InboxActor>>,
+    /// Whose backlog a stop cancels too.
+    event_loop: Option<TAddr<EventLoop>>,
 }
 
 impl InterceptLoop {
     pub fn new(scheduler: TAddr<SchedulerActor>) -> Self {
-        Self { scheduler, inbox: None }
+        Self {
+            scheduler,
+            inbox: None,
+            event_loop: None,
+        }
+    }
+
+    /// A stop also cancels the inputs waiting in `event_loop`'s backlog.
+    pub fn with_event_loop(mut self, event_loop: TAddr<EventLoop>) -> Self {
+        self.event_loop = Some(event_loop);
+        self
     }
 
     /// Stores asynchronous channel interrupts in `inbox` before acknowledging them.
@@ -454,6 +498,7 @@ impl Handles<InjectInterrupt> for InterceptLoop {
         let s = self.scheduler.clone();
         // A stop's remark is about the task it stopped: not worth running after a restart.
         let inbox = self.inbox.clone().filter(|_| !stop && is_durable(&input));
+        let event_loop = self.event_loop.clone();
         Box::pin(async move {
             if input.text.trim().is_empty() && !stop {
                 input.reply.skip(Refusal::EmptyInput);
@@ -461,6 +506,9 @@ impl Handles<InjectInterrupt> for InterceptLoop {
             }
             if stop {
                 s.send(Stop).await?;
+                if let Some(el) = &event_loop {
+                    let _ = el.send(CancelBacklog).await;
+                }
                 if input.text.trim().is_empty() {
                     return Ok(None);
                 }
