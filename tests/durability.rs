@@ -243,6 +243,38 @@ fn stop_cancels_the_inputs_waiting_on_disk_too() {
 }
 
 #[test]
+fn an_acknowledged_interrupt_survives_kill_9_with_its_level() {
+    let (_dir, data, d, _v) = daemon_with_vendor();
+    let irq = |text: &str, priority: &str| {
+        let (status, body) = post(
+            &d,
+            "/api/v1/messages",
+            json!({"text": text, "interrupt": true, "priority": priority, "sync": false}),
+        );
+        assert_eq!(status, 202, "{body}");
+    };
+    irq("slow 4000 urgent one", "L3");
+    // Lower than the running one: it waits in its interrupt queue.
+    std::thread::sleep(Duration::from_millis(300));
+    irq("slow 10 later one", "L1");
+    let (status, body) = post(
+        &d,
+        "/api/v1/messages",
+        json!({"text": "slow 10 queued one", "sync": false}),
+    );
+    assert_eq!(status, 202, "{body}");
+    let tasks = common::api::get(&d, "/api/v1/tasks");
+    assert!(tasks["running"].is_object(), "the L3 one runs: {tasks}");
+    d.kill9();
+    assert_eq!(inbox_rows(&data), 3, "all three acknowledged inputs are stored");
+
+    let d = common::Daemon::start(&data);
+    let ran = wait_log(&d, &data, "the three inputs", |r| r.len() >= 3);
+    // Interrupts first (L3, then L1), the queued input last, as before the kill.
+    assert_eq!(ran, ["slow 4000 urgent one", "slow 10 later one", "slow 10 queued one"]);
+}
+
+#[test]
 fn a_bad_priority_is_refused_at_the_edge() {
     let (_dir, _data, d, _v) = daemon_with_vendor();
     let (status, body) = post(
