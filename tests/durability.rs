@@ -22,7 +22,7 @@ fn send_async(
     std::thread::scope(|s| {
         for _ in 0..clients {
             s.spawn(|| {
-                let client = reqwest::blocking::Client::new();
+                let client = d.client();
                 loop {
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     if i >= n {

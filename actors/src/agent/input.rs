@@ -233,13 +233,16 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// From the terminal state a task reports in `Finished` (`done`, `failed`,
-    /// `cancelled`); anything unknown counts as a failure, so a retry is never blocked.
-    pub fn from_state(state: &str) -> Self {
+    /// From the terminal state a task reports in `Finished`; a non-terminal state
+    /// there would be a bug and counts as a failure, so a retry is never blocked.
+    pub fn from_state(state: crate::bus::TaskState) -> Self {
+        use crate::bus::TaskState;
         match state {
-            "done" => Outcome::Succeeded,
-            "cancelled" => Outcome::Cancelled,
-            _ => Outcome::Failed,
+            TaskState::Done => Outcome::Succeeded,
+            TaskState::Cancelled => Outcome::Cancelled,
+            TaskState::Failed | TaskState::Queued | TaskState::Running | TaskState::Suspended | TaskState::Resumed => {
+                Outcome::Failed
+            }
         }
     }
 
@@ -400,8 +403,12 @@ mod tests {
             *seen.lock().unwrap(),
             [Lifecycle::Started, Lifecycle::Ended(Outcome::Succeeded)]
         );
-        assert_eq!(Outcome::from_state("cancelled"), Outcome::Cancelled);
-        assert_eq!(Outcome::from_state("weird"), Outcome::Failed);
+        assert_eq!(
+            Outcome::from_state(crate::bus::TaskState::Cancelled),
+            Outcome::Cancelled
+        );
+        assert_eq!(Outcome::from_state(crate::bus::TaskState::Done), Outcome::Succeeded);
+        assert_eq!(Outcome::from_state(crate::bus::TaskState::Running), Outcome::Failed);
         assert!(!Outcome::Abandoned.is_final());
     }
 

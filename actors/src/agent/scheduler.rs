@@ -20,11 +20,9 @@ use serde_json::json;
 use super::input::{Input, Outcome, Refusal, Settle};
 use super::task::{CancelLlm, Resume, TaskActor, TaskDeps};
 use crate::addr::TAddr;
+use crate::bus::{Event, TaskState};
 use crate::host::{Exit, Handles, HostContext, KernelActor};
 use crate::scheduler::{Core, Kind, Level, Pick, Snapshot};
-
-/// Event type of task state changes.
-pub const TASK_EVENT: &str = "task";
 
 /// What the core queues: a new input, or a parked (suspended) task actor.
 enum Job {
@@ -59,11 +57,13 @@ impl SchedulerActor {
         }
     }
 
-    fn publish(&self, id: u64, state: &str, level: Option<Level>, effective: u8) {
-        self.deps.bus.publish(
-            TASK_EVENT,
-            json!({"task_id": id, "state": state, "level": level.map(|l| format!("L{}", l as u8)), "effective_level": effective}),
-        );
+    fn publish(&self, id: u64, state: TaskState, level: Option<Level>, effective: u8) {
+        self.deps.bus.publish(Event::Task {
+            task_id: id,
+            state,
+            level: level.map(|l| format!("L{}", l as u8)),
+            effective_level: effective,
+        });
     }
 
     /// Reports the end of task `id` to its acceptor (once; later calls do nothing).
@@ -87,7 +87,7 @@ impl SchedulerActor {
             None => match self.core.enqueue(Job::New(input), kind) {
                 Ok(id) => {
                     self.settles.insert(id, settle);
-                    self.publish(id, "queued", None, 0);
+                    self.publish(id, TaskState::Queued, None, 0);
                     id
                 }
                 Err(job) => {
@@ -103,7 +103,7 @@ impl SchedulerActor {
                     .core
                     .register_interrupt(Job::New(input), level, kind, Instant::now());
                 self.settles.insert(r.id, settle);
-                self.publish(r.id, "queued", Some(level), level as u8);
+                self.publish(r.id, TaskState::Queued, Some(level), level as u8);
                 if let Some(mut dropped) = r.dropped {
                     tracing::warn!(
                         task = dropped.meta.id,
@@ -157,7 +157,7 @@ impl SchedulerActor {
                     let parent = self.me.get().map(|a| a.id().to_owned()).unwrap_or_default();
                     match TAddr::spawn_unsupervised(&self.deps.registry, &parent, &format!("task-{}", meta.id), actor) {
                         Ok((addr, exit)) => {
-                            self.publish(meta.id, "running", meta.level(), meta.effective());
+                            self.publish(meta.id, TaskState::Running, meta.level(), meta.effective());
                             self.watch(meta.id, meta.level(), addr.id().to_owned(), exit, ctx);
                             self.running = Some(Running { id: meta.id, addr });
                         }
@@ -178,7 +178,7 @@ impl SchedulerActor {
                         self.settle(meta.id, Outcome::Failed);
                         continue;
                     }
-                    self.publish(meta.id, "resumed", meta.level(), meta.effective());
+                    self.publish(meta.id, TaskState::Resumed, meta.level(), meta.effective());
                     self.running = Some(Running { id: meta.id, addr });
                 }
             }
@@ -205,7 +205,7 @@ impl SchedulerActor {
                 }
                 tracing::error!(task = id, %exit, "task crashed");
                 me.settle(id, Outcome::Failed);
-                me.publish(id, "failed", level, level.map_or(0, |l| l as u8));
+                me.publish(id, TaskState::Failed, level, level.map_or(0, |l| l as u8));
                 if me.running.as_ref().is_some_and(|r| r.id == id) {
                     me.running = None;
                     me.core.finish();
@@ -280,7 +280,7 @@ pub struct ConsumeCancel(pub u64);
 #[rtype(result = "()")]
 pub struct Finished {
     pub task: u64,
-    pub state: &'static str,
+    pub state: TaskState,
 }
 
 /// The scheduler's whole state.
@@ -321,7 +321,7 @@ impl Handles<SafePoint> for SchedulerActor {
         self.core.suspend(Job::Parked(run.addr), (), Instant::now());
         let meta = self.core.snapshot().stack.last().cloned();
         if let Some(m) = meta {
-            self.publish(m.id, "suspended", m.level, m.effective_level);
+            self.publish(m.id, TaskState::Suspended, m.level, m.effective_level);
         }
         self.pump(ctx);
         true

@@ -18,12 +18,11 @@ use super::prompt::{self, PromptSettings};
 use super::scheduler::{ConsumeCancel, Finished, SafePoint, SchedulerActor, TakeStop};
 use super::tools_exec::{ToolRunner, run_stage};
 use crate::addr::TAddr;
-use crate::bus::EventBus;
+use crate::bus::{ChainToolCall, ChainUsage, Event, EventBus, TaskState};
 use crate::host::{Host, HostContext, KernelActor};
 use crate::llm::provider::{Complete, LlmActor, LlmError};
 use crate::llm::types::{WireFunction, WireToolCall};
 use crate::llm::{CompletionRequest, Message, ToolCall, Usage};
-use crate::memory::Event;
 use crate::memory::actor::{AppendEvent, ContextActor, Timeline};
 use crate::memory::context::estimate_tokens;
 use crate::memory::now_ms;
@@ -293,7 +292,7 @@ impl TaskActor {
             } else {
                 self.last_text.clone()
             };
-            return self.finish(ctx, text, "done");
+            return self.finish(ctx, text, TaskState::Done);
         }
         prompt::add_continuation(&mut self.msgs, self.last_batch_reply_only);
         match self
@@ -322,10 +321,13 @@ impl TaskActor {
         let (id, channel) = (self.id, self.input.channel.clone());
         actix::spawn(async move {
             while let Some(d) = rx.recv().await {
-                bus.publish(
-                    "stream_delta",
-                    json!({"task_id": id, "channel": channel, "content": d.content, "reasoning": d.reasoning}),
-                );
+                bus.publish(Event::StreamDelta {
+                    task_id: id,
+                    channel: channel.clone(),
+                    content: d.content,
+                    reasoning: Some(d.reasoning),
+                    reset: false,
+                });
             }
         });
         let llm = self.deps.llm.clone();
@@ -433,7 +435,7 @@ impl TaskActor {
             actix::fut::wrap_future::<_, Host<Self>>(fut).map(move |after, host, ctx| {
                 let me = host.inner();
                 if let Some(r) = after.response {
-                    return me.finish(ctx, r, "done");
+                    return me.finish(ctx, r, TaskState::Done);
                 }
                 let mut c = c;
                 c.response.content = after.llm_text;
@@ -461,20 +463,34 @@ impl TaskActor {
         if !r.reasoning_content.is_empty() {
             self.reasoning = r.reasoning_content.clone();
         }
-        self.deps.bus.publish(
-            "agent_llm_chain",
-            json!({
-                "task_id": self.id, "content": r.content, "reasoning": r.reasoning_content,
-                "tool_calls": r.tool_calls.iter().map(|t| json!({"id": t.id, "name": t.name, "arguments": t.arguments})).collect::<Vec<_>>(),
-                "phase": "intermediate", "turn": self.turn, "source": c.source, "model": c.model,
-                "usage": {"prompt": r.usage.prompt_tokens, "completion": r.usage.completion_tokens, "total": r.usage.total_tokens},
-            }),
-        );
+        self.deps.bus.publish(Event::AgentLlmChain {
+            task_id: self.id,
+            content: r.content.clone(),
+            reasoning: r.reasoning_content.clone(),
+            tool_calls: r
+                .tool_calls
+                .iter()
+                .map(|t| ChainToolCall {
+                    id: t.id.clone(),
+                    name: t.name.clone(),
+                    arguments: t.arguments.clone(),
+                })
+                .collect(),
+            phase: "intermediate",
+            turn: self.turn,
+            source: c.source,
+            model: c.model,
+            usage: ChainUsage {
+                prompt: r.usage.prompt_tokens,
+                completion: r.usage.completion_tokens,
+                total: r.usage.total_tokens,
+            },
+        });
         if !r.content.trim().is_empty() {
             self.last_text = r.content.clone();
         }
         if r.tool_calls.is_empty() {
-            return self.finish(ctx, r.content, "done");
+            return self.finish(ctx, r.content, TaskState::Done);
         }
         // Exactly one assistant message per batch, carrying every call of the batch.
         self.msgs.push(Message {
@@ -508,10 +524,13 @@ impl TaskActor {
     /// it counts as a turn), rather than one not yet sent.
     fn on_cancelled(&mut self, ctx: &mut HostContext<Self>, in_flight: bool) {
         if in_flight {
-            self.deps.bus.publish(
-                "stream_delta",
-                json!({"task_id": self.id, "channel": self.input.channel, "content": "", "reset": true}),
-            );
+            self.deps.bus.publish(Event::StreamDelta {
+                task_id: self.id,
+                channel: self.input.channel.clone(),
+                content: String::new(),
+                reasoning: None,
+                reset: true,
+            });
         }
         let sched = self.scheduler.clone();
         let id = self.id;
@@ -520,7 +539,7 @@ impl TaskActor {
                 move |res, host, ctx| {
                     let me = host.inner();
                     if matches!(res, Ok(true)) {
-                        me.finish(ctx, STOPPED.into(), "cancelled");
+                        me.finish(ctx, STOPPED.into(), TaskState::Cancelled);
                     } else {
                         // Preempted: the partial output is discarded, the call counts as a
                         // turn, and it is re-sent after the safe point (maybe after a resume).
@@ -545,30 +564,36 @@ impl TaskActor {
             let outcomes = runner.run_batch(&calls).await;
             (calls, outcomes)
         };
-        ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(fut).map(move |(calls, outcomes), host, ctx| {
-            let me = host.inner();
-            for (call, out) in calls.iter().zip(outcomes) {
-                me.tools_used.push(call.name.clone());
-                me.deps.bus.publish(
-                    "tool_call",
-                    json!({"task_id": me.id, "id": call.id, "name": call.name, "arguments": call.arguments, "status": out.status, "result": out.text}),
-                );
-                me.msgs.push(Message {
-                    role: "tool".into(),
-                    content: Value::String(out.text),
-                    reasoning_content: None,
-                    tool_call_id: Some(call.id.clone()),
-                    tool_calls: Vec::new(),
-                });
-            }
-            me.last_batch_reply_only = reply_only;
-            me.turn += 1;
-            me.step = Step::Llm;
-            me.advance(ctx);
-        }));
+        ctx.spawn(
+            actix::fut::wrap_future::<_, Host<Self>>(fut).map(move |(calls, outcomes), host, ctx| {
+                let me = host.inner();
+                for (call, out) in calls.iter().zip(outcomes) {
+                    me.tools_used.push(call.name.clone());
+                    me.deps.bus.publish(Event::ToolCall {
+                        task_id: me.id,
+                        id: call.id.clone(),
+                        name: call.name.clone(),
+                        arguments: call.arguments.clone(),
+                        status: out.status,
+                        result: out.text.clone(),
+                    });
+                    me.msgs.push(Message {
+                        role: "tool".into(),
+                        content: Value::String(out.text),
+                        reasoning_content: None,
+                        tool_call_id: Some(call.id.clone()),
+                        tool_calls: Vec::new(),
+                    });
+                }
+                me.last_batch_reply_only = reply_only;
+                me.turn += 1;
+                me.step = Step::Llm;
+                me.advance(ctx);
+            }),
+        );
     }
 
-    fn finish(&mut self, ctx: &mut HostContext<Self>, text: String, state: &'static str) {
+    fn finish(&mut self, ctx: &mut HostContext<Self>, text: String, state: TaskState) {
         if self.done {
             return;
         }
@@ -584,7 +609,7 @@ impl TaskActor {
         );
     }
 
-    fn deliver(&mut self, ctx: &mut HostContext<Self>, text: String, state: &'static str) {
+    fn deliver(&mut self, ctx: &mut HostContext<Self>, text: String, state: TaskState) {
         if self.input.is_consolidation() {
             return self.reply(ctx, text, state);
         }
@@ -612,7 +637,7 @@ impl TaskActor {
                 }
             })
             .collect();
-        let event = Event {
+        let event = crate::memory::Event {
             id: 0,
             ts_ms: now_ms(),
             source: "agent".into(),
@@ -646,7 +671,7 @@ impl TaskActor {
         );
     }
 
-    fn reply(&mut self, ctx: &mut HostContext<Self>, text: String, state: &'static str) {
+    fn reply(&mut self, ctx: &mut HostContext<Self>, text: String, state: TaskState) {
         self.input.reply.send(Reply {
             content: text.clone(),
             reasoning_content: self.reasoning.clone(),
@@ -654,10 +679,13 @@ impl TaskActor {
             usage: self.usage,
             ..Default::default()
         });
-        self.deps.bus.publish(
-            "agent_output",
-            json!({"task_id": self.id, "text": text, "channel": self.input.channel, "source": self.input.source}),
-        );
+        self.deps.bus.publish(Event::AgentOutput {
+            task_id: self.id,
+            text: text.clone(),
+            channel: self.input.channel.clone(),
+            source: Some(self.input.source.clone()),
+            error: false,
+        });
         let mut sctx = self.stage_ctx();
         sctx.final_text = text;
         let stages = self.deps.stages.clone();
@@ -681,10 +709,16 @@ impl TaskActor {
             usage: self.usage,
             ..Default::default()
         });
-        self.deps.bus.publish("agent_output", json!({"task_id": self.id, "text": format!("处理错误: {error}"), "channel": self.input.channel, "error": true}));
+        self.deps.bus.publish(Event::AgentOutput {
+            task_id: self.id,
+            text: format!("处理错误: {error}"),
+            channel: self.input.channel.clone(),
+            source: None,
+            error: true,
+        });
         let _ = self.scheduler.do_send(Finished {
             task: self.id,
-            state: "failed",
+            state: TaskState::Failed,
         });
         ctx.stop();
     }
@@ -702,7 +736,7 @@ impl KernelActor for TaskActor {
         ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(fut).map(|out, host, ctx| {
             let me = host.inner();
             if let Some(r) = out.response {
-                return me.finish(ctx, r, "done");
+                return me.finish(ctx, r, TaskState::Done);
             }
             me.input.text = out.raw_message;
             me.with_timeline(ctx, |me, timeline, ctx| me.record_input(timeline, ctx));
@@ -718,7 +752,7 @@ impl TaskActor {
         if self.input.is_interrupt() || self.input.is_consolidation() {
             return self.pre_action(ctx);
         }
-        let event = Event {
+        let event = crate::memory::Event {
             id: 0,
             ts_ms: now_ms(),
             source: self.input.source.clone(),
@@ -758,10 +792,10 @@ impl TaskActor {
             actix::fut::wrap_future::<_, Host<Self>>(fut).map(|(out, cancelled), host, ctx| {
                 let me = host.inner();
                 if let Some(r) = out.response {
-                    return me.finish(ctx, r, "done");
+                    return me.finish(ctx, r, TaskState::Done);
                 }
                 if cancelled {
-                    return me.finish(ctx, CANCELLED_BY_STOP.into(), "cancelled");
+                    return me.finish(ctx, CANCELLED_BY_STOP.into(), TaskState::Cancelled);
                 }
                 for m in out.context_msgs.into_iter().filter(|m| !m.role.is_empty()) {
                     me.msgs.push(Message::text(&m.role, m.content));
