@@ -322,7 +322,7 @@ fn kill_9_during_a_burst_of_1001() {
     let distinct: std::collections::BTreeSet<_> = ran_all.iter().collect();
     let lost = acked.iter().filter(|i| !ran.contains(&text(**i))).count();
     println!(
-        "kill -9 during a burst: {} of {N} acknowledged (202) in {:.2} s before the kill, {at_kill} had run at the kill; after the restart {} distinct inputs ran ({} turns), acknowledged but never ran: {lost}, ran twice: {}",
+        "kill -9 during a burst: {} of {N} acknowledged (202) in {:.2} s before the kill, {at_kill} had run at the kill; before and after the restart {} distinct inputs ran ({} turns), acknowledged but never ran: {lost}, ran twice: {}",
         acked.len(),
         took.as_secs_f64(),
         distinct.len(),
