@@ -18,11 +18,14 @@ use actix::prelude::*;
 use serde_json::json;
 
 use super::input::{Input, Outcome, Refusal, Settle};
-use super::task::{CancelLlm, Resume, TaskActor, TaskDeps};
-use crate::addr::TAddr;
+use super::protocol::{CancelLlm, Resume, SchedulerLink, SchedulerPort};
+pub use super::protocol::{ConsumeCancel, Finished, SafePoint, Submit, TakeStop};
+use super::task::{TaskActor, TaskDeps};
+use crate::addr::{SendError, TAddr};
 use crate::bus::{Event, TaskState};
 use crate::host::{Exit, Handles, HostContext, KernelActor};
 use crate::scheduler::{Core, Kind, Level, Pick, Snapshot};
+use futures_util::future::BoxFuture;
 
 /// What the core queues: a new input, or a parked (suspended) task actor.
 enum Job {
@@ -247,41 +250,10 @@ impl KernelActor for SchedulerActor {
     }
 }
 
-/// A new input (queued, or an interrupt when `level` is set). Replies with its task id.
-#[derive(Message)]
-#[rtype(result = "Result<u64, Refusal>")]
-pub struct Submit(pub Input);
-
 /// The user pressed stop: cancel the current inference and the inputs waiting now.
 #[derive(Message)]
 #[rtype(result = "usize")]
 pub struct Stop;
-
-/// From the running task, between two steps: must it yield now?
-#[derive(Message)]
-#[rtype(result = "bool")]
-pub struct SafePoint {
-    pub task: u64,
-    pub consolidation: bool,
-}
-
-/// From a task whose LLM call was cancelled: was that a stop (end the task)?
-#[derive(Message)]
-#[rtype(result = "bool")]
-pub struct TakeStop(pub u64);
-
-/// From a task after its prepare phase: was it waiting when stop was pressed?
-#[derive(Message)]
-#[rtype(result = "bool")]
-pub struct ConsumeCancel(pub u64);
-
-/// From a task: it reached a terminal state.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Finished {
-    pub task: u64,
-    pub state: TaskState,
-}
 
 /// The scheduler's whole state.
 #[derive(Message)]
@@ -360,5 +332,34 @@ impl Handles<GetTasks> for SchedulerActor {
     type Reply = actix::MessageResult<crate::host::Envelope<GetTasks>>;
     fn handle(&mut self, _: GetTasks, _: &mut HostContext<Self>) -> Self::Reply {
         actix::MessageResult(self.core.snapshot())
+    }
+}
+
+/// A task reaches its scheduler through this port (the task does not know the
+/// scheduler's type: see [`super::protocol`]).
+impl SchedulerPort for TAddr<SchedulerActor> {
+    fn safe_point(&self, msg: SafePoint) -> BoxFuture<'static, Result<bool, SendError>> {
+        let me = self.clone();
+        Box::pin(async move { me.send(msg).await })
+    }
+    fn take_stop(&self, task: u64) -> BoxFuture<'static, Result<bool, SendError>> {
+        let me = self.clone();
+        Box::pin(async move { me.send(TakeStop(task)).await })
+    }
+    fn consume_cancel(&self, task: u64) -> BoxFuture<'static, Result<bool, SendError>> {
+        let me = self.clone();
+        Box::pin(async move { me.send(ConsumeCancel(task)).await })
+    }
+    fn finished(&self, msg: Finished) -> Result<(), SendError> {
+        self.do_send(msg)
+    }
+    fn submit(&self, input: Input) -> Result<(), SendError> {
+        self.do_send(Submit(input))
+    }
+}
+
+impl From<TAddr<SchedulerActor>> for SchedulerLink {
+    fn from(addr: TAddr<SchedulerActor>) -> Self {
+        SchedulerLink::new(addr)
     }
 }
