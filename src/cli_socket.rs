@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use actix::AsyncContext;
 use homeagent_actors::agent::AgentHandles;
-use homeagent_actors::agent::input::{Input, ReplyTo};
+use homeagent_actors::agent::input::{Input, Refusal, ReplyTo};
 use homeagent_actors::agent::intake::Inject;
 use homeagent_actors::config::{CliConfig, ConfigActor, ReadSettings, UpdateSettings};
 use homeagent_actors::host::HostContext;
@@ -248,8 +248,8 @@ async fn handle(line: &str, deps: &CliDeps) -> Result<String, String> {
                 .event_loop
                 .send(Inject(input))
                 .await
-                .map_err(|e| e.to_string())?
-                .map_err(|reason| format!("not run: {reason}"))?;
+                .map_err(|e| format!("not run: {}", Refusal::from(e)))?
+                .map_err(|reason: Refusal| format!("not run: {reason}"))?;
             let r = rx.await.map_err(|_| "agent is not available".to_string())?;
             if let Some(s) = r.skipped {
                 return Err(format!("not run: {s}"));

@@ -13,7 +13,8 @@ use actix::prelude::*;
 use futures_util::future::LocalBoxFuture;
 use homeagent_actors::agent::AgentHandles;
 use homeagent_actors::agent::channels::Channels;
-use homeagent_actors::agent::intake::{EventLoop, InterceptLoop, SelfInput};
+use homeagent_actors::agent::inbox::{InboxActor, InboxStore};
+use homeagent_actors::agent::intake::{EventLoop, InterceptLoop, ReplayInbox, SelfInput};
 use homeagent_actors::agent::relay::{SettingsRelay, agent_settings};
 use homeagent_actors::agent::scheduler::SchedulerActor;
 use homeagent_actors::agent::task::TaskDeps;
@@ -187,6 +188,7 @@ pub fn modules() -> Vec<Box<dyn Module<KernelState>>> {
         Box::new(AgentModule),
         Box::new(PluginHostModule),
         Box::new(CliModule),
+        Box::new(ReplayModule),
     ]
 }
 
@@ -614,6 +616,51 @@ impl Module<KernelState> for CliModule {
     }
 }
 
+/// Runs the inputs the previous run acknowledged but did not finish, once everything
+/// they may need is up (plugins bring tools) and the LLM sources are loaded. Without a
+/// source after [`REPLAY_WAIT`] they stay stored for the next start rather than fail.
+struct ReplayModule;
+
+/// How long the replay waits for the settings relay to load the LLM sources.
+const REPLAY_WAIT: Duration = Duration::from_secs(30);
+
+impl Module<KernelState> for ReplayModule {
+    fn name(&self) -> &'static str {
+        "replay"
+    }
+    fn requires(&self) -> &'static [Facility] {
+        &[facility::AGENT, facility::LLM, facility::PLUGIN_HOST]
+    }
+    fn provides(&self) -> &'static [Facility] {
+        &[]
+    }
+    fn init<'a>(&'a self, s: &'a KernelState) -> LocalBoxFuture<'a, Result<(), ModuleError>> {
+        Box::pin(async move {
+            let event_loop = s.agent.get()?.agent.event_loop.clone();
+            let llm = s.llm.get()?.clone();
+            actix_rt::spawn(async move {
+                use homeagent_actors::llm::provider::GetLlmStatus;
+                let deadline = std::time::Instant::now() + REPLAY_WAIT;
+                while !llm.send(GetLlmStatus).await.is_ok_and(|st| !st.sources.is_empty()) {
+                    if std::time::Instant::now() > deadline {
+                        tracing::warn!(
+                            "no LLM source after 30 s: inputs the previous run stored (if any) wait for the next start"
+                        );
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                match event_loop.send(ReplayInbox).await {
+                    Ok(Ok(n)) => tracing::info!(inputs = n, "inbox replayed"),
+                    Ok(Err(e)) => tracing::error!("cannot replay the inbox: {e}"),
+                    Err(e) => tracing::error!("cannot replay the inbox: {e}"),
+                }
+            });
+            Ok(())
+        })
+    }
+}
+
 /// `kernel/memory`: the memory tiers (context, text log, knowledge, graph), the
 /// embedder and the distill heartbeat ([`homeagent_actors::memory::start`]).
 struct MemoryModule;
@@ -733,7 +780,7 @@ impl Module<KernelState> for AgentModule {
                         .send(SelfInput(text))
                         .await
                         .map_err(|e| e.to_string())
-                        .and_then(|r| r)
+                        .and_then(|r| r.map_err(|e| e.to_string()))
                 })
             });
             let maintenance = homeagent_actors::memory::start::start_maintenance(memory, tasks, config).await?;
@@ -781,16 +828,27 @@ async fn start_agent(
         })
         .await?;
     let _ = me.set(scheduler.clone());
-    let sc = scheduler.clone();
-    let event_loop = sup
-        .worker("event-loop", RestartPolicy::Permanent, move || {
-            Ok(EventLoop::new(sc.clone()))
+    // Acknowledged asynchronous input is committed here before its 202.
+    let inbox_path = s.data_dir.join("inbox.db");
+    let inbox = sup
+        .worker_on(s.blocking.handle(), "inbox", RestartPolicy::Permanent, move || {
+            Ok(InboxActor::new(
+                InboxStore::open(&inbox_path).map_err(|e| e.to_string())?,
+            ))
         })
         .await?;
-    let sc = scheduler.clone();
+    let (sc, ib) = (scheduler.clone(), inbox.clone());
+    let event_loop = sup
+        .worker("event-loop", RestartPolicy::Permanent, move || {
+            Ok(EventLoop::new(sc.clone()).with_inbox(ib.clone()))
+        })
+        .await?;
+    let (sc, ib, el) = (scheduler.clone(), inbox.clone(), event_loop.clone());
     let intercept_loop = sup
         .worker("intercept-loop", RestartPolicy::Permanent, move || {
-            Ok(InterceptLoop::new(sc.clone()))
+            Ok(InterceptLoop::new(sc.clone())
+                .with_inbox(ib.clone())
+                .with_event_loop(el.clone()))
         })
         .await?;
     let (c, d) = (config.clone(), deps.clone());
@@ -822,7 +880,7 @@ mod tests {
                 vec!["memory"],
                 vec!["agent"],
                 vec!["plugin-host"],
-                vec!["cli"]
+                vec!["cli", "replay"]
             ]
         );
     }

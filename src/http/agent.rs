@@ -3,11 +3,12 @@
 use std::time::Duration;
 
 use actix_web::{HttpResponse, web};
-use homeagent_actors::agent::input::{Input, ReplyTo, new_request_id};
+use homeagent_actors::agent::input::{Input, Refusal, ReplyTo, new_request_id};
 use homeagent_actors::agent::intake::{Inject, InjectInterrupt};
 use homeagent_actors::agent::scheduler::GetTasks;
 use homeagent_actors::llm::provider::GetLlmStatus;
 use homeagent_actors::llm::source::no_source_message;
+use homeagent_actors::scheduler::Level;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -61,14 +62,15 @@ async fn ensure_llm(state: &AppState) -> Result<(), ApiError> {
     Ok(())
 }
 
-fn refused(reason: String) -> ApiError {
-    match reason.as_str() {
-        "empty_input" => ApiError::bad_request("`text` is empty"),
-        "duplicate" => {
-            ApiError::conflict("the same text from the same source arrived less than 10 s ago; it was dropped")
+/// The status code of each refusal (the texts are the refusal's own).
+fn refused(reason: Refusal) -> ApiError {
+    let text = reason.to_string();
+    match reason {
+        Refusal::EmptyInput => ApiError::bad_request(text),
+        Refusal::Duplicate => ApiError::conflict(text),
+        Refusal::QueueFull | Refusal::AgentStopped | Refusal::NotStored(_) | Refusal::Unavailable(_) => {
+            ApiError::unavailable(text)
         }
-        "queue_full" => ApiError::unavailable("the agent's queue is full (256 waiting); retry later"),
-        _ => ApiError::unavailable(reason),
     }
 }
 
@@ -77,7 +79,7 @@ fn refused(reason: String) -> ApiError {
     request_body = MessageRequest,
     responses(
         (status = 200, description = "Synchronous reply", body = MessageReply),
-        (status = 202, description = "Accepted (sync=false): `{\"task_id\"}`"),
+        (status = 202, description = "Accepted (sync=false) and stored in DATA/inbox.db before this answer: `{\"task_id\", \"input_id\"}`; `task_id` is null while the input waits on disk for room in the ready queue (256)"),
         (status = 400, body = ErrorBody), (status = 409, description = "Duplicate input", body = ErrorBody),
         (status = 502, description = "The task failed (LLM errors...)", body = ErrorBody),
         (status = 503, description = "No LLM source configured (the message names the settings to set)", body = ErrorBody),
@@ -92,13 +94,12 @@ pub async fn post_message(
     if req.text.trim().is_empty() {
         return Err(ApiError::bad_request("`text` must not be empty"));
     }
-    if let Some(p) = &req.priority
-        && !["L1", "L2", "L3", "L4", "l1", "l2", "l3", "l4"].contains(&p.as_str())
-    {
-        return Err(ApiError::bad_request(format!(
-            "`priority` must be one of L1, L2, L3, L4 (got `{p}`)"
-        )));
-    }
+    let priority = req
+        .priority
+        .as_deref()
+        .map(str::parse::<Level>)
+        .transpose()
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
     ensure_llm(&state).await?;
     let source = req
         .source
@@ -120,25 +121,28 @@ pub async fn post_message(
     } else {
         None
     };
-    let task_id = if req.interrupt {
+    let (task_id, input_id) = if req.interrupt {
         let msg = InjectInterrupt {
             input,
-            priority: req.priority.map(Value::String),
+            priority: priority.map(|l| Value::String(l.to_string())),
             stop: false,
         };
-        state
+        let task = state
             .agent
             .intercept_loop
             .send(msg)
             .await?
             .map_err(refused)?
-            .unwrap_or(0)
+            .unwrap_or(0);
+        (Some(task), None)
     } else {
-        state.agent.event_loop.send(Inject(input)).await?.map_err(refused)?
+        let a = state.agent.event_loop.send(Inject(input)).await?.map_err(refused)?;
+        (a.task_id, a.input_id)
     };
     let Some(rx) = rx else {
-        return Ok(HttpResponse::Accepted().json(json!({ "task_id": task_id })));
+        return Ok(HttpResponse::Accepted().json(json!({ "task_id": task_id, "input_id": input_id })));
     };
+    let task_id = task_id.unwrap_or_default();
     let timeout = req.timeout_ms.map_or(DEFAULT_TIMEOUT, Duration::from_millis);
     let reply = match tokio::time::timeout(timeout, rx).await {
         Ok(Ok(r)) => r,

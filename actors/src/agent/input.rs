@@ -1,4 +1,6 @@
-//! What enters the agent: an [`Input`], and the [`ReplyTo`] a synchronous caller waits on.
+//! What enters the agent: an [`Input`], the [`ReplyTo`] a synchronous caller waits on,
+//! the [`Settle`] hook that tells the intake what became of an accepted input, and the
+//! closed set of [`Refusal`]s an input can meet on its way in.
 
 use serde::Serialize;
 use serde_json::Value;
@@ -31,6 +33,9 @@ pub struct Input {
     pub payload: serde_json::Map<String, Value>,
     /// The synchronous caller, if any.
     pub reply: ReplyTo,
+    /// Whoever accepted the input (the durable inbox, the duplicate guard) learns here
+    /// when its task starts and how it ended. The scheduler takes it out on enqueue.
+    pub settle: Settle,
 }
 
 impl Input {
@@ -46,6 +51,7 @@ impl Input {
             no_memory: false,
             payload: Default::default(),
             reply: ReplyTo::none(),
+            settle: Settle::none(),
         }
     }
 
@@ -77,9 +83,9 @@ pub struct Reply {
     pub content: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub reasoning_content: String,
-    /// Why the input was not run (`empty_input`, `duplicate`, `queue_full`, `agent_stopped`).
+    /// Why the input was not run (serialized as its code: `empty_input`, `duplicate`, ...).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub skipped: Option<String>,
+    pub skipped: Option<Refusal>,
     /// Why the task failed (what to do next included).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -129,13 +135,13 @@ impl ReplyTo {
         }
     }
 
-    /// Answers "not run" with a reason.
-    pub fn skip(&mut self, reason: &str) {
+    /// Answers "not run" with the reason.
+    pub fn skip(&mut self, reason: Refusal) {
         if self.tx.is_none() {
-            tracing::info!(request = %self.request_id, reason, "input dropped (no caller waiting)");
+            tracing::info!(request = %self.request_id, reason = reason.code(), "input dropped (no caller waiting)");
         }
         self.send(Reply {
-            skipped: Some(reason.to_owned()),
+            skipped: Some(reason),
             ..Default::default()
         });
     }
@@ -153,6 +159,198 @@ impl Drop for ReplyTo {
     fn drop(&mut self) {
         if self.tx.is_some() {
             self.fail("the task ended without answering (it crashed or the daemon is stopping); see the daemon log");
+        }
+    }
+}
+
+/// Why an input was not run. Closed: the HTTP edge and the CLI socket map every case
+/// (status code, wording) with an exhaustive `match`, so a new refusal cannot reach a
+/// caller unmapped. The texts are what the HTTP API has always answered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// Nothing to run (blank text).
+    #[error("`text` is empty")]
+    EmptyInput,
+    /// The same text from the same source is still queued or running, or succeeded,
+    /// and arrived less than the duplicate window ago.
+    #[error("the same text from the same source arrived less than 10 s ago; it was dropped")]
+    Duplicate,
+    /// The ready queue (256) is full and the input could not wait on disk.
+    #[error("the agent's queue is full (256 waiting); retry later")]
+    QueueFull,
+    /// The scheduler stopped before the input ran.
+    #[error("the agent stopped before the input ran; send it again once the daemon is back")]
+    AgentStopped,
+    /// The durable inbox could not commit the input, so it was not accepted.
+    #[error("the input could not be stored, so it was not accepted (resend it once fixed): {0}")]
+    NotStored(String),
+    /// An intake or the scheduler did not answer (restarting, or the daemon is stopping).
+    #[error("the agent did not take the input ({0}); it may be restarting: retry in a moment")]
+    Unavailable(String),
+}
+
+impl Refusal {
+    /// The short machine-readable code (`empty_input`, `duplicate`, `queue_full`,
+    /// `agent_stopped`, `not_stored`, `unavailable`), as serialized in a [`Reply`].
+    pub fn code(&self) -> &'static str {
+        match self {
+            Refusal::EmptyInput => "empty_input",
+            Refusal::Duplicate => "duplicate",
+            Refusal::QueueFull => "queue_full",
+            Refusal::AgentStopped => "agent_stopped",
+            Refusal::NotStored(_) => "not_stored",
+            Refusal::Unavailable(_) => "unavailable",
+        }
+    }
+}
+
+impl Serialize for Refusal {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.code())
+    }
+}
+
+impl From<crate::SendError> for Refusal {
+    fn from(e: crate::SendError) -> Self {
+        Refusal::Unavailable(e.to_string())
+    }
+}
+
+/// How an accepted input's task ended, as its acceptor (inbox, duplicate guard) sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The task answered (`done`).
+    Succeeded,
+    /// The task failed (LLM errors, a crash).
+    Failed,
+    /// The user pressed stop.
+    Cancelled,
+    /// The scheduler dropped it unrun for good (the interrupt queues overflowed).
+    Dropped,
+    /// It never ran because the scheduler stopped (daemon shutdown, scheduler restart):
+    /// a stored input stays pending and runs after the next start.
+    Abandoned,
+}
+
+impl Outcome {
+    /// From the terminal state a task reports in `Finished`; a non-terminal state
+    /// there would be a bug and counts as a failure, so a retry is never blocked.
+    pub fn from_state(state: crate::bus::TaskState) -> Self {
+        use crate::bus::TaskState;
+        match state {
+            TaskState::Done => Outcome::Succeeded,
+            TaskState::Cancelled => Outcome::Cancelled,
+            TaskState::Failed | TaskState::Queued | TaskState::Running | TaskState::Suspended | TaskState::Resumed => {
+                Outcome::Failed
+            }
+        }
+    }
+
+    /// Whether the input is finished for good (its stored copy can go).
+    pub fn is_final(self) -> bool {
+        self != Outcome::Abandoned
+    }
+}
+
+/// A step in an accepted input's life, as reported to its [`Settle`] hook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lifecycle {
+    /// Its task started running (counted, so an input that kills the daemon every time
+    /// it runs is given up after a few starts instead of looping forever).
+    Started,
+    /// Its task ended (or it was dropped or abandoned unrun).
+    Ended(Outcome),
+}
+
+type SettleFn = Box<dyn FnMut(Lifecycle) + Send>;
+
+/// The acceptor's hook on an input. The scheduler reports [`Lifecycle::Started`] and
+/// exactly one [`Lifecycle::Ended`] for every input it enqueued. An input the scheduler
+/// refused is not reported: the submitter sees the refusal and cleans up itself.
+#[derive(Default)]
+pub struct Settle(Option<SettleFn>);
+
+impl Settle {
+    /// Nobody to tell.
+    pub fn none() -> Self {
+        Self(None)
+    }
+
+    pub fn new(f: impl FnMut(Lifecycle) + Send + 'static) -> Self {
+        Self(Some(Box::new(f)))
+    }
+
+    pub fn is_armed(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// The input's task started.
+    pub fn started(&mut self) {
+        if let Some(f) = &mut self.0 {
+            f(Lifecycle::Started);
+        }
+    }
+
+    /// The input ended; later calls do nothing.
+    pub fn end(&mut self, outcome: Outcome) {
+        if let Some(mut f) = self.0.take() {
+            f(Lifecycle::Ended(outcome));
+        }
+    }
+}
+
+impl std::fmt::Debug for Settle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.is_armed() {
+            "Settle(armed)"
+        } else {
+            "Settle(none)"
+        })
+    }
+}
+
+/// What the durable inbox keeps of an input: everything needed to run it again after a
+/// restart (the reply path and the hooks belong to the process that died).
+#[derive(Debug, Clone, PartialEq)]
+pub struct InputRecord {
+    pub request_id: String,
+    pub source: String,
+    pub channel: String,
+    pub text: String,
+    pub level: Option<Level>,
+    pub no_memory: bool,
+    pub payload: serde_json::Map<String, Value>,
+}
+
+impl Input {
+    /// The part of this input that survives a restart.
+    pub fn record(&self) -> InputRecord {
+        InputRecord {
+            request_id: self.request_id.clone(),
+            source: self.source.clone(),
+            channel: self.channel.clone(),
+            text: self.text.clone(),
+            level: self.level,
+            no_memory: self.no_memory,
+            payload: self.payload.clone(),
+        }
+    }
+}
+
+impl InputRecord {
+    /// An input again (no caller waits: the one that sent it is gone or got its 202).
+    pub fn to_input(&self) -> Input {
+        Input {
+            request_id: self.request_id.clone(),
+            source: self.source.clone(),
+            channel: self.channel.clone(),
+            text: self.text.clone(),
+            level: self.level,
+            kernel: false,
+            no_memory: self.no_memory,
+            payload: self.payload.clone(),
+            reply: ReplyTo::none(),
+            settle: Settle::none(),
         }
     }
 }
@@ -178,7 +376,50 @@ mod tests {
             content: "hi".into(),
             ..Default::default()
         });
-        r.skip("duplicate");
+        r.skip(Refusal::Duplicate);
         assert_eq!(rx.blocking_recv().unwrap().content, "hi");
+    }
+
+    #[test]
+    fn a_skipped_reply_serializes_the_refusal_code() {
+        let r = Reply {
+            skipped: Some(Refusal::QueueFull),
+            ..Default::default()
+        };
+        assert_eq!(serde_json::to_value(&r).unwrap()["skipped"], "queue_full");
+        assert_eq!(Refusal::NotStored("disk full".into()).code(), "not_stored");
+    }
+
+    #[test]
+    fn settle_reports_start_and_one_end() {
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let s2 = seen.clone();
+        let mut s = Settle::new(move |l| s2.lock().unwrap().push(l));
+        s.started();
+        s.end(Outcome::Succeeded);
+        s.end(Outcome::Failed);
+        s.started();
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [Lifecycle::Started, Lifecycle::Ended(Outcome::Succeeded)]
+        );
+        assert_eq!(
+            Outcome::from_state(crate::bus::TaskState::Cancelled),
+            Outcome::Cancelled
+        );
+        assert_eq!(Outcome::from_state(crate::bus::TaskState::Done), Outcome::Succeeded);
+        assert_eq!(Outcome::from_state(crate::bus::TaskState::Running), Outcome::Failed);
+        assert!(!Outcome::Abandoned.is_final());
+    }
+
+    #[test]
+    fn a_record_round_trips_into_an_input() {
+        let mut i = Input::text("qq/dev", "hello");
+        i.level = Some(Level::L3);
+        i.no_memory = true;
+        i.payload.insert("k".into(), serde_json::json!(1));
+        let back = i.record().to_input();
+        assert_eq!(back.record(), i.record());
+        assert!(!back.reply.is_waiting());
     }
 }

@@ -1,43 +1,280 @@
 //! The two intake actors in front of the scheduler.
 //!
 //! * `kernel/agent/event-loop` takes queued input from channels and the kernel's own
-//!   self-input (consolidation tasks on the `_consolidation_` channel).
+//!   self-input (consolidation tasks on the `_consolidation_` channel). It owns the
+//!   [`DuplicateGuard`] (an identical input is refused before it is stored, so a 409
+//!   never follows a 202) and the **backlog**: stored inputs waiting for room in the
+//!   scheduler's ready queue (256), fed in as tasks finish. A durable input is never
+//!   refused for a full queue: it waits on disk (the spec's backpressure, §1.12, with
+//!   the inbox as the IO channel).
 //! * `kernel/agent/intercept-loop` takes interrupts: it decides their level (parsed
 //!   from `priority`, clamped to L3 for sources that are not built in, L4 for the
 //!   kernel itself) and handles stop requests.
+//!
+//! **Durable** inputs (asynchronous, from a channel: nobody waits on a reply) are
+//! committed to the inbox before the intake answers, so a 202 means "on disk". They
+//! leave the inbox when their task ends; at boot [`ReplayInbox`] runs what is left.
+//! Synchronous inputs are not stored: their caller holds the connection, sees it break
+//! if the daemon dies, and resends. Kernel input (self-input, kernel interrupts) is not
+//! stored either: it describes the state of the process that died, which the next one
+//! derives afresh.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 
-use super::input::{CONSOLIDATION_CHANNEL, Input};
+use super::dedupe::{DuplicateGuard, Ticket, Verdict};
+use super::inbox::{Accept, Ended, InboxActor, InboxId, Started, TakePending};
+use super::input::{CONSOLIDATION_CHANNEL, Input, InputRecord, Lifecycle, Outcome, Refusal, Settle};
 use super::scheduler::{SchedulerActor, Stop, Submit};
 use crate::addr::TAddr;
-use crate::host::{Handles, HostContext, KernelActor};
+use crate::host::{Handles, Host, HostContext, KernelActor};
 use crate::scheduler::{Level, interrupt_level, source_root};
 
 /// Sources compiled into the daemon: they may raise L4 interrupts.
 pub const BUILTIN_SOURCES: &[&str] = &["webui", "http", "cli"];
+
+/// How long the backlog waits before offering its head again to a full ready queue.
+const BACKLOG_RETRY: Duration = Duration::from_millis(50);
 
 /// Whether `source` is privileged (a built-in channel plugin).
 pub fn is_builtin_source(source: &str) -> bool {
     BUILTIN_SOURCES.contains(&source_root(source))
 }
 
-type Forwarded = ResponseFuture<Result<u64, String>>;
+/// Whether an input is kept in the inbox until it ran (see the module docs).
+fn is_durable(input: &Input) -> bool {
+    !input.kernel && !input.reply.is_waiting()
+}
 
-fn forward(scheduler: &TAddr<SchedulerActor>, input: Input) -> Forwarded {
-    let s = scheduler.clone();
-    Box::pin(async move { s.send(Submit(input)).await.map_err(|e| e.to_string())? })
+/// The guard shared by the event loop and the hooks it puts on its inputs.
+type Guard = Arc<Mutex<DuplicateGuard>>;
+
+/// The hook that tells the guard and the inbox what became of an input.
+fn settle_hook(guard: Option<(Guard, Ticket)>, stored: Option<(TAddr<InboxActor>, InboxId)>) -> Settle {
+    if guard.is_none() && stored.is_none() {
+        return Settle::none();
+    }
+    Settle::new(move |step| match step {
+        Lifecycle::Started => {
+            if let Some((inbox, id)) = &stored {
+                let _ = inbox.do_send(Started(*id));
+            }
+        }
+        Lifecycle::Ended(outcome) => {
+            if let Some((g, ticket)) = &guard {
+                g.lock().finished(ticket, outcome == Outcome::Succeeded);
+            }
+            if let Some((inbox, id)) = &stored {
+                if outcome.is_final() {
+                    let _ = inbox.do_send(Ended(*id));
+                } else {
+                    tracing::info!(input = %id, ?outcome, "stored input not finished; it runs after the next start");
+                }
+            }
+        }
+    })
+}
+
+/// What the intake did with an accepted input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Accepted {
+    /// The scheduler's task id; `None` while the input waits in the backlog (the ready
+    /// queue is full) — it gets one when it is fed in.
+    pub task_id: Option<u64>,
+    /// The inbox row, for a durable input.
+    pub input_id: Option<InboxId>,
+}
+
+/// A stored input waiting for room in the ready queue.
+struct Waiting {
+    id: InboxId,
+    record: InputRecord,
+    ticket: Option<Ticket>,
 }
 
 /// Intake of queued input and kernel self-input.
 pub struct EventLoop {
     scheduler: TAddr<SchedulerActor>,
+    /// `None`: nothing is stored (actor tests, or a daemon without a data dir).
+    inbox: Option<TAddr<InboxActor>>,
+    guard: Guard,
+    backlog: VecDeque<Waiting>,
+    /// A submit of the backlog's head is under way or waiting to be retried.
+    feeding: bool,
 }
 
 impl EventLoop {
     pub fn new(scheduler: TAddr<SchedulerActor>) -> Self {
-        Self { scheduler }
+        Self {
+            scheduler,
+            inbox: None,
+            guard: Arc::default(),
+            backlog: VecDeque::new(),
+            feeding: false,
+        }
+    }
+
+    /// Stores asynchronous channel input in `inbox` before acknowledging it.
+    pub fn with_inbox(mut self, inbox: TAddr<InboxActor>) -> Self {
+        self.inbox = Some(inbox);
+        self
+    }
+
+    /// The guard's verdict on a queued input (its refusal already answered).
+    fn admit(&self, input: &mut Input) -> Result<Ticket, Refusal> {
+        if input.text.trim().is_empty() {
+            input.reply.skip(Refusal::EmptyInput);
+            return Err(Refusal::EmptyInput);
+        }
+        match self.guard.lock().seen(&input.source, &input.text, Instant::now()) {
+            Verdict::Admit(t) => Ok(t),
+            Verdict::Duplicate => {
+                tracing::info!(source = %input.source, request = %input.request_id, "duplicate input dropped");
+                input.reply.skip(Refusal::Duplicate);
+                Err(Refusal::Duplicate)
+            }
+        }
+    }
+
+    /// Submits a non-durable input; the guard forgets it if the scheduler refuses.
+    fn submit_direct(
+        &self,
+        mut input: Input,
+        ticket: Option<Ticket>,
+    ) -> ResponseActFuture<Host<Self>, Result<Accepted, Refusal>> {
+        let guard = self.guard.clone();
+        input.settle = settle_hook(ticket.clone().map(|t| (guard.clone(), t)), None);
+        let s = self.scheduler.clone();
+        let fut = async move {
+            let r = match s.send(Submit(input)).await {
+                Ok(r) => r,
+                Err(e) => Err(Refusal::from(e)),
+            };
+            if r.is_err()
+                && let Some(t) = &ticket
+            {
+                guard.lock().finished(t, false);
+            }
+            r.map(|task| Accepted {
+                task_id: Some(task),
+                input_id: None,
+            })
+        };
+        Box::pin(actix::fut::wrap_future(fut))
+    }
+
+    /// A durable input was stored as `id`: submit it, or queue it behind the backlog.
+    fn enqueue_stored(
+        &mut self,
+        id: InboxId,
+        input: Input,
+        ticket: Ticket,
+        ctx: &mut HostContext<Self>,
+    ) -> ResponseActFuture<Host<Self>, Result<Accepted, Refusal>> {
+        let Some(inbox) = self.inbox.clone() else {
+            unreachable!("only stored with an inbox")
+        };
+        let record = input.record();
+        if self.feeding || !self.backlog.is_empty() {
+            // Behind others that wait: keep the arrival order.
+            self.backlog.push_back(Waiting {
+                id,
+                record,
+                ticket: Some(ticket),
+            });
+            self.feed(ctx);
+            return Box::pin(actix::fut::ready(Ok(Accepted {
+                task_id: None,
+                input_id: Some(id),
+            })));
+        }
+        let mut input = input;
+        input.settle = settle_hook(Some((self.guard.clone(), ticket.clone())), Some((inbox.clone(), id)));
+        let s = self.scheduler.clone();
+        let fut = async move { s.send(Submit(input)).await };
+        Box::pin(
+            actix::fut::wrap_future::<_, Host<Self>>(fut).map(move |res, host, ctx| {
+                let me = host.inner();
+                match res {
+                    Ok(Ok(task)) => Ok(Accepted {
+                        task_id: Some(task),
+                        input_id: Some(id),
+                    }),
+                    // Full, or the scheduler is restarting: the input waits on disk.
+                    Ok(Err(Refusal::QueueFull)) | Err(_) => {
+                        tracing::debug!(input = %id, "ready queue full: the input waits in the backlog");
+                        me.backlog.push_back(Waiting {
+                            id,
+                            record,
+                            ticket: Some(ticket),
+                        });
+                        me.feed(ctx);
+                        Ok(Accepted {
+                            task_id: None,
+                            input_id: Some(id),
+                        })
+                    }
+                    Ok(Err(r)) => {
+                        me.guard.lock().finished(&ticket, false);
+                        let _ = inbox.do_send(Ended(id));
+                        Err(r)
+                    }
+                }
+            }),
+        )
+    }
+
+    /// Offers the backlog's head to the scheduler, one at a time, until it is empty
+    /// (or the queue is full: then again after [`BACKLOG_RETRY`]).
+    fn feed(&mut self, ctx: &mut HostContext<Self>) {
+        if self.feeding {
+            return;
+        }
+        let (Some(w), Some(inbox)) = (self.backlog.front(), self.inbox.clone()) else {
+            return;
+        };
+        self.feeding = true;
+        let mut input = w.record.to_input();
+        input.settle = settle_hook(w.ticket.clone().map(|t| (self.guard.clone(), t)), Some((inbox, w.id)));
+        let s = self.scheduler.clone();
+        let fut = async move { s.send(Submit(input)).await };
+        ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(fut).map(|res, host, ctx| {
+            let me = host.inner();
+            match res {
+                Ok(Ok(task)) => {
+                    if let Some(w) = me.backlog.pop_front() {
+                        tracing::debug!(input = %w.id, task, waiting = me.backlog.len(), "backlog: input fed to the scheduler");
+                    }
+                    me.feeding = false;
+                    me.feed(ctx);
+                }
+                Ok(Err(Refusal::QueueFull)) | Err(_) => {
+                    ctx.run_later(BACKLOG_RETRY, |host, ctx| {
+                        let me = host.inner();
+                        me.feeding = false;
+                        me.feed(ctx);
+                    });
+                }
+                Ok(Err(r)) => {
+                    if let Some(w) = me.backlog.pop_front() {
+                        tracing::warn!(input = %w.id, "stored input refused by the scheduler, dropped: {r}");
+                        if let Some(t) = &w.ticket {
+                            me.guard.lock().finished(t, false);
+                        }
+                        if let Some(inbox) = &me.inbox {
+                            let _ = inbox.do_send(Ended(w.id));
+                        }
+                    }
+                    me.feeding = false;
+                    me.feed(ctx);
+                }
+            }
+        }));
     }
 }
 
@@ -45,44 +282,189 @@ impl KernelActor for EventLoop {
     const KIND: &'static str = "event-loop";
 }
 
-/// Queued input from a channel. Replies with the task id.
+/// Queued input from a channel. Replies with what became of it.
 #[derive(Message)]
-#[rtype(result = "Result<u64, String>")]
+#[rtype(result = "Result<Accepted, Refusal>")]
 pub struct Inject(pub Input);
 
 /// Kernel self-input (memory merges, distillation follow-ups): runs on the
 /// `_consolidation_` channel, never preempted.
 #[derive(Message)]
-#[rtype(result = "Result<u64, String>")]
+#[rtype(result = "Result<u64, Refusal>")]
 pub struct SelfInput(pub String);
 
+/// At boot, after the agent is up: queues every input the inbox still holds (the
+/// previous run died before they finished). Replies with how many.
+#[derive(Message)]
+#[rtype(result = "Result<usize, Refusal>")]
+pub struct ReplayInbox;
+
+/// Stored inputs waiting for room in the ready queue.
+#[derive(Message)]
+#[rtype(result = "usize")]
+pub struct BacklogLen;
+
+/// Stop was pressed: the inputs waiting in the backlog are cancelled like those
+/// waiting in the ready queue (they were waiting at that moment too). Replies with
+/// how many.
+#[derive(Message)]
+#[rtype(result = "usize")]
+pub struct CancelBacklog;
+
 impl Handles<Inject> for EventLoop {
-    type Reply = Forwarded;
-    fn handle(&mut self, Inject(mut input): Inject, _: &mut HostContext<Self>) -> Forwarded {
+    type Reply = ResponseActFuture<Host<Self>, Result<Accepted, Refusal>>;
+    fn handle(&mut self, Inject(mut input): Inject, _: &mut HostContext<Self>) -> Self::Reply {
         input.level = None;
-        forward(&self.scheduler, input)
+        let ticket = match self.admit(&mut input) {
+            Ok(t) => t,
+            Err(r) => return Box::pin(actix::fut::ready(Err(r))),
+        };
+        let Some(inbox) = self.inbox.clone().filter(|_| is_durable(&input)) else {
+            return self.submit_direct(input, Some(ticket));
+        };
+        let record = input.record();
+        let fut = async move { inbox.send(Accept(record)).await };
+        Box::pin(
+            actix::fut::wrap_future::<_, Host<Self>>(fut).then(move |res, host, ctx| {
+                let me = host.inner();
+                let stored = match res {
+                    Ok(Ok(id)) => Ok(id),
+                    Ok(Err(e)) => Err(Refusal::NotStored(e.to_string())),
+                    Err(e) => Err(Refusal::NotStored(e.to_string())),
+                };
+                match stored {
+                    Ok(id) => me.enqueue_stored(id, input, ticket, ctx),
+                    Err(r) => {
+                        tracing::error!(source = %input.source, "input refused: {r}");
+                        me.guard.lock().finished(&ticket, false);
+                        input.reply.skip(r.clone());
+                        Box::pin(actix::fut::ready(Err(r)))
+                    }
+                }
+            }),
+        )
     }
 }
 
 impl Handles<SelfInput> for EventLoop {
-    type Reply = Forwarded;
-    fn handle(&mut self, SelfInput(text): SelfInput, _: &mut HostContext<Self>) -> Forwarded {
+    type Reply = ResponseActFuture<Host<Self>, Result<u64, Refusal>>;
+    fn handle(&mut self, SelfInput(text): SelfInput, _: &mut HostContext<Self>) -> Self::Reply {
         let mut input = Input::text("kernel", &text);
         input.channel = CONSOLIDATION_CHANNEL.into();
         input.kernel = true;
         input.no_memory = true;
-        forward(&self.scheduler, input)
+        let ticket = match self.admit(&mut input) {
+            Ok(t) => t,
+            Err(r) => return Box::pin(actix::fut::ready(Err(r))),
+        };
+        Box::pin(
+            self.submit_direct(input, Some(ticket))
+                .map(|r, _, _| r.map(|a| a.task_id.unwrap_or_default())),
+        )
+    }
+}
+
+impl Handles<ReplayInbox> for EventLoop {
+    type Reply = ResponseActFuture<Host<Self>, Result<usize, Refusal>>;
+    fn handle(&mut self, _: ReplayInbox, _: &mut HostContext<Self>) -> Self::Reply {
+        let Some(inbox) = self.inbox.clone() else {
+            return Box::pin(actix::fut::ready(Ok(0)));
+        };
+        let fut = async move { inbox.send(TakePending).await };
+        Box::pin(actix::fut::wrap_future::<_, Host<Self>>(fut).map(|res, host, ctx| {
+            let pending = match res {
+                Ok(Ok(p)) => p,
+                Ok(Err(e)) => return Err(Refusal::NotStored(e.to_string())),
+                Err(e) => return Err(Refusal::from(e)),
+            };
+            let me = host.inner();
+            let n = pending.len();
+            let now = Instant::now();
+            for p in pending {
+                // Queued input is guarded again (a resend of it waits for it);
+                // interrupts never are.
+                let ticket = p
+                    .record
+                    .level
+                    .is_none()
+                    .then(|| me.guard.lock().track(&p.record.source, &p.record.text, now));
+                me.backlog.push_back(Waiting {
+                    id: p.id,
+                    record: p.record,
+                    ticket,
+                });
+            }
+            if n > 0 {
+                tracing::info!(
+                    inputs = n,
+                    "replaying the inputs the previous run accepted but did not finish"
+                );
+            }
+            me.feed(ctx);
+            Ok(n)
+        }))
+    }
+}
+
+impl Handles<BacklogLen> for EventLoop {
+    type Reply = usize;
+    fn handle(&mut self, _: BacklogLen, _: &mut HostContext<Self>) -> usize {
+        self.backlog.len()
+    }
+}
+
+impl Handles<CancelBacklog> for EventLoop {
+    type Reply = usize;
+    fn handle(&mut self, _: CancelBacklog, _: &mut HostContext<Self>) -> usize {
+        // The head may be on its way to the scheduler right now; it is left to run
+        // (or to be cancelled there, had it arrived before the stop).
+        let keep = usize::from(self.feeding);
+        let cancelled: Vec<Waiting> = self.backlog.drain(keep.min(self.backlog.len())..).collect();
+        for w in &cancelled {
+            if let Some(t) = &w.ticket {
+                self.guard.lock().finished(t, false);
+            }
+            if let Some(inbox) = &self.inbox {
+                let _ = inbox.do_send(Ended(w.id));
+            }
+        }
+        if !cancelled.is_empty() {
+            tracing::info!(
+                inputs = cancelled.len(),
+                "stop: cancelled the inputs waiting in the backlog"
+            );
+        }
+        cancelled.len()
     }
 }
 
 /// Intake of interrupts and stop requests.
 pub struct InterceptLoop {
     scheduler: TAddr<SchedulerActor>,
+    inbox: Option<TAddr<InboxActor>>,
+    /// Whose backlog a stop cancels too.
+    event_loop: Option<TAddr<EventLoop>>,
 }
 
 impl InterceptLoop {
     pub fn new(scheduler: TAddr<SchedulerActor>) -> Self {
-        Self { scheduler }
+        Self {
+            scheduler,
+            inbox: None,
+            event_loop: None,
+        }
+    }
+
+    /// A stop also cancels the inputs waiting in `event_loop`'s backlog.
+    pub fn with_event_loop(mut self, event_loop: TAddr<EventLoop>) -> Self {
+        self.event_loop = Some(event_loop);
+        self
+    }
+
+    /// Stores asynchronous channel interrupts in `inbox` before acknowledging them.
+    pub fn with_inbox(mut self, inbox: TAddr<InboxActor>) -> Self {
+        self.inbox = Some(inbox);
+        self
     }
 }
 
@@ -93,7 +475,7 @@ impl KernelActor for InterceptLoop {
 /// An interrupt from a channel: `priority` as sent (`"L1"`..`"L4"`), `stop` to cancel
 /// the current inference (with `text` as an optional remark for the model).
 #[derive(Message)]
-#[rtype(result = "Result<Option<u64>, String>")]
+#[rtype(result = "Result<Option<u64>, Refusal>")]
 pub struct InjectInterrupt {
     pub input: Input,
     pub priority: Option<Value>,
@@ -102,11 +484,11 @@ pub struct InjectInterrupt {
 
 /// An interrupt raised by the kernel itself: always L4.
 #[derive(Message)]
-#[rtype(result = "Result<u64, String>")]
+#[rtype(result = "Result<u64, Refusal>")]
 pub struct KernelInterrupt(pub String);
 
 impl Handles<InjectInterrupt> for InterceptLoop {
-    type Reply = ResponseFuture<Result<Option<u64>, String>>;
+    type Reply = ResponseFuture<Result<Option<u64>, Refusal>>;
     fn handle(&mut self, msg: InjectInterrupt, _: &mut HostContext<Self>) -> Self::Reply {
         let InjectInterrupt {
             mut input,
@@ -114,13 +496,19 @@ impl Handles<InjectInterrupt> for InterceptLoop {
             stop,
         } = msg;
         let s = self.scheduler.clone();
+        // A stop's remark is about the task it stopped: not worth running after a restart.
+        let inbox = self.inbox.clone().filter(|_| !stop && is_durable(&input));
+        let event_loop = self.event_loop.clone();
         Box::pin(async move {
             if input.text.trim().is_empty() && !stop {
-                input.reply.skip("empty_input");
-                return Err("empty_input".into());
+                input.reply.skip(Refusal::EmptyInput);
+                return Err(Refusal::EmptyInput);
             }
             if stop {
-                s.send(Stop).await.map_err(|e| e.to_string())?;
+                s.send(Stop).await?;
+                if let Some(el) = &event_loop {
+                    let _ = el.send(CancelBacklog).await;
+                }
                 if input.text.trim().is_empty() {
                     return Ok(None);
                 }
@@ -130,20 +518,42 @@ impl Handles<InjectInterrupt> for InterceptLoop {
             input.payload.insert("interrupt".into(), json!(true));
             input.payload.insert("interrupt_source".into(), json!(input.source));
             input.payload.insert("interrupt_channel".into(), json!(input.channel));
-            s.send(Submit(input)).await.map_err(|e| e.to_string())?.map(Some)
+            let stored = match &inbox {
+                Some(inbox) => {
+                    let id = match inbox.send(Accept(input.record())).await {
+                        Ok(Ok(id)) => id,
+                        Ok(Err(e)) => return Err(Refusal::NotStored(e.to_string())),
+                        Err(e) => return Err(Refusal::NotStored(e.to_string())),
+                    };
+                    input.settle = settle_hook(None, Some((inbox.clone(), id)));
+                    Some((inbox.clone(), id))
+                }
+                None => None,
+            };
+            let r = match s.send(Submit(input)).await {
+                Ok(r) => r,
+                Err(e) => Err(Refusal::from(e)),
+            };
+            if r.is_err()
+                && let Some((inbox, id)) = stored
+            {
+                let _ = inbox.do_send(Ended(id));
+            }
+            r.map(Some)
         })
     }
 }
 
 impl Handles<KernelInterrupt> for InterceptLoop {
-    type Reply = Forwarded;
-    fn handle(&mut self, KernelInterrupt(text): KernelInterrupt, _: &mut HostContext<Self>) -> Forwarded {
+    type Reply = ResponseFuture<Result<u64, Refusal>>;
+    fn handle(&mut self, KernelInterrupt(text): KernelInterrupt, _: &mut HostContext<Self>) -> Self::Reply {
         let mut input = Input::text("kernel", &text);
         input.channel = "kernel".into();
         input.kernel = true;
         input.level = Some(Level::L4);
         input.payload.insert("kernel".into(), json!(true));
-        forward(&self.scheduler, input)
+        let s = self.scheduler.clone();
+        Box::pin(async move { s.send(Submit(input)).await? })
     }
 }
 
@@ -157,5 +567,17 @@ mod tests {
         assert!(is_builtin_source("http"));
         assert!(!is_builtin_source("qq"));
         assert!(!is_builtin_source("/webui"));
+    }
+
+    #[test]
+    fn only_asynchronous_channel_input_is_durable() {
+        let mut i = Input::text("http", "hi");
+        assert!(is_durable(&i));
+        let (reply, _rx) = super::super::input::ReplyTo::channel("req");
+        i.reply = reply;
+        assert!(!is_durable(&i), "a caller waits: it resends if the daemon dies");
+        let mut k = Input::text("kernel", "merge");
+        k.kernel = true;
+        assert!(!is_durable(&k));
     }
 }

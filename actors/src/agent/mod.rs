@@ -11,13 +11,16 @@
 //! * [`events`]: every bus event of a turn, published in one place;
 //! * [`channels`], [`prompt`]: output channels with their generated tools, and the
 //!   prompt text;
-//! * [`dedupe`]: the duplicate-input guard;
-//! * [`handles`]: [`AgentHandles`], what the agent's consumers hold.
+//! * [`dedupe`]: the duplicate-input guard (a plain state machine);
+//! * [`handles`]: [`AgentHandles`], what the agent's consumers hold;
+//! * [`inbox`]: the durable inbox (`DATA/inbox.db`) that holds every acknowledged
+//!   input until its task has ended, and its group-committing actor.
 
 pub mod channels;
 pub mod dedupe;
 pub mod events;
 pub mod handles;
+pub mod inbox;
 pub mod input;
 pub mod intake;
 pub mod overflow;
@@ -30,4 +33,4 @@ pub mod tools_exec;
 pub mod turn;
 
 pub use handles::AgentHandles;
-pub use input::{Input, Reply, ReplyTo};
+pub use input::{Input, Outcome, Refusal, Reply, ReplyTo};

@@ -13,9 +13,10 @@ use futures_util::future::BoxFuture;
 use super::input::Input;
 use crate::addr::SendError;
 
-/// A new input (queued, or an interrupt when `level` is set). Replies with its task id.
+/// A new input (queued, or an interrupt when `level` is set). Replies with its task
+/// id, or why it was not queued.
 #[derive(Message)]
-#[rtype(result = "Result<u64, String>")]
+#[rtype(result = "Result<u64, super::input::Refusal>")]
 pub struct Submit(pub Input);
 
 /// From the running task, between two steps: must it yield now?

@@ -4,15 +4,20 @@
 //! starts each task as its own tracked actor (`.../scheduler/task-<id>`), answers the
 //! running task's safe-point questions, and parks a preempted task on the core's stack
 //! until it is its turn again.
+//!
+//! Every input it enqueues carries a [`Settle`] hook from whoever accepted it (the
+//! durable inbox, the duplicate guard of the intake); the scheduler keeps the hooks by
+//! task id and reports each task's start and its one end (`Finished`, a crash, a drop,
+//! or the scheduler's own stop).
 
+use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use actix::prelude::*;
 use serde_json::json;
 
-use super::dedupe::DuplicateGuard;
-use super::input::Input;
+use super::input::{Input, Outcome, Refusal, Settle};
 use super::protocol::{CancelLlm, Resume, SchedulerLink, SchedulerPort};
 pub use super::protocol::{ConsumeCancel, Finished, SafePoint, Submit, TakeStop};
 use super::task::{TaskActor, TaskDeps};
@@ -37,7 +42,8 @@ struct Running {
 pub struct SchedulerActor {
     core: Core<Job, ()>,
     running: Option<Running>,
-    dedupe: DuplicateGuard,
+    /// The acceptors' hooks of the enqueued inputs, by task id.
+    settles: HashMap<u64, Settle>,
     deps: Arc<TaskDeps>,
     /// This actor's own tracked address (filled by whoever started it), handed to tasks.
     me: Arc<OnceLock<TAddr<SchedulerActor>>>,
@@ -48,7 +54,7 @@ impl SchedulerActor {
         Self {
             core: Core::default(),
             running: None,
-            dedupe: DuplicateGuard::default(),
+            settles: HashMap::new(),
             deps,
             me,
         }
@@ -63,37 +69,43 @@ impl SchedulerActor {
         });
     }
 
-    /// Accepts one input; returns its task id (or why it was not queued).
-    fn submit(&mut self, mut input: Input, ctx: &mut HostContext<Self>) -> Result<u64, String> {
+    /// Reports the end of task `id` to its acceptor (once; later calls do nothing).
+    fn settle(&mut self, id: u64, outcome: Outcome) {
+        if let Some(mut s) = self.settles.remove(&id) {
+            s.end(outcome);
+        }
+    }
+
+    /// Accepts one input; returns its task id (or why it was not queued). The duplicate
+    /// guard is the intake's (it must answer before the input is stored); a refused
+    /// input's [`Settle`] hook is not called: the submitter handles the refusal.
+    fn submit(&mut self, mut input: Input, ctx: &mut HostContext<Self>) -> Result<u64, Refusal> {
         if input.text.trim().is_empty() {
-            input.reply.skip("empty_input");
-            return Err("empty_input".into());
+            input.reply.skip(Refusal::EmptyInput);
+            return Err(Refusal::EmptyInput);
         }
-        // Only queued input is deduplicated: interrupts (timers, reminders) may repeat
-        // on purpose, and dropping them silently was an accident upstream (spec §12).
-        if input.level.is_none() && self.dedupe.is_duplicate(&input.source, &input.text, Instant::now()) {
-            input.reply.skip("duplicate");
-            return Err("duplicate".into());
-        }
+        let settle = std::mem::take(&mut input.settle);
         let kind = if input.kernel { Kind::SelfMsg } else { Kind::Input };
         let id = match input.level {
             None => match self.core.enqueue(Job::New(input), kind) {
                 Ok(id) => {
+                    self.settles.insert(id, settle);
                     self.publish(id, TaskState::Queued, None, 0);
                     id
                 }
                 Err(job) => {
                     if let Job::New(mut i) = job {
-                        i.reply.skip("queue_full");
+                        i.reply.skip(Refusal::QueueFull);
                     }
                     tracing::warn!("ready queue full (256): input rejected");
-                    return Err("queue_full".into());
+                    return Err(Refusal::QueueFull);
                 }
             },
             Some(level) => {
                 let r = self
                     .core
                     .register_interrupt(Job::New(input), level, kind, Instant::now());
+                self.settles.insert(r.id, settle);
                 self.publish(r.id, TaskState::Queued, Some(level), level as u8);
                 if let Some(mut dropped) = r.dropped {
                     tracing::warn!(
@@ -102,8 +114,9 @@ impl SchedulerActor {
                     );
                     if let Job::New(i) = &mut dropped.payload {
                         i.reply.task_id = dropped.meta.id;
-                        i.reply.skip("queue_full");
+                        i.reply.skip(Refusal::QueueFull);
                     }
+                    self.settle(dropped.meta.id, Outcome::Dropped);
                 }
                 match (&self.running, r.preempts) {
                     (Some(run), true) => {
@@ -135,6 +148,9 @@ impl SchedulerActor {
                     // Kernel consolidation runs as one critical section: interrupts
                     // wait for it instead of cancelling its LLM calls.
                     self.core.set_critical(input.is_consolidation());
+                    if let Some(s) = self.settles.get_mut(&meta.id) {
+                        s.started();
+                    }
                     let me = self
                         .me
                         .get()
@@ -151,6 +167,7 @@ impl SchedulerActor {
                         Err(e) => {
                             tracing::error!(task = meta.id, "cannot start the task actor: {e}");
                             self.core.finish();
+                            self.settle(meta.id, Outcome::Failed);
                         }
                     }
                 }
@@ -161,6 +178,7 @@ impl SchedulerActor {
                     if addr.do_send(Resume).is_err() {
                         tracing::error!(task = meta.id, "a suspended task vanished; dropping it");
                         self.core.finish();
+                        self.settle(meta.id, Outcome::Failed);
                         continue;
                     }
                     self.publish(meta.id, TaskState::Resumed, meta.level(), meta.effective());
@@ -189,6 +207,7 @@ impl SchedulerActor {
                     return;
                 }
                 tracing::error!(task = id, %exit, "task crashed");
+                me.settle(id, Outcome::Failed);
                 me.publish(id, TaskState::Failed, level, level.map_or(0, |l| l as u8));
                 if me.running.as_ref().is_some_and(|r| r.id == id) {
                     me.running = None;
@@ -220,8 +239,13 @@ impl KernelActor for SchedulerActor {
         for mut t in self.core.drain() {
             if let Job::New(i) = &mut t.payload {
                 i.reply.task_id = t.meta.id;
-                i.reply.skip("agent_stopped");
+                i.reply.skip(Refusal::AgentStopped);
             }
+        }
+        // Queued, suspended and running inputs alike never finished here: a stored
+        // one stays in the inbox and runs after the next start.
+        for (_, mut s) in self.settles.drain() {
+            s.end(Outcome::Abandoned);
         }
     }
 }
@@ -237,7 +261,7 @@ pub struct Stop;
 pub struct GetTasks;
 
 impl Handles<Submit> for SchedulerActor {
-    type Reply = Result<u64, String>;
+    type Reply = Result<u64, Refusal>;
     fn handle(&mut self, Submit(input): Submit, ctx: &mut HostContext<Self>) -> Self::Reply {
         self.submit(input, ctx)
     }
@@ -293,6 +317,7 @@ impl Handles<ConsumeCancel> for SchedulerActor {
 impl Handles<Finished> for SchedulerActor {
     type Reply = ();
     fn handle(&mut self, msg: Finished, ctx: &mut HostContext<Self>) {
+        self.settle(msg.task, Outcome::from_state(msg.state));
         if self.running.as_ref().is_some_and(|r| r.id == msg.task) {
             let level = self.core.running().and_then(|m| m.level());
             self.running = None;

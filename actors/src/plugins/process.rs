@@ -398,9 +398,12 @@ impl PluginProcess {
                         il.send(msg)
                             .await
                             .map_err(|e| e.to_string())
-                            .and_then(|r| r.map(|id| id.unwrap_or(0)))
+                            .and_then(|r| r.map(|id| id.unwrap_or(0)).map_err(|e| e.to_string()))
                     } else {
-                        el.send(Inject(input)).await.map_err(|e| e.to_string()).and_then(|r| r)
+                        el.send(Inject(input))
+                            .await
+                            .map_err(|e| e.to_string())
+                            .and_then(|r| r.map(|a| a.task_id.unwrap_or(0)).map_err(|e| e.to_string()))
                     }
                 };
                 ctx.spawn(

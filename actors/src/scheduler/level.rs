@@ -40,21 +40,47 @@ impl Level {
         }
     }
 
-    /// Parses an injection's `priority` field. Exactly `L1`..`L4` or `l1`..`l4` are
-    /// accepted; anything else (absent, not a string, `L7`, `紧急`, spaces) is L1:
-    /// a new source gets no preemption power unless it asks for it correctly.
+    /// Parses an injection's `priority` field leniently (plugins, spec §1.3): what
+    /// [`str::parse`] accepts, and anything else (absent, not a string, `L7`, `紧急`,
+    /// spaces) is L1: a new source gets no preemption power unless it asks correctly.
+    /// The HTTP edge is strict instead and refuses a bad `priority` with `str::parse`.
     pub fn parse(priority: Option<&serde_json::Value>) -> Level {
-        match priority.and_then(|v| v.as_str()) {
-            Some("L2" | "l2") => Level::L2,
-            Some("L3" | "l3") => Level::L3,
-            Some("L4" | "l4") => Level::L4,
-            _ => Level::L1,
-        }
+        priority
+            .and_then(|v| v.as_str())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(Level::L1)
     }
 
     /// Non-privileged sources may ask for at most L3; privileged ones keep L4.
     pub fn clamp_for(self, privileged: bool) -> Level {
         if privileged { self } else { self.min(Level::L3) }
+    }
+}
+
+/// A `priority` that is not `L1`..`L4` (or `l1`..`l4`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`priority` must be one of L1, L2, L3, L4 (got `{0}`)")]
+pub struct UnknownLevel(pub String);
+
+impl std::str::FromStr for Level {
+    type Err = UnknownLevel;
+
+    /// Exactly `L1`..`L4` or `l1`..`l4`; no spaces, no other spellings.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "L1" | "l1" => Ok(Level::L1),
+            "L2" | "l2" => Ok(Level::L2),
+            "L3" | "l3" => Ok(Level::L3),
+            "L4" | "l4" => Ok(Level::L4),
+            _ => Err(UnknownLevel(s.to_owned())),
+        }
+    }
+}
+
+impl std::fmt::Display for Level {
+    /// `L1`..`L4`, what [`str::parse`] reads back.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "L{}", *self as u8)
     }
 }
 
@@ -101,6 +127,18 @@ mod tests {
             );
         }
         assert_eq!(interrupt_level(None, true), Level::L1);
+    }
+
+    #[test]
+    fn levels_parse_strictly_and_print_back() {
+        for l in Level::ALL {
+            assert_eq!(l.to_string().parse::<Level>(), Ok(l));
+            assert_eq!(l.to_string().to_lowercase().parse::<Level>(), Ok(l));
+        }
+        for bad in ["L0", "L5", " L2", "l2 ", "", "紧急", "LL1"] {
+            let e = bad.parse::<Level>().unwrap_err();
+            assert!(e.to_string().contains("must be one of L1, L2, L3, L4"), "{e}");
+        }
     }
 
     #[test]

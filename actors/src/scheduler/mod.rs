@@ -10,4 +10,4 @@ pub mod core;
 pub mod level;
 
 pub use self::core::{Class, Core, Kind, Meta, Pick, Snapshot, Stats, Task, can_preempt};
-pub use self::level::{Level, interrupt_level, source_root};
+pub use self::level::{Level, UnknownLevel, interrupt_level, source_root};
