@@ -165,9 +165,9 @@ async fn a_hung_primary_falls_back_after_its_first_byte_timeout() {
     let c = llm.send(complete(true)).await.unwrap().unwrap();
     let took = t.elapsed();
     assert_eq!(c.source, "backup");
-    // Two attempts of 1 s, 2 s apart: about 4 s; generous bound, no lower-bound race.
+    assert!(took >= Duration::from_secs(1), "the primary had its 1 s: {took:?}");
     assert!(took < Duration::from_secs(30), "took {took:?}");
-    assert!(took >= Duration::from_secs(2), "both attempts waited: {took:?}");
+    assert_eq!(primary.calls(), 1, "a timeout is not retried on the same source");
     let status = llm.send(GetLlmStatus).await.unwrap();
     let p = status.sources.iter().find(|s| s.config.name == "primary").unwrap();
     let e = p.last_error.as_deref().unwrap();

@@ -159,6 +159,19 @@ pub enum AttemptError {
     StreamError { reason: String, bytes: usize },
 }
 
+impl AttemptError {
+    /// One of the source's timeouts (or the overall call limit) ran out.
+    pub fn is_timeout(&self) -> bool {
+        matches!(
+            self,
+            AttemptError::ConnectTimeout { .. }
+                | AttemptError::NoFirstByte { .. }
+                | AttemptError::Idle { .. }
+                | AttemptError::TooLong { .. }
+        )
+    }
+}
+
 /// A duration as the settings page writes it (`3s`, `2m`).
 fn human(d: Duration) -> String {
     crate::config::format_duration(d)
@@ -484,6 +497,14 @@ async fn complete(pool: Rc<RefCell<Pool>>, msg: Complete) -> Result<Completion, 
                 Err(CallError::Failed(e)) if is_context_full(&e.to_string()) => {
                     tracing::warn!(source = %name, "the prompt does not fit the model's context window: {e}");
                     return Err(LlmError::ContextFull(e.to_string()));
+                }
+                Err(CallError::Failed(e)) if e.is_timeout() => {
+                    // No second attempt: the retry is for errors that fail fast (a 500, a
+                    // reset); a timeout already waited as long as the operator allows, and
+                    // waiting twice would hold the agent twice as long (docs/DECISIONS.md).
+                    tracing::warn!(source = %name, attempt = attempt + 1, "LLM call timed out: {e}; moving on");
+                    last = e.to_string();
+                    break;
                 }
                 Err(CallError::Failed(e)) => {
                     tracing::warn!(source = %name, attempt = attempt + 1, "LLM call failed: {e}");
