@@ -80,7 +80,7 @@ pub fn carry_over(
     let mut kept = HashMap::new();
     for cfg in new {
         let Some(h) = health.remove(&cfg.name) else { continue };
-        if old.iter().any(|o| *o == *cfg) {
+        if old.contains(cfg) {
             kept.insert(cfg.name.clone(), h);
         } else if h != SourceHealth::default() {
             tracing::info!(
