@@ -220,7 +220,7 @@ pub async fn turn(turns: u32, keep_data: Option<std::path::PathBuf>) -> anyhow::
         .env("RUST_LOG", "warn")
         .spawn()
         .context("cannot start the daemon under test")?;
-    let result = turn_inner(turns, &vendor, &base).await;
+    let result = turn_inner(turns, &vendor, &base, &data).await;
     let _ = daemon.kill();
     let _ = daemon.wait();
     if keep_data.is_none() {
@@ -229,7 +229,7 @@ pub async fn turn(turns: u32, keep_data: Option<std::path::PathBuf>) -> anyhow::
     result
 }
 
-async fn turn_inner(turns: u32, vendor: &str, base: &str) -> anyhow::Result<()> {
+async fn turn_inner(turns: u32, vendor: &str, base: &str, data: &std::path::Path) -> anyhow::Result<()> {
     use anyhow::Context as _;
     let client = awc::Client::builder().timeout(Duration::from_secs(30)).finish();
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -244,6 +244,12 @@ async fn turn_inner(turns: u32, vendor: &str, base: &str) -> anyhow::Result<()> 
         anyhow::ensure!(Instant::now() < deadline, "the daemon did not become healthy");
         actix_rt::time::sleep(Duration::from_millis(10)).await;
     }
+    // The API needs the owner token, which the daemon created in its data dir.
+    let token = crate::auth::read_token(data)?;
+    let client = awc::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .add_default_header(("authorization", format!("Bearer {token}")))
+        .finish();
     let settings = serde_json::json!({
         "core.llm.sources.bench.base_url": vendor, "core.llm.sources.bench.model": "bench",
         "core.llm.sources.bench.adapter": "openai", "core.llm.sources.bench.api_key": "sk-bench",

@@ -49,6 +49,13 @@ pub enum Command {
         /// The package, for `install`.
         file: Option<PathBuf>,
     },
+    /// `homed token [--data DIR]`: print the owner API token (created at first start in
+    /// DATA/api-token); `--rotate` replaces it (clients and browsers must sign in again).
+    Token {
+        /// Replace the token with a new one.
+        #[arg(long)]
+        rotate: bool,
+    },
     /// Evaluate memory retrieval on a benchmark (no LLM involved).
     Eval {
         #[command(subcommand)]

@@ -6,10 +6,9 @@ use std::time::{Duration, Instant};
 
 use actix_web::{App, HttpServer, web};
 use anyhow::{Context as _, bail};
-use homeagent_actors::bus::kinds;
+use homeagent_actors::bus::{DaemonPhase, Event};
 use homeagent_actors::config::ConfigStore;
 use homeagent_actors::{Exit, Shutdown};
-use serde_json::json;
 
 use crate::cli::RunArgs;
 use crate::http::{self, AppState};
@@ -103,25 +102,83 @@ pub async fn boot(args: &RunArgs) -> anyhow::Result<(DataLock, Arc<KernelState>)
     Ok((lock, state))
 }
 
+/// The setting naming extra host names the HTTP gate accepts.
+const ALLOWED_HOSTS: &str = "core.daemon.allowed_hosts";
+
+/// `core.daemon.allowed_hosts` (comma-separated) as lower-case names without ports.
+fn parse_hosts(v: &serde_json::Value) -> Vec<String> {
+    v.as_str()
+        .unwrap_or("")
+        .split(',')
+        .map(|h| h.trim().to_ascii_lowercase())
+        .filter(|h| !h.is_empty())
+        .collect()
+}
+
+/// Where a browser on this machine reaches the daemon (all-interfaces → loopback).
+fn login_host(listen: std::net::SocketAddr) -> std::net::SocketAddr {
+    if listen.ip().is_unspecified() {
+        std::net::SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), listen.port())
+    } else {
+        listen
+    }
+}
+
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let t0 = Instant::now();
+    // Scripts (Lua plugins, adapters) may not call this daemon's own API: declared
+    // before any plugin starts.
+    homeagent_actors::llm::adapter::forbid_own_address(args.listen);
     let (_lock, state) = boot(&args).await?;
     let data_dir = state.data_dir.clone();
     let shutdown_timeout = state.boot.shutdown_timeout;
+    // The owner token: created at first start, required by every route but /healthz.
+    let (token, _) = crate::auth::ensure_token(&data_dir)?;
+    let config_actor = state
+        .config
+        .get()
+        .cloned()
+        .context("the config module did not produce its actor")?;
+    let allowed = match config_actor
+        .send(homeagent_actors::config::GetSetting(ALLOWED_HOSTS.into()))
+        .await
+    {
+        Ok(Ok(Some(v))) => parse_hosts(&v),
+        _ => Vec::new(),
+    };
+    let gate = Arc::new(http::guard::Gate {
+        owner: crate::auth::Owner::new(&data_dir)?,
+        listen: args.listen,
+        allowed_hosts: parking_lot::RwLock::new(allowed),
+    });
+    if !args.listen.ip().is_loopback() {
+        tracing::warn!(
+            listen = %args.listen,
+            "LISTENING BEYOND LOOPBACK: anyone who can reach {} can try to use this daemon; every request needs the owner token (DATA/api-token), and plain HTTP shows it to the network — put a TLS proxy in front",
+            args.listen
+        );
+    }
+    let gate_live = gate.clone();
     // `core.daemon.log_level` changes apply at once (the logger lives in this shell).
     let mut settings_events = state.bus.subscribe();
     actix_rt::spawn(async move {
         use tokio::sync::broadcast::error::RecvError;
         loop {
             match settings_events.recv().await {
-                Ok(ev) if ev.kind == homeagent_actors::bus::kinds::SETTING_CHANGED => {
-                    if ev.data.get("key").and_then(|k| k.as_str()) == Some("core.daemon.log_level")
-                        && let Some(level) = ev.data.get("value").and_then(|v| v.as_str())
-                    {
-                        apply_log_level(level);
+                Ok(ev) => match ev.changed_setting() {
+                    Some(("core.daemon.log_level", value)) => {
+                        if let Some(level) = value.as_str() {
+                            apply_log_level(level);
+                        }
                     }
-                }
-                Ok(_) | Err(RecvError::Lagged(_)) => {}
+                    Some((ALLOWED_HOSTS, value)) => {
+                        let hosts = parse_hosts(value);
+                        tracing::info!(?hosts, "allowed hosts changed");
+                        *gate_live.allowed_hosts.write() = hosts;
+                    }
+                    _ => {}
+                },
+                Err(RecvError::Lagged(_)) => {}
                 Err(RecvError::Closed) => break,
             }
         }
@@ -156,18 +213,28 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         maintenance: state.maintenance.get().cloned().unwrap_or_default(),
         embed_status: state.embedder.get().map(|h| h.status.clone()),
     });
-    let server = HttpServer::new(move || App::new().app_data(app_state.clone()).configure(http::configure))
-        .workers(1)
-        .disable_signals()
-        .shutdown_timeout(shutdown_timeout.as_secs().max(1))
-        .bind(args.listen)
-        .with_context(|| {
-            format!(
-                "cannot listen on {}; is another program using it? pick another with --listen",
-                args.listen
-            )
-        })?
-        .run();
+    let gate_data = web::Data::new(gate);
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(app_state.clone())
+            .app_data(gate_data.clone())
+            .wrap(actix_web::middleware::from_fn(http::guard::gate))
+            .configure(http::configure)
+    })
+    .workers(1)
+    .disable_signals()
+    .shutdown_timeout(shutdown_timeout.as_secs().max(1))
+    .bind(args.listen)
+    .with_context(|| {
+        format!(
+            "cannot listen on {}; is another program using it? pick another with --listen",
+            args.listen
+        )
+    })?;
+    for addr in server.addrs() {
+        homeagent_actors::llm::adapter::forbid_own_address(addr);
+    }
+    let server = server.run();
     let server_handle = server.handle();
     let server_task = actix_web::rt::spawn(server);
     tracing::info!(
@@ -175,10 +242,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         data = %data_dir.display(),
         actors = state.registry.len(),
         startup_ms = t0.elapsed().as_millis() as u64,
-        "homed ready: open http://{}/",
-        args.listen
+        "homed ready: open http://{}/login?token={token}",
+        login_host(args.listen)
     );
-    state.bus.publish(kinds::DAEMON, json!({"phase": "ready"}));
+    state.bus.publish(Event::Daemon {
+        phase: DaemonPhase::Ready,
+    });
 
     let mut root_exit = state.root_exit.lock().take().context("root supervisor missing")?;
     let fatal = tokio::select! {
@@ -189,7 +258,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         exit = &mut root_exit => Some(exit.unwrap_or(Exit::Panic("root supervisor vanished".into()))),
     };
 
-    state.bus.publish(kinds::DAEMON, json!({"phase": "stopping"}));
+    state.bus.publish(Event::Daemon {
+        phase: DaemonPhase::Stopping,
+    });
     server_handle.stop(true).await;
     let _ = server_task.await;
     if fatal.is_none() {

@@ -7,14 +7,17 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
-/// Installs `file` into the daemon listening on `listen`; answers a one-line summary.
-pub async fn install_package(listen: SocketAddr, file: &Path) -> anyhow::Result<String> {
+/// Installs `file` into the daemon listening on `listen` (whose data directory, with
+/// the owner token, is `data`); answers a one-line summary.
+pub async fn install_package(listen: SocketAddr, data: &Path, file: &Path) -> anyhow::Result<String> {
     let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let token = crate::auth::read_token(data).context("pass the daemon's --data directory")?;
     let url = format!("http://{listen}/api/v1/plugins/install");
     let client = awc::Client::builder().timeout(Duration::from_secs(300)).finish();
     let mut resp = client
         .post(&url)
         .insert_header(("content-type", "application/zip"))
+        .insert_header(("authorization", format!("Bearer {token}")))
         .send_body(bytes)
         .await
         .map_err(|e| anyhow::anyhow!("cannot reach the daemon at {listen}: {e}; is homed running (pass --listen)?"))?;

@@ -746,10 +746,9 @@ fn follow_heartbeat_intervals(s: &KernelState) {
                 Err(RecvError::Lagged(_)) => continue,
                 Err(RecvError::Closed) => break,
             };
-            if ev.kind != homeagent_actors::bus::kinds::SETTING_CHANGED {
+            let Some((key, value)) = ev.changed_setting() else {
                 continue;
-            }
-            let key = ev.data.get("key").and_then(serde_json::Value::as_str).unwrap_or("");
+            };
             let kind = match key {
                 "core.agent.distill_interval" => None,
                 "core.agent.archive_interval" => Some(Maintenance::Archive),
@@ -757,10 +756,8 @@ fn follow_heartbeat_intervals(s: &KernelState) {
                 "core.agent.review_interval" => Some(Maintenance::Review),
                 _ => continue,
             };
-            let Some(every) = ev
-                .data
-                .get("value")
-                .and_then(serde_json::Value::as_str)
+            let Some(every) = value
+                .as_str()
                 .and_then(|v| homeagent_actors::config::parse_duration(v).ok())
             else {
                 continue;

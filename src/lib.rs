@@ -16,6 +16,7 @@
 //! The shell knows the kernel only through its public messages and handles: HTTP
 //! handlers never touch kernel state directly, they send typed messages to actors.
 
+pub mod auth;
 pub mod bench;
 pub mod bench_mcp;
 pub mod cli;

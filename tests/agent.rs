@@ -16,12 +16,9 @@ fn listen(d: &Daemon) -> Arc<Mutex<Vec<(String, Value)>>> {
     let e = events.clone();
     let url = d.url("/api/v1/events?interval_ms=60000");
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let client = d.client();
     std::thread::spawn(move || {
-        let resp = reqwest::blocking::Client::new()
-            .get(url)
-            .timeout(Duration::from_secs(120))
-            .send()
-            .unwrap();
+        let resp = client.get(url).timeout(Duration::from_secs(120)).send().unwrap();
         let _ = ready_tx.send(());
         let mut name = String::new();
         for line in BufReader::new(resp).lines() {
@@ -116,8 +113,9 @@ fn interrupt_preempts_a_running_task_which_resumes_after() {
     let events = listen(&d);
 
     let url = d.url("/api/v1/messages");
+    let client = d.client();
     let victim = std::thread::spawn(move || {
-        reqwest::blocking::Client::new()
+        client
             .post(url)
             .timeout(Duration::from_secs(60))
             .json(&json!({"text": "slow 1500 victim"}))
@@ -170,8 +168,9 @@ fn stop_ends_the_current_inference_and_the_waiting_inputs_only() {
 
     let send = |text: &'static str| {
         let url = d.url("/api/v1/messages");
+        let client = d.client();
         std::thread::spawn(move || {
-            reqwest::blocking::Client::new()
+            client
                 .post(url)
                 .timeout(Duration::from_secs(60))
                 .json(&json!({"text": text}))
@@ -251,10 +250,7 @@ fn a_vendor_answering_500_falls_back_to_the_next_source_and_nothing_is_lost() {
     let (status, body) = post(&d, "/api/v1/messages", json!({"text": "still there?"}));
     assert_eq!(status, 502, "{body}");
     assert!(body["error"].as_str().unwrap().contains("LLM"), "{body}");
-    assert_eq!(
-        reqwest::blocking::get(d.url("/healthz")).unwrap().status().as_u16(),
-        200
-    );
+    assert_eq!(d.client().get(d.url("/healthz")).send().unwrap().status().as_u16(), 200);
 }
 
 #[test]
@@ -756,8 +752,9 @@ fn concurrent_rule_distiller_rounds_never_read_the_same_records_twice() {
     let rounds: Vec<_> = (0..4)
         .map(|_| {
             let url = url.clone();
+            let client = d.client();
             std::thread::spawn(move || {
-                reqwest::blocking::Client::new()
+                client
                     .post(url)
                     .json(&json!({}))
                     .send()

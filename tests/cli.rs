@@ -48,7 +48,8 @@ fn waiter_talks_to_the_agent_and_the_daemon() {
     assert_eq!(mode, 0o600, "only the daemon's user may use the socket");
 
     let v = vendor::start();
-    let r = reqwest::blocking::Client::new()
+    let r = d
+        .client()
         .put(d.url("/api/v1/settings"))
         .json(&vendor::source_settings("fake", &v.url, 0))
         .send()
@@ -68,7 +69,8 @@ fn waiter_talks_to_the_agent_and_the_daemon() {
     assert!(out.contains("core.agent.max_tool_turns = 10"), "{out}");
 
     // With a key set, the first line must authenticate.
-    let r = reqwest::blocking::Client::new()
+    let r = d
+        .client()
         .put(d.url("/api/v1/settings"))
         .json(&json!({"plugin.cli.api_key": "s3cret"}))
         .send()

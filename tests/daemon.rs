@@ -9,13 +9,13 @@ use common::Daemon;
 use serde_json::{Value, json};
 
 fn get(d: &Daemon, path: &str) -> (u16, Value) {
-    let r = reqwest::blocking::get(d.url(path)).unwrap();
+    let r = d.client().get(d.url(path)).send().unwrap();
     let status = r.status().as_u16();
     (status, r.json().unwrap_or(Value::Null))
 }
 
 fn send(d: &Daemon, method: reqwest::Method, path: &str, body: Option<&str>) -> (u16, Value) {
-    let client = reqwest::blocking::Client::new();
+    let client = d.client();
     let mut req = client.request(method, d.url(path));
     if let Some(b) = body {
         req = req.header("content-type", "application/json").body(b.to_owned());
@@ -72,7 +72,8 @@ fn health_tree_restart_and_events() {
     }
 
     // Subscribe before the restart so the restart's events are seen live.
-    let resp = reqwest::blocking::Client::new()
+    let resp = d
+        .client()
         .get(d.url("/api/v1/events?interval_ms=200"))
         .timeout(Duration::from_secs(10))
         .send()
@@ -114,7 +115,7 @@ fn health_tree_restart_and_events() {
     assert!(body["error"].as_str().unwrap().contains("kernel/missing"));
 
     // The dashboard and the API description.
-    let html = reqwest::blocking::get(d.url("/")).unwrap();
+    let html = d.client().get(d.url("/")).send().unwrap();
     assert!(
         html.headers()["content-type"]
             .to_str()
@@ -224,7 +225,8 @@ fn the_log_level_setting_applies_at_start_and_live_unless_rust_log_is_set() {
     let log = d.log_text();
     assert!(log.contains("log level set (core.daemon.log_level)"), "{log}");
     assert!(!log.contains("DEBUG"), "info by default");
-    let r = reqwest::blocking::Client::new()
+    let r = d
+        .client()
         .put(d.url("/api/v1/settings"))
         .json(&serde_json::json!({"core.daemon.log_level": "debug"}))
         .send()

@@ -47,7 +47,8 @@ fn dashboard_renders_the_tree_chats_and_restarts_an_actor_and_a_plugin() {
 
     // A fake LLM vendor (answers `echo: <text>`) as the only source.
     let v = vendor::start();
-    let r = reqwest::blocking::Client::new()
+    let r = d
+        .client()
         .put(d.url("/api/v1/settings"))
         .json(&vendor::source_settings("fake", &v.url, 0))
         .send()
@@ -55,7 +56,10 @@ fn dashboard_renders_the_tree_chats_and_restarts_an_actor_and_a_plugin() {
     assert!(r.status().is_success(), "PUT /api/v1/settings: {:?}", r.text());
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let s: Value = reqwest::blocking::get(d.url("/api/v1/llm/sources"))
+        let s: Value = d
+            .client()
+            .get(d.url("/api/v1/llm/sources"))
+            .send()
             .unwrap()
             .json()
             .unwrap();
@@ -75,6 +79,7 @@ fn dashboard_renders_the_tree_chats_and_restarts_an_actor_and_a_plugin() {
         .arg(root.join("tests/e2e/dashboard.mjs"))
         .arg(d.url(""))
         .arg(&shot)
+        .env("E2E_TOKEN", d.token())
         .current_dir(root)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -58,11 +58,7 @@ fn has(p: &Value, tool: &str) -> bool {
 }
 
 fn put(d: &Daemon, v: Value) {
-    let r = reqwest::blocking::Client::new()
-        .put(d.url("/api/v1/settings"))
-        .json(&v)
-        .send()
-        .unwrap();
+    let r = d.client().put(d.url("/api/v1/settings")).json(&v).send().unwrap();
     assert!(r.status().is_success(), "{}", r.text().unwrap());
 }
 
@@ -71,7 +67,8 @@ fn servers(d: &Daemon, v: Value) {
 }
 
 fn ask(d: &Daemon, text: &str) -> String {
-    let v: Value = reqwest::blocking::Client::new()
+    let v: Value = d
+        .client()
         .post(d.url("/api/v1/messages"))
         .timeout(Duration::from_secs(120))
         .json(&json!({ "text": text }))
@@ -298,8 +295,9 @@ fn a_killed_mcp_server_is_respawned_and_its_tools_come_back() {
 
     // A call in flight when the server dies fails at once with a clear error.
     let url = d.url("/api/v1/messages");
+    let client = d.client();
     let call = std::thread::spawn(move || {
-        let v: Value = reqwest::blocking::Client::new()
+        let v: Value = client
             .post(url)
             .timeout(Duration::from_secs(120))
             .json(&json!({"text": r#"call-tool mcp__everything__trigger-long-running-operation {"duration":60,"steps":2}"#}))

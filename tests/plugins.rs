@@ -45,7 +45,7 @@ fn with_vendor(d: &Daemon) -> vendor::Vendor {
 }
 
 fn ask(d: &Daemon, text: &str) -> Value {
-    reqwest::blocking::Client::new()
+    d.client()
         .post(d.url("/api/v1/messages"))
         .timeout(Duration::from_secs(60))
         .json(&json!({ "text": text }))
@@ -64,7 +64,7 @@ fn plugin_tools_work_and_a_plugin_killed_mid_call_comes_back() {
     let running = |p: &Value| p["state"] == "running" && p["tools"] == json!(["echo_say"]);
     let p = wait_plugin(&d, "echo", Duration::from_secs(10), "ran", running);
     assert!(p["pid"].as_u64().is_some());
-    let tree: Value = reqwest::blocking::get(d.url("/api/v1/actors")).unwrap().json().unwrap();
+    let tree: Value = d.client().get(d.url("/api/v1/actors")).send().unwrap().json().unwrap();
     let ids: Vec<&str> = tree["actors"]
         .as_array()
         .unwrap()
@@ -83,8 +83,9 @@ fn plugin_tools_work_and_a_plugin_killed_mid_call_comes_back() {
     // SIGKILL the plugin while a call is in flight: the call fails at once with a clear
     // error, the turn goes on, and the plugin comes back with its tools.
     let url = d.url("/api/v1/messages");
+    let client = d.client();
     let call = std::thread::spawn(move || {
-        reqwest::blocking::Client::new()
+        client
             .post(url)
             .timeout(Duration::from_secs(60))
             .json(&json!({"text": r#"call-tool echo_say {"hang":true}"#}))
@@ -133,22 +134,13 @@ fn a_plugin_that_dies_at_start_is_quarantined_until_an_operator_restarts_it() {
     );
     assert_eq!(p["restarts"], 3);
     // The daemon is fine.
-    assert_eq!(
-        reqwest::blocking::get(d.url("/healthz")).unwrap().status().as_u16(),
-        200
-    );
-    let r = reqwest::blocking::Client::new()
-        .post(d.url("/api/v1/plugins/broken/restart"))
-        .send()
-        .unwrap();
+    assert_eq!(d.client().get(d.url("/healthz")).send().unwrap().status().as_u16(), 200);
+    let r = d.client().post(d.url("/api/v1/plugins/broken/restart")).send().unwrap();
     assert_eq!(r.status().as_u16(), 200, "{:?}", r.text());
     wait_plugin(&d, "broken", Duration::from_secs(10), "left quarantine", |p| {
         p["state"] != "quarantined"
     });
-    let r = reqwest::blocking::Client::new()
-        .post(d.url("/api/v1/plugins/nope/restart"))
-        .send()
-        .unwrap();
+    let r = d.client().post(d.url("/api/v1/plugins/nope/restart")).send().unwrap();
     assert_eq!(r.status().as_u16(), 404);
 }
 
@@ -181,7 +173,8 @@ fn the_bundled_timer_plugin_reminds_the_agent_with_an_interrupt() {
 }
 
 fn action(d: &Daemon, name: &str, action: &str) -> (u16, Value) {
-    let r = reqwest::blocking::Client::new()
+    let r = d
+        .client()
         .post(d.url(&format!("/api/v1/plugins/{name}/{action}")))
         .send()
         .unwrap();
@@ -316,10 +309,7 @@ fn garbage_from_a_plugin_gets_clear_errors_and_breaks_nothing() {
     // The kernel is fine and the plugin's tool works.
     let _v = with_vendor(&d);
     assert_eq!(ask(&d, "call-tool rude_ping {}")["reply"], "tool said: pong");
-    assert_eq!(
-        reqwest::blocking::get(d.url("/healthz")).unwrap().status().as_u16(),
-        200
-    );
+    assert_eq!(d.client().get(d.url("/healthz")).send().unwrap().status().as_u16(), 200);
 }
 
 #[test]
@@ -338,10 +328,7 @@ fn a_plugin_that_never_handshakes_is_stopped_with_a_clear_reason() {
             .contains("no handshake answer within 10s"),
         "{p}"
     );
-    assert_eq!(
-        reqwest::blocking::get(d.url("/healthz")).unwrap().status().as_u16(),
-        200
-    );
+    assert_eq!(d.client().get(d.url("/healthz")).send().unwrap().status().as_u16(), 200);
 }
 
 #[test]
@@ -390,7 +377,8 @@ fn hmap(files: &[(&str, &str, u32)]) -> Vec<u8> {
 }
 
 fn post_package(d: &Daemon, bytes: Vec<u8>) -> (u16, Value) {
-    let r = reqwest::blocking::Client::new()
+    let r = d
+        .client()
         .post(d.url("/api/v1/plugins/install"))
         .header("content-type", "application/zip")
         .body(bytes)
@@ -520,7 +508,13 @@ fn an_hmap_package_installs_and_runs_without_a_restart_and_bad_ones_change_nothi
     .unwrap();
     let run = || {
         std::process::Command::new(env!("CARGO_BIN_EXE_homed"))
-            .args(["--listen", &format!("127.0.0.1:{}", d.port), "plugin", "install"])
+            .args([
+                "--listen",
+                &format!("127.0.0.1:{}", d.port),
+                "--data",
+                data.to_str().unwrap(),
+            ])
+            .args(["plugin", "install"])
             .arg(&file)
             .output()
             .unwrap()
@@ -1064,11 +1058,7 @@ fn lua_plugins_use_settings_across_namespaces_pick_llm_sources_and_offer_named_a
     assert!(body["error"].as_str().unwrap().contains("greet, refuse"), "{body}");
     let (status, _) = common::api::post(&d, "/api/v1/plugins/ghost/api/greet", json!({}));
     assert_eq!(status, 404);
-    let r = reqwest::blocking::Client::new()
-        .post(d.url(greet))
-        .body("{not json")
-        .send()
-        .unwrap();
+    let r = d.client().post(d.url(greet)).body("{not json").send().unwrap();
     assert_eq!(r.status().as_u16(), 400);
     // A restarted plugin offers its APIs again.
     let (status, _) = common::api::post(&d, "/api/v1/plugins/luaprobe/restart", json!({}));
@@ -1084,4 +1074,53 @@ fn lua_plugins_use_settings_across_namespaces_pick_llm_sources_and_offer_named_a
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(ask(&d, "still there?")["reply"], "echo: still there?");
+}
+
+/// A hostile Lua plugin with no capabilities: every named route out of the sandbox is
+/// closed (files, processes, bytecode, the daemon's own API), and undeclared
+/// capabilities are denied with what to declare.
+#[test]
+fn a_hostile_lua_plugin_cannot_read_files_run_processes_or_drive_the_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    install(&data, "luaescape");
+    let secret = dir.path().join("secret.lua");
+    std::fs::write(&secret, "return 'SECRET-CANARY'").unwrap();
+    let d = Daemon::start(&data);
+    wait_plugin(&d, "luaescape", Duration::from_secs(10), "ran", |p| {
+        p["state"] == "running"
+    });
+    let _v = with_vendor(&d);
+    let servers_before = common::api::get(&d, "/api/v1/settings")["settings"]["plugin.mcp.servers"].clone();
+    let (text, out) = lua_tool(
+        &d,
+        "escape_try",
+        json!({"secret": secret.display().to_string(), "api": d.url("/api/v1/settings")}),
+    );
+    assert!(!text.contains("SECRET-CANARY") && !text.contains("ESCAPED"), "{out:#}");
+    let expect = [
+        ("loadfile", "loadfile"),
+        ("dofile", "dofile"),
+        ("dump", "dump"),
+        ("load_binary", "only text chunks"),
+        ("require_file", "not found"),
+        ("io", "io"),
+        ("os", "os"),
+        ("package", "package"),
+        ("debug", "debug"),
+        ("http_own", "daemon's own address"),
+        ("http_own_localhost", "daemon's own address"),
+        ("settings_core", "settings_cross"),
+        ("memory", "`memory` capability"),
+        ("inject", "`io` capability"),
+    ];
+    for (field, why) in expect {
+        let got = out[field].as_str().unwrap_or_default();
+        assert!(got.starts_with("blocked: ") && got.contains(why), "{field}: {got}");
+    }
+    assert_eq!(
+        common::api::get(&d, "/api/v1/settings")["settings"]["plugin.mcp.servers"],
+        servers_before,
+        "the MCP servers setting is unchanged"
+    );
 }

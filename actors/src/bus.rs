@@ -3,39 +3,261 @@
 //! Not an actor on purpose: publishing must never block, queue behind a mailbox or
 //! fail because nobody listens. Slow subscribers lose the oldest events (and learn
 //! how many they lost) instead of slowing the kernel down.
+//!
+//! Every event is one variant of the closed [`Event`] enum. Publishers build a typed
+//! value (the compiler checks the fields), consumers `match` on it instead of digging
+//! values out of JSON, and the wire shape — `{"type": <kind>, "ts_ms": …, <fields>}`,
+//! which the SSE stream, the dashboard and plugins' event subscriptions see — is
+//! produced by serde in one place.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
+use serde_json::Value;
 use tokio::sync::broadcast;
 
-/// Event types the kernel itself publishes. Plugins may publish others.
+/// The event type names (the `type` field and the SSE event name), for consumers that
+/// filter by name (plugins' subscriptions, the dashboard).
 pub mod kinds {
-    /// A supervised actor instance started (`id`, `generation`).
     pub const ACTOR_STARTED: &str = "actor_started";
-    /// An actor instance exited (`id`, `reason`, `abnormal`).
     pub const ACTOR_EXIT: &str = "actor_exit";
-    /// An actor is being restarted (`id`, `restarts`, `by`: `supervisor` | `operator`).
     pub const ACTOR_RESTART: &str = "actor_restart";
-    /// A supervisor gave up (restart intensity exceeded) and escalated (`id`, `reason`).
     pub const SUPERVISOR_ESCALATED: &str = "supervisor_escalated";
-    /// A setting changed (`key`, `value`; `null` when deleted).
     pub const SETTING_CHANGED: &str = "setting_changed";
-    /// Daemon lifecycle (`phase`: `ready` | `stopping`).
     pub const DAEMON: &str = "daemon";
+    pub const STAGE: &str = "stage";
+    pub const STAGE_HANDLER_ERROR: &str = "stage_handler_error";
+    pub const TASK: &str = "task";
+    pub const OUTPUT: &str = "output";
+    pub const STREAM_DELTA: &str = "stream_delta";
+    pub const AGENT_LLM_CHAIN: &str = "agent_llm_chain";
+    pub const TOOL_CALL: &str = "tool_call";
+    pub const AGENT_OUTPUT: &str = "agent_output";
+    /// Every kernel event type, in the order of [`super::Event`].
+    pub const ALL: &[&str] = &[
+        ACTOR_STARTED,
+        ACTOR_EXIT,
+        ACTOR_RESTART,
+        SUPERVISOR_ESCALATED,
+        SETTING_CHANGED,
+        DAEMON,
+        STAGE,
+        STAGE_HANDLER_ERROR,
+        TASK,
+        OUTPUT,
+        STREAM_DELTA,
+        AGENT_LLM_CHAIN,
+        TOOL_CALL,
+        AGENT_OUTPUT,
+    ];
 }
 
-/// One event: its type, when it happened, and a JSON object of details.
+/// Daemon lifecycle phases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DaemonPhase {
+    /// Every module is up and the HTTP server is bound.
+    Ready,
+    /// Shutdown began (SSE streams end on it).
+    Stopping,
+}
+
+/// A task's lifecycle state, as the scheduler reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskState {
+    Queued,
+    Running,
+    Suspended,
+    Resumed,
+    Done,
+    Cancelled,
+    Failed,
+}
+
+impl TaskState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "queued",
+            Self::Running => "running",
+            Self::Suspended => "suspended",
+            Self::Resumed => "resumed",
+            Self::Done => "done",
+            Self::Cancelled => "cancelled",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+/// How a tool call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolStatus {
+    Ok,
+    Error,
+    /// A `pre_tool_use` stage handler refused the call.
+    Denied,
+}
+
+/// One tool call of a model answer, as `agent_llm_chain` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChainToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: Value,
+}
+
+/// Token usage of one model answer.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct ChainUsage {
+    pub prompt: u64,
+    pub completion: u64,
+    pub total: u64,
+}
+
+/// Everything the kernel publishes. Serialised internally tagged: the variant name
+/// (snake_case) is the `type` field, its fields sit beside it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    /// A supervised actor instance started.
+    ActorStarted { id: String, generation: u64 },
+    /// An actor instance exited (or failed to start).
+    ActorExit { id: String, reason: String, abnormal: bool },
+    /// An actor is being restarted by its supervisor.
+    ActorRestart { id: String, restarts: u64 },
+    /// A supervisor gave up (restart intensity exceeded) and escalated.
+    SupervisorEscalated { id: String, reason: String },
+    /// A setting changed (`value` masked for secrets; `null` when deleted; `reset`:
+    /// set back to its default).
+    SettingChanged { key: String, value: Value, reset: bool },
+    /// Daemon lifecycle.
+    Daemon { phase: DaemonPhase },
+    /// A stage is about to run on its handlers.
+    Stage {
+        phase: &'static str,
+        channel: Option<Value>,
+        tool: Option<String>,
+    },
+    /// A stage handler failed or timed out (the stage went on without it).
+    StageHandlerError {
+        stage: &'static str,
+        handler: String,
+        error: String,
+    },
+    /// A task changed state (`level` as `"L1"`…`"L4"`, none for queued input).
+    Task {
+        task_id: u64,
+        state: TaskState,
+        level: Option<String>,
+        effective_level: u8,
+    },
+    /// A message went out through an output channel (`output_send__<channel>`).
+    /// `content_type` is the message type (`text`, `image`, …): named so because the
+    /// event's own `type` is taken.
+    Output {
+        channel: String,
+        payload: String,
+        content_type: String,
+        meta: Value,
+        task_id: u64,
+        source: String,
+    },
+    /// Streamed model text; `reset: true` (with empty content) discards what streamed
+    /// so far (the call was cancelled by a preemption).
+    StreamDelta {
+        task_id: u64,
+        channel: String,
+        content: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reasoning: Option<String>,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        reset: bool,
+    },
+    /// One model answer inside a turn.
+    AgentLlmChain {
+        task_id: u64,
+        content: String,
+        reasoning: String,
+        tool_calls: Vec<ChainToolCall>,
+        phase: &'static str,
+        turn: u32,
+        source: String,
+        model: String,
+        usage: ChainUsage,
+    },
+    /// A tool call ran, failed or was refused.
+    ToolCall {
+        task_id: u64,
+        id: String,
+        name: String,
+        arguments: Value,
+        status: ToolStatus,
+        result: String,
+    },
+    /// A task's final answer (`error: true` when it failed; then there is no source).
+    AgentOutput {
+        task_id: u64,
+        text: String,
+        channel: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        source: Option<String>,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        error: bool,
+    },
+}
+
+impl Event {
+    /// The `type` name of this event (the SSE event name).
+    pub fn kind(&self) -> &'static str {
+        use kinds::*;
+        match self {
+            Self::ActorStarted { .. } => ACTOR_STARTED,
+            Self::ActorExit { .. } => ACTOR_EXIT,
+            Self::ActorRestart { .. } => ACTOR_RESTART,
+            Self::SupervisorEscalated { .. } => SUPERVISOR_ESCALATED,
+            Self::SettingChanged { .. } => SETTING_CHANGED,
+            Self::Daemon { .. } => DAEMON,
+            Self::Stage { .. } => STAGE,
+            Self::StageHandlerError { .. } => STAGE_HANDLER_ERROR,
+            Self::Task { .. } => TASK,
+            Self::Output { .. } => OUTPUT,
+            Self::StreamDelta { .. } => STREAM_DELTA,
+            Self::AgentLlmChain { .. } => AGENT_LLM_CHAIN,
+            Self::ToolCall { .. } => TOOL_CALL,
+            Self::AgentOutput { .. } => AGENT_OUTPUT,
+        }
+    }
+}
+
+/// One published event and when it happened.
 #[derive(Debug, Clone, Serialize)]
 pub struct KernelEvent {
-    #[serde(rename = "type")]
-    pub kind: Cow<'static, str>,
+    #[serde(flatten)]
+    pub event: Event,
     /// Unix time in milliseconds.
     pub ts_ms: u64,
-    #[serde(flatten)]
-    pub data: serde_json::Map<String, serde_json::Value>,
+}
+
+impl KernelEvent {
+    /// The `type` name (the SSE event name).
+    pub fn kind(&self) -> &'static str {
+        self.event.kind()
+    }
+
+    /// The key of a `setting_changed` event.
+    pub fn changed_setting(&self) -> Option<(&str, &Value)> {
+        match &self.event {
+            Event::SettingChanged { key, value, .. } => Some((key, value)),
+            _ => None,
+        }
+    }
+
+    /// The event as one JSON object (`type`, `ts_ms` and its fields).
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
 }
 
 /// Cheap-to-clone handle to the bus.
@@ -58,24 +280,13 @@ impl EventBus {
         }
     }
 
-    /// Publishes an event; `data` should be a JSON object (anything else is wrapped
-    /// as `{"value": data}`).
-    pub fn publish(&self, kind: impl Into<Cow<'static, str>>, data: serde_json::Value) {
-        let data = match data {
-            serde_json::Value::Object(m) => m,
-            serde_json::Value::Null => serde_json::Map::new(),
-            other => serde_json::Map::from_iter([("value".to_owned(), other)]),
-        };
+    /// Publishes an event, stamped with the current time.
+    pub fn publish(&self, event: Event) {
         let ts_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
-        let event = KernelEvent {
-            kind: kind.into(),
-            ts_ms,
-            data,
-        };
-        tracing::trace!(kind = %event.kind, "event");
-        let _ = self.tx.send(Arc::new(event)); // Err only means "no subscriber"
+        tracing::trace!(kind = event.kind(), "event");
+        let _ = self.tx.send(Arc::new(KernelEvent { event, ts_ms })); // Err only means "no subscriber"
     }
 
     /// A new subscription, starting with the next event.
@@ -93,15 +304,17 @@ mod tests {
         let bus = EventBus::new(8);
         let mut a = bus.subscribe();
         let mut b = bus.subscribe();
-        bus.publish(
-            kinds::ACTOR_EXIT,
-            serde_json::json!({"id": "kernel/x", "reason": "panic: boom"}),
-        );
+        bus.publish(Event::ActorExit {
+            id: "kernel/x".into(),
+            reason: "panic: boom".into(),
+            abnormal: true,
+        });
         let ev = a.try_recv().unwrap();
-        assert_eq!(b.try_recv().unwrap().kind, "actor_exit");
-        let json = serde_json::to_value(&*ev).unwrap();
+        assert_eq!(b.try_recv().unwrap().kind(), "actor_exit");
+        let json = ev.to_json();
         assert_eq!(json["type"], "actor_exit");
         assert_eq!(json["id"], "kernel/x");
+        assert_eq!(json["abnormal"], true);
         assert!(json["ts_ms"].as_u64().unwrap() > 0);
     }
 
@@ -109,10 +322,83 @@ mod tests {
     fn slow_subscriber_lags_instead_of_blocking() {
         let bus = EventBus::new(2);
         let mut rx = bus.subscribe();
-        for i in 0..5 {
-            bus.publish("tick", serde_json::json!(i));
+        for phase in [
+            DaemonPhase::Ready,
+            DaemonPhase::Ready,
+            DaemonPhase::Ready,
+            DaemonPhase::Stopping,
+        ] {
+            bus.publish(Event::Daemon { phase });
         }
-        assert!(matches!(rx.try_recv(), Err(broadcast::error::TryRecvError::Lagged(3))));
-        assert_eq!(rx.try_recv().unwrap().data["value"], 3);
+        assert!(matches!(rx.try_recv(), Err(broadcast::error::TryRecvError::Lagged(2))));
+        assert_eq!(rx.try_recv().unwrap().to_json()["phase"], "ready");
+        assert_eq!(rx.try_recv().unwrap().to_json()["phase"], "stopping");
+    }
+
+    /// The wire shapes the dashboard, the SSE clients and plugin subscribers read: the
+    /// same fields the untyped bus produced (optional ones absent, not `null`).
+    #[test]
+    fn wire_shapes_are_stable() {
+        let ev = |event| KernelEvent { event, ts_ms: 1 }.to_json();
+        let delta = ev(Event::StreamDelta {
+            task_id: 3,
+            channel: "http".into(),
+            content: "hi".into(),
+            reasoning: Some(String::new()),
+            reset: false,
+        });
+        assert_eq!(
+            delta,
+            serde_json::json!({"type": "stream_delta", "ts_ms": 1, "task_id": 3, "channel": "http", "content": "hi", "reasoning": ""})
+        );
+        let reset = ev(Event::StreamDelta {
+            task_id: 3,
+            channel: "http".into(),
+            content: String::new(),
+            reasoning: None,
+            reset: true,
+        });
+        assert_eq!(reset["reset"], true);
+        assert!(reset.get("reasoning").is_none());
+        let task = ev(Event::Task {
+            task_id: 9,
+            state: TaskState::Queued,
+            level: None,
+            effective_level: 0,
+        });
+        assert_eq!(
+            task,
+            serde_json::json!({"type": "task", "ts_ms": 1, "task_id": 9, "state": "queued", "level": null, "effective_level": 0})
+        );
+        let failed = ev(Event::AgentOutput {
+            task_id: 9,
+            text: "x".into(),
+            channel: "http".into(),
+            source: None,
+            error: true,
+        });
+        assert_eq!(failed["error"], true);
+        assert!(failed.get("source").is_none());
+        let chain = ev(Event::AgentLlmChain {
+            task_id: 1,
+            content: String::new(),
+            reasoning: String::new(),
+            tool_calls: vec![],
+            phase: "intermediate",
+            turn: 0,
+            source: "main".into(),
+            model: "m".into(),
+            usage: ChainUsage::default(),
+        });
+        assert_eq!(
+            chain["usage"],
+            serde_json::json!({"prompt": 0, "completion": 0, "total": 0})
+        );
+        for (i, kind) in kinds::ALL.iter().enumerate() {
+            assert!(
+                !kind.is_empty() && kinds::ALL[..i].iter().all(|k| k != kind),
+                "{kind} unique"
+            );
+        }
     }
 }

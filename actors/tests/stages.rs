@@ -64,7 +64,9 @@ async fn host(registry: Arc<Registry>) -> TAddr<StageHost> {
     std::mem::forget(exit);
     let r = registry.clone();
     root.worker("stages", RestartPolicy::Permanent, move || {
-        Ok(StageHost::new("kernel/stages", r.clone(), EventBus::default()).with_timeout(Duration::from_millis(500)))
+        // The timeout only has to separate the 300 ms handlers from the 30 s one: keep it
+        // far above 300 ms so a loaded machine cannot make a slow handler time out.
+        Ok(StageHost::new("kernel/stages", r.clone(), EventBus::default()).with_timeout(Duration::from_secs(3)))
     })
     .await
     .unwrap()

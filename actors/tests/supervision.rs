@@ -286,7 +286,8 @@ async fn intensity_exceeded_stops_children_in_reverse_and_escalates() {
     assert!(sub_stats.last_exit().unwrap().contains("restart intensity exceeded"));
     let mut escalated = false;
     while let Ok(ev) = events.try_recv() {
-        escalated |= ev.kind == "supervisor_escalated" && ev.data["id"] == "kernel/sub";
+        escalated |=
+            matches!(&ev.event, homeagent_actors::bus::Event::SupervisorEscalated { id, .. } if id == "kernel/sub");
     }
     assert!(escalated, "escalation is published on the bus");
     // The root (temporary child policy for `sub`) keeps running.

@@ -12,7 +12,7 @@ fn main() -> std::process::ExitCode {
             ("mcp", _) => std::process::ExitCode::from(homeagent_mcp::run() as u8),
             ("install", Some(file)) => {
                 let system = actix_rt::System::new();
-                match system.block_on(homeagent::install::install_package(cli.run.listen, file)) {
+                match system.block_on(homeagent::install::install_package(cli.run.listen, &cli.run.data, file)) {
                     Ok(summary) => {
                         println!("{summary}");
                         std::process::ExitCode::SUCCESS
@@ -29,6 +29,24 @@ fn main() -> std::process::ExitCode {
             }
             (other, _) => {
                 eprintln!("homed: no bundled plugin `{other}` (bundled: timer, mcp; or `homed plugin install FILE`)");
+                std::process::ExitCode::FAILURE
+            }
+        };
+    }
+    if let Some(Command::Token { rotate }) = &cli.command {
+        let data = &cli.run.data;
+        let result = if *rotate {
+            homeagent::auth::rotate_token(data)
+        } else {
+            homeagent::auth::read_token(data)
+        };
+        return match result {
+            Ok(token) => {
+                println!("{token}");
+                std::process::ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("homed: {e}");
                 std::process::ExitCode::FAILURE
             }
         };
@@ -79,7 +97,7 @@ fn main() -> std::process::ExitCode {
                 },
             )
         }
-        Some(Command::Plugin { .. }) => unreachable!("handled above"),
+        Some(Command::Plugin { .. } | Command::Token { .. }) => unreachable!("handled above"),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

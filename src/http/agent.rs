@@ -411,11 +411,34 @@ pub async fn plugin_action(
         (status = 400, description = "Not a package, unsafe path, link, bad manifest (`kind` says which)", body = ErrorBody),
         (status = 409, description = "A plugin of that name exists (`action: remove_first`)", body = ErrorBody),
         (status = 413, description = "Over 100 MB", body = ErrorBody),
+        (status = 415, description = "Not sent as application/zip or application/octet-stream", body = ErrorBody),
     ))]
-pub async fn install_plugin(state: web::Data<AppState>, mut payload: web::Payload) -> HttpResponse {
+pub async fn install_plugin(
+    state: web::Data<AppState>,
+    req: actix_web::HttpRequest,
+    mut payload: web::Payload,
+) -> HttpResponse {
     use futures_util::StreamExt;
     use homeagent_actors::plugins::host::InstallError;
     use homeagent_actors::plugins::package::{MAX_PACKAGE_BYTES, PackageError};
+    // Only a package's own media types: a browser form cannot send these without a
+    // CORS preflight, so a cross-site page cannot post a package even by accident.
+    let ct = req
+        .headers()
+        .get(actix_web::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    if ct != "application/zip" && ct != "application/octet-stream" {
+        return HttpResponse::UnsupportedMediaType().json(json!({
+            "error": format!("send the package with `Content-Type: application/zip` (got `{ct}`)"),
+            "kind": "content_type",
+        }));
+    }
     // Read the body ourselves: the limit is far above the JSON one, and an overflow
     // must still answer JSON.
     let mut body = Vec::new();

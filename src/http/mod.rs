@@ -9,6 +9,7 @@ mod agent;
 mod api;
 mod assets;
 mod error;
+pub mod guard;
 mod sse;
 
 use std::sync::Arc;
@@ -111,6 +112,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .app_data(query)
         .app_data(path)
         .route("/healthz", web::get().to(api::healthz))
+        .route("/login", web::get().to(guard::login))
+        .route("/login", web::post().to(guard::login))
         .service(
             web::scope("/api/v1")
                 .route("/openapi.json", web::get().to(openapi_json))

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 
-use homeagent_actors::bus::kinds;
+use homeagent_actors::bus::{DaemonPhase, Event};
 
 use super::AppState;
 use super::error::ApiError;
@@ -55,8 +55,8 @@ pub async fn events(state: web::Data<AppState>, q: web::Query<EventsQuery>) -> R
                     Ok(ev) => {
                         // The daemon is stopping: end the stream so the server's graceful
                         // shutdown does not wait for this never-ending response.
-                        last = ev.kind == kinds::DAEMON && ev.data.get("phase").is_some_and(|p| p == "stopping");
-                        sse::Data::new_json(&*ev).map(|d| d.event(ev.kind.to_string()))
+                        last = matches!(ev.event, Event::Daemon { phase: DaemonPhase::Stopping });
+                        sse::Data::new_json(&*ev).map(|d| d.event(ev.kind()))
                     }
                     Err(RecvError::Lagged(n)) => {
                         sse::Data::new_json(json!({"type": "lagged", "missed": n})).map(|d| d.event("lagged"))

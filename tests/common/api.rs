@@ -7,7 +7,8 @@ use serde_json::Value;
 use super::{Daemon, vendor};
 
 pub fn post(d: &Daemon, path: &str, body: Value) -> (u16, Value) {
-    let r = reqwest::blocking::Client::new()
+    let r = d
+        .client()
         .post(d.url(path))
         .timeout(Duration::from_secs(60))
         .json(&body)
@@ -18,11 +19,7 @@ pub fn post(d: &Daemon, path: &str, body: Value) -> (u16, Value) {
 }
 
 pub fn put_settings(d: &Daemon, body: Value) {
-    let r = reqwest::blocking::Client::new()
-        .put(d.url("/api/v1/settings"))
-        .json(&body)
-        .send()
-        .unwrap();
+    let r = d.client().put(d.url("/api/v1/settings")).json(&body).send().unwrap();
     assert_eq!(r.status().as_u16(), 200, "{:?}", r.text());
 }
 
@@ -30,7 +27,10 @@ pub fn put_settings(d: &Daemon, body: Value) {
 pub fn wait_sources(d: &Daemon, n: usize) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
-        let v: Value = reqwest::blocking::get(d.url("/api/v1/llm/sources"))
+        let v: Value = d
+            .client()
+            .get(d.url("/api/v1/llm/sources"))
+            .send()
             .unwrap()
             .json()
             .unwrap();
@@ -56,7 +56,7 @@ pub fn daemon_with_vendor() -> (tempfile::TempDir, std::path::PathBuf, Daemon, v
 
 /// `GET path` as JSON.
 pub fn get(d: &Daemon, path: &str) -> Value {
-    reqwest::blocking::Client::new()
+    d.client()
         .get(d.url(path))
         .timeout(Duration::from_secs(60))
         .send()

@@ -68,6 +68,28 @@ impl Daemon {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
 
+    /// The owner token the daemon created in its data dir (read anew each time, so a
+    /// restart or a rotation is followed).
+    pub fn token(&self) -> String {
+        std::fs::read_to_string(self.data.join("api-token"))
+            .unwrap_or_else(|e| panic!("no api-token in {}: {e}", self.data.display()))
+            .trim()
+            .to_owned()
+    }
+
+    /// An HTTP client that sends the owner token, as every API client must.
+    pub fn client(&self) -> reqwest::blocking::Client {
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert(
+            reqwest::header::AUTHORIZATION,
+            format!("Bearer {}", self.token()).parse().unwrap(),
+        );
+        reqwest::blocking::Client::builder()
+            .default_headers(headers)
+            .build()
+            .unwrap()
+    }
+
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }

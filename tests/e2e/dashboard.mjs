@@ -18,6 +18,8 @@ const TOTAL_MS = Number(process.env.E2E_TIMEOUT_MS || 60_000);
 const t0 = Date.now();
 const base = (process.argv[2] || '').replace(/\/+$/, '');
 const shotPath = process.argv[3] || '';
+// The owner token (DATA/api-token): the API needs it, the browser signs in with it.
+const token = process.env.E2E_TOKEN || '';
 const executablePath = process.env.CHROMIUM || '/usr/bin/chromium';
 
 let browser = null;
@@ -54,7 +56,7 @@ process.on('SIGINT', () => finish(1, 'interrupted'));
 process.on('SIGTERM', () => finish(1, 'terminated'));
 
 async function fetchJson(url, timeoutMs = 5000) {
-  const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
+  const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs), headers: { authorization: `Bearer ${token}` } });
   const text = await res.text();
   if (!res.ok) throw new Error(`GET ${url} -> HTTP ${res.status}: ${text.slice(0, 200)}`);
   try { return JSON.parse(text); } catch { throw new Error(`GET ${url}: not JSON: ${text.slice(0, 200)}`); }
@@ -126,9 +128,26 @@ async function main() {
   page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
   page.on('dialog', (d) => { pageErrors.push(`unexpected dialog: ${d.message()}`); d.dismiss().catch(() => {}); });
 
-  // 3. Page loads and renders the tree.
+  // 3. Without a session the page is the sign-in form; a wrong token is refused on
+  // the page, the right one leads to the dashboard (session cookie).
+  const gate = await page.goto(`${base}/`, { waitUntil: 'domcontentloaded', timeout: 15_000 });
+  if (!gate || gate.status() !== 401) fail(`GET / without a session -> HTTP ${gate ? gate.status() : 'no response'}, expected 401 (the sign-in page)`);
+  await page.fill('#t', 'not-the-token');
+  await page.click('button');
+  await pollPage(page, 'a wrong token was not refused on the sign-in page', 5_000, () => {
+    const e = document.querySelector('#err');
+    return e && /wrong token/.test(e.textContent) ? { ok: true } : { ok: false, why: `#err=${e && e.textContent}` };
+  });
+  await page.fill('#t', token);
+  await page.click('button');
+  await page.waitForSelector('tr[data-actor-id]', { timeout: 10_000 })
+    .catch(() => fail('signing in with the right token did not lead to the dashboard'));
+  log('signed in with the owner token');
   const resp = await page.goto(`${base}/`, { waitUntil: 'domcontentloaded', timeout: 15_000 });
   if (!resp || !resp.ok()) fail(`GET / -> HTTP ${resp ? resp.status() : 'no response'}`);
+  const cookies = await context.cookies();
+  const session = cookies.find((c) => c.name === 'homed_session');
+  if (!session || !session.httpOnly || session.sameSite !== 'Strict') fail(`session cookie is ${JSON.stringify(session)}; expected HttpOnly, SameSite=Strict`);
   const h1 = (await page.textContent('h1').catch(() => '')) || '';
   if (!h1.includes('HomeAgent — actors')) fail(`header is ${JSON.stringify(h1)}, expected "HomeAgent — actors"`);
 

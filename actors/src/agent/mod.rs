@@ -4,20 +4,27 @@
 //! * [`intake`]: the EventLoop (queued and self input) and InterceptLoop (interrupts,
 //!   levels, stop) actors;
 //! * [`scheduler`]: the Scheduler actor around [`crate::scheduler::Core`];
-//! * [`task`]: one task per actor (prepare → LLM → tools → …, safe points, parking);
+//! * [`turn`]: the rules of one task's turn as a plain state machine (prepare → LLM →
+//!   tools → …, safe points, stop and preemption, overflow recovery);
+//! * [`task`]: one task per actor, executing what the turn core decides;
+//! * [`protocol`]: the messages between the scheduler and its tasks;
+//! * [`events`]: every bus event of a turn, published in one place;
 //! * [`channels`], [`prompt`]: output channels with their generated tools, and the
 //!   prompt text;
 //! * [`dedupe`]: the duplicate-input guard.
 
 pub mod channels;
 pub mod dedupe;
+pub mod events;
 pub mod input;
 pub mod intake;
 pub mod overflow;
 pub mod prompt;
+pub mod protocol;
 pub mod relay;
 pub mod scheduler;
 pub mod task;
 pub mod tools_exec;
+pub mod turn;
 
 pub use input::{Input, Reply, ReplyTo};

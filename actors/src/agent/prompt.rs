@@ -62,15 +62,35 @@ pub fn system_prompt(s: &PromptSettings, channels: &Channels) -> String {
     p
 }
 
+/// Where an input came from, as the prefix tells the model (the parts of an
+/// [`Input`] the prompt reads; the turn core keeps these, not the whole input).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Origin {
+    pub source: String,
+    pub channel: String,
+    pub interrupt: bool,
+}
+
+impl Origin {
+    pub fn of(input: &Input) -> Self {
+        Self {
+            source: input.source.clone(),
+            channel: input.channel.clone(),
+            interrupt: input.is_interrupt(),
+        }
+    }
+}
+
 /// The system message that tells the model where the input came from.
 pub fn source_context(input: &Input) -> String {
-    if input.is_interrupt() {
-        format!(
-            "这是一条打断输入。来源: {}；默认输出通道: {}。",
-            input.source, input.channel
-        )
+    origin_context(&Origin::of(input))
+}
+
+fn origin_context(o: &Origin) -> String {
+    if o.interrupt {
+        format!("这是一条打断输入。来源: {}；默认输出通道: {}。", o.source, o.channel)
     } else {
-        format!("当前输入来源: {}；默认输出通道: {}。", input.source, input.channel)
+        format!("当前输入来源: {}；默认输出通道: {}。", o.source, o.channel)
     }
 }
 
@@ -78,15 +98,20 @@ pub fn source_context(input: &Input) -> String {
 /// source context, and the input itself (a `system` message marked [中断消息] for
 /// interrupts).
 pub fn prefix(s: &PromptSettings, channels: &Channels, input: &Input, timeline: &str) -> Vec<Message> {
+    prefix_of(s, channels, &Origin::of(input), &input.text, timeline)
+}
+
+/// [`prefix`] from the input's origin and (stage-rewritten) text.
+pub fn prefix_of(s: &PromptSettings, channels: &Channels, origin: &Origin, text: &str, timeline: &str) -> Vec<Message> {
     let mut msgs = vec![Message::text("system", system_prompt(s, channels))];
     if !timeline.is_empty() {
         msgs.push(Message::text("system", timeline));
     }
-    msgs.push(Message::text("system", source_context(input)));
-    if input.is_interrupt() {
-        msgs.push(Message::text("system", format!("{INTERRUPT_MARK}{}", input.text)));
+    msgs.push(Message::text("system", origin_context(origin)));
+    if origin.interrupt {
+        msgs.push(Message::text("system", format!("{INTERRUPT_MARK}{text}")));
     } else {
-        msgs.push(Message::text("user", input.text.clone()));
+        msgs.push(Message::text("user", text));
     }
     msgs
 }

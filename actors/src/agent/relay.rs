@@ -14,7 +14,6 @@ use tokio::sync::broadcast::error::RecvError;
 use super::prompt::PromptSettings;
 use super::task::{AgentSettings, TaskDeps};
 use crate::addr::TAddr;
-use crate::bus::kinds;
 use crate::config::{ConfigActor, GetRawSettings};
 use crate::host::{Host, HostContext, KernelActor};
 use crate::llm::provider::Configure;
@@ -75,11 +74,11 @@ impl SettingsRelay {
             actix::fut::wrap_future::<_, Host<Self>>(async move {
                 loop {
                     match rx.recv().await {
-                        Ok(ev) if ev.kind == kinds::SETTING_CHANGED => {
-                            let key = ev.data.get("key").and_then(Value::as_str).unwrap_or("").to_owned();
-                            return (rx, Some(key));
+                        Ok(ev) => {
+                            if let Some((key, _)) = ev.changed_setting() {
+                                return (rx, Some(key.to_owned()));
+                            }
                         }
-                        Ok(_) => {}
                         // Missed events: reload everything to be safe.
                         Err(RecvError::Lagged(_)) => return (rx, Some("core.llm.".to_owned())),
                         Err(RecvError::Closed) => return (rx, None),

@@ -13,13 +13,14 @@ use serde_json::json;
 
 use super::dedupe::DuplicateGuard;
 use super::input::Input;
-use super::task::{CancelLlm, Resume, TaskActor, TaskDeps};
-use crate::addr::TAddr;
+use super::protocol::{CancelLlm, Resume, SchedulerLink, SchedulerPort};
+pub use super::protocol::{ConsumeCancel, Finished, SafePoint, Submit, TakeStop};
+use super::task::{TaskActor, TaskDeps};
+use crate::addr::{SendError, TAddr};
+use crate::bus::{Event, TaskState};
 use crate::host::{Exit, Handles, HostContext, KernelActor};
 use crate::scheduler::{Core, Kind, Level, Pick, Snapshot};
-
-/// Event type of task state changes.
-pub const TASK_EVENT: &str = "task";
+use futures_util::future::BoxFuture;
 
 /// What the core queues: a new input, or a parked (suspended) task actor.
 enum Job {
@@ -53,11 +54,13 @@ impl SchedulerActor {
         }
     }
 
-    fn publish(&self, id: u64, state: &str, level: Option<Level>, effective: u8) {
-        self.deps.bus.publish(
-            TASK_EVENT,
-            json!({"task_id": id, "state": state, "level": level.map(|l| format!("L{}", l as u8)), "effective_level": effective}),
-        );
+    fn publish(&self, id: u64, state: TaskState, level: Option<Level>, effective: u8) {
+        self.deps.bus.publish(Event::Task {
+            task_id: id,
+            state,
+            level: level.map(|l| format!("L{}", l as u8)),
+            effective_level: effective,
+        });
     }
 
     /// Accepts one input; returns its task id (or why it was not queued).
@@ -76,7 +79,7 @@ impl SchedulerActor {
         let id = match input.level {
             None => match self.core.enqueue(Job::New(input), kind) {
                 Ok(id) => {
-                    self.publish(id, "queued", None, 0);
+                    self.publish(id, TaskState::Queued, None, 0);
                     id
                 }
                 Err(job) => {
@@ -91,7 +94,7 @@ impl SchedulerActor {
                 let r = self
                     .core
                     .register_interrupt(Job::New(input), level, kind, Instant::now());
-                self.publish(r.id, "queued", Some(level), level as u8);
+                self.publish(r.id, TaskState::Queued, Some(level), level as u8);
                 if let Some(mut dropped) = r.dropped {
                     tracing::warn!(
                         task = dropped.meta.id,
@@ -141,7 +144,7 @@ impl SchedulerActor {
                     let parent = self.me.get().map(|a| a.id().to_owned()).unwrap_or_default();
                     match TAddr::spawn_unsupervised(&self.deps.registry, &parent, &format!("task-{}", meta.id), actor) {
                         Ok((addr, exit)) => {
-                            self.publish(meta.id, "running", meta.level(), meta.effective());
+                            self.publish(meta.id, TaskState::Running, meta.level(), meta.effective());
                             self.watch(meta.id, meta.level(), addr.id().to_owned(), exit, ctx);
                             self.running = Some(Running { id: meta.id, addr });
                         }
@@ -160,7 +163,7 @@ impl SchedulerActor {
                         self.core.finish();
                         continue;
                     }
-                    self.publish(meta.id, "resumed", meta.level(), meta.effective());
+                    self.publish(meta.id, TaskState::Resumed, meta.level(), meta.effective());
                     self.running = Some(Running { id: meta.id, addr });
                 }
             }
@@ -186,7 +189,7 @@ impl SchedulerActor {
                     return;
                 }
                 tracing::error!(task = id, %exit, "task crashed");
-                me.publish(id, "failed", level, level.map_or(0, |l| l as u8));
+                me.publish(id, TaskState::Failed, level, level.map_or(0, |l| l as u8));
                 if me.running.as_ref().is_some_and(|r| r.id == id) {
                     me.running = None;
                     me.core.finish();
@@ -223,41 +226,10 @@ impl KernelActor for SchedulerActor {
     }
 }
 
-/// A new input (queued, or an interrupt when `level` is set). Replies with its task id.
-#[derive(Message)]
-#[rtype(result = "Result<u64, String>")]
-pub struct Submit(pub Input);
-
 /// The user pressed stop: cancel the current inference and the inputs waiting now.
 #[derive(Message)]
 #[rtype(result = "usize")]
 pub struct Stop;
-
-/// From the running task, between two steps: must it yield now?
-#[derive(Message)]
-#[rtype(result = "bool")]
-pub struct SafePoint {
-    pub task: u64,
-    pub consolidation: bool,
-}
-
-/// From a task whose LLM call was cancelled: was that a stop (end the task)?
-#[derive(Message)]
-#[rtype(result = "bool")]
-pub struct TakeStop(pub u64);
-
-/// From a task after its prepare phase: was it waiting when stop was pressed?
-#[derive(Message)]
-#[rtype(result = "bool")]
-pub struct ConsumeCancel(pub u64);
-
-/// From a task: it reached a terminal state.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Finished {
-    pub task: u64,
-    pub state: &'static str,
-}
 
 /// The scheduler's whole state.
 #[derive(Message)]
@@ -297,7 +269,7 @@ impl Handles<SafePoint> for SchedulerActor {
         self.core.suspend(Job::Parked(run.addr), (), Instant::now());
         let meta = self.core.snapshot().stack.last().cloned();
         if let Some(m) = meta {
-            self.publish(m.id, "suspended", m.level, m.effective_level);
+            self.publish(m.id, TaskState::Suspended, m.level, m.effective_level);
         }
         self.pump(ctx);
         true
@@ -335,5 +307,34 @@ impl Handles<GetTasks> for SchedulerActor {
     type Reply = actix::MessageResult<crate::host::Envelope<GetTasks>>;
     fn handle(&mut self, _: GetTasks, _: &mut HostContext<Self>) -> Self::Reply {
         actix::MessageResult(self.core.snapshot())
+    }
+}
+
+/// A task reaches its scheduler through this port (the task does not know the
+/// scheduler's type: see [`super::protocol`]).
+impl SchedulerPort for TAddr<SchedulerActor> {
+    fn safe_point(&self, msg: SafePoint) -> BoxFuture<'static, Result<bool, SendError>> {
+        let me = self.clone();
+        Box::pin(async move { me.send(msg).await })
+    }
+    fn take_stop(&self, task: u64) -> BoxFuture<'static, Result<bool, SendError>> {
+        let me = self.clone();
+        Box::pin(async move { me.send(TakeStop(task)).await })
+    }
+    fn consume_cancel(&self, task: u64) -> BoxFuture<'static, Result<bool, SendError>> {
+        let me = self.clone();
+        Box::pin(async move { me.send(ConsumeCancel(task)).await })
+    }
+    fn finished(&self, msg: Finished) -> Result<(), SendError> {
+        self.do_send(msg)
+    }
+    fn submit(&self, input: Input) -> Result<(), SendError> {
+        self.do_send(Submit(input))
+    }
+}
+
+impl From<TAddr<SchedulerActor>> for SchedulerLink {
+    fn from(addr: TAddr<SchedulerActor>) -> Self {
+        SchedulerLink::new(addr)
     }
 }

@@ -6,8 +6,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::channels::{Channels, parse_send_tool};
+use super::events::TurnEvent;
 use crate::addr::TAddr;
-use crate::bus::EventBus;
+use crate::bus::{EventBus, ToolStatus};
 use crate::llm::ToolCall;
 use crate::stages::{RunStage, Stage, StageContext, StageHost, StageToolCall, StageToolResult, ToolRegistry};
 
@@ -18,7 +19,7 @@ pub const TOOL_TIMEOUT: Duration = Duration::from_secs(60);
 #[derive(Debug, Clone)]
 pub struct Outcome {
     pub text: String,
-    pub status: &'static str,
+    pub status: ToolStatus,
 }
 
 /// Everything needed to run tools, detached from the task actor.
@@ -100,7 +101,7 @@ impl ToolRunner {
             };
             out.push(Outcome {
                 text,
-                status: if success { "ok" } else { "error" },
+                status: if success { ToolStatus::Ok } else { ToolStatus::Error },
             });
         }
         out
@@ -122,7 +123,14 @@ impl ToolRunner {
             } else {
                 reason.trim().to_owned()
             };
-            return (Some(Outcome { text, status: "denied" }), Value::Null, false);
+            return (
+                Some(Outcome {
+                    text,
+                    status: ToolStatus::Denied,
+                }),
+                Value::Null,
+                false,
+            );
         }
         let args = before
             .tool_calls
@@ -187,7 +195,17 @@ impl ToolRunner {
         msg["task_id"] = json!(self.task_id);
         msg["source"] = json!(self.source);
         let deliver = self.channels.deliver(channel);
-        self.bus.publish("output", msg.clone());
+        super::events::publish(
+            &self.bus,
+            TurnEvent::ChannelOutput {
+                channel: channel.to_owned(),
+                payload: out.final_text.clone(),
+                content_type: msg["type"].as_str().unwrap_or("text").to_owned(),
+                meta: msg["meta"].clone(),
+                task_id: self.task_id,
+                source: self.source.clone(),
+            },
+        );
         // A plugin's channel: the plugin delivers it and its answer is the tool's reply.
         let Some(deliver) = deliver else {
             return ("ok".into(), true);

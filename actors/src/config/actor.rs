@@ -11,7 +11,7 @@ use actix::prelude::*;
 use serde_json::{Value, json};
 
 use super::{ConfigError, ConfigStore, PluginDef, PluginMeta};
-use crate::bus::{EventBus, kinds};
+use crate::bus::{Event, EventBus};
 use crate::host::{Handles, HostContext, KernelActor};
 
 /// What the API shows instead of a secret value.
@@ -141,10 +141,11 @@ impl Handles<RegisterPluginDef> for ConfigActor {
         tracing::info!(%key, inserted, "plugin setting declared");
         if before != after {
             let shown = after.map(|v| self.mask(&key, v)).unwrap_or(Value::Null);
-            self.bus.publish(
-                kinds::SETTING_CHANGED,
-                json!({"key": key, "value": shown, "reset": false}),
-            );
+            self.bus.publish(Event::SettingChanged {
+                key,
+                value: shown,
+                reset: false,
+            });
         }
         Ok(inserted)
     }
@@ -202,10 +203,11 @@ impl Handles<UpdateSettings> for ConfigActor {
                 c.new.clone().unwrap_or(Value::Null)
             };
             tracing::info!(key = %c.key, value = %shown, "setting changed");
-            self.bus.publish(
-                kinds::SETTING_CHANGED,
-                json!({"key": c.key, "value": shown, "reset": c.reset}),
-            );
+            self.bus.publish(Event::SettingChanged {
+                key: c.key.clone(),
+                value: shown,
+                reset: c.reset,
+            });
         }
         Ok(changes)
     }

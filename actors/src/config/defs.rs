@@ -395,6 +395,12 @@ pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
             "How often DATA/heartbeat is rewritten (t=<unix seconds>) for outside watchdogs",
         ),
         SettingDef::new(
+            "core.daemon.allowed_hosts",
+            K::String,
+            json!(""),
+            "Extra host names (comma-separated, no ports) the HTTP API answers to besides loopback names and the listen address, e.g. a reverse proxy's name",
+        ),
+        SettingDef::new(
             "webui.listen_addr",
             K::SocketAddr,
             json!("127.0.0.1:8080"),

@@ -198,16 +198,65 @@ fn install_stdlib(lua: &Lua, adapter: &str) -> mlua::Result<()> {
     Ok(())
 }
 
+/// The daemon's own listen addresses: scripts' HTTP helpers must not reach them (a
+/// plugin would otherwise drive the owner's API — settings, installs — from inside).
+static OWN_ADDRS: parking_lot::RwLock<Vec<std::net::SocketAddr>> = parking_lot::RwLock::new(Vec::new());
+
+/// Declares an address the daemon serves on; `http_get`/`http_post` refuse it.
+pub fn forbid_own_address(addr: std::net::SocketAddr) {
+    OWN_ADDRS.write().push(addr);
+}
+
+/// Whether `to` is one of the daemon's own addresses: the same port on the same IP, or
+/// on any local address when the daemon listens on all of them (`0.0.0.0`, `::`).
+fn is_own(to: std::net::SocketAddr) -> bool {
+    // `::ffff:127.0.0.1` is 127.0.0.1.
+    let ip = to.ip().to_canonical();
+    OWN_ADDRS.read().iter().any(|own| {
+        let own_ip = own.ip().to_canonical();
+        own.port() == to.port()
+            && (own_ip == ip
+                || ((own_ip.is_unspecified() || own_ip.is_loopback()) && (ip.is_loopback() || ip.is_unspecified())))
+    })
+}
+
+/// Resolves the URL's host once, refuses the daemon's own address, and pins the
+/// connection to the checked addresses (a second lookup could answer differently:
+/// DNS rebinding).
+async fn checked_client(url: &str) -> Result<reqwest::Client, String> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let parsed = reqwest::Url::parse(url).map_err(|e| format!("bad URL `{url}`: {e}"))?;
+    let host = parsed
+        .host_str()
+        .ok_or_else(|| format!("URL `{url}` has no host"))?
+        .to_owned();
+    let port = parsed
+        .port_or_known_default()
+        .ok_or_else(|| format!("URL `{url}` has no port"))?;
+    let bare = host.trim_start_matches('[').trim_end_matches(']').to_owned();
+    let addrs: Vec<std::net::SocketAddr> = tokio::net::lookup_host((bare.as_str(), port))
+        .await
+        .map_err(|e| format!("cannot resolve `{host}`: {e}"))?
+        .collect();
+    if addrs.iter().any(|a| is_own(*a)) {
+        tracing::warn!(%url, "a script's HTTP call to the daemon's own API was refused");
+        return Err(format!(
+            "`{url}` is the daemon's own address; scripts may not call the daemon's API"
+        ));
+    }
+    reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(30))
+        .resolve_to_addrs(&bare, &addrs)
+        .build()
+        .map_err(|e| format!("cannot build the HTTP client: {e}"))
+}
+
 /// One HTTP call for the Lua built-ins.
 async fn http(url: String, body: Option<String>) -> String {
-    static CLIENT: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
-    let client = CLIENT.get_or_init(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        reqwest::Client::builder()
-            .timeout(std::time::Duration::from_secs(30))
-            .build()
-            .unwrap_or_default()
-    });
+    let client = match checked_client(&url).await {
+        Ok(c) => c,
+        Err(e) => return serde_json::json!({"url": url, "error": e}).to_string(),
+    };
     let req = match body {
         Some(b) => client.post(&url).header("content-type", "application/json").body(b),
         None => client.get(&url),
@@ -225,6 +274,41 @@ async fn http(url: String, body: Option<String>) -> String {
     }
 }
 
+/// Removes what the base and string libraries offer beyond computation: files
+/// (`loadfile`, `dofile`), bytecode (`string.dump`, binary chunks through `load` — a
+/// crafted binary chunk can break out of the VM) and `print` (the daemon's stdout is not
+/// the script's). `load` keeps working for text chunks, always in the sandbox's own
+/// environment unless the script passes one explicitly.
+fn close_escapes(lua: &Lua) -> mlua::Result<()> {
+    let g = lua.globals();
+    for name in ["loadfile", "dofile", "print"] {
+        g.set(name, LuaValue::Nil)?;
+    }
+    let string: Table = g.get("string")?;
+    string.set("dump", LuaValue::Nil)?;
+    let load: Function = g.get("load")?;
+    let env = g.clone();
+    g.set(
+        "load",
+        lua.create_function(
+            move |_, (chunk, name, mode, chosen): (LuaValue, LuaValue, Option<String>, LuaValue)| {
+                if mode.as_deref().is_some_and(|m| m != "t") {
+                    return Err(mlua::Error::runtime(
+                        "load: only text chunks are allowed in the sandbox (mode \"t\")",
+                    ));
+                }
+                let env = if chosen.is_nil() {
+                    LuaValue::Table(env.clone())
+                } else {
+                    chosen
+                };
+                load.call::<mlua::MultiValue>((chunk, name, "t", env))
+            },
+        )?,
+    )?;
+    Ok(())
+}
+
 /// A fresh Lua 5.4 state for untrusted scripts (adapters, Lua plugins): only the
 /// string/table/math/utf8 libraries (no io, os, package or debug), the built-ins
 /// (`json`, `log`, hashing, base64, `require` of bundled modules, `http_get`/`http_post`),
@@ -236,6 +320,7 @@ pub fn sandbox(name: &str) -> mlua::Result<(Lua, Arc<AtomicU64>)> {
         LuaOptions::default(),
     )?;
     lua.set_memory_limit(MEMORY_LIMIT)?;
+    close_escapes(&lua)?;
     install_stdlib(&lua, name)?;
     let used = Arc::new(AtomicU64::new(0));
     let counter = used.clone();
@@ -617,6 +702,53 @@ mod tests {
         assert!(no_io.transform_request(&req()).is_err(), "no io library");
     }
 
+    /// Every route to a file, a process or bytecode named by the security review is
+    /// closed; text `load` still works inside the sandbox.
+    #[test]
+    fn the_sandbox_has_no_file_process_or_bytecode_escapes() {
+        let secret = std::env::temp_dir().join(format!("lua-secret-{}", std::process::id()));
+        std::fs::write(&secret, "return 'LEAKED'").unwrap();
+        let path = secret.display().to_string().replace('\\', "/");
+        // Each body returns "ESCAPED" only if its route worked; otherwise it raises, and
+        // the error names why (a nil global, or load's own refusal of a binary chunk).
+        let escapes = [
+            (format!("return loadfile('{path}')()"), "loadfile"),
+            (format!("return dofile('{path}')"), "dofile"),
+            ("return string.dump(function() return 1 end)".to_owned(), "dump"),
+            (
+                "local f = load(string.char(27) .. 'LuaT', 'x', 'b') return 'ESCAPED'".to_owned(),
+                "only text chunks",
+            ),
+            (
+                "local f, e = load(string.char(27) .. 'LuaT', 'x') if f then return 'ESCAPED' end error(e)".to_owned(),
+                "binary chunk",
+            ),
+            (format!("return require('{path}')"), "not found"),
+            ("return os.execute('true')".to_owned(), "os"),
+            ("return io.popen('id'):read('a')".to_owned(), "io"),
+            ("return package.loadlib('libc.so.6', 'system')".to_owned(), "package"),
+            ("return debug.getregistry()".to_owned(), "debug"),
+            ("print('to stdout') return 'ESCAPED'".to_owned(), "print"),
+        ];
+        for (body, why) in &escapes {
+            let src = format!("return {{ transform_request = function(s) {body} end }}");
+            let a = Adapter::load("escape", &src).unwrap();
+            let err = match a.transform_request(&req()) {
+                Ok(out) => panic!("`{body}` must fail, got {out}"),
+                Err(e) => e.to_string(),
+            };
+            assert!(err.contains(why) && !err.contains("LEAKED"), "`{body}`: {err}");
+        }
+        // Text chunks still load, and see the sandbox's globals (json), not the host's.
+        let a = Adapter::load(
+            "text",
+            r#"return { transform_request = function(s) local f = assert(load("return json.encode({ok = true})")) return f() end }"#,
+        )
+        .unwrap();
+        assert_eq!(a.transform_request(&req()).unwrap(), r#"{"ok":true}"#);
+        let _ = std::fs::remove_file(&secret);
+    }
+
     #[test]
     fn wrong_shapes_are_reported() {
         let a = Adapter::load(
@@ -661,6 +793,23 @@ mod http_tests {
         .unwrap();
         let out: Value = serde_json::from_str(&a.transform_request_async(&req).await.unwrap()).unwrap();
         assert_eq!(out, serde_json::json!({"status": 200, "body": "token", "dead": true}));
+
+        // The daemon's own address is refused under every name for it, before any
+        // connection is made (nothing listens there in this test).
+        let own = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let own_port = own.local_addr().unwrap().port();
+        forbid_own_address(format!("127.0.0.1:{own_port}").parse().unwrap());
+        for host in ["127.0.0.1", "localhost", "[::ffff:127.0.0.1]"] {
+            let src = format!(
+                r#"return {{ transform_request = function(s)
+                    return http_get("http://{host}:{own_port}/api/v1/settings")
+                end }}"#
+            );
+            let a = Adapter::load("own", &src).unwrap();
+            let out: Value = serde_json::from_str(&a.transform_request_async(&req).await.unwrap()).unwrap();
+            let err = out["error"].as_str().unwrap_or_default();
+            assert!(err.contains("daemon's own address"), "{host}: {out}");
+        }
     }
 }
 

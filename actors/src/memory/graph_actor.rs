@@ -107,9 +107,9 @@ impl KernelActor for GraphActor {
     const KIND: &'static str = "graph";
 }
 
-/// One graph tool call; answers the tool's reply text.
+/// One graph tool call; answers the tool's reply text (`Err`: nothing was done).
 #[derive(Message)]
-#[rtype(result = "String")]
+#[rtype(result = "Result<String, String>")]
 pub enum GraphCall {
     Recall {
         query: String,
@@ -274,49 +274,53 @@ impl Handles<GraphStats> for GraphActor {
 }
 
 impl Handles<GraphCall> for GraphActor {
-    type Reply = String;
-    fn handle(&mut self, call: GraphCall, _: &mut HostContext<Self>) -> String {
+    /// `Ok`: the call did what it was asked (its text is for the model); `Err`: it
+    /// did nothing (bad arguments or a store failure), with the reason.
+    type Reply = Result<String, String>;
+    fn handle(&mut self, call: GraphCall, _: &mut HostContext<Self>) -> Self::Reply {
         match call {
             GraphCall::Recall { query, depth, sort } => {
                 if query.trim().is_empty() {
-                    return "请输入查询关键词".into();
+                    return Err("请输入查询关键词".into());
                 }
                 let (kws, seeds) = self.query_terms(&query);
                 match self.store.recall(&kws, &seeds, depth, None, sort) {
-                    Ok(r) if r.entities.is_empty() => "未找到相关记忆".into(),
+                    Ok(r) if r.entities.is_empty() => Ok("未找到相关记忆".into()),
                     Ok(r) => {
                         self.mark_recalled(r.entities.iter().map(|e| e.name.clone()));
-                        format_recall(&r)
+                        Ok(format_recall(&r))
                     }
-                    Err(e) => format!("记忆检索失败: {e}"),
+                    Err(e) => Err(format!("记忆检索失败: {e}")),
                 }
             }
-            GraphCall::Commit { triples: None } => "参数格式错误，需要 triples 数组".into(),
+            GraphCall::Commit { triples: None } => Err("参数格式错误，需要 triples 数组".into()),
             GraphCall::Commit { triples: Some(ts) } => match self.store.commit(&ts, AGENT_SESSION, 0) {
-                Ok((0, 0)) => "没有有效的三元组".into(),
-                Ok((e, r)) => format!("已写入 {e} 个实体和 {r} 条关系"),
-                Err(e) => format!("记忆写入失败: {e}"),
+                Ok((0, 0)) => Err("没有有效的三元组".into()),
+                Ok((e, r)) => Ok(format!("已写入 {e} 个实体和 {r} 条关系")),
+                Err(e) => Err(format!("记忆写入失败: {e}")),
             },
             GraphCall::Introspect => match self.store.introspect() {
-                Ok(i) => format!("记忆统计: {}", serde_json::to_string(&i).unwrap_or_default()),
-                Err(e) => format!("记忆统计失败: {e}"),
+                Ok(i) => Ok(format!("记忆统计: {}", serde_json::to_string(&i).unwrap_or_default())),
+                Err(e) => Err(format!("记忆统计失败: {e}")),
             },
             GraphCall::Merge { source, target } => {
                 if source.trim().is_empty() || target.trim().is_empty() {
-                    return "source 和 target 不能为空".into();
+                    return Err("source 和 target 不能为空".into());
                 }
                 match self.store.merge_entities(&source, &target) {
-                    Ok(n) => format!("已将「{source}」合并到「{target}」，{source} 已彻底删除，{n} 条关系已重定向"),
-                    Err(e) => format!("合并失败: {e}"),
+                    Ok(n) => Ok(format!(
+                        "已将「{source}」合并到「{target}」，{source} 已彻底删除，{n} 条关系已重定向"
+                    )),
+                    Err(e) => Err(format!("合并失败: {e}")),
                 }
             }
             GraphCall::DeleteEntity { name } => {
                 if name.trim().is_empty() {
-                    return "name 不能为空".into();
+                    return Err("name 不能为空".into());
                 }
                 match self.store.delete_entity(&name) {
-                    Ok(_) => format!("已彻底删除实体「{}」及其所有关联关系", name.trim()),
-                    Err(e) => format!("删除实体失败: {e}"),
+                    Ok(_) => Ok(format!("已彻底删除实体「{}」及其所有关联关系", name.trim())),
+                    Err(e) => Err(format!("删除实体失败: {e}")),
                 }
             }
             GraphCall::Purge { criteria, mode } => {
@@ -326,63 +330,64 @@ impl Handles<GraphCall> for GraphActor {
                     mode
                 };
                 match self.store.purge(&criteria, mode == "hard") {
-                    Ok(n) => format!("已{mode}删除 {n} 条图记忆关系"),
-                    Err(e) => format!("删除图记忆失败: {e}"),
+                    Ok(n) => Ok(format!("已{mode}删除 {n} 条图记忆关系")),
+                    Err(e) => Err(format!("删除图记忆失败: {e}")),
                 }
             }
             GraphCall::BlockMerge { a, b, rounds } => {
                 let (a, b) = (a.trim(), b.trim());
                 let Some(rounds) = rounds.filter(|r| (0..=10_000).contains(r)) else {
-                    return "rounds 需要 0 到 10000 之间的整数".into();
+                    return Err("rounds 需要 0 到 10000 之间的整数".into());
                 };
                 if a.is_empty() || b.is_empty() || a == b {
-                    return "entity_a、entity_b 不能为空且不能相同".into();
+                    return Err("entity_a、entity_b 不能为空且不能相同".into());
                 }
                 match self.store.block_merge(a, b, rounds as u32) {
-                    Ok(()) if rounds == 0 => format!("已解除「{a}」与「{b}」的不合并标记"),
-                    Ok(()) => format!("已记录：「{a}」与「{b}」在接下来 {rounds} 轮整理中不再提议合并"),
-                    Err(e) => format!("记录失败: {e}"),
+                    Ok(()) if rounds == 0 => Ok(format!("已解除「{a}」与「{b}」的不合并标记")),
+                    Ok(()) => Ok(format!(
+                        "已记录：「{a}」与「{b}」在接下来 {rounds} 轮整理中不再提议合并"
+                    )),
+                    Err(e) => Err(format!("记录失败: {e}")),
                 }
             }
             GraphCall::PersonQuery { name } => {
                 if name.trim().is_empty() {
-                    return "请输入人物名称".into();
+                    return Err("请输入人物名称".into());
                 }
-                super::social::profile(&self.store, name.trim()).unwrap_or_else(|e| format!("人物查询失败: {e}"))
+                super::social::profile(&self.store, name.trim()).map_err(|e| format!("人物查询失败: {e}"))
             }
             GraphCall::PersonSetTrait { name, trait_, value } => {
                 let (n, t, v) = (name.trim(), trait_.trim(), value.trim());
                 if n.is_empty() || t.is_empty() || v.is_empty() {
-                    return "name、trait、value 都不能为空".into();
+                    return Err("name、trait、value 都不能为空".into());
                 }
                 match super::social::set_trait(&mut self.store, n, t, v) {
-                    Ok(_) => format!("已记录：{n} 的 {t} = {v}"),
-                    Err(e) => format!("记录失败: {e}"),
+                    Ok(_) => Ok(format!("已记录：{n} 的 {t} = {v}")),
+                    Err(e) => Err(format!("记录失败: {e}")),
                 }
             }
             GraphCall::PersonRelate { a, relation, b } => {
                 let (a, r, b) = (a.trim(), relation.trim(), b.trim());
                 if a.is_empty() || r.is_empty() || b.is_empty() {
-                    return "person_a、relation、person_b 都不能为空".into();
+                    return Err("person_a、relation、person_b 都不能为空".into());
                 }
                 match super::social::relate(&mut self.store, a, r, b) {
-                    Ok(_) => format!("已记录：{a} —({r})—→ {b}"),
-                    Err(e) => format!("记录失败: {e}"),
+                    Ok(_) => Ok(format!("已记录：{a} —({r})—→ {b}")),
+                    Err(e) => Err(format!("记录失败: {e}")),
                 }
             }
             GraphCall::PersonNetwork { name, depth } => {
                 if name.trim().is_empty() {
-                    return "请输入人物名称".into();
+                    return Err("请输入人物名称".into());
                 }
-                super::social::network(&self.store, name.trim(), depth)
-                    .unwrap_or_else(|e| format!("人物关系网查询失败: {e}"))
+                super::social::network(&self.store, name.trim(), depth).map_err(|e| format!("人物关系网查询失败: {e}"))
             }
             GraphCall::Edit { old, new } => {
                 if old.iter().any(|s| s.trim().is_empty()) {
-                    return "old_subject、old_relation、old_object 不能为空".into();
+                    return Err("old_subject、old_relation、old_object 不能为空".into());
                 }
                 if new.iter().all(|n| n.as_deref().is_none_or(|s| s.trim().is_empty())) {
-                    return "编辑图记忆失败: new_subject、new_relation、new_object 至少填写一个".into();
+                    return Err("编辑图记忆失败: new_subject、new_relation、new_object 至少填写一个".into());
                 }
                 let pick = |i: usize| match &new[i] {
                     Some(s) if !s.trim().is_empty() => s.trim().to_owned(),
@@ -405,7 +410,7 @@ impl Handles<GraphCall> for GraphActor {
                 };
                 let removed = match self.store.purge(&crit, true) {
                     Ok(n) => n,
-                    Err(e) => return format!("编辑图记忆失败（删除旧记录）: {e}"),
+                    Err(e) => return Err(format!("编辑图记忆失败（删除旧记录）: {e}")),
                 };
                 let triple = Triple {
                     subject: pick(0),
@@ -416,8 +421,10 @@ impl Handles<GraphCall> for GraphActor {
                     ..Default::default()
                 };
                 match self.store.commit(&[triple], AGENT_SESSION, 0) {
-                    Ok((e, r)) => format!("已编辑记忆：删除 {removed} 条旧关系，写入 {e} 个实体 + {r} 条新关系"),
-                    Err(e) => format!("编辑图记忆失败（写入新记录）: {e}"),
+                    Ok((e, r)) => Ok(format!(
+                        "已编辑记忆：删除 {removed} 条旧关系，写入 {e} 个实体 + {r} 条新关系"
+                    )),
+                    Err(e) => Err(format!("编辑图记忆失败（写入新记录）: {e}")),
                 }
             }
         }
@@ -671,15 +678,16 @@ pub fn graph_tools(
                     let (graph, call, textlog) = (graph.clone(), make(&args), textlog.clone());
                     let text_side = text_follow_up(&call);
                     Box::pin(async move {
-                        let reply = graph.send(call).await.map_err(|_| "图记忆不可用".to_string())?;
+                        // Refusals go back to the model as the tool's text, as before.
+                        let reply = match graph.send(call).await.map_err(|_| "图记忆不可用".to_string())? {
+                            Ok(done) => done,
+                            Err(nothing_done) => return Ok(nothing_done),
+                        };
                         // The text memory follows the graph (spec §1.3), only when the
                         // graph side succeeded.
                         let (Some(log), Some(follow)) = (textlog, text_side) else {
                             return Ok(reply);
                         };
-                        if !reply.starts_with('已') {
-                            return Ok(reply);
-                        }
                         let (n, suffix) = match follow {
                             TextFollowUp::Purge(needle) => (log.send(super::textlog::PurgeText(needle)).await, "清理"),
                             TextFollowUp::Replace { old, new } => {

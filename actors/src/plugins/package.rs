@@ -19,6 +19,10 @@ pub const MAX_PACKAGE_BYTES: u64 = 100 * 1024 * 1024;
 pub const MAX_UNPACKED_BYTES: u64 = 512 * 1024 * 1024;
 /// Prefix of the temporary install directories (discovery skips dot directories).
 pub const STAGING_PREFIX: &str = ".install-";
+/// Most entries a package may hold (a zip bomb of empty files is still a bomb).
+pub const MAX_ENTRIES: usize = 10_000;
+/// Largest `plugin.json` accepted: a manifest is a few hundred bytes.
+pub const MAX_MANIFEST_BYTES: u64 = 64 * 1024;
 
 /// Why a package was refused. Every message says what to change.
 #[derive(Debug, thiserror::Error)]
@@ -39,6 +43,12 @@ pub enum PackageError {
     Encrypted(String),
     #[error("package unpacks to more than {0} bytes; remove large files or ship them separately")]
     TooBig(u64),
+    #[error("package holds {0} entries; the limit is {MAX_ENTRIES} — pack fewer files")]
+    TooManyEntries(usize),
+    #[error("package holds `{0}` twice; every path may appear once (rebuild the archive)")]
+    Duplicate(String),
+    #[error("package's plugin.json is {0} bytes; the limit is {MAX_MANIFEST_BYTES} bytes (64 KiB)")]
+    ManifestTooLarge(u64),
     #[error("package has no plugin.json at its root; put the manifest next to the entry file, not in a subdirectory")]
     NoManifest,
     #[error("package manifest is invalid: {0}")]
@@ -61,7 +71,10 @@ impl PackageError {
     /// A short machine-readable kind for API clients.
     pub fn kind(&self) -> &'static str {
         match self {
-            Self::TooLarge { .. } | Self::TooBig(_) => "too_large",
+            Self::TooLarge { .. } | Self::TooBig(_) | Self::TooManyEntries(_) | Self::ManifestTooLarge(_) => {
+                "too_large"
+            }
+            Self::Duplicate(_) => "duplicate_entry",
             Self::Empty | Self::NotZip(_) => "not_a_package",
             Self::UnsafePath(_) => "unsafe_path",
             Self::Link(_) => "link",
@@ -137,8 +150,12 @@ pub fn install_with_limit(bytes: &[u8], plugins_dir: &Path, limit: u64) -> Resul
     let mut archive =
         zip::ZipArchive::new(std::io::Cursor::new(bytes)).map_err(|e| PackageError::NotZip(e.to_string()))?;
     // Pass 1: every entry is checked before anything touches the disk.
+    if archive.len() > MAX_ENTRIES {
+        return Err(PackageError::TooManyEntries(archive.len()));
+    }
     let mut total = 0u64;
     let mut has_manifest = false;
+    let mut seen = std::collections::HashSet::new();
     for i in 0..archive.len() {
         let f = archive.by_index(i).map_err(|e| PackageError::NotZip(e.to_string()))?;
         let name = f.name().map_err(|e| PackageError::NotZip(e.to_string()))?.into_owned();
@@ -155,7 +172,18 @@ pub fn install_with_limit(bytes: &[u8], plugins_dir: &Path, limit: u64) -> Resul
         if total > MAX_UNPACKED_BYTES {
             return Err(PackageError::TooBig(MAX_UNPACKED_BYTES));
         }
-        has_manifest |= f.is_file() && rel == Path::new("plugin.json");
+        // Two entries for one path would make the unpacked tree depend on their order
+        // (the second silently overwrites what pass 1 checked for the first).
+        let normal: PathBuf = rel.components().collect();
+        if !seen.insert(normal) {
+            return Err(PackageError::Duplicate(name));
+        }
+        if f.is_file() && rel == Path::new("plugin.json") {
+            if f.size() > MAX_MANIFEST_BYTES {
+                return Err(PackageError::ManifestTooLarge(f.size()));
+            }
+            has_manifest = true;
+        }
     }
     if !has_manifest {
         return Err(PackageError::NoManifest);
@@ -300,6 +328,9 @@ mod tests {
     }
 
     const LUA_MANIFEST: &str = r#"{"name": "hello", "version": "1.0.0", "entry": "main.lua"}"#;
+    /// Names for a package one entry over the limit (with plugin.json and main.lua).
+    static FILLER: std::sync::LazyLock<Vec<String>> =
+        std::sync::LazyLock::new(|| (0..MAX_ENTRIES - 1).map(|i| format!("f/{i}")).collect());
 
     fn listing(dir: &Path) -> Vec<String> {
         let mut v: Vec<String> = std::fs::read_dir(dir)
@@ -363,6 +394,34 @@ mod tests {
                 "lacks `version`",
             ),
             (package(&[("plugin.json", LUA_MANIFEST, 0o644)]), "does not contain"),
+            (
+                package(&[
+                    ("plugin.json", LUA_MANIFEST, 0o644),
+                    ("main.lua", "return {}", 0o644),
+                    ("./main.lua", "os.execute('sh')", 0o644),
+                ]),
+                "twice",
+            ),
+            (
+                package(&[
+                    (
+                        "plugin.json",
+                        &format!("{}{}", LUA_MANIFEST, " ".repeat(64 * 1024)),
+                        0o644,
+                    ),
+                    ("main.lua", "return {}", 0o644),
+                ]),
+                "64 KiB",
+            ),
+            (
+                package(
+                    &std::iter::once(("plugin.json", LUA_MANIFEST, 0o644))
+                        .chain(std::iter::once(("main.lua", "return {}", 0o644)))
+                        .chain(FILLER.iter().map(|n| (n.as_str(), "", 0o644)))
+                        .collect::<Vec<_>>(),
+                ),
+                "the limit is 10000",
+            ),
             (
                 package(&[
                     (

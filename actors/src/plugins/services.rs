@@ -202,7 +202,11 @@ impl KernelServices {
                 let graph = need("graph memory", &self.graph)?;
                 let source = str_param(method, &p, "source")?.to_owned();
                 let target = str_param(method, &p, "target")?.to_owned();
-                let text = graph.send(GraphCall::Merge { source, target }).await.map_err(gone)?;
+                let text = graph
+                    .send(GraphCall::Merge { source, target })
+                    .await
+                    .map_err(gone)?
+                    .unwrap_or_else(|refused| refused);
                 Ok(json!({ "text": text }))
             }
             m::MEMORY_PURGE => {
@@ -219,7 +223,11 @@ impl KernelServices {
                 }
                 let hard = p.get("hard").and_then(Value::as_bool).unwrap_or(false);
                 let mode = if hard { "hard" } else { "soft" }.to_owned();
-                let text = graph.send(GraphCall::Purge { criteria, mode }).await.map_err(gone)?;
+                let text = graph
+                    .send(GraphCall::Purge { criteria, mode })
+                    .await
+                    .map_err(gone)?
+                    .unwrap_or_else(|refused| refused);
                 Ok(json!({ "text": text }))
             }
             m::DOC_QUERY => {
@@ -474,7 +482,7 @@ impl EventSub {
                         Ok(ev) => {
                             let wanted = {
                                 let t = types.read();
-                                t.contains("*") || t.contains(ev.kind.as_ref())
+                                t.contains("*") || t.contains(ev.kind())
                             };
                             if wanted {
                                 sink(ev);

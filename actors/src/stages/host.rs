@@ -11,13 +11,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
-use serde_json::json;
 
 use super::context::{Stage, StageContext};
 use super::handler::{HandlerActor, RunHandler, Scope, StageHandler};
 use super::tools::{ToolError, ToolHandler, ToolRegistry, ToolSpec};
 use crate::addr::TAddr;
-use crate::bus::EventBus;
+use crate::bus::{Event, EventBus};
 use crate::host::{Exit, Host, HostContext, KernelActor, Shutdown};
 use crate::registry::Registry;
 
@@ -344,10 +343,11 @@ impl crate::host::Handles<RunStage> for StageHost {
         if targets.is_empty() {
             return Box::pin(async move { sctx });
         }
-        self.bus.publish(
-            "stage",
-            json!({"phase": stage.as_str(), "channel": sctx.extra.get("output_channel"), "tool": sctx.tool_calls.first().map(|c| c.name.clone())}),
-        );
+        self.bus.publish(Event::Stage {
+            phase: stage.as_str(),
+            channel: sctx.extra.get("output_channel").cloned(),
+            tool: sctx.tool_calls.first().map(|c| c.name.clone()),
+        });
         let timeout = self.timeout;
         let bus = self.bus.clone();
         Box::pin(async move {
@@ -369,10 +369,11 @@ impl crate::host::Handles<RunStage> for StageHost {
                 };
                 if let Some(p) = problem {
                     tracing::warn!(stage = stage.as_str(), handler = %addr.id(), "{p}");
-                    bus.publish(
-                        "stage_handler_error",
-                        json!({"stage": stage.as_str(), "handler": addr.id(), "error": p}),
-                    );
+                    bus.publish(Event::StageHandlerError {
+                        stage: stage.as_str(),
+                        handler: addr.id().to_owned(),
+                        error: p.clone(),
+                    });
                     sctx.errors.push(p);
                 }
             }

@@ -5,12 +5,11 @@ use std::time::Instant;
 
 use actix::prelude::*;
 use parking_lot::Mutex;
-use serde_json::json;
 use tokio::sync::oneshot;
 
 use super::core::{Cmd, Core, RestartRefused, Status};
 use super::policy::{RestartPolicy, SupervisorConfig};
-use crate::bus::{EventBus, kinds};
+use crate::bus::{Event, EventBus};
 use crate::host::{Exit, Handles, Host, HostContext, KernelActor};
 use crate::registry::{ActorState, ActorStats};
 
@@ -186,10 +185,10 @@ impl Supervisor {
                 }
                 Cmd::Escalate(reason) => {
                     tracing::error!(supervisor = %self.stats.id, "{reason}; escalating to the parent");
-                    self.bus.publish(
-                        kinds::SUPERVISOR_ESCALATED,
-                        json!({"id": self.stats.id, "reason": reason}),
-                    );
+                    self.bus.publish(Event::SupervisorEscalated {
+                        id: self.stats.id.to_string(),
+                        reason: reason.clone(),
+                    });
                     Host::<Self>::fail(ctx, reason);
                 }
                 Cmd::Finished => ctx.stop(),
@@ -201,8 +200,10 @@ impl Supervisor {
         let spec = self.children[i].clone();
         if restart {
             let n = spec.stats.inc_restarts();
-            self.bus
-                .publish(kinds::ACTOR_RESTART, json!({"id": spec.stats.id, "restarts": n}));
+            self.bus.publish(Event::ActorRestart {
+                id: spec.stats.id.to_string(),
+                restarts: n,
+            });
         }
         let (tx, rx) = oneshot::channel();
         let now = Instant::now();
@@ -211,10 +212,10 @@ impl Supervisor {
                 let generation = self.core.started(i, now);
                 self.running[i] = Some(running);
                 tracing::debug!(actor = %spec.stats.id, generation, "started");
-                self.bus.publish(
-                    kinds::ACTOR_STARTED,
-                    json!({"id": spec.stats.id, "generation": generation}),
-                );
+                self.bus.publish(Event::ActorStarted {
+                    id: spec.stats.id.to_string(),
+                    generation,
+                });
                 ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(rx).map(move |res, host, ctx| {
                     let exit = res.unwrap_or_else(|_| Exit::Panic("exit report lost".into()));
                     host.inner().on_exit(i, generation, exit, ctx);
@@ -225,10 +226,11 @@ impl Supervisor {
                 tracing::error!(actor = %spec.stats.id, "start failed: {reason}");
                 spec.stats.record_exit(&format!("start failed: {reason}"));
                 spec.stats.set_state(ActorState::Failed);
-                self.bus.publish(
-                    kinds::ACTOR_EXIT,
-                    json!({"id": spec.stats.id, "reason": format!("start failed: {reason}"), "abnormal": true}),
-                );
+                self.bus.publish(Event::ActorExit {
+                    id: spec.stats.id.to_string(),
+                    reason: format!("start failed: {reason}"),
+                    abnormal: true,
+                });
                 self.last_start_error = Some((i, reason.clone()));
                 self.core.start_failed(i, reason, now)
             }
@@ -242,10 +244,11 @@ impl Supervisor {
         } else {
             tracing::info!(actor = %id, %exit, "child exited");
         }
-        self.bus.publish(
-            kinds::ACTOR_EXIT,
-            json!({"id": id, "reason": exit.to_string(), "abnormal": exit.is_abnormal()}),
-        );
+        self.bus.publish(Event::ActorExit {
+            id: id.to_string(),
+            reason: exit.to_string(),
+            abnormal: exit.is_abnormal(),
+        });
         if self.core.generation(i) == generation {
             self.running[i] = None;
         }

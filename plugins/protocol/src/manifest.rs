@@ -131,12 +131,12 @@ impl Manifest {
         })
     }
 
-    /// Whether the plugin may call `method` (empty capabilities = unrestricted).
+    /// Whether the plugin may call `method`. Least privilege: a capability must be
+    /// declared to be granted, so a manifest without a list (or with an empty one) gets
+    /// the core methods only — a package cannot gain everything by saying nothing.
     pub fn allows(&self, method: &str) -> Result<(), String> {
         match Capability::required_for(method) {
-            Some(c) if !self.capabilities.is_empty() && !self.capabilities.contains(&c) => {
-                Err(Capability::denial(&self.name, method, c))
-            }
+            Some(c) if !self.capabilities.contains(&c) => Err(Capability::denial(&self.name, method, c)),
             _ => Ok(()),
         }
     }
@@ -169,6 +169,21 @@ mod tests {
         assert!(m.allows("io.injectText").is_ok());
         assert!(m.allows("memory.recall").unwrap_err().contains("`memory` capability"));
         assert!(m.allows("tool.register").is_ok());
+        // No list, or an empty one, grants nothing beyond the core methods.
+        for manifest in [r#"{"name": "bare"}"#, r#"{"name": "bare", "capabilities": []}"#] {
+            std::fs::write(dir.join("plugin.json"), manifest).unwrap();
+            let m = Manifest::load(&dir).unwrap();
+            assert!(m.allows("tool.register").is_ok());
+            for method in [
+                "io.injectText",
+                "settings.setCore",
+                "memory.recall",
+                "events.subscribe",
+                "plugin.list",
+            ] {
+                assert!(m.allows(method).is_err(), "{manifest}: {method} must be denied");
+            }
+        }
         std::fs::write(dir.join("plugin.json"), r#"{"name": "Bad Name"}"#).unwrap();
         assert!(Manifest::load(&dir).is_err());
         std::fs::write(

@@ -17,7 +17,6 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
 use super::PluginProcess;
-use crate::bus::kinds;
 use crate::config::GetSetting;
 use crate::host::{Host, HostContext};
 use crate::plugins::conn::Conn;
@@ -166,10 +165,7 @@ impl PluginProcess {
                     }
                     Err(RecvError::Closed) => return,
                 };
-                if ev.kind != kinds::SETTING_CHANGED {
-                    continue;
-                }
-                let Some(key) = ev.data.get("key").and_then(Value::as_str) else {
+                let Some((key, _)) = ev.changed_setting() else {
                     continue;
                 };
                 let Some(short) = key.strip_prefix(&prefix) else {

@@ -1,0 +1,966 @@
+//! The turn of one task as a plain state machine (kernel spec §1.9–§1.15, §3, §5.9).
+//!
+//! [`TurnCore`] holds every rule of a turn: the prefix and its rebuild on resume (the
+//! tail kept), safe points between steps, continuation placeholders, the tool-turn cap,
+//! overflow recovery, stop versus preemption, one assistant message per tool batch,
+//! usage accumulation, what an interrupt / consolidation / no-memory input records, and
+//! that a task finishes or fails exactly once. It knows nothing of actix, mailboxes or
+//! clocks (the shell passes `now_ms` in [`Env`]).
+//!
+//! The task actor ([`super::task::TaskActor`]) feeds it [`Event`]s and executes the
+//! [`Cmd`]s it returns: each command that waits for something becomes one future whose
+//! result is fed back as the next event. At most one such command is outstanding at a
+//! time, so the core is always in exactly one [`Wait`] state; an event that does not
+//! answer it (a stale or duplicated one) is ignored.
+
+use serde_json::{Value, json};
+
+use super::channels::{Channels, parse_send_tool};
+pub use super::events::TurnEvent;
+use super::input::Reply;
+use super::overflow::{self, Guard, Verdict};
+use super::prompt::{self, Origin, PromptSettings};
+use super::tools_exec::Outcome;
+use crate::llm::provider::{Completion, LlmError};
+use crate::llm::types::{WireFunction, WireToolCall};
+use crate::llm::{CompletionRequest, Message, ToolCall, Usage};
+use crate::memory::Event as MemoryEvent;
+use crate::memory::context::{ToolOutput, estimate_tokens};
+use crate::memory::textlog::TextEvent;
+use crate::stages::{Stage, StageContext, StageToolCall, ToolRegistry};
+
+/// Reply when a stop ends the running task.
+pub const STOPPED: &str = "已停止生成。";
+/// Reply of an input that was waiting when stop was pressed.
+pub const CANCELLED_BY_STOP: &str = "已取消（用户停止）。";
+/// The window the timeline budget assumes (spec §5.8's default; the model's own is not
+/// known to the agent yet).
+const BUDGET_WINDOW: usize = 32_768;
+
+/// What the input is, as far as the turn cares (the reply path stays in the shell).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TurnInput {
+    pub source: String,
+    pub channel: String,
+    pub text: String,
+    /// An interrupt: its input is not recorded as a user event (spec §1.14).
+    pub interrupt: bool,
+    /// Kernel consolidation (`_consolidation_`): neither input nor reply is recorded.
+    pub consolidation: bool,
+    /// Keep this turn out of the text log.
+    pub no_memory: bool,
+}
+
+impl From<&super::input::Input> for TurnInput {
+    fn from(i: &super::input::Input) -> Self {
+        Self {
+            source: i.source.clone(),
+            channel: i.channel.clone(),
+            text: i.text.clone(),
+            interrupt: i.is_interrupt(),
+            consolidation: i.is_consolidation(),
+            no_memory: i.no_memory,
+        }
+    }
+}
+
+/// The limits a turn reads; taken afresh with every event, so a settings change
+/// applies from the next step on (as the settings store promises).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limits {
+    /// 0 = unlimited.
+    pub max_tool_turns: u32,
+    pub max_tokens: u32,
+    pub temperature: f64,
+    /// `core.agent.max_context_size`, handed to the prune of an overflow recovery.
+    pub max_context_size: usize,
+}
+
+/// What the core reads with every event (the current settings, the channels and the
+/// time), so it owns no clock and no settings store.
+pub struct Env<'a> {
+    pub prompt: &'a PromptSettings,
+    pub channels: &'a Channels,
+    pub limits: Limits,
+    pub now_ms: i64,
+}
+
+/// Why an LLM call came back without a completion, as the turn distinguishes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LlmFailure {
+    /// Cancelled by a preemption or a stop.
+    Cancelled,
+    /// The vendor said the prompt does not fit (the text is the error's own message).
+    ContextFull(String),
+    /// Anything else: the task fails with this message.
+    Other(String),
+}
+
+impl From<LlmError> for LlmFailure {
+    fn from(e: LlmError) -> Self {
+        match e {
+            LlmError::Cancelled => Self::Cancelled,
+            e @ LlmError::ContextFull(_) => Self::ContextFull(e.to_string()),
+            e => Self::Other(e.to_string()),
+        }
+    }
+}
+
+/// Why a task failed. The texts are what the caller reads after `处理错误: `.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TurnError {
+    #[error("the scheduler is unavailable: {0}")]
+    SchedulerUnavailable(String),
+    #[error("cannot record the input in memory: {0}")]
+    RecordInput(String),
+    #[error("the context store is unavailable: {0}")]
+    StoreUnavailable(String),
+    /// The overflow budget is spent (the guard's message names the setting to lower).
+    #[error("{0}")]
+    Overflow(String),
+    /// The budget is spent and the vendor said "context full" once more.
+    #[error("{guard} ({vendor})")]
+    OverflowAtVendor { guard: String, vendor: String },
+    /// The LLM call failed (every source, or the LLM actor itself).
+    #[error("{0}")]
+    Llm(String),
+}
+
+/// Why a prune did not report a count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PruneFailure {
+    /// The store refused it: the recovery goes on as if nothing moved.
+    Store(String),
+    /// The context actor did not answer: the task fails.
+    Unavailable(String),
+}
+
+/// How a task ended, as the scheduler shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    Done,
+    Cancelled,
+    Failed,
+}
+
+impl From<End> for crate::bus::TaskState {
+    fn from(e: End) -> Self {
+        match e {
+            End::Done => Self::Done,
+            End::Cancelled => Self::Cancelled,
+            End::Failed => Self::Failed,
+        }
+    }
+}
+
+/// What the shell reports to the core.
+pub enum Event {
+    /// The actor runs: start the prepare phase.
+    Started,
+    /// The answer of [`Cmd::RunStage`] for `on_input`.
+    OnInput(StageContext),
+    /// The answer of [`Cmd::ReadTimeline`]: the committed timeline (and memory index).
+    Timeline(String),
+    /// The answer of [`Cmd::RecordInput`]. `Err(Ok(e))`: the store refused it;
+    /// `Err(Err(e))`: the context actor is unavailable.
+    InputRecorded(Result<(), Result<String, String>>),
+    /// The answer of [`Cmd::RunStage`] for `pre_action`.
+    PreAction(StageContext),
+    /// The answer of [`Cmd::ConsumeCancel`]: was this input waiting when stop was pressed?
+    StopBudget(bool),
+    /// The answer of [`Cmd::AskSafePoint`]: `Ok(true)` = yield now.
+    SafePoint(Result<bool, String>),
+    /// The answer of [`Cmd::CallLlm`], with the tools that were offered in it.
+    Llm {
+        tools: ToolRegistry,
+        result: Result<Completion, LlmFailure>,
+    },
+    /// The answer of [`Cmd::RunStage`] for `post_action`.
+    PostAction(StageContext),
+    /// The answer of [`Cmd::TakeStop`]: `true` = the cancel was a stop.
+    StopTaken(bool),
+    /// The answer of [`Cmd::RunTools`]: one outcome per call, in call order.
+    ToolsDone(Vec<Outcome>),
+    /// The answer of [`Cmd::Prune`]: how many events moved out of the window.
+    Pruned(Result<usize, PruneFailure>),
+    /// The answer of [`Cmd::RunStage`] for `before_output`.
+    BeforeOutput(StageContext),
+    /// The answer of [`Cmd::Commit`] (an error is logged; the reply goes out anyway).
+    Committed(Result<(), String>),
+    /// Preemption or stop: cancel the LLM call, or remember to before the next one.
+    Cancel,
+    /// The scheduler resumed this parked task.
+    Resume,
+}
+
+impl std::fmt::Debug for Event {
+    /// The variant only: stage contexts and tool registries are large and the log line
+    /// that prints an event only needs to say which one it was.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = match self {
+            Event::Started => "Started",
+            Event::OnInput(_) => "OnInput",
+            Event::Timeline(_) => "Timeline",
+            Event::InputRecorded(_) => "InputRecorded",
+            Event::PreAction(_) => "PreAction",
+            Event::StopBudget(_) => "StopBudget",
+            Event::SafePoint(_) => "SafePoint",
+            Event::Llm { .. } => "Llm",
+            Event::PostAction(_) => "PostAction",
+            Event::StopTaken(_) => "StopTaken",
+            Event::ToolsDone(_) => "ToolsDone",
+            Event::Pruned(_) => "Pruned",
+            Event::BeforeOutput(_) => "BeforeOutput",
+            Event::Committed(_) => "Committed",
+            Event::Cancel => "Cancel",
+            Event::Resume => "Resume",
+        };
+        f.write_str(name)
+    }
+}
+
+impl Event {
+    /// The answer of [`Cmd::RunStage`] for `stage`.
+    pub fn stage(stage: Stage, ctx: StageContext) -> Self {
+        match stage {
+            Stage::OnInput => Event::OnInput(ctx),
+            Stage::PreAction => Event::PreAction(ctx),
+            Stage::PostAction => Event::PostAction(ctx),
+            _ => Event::BeforeOutput(ctx),
+        }
+    }
+}
+
+/// What the shell must do next.
+#[derive(Debug)]
+pub enum Cmd {
+    /// Run a stage; answer with [`Event::stage`].
+    RunStage(Stage, StageContext),
+    /// Run `after_output` and do not wait for it.
+    AfterOutput(StageContext),
+    /// Read the committed timeline within `max_tokens`; answer [`Event::Timeline`].
+    ReadTimeline { query: String, max_tokens: usize },
+    /// Commit the input to the context window; answer [`Event::InputRecorded`].
+    RecordInput(MemoryEvent),
+    /// Ask the scheduler's stop budget; answer [`Event::StopBudget`].
+    ConsumeCancel,
+    /// Ask the scheduler whether to yield; answer [`Event::SafePoint`].
+    AskSafePoint { consolidation: bool },
+    /// Yielded: nothing to do until [`Event::Resume`].
+    Park,
+    /// Send this request (the shell adds the tools registered by now and streams the
+    /// deltas as [`TurnEvent::StreamDelta`]); answer [`Event::Llm`].
+    CallLlm(CompletionRequest),
+    /// Cancel the in-flight LLM call (it then answers `LlmFailure::Cancelled`).
+    CancelLlm,
+    /// Ask the scheduler whether the cancel was a stop; answer [`Event::StopTaken`].
+    TakeStop,
+    /// Run one tool batch (never interrupted) with the tools of the latest request
+    /// ([`TurnCore::tools`]); answer [`Event::ToolsDone`].
+    RunTools(Vec<ToolCall>),
+    /// Prune the context window into the document tier (query "": recency decides);
+    /// answer [`Event::Pruned`].
+    Prune {
+        context_tokens: usize,
+        max_context_size: usize,
+    },
+    /// Submit a kernel L4 notice (channel `kernel`) to the scheduler.
+    SubmitNotice { source: &'static str, text: String },
+    /// Publish on the bus.
+    Publish(TurnEvent),
+    /// Append a line to the raw text log (not waited for).
+    LogText(TextEvent),
+    /// Commit the finished turn to the context window; answer [`Event::Committed`].
+    Commit(MemoryEvent),
+    /// Answer the synchronous caller, if any.
+    Reply(Reply),
+    /// Tell the scheduler the task ended, and stop the actor.
+    Finish(End),
+}
+
+/// The step that runs after the next safe point.
+#[derive(Debug, Clone, PartialEq)]
+enum Step {
+    Llm,
+    Tools(Vec<ToolCall>),
+}
+
+/// Why the timeline is being read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rebuild {
+    /// The prepare phase: the first prefix.
+    Prepare,
+    /// After a resume or an overflow recovery: new prefix, tail kept, then a safe point.
+    Rebase,
+}
+
+/// The one answer the core waits for.
+#[derive(Debug)]
+enum Wait {
+    /// Not started yet.
+    Start,
+    OnInput,
+    Timeline(Rebuild),
+    InputRecorded,
+    PreAction,
+    StopBudget,
+    SafePoint,
+    /// Yielded; waiting for a resume.
+    Parked,
+    Llm,
+    /// post_action, with the completion's vendor and model.
+    PostAction(Completion),
+    /// `in_flight`: the cancelled call was sent (rather than one about to be sent).
+    StopTaken {
+        in_flight: bool,
+    },
+    Tools {
+        reply_only: bool,
+    },
+    Prune,
+    BeforeOutput(End),
+    Committed {
+        text: String,
+        end: End,
+    },
+    /// Finished or failed: nothing more happens.
+    Done,
+}
+
+/// One task's turn.
+pub struct TurnCore {
+    id: u64,
+    input: TurnInput,
+    wait: Wait,
+    /// The frame: messages so far, of which the first `prefix_len` are the prefix
+    /// (rebuilt from committed state on resume and after an overflow recovery).
+    msgs: Vec<Message>,
+    prefix_len: usize,
+    step: Step,
+    /// Completed tool batches plus cancelled (preempted) calls: the tool-turn cap counts these.
+    turn: u32,
+    tools_used: Vec<String>,
+    usage: Usage,
+    last_text: String,
+    reasoning: String,
+    last_batch_reply_only: bool,
+    /// An LLM call is in flight (a cancel then cancels it).
+    in_flight: bool,
+    /// A cancel (stop or preemption) arrived while no LLM call was in flight: honoured
+    /// before the next call is sent.
+    cancel_pending: bool,
+    /// Context messages pre_action added, held until the stop budget said go on.
+    pending_context: Vec<Message>,
+    /// Plugin tools offered in the latest LLM request (and run in its tool step).
+    tools: ToolRegistry,
+    overflow: Guard,
+    /// Finish or fail has begun: the second attempt is ignored.
+    done: bool,
+}
+
+impl TurnCore {
+    pub fn new(id: u64, input: TurnInput) -> Self {
+        Self {
+            id,
+            input,
+            wait: Wait::Start,
+            msgs: Vec::new(),
+            prefix_len: 0,
+            step: Step::Llm,
+            turn: 0,
+            tools_used: Vec::new(),
+            usage: Usage::default(),
+            last_text: String::new(),
+            reasoning: String::new(),
+            last_batch_reply_only: false,
+            in_flight: false,
+            cancel_pending: false,
+            pending_context: Vec::new(),
+            tools: ToolRegistry::default(),
+            overflow: Guard::default(),
+            done: false,
+        }
+    }
+
+    /// The frame's messages (for the shell's logs and the tests).
+    pub fn messages(&self) -> &[Message] {
+        &self.msgs
+    }
+
+    /// How many of [`Self::messages`] are the prefix.
+    pub fn prefix_len(&self) -> usize {
+        self.prefix_len
+    }
+
+    /// Turns counted toward the cap so far.
+    pub fn turn(&self) -> u32 {
+        self.turn
+    }
+
+    /// The plugin tools of the latest request.
+    pub fn tools(&self) -> &ToolRegistry {
+        &self.tools
+    }
+
+    /// Whether the task has finished or failed.
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// Feeds one event; returns what to do, in order.
+    pub fn handle(&mut self, event: Event, env: &Env) -> Vec<Cmd> {
+        let mut out = Vec::new();
+        match (event, std::mem::replace(&mut self.wait, Wait::Done)) {
+            (Event::Cancel, wait) => {
+                self.wait = wait;
+                if self.in_flight {
+                    out.push(Cmd::CancelLlm);
+                } else if !self.done {
+                    tracing::debug!(task = self.id, "cancel kept for the next LLM call");
+                    self.cancel_pending = true;
+                }
+            }
+            (Event::Started, Wait::Start) => {
+                let mut c = self.stage_ctx();
+                c.raw_message = self.input.text.clone();
+                self.await_(Wait::OnInput, Cmd::RunStage(Stage::OnInput, c), &mut out);
+            }
+            (Event::OnInput(c), Wait::OnInput) => {
+                if let Some(r) = c.response {
+                    return self.finish(r, End::Done, out);
+                }
+                self.input.text = c.raw_message;
+                self.read_timeline(Rebuild::Prepare, env, &mut out);
+            }
+            (Event::Timeline(t), Wait::Timeline(why)) => {
+                self.build_prefix(&t, env);
+                match why {
+                    Rebuild::Rebase => self.advance(&mut out),
+                    Rebuild::Prepare if self.input.interrupt || self.input.consolidation => {
+                        // An interrupt's input is no user speech and consolidation is the
+                        // kernel talking to itself: neither is recorded (spec §1.14).
+                        self.pre_action(&mut out)
+                    }
+                    Rebuild::Prepare => {
+                        let event = MemoryEvent {
+                            id: 0,
+                            ts_ms: env.now_ms,
+                            source: self.input.source.clone(),
+                            input: self.input.text.clone(),
+                            response: String::new(),
+                            tools_used: vec![],
+                            tool_results: vec![],
+                        };
+                        // Committed before the LLM runs: once recorded, the message
+                        // survives a crash.
+                        self.await_(Wait::InputRecorded, Cmd::RecordInput(event), &mut out);
+                    }
+                }
+            }
+            (Event::InputRecorded(r), Wait::InputRecorded) => match r {
+                Ok(()) => self.pre_action(&mut out),
+                Err(Ok(e)) => return self.fail(TurnError::RecordInput(e), out),
+                Err(Err(e)) => return self.fail(TurnError::StoreUnavailable(e), out),
+            },
+            (Event::PreAction(c), Wait::PreAction) => {
+                if let Some(r) = c.response {
+                    return self.finish(r, End::Done, out);
+                }
+                self.pending_context = c
+                    .context_msgs
+                    .into_iter()
+                    .filter(|m| !m.role.is_empty())
+                    .map(|m| Message::text(&m.role, m.content))
+                    .collect();
+                // Only after pre_action did not answer: inputs that were waiting when
+                // stop was pressed end here, before any LLM call (spec §1.11).
+                self.await_(Wait::StopBudget, Cmd::ConsumeCancel, &mut out);
+            }
+            (Event::StopBudget(cancelled), Wait::StopBudget) => {
+                if cancelled {
+                    return self.finish(CANCELLED_BY_STOP.into(), End::Cancelled, out);
+                }
+                let context = std::mem::take(&mut self.pending_context);
+                self.msgs.extend(context);
+                self.advance(&mut out);
+            }
+            (Event::SafePoint(r), Wait::SafePoint) => match r {
+                Ok(true) => {
+                    tracing::debug!(task = self.id, "yielded at a safe point");
+                    self.await_(Wait::Parked, Cmd::Park, &mut out);
+                }
+                Ok(false) => self.run_step(env, &mut out),
+                Err(e) => return self.fail(TurnError::SchedulerUnavailable(e), out),
+            },
+            (Event::Resume, Wait::Parked) => {
+                tracing::debug!(task = self.id, "resumed");
+                // The timeline now holds whatever the interrupting task committed.
+                self.read_timeline(Rebuild::Rebase, env, &mut out);
+            }
+            (Event::Llm { tools, result }, Wait::Llm) => {
+                self.in_flight = false;
+                self.tools = tools;
+                match result {
+                    Ok(c) => self.post_action(c, &mut out),
+                    Err(LlmFailure::Cancelled) => self.cancelled(true, &mut out),
+                    Err(LlmFailure::ContextFull(vendor)) => match self.overflow.detected() {
+                        Verdict::Fail(guard) => return self.fail(TurnError::OverflowAtVendor { guard, vendor }, out),
+                        _ => self.recover_overflow(env, &mut out),
+                    },
+                    Err(LlmFailure::Other(e)) => return self.fail(TurnError::Llm(e), out),
+                }
+            }
+            (Event::PostAction(after), Wait::PostAction(mut c)) => {
+                if let Some(r) = after.response {
+                    return self.finish(r, End::Done, out);
+                }
+                c.response.content = after.llm_text;
+                // Only id, name and arguments survive a rewrite.
+                c.response.tool_calls = after
+                    .tool_calls
+                    .into_iter()
+                    .map(|t| ToolCall {
+                        raw_arguments: t.arguments.to_string(),
+                        id: t.id,
+                        name: t.name,
+                        arguments: t.arguments,
+                    })
+                    .collect();
+                return self.after_post_action(c, out);
+            }
+            (Event::StopTaken(stop), Wait::StopTaken { in_flight }) => {
+                if stop {
+                    return self.finish(STOPPED.into(), End::Cancelled, out);
+                }
+                // Preempted: the partial output is discarded, the call counts as a turn,
+                // and it is re-sent after the safe point (maybe after a resume).
+                if in_flight {
+                    self.turn += 1;
+                }
+                self.step = Step::Llm;
+                self.advance(&mut out);
+            }
+            (Event::ToolsDone(outcomes), Wait::Tools { reply_only }) => {
+                let Step::Tools(calls) = std::mem::replace(&mut self.step, Step::Llm) else {
+                    unreachable!("a tool batch runs only from Step::Tools")
+                };
+                for (call, o) in calls.iter().zip(outcomes) {
+                    self.tools_used.push(call.name.clone());
+                    out.push(Cmd::Publish(TurnEvent::ToolCall {
+                        task_id: self.id,
+                        id: call.id.clone(),
+                        name: call.name.clone(),
+                        arguments: call.arguments.clone(),
+                        status: o.status,
+                        result: o.text.clone(),
+                    }));
+                    self.msgs.push(Message {
+                        role: "tool".into(),
+                        content: Value::String(o.text),
+                        reasoning_content: None,
+                        tool_call_id: Some(call.id.clone()),
+                        tool_calls: Vec::new(),
+                    });
+                }
+                self.last_batch_reply_only = reply_only;
+                self.turn += 1;
+                self.advance(&mut out);
+            }
+            (Event::Pruned(r), Wait::Prune) => {
+                let pruned = match r {
+                    Ok(n) => n,
+                    Err(PruneFailure::Store(e)) => {
+                        tracing::warn!(task = self.id, "overflow recovery could not prune: {e}");
+                        0
+                    }
+                    Err(PruneFailure::Unavailable(e)) => return self.fail(TurnError::StoreUnavailable(e), out),
+                };
+                tracing::warn!(task = self.id, pruned, "context overflow: recovery");
+                if pruned > 0 {
+                    self.overflow.pruned(pruned);
+                    out.push(Cmd::SubmitNotice {
+                        source: "kernel/overflow",
+                        text: overflow::notice(pruned),
+                    });
+                }
+                self.read_timeline(Rebuild::Rebase, env, &mut out);
+            }
+            (Event::BeforeOutput(c), Wait::BeforeOutput(end)) => {
+                // A `Response` set in before_output is ignored (spec §3.10).
+                return self.deliver(c.final_text, end, env, out);
+            }
+            (Event::Committed(r), Wait::Committed { text, end }) => {
+                if let Err(e) = r {
+                    tracing::error!(task = self.id, "the reply could not be recorded in memory: {e}");
+                }
+                return self.reply(text, end, out);
+            }
+            (event, wait) => {
+                tracing::debug!(
+                    task = self.id,
+                    ?event,
+                    ?wait,
+                    "event ignored: not what the turn waits for"
+                );
+                self.wait = wait;
+            }
+        }
+        out
+    }
+
+    fn await_(&mut self, wait: Wait, cmd: Cmd, out: &mut Vec<Cmd>) {
+        self.wait = wait;
+        out.push(cmd);
+    }
+
+    /// A stage context carrying this task's routing extras.
+    fn stage_ctx(&self) -> StageContext {
+        let mut c = StageContext {
+            user_id: self.input.source.clone(),
+            no_memory: self.input.no_memory,
+            ..Default::default()
+        };
+        c.extra.insert("input_source".into(), json!(self.input.source));
+        c.extra.insert("output_channel".into(), json!(self.input.channel));
+        c
+    }
+
+    fn origin(&self) -> Origin {
+        Origin {
+            source: self.input.source.clone(),
+            channel: self.input.channel.clone(),
+            interrupt: self.input.interrupt,
+        }
+    }
+
+    /// Token budget of the timeline (spec §5.8 with the default window).
+    fn context_budget(env: &Env) -> usize {
+        let target = BUDGET_WINDOW * 80 / 100;
+        let fixed = estimate_tokens(&prompt::system_prompt(env.prompt, env.channels));
+        let available = target.saturating_sub(fixed);
+        available - available / 3
+    }
+
+    fn read_timeline(&mut self, why: Rebuild, env: &Env, out: &mut Vec<Cmd>) {
+        let cmd = Cmd::ReadTimeline {
+            query: self.input.text.clone(),
+            max_tokens: Self::context_budget(env),
+        };
+        self.await_(Wait::Timeline(why), cmd, out);
+    }
+
+    /// Builds (or rebuilds) the prefix from committed state and keeps the tail
+    /// (stage-injected context, tool rounds, placeholders).
+    fn build_prefix(&mut self, timeline: &str, env: &Env) {
+        let prefix = prompt::prefix_of(env.prompt, env.channels, &self.origin(), &self.input.text, timeline);
+        let tail = self.msgs.split_off(self.prefix_len.min(self.msgs.len()));
+        self.prefix_len = prefix.len();
+        self.msgs = prefix;
+        self.msgs.extend(tail);
+    }
+
+    fn pre_action(&mut self, out: &mut Vec<Cmd>) {
+        let c = self.stage_ctx();
+        self.await_(Wait::PreAction, Cmd::RunStage(Stage::PreAction, c), out);
+    }
+
+    /// A safe point: ask the scheduler whether to yield before the next step.
+    fn advance(&mut self, out: &mut Vec<Cmd>) {
+        if self.done {
+            return;
+        }
+        let cmd = Cmd::AskSafePoint {
+            consolidation: self.input.consolidation,
+        };
+        self.await_(Wait::SafePoint, cmd, out);
+    }
+
+    fn run_step(&mut self, env: &Env, out: &mut Vec<Cmd>) {
+        match &self.step {
+            Step::Llm => self.llm_step(env, out),
+            Step::Tools(calls) => {
+                // A batch of output-delivery tools only (not their `_help`): the model is
+                // told next that plain text ends the turn.
+                let reply_only = calls
+                    .iter()
+                    .all(|c| parse_send_tool(&c.name).is_some_and(|(_, help)| !help));
+                let cmd = Cmd::RunTools(calls.clone());
+                self.await_(Wait::Tools { reply_only }, cmd, out);
+            }
+        }
+    }
+
+    fn llm_step(&mut self, env: &Env, out: &mut Vec<Cmd>) {
+        if std::mem::take(&mut self.cancel_pending) {
+            return self.cancelled(false, out);
+        }
+        let limits = env.limits;
+        if limits.max_tool_turns > 0 && self.turn >= limits.max_tool_turns {
+            let text = if self.last_text.trim().is_empty() {
+                format!("[系统] 已达到最大工具轮次 {}，任务中止。", limits.max_tool_turns)
+            } else {
+                self.last_text.clone()
+            };
+            tracing::info!(task = self.id, turn = self.turn, "tool-turn cap reached");
+            out.extend(self.finish(text, End::Done, Vec::new()));
+            return;
+        }
+        prompt::add_continuation(&mut self.msgs, self.last_batch_reply_only);
+        match self.overflow.check(prompt_tokens(&self.msgs), overflow::DEFAULT_WINDOW) {
+            Verdict::Fits => {}
+            Verdict::Recover => return self.recover_overflow(env, out),
+            Verdict::Fail(m) => {
+                out.extend(self.fail(TurnError::Overflow(m), Vec::new()));
+                return;
+            }
+        }
+        let request = CompletionRequest {
+            model: String::new(),
+            messages: self.msgs.clone(),
+            temperature: limits.temperature,
+            max_tokens: limits.max_tokens,
+            stream: true,
+            tools: Vec::new(),
+            tool_choice: Some(json!("auto")),
+            disable_thinking: true,
+            extra_body: Default::default(),
+        };
+        self.in_flight = true;
+        self.await_(Wait::Llm, Cmd::CallLlm(request), out);
+    }
+
+    /// Overflow recovery (spec §5.9): prune, tell the model when events moved, rebuild
+    /// the prompt from committed state, continue at a safe point.
+    fn recover_overflow(&mut self, env: &Env, out: &mut Vec<Cmd>) {
+        let cmd = Cmd::Prune {
+            context_tokens: Self::context_budget(env),
+            max_context_size: env.limits.max_context_size,
+        };
+        self.await_(Wait::Prune, cmd, out);
+    }
+
+    /// A cancel took effect: ask whether it was a stop. `in_flight`: a sent call was
+    /// cancelled (its partial stream is reset), rather than one about to be sent.
+    fn cancelled(&mut self, in_flight: bool, out: &mut Vec<Cmd>) {
+        if in_flight {
+            out.push(Cmd::Publish(TurnEvent::StreamReset {
+                task_id: self.id,
+                channel: self.input.channel.clone(),
+            }));
+        }
+        self.await_(Wait::StopTaken { in_flight }, Cmd::TakeStop, out);
+    }
+
+    /// post_action: plugins see the model's text and calls; may rewrite or answer.
+    fn post_action(&mut self, c: Completion, out: &mut Vec<Cmd>) {
+        let mut sctx = self.stage_ctx();
+        sctx.llm_text = c.response.content.clone();
+        sctx.reasoning_content = c.response.reasoning_content.clone();
+        sctx.tool_calls = c
+            .response
+            .tool_calls
+            .iter()
+            .map(|t| StageToolCall {
+                id: t.id.clone(),
+                name: t.name.clone(),
+                plugin: self
+                    .tools
+                    .get(&t.name)
+                    .map(|x| x.spec.plugin.clone())
+                    .unwrap_or_default(),
+                arguments: t.arguments.clone(),
+            })
+            .collect();
+        self.await_(Wait::PostAction(c), Cmd::RunStage(Stage::PostAction, sctx), out);
+    }
+
+    fn after_post_action(&mut self, c: Completion, mut out: Vec<Cmd>) -> Vec<Cmd> {
+        let r = c.response;
+        self.usage.prompt_tokens += r.usage.prompt_tokens;
+        self.usage.completion_tokens += r.usage.completion_tokens;
+        self.usage.total_tokens += r.usage.total_tokens;
+        if !r.reasoning_content.is_empty() {
+            self.reasoning = r.reasoning_content.clone();
+        }
+        out.push(Cmd::Publish(TurnEvent::LlmChain {
+            task_id: self.id,
+            content: r.content.clone(),
+            reasoning: r.reasoning_content.clone(),
+            tool_calls: r.tool_calls.clone(),
+            turn: self.turn,
+            source: c.source,
+            model: c.model,
+            usage: r.usage,
+        }));
+        if !r.content.trim().is_empty() {
+            self.last_text = r.content.clone();
+        }
+        if r.tool_calls.is_empty() {
+            return self.finish(r.content, End::Done, out);
+        }
+        // Exactly one assistant message per batch, carrying every call of the batch.
+        self.msgs.push(Message {
+            role: "assistant".into(),
+            content: if r.content.is_empty() {
+                Value::Null
+            } else {
+                Value::String(r.content.clone())
+            },
+            reasoning_content: (!r.reasoning_content.is_empty()).then(|| r.reasoning_content.clone()),
+            tool_call_id: None,
+            tool_calls: r
+                .tool_calls
+                .iter()
+                .map(|t| WireToolCall {
+                    id: t.id.clone(),
+                    kind: "function".into(),
+                    function: WireFunction {
+                        name: t.name.clone(),
+                        arguments: t.raw_arguments.clone(),
+                    },
+                })
+                .collect(),
+        });
+        self.step = Step::Tools(r.tool_calls);
+        self.advance(&mut out);
+        out
+    }
+
+    /// The finish phase (once): before_output may rewrite the text, then deliver.
+    fn finish(&mut self, text: String, end: End, mut out: Vec<Cmd>) -> Vec<Cmd> {
+        if self.done {
+            return out;
+        }
+        self.done = true;
+        let mut sctx = self.stage_ctx();
+        sctx.final_text = text;
+        self.await_(
+            Wait::BeforeOutput(end),
+            Cmd::RunStage(Stage::BeforeOutput, sctx),
+            &mut out,
+        );
+        out
+    }
+
+    /// Commits the turn before answering (an answered turn is a remembered turn);
+    /// consolidation answers without a commit.
+    fn deliver(&mut self, text: String, end: End, env: &Env, mut out: Vec<Cmd>) -> Vec<Cmd> {
+        if self.input.consolidation {
+            return self.reply(text, end, out);
+        }
+        let tool_results = self
+            .msgs
+            .iter()
+            .filter(|m| m.role == "tool")
+            .zip(&self.tools_used)
+            .map(|(m, name)| {
+                let output = m.content.as_str().unwrap_or("").to_owned();
+                // The compute layer's view: nothing of a no_memory tool, the cleaned
+                // text of a tool with a cleaner.
+                let compute = self.tools.get(name).and_then(|t| {
+                    if t.spec.no_memory {
+                        Some(String::new())
+                    } else {
+                        t.spec.cleaner.as_ref().map(|c| c(&output))
+                    }
+                });
+                ToolOutput {
+                    name: name.clone(),
+                    output,
+                    compute,
+                }
+            })
+            .collect();
+        let event = MemoryEvent {
+            id: 0,
+            ts_ms: env.now_ms,
+            source: "agent".into(),
+            input: self.input.text.clone(),
+            response: text.clone(),
+            tools_used: self.tools_used.clone(),
+            tool_results,
+        };
+        if !self.input.no_memory {
+            out.push(Cmd::LogText(TextEvent {
+                ts: event.ts_ms,
+                source: self.input.source.clone(),
+                input: event.input.clone(),
+                response: event.response.clone(),
+                tools_used: event.tools_used.clone(),
+            }));
+        }
+        // The window is kept in size by the distill heartbeat, not per turn.
+        self.await_(Wait::Committed { text, end }, Cmd::Commit(event), &mut out);
+        out
+    }
+
+    fn reply(&mut self, text: String, end: End, mut out: Vec<Cmd>) -> Vec<Cmd> {
+        self.wait = Wait::Done;
+        out.push(Cmd::Reply(Reply {
+            content: text.clone(),
+            reasoning_content: self.reasoning.clone(),
+            tools_used: self.tools_used.clone(),
+            usage: self.usage,
+            ..Default::default()
+        }));
+        out.push(Cmd::Publish(TurnEvent::Output {
+            task_id: self.id,
+            text: text.clone(),
+            channel: self.input.channel.clone(),
+            source: self.input.source.clone(),
+        }));
+        let mut sctx = self.stage_ctx();
+        sctx.final_text = text;
+        out.push(Cmd::AfterOutput(sctx));
+        out.push(Cmd::Finish(end));
+        out
+    }
+
+    /// Fails the task (once): the caller and subscribers read `处理错误: <error>`.
+    fn fail(&mut self, error: TurnError, mut out: Vec<Cmd>) -> Vec<Cmd> {
+        if self.done {
+            return out;
+        }
+        tracing::warn!(task = self.id, "task failed: {error}");
+        self.done = true;
+        self.wait = Wait::Done;
+        self.in_flight = false;
+        let error = error.to_string();
+        let text = format!("处理错误: {error}");
+        out.push(Cmd::Reply(Reply {
+            content: text.clone(),
+            error: Some(error),
+            tools_used: self.tools_used.clone(),
+            usage: self.usage,
+            ..Default::default()
+        }));
+        out.push(Cmd::Publish(TurnEvent::Failed {
+            task_id: self.id,
+            text,
+            channel: self.input.channel.clone(),
+        }));
+        out.push(Cmd::Finish(End::Failed));
+        out
+    }
+}
+
+/// The estimated size of a prompt (spec §5.8's estimate over every message's text).
+fn prompt_tokens(msgs: &[Message]) -> usize {
+    msgs.iter()
+        .map(|m| {
+            let content = match &m.content {
+                Value::String(s) => estimate_tokens(s),
+                Value::Null => 0,
+                other => estimate_tokens(&other.to_string()),
+            };
+            content
+                + m.tool_calls
+                    .iter()
+                    .map(|c| estimate_tokens(&c.function.arguments) + estimate_tokens(&c.function.name))
+                    .sum::<usize>()
+        })
+        .sum()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,210 @@
+//! The owner token: the one secret that lets a client drive this daemon.
+//!
+//! Created at first start in `DATA/api-token` (mode 0600, like an SSH key), printed in
+//! the ready line as a login URL, read by `homed token`. API clients send it as
+//! `Authorization: Bearer <token>`; the WebUI trades it once for a session cookie whose
+//! value is derived from the token (an HMAC), so a rotation logs every browser out and
+//! a restart logs none out. The file is re-read when it changes, so `homed token
+//! --rotate` takes effect on a running daemon at once.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use hmac::{Hmac, Mac};
+use parking_lot::Mutex;
+use sha2::Sha256;
+
+/// The token file's name inside the data directory.
+pub const TOKEN_FILE: &str = "api-token";
+/// The WebUI's session cookie.
+pub const SESSION_COOKIE: &str = "homed_session";
+
+/// Why the token could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    #[error("cannot read the API token {path}: {source}; check the data directory's permissions")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("cannot write the API token {path}: {source}; check that the data directory is writable")]
+    Write { path: PathBuf, source: std::io::Error },
+    #[error("no API token in {0}; start homed once (it creates one) or run `homed token --rotate`")]
+    Missing(PathBuf),
+    #[error("cannot get random bytes for a token: {0}")]
+    Random(std::io::Error),
+}
+
+/// The token file of `data_dir`.
+pub fn token_path(data_dir: &Path) -> PathBuf {
+    data_dir.join(TOKEN_FILE)
+}
+
+/// A new random token: 32 bytes from the OS, hex (64 characters).
+fn new_token() -> Result<String, TokenError> {
+    use std::io::Read as _;
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(TokenError::Random)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Writes `token` atomically with mode 0600 (a temporary file renamed into place, so a
+/// reader never sees half a token and the mode is right from the first byte).
+fn write_token(path: &Path, token: &str) -> Result<(), TokenError> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let err = |source| TokenError::Write {
+        path: path.to_owned(),
+        source,
+    };
+    let tmp = path.with_extension("tmp");
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(err)?;
+    f.write_all(format!("{token}\n").as_bytes()).map_err(err)?;
+    f.sync_all().map_err(err)?;
+    std::fs::rename(&tmp, path).map_err(err)
+}
+
+/// Reads the token of `data_dir`.
+pub fn read_token(data_dir: &Path) -> Result<String, TokenError> {
+    let path = token_path(data_dir);
+    match std::fs::read_to_string(&path) {
+        Ok(s) if !s.trim().is_empty() => Ok(s.trim().to_owned()),
+        Ok(_) => Err(TokenError::Missing(path)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(TokenError::Missing(path)),
+        Err(source) => Err(TokenError::Read { path, source }),
+    }
+}
+
+/// The token of `data_dir`, created on first use. Returns it and whether it is new.
+pub fn ensure_token(data_dir: &Path) -> Result<(String, bool), TokenError> {
+    match read_token(data_dir) {
+        Ok(t) => Ok((t, false)),
+        Err(TokenError::Missing(_)) => {
+            let t = new_token()?;
+            write_token(&token_path(data_dir), &t)?;
+            tracing::info!(path = %token_path(data_dir).display(), "created the owner API token");
+            Ok((t, true))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Replaces the token of `data_dir` with a new one (every client must use the new one).
+pub fn rotate_token(data_dir: &Path) -> Result<String, TokenError> {
+    let t = new_token()?;
+    write_token(&token_path(data_dir), &t)?;
+    Ok(t)
+}
+
+/// The session cookie value for `token`.
+pub fn session_value(token: &str) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(token.as_bytes()).expect("HMAC takes any key");
+    mac.update(b"homed-webui-session-v1");
+    mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Equality that takes the same time wherever the inputs differ (no timing oracle for
+/// guessing the token byte by byte).
+pub fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The daemon's view of its token: re-read when the file changes.
+pub struct Owner {
+    path: PathBuf,
+    cached: Mutex<(Option<SystemTime>, String, String)>,
+}
+
+impl Owner {
+    /// Watches the token file of `data_dir` (which must exist: see [`ensure_token`]).
+    pub fn new(data_dir: &Path) -> Result<Self, TokenError> {
+        let token = read_token(data_dir)?;
+        let path = token_path(data_dir);
+        let mtime = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
+        let session = session_value(&token);
+        Ok(Self {
+            path,
+            cached: Mutex::new((mtime, token, session)),
+        })
+    }
+
+    /// The current token and session value (re-read after `homed token --rotate`).
+    fn current(&self) -> (String, String) {
+        let mtime = std::fs::metadata(&self.path).and_then(|m| m.modified()).ok();
+        let mut c = self.cached.lock();
+        if mtime.is_some() && mtime != c.0 {
+            match std::fs::read_to_string(&self.path) {
+                Ok(t) if !t.trim().is_empty() => {
+                    let t = t.trim().to_owned();
+                    if t != c.1 {
+                        tracing::info!("the owner API token changed; clients must use the new one");
+                    }
+                    let session = session_value(&t);
+                    *c = (mtime, t, session);
+                }
+                // A failed read keeps the last good token rather than locking the owner out.
+                _ => tracing::warn!(path = %self.path.display(), "cannot re-read the API token; keeping the last one"),
+            }
+        }
+        (c.1.clone(), c.2.clone())
+    }
+
+    /// Whether `bearer` is the owner's token.
+    pub fn token_ok(&self, bearer: &str) -> bool {
+        same(bearer, &self.current().0)
+    }
+
+    /// Whether `cookie` is the current session value.
+    pub fn session_ok(&self, cookie: &str) -> bool {
+        same(cookie, &self.current().1)
+    }
+
+    /// The session cookie value to hand out after a login.
+    pub fn session(&self) -> String {
+        self.current().1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    #[test]
+    fn created_once_private_rotated_and_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (t, new) = ensure_token(dir.path()).unwrap();
+        assert!(new && t.len() == 64 && t.chars().all(|c| c.is_ascii_hexdigit()));
+        let mode = std::fs::metadata(token_path(dir.path())).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert_eq!(ensure_token(dir.path()).unwrap(), (t.clone(), false), "kept");
+        let owner = Owner::new(dir.path()).unwrap();
+        assert!(owner.token_ok(&t) && !owner.token_ok("nope") && !owner.token_ok(""));
+        assert!(owner.session_ok(&session_value(&t)));
+        assert!(!owner.session_ok(&t), "the token itself is not a session");
+        // Rotation: a new mtime makes the daemon re-read it.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let t2 = rotate_token(dir.path()).unwrap();
+        let f = std::fs::File::options()
+            .write(true)
+            .open(token_path(dir.path()))
+            .unwrap();
+        f.set_modified(SystemTime::now() + std::time::Duration::from_secs(1))
+            .unwrap();
+        assert_ne!(t, t2);
+        assert!(owner.token_ok(&t2) && !owner.token_ok(&t));
+        assert!(owner.session_ok(&session_value(&t2)) && !owner.session_ok(&session_value(&t)));
+    }
+
+    #[test]
+    fn comparison_is_exact() {
+        assert!(same("abc", "abc"));
+        assert!(!same("abc", "abd") && !same("abc", "ab") && !same("", "a"));
+    }
+}

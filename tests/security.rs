@@ -1,0 +1,319 @@
+//! The daemon as an attacker meets it on loopback: no token, a foreign `Host` (DNS
+//! rebinding), a cross-site `Origin`, and the simple POSTs a web page can send without
+//! a preflight. Every refusal is a 4xx and changes nothing.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::process::Command;
+
+use common::Daemon;
+use serde_json::{Value, json};
+
+fn raw(d: &Daemon, method: reqwest::Method, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
+    let mut r = reqwest::blocking::Client::new().request(method, d.url(path));
+    for (k, v) in headers {
+        r = r.header(*k, *v);
+    }
+    let r = r.body(body.to_owned()).send().unwrap();
+    (r.status().as_u16(), r.text().unwrap_or_default())
+}
+
+fn settings(d: &Daemon) -> Value {
+    common::api::get(d, "/api/v1/settings")["settings"].clone()
+}
+
+fn plugin_names(d: &Daemon) -> Vec<String> {
+    common::api::get(d, "/api/v1/plugins")["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// A valid Lua package: what an attacker's page would try to install.
+fn package() -> Vec<u8> {
+    use std::io::Write as _;
+    let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let opts = zip::write::SimpleFileOptions::default();
+    w.start_file("plugin.json", opts).unwrap();
+    w.write_all(br#"{"name": "evil", "version": "1.0.0", "entry": "main.lua"}"#)
+        .unwrap();
+    w.start_file("main.lua", opts).unwrap();
+    w.write_all(b"sdk.log('info', 'evil plugin ran')").unwrap();
+    w.finish().unwrap().into_inner()
+}
+
+#[test]
+fn without_the_token_nothing_but_healthz_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = Daemon::start(&data);
+    let token = d.token();
+    assert_eq!(token.len(), 64);
+    let mode = std::fs::metadata(data.join("api-token")).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the token file is private");
+    assert!(
+        d.log_text().contains(&format!("/login?token={token}")),
+        "the ready line carries the login URL"
+    );
+
+    assert_eq!(raw(&d, reqwest::Method::GET, "/healthz", &[], "").0, 200);
+    for path in [
+        "/api/v1/actors",
+        "/api/v1/settings",
+        "/api/v1/events",
+        "/api/v1/openapi.json",
+    ] {
+        for auth in ["", "Bearer wrong", "Bearer ", "Basic abc"] {
+            let headers: Vec<(&str, &str)> = if auth.is_empty() {
+                vec![]
+            } else {
+                vec![("authorization", auth)]
+            };
+            let (status, body) = raw(&d, reqwest::Method::GET, path, &headers, "");
+            assert_eq!(status, 401, "{path} with `{auth}`: {body}");
+            let v: Value = serde_json::from_str(&body).unwrap();
+            assert!(v["error"].as_str().unwrap().contains("DATA/api-token"), "{body}");
+        }
+    }
+    // The WebUI without a session: the sign-in page, not the dashboard.
+    let (status, html) = raw(&d, reqwest::Method::GET, "/", &[], "");
+    assert_eq!(status, 401);
+    assert!(
+        html.contains("Paste the owner token") && !html.contains("actors"),
+        "{html}"
+    );
+    // A wrong login sets no cookie; the right one does, and the cookie opens the API.
+    let (status, _) = raw(&d, reqwest::Method::GET, "/login?token=nope", &[], "");
+    assert_eq!(status, 401);
+    let no_redirect = reqwest::blocking::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let r = no_redirect.get(d.url(&format!("/login?token={token}"))).send().unwrap();
+    assert_eq!(r.status().as_u16(), 303);
+    let cookie = r.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    let pair = cookie.split(';').next().unwrap();
+    let (status, _) = raw(&d, reqwest::Method::GET, "/api/v1/actors", &[("cookie", pair)], "");
+    assert_eq!(status, 200);
+    let (status, _) = raw(&d, reqwest::Method::GET, "/", &[("cookie", pair)], "");
+    assert_eq!(status, 200, "the dashboard with a session");
+
+    // Rotation on the running daemon: the old token and the old session stop working.
+    let out = Command::new(env!("CARGO_BIN_EXE_homed"))
+        .args(["--data", data.to_str().unwrap(), "token"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        token,
+        "homed token prints it"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_homed"))
+        .args(["--data", data.to_str().unwrap(), "token", "--rotate"])
+        .output()
+        .unwrap();
+    let new = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert!(out.status.success() && new.len() == 64 && new != token);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let old = raw(
+            &d,
+            reqwest::Method::GET,
+            "/api/v1/actors",
+            &[("authorization", &format!("Bearer {token}"))],
+            "",
+        )
+        .0;
+        if old == 401 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the rotated token is still accepted"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(
+        raw(&d, reqwest::Method::GET, "/api/v1/actors", &[("cookie", pair)], "").0,
+        401
+    );
+    let auth = format!("Bearer {new}");
+    assert_eq!(
+        raw(
+            &d,
+            reqwest::Method::GET,
+            "/api/v1/actors",
+            &[("authorization", &auth)],
+            ""
+        )
+        .0,
+        200
+    );
+}
+
+#[test]
+fn foreign_hosts_cross_site_pages_and_simple_posts_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = Daemon::start(&data);
+    let auth = format!("Bearer {}", d.token());
+    let before = settings(&d);
+    let plugins_before = plugin_names(&d);
+    let evil = package();
+    let put_body = json!({"plugin.mcp.servers": {"sh": {"command": "/bin/sh"}}}).to_string();
+
+    // DNS rebinding: the page's own name in Host, even with the token.
+    for (method, path) in [
+        (reqwest::Method::GET, "/api/v1/settings"),
+        (reqwest::Method::PUT, "/api/v1/settings"),
+        (reqwest::Method::GET, "/healthz"),
+    ] {
+        let (status, body) = raw(
+            &d,
+            method,
+            path,
+            &[
+                ("host", "attacker.example:8080"),
+                ("authorization", &auth),
+                ("content-type", "application/json"),
+            ],
+            &put_body,
+        );
+        assert_eq!(status, 403, "{path}: {body}");
+        assert!(body.contains("core.daemon.allowed_hosts"), "{body}");
+    }
+
+    // Cross-site pages: the POSTs a browser sends without a preflight (text/plain,
+    // a form, multipart), and a JSON PUT, each from a foreign Origin.
+    let cross = [
+        ("http://attacker.example", None),
+        ("null", None),
+        ("http://127.0.0.1.attacker.example", None),
+        ("", Some("cross-site")),
+    ];
+    for (origin, fetch_site) in cross {
+        for (method, path, ct, body) in [
+            (
+                reqwest::Method::POST,
+                "/api/v1/stop",
+                "text/plain",
+                "x".as_bytes().to_vec(),
+            ),
+            (
+                reqwest::Method::POST,
+                "/api/v1/plugins/install",
+                "text/plain",
+                evil.clone(),
+            ),
+            (
+                reqwest::Method::POST,
+                "/api/v1/plugins/install",
+                "application/zip",
+                evil.clone(),
+            ),
+            (
+                reqwest::Method::POST,
+                "/api/v1/actors/kernel/config/restart",
+                "application/x-www-form-urlencoded",
+                b"a=b".to_vec(),
+            ),
+            (
+                reqwest::Method::PUT,
+                "/api/v1/settings",
+                "application/json",
+                put_body.clone().into_bytes(),
+            ),
+        ] {
+            let mut r = reqwest::blocking::Client::new()
+                .request(method, d.url(path))
+                .header("authorization", &auth)
+                .header("content-type", ct)
+                .body(body);
+            if !origin.is_empty() {
+                r = r.header("origin", origin);
+            }
+            if let Some(site) = fetch_site {
+                r = r.header("sec-fetch-site", site);
+            }
+            let r = r.send().unwrap();
+            assert_eq!(r.status().as_u16(), 403, "{origin}/{fetch_site:?} {path} {ct}");
+        }
+    }
+
+    // With the token and no Origin (a script, not a page): still only a package's own
+    // media types install a package.
+    for ct in [
+        "text/plain",
+        "multipart/form-data; boundary=x",
+        "application/x-www-form-urlencoded",
+        "",
+    ] {
+        let mut r = reqwest::blocking::Client::new()
+            .post(d.url("/api/v1/plugins/install"))
+            .header("authorization", &auth)
+            .body(evil.clone());
+        if !ct.is_empty() {
+            r = r.header("content-type", ct);
+        }
+        let r = r.send().unwrap();
+        assert_eq!(r.status().as_u16(), 415, "install as `{ct}`");
+    }
+    // JSON endpoints take JSON only.
+    let (status, _) = raw(
+        &d,
+        reqwest::Method::PUT,
+        "/api/v1/settings",
+        &[("authorization", &auth), ("content-type", "text/plain")],
+        &put_body,
+    );
+    assert_eq!(status, 415);
+
+    assert_eq!(settings(&d), before, "no setting changed");
+    assert_eq!(plugin_names(&d), plugins_before, "no plugin appeared");
+    assert!(!data.join("plugins/evil").exists());
+    assert!(!d.log_text().contains("evil plugin ran"));
+    // No CORS grant anywhere.
+    let r = reqwest::blocking::Client::new()
+        .get(d.url("/api/v1/actors"))
+        .header("authorization", &auth)
+        .header("origin", "http://attacker.example")
+        .send()
+        .unwrap();
+    assert!(r.headers().get("access-control-allow-origin").is_none());
+
+    // The owner's own page (same origin) and a configured proxy name work.
+    let (status, _) = raw(
+        &d,
+        reqwest::Method::PUT,
+        "/api/v1/settings",
+        &[
+            ("authorization", &auth),
+            ("content-type", "application/json"),
+            ("origin", &d.url("")),
+        ],
+        &json!({"core.daemon.allowed_hosts": "homed.lan"}).to_string(),
+    );
+    assert_eq!(status, 200);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let (status, _) = raw(
+            &d,
+            reqwest::Method::GET,
+            "/api/v1/actors",
+            &[("host", "homed.lan"), ("authorization", &auth)],
+            "",
+        );
+        if status == 200 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "allowed_hosts did not apply live");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
