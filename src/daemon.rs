@@ -55,6 +55,43 @@ pub fn apply_log_level(level: &str) {
     }
 }
 
+/// Everything the daemon writes is for its owner only: files and directories created
+/// from now on get no group or other bits (umask 077, inherited by plugin processes),
+/// and what an older version left readable is tightened once at start (owner bits kept,
+/// so plugin binaries stay executable). Links are not followed.
+pub fn make_private(data: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    // SAFETY: umask only changes this process's file-creation mask; it cannot fail.
+    unsafe { libc::umask(0o077) };
+    let mut fixed = 0usize;
+    let mut stack = vec![data.to_owned()];
+    while let Some(path) = stack.pop() {
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if meta.file_type().is_symlink() {
+            continue;
+        }
+        let mode = meta.permissions().mode();
+        if mode & 0o077 != 0 {
+            if std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode & 0o7700)).is_ok() {
+                fixed += 1;
+            } else {
+                tracing::warn!(path = %path.display(), "cannot make it private (chmod go-rwx)");
+            }
+        }
+        if meta.is_dir()
+            && let Ok(entries) = std::fs::read_dir(&path)
+        {
+            // node_modules-sized trees inside plugins are walked too: bounded by the data dir.
+            stack.extend(entries.flatten().map(|e| e.path()));
+        }
+    }
+    if fixed > 0 {
+        tracing::info!(fixed, data = %data.display(), "made the data directory's files private to their owner");
+    }
+}
+
 /// Group 0: serial set-up whose order is a side-effect order (not data dependencies).
 fn prepare(args: &RunArgs) -> anyhow::Result<(DataLock, BootSettings)> {
     std::fs::create_dir_all(&args.data).with_context(|| {
@@ -68,6 +105,7 @@ fn prepare(args: &RunArgs) -> anyhow::Result<(DataLock, BootSettings)> {
         let dir = args.data.join(sub);
         std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
+    make_private(&args.data);
     let mut store = ConfigStore::open(&args.data.join("config.db"), &args.data)
         .context("cannot open the settings database; is the disk full or the file corrupt?")?;
     let seeded = store.seed_defaults().context("cannot seed default settings")?;

@@ -550,7 +550,7 @@ fn install_bundled(dir: &std::path::Path) {
                     let path = staging.join(file);
                     std::fs::write(&path, content.replace("@HOMED@", &quoted))?;
                     if *exec {
-                        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
+                        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700))?;
                     }
                 }
                 std::fs::rename(&staging, &target)?;

@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::os::unix::fs::PermissionsExt as _;
+use std::os::unix::fs::{FileTypeExt as _, PermissionsExt as _};
 use std::process::Command;
 
 use common::Daemon;
@@ -315,5 +315,132 @@ fn foreign_hosts_cross_site_pages_and_simple_posts_change_nothing() {
         }
         assert!(std::time::Instant::now() < deadline, "allowed_hosts did not apply live");
         std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Every file the daemon keeps (settings with the keys, memory, logs, token, plugins)
+/// is its owner's alone, including what an older version left readable.
+#[test]
+fn the_data_dir_is_private_to_its_owner() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(data.join("memory")).unwrap();
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(data.join("memory/old-notes.txt"), "left by an older version").unwrap();
+    std::fs::set_permissions(
+        data.join("memory/old-notes.txt"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    let (_tmp, _data, d, _v) = {
+        let d = Daemon::start(&data);
+        let v = common::vendor::start();
+        common::api::put_settings(&d, common::vendor::source_settings("fake", &v.url, 0));
+        common::api::wait_sources(&d, 1);
+        ((), (), d, v)
+    };
+    // A turn and a key change: the databases, their WALs, the text log and the LLM
+    // snapshot all exist now.
+    let (status, body) = common::api::post(&d, "/api/v1/messages", json!({"text": "remember this"}));
+    assert_eq!(status, 200, "{body}");
+    common::api::put_settings(&d, json!({"core.llm.sources.fake.api_key": "sk-second"}));
+    let mut seen = 0;
+    let mut stack = vec![data.clone()];
+    while let Some(p) = stack.pop() {
+        let meta = std::fs::symlink_metadata(&p).unwrap();
+        if meta.file_type().is_symlink() || meta.file_type().is_socket() {
+            continue;
+        }
+        let mode = meta.permissions().mode() & 0o777;
+        assert_eq!(mode & 0o077, 0, "{} is mode {mode:o}", p.display());
+        seen += 1;
+        if meta.is_dir() {
+            stack.extend(std::fs::read_dir(&p).unwrap().flatten().map(|e| e.path()));
+        }
+    }
+    assert!(seen > 10, "only {seen} entries checked");
+    for f in ["config.db", "api-token", "config-llm-snapshot.json"] {
+        assert!(data.join(f).exists(), "{f} missing");
+    }
+}
+
+/// An API key is a canary: after it is set and used, it appears nowhere but in the
+/// settings database and the vendor's `Authorization` header — not in the log, the event
+/// stream, any API answer, any other file of the data dir, or any request body.
+#[test]
+fn an_api_key_appears_only_in_the_settings_database_and_the_auth_header() {
+    const CANARY: &str = "sk-CANARY-7f3a9c21e0";
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = Daemon::start(&data);
+    let v = common::vendor::start();
+    let mut source = common::vendor::source_settings("fake", &v.url, 0);
+    source["core.llm.sources.fake.api_key"] = json!(CANARY);
+    common::api::put_settings(&d, source);
+    common::api::wait_sources(&d, 1);
+
+    // Everything on the event stream while the key is set, used and replaced.
+    let events = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let (client, url, sink) = (d.client(), d.url("/api/v1/events?interval_ms=200"), events.clone());
+    std::thread::spawn(move || {
+        use std::io::Read as _;
+        let Ok(mut resp) = client.get(url).timeout(std::time::Duration::from_secs(30)).send() else {
+            return;
+        };
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = resp.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    for text in ["hello there", "what is my key?"] {
+        let (status, body) = common::api::post(&d, "/api/v1/messages", json!({"text": text}));
+        assert_eq!(status, 200, "{body}");
+    }
+    assert!(
+        !v.last.lock().unwrap().to_string().contains(CANARY),
+        "a request body carried the key"
+    );
+    common::api::put_settings(&d, json!({"core.llm.sources.fake.api_key": "sk-replacement"}));
+    std::thread::sleep(std::time::Duration::from_millis(500));
+
+    let mut answers = String::new();
+    for path in [
+        "/api/v1/settings",
+        "/api/v1/llm/sources",
+        "/api/v1/memory/context",
+        "/api/v1/memory/status",
+        "/api/v1/memory/documents",
+        "/api/v1/plugins",
+        "/api/v1/tasks",
+        "/api/v1/actors",
+    ] {
+        answers.push_str(&common::api::get(&d, path).to_string());
+    }
+    assert!(!answers.contains(CANARY), "an API answer shows the key");
+    let stream = events.lock().unwrap().clone();
+    assert!(stream.contains("setting_changed"), "the stream was read: {stream:.300}");
+    assert!(!stream.contains(CANARY), "the event stream shows the key");
+    assert!(!d.log_text().contains(CANARY), "the log shows the key");
+    let mut stack = vec![data.clone()];
+    while let Some(p) = stack.pop() {
+        let meta = std::fs::symlink_metadata(&p).unwrap();
+        if meta.is_dir() {
+            stack.extend(std::fs::read_dir(&p).unwrap().flatten().map(|e| e.path()));
+            continue;
+        }
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        if !meta.is_file() || name.starts_with("config.db") {
+            continue;
+        }
+        let bytes = std::fs::read(&p).unwrap();
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains(CANARY),
+            "{} holds the key",
+            p.display()
+        );
     }
 }

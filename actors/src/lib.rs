@@ -10,6 +10,7 @@
 //! * [`bus`]: the kernel event bus (broadcast, never blocks);
 //! * [`modgraph`]: kernel assembly as a dependency graph of modules and facilities;
 //! * [`config`]: the settings registry (SQLite) and its actor;
+//! * [`firewall`]: tool policy and the sandbox of tools that touch the machine;
 //! * [`panic`]: the panic hook that gives vanished actors an exit reason.
 //!
 //! Invariants: the kernel does no network or terminal IO (channels are plugins); no
@@ -20,6 +21,7 @@ pub mod addr;
 pub mod agent;
 pub mod bus;
 pub mod config;
+pub mod firewall;
 pub mod host;
 pub mod llm;
 pub mod memory;

@@ -107,8 +107,10 @@ fn worker(name: &'static str, log: &Log) -> impl Fn() -> Result<Worker, String> 
     move || Ok(Worker { name, log: log.clone() })
 }
 
+/// Waits for `cond`; the bound is generous (a loaded CI machine is slow, not wrong).
 async fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    for _ in 0..200 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::time::Instant::now() < deadline {
         if cond() {
             return;
         }

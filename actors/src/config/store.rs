@@ -540,9 +540,11 @@ impl ConfigStore {
     /// Saves the stored `core.llm.*` section to the snapshot file (mode 0600: it holds
     /// API keys), atomically. Done automatically before every `core.llm.*` write.
     pub fn snapshot_llm(&self) -> Result<PathBuf, ConfigError> {
+        // Secrets (API keys) stay out: a snapshot must not keep a key the owner just
+        // replaced. A restore leaves the current keys as they are.
         let settings: BTreeMap<String, Value> = read_table(&self.conn, "config")?
             .into_iter()
-            .filter(|(k, _)| k.starts_with(LLM_PREFIX))
+            .filter(|(k, _)| k.starts_with(LLM_PREFIX) && !self.is_secret(k))
             .collect();
         let doc = json!({
             "format": SNAPSHOT_FORMAT,
@@ -592,7 +594,8 @@ impl ConfigStore {
             }
             match defs::lookup(&self.defs, key) {
                 Ok(info) => {
-                    if value.is_null() {
+                    // An older snapshot may hold keys; they are not restored.
+                    if value.is_null() || info.secret() {
                         continue;
                     }
                     let v = defs::check_value(&info, key, value).map_err(|e| bad(e.to_string()))?;
@@ -609,7 +612,7 @@ impl ConfigStore {
         let tx = self.conn.transaction()?;
         let current: BTreeSet<String> = read_table(&tx, "config")?
             .into_keys()
-            .filter(|k| k.starts_with(LLM_PREFIX))
+            .filter(|k| k.starts_with(LLM_PREFIX) && !defs::lookup(&self.defs, k).is_ok_and(|i| i.secret()))
             .collect();
         let keys: BTreeSet<String> = current.into_iter().chain(wanted.keys().cloned()).collect();
         let mut changes = Vec::new();
@@ -1226,6 +1229,16 @@ mod tests {
             "restore is idempotent"
         );
         assert!(!dir.path().join(format!(".{LLM_SNAPSHOT_FILE}.tmp")).exists());
+
+        // A replaced key never survives in the snapshot, and a restore keeps the new one.
+        store
+            .set("core.llm.sources.extra.api_key", json!("sk-OLD-CANARY"))
+            .unwrap();
+        store.set("core.llm.sources.extra.api_key", json!("sk-new")).unwrap();
+        let text = fs::read_to_string(&path).unwrap();
+        assert!(!text.contains("sk-OLD-CANARY") && !text.contains("sk-new"), "{text}");
+        store.restore_llm_snapshot().unwrap();
+        assert_eq!(store.get_string("core.llm.sources.extra.api_key").unwrap(), "sk-new");
     }
 
     #[test]

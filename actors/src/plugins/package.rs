@@ -283,7 +283,7 @@ fn unpack_and_check<R: Read + std::io::Seek>(
             }
             out.write_all(&buf[..n])?;
         }
-        let mode = f.unix_mode().unwrap_or(0o644) & 0o755;
+        let mode = f.unix_mode().unwrap_or(0o644) & 0o700; // owner bits only: the data dir is private
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode | 0o600))?;
     }
     let manifest = Manifest::load(root).map_err(|e| PackageError::Manifest(e.to_string()))?;

@@ -1,0 +1,94 @@
+//! Tool policy: allow and deny lists of tool-name patterns. Deny wins; an empty allow
+//! list allows every tool that is not denied.
+//!
+//! Patterns are exact names or globs with `*` (any run of characters): `mcp__*`,
+//! `files_*`, `*_delete`. They come from the settings `core.security.tool_allow` and
+//! `core.security.tool_deny` (comma-separated).
+
+/// The lists, parsed once.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolPolicy {
+    allow: Vec<String>,
+    deny: Vec<String>,
+}
+
+/// Whether `name` matches `pattern` (`*` = any run of characters, possibly empty).
+fn glob(pattern: &str, name: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    if parts.len() == 1 {
+        return pattern == name;
+    }
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if !name.starts_with(first) || name.len() < first.len() + last.len() || !name.ends_with(last) {
+        return false;
+    }
+    let mut rest = &name[first.len()..name.len() - last.len()];
+    for mid in &parts[1..parts.len() - 1] {
+        match rest.find(mid) {
+            Some(i) => rest = &rest[i + mid.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+fn split(list: &str) -> Vec<String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+impl ToolPolicy {
+    /// From the two comma-separated lists.
+    pub fn new(allow: &str, deny: &str) -> Self {
+        Self {
+            allow: split(allow),
+            deny: split(deny),
+        }
+    }
+
+    /// `Ok` when `tool` may run; `Err` says which rule refused it and what to change.
+    pub fn check(&self, tool: &str) -> Result<(), String> {
+        if let Some(p) = self.deny.iter().find(|p| glob(p, tool)) {
+            return Err(format!(
+                "tool `{tool}` is denied by the owner's policy (core.security.tool_deny: `{p}`)"
+            ));
+        }
+        if !self.allow.is_empty() && !self.allow.iter().any(|p| glob(p, tool)) {
+            return Err(format!(
+                "tool `{tool}` is not in the owner's allow list (core.security.tool_allow); add it there to use it"
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs() {
+        assert!(glob("files_read", "files_read") && !glob("files_read", "files_reads"));
+        assert!(glob("mcp__*", "mcp__fs__read") && !glob("mcp__*", "mcp_x"));
+        assert!(glob("*_delete", "knowledge_delete") && !glob("*_delete", "delete_x"));
+        assert!(glob("a*b*c", "aXXbYYc") && !glob("a*b*c", "aXXcYYb"));
+        assert!(glob("*", "") && glob("a*a", "aa") && !glob("a*a", "a"));
+    }
+
+    #[test]
+    fn deny_wins_and_an_empty_allow_list_allows_the_rest() {
+        let open = ToolPolicy::new("", "cmd_*, files_write");
+        assert!(open.check("files_read").is_ok());
+        let e = open.check("cmd_run").unwrap_err();
+        assert!(e.contains("cmd_*") && e.contains("core.security.tool_deny"), "{e}");
+        assert!(open.check("files_write").is_err());
+        let closed = ToolPolicy::new("files_*, timer_set", "files_write");
+        assert!(closed.check("files_read").is_ok() && closed.check("timer_set").is_ok());
+        assert!(closed.check("files_write").is_err(), "deny wins over allow");
+        assert!(closed.check("cmd_run").unwrap_err().contains("allow list"));
+        assert_eq!(ToolPolicy::new(" , ", ""), ToolPolicy::default());
+    }
+}
