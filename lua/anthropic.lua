@@ -23,6 +23,7 @@ local A = {
   version = "2.0.0",
   endpoint = "/v1/messages",
   stream_format = "sse",
+  end_marker = "message_stop", -- a stream without it was cut off
   headers = {["anthropic-version"] = API_VERSION, ["content-type"] = "application/json"},
 }
 

@@ -27,6 +27,7 @@ local A = {
   version = "2.0.0",
   endpoint = "/v1beta/models",
   stream_format = "sse",
+  end_marker = "finishReason", -- no [DONE]: the last chunk carries the finish reason
   headers = {["Content-Type"] = "application/json"},
 }
 

@@ -11,8 +11,14 @@
 //!
 //! It also serves OpenAI `POST /v1/embeddings` (deterministic 8-dimensional vectors)
 //! for the remote-embedder tests.
+//!
+//! [`raw`] is a second double on a bare `TcpListener` for what a server framework will
+//! not do on purpose: close-delimited and HTTP/1.0 bodies, cut-off streams, hangs.
 
 #![allow(dead_code)]
+
+/// A vendor double writing exact HTTP/1.x bytes (framings, cut streams, hangs).
+pub mod raw;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -309,6 +309,24 @@ pub const SOURCE_FIELDS: &[SourceField] = &[
         secret: false,
     },
     SourceField {
+        name: "connect_timeout",
+        kind: at_least(Duration::from_millis(100)),
+        description: "Longest wait to open the connection to this source (TCP and TLS); default 10s",
+        secret: false,
+    },
+    SourceField {
+        name: "first_byte_timeout",
+        kind: at_least(Duration::from_millis(100)),
+        description: "Longest wait from sending a request until the response starts; default 3m, for slow reasoning models",
+        secret: false,
+    },
+    SourceField {
+        name: "idle_timeout",
+        kind: at_least(Duration::from_millis(100)),
+        description: "Longest silence between two pieces of a response or stream; default 2m",
+        secret: false,
+    },
+    SourceField {
         name: "vision",
         kind: ValueKind::Bool,
         description: "The model accepts images",
@@ -1090,6 +1108,12 @@ mod tests {
         assert!(validate(&d, "core.llm.sources.local-1.context_window", &json!(-1)).is_err());
         assert!(validate(&d, "core.llm.sources.local-1.priority", &json!(-3)).is_ok());
         assert!(validate(&d, "core.llm.sources.x.thinking_enabled", &json!(true)).is_ok());
+        assert_eq!(
+            validate(&d, "core.llm.sources.x.first_byte_timeout", &json!(" 3s ")).unwrap(),
+            json!("3s")
+        );
+        assert!(validate(&d, "core.llm.sources.x.idle_timeout", &json!("90")).is_err());
+        assert!(validate(&d, "core.llm.sources.x.connect_timeout", &json!("0s")).is_err());
         assert!(matches!(
             validate(&d, "core.llm.sources.Bad.model", &json!("m")),
             Err(ConfigError::InvalidKey { .. })

@@ -74,6 +74,10 @@ pub struct Adapter {
     used: Arc<AtomicU64>,
     pub endpoint: String,
     pub stream_format: StreamFormat,
+    /// How the vendor marks the end of a stream, for the error of a stream cut off
+    /// before it (`end_marker` in the script; by default `finish_reason or [DONE]` for
+    /// SSE and a `"done": true` line for NDJSON).
+    pub end_marker: String,
     /// The converted tool list of the last distinct tool list (see `tools_cache`).
     tools_cache: parking_lot::Mutex<Option<super::tools_cache::Entry>>,
 }
@@ -366,6 +370,13 @@ impl Adapter {
             Some("ndjson") => StreamFormat::Ndjson,
             _ => StreamFormat::Sse,
         };
+        let end_marker = module
+            .get::<Option<String>>("end_marker")
+            .map_err(load_err)?
+            .unwrap_or_else(|| match stream_format {
+                StreamFormat::Sse => "finish_reason or [DONE]".into(),
+                StreamFormat::Ndjson => "a \"done\": true line".into(),
+            });
         Ok(Self {
             name: name.to_owned(),
             lua,
@@ -373,6 +384,7 @@ impl Adapter {
             used,
             endpoint,
             stream_format,
+            end_marker,
             tools_cache: parking_lot::Mutex::new(None),
         })
     }

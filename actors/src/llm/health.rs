@@ -1,6 +1,9 @@
 //! Which LLM source to try, in what order, and which to skip (spec §2.3, §3.6).
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
+
+use super::source::SourceConfig;
 
 /// First pause after a source failed (both attempts); doubles per consecutive failure.
 pub const BASE_PAUSE: Duration = Duration::from_secs(30);
@@ -62,6 +65,32 @@ impl SourceHealth {
         self.rejected_key = Some(key_fingerprint);
         self.last_error = Some(error);
     }
+}
+
+/// The health to keep after the sources were reconfigured: a source keeps its failure
+/// count, pause and last error only while its settings are exactly as they were. A
+/// changed setting (base URL, model, key, adapter, a timeout…) is the operator's fix
+/// for whatever made it fail, so it is tried again at once instead of sitting out a
+/// pause earned by the old settings. Removed sources lose their health.
+pub fn carry_over(
+    mut health: HashMap<String, SourceHealth>,
+    old: &[&SourceConfig],
+    new: &[&SourceConfig],
+) -> HashMap<String, SourceHealth> {
+    let mut kept = HashMap::new();
+    for cfg in new {
+        let Some(h) = health.remove(&cfg.name) else { continue };
+        if old.contains(cfg) {
+            kept.insert(cfg.name.clone(), h);
+        } else if h != SourceHealth::default() {
+            tracing::info!(
+                source = %cfg.name,
+                failures = h.failures,
+                "LLM source settings changed: its failure count and pause are reset"
+            );
+        }
+    }
+    kept
 }
 
 /// What ordering needs to know about a source.
@@ -129,6 +158,49 @@ mod tests {
         h.record_auth_failure(key_fingerprint("bad"), "401".into());
         assert!(!h.available(t + Duration::from_secs(100_000), key_fingerprint("bad")));
         assert!(h.available(t, key_fingerprint("good")));
+    }
+
+    fn cfg(name: &str, base_url: &str) -> SourceConfig {
+        SourceConfig {
+            name: name.into(),
+            base_url: base_url.into(),
+            model: "m".into(),
+            api_key: "k".into(),
+            adapter: "openai".into(),
+            adapter_path: String::new(),
+            priority: 0,
+            max_concurrent: 8,
+            context_window: 0,
+            thinking_enabled: false,
+            connect_timeout: Duration::from_secs(10),
+            first_byte_timeout: Duration::from_secs(180),
+            idle_timeout: Duration::from_secs(120),
+        }
+    }
+
+    #[test]
+    fn changed_settings_reset_health_and_unchanged_ones_keep_it() {
+        let t = Instant::now();
+        let mut failed = SourceHealth::default();
+        failed.record_failure(t, "connect refused".into());
+        let health: HashMap<String, SourceHealth> = ["a", "b", "c", "gone"]
+            .iter()
+            .map(|n| (n.to_string(), failed.clone()))
+            .collect();
+        let old = [
+            cfg("a", "http://x"),
+            cfg("b", "http://wrong"),
+            cfg("c", "http://x"),
+            cfg("gone", "http://x"),
+        ];
+        let mut c = cfg("c", "http://x");
+        c.first_byte_timeout = Duration::from_secs(3);
+        let new = [cfg("a", "http://x"), cfg("b", "http://right"), c];
+        let kept = carry_over(health, &old.iter().collect::<Vec<_>>(), &new.iter().collect::<Vec<_>>());
+        assert_eq!(kept.get("a"), Some(&failed), "unchanged: still paused");
+        assert!(!kept.contains_key("b"), "base_url corrected: fresh health");
+        assert!(!kept.contains_key("c"), "a timeout changed: fresh health");
+        assert!(!kept.contains_key("gone"));
     }
 
     #[test]

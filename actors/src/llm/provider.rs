@@ -1,10 +1,17 @@
 //! `kernel/llm`: the actor that talks to LLM vendors.
 //!
-//! It owns the HTTP client (awc, whose futures are bound to this actor's thread), one
-//! adapter per configured source, and each source's health. A request tries the
-//! sources in order (see [`health::order`]): two attempts per source 2 s apart, then
-//! the source pauses (30 s doubling up to 30 min) and the next one is tried; a 401/403
-//! disables a source until its key changes; a cancellation stops everything at once.
+//! It owns one adapter and one HTTP client per configured source, and each source's
+//! health. A request tries the sources in order (see [`health::order`]): two attempts
+//! per source 2 s apart, then the source pauses (30 s doubling up to 30 min) and the
+//! next one is tried; a 401/403 disables a source until its key changes; a
+//! cancellation stops everything at once. Changing a source's settings resets its
+//! health ([`health::carry_over`]).
+//!
+//! Vendor calls go through reqwest (hyper), not awc: awc does not read close-delimited
+//! bodies (actix/actix-web#2287), which small servers and proxies send (see
+//! docs/DECISIONS.md). An attempt fails, and the fallback moves on, when the source's
+//! `connect_timeout`, `first_byte_timeout` or `idle_timeout` passes, and when a stream
+//! ends without its end marker: a cut-off answer is never returned as a complete one.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -13,7 +20,6 @@ use std::rc::Rc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use actix::prelude::*;
-use futures_util::StreamExt;
 use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
@@ -27,10 +33,8 @@ use super::stream::{Accumulator, Delta};
 use super::types::{CompletionRequest, CompletionResponse, StreamChunk};
 use crate::host::{Handles, HostContext, KernelActor};
 
-/// Timeout of a non-streaming call.
-const CALL_TIMEOUT: Duration = Duration::from_secs(180);
-/// A stream may run long, but not forever.
-const STREAM_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// A call may run long (a stream that keeps sending), but not forever.
+const MAX_CALL: Duration = Duration::from_secs(30 * 60);
 /// Largest response body accepted.
 const MAX_BODY: usize = 16 * 1024 * 1024;
 
@@ -38,6 +42,9 @@ const MAX_BODY: usize = 16 * 1024 * 1024;
 pub struct Source {
     pub config: SourceConfig,
     pub adapter: Adapter,
+    /// This source's own client: it carries the source's connect timeout, and its
+    /// connection pool starts empty whenever the source's settings change.
+    client: reqwest::Client,
 }
 
 /// A successful completion and who produced it.
@@ -90,8 +97,103 @@ enum CallError {
     Cancelled,
     /// 401/403: the key is wrong; do not retry.
     Auth(String),
-    /// Anything else (network, 5xx, 429, garbage): retry, then move on.
-    Other(String),
+    /// Anything else: retry, then move on.
+    Failed(AttemptError),
+}
+
+impl From<AttemptError> for CallError {
+    fn from(e: AttemptError) -> Self {
+        CallError::Failed(e)
+    }
+}
+
+/// Why one attempt on one source failed, in words that name the cause. It becomes the
+/// source's `last_error` (GET /api/v1/llm/sources) and part of [`LlmError::AllFailed`].
+#[derive(Debug, thiserror::Error)]
+pub enum AttemptError {
+    #[error("connect to {url} timed out after {after}; check that the vendor is up, or raise `{key}`", after = human(*after), key = setting(source_name, "connect_timeout"))]
+    ConnectTimeout {
+        url: String,
+        after: Duration,
+        source_name: String,
+    },
+    #[error("cannot reach {url}: {detail}; check the source's base_url and that the vendor is up")]
+    Unreachable { url: String, detail: String },
+    #[error("no first byte within {after} from {url}: the vendor took the request but did not answer; raise `{key}` for a slow model", after = human(*after), key = setting(source_name, "first_byte_timeout"))]
+    NoFirstByte {
+        url: String,
+        after: Duration,
+        source_name: String,
+    },
+    #[error("the vendor went silent for {after} after {bytes} bytes; raise `{key}` for a model that pauses longer", after = human(*after), key = setting(source_name, "idle_timeout"))]
+    Idle {
+        after: Duration,
+        bytes: usize,
+        source_name: String,
+    },
+    #[error("the call ran longer than {} and was abandoned after {bytes} bytes", human(MAX_CALL))]
+    TooLong { bytes: usize },
+    #[error("closed after {bytes} bytes without {marker}: the answer was cut off")]
+    Truncated { bytes: usize, marker: String },
+    #[error("the connection broke after {bytes} bytes: {detail}")]
+    Broken { bytes: usize, detail: String },
+    #[error("the response is larger than {} MiB", MAX_BODY / (1024 * 1024))]
+    TooLarge,
+    /// An HTTP error status, in the adapter's words.
+    #[error("{0}")]
+    Status(String),
+    #[error("the adapter produced an invalid HTTP header `{name}`; fix its `headers` or `build_headers`")]
+    InvalidHeader { name: String },
+    /// The adapter could not build the request or read the response.
+    #[error(transparent)]
+    Adapter(#[from] super::adapter::AdapterError),
+    #[error("{message} ({bytes} bytes; the response began: {start})")]
+    BadResponse {
+        message: String,
+        bytes: usize,
+        start: String,
+    },
+    /// The stream carried a vendor error (first chunk: an unknown finish reason; later:
+    /// `finish_reason: "error"`, the adapters' mark for a mid-stream vendor error).
+    #[error("the stream reported an error ({reason}) after {bytes} bytes; the adapter logged the vendor's message")]
+    StreamError { reason: String, bytes: usize },
+}
+
+impl AttemptError {
+    /// One of the source's timeouts (or the overall call limit) ran out.
+    pub fn is_timeout(&self) -> bool {
+        matches!(
+            self,
+            AttemptError::ConnectTimeout { .. }
+                | AttemptError::NoFirstByte { .. }
+                | AttemptError::Idle { .. }
+                | AttemptError::TooLong { .. }
+        )
+    }
+}
+
+/// A duration as the settings page writes it (`3s`, `2m`).
+fn human(d: Duration) -> String {
+    crate::config::format_duration(d)
+}
+
+fn setting(source: &str, field: &str) -> String {
+    format!("{}{source}.{field}", super::source::SOURCES_PREFIX)
+}
+
+/// An error with its causes (reqwest's own text is terse: "error sending request").
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let t = c.to_string();
+        if !out.contains(&t) {
+            out.push_str(": ");
+            out.push_str(&t);
+        }
+        cur = c.source();
+    }
+    out
 }
 
 /// Availability and config of one source, for the status API.
@@ -158,7 +260,6 @@ impl Pool {
 pub struct LlmActor {
     data_dir: PathBuf,
     pool: Rc<RefCell<Pool>>,
-    client: awc::Client,
 }
 
 impl LlmActor {
@@ -168,12 +269,19 @@ impl LlmActor {
         // rustls needs one process-wide crypto provider; we ship ring. Installing twice
         // (a restarted actor) is harmless.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = awc::Client::builder().timeout(CALL_TIMEOUT).finish();
         Self {
             data_dir,
             pool: Rc::default(),
-            client,
         }
+    }
+
+    /// The HTTP client of one source. Only the connect timeout lives here; the first
+    /// byte and idle timeouts are applied per attempt (see `call_source`).
+    fn client_for(cfg: &SourceConfig) -> Result<reqwest::Client, String> {
+        reqwest::Client::builder()
+            .connect_timeout(cfg.connect_timeout)
+            .build()
+            .map_err(|e| format!("cannot build an HTTP client: {}", chain(&e)))
     }
 
     fn load_adapter(&self, cfg: &SourceConfig) -> Result<Adapter, String> {
@@ -194,14 +302,22 @@ impl LlmActor {
         Adapter::load(&cfg.adapter, src).map_err(|e| e.to_string())
     }
 
-    /// Rebuilds the sources from the settings (keeps the health of unchanged sources).
+    /// Rebuilds the sources from the settings. A source keeps its health only when its
+    /// settings are unchanged ([`health::carry_over`]).
     pub fn configure(&mut self, settings: &BTreeMap<String, Value>) {
         let fallback_key = settings.get("core.llm.api_key").and_then(Value::as_str).unwrap_or("");
         let (configs, mut skipped) = sources_from_settings(settings, fallback_key);
         let mut sources = Vec::new();
         for cfg in configs {
-            match self.load_adapter(&cfg) {
-                Ok(adapter) => sources.push(Rc::new(Source { config: cfg, adapter })),
+            match self
+                .load_adapter(&cfg)
+                .and_then(|adapter| Ok((adapter, Self::client_for(&cfg)?)))
+            {
+                Ok((adapter, client)) => sources.push(Rc::new(Source {
+                    config: cfg,
+                    adapter,
+                    client,
+                })),
                 Err(reason) => skipped.push(Skipped {
                     name: cfg.name.clone(),
                     reason,
@@ -215,10 +331,10 @@ impl LlmActor {
             .to_owned();
         let mut pool = self.pool.borrow_mut();
         let health = std::mem::take(&mut pool.health);
-        pool.health = health
-            .into_iter()
-            .filter(|(n, _)| sources.iter().any(|s| &s.config.name == n))
-            .collect();
+        let old: Vec<&SourceConfig> = pool.sources.iter().map(|s| &s.config).collect();
+        let new: Vec<&SourceConfig> = sources.iter().map(|s| &s.config).collect();
+        let kept = health::carry_over(health, &old, &new);
+        pool.health = kept;
         for s in &skipped {
             tracing::warn!(source = %s.name, "LLM source skipped: {}", s.reason);
         }
@@ -305,12 +421,11 @@ impl Handles<Complete> for LlmActor {
 
     fn handle(&mut self, msg: Complete, _: &mut HostContext<Self>) -> Self::Reply {
         let pool = self.pool.clone();
-        let client = self.client.clone();
-        Box::pin(complete(pool, client, msg))
+        Box::pin(complete(pool, msg))
     }
 }
 
-async fn complete(pool: Rc<RefCell<Pool>>, client: awc::Client, msg: Complete) -> Result<Completion, LlmError> {
+async fn complete(pool: Rc<RefCell<Pool>>, msg: Complete) -> Result<Completion, LlmError> {
     let Complete {
         request,
         stream,
@@ -349,7 +464,7 @@ async fn complete(pool: Rc<RefCell<Pool>>, client: awc::Client, msg: Complete) -
                     _ = cancel.cancelled() => return Err(LlmError::Cancelled),
                 }
             }
-            match call_source(&client, &src, &request, stream, deltas.as_ref(), &cancel).await {
+            match call_source(&src, &request, stream, deltas.as_ref(), &cancel).await {
                 Ok(response) => {
                     pool.borrow_mut()
                         .health
@@ -379,13 +494,21 @@ async fn complete(pool: Rc<RefCell<Pool>>, client: awc::Client, msg: Complete) -
                     auth = true;
                     break;
                 }
-                Err(CallError::Other(e)) if is_context_full(&e) => {
+                Err(CallError::Failed(e)) if is_context_full(&e.to_string()) => {
                     tracing::warn!(source = %name, "the prompt does not fit the model's context window: {e}");
-                    return Err(LlmError::ContextFull(e));
+                    return Err(LlmError::ContextFull(e.to_string()));
                 }
-                Err(CallError::Other(e)) => {
+                Err(CallError::Failed(e)) if e.is_timeout() => {
+                    // No second attempt: the retry is for errors that fail fast (a 500, a
+                    // reset); a timeout already waited as long as the operator allows, and
+                    // waiting twice would hold the agent twice as long (docs/DECISIONS.md).
+                    tracing::warn!(source = %name, attempt = attempt + 1, "LLM call timed out: {e}; moving on");
+                    last = e.to_string();
+                    break;
+                }
+                Err(CallError::Failed(e)) => {
                     tracing::warn!(source = %name, attempt = attempt + 1, "LLM call failed: {e}");
-                    last = e;
+                    last = e.to_string();
                 }
             }
         }
@@ -409,7 +532,6 @@ fn one_line(body: &str, max: usize) -> String {
 }
 
 async fn call_source(
-    client: &awc::Client,
     src: &Source,
     request: &CompletionRequest,
     stream: bool,
@@ -423,16 +545,15 @@ async fn call_source(
     }
     req.stream = stream;
     req.disable_thinking = !cfg.thinking_enabled;
-    let adapter_err = |e: super::adapter::AdapterError| CallError::Other(e.to_string());
     let body = src
         .adapter
         .transform_request_cached(&mut req)
         .await
-        .map_err(adapter_err)?;
+        .map_err(AttemptError::from)?;
     let url = src
         .adapter
         .url(&cfg.base_url, &req.model, stream)
-        .map_err(adapter_err)?;
+        .map_err(AttemptError::from)?;
     let timestamp = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let meta = HeaderMeta {
         url: &url,
@@ -442,110 +563,239 @@ async fn call_source(
         timestamp,
         source: SourceName { name: &cfg.name },
     };
-    let headers = src.adapter.headers(&meta).map_err(adapter_err)?;
-    let mut http = client
-        .post(&url)
-        .timeout(if stream { STREAM_TIMEOUT } else { CALL_TIMEOUT })
-        .insert_header(("Content-Type", "application/json"));
-    for (k, v) in &headers {
-        http = http.insert_header((k.as_str(), v.as_str()));
-    }
-    let sent = tokio::select! {
-        r = http.send_body(body) => r,
+    let headers = header_map(&src.adapter.headers(&meta).map_err(AttemptError::from)?)?;
+    let started = Instant::now();
+    // The first-byte clock includes connecting (bounded on its own by the client's
+    // connect timeout): reqwest does not report when a connection is up, and the
+    // operator's question is "how long until the vendor answers".
+    let send = src.client.post(&url).headers(headers).body(body).send();
+    let mut resp = tokio::select! {
+        r = tokio::time::timeout(cfg.first_byte_timeout, send) => match r {
+            Ok(Ok(resp)) => resp,
+            Ok(Err(e)) => return Err(send_error(&url, cfg, &e).into()),
+            Err(_) => {
+                return Err(AttemptError::NoFirstByte {
+                    url,
+                    after: cfg.first_byte_timeout,
+                    source_name: cfg.name.clone(),
+                }
+                .into());
+            }
+        },
         _ = cancel.cancelled() => return Err(CallError::Cancelled),
     };
-    let mut resp = sent.map_err(|e| CallError::Other(format!("cannot reach {url}: {e}")))?;
+    let mut body = BodyReader {
+        cfg,
+        deadline: started + MAX_CALL,
+        bytes: 0,
+    };
     let status = resp.status().as_u16();
     if status != 200 {
-        let body = tokio::select! {
-            b = resp.body().limit(MAX_BODY) => b.map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default(),
-            _ = cancel.cancelled() => return Err(CallError::Cancelled),
-        };
+        // The error body helps the message; a broken or silent one is not worth waiting for.
+        let mut text = Vec::new();
+        while let Ok(Some(piece)) = body.next(&mut resp, cancel).await {
+            text.extend_from_slice(piece.as_ref());
+            if text.len() > MAX_BODY {
+                break;
+            }
+        }
+        if cancel.is_cancelled() {
+            return Err(CallError::Cancelled);
+        }
+        let text = String::from_utf8_lossy(&text);
         let msg = src
             .adapter
-            .transform_error(status, &body)
-            .unwrap_or_else(|| format!("api error {status}: {}", one_line(&body, 300)));
+            .transform_error(status, &text)
+            .unwrap_or_else(|| format!("api error {status}: {}", one_line(&text, 300)));
         return Err(if status == 401 || status == 403 {
             CallError::Auth(msg)
         } else {
-            CallError::Other(msg)
+            AttemptError::Status(msg).into()
         });
     }
     if !stream {
-        let bytes = tokio::select! {
-            b = resp.body().limit(MAX_BODY) => b.map_err(|e| CallError::Other(format!("reading the response failed: {e}")))?,
-            _ = cancel.cancelled() => return Err(CallError::Cancelled),
-        };
+        let mut bytes = Vec::new();
+        while let Some(piece) = body.next(&mut resp, cancel).await? {
+            bytes.extend_from_slice(piece.as_ref());
+            if bytes.len() > MAX_BODY {
+                return Err(AttemptError::TooLarge.into());
+            }
+        }
         let text = String::from_utf8_lossy(&bytes);
-        return src
-            .adapter
-            .transform_response(&text)
-            .map_err(|e| CallError::Other(format!("{e} (response began: {})", one_line(&text, 200))));
+        return src.adapter.transform_response(&text).map_err(|e| {
+            AttemptError::BadResponse {
+                message: e.to_string(),
+                bytes: bytes.len(),
+                start: one_line(&text, 200),
+            }
+            .into()
+        });
     }
     let mut acc = Accumulator::new(req.max_tokens);
-    let mut buf: Vec<u8> = Vec::new();
-    let mut first = true;
-    let mut done = false;
-    loop {
-        let next = tokio::select! {
-            n = resp.next() => n,
-            _ = cancel.cancelled() => return Err(CallError::Cancelled),
-        };
-        let Some(piece) = next else { break };
-        let piece = match piece {
-            Ok(p) => p,
-            Err(e) if acc.has_output() => {
-                tracing::warn!(source = %cfg.name, "stream broke after output: {e}; keeping the partial answer");
-                break;
-            }
-            Err(e) => return Err(CallError::Other(format!("stream failed: {e}"))),
-        };
-        buf.extend_from_slice(&piece);
-        while let Some(pos) = buf.iter().position(|&b| b == b'\n') {
-            let line: Vec<u8> = buf.drain(..=pos).collect();
-            let line = String::from_utf8_lossy(&line);
-            let line = line.trim();
-            let payload = match src.adapter.stream_format {
-                StreamFormat::Sse => match line.strip_prefix("data:") {
-                    Some(p) => p.trim(),
-                    None => continue,
-                },
-                StreamFormat::Ndjson => line,
-            };
-            if payload.is_empty() {
-                continue;
-            }
-            if payload == "[DONE]" {
-                done = true;
-                continue;
-            }
-            let chunk = match src.adapter.transform_stream_chunk(payload) {
-                Ok(Some(c)) => c,
-                Ok(None) => continue,
-                Err(e) => return Err(CallError::Other(e.to_string())),
-            };
-            if first {
-                first = false;
-                if is_error_only(&chunk) {
-                    return Err(CallError::Other(format!(
-                        "the stream opened with an error: {}",
-                        chunk.finish_reason
-                    )));
-                }
-            }
-            let delta = acc.push(&chunk);
-            if let Some(tx) = deltas
-                && (!delta.content.is_empty() || !delta.reasoning.is_empty())
-            {
-                let _ = tx.send(delta);
-            }
-            done |= chunk.done;
+    let mut lines = LineState {
+        buf: Vec::new(),
+        first: true,
+        done: false,
+    };
+    while let Some(piece) = body.next(&mut resp, cancel).await? {
+        lines.buf.extend_from_slice(piece.as_ref());
+        while let Some(pos) = lines.buf.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = lines.buf.drain(..=pos).collect();
+            lines.line(src, &line, &mut acc, deltas, body.bytes)?;
+        }
+        if lines.buf.len() > MAX_BODY {
+            return Err(AttemptError::TooLarge.into());
         }
     }
-    if !done && !acc.has_output() {
-        return Err(CallError::Other("the stream ended before any output".into()));
+    // A last line without its newline (the connection closed right after it).
+    let rest = std::mem::take(&mut lines.buf);
+    lines.line(src, &rest, &mut acc, deltas, body.bytes)?;
+    if !lines.done {
+        return Err(AttemptError::Truncated {
+            bytes: body.bytes,
+            marker: src.adapter.end_marker.clone(),
+        }
+        .into());
     }
     Ok(acc.finish())
+}
+
+/// Reads a response body piece by piece under the source's idle timeout and the
+/// overall call limit, counting bytes for the error messages.
+struct BodyReader<'a> {
+    cfg: &'a SourceConfig,
+    deadline: Instant,
+    bytes: usize,
+}
+
+impl BodyReader<'_> {
+    /// The next piece; `None` at the body's end (for a close-delimited body: the close).
+    async fn next(
+        &mut self,
+        resp: &mut reqwest::Response,
+        cancel: &CancellationToken,
+    ) -> Result<Option<impl AsRef<[u8]> + use<>>, CallError> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        let wait = self.cfg.idle_timeout.min(left);
+        let piece = tokio::select! {
+            r = tokio::time::timeout(wait, resp.chunk()) => r,
+            _ = cancel.cancelled() => return Err(CallError::Cancelled),
+        };
+        match piece {
+            Ok(Ok(Some(p))) => {
+                self.bytes += p.len();
+                Ok(Some(p))
+            }
+            Ok(Ok(None)) => Ok(None),
+            Ok(Err(e)) => Err(AttemptError::Broken {
+                bytes: self.bytes,
+                detail: chain(&e),
+            }
+            .into()),
+            Err(_) if wait < self.cfg.idle_timeout => Err(AttemptError::TooLong { bytes: self.bytes }.into()),
+            Err(_) => Err(AttemptError::Idle {
+                after: self.cfg.idle_timeout,
+                bytes: self.bytes,
+                source_name: self.cfg.name.clone(),
+            }
+            .into()),
+        }
+    }
+}
+
+/// Where a stream's line parsing stands.
+struct LineState {
+    buf: Vec<u8>,
+    first: bool,
+    /// The end marker (`[DONE]` or a `done` chunk) arrived.
+    done: bool,
+}
+
+impl LineState {
+    /// Handles one line of an SSE or NDJSON stream.
+    fn line(
+        &mut self,
+        src: &Source,
+        line: &[u8],
+        acc: &mut Accumulator,
+        deltas: Option<&UnboundedSender<Delta>>,
+        bytes: usize,
+    ) -> Result<(), CallError> {
+        let line = String::from_utf8_lossy(line);
+        let line = line.trim();
+        let payload = match src.adapter.stream_format {
+            StreamFormat::Sse => match line.strip_prefix("data:") {
+                Some(p) => p.trim(),
+                None => return Ok(()),
+            },
+            StreamFormat::Ndjson => line,
+        };
+        if payload.is_empty() {
+            return Ok(());
+        }
+        if payload == "[DONE]" {
+            self.done = true;
+            return Ok(());
+        }
+        let chunk = match src.adapter.transform_stream_chunk(payload) {
+            Ok(Some(c)) => c,
+            Ok(None) => return Ok(()),
+            Err(e) => return Err(AttemptError::from(e).into()),
+        };
+        let first = std::mem::take(&mut self.first);
+        if (first && is_error_only(&chunk)) || (chunk.done && chunk.finish_reason == "error") {
+            return Err(AttemptError::StreamError {
+                reason: chunk.finish_reason,
+                bytes,
+            }
+            .into());
+        }
+        let delta = acc.push(&chunk);
+        if let Some(tx) = deltas
+            && (!delta.content.is_empty() || !delta.reasoning.is_empty())
+        {
+            let _ = tx.send(delta);
+        }
+        self.done |= chunk.done;
+        Ok(())
+    }
+}
+
+/// The adapter's headers as a header map (inserted, so an adapter's `Content-Type`
+/// replaces the default instead of doubling it).
+fn header_map(headers: &[(String, String)]) -> Result<reqwest::header::HeaderMap, AttemptError> {
+    use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+    let mut map = HeaderMap::new();
+    map.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    for (k, v) in headers {
+        let name = HeaderName::from_bytes(k.as_bytes());
+        let value = HeaderValue::from_str(v);
+        match (name, value) {
+            (Ok(n), Ok(v)) => {
+                map.insert(n, v);
+            }
+            _ => {
+                return Err(AttemptError::InvalidHeader { name: k.clone() });
+            }
+        }
+    }
+    Ok(map)
+}
+
+/// Names the cause of a failed send: connect timeout, unreachable, or other.
+fn send_error(url: &str, cfg: &SourceConfig, e: &reqwest::Error) -> AttemptError {
+    if e.is_connect() && e.is_timeout() {
+        AttemptError::ConnectTimeout {
+            url: url.to_owned(),
+            after: cfg.connect_timeout,
+            source_name: cfg.name.clone(),
+        }
+    } else {
+        AttemptError::Unreachable {
+            url: url.to_owned(),
+            detail: chain(e),
+        }
+    }
 }
 
 /// A first chunk that only reports an unknown finish reason is a vendor error in

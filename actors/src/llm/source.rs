@@ -1,12 +1,30 @@
 //! LLM sources as configured in settings (`core.llm.sources.<name>.<field>`).
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 use serde_json::Value;
+
+use crate::config::{format_duration, parse_duration};
 
 /// Prefix of every source setting.
 pub const SOURCES_PREFIX: &str = "core.llm.sources.";
+
+/// Default of `<source>.connect_timeout`: a vendor that cannot even accept a connection
+/// (TCP and TLS) in 10 s is down or unreachable, whatever the model.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default of `<source>.first_byte_timeout`: the old limit of a non-streaming call, so
+/// a slow reasoning model that answered before still answers (a non-streamed answer
+/// starts only once the model has finished thinking).
+pub const DEFAULT_FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(180);
+/// Default of `<source>.idle_timeout`: reasoning models pause between stream events
+/// while they think, but vendors send content or keep-alive events well within 2 min.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+
+fn as_duration_string<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&format_duration(*d))
+}
 
 /// One configured vendor endpoint.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -26,6 +44,16 @@ pub struct SourceConfig {
     /// Tokens the model accepts (0 = unknown).
     pub context_window: u64,
     pub thinking_enabled: bool,
+    /// Longest wait to open a connection (TCP and TLS).
+    #[serde(serialize_with = "as_duration_string")]
+    pub connect_timeout: Duration,
+    /// Longest wait from the start of an attempt (connecting included) until the
+    /// response's status line arrives.
+    #[serde(serialize_with = "as_duration_string")]
+    pub first_byte_timeout: Duration,
+    /// Longest silence between two pieces of the response body.
+    #[serde(serialize_with = "as_duration_string")]
+    pub idle_timeout: Duration,
 }
 
 /// Why a configured source is not used.
@@ -66,6 +94,20 @@ pub fn sources_from_settings(
     for (name, f) in fields {
         let s = |k: &str| f.get(k).and_then(|v| v.as_str()).unwrap_or("").to_owned();
         let i = |k: &str| f.get(k).and_then(|v| v.as_i64());
+        // The store validated these on write; a value that still does not parse (an
+        // old database, a hand-edited file) makes the source unusable, with the reason.
+        let mut bad_duration = None;
+        let mut d = |k: &str, default: Duration| match f.get(k).and_then(|v| v.as_str()) {
+            None => default,
+            Some(text) if is_unset(text) => default,
+            Some(text) => parse_duration(text).unwrap_or_else(|e| {
+                bad_duration.get_or_insert(format!("`{SOURCES_PREFIX}{name}.{k}`: {e}"));
+                default
+            }),
+        };
+        let connect_timeout = d("connect_timeout", DEFAULT_CONNECT_TIMEOUT);
+        let first_byte_timeout = d("first_byte_timeout", DEFAULT_FIRST_BYTE_TIMEOUT);
+        let idle_timeout = d("idle_timeout", DEFAULT_IDLE_TIMEOUT);
         let mut api_key = s("api_key");
         if is_unset(&api_key) {
             api_key = fallback_key.to_owned();
@@ -81,8 +123,13 @@ pub fn sources_from_settings(
             context_window: i("context_window").unwrap_or(0).max(0) as u64,
             thinking_enabled: f.get("thinking_enabled").and_then(|v| v.as_bool()).unwrap_or(false),
             api_key,
+            connect_timeout,
+            first_byte_timeout,
+            idle_timeout,
         };
-        let reason = if is_unset(&src.base_url)
+        let reason = if let Some(bad) = bad_duration {
+            Some(bad)
+        } else if is_unset(&src.base_url)
             || !(src.base_url.starts_with("http://") || src.base_url.starts_with("https://"))
         {
             Some(format!(
@@ -165,5 +212,40 @@ mod tests {
             "core.llm.api_key is the fallback"
         );
         assert!(no_source_message(&skipped).contains("core.llm.sources.main.base_url"));
+    }
+
+    #[test]
+    fn timeouts_default_for_slow_models_and_can_be_tightened() {
+        let mut s = settings(&[
+            ("core.llm.sources.a.base_url", json!("http://127.0.0.1:1/v1")),
+            ("core.llm.sources.a.model", json!("m")),
+            ("core.llm.sources.a.adapter", json!("openai")),
+        ]);
+        let (ok, _) = sources_from_settings(&s, "");
+        assert_eq!(
+            (ok[0].connect_timeout, ok[0].first_byte_timeout, ok[0].idle_timeout),
+            (
+                DEFAULT_CONNECT_TIMEOUT,
+                DEFAULT_FIRST_BYTE_TIMEOUT,
+                DEFAULT_IDLE_TIMEOUT
+            )
+        );
+        s.insert("core.llm.sources.a.connect_timeout".into(), json!("2s"));
+        s.insert("core.llm.sources.a.first_byte_timeout".into(), json!("3s"));
+        s.insert("core.llm.sources.a.idle_timeout".into(), json!("1m30s"));
+        let (ok, _) = sources_from_settings(&s, "");
+        assert_eq!(
+            (ok[0].connect_timeout, ok[0].first_byte_timeout, ok[0].idle_timeout),
+            (Duration::from_secs(2), Duration::from_secs(3), Duration::from_secs(90))
+        );
+        let status = serde_json::to_value(&ok[0]).unwrap();
+        assert_eq!(
+            (&status["first_byte_timeout"], &status["idle_timeout"]),
+            (&json!("3s"), &json!("1m30s"))
+        );
+        s.insert("core.llm.sources.a.idle_timeout".into(), json!("ninety"));
+        let (ok, skipped) = sources_from_settings(&s, "");
+        assert!(ok.is_empty());
+        assert!(skipped[0].reason.contains("idle_timeout"), "{skipped:?}");
     }
 }
