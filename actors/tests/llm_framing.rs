@@ -6,60 +6,21 @@
 #[path = "../../tests/common/vendor/raw.rs"]
 mod raw;
 
+mod common;
+
+use common::{llm, request, source};
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use homeagent_actors::TAddr;
 use homeagent_actors::llm::provider::{Complete, Configure, GetLlmStatus, LlmActor, LlmError};
-use homeagent_actors::llm::{CompletionRequest, Message};
-use homeagent_actors::supervisor::start_root;
-use homeagent_actors::{EventBus, Registry, RestartPolicy, SupervisorConfig, TAddr};
 use raw::{Framing, Mode};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-fn source(settings: &mut BTreeMap<String, Value>, name: &str, url: &str, priority: i64) {
-    let p = format!("core.llm.sources.{name}.");
-    settings.insert(format!("{p}base_url"), json!(url));
-    settings.insert(format!("{p}model"), json!("gpt-test"));
-    settings.insert(format!("{p}adapter"), json!("openai"));
-    settings.insert(format!("{p}api_key"), json!("sk-test"));
-    settings.insert(format!("{p}priority"), json!(priority));
-}
-
-fn request() -> CompletionRequest {
-    CompletionRequest {
-        model: String::new(),
-        messages: vec![Message::text("user", "hi")],
-        temperature: 0.7,
-        max_tokens: 256,
-        stream: false,
-        tools: vec![],
-        tool_choice: None,
-        disable_thinking: false,
-        extra_body: Default::default(),
-    }
-}
-
-async fn llm() -> TAddr<LlmActor> {
-    let registry = Arc::new(Registry::default());
-    let (root, exit) = start_root(registry, EventBus::default(), "kernel", SupervisorConfig::default()).unwrap();
-    std::mem::forget(exit);
-    let dir = std::env::temp_dir();
-    let arb = actix::Arbiter::new();
-    let addr = root
-        .worker_on(arb.handle(), "llm", RestartPolicy::Permanent, move || {
-            Ok(LlmActor::new(dir.clone()))
-        })
-        .await
-        .unwrap();
-    std::mem::forget(arb);
-    addr
-}
-
 fn complete(stream: bool) -> Complete {
     Complete {
-        request: request(),
+        request: request("hi"),
         stream,
         deltas: None,
         cancel: CancellationToken::new(),
@@ -71,7 +32,7 @@ async fn single(mode: Mode) -> (raw::RawVendor, TAddr<LlmActor>) {
     let v = raw::start("raw", mode);
     let llm = llm().await;
     let mut s = BTreeMap::new();
-    source(&mut s, "a", &v.url, 0);
+    source(&mut s, "a", &v.url, "sk-test", 0);
     llm.send(Configure(s)).await.unwrap();
     (v, llm)
 }
@@ -92,8 +53,8 @@ async fn every_http1_framing_answers_json_and_streams() {
 /// Settings of two sources: `primary` (tried first) and `backup`.
 fn two(primary: &str, backup: &str) -> BTreeMap<String, Value> {
     let mut s = BTreeMap::new();
-    source(&mut s, "primary", primary, 10);
-    source(&mut s, "backup", backup, 0);
+    source(&mut s, "primary", primary, "sk-test", 10);
+    source(&mut s, "backup", backup, "sk-test", 0);
     s
 }
 
@@ -136,7 +97,7 @@ async fn a_truncating_primary_falls_back_to_the_backup() {
     llm.send(Configure(two(&primary.url, &backup.url))).await.unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let msg = Complete {
-        request: request(),
+        request: request("hi"),
         stream: true,
         deltas: Some(tx),
         cancel: CancellationToken::new(),
@@ -181,7 +142,7 @@ async fn a_hung_primary_falls_back_after_its_first_byte_timeout() {
 async fn a_stalled_stream_fails_after_its_idle_timeout() {
     let (_v, llm) = single(Mode::Stall(Framing::Chunked)).await;
     let mut s = BTreeMap::new();
-    source(&mut s, "a", &_v.url, 0);
+    source(&mut s, "a", &_v.url, "sk-test", 0);
     s.insert("core.llm.sources.a.idle_timeout".into(), json!("500ms"));
     llm.send(Configure(s)).await.unwrap();
     let err = llm.send(complete(true)).await.unwrap().unwrap_err();
@@ -200,7 +161,7 @@ async fn a_vendor_that_never_finishes_the_tls_handshake_hits_the_connect_timeout
     let url = v.url.replace("http://", "https://");
     let llm = llm().await;
     let mut s = BTreeMap::new();
-    source(&mut s, "a", &url, 0);
+    source(&mut s, "a", &url, "sk-test", 0);
     s.insert("core.llm.sources.a.connect_timeout".into(), json!("300ms"));
     llm.send(Configure(s)).await.unwrap();
     let err = llm.send(complete(false)).await.unwrap().unwrap_err();
@@ -216,7 +177,7 @@ async fn a_paused_source_is_tried_at_once_after_its_settings_change() {
     let good = raw::start("good", Mode::Answer(Framing::Close));
     let llm = llm().await;
     let mut s = BTreeMap::new();
-    source(&mut s, "a", "http://127.0.0.1:9/v1", 0); // the discard port: refused
+    source(&mut s, "a", "http://127.0.0.1:9/v1", "sk-test", 0); // the discard port: refused
     llm.send(Configure(s.clone())).await.unwrap();
     let err = llm.send(complete(false)).await.unwrap().unwrap_err();
     assert!(err.to_string().contains("cannot reach http://127.0.0.1:9/v1"), "{err}");

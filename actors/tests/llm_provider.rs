@@ -1,15 +1,16 @@
 //! `kernel/llm` against a fake vendor on 127.0.0.1 speaking the OpenAI Chat
 //! Completions wire format (JSON and SSE), scripted per request.
 
+mod common;
+
+use common::{llm, request, source};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
-use homeagent_actors::llm::provider::{Complete, Configure, GetLlmStatus, LlmActor, LlmError};
-use homeagent_actors::llm::{CompletionRequest, Message};
-use homeagent_actors::supervisor::start_root;
-use homeagent_actors::{EventBus, Registry, RestartPolicy, SupervisorConfig, TAddr};
+use homeagent_actors::llm::CompletionRequest;
+use homeagent_actors::llm::provider::{Complete, Configure, GetLlmStatus, LlmError};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -95,45 +96,6 @@ fn fake() -> Fake {
         url: format!("http://{addr}/v1"),
         script,
     }
-}
-
-fn source(settings: &mut BTreeMap<String, Value>, name: &str, url: &str, key: &str, priority: i64) {
-    let p = format!("core.llm.sources.{name}.");
-    settings.insert(format!("{p}base_url"), json!(url));
-    settings.insert(format!("{p}model"), json!("gpt-test"));
-    settings.insert(format!("{p}adapter"), json!("openai"));
-    settings.insert(format!("{p}api_key"), json!(key));
-    settings.insert(format!("{p}priority"), json!(priority));
-}
-
-fn request(text: &str) -> CompletionRequest {
-    CompletionRequest {
-        model: String::new(),
-        messages: vec![Message::text("user", text)],
-        temperature: 0.7,
-        max_tokens: 256,
-        stream: false,
-        tools: vec![],
-        tool_choice: None,
-        disable_thinking: false,
-        extra_body: Default::default(),
-    }
-}
-
-async fn llm() -> TAddr<LlmActor> {
-    let registry = Arc::new(Registry::default());
-    let (root, exit) = start_root(registry, EventBus::default(), "kernel", SupervisorConfig::default()).unwrap();
-    std::mem::forget(exit);
-    let dir = std::env::temp_dir();
-    let arb = actix::Arbiter::new();
-    let addr = root
-        .worker_on(arb.handle(), "llm", RestartPolicy::Permanent, move || {
-            Ok(LlmActor::new(dir.clone()))
-        })
-        .await
-        .unwrap();
-    std::mem::forget(arb);
-    addr
 }
 
 fn complete(req: CompletionRequest, stream: bool) -> Complete {

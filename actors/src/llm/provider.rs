@@ -305,7 +305,11 @@ impl LlmActor {
     /// Rebuilds the sources from the settings. A source keeps its health only when its
     /// settings are unchanged ([`health::carry_over`]).
     pub fn configure(&mut self, settings: &BTreeMap<String, Value>) {
-        let fallback_key = settings.get("core.llm.api_key").and_then(Value::as_str).unwrap_or("");
+        use crate::config::keys;
+        let fallback_key = settings
+            .get(keys::LLM_API_KEY.name())
+            .and_then(Value::as_str)
+            .unwrap_or("");
         let (configs, mut skipped) = sources_from_settings(settings, fallback_key);
         let mut sources = Vec::new();
         for cfg in configs {
@@ -325,7 +329,7 @@ impl LlmActor {
             }
         }
         let default = settings
-            .get("core.llm.provider")
+            .get(keys::LLM_PROVIDER.name())
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_owned();
