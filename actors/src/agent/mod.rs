@@ -8,7 +8,6 @@
 //!   tools → …, safe points, stop and preemption, overflow recovery);
 //! * [`task`]: one task per actor, executing what the turn core decides;
 //! * [`protocol`]: the messages between the scheduler and its tasks;
-//! * [`events`]: every bus event of a turn, published in one place;
 //! * [`channels`], [`prompt`]: output channels with their generated tools, and the
 //!   prompt text;
 //! * [`dedupe`]: the duplicate-input guard (a plain state machine);
@@ -18,7 +17,6 @@
 
 pub mod channels;
 pub mod dedupe;
-pub mod events;
 pub mod handles;
 pub mod inbox;
 pub mod input;

@@ -7,8 +7,8 @@
 //! core as an event. Between two steps the core asks the scheduler whether to yield (a
 //! safe point); a yielded task parks with its frame and waits for [`Resume`]. An
 //! in-flight LLM call can be cancelled ([`CancelLlm`]: preemption or stop); a running
-//! tool is never interrupted. Every bus event of a turn goes out through
-//! [`super::events::publish`].
+//! tool is never interrupted. The bus events of a turn are the core's `Cmd::Publish`
+//! (plus the streamed deltas, published as they arrive).
 
 use std::sync::Arc;
 
@@ -17,14 +17,13 @@ use parking_lot::RwLock;
 use tokio_util::sync::CancellationToken;
 
 use super::channels::Channels;
-use super::events::publish;
 use super::input::Input;
 use super::prompt::PromptSettings;
 pub use super::protocol::{CancelLlm, Resume};
 use super::protocol::{Finished, SafePoint, SchedulerLink};
 use super::tools_exec::{ToolRunner, run_stage};
 pub use super::turn::{CANCELLED_BY_STOP, STOPPED};
-use super::turn::{Cmd, Env, Event, Limits, LlmFailure, PruneFailure, TurnCore, TurnEvent, TurnInput};
+use super::turn::{Cmd, Env, Event, Limits, LlmFailure, PruneFailure, TurnCore, TurnInput};
 use crate::addr::TAddr;
 use crate::bus::EventBus;
 use crate::host::{Host, HostContext, KernelActor};
@@ -249,7 +248,7 @@ impl TaskActor {
                     tracing::warn!(task = self.id, "kernel notice not delivered: {e}");
                 }
             }
-            Cmd::Publish(event) => publish(&self.deps.bus, event),
+            Cmd::Publish(event) => self.deps.bus.publish(event),
             Cmd::LogText(line) => {
                 let _ = self.deps.textlog.do_send(crate::memory::textlog::LogText(line));
             }
@@ -285,13 +284,13 @@ impl TaskActor {
         let (task_id, channel) = (self.id, self.input.channel.clone());
         actix::spawn(async move {
             while let Some(d) = rx.recv().await {
-                let delta = TurnEvent::StreamDelta {
+                bus.publish(crate::bus::Event::StreamDelta {
                     task_id,
                     channel: channel.clone(),
                     content: d.content,
-                    reasoning: d.reasoning,
-                };
-                publish(&bus, delta);
+                    reasoning: Some(d.reasoning),
+                    reset: false,
+                });
             }
         });
         let llm = self.deps.llm.clone();

@@ -6,7 +6,6 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::channels::{Channels, parse_send_tool};
-use super::events::TurnEvent;
 use crate::addr::TAddr;
 use crate::bus::{EventBus, ToolStatus};
 use crate::llm::ToolCall;
@@ -195,17 +194,14 @@ impl ToolRunner {
         msg["task_id"] = json!(self.task_id);
         msg["source"] = json!(self.source);
         let deliver = self.channels.deliver(channel);
-        super::events::publish(
-            &self.bus,
-            TurnEvent::ChannelOutput {
-                channel: channel.to_owned(),
-                payload: out.final_text.clone(),
-                content_type: msg["type"].as_str().unwrap_or("text").to_owned(),
-                meta: msg["meta"].clone(),
-                task_id: self.task_id,
-                source: self.source.clone(),
-            },
-        );
+        self.bus.publish(crate::bus::Event::Output {
+            channel: channel.to_owned(),
+            payload: out.final_text.clone(),
+            content_type: msg["type"].as_str().unwrap_or("text").to_owned(),
+            meta: msg["meta"].clone(),
+            task_id: self.task_id,
+            source: self.source.clone(),
+        });
         // A plugin's channel: the plugin delivers it and its answer is the tool's reply.
         let Some(deliver) = deliver else {
             return ("ok".into(), true);

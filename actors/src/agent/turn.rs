@@ -16,11 +16,11 @@
 use serde_json::{Value, json};
 
 use super::channels::{Channels, parse_send_tool};
-pub use super::events::TurnEvent;
 use super::input::Reply;
 use super::overflow::{self, Guard, Verdict};
 use super::prompt::{self, Origin, PromptSettings};
 use super::tools_exec::Outcome;
+use crate::bus::{ChainToolCall, ChainUsage, Event as BusEvent};
 use crate::llm::provider::{Completion, LlmError};
 use crate::llm::types::{WireFunction, WireToolCall};
 use crate::llm::{CompletionRequest, Message, ToolCall, Usage};
@@ -249,7 +249,7 @@ pub enum Cmd {
     /// Yielded: nothing to do until [`Event::Resume`].
     Park,
     /// Send this request (the shell adds the tools registered by now and streams the
-    /// deltas as [`TurnEvent::StreamDelta`]); answer [`Event::Llm`].
+    /// deltas as `stream_delta` bus events); answer [`Event::Llm`].
     CallLlm(CompletionRequest),
     /// Cancel the in-flight LLM call (it then answers `LlmFailure::Cancelled`).
     CancelLlm,
@@ -267,7 +267,7 @@ pub enum Cmd {
     /// Submit a kernel L4 notice (channel `kernel`) to the scheduler.
     SubmitNotice { source: &'static str, text: String },
     /// Publish on the bus.
-    Publish(TurnEvent),
+    Publish(BusEvent),
     /// Append a line to the raw text log (not waited for).
     LogText(TextEvent),
     /// Commit the finished turn to the context window; answer [`Event::Committed`].
@@ -546,7 +546,7 @@ impl TurnCore {
                 };
                 for (call, o) in calls.iter().zip(outcomes) {
                     self.tools_used.push(call.name.clone());
-                    out.push(Cmd::Publish(TurnEvent::ToolCall {
+                    out.push(Cmd::Publish(BusEvent::ToolCall {
                         task_id: self.id,
                         id: call.id.clone(),
                         name: call.name.clone(),
@@ -743,9 +743,12 @@ impl TurnCore {
     /// cancelled (its partial stream is reset), rather than one about to be sent.
     fn cancelled(&mut self, in_flight: bool, out: &mut Vec<Cmd>) {
         if in_flight {
-            out.push(Cmd::Publish(TurnEvent::StreamReset {
+            out.push(Cmd::Publish(BusEvent::StreamDelta {
                 task_id: self.id,
                 channel: self.input.channel.clone(),
+                content: String::new(),
+                reasoning: None,
+                reset: true,
             }));
         }
         self.await_(Wait::StopTaken { in_flight }, Cmd::TakeStop, out);
@@ -782,15 +785,28 @@ impl TurnCore {
         if !r.reasoning_content.is_empty() {
             self.reasoning = r.reasoning_content.clone();
         }
-        out.push(Cmd::Publish(TurnEvent::LlmChain {
+        out.push(Cmd::Publish(BusEvent::AgentLlmChain {
             task_id: self.id,
             content: r.content.clone(),
             reasoning: r.reasoning_content.clone(),
-            tool_calls: r.tool_calls.clone(),
+            tool_calls: r
+                .tool_calls
+                .iter()
+                .map(|t| ChainToolCall {
+                    id: t.id.clone(),
+                    name: t.name.clone(),
+                    arguments: t.arguments.clone(),
+                })
+                .collect(),
+            phase: "intermediate",
             turn: self.turn,
             source: c.source,
             model: c.model,
-            usage: r.usage,
+            usage: ChainUsage {
+                prompt: r.usage.prompt_tokens,
+                completion: r.usage.completion_tokens,
+                total: r.usage.total_tokens,
+            },
         }));
         if !r.content.trim().is_empty() {
             self.last_text = r.content.clone();
@@ -903,11 +919,12 @@ impl TurnCore {
             usage: self.usage,
             ..Default::default()
         }));
-        out.push(Cmd::Publish(TurnEvent::Output {
+        out.push(Cmd::Publish(BusEvent::AgentOutput {
             task_id: self.id,
             text: text.clone(),
             channel: self.input.channel.clone(),
-            source: self.input.source.clone(),
+            source: Some(self.input.source.clone()),
+            error: false,
         }));
         let mut sctx = self.stage_ctx();
         sctx.final_text = text;
@@ -934,10 +951,12 @@ impl TurnCore {
             usage: self.usage,
             ..Default::default()
         }));
-        out.push(Cmd::Publish(TurnEvent::Failed {
+        out.push(Cmd::Publish(BusEvent::AgentOutput {
             task_id: self.id,
             text,
             channel: self.input.channel.clone(),
+            source: None,
+            error: true,
         }));
         out.push(Cmd::Finish(End::Failed));
         out

@@ -2,7 +2,7 @@
 //! shell would report and asserts the commands the core answers.
 
 use super::*;
-use crate::bus::ToolStatus;
+use crate::bus::{Event as BusEvent, ToolStatus};
 use crate::llm::CompletionResponse;
 use crate::stages::ContextMsg;
 
@@ -211,7 +211,7 @@ fn a_text_answer_records_the_input_then_commits_and_replies_once() {
     assert_eq!((req.max_tokens, req.temperature, req.stream), (4096, 0.7, true));
     let c = t.answer(completion("hi there", &[]));
     let chain = c.iter().find_map(|c| match c {
-        Cmd::Publish(e @ TurnEvent::LlmChain { .. }) => Some(bus(e)),
+        Cmd::Publish(e @ BusEvent::AgentLlmChain { .. }) => Some(bus(e)),
         _ => None,
     });
     let (kind, data) = chain.expect("agent_llm_chain after post_action");
@@ -232,7 +232,7 @@ fn a_text_answer_records_the_input_then_commits_and_replies_once() {
     assert_eq!(reply_of(&c).content, "hi there");
     assert_eq!(reply_of(&c).usage.total_tokens, 15);
     let out = c.iter().find_map(|c| match c {
-        Cmd::Publish(e @ TurnEvent::Output { .. }) => Some(bus(e)),
+        Cmd::Publish(e @ BusEvent::AgentOutput { error: false, .. }) => Some(bus(e)),
         _ => None,
     });
     assert_eq!(
@@ -440,7 +440,10 @@ fn nothing_pruned_means_no_notice_and_the_third_overflow_fails_naming_the_settin
     );
     assert_eq!(r.content, format!("处理错误: {e}"));
     assert_eq!(ended(&c), Some(End::Failed));
-    assert!(c.iter().any(|c| matches!(c, Cmd::Publish(TurnEvent::Failed { .. }))));
+    assert!(
+        c.iter()
+            .any(|c| matches!(c, Cmd::Publish(BusEvent::AgentOutput { error: true, .. })))
+    );
 }
 
 #[test]
@@ -672,7 +675,7 @@ fn post_action_may_rewrite_the_answer_or_answer_itself() {
     post.tool_calls.clear();
     let c = t.feed(Event::PostAction(post));
     let chain = c.iter().find_map(|c| match c {
-        Cmd::Publish(e @ TurnEvent::LlmChain { .. }) => Some(bus(e).1),
+        Cmd::Publish(e @ BusEvent::AgentLlmChain { .. }) => Some(bus(e).1),
         _ => None,
     });
     assert_eq!(chain.unwrap()["content"], "rewritten");
@@ -792,7 +795,7 @@ fn failures_end_the_task_once_with_the_reason() {
         Some("the scheduler is unavailable: mailbox closed")
     );
     let failed = c.iter().find_map(|c| match c {
-        Cmd::Publish(e @ TurnEvent::Failed { .. }) => Some(bus(e)),
+        Cmd::Publish(e @ BusEvent::AgentOutput { error: true, .. }) => Some(bus(e)),
         _ => None,
     });
     assert_eq!(
@@ -866,11 +869,12 @@ fn consolidation_records_nothing_and_no_memory_skips_the_text_log() {
 
 #[test]
 fn turn_events_keep_their_bus_names_and_fields() {
-    let d = TurnEvent::StreamDelta {
+    let d = BusEvent::StreamDelta {
         task_id: 3,
         channel: "http".into(),
         content: "he".into(),
-        reasoning: String::new(),
+        reasoning: Some(String::new()),
+        reset: false,
     };
     assert_eq!(
         bus(&d),
@@ -879,18 +883,28 @@ fn turn_events_keep_their_bus_names_and_fields() {
             json!({"task_id": 3, "channel": "http", "content": "he", "reasoning": ""})
         )
     );
-    let chain = TurnEvent::LlmChain {
+    let chain = BusEvent::AgentLlmChain {
         task_id: 3,
         content: "c".into(),
         reasoning: "r".into(),
-        tool_calls: completion("", &[("i", "n")]).response.tool_calls,
+        tool_calls: completion("", &[("i", "n")])
+            .response
+            .tool_calls
+            .into_iter()
+            .map(|t| crate::bus::ChainToolCall {
+                id: t.id,
+                name: t.name,
+                arguments: t.arguments,
+            })
+            .collect(),
+        phase: "intermediate",
         turn: 2,
         source: "s".into(),
         model: "m".into(),
-        usage: Usage {
-            prompt_tokens: 1,
-            completion_tokens: 2,
-            total_tokens: 3,
+        usage: crate::bus::ChainUsage {
+            prompt: 1,
+            completion: 2,
+            total: 3,
         },
     };
     assert_eq!(
@@ -902,7 +916,7 @@ fn turn_events_keep_their_bus_names_and_fields() {
             "usage": {"prompt": 1, "completion": 2, "total": 3},
         })
     );
-    let send = TurnEvent::ChannelOutput {
+    let send = BusEvent::Output {
         channel: "qq".into(),
         payload: "hi".into(),
         content_type: "text".into(),
@@ -921,10 +935,9 @@ fn turn_events_keep_their_bus_names_and_fields() {
 
 /// A turn event as subscribers see it: its kind and its JSON fields (without `type`
 /// and `ts_ms`, which the bus adds).
-fn bus(e: &TurnEvent) -> (&'static str, serde_json::Value) {
-    let ev = e.clone().into_bus();
-    let kind = ev.kind();
-    let mut v = serde_json::to_value(&ev).unwrap();
+fn bus(e: &BusEvent) -> (&'static str, serde_json::Value) {
+    let kind = e.kind();
+    let mut v = serde_json::to_value(e).unwrap();
     v.as_object_mut().unwrap().remove("type");
     (kind, v)
 }
