@@ -14,6 +14,7 @@
 //! * [`actor`]: the `kernel/memory/context` actor;
 //! * [`embed`]: dense embedders (ONNX MiniLM, remote `/v1/embeddings`) and `kernel/memory/embedder`;
 //! * [`retrieve`]: BM25, dense and hybrid ranking (agent document lookup, `homed eval`);
+//! * [`import`] + [`importer`]: importing a history (validation and plan; its execution);
 //! * [`start`]: starts the subsystem and answers its typed [`start::MemoryHandles`].
 
 pub mod actor;
@@ -25,6 +26,8 @@ pub mod graph;
 pub mod graph_actor;
 pub mod graph_heartbeat;
 pub mod heartbeat;
+pub mod import;
+pub mod importer;
 pub mod keywords;
 pub mod knowledge;
 pub mod maintenance;
