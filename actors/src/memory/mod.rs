@@ -43,7 +43,7 @@ pub use context::Event;
 
 /// Unix milliseconds now (0 if the clock is before 1970): the unit of every memory
 /// timestamp.
-pub(crate) fn now_ms() -> i64 {
+pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
