@@ -267,7 +267,7 @@ pub async fn run(file: &Path, opts: LiveOptions) -> anyhow::Result<()> {
         let m = questions.len();
         vendor.clear();
         for (qi, (qa, evidence)) in questions.iter().enumerate() {
-            eprint!("\r  question {}/{m}   ", qi + 1);
+            progress(qi + 1, m);
             let before = vendor.count();
             let t = Instant::now();
             let answered = ask(&client, &daemon.base, &qa.question).await;
@@ -293,7 +293,7 @@ pub async fn run(file: &Path, opts: LiveOptions) -> anyhow::Result<()> {
                 (result, _) => {
                     failed += 1;
                     if let Err(e) = result {
-                        eprintln!("\n  question {}/{m} failed: {e:#}", qi + 1);
+                        eprintln!("  question {}/{m} failed: {e:#}", qi + 1);
                     }
                     Measure {
                         recall: 0.0,
@@ -306,7 +306,6 @@ pub async fn run(file: &Path, opts: LiveOptions) -> anyhow::Result<()> {
             by_cat.entry(qa.category).or_default().push(measure);
             all.push(measure);
         }
-        eprintln!();
         drop(daemon);
     }
     let report = LiveReport {
@@ -332,13 +331,36 @@ pub async fn run(file: &Path, opts: LiveOptions) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `question j/m` on stderr: rewritten in place on a terminal, else every 25th and the last.
+fn progress(j: usize, m: usize) {
+    use std::io::IsTerminal;
+    if std::io::stderr().is_terminal() {
+        eprint!("\r  question {j}/{m}");
+        if j == m {
+            eprintln!();
+        }
+    } else if j % 25 == 0 || j == m {
+        eprintln!("  question {j}/{m}");
+    }
+}
+
 /// Asks one question as a normal synchronous input.
+/// A request that could not even connect never reached the daemon, so it is retried
+/// (awc's pool now and then reports a connection it dropped as "disconnected").
 async fn ask(client: &awc::Client, base: &str, question: &str) -> anyhow::Result<()> {
-    let mut r = client
-        .post(format!("{base}/api/v1/messages"))
-        .send_json(&serde_json::json!({ "text": question }))
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot reach the daemon: {e}"))?;
+    let body = serde_json::json!({ "text": question });
+    let mut attempt = 0;
+    let mut r = loop {
+        match client.post(format!("{base}/api/v1/messages")).send_json(&body).await {
+            Ok(r) => break r,
+            Err(awc::error::SendRequestError::Connect(e)) if attempt < 3 => {
+                attempt += 1;
+                tracing::debug!("connecting to the daemon failed ({e}); retrying");
+                actix_rt::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => bail!("cannot reach the daemon: {e}"),
+        }
+    };
     let v: serde_json::Value = r.json().limit(16 * 1024 * 1024).await.context("the reply")?;
     if !r.status().is_success() {
         bail!("{}: {}", r.status(), v["error"].as_str().unwrap_or("no reason given"));

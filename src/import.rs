@@ -89,15 +89,29 @@ pub struct Imported {
     pub facts: usize,
 }
 
-/// Sends one NDJSON body to `base` (`http://host:port`) with `token`.
+/// Sends one NDJSON body to `base` (`http://host:port`) with `token`. A request that
+/// could not connect never reached the daemon and is retried (awc's pool now and then
+/// reports a connection it dropped as "disconnected").
 pub async fn post(client: &awc::Client, base: &str, token: &str, body: Vec<u8>) -> anyhow::Result<Imported> {
-    let mut resp = client
-        .post(format!("{base}/api/v1/memory/import"))
-        .insert_header(("content-type", "application/x-ndjson"))
-        .insert_header(("authorization", format!("Bearer {token}")))
-        .send_body(body)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot reach the daemon at {base}: {e}; is homed running (pass --listen)?"))?;
+    let body = actix_web::web::Bytes::from(body);
+    let mut attempt = 0;
+    let mut resp = loop {
+        let sent = client
+            .post(format!("{base}/api/v1/memory/import"))
+            .insert_header(("content-type", "application/x-ndjson"))
+            .insert_header(("authorization", format!("Bearer {token}")))
+            .send_body(body.clone())
+            .await;
+        match sent {
+            Ok(r) => break r,
+            Err(awc::error::SendRequestError::Connect(e)) if attempt < 3 => {
+                attempt += 1;
+                tracing::debug!("connecting to the daemon failed ({e}); retrying");
+                actix_rt::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => bail!("cannot reach the daemon at {base}: {e}; is homed running (pass --listen)?"),
+        }
+    };
     let bytes = resp
         .body()
         .limit(1024 * 1024)
