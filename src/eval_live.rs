@@ -339,7 +339,7 @@ fn progress(j: usize, m: usize) {
         if j == m {
             eprintln!();
         }
-    } else if j % 25 == 0 || j == m {
+    } else if j.is_multiple_of(25) || j == m {
         eprintln!("  question {j}/{m}");
     }
 }

@@ -203,7 +203,7 @@ fn a_long_history_is_pruned_and_distilled_as_if_said_live() {
     // 2 × core.agent.max_context_size = 60); the rest went into documents.
     let status = get(&d, "/api/v1/memory/status");
     let events = status["context_events"].as_u64().unwrap();
-    assert!(events <= 60 && events >= 30, "{status}");
+    assert!((30..=60).contains(&events), "{status}");
     assert!(status["documents"].as_u64().unwrap() >= 1, "{status}");
     let window = context(&d);
     assert!(
