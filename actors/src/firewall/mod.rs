@@ -91,6 +91,54 @@ pub struct FirewallConfig {
     pub review: bool,
 }
 
+/// What `GET /api/v1/security` shows: the configuration (secret names, never values)
+/// and the recent decisions.
+#[derive(Debug, Clone, Serialize)]
+pub struct FirewallStatus {
+    pub tool_allow: Vec<String>,
+    pub tool_deny: Vec<String>,
+    pub read_roots: Vec<String>,
+    pub write_roots: Vec<String>,
+    pub network: bool,
+    /// The names tools may use as `@{name}`.
+    pub secrets: Vec<String>,
+    /// How many values the gate masks (the store's and the kernel's own keys).
+    pub masked_values: usize,
+    pub review: bool,
+    /// Oldest first.
+    pub decisions: Vec<Decision>,
+}
+
+impl FirewallConfig {
+    /// From the settings: `core.security.*`, and every secret setting (the LLM and
+    /// embedder keys, per-source keys included) for the gate to mask.
+    pub fn from_settings(s: &crate::config::Settings) -> Self {
+        use crate::config::{SecurityConfig, core_defs, lookup};
+        let c = SecurityConfig::read(s);
+        let paths = |list: &str| -> Vec<std::path::PathBuf> {
+            list.split(',')
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .map(std::path::PathBuf::from)
+                .collect()
+        };
+        let defs = core_defs(std::path::Path::new(""));
+        let secret_settings: std::collections::BTreeMap<String, String> = s
+            .raw()
+            .iter()
+            .filter(|(k, _)| lookup(&defs, k).is_ok_and(|i| i.secret()))
+            .filter(|(k, _)| !crate::config::keys::SECURITY_SECRETS.is(k))
+            .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
+            .collect();
+        Self {
+            policy: ToolPolicy::new(&c.tool_allow, &c.tool_deny),
+            sandbox: Sandbox::new(&paths(&c.read_roots), &paths(&c.write_roots), c.network),
+            gate: CredentialGate::new(&c.secrets.0, &secret_settings),
+            review: c.review,
+        }
+    }
+}
+
 /// The firewall the agent consults: the current configuration (replaced when the
 /// owner's `core.security.*` settings change) and the decisions taken.
 #[derive(Debug)]
@@ -143,6 +191,23 @@ impl Firewall {
     /// The current configuration.
     pub fn config(&self) -> Arc<FirewallConfig> {
         self.config.read().clone()
+    }
+
+    /// The configuration and the decisions, for the API.
+    pub fn status(&self) -> FirewallStatus {
+        let c = self.config();
+        let shown = |roots: &[std::path::PathBuf]| roots.iter().map(|p| p.display().to_string()).collect();
+        FirewallStatus {
+            tool_allow: c.policy.allow().to_vec(),
+            tool_deny: c.policy.deny().to_vec(),
+            read_roots: shown(c.sandbox.read_roots()),
+            write_roots: shown(c.sandbox.write_roots()),
+            network: c.sandbox.network(),
+            secrets: c.gate.fillable_aliases().into_iter().map(str::to_owned).collect(),
+            masked_values: c.gate.len(),
+            review: c.review,
+            decisions: self.log.recent(),
+        }
     }
 
     /// The current sandbox (for tools that touch the machine).
