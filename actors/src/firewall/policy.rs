@@ -49,6 +49,16 @@ impl ToolPolicy {
         }
     }
 
+    /// The allow patterns (empty: everything not denied).
+    pub fn allow(&self) -> &[String] {
+        &self.allow
+    }
+
+    /// The deny patterns.
+    pub fn deny(&self) -> &[String] {
+        &self.deny
+    }
+
     /// `Ok` when `tool` may run; `Err` says which rule refused it and what to change.
     pub fn check(&self, tool: &str) -> Result<(), String> {
         if let Some(p) = self.deny.iter().find(|p| glob(p, tool)) {
