@@ -139,6 +139,15 @@ fn imported_turns_are_remembered_at_their_times_once() {
         .unwrap();
     assert_eq!(r.status().as_u16(), 415);
     assert!(r.text().unwrap().contains("application/x-ndjson"));
+    // Only the owner: without the token, the guard answers first.
+    let r = reqwest::blocking::Client::new()
+        .post(d.url("/api/v1/memory/import"))
+        .header("content-type", "application/x-ndjson")
+        .body("{}")
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+    assert!(get(&d, "/api/v1/openapi.json")["paths"]["/api/v1/memory/import"]["post"].is_object());
 }
 
 #[test]
