@@ -96,7 +96,7 @@ fn migrations() -> Migrations<'static> {
     Migrations::new(vec![
         M::up(include_str!("../../../migrations/memory/0001_init.sql")),
         M::up(include_str!("../../../migrations/memory/0002_vectors.sql")),
-        M::up(include_str!("../../../migrations/memory/0003_imports.sql")),
+        M::up(include_str!("../../../migrations/memory/0004_imports.sql")),
     ])
 }
 
