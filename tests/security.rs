@@ -563,3 +563,77 @@ fn the_firewall_fills_aliases_for_tools_only_and_denies_and_reviews() {
     );
     assert!(!d.log_text().contains(SECRET), "the log shows the secret");
 }
+
+/// Principals: a chat bridge picks one of the profiles its manifest declares per input.
+/// A guest's turn is refused the owner-only tools, the owner profile is not, and an
+/// undeclared profile is an error the plugin receives (nothing is injected).
+#[test]
+fn a_guest_input_is_refused_owner_only_tools_and_undeclared_profiles_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    install_test_plugin(&data, "echo");
+    install_test_plugin(&data, "bridge");
+    let d = Daemon::start(&data);
+    let v = common::vendor::start();
+    common::api::put_settings(&d, common::vendor::source_settings("fake", &v.url, 0));
+    common::api::wait_sources(&d, 1);
+    common::api::wait_for(&d, "/api/v1/plugins", "both plugins running", |p| {
+        let tools = |name: &str| {
+            p["plugins"].as_array().is_some_and(|ps| {
+                ps.iter()
+                    .any(|p| p["name"] == name && !p["tools"].as_array().is_none_or(Vec::is_empty))
+            })
+        };
+        tools("echo") && tools("bridge")
+    });
+    common::api::put_settings(&d, json!({"core.security.owner_only_tools": "echo_*"}));
+    common::api::wait_for(&d, "/api/v1/security", "the owner-only list applied", |s| {
+        s["owner_only_tools"] == json!(["echo_*"])
+    });
+    let inject = |text: &str, profile: Option<&str>| {
+        let mut args = json!({ "text": text });
+        if let Some(p) = profile {
+            args["profile"] = json!(p);
+        }
+        ask(&d, &format!("call-tool bridge_inject {args}"))
+    };
+    let refusals = |who: &str| {
+        common::api::get(&d, "/api/v1/security")["decisions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|x| x["gate"] == "principal" && x["reason"].as_str().unwrap_or("").contains(who))
+            .count()
+    };
+
+    assert_eq!(
+        inject(r#"call-tool echo_say {"text":"from a guest"}"#, Some("guest")),
+        "tool said: injected"
+    );
+    common::api::wait_for(&d, "/api/v1/security", "the guest refused", |_| {
+        refusals("bridge.guest") == 1
+    });
+
+    assert_eq!(
+        inject(r#"call-tool echo_say {"text":"from the owner"}"#, Some("owner")),
+        "tool said: injected"
+    );
+    common::api::wait_for(&d, "/api/v1/memory/context", "the owner's call answered", |c| {
+        c.to_string()
+            .contains(r#"tool said: echo: {\"text\": \"from the owner\"}"#)
+    });
+    assert_eq!(refusals("bridge.owner"), 0);
+
+    let reply = inject("hello", Some("admin"));
+    assert!(
+        reply.starts_with("tool said: refused:") && reply.contains("not declared"),
+        "{reply}"
+    );
+    let reply = inject("hello", None);
+    assert!(reply.contains("names none"), "{reply}");
+    // The owner's own request still may call it.
+    assert_eq!(
+        ask(&d, r#"call-tool echo_say {"text":"hi"}"#),
+        r#"tool said: echo: {"text": "hi"}"#
+    );
+}

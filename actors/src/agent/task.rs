@@ -220,6 +220,7 @@ impl TaskActor {
                     channel: self.input.channel.clone(),
                     timeout: s.tool_timeout,
                     firewall: self.deps.firewall.clone(),
+                    principal: self.input.principal.clone(),
                 };
                 // A running tool is never interrupted: no safe point until the batch is done.
                 let fut = async move { runner.run_batch(&calls).await };

@@ -34,6 +34,8 @@ pub struct ToolRunner {
     pub timeout: Duration,
     /// Tool policy and credential gate on the way out, masking and review on the way in.
     pub firewall: std::sync::Arc<crate::firewall::Firewall>,
+    /// Who the task's input speaks for (owner-only tools are refused to guests).
+    pub principal: crate::firewall::Principal,
 }
 
 /// Runs a stage, or returns the context unchanged when the stage host is down.
@@ -121,7 +123,7 @@ impl ToolRunner {
             )
         };
         // The owner's policy first: a denied tool is not even shown to stage plugins.
-        if let Err(reason) = self.firewall.check_tool(&call.name) {
+        if let Err(reason) = self.firewall.check_tool_for(&call.name, &self.principal) {
             return denied(reason);
         }
         let mut sctx = self.base_ctx();

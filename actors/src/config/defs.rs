@@ -377,6 +377,10 @@ the user's own computer and remembers past conversations. Answer concisely and a
 Use the available tools when they help, say so when you are not sure, and never invent facts \
 about the user or about what a tool returned.";
 
+/// The default owner-only tools: what touches the machine, the plugins, or changes
+/// and deletes what the agent remembers.
+pub const OWNER_ONLY_TOOLS: &str = "files_*, cmd_*, terminal_*, plugin_*, mcp__*, seq_*, memory_commit, memory_edit, memory_merge, memory_block_merge, memory_delete_entity, memory_purge, doc_commit, doc_query, knowledge_create, knowledge_delete, person_set_trait, person_relate";
+
 fn path_default(data_dir: &Path, rel: &str) -> Value {
     let path = if rel.is_empty() {
         data_dir.to_path_buf()
@@ -644,6 +648,12 @@ pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
             K::Bool,
             json!(true),
             "Warn the model about prompt injections and sensitive data found in tool results",
+        ),
+        SettingDef::new(
+            key::SECURITY_OWNER_ONLY_TOOLS.name(),
+            K::String,
+            json!(OWNER_ONLY_TOOLS),
+            "Tools only the owner's inputs may call (comma-separated globs); inputs a plugin marks as a guest profile are refused them",
         ),
         // Agent.
         SettingDef::new(

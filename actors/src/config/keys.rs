@@ -140,6 +140,7 @@ pub const SECURITY_WRITE_ROOTS: Key<String> = Key::new("core.security.sandbox.wr
 pub const SECURITY_NETWORK: Key<bool> = Key::new("core.security.sandbox.network");
 pub const SECURITY_SECRETS: Key<SecretMap> = Key::new("core.security.secrets");
 pub const SECURITY_REVIEW: Key<bool> = Key::new("core.security.review");
+pub const SECURITY_OWNER_ONLY_TOOLS: Key<String> = Key::new("core.security.owner_only_tools");
 
 // Supervision.
 pub const SUPERVISOR_MAX_RESTARTS: Key<u32> = Key::new("core.supervisor.max_restarts");

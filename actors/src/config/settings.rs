@@ -396,6 +396,8 @@ settings_group! {
         pub network: bool = SECURITY_NETWORK,
         pub secrets: SecretMap = SECURITY_SECRETS,
         pub review: bool = SECURITY_REVIEW,
+        /// Comma-separated tool globs only the owner's inputs may call.
+        pub owner_only_tools: String = SECURITY_OWNER_ONLY_TOOLS,
     }
 }
 
@@ -466,6 +468,7 @@ mod tests {
             d(SECURITY_NETWORK),
             d(SECURITY_SECRETS),
             d(SECURITY_REVIEW),
+            d(SECURITY_OWNER_ONLY_TOOLS),
             d(SUPERVISOR_MAX_RESTARTS),
             d(SUPERVISOR_RESTART_WINDOW),
             d(SUPERVISOR_BACKOFF_INITIAL),

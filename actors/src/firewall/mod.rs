@@ -21,6 +21,7 @@
 
 pub mod credentials;
 pub mod policy;
+pub mod principal;
 pub mod review;
 pub mod sandbox;
 
@@ -32,6 +33,7 @@ use serde::Serialize;
 
 pub use credentials::{CredentialGate, FillError};
 pub use policy::ToolPolicy;
+pub use principal::{Principal, ProfileError, Trust};
 pub use review::{Finding, FindingKind};
 pub use sandbox::{Access, Sandbox, SandboxError};
 
@@ -40,7 +42,7 @@ pub use sandbox::{Access, Sandbox, SandboxError};
 pub struct Decision {
     /// Unix time in milliseconds.
     pub at_ms: u64,
-    /// `tool_policy`, `sandbox`, `credentials` or `content_review`.
+    /// `tool_policy`, `principal`, `sandbox`, `credentials` or `content_review`.
     pub gate: &'static str,
     /// The tool the decision was about.
     pub tool: String,
@@ -89,6 +91,8 @@ pub struct FirewallConfig {
     pub gate: CredentialGate,
     /// Content review of tool results (`core.security.review`).
     pub review: bool,
+    /// Tool-name globs only the owner's inputs may call (`core.security.owner_only_tools`).
+    pub owner_only: Vec<String>,
 }
 
 /// What `GET /api/v1/security` shows: the configuration (secret names, never values)
@@ -105,6 +109,7 @@ pub struct FirewallStatus {
     /// How many values the gate masks (the store's and the kernel's own keys).
     pub masked_values: usize,
     pub review: bool,
+    pub owner_only_tools: Vec<String>,
     /// Oldest first.
     pub decisions: Vec<Decision>,
 }
@@ -135,6 +140,7 @@ impl FirewallConfig {
             sandbox: Sandbox::new(&paths(&c.read_roots), &paths(&c.write_roots), c.network),
             gate: CredentialGate::new(&c.secrets.0, &secret_settings),
             review: c.review,
+            owner_only: policy::split(&c.owner_only_tools),
         }
     }
 }
@@ -206,6 +212,7 @@ impl Firewall {
             secrets: c.gate.fillable_aliases().into_iter().map(str::to_owned).collect(),
             masked_values: c.gate.len(),
             review: c.review,
+            owner_only_tools: c.owner_only.clone(),
             decisions: self.log.recent(),
         }
     }
@@ -232,6 +239,25 @@ impl Firewall {
             self.refuse("tool_policy", tool, reason.clone());
         }
         verdict
+    }
+
+    /// [`Self::check_tool`], then the principal's grant: owner-only tools are refused
+    /// for every principal but the owner.
+    pub fn check_tool_for(&self, tool: &str, principal: &Principal) -> Result<(), String> {
+        self.check_tool(tool)?;
+        if principal.is_owner() {
+            return Ok(());
+        }
+        let cfg = self.config();
+        if let Some(p) = cfg.owner_only.iter().find(|p| policy::glob(p, tool)) {
+            let reason = format!(
+                "tool `{tool}` is reserved for the owner (core.security.owner_only_tools: `{p}`); this input came from `{}`, a guest. Answer without it, or tell the person to ask the owner",
+                principal.name
+            );
+            self.refuse("principal", tool, reason.clone());
+            return Err(reason);
+        }
+        Ok(())
     }
 
     /// A call on its way to a tool: the policy, then the arguments with the store's

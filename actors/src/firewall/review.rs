@@ -141,7 +141,7 @@ fn luhn(digits: &[u8]) -> bool {
             }
         })
         .sum();
-    sum % 10 == 0
+    sum.is_multiple_of(10)
 }
 
 /// Texts longer than this are reviewed in their first and last part only: injections
