@@ -6,6 +6,8 @@
 //! * [`graph`]: the graph tier (entities, relations, sentences) in `DATA/memory/graph.db`;
 //! * [`graph_actor`]: `kernel/memory/graph` and the `memory_*` tools;
 //! * [`keywords`]: jieba keyword extraction for recall queries;
+//! * [`names`] + [`dates`]: names and absolute dates mentioned in English and Chinese text;
+//! * [`summary`]: extractive document summaries (topics, names, dates, key sentences);
 //! * [`rules`] + [`distiller`]: the rule distiller (self-statements in the text log → graph);
 //! * [`maintenance`] + [`graph_heartbeat`]: the archive, merge and review heartbeats;
 //! * [`social`]: people's traits and ties on the graph (`person_*` tools);
@@ -18,6 +20,7 @@
 
 pub mod actor;
 pub mod context;
+pub mod dates;
 pub mod distiller;
 pub mod docindex;
 pub mod embed;
@@ -28,11 +31,13 @@ pub mod heartbeat;
 pub mod keywords;
 pub mod knowledge;
 pub mod maintenance;
+pub mod names;
 pub mod retrieve;
 pub mod rules;
 pub mod social;
 pub mod start;
 pub mod store;
+pub mod summary;
 pub mod textlog;
 pub mod tfidf;
 
