@@ -8,7 +8,8 @@
 //! * [`keywords`]: jieba keyword extraction for recall queries;
 //! * [`names`] + [`dates`]: names and absolute dates mentioned in English and Chinese text;
 //! * [`summary`]: extractive document summaries (topics, names, dates, key sentences);
-//! * [`rules`] + [`distiller`]: the rule distiller (self-statements in the text log → graph);
+//! * [`rules`] (Chinese) + [`rules_en`] (English) + [`distiller`]: the rule distiller
+//!   (self-statements in the text log → graph);
 //! * [`maintenance`] + [`graph_heartbeat`]: the archive, merge and review heartbeats;
 //! * [`social`]: people's traits and ties on the graph (`person_*` tools);
 //! * [`store`]: `DATA/memory/memory.db` (write-through);
@@ -34,6 +35,7 @@ pub mod maintenance;
 pub mod names;
 pub mod retrieve;
 pub mod rules;
+pub mod rules_en;
 pub mod social;
 pub mod start;
 pub mod store;
