@@ -812,8 +812,12 @@ mod tests {
     #[test]
     fn names_in_finds_english_names_as_words_in_any_case() {
         let mut g = GraphStore::open_in_memory().unwrap();
-        g.commit(&[t("Biscuit", "is_a", "greyhound"), t("Al", "lives_in", "New York")], "s", 0)
-            .unwrap();
+        g.commit(
+            &[t("Biscuit", "is_a", "greyhound"), t("Al", "lives_in", "New York")],
+            "s",
+            0,
+        )
+        .unwrap();
         assert_eq!(g.names_in("what breed is biscuit?").unwrap(), ["Biscuit"]);
         assert_eq!(g.names_in("Also, I went to new york").unwrap(), ["New York"]);
         assert_eq!(g.names_in("Al and Biscuit").unwrap().len(), 2);

@@ -24,8 +24,29 @@ const RULES: &[(&str, &[&str], usize)] = &[
 
 /// Relatives a Chinese self-statement may name ("我妹妹叫…").
 const RELATIVES_ZH: &[&str] = &[
-    "妹妹", "姐姐", "哥哥", "弟弟", "妈妈", "爸爸", "母亲", "父亲", "老公", "老婆", "丈夫", "妻子", "女朋友", "男朋友",
-    "儿子", "女儿", "朋友", "奶奶", "爷爷", "外婆", "外公", "猫", "狗",
+    "妹妹",
+    "姐姐",
+    "哥哥",
+    "弟弟",
+    "妈妈",
+    "爸爸",
+    "母亲",
+    "父亲",
+    "老公",
+    "老婆",
+    "丈夫",
+    "妻子",
+    "女朋友",
+    "男朋友",
+    "儿子",
+    "女儿",
+    "朋友",
+    "奶奶",
+    "爷爷",
+    "外婆",
+    "外公",
+    "猫",
+    "狗",
 ];
 
 fn clauses(text: &str) -> impl Iterator<Item = &str> {
@@ -63,7 +84,8 @@ pub fn speaker(text: &str) -> Option<(&str, &str)> {
     let words: Vec<&str> = name.split_whitespace().collect();
     let english = (1..=3).contains(&words.len())
         && words.iter().all(|w| {
-            w.chars().next().is_some_and(|c| c.is_ascii_uppercase()) && w.chars().all(|c| c.is_ascii_alphabetic() || c == '.')
+            w.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+                && w.chars().all(|c| c.is_ascii_alphabetic() || c == '.')
         });
     let n = name.chars().count();
     let chinese = (2..=4).contains(&n) && name.chars().all(cjk) && !name.starts_with(['我', '你', '他', '她', '它']);
@@ -194,8 +216,10 @@ mod tests {
         let ts = extract_triples("王磊：我从小就对花生过敏，这次脸肿了");
         assert_eq!((ts[0].subject.as_str(), ts[0].object.as_str()), ("王磊", "花生"));
         let ts = extract_triples("Ana: I live in Lisbon. My sister adopted a greyhound called Biscuit!");
-        let got: Vec<(&str, &str, &str)> =
-            ts.iter().map(|t| (t.subject.as_str(), t.relation.as_str(), t.object.as_str())).collect();
+        let got: Vec<(&str, &str, &str)> = ts
+            .iter()
+            .map(|t| (t.subject.as_str(), t.relation.as_str(), t.object.as_str()))
+            .collect();
         assert_eq!(
             got,
             [
@@ -205,7 +229,11 @@ mod tests {
                 ("Ana", "sister", "Ana's sister")
             ]
         );
-        assert_eq!(extract_triples("Note: I like tea")[0].subject, USER, "a label is no speaker");
+        assert_eq!(
+            extract_triples("Note: I like tea")[0].subject,
+            USER,
+            "a label is no speaker"
+        );
         assert_eq!(extract_triples("我叫张三：你好")[0].subject, USER);
     }
 

@@ -13,10 +13,48 @@ use super::graph::Triple;
 
 /// Relatives, partners, pets and the like that "my …" may introduce.
 const RELATIVES: &[&str] = &[
-    "sister", "brother", "mom", "mum", "mother", "dad", "father", "parents", "wife", "husband", "partner", "son",
-    "daughter", "kids", "children", "boyfriend", "girlfriend", "fiance", "fiancee", "friend", "cousin", "aunt",
-    "uncle", "niece", "nephew", "grandma", "grandmother", "grandpa", "grandfather", "boss", "colleague", "roommate",
-    "neighbor", "neighbour", "dog", "cat", "puppy", "kitten", "pet", "horse", "rabbit", "parrot",
+    "sister",
+    "brother",
+    "mom",
+    "mum",
+    "mother",
+    "dad",
+    "father",
+    "parents",
+    "wife",
+    "husband",
+    "partner",
+    "son",
+    "daughter",
+    "kids",
+    "children",
+    "boyfriend",
+    "girlfriend",
+    "fiance",
+    "fiancee",
+    "friend",
+    "cousin",
+    "aunt",
+    "uncle",
+    "niece",
+    "nephew",
+    "grandma",
+    "grandmother",
+    "grandpa",
+    "grandfather",
+    "boss",
+    "colleague",
+    "roommate",
+    "neighbor",
+    "neighbour",
+    "dog",
+    "cat",
+    "puppy",
+    "kitten",
+    "pet",
+    "horse",
+    "rabbit",
+    "parrot",
 ];
 /// Words that may stand before a relative ("my little sister", "my best friend").
 const RELATIVE_ADJECTIVES: &[&str] = &[
@@ -24,15 +62,63 @@ const RELATIVE_ADJECTIVES: &[&str] = &[
 ];
 /// Words that end a value: what follows is circumstance, not the fact.
 const CUT_AT: &[&str] = &[
-    " with ", " because ", " since ", " for ", " and ", " but ", " so ", " when ", " which ", " who ", " that ",
-    " last ", " this ", " next ", " now", " too", " as well", " right ", " these days", " every ", " at the ",
+    " with ",
+    " because ",
+    " since ",
+    " for ",
+    " and ",
+    " but ",
+    " so ",
+    " when ",
+    " which ",
+    " who ",
+    " that ",
+    " last ",
+    " this ",
+    " next ",
+    " now",
+    " too",
+    " as well",
+    " right ",
+    " these days",
+    " every ",
+    " at the ",
 ];
 /// Adverbs skipped between the subject and the verb ("I just moved to …").
-const ADVERBS: &[&str] = &["just ", "recently ", "finally ", "also ", "really ", "actually ", "still ", "now ", "currently ", "totally ", "absolutely ", "kind of ", "sort of "];
+const ADVERBS: &[&str] = &[
+    "just ",
+    "recently ",
+    "finally ",
+    "also ",
+    "really ",
+    "actually ",
+    "still ",
+    "now ",
+    "currently ",
+    "totally ",
+    "absolutely ",
+    "kind of ",
+    "sort of ",
+];
 /// Openers skipped before the subject ("Yeah, I …" is split at the comma already).
-const OPENERS: &[&str] = &["yeah ", "yes ", "well ", "oh ", "so ", "and ", "but ", "actually ", "also ", "honestly ", "btw "];
+const OPENERS: &[&str] = &[
+    "yeah ",
+    "yes ",
+    "well ",
+    "oh ",
+    "so ",
+    "and ",
+    "but ",
+    "actually ",
+    "also ",
+    "honestly ",
+    "btw ",
+];
 /// "I'm a …" that is not an occupation.
-const NOT_JOBS: &[&str] = &["fan", "bit", "big", "little", "huge", "lot", "kind", "sort", "great", "good", "bad", "real", "total", "very", "really", "lucky", "mess", "wreck"];
+const NOT_JOBS: &[&str] = &[
+    "fan", "bit", "big", "little", "huge", "lot", "kind", "sort", "great", "good", "bad", "real", "total", "very",
+    "really", "lucky", "mess", "wreck",
+];
 /// Longest value, in words.
 const MAX_WORDS: usize = 6;
 
@@ -125,7 +211,11 @@ fn predicate(rest: &str, who: &str, be: bool, out: &mut Out<'_>) {
             return has_value("name", r, out);
         }
         if let Some(r) = ci_any(rest, &["living in ", "based in ", "from "]) {
-            let rel = if ci(rest, "from ").is_some() { "from" } else { "lives_in" };
+            let rel = if ci(rest, "from ").is_some() {
+                "from"
+            } else {
+                "lives_in"
+            };
             return has_value(rel, r, out);
         }
         if let Some(r) = ci_any(rest, &["working at ", "working for ", "employed at ", "employed by "]) {
@@ -159,9 +249,25 @@ fn predicate(rest: &str, who: &str, be: bool, out: &mut Out<'_>) {
         ("moved_to", &["moved to ", "move to ", "relocated to "]),
         ("works_at", &["work at ", "works at ", "work for ", "works for "]),
         ("occupation", &["work as ", "works as "]),
-        ("dislikes", &["hate ", "hates ", "dislike ", "dislikes ", "don't like ", "doesn't like ", "do not like ", "can't stand ", "cannot stand "]),
+        (
+            "dislikes",
+            &[
+                "hate ",
+                "hates ",
+                "dislike ",
+                "dislikes ",
+                "don't like ",
+                "doesn't like ",
+                "do not like ",
+                "can't stand ",
+                "cannot stand ",
+            ],
+        ),
         ("loves", &["love ", "loves ", "adore ", "adores "]),
-        ("likes", &["like ", "likes ", "enjoy ", "enjoys ", "prefer ", "prefers "]),
+        (
+            "likes",
+            &["like ", "likes ", "enjoy ", "enjoys ", "prefer ", "prefers "],
+        ),
         ("studies", &["study ", "studies ", "major in ", "majored in "]),
     ];
     for (rel, verbs) in VERBS {
@@ -198,7 +304,11 @@ fn my_statement(rest: &str, subject: &str, out: &mut Out<'_>) {
         && let Some((what, v)) = r.split_once(" is ").or_else(|| r.split_once(" are "))
         && let (Some(what), Some(v)) = (value(what), value(v))
     {
-        return out.push(subject, &format!("favorite_{}", what.to_lowercase().replace(' ', "_")), &v);
+        return out.push(
+            subject,
+            &format!("favorite_{}", what.to_lowercase().replace(' ', "_")),
+            &v,
+        );
     }
     let mut r = rest;
     while let Some(x) = ci_any(r, RELATIVE_ADJECTIVES) {
@@ -213,7 +323,11 @@ fn my_statement(rest: &str, subject: &str, out: &mut Out<'_>) {
             && what.split_whitespace().count() <= 2
             && let (Some(what), Some(v)) = (value(what), value(v))
         {
-            let rel = if what.eq_ignore_ascii_case("job") { "occupation".to_owned() } else { what.to_lowercase().replace(' ', "_") };
+            let rel = if what.eq_ignore_ascii_case("job") {
+                "occupation".to_owned()
+            } else {
+                what.to_lowercase().replace(' ', "_")
+            };
             out.push(subject, &rel, &v);
         }
         return;
@@ -222,7 +336,10 @@ fn my_statement(rest: &str, subject: &str, out: &mut Out<'_>) {
     // "my sister Carla …" / "my sister, Carla, …"
     let mut name: Option<String> = None;
     let parts: Vec<&str> = after.split_whitespace().take(2).collect();
-    let caps = parts.iter().take_while(|w| is_capitalised(w) && w.trim_end_matches(',').chars().all(char::is_alphabetic)).count();
+    let caps = parts
+        .iter()
+        .take_while(|w| is_capitalised(w) && w.trim_end_matches(',').chars().all(char::is_alphabetic))
+        .count();
     if caps > 0 {
         let n: Vec<&str> = parts[..caps].iter().map(|w| w.trim_end_matches(',')).collect();
         let joined = n.join(" ");
@@ -231,7 +348,17 @@ fn my_statement(rest: &str, subject: &str, out: &mut Out<'_>) {
         after = after[consumed..].trim_start_matches(',').trim_start();
     }
     // "my sister's name is Carla", "my dog is called Rex".
-    if let Some(r) = ci_any(after, &["'s name is ", "’s name is ", "is called ", "is named ", "called ", "named "]) {
+    if let Some(r) = ci_any(
+        after,
+        &[
+            "'s name is ",
+            "’s name is ",
+            "is called ",
+            "is named ",
+            "called ",
+            "named ",
+        ],
+    ) {
         if let Some(v) = value(r) {
             out.push(subject, rel, &v);
         }
@@ -288,7 +415,10 @@ mod tests {
 
     #[test]
     fn self_statements() {
-        assert_eq!(facts("I live in Lisbon with my two cats"), [f("用户", "lives_in", "Lisbon")]);
+        assert_eq!(
+            facts("I live in Lisbon with my two cats"),
+            [f("用户", "lives_in", "Lisbon")]
+        );
         assert_eq!(facts("I just moved to New York"), [f("用户", "moved_to", "New York")]);
         assert_eq!(facts("I work at a bakery"), [f("用户", "works_at", "bakery")]);
         assert_eq!(facts("I'm allergic to peanuts"), [f("用户", "allergic_to", "peanuts")]);
@@ -297,7 +427,10 @@ mod tests {
         assert_eq!(facts("I'm a nurse"), [f("用户", "occupation", "nurse")]);
         assert_eq!(facts("I'm 34 years old"), [f("用户", "age", "34")]);
         assert_eq!(facts("My name is Sam"), [f("用户", "name", "Sam")]);
-        assert_eq!(facts("my favourite food is sushi"), [f("用户", "favorite_food", "sushi")]);
+        assert_eq!(
+            facts("my favourite food is sushi"),
+            [f("用户", "favorite_food", "sushi")]
+        );
         assert_eq!(facts("My birthday is in May"), [f("用户", "birthday", "in May")]);
     }
 
@@ -319,15 +452,28 @@ mod tests {
         assert_eq!(facts("my little brother's name is Tom"), [f("用户", "brother", "Tom")]);
         assert_eq!(
             facts("My best friend works at Google"),
-            [f("user's friend", "works_at", "Google"), f("用户", "friend", "user's friend")]
+            [
+                f("user's friend", "works_at", "Google"),
+                f("用户", "friend", "user's friend")
+            ]
         );
     }
 
     #[test]
     fn other_sentences_state_nothing() {
-        for t in ["I'm a big fan of jazz", "I think so", "It was great", "I'm tired", "I did not know you had a sister", "my goodness"] {
+        for t in [
+            "I'm a big fan of jazz",
+            "I think so",
+            "It was great",
+            "I'm tired",
+            "I did not know you had a sister",
+            "my goodness",
+        ] {
             assert!(facts(t).is_empty(), "{t}: {:?}", facts(t));
         }
-        assert!(facts("I love the way the light falls on the old harbour in the evening").is_empty(), "too long");
+        assert!(
+            facts("I love the way the light falls on the old harbour in the evening").is_empty(),
+            "too long"
+        );
     }
 }
