@@ -2,9 +2,8 @@
 //! document summaries and the graph index.
 //!
 //! English has no dictionary here, so a name is a run of Capitalised words
-//! ("Biscuit", "New York", "Dr Seuss"); a capitalised word that only ever starts a
-//! sentence counts only when it is not a common word (it is seen lower-cased elsewhere,
-//! or is an interjection or function word). Chinese uses jieba's part-of-speech tags
+//! ("Biscuit", "New York", "Dr Seuss"); a capitalised word at the start of a sentence
+//! counts only when the same word is also capitalised mid-sentence somewhere. Chinese uses jieba's part-of-speech tags
 //! (`nr` person, `ns` place, `nt` organisation, `nz` other proper noun) plus the
 //! 2–4 character words its HMM discovers (tag `x`), which is how unknown personal
 //! names and pets' names come out.
@@ -121,7 +120,9 @@ fn words(text: &str) -> Vec<Word<'_>> {
             });
         }
         if !raw.is_empty() {
-            start = raw.ends_with(['.', '!', '?']) || raw.ends_with("...");
+            let abbreviation =
+                ["mr.", "mrs.", "ms.", "dr.", "st.", "jr.", "prof."].contains(&raw.to_lowercase().as_str());
+            start = (raw.ends_with(['.', '!', '?']) && !abbreviation) || raw.ends_with("...");
         }
     }
     out
@@ -137,16 +138,11 @@ fn capitalised(w: &str) -> bool {
 
 /// English names in `texts`, each with how often it occurs, most frequent first.
 pub fn english_names<'a>(texts: impl IntoIterator<Item = &'a str> + Clone) -> Vec<(String, usize)> {
-    // Words seen lower-cased anywhere: a capitalised sentence opener that is also an
-    // ordinary word ("Lovely", "Finished") is not a name.
-    let mut lower_seen: HashSet<String> = HashSet::new();
     let mut mid_caps: HashSet<String> = HashSet::new();
     let all: Vec<Vec<Word<'_>>> = texts.into_iter().map(words).collect();
     for ws in &all {
         for w in ws {
-            if w.text.chars().next().is_some_and(|c| c.is_lowercase()) {
-                lower_seen.insert(w.text.to_lowercase());
-            } else if !w.sentence_start && capitalised(w.text) {
+            if !w.sentence_start && capitalised(w.text) {
                 mid_caps.insert(w.text.to_owned());
             }
         }
@@ -158,9 +154,13 @@ pub fn english_names<'a>(texts: impl IntoIterator<Item = &'a str> + Clone) -> Ve
         while i < ws.len() {
             let w = &ws[i];
             let lower = w.text.to_lowercase();
+            // A word that only ever opens a sentence is a name only when it is also
+            // capitalised mid-sentence somewhere: without a dictionary, "Relaxing" or
+            // "Anything" would look like one. Contractions are never names.
             let usable = capitalised(w.text)
                 && !not_a_name(&lower)
-                && (!w.sentence_start || mid_caps.contains(w.text) || !lower_seen.contains(&lower));
+                && !w.text.contains(['\'', '’'])
+                && (!w.sentence_start || mid_caps.contains(w.text));
             if !usable {
                 i += 1;
                 continue;
@@ -211,8 +211,39 @@ const NOT_PLACES: &[&str] = &[
     "东西", "吉他", "中间", "南北", "上下", "前后", "左右", "内外", "天下", "世界", "全国",
 ];
 
-/// Words after which a name follows ("一只橘猫，叫橘子", "名叫小白").
-const NAME_CUES: &[&str] = &["叫", "名叫", "叫做", "取名", "名字叫", "起名叫"];
+/// Words after which a name follows ("一只橘猫，叫橘子", "名叫小白", "我妹妹李婷").
+const NAME_CUES: &[&str] = &[
+    "叫",
+    "名叫",
+    "叫做",
+    "取名",
+    "名字叫",
+    "起名叫",
+    "妹妹",
+    "姐姐",
+    "哥哥",
+    "弟弟",
+    "朋友",
+    "同事",
+    "老师",
+    "同学",
+    "老公",
+    "老婆",
+    "男朋友",
+    "女朋友",
+    "儿子",
+    "女儿",
+    "室友",
+    "邻居",
+    "前辈",
+];
+
+/// Reduplicated words that are kinship terms or adverbs, not nicknames like 豆豆.
+const NOT_NICKNAMES: &[&str] = &[
+    "妹妹", "姐姐", "哥哥", "弟弟", "妈妈", "爸爸", "奶奶", "爷爷", "婆婆", "公公", "叔叔", "舅舅", "姑姑", "宝宝",
+    "星星", "天天", "常常", "刚刚", "慢慢", "好好", "渐渐", "偷偷", "悄悄", "谢谢", "看看", "试试", "想想", "走走",
+    "哈哈", "嘿嘿", "呵呵", "嘻嘻", "明明", "人人", "个个", "处处", "早早", "久久", "多多", "大大", "小小",
+];
 
 /// Chinese names in `texts`, each with its count, most frequent first: jieba's person,
 /// place and organisation tags (`nr*`, `ns`, `nt`; `nz` is too noisy), words its HMM
@@ -221,6 +252,8 @@ const NAME_CUES: &[&str] = &["叫", "名叫", "叫做", "取名", "名字叫", "
 pub fn chinese_names<'a>(jieba: &Jieba, texts: impl IntoIterator<Item = &'a str>) -> Vec<(String, usize)> {
     let mut counts: HashMap<String, usize> = HashMap::new();
     let mut order: Vec<String> = Vec::new();
+    let mut unknown_counts: HashMap<String, usize> = HashMap::new();
+    let mut unknown_order: Vec<String> = Vec::new();
     let mut add = |w: &str| {
         let c = counts.entry(w.to_owned()).or_insert(0);
         if *c == 0 {
@@ -241,10 +274,18 @@ pub fn chinese_names<'a>(jieba: &Jieba, texts: impl IntoIterator<Item = &'a str>
             let person = t.tag.starts_with("nr");
             let place = (t.tag == "ns" || t.tag == "nt") && !NOT_PLACES.contains(&t.word);
             let unknown = t.tag == "x" && cs.len() <= 4;
-            let nickname = cs.len() == 2 && cs[0] == cs[1] && matches!(t.tag, "n" | "x");
+            let nickname =
+                cs.len() == 2 && cs[0] == cs[1] && matches!(t.tag, "n" | "x") && !NOT_NICKNAMES.contains(&t.word);
             let cued = i > 0 && NAME_CUES.contains(&tags[i - 1].word) && cs.len() <= 4;
-            if person || place || unknown || nickname || cued {
+            if person || place || nickname || cued {
                 add(t.word);
+            } else if unknown {
+                if !unknown_counts.contains_key(t.word) {
+                    unknown_order.push(t.word.to_owned());
+                }
+                // HMM fragments ("人住", "总点") are as common as real unknown names;
+                // only a repeated one is kept (see the filter below).
+                *unknown_counts.entry(t.word.to_owned()).or_insert(0) += 1;
             }
         }
         for (open, close) in [('“', '”'), ('「', '」'), ('《', '》'), ('"', '"')] {
@@ -258,6 +299,16 @@ pub fn chinese_names<'a>(jieba: &Jieba, texts: impl IntoIterator<Item = &'a str>
                 }
                 rest = &after[b + close.len_utf8()..];
             }
+        }
+    }
+    for w in unknown_order {
+        let n = unknown_counts[&w];
+        if n >= 2 {
+            counts.entry(w.clone()).or_insert(0);
+            if counts[&w] == 0 {
+                order.push(w.clone());
+            }
+            *counts.get_mut(&w).expect("inserted") += n;
         }
     }
     rank(order, &counts)

@@ -81,6 +81,8 @@ const DATE_CONTEXT_CHARS: usize = 24;
 /// what was talked about.
 const FILLERS: &[&str] = &[
     "really",
+    "shares",
+    "photo",
     "like",
     "just",
     "yeah",
@@ -269,12 +271,18 @@ pub fn summarize(items: &[Utterance]) -> DocSummary {
         .take(MAX_TOPICS)
         .collect();
 
-    s.dates = mentioned_dates(items);
-    s.key_sentences = key_sentences(items);
+    s.dates = mentioned_dates(items, s.chinese);
+    let salient: Vec<String> = s.entities.iter().chain(&s.topics).map(|x| x.to_lowercase()).collect();
+    s.key_sentences = key_sentences(items, &salient);
     s
 }
 
-fn mentioned_dates(items: &[Utterance]) -> Vec<DatedMention> {
+fn mentioned_dates(items: &[Utterance], chinese: bool) -> Vec<DatedMention> {
+    let limit = if chinese {
+        DATE_CONTEXT_CHARS
+    } else {
+        DATE_CONTEXT_CHARS * 2
+    };
     let mut out: Vec<DatedMention> = Vec::new();
     for u in items {
         let today = Day::of_ms(u.ts_ms);
@@ -285,7 +293,15 @@ fn mentioned_dates(items: &[Utterance]) -> Vec<DatedMention> {
             // The clause around the mention, so the date says what happened then.
             let before = u.text[..m.start].rfind(['，', ',', '。', '.', '！', '!', '？', '?', ';', '；']);
             let from = before.map_or(0, |i| i + u.text[i..].chars().next().map_or(1, char::len_utf8));
-            let context: String = u.text[from..].trim().chars().take(DATE_CONTEXT_CHARS).collect();
+            let clause = u.text[from..].trim();
+            let mut context: String = clause.chars().take(limit).collect();
+            if context.len() < clause.len()
+                && !chinese
+                && let Some(i) = context.rfind(' ')
+            {
+                // Whole words only.
+                context.truncate(i);
+            }
             out.push(DatedMention {
                 day: m.day,
                 context: context.trim_end_matches(['，', ',', '。', '.']).to_owned(),
@@ -298,8 +314,11 @@ fn mentioned_dates(items: &[Utterance]) -> Vec<DatedMention> {
 }
 
 /// TextRank over the sentences of `items`; 2 key sentences up to 20 turns, 3 up to 60,
-/// 4 beyond.
-fn key_sentences(items: &[Utterance]) -> Vec<KeySentence> {
+/// 4 beyond. Plain TextRank favours the chat's connective tissue ("你最近工作怎么样？"
+/// is similar to everything), so a sentence's rank is weighted by the salient words
+/// (the summary's names and topics) it contains, and questions count half: the key
+/// sentences should be the ones that state something.
+fn key_sentences(items: &[Utterance], salient: &[String]) -> Vec<KeySentence> {
     struct Unit<'a> {
         ts_ms: i64,
         speaker: &'a str,
@@ -317,7 +336,7 @@ fn key_sentences(items: &[Utterance]) -> Vec<KeySentence> {
             })
         })
         // Too few terms to be about anything ("Nice!", "哈哈").
-        .filter(|u| u.terms.len() >= 3)
+        .filter(|u| u.terms.len() >= 4)
         .collect();
     if units.len() > MAX_SENTENCES {
         units.drain(..units.len() - MAX_SENTENCES);
@@ -358,6 +377,12 @@ fn key_sentences(items: &[Utterance]) -> Vec<KeySentence> {
             })
             .collect();
         score = next;
+    }
+    for (i, u) in units.iter().enumerate() {
+        let lower = u.text.to_lowercase();
+        let hits = salient.iter().filter(|w| lower.contains(w.as_str())).count();
+        let question = u.text.ends_with(['?', '？']);
+        score[i] *= (1.0 + hits as f32) * if question { 0.5 } else { 1.0 };
     }
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by(|&a, &b| score[b].total_cmp(&score[a]).then(a.cmp(&b)));
