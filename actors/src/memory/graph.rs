@@ -645,7 +645,7 @@ fn mentioned_as_word(text: &str, name: &str) -> bool {
     text.match_indices(name).any(|(i, _)| {
         let before = text[..i].chars().next_back();
         let after = text[i + name.len()..].chars().next();
-        !(latin(first) && latin(before)) && !(latin(last) && latin(after))
+        (!latin(first) || !latin(before)) && (!latin(last) || !latin(after))
     })
 }
 

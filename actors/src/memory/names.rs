@@ -169,12 +169,10 @@ pub fn english_names<'a>(texts: impl IntoIterator<Item = &'a str> + Clone) -> Ve
             let mut j = i + 1;
             while j < ws.len() && !ws[j].sentence_start {
                 let n = ws[j].text;
-                if capitalised(n) && !not_a_name(&n.to_lowercase()) {
-                    parts.push(n);
-                    j += 1;
-                } else if NAME_JOINERS.contains(&n)
-                    && ws.get(j + 1).is_some_and(|x| !x.sentence_start && capitalised(x.text))
-                {
+                let name_word = capitalised(n) && !not_a_name(&n.to_lowercase());
+                let joiner = NAME_JOINERS.contains(&n)
+                    && ws.get(j + 1).is_some_and(|x| !x.sentence_start && capitalised(x.text));
+                if name_word || joiner {
                     parts.push(n);
                     j += 1;
                 } else {
@@ -198,7 +196,7 @@ pub fn english_names<'a>(texts: impl IntoIterator<Item = &'a str> + Clone) -> Ve
 fn rank(order: Vec<String>, counts: &HashMap<String, usize>) -> Vec<(String, usize)> {
     let mut out: Vec<(String, usize)> = order.into_iter().map(|n| (n.clone(), counts[&n])).collect();
     // Stable: equally frequent names keep their first-seen order.
-    out.sort_by(|a, b| b.1.cmp(&a.1));
+    out.sort_by_key(|x| std::cmp::Reverse(x.1));
     out
 }
 
@@ -318,7 +316,7 @@ pub fn chinese_names<'a>(jieba: &Jieba, texts: impl IntoIterator<Item = &'a str>
 pub fn names<'a>(jieba: &Jieba, texts: impl IntoIterator<Item = &'a str> + Clone) -> Vec<(String, usize)> {
     let mut all = english_names(texts.clone());
     all.extend(chinese_names(jieba, texts));
-    all.sort_by(|a, b| b.1.cmp(&a.1));
+    all.sort_by_key(|x| std::cmp::Reverse(x.1));
     all
 }
 

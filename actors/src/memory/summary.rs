@@ -165,7 +165,9 @@ pub fn utterances(events: &[Event]) -> Vec<Utterance> {
     let mut out = Vec::new();
     for e in events {
         let input = e.input.trim();
-        if !input.is_empty() && !(e.source == "agent" && !e.response.is_empty()) {
+        // An agent event's text is its response (added below), not its input.
+        let agent_reply = e.source == "agent" && !e.response.is_empty();
+        if !input.is_empty() && !agent_reply {
             let (speaker, text) = split_speaker(input).unwrap_or((e.source.as_str(), input));
             out.push(Utterance {
                 ts_ms: e.ts_ms,
