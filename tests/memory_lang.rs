@@ -1,14 +1,15 @@
 //! English and Chinese alike, through the path a user's message takes: a message is
 //! answered (fake vendor), the rule distiller turns its self-statements into graph
 //! facts, the graph answers a question phrased as a sentence, and a later turn that
-//! names an entity — in any case — carries the memory index to the model.
+//! names an entity — in any case — carries the memory index to the model. Archived
+//! turns become a document whose summary says what it holds.
 
 mod common;
 
 use std::time::Duration;
 
-use common::Daemon;
-use common::api::{daemon_with_vendor, post};
+use common::api::{daemon_with_vendor, post, put_settings, wait_sources};
+use common::{Daemon, vendor};
 use serde_json::{Value, json};
 
 /// Runs the rule distiller until it has read a record (the text log is written just
@@ -88,4 +89,45 @@ fn english_and_chinese_self_statements_become_graph_facts() {
     assert!(has_relation(&g, "用户", "妹妹", "李婷"), "{g}");
     let g: Value = common::api::get(&d, "/api/v1/memory/graph?q=花生");
     assert!(has_relation(&g, "用户", "过敏", "花生"), "{g}");
+}
+
+#[test]
+fn an_archived_conversation_is_summarised_by_what_it_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&dir.path().join("data"));
+    let v = vendor::start();
+    put_settings(&d, vendor::source_settings("fake", &v.url, 0));
+    put_settings(&d, json!({"core.agent.max_context_size": 12}));
+    wait_sources(&d, 1);
+    let said = [
+        "My sister adopted a greyhound called Biscuit last Saturday.",
+        "Biscuit sleeps on the sofa all day, Biscuit is very lazy.",
+        "We are taking Biscuit to the beach in Cascais tomorrow.",
+    ];
+    for text in said {
+        let (status, _) = post(&d, "/api/v1/messages", json!({ "text": text }));
+        assert_eq!(status, 200);
+    }
+    for i in 0..10 {
+        let (status, _) = post(&d, "/api/v1/messages", json!({"text": format!("filler number {i}")}));
+        assert_eq!(status, 200);
+    }
+    // 26 events > 2 × 12: a distill round archives the oldest 14 into a document.
+    let (status, round) = post(&d, "/api/v1/heartbeats/distill/run", json!({}));
+    assert_eq!((status, round["archived"].as_u64()), (200, Some(14)), "{round}");
+    let docs: Value = common::api::get(&d, "/api/v1/memory/documents");
+    let doc = docs["documents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["content"].as_str().unwrap().contains("greyhound"))
+        .cloned()
+        .unwrap_or_else(|| panic!("the first turns were not archived: {docs}"));
+    let summary = doc["summary"].as_str().unwrap();
+    assert!(summary.contains("turns between http and agent."), "who: {summary}");
+    assert!(summary.contains("Mentions: Biscuit"), "the name said most: {summary}");
+    assert!(summary.contains("Key points: ["), "key sentences: {summary}");
+    // The dates said relative to today are absolute in the summary.
+    assert!(summary.contains("Dates: "), "{summary}");
+    assert!(!summary.contains("条对话 ("), "not the old count line: {summary}");
 }
