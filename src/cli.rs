@@ -91,6 +91,13 @@ pub enum EvalCommand {
         /// Print one JSON object instead of a table.
         #[arg(long)]
         json: bool,
+        /// Embed with a remote `/v1/embeddings` server at this base URL (e.g. a local
+        /// multilingual model, see the README) instead of the ONNX MiniLM.
+        #[arg(long)]
+        embed_url: Option<String>,
+        /// The `model` field sent to that server.
+        #[arg(long, default_value = "")]
+        embed_model: String,
         /// Measure on a live daemon instead: import each conversation through
         /// `POST /api/v1/memory/import`, ask its questions through `POST /api/v1/messages`
         /// and count the evidence in the requests a built-in scripted vendor receives.

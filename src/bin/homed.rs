@@ -108,6 +108,8 @@ fn main() -> std::process::ExitCode {
                     k,
                     retriever,
                     json,
+                    embed_url,
+                    embed_model,
                     live: false,
                     ..
                 },
@@ -124,6 +126,8 @@ fn main() -> std::process::ExitCode {
                     ks: k,
                     retrievers,
                     json,
+                    embed_url,
+                    embed_model,
                 },
             )
         }
