@@ -455,12 +455,7 @@ impl Adapter {
                 let tools = std::mem::replace(&mut req.tools, tc::placeholders(n));
                 let out = self.transform_request_async(req).await;
                 req.tools = tools;
-                let spliced = out.ok().and_then(|out| {
-                    let mut v: serde_json::Value = serde_json::from_str(&out).ok()?;
-                    let slot = tc::get_mut(&mut v, &path)?;
-                    (slot.as_array().map(Vec::len) == Some(n)).then(|| *slot = real)?;
-                    serde_json::to_string(&v).ok()
-                });
+                let spliced = out.ok().and_then(|out| tc::splice(&out, &path, n, &real));
                 match spliced {
                     Some(body) => Ok(body),
                     None => self.transform_request_async(req).await,

@@ -31,9 +31,35 @@ pub enum Seg {
 pub struct Entry {
     /// Hash of the tool list's JSON.
     pub key: u64,
-    /// Where the adapter puts the converted tools, and the converted tools (`None`:
-    /// not separable, use the full path).
-    pub splice: Option<(Vec<Seg>, Value)>,
+    /// Where the adapter puts the converted tools, and the converted tools as JSON
+    /// text (`None`: not separable, use the full path). Text, not a `Value`: a call
+    /// then neither deep-clones nor re-serialises the largest part of its request
+    /// (see [`splice`]).
+    pub splice: Option<(Vec<Seg>, std::sync::Arc<str>)>,
+}
+
+/// What the slot of the tools holds while the rest of the request is serialised: a
+/// string no adapter output contains (control characters), replaced by the tools' text.
+const MARKER: &str = "\u{1}homeagent-tools\u{1}";
+
+/// `out` (the adapter's request with placeholder tools) with the tools at `path`
+/// replaced by `real` (JSON text of an array of `n` elements). `None` when `out` is
+/// not JSON or has no array of `n` elements there: the caller takes the full path.
+pub fn splice(out: &str, path: &[Seg], n: usize, real: &str) -> Option<String> {
+    let mut v: Value = serde_json::from_str(out).ok()?;
+    let slot = get_mut(&mut v, path)?;
+    if slot.as_array().map(Vec::len) != Some(n) {
+        return None;
+    }
+    *slot = Value::String(MARKER.to_owned());
+    let text = serde_json::to_string(&v).ok()?;
+    let quoted = serde_json::to_string(MARKER).ok()?;
+    let at = text.find(&quoted)?;
+    let mut body = String::with_capacity(text.len() + real.len());
+    body.push_str(&text[..at]);
+    body.push_str(real);
+    body.push_str(&text[at + quoted.len()..]);
+    Some(body)
 }
 
 /// The placeholder name of tool `i`.
@@ -129,7 +155,10 @@ pub fn learn(key: u64, n: usize, full: &Value, with_placeholders: &Value) -> Ent
     let splice = find_placeholders(with_placeholders, n).and_then(|path| {
         let real = get(full, &path)?;
         // The real output must have a same-length array at the same place.
-        (real.as_array().map(Vec::len) == Some(n)).then(|| (path, real.clone()))
+        (real.as_array().map(Vec::len) == Some(n))
+            .then(|| serde_json::to_string(real).ok())
+            .flatten()
+            .map(|text| (path, std::sync::Arc::from(text)))
     });
     Entry { key, splice }
 }
@@ -171,9 +200,14 @@ mod tests {
         let ph = json!({"tools": [{"n": "__homeagent_tool_0__"}, {"n": "__homeagent_tool_1__"}], "x": 1});
         let e = learn(7, 2, &full, &ph);
         let (path, real) = e.splice.clone().unwrap();
-        let mut later = json!({"tools": [{"n": "__homeagent_tool_0__"}, {"n": "__homeagent_tool_1__"}], "x": 2});
-        *get_mut(&mut later, &path).unwrap() = real;
-        assert_eq!(later, json!({"tools": [{"n": "real a"}, {"n": "real b"}], "x": 2}));
+        let later = json!({"tools": [{"n": "__homeagent_tool_0__"}, {"n": "__homeagent_tool_1__"}], "x": 2});
+        let body = splice(&later.to_string(), &path, 2, &real).unwrap();
+        assert_eq!(
+            serde_json::from_str::<Value>(&body).unwrap(),
+            json!({"tools": [{"n": "real a"}, {"n": "real b"}], "x": 2})
+        );
+        assert!(splice(&later.to_string(), &path, 3, &real).is_none(), "wrong length");
+        assert!(splice("not json", &path, 2, &real).is_none());
         // A full output without a same-length array there: no splice.
         assert!(learn(7, 2, &json!({"tools": [1]}), &ph).splice.is_none());
         assert_ne!(key(&placeholders(2)), key(&placeholders(3)));

@@ -117,17 +117,19 @@ impl MemoryStore {
 
     /// Appends an event; returns it with its id. Committed when this returns.
     pub fn append(&mut self, mut e: Event) -> Result<Event, MemoryError> {
-        self.conn.execute(
-            "INSERT INTO context_events (ts_ms, source, input, response, tools_used, tool_results) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![
+        // Cached: every turn appends, and parsing the statement cost as much as running it.
+        self.conn
+            .prepare_cached(
+                "INSERT INTO context_events (ts_ms, source, input, response, tools_used, tool_results) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?
+            .execute(params![
                 e.ts_ms,
                 e.source,
                 e.input,
                 e.response,
                 serde_json::to_string(&e.tools_used).unwrap_or_else(|_| "[]".into()),
                 serde_json::to_string(&e.tool_results).unwrap_or_else(|_| "[]".into()),
-            ],
-        )?;
+            ])?;
         e.id = self.conn.last_insert_rowid();
         Ok(e)
     }
