@@ -125,6 +125,7 @@ async fn stack(settings: AgentSettings) -> Stack {
         textlog,
         graph: None,
         embedder: None,
+        knowledge: None,
         channels: Channels::builtin(),
         skills_index: Default::default(),
         settings: parking_lot::RwLock::new(settings),

@@ -43,6 +43,26 @@ pub struct Event {
 }
 
 impl Event {
+    /// Who said what this event remembers, as recall shows it: `assistant` for the
+    /// agent's replies, otherwise the source (a channel such as `http`, or the speaker's
+    /// name for an imported conversation).
+    pub fn speaker(&self) -> &str {
+        match self.source.as_str() {
+            "agent" => "assistant",
+            s => s,
+        }
+    }
+
+    /// The words this event adds to memory, verbatim: an agent reply's response (its
+    /// input repeats the user's event), a restored document's content, otherwise the
+    /// input. Empty when there is nothing to remember.
+    pub fn said(&self) -> &str {
+        match self.source.as_str() {
+            "agent" | "cold_storage" => &self.response,
+            _ => &self.input,
+        }
+    }
+
     /// The text an event is compared by (three-branch rule, spec §5.3): agent replies
     /// by their response, restored documents by both, everything else by the input;
     /// tool outputs are appended.

@@ -471,6 +471,49 @@ impl Handles<MemoryIndex> for GraphActor {
     }
 }
 
+/// Per-turn recall's graph tier: the relations around the entities the input names
+/// (exact mentions, as the index block finds them), best first, as recall items — the
+/// sentence a relation came from when the graph kept it, otherwise the triple.
+#[derive(Message)]
+#[rtype(result = "Vec<super::recall::Item>")]
+pub struct RecallFacts {
+    pub input: String,
+    pub limit: usize,
+}
+
+impl Handles<RecallFacts> for GraphActor {
+    type Reply = actix::MessageResult<crate::host::Envelope<RecallFacts>>;
+    fn handle(&mut self, m: RecallFacts, _: &mut HostContext<Self>) -> Self::Reply {
+        actix::MessageResult(self.facts(&m.input, m.limit))
+    }
+}
+
+impl GraphActor {
+    fn facts(&mut self, input: &str, limit: usize) -> Vec<super::recall::Item> {
+        if input.trim().is_empty() || limit == 0 {
+            return Vec::new();
+        }
+        let seeds = self.store.names_in(input).unwrap_or_default();
+        if seeds.is_empty() {
+            return Vec::new();
+        }
+        let Ok(r) = self.store.recall(&[], &seeds, 1, None, RecallSort::Relevance) else {
+            return Vec::new();
+        };
+        r.relations
+            .iter()
+            .take(limit)
+            .map(|rel| {
+                let text = match rel.sentence.as_deref().map(str::trim) {
+                    Some(s) if !s.is_empty() => format!("{} ({} →{}→ {})", s, rel.source, rel.relation, rel.target),
+                    _ => format!("{} →{}→ {}", rel.source, rel.relation, rel.target),
+                };
+                super::recall::Item::counted(super::recall::Origin::Fact, Some(rel.created_at_ms), "graph", &text)
+            })
+            .collect()
+    }
+}
+
 /// The `memory_recall` reply.
 pub fn format_recall(r: &Recall) -> String {
     let mut out = format!("找到 {} 个相关实体:\n", r.entities.len());

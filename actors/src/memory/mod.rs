@@ -34,6 +34,8 @@ pub mod social;
 pub mod start;
 pub mod store;
 pub mod textlog;
+pub mod tokens;
+pub mod recall;
 pub mod tfidf;
 
 pub use context::Event;

@@ -1,0 +1,497 @@
+//! Per-turn recall (issue 9): what the prompt remembers, chosen by relevance to the
+//! input from everything the agent remembers, plus a short recency window — as a plain
+//! core, unit-tested without actix.
+//!
+//! The context actor ranks its *units* (window events and the passages of archived
+//! documents) with the hybrid retriever over [`super::docindex::RecallIndex`]
+//! (BM25 fused with dense cosine — the retriever `homed eval locomo` measures, through
+//! the same [`rank_units`] call); graph facts and knowledge items come ranked by their
+//! own tiers. [`fuse`] merges the tiers' rankings by reciprocal rank, [`select`]
+//! deduplicates and cuts them to the memory budget (real o200k token counts, counted
+//! once per item), and [`Recollection::render`] is the one place they become prompt
+//! text: each item with its absolute date and its speaker or source, verbatim, or as a
+//! faithful extract when one item alone would take too much of the budget.
+//!
+//! Why passages and not document summaries: the spec's `【相关记忆文档】` block shows a
+//! document's header, which carries none of the evidence (measured: 0 % of LoCoMo
+//! evidence reached the prompt that way). See `docs/DECISIONS.md`.
+
+use std::collections::HashSet;
+
+use super::retrieve;
+use super::tokens;
+
+/// Events of the recency window: the last few, verbatim, whatever their relevance (the
+/// thread of the conversation). Kept short: relevance, not recency, fills the budget.
+pub const RECENT_EVENTS: usize = 6;
+/// Units the context actor asks its index for before the budget cut.
+pub const UNIT_CANDIDATES: usize = 80;
+/// Cosine below which a unit does not vote on the dense side (MiniLM scores unrelated
+/// sentences ~0.0–0.25): with it, a question sharing no word with anything does not
+/// pull in noise by vector alone.
+pub const DENSE_MIN: f32 = 0.2;
+/// One item may take at most this share of the memory budget; a longer one is cut to a
+/// faithful extract (its beginning), so one long tool output cannot crowd out the rest.
+pub const ITEM_SHARE: usize = 3;
+
+const MONTHS: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
+
+/// `8 May 2023`: how a unit's date is shown to BM25 (so "in May 2023" matches).
+pub fn show_date(ts_ms: i64) -> String {
+    let (y, m, d) = super::civil_from_days(ts_ms.div_euclid(86_400_000));
+    format!("{d} {} {y}", MONTHS[(m - 1) as usize])
+}
+
+/// `2023-05-08 13:56` (UTC): how an item's time is shown to the model.
+pub fn stamp(ts_ms: i64) -> String {
+    let (y, m, d) = super::civil_from_days(ts_ms.div_euclid(86_400_000));
+    let mins = ts_ms.div_euclid(60_000).rem_euclid(24 * 60);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}", mins / 60, mins % 60)
+}
+
+/// The text a unit is indexed by: its date in words, who said it, and what was said.
+pub fn unit_text(ts_ms: i64, speaker: &str, text: &str) -> String {
+    format!("{} {speaker}: {text}", show_date(ts_ms))
+}
+
+/// Ranks `texts` (unit texts, see [`unit_text`]) against `query` with the hybrid
+/// retriever: BM25, fused with the dense ranking when the query and (some) units have
+/// vectors. Indices best first. This is the ranking of [`super::docindex::SearchIndex::search`]
+/// for a collection held as plain lists — `homed eval locomo` calls it, so the eval
+/// measures the turn's retriever.
+pub fn rank_units(query: &str, texts: &[&str], qv: Option<&[f32]>, vectors: &[Option<&[f32]>]) -> Vec<usize> {
+    let mut ix = super::docindex::SearchIndex::<usize>::default();
+    for (i, t) in texts.iter().enumerate() {
+        ix.add(&i, t);
+    }
+    for (i, v) in vectors.iter().enumerate() {
+        if let Some(v) = v {
+            ix.put_vector(i, v);
+        }
+    }
+    ix.search(query, qv, DENSE_MIN, texts.len())
+}
+
+/// Where a recalled item comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// An event still in the context window.
+    Window,
+    /// A passage of an archived document.
+    Passage { doc_id: String },
+    /// A fact of the graph tier (a relation, with the sentence it came from).
+    Fact,
+    /// An item of the knowledge base.
+    Knowledge { name: String },
+}
+
+/// One remembered thing, as recall shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Item {
+    pub origin: Origin,
+    /// When it was said or learnt (None: timeless, e.g. a knowledge item).
+    pub ts_ms: Option<i64>,
+    /// Who said it (`assistant`, a channel, a speaker's name) or what holds it.
+    pub speaker: String,
+    /// Verbatim, or a faithful extract ending in `…`.
+    pub text: String,
+    /// o200k tokens of `text` (as counted when the item was stored or read).
+    pub tokens: usize,
+}
+
+impl Item {
+    /// An item whose tokens are counted now (for items not counted before).
+    pub fn counted(origin: Origin, ts_ms: Option<i64>, speaker: &str, text: &str) -> Self {
+        Self {
+            origin,
+            ts_ms,
+            speaker: speaker.to_owned(),
+            text: text.to_owned(),
+            tokens: tokens::count(text),
+        }
+    }
+
+    /// The item's line in the prompt.
+    fn line(&self) -> String {
+        let text = self.text.replace('\n', " ");
+        match (&self.origin, self.ts_ms) {
+            (Origin::Knowledge { name }, _) => format!("[知识 {name}] {text}"),
+            (Origin::Fact, None) => format!("[fact] {text}"),
+            (Origin::Fact, Some(ts)) => format!("[{}] fact: {text}", stamp(ts)),
+            (_, Some(ts)) => format!("[{}] {}: {text}", stamp(ts), self.speaker),
+            (_, None) => format!("{}: {text}", self.speaker),
+        }
+    }
+
+    /// Tokens of [`Self::line`] plus its newline, from the stored count (no re-count of
+    /// the text: the prefix is short; a joint count never exceeds the parts' sum by
+    /// more than the one token added per line).
+    fn line_tokens(&self) -> usize {
+        let prefix = match (&self.origin, self.ts_ms) {
+            (Origin::Knowledge { name }, _) => format!("[知识 {name}] "),
+            (Origin::Fact, None) => "[fact] ".to_owned(),
+            (Origin::Fact, Some(ts)) => format!("[{}] fact: ", stamp(ts)),
+            (_, Some(ts)) => format!("[{}] {}: ", stamp(ts), self.speaker),
+            (_, None) => format!("{}: ", self.speaker),
+        };
+        tokens::count(&prefix) + self.tokens + 2
+    }
+
+    /// What makes two items the same memory: the words, case and punctuation aside.
+    fn key(&self) -> String {
+        dedupe_key(&self.text)
+    }
+}
+
+/// Lower-cased letters and digits of `text` (first 300): two items with this equal say
+/// the same thing (the same event in the window and as a passage, a fact repeated).
+pub fn dedupe_key(text: &str) -> String {
+    text.chars()
+        .flat_map(char::to_lowercase)
+        .filter(|c| c.is_alphanumeric())
+        .take(300)
+        .collect()
+}
+
+/// The budget recall fills (tokens), from [`crate::agent::budget::Budget`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RecallBudget {
+    /// Relevance-ranked memory.
+    pub memory: usize,
+    /// The recency window.
+    pub timeline: usize,
+}
+
+/// The memory of one prompt: relevant items (best first) and the recency window
+/// (oldest first), with the tokens their blocks take.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Recollection {
+    pub relevant: Vec<Item>,
+    pub recent: Vec<Item>,
+    /// The graph's `【记忆索引】` line, when it fitted.
+    pub index: Option<String>,
+    /// Tokens of the rendered relevant block (header and index line included).
+    pub memory_tokens: usize,
+    /// Tokens of the rendered recency block.
+    pub timeline_tokens: usize,
+}
+
+const MEMORY_HEADER: &str = "【相关记忆】 (relevant memory, best first; [date] speaker: words)\n";
+const TIMELINE_HEADER: &str = "【对话时序】\n";
+
+impl Recollection {
+    /// Whether nothing was recalled.
+    pub fn is_empty(&self) -> bool {
+        self.relevant.is_empty() && self.recent.is_empty() && self.index.is_none()
+    }
+
+    /// The prompt text: the relevant block, then the recency window. The one place
+    /// recalled items become text.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        if !self.relevant.is_empty() || self.index.is_some() {
+            out.push_str(MEMORY_HEADER);
+            for i in &self.relevant {
+                out.push_str(&i.line());
+                out.push('\n');
+            }
+            if let Some(ix) = &self.index {
+                out.push_str(ix);
+                out.push('\n');
+            }
+        }
+        if !self.recent.is_empty() {
+            if !out.is_empty() {
+                out.push('\n');
+            }
+            out.push_str(TIMELINE_HEADER);
+            for i in &self.recent {
+                out.push_str(&i.line());
+                out.push('\n');
+            }
+        }
+        out
+    }
+}
+
+/// Merges the tiers' rankings (each best first) into one by reciprocal rank.
+pub fn fuse(tiers: Vec<Vec<Item>>) -> Vec<Item> {
+    let mut all: Vec<Item> = Vec::new();
+    let mut lists: Vec<Vec<usize>> = Vec::new();
+    for tier in tiers {
+        let start = all.len();
+        lists.push((start..start + tier.len()).collect());
+        all.extend(tier);
+    }
+    let order = retrieve::rrf(&lists, retrieve::RRF_K);
+    let mut slots: Vec<Option<Item>> = all.into_iter().map(Some).collect();
+    order.into_iter().filter_map(|i| slots[i].take()).collect()
+}
+
+/// Chooses what the prompt remembers.
+///
+/// * `recent`: the window's last events, oldest first; the newest
+///   [`RECENT_EVENTS`] that fit `budget.timeline` are kept verbatim.
+/// * `ranked`: relevant items, best first ([`fuse`]); taken in order while they fit
+///   `budget.memory` (an item that does not fit is skipped, a smaller one may follow),
+///   skipping what the recency window, the input or an earlier item already says.
+/// * `index`: the graph's index line, kept when it still fits.
+/// * `input`: the current input (never repeated as memory).
+pub fn select(
+    input: &str,
+    recent: Vec<Item>,
+    ranked: Vec<Item>,
+    index: Option<String>,
+    budget: RecallBudget,
+) -> Recollection {
+    let mut seen: HashSet<String> = HashSet::new();
+    let input_key = dedupe_key(input);
+    if !input_key.is_empty() {
+        seen.insert(input_key);
+    }
+    // The recency window: newest first until full, shown oldest first.
+    let mut kept_recent = Vec::new();
+    let mut timeline_tokens = tokens::count(TIMELINE_HEADER);
+    for item in recent.into_iter().rev() {
+        if kept_recent.len() >= RECENT_EVENTS {
+            break;
+        }
+        let key = item.key();
+        if key.is_empty() || seen.contains(&key) {
+            continue;
+        }
+        let cost = item.line_tokens();
+        if timeline_tokens + cost > budget.timeline {
+            break;
+        }
+        timeline_tokens += cost;
+        seen.insert(key);
+        kept_recent.push(item);
+    }
+    kept_recent.reverse();
+    if kept_recent.is_empty() {
+        timeline_tokens = 0;
+    }
+    // The relevant block.
+    let mut memory_tokens = tokens::count(MEMORY_HEADER);
+    let cap = (budget.memory / ITEM_SHARE).max(32);
+    let mut relevant = Vec::new();
+    for mut item in ranked {
+        let key = item.key();
+        if key.is_empty() || !seen.insert(key) {
+            continue;
+        }
+        if item.tokens > cap {
+            item.text = tokens::truncate(&item.text, cap);
+            item.tokens = tokens::count(&item.text);
+        }
+        let cost = item.line_tokens();
+        if memory_tokens + cost > budget.memory {
+            continue;
+        }
+        memory_tokens += cost;
+        relevant.push(item);
+    }
+    let index = index.filter(|ix| {
+        let cost = tokens::count(ix) + 2;
+        let fits = memory_tokens + cost <= budget.memory;
+        if fits {
+            memory_tokens += cost;
+        }
+        fits
+    });
+    if relevant.is_empty() && index.is_none() {
+        memory_tokens = 0;
+    }
+    tracing::debug!(
+        relevant = relevant.len(),
+        recent = kept_recent.len(),
+        memory_tokens,
+        timeline_tokens,
+        memory_budget = budget.memory,
+        "recall selected"
+    );
+    Recollection {
+        relevant,
+        recent: kept_recent,
+        index,
+        memory_tokens,
+        timeline_tokens,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAY_8_2023_1356: i64 = ((19_485 * 24 + 13) * 60 + 56) * 60_000;
+
+    fn said(ts: i64, speaker: &str, text: &str, origin: Origin) -> Item {
+        Item::counted(origin, Some(ts), speaker, text)
+    }
+
+    #[test]
+    fn dates_and_speakers_are_rendered() {
+        assert_eq!(stamp(MAY_8_2023_1356), "2023-05-08 13:56");
+        assert_eq!(show_date(MAY_8_2023_1356), "8 May 2023");
+        assert_eq!(unit_text(MAY_8_2023_1356, "Caroline", "hi"), "8 May 2023 Caroline: hi");
+        let r = select(
+            "what dog?",
+            vec![said(MAY_8_2023_1356 + 60_000, "http", "hello there", Origin::Window)],
+            vec![
+                said(
+                    MAY_8_2023_1356,
+                    "Caroline",
+                    "My sister adopted a greyhound called Biscuit",
+                    Origin::Passage { doc_id: "d".into() },
+                ),
+                Item::counted(Origin::Knowledge { name: "pets".into() }, None, "", "Biscuit eats kibble"),
+            ],
+            None,
+            RecallBudget {
+                memory: 500,
+                timeline: 500,
+            },
+        );
+        let text = r.render();
+        assert!(
+            text.contains("[2023-05-08 13:56] Caroline: My sister adopted a greyhound called Biscuit\n"),
+            "{text}"
+        );
+        assert!(text.contains("[知识 pets] Biscuit eats kibble"), "{text}");
+        assert!(text.contains("【对话时序】\n[2023-05-08 13:57] http: hello there\n"), "{text}");
+        assert!(text.find("【相关记忆】").unwrap() < text.find("【对话时序】").unwrap());
+    }
+
+    #[test]
+    fn duplicates_and_the_input_are_not_repeated() {
+        let t = MAY_8_2023_1356;
+        let r = select(
+            "What dog did my sister adopt?",
+            vec![said(t, "http", "I like tea.", Origin::Window)],
+            vec![
+                said(t, "http", "i like TEA", Origin::Passage { doc_id: "d".into() }),
+                said(t, "http", "what dog did my sister adopt", Origin::Window),
+                said(t, "http", "Biscuit is a greyhound.", Origin::Window),
+                said(t, "assistant", "Biscuit is a greyhound!", Origin::Passage { doc_id: "d".into() }),
+            ],
+            None,
+            RecallBudget {
+                memory: 500,
+                timeline: 500,
+            },
+        );
+        assert_eq!(r.recent.len(), 1);
+        let texts: Vec<&str> = r.relevant.iter().map(|i| i.text.as_str()).collect();
+        assert_eq!(texts, ["Biscuit is a greyhound."], "{texts:?}");
+    }
+
+    #[test]
+    fn the_budget_cuts_in_rank_order_and_long_items_become_extracts() {
+        let t = MAY_8_2023_1356;
+        let ranked: Vec<Item> = (0..50)
+            .map(|i| said(t + i, "Mel", &format!("memory number {i} about painting"), Origin::Window))
+            .collect();
+        let budget = RecallBudget {
+            memory: 200,
+            timeline: 0,
+        };
+        let r = select("", Vec::new(), ranked, Some("【记忆索引】 x".into()), budget);
+        assert!(!r.relevant.is_empty() && r.relevant.len() < 50);
+        assert_eq!(r.relevant[0].text, "memory number 0 about painting", "best first");
+        assert!(r.relevant.windows(2).all(|w| w[0].ts_ms < w[1].ts_ms), "rank order kept");
+        assert!(r.memory_tokens <= 200, "{}", r.memory_tokens);
+        assert!(tokens::count(&r.render()) <= r.memory_tokens, "the count bounds the text");
+        assert!(r.recent.is_empty() && r.timeline_tokens == 0);
+
+        let long = "the greyhound ran across the field again ".repeat(100);
+        let r = select(
+            "",
+            Vec::new(),
+            vec![said(t, "Mel", &long, Origin::Window)],
+            None,
+            RecallBudget {
+                memory: 300,
+                timeline: 0,
+            },
+        );
+        assert_eq!(r.relevant.len(), 1);
+        assert!(r.relevant[0].text.ends_with('…'));
+        assert!(r.relevant[0].tokens <= 100);
+        assert!(long.starts_with(r.relevant[0].text.trim_end_matches('…')), "a faithful extract");
+    }
+
+    #[test]
+    fn the_recency_window_is_short_and_oldest_first() {
+        let recent: Vec<Item> = (0..20)
+            .map(|i| said(MAY_8_2023_1356 + i * 60_000, "http", &format!("message {i}"), Origin::Window))
+            .collect();
+        let r = select(
+            "",
+            recent.clone(),
+            Vec::new(),
+            None,
+            RecallBudget {
+                memory: 0,
+                timeline: 10_000,
+            },
+        );
+        let texts: Vec<&str> = r.recent.iter().map(|i| i.text.as_str()).collect();
+        assert_eq!(texts, ["message 14", "message 15", "message 16", "message 17", "message 18", "message 19"]);
+        let tight = select(
+            "",
+            recent,
+            Vec::new(),
+            None,
+            RecallBudget {
+                memory: 0,
+                timeline: 30,
+            },
+        );
+        assert!(tight.recent.len() < RECENT_EVENTS);
+        assert!(tight.timeline_tokens <= 30);
+    }
+
+    #[test]
+    fn tiers_are_fused_by_reciprocal_rank() {
+        let t = MAY_8_2023_1356;
+        let units = vec![
+            said(t, "a", "unit one", Origin::Window),
+            said(t, "a", "unit two", Origin::Window),
+        ];
+        let facts = vec![said(t, "graph", "fact one", Origin::Fact)];
+        let fused = fuse(vec![units, facts, Vec::new()]);
+        let texts: Vec<&str> = fused.iter().map(|i| i.text.as_str()).collect();
+        assert_eq!(texts.len(), 3);
+        assert_eq!(texts[2], "unit two", "each tier's best come first: {texts:?}");
+    }
+
+    #[test]
+    fn units_rank_by_bm25_and_vectors() {
+        let texts = [
+            unit_text(0, "Mel", "I went hiking in the mountains"),
+            unit_text(0, "Caroline", "My sister adopted a greyhound called Biscuit"),
+            unit_text(0, "Mel", "The weather is nice"),
+        ];
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let none = vec![None; 3];
+        assert_eq!(rank_units("what dog did her sister adopt", &refs, None, &none)[0], 1);
+        let vs = [vec![1.0f32, 0.0], vec![0.0, 1.0], vec![0.7, 0.7]];
+        let vr: Vec<Option<&[f32]>> = vs.iter().map(|v| Some(v.as_slice())).collect();
+        let order = rank_units("zebra", &refs, Some(&[1.0, 0.0]), &vr);
+        assert_eq!(order[0], 0, "dense alone when no word matches: {order:?}");
+    }
+}
