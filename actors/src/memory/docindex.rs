@@ -37,15 +37,6 @@ impl IndexKey for String {
     }
 }
 
-/// Plain positions (a collection held as lists, e.g. `homed eval`); its vectors are
-/// put directly ([`SearchIndex::put_vector`]), never synced from the database.
-impl IndexKey for usize {
-    const VECTOR_KINDS: &'static str = "''";
-    fn from_vector(_: &str, _: &str) -> Option<Self> {
-        None
-    }
-}
-
 /// One unit of recall: a context event (by its row id) or a passage (by its row id).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Unit {
@@ -194,7 +185,7 @@ impl<K: IndexKey> SearchIndex<K> {
 
     /// Sets the vector of an indexed row (rows of another dimension than the first are
     /// ignored, as in a sync).
-    pub fn put_vector(&mut self, id: K, v: &[f32]) {
+    fn put_vector(&mut self, id: K, v: &[f32]) {
         let Some(&n) = self.number.get(&id) else { return };
         if self.dim == 0 {
             self.dim = v.len();

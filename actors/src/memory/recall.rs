@@ -5,7 +5,7 @@
 //! The context actor ranks its *units* (window events and the passages of archived
 //! documents) with the hybrid retriever over [`super::docindex::RecallIndex`]
 //! (BM25 fused with dense cosine — the retriever `homed eval locomo` measures, through
-//! the same [`rank_units`] call); graph facts and knowledge items come ranked by their
+//! the same `MemoryStore::search_units` call); graph facts and knowledge items come ranked by their
 //! own tiers. [`fuse`] merges the tiers' rankings by reciprocal rank, [`select`]
 //! deduplicates and cuts them to the memory budget (real o200k token counts, counted
 //! once per item), and [`Recollection::render`] is the one place they become prompt
@@ -65,24 +65,6 @@ pub fn stamp(ts_ms: i64) -> String {
 /// The text a unit is indexed by: its date in words, who said it, and what was said.
 pub fn unit_text(ts_ms: i64, speaker: &str, text: &str) -> String {
     format!("{} {speaker}: {text}", show_date(ts_ms))
-}
-
-/// Ranks `texts` (unit texts, see [`unit_text`]) against `query` with the hybrid
-/// retriever: BM25, fused with the dense ranking when the query and (some) units have
-/// vectors. Indices best first. This is the ranking of [`super::docindex::SearchIndex::search`]
-/// for a collection held as plain lists — `homed eval locomo` calls it, so the eval
-/// measures the turn's retriever.
-pub fn rank_units(query: &str, texts: &[&str], qv: Option<&[f32]>, vectors: &[Option<&[f32]>]) -> Vec<usize> {
-    let mut ix = super::docindex::SearchIndex::<usize>::default();
-    for (i, t) in texts.iter().enumerate() {
-        ix.add(&i, t);
-    }
-    for (i, v) in vectors.iter().enumerate() {
-        if let Some(v) = v {
-            ix.put_vector(i, v);
-        }
-    }
-    ix.search(query, qv, DENSE_MIN, texts.len())
 }
 
 /// Where a recalled item comes from.
@@ -480,18 +462,54 @@ mod tests {
     }
 
     #[test]
-    fn units_rank_by_bm25_and_vectors() {
-        let texts = [
-            unit_text(0, "Mel", "I went hiking in the mountains"),
-            unit_text(0, "Caroline", "My sister adopted a greyhound called Biscuit"),
-            unit_text(0, "Mel", "The weather is nice"),
-        ];
-        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let none = vec![None; 3];
-        assert_eq!(rank_units("what dog did her sister adopt", &refs, None, &none)[0], 1);
-        let vs = [vec![1.0f32, 0.0], vec![0.0, 1.0], vec![0.7, 0.7]];
-        let vr: Vec<Option<&[f32]>> = vs.iter().map(|v| Some(v.as_slice())).collect();
-        let order = rank_units("zebra", &refs, Some(&[1.0, 0.0]), &vr);
-        assert_eq!(order[0], 0, "dense alone when no word matches: {order:?}");
+    fn units_rank_by_bm25_and_vectors_and_passages_replace_archived_events() {
+        use crate::memory::context::Event;
+        use crate::memory::docindex::Unit;
+        use crate::memory::store::{MemoryStore, QueryVector, VectorRef};
+        let mut s = MemoryStore::open_in_memory().unwrap();
+        let ev = |i: i64, who: &str, text: &str| Event {
+            id: 0,
+            ts_ms: MAY_8_2023_1356 + i,
+            source: who.into(),
+            input: text.into(),
+            response: String::new(),
+            tools_used: vec![],
+            tool_results: vec![],
+        };
+        let a = s.append(ev(0, "Mel", "I went hiking in the mountains")).unwrap();
+        let b = s.append(ev(1, "Caroline", "My sister adopted a greyhound called Biscuit")).unwrap();
+        let c = s.append(ev(2, "Mel", "The weather is nice")).unwrap();
+        let hits = s.search_units("what dog did her sister adopt", None, DENSE_MIN, 10).unwrap();
+        assert_eq!(hits, [Unit::Event(b.id)]);
+        // The date is searchable too.
+        assert_eq!(s.search_units("May 2023", None, DENSE_MIN, 10).unwrap().len(), 3);
+        // Dense alone when no word matches; vectors move from an event to its passage.
+        let space = "sp/2";
+        let put = |s: &mut MemoryStore, r: VectorRef, v: [f32; 2]| s.put_vectors(space, &[(r, v.to_vec())]).unwrap();
+        put(&mut s, VectorRef::Event(a.id), [1.0, 0.0]);
+        put(&mut s, VectorRef::Event(b.id), [0.0, 1.0]);
+        put(&mut s, VectorRef::Event(c.id), [0.6, 0.8]);
+        let qv = QueryVector {
+            space: space.into(),
+            vec: vec![1.0, 0.0],
+        };
+        assert_eq!(s.search_units("zebra", Some(&qv), DENSE_MIN, 10).unwrap()[0], Unit::Event(a.id));
+        s.archive(&[a.clone(), b.clone()]).unwrap();
+        let hits = s.search_units("greyhound", Some(&qv), DENSE_MIN, 10).unwrap();
+        let Unit::Passage(p) = hits[0] else { panic!("{hits:?}") };
+        let passage = &s.passages(&[p]).unwrap()[0];
+        assert_eq!(
+            (passage.speaker.as_str(), passage.text.as_str(), passage.ts_ms),
+            ("Caroline", "My sister adopted a greyhound called Biscuit", b.ts_ms)
+        );
+        assert!(passage.tokens > 5);
+        let dense = s.search_units("zebra", Some(&qv), DENSE_MIN, 10).unwrap();
+        assert!(matches!(dense[0], Unit::Passage(_)), "the vector moved with it: {dense:?}");
+        assert_eq!(s.missing_vectors(space, 10, true).unwrap().len(), 1, "only the document itself");
+        // Consuming the document takes its passages with it.
+        let taken = s.query_documents("greyhound", 1, true, None).unwrap();
+        assert_eq!(taken.len(), 1);
+        assert!(s.search_units("greyhound hiking", None, DENSE_MIN, 10).unwrap().is_empty());
+        assert!(s.passages(&[p]).unwrap().is_empty());
     }
 }
