@@ -21,12 +21,12 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use homeagent_actors::memory::context::Event;
 use homeagent_actors::memory::docindex::Unit;
-use homeagent_actors::memory::recall;
 use homeagent_actors::memory::embed::{self, EmbedConfig, Embedder};
+use homeagent_actors::memory::recall;
 use homeagent_actors::memory::retrieve::{self, Bm25, Retriever};
 use homeagent_actors::memory::store::{MemoryStore, QueryVector};
-use homeagent_actors::memory::tokens;
 use homeagent_actors::memory::tfidf::Tfidf;
+use homeagent_actors::memory::tokens;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -138,11 +138,6 @@ pub fn parse_session_time(s: &str) -> Option<i64> {
     let month = MONTHS.iter().position(|n| *n == month)? as i64 + 1;
     let days = days_from_civil(year.parse().ok()?, month, day.parse().ok()?);
     Some(((days * 24 + h) * 60 + m) * 60_000)
-}
-
-/// `8 May 2023`: how a turn's date is shown to BM25 (recall's own rendering).
-fn show_date(ts_ms: i64) -> String {
-    recall::show_date(ts_ms)
 }
 
 /// The turns of a conversation in order (`session_1`, `session_2`, ...); a turn's time
@@ -473,14 +468,14 @@ mod tests {
     #[test]
     fn session_times_parse_and_print_back() {
         let t = parse_session_time("1:56 pm on 8 May, 2023").unwrap();
-        assert_eq!(show_date(t), "8 May 2023");
+        assert_eq!(recall::show_date(t), "8 May 2023");
         assert_eq!(t % 86_400_000, (13 * 60 + 56) * 60_000);
         assert_eq!(
             parse_session_time("12:05 am on 1 January, 2024").unwrap() % 86_400_000,
             5 * 60_000
         );
         assert_eq!(
-            show_date(parse_session_time("9:00 am on 29 February, 2024").unwrap()),
+            recall::show_date(parse_session_time("9:00 am on 29 February, 2024").unwrap()),
             "29 February 2024"
         );
         assert!(parse_session_time("yesterday").is_none());

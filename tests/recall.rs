@@ -146,12 +146,27 @@ fn with_an_8k_window_every_request_fits_and_memory_stays_within_its_budget() {
                 None => ("", m.as_str()),
             };
             let (rt, tt) = (tokens::count(relevant), tokens::count(timeline));
-            assert!(rt <= budget.memory, "request {i}: memory {rt} > {}:\n{m}", budget.memory);
-            assert!(tt <= budget.timeline + 8, "request {i}: timeline {tt} > {}", budget.timeline);
-            assert!(all <= budget.target + 64, "request {i}: {all} tokens past the target {}", budget.target);
+            assert!(
+                rt <= budget.memory,
+                "request {i}: memory {rt} > {}:\n{m}",
+                budget.memory
+            );
+            assert!(
+                tt <= budget.timeline + 8,
+                "request {i}: timeline {tt} > {}",
+                budget.timeline
+            );
+            assert!(
+                all <= budget.target + 64,
+                "request {i}: {all} tokens past the target {}",
+                budget.target
+            );
             worst = (worst.0.max(rt), worst.1.max(all));
         }
     }
     assert!(worst.0 > 0, "memory was recalled at all");
-    eprintln!("worst memory block {} tokens, worst request {} tokens", worst.0, worst.1);
+    eprintln!(
+        "worst memory block {} tokens, worst request {} tokens",
+        worst.0, worst.1
+    );
 }

@@ -16,6 +16,7 @@ use actix::prelude::*;
 use parking_lot::RwLock;
 use tokio_util::sync::CancellationToken;
 
+use super::budget::Budget;
 use super::channels::Channels;
 use super::input::Input;
 use super::prompt::PromptSettings;
@@ -31,7 +32,6 @@ use crate::llm::provider::{Complete, LlmActor};
 use crate::memory::actor::{AppendEvent, ContextActor, Recall};
 use crate::memory::now_ms;
 use crate::memory::recall::{RecallBudget, Recollection};
-use super::budget::Budget;
 use crate::registry::Registry;
 use crate::scheduler::Level;
 use crate::stages::{GetTools, Stage, StageHost};
@@ -370,7 +370,9 @@ pub async fn recall(deps: Arc<TaskDeps>, query: String, window: usize, fixed: us
         }
     };
     let knowledge = async {
-        let Some(kb) = deps.knowledge.clone() else { return Vec::new() };
+        let Some(kb) = deps.knowledge.clone() else {
+            return Vec::new();
+        };
         let ask = kb.send(crate::memory::knowledge::RecallKnowledge {
             input: query.clone(),
             limit: TIER_ITEMS,

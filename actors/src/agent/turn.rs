@@ -27,8 +27,8 @@ use crate::llm::types::{WireFunction, WireToolCall};
 use crate::llm::{CompletionRequest, Message, ToolCall, Usage};
 use crate::memory::Event as MemoryEvent;
 use crate::memory::context::ToolOutput;
-use crate::memory::tokens;
 use crate::memory::textlog::TextEvent;
+use crate::memory::tokens;
 use crate::stages::{Stage, StageContext, StageToolCall, ToolRegistry};
 
 /// Reply when a stop ends the running task.

@@ -164,13 +164,14 @@ impl ContextActor {
                 Unit::Event(_) => None,
             })
             .collect();
-        let mut passages: std::collections::HashMap<i64, super::store::Passage> = match self.store.passages(&passage_ids) {
-            Ok(ps) => ps.into_iter().map(|p| (p.id, p)).collect(),
-            Err(e) => {
-                tracing::warn!("reading recalled passages failed: {e}");
-                Default::default()
-            }
-        };
+        let mut passages: std::collections::HashMap<i64, super::store::Passage> =
+            match self.store.passages(&passage_ids) {
+                Ok(ps) => ps.into_iter().map(|p| (p.id, p)).collect(),
+                Err(e) => {
+                    tracing::warn!("reading recalled passages failed: {e}");
+                    Default::default()
+                }
+            };
         let by_id: std::collections::HashMap<i64, usize> =
             self.events.iter().enumerate().map(|(i, e)| (e.id, i)).collect();
         let mut out = Vec::with_capacity(units.len());

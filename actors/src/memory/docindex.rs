@@ -127,7 +127,10 @@ impl RecallIndex {
         ))?;
         for e in st.query_map([], super::store::event_row)? {
             let e = e?;
-            ix.add(&Unit::Event(e.id), &super::recall::unit_text(e.ts_ms, e.speaker(), e.said()));
+            ix.add(
+                &Unit::Event(e.id),
+                &super::recall::unit_text(e.ts_ms, e.speaker(), e.said()),
+            );
         }
         let mut st = conn.prepare("SELECT id, ts_ms, speaker, text FROM passages ORDER BY id")?;
         let rows = st.query_map([], |r| {

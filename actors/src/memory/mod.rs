@@ -28,15 +28,15 @@ pub mod heartbeat;
 pub mod keywords;
 pub mod knowledge;
 pub mod maintenance;
+pub mod recall;
 pub mod retrieve;
 pub mod rules;
 pub mod social;
 pub mod start;
 pub mod store;
 pub mod textlog;
-pub mod tokens;
-pub mod recall;
 pub mod tfidf;
+pub mod tokens;
 
 pub use context::Event;
 

@@ -67,6 +67,13 @@ pub fn unit_text(ts_ms: i64, speaker: &str, text: &str) -> String {
     format!("{} {speaker}: {text}", show_date(ts_ms))
 }
 
+/// The text a unit is embedded by: who said it and what was said (no date: the
+/// embedding model reads meaning, and names in questions match the speaker). Without
+/// the speaker, LoCoMo's dense R@10 fell from 0.46 to 0.25.
+pub fn vector_text(speaker: &str, text: &str) -> String {
+    format!("{speaker}: {text}")
+}
+
 /// Where a recalled item comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
@@ -340,7 +347,12 @@ mod tests {
                     "My sister adopted a greyhound called Biscuit",
                     Origin::Passage { doc_id: "d".into() },
                 ),
-                Item::counted(Origin::Knowledge { name: "pets".into() }, None, "", "Biscuit eats kibble"),
+                Item::counted(
+                    Origin::Knowledge { name: "pets".into() },
+                    None,
+                    "",
+                    "Biscuit eats kibble",
+                ),
             ],
             None,
             RecallBudget {
@@ -354,7 +366,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("[知识 pets] Biscuit eats kibble"), "{text}");
-        assert!(text.contains("【对话时序】\n[2023-05-08 13:57] http: hello there\n"), "{text}");
+        assert!(
+            text.contains("【对话时序】\n[2023-05-08 13:57] http: hello there\n"),
+            "{text}"
+        );
         assert!(text.find("【相关记忆】").unwrap() < text.find("【对话时序】").unwrap());
     }
 
@@ -368,7 +383,12 @@ mod tests {
                 said(t, "http", "i like TEA", Origin::Passage { doc_id: "d".into() }),
                 said(t, "http", "what dog did my sister adopt", Origin::Window),
                 said(t, "http", "Biscuit is a greyhound.", Origin::Window),
-                said(t, "assistant", "Biscuit is a greyhound!", Origin::Passage { doc_id: "d".into() }),
+                said(
+                    t,
+                    "assistant",
+                    "Biscuit is a greyhound!",
+                    Origin::Passage { doc_id: "d".into() },
+                ),
             ],
             None,
             RecallBudget {
@@ -385,7 +405,14 @@ mod tests {
     fn the_budget_cuts_in_rank_order_and_long_items_become_extracts() {
         let t = MAY_8_2023_1356;
         let ranked: Vec<Item> = (0..50)
-            .map(|i| said(t + i, "Mel", &format!("memory number {i} about painting"), Origin::Window))
+            .map(|i| {
+                said(
+                    t + i,
+                    "Mel",
+                    &format!("memory number {i} about painting"),
+                    Origin::Window,
+                )
+            })
             .collect();
         let budget = RecallBudget {
             memory: 200,
@@ -394,9 +421,15 @@ mod tests {
         let r = select("", Vec::new(), ranked, Some("【记忆索引】 x".into()), budget);
         assert!(!r.relevant.is_empty() && r.relevant.len() < 50);
         assert_eq!(r.relevant[0].text, "memory number 0 about painting", "best first");
-        assert!(r.relevant.windows(2).all(|w| w[0].ts_ms < w[1].ts_ms), "rank order kept");
+        assert!(
+            r.relevant.windows(2).all(|w| w[0].ts_ms < w[1].ts_ms),
+            "rank order kept"
+        );
         assert!(r.memory_tokens <= 200, "{}", r.memory_tokens);
-        assert!(tokens::count(&r.render()) <= r.memory_tokens, "the count bounds the text");
+        assert!(
+            tokens::count(&r.render()) <= r.memory_tokens,
+            "the count bounds the text"
+        );
         assert!(r.recent.is_empty() && r.timeline_tokens == 0);
 
         let long = "the greyhound ran across the field again ".repeat(100);
@@ -413,13 +446,23 @@ mod tests {
         assert_eq!(r.relevant.len(), 1);
         assert!(r.relevant[0].text.ends_with('…'));
         assert!(r.relevant[0].tokens <= 100);
-        assert!(long.starts_with(r.relevant[0].text.trim_end_matches('…')), "a faithful extract");
+        assert!(
+            long.starts_with(r.relevant[0].text.trim_end_matches('…')),
+            "a faithful extract"
+        );
     }
 
     #[test]
     fn the_recency_window_is_short_and_oldest_first() {
         let recent: Vec<Item> = (0..20)
-            .map(|i| said(MAY_8_2023_1356 + i * 60_000, "http", &format!("message {i}"), Origin::Window))
+            .map(|i| {
+                said(
+                    MAY_8_2023_1356 + i * 60_000,
+                    "http",
+                    &format!("message {i}"),
+                    Origin::Window,
+                )
+            })
             .collect();
         let r = select(
             "",
@@ -432,7 +475,17 @@ mod tests {
             },
         );
         let texts: Vec<&str> = r.recent.iter().map(|i| i.text.as_str()).collect();
-        assert_eq!(texts, ["message 14", "message 15", "message 16", "message 17", "message 18", "message 19"]);
+        assert_eq!(
+            texts,
+            [
+                "message 14",
+                "message 15",
+                "message 16",
+                "message 17",
+                "message 18",
+                "message 19"
+            ]
+        );
         let tight = select(
             "",
             recent,
@@ -477,9 +530,13 @@ mod tests {
             tool_results: vec![],
         };
         let a = s.append(ev(0, "Mel", "I went hiking in the mountains")).unwrap();
-        let b = s.append(ev(1, "Caroline", "My sister adopted a greyhound called Biscuit")).unwrap();
+        let b = s
+            .append(ev(1, "Caroline", "My sister adopted a greyhound called Biscuit"))
+            .unwrap();
         let c = s.append(ev(2, "Mel", "The weather is nice")).unwrap();
-        let hits = s.search_units("what dog did her sister adopt", None, DENSE_MIN, 10).unwrap();
+        let hits = s
+            .search_units("what dog did her sister adopt", None, DENSE_MIN, 10)
+            .unwrap();
         assert_eq!(hits, [Unit::Event(b.id)]);
         // The date is searchable too.
         assert_eq!(s.search_units("May 2023", None, DENSE_MIN, 10).unwrap().len(), 3);
@@ -493,7 +550,10 @@ mod tests {
             space: space.into(),
             vec: vec![1.0, 0.0],
         };
-        assert_eq!(s.search_units("zebra", Some(&qv), DENSE_MIN, 10).unwrap()[0], Unit::Event(a.id));
+        assert_eq!(
+            s.search_units("zebra", Some(&qv), DENSE_MIN, 10).unwrap()[0],
+            Unit::Event(a.id)
+        );
         s.archive(&[a.clone(), b.clone()]).unwrap();
         let hits = s.search_units("greyhound", Some(&qv), DENSE_MIN, 10).unwrap();
         let Unit::Passage(p) = hits[0] else { panic!("{hits:?}") };
@@ -504,12 +564,23 @@ mod tests {
         );
         assert!(passage.tokens > 5);
         let dense = s.search_units("zebra", Some(&qv), DENSE_MIN, 10).unwrap();
-        assert!(matches!(dense[0], Unit::Passage(_)), "the vector moved with it: {dense:?}");
-        assert_eq!(s.missing_vectors(space, 10, true).unwrap().len(), 1, "only the document itself");
+        assert!(
+            matches!(dense[0], Unit::Passage(_)),
+            "the vector moved with it: {dense:?}"
+        );
+        assert_eq!(
+            s.missing_vectors(space, 10, true).unwrap().len(),
+            1,
+            "only the document itself"
+        );
         // Consuming the document takes its passages with it.
         let taken = s.query_documents("greyhound", 1, true, None).unwrap();
         assert_eq!(taken.len(), 1);
-        assert!(s.search_units("greyhound hiking", None, DENSE_MIN, 10).unwrap().is_empty());
+        assert!(
+            s.search_units("greyhound hiking", None, DENSE_MIN, 10)
+                .unwrap()
+                .is_empty()
+        );
         assert!(s.passages(&[p]).unwrap().is_empty());
     }
 }

@@ -156,7 +156,10 @@ impl MemoryStore {
         )?;
         e.id = self.conn.last_insert_rowid();
         if let Some(ix) = self.recall.as_mut() {
-            ix.add(&Unit::Event(e.id), &super::recall::unit_text(e.ts_ms, e.speaker(), e.said()));
+            ix.add(
+                &Unit::Event(e.id),
+                &super::recall::unit_text(e.ts_ms, e.speaker(), e.said()),
+            );
         }
         Ok(e)
     }
@@ -214,11 +217,13 @@ impl MemoryStore {
             }
         };
         // Each event stays searchable as a passage of the document (a refreshed
-        // document keeps the passages it has). The event's vector moves with it: same
-        // words, no second embedding.
+        // document keeps the passages it has). The event's vector moves with it: the
+        // same `recall::vector_text`, no second embedding.
         let mut added = Vec::new();
-        let has_passages: bool = tx
-            .query_row("SELECT EXISTS (SELECT 1 FROM passages WHERE doc_id = ?1)", [&id], |r| r.get(0))?;
+        let has_passages: bool =
+            tx.query_row("SELECT EXISTS (SELECT 1 FROM passages WHERE doc_id = ?1)", [&id], |r| {
+                r.get(0)
+            })?;
         for e in archived {
             let said = e.said();
             if !has_passages && !said.trim().is_empty() {
@@ -446,16 +451,19 @@ impl MemoryStore {
         ))?;
         for e in st.query_map(params![space, limit as i64], event_row)? {
             let e = e?;
-            out.push((VectorRef::Event(e.id), e.text_for_vector()));
+            out.push((VectorRef::Event(e.id), super::recall::vector_text(e.speaker(), e.said())));
         }
         if out.len() < limit {
             let mut st = self.conn.prepare_cached(
-                "SELECT p.id, p.text FROM passages p LEFT JOIN vectors v
+                "SELECT p.id, p.speaker, p.text FROM passages p LEFT JOIN vectors v
                    ON v.kind = 'passage' AND v.ref = CAST(p.id AS TEXT) AND v.space = ?1
                  WHERE v.ref IS NULL ORDER BY p.id LIMIT ?2",
             )?;
             let rows = st.query_map(params![space, (limit - out.len()) as i64], |r| {
-                Ok((VectorRef::Passage(r.get(0)?), r.get::<_, String>(1)?))
+                Ok((
+                    VectorRef::Passage(r.get(0)?),
+                    super::recall::vector_text(&r.get::<_, String>(1)?, &r.get::<_, String>(2)?),
+                ))
             })?;
             for row in rows {
                 out.push(row?);
