@@ -12,6 +12,12 @@
 //! text: each item with its absolute date and its speaker or source, verbatim, or as a
 //! faithful extract when one item alone would take too much of the budget.
 //!
+//! Entry points others build on (kept stable): the task's `agent::task::recall` (the
+//! whole per-turn path, shell side), the context actor's `memory::actor::Recall`
+//! message, `MemoryStore::search_units` (the ranking call), and here [`select`],
+//! [`fuse`], [`Recollection::render`], [`unit_text`], [`stamp`] and the block headers
+//! [`MEMORY_HEADER`] / [`TIMELINE_HEADER`]. Token counts: `memory::tokens::count`.
+//!
 //! Why passages and not document summaries: the spec's `【相关记忆文档】` block shows a
 //! document's header, which carries none of the evidence (measured: 0 % of LoCoMo
 //! evidence reached the prompt that way). See `docs/DECISIONS.md`.
@@ -178,8 +184,11 @@ pub struct Recollection {
     pub timeline_tokens: usize,
 }
 
-const MEMORY_HEADER: &str = "【相关记忆】 (relevant memory, best first; [date] speaker: words)\n";
-const TIMELINE_HEADER: &str = "【对话时序】\n";
+/// The first line of the relevant block (a reader of prompts — `homed eval --live` —
+/// finds the memory part by it).
+pub const MEMORY_HEADER: &str = "【相关记忆】 (relevant memory, best first; [date] speaker: words)\n";
+/// The first line of the recency block.
+pub const TIMELINE_HEADER: &str = "【对话时序】\n";
 
 impl Recollection {
     /// Whether nothing was recalled.
@@ -555,7 +564,7 @@ mod tests {
             Unit::Event(a.id)
         );
         s.archive(&[a.clone(), b.clone()]).unwrap();
-        let hits = s.search_units("greyhound", Some(&qv), DENSE_MIN, 10).unwrap();
+        let hits = s.search_units("greyhound", None, DENSE_MIN, 10).unwrap();
         let Unit::Passage(p) = hits[0] else { panic!("{hits:?}") };
         let passage = &s.passages(&[p]).unwrap()[0];
         assert_eq!(
