@@ -490,6 +490,7 @@ fn plugin_deps(
             textlog: Some(memory.textlog.clone()),
             graph: Some(memory.graph.clone()),
             knowledge: Some(memory.knowledge.clone()),
+            tool_tokens: Default::default(),
             config: Some(config.clone()),
             llm: Some(s.llm.get()?.clone()),
         },

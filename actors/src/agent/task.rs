@@ -81,6 +81,8 @@ pub struct TaskDeps {
     pub embedder: Option<crate::memory::embed::actor::EmbedderHandle>,
     /// The knowledge base, a tier of per-turn recall (none in kernels without it).
     pub knowledge: Option<TAddr<crate::memory::knowledge::KnowledgeActor>>,
+    /// The token count of the tool schemas last offered, by their names (see `recall`).
+    pub tool_tokens: parking_lot::Mutex<Option<(String, usize)>>,
     pub channels: Channels,
     /// The skill index for the system prompt (filled when SKILL.md plugins load).
     pub skills_index: RwLock<String>,
@@ -343,9 +345,27 @@ const TIER_ITEMS: usize = 8;
 /// ranks its events and passages, fuses the tiers and cuts them to the budget.
 pub async fn recall(deps: Arc<TaskDeps>, query: String, window: usize, fixed: usize) -> Recollection {
     let tools = async {
-        let mut defs = deps.stages.send(GetTools).await.map(|t| t.defs()).unwrap_or_default();
-        defs.extend(deps.channels.tools());
-        serde_json::to_string(&defs).map_or(0, |s| crate::memory::tokens::count_memo(&s))
+        let Ok(registry) = deps.stages.send(GetTools).await else {
+            return 0;
+        };
+        let channel_tools = deps.channels.tools();
+        // The schemas change only with the list (a plugin's tools come and go together):
+        // the names are the cache key, so a turn does not serialise them again.
+        let mut key: String = registry.names().collect::<Vec<_>>().join(",");
+        for t in &channel_tools {
+            key.push(';');
+            key.push_str(&t.function.name);
+        }
+        if let Some((k, n)) = deps.tool_tokens.lock().as_ref()
+            && *k == key
+        {
+            return *n;
+        }
+        let mut defs = registry.defs();
+        defs.extend(channel_tools);
+        let n = serde_json::to_string(&defs).map_or(0, |s| crate::memory::tokens::count(&s));
+        *deps.tool_tokens.lock() = Some((key, n));
+        n
     };
     let embed = crate::memory::embed::actor::embed_query(
         deps.embedder.as_ref(),
@@ -356,13 +376,13 @@ pub async fn recall(deps: Arc<TaskDeps>, query: String, window: usize, fixed: us
         let Some(graph) = deps.graph.clone() else {
             return (Vec::new(), String::new());
         };
-        let facts = graph.send(crate::memory::graph_actor::RecallFacts {
+        let ask = graph.send(crate::memory::graph_actor::RecallFacts {
             input: query.clone(),
             limit: TIER_ITEMS,
         });
-        let index = graph.send(crate::memory::graph_actor::MemoryIndex(query.clone()));
-        match tokio::time::timeout(TIER_WAIT, futures_util::future::join(facts, index)).await {
-            Ok((facts, index)) => (facts.unwrap_or_default(), index.unwrap_or_default()),
+        match tokio::time::timeout(TIER_WAIT, ask).await {
+            Ok(Ok(r)) => (r.facts, r.index),
+            Ok(Err(_)) => (Vec::new(), String::new()),
             Err(_) => {
                 tracing::debug!("graph recall skipped: the graph did not answer within {TIER_WAIT:?}");
                 (Vec::new(), String::new())

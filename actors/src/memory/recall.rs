@@ -80,6 +80,10 @@ pub fn vector_text(speaker: &str, text: &str) -> String {
     format!("{speaker}: {text}")
 }
 
+/// An upper bound of the o200k tokens of `[YYYY-MM-DD HH:MM]` (digits split in groups
+/// of at most three; checked in the tests over many times).
+const STAMP_TOKENS: usize = 14;
+
 /// Where a recalled item comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
@@ -135,14 +139,16 @@ impl Item {
     /// the text: the prefix is short; a joint count never exceeds the parts' sum by
     /// more than the one token added per line).
     fn line_tokens(&self) -> usize {
+        // The stamp is bounded rather than counted (many distinct times: no memo);
+        // names repeat, so their counts are memoised.
         let prefix = match (&self.origin, self.ts_ms) {
-            (Origin::Knowledge { name }, _) => format!("[知识 {name}] "),
-            (Origin::Fact, None) => "[fact] ".to_owned(),
-            (Origin::Fact, Some(ts)) => format!("[{}] fact: ", stamp(ts)),
-            (_, Some(ts)) => format!("[{}] {}: ", stamp(ts), self.speaker),
-            (_, None) => format!("{}: ", self.speaker),
+            (Origin::Knowledge { name }, _) => tokens::count_memo(&format!("[知识 {name}] ")),
+            (Origin::Fact, None) => tokens::count_memo("[fact] "),
+            (Origin::Fact, Some(_)) => STAMP_TOKENS + tokens::count_memo(" fact: "),
+            (_, Some(_)) => STAMP_TOKENS + tokens::count_memo(&format!(" {}: ", self.speaker)),
+            (_, None) => tokens::count_memo(&format!("{}: ", self.speaker)),
         };
-        tokens::count(&prefix) + self.tokens + 2
+        prefix + self.tokens + 2
     }
 
     /// What makes two items the same memory: the words, case and punctuation aside.
@@ -380,6 +386,15 @@ mod tests {
             "{text}"
         );
         assert!(text.find("【相关记忆】").unwrap() < text.find("【对话时序】").unwrap());
+    }
+
+    #[test]
+    fn the_stamp_bound_holds() {
+        for i in 0..2000i64 {
+            let ts = i * 7_919_000_017 % 4_000_000_000_000;
+            let n = tokens::count(&format!("[{}]", stamp(ts)));
+            assert!(n <= STAMP_TOKENS, "{} is {n} tokens", stamp(ts));
+        }
     }
 
     #[test]

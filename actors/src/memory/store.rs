@@ -451,7 +451,10 @@ impl MemoryStore {
         ))?;
         for e in st.query_map(params![space, limit as i64], event_row)? {
             let e = e?;
-            out.push((VectorRef::Event(e.id), super::recall::vector_text(e.speaker(), e.said())));
+            out.push((
+                VectorRef::Event(e.id),
+                super::recall::vector_text(e.speaker(), e.said()),
+            ));
         }
         if out.len() < limit {
             let mut st = self.conn.prepare_cached(
