@@ -118,6 +118,9 @@ pub struct KernelState {
     pub agent: Slot<AgentModuleOutput>,
     /// `kernel/plugins` ([`facility::PLUGIN_HOST`]).
     pub plugins: Slot<PluginHandles>,
+    /// The security firewall (no actor: a shared policy the tool runner and the HTTP
+    /// API read; the agent's settings relay reconfigures it).
+    pub firewall: Arc<homeagent_actors::firewall::Firewall>,
 }
 
 /// What the agent module makes: the agent, and the graph maintenance heartbeats
@@ -148,6 +151,7 @@ impl KernelState {
             blocking: Arbiter::new(),
             llm_thread: Arbiter::new(),
             embed_thread: Arbiter::new(),
+            firewall: Arc::default(),
             root_exit: Mutex::new(None),
             root: Slot::new(facility::SUPERVISOR),
             config: Slot::new(facility::CONFIG),
@@ -821,7 +825,13 @@ async fn start_agent(
         channels: Channels::builtin(),
         skills_index: Default::default(),
         settings: parking_lot::RwLock::new(agent_settings(&settings)),
+        firewall: s.firewall.clone(),
     });
+    // The default write root (the tools' working directory) exists from the start: a
+    // sandbox skips roots that do not.
+    let _ = std::fs::create_dir_all(s.data_dir.join("workspace"));
+    s.firewall
+        .configure(homeagent_actors::firewall::FirewallConfig::from_settings(&settings));
     let me: Arc<OnceLock<TAddr<SchedulerActor>>> = Arc::default();
     let (d, m) = (deps.clone(), me.clone());
     let scheduler = sup

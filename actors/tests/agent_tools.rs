@@ -130,6 +130,7 @@ async fn stack(settings: AgentSettings) -> Stack {
         channels: Channels::builtin(),
         skills_index: Default::default(),
         settings: parking_lot::RwLock::new(settings),
+        firewall: Default::default(),
     });
     let me: Arc<OnceLock<TAddr<SchedulerActor>>> = Arc::default();
     let (d, m) = (deps.clone(), me.clone());

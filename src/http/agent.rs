@@ -212,6 +212,12 @@ pub async fn get_tasks(state: web::Data<AppState>) -> Result<HttpResponse, ApiEr
     Ok(HttpResponse::Ok().json(snap))
 }
 
+#[utoipa::path(get, path = "/api/v1/security", tag = "agent",
+    responses((status = 200, description = "The firewall: tool allow/deny lists, sandbox roots, network switch, the names of the stored secrets (never their values), content review, and the most recent decisions (refusals, masked results, review findings by kind)")))]
+pub async fn get_security(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    Ok(HttpResponse::Ok().json(state.agent.deps.firewall.status()))
+}
+
 #[utoipa::path(get, path = "/api/v1/llm/sources", tag = "agent",
     responses((status = 200, description = "Configured sources with health (API keys never shown) and skipped sources with the reason")))]
 pub async fn get_sources(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {

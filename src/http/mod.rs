@@ -50,7 +50,7 @@ pub struct AppState {
     info(title = "HomeAgent daemon API", description = "Control and observe a running homed: the actor tree, settings and live events."),
     paths(
         api::healthz, api::actors, api::restart, api::get_settings, api::put_settings, sse::events,
-        agent::post_message, agent::post_stop, agent::get_tasks, agent::get_sources,
+        agent::post_message, agent::post_stop, agent::get_tasks, agent::get_sources, agent::get_security,
         agent::get_context, agent::get_documents, agent::get_plugins, agent::plugin_action, agent::plugin_api, agent::install_plugin, agent::run_heartbeat, agent::memory_status, agent::get_graph
     ),
     tags(
@@ -126,6 +126,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/stop", web::post().to(agent::post_stop))
                 .route("/tasks", web::get().to(agent::get_tasks))
                 .route("/llm/sources", web::get().to(agent::get_sources))
+                .route("/security", web::get().to(agent::get_security))
                 .route("/memory/context", web::get().to(agent::get_context))
                 .route("/memory/documents", web::get().to(agent::get_documents))
                 .route("/memory/graph", web::get().to(agent::get_graph))

@@ -75,7 +75,10 @@ pub struct Replay {
 }
 
 fn migrations() -> Migrations<'static> {
-    Migrations::new(vec![M::up(include_str!("../../../migrations/inbox/0001_init.sql"))])
+    Migrations::new(vec![
+        M::up(include_str!("../../../migrations/inbox/0001_init.sql")),
+        M::up(include_str!("../../../migrations/inbox/0002_principal.sql")),
+    ])
 }
 
 fn now_ms() -> i64 {
@@ -140,8 +143,8 @@ impl InboxStore {
         let mut ids = Vec::with_capacity(accepts.len());
         {
             let mut insert = tx.prepare_cached(
-                "INSERT INTO inbox (request_id, source, channel, text, level, no_memory, payload, accepted_at_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                "INSERT INTO inbox (request_id, source, channel, text, level, no_memory, payload, accepted_at_ms, principal)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             )?;
             let now = now_ms();
             for r in accepts {
@@ -154,6 +157,7 @@ impl InboxStore {
                     r.no_memory,
                     serde_json::Value::Object(r.payload.clone()).to_string(),
                     now,
+                    serde_json::to_string(&r.principal).expect("a principal serialises"),
                 ])?;
                 ids.push(InboxId(tx.last_insert_rowid()));
             }
@@ -182,7 +186,7 @@ impl InboxStore {
         let mut replay = Replay::default();
         {
             let mut q = tx.prepare(
-                "SELECT id, request_id, source, channel, text, level, no_memory, payload, accepted_at_ms, starts
+                "SELECT id, request_id, source, channel, text, level, no_memory, payload, accepted_at_ms, starts, principal
                  FROM inbox WHERE given_up_at_ms IS NULL AND id <= ?1 ORDER BY id",
             )?;
             let rows = q.query_map([self.before_open], |r| {
@@ -198,6 +202,7 @@ impl InboxStore {
                         level: level.and_then(Level::from_u8),
                         no_memory: r.get(6)?,
                         payload: serde_json::from_str(&payload).unwrap_or_default(),
+                        principal: stored_principal(r.get::<_, Option<String>>(10)?.as_deref()),
                     },
                     accepted_at_ms: r.get(8)?,
                     starts: r.get(9)?,
@@ -325,6 +330,13 @@ impl KernelActor for InboxActor {
 #[rtype(result = "Result<InboxId, InboxError>")]
 pub struct Accept(pub InputRecord);
 
+/// A stored principal; rows from before principals existed (or unreadable ones) come
+/// back as guests: a replay must never widen what an input may do.
+fn stored_principal(text: Option<&str>) -> crate::firewall::Principal {
+    text.and_then(|t| serde_json::from_str(t).ok())
+        .unwrap_or_else(|| crate::firewall::Principal::plugin_guest("unknown"))
+}
+
 /// A stored input's task started.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -445,6 +457,30 @@ mod tests {
         assert_eq!(got, [(ids[0], a, 1), (ids[2], c, 0)]);
         assert_eq!(s.pending_count().unwrap(), 3);
         assert!(s.take_pending().unwrap().pending.is_empty(), "once per opening");
+    }
+
+    #[test]
+    fn a_replay_keeps_the_principal_and_never_widens_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("inbox.db");
+        let mut guest = record("from a chat");
+        guest.principal = crate::firewall::Principal::plugin_guest("bridge");
+        {
+            let mut s = InboxStore::open(&path).unwrap();
+            s.write(&[&guest, &record("owner")], &[], &[]).unwrap();
+            // A row written before principals existed.
+            s.conn
+                .execute(
+                    "INSERT INTO inbox (request_id, source, channel, text, accepted_at_ms) VALUES ('old', 'x', 'x', 'legacy', 0)",
+                    [],
+                )
+                .unwrap();
+        }
+        let replay = InboxStore::open(&path).unwrap().take_pending().unwrap();
+        let got: Vec<_> = replay.pending.iter().map(|p| p.record.principal.clone()).collect();
+        assert_eq!(got[0], guest.principal);
+        assert!(got[1].is_owner());
+        assert!(!got[2].is_owner(), "a legacy row replays as a guest");
     }
 
     #[test]

@@ -31,6 +31,9 @@ pub struct Input {
     pub no_memory: bool,
     /// Extra fields of the injection (routing metadata and the like).
     pub payload: serde_json::Map<String, Value>,
+    /// Who it speaks for: the owner unless a plugin injected it (see
+    /// [`crate::firewall::principal`]); decides which tools its turn may call.
+    pub principal: crate::firewall::Principal,
     /// The synchronous caller, if any.
     pub reply: ReplyTo,
     /// Whoever accepted the input (the durable inbox, the duplicate guard) learns here
@@ -50,6 +53,7 @@ impl Input {
             kernel: false,
             no_memory: false,
             payload: Default::default(),
+            principal: crate::firewall::Principal::owner(),
             reply: ReplyTo::none(),
             settle: Settle::none(),
         }
@@ -320,6 +324,7 @@ pub struct InputRecord {
     pub level: Option<Level>,
     pub no_memory: bool,
     pub payload: serde_json::Map<String, Value>,
+    pub principal: crate::firewall::Principal,
 }
 
 impl Input {
@@ -333,6 +338,7 @@ impl Input {
             level: self.level,
             no_memory: self.no_memory,
             payload: self.payload.clone(),
+            principal: self.principal.clone(),
         }
     }
 }
@@ -349,6 +355,7 @@ impl InputRecord {
             kernel: false,
             no_memory: self.no_memory,
             payload: self.payload.clone(),
+            principal: self.principal.clone(),
             reply: ReplyTo::none(),
             settle: Settle::none(),
         }

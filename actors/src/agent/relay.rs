@@ -51,6 +51,8 @@ enum Reload {
     Agent,
     /// The embedder.
     Embedder,
+    /// The firewall (`core.security.*`).
+    Security,
 }
 
 impl Reload {
@@ -61,6 +63,8 @@ impl Reload {
             Some(Self::Agent)
         } else if MemoryConfig::concerns(key) {
             Some(Self::Embedder)
+        } else if key.starts_with("core.security.") || key == crate::config::keys::CLI_API_KEY.name() {
+            Some(Self::Security)
         } else {
             None
         }
@@ -104,7 +108,7 @@ impl SettingsRelay {
                 for w in what {
                     match w {
                         Reload::Llm => host.inner().reload(true, ctx),
-                        Reload::Agent => host.inner().reload(false, ctx),
+                        Reload::Agent | Reload::Security => host.inner().reload(false, ctx),
                         Reload::Embedder => host.inner().reload_embedder(ctx),
                     }
                 }
@@ -138,6 +142,9 @@ impl SettingsRelay {
             match config.send(ReadSettings).await {
                 Ok(Ok(all)) => {
                     *deps.settings.write() = agent_settings(&all);
+                    // Secrets live in LLM keys too: the gate is rebuilt on every reload.
+                    deps.firewall
+                        .configure(crate::firewall::FirewallConfig::from_settings(&all));
                     if llm {
                         tracing::info!("LLM settings changed: reloading sources");
                         let _ = deps.llm.send(Configure(all.into_raw())).await;
@@ -188,6 +195,8 @@ mod tests {
         assert_eq!(Reload::for_key(keys::LLM_TEMPERATURE.name()), Some(Reload::Llm));
         assert_eq!(Reload::for_key(keys::AGENT_SYSTEM_PROMPT.name()), Some(Reload::Agent));
         assert_eq!(Reload::for_key(keys::MEMORY_EMBED_URL.name()), Some(Reload::Embedder));
+        assert_eq!(Reload::for_key(keys::SECURITY_SECRETS.name()), Some(Reload::Security));
+        assert_eq!(Reload::for_key(keys::SECURITY_TOOL_DENY.name()), Some(Reload::Security));
         // The heartbeat periods are the kernel's to apply; the daemon's log level too.
         assert_eq!(Reload::for_key(keys::AGENT_DISTILL_INTERVAL.name()), None);
         assert_eq!(Reload::for_key(keys::DAEMON_LOG_LEVEL.name()), None);

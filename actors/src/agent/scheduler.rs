@@ -29,7 +29,8 @@ use futures_util::future::BoxFuture;
 
 /// What the core queues: a new input, or a parked (suspended) task actor.
 enum Job {
-    New(Input),
+    // Boxed: an input is large next to an address, and jobs sit in queues.
+    New(Box<Input>),
     Parked(TAddr<TaskActor>),
 }
 
@@ -87,7 +88,7 @@ impl SchedulerActor {
         let settle = std::mem::take(&mut input.settle);
         let kind = if input.kernel { Kind::SelfMsg } else { Kind::Input };
         let id = match input.level {
-            None => match self.core.enqueue(Job::New(input), kind) {
+            None => match self.core.enqueue(Job::New(Box::new(input)), kind) {
                 Ok(id) => {
                     self.settles.insert(id, settle);
                     self.publish(id, TaskState::Queued, None, 0);
@@ -104,7 +105,7 @@ impl SchedulerActor {
             Some(level) => {
                 let r = self
                     .core
-                    .register_interrupt(Job::New(input), level, kind, Instant::now());
+                    .register_interrupt(Job::New(Box::new(input)), level, kind, Instant::now());
                 self.settles.insert(r.id, settle);
                 self.publish(r.id, TaskState::Queued, Some(level), level as u8);
                 if let Some(mut dropped) = r.dropped {
@@ -156,7 +157,7 @@ impl SchedulerActor {
                         .get()
                         .cloned()
                         .expect("scheduler address is set before inputs arrive");
-                    let actor = TaskActor::new(meta.id, input, meta.level(), self.deps.clone(), me);
+                    let actor = TaskActor::new(meta.id, *input, meta.level(), self.deps.clone(), me);
                     let parent = self.me.get().map(|a| a.id().to_owned()).unwrap_or_default();
                     match TAddr::spawn_unsupervised(&self.deps.registry, &parent, &format!("task-{}", meta.id), actor) {
                         Ok((addr, exit)) => {

@@ -87,6 +87,8 @@ pub struct TaskDeps {
     /// The skill index for the system prompt (filled when SKILL.md plugins load).
     pub skills_index: RwLock<String>,
     pub settings: RwLock<AgentSettings>,
+    /// The security firewall every tool call and model request passes.
+    pub firewall: Arc<crate::firewall::Firewall>,
 }
 
 /// The task actor.
@@ -111,6 +113,12 @@ impl TaskActor {
         scheduler: impl Into<SchedulerLink>,
     ) -> Self {
         input.reply.task_id = id;
+        // The credential gate at the door: a secret pasted into an input reaches neither
+        // the model nor memory (both only ever see its @{alias}).
+        if let std::borrow::Cow::Owned(masked) = deps.firewall.mask(&input.text) {
+            tracing::info!(task = id, "secrets in the input replaced by their @{{alias}}");
+            input.text = masked;
+        }
         let core = TurnCore::new(id, TurnInput::from(&input));
         Self {
             id,
@@ -221,6 +229,8 @@ impl TaskActor {
                     source: self.input.source.clone(),
                     channel: self.input.channel.clone(),
                     timeout: s.tool_timeout,
+                    firewall: self.deps.firewall.clone(),
+                    principal: self.input.principal.clone(),
                 };
                 // A running tool is never interrupted: no safe point until the batch is done.
                 let fut = async move { runner.run_batch(&calls).await };
@@ -306,6 +316,13 @@ impl TaskActor {
         let llm = self.deps.llm.clone();
         let stages = self.deps.stages.clone();
         let channel_tools = self.deps.channels.tools();
+        // Whatever stages injected or tools returned, the model sees aliases only.
+        let gate = self.deps.firewall.config();
+        if !gate.gate.is_empty() {
+            for m in &mut request.messages {
+                gate.gate.mask_value(&mut m.content);
+            }
+        }
         let fut = async move {
             let tools = stages.send(GetTools).await.unwrap_or_default();
             request.tools = tools.defs();

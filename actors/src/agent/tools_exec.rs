@@ -32,6 +32,10 @@ pub struct ToolRunner {
     pub source: String,
     pub channel: String,
     pub timeout: Duration,
+    /// Tool policy and credential gate on the way out, masking and review on the way in.
+    pub firewall: std::sync::Arc<crate::firewall::Firewall>,
+    /// Who the task's input speaks for (owner-only tools are refused to guests).
+    pub principal: crate::firewall::Principal,
 }
 
 /// Runs a stage, or returns the context unchanged when the stage host is down.
@@ -108,6 +112,20 @@ impl ToolRunner {
 
     /// `before_toolcall` then execution: `(Some(denial), ..)` or `(None, raw result, success)`.
     async fn before_and_exec(&self, call: &ToolCall) -> (Option<Outcome>, Value, bool) {
+        let denied = |text: String| {
+            (
+                Some(Outcome {
+                    text,
+                    status: ToolStatus::Denied,
+                }),
+                Value::Null,
+                false,
+            )
+        };
+        // The owner's policy first: a denied tool is not even shown to stage plugins.
+        if let Err(reason) = self.firewall.check_tool_for(&call.name, &self.principal) {
+            return denied(reason);
+        }
         let mut sctx = self.base_ctx();
         sctx.tool_calls = vec![StageToolCall {
             id: call.id.clone(),
@@ -136,7 +154,14 @@ impl ToolRunner {
             .into_iter()
             .next()
             .map_or(call.arguments.clone(), |c| c.arguments);
+        // Aliases become values only in the copy the tool receives.
+        let args = match self.firewall.outbound(&call.name, &args) {
+            Ok(a) => a,
+            Err(e) => return denied(e.to_string()),
+        };
         let (text, ok) = self.execute(&call.name, args).await;
+        // Masked and reviewed before anything else (after_toolcall plugins included) sees it.
+        let text = self.firewall.inbound(&call.name, text);
         (None, Value::String(text), ok)
     }
 

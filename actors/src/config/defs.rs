@@ -70,6 +70,11 @@ pub enum ValueKind {
     Enum(&'static [&'static str]),
     /// Any non-null JSON value (plugin settings, whose shape the plugin owns).
     Any,
+    /// A JSON object of secret names to non-empty strings (`core.security.secrets`):
+    /// names as [`crate::firewall::credentials::valid_alias`] allows, values at least
+    /// [`crate::firewall::credentials::MIN_SECRET_LEN`] bytes (shorter ones could not
+    /// be masked).
+    SecretMap,
 }
 
 impl ValueKind {
@@ -103,6 +108,7 @@ impl ValueKind {
                     .join(", ")
             ),
             ValueKind::Any => "any JSON value other than null".to_owned(),
+            ValueKind::SecretMap => "an object of secret names to their values".to_owned(),
         }
     }
 
@@ -120,6 +126,7 @@ impl ValueKind {
             }
             ValueKind::Enum(options) => format!("\"{}\"", options.first().unwrap_or(&"")),
             ValueKind::Any => "{\"enabled\": true}".to_owned(),
+            ValueKind::SecretMap => "{\"github_token\": \"ghp_…\"}".to_owned(),
         }
     }
 
@@ -195,6 +202,30 @@ impl ValueKind {
                 Value::Null => Err("null".to_owned()),
                 other => Ok(other.clone()),
             },
+            ValueKind::SecretMap => {
+                use crate::firewall::credentials::{MIN_SECRET_LEN, valid_alias};
+                let Value::Object(map) = value else {
+                    return Err(describe_json(value));
+                };
+                for (name, v) in map {
+                    if !valid_alias(name) {
+                        return Err(format!(
+                            "the name \"{}\" (a name starts with a letter and holds only letters, digits, `_`, `-`, `.`)",
+                            clip(name)
+                        ));
+                    }
+                    match v.as_str() {
+                        Some(t) if t.len() >= MIN_SECRET_LEN => {}
+                        Some(_) => {
+                            return Err(format!(
+                                "a value for \"{name}\" shorter than {MIN_SECRET_LEN} bytes (too short to mask safely)"
+                            ));
+                        }
+                        None => return Err(format!("a non-string value for \"{name}\"")),
+                    }
+                }
+                Ok(value.clone())
+            }
         }
     }
 }
@@ -345,6 +376,10 @@ pub const DEFAULT_SYSTEM_PROMPT: &str = "You are HomeAgent, a personal assistant
 the user's own computer and remembers past conversations. Answer concisely and accurately. \
 Use the available tools when they help, say so when you are not sure, and never invent facts \
 about the user or about what a tool returned.";
+
+/// The default owner-only tools: what touches the machine, the plugins, or changes
+/// and deletes what the agent remembers.
+pub const OWNER_ONLY_TOOLS: &str = "files_*, cmd_*, terminal_*, plugin_*, mcp__*, seq_*, memory_commit, memory_edit, memory_merge, memory_block_merge, memory_delete_entity, memory_purge, doc_commit, doc_query, knowledge_create, knowledge_delete, person_set_trait, person_relate";
 
 fn path_default(data_dir: &Path, rel: &str) -> Value {
     let path = if rel.is_empty() {
@@ -569,6 +604,56 @@ pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
             K::String,
             path_default(data_dir, "log"),
             "Directory where log files are written",
+        ),
+        // Security (the firewall).
+        SettingDef::new(
+            key::SECURITY_TOOL_ALLOW.name(),
+            K::String,
+            json!(""),
+            "Tools the agent may call (comma-separated names or globs such as mcp__*); empty allows every tool that is not denied",
+        ),
+        SettingDef::new(
+            key::SECURITY_TOOL_DENY.name(),
+            K::String,
+            json!(""),
+            "Tools the agent may never call (comma-separated names or globs); deny wins over allow",
+        ),
+        SettingDef::new(
+            key::SECURITY_READ_ROOTS.name(),
+            K::String,
+            json!(""),
+            "Directories tools may read besides the write roots (comma-separated absolute paths)",
+        ),
+        SettingDef::new(
+            key::SECURITY_WRITE_ROOTS.name(),
+            K::String,
+            path_default(data_dir, "workspace"),
+            "Directories tools may read and write (comma-separated absolute paths); the first is the tools' working directory",
+        ),
+        SettingDef::new(
+            key::SECURITY_NETWORK.name(),
+            K::Bool,
+            json!(true),
+            "Whether tools may use the network",
+        ),
+        SettingDef::new(
+            key::SECURITY_SECRETS.name(),
+            K::SecretMap,
+            json!({}),
+            "Secrets tools may use: the model sees only @{name}, the real value is filled in when a tool runs",
+        )
+        .secret(),
+        SettingDef::new(
+            key::SECURITY_REVIEW.name(),
+            K::Bool,
+            json!(true),
+            "Warn the model about prompt injections and sensitive data found in tool results",
+        ),
+        SettingDef::new(
+            key::SECURITY_OWNER_ONLY_TOOLS.name(),
+            K::String,
+            json!(OWNER_ONLY_TOOLS),
+            "Tools only the owner's inputs may call (comma-separated globs); inputs a plugin marks as a guest profile are refused them",
         ),
         // Agent.
         SettingDef::new(
@@ -1106,6 +1191,13 @@ mod tests {
         );
         assert!(validate(&d, "core.llm.sources.local-1.max_concurrent", &json!(0)).is_err());
         assert!(validate(&d, "core.llm.sources.local-1.context_window", &json!(-1)).is_err());
+        // The secrets store: names an alias can carry, values long enough to mask.
+        let secrets = key::SECURITY_SECRETS.name();
+        assert!(validate(&d, secrets, &json!({"github": "ghp_0123456789"})).is_ok());
+        assert!(validate(&d, secrets, &json!({"1bad": "ghp_0123456789"})).is_err());
+        assert!(validate(&d, secrets, &json!({"short": "abc"})).is_err());
+        assert!(validate(&d, secrets, &json!({"n": 12345678})).is_err());
+        assert!(validate(&d, secrets, &json!("ghp_0123456789")).is_err());
         assert!(validate(&d, "core.llm.sources.local-1.priority", &json!(-3)).is_ok());
         assert!(validate(&d, "core.llm.sources.x.thinking_enabled", &json!(true)).is_ok());
         assert_eq!(

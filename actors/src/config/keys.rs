@@ -36,7 +36,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::settings::{EmbedderKind, Secret, SettingValue};
+use super::settings::{EmbedderKind, Secret, SecretMap, SettingValue};
 
 /// The key of a setting whose value decodes to `T`.
 pub struct Key<T> {
@@ -131,6 +131,16 @@ pub const AGENT_REVIEW_INTERVAL: Key<Duration> = Key::new("core.agent.review_int
 pub const AGENT_MERGE_INTERVAL: Key<Duration> = Key::new("core.agent.merge_interval");
 pub const AGENT_SYSTEM_PROMPT: Key<String> = Key::new("core.agent.system_prompt");
 pub const AGENT_PERSONAL_PROMPT: Key<String> = Key::new("core.agent.personal_prompt");
+
+// Security (the firewall).
+pub const SECURITY_TOOL_ALLOW: Key<String> = Key::new("core.security.tool_allow");
+pub const SECURITY_TOOL_DENY: Key<String> = Key::new("core.security.tool_deny");
+pub const SECURITY_READ_ROOTS: Key<String> = Key::new("core.security.sandbox.read_roots");
+pub const SECURITY_WRITE_ROOTS: Key<String> = Key::new("core.security.sandbox.write_roots");
+pub const SECURITY_NETWORK: Key<bool> = Key::new("core.security.sandbox.network");
+pub const SECURITY_SECRETS: Key<SecretMap> = Key::new("core.security.secrets");
+pub const SECURITY_REVIEW: Key<bool> = Key::new("core.security.review");
+pub const SECURITY_OWNER_ONLY_TOOLS: Key<String> = Key::new("core.security.owner_only_tools");
 
 // Supervision.
 pub const SUPERVISOR_MAX_RESTARTS: Key<u32> = Key::new("core.supervisor.max_restarts");

@@ -136,6 +136,29 @@ impl SettingValue for Secret {
     }
 }
 
+/// The owner's secrets store (`core.security.secrets`): name → value. `Debug` shows
+/// the names only.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct SecretMap(pub BTreeMap<String, String>);
+
+impl std::fmt::Debug for SecretMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.0.keys()).finish()
+    }
+}
+
+impl SettingValue for SecretMap {
+    const EXPECTED: &'static str = "an object of names to strings";
+    fn decode(value: &Value) -> Option<Self> {
+        let map = value.as_object()?;
+        Some(SecretMap(
+            map.iter()
+                .filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_owned())))
+                .collect(),
+        ))
+    }
+}
+
 /// The configured embedder kind (`core.memory.embedder`; the words are
 /// [`super::defs::EMBEDDERS`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -360,6 +383,25 @@ settings_group! {
 }
 
 settings_group! {
+    /// The firewall (`core.security.*`).
+    pub struct SecurityConfig {
+        /// Comma-separated tool names or globs; empty allows all not denied.
+        pub tool_allow: String = SECURITY_TOOL_ALLOW,
+        /// Comma-separated tool names or globs; deny wins.
+        pub tool_deny: String = SECURITY_TOOL_DENY,
+        /// Comma-separated absolute paths.
+        pub read_roots: String = SECURITY_READ_ROOTS,
+        /// Comma-separated absolute paths; the first is the tools' working directory.
+        pub write_roots: String = SECURITY_WRITE_ROOTS,
+        pub network: bool = SECURITY_NETWORK,
+        pub secrets: SecretMap = SECURITY_SECRETS,
+        pub review: bool = SECURITY_REVIEW,
+        /// Comma-separated tool globs only the owner's inputs may call.
+        pub owner_only_tools: String = SECURITY_OWNER_ONLY_TOOLS,
+    }
+}
+
+settings_group! {
     /// The built-in CLI channel (`plugin.cli.*`).
     pub struct CliConfig {
         /// Empty: no `/auth` needed.
@@ -419,6 +461,14 @@ mod tests {
             d(AGENT_MERGE_INTERVAL),
             d(AGENT_SYSTEM_PROMPT),
             d(AGENT_PERSONAL_PROMPT),
+            d(SECURITY_TOOL_ALLOW),
+            d(SECURITY_TOOL_DENY),
+            d(SECURITY_READ_ROOTS),
+            d(SECURITY_WRITE_ROOTS),
+            d(SECURITY_NETWORK),
+            d(SECURITY_SECRETS),
+            d(SECURITY_REVIEW),
+            d(SECURITY_OWNER_ONLY_TOOLS),
             d(SUPERVISOR_MAX_RESTARTS),
             d(SUPERVISOR_RESTART_WINDOW),
             d(SUPERVISOR_BACKOFF_INITIAL),

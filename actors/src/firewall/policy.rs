@@ -13,7 +13,7 @@ pub struct ToolPolicy {
 }
 
 /// Whether `name` matches `pattern` (`*` = any run of characters, possibly empty).
-fn glob(pattern: &str, name: &str) -> bool {
+pub(crate) fn glob(pattern: &str, name: &str) -> bool {
     let parts: Vec<&str> = pattern.split('*').collect();
     if parts.len() == 1 {
         return pattern == name;
@@ -32,7 +32,7 @@ fn glob(pattern: &str, name: &str) -> bool {
     true
 }
 
-fn split(list: &str) -> Vec<String> {
+pub(crate) fn split(list: &str) -> Vec<String> {
     list.split(',')
         .map(str::trim)
         .filter(|p| !p.is_empty())
@@ -47,6 +47,16 @@ impl ToolPolicy {
             allow: split(allow),
             deny: split(deny),
         }
+    }
+
+    /// The allow patterns (empty: everything not denied).
+    pub fn allow(&self) -> &[String] {
+        &self.allow
+    }
+
+    /// The deny patterns.
+    pub fn deny(&self) -> &[String] {
+        &self.deny
     }
 
     /// `Ok` when `tool` may run; `Err` says which rule refused it and what to change.

@@ -107,6 +107,21 @@ impl Sandbox {
         }
     }
 
+    /// The read-only roots (canonical).
+    pub fn read_roots(&self) -> &[PathBuf] {
+        &self.read_roots
+    }
+
+    /// The read-write roots (canonical).
+    pub fn write_roots(&self) -> &[PathBuf] {
+        &self.write_roots
+    }
+
+    /// Whether tools may use the network.
+    pub fn network(&self) -> bool {
+        self.network
+    }
+
     /// The directory relative paths start from: the first write root, else the first
     /// read root.
     pub fn workdir(&self) -> Option<&Path> {

@@ -655,6 +655,10 @@ impl LuaPlugin {
                     env.manifest.allows(method).map_err(mlua::Error::runtime)?;
                     let (mut input, priority) = inject_args(&env.name, &args)?;
                     input.no_memory = no_memory;
+                    // Lua plugins name no profile: a guest, unless the manifest
+                    // declares profiles (then the injection is refused, never guessed).
+                    input.principal = crate::firewall::Principal::for_plugin(&env.name, &env.manifest.profiles, None)
+                        .map_err(|e| mlua::Error::runtime(e.to_string()))?;
                     let sent = if interrupt {
                         il.do_send(InjectInterrupt {
                             input,

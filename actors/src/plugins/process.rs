@@ -384,8 +384,26 @@ impl PluginProcess {
                     Ok(p) => p,
                     Err(e) => return conn.respond(id, Err(bad_params(e))),
                 };
+                let principal = match crate::firewall::Principal::for_plugin(
+                    self.name(),
+                    &self.manifest.profiles,
+                    p.profile.as_deref(),
+                ) {
+                    Ok(pr) => pr,
+                    Err(e) => {
+                        tracing::warn!(plugin = %self.name(), "injection refused: {e}");
+                        return conn.respond(
+                            id,
+                            Err(RpcError {
+                                code: RpcError::INVALID_PARAMS,
+                                message: e.to_string(),
+                            }),
+                        );
+                    }
+                };
                 let source = super::services::inject_source(self.name(), p.source.as_deref());
-                let input = Input::text(&source, &p.text);
+                let mut input = Input::text(&source, &p.text);
+                input.principal = principal;
                 let interrupt = req.method == methods::IO_INJECT_INTERRUPT;
                 let (el, il) = (self.deps.event_loop.clone(), self.deps.intercept_loop.clone());
                 let fut = async move {

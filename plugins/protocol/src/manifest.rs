@@ -40,12 +40,25 @@ pub struct Manifest {
     pub tags: Vec<String>,
     #[serde(default)]
     pub deprecated: bool,
-    /// Kernel services the plugin uses; empty = unrestricted (compatibility).
+    /// Kernel services the plugin uses; empty grants only the core methods.
     #[serde(default)]
     pub capabilities: Vec<Capability>,
+    /// Security profiles the plugin may pick per injected input (profile name → trust),
+    /// e.g. `{"owner": "owner", "guest": "guest"}` for a chat bridge that knows which
+    /// account is the owner's. Empty: its inputs are guests.
+    #[serde(default)]
+    pub profiles: std::collections::BTreeMap<String, Trust>,
     /// Kernel facilities the plugin needs (names of `crate::facility`).
     #[serde(default)]
     pub requires_facilities: Vec<String>,
+}
+
+/// How far a profile's inputs are trusted (see the kernel's `firewall::principal`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Trust {
+    Owner,
+    Guest,
 }
 
 /// How a plugin runs.

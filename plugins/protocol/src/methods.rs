@@ -60,6 +60,10 @@ pub struct InjectText {
     /// `L1`..`L4`, interrupts only.
     #[serde(default)]
     pub priority: Option<String>,
+    /// One of the security profiles the manifest declares (required when it declares
+    /// any; an undeclared name is an error).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
 }
 
 // ---------------------------------------------------------------------------------

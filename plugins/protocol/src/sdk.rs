@@ -154,16 +154,24 @@ impl Kernel {
             text: text.to_owned(),
             source: None,
             priority: None,
+            profile: None,
         };
         self.call(methods::IO_INJECT_TEXT, serde_json::to_value(p).expect("serialisable"))
     }
 
     /// Injects an interrupt at `priority` (`L1`..`L3` for plugins).
     pub fn inject_interrupt(&self, text: &str, priority: &str) -> Result<Value, String> {
+        self.inject_interrupt_as(text, priority, None)
+    }
+
+    /// [`Self::inject_interrupt`] under one of the security profiles the manifest
+    /// declares (`None`: the plugin declares none).
+    pub fn inject_interrupt_as(&self, text: &str, priority: &str, profile: Option<&str>) -> Result<Value, String> {
         let p = InjectText {
             text: text.to_owned(),
             source: None,
             priority: Some(priority.to_owned()),
+            profile: profile.map(str::to_owned),
         };
         self.call(
             methods::IO_INJECT_INTERRUPT,
