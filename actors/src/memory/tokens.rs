@@ -22,15 +22,13 @@ pub fn count(text: &str) -> usize {
 /// [`count`], remembered for texts seen before (the system prompt, the tool schemas:
 /// the same few thousand tokens every turn). Hashing is far cheaper than encoding.
 pub fn count_memo(text: &str) -> usize {
-    use std::hash::{BuildHasher, Hash, Hasher};
+    use std::hash::BuildHasher;
     static MEMO: std::sync::OnceLock<parking_lot::Mutex<std::collections::HashMap<u64, usize>>> =
         std::sync::OnceLock::new();
     static STATE: std::sync::OnceLock<std::collections::hash_map::RandomState> = std::sync::OnceLock::new();
     /// Entries kept before the memo starts afresh (a few kinds of text repeat).
     const MAX: usize = 64;
-    let mut h = STATE.get_or_init(Default::default).build_hasher();
-    text.hash(&mut h);
-    let key = h.finish();
+    let key = STATE.get_or_init(Default::default).hash_one(text);
     let memo = MEMO.get_or_init(Default::default);
     if let Some(&n) = memo.lock().get(&key) {
         return n;
@@ -65,7 +63,8 @@ pub fn truncate(text: &str, max_tokens: usize) -> String {
     let (mut lo, mut hi) = (0usize, idx.len() - 1);
     while lo < hi {
         let mid = (lo + hi).div_ceil(2);
-        if count(&text[..idx[mid]]) + 1 <= max_tokens {
+        // One token is kept for the `…`.
+        if count(&text[..idx[mid]]) < max_tokens {
             lo = mid;
         } else {
             hi = mid - 1;
