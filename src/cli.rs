@@ -84,6 +84,13 @@ pub enum EvalCommand {
         /// Print one JSON object instead of a table.
         #[arg(long)]
         json: bool,
+        /// Embed with a remote `/v1/embeddings` server at this base URL (e.g. a local
+        /// multilingual model, see the README) instead of the ONNX MiniLM.
+        #[arg(long)]
+        embed_url: Option<String>,
+        /// The `model` field sent to that server.
+        #[arg(long, default_value = "")]
+        embed_model: String,
     },
 }
 

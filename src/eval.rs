@@ -222,6 +222,34 @@ pub struct Options {
     pub ks: Vec<usize>,
     pub retrievers: Vec<Retriever>,
     pub json: bool,
+    /// Embed with the remote embedder at this base URL (an OpenAI-style
+    /// `/v1/embeddings` server, e.g. a local multilingual model) instead of ONNX.
+    pub embed_url: Option<String>,
+    /// The `model` field sent to that server (empty: none).
+    pub embed_model: String,
+}
+
+/// The dense embedder of a run: ONNX in-process, or a remote server driven from an
+/// actix runtime of our own (its client needs one; the evaluation is synchronous).
+enum Dense {
+    Onnx(Box<embed::OnnxEmbedder>),
+    Remote(embed::RemoteEmbedder, actix_rt::Runtime),
+}
+
+impl Dense {
+    fn fingerprint(&self) -> String {
+        match self {
+            Self::Onnx(e) => e.space().fingerprint(),
+            Self::Remote(e, _) => e.space().fingerprint(),
+        }
+    }
+
+    fn embed(&mut self, texts: &[&str]) -> anyhow::Result<Vec<Vec<f32>>> {
+        Ok(match self {
+            Self::Onnx(e) => e.embed(texts)?,
+            Self::Remote(e, rt) => rt.block_on(e.embed(texts))?,
+        })
+    }
 }
 
 /// Runs the evaluation and prints the report (stdout); progress goes to stderr.
@@ -239,11 +267,17 @@ pub fn locomo(file: &Path, opts: Options) -> anyhow::Result<()> {
     if ks.is_empty() || ks.contains(&0) {
         bail!("--k needs positive numbers, e.g. --k 5,10,20");
     }
-    // The embedder as the daemon would pick it (auto: ONNX when installed).
-    let cfg = EmbedConfig {
+    // The embedder as the daemon would pick it (auto: ONNX when installed), or the
+    // remote one asked for.
+    let mut cfg = EmbedConfig {
         onnx_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
         ..Default::default()
     };
+    if let Some(url) = &opts.embed_url {
+        cfg.kind = embed::EmbedderKind::Remote;
+        cfg.remote_url = url.clone();
+        cfg.remote_model = opts.embed_model.clone();
+    }
     let tmp = tempfile::tempdir().context("cannot create a temporary data directory")?;
     let wants_dense = opts
         .retrievers
@@ -255,12 +289,21 @@ pub fn locomo(file: &Path, opts: Options) -> anyhow::Result<()> {
         match (r.embedder, r.fallback) {
             (Some(Embedder::Onnx(e)), _) => {
                 eprintln!("eval: embedder {}", e.space().fingerprint());
-                embedder = Some(*e);
+                embedder = Some(Dense::Onnx(e));
+            }
+            (Some(Embedder::Remote(e)), _) => {
+                let rt = actix_rt::Runtime::new().context("cannot start a runtime for the remote embedder")?;
+                let mut d = Dense::Remote(e, rt);
+                // One call first: the remote space's dimension is learnt from an answer.
+                d.embed(&["probe"])
+                    .context("the remote embedder did not answer; is the server running?")?;
+                eprintln!("eval: embedder {}", d.fingerprint());
+                embedder = Some(d);
             }
             (_, why) => {
                 if opts.retrievers.contains(&Retriever::Embed) {
                     bail!(
-                        "the embed retriever needs the ONNX embedder: {}",
+                        "the embed retriever needs an embedder: {}",
                         why.unwrap_or_else(|| "none configured".into())
                     );
                 }
@@ -300,7 +343,7 @@ pub fn locomo(file: &Path, opts: Options) -> anyhow::Result<()> {
         eprintln!(" ({:.1}s)", t0.elapsed().as_secs_f64());
         let mut space = String::new();
         if let Some(e) = embedder.as_mut() {
-            space = e.space().fingerprint();
+            space = e.fingerprint();
             let (total, _) = store.vector_counts(&space, true)?;
             let mut done = 0;
             let t0 = Instant::now();

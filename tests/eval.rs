@@ -82,3 +82,30 @@ fn table_is_the_default_and_bad_input_says_what_to_do() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--k needs positive numbers"));
 }
+
+#[test]
+fn the_chinese_fixture_loads_and_is_scored() {
+    // Our own Chinese conversations (tests/fixtures/locomo-zh.json): two pairs of
+    // friends, five sessions each, questions of every category with evidence ids.
+    let out = homed()
+        .args(["eval", "locomo", "tests/fixtures/locomo-zh.json", "--json"])
+        .args(["--retriever", "tfidf,bm25"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("zh-1 ingesting 118/118 turns"), "{stderr}");
+    assert!(stderr.contains("zh-2 ingesting 114/114 turns"), "{stderr}");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON object on stdout");
+    assert_eq!(v["questions"], 32, "{v}");
+    for name in ["tfidf", "bm25"] {
+        for c in ["1", "2", "3", "4"] {
+            assert!(
+                v["retrievers"][name]["by_category"][c]["10"].is_number(),
+                "{name} category {c}: {v}"
+            );
+        }
+        let r10 = v["retrievers"][name]["recall"]["10"].as_f64().unwrap();
+        assert!(r10 > 0.0, "{name} finds some Chinese evidence: {v}");
+    }
+}

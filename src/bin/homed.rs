@@ -80,6 +80,8 @@ fn main() -> std::process::ExitCode {
                     k,
                     retriever,
                     json,
+                    embed_url,
+                    embed_model,
                 },
         }) => {
             use homeagent_actors::memory::retrieve::Retriever;
@@ -94,6 +96,8 @@ fn main() -> std::process::ExitCode {
                     ks: k,
                     retrievers,
                     json,
+                    embed_url,
+                    embed_model,
                 },
             )
         }

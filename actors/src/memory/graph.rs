@@ -413,14 +413,22 @@ impl GraphStore {
         })
     }
 
-    /// Names of entities that occur verbatim in `text` (longest first, at most 20): the
-    /// seeds of a recall phrased as a sentence, where segmentation may glue a name to
-    /// the next word ("张三住在哪里" segments as 张三住 / 在 / 哪里).
+    /// Names of entities that occur in `text` (longest first, at most 20): the seeds of
+    /// a recall phrased as a sentence, where segmentation may glue a name to the next
+    /// word ("张三住在哪里" segments as 张三住 / 在 / 哪里). Case-insensitive (ASCII, as
+    /// SQLite's `lower`), and a name that starts or ends with a Latin letter or digit
+    /// must do so at a word boundary: "biscuit" finds Biscuit, "Also" does not find Al.
     pub fn names_in(&self, text: &str) -> Result<Vec<String>, GraphError> {
+        let lower = text.to_ascii_lowercase();
         let mut stmt = self.conn.prepare_cached(
-            "SELECT name FROM entities WHERE instr(?1, name) > 0 ORDER BY length(name) DESC, mention_count DESC LIMIT 20",
+            "SELECT name FROM entities WHERE instr(?1, lower(name)) > 0 ORDER BY length(name) DESC, mention_count DESC LIMIT 60",
         )?;
-        Ok(stmt.query_map([text], |r| r.get(0))?.collect::<Result<_, _>>()?)
+        let found: Vec<String> = stmt.query_map([&lower], |r| r.get(0))?.collect::<Result<_, _>>()?;
+        Ok(found
+            .into_iter()
+            .filter(|n| mentioned_as_word(&lower, &n.to_ascii_lowercase()))
+            .take(20)
+            .collect())
     }
 
     fn full_recall(&self) -> Result<Recall, GraphError> {
@@ -629,6 +637,18 @@ impl GraphStore {
     }
 }
 
+/// Does `name` occur in `text` (both lower-cased) with word boundaries at its Latin
+/// ends? CJK ends need none: Chinese has no spaces between words.
+fn mentioned_as_word(text: &str, name: &str) -> bool {
+    let latin = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    let (first, last) = (name.chars().next(), name.chars().next_back());
+    text.match_indices(name).any(|(i, _)| {
+        let before = text[..i].chars().next_back();
+        let after = text[i + name.len()..].chars().next();
+        (!latin(first) || !latin(before)) && (!latin(last) || !latin(after))
+    })
+}
+
 fn upsert_entity(tx: &Transaction<'_>, name: &str, kind: &str, now: i64) -> rusqlite::Result<i64> {
     let kind = if kind.trim().is_empty() { "Concept" } else { kind.trim() };
     tx.query_row(
@@ -787,6 +807,21 @@ mod tests {
         let full = g.recall(&[], &[], 2, None, RecallSort::Relevance).unwrap();
         assert_eq!((full.entities.len(), full.relations.len()), (3, 2));
         assert_eq!(full.entities[0].name, "Rust");
+    }
+
+    #[test]
+    fn names_in_finds_english_names_as_words_in_any_case() {
+        let mut g = GraphStore::open_in_memory().unwrap();
+        g.commit(
+            &[t("Biscuit", "is_a", "greyhound"), t("Al", "lives_in", "New York")],
+            "s",
+            0,
+        )
+        .unwrap();
+        assert_eq!(g.names_in("what breed is biscuit?").unwrap(), ["Biscuit"]);
+        assert_eq!(g.names_in("Also, I went to new york").unwrap(), ["New York"]);
+        assert_eq!(g.names_in("Al and Biscuit").unwrap().len(), 2);
+        assert!(g.names_in("biscuits are tasty").unwrap().is_empty());
     }
 
     #[test]

@@ -23,8 +23,6 @@ const RECALLED_CAPACITY: usize = 1024;
 /// The actor (runs on the blocking arbiter: every call is SQLite work).
 pub struct GraphActor {
     store: GraphStore,
-    /// Built on first use: jieba's dictionary takes a moment to load.
-    keywords: Option<Keywords>,
     /// FIFO of names the model already fetched with `memory_recall` (the index block
     /// does not repeat them).
     recalled: std::collections::VecDeque<String>,
@@ -34,7 +32,6 @@ impl GraphActor {
     pub fn new(store: GraphStore) -> Self {
         Self {
             store,
-            keywords: None,
             recalled: Default::default(),
         }
     }
@@ -80,7 +77,9 @@ impl GraphActor {
     }
 
     fn keywords(&mut self, text: &str) -> Vec<String> {
-        self.keywords.get_or_insert_with(Keywords::default).extract(text, 5)
+        // The process-wide extractor: built on first use (jieba's dictionary takes a
+        // moment to load), shared with the document summaries.
+        Keywords::shared().extract(text, 5)
     }
 
     /// Keywords and seeds of a recall query: its comma-separated parts as keywords;

@@ -64,6 +64,19 @@ impl Default for Keywords {
 }
 
 impl Keywords {
+    /// The process-wide extractor, built on first use. Jieba's dictionary costs ~1 s and
+    /// tens of MB, so every tier that segments (document summaries, the graph) shares
+    /// one instead of each loading its own.
+    pub fn shared() -> &'static Keywords {
+        static SHARED: std::sync::OnceLock<Keywords> = std::sync::OnceLock::new();
+        SHARED.get_or_init(Keywords::default)
+    }
+
+    /// The segmenter itself, for callers that need words or part-of-speech tags.
+    pub fn jieba(&self) -> &Jieba {
+        &self.jieba
+    }
+
     /// Up to `top_k` keywords of `text`, best first (at least 2 characters, stop words
     /// dropped). Empty when nothing qualifies.
     pub fn extract(&self, text: &str, top_k: usize) -> Vec<String> {

@@ -42,7 +42,7 @@ pub fn doc_to_triples(doc: &Document) -> Vec<Triple> {
         ..Default::default()
     };
     let summary = doc.summary.trim();
-    let generated = summary.starts_with("来自") && summary.contains("条对话");
+    let generated = super::summary::is_generated(summary);
     if !summary.is_empty() && summary.chars().count() < 80 && !generated {
         out.push(doc_triple("主题", summary));
     }

@@ -6,7 +6,10 @@
 //! * [`graph`]: the graph tier (entities, relations, sentences) in `DATA/memory/graph.db`;
 //! * [`graph_actor`]: `kernel/memory/graph` and the `memory_*` tools;
 //! * [`keywords`]: jieba keyword extraction for recall queries;
-//! * [`rules`] + [`distiller`]: the rule distiller (self-statements in the text log → graph);
+//! * [`names`] + [`dates`]: names and absolute dates mentioned in English and Chinese text;
+//! * [`summary`]: extractive document summaries (topics, names, dates, key sentences);
+//! * [`rules`] (Chinese) + [`rules_en`] (English) + [`distiller`]: the rule distiller
+//!   (self-statements in the text log → graph);
 //! * [`maintenance`] + [`graph_heartbeat`]: the archive, merge and review heartbeats;
 //! * [`social`]: people's traits and ties on the graph (`person_*` tools);
 //! * [`store`]: `DATA/memory/memory.db` (write-through);
@@ -18,6 +21,7 @@
 
 pub mod actor;
 pub mod context;
+pub mod dates;
 pub mod distiller;
 pub mod docindex;
 pub mod embed;
@@ -28,12 +32,15 @@ pub mod heartbeat;
 pub mod keywords;
 pub mod knowledge;
 pub mod maintenance;
+pub mod names;
 pub mod recall;
 pub mod retrieve;
 pub mod rules;
+pub mod rules_en;
 pub mod social;
 pub mod start;
 pub mod store;
+pub mod summary;
 pub mod textlog;
 pub mod tfidf;
 pub mod tokens;

@@ -59,6 +59,12 @@ fn stop_words() -> &'static std::collections::HashSet<&'static str> {
     SET.get_or_init(|| STOP_WORDS.iter().copied().collect())
 }
 
+/// Is `word` (lower-case) an English function word? Shared with the name finder and
+/// the summaries, so "The" or "And" never becomes a name or a topic.
+pub fn is_stop_word(word: &str) -> bool {
+    stop_words().contains(word)
+}
+
 fn is_cjk(c: char) -> bool {
     matches!(c as u32, 0x3040..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xAC00..=0xD7AF | 0xF900..=0xFAFF)
 }

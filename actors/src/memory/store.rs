@@ -674,16 +674,9 @@ fn document_content(events: &[Event]) -> String {
     out
 }
 
+/// The extractive summary line of archived events (see [`super::summary`]).
 fn document_summary(events: &[Event]) -> String {
-    let mut sources: Vec<&str> = events.iter().map(|e| e.source.as_str()).collect();
-    sources.sort_unstable();
-    sources.dedup();
-    format!(
-        "来自 {} 个来源的 {} 条对话 ({})",
-        sources.len(),
-        events.len(),
-        sources.join(",")
-    )
+    super::summary::summarize(&super::summary::utterances(events)).render()
 }
 
 /// `h%08x` of a 31-multiplier rolling hash over the characters.
@@ -812,7 +805,11 @@ mod tests {
         assert_eq!(docs.len(), 1);
         assert_eq!(docs[0].id, id);
         assert!(docs[0].content.contains("http: m0 → ok"));
-        assert!(docs[0].summary.contains("2 条对话"));
+        assert!(
+            docs[0].summary.contains("turns between http and agent"),
+            "{}",
+            docs[0].summary
+        );
         // The same content again refreshes the document instead of duplicating it.
         let again: Vec<Event> = events[..2]
             .iter()
