@@ -192,7 +192,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 /// Runs `homed bench turn`.
-pub async fn turn(turns: u32, keep_data: Option<std::path::PathBuf>) -> anyhow::Result<()> {
+pub async fn turn(turns: u32, keep_data: Option<std::path::PathBuf>, remembered: usize) -> anyhow::Result<()> {
     use anyhow::Context as _;
     anyhow::ensure!(turns > 0, "--turns must be at least 1");
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -220,7 +220,7 @@ pub async fn turn(turns: u32, keep_data: Option<std::path::PathBuf>) -> anyhow::
         .env("RUST_LOG", "warn")
         .spawn()
         .context("cannot start the daemon under test")?;
-    let result = turn_inner(turns, &vendor, &base, &data).await;
+    let result = turn_inner(turns, &vendor, &base, &data, remembered).await;
     let _ = daemon.kill();
     let _ = daemon.wait();
     if keep_data.is_none() {
@@ -229,7 +229,13 @@ pub async fn turn(turns: u32, keep_data: Option<std::path::PathBuf>) -> anyhow::
     result
 }
 
-async fn turn_inner(turns: u32, vendor: &str, base: &str, data: &std::path::Path) -> anyhow::Result<()> {
+async fn turn_inner(
+    turns: u32,
+    vendor: &str,
+    base: &str,
+    data: &std::path::Path,
+    remembered: usize,
+) -> anyhow::Result<()> {
     use anyhow::Context as _;
     let client = awc::Client::builder().timeout(Duration::from_secs(30)).finish();
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -272,6 +278,18 @@ async fn turn_inner(turns: u32, vendor: &str, base: &str, data: &std::path::Path
         }
         anyhow::ensure!(Instant::now() < deadline, "the source was not picked up");
         actix_rt::time::sleep(Duration::from_millis(10)).await;
+    }
+    if remembered > 0 {
+        let body = synthetic_history(remembered, homeagent_actors::memory::now_ms());
+        let t = Instant::now();
+        let long = awc::Client::builder().timeout(Duration::from_secs(3600)).finish();
+        let r = crate::import::post(&long, base, &token, body).await?;
+        println!(
+            "remembered: {} synthetic turns imported through POST /api/v1/memory/import in {:.1} s ({} moved into documents)",
+            r.imported,
+            t.elapsed().as_secs_f64(),
+            r.archived
+        );
     }
     let bare_body =
         serde_json::json!({"model": "bench", "stream": true, "messages": [{"role": "user", "content": "ping"}]});
@@ -325,6 +343,50 @@ async fn turn_inner(turns: u32, vendor: &str, base: &str, data: &std::path::Path
         percentile(&full, 0.99) - percentile(&bare, 0.99)
     );
     Ok(())
+}
+
+/// `n` synthetic turns of two speakers, one a minute, ending an hour before `now_ms`,
+/// as an import body: varied enough (a rotating vocabulary) that ranking has work to do.
+fn synthetic_history(n: usize, now_ms: i64) -> Vec<u8> {
+    const TOPICS: &[&str] = &[
+        "the garden",
+        "a trip to Lisbon",
+        "my sister's greyhound",
+        "the new job",
+        "piano lessons",
+        "the book club",
+        "a broken bike",
+        "the marathon",
+        "grandma's recipe",
+        "the camping weekend",
+        "a concert",
+        "the kitchen",
+    ];
+    const VERBS: &[&str] = &[
+        "loved",
+        "planned",
+        "fixed",
+        "talked about",
+        "worried about",
+        "finished",
+        "started",
+    ];
+    let start_s = now_ms / 1000 - 3600 - 60 * n as i64;
+    let mut out = Vec::with_capacity(n * 110);
+    for i in 0..n {
+        let speaker = if i % 2 == 0 { "Alex" } else { "Sam" };
+        let text = format!(
+            "Turn {i}: I {} {} on day {} and it was number {} of them",
+            VERBS[i % VERBS.len()],
+            TOPICS[(i / 3) % TOPICS.len()],
+            i / 1440,
+            i % 97
+        );
+        let line = serde_json::json!({"time": start_s + 60 * i as i64, "speaker": speaker, "text": text});
+        out.extend_from_slice(line.to_string().as_bytes());
+        out.push(b'\n');
+    }
+    out
 }
 
 /// p50 and p95 of `samples` (milliseconds).

@@ -56,7 +56,14 @@ pub enum Command {
         #[arg(long)]
         rotate: bool,
     },
-    /// Evaluate memory retrieval on a benchmark (no LLM involved).
+    /// `homed memory import FILE`: import a history into the running daemon's memory
+    /// (the one at --listen, with the owner token from --data).
+    Memory {
+        #[command(subcommand)]
+        what: MemoryCommand,
+    },
+    /// Evaluate memory: retrieval alone (no LLM), or with `--live` what reaches the
+    /// model's prompt on a real daemon.
     Eval {
         #[command(subcommand)]
         what: EvalCommand,
@@ -91,6 +98,31 @@ pub enum EvalCommand {
         /// The `model` field sent to that server.
         #[arg(long, default_value = "")]
         embed_model: String,
+        /// Measure on a live daemon instead: import each conversation through
+        /// `POST /api/v1/memory/import`, ask its questions through `POST /api/v1/messages`
+        /// and count the evidence in the requests a built-in scripted vendor receives.
+        #[arg(long)]
+        live: bool,
+        /// With --live: the LLM source's `context_window`.
+        #[arg(long, default_value_t = 8192, requires = "live")]
+        window: u64,
+        /// With --live: only the first K conversations.
+        #[arg(long, requires = "live")]
+        limit_conversations: Option<usize>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MemoryCommand {
+    /// Import a history: NDJSON (one `{"time", "speaker", "text"}` object a line, time
+    /// in RFC 3339 or unix seconds) or a LoCoMo JSON file. Lines imported before are
+    /// skipped; a bad line imports nothing and names its line number and field.
+    Import {
+        /// The history file.
+        file: PathBuf,
+        /// How the file is written [default: locomo when it is a JSON array, else ndjson].
+        #[arg(long, value_enum)]
+        format: Option<crate::import::Format>,
     },
 }
 
@@ -115,6 +147,10 @@ pub enum BenchCommand {
         /// one, e.g. to measure with some plugins removed.
         #[arg(long)]
         data: Option<std::path::PathBuf>,
+        /// Import this many synthetic remembered turns first (through
+        /// `POST /api/v1/memory/import`), to measure the overhead with a long memory.
+        #[arg(long, default_value_t = 0)]
+        remembered: usize,
     },
     /// Memory tier latency: context prune and document lookup (BM25 and hybrid) at the
     /// given sizes, against a window copy and an indexed document fetch in the same run.

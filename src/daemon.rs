@@ -306,6 +306,13 @@ fn app_state(state: &KernelState) -> anyhow::Result<AppState> {
         rules: Some(memory.rules.clone()),
         maintenance: agent.maintenance.clone(),
         embed_status: Some(memory.embedder.status.clone()),
+        importer: homeagent_actors::memory::importer::Importer {
+            context: memory.context.clone(),
+            textlog: memory.textlog.clone(),
+            distiller: Some(memory.rules.0.clone()),
+            config: state.config.get().context(boot_bug)?.clone(),
+            bus: state.bus.clone(),
+        },
     })
 }
 

@@ -11,7 +11,10 @@
 //! * [`http`]: the HTTP API under `/api/v1`, its OpenAPI document, the SSE stream and
 //!   the embedded WebUI dashboard;
 //! * [`bench`]: `homed bench ...` measurements (tracked vs raw mailboxes);
-//! * [`eval`]: `homed eval locomo` — memory retrieval quality on LoCoMo conversations.
+//! * [`eval`]: `homed eval locomo` — memory retrieval quality on LoCoMo conversations;
+//! * [`eval_live`] (+ [`eval_metrics`], [`scripted_vendor`]): `homed eval locomo --live` —
+//!   what of an imported conversation reaches the model's prompt on a real daemon;
+//! * [`import`]: `homed memory import FILE` (NDJSON or LoCoMo) to the running daemon.
 //!
 //! The shell knows the kernel only through its public messages and handles: HTTP
 //! handlers never touch kernel state directly, they send typed messages to actors.
@@ -23,7 +26,11 @@ pub mod cli;
 pub mod cli_socket;
 pub mod daemon;
 pub mod eval;
+pub mod eval_live;
+pub mod eval_metrics;
 pub mod http;
+pub mod import;
 pub mod install;
 pub mod kernel;
 mod lockfile;
+pub mod scripted_vendor;

@@ -34,6 +34,7 @@ pub mod kinds {
     pub const AGENT_LLM_CHAIN: &str = "agent_llm_chain";
     pub const TOOL_CALL: &str = "tool_call";
     pub const AGENT_OUTPUT: &str = "agent_output";
+    pub const MEMORY_IMPORT: &str = "memory_import";
     /// Every kernel event type, in the order of [`super::Event`].
     pub const ALL: &[&str] = &[
         ACTOR_STARTED,
@@ -50,6 +51,7 @@ pub mod kinds {
         AGENT_LLM_CHAIN,
         TOOL_CALL,
         AGENT_OUTPUT,
+        MEMORY_IMPORT,
     ];
 }
 
@@ -206,6 +208,22 @@ pub enum Event {
         #[serde(skip_serializing_if = "std::ops::Not::not")]
         error: bool,
     },
+    /// Progress of a history import (`POST /api/v1/memory/import`): after each batch,
+    /// and once more with `finished` when it is over (`error` when it stopped early;
+    /// what was committed before stays imported).
+    MemoryImport {
+        /// Lines processed so far, of `total`.
+        done: usize,
+        total: usize,
+        imported: usize,
+        skipped: usize,
+        /// Events moved from the window into documents by the import's distill rounds.
+        archived: usize,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        finished: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
 }
 
 impl Event {
@@ -227,6 +245,7 @@ impl Event {
             Self::AgentLlmChain { .. } => AGENT_LLM_CHAIN,
             Self::ToolCall { .. } => TOOL_CALL,
             Self::AgentOutput { .. } => AGENT_OUTPUT,
+            Self::MemoryImport { .. } => MEMORY_IMPORT,
         }
     }
 }

@@ -1,7 +1,7 @@
 //! `homed`: the HomeAgent daemon.
 
 use clap::Parser;
-use homeagent::cli::{BenchCommand, Cli, Command, EvalCommand};
+use homeagent::cli::{BenchCommand, Cli, Command, EvalCommand, MemoryCommand};
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
@@ -59,8 +59,13 @@ fn main() -> std::process::ExitCode {
             what: BenchCommand::Mailbox { messages, rounds },
         }) => system.block_on(homeagent::bench::mailbox(messages, rounds)),
         Some(Command::Bench {
-            what: BenchCommand::Turn { turns, data },
-        }) => system.block_on(homeagent::bench::turn(turns, data)),
+            what:
+                BenchCommand::Turn {
+                    turns,
+                    data,
+                    remembered,
+                },
+        }) => system.block_on(homeagent::bench::turn(turns, data, remembered)),
         Some(Command::Bench {
             what: BenchCommand::Graph { sizes, queries },
         }) => homeagent::bench::graph(&sizes, queries),
@@ -77,11 +82,36 @@ fn main() -> std::process::ExitCode {
             what:
                 EvalCommand::Locomo {
                     file,
+                    json,
+                    live: true,
+                    window,
+                    limit_conversations,
+                    ..
+                },
+        }) => system.block_on(homeagent::eval_live::run(
+            &file,
+            homeagent::eval_live::LiveOptions {
+                window,
+                json,
+                limit: limit_conversations,
+            },
+        )),
+        Some(Command::Memory {
+            what: MemoryCommand::Import { file, format },
+        }) => system
+            .block_on(homeagent::import::run(cli.run.listen, &cli.run.data, &file, format))
+            .map(|summary| println!("{summary}")),
+        Some(Command::Eval {
+            what:
+                EvalCommand::Locomo {
+                    file,
                     k,
                     retriever,
                     json,
                     embed_url,
                     embed_model,
+                    live: false,
+                    ..
                 },
         }) => {
             use homeagent_actors::memory::retrieve::Retriever;

@@ -10,6 +10,7 @@ mod api;
 mod assets;
 mod error;
 pub mod guard;
+mod import;
 mod sse;
 
 use std::sync::Arc;
@@ -43,6 +44,8 @@ pub struct AppState {
     pub maintenance: Vec<homeagent_actors::memory::graph_heartbeat::MaintenanceHandle>,
     /// What the embedder is doing (active space, fallback reason, recompute progress).
     pub embed_status: Option<homeagent_actors::memory::embed::actor::StatusHandle>,
+    /// Where `POST /api/v1/memory/import` writes (the context, text log and distiller).
+    pub importer: homeagent_actors::memory::importer::Importer,
 }
 
 #[derive(OpenApi)]
@@ -51,7 +54,7 @@ pub struct AppState {
     paths(
         api::healthz, api::actors, api::restart, api::get_settings, api::put_settings, sse::events,
         agent::post_message, agent::post_stop, agent::get_tasks, agent::get_sources, agent::get_security,
-        agent::get_context, agent::get_documents, agent::get_plugins, agent::plugin_action, agent::plugin_api, agent::install_plugin, agent::run_heartbeat, agent::memory_status, agent::get_graph
+        agent::get_context, agent::get_documents, agent::get_plugins, agent::plugin_action, agent::plugin_api, agent::install_plugin, agent::run_heartbeat, agent::memory_status, agent::get_graph, import::import_history
     ),
     tags(
         (name = "daemon", description = "Liveness"),
@@ -130,6 +133,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/memory/context", web::get().to(agent::get_context))
                 .route("/memory/documents", web::get().to(agent::get_documents))
                 .route("/memory/graph", web::get().to(agent::get_graph))
+                .route("/memory/import", web::post().to(import::import_history))
                 .route("/plugins", web::get().to(agent::get_plugins))
                 .route("/heartbeats/{name}/run", web::post().to(agent::run_heartbeat))
                 .route("/memory/status", web::get().to(agent::memory_status))

@@ -915,6 +915,7 @@ impl TurnCore {
                 input: event.input.clone(),
                 response: event.response.clone(),
                 tools_used: event.tools_used.clone(),
+                imported: false,
             }));
         }
         // The window is kept in size by the distill heartbeat, not per turn.

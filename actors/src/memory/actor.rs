@@ -475,3 +475,22 @@ impl Handles<InsertDoc> for ContextActor {
             .map_err(|e| e.to_string())
     }
 }
+
+/// Imported turns (one batch of an import, one transaction): each becomes a context
+/// event at its own time, unless its digest was imported before. Answers what was
+/// stored.
+#[derive(Message)]
+#[rtype(result = "Result<super::store::ImportedBatch, String>")]
+pub struct ImportEvents(pub Vec<super::import::ImportLine>);
+
+impl Handles<ImportEvents> for ContextActor {
+    type Reply = Result<super::store::ImportedBatch, String>;
+    fn handle(&mut self, ImportEvents(lines): ImportEvents, _: &mut HostContext<Self>) -> Self::Reply {
+        let batch = self.store.import_batch(&lines).map_err(|e| e.to_string())?;
+        // Into the window where they happened (after equal times, spec §5.2); the
+        // window stays chronological, as a reload from the store would order it.
+        self.events.extend(batch.events.iter().cloned());
+        self.events.sort_by_key(|e| (e.ts_ms, e.id));
+        Ok(batch)
+    }
+}

@@ -68,7 +68,8 @@ fn pending(text_dir: &Path, cursor_file: &Path) -> Vec<TextEvent> {
     let since_time = SystemTime::UNIX_EPOCH + Duration::from_millis(since.max(0) as u64);
     let mut records: Vec<TextEvent> = TextLog::replay_since(text_dir, since_time)
         .into_iter()
-        .filter(|e| e.ts > since && !e.input.trim().is_empty())
+        // Imported turns were distilled by their import (`DistillRecords`).
+        .filter(|e| e.ts > since && !e.imported && !e.input.trim().is_empty())
         .collect();
     records.sort_by_key(|e| e.ts);
     records
@@ -119,32 +120,7 @@ impl RuleDistiller {
                 error: None,
                 trigger,
             };
-            for batch in records.chunks(BATCH) {
-                let triples: Vec<_> = batch
-                    .iter()
-                    .flat_map(|e| super::rules::extract_triples(&e.input))
-                    .collect();
-                round.triples += triples.len();
-                if !triples.is_empty() {
-                    let session = batch[0].source.clone();
-                    match graph.send(CommitTriples { triples, session }).await {
-                        Ok(Ok((_, r))) => round.relations += r,
-                        Ok(Err(e)) => round.error = Some(e),
-                        Err(e) => round.error = Some(e.to_string()),
-                    }
-                    if round.error.is_some() {
-                        break;
-                    }
-                }
-                let ts = batch.last().map_or(0, |e| e.ts);
-                if let Err(e) = write_cursor(&cursor, ts) {
-                    round.error = Some(format!(
-                        "cannot save the distiller's progress in {}: {e}; check disk space",
-                        cursor.display()
-                    ));
-                    break;
-                }
-            }
+            distill_records(&graph, &records, Some(&cursor), &mut round).await;
             match &round.error {
                 None => tracing::info!(
                     records = round.records,
@@ -157,6 +133,45 @@ impl RuleDistiller {
             }
             *last.lock() = Some(round.clone());
             round
+        }
+    }
+}
+
+/// Extracts the facts of `records` (oldest first) and commits them to the graph in
+/// batches of [`BATCH`], counting into `round`; with a `cursor`, progress is saved after
+/// each committed batch. Stops at the first error (left in `round.error`).
+async fn distill_records(
+    graph: &TAddr<GraphActor>,
+    records: &[TextEvent],
+    cursor: Option<&Path>,
+    round: &mut RulesRound,
+) {
+    for batch in records.chunks(BATCH) {
+        let triples: Vec<_> = batch
+            .iter()
+            .flat_map(|e| super::rules::extract_triples(&e.input))
+            .collect();
+        round.triples += triples.len();
+        if !triples.is_empty() {
+            let session = batch[0].source.clone();
+            match graph.send(CommitTriples { triples, session }).await {
+                Ok(Ok((_, r))) => round.relations += r,
+                Ok(Err(e)) => round.error = Some(e),
+                Err(e) => round.error = Some(e.to_string()),
+            }
+            if round.error.is_some() {
+                break;
+            }
+        }
+        let ts = batch.last().map_or(0, |e| e.ts);
+        if let Some(c) = cursor
+            && let Err(e) = write_cursor(c, ts)
+        {
+            round.error = Some(format!(
+                "cannot save the distiller's progress in {}: {e}; check disk space",
+                c.display()
+            ));
+            break;
         }
     }
 }
@@ -194,5 +209,42 @@ impl Handles<RunRules> for RuleDistiller {
     type Reply = ResponseFuture<RulesRound>;
     fn handle(&mut self, _: RunRules, _: &mut HostContext<Self>) -> Self::Reply {
         Box::pin(self.round("operator"))
+    }
+}
+
+/// Distils the given records now, outside the cursor: an import's turns, which may be
+/// older than the retention or the cursor. Their text log lines are marked `imported`,
+/// so the timer's rounds never distil them a second time. Runs under the same
+/// one-round-at-a-time lock as the timer's rounds.
+#[derive(Message)]
+#[rtype(result = "RulesRound")]
+pub struct DistillRecords(pub Vec<TextEvent>);
+
+impl Handles<DistillRecords> for RuleDistiller {
+    type Reply = ResponseFuture<RulesRound>;
+    fn handle(&mut self, DistillRecords(records): DistillRecords, _: &mut HostContext<Self>) -> Self::Reply {
+        let (graph, serial) = (self.graph.clone(), self.serial.clone());
+        Box::pin(async move {
+            let _one_at_a_time = serial.lock().await;
+            let mut round = RulesRound {
+                at_ms: now_ms(),
+                records: records.len(),
+                triples: 0,
+                relations: 0,
+                error: None,
+                trigger: "import",
+            };
+            distill_records(&graph, &records, None, &mut round).await;
+            match &round.error {
+                None => tracing::info!(
+                    records = round.records,
+                    triples = round.triples,
+                    relations = round.relations,
+                    "imported turns distilled"
+                ),
+                Some(e) => tracing::warn!("distilling imported turns failed: {e}"),
+            }
+            round
+        })
     }
 }

@@ -17,6 +17,7 @@
 //! * [`actor`]: the `kernel/memory/context` actor;
 //! * [`embed`]: dense embedders (ONNX MiniLM, remote `/v1/embeddings`) and `kernel/memory/embedder`;
 //! * [`retrieve`]: BM25, dense and hybrid ranking (agent document lookup, `homed eval`);
+//! * [`import`] + [`importer`]: importing a history (validation and plan; its execution);
 //! * [`start`]: starts the subsystem and answers its typed [`start::MemoryHandles`].
 
 pub mod actor;
@@ -29,6 +30,8 @@ pub mod graph;
 pub mod graph_actor;
 pub mod graph_heartbeat;
 pub mod heartbeat;
+pub mod import;
+pub mod importer;
 pub mod keywords;
 pub mod knowledge;
 pub mod maintenance;
@@ -49,7 +52,7 @@ pub use context::Event;
 
 /// Unix milliseconds now (0 if the clock is before 1970): the unit of every memory
 /// timestamp.
-pub(crate) fn now_ms() -> i64 {
+pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)

@@ -115,6 +115,7 @@ fn migrations() -> Migrations<'static> {
         M::up(include_str!("../../../migrations/memory/0001_init.sql")),
         M::up(include_str!("../../../migrations/memory/0002_vectors.sql")),
         M::up(include_str!("../../../migrations/memory/0003_passages.sql")),
+        M::up(include_str!("../../../migrations/memory/0004_imports.sql")),
     ])
 }
 
@@ -647,6 +648,50 @@ impl MemoryStore {
     }
 }
 
+/// What one import batch wrote.
+#[derive(Debug, Default)]
+pub struct ImportedBatch {
+    /// The events stored (with their ids), in the batch's order.
+    pub events: Vec<Event>,
+    /// Lines skipped because their digest was imported before (or earlier in the batch).
+    pub skipped: usize,
+}
+
+impl MemoryStore {
+    /// Stores imported turns in one transaction: each line's digest first (a digest
+    /// seen before skips the line), then its event. Either the whole batch is committed
+    /// or nothing is.
+    pub fn import_batch(&mut self, lines: &[super::import::ImportLine]) -> Result<ImportedBatch, MemoryError> {
+        let now = now_ms();
+        let tx = self.conn.transaction()?;
+        let mut out = ImportedBatch::default();
+        {
+            let mut mark = tx.prepare_cached(
+                "INSERT OR IGNORE INTO imported_turns (digest, ts_ms, speaker, origin, external_id, event_id, imported_at_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6)",
+            )?;
+            let mut insert = tx.prepare_cached(
+                "INSERT INTO context_events (ts_ms, source, input, response, tools_used, tool_results) VALUES (?1, ?2, ?3, '', '[]', '[]')",
+            )?;
+            let mut link = tx.prepare_cached("UPDATE imported_turns SET event_id = ?1 WHERE digest = ?2")?;
+            for l in lines {
+                let digest = l.digest();
+                if mark.execute(params![digest, l.ts_ms, l.speaker, l.source, l.id, now])? == 0 {
+                    out.skipped += 1;
+                    continue;
+                }
+                let mut e = l.event();
+                insert.execute(params![e.ts_ms, e.source, e.input])?;
+                e.id = tx.last_insert_rowid();
+                link.execute(params![e.id, digest])?;
+                out.events.push(e);
+            }
+        }
+        tx.commit()?;
+        Ok(out)
+    }
+}
+
 /// One line per event: `[HH:MM] source: input → response`, plus tool lines.
 fn document_content(events: &[Event]) -> String {
     let mut out = String::new();
@@ -752,6 +797,38 @@ mod tests {
             vec: vec![0.0, 1.0],
         };
         assert!(s.search_documents("unrelated words", 3, Some(&far)).unwrap().is_empty());
+    }
+
+    #[test]
+    fn imported_turns_are_stored_once() {
+        use crate::memory::import::decode;
+        let body = br#"{"time": 1683554160, "speaker": "Caroline", "text": "I adopted a greyhound"}
+{"time": 1683554161, "speaker": "Melanie", "text": "Lovely!"}
+{"time": 1683554160, "speaker": "Caroline", "text": "I adopted a greyhound", "source": "again"}"#;
+        let lines = decode(body, i64::MAX / 2).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("memory.db");
+        let mut s = MemoryStore::open(&path).unwrap();
+        let first = s.import_batch(&lines).unwrap();
+        assert_eq!(
+            (first.events.len(), first.skipped),
+            (2, 1),
+            "a repeat inside the body is skipped"
+        );
+        assert!(first.events.iter().all(|e| e.id > 0));
+        drop(s);
+        let mut s = MemoryStore::open(&path).unwrap();
+        let again = s.import_batch(&lines).unwrap();
+        assert_eq!((again.events.len(), again.skipped), (0, 3), "digests survive a reopen");
+        let events = s.events().unwrap();
+        assert_eq!(events.len(), 2);
+        assert_eq!(
+            (events[0].source.as_str(), events[0].ts_ms),
+            ("Caroline", 1_683_554_160_000)
+        );
+        // Archived events still count as imported.
+        s.archive(&events).unwrap();
+        assert_eq!(s.import_batch(&lines[..1]).unwrap().skipped, 1);
     }
 
     #[test]

@@ -32,6 +32,10 @@ pub struct TextEvent {
     pub response: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tools_used: Vec<String>,
+    /// Written by a history import (`POST /api/v1/memory/import`), which distils its
+    /// turns itself: the rule distiller's timer rounds skip such lines.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub imported: bool,
 }
 
 /// The writer (a plain struct; the actor below only forwards to it).
@@ -300,6 +304,25 @@ impl Handles<LogText> for TextLogActor {
     }
 }
 
+/// Appends several events and answers once they are written (an import waits for its
+/// record before it answers; a turn's [`LogText`] does not wait).
+#[derive(Message)]
+#[rtype(result = "Result<(), String>")]
+pub struct LogTexts(pub Vec<TextEvent>);
+
+impl Handles<LogTexts> for TextLogActor {
+    type Reply = Result<(), String>;
+    fn handle(&mut self, LogTexts(events): LogTexts, _: &mut HostContext<Self>) -> Self::Reply {
+        let now = SystemTime::now();
+        for e in &events {
+            self.log
+                .append(e, now)
+                .map_err(|err| format!("cannot write the text log: {err}; check disk space and DATA/memory/text"))?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -311,6 +334,7 @@ mod tests {
             input: format!("message {i}"),
             response: "ok".into(),
             tools_used: vec![],
+            imported: false,
         }
     }
 

@@ -312,6 +312,7 @@ impl KernelServices {
                     input: if assistant { String::new() } else { t.content.clone() },
                     response: if assistant { t.content } else { String::new() },
                     tools_used: vec![],
+                    imported: false,
                 };
                 log.send(LogText(event)).await.map_err(gone)?;
                 Ok(json!({ "ok": true }))

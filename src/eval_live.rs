@@ -1,0 +1,406 @@
+//! `homed eval locomo FILE --live`: what of a remembered conversation reaches the model.
+//!
+//! For each conversation: a real `homed` (this executable, on a temporary data dir and
+//! a loopback port, as the tests start it) with one LLM source pointing at the built-in
+//! [`ScriptedVendor`] (`context_window` = `--window`); the conversation is imported
+//! through `POST /api/v1/memory/import` (as `homed memory import` sends it); every
+//! category 1–4 question is asked through `POST /api/v1/messages` as a normal input,
+//! and the request the vendor received for it is measured ([`crate::eval_metrics`]):
+//! evidence-in-prompt recall, memory and whole-prompt tokens, turn latency.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde::Serialize;
+
+use crate::eval_metrics::{ChatRequest, PromptParts, Spread, evidence_recall};
+use crate::scripted_vendor::ScriptedVendor;
+
+/// Options of a live run.
+pub struct LiveOptions {
+    /// The source's `context_window`.
+    pub window: u64,
+    pub json: bool,
+    /// Only the first K conversations.
+    pub limit: Option<usize>,
+}
+
+/// Measures of one question.
+#[derive(Debug, Clone, Copy)]
+struct Measure {
+    recall: f64,
+    memory_tokens: f64,
+    prompt_tokens: f64,
+    latency_ms: f64,
+}
+
+/// The figures of a group of questions.
+#[derive(Debug, Clone, Serialize)]
+pub struct Figures {
+    pub questions: usize,
+    pub evidence_recall: f64,
+    pub memory_tokens: Spread,
+    pub prompt_tokens: Spread,
+    pub latency_ms: Spread,
+}
+
+impl Figures {
+    fn of(m: &[Measure]) -> Self {
+        let col = |f: fn(&Measure) -> f64| m.iter().map(f).collect::<Vec<f64>>();
+        let recall = col(|x| x.recall);
+        Self {
+            questions: m.len(),
+            evidence_recall: if m.is_empty() {
+                0.0
+            } else {
+                round3(recall.iter().sum::<f64>() / m.len() as f64)
+            },
+            memory_tokens: Spread::of(&col(|x| x.memory_tokens)),
+            prompt_tokens: Spread::of(&col(|x| x.prompt_tokens)),
+            latency_ms: round_spread(Spread::of(&col(|x| x.latency_ms))),
+        }
+    }
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+fn round_spread(s: Spread) -> Spread {
+    Spread {
+        p50: round3(s.p50),
+        p95: round3(s.p95),
+    }
+}
+
+/// The report `--json` prints.
+#[derive(Debug, Serialize)]
+pub struct LiveReport {
+    pub file: String,
+    pub window: u64,
+    pub conversations: usize,
+    /// Category 1–4 questions with evidence found in their conversation.
+    pub questions: usize,
+    /// Chat requests the vendor received for them: one per question when all went well.
+    pub requests: usize,
+    /// Questions that got no reply or whose request never arrived (scored 0).
+    pub failed: usize,
+    /// Requests whose whole prompt exceeds the window.
+    pub over_window: usize,
+    pub overall: Figures,
+    pub by_category: BTreeMap<String, Figures>,
+    /// Turns imported, over all conversations, and the import time.
+    pub imported_turns: usize,
+    pub import_ms: u64,
+    pub seconds: f64,
+}
+
+/// A daemon under evaluation: its process and where it lives.
+struct LiveDaemon {
+    child: Child,
+    base: String,
+    data: PathBuf,
+    log: PathBuf,
+}
+
+impl LiveDaemon {
+    fn start(dir: &Path) -> anyhow::Result<Self> {
+        let data = dir.join("data");
+        let log = dir.join("homed.log");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let child = Command::new(std::env::current_exe()?)
+            .args([
+                "--data",
+                data.to_str().context("the temporary directory's path is not UTF-8")?,
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+            ])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log)?)
+            .spawn()
+            .context("cannot start the daemon under evaluation")?;
+        Ok(Self {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            data,
+            log,
+        })
+    }
+
+    fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
+    }
+}
+
+impl Drop for LiveDaemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An authorised client of a healthy daemon with the scripted source loaded.
+async fn configure(d: &LiveDaemon, vendor: &ScriptedVendor, window: u64) -> anyhow::Result<(awc::Client, String)> {
+    let probe = awc::Client::builder().timeout(Duration::from_secs(5)).finish();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while probe
+        .get(format!("{}/healthz", d.base))
+        .send()
+        .await
+        .map(|r| r.status().as_u16())
+        .ok()
+        != Some(200)
+    {
+        if Instant::now() > deadline {
+            bail!(
+                "the daemon did not become healthy within 60 s; its log:\n{}",
+                d.log_tail()
+            );
+        }
+        actix_rt::time::sleep(Duration::from_millis(20)).await;
+    }
+    let token = crate::auth::read_token(&d.data)?;
+    let client = awc::Client::builder()
+        .timeout(Duration::from_secs(600))
+        .add_default_header(("authorization", format!("Bearer {token}")))
+        .finish();
+    let p = "core.llm.sources.live.";
+    let settings = serde_json::json!({
+        format!("{p}base_url"): vendor.base_url, format!("{p}model"): "scripted",
+        format!("{p}adapter"): "openai", format!("{p}api_key"): "sk-live-eval",
+        format!("{p}context_window"): window,
+    });
+    let r = client
+        .put(format!("{}/api/v1/settings", d.base))
+        .send_json(&settings)
+        .await
+        .map_err(|e| anyhow::anyhow!("configuring the scripted source: {e}"))?;
+    anyhow::ensure!(
+        r.status().is_success(),
+        "configuring the scripted source failed: {}",
+        r.status()
+    );
+    loop {
+        let mut r = client
+            .get(format!("{}/api/v1/llm/sources", d.base))
+            .send()
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let v: serde_json::Value = r.json().await.context("the sources' answer")?;
+        if v["sources"].as_array().is_some_and(|s| !s.is_empty()) {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("the daemon did not load the scripted source: {v}");
+        }
+        actix_rt::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok((client, token))
+}
+
+/// Runs the live evaluation and prints the report (stdout); progress goes to stderr.
+pub async fn run(file: &Path, opts: LiveOptions) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut samples = crate::import::read_locomo(file)?;
+    if let Some(k) = opts.limit {
+        samples.truncate(k);
+    }
+    if samples.is_empty() {
+        bail!("{} holds no conversations", file.display());
+    }
+    let vendor = ScriptedVendor::start().context("cannot start the scripted vendor on 127.0.0.1")?;
+    let mut by_cat: BTreeMap<u32, Vec<Measure>> = BTreeMap::new();
+    let mut all = Vec::new();
+    let (mut requests, mut failed, mut over_window) = (0, 0, 0);
+    let (mut imported_turns, mut import_ms) = (0, 0u64);
+    let n = samples.len();
+    for (ci, sample) in samples.iter().enumerate() {
+        let tmp = tempfile::tempdir().context("cannot create a temporary data directory")?;
+        let daemon = LiveDaemon::start(tmp.path())?;
+        let (client, token) = configure(&daemon, &vendor, opts.window).await?;
+        let body = crate::import::locomo_ndjson(sample)?;
+        eprintln!(
+            "conversation {}/{n} ({}): importing {} turns",
+            ci + 1,
+            sample.sample_id,
+            body.iter().filter(|b| **b == b'\n').count()
+        );
+        let t = Instant::now();
+        let report = crate::import::post(&client, &daemon.base, &token, body)
+            .await
+            .with_context(|| {
+                format!(
+                    "importing conversation {}; daemon log:\n{}",
+                    sample.sample_id,
+                    daemon.log_tail()
+                )
+            })?;
+        import_ms += t.elapsed().as_millis() as u64;
+        imported_turns += report.imported;
+        let texts: HashMap<String, String> = crate::eval::turns(sample)?
+            .into_iter()
+            .map(|t| (t.dia_id, t.text))
+            .collect();
+        let questions: Vec<(&crate::eval::Qa, Vec<&str>)> = sample
+            .qa
+            .iter()
+            .filter(|q| (1..=4).contains(&q.category) && !q.question.trim().is_empty())
+            .map(|q| {
+                (
+                    q,
+                    q.evidence
+                        .iter()
+                        .filter_map(|id| texts.get(id).map(String::as_str))
+                        .collect(),
+                )
+            })
+            .filter(|(_, ev): &(_, Vec<&str>)| !ev.is_empty())
+            .collect();
+        let m = questions.len();
+        vendor.clear();
+        for (qi, (qa, evidence)) in questions.iter().enumerate() {
+            progress(qi + 1, m);
+            let before = vendor.count();
+            let t = Instant::now();
+            let answered = ask(&client, &daemon.base, &qa.question).await;
+            let latency_ms = t.elapsed().as_secs_f64() * 1000.0;
+            let got = vendor.since(before);
+            requests += got.len();
+            let first = got
+                .first()
+                .and_then(|v| serde_json::from_value::<ChatRequest>(v.clone()).ok());
+            let measure = match (answered, first) {
+                (Ok(()), Some(req)) => {
+                    let parts = PromptParts::of(&req);
+                    if parts.prompt_tokens as u64 > opts.window {
+                        over_window += 1;
+                    }
+                    Measure {
+                        recall: evidence_recall(&parts.memory_norm(), evidence),
+                        memory_tokens: parts.memory_tokens as f64,
+                        prompt_tokens: parts.prompt_tokens as f64,
+                        latency_ms,
+                    }
+                }
+                (result, _) => {
+                    failed += 1;
+                    if let Err(e) = result {
+                        eprintln!("  question {}/{m} failed: {e:#}", qi + 1);
+                    }
+                    Measure {
+                        recall: 0.0,
+                        memory_tokens: 0.0,
+                        prompt_tokens: 0.0,
+                        latency_ms,
+                    }
+                }
+            };
+            by_cat.entry(qa.category).or_default().push(measure);
+            all.push(measure);
+        }
+        drop(daemon);
+    }
+    let report = LiveReport {
+        file: file.display().to_string(),
+        window: opts.window,
+        conversations: n,
+        questions: all.len(),
+        requests,
+        failed,
+        over_window,
+        overall: Figures::of(&all),
+        by_category: by_cat.iter().map(|(c, m)| (c.to_string(), Figures::of(m))).collect(),
+        imported_turns,
+        import_ms,
+        seconds: round3(started.elapsed().as_secs_f64()),
+    };
+    let mut out = std::io::stdout().lock();
+    if opts.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
+    } else {
+        print_table(&mut out, &report)?;
+    }
+    Ok(())
+}
+
+/// `question j/m` on stderr: rewritten in place on a terminal, else every 25th and the last.
+fn progress(j: usize, m: usize) {
+    use std::io::IsTerminal;
+    if std::io::stderr().is_terminal() {
+        eprint!("\r  question {j}/{m}");
+        if j == m {
+            eprintln!();
+        }
+    } else if j.is_multiple_of(25) || j == m {
+        eprintln!("  question {j}/{m}");
+    }
+}
+
+/// Asks one question as a normal synchronous input.
+/// A request that could not even connect never reached the daemon, so it is retried
+/// (awc's pool now and then reports a connection it dropped as "disconnected").
+async fn ask(client: &awc::Client, base: &str, question: &str) -> anyhow::Result<()> {
+    let body = serde_json::json!({ "text": question });
+    let mut attempt = 0;
+    let mut r = loop {
+        match client.post(format!("{base}/api/v1/messages")).send_json(&body).await {
+            Ok(r) => break r,
+            Err(awc::error::SendRequestError::Connect(e)) if attempt < 3 => {
+                attempt += 1;
+                tracing::debug!("connecting to the daemon failed ({e}); retrying");
+                actix_rt::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => bail!("cannot reach the daemon: {e}"),
+        }
+    };
+    let v: serde_json::Value = r.json().limit(16 * 1024 * 1024).await.context("the reply")?;
+    if !r.status().is_success() {
+        bail!("{}: {}", r.status(), v["error"].as_str().unwrap_or("no reason given"));
+    }
+    Ok(())
+}
+
+fn print_table(out: &mut impl Write, r: &LiveReport) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "live LoCoMo evaluation of {}: {} conversations, {} turns imported in {} ms, window {} tokens",
+        r.file, r.conversations, r.imported_turns, r.import_ms, r.window
+    )?;
+    writeln!(
+        out,
+        "{} questions, {} vendor requests, {} failed, {} over the window; {:.1} s",
+        r.questions, r.requests, r.failed, r.over_window, r.seconds
+    )?;
+    writeln!(
+        out,
+        "{:<10}{:>6}{:>10}{:>12}{:>12}{:>12}{:>12}{:>11}{:>11}",
+        "category", "n", "recall", "mem p50", "mem p95", "prompt p50", "prompt p95", "ms p50", "ms p95"
+    )?;
+    let row = |out: &mut dyn Write, name: &str, f: &Figures| {
+        writeln!(
+            out,
+            "{:<10}{:>6}{:>10.3}{:>12.0}{:>12.0}{:>12.0}{:>12.0}{:>11.1}{:>11.1}",
+            name,
+            f.questions,
+            f.evidence_recall,
+            f.memory_tokens.p50,
+            f.memory_tokens.p95,
+            f.prompt_tokens.p50,
+            f.prompt_tokens.p95,
+            f.latency_ms.p50,
+            f.latency_ms.p95
+        )
+    };
+    for (c, f) in &r.by_category {
+        row(out, c, f)?;
+    }
+    row(out, "overall", &r.overall)
+}
