@@ -6,7 +6,9 @@
 //! (`missing_vectors` → embed → `put_vectors`, here over events too: they are what is
 //! searched) when an ONNX model is installed. No LLM
 //! is involved. Each question is then answered by every retriever over the stored
-//! events, and we report turn-level evidence recall@k (the share of a question's
+//! events — `hybrid` through the very call per-turn recall makes
+//! (`MemoryStore::search_units`: the recall index's BM25 fused with dense cosine), the
+//! others as plain functions of `memory::retrieve` — and we report turn-level evidence recall@k (the share of a question's
 //! evidence turns found in the top k, averaged over questions of categories 1–4),
 //! per category and overall, per-query latency, and the size of the memory block the
 //! top 10 would make.
@@ -17,11 +19,14 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
-use homeagent_actors::memory::context::{Event, estimate_tokens};
+use homeagent_actors::memory::context::Event;
+use homeagent_actors::memory::docindex::Unit;
 use homeagent_actors::memory::embed::{self, EmbedConfig, Embedder};
+use homeagent_actors::memory::recall;
 use homeagent_actors::memory::retrieve::{self, Bm25, Retriever};
-use homeagent_actors::memory::store::MemoryStore;
+use homeagent_actors::memory::store::{MemoryStore, QueryVector};
 use homeagent_actors::memory::tfidf::Tfidf;
+use homeagent_actors::memory::tokens;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -133,13 +138,6 @@ pub fn parse_session_time(s: &str) -> Option<i64> {
     let month = MONTHS.iter().position(|n| *n == month)? as i64 + 1;
     let days = days_from_civil(year.parse().ok()?, month, day.parse().ok()?);
     Some(((days * 24 + h) * 60 + m) * 60_000)
-}
-
-/// `8 May 2023`: how a turn's date is shown to BM25 and in the memory block.
-fn show_date(ts_ms: i64) -> String {
-    let (y, m, d) = homeagent_actors::memory::civil_from_days(ts_ms.div_euclid(86_400_000));
-    let name = MONTHS[(m - 1) as usize];
-    format!("{d} {}{} {y}", name[..1].to_uppercase(), &name[1..])
 }
 
 /// The turns of a conversation in order (`session_1`, `session_2`, ...); a turn's time
@@ -329,9 +327,10 @@ pub fn locomo(file: &Path, opts: Options) -> anyhow::Result<()> {
             let e = store.append(Event {
                 id: 0,
                 ts_ms: t.ts_ms,
-                // A conversation between people is remembered with who said what.
-                source: "locomo".into(),
-                input: format!("{}: {}", t.speaker, t.text),
+                // A conversation between people is remembered with who said what: the
+                // speaker is the event's source, as an imported turn's is.
+                source: t.speaker.clone(),
+                input: t.text.clone(),
                 response: String::new(),
                 tools_used: Vec::new(),
                 tool_results: Vec::new(),
@@ -374,8 +373,9 @@ pub fn locomo(file: &Path, opts: Options) -> anyhow::Result<()> {
             .collect();
         let texts: Vec<String> = events
             .iter()
-            .map(|e| format!("{} {}", show_date(e.ts_ms), e.text_for_vector()))
+            .map(|e| recall::unit_text(e.ts_ms, e.speaker(), e.said()))
             .collect();
+        let position: HashMap<i64, usize> = events.iter().enumerate().map(|(i, e)| (e.id, i)).collect();
         let text_refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         let vec_refs: Vec<Option<&[f32]>> = events.iter().map(|e| vectors.get(&e.id).map(Vec::as_slice)).collect();
         let bm25 = Bm25::build(text_refs.iter().copied());
@@ -399,7 +399,19 @@ pub fn locomo(file: &Path, opts: Options) -> anyhow::Result<()> {
                         if *r == Retriever::Embed {
                             qv.map(|q| retrieve::dense_rank(&q, &vec_refs)).unwrap_or_default()
                         } else {
-                            retrieve::fuse(bm25.rank(&qa.question), qv.as_deref(), &vec_refs)
+                            // The turn's own ranking call, over the same store.
+                            let qv = qv.map(|vec| QueryVector {
+                                space: space.clone(),
+                                vec,
+                            });
+                            store
+                                .search_units(&qa.question, qv.as_ref(), recall::DENSE_MIN, events.len())?
+                                .into_iter()
+                                .filter_map(|u| match u {
+                                    Unit::Event(id) => position.get(&id).copied(),
+                                    Unit::Passage(_) => None,
+                                })
+                                .collect()
                         }
                     }
                 };
@@ -417,7 +429,7 @@ pub fn locomo(file: &Path, opts: Options) -> anyhow::Result<()> {
                         .push(rc);
                 }
                 let block: String = order.iter().take(BLOCK_K).map(|&i| format!("{}\n", texts[i])).collect();
-                score.block_tokens.push(estimate_tokens(&block));
+                score.block_tokens.push(tokens::count(&block));
             }
         }
     }
@@ -499,14 +511,14 @@ mod tests {
     #[test]
     fn session_times_parse_and_print_back() {
         let t = parse_session_time("1:56 pm on 8 May, 2023").unwrap();
-        assert_eq!(show_date(t), "8 May 2023");
+        assert_eq!(recall::show_date(t), "8 May 2023");
         assert_eq!(t % 86_400_000, (13 * 60 + 56) * 60_000);
         assert_eq!(
             parse_session_time("12:05 am on 1 January, 2024").unwrap() % 86_400_000,
             5 * 60_000
         );
         assert_eq!(
-            show_date(parse_session_time("9:00 am on 29 February, 2024").unwrap()),
+            recall::show_date(parse_session_time("9:00 am on 29 February, 2024").unwrap()),
             "29 February 2024"
         );
         assert!(parse_session_time("yesterday").is_none());

@@ -820,6 +820,8 @@ async fn start_agent(
         textlog: memory.textlog.clone(),
         graph: Some(memory.graph.clone()),
         embedder: Some(memory.embedder.clone()),
+        knowledge: Some(memory.knowledge.clone()),
+        tool_tokens: Default::default(),
         channels: Channels::builtin(),
         skills_index: Default::default(),
         settings: parking_lot::RwLock::new(agent_settings(&settings)),

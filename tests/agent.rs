@@ -265,15 +265,13 @@ fn the_conversation_is_remembered_across_turns_and_kill_9() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|m| m["content"].as_str().is_some_and(|c| c.starts_with("【对话时序】")))
+        .find(|m| m["content"].as_str().is_some_and(|c| c.contains("【对话时序】")))
         .cloned();
     let timeline = timeline.unwrap_or_else(|| panic!("no timeline in {last}"));
     let text = timeline["content"].as_str().unwrap();
-    assert!(text.contains("http: my cat is called Mimi"), "{text}");
-    assert!(
-        text.contains("agent: my cat is called Mimi → echo: my cat is called Mimi"),
-        "{text}"
-    );
+    // Dated, with who said it: the user (through `http`), then the reply.
+    assert!(text.contains("] http: my cat is called Mimi\n"), "{text}");
+    assert!(text.contains("] assistant: echo: my cat is called Mimi\n"), "{text}");
     assert!(
         !text.contains("what is my cat called"),
         "the current input is not in its own timeline"
@@ -351,7 +349,7 @@ fn pruned_turns_become_documents_that_are_suggested_and_can_be_loaded_back() {
         .cloned();
     let mimi_id = mimi.unwrap_or_else(|| panic!("the old turn was not archived: {docs:?}"))["id"].clone();
 
-    // A related input gets the document suggested in its prompt.
+    // A related input gets the archived turn itself (its passage) in its prompt.
     let (status, _) = post(&d, "/api/v1/messages", json!({"text": "what does Mimi eat?"}));
     assert_eq!(status, 200);
     let last = v.last.lock().unwrap().clone();
@@ -360,9 +358,10 @@ fn pruned_turns_become_documents_that_are_suggested_and_can_be_loaded_back() {
         .unwrap()
         .iter()
         .filter_map(|m| m["content"].as_str())
-        .find(|c| c.contains("【相关记忆文档】"))
+        .find(|c| c.contains("【相关记忆】"))
         .map(str::to_owned);
-    assert!(memory.is_some(), "no document block in {last}");
+    let memory = memory.unwrap_or_else(|| panic!("no recalled memory in {last}"));
+    assert!(memory.contains("] http: my cat Mimi loves tuna\n"), "{memory}");
 
     // doc_query loads it back into the timeline and out of the store.
     let (status, body) = post(

@@ -125,6 +125,8 @@ async fn stack(settings: AgentSettings) -> Stack {
         textlog,
         graph: None,
         embedder: None,
+        knowledge: None,
+        tool_tokens: Default::default(),
         channels: Channels::builtin(),
         skills_index: Default::default(),
         settings: parking_lot::RwLock::new(settings),

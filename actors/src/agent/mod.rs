@@ -15,6 +15,7 @@
 //! * [`inbox`]: the durable inbox (`DATA/inbox.db`) that holds every acknowledged
 //!   input until its task has ended, and its group-committing actor.
 
+pub mod budget;
 pub mod channels;
 pub mod dedupe;
 pub mod handles;

@@ -8,8 +8,8 @@
 pub const THRESHOLD: f64 = 1.25;
 /// Recoveries a task may make.
 pub const BUDGET: u32 = 2;
-/// The window assumed when the model's is unknown (spec §5.8).
-pub const DEFAULT_WINDOW: usize = 32_768;
+/// The window assumed when the model's is unknown (spec §5.8; `llm::window`).
+pub const DEFAULT_WINDOW: usize = crate::llm::window::DEFAULT_WINDOW;
 
 /// What to do before a request.
 #[derive(Debug, PartialEq)]

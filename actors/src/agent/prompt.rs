@@ -86,7 +86,8 @@ pub fn source_context(input: &Input) -> String {
     origin_context(&Origin::of(input))
 }
 
-fn origin_context(o: &Origin) -> String {
+/// The source-context message of an input from `o`.
+pub fn origin_context(o: &Origin) -> String {
     if o.interrupt {
         format!("这是一条打断输入。来源: {}；默认输出通道: {}。", o.source, o.channel)
     } else {

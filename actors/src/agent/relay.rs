@@ -31,7 +31,15 @@ pub fn agent_settings(s: &Settings) -> AgentSettings {
         temperature: l.temperature,
         tool_timeout: a.tool_timeout,
         max_context_size: a.max_context_size,
+        window: window(s, &l),
     }
+}
+
+/// The context window of the source requests go to first (`llm::window`: configured,
+/// known model, or the logged default).
+fn window(s: &Settings, l: &LlmConfig) -> usize {
+    let (sources, _) = crate::llm::source::sources_from_settings(s.raw(), l.api_key.expose());
+    crate::llm::window::window_of(crate::llm::window::primary(&sources)).tokens
 }
 
 /// What a changed key asks the relay to reload.

@@ -16,6 +16,7 @@ use actix::prelude::*;
 use parking_lot::RwLock;
 use tokio_util::sync::CancellationToken;
 
+use super::budget::Budget;
 use super::channels::Channels;
 use super::input::Input;
 use super::prompt::PromptSettings;
@@ -28,8 +29,9 @@ use crate::addr::TAddr;
 use crate::bus::EventBus;
 use crate::host::{Host, HostContext, KernelActor};
 use crate::llm::provider::{Complete, LlmActor};
-use crate::memory::actor::{AppendEvent, ContextActor, Timeline};
+use crate::memory::actor::{AppendEvent, ContextActor, Recall};
 use crate::memory::now_ms;
+use crate::memory::recall::{RecallBudget, Recollection};
 use crate::registry::Registry;
 use crate::scheduler::Level;
 use crate::stages::{GetTools, Stage, StageHost};
@@ -46,6 +48,8 @@ pub struct AgentSettings {
     pub tool_timeout: std::time::Duration,
     /// Events the context window holds before a prune (`core.agent.max_context_size`).
     pub max_context_size: usize,
+    /// The context window of the source requests go to first (`llm::window`).
+    pub window: usize,
 }
 
 impl Default for AgentSettings {
@@ -57,6 +61,7 @@ impl Default for AgentSettings {
             temperature: 0.7,
             tool_timeout: super::tools_exec::TOOL_TIMEOUT,
             max_context_size: 30,
+            window: crate::llm::window::DEFAULT_WINDOW,
         }
     }
 }
@@ -72,8 +77,12 @@ pub struct TaskDeps {
     pub textlog: TAddr<crate::memory::textlog::TextLogActor>,
     /// The graph tier, for the `【记忆索引】` block (none in kernels without it).
     pub graph: Option<TAddr<crate::memory::graph_actor::GraphActor>>,
-    /// The embedder, for the dense side of the document lookup (none: BM25 only).
+    /// The embedder, for the dense side of recall (none: BM25 only).
     pub embedder: Option<crate::memory::embed::actor::EmbedderHandle>,
+    /// The knowledge base, a tier of per-turn recall (none in kernels without it).
+    pub knowledge: Option<TAddr<crate::memory::knowledge::KnowledgeActor>>,
+    /// The token count of the tool schemas last offered, by their names (see `recall`).
+    pub tool_tokens: parking_lot::Mutex<Option<(String, usize)>>,
     pub channels: Channels,
     /// The skill index for the system prompt (filled when SKILL.md plugins load).
     pub skills_index: RwLock<String>,
@@ -139,6 +148,7 @@ impl TaskActor {
                 max_tokens: s.max_tokens,
                 temperature: s.temperature,
                 max_context_size: s.max_context_size,
+                window: s.window,
             },
             now_ms: now_ms(),
         };
@@ -172,9 +182,9 @@ impl TaskActor {
                     run_stage(&stages, Stage::AfterOutput, sctx).await;
                 });
             }
-            Cmd::ReadTimeline { query, max_tokens } => {
-                let fut = read_timeline(self.deps.clone(), query, max_tokens);
-                self.await_event(ctx, fut, Event::Timeline);
+            Cmd::ReadTimeline { query, window, fixed } => {
+                let fut = recall(self.deps.clone(), query, window, fixed);
+                self.await_event(ctx, fut, |r| Event::Timeline(r.render()));
             }
             Cmd::RecordInput(event) => {
                 let context = self.deps.context.clone();
@@ -340,48 +350,98 @@ impl TaskActor {
     }
 }
 
-/// The timeline (committed state) for the prefix, with the memory index of the
-/// entities the input touches appended.
-async fn read_timeline(deps: Arc<TaskDeps>, query: String, max_tokens: usize) -> String {
-    let context = deps.context.clone();
-    let graph = deps.graph.clone();
-    let embedder = deps.embedder.clone();
-    let q = query.clone();
-    let read = async move {
-        let qv =
-            crate::memory::embed::actor::embed_query(embedder.as_ref(), &q, crate::memory::actor::QUERY_EMBED_WAIT)
-                .await;
-        context
-            .send(Timeline {
-                max_tokens,
-                query: q,
-                qv,
-            })
-            .await
+/// How long recall waits for the graph and the knowledge base (a busy tier — a big
+/// merge round — skips one turn rather than delaying it).
+const TIER_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
+/// Facts and knowledge items a tier offers per turn (before the budget cut).
+const TIER_ITEMS: usize = 8;
+
+/// Per-turn recall for the prefix (`memory::recall`): the budget of §5.8 once the tool
+/// schemas are counted, the query's embedding (waited for briefly), the graph's facts
+/// and index line and the knowledge items (asked in parallel), then the context actor
+/// ranks its events and passages, fuses the tiers and cuts them to the budget.
+pub async fn recall(deps: Arc<TaskDeps>, query: String, window: usize, fixed: usize) -> Recollection {
+    let tools = async {
+        let Ok(registry) = deps.stages.send(GetTools).await else {
+            return 0;
+        };
+        let channel_tools = deps.channels.tools();
+        // The schemas change only with the list (a plugin's tools come and go together):
+        // the names are the cache key, so a turn does not serialise them again.
+        let mut key: String = registry.names().collect::<Vec<_>>().join(",");
+        for t in &channel_tools {
+            key.push(';');
+            key.push_str(&t.function.name);
+        }
+        if let Some((k, n)) = deps.tool_tokens.lock().as_ref()
+            && *k == key
+        {
+            return *n;
+        }
+        let mut defs = registry.defs();
+        defs.extend(channel_tools);
+        let n = serde_json::to_string(&defs).map_or(0, |s| crate::memory::tokens::count(&s));
+        *deps.tool_tokens.lock() = Some((key, n));
+        n
     };
-    // Asked in parallel, and never waited for long: a busy graph (a big merge round)
-    // skips one index.
-    let index = async move {
-        let Some(graph) = graph else { return String::new() };
-        let ask = graph.send(crate::memory::graph_actor::MemoryIndex(query));
-        match tokio::time::timeout(std::time::Duration::from_millis(250), ask).await {
-            Ok(Ok(index)) => index,
-            Ok(Err(_)) => String::new(),
+    let embed = crate::memory::embed::actor::embed_query(
+        deps.embedder.as_ref(),
+        &query,
+        crate::memory::actor::QUERY_EMBED_WAIT,
+    );
+    let graph = async {
+        let Some(graph) = deps.graph.clone() else {
+            return (Vec::new(), String::new());
+        };
+        let ask = graph.send(crate::memory::graph_actor::RecallFacts {
+            input: query.clone(),
+            limit: TIER_ITEMS,
+        });
+        match tokio::time::timeout(TIER_WAIT, ask).await {
+            Ok(Ok(r)) => (r.facts, r.index),
+            Ok(Err(_)) => (Vec::new(), String::new()),
             Err(_) => {
-                tracing::debug!("memory index skipped: the graph did not answer within 250 ms");
-                String::new()
+                tracing::debug!("graph recall skipped: the graph did not answer within {TIER_WAIT:?}");
+                (Vec::new(), String::new())
             }
         }
     };
-    let (timeline, index) = futures_util::join!(read, index);
-    let mut timeline = timeline.unwrap_or_default();
-    if !index.is_empty() {
-        if !timeline.is_empty() {
-            timeline.push_str("\n\n");
+    let knowledge = async {
+        let Some(kb) = deps.knowledge.clone() else {
+            return Vec::new();
+        };
+        let ask = kb.send(crate::memory::knowledge::RecallKnowledge {
+            input: query.clone(),
+            limit: TIER_ITEMS,
+        });
+        match tokio::time::timeout(TIER_WAIT, ask).await {
+            Ok(Ok(items)) => items,
+            _ => {
+                tracing::debug!("knowledge recall skipped: no answer within {TIER_WAIT:?}");
+                Vec::new()
+            }
         }
-        timeline.push_str(&index);
+    };
+    let (tool_tokens, qv, (facts, index), knowledge) = futures_util::join!(tools, embed, graph, knowledge);
+    let budget = Budget::new(window, fixed + tool_tokens);
+    tracing::debug!(?budget, tool_tokens, dense = qv.is_some(), "prompt budget");
+    let msg = Recall {
+        query,
+        qv,
+        budget: RecallBudget {
+            memory: budget.memory,
+            timeline: budget.timeline,
+        },
+        tiers: vec![facts, knowledge],
+        index: (!index.is_empty()).then_some(index),
+    };
+    match deps.context.send(msg).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!("recall failed, the prompt goes without memory (is kernel/memory/context running?): {e}");
+            Recollection::default()
+        }
     }
-    timeline
 }
 
 impl KernelActor for TaskActor {

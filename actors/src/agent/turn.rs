@@ -15,6 +15,7 @@
 
 use serde_json::{Value, json};
 
+use super::budget::Budget;
 use super::channels::{Channels, parse_send_tool};
 use super::input::Reply;
 use super::overflow::{self, Guard, Verdict};
@@ -25,18 +26,15 @@ use crate::llm::provider::{Completion, LlmError};
 use crate::llm::types::{WireFunction, WireToolCall};
 use crate::llm::{CompletionRequest, Message, ToolCall, Usage};
 use crate::memory::Event as MemoryEvent;
-use crate::memory::context::{ToolOutput, estimate_tokens};
+use crate::memory::context::ToolOutput;
 use crate::memory::textlog::TextEvent;
+use crate::memory::tokens;
 use crate::stages::{Stage, StageContext, StageToolCall, ToolRegistry};
 
 /// Reply when a stop ends the running task.
 pub const STOPPED: &str = "已停止生成。";
 /// Reply of an input that was waiting when stop was pressed.
 pub const CANCELLED_BY_STOP: &str = "已取消（用户停止）。";
-/// The window the timeline budget assumes (spec §5.8's default; the model's own is not
-/// known to the agent yet).
-const BUDGET_WINDOW: usize = 32_768;
-
 /// What the input is, as far as the turn cares (the reply path stays in the shell).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TurnInput {
@@ -74,6 +72,9 @@ pub struct Limits {
     pub temperature: f64,
     /// `core.agent.max_context_size`, handed to the prune of an overflow recovery.
     pub max_context_size: usize,
+    /// The context window (tokens) of the source the request will go to first
+    /// (`llm::window`): the prompt's budget and the overflow check are cut to it.
+    pub window: usize,
 }
 
 /// What the core reads with every event (the current settings, the channels and the
@@ -159,7 +160,8 @@ pub enum Event {
     Started,
     /// The answer of [`Cmd::RunStage`] for `on_input`.
     OnInput(StageContext),
-    /// The answer of [`Cmd::ReadTimeline`]: the committed timeline (and memory index).
+    /// The answer of [`Cmd::ReadTimeline`]: the recalled memory and the recency
+    /// timeline, rendered (`memory::recall::Recollection::render`).
     Timeline(String),
     /// The answer of [`Cmd::RecordInput`]. `Err(Ok(e))`: the store refused it;
     /// `Err(Err(e))`: the context actor is unavailable.
@@ -238,8 +240,11 @@ pub enum Cmd {
     RunStage(Stage, StageContext),
     /// Run `after_output` and do not wait for it.
     AfterOutput(StageContext),
-    /// Read the committed timeline within `max_tokens`; answer [`Event::Timeline`].
-    ReadTimeline { query: String, max_tokens: usize },
+    /// Recall memory for `query` (per-turn recall, `memory::recall`) within the budget
+    /// of a `window`-token model of which `fixed` tokens (system prompt, source context,
+    /// input) are taken — the shell adds the tool schemas' tokens, which only it knows
+    /// — and answer [`Event::Timeline`].
+    ReadTimeline { query: String, window: usize, fixed: usize },
     /// Commit the input to the context window; answer [`Event::InputRecorded`].
     RecordInput(MemoryEvent),
     /// Ask the scheduler's stop budget; answer [`Event::StopBudget`].
@@ -633,18 +638,25 @@ impl TurnCore {
         }
     }
 
-    /// Token budget of the timeline (spec §5.8 with the default window).
-    fn context_budget(env: &Env) -> usize {
-        let target = BUDGET_WINDOW * 80 / 100;
-        let fixed = estimate_tokens(&prompt::system_prompt(env.prompt, env.channels));
-        let available = target.saturating_sub(fixed);
-        available - available / 3
+    /// Tokens of the prefix's fixed parts: system prompt, source context, the input.
+    /// (The system prompt is the same turn after turn: its count is memoised.)
+    fn fixed_tokens(&self, env: &Env) -> usize {
+        tokens::count_memo(&prompt::system_prompt(env.prompt, env.channels))
+            + tokens::count(&prompt::origin_context(&self.origin()))
+            + tokens::count(&self.input.text)
+            + PER_MESSAGE_TOKENS * 3
+    }
+
+    /// Token budget of the timeline (spec §5.8), handed to an overflow recovery's prune.
+    fn context_budget(&self, env: &Env) -> usize {
+        Budget::new(env.limits.window, self.fixed_tokens(env)).timeline
     }
 
     fn read_timeline(&mut self, why: Rebuild, env: &Env, out: &mut Vec<Cmd>) {
         let cmd = Cmd::ReadTimeline {
             query: self.input.text.clone(),
-            max_tokens: Self::context_budget(env),
+            window: env.limits.window,
+            fixed: self.fixed_tokens(env),
         };
         self.await_(Wait::Timeline(why), cmd, out);
     }
@@ -706,7 +718,7 @@ impl TurnCore {
             return;
         }
         prompt::add_continuation(&mut self.msgs, self.last_batch_reply_only);
-        match self.overflow.check(prompt_tokens(&self.msgs), overflow::DEFAULT_WINDOW) {
+        match self.overflow.check(prompt_tokens(&self.msgs), limits.window) {
             Verdict::Fits => {}
             Verdict::Recover => return self.recover_overflow(env, out),
             Verdict::Fail(m) => {
@@ -733,7 +745,7 @@ impl TurnCore {
     /// the prompt from committed state, continue at a safe point.
     fn recover_overflow(&mut self, env: &Env, out: &mut Vec<Cmd>) {
         let cmd = Cmd::Prune {
-            context_tokens: Self::context_budget(env),
+            context_tokens: self.context_budget(env),
             max_context_size: env.limits.max_context_size,
         };
         self.await_(Wait::Prune, cmd, out);
@@ -964,19 +976,25 @@ impl TurnCore {
     }
 }
 
-/// The estimated size of a prompt (spec §5.8's estimate over every message's text).
-fn prompt_tokens(msgs: &[Message]) -> usize {
+/// What a chat message's framing (role, separators) costs beyond its text, as OpenAI
+/// documents it for its chat formats.
+pub const PER_MESSAGE_TOKENS: usize = 4;
+
+/// The size of a prompt's messages in o200k tokens (tool schemas not included: the
+/// overflow check compares against 1.25 × the window, which they fit within).
+pub fn prompt_tokens(msgs: &[Message]) -> usize {
     msgs.iter()
         .map(|m| {
             let content = match &m.content {
-                Value::String(s) => estimate_tokens(s),
+                Value::String(s) => tokens::count(s),
                 Value::Null => 0,
-                other => estimate_tokens(&other.to_string()),
+                other => tokens::count(&other.to_string()),
             };
-            content
+            PER_MESSAGE_TOKENS
+                + content
                 + m.tool_calls
                     .iter()
-                    .map(|c| estimate_tokens(&c.function.arguments) + estimate_tokens(&c.function.name))
+                    .map(|c| tokens::count(&c.function.arguments) + tokens::count(&c.function.name))
                     .sum::<usize>()
         })
         .sum()

@@ -3,6 +3,8 @@
 use actix::prelude::*;
 
 use super::context::{self, Event};
+use super::docindex::Unit;
+use super::recall::{Item, Origin};
 use super::store::{Document, MemoryError, MemoryStore, QueryVector};
 use crate::host::{Handles, HostContext, KernelActor};
 
@@ -10,6 +12,8 @@ use crate::host::{Handles, HostContext, KernelActor};
 pub struct ContextActor {
     store: MemoryStore,
     events: Vec<Event>,
+    /// o200k tokens of each window event's words, counted once (by event id).
+    tokens: std::collections::HashMap<i64, usize>,
 }
 
 impl ContextActor {
@@ -17,7 +21,11 @@ impl ContextActor {
     pub fn open(store: MemoryStore) -> Result<Self, MemoryError> {
         let events = store.events()?;
         tracing::info!(events = events.len(), "context loaded");
-        Ok(Self { store, events })
+        Ok(Self {
+            store,
+            events,
+            tokens: Default::default(),
+        })
     }
 }
 
@@ -39,16 +47,22 @@ pub const QUERY_EMBED_WAIT: std::time::Duration = std::time::Duration::from_mill
 #[rtype(result = "Result<Event, String>")]
 pub struct AppendEvent(pub Event);
 
-/// The memory block of a prompt: the `【对话时序】` timeline within a token budget,
-/// followed, when `query` matches documents, by `【相关记忆文档】` with the top 3.
+/// Per-turn recall (`memory::recall`): the window events and archived passages most
+/// relevant to `query`, fused with the other tiers' ranked items, deduplicated and cut
+/// to `budget`, plus the recency window. Read-only (documents are not "read" by it:
+/// their access counts decide when they are cold, and recall touches many passages).
 #[derive(Message)]
-#[rtype(result = "String")]
-pub struct Timeline {
-    pub max_tokens: usize,
-    /// The input the documents are matched against ("" = no documents).
+#[rtype(result = "super::recall::Recollection")]
+pub struct Recall {
+    /// The input the memory is matched against ("" = the recency window only).
     pub query: String,
     /// The input's embedding, when the embedder answered in time.
     pub qv: Option<QueryVector>,
+    pub budget: super::recall::RecallBudget,
+    /// Ranked items of the other tiers (graph facts, knowledge), each best first.
+    pub tiers: Vec<Vec<super::recall::Item>>,
+    /// The graph's `【记忆索引】` line, if any.
+    pub index: Option<String>,
 }
 
 /// `doc_query`: moves the documents matching `query` back into the timeline (at their
@@ -117,23 +131,91 @@ impl Handles<AppendEvent> for ContextActor {
     }
 }
 
-impl Handles<Timeline> for ContextActor {
-    type Reply = String;
-    fn handle(&mut self, msg: Timeline, _: &mut HostContext<Self>) -> String {
-        let mut out = context::timeline(&self.events, msg.max_tokens);
-        if !msg.query.trim().is_empty() {
-            match self.store.query_documents(&msg.query, 3, false, msg.qv.as_ref()) {
-                Ok(docs) if !docs.is_empty() => {
-                    out.push_str("【相关记忆文档】\n");
-                    for (i, d) in docs.iter().enumerate() {
-                        out.push_str(&format!("  [{}] {}\n", i + 1, d.summary));
+impl ContextActor {
+    /// A window event as a recall item (its token count cached).
+    fn window_item(&mut self, e: &Event) -> Item {
+        let said = e.said();
+        let tokens = *self.tokens.entry(e.id).or_insert_with(|| super::tokens::count(said));
+        Item {
+            origin: Origin::Window,
+            ts_ms: Some(e.ts_ms),
+            speaker: e.speaker().to_owned(),
+            text: said.to_owned(),
+            tokens,
+        }
+    }
+
+    /// The units most relevant to `query`, as items, best first.
+    fn relevant_units(&mut self, query: &str, qv: Option<&QueryVector>) -> Vec<Item> {
+        let units = match self
+            .store
+            .search_units(query, qv, super::recall::DENSE_MIN, super::recall::UNIT_CANDIDATES)
+        {
+            Ok(u) => u,
+            Err(e) => {
+                tracing::warn!("recall lookup failed, the prompt gets the recency window only: {e}");
+                return Vec::new();
+            }
+        };
+        let passage_ids: Vec<i64> = units
+            .iter()
+            .filter_map(|u| match u {
+                Unit::Passage(id) => Some(*id),
+                Unit::Event(_) => None,
+            })
+            .collect();
+        let mut passages: std::collections::HashMap<i64, super::store::Passage> =
+            match self.store.passages(&passage_ids) {
+                Ok(ps) => ps.into_iter().map(|p| (p.id, p)).collect(),
+                Err(e) => {
+                    tracing::warn!("reading recalled passages failed: {e}");
+                    Default::default()
+                }
+            };
+        let by_id: std::collections::HashMap<i64, usize> =
+            self.events.iter().enumerate().map(|(i, e)| (e.id, i)).collect();
+        let mut out = Vec::with_capacity(units.len());
+        for u in units {
+            match u {
+                Unit::Event(id) => {
+                    if let Some(&i) = by_id.get(&id) {
+                        let e = self.events[i].clone();
+                        out.push(self.window_item(&e));
                     }
                 }
-                Ok(_) => {}
-                Err(e) => tracing::warn!("document lookup failed: {e}"),
+                Unit::Passage(id) => {
+                    if let Some(p) = passages.remove(&id) {
+                        out.push(Item {
+                            origin: Origin::Passage { doc_id: p.doc_id },
+                            ts_ms: Some(p.ts_ms),
+                            speaker: p.speaker,
+                            text: p.text,
+                            tokens: p.tokens,
+                        });
+                    }
+                }
             }
         }
         out
+    }
+
+    /// Forgets the cached counts of events no longer in the window.
+    fn trim_token_cache(&mut self) {
+        let live: std::collections::HashSet<i64> = self.events.iter().map(|e| e.id).collect();
+        self.tokens.retain(|id, _| live.contains(id));
+    }
+}
+
+impl Handles<Recall> for ContextActor {
+    type Reply = actix::MessageResult<crate::host::Envelope<Recall>>;
+    fn handle(&mut self, msg: Recall, _: &mut HostContext<Self>) -> Self::Reply {
+        let start = self.events.len().saturating_sub(2 * super::recall::RECENT_EVENTS);
+        let tail: Vec<Event> = self.events[start..].to_vec();
+        let recent: Vec<Item> = tail.iter().map(|e| self.window_item(e)).collect();
+        let mut tiers = vec![self.relevant_units(&msg.query, msg.qv.as_ref())];
+        tiers.extend(msg.tiers);
+        let ranked = super::recall::fuse(tiers);
+        actix::MessageResult(super::recall::select(&msg.query, recent, ranked, msg.index, msg.budget))
     }
 }
 
@@ -167,6 +249,7 @@ impl Handles<PruneContext> for ContextActor {
         // Disk first: if archiving fails, the in-memory window stays as it was.
         let doc = self.store.archive(&pruned.archived).map_err(|e| e.to_string())?;
         self.events = pruned.kept;
+        self.trim_token_cache();
         tracing::info!(archived = n, kept = self.events.len(), document = ?doc, "context pruned");
         Ok(n)
     }
@@ -303,6 +386,7 @@ impl ContextActor {
         let n = pruned.archived.len();
         let doc = self.store.archive(&pruned.archived).map_err(|e| e.to_string())?;
         self.events = pruned.kept;
+        self.trim_token_cache();
         tracing::info!(archived = n, kept = self.events.len(), document = ?doc, "context distilled");
         Ok(n)
     }

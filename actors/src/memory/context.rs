@@ -1,5 +1,6 @@
-//! The context tier (working memory): the timeline of recent events, pruning by
-//! relevance, and the `【对话时序】` block of the prompt (kernel spec §5).
+//! The context tier (working memory): the events of the window and pruning by
+//! relevance (kernel spec §5). What the prompt shows of them is per-turn recall's
+//! (`memory::recall`).
 
 use serde::{Deserialize, Serialize};
 
@@ -43,6 +44,26 @@ pub struct Event {
 }
 
 impl Event {
+    /// Who said what this event remembers, as recall shows it: `assistant` for the
+    /// agent's replies, otherwise the source (a channel such as `http`, or the speaker's
+    /// name for an imported conversation).
+    pub fn speaker(&self) -> &str {
+        match self.source.as_str() {
+            "agent" => "assistant",
+            s => s,
+        }
+    }
+
+    /// The words this event adds to memory, verbatim: an agent reply's response (its
+    /// input repeats the user's event), a restored document's content, otherwise the
+    /// input. Empty when there is nothing to remember.
+    pub fn said(&self) -> &str {
+        match self.source.as_str() {
+            "agent" | "cold_storage" => &self.response,
+            _ => &self.input,
+        }
+    }
+
     /// The text an event is compared by (three-branch rule, spec §5.3): agent replies
     /// by their response, restored documents by both, everything else by the input;
     /// tool outputs are appended.
@@ -62,23 +83,15 @@ impl Event {
         t.split_whitespace().collect::<Vec<_>>().join(" ")
     }
 
+    /// o200k tokens of what the event holds (the overflow prune's size per event).
     fn tokens(&self) -> usize {
-        estimate_tokens(&self.input)
-            + estimate_tokens(&self.response)
+        super::tokens::count(&self.input)
+            + super::tokens::count(&self.response)
             + self
                 .tool_results
                 .iter()
-                .map(|r| estimate_tokens(&r.output))
+                .map(|r| super::tokens::count(&r.output))
                 .sum::<usize>()
-    }
-}
-
-/// Tokens of a text, never underestimated: `min(bytes, 2 × chars)`.
-pub fn estimate_tokens(s: &str) -> usize {
-    if s.is_empty() {
-        0
-    } else {
-        s.len().min(2 * s.chars().count())
     }
 }
 
@@ -154,46 +167,6 @@ pub fn top_k_and_protected(events: &[Event], context_tokens: usize, max_context_
     (top_k, protected)
 }
 
-fn clock(ts_ms: i64) -> String {
-    let secs = ts_ms.div_euclid(1000);
-    let day = secs.rem_euclid(86_400);
-    format!("{:02}:{:02}:{:02}", day / 3600, (day % 3600) / 60, day % 60)
-}
-
-/// The `【对话时序】` block: newest events that fit `max_tokens`, rendered oldest first
-/// (at least one event; empty when there are none). Times are UTC.
-pub fn timeline(events: &[Event], max_tokens: usize) -> String {
-    const HEADER: &str = "【对话时序】\n";
-    if events.is_empty() {
-        return String::new();
-    }
-    let mut remaining = max_tokens as i64 - estimate_tokens(HEADER) as i64;
-    let mut chosen = Vec::new();
-    for e in events.iter().rev() {
-        let mut cost = (estimate_tokens(&e.source) + estimate_tokens(&e.input) + 40) as i64;
-        if !e.response.is_empty() {
-            cost += 120;
-        }
-        if remaining - cost < 0 && !chosen.is_empty() {
-            break;
-        }
-        remaining -= cost;
-        chosen.push(e);
-    }
-    let mut out = String::from(HEADER);
-    for e in chosen.into_iter().rev() {
-        out.push_str(&format!("[{}] {}: {}", clock(e.ts_ms), e.source, e.input));
-        if !e.tools_used.is_empty() {
-            out.push_str(&format!(" → 调用工具: {}", e.tools_used.join(", ")));
-        }
-        if !e.response.is_empty() {
-            out.push_str(&format!(" → {}", super::truncate_chars(&e.response, 120, "...")));
-        }
-        out.push('\n');
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,33 +199,13 @@ mod tests {
     }
 
     #[test]
-    fn timeline_fits_the_budget_and_reads_oldest_first() {
-        let mut events: Vec<Event> = (0..50).map(|i| ev(i, &format!("message {i}"))).collect();
-        events[49].response = "r".repeat(300);
-        events[49].tools_used = vec!["output_send__http".into()];
-        let t = timeline(&events, 400);
-        assert!(t.starts_with("【对话时序】\n"));
-        let lines: Vec<&str> = t.lines().skip(1).collect();
-        assert!(lines.len() < 50 && !lines.is_empty());
-        assert!(
-            lines
-                .last()
-                .unwrap()
-                .contains("message 49 → 调用工具: output_send__http → rrr")
-        );
-        assert!(lines.last().unwrap().ends_with("..."));
-        assert!(lines[0].starts_with("[00:00:"));
-        assert_eq!(timeline(&events[..1], 1).lines().count(), 2, "at least one event");
-        assert_eq!(timeline(&[], 100), "");
-    }
-
-    #[test]
     fn budget_rules() {
-        assert_eq!(estimate_tokens("abc"), 3);
-        assert_eq!(estimate_tokens("猫猫"), 4);
-        let events: Vec<Event> = (0..3).map(|i| ev(i, &"x".repeat(1000))).collect();
-        let (top_k, protected) = top_k_and_protected(&events, 5000, 30);
-        assert_eq!((top_k, protected), (6, 5));
+        let text = "The quick brown fox jumps over the lazy dog. ".repeat(50);
+        let per = super::super::tokens::count(&text);
+        assert!((400..600).contains(&per), "{per}");
+        let events: Vec<Event> = (0..3).map(|i| ev(i, &text)).collect();
+        let (top_k, protected) = top_k_and_protected(&events, 10 * per, 30);
+        assert_eq!((top_k, protected), (11, 10), "sized in real tokens");
         assert_eq!(top_k_and_protected(&[], 0, 30), (29, 10));
     }
 

@@ -1,29 +1,72 @@
-//! The document tier's search index, kept in memory beside `memory.db`: BM25 postings
-//! over every document (updated as documents come and go) and the documents' vectors
-//! of one space (synced from the `vectors` table by rowid, which the embedder's
-//! connection writes). Built on the first search, so a daemon that never looks up a
-//! document never pays for it. Without it every lookup re-read and re-tokenised the
-//! whole tier (~1 s per turn at 100k documents).
+//! In-memory search indexes kept beside `memory.db`: BM25 postings over their texts
+//! (updated as rows come and go) and the rows' vectors of one space (synced from the
+//! `vectors` table by rowid, which the embedder's connection writes). Built on the
+//! first search, so a daemon that never looks something up never pays for it. Without
+//! them every lookup re-read and re-tokenised the whole tier (~1 s per turn at 100k
+//! documents).
+//!
+//! Two indexes share this code: [`DocIndex`] over whole documents (`doc_query`, the
+//! documents API) and [`RecallIndex`] over the units per-turn recall ranks — the
+//! context window's events and the archived events' passages — so a query finds the
+//! matching *passage*, not a document header.
 
 use std::collections::HashMap;
+use std::fmt::Debug;
+use std::hash::Hash;
 
 use rusqlite::Connection;
 
 use super::retrieve::{self, Bm25};
 
-/// Rebuild the BM25 postings when this share of its documents has been removed.
+/// Rebuild the BM25 postings when this share of its rows has been removed.
 const REBUILD_REMOVED: f64 = 0.25;
 
-pub struct DocIndex {
+/// What an index is keyed by, and which `vectors` rows belong to it.
+pub trait IndexKey: Clone + Eq + Hash + Debug {
+    /// The `vectors.kind` values of this index (an SQL list, quoted).
+    const VECTOR_KINDS: &'static str;
+    /// The key of a `vectors` row (`kind`, `ref`).
+    fn from_vector(kind: &str, r: &str) -> Option<Self>;
+}
+
+/// Documents are keyed by their id.
+impl IndexKey for String {
+    const VECTOR_KINDS: &'static str = "'document'";
+    fn from_vector(kind: &str, r: &str) -> Option<Self> {
+        (kind == "document").then(|| r.to_owned())
+    }
+}
+
+/// One unit of recall: a context event (by its row id) or a passage (by its row id).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Unit {
+    Event(i64),
+    Passage(i64),
+}
+
+impl IndexKey for Unit {
+    const VECTOR_KINDS: &'static str = "'event', 'passage'";
+    fn from_vector(kind: &str, r: &str) -> Option<Self> {
+        let id = r.parse().ok()?;
+        match kind {
+            "event" => Some(Unit::Event(id)),
+            "passage" => Some(Unit::Passage(id)),
+            _ => None,
+        }
+    }
+}
+
+/// BM25 + dense vectors over rows keyed by `K`.
+pub struct SearchIndex<K: IndexKey> {
     bm25: Bm25,
-    /// BM25 document number → document id (`None` once removed).
-    ids: Vec<Option<String>>,
-    number: HashMap<String, usize>,
+    /// BM25 row number → key (`None` once removed).
+    ids: Vec<Option<K>>,
+    number: HashMap<K, usize>,
     /// The vectors' space and the highest `vectors.rowid` read.
     space: String,
     rowid: i64,
     /// Unit vectors, row after row in one buffer (a scan is a tight dot-product loop);
-    /// `dense_doc[r]` is row r's document number (`usize::MAX` once removed), and
+    /// `dense_doc[r]` is row r's BM25 number (`usize::MAX` once removed), and
     /// `dense_row` the way back.
     dense: Vec<f32>,
     dense_doc: Vec<usize>,
@@ -31,15 +74,19 @@ pub struct DocIndex {
     dim: usize,
 }
 
+/// The document index.
+pub type DocIndex = SearchIndex<String>;
+/// The recall index (window events and passages).
+pub type RecallIndex = SearchIndex<Unit>;
+
 /// The text a document is searched by.
 pub fn doc_text(summary: &str, content: &str) -> String {
     format!("{summary} {content}")
 }
 
-impl DocIndex {
-    /// Reads every document of `conn`.
-    pub fn build(conn: &Connection) -> rusqlite::Result<Self> {
-        let mut ix = Self {
+impl<K: IndexKey> Default for SearchIndex<K> {
+    fn default() -> Self {
+        Self {
             bm25: Bm25::new(),
             ids: Vec::new(),
             number: HashMap::new(),
@@ -49,7 +96,14 @@ impl DocIndex {
             dense_doc: Vec::new(),
             dense_row: HashMap::new(),
             dim: 0,
-        };
+        }
+    }
+}
+
+impl DocIndex {
+    /// Reads every document of `conn`.
+    pub fn build(conn: &Connection) -> rusqlite::Result<Self> {
+        let mut ix = Self::default();
         let mut st = conn.prepare("SELECT id, summary, content FROM documents ORDER BY created_at_ms")?;
         let rows = st.query_map([], |r| {
             Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
@@ -61,18 +115,67 @@ impl DocIndex {
         tracing::debug!(documents = ix.number.len(), "document index built");
         Ok(ix)
     }
+}
 
-    pub fn add(&mut self, id: &str, text: &str) {
+impl RecallIndex {
+    /// Reads every context event and passage of `conn`.
+    pub fn build(conn: &Connection) -> rusqlite::Result<Self> {
+        let mut ix = Self::default();
+        let mut st = conn.prepare(&format!(
+            "SELECT {} FROM context_events ORDER BY ts_ms, id",
+            super::store::EVENT_COLS
+        ))?;
+        for e in st.query_map([], super::store::event_row)? {
+            let e = e?;
+            ix.add(
+                &Unit::Event(e.id),
+                &super::recall::unit_text(e.ts_ms, e.speaker(), e.said()),
+            );
+        }
+        let mut st = conn.prepare("SELECT id, ts_ms, speaker, text FROM passages ORDER BY id")?;
+        let rows = st.query_map([], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, String>(3)?,
+            ))
+        })?;
+        for row in rows {
+            let (id, ts, speaker, text) = row?;
+            ix.add(&Unit::Passage(id), &super::recall::unit_text(ts, &speaker, &text));
+        }
+        tracing::debug!(units = ix.number.len(), "recall index built");
+        Ok(ix)
+    }
+}
+
+impl<K: IndexKey> SearchIndex<K> {
+    pub fn add(&mut self, id: &K, text: &str) {
         if self.number.contains_key(id) {
             return;
         }
         let n = self.bm25.add(text);
-        self.ids.push(Some(id.to_owned()));
-        self.number.insert(id.to_owned(), n);
+        self.ids.push(Some(id.clone()));
+        self.number.insert(id.clone(), n);
     }
 
-    /// Forgets a document. Returns whether a rebuild is due (many removals).
-    pub fn remove(&mut self, id: &str) -> bool {
+    /// Whether `id` is indexed.
+    pub fn contains(&self, id: &K) -> bool {
+        self.number.contains_key(id)
+    }
+
+    /// Rows indexed (removed ones excluded).
+    pub fn len(&self) -> usize {
+        self.number.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.number.is_empty()
+    }
+
+    /// Forgets a row. Returns whether a rebuild is due (many removals).
+    pub fn remove(&mut self, id: &K) -> bool {
         if let Some(n) = self.number.remove(id) {
             self.bm25.remove(n);
             self.ids[n] = None;
@@ -81,6 +184,28 @@ impl DocIndex {
             }
         }
         self.bm25.removed() as f64 > REBUILD_REMOVED * self.bm25.len().max(1) as f64
+    }
+
+    /// Sets the vector of an indexed row (rows of another dimension than the first are
+    /// ignored, as in a sync).
+    fn put_vector(&mut self, id: K, v: &[f32]) {
+        let Some(&n) = self.number.get(&id) else { return };
+        if self.dim == 0 {
+            self.dim = v.len();
+        }
+        if v.len() != self.dim {
+            return;
+        }
+        let mut v = v.to_vec();
+        super::embed::normalize(&mut v);
+        match self.dense_row.get(&n) {
+            Some(&r) => self.dense[r * self.dim..(r + 1) * self.dim].copy_from_slice(&v),
+            None => {
+                self.dense_row.insert(n, self.dense_doc.len());
+                self.dense_doc.push(n);
+                self.dense.extend_from_slice(&v);
+            }
+        }
     }
 
     /// Reads vectors of `space` written since the last sync (all of them when the
@@ -94,39 +219,33 @@ impl DocIndex {
             self.dense_row.clear();
             self.dim = 0;
         }
-        let mut st = conn.prepare_cached(
-            "SELECT rowid, ref, vec FROM vectors WHERE kind = 'document' AND space = ?1 AND rowid > ?2 ORDER BY rowid",
-        )?;
+        let mut st = conn.prepare_cached(&format!(
+            "SELECT rowid, kind, ref, vec FROM vectors WHERE kind IN ({}) AND space = ?1 AND rowid > ?2 ORDER BY rowid",
+            K::VECTOR_KINDS
+        ))?;
         let rows = st.query_map(rusqlite::params![space, self.rowid], |r| {
-            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, Vec<u8>>(2)?))
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, Vec<u8>>(3)?,
+            ))
         })?;
         for row in rows {
-            let (rowid, id, blob) = row?;
+            let (rowid, kind, r, blob) = row?;
             self.rowid = self.rowid.max(rowid);
-            if let (Some(&n), Some(mut v)) = (self.number.get(&id), super::embed::from_blob(&blob)) {
-                if self.dim == 0 {
-                    self.dim = v.len();
-                }
-                if v.len() != self.dim {
-                    continue;
-                }
-                super::embed::normalize(&mut v);
-                match self.dense_row.get(&n) {
-                    Some(&r) => self.dense[r * self.dim..(r + 1) * self.dim].copy_from_slice(&v),
-                    None => {
-                        self.dense_row.insert(n, self.dense_doc.len());
-                        self.dense_doc.push(n);
-                        self.dense.extend_from_slice(&v);
-                    }
-                }
+            let Some(id) = K::from_vector(&kind, &r) else { continue };
+            if let Some(v) = super::embed::from_blob(&blob) {
+                self.put_vector(id, &v);
             }
         }
         Ok(())
     }
 
-    /// Document ids best first: BM25, fused with the dense ranking of `qv` (only
-    /// documents at cosine ≥ `dense_min` vote on the dense side).
-    pub fn search(&self, text: &str, qv: Option<&[f32]>, dense_min: f32, top_k: usize) -> Vec<String> {
+    /// Keys best first: BM25, fused (reciprocal ranks, [`retrieve::rrf`]) with the
+    /// dense ranking of `qv` (only rows at cosine ≥ `dense_min` vote on the dense side).
+    /// The hybrid retriever of `retrieve`, over this index.
+    pub fn search(&self, text: &str, qv: Option<&[f32]>, dense_min: f32, top_k: usize) -> Vec<K> {
         let bm25 = self.bm25.rank(text);
         let order = match qv {
             Some(q) if !self.dense_doc.is_empty() && q.len() == self.dim => {

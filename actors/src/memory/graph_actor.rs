@@ -60,7 +60,12 @@ impl GraphActor {
         if seeds.is_empty() {
             return String::new();
         }
-        let Ok(r) = self.store.recall(&[], &seeds, 2, None, RecallSort::Relevance) else {
+        self.index_of(&seeds)
+    }
+
+    /// The index block of the entities reached from `seeds`.
+    fn index_of(&mut self, seeds: &[String]) -> String {
+        let Ok(r) = self.store.recall(&[], seeds, 2, None, RecallSort::Relevance) else {
             return String::new();
         };
         let entities: Vec<_> = r
@@ -467,6 +472,64 @@ impl Handles<MemoryIndex> for GraphActor {
     type Reply = String;
     fn handle(&mut self, MemoryIndex(input): MemoryIndex, _: &mut HostContext<Self>) -> String {
         self.index_block(&input)
+    }
+}
+
+/// Per-turn recall's graph tier: the relations around the entities the input names
+/// (exact mentions, as the index block finds them), best first, as recall items — the
+/// sentence a relation came from when the graph kept it, otherwise the triple — and
+/// the `【记忆索引】` line (one message: one lookup of the names per turn).
+#[derive(Message)]
+#[rtype(result = "GraphRecall")]
+pub struct RecallFacts {
+    pub input: String,
+    pub limit: usize,
+}
+
+/// The answer of [`RecallFacts`].
+#[derive(Debug, Default)]
+pub struct GraphRecall {
+    pub facts: Vec<super::recall::Item>,
+    /// Empty when the input names no entity.
+    pub index: String,
+}
+
+impl Handles<RecallFacts> for GraphActor {
+    type Reply = actix::MessageResult<crate::host::Envelope<RecallFacts>>;
+    fn handle(&mut self, m: RecallFacts, _: &mut HostContext<Self>) -> Self::Reply {
+        actix::MessageResult(self.facts(&m.input, m.limit))
+    }
+}
+
+impl GraphActor {
+    fn facts(&mut self, input: &str, limit: usize) -> GraphRecall {
+        if input.trim().is_empty() {
+            return GraphRecall::default();
+        }
+        let seeds = self.store.names_in(input).unwrap_or_default();
+        if seeds.is_empty() {
+            return GraphRecall::default();
+        }
+        let index = self.index_of(&seeds);
+        let Ok(r) = self.store.recall(&[], &seeds, 1, None, RecallSort::Relevance) else {
+            return GraphRecall {
+                facts: Vec::new(),
+                index,
+            };
+        };
+        let facts = r
+            .relations
+            .iter()
+            .take(limit)
+            .map(|rel| {
+                let text = match rel.sentence.as_deref().map(str::trim) {
+                    Some(s) if !s.is_empty() => format!("{} ({} →{}→ {})", s, rel.source, rel.relation, rel.target),
+                    _ => format!("{} →{}→ {}", rel.source, rel.relation, rel.target),
+                };
+                super::recall::Item::counted(super::recall::Origin::Fact, Some(rel.created_at_ms), "graph", &text)
+            })
+            .collect();
+        GraphRecall { facts, index }
     }
 }
 

@@ -216,6 +216,50 @@ impl Handles<KnowledgeCall> for KnowledgeActor {
     }
 }
 
+/// Per-turn recall's knowledge tier: the items BM25 ranks for the input (the
+/// retriever of `memory::retrieve`; only items sharing a term), best first.
+#[derive(Message)]
+#[rtype(result = "Vec<super::recall::Item>")]
+pub struct RecallKnowledge {
+    pub input: String,
+    pub limit: usize,
+}
+
+impl Handles<RecallKnowledge> for KnowledgeActor {
+    type Reply = actix::MessageResult<crate::host::Envelope<RecallKnowledge>>;
+    fn handle(&mut self, m: RecallKnowledge, _: &mut HostContext<Self>) -> Self::Reply {
+        actix::MessageResult(self.kb.recall(&m.input, m.limit))
+    }
+}
+
+impl KnowledgeBase {
+    /// The items BM25 ranks for `input` (name and content), at most `limit`.
+    pub fn recall(&self, input: &str, limit: usize) -> Vec<super::recall::Item> {
+        if input.trim().is_empty() || limit == 0 {
+            return Vec::new();
+        }
+        let items = self.items();
+        if items.is_empty() {
+            return Vec::new();
+        }
+        let texts: Vec<String> = items.iter().map(|(n, c)| format!("{n} {c}")).collect();
+        let bm25 = super::retrieve::Bm25::build(texts.iter().map(String::as_str));
+        bm25.rank(input)
+            .into_iter()
+            .take(limit)
+            .map(|i| {
+                let (name, content) = &items[i];
+                super::recall::Item::counted(
+                    super::recall::Origin::Knowledge { name: name.clone() },
+                    None,
+                    "knowledge",
+                    content.trim(),
+                )
+            })
+            .collect()
+    }
+}
+
 /// Structured access for plugins (`knowledge.*` of the plugin protocol): JSON, not
 /// the tools' reply texts.
 #[derive(Message)]

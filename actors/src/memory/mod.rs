@@ -36,6 +36,7 @@ pub mod keywords;
 pub mod knowledge;
 pub mod maintenance;
 pub mod names;
+pub mod recall;
 pub mod retrieve;
 pub mod rules;
 pub mod rules_en;
@@ -45,6 +46,7 @@ pub mod store;
 pub mod summary;
 pub mod textlog;
 pub mod tfidf;
+pub mod tokens;
 
 pub use context::Event;
 

@@ -75,6 +75,12 @@ pub async fn start(d: MemoryDeps<'_>) -> Result<MemoryHandles, ModuleError> {
     let (memory_cfg, periods) = (MemoryConfig::read(&settings), HeartbeatConfig::read(&settings));
     tracing::debug!(?memory_cfg, ?periods, "memory settings");
     let sup = d.parent.supervisor("memory", RestartPolicy::Permanent, d.tree).await?;
+    // The tokenizer's tables load off the boot path, so the first turn does not wait.
+    std::thread::Builder::new()
+        .name("tokenizer-warm-up".into())
+        .spawn(super::tokens::warm_up)
+        .map_err(|e| tracing::warn!("tokenizer warm-up thread not started (the first turn loads it): {e}"))
+        .ok();
     let mem_dir = d.data_dir.join("memory");
 
     let path = mem_dir.join("memory.db");

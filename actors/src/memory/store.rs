@@ -13,6 +13,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use rusqlite_migration::{M, Migrations};
 
 use super::context::{Event, ToolOutput};
+use super::docindex::Unit;
 use super::now_ms;
 
 /// Why the memory store failed.
@@ -50,9 +51,9 @@ fn document_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Document> {
 }
 
 /// The columns [`event_row`] reads, in its order.
-const EVENT_COLS: &str = "id, ts_ms, source, input, response, tools_used, tool_results";
+pub(crate) const EVENT_COLS: &str = "id, ts_ms, source, input, response, tools_used, tool_results";
 
-fn event_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Event> {
+pub(crate) fn event_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Event> {
     let tools_used: String = r.get(5)?;
     let tool_results: String = r.get(6)?;
     Ok(Event {
@@ -64,6 +65,19 @@ fn event_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Event> {
         tools_used: serde_json::from_str(&tools_used).unwrap_or_default(),
         tool_results: serde_json::from_str::<Vec<ToolOutput>>(&tool_results).unwrap_or_default(),
     })
+}
+
+/// An archived event kept as its own searchable unit (kernel spec §5: documents; here
+/// also their parts, so recall can show the matching words rather than a header).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Passage {
+    pub id: i64,
+    pub doc_id: String,
+    pub ts_ms: i64,
+    pub speaker: String,
+    pub text: String,
+    /// o200k tokens of `text`.
+    pub tokens: usize,
 }
 
 /// A query's dense side: its vector and the space it lives in.
@@ -82,6 +96,7 @@ pub const DENSE_MIN: f32 = 0.35;
 pub enum VectorRef {
     Event(i64),
     Document(String),
+    Passage(i64),
 }
 
 /// The store.
@@ -90,12 +105,16 @@ pub struct MemoryStore {
     /// The document search index, built on the first search and kept in step with
     /// every document this store adds or removes.
     index: Option<super::docindex::DocIndex>,
+    /// The recall index (window events + passages), built on the first recall and
+    /// kept in step the same way.
+    recall: Option<super::docindex::RecallIndex>,
 }
 
 fn migrations() -> Migrations<'static> {
     Migrations::new(vec![
         M::up(include_str!("../../../migrations/memory/0001_init.sql")),
         M::up(include_str!("../../../migrations/memory/0002_vectors.sql")),
+        M::up(include_str!("../../../migrations/memory/0003_passages.sql")),
         M::up(include_str!("../../../migrations/memory/0004_imports.sql")),
     ])
 }
@@ -105,14 +124,22 @@ impl MemoryStore {
     pub fn open(path: &Path) -> Result<Self, MemoryError> {
         let mut conn = super::open_db(path)?;
         migrations().to_latest(&mut conn)?;
-        Ok(Self { conn, index: None })
+        Ok(Self {
+            conn,
+            index: None,
+            recall: None,
+        })
     }
 
     /// An in-memory store (tests).
     pub fn open_in_memory() -> Result<Self, MemoryError> {
         let mut conn = Connection::open_in_memory()?;
         migrations().to_latest(&mut conn)?;
-        Ok(Self { conn, index: None })
+        Ok(Self {
+            conn,
+            index: None,
+            recall: None,
+        })
     }
 
     /// Appends an event; returns it with its id. Committed when this returns.
@@ -131,6 +158,12 @@ impl MemoryStore {
                 serde_json::to_string(&e.tool_results).unwrap_or_else(|_| "[]".into()),
             ])?;
         e.id = self.conn.last_insert_rowid();
+        if let Some(ix) = self.recall.as_mut() {
+            ix.add(
+                &Unit::Event(e.id),
+                &super::recall::unit_text(e.ts_ms, e.speaker(), e.said()),
+            );
+        }
         Ok(e)
     }
 
@@ -154,9 +187,6 @@ impl MemoryStore {
         let summary = document_summary(archived);
         let now = now_ms();
         let tx = self.conn.transaction()?;
-        for e in archived {
-            tx.execute("DELETE FROM context_events WHERE id = ?1", params![e.id])?;
-        }
         let existing: Option<String> = tx
             .query_row("SELECT id FROM documents WHERE content_hash = ?1", params![hash], |r| {
                 r.get(0)
@@ -189,7 +219,45 @@ impl MemoryStore {
                 id
             }
         };
+        // Each event stays searchable as a passage of the document (a refreshed
+        // document keeps the passages it has). The event's vector moves with it: the
+        // same `recall::vector_text`, no second embedding.
+        let mut added = Vec::new();
+        let has_passages: bool =
+            tx.query_row("SELECT EXISTS (SELECT 1 FROM passages WHERE doc_id = ?1)", [&id], |r| {
+                r.get(0)
+            })?;
+        for e in archived {
+            let said = e.said();
+            if !has_passages && !said.trim().is_empty() {
+                let tokens = super::tokens::count(said);
+                tx.execute(
+                    "INSERT INTO passages (doc_id, ts_ms, speaker, text, tokens) VALUES (?1, ?2, ?3, ?4, ?5)",
+                    params![id, e.ts_ms, e.speaker(), said, tokens as i64],
+                )?;
+                let pid = tx.last_insert_rowid();
+                tx.execute(
+                    "INSERT OR REPLACE INTO vectors (kind, ref, space, vec)
+                     SELECT 'passage', ?1, space, vec FROM vectors WHERE kind = 'event' AND ref = ?2",
+                    params![pid.to_string(), e.id.to_string()],
+                )?;
+                added.push((pid, e.ts_ms, e.speaker().to_owned(), said.to_owned()));
+            }
+            tx.execute("DELETE FROM context_events WHERE id = ?1", params![e.id])?;
+        }
         tx.commit()?;
+        if let Some(ix) = self.recall.as_mut() {
+            let mut rebuild = false;
+            for e in archived {
+                rebuild |= ix.remove(&Unit::Event(e.id));
+            }
+            for (pid, ts, speaker, text) in &added {
+                ix.add(&Unit::Passage(*pid), &super::recall::unit_text(*ts, speaker, text));
+            }
+            if rebuild {
+                self.recall = None;
+            }
+        }
         Ok(Some(id))
     }
 
@@ -208,15 +276,32 @@ impl MemoryStore {
 
     /// Deletes a document; false when it was not there.
     pub fn delete_document(&mut self, id: &str) -> Result<bool, MemoryError> {
+        let passages = self.passage_ids(id)?;
         let gone = self.conn.execute("DELETE FROM documents WHERE id = ?1", [id])? > 0;
-        self.unindex(id);
+        self.unindex(id, &passages);
         Ok(gone)
     }
 
-    /// Takes a removed document out of the search index (rebuilt later when many are).
-    fn unindex(&mut self, id: &str) {
-        if self.index.as_mut().is_some_and(|ix| ix.remove(id)) {
+    fn passage_ids(&self, doc_id: &str) -> Result<Vec<i64>, MemoryError> {
+        let mut st = self.conn.prepare_cached("SELECT id FROM passages WHERE doc_id = ?1")?;
+        let ids = st.query_map([doc_id], |r| r.get(0))?.collect::<Result<_, _>>()?;
+        Ok(ids)
+    }
+
+    /// Takes a removed document and its passages out of the search indexes (rebuilt
+    /// later when many are).
+    fn unindex(&mut self, id: &str, passages: &[i64]) {
+        if self.index.as_mut().is_some_and(|ix| ix.remove(&id.to_owned())) {
             self.index = None;
+        }
+        if let Some(ix) = self.recall.as_mut() {
+            let mut rebuild = false;
+            for p in passages {
+                rebuild |= ix.remove(&Unit::Passage(*p));
+            }
+            if rebuild {
+                self.recall = None;
+            }
         }
     }
 
@@ -233,11 +318,16 @@ impl MemoryStore {
         let scored = self.search_documents(text, top_k, qv)?;
         let now = now_ms();
         let mut consumed = Vec::new();
+        if consume {
+            for d in &scored {
+                consumed.push((d.id.clone(), self.passage_ids(&d.id)?));
+            }
+        }
         let tx = self.conn.transaction()?;
         for d in &scored {
             if consume {
+                // Its passages (and their vectors) go with it, by trigger.
                 tx.execute("DELETE FROM documents WHERE id = ?1", params![d.id])?;
-                consumed.push(d.id.clone());
             } else {
                 tx.execute(
                     "UPDATE documents SET access_count = access_count + 1, last_access_ms = ?1 WHERE id = ?2",
@@ -246,8 +336,8 @@ impl MemoryStore {
             }
         }
         tx.commit()?;
-        for id in consumed {
-            self.unindex(&id);
+        for (id, passages) in consumed {
+            self.unindex(&id, &passages);
         }
         Ok(scored)
     }
@@ -282,8 +372,66 @@ impl MemoryStore {
         Ok(out)
     }
 
-    /// Rows that have no vector of `space` yet (with `events`, context events first;
-    /// then documents, oldest first), with the text to embed: at most `limit`.
+    /// The recall units (window events and passages) most related to `text`, best
+    /// first: the hybrid retriever (BM25 fused with dense cosine of `qv` at
+    /// ≥ `dense_min`) over the recall index, built on the first call.
+    pub fn search_units(
+        &mut self,
+        text: &str,
+        qv: Option<&QueryVector>,
+        dense_min: f32,
+        top_k: usize,
+    ) -> Result<Vec<Unit>, MemoryError> {
+        if text.trim().is_empty() {
+            return Ok(Vec::new());
+        }
+        if self.recall.is_none() {
+            self.recall = Some(super::docindex::RecallIndex::build(&self.conn)?);
+        }
+        let ix = self.recall.as_mut().expect("built above");
+        if let Some(q) = qv {
+            ix.sync_vectors(&self.conn, &q.space)?;
+        }
+        Ok(ix.search(text, qv.map(|q| q.vec.as_slice()), dense_min, top_k.max(1)))
+    }
+
+    /// Passages by id (missing ones skipped), in the order asked. A passage whose
+    /// token count was not stored yet (migrated from before passages) is counted now.
+    pub fn passages(&self, ids: &[i64]) -> Result<Vec<Passage>, MemoryError> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT id, doc_id, ts_ms, speaker, text, tokens FROM passages WHERE id = ?1")?;
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            let p = st
+                .query_row([id], |r| {
+                    Ok(Passage {
+                        id: r.get(0)?,
+                        doc_id: r.get(1)?,
+                        ts_ms: r.get(2)?,
+                        speaker: r.get(3)?,
+                        text: r.get(4)?,
+                        tokens: r.get::<_, i64>(5)? as usize,
+                    })
+                })
+                .optional()?;
+            if let Some(mut p) = p {
+                if p.tokens == 0 && !p.text.is_empty() {
+                    p.tokens = super::tokens::count(&p.text);
+                    self.conn.execute(
+                        "UPDATE passages SET tokens = ?1 WHERE id = ?2",
+                        params![p.tokens as i64, p.id],
+                    )?;
+                }
+                out.push(p);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Rows that have no vector of `space` yet (with `events`, the recall units first:
+    /// context events, then passages; then documents, oldest first), with the text to
+    /// embed: at most `limit`.
     pub fn missing_vectors(
         &self,
         space: &str,
@@ -306,7 +454,26 @@ impl MemoryStore {
         ))?;
         for e in st.query_map(params![space, limit as i64], event_row)? {
             let e = e?;
-            out.push((VectorRef::Event(e.id), e.text_for_vector()));
+            out.push((
+                VectorRef::Event(e.id),
+                super::recall::vector_text(e.speaker(), e.said()),
+            ));
+        }
+        if out.len() < limit {
+            let mut st = self.conn.prepare_cached(
+                "SELECT p.id, p.speaker, p.text FROM passages p LEFT JOIN vectors v
+                   ON v.kind = 'passage' AND v.ref = CAST(p.id AS TEXT) AND v.space = ?1
+                 WHERE v.ref IS NULL ORDER BY p.id LIMIT ?2",
+            )?;
+            let rows = st.query_map(params![space, (limit - out.len()) as i64], |r| {
+                Ok((
+                    VectorRef::Passage(r.get(0)?),
+                    super::recall::vector_text(&r.get::<_, String>(1)?, &r.get::<_, String>(2)?),
+                ))
+            })?;
+            for row in rows {
+                out.push(row?);
+            }
         }
         self.missing_document_vectors(space, limit, out)
     }
@@ -352,12 +519,12 @@ impl MemoryStore {
         Ok(out)
     }
 
-    /// How many rows exist (documents, plus context events with `events`) and how
-    /// many of them have a vector of `space`.
+    /// How many rows exist (documents, plus context events and passages with `events`)
+    /// and how many of them have a vector of `space`.
     pub fn vector_counts(&self, space: &str, events: bool) -> Result<(usize, usize), MemoryError> {
         let (total_sql, done_sql) = if events {
             (
-                "SELECT (SELECT COUNT(*) FROM context_events) + (SELECT COUNT(*) FROM documents)",
+                "SELECT (SELECT COUNT(*) FROM context_events) + (SELECT COUNT(*) FROM documents) + (SELECT COUNT(*) FROM passages)",
                 "SELECT COUNT(*) FROM vectors WHERE space = ?1",
             )
         } else {
@@ -388,6 +555,13 @@ impl MemoryStore {
                     "document",
                     id.clone(),
                     tx.query_row("SELECT 1 FROM documents WHERE id = ?1", [id], |_| Ok(()))
+                        .optional()?
+                        .is_some(),
+                ),
+                VectorRef::Passage(id) => (
+                    "passage",
+                    id.to_string(),
+                    tx.query_row("SELECT 1 FROM passages WHERE id = ?1", [id], |_| Ok(()))
                         .optional()?
                         .is_some(),
                 ),
@@ -430,6 +604,20 @@ impl MemoryStore {
         )?;
         if let Some(ix) = self.index.as_mut() {
             ix.add(&id, &super::docindex::doc_text(summary, content));
+        }
+        // A written document is recalled as one passage (its summary says what it is).
+        let text = if summary.trim().is_empty() || content.starts_with(summary.trim()) {
+            content.to_owned()
+        } else {
+            format!("{summary}: {content}")
+        };
+        self.conn.execute(
+            "INSERT INTO passages (doc_id, ts_ms, speaker, text, tokens) VALUES (?1, ?2, 'document', ?3, ?4)",
+            params![id, now, text, super::tokens::count(&text) as i64],
+        )?;
+        let pid = self.conn.last_insert_rowid();
+        if let Some(ix) = self.recall.as_mut() {
+            ix.add(&Unit::Passage(pid), &super::recall::unit_text(now, "document", &text));
         }
         Ok(id)
     }

@@ -156,6 +156,12 @@ impl ToolRegistry {
         self.tools.len()
     }
 
+    /// The registered names, in order (a cheap fingerprint of the list: recall caches
+    /// the tool schemas' token count by it).
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.tools.keys().map(String::as_str)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.tools.is_empty()
     }

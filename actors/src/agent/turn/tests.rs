@@ -20,6 +20,7 @@ fn limits() -> Limits {
         max_tokens: 4096,
         temperature: 0.7,
         max_context_size: 30,
+        window: 8192,
     }
 }
 

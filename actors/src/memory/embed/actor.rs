@@ -2,8 +2,9 @@
 //! blocks), answers query embeddings for the agent and the API, and keeps every
 //! document embedded in the active space — recomputing in the background, with
 //! progress, when the space changes (another model, another dimension). Context events
-//! are not embedded: the window is small and pruned by TF-IDF (spec §5.3's fallback),
-//! so their vectors would have no reader and would cost CPU on every turn.
+//! and passages (archived events) are embedded too, in the same batched steps: they
+//! are the dense side of per-turn recall (`memory::recall`). A turn never waits for
+//! them; an event archived with its vector hands it to its passage.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -152,7 +153,7 @@ impl EmbedderActor {
     fn apply_config(&mut self) {
         use super::EmbedderKind;
         let wants_onnx = matches!(self.cfg.kind, EmbedderKind::Onnx | EmbedderKind::Auto);
-        let no_documents = self.store.vector_counts("", false).is_ok_and(|(rows, _)| rows == 0);
+        let no_documents = self.store.vector_counts("", true).is_ok_and(|(rows, _)| rows == 0);
         if wants_onnx && no_documents && self.cfg.onnx_files(&self.data_dir).is_ok() {
             // Found, but nothing to embed yet: load on first need (see `loaded`).
             self.embedder = None;
@@ -195,7 +196,7 @@ impl EmbedderActor {
 
     fn refresh_counts(&self) {
         let Some(fp) = self.fingerprint() else { return };
-        if let Ok((rows, embedded)) = self.store.vector_counts(&fp, false) {
+        if let Ok((rows, embedded)) = self.store.vector_counts(&fp, true) {
             let mut st = self.status.write();
             st.rows = rows;
             st.embedded = embedded;
@@ -207,7 +208,7 @@ impl EmbedderActor {
 
     /// Starts a step if there is work and none is running.
     fn maybe_fill(&mut self, ctx: &mut HostContext<Self>) {
-        if self.deferred && self.store.vector_counts("", false).is_ok_and(|(rows, _)| rows > 0) {
+        if self.deferred && self.store.vector_counts("", true).is_ok_and(|(rows, _)| rows > 0) {
             tracing::info!("the first document needs a vector: loading the ONNX embedder");
             self.deferred = false;
             self.apply_config();
@@ -216,7 +217,7 @@ impl EmbedderActor {
             return;
         }
         let fp = self.fingerprint().unwrap_or_default();
-        let batch = match self.store.missing_vectors(&fp, STEP, false) {
+        let batch = match self.store.missing_vectors(&fp, STEP, true) {
             Ok(b) => b,
             Err(e) => {
                 self.fail(format!("reading rows to embed: {e}"));
@@ -229,7 +230,7 @@ impl EmbedderActor {
             return;
         }
         if self.status.read().recompute.is_none() {
-            let (rows, embedded) = self.store.vector_counts(&fp, false).unwrap_or((batch.len(), 0));
+            let (rows, embedded) = self.store.vector_counts(&fp, true).unwrap_or((batch.len(), 0));
             let total = rows.saturating_sub(embedded).max(batch.len());
             tracing::info!(rows = total, space = %fp, "embedding rows in the background");
             self.status.write().recompute = Some(Progress {

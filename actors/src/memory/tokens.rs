@@ -1,0 +1,106 @@
+//! Token counting with a real BPE tokenizer (OpenAI's `o200k_base`, whose ranks ship
+//! inside the `bpe-openai` crate: no download, no network).
+//!
+//! Why a real tokenizer: the byte estimate it replaces counted one token per byte, so
+//! English budgets were about 4× too small and nothing said whether a prompt fits.
+//! `o200k_base` is the vocabulary of current OpenAI models; for other vendors' models
+//! it is an approximation, which the 0.8 × window target of the budget absorbs.
+//! `bpe-openai` was chosen over `tiktoken-rs` for speed (see `docs/DEPENDENCIES.md`).
+//!
+//! Counting is not free (a 100 KB text takes milliseconds), so callers on the hot path
+//! count each remembered item once and keep the figure (passages store it in
+//! `memory.db`; the context actor caches events' counts by id).
+
+/// Tokens of `text` in `o200k_base`.
+pub fn count(text: &str) -> usize {
+    if text.is_empty() {
+        return 0;
+    }
+    bpe_openai::o200k_base().count(text)
+}
+
+/// [`count`], remembered for texts seen before (the system prompt, the tool schemas:
+/// the same few thousand tokens every turn). Hashing is far cheaper than encoding.
+pub fn count_memo(text: &str) -> usize {
+    use std::hash::BuildHasher;
+    static MEMO: std::sync::OnceLock<parking_lot::Mutex<std::collections::HashMap<u64, usize>>> =
+        std::sync::OnceLock::new();
+    static STATE: std::sync::OnceLock<std::collections::hash_map::RandomState> = std::sync::OnceLock::new();
+    /// Entries kept before the memo starts afresh (a few kinds of text repeat).
+    const MAX: usize = 64;
+    let key = STATE.get_or_init(Default::default).hash_one(text);
+    let memo = MEMO.get_or_init(Default::default);
+    if let Some(&n) = memo.lock().get(&key) {
+        return n;
+    }
+    let n = count(text);
+    let mut m = memo.lock();
+    if m.len() >= MAX {
+        m.clear();
+    }
+    m.insert(key, n);
+    n
+}
+
+/// Loads the tokenizer's tables (about 100 ms the first time), so the first turn does
+/// not pay for it. Idempotent.
+pub fn warm_up() {
+    let _ = count("warm up");
+}
+
+/// The longest prefix of `text` (cut at a char boundary, then at a word boundary when
+/// there is one in the last fifth) whose count is at most `max_tokens`, with `…` when
+/// something was cut. Used for a faithful extract of a very long item.
+pub fn truncate(text: &str, max_tokens: usize) -> String {
+    if count(text) <= max_tokens {
+        return text.to_owned();
+    }
+    if max_tokens == 0 {
+        return String::new();
+    }
+    // Binary search over char positions: O(log n) counts of the prefix.
+    let idx: Vec<usize> = text.char_indices().map(|(i, _)| i).chain([text.len()]).collect();
+    let (mut lo, mut hi) = (0usize, idx.len() - 1);
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        // One token is kept for the `…`.
+        if count(&text[..idx[mid]]) < max_tokens {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    let mut cut = &text[..idx[lo]];
+    if let Some(space) = cut.rfind(char::is_whitespace)
+        && space * 5 >= cut.len() * 4
+    {
+        cut = &cut[..space];
+    }
+    format!("{}…", cut.trim_end())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_english_as_words_not_bytes() {
+        let s = "My sister adopted a greyhound called Biscuit last spring.";
+        let n = count(s);
+        assert!(n > 8 && n < 16, "{n}");
+        assert!(n * 3 < s.len(), "far below one per byte");
+        assert_eq!(count(""), 0);
+        assert!(count("我的猫叫咪咪") >= 3);
+    }
+
+    #[test]
+    fn truncation_fits_and_marks_the_cut() {
+        let long = "word ".repeat(400);
+        let t = truncate(&long, 50);
+        assert!(count(&t) <= 50, "{}", count(&t));
+        assert!(t.ends_with('…'));
+        assert!(count(&t) >= 40, "uses most of the room: {}", count(&t));
+        assert_eq!(truncate("short", 50), "short");
+        assert_eq!(truncate("a b c", 0), "");
+    }
+}

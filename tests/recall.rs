@@ -1,0 +1,172 @@
+//! Per-turn recall through the user's path: HTTP → turn → the request the (fake) vendor
+//! receives. A fact said once, long pruned out of the context window, must be in the
+//! prompt when asked about; with a small context window every request fits it and the
+//! memory stays within its budget (counted with the daemon's own tokenizer).
+
+mod common;
+
+use common::api::{daemon_with_vendor, get, post, put_settings};
+use common::{Daemon, vendor};
+use homeagent_actors::agent::budget::Budget;
+use homeagent_actors::memory::tokens;
+use serde_json::{Value, json};
+
+/// Unrelated small talk, varied so no two messages are alike.
+fn chatter(i: usize) -> String {
+    const TOPICS: [&str; 10] = [
+        "the weather in Lisbon was mild and sunny",
+        "I finished reading a novel about sailors",
+        "the train to work was late again",
+        "we cooked a lentil soup with cumin",
+        "my laptop needed a new battery",
+        "the football match ended in a draw",
+        "I planted tomatoes on the balcony",
+        "the museum had an exhibition on maps",
+        "I practised the piano for an hour",
+        "the bakery sold out of croissants",
+    ];
+    format!("Note {i}: {} (day {}).", TOPICS[i % TOPICS.len()], i / TOPICS.len() + 1)
+}
+
+fn say(d: &Daemon, text: &str) -> Value {
+    let (status, body) = post(d, "/api/v1/messages", json!({"text": text}));
+    assert_eq!(status, 200, "{body}\n{}", d.log_text());
+    body
+}
+
+/// Archives the window down to `core.agent.max_context_size` now (the distill
+/// heartbeat's round, which otherwise runs every 30 min).
+fn distill(d: &Daemon) -> u64 {
+    let (status, body) = post(d, "/api/v1/heartbeats/distill/run", json!({}));
+    assert_eq!(status, 200, "{body}");
+    body["archived"].as_u64().unwrap_or(0)
+}
+
+/// The text of every message of the last request the vendor received.
+fn last_request(v: &vendor::Vendor) -> Value {
+    v.last.lock().unwrap().clone()
+}
+
+fn message_texts(req: &Value) -> Vec<(String, String)> {
+    req["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap_or("").to_owned(),
+                m["content"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_fact_said_once_is_recalled_after_eighty_unrelated_messages() {
+    let (_dir, _data, d, v) = daemon_with_vendor();
+    put_settings(&d, json!({"core.agent.max_context_size": 10}));
+    say(&d, "My sister adopted a greyhound called Biscuit.");
+    let mut archived = 0;
+    for i in 0..80 {
+        say(&d, &chatter(i));
+        if i % 20 == 19 {
+            archived += distill(&d);
+        }
+    }
+    assert!(archived > 100, "pruning happened: {archived} events archived");
+    let context = get(&d, "/api/v1/memory/context");
+    assert!(
+        !context.to_string().contains("greyhound"),
+        "the fact left the context window: {context}"
+    );
+
+    let reply = say(&d, "What dog did my sister adopt?");
+    assert!(reply["reply"].as_str().unwrap().starts_with("echo:"), "{reply}");
+    let req = last_request(&v);
+    let msgs = message_texts(&req);
+    let memory = msgs
+        .iter()
+        .find(|(role, text)| role == "system" && text.contains("【相关记忆】"))
+        .unwrap_or_else(|| panic!("no recalled memory in the request: {msgs:#?}"));
+    let line = memory
+        .1
+        .lines()
+        .find(|l| l.contains("] http: My sister adopted a greyhound called Biscuit."))
+        .unwrap_or_else(|| panic!("the fact is not in the prompt:\n{}", memory.1));
+    // With its absolute date and who said it (the user, through the `http` channel).
+    let stamp = line.trim_start_matches('[').split(']').next().unwrap();
+    assert!(
+        stamp.len() == 16 && stamp.as_bytes()[4] == b'-' && stamp.as_bytes()[13] == b':',
+        "{line}"
+    );
+    assert_eq!(msgs.last().unwrap().1, "What dog did my sister adopt?");
+}
+
+#[test]
+fn with_an_8k_window_every_request_fits_and_memory_stays_within_its_budget() {
+    let (_dir, _data, d, v) = daemon_with_vendor();
+    const WINDOW: usize = 8192;
+    put_settings(
+        &d,
+        json!({
+            "core.llm.sources.fake.context_window": WINDOW,
+            "core.agent.max_context_size": 12,
+        }),
+    );
+    // Long messages, so that neither the memory nor the timeline could take everything.
+    let filler = "The committee discussed the quarterly figures, the new office, the travel policy and the hiring plan at length. ";
+    let mut worst = (0usize, 0usize);
+    for i in 0..60 {
+        let text = if i % 7 == 3 {
+            format!("Question {i}: what did we say about the travel policy and the hiring plan?")
+        } else {
+            format!("Minutes {i}: {}", filler.repeat(1 + i % 4))
+        };
+        say(&d, &text);
+        if i % 15 == 14 {
+            distill(&d);
+        }
+        let req = last_request(&v);
+        let msgs = message_texts(&req);
+        let tools = tokens::count(&req["tools"].to_string());
+        let all: usize = msgs.iter().map(|(_, t)| tokens::count(t) + 4).sum::<usize>() + tools;
+        assert!(all <= WINDOW, "request {i} has {all} tokens > {WINDOW}");
+        // The fixed part: system prompt, tool schemas, source context and the input.
+        let memory_msg = msgs.iter().find(|(r, t)| r == "system" && t.contains("【对话时序】"));
+        let fixed: usize = msgs
+            .iter()
+            .filter(|(r, t)| !(r == "system" && (t.contains("【对话时序】") || t.contains("【相关记忆】"))))
+            .map(|(_, t)| tokens::count(t) + 4)
+            .sum::<usize>()
+            + tools;
+        let budget = Budget::new(WINDOW, fixed);
+        if let Some((_, m)) = memory_msg {
+            let (relevant, timeline) = match m.split_once("【对话时序】") {
+                Some((r, t)) => (r, t),
+                None => ("", m.as_str()),
+            };
+            let (rt, tt) = (tokens::count(relevant), tokens::count(timeline));
+            assert!(
+                rt <= budget.memory,
+                "request {i}: memory {rt} > {}:\n{m}",
+                budget.memory
+            );
+            assert!(
+                tt <= budget.timeline + 8,
+                "request {i}: timeline {tt} > {}",
+                budget.timeline
+            );
+            assert!(
+                all <= budget.target + 64,
+                "request {i}: {all} tokens past the target {}",
+                budget.target
+            );
+            worst = (worst.0.max(rt), worst.1.max(all));
+        }
+    }
+    assert!(worst.0 > 0, "memory was recalled at all");
+    eprintln!(
+        "worst memory block {} tokens, worst request {} tokens",
+        worst.0, worst.1
+    );
+}
