@@ -122,9 +122,13 @@ static PATTERNS: LazyLock<(RegexSet, Vec<FindingKind>)> = LazyLock::new(|| {
     (set, table.iter().map(|(k, _)| *k).collect())
 });
 
-/// Digit runs that could be card numbers (13–19 digits, spaces or dashes between groups).
+/// Digit runs that could be card numbers: 13–19 digits (spaces or dashes between
+/// groups) starting with a card network's digit (3 Amex/Diners/JCB, 4 Visa, 5
+/// Mastercard, 6 Discover/UnionPay). The first digit matters: Unix-millisecond times
+/// (13 digits starting with 1) are everywhere in tool results and pass Luhn one time
+/// in ten.
 static CARD: LazyLock<regex::Regex> =
-    LazyLock::new(|| regex::Regex::new(r"\b\d(?:[ -]?\d){12,18}\b").expect("the card pattern compiles"));
+    LazyLock::new(|| regex::Regex::new(r"\b[3-6]\d(?:[ -]?\d){11,17}\b").expect("the card pattern compiles"));
 
 fn luhn(digits: &[u8]) -> bool {
     let sum: u32 = digits
@@ -253,7 +257,9 @@ mod tests {
             !shown.contains("4111") && !shown.contains("AKIA"),
             "findings never carry the text"
         );
-        assert!(kinds("order 1234 5678 9012 3456 shipped").is_empty(), "fails Luhn");
+        assert!(kinds("order 4234 5678 9012 3457 shipped").is_empty(), "fails Luhn");
+        // Timestamps and ids are not cards, even when they pass Luhn.
+        assert!(kinds(r#"{"created_at_ms": 1796133942716, "id": "doc_1796133942716071736"}"#).is_empty());
     }
 
     #[test]
