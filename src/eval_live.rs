@@ -245,6 +245,9 @@ pub async fn run(file: &Path, opts: LiveOptions) -> anyhow::Result<()> {
             })?;
         import_ms += t.elapsed().as_millis() as u64;
         imported_turns += report.imported;
+        // As a user would find it a while after importing: with the embedder done, so
+        // the dense side of recall is measured, not a race with the background step.
+        wait_for_vectors(&client, &daemon.base).await?;
         let texts: HashMap<String, String> = crate::eval::turns(sample)?
             .into_iter()
             .map(|t| (t.dia_id, t.text))
@@ -347,6 +350,43 @@ fn progress(j: usize, m: usize) {
 /// Asks one question as a normal synchronous input.
 /// A request that could not even connect never reached the daemon, so it is retried
 /// (awc's pool now and then reports a connection it dropped as "disconnected").
+/// Waits until the embedder has a vector for every row (or says it has no dense
+/// space), showing progress on stderr. Gives up after 30 minutes.
+async fn wait_for_vectors(client: &awc::Client, base: &str) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(30 * 60);
+    let mut last_shown = Instant::now();
+    loop {
+        let mut r = client
+            .get(format!("{base}/api/v1/memory/status"))
+            .send()
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot read the memory status: {e}"))?;
+        let v: serde_json::Value = r.json().await.context("the memory status")?;
+        let e = &v["embedder"];
+        let (active, rows, done) = (
+            e["active"].as_str().unwrap_or("none").to_owned(),
+            e["rows"].as_u64().unwrap_or(0),
+            e["embedded"].as_u64().unwrap_or(0),
+        );
+        if active == "tfidf" || active == "none" {
+            eprintln!("  no dense embedder active ({active}): recall ranks by BM25 alone");
+            return Ok(());
+        }
+        if rows > 0 && done >= rows && e["recompute"].is_null() {
+            eprintln!("  embedder {active}: {done}/{rows} rows embedded");
+            return Ok(());
+        }
+        if last_shown.elapsed() >= Duration::from_secs(10) {
+            eprintln!("  waiting for the embedder ({active}): {done}/{rows} rows");
+            last_shown = Instant::now();
+        }
+        if Instant::now() > deadline {
+            bail!("the embedder did not finish within 30 minutes ({done}/{rows} rows); check its status at /api/v1/memory/status");
+        }
+        actix_rt::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 async fn ask(client: &awc::Client, base: &str, question: &str) -> anyhow::Result<()> {
     let body = serde_json::json!({ "text": question });
     let mut attempt = 0;
