@@ -1,11 +1,13 @@
 //! Token counting with a real BPE tokenizer (OpenAI's `o200k_base`, whose ranks ship
-//! inside the `bpe-openai` crate: no download, no network).
+//! inside the `tiktoken-rs` crate: no download, no network).
 //!
 //! Why a real tokenizer: the byte estimate it replaces counted one token per byte, so
 //! English budgets were about 4× too small and nothing said whether a prompt fits.
 //! `o200k_base` is the vocabulary of current OpenAI models; for other vendors' models
 //! it is an approximation, which the 0.8 × window target of the budget absorbs.
-//! `bpe-openai` was chosen over `tiktoken-rs` for speed (see `docs/DEPENDENCIES.md`).
+//! `tiktoken-rs` rather than the slightly faster `bpe-openai`: the latter embeds a
+//! precomputed 32 MB table, which more than doubled the release binary (see
+//! `docs/DEPENDENCIES.md`).
 //!
 //! Counting is not free (a 100 KB text takes milliseconds), so callers on the hot path
 //! count each remembered item once and keep the figure (passages store it in
@@ -16,7 +18,7 @@ pub fn count(text: &str) -> usize {
     if text.is_empty() {
         return 0;
     }
-    bpe_openai::o200k_base().count(text)
+    tiktoken_rs::o200k_base_singleton().count_ordinary(text)
 }
 
 /// [`count`], remembered for texts seen before (the system prompt, the tool schemas:
