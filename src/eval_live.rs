@@ -381,7 +381,9 @@ async fn wait_for_vectors(client: &awc::Client, base: &str) -> anyhow::Result<()
             last_shown = Instant::now();
         }
         if Instant::now() > deadline {
-            bail!("the embedder did not finish within 30 minutes ({done}/{rows} rows); check its status at /api/v1/memory/status");
+            bail!(
+                "the embedder did not finish within 30 minutes ({done}/{rows} rows); check its status at /api/v1/memory/status"
+            );
         }
         actix_rt::time::sleep(Duration::from_millis(250)).await;
     }
