@@ -94,32 +94,6 @@ pub struct Turn {
 /// The k of the block-size figure.
 const BLOCK_K: usize = 10;
 
-const MONTHS: [&str; 12] = [
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-];
-
-/// Days since 1970-01-01 of a civil date (proleptic Gregorian).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
 /// LoCoMo's session time, e.g. `1:56 pm on 8 May, 2023`, as Unix milliseconds (UTC).
 pub fn parse_session_time(s: &str) -> Option<i64> {
     let s = s.trim().to_lowercase();
@@ -135,7 +109,9 @@ pub fn parse_session_time(s: &str) -> Option<i64> {
     }
     let parts: Vec<&str> = date.split([' ', ',']).filter(|p| !p.is_empty()).collect();
     let [day, month, year] = parts[..] else { return None };
-    let month = MONTHS.iter().position(|n| *n == month)? as i64 + 1;
+    // The memory's own date helpers (the same calendar the summaries use).
+    use homeagent_actors::memory::dates::{days_from_civil, month_of};
+    let month = month_of(month)?;
     let days = days_from_civil(year.parse().ok()?, month, day.parse().ok()?);
     Some(((days * 24 + h) * 60 + m) * 60_000)
 }

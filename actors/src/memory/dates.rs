@@ -92,7 +92,8 @@ const MONTHS: [&str; 12] = [
     "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
 ];
 
-fn month_of(name: &str) -> Option<i64> {
+/// The month (1–12) an English month name or its abbreviation names.
+pub fn month_of(name: &str) -> Option<i64> {
     let n = name.to_lowercase();
     MONTHS.iter().position(|m| n.starts_with(m)).map(|i| i as i64 + 1)
 }
