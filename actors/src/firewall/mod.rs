@@ -11,10 +11,10 @@
 //!   model and are filled back only in the arguments a tool receives);
 //! * [`review`]: prompt-injection and sensitive-content findings on tool results.
 //!
-//! The agent's tool runner is the proxy: every call passes [`Firewall::outbound`]
-//! before it reaches a tool (policy, then aliases filled) and every result passes
-//! [`Firewall::inbound`] on its way back (secrets masked, findings noticed). The
-//! task masks everything it sends to the model with [`Firewall::mask`].
+//! The agent's tool runner is the proxy: every call passes [`Firewall::check_tool_for`]
+//! and then [`Firewall::outbound`] (aliases filled) before it reaches a tool, and every
+//! result passes [`Firewall::inbound`] on its way back (secrets masked, findings
+//! noticed). The task masks everything it sends to the model with [`Firewall::mask`].
 //!
 //! Every refusal is a [`Decision`] with a reason the model can act on; the caller logs
 //! it with `tracing` and keeps it in a [`DecisionLog`] the API shows.
@@ -165,16 +165,6 @@ impl Default for Firewall {
     }
 }
 
-/// Why the firewall refused a tool call (the text goes to the model as the tool's
-/// result, so each says what would allow it).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Refusal {
-    #[error("{0}")]
-    Policy(String),
-    #[error("{0}")]
-    Credential(#[from] FillError),
-}
-
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -260,15 +250,13 @@ impl Firewall {
         Ok(())
     }
 
-    /// A call on its way to a tool: the policy, then the arguments with the store's
-    /// aliases filled (the copy only the tool sees).
-    pub fn outbound(&self, tool: &str, args: &serde_json::Value) -> Result<serde_json::Value, Refusal> {
-        self.check_tool(tool).map_err(Refusal::Policy)?;
-        let cfg = self.config();
-        cfg.gate.fill(args).map_err(|e| {
-            self.refuse("credentials", tool, e.to_string());
-            Refusal::from(e)
-        })
+    /// A call on its way to a tool (after [`Self::check_tool_for`] let it through): the
+    /// arguments with the store's aliases filled, the copy only the tool sees.
+    pub fn outbound(&self, tool: &str, args: &serde_json::Value) -> Result<serde_json::Value, FillError> {
+        self.config()
+            .gate
+            .fill(args)
+            .inspect_err(|e| self.refuse("credentials", tool, e.to_string()))
     }
 
     /// A tool's result on its way back to the model: secrets masked, then reviewed;
@@ -308,13 +296,7 @@ impl Firewall {
 
     /// `text` with every known secret replaced by its `@{alias}`.
     pub fn mask<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
-        // The config is an Arc: the borrow must not outlive the guard, so an owned
-        // answer is made only when something was masked.
-        let cfg = self.config();
-        match cfg.gate.mask(text) {
-            std::borrow::Cow::Borrowed(_) => std::borrow::Cow::Borrowed(text),
-            std::borrow::Cow::Owned(m) => std::borrow::Cow::Owned(m),
-        }
+        self.config().gate.mask(text)
     }
 }
 
@@ -382,7 +364,7 @@ mod tests {
         );
         assert!(matches!(
             fw.outbound("x", &serde_json::json!("@{missing}")),
-            Err(Refusal::Credential(FillError::Unknown(_)))
+            Err(FillError::Unknown(_))
         ));
     }
 }
