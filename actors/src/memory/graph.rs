@@ -255,7 +255,9 @@ impl GraphStore {
         turn: i64,
         now: i64,
     ) -> Result<(usize, usize), GraphError> {
-        let tx = self.conn.transaction()?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let (mut entities, mut relations) = (0, 0);
         for t in triples {
             let (s, r, o) = (t.subject.trim(), t.relation.trim(), t.object.trim());
@@ -471,7 +473,9 @@ impl GraphStore {
     /// One merge round passed over these blocked pairs: their counts go down; a
     /// marker at zero is gone.
     pub fn tick_no_merge(&mut self, pairs: &[String]) -> Result<(), GraphError> {
-        let tx = self.conn.transaction()?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         for p in pairs {
             tx.execute("DELETE FROM no_merge WHERE pair = ?1 AND rounds <= 1", [p])?;
             tx.execute("UPDATE no_merge SET rounds = rounds - 1 WHERE pair = ?1", [p])?;
@@ -498,7 +502,9 @@ impl GraphStore {
         if conds.is_empty() {
             return Err(GraphError::NoCriteria);
         }
-        let tx = self.conn.transaction()?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let ids: Vec<i64> = {
             let mut stmt = tx.prepare(&format!(
                 "SELECT r.id FROM relations r JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id \
@@ -554,7 +560,9 @@ impl GraphStore {
         if source.trim() == target.trim() {
             return Err(GraphError::SelfMerge(source.to_owned()));
         }
-        let tx = self.conn.transaction()?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let src = entity_id(&tx, source)?.ok_or_else(|| GraphError::NotFound(source.to_owned()))?;
         let tgt = entity_id(&tx, target)?.ok_or_else(|| GraphError::NotFound(target.to_owned()))?;
         // A relation the target already has (same key) stays with the source and goes
@@ -581,7 +589,9 @@ impl GraphStore {
 
     /// Deletes an entity and every relation touching it; returns the relations deleted.
     pub fn delete_entity(&mut self, name: &str) -> Result<usize, GraphError> {
-        let tx = self.conn.transaction()?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let id = entity_id(&tx, name)?.ok_or_else(|| GraphError::NotFound(name.to_owned()))?;
         let n = tx.execute("DELETE FROM relations WHERE source_id = ?1 OR target_id = ?1", [id])?;
         tx.execute("DELETE FROM entities WHERE id = ?1", [id])?;

@@ -86,6 +86,13 @@ pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
 /// Opens (creating its directory) a memory database the way every tier wants it:
 /// WAL with `synchronous=NORMAL` (committed data survives a killed daemon; see
 /// `store.rs` for why not FULL) and a 5 s busy timeout.
+///
+/// Several connections write each database (the context actor, the embedder, the
+/// importer, the heartbeats), so every write transaction of the tiers is `IMMEDIATE`:
+/// a deferred one that reads first and then writes cannot be upgraded once another
+/// connection committed in between, and fails at once with "database is locked"
+/// whatever the busy timeout (seen as the embedder's "storing vectors" retries during
+/// `homed bench turn`). Taking the write lock at `BEGIN` makes it wait its turn instead.
 pub(crate) fn open_db(path: &std::path::Path) -> rusqlite::Result<rusqlite::Connection> {
     if let Some(dir) = path.parent() {
         let _ = std::fs::create_dir_all(dir);

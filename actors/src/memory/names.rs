@@ -362,7 +362,7 @@ mod tests {
 
     #[test]
     fn chinese_names_by_tag_and_hmm() {
-        let j = Jieba::new();
+        let j = crate::memory::keywords::load_jieba();
         let got: Vec<String> = chinese_names(
             &j,
             [

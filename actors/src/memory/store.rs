@@ -186,7 +186,9 @@ impl MemoryStore {
         let hash = content_hash(&content);
         let summary = document_summary(archived);
         let now = now_ms();
-        let tx = self.conn.transaction()?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let existing: Option<String> = tx
             .query_row("SELECT id FROM documents WHERE content_hash = ?1", params![hash], |r| {
                 r.get(0)
@@ -323,7 +325,9 @@ impl MemoryStore {
                 consumed.push((d.id.clone(), self.passage_ids(&d.id)?));
             }
         }
-        let tx = self.conn.transaction()?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         for d in &scored {
             if consume {
                 // Its passages (and their vectors) go with it, by trigger.
@@ -541,7 +545,9 @@ impl MemoryStore {
     /// Stores vectors of one space (replacing any other space's vector of the same row),
     /// in one transaction. Rows deleted meanwhile are skipped.
     pub fn put_vectors(&mut self, space: &str, items: &[(VectorRef, Vec<f32>)]) -> Result<(), MemoryError> {
-        let tx = self.conn.transaction()?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         for (r, v) in items {
             let (kind, id, exists) = match r {
                 VectorRef::Event(id) => (
@@ -665,7 +671,9 @@ impl MemoryStore {
     /// or nothing is.
     pub fn import_batch(&mut self, lines: &[super::import::ImportLine]) -> Result<ImportedBatch, MemoryError> {
         let now = now_ms();
-        let tx = self.conn.transaction()?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let mut out = ImportedBatch::default();
         {
             let mut mark = tx.prepare_cached(
