@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
+use homeagent_actors::i18n::{Lang, Msg};
 use serde_json::{Value, json};
 
 pub struct Vendor {
@@ -45,6 +46,11 @@ impl Vendor {
     }
 }
 
+/// The kernel's continuation placeholders, in any language.
+fn is_placeholder(text: &str) -> bool {
+    Msg::ContinueAfterTools.is(text) || Msg::ContinueAfterSend.is(text)
+}
+
 fn last_input(messages: &[Value]) -> (String, bool) {
     // (text of the last user/interrupt input, whether a tool result follows it)
     let mut tool_after = false;
@@ -54,11 +60,15 @@ fn last_input(messages: &[Value]) -> (String, bool) {
         if role == "tool" {
             tool_after = true;
         }
-        if role == "user" && !content.starts_with("请根据") && !content.starts_with("若你的回复") {
+        if role == "user" && !is_placeholder(content) {
             return (content.to_owned(), tool_after);
         }
-        if role == "system" && content.starts_with("[中断消息] ") {
-            return (content.trim_start_matches("[中断消息] ").to_owned(), tool_after);
+        if role == "system"
+            && let Some(text) = Lang::ALL
+                .iter()
+                .find_map(|l| content.strip_prefix(Msg::InterruptMark.render(*l).as_str()))
+        {
+            return (text.to_owned(), tool_after);
         }
     }
     (String::new(), tool_after)
@@ -204,7 +214,7 @@ async fn messages(req: HttpRequest, body: web::Json<Value>, calls: web::Data<Arc
             .iter()
             .filter(|b| b["type"] == "text")
             .filter_map(|b| b["text"].as_str())
-            .filter(|t| !t.starts_with("请根据") && !t.starts_with("若你的回复"))
+            .filter(|t| !is_placeholder(t))
             .collect();
         if let Some(t) = texts.last() {
             text = (*t).to_owned();
