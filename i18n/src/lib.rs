@@ -243,6 +243,9 @@ pub enum Msg<'a> {
         tool: &'a str,
         output: &'a str,
     },
+    /// How prompts and tool replies name the graph entity that stands for the user
+    /// (stored as the reference's `用户`; the stored name does not change).
+    UserEntity,
     /// The graph's index line.
     MemoryIndex {
         count: usize,
@@ -647,6 +650,7 @@ impl Msg<'_> {
                 "【相关记忆】 (relevant memory, best first; [date] speaker: words)\n"
             ),
             M::TimelineHeader => tr!(lang, "[Conversation timeline]\n", "【对话时序】\n"),
+            M::UserEntity => tr!(lang, "user", "用户"),
             M::KnowledgeTag { name } => tr!(lang, "[knowledge {name}] ", "[知识 {name}] "),
             M::DocumentToolLine { tool, output } => {
                 tr!(lang, "  [tool] {tool}: {output}\n", "  [工具] {tool}: {output}\n")
@@ -1048,6 +1052,7 @@ mod tests {
             Msg::MemoryHeader,
             Msg::TimelineHeader,
             Msg::KnowledgeTag { name: "n" },
+            Msg::UserEntity,
             Msg::DocumentToolLine { tool: "t", output: "o" },
             Msg::MemoryIndex {
                 count: 3,

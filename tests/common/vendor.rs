@@ -37,7 +37,13 @@ pub struct Vendor {
     pub last: Arc<std::sync::Mutex<Value>>,
     /// Requests served by `/v1/embeddings`.
     pub embeddings: Arc<AtomicUsize>,
+    /// The body of every chat request, oldest first.
+    pub all: Arc<std::sync::Mutex<Vec<Value>>>,
 }
+
+/// Where the chat handler records every request body.
+#[derive(Clone)]
+struct AllRequests(Arc<std::sync::Mutex<Vec<Value>>>);
 
 impl Vendor {
     /// How many `/v1/embeddings` requests were answered.
@@ -142,9 +148,11 @@ async fn chat(
     calls: web::Data<Arc<AtomicUsize>>,
     failing: web::Data<Arc<std::sync::atomic::AtomicBool>>,
     last: web::Data<Arc<std::sync::Mutex<Value>>>,
+    all: web::Data<AllRequests>,
 ) -> HttpResponse {
     calls.fetch_add(1, Ordering::SeqCst);
     *last.lock().unwrap() = body.0.clone();
+    all.0.lock().unwrap().push(body.0.clone());
     if failing.load(Ordering::SeqCst) {
         return HttpResponse::InternalServerError().json(json!({"error": {"message": "vendor down"}}));
     }
@@ -328,6 +336,8 @@ pub fn start() -> Vendor {
     let l = last.clone();
     let embed_calls = Arc::new(AtomicUsize::new(0));
     let em = embed_calls.clone();
+    let all = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let every = web::Data::new(AllRequests(all.clone()));
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         actix_rt::System::new().block_on(async move {
@@ -341,6 +351,7 @@ pub fn start() -> Vendor {
                     .app_data(data.clone())
                     .app_data(fail.clone())
                     .app_data(last.clone())
+                    .app_data(every.clone())
                     .route("/v1/chat/completions", web::post().to(chat))
                     .route("/v1/messages", web::post().to(messages))
                     .route("/v1/embeddings", web::post().to(embeddings))
@@ -360,6 +371,7 @@ pub fn start() -> Vendor {
         failing,
         last,
         embeddings: embed_calls,
+        all,
     }
 }
 

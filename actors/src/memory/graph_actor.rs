@@ -463,6 +463,16 @@ impl Handles<GraphCall> for GraphActor {
     }
 }
 
+/// An entity's name as prompts and tool replies show it: the user's entity (stored as
+/// [`super::rules::USER`]) in the session's language, every other name as stored.
+fn shown(name: &str) -> std::borrow::Cow<'_, str> {
+    if name == super::rules::USER {
+        Msg::UserEntity.text().into()
+    } else {
+        name.into()
+    }
+}
+
 /// The index block for the prompt: `【记忆索引】 关联 N 个记忆实体，高频：A、B、C 索引: X, Y(Type), … | …`.
 pub fn format_index(entities: &[super::graph::Entity]) -> String {
     if entities.is_empty() {
@@ -470,19 +480,18 @@ pub fn format_index(entities: &[super::graph::Entity]) -> String {
     }
     let mut top: Vec<_> = entities.iter().collect();
     top.sort_by(|a, b| b.mention_count.cmp(&a.mention_count).then(a.name.cmp(&b.name)));
-    let hot: Vec<&str> = top.iter().take(3).map(|e| e.name.as_str()).collect();
+    let hot: Vec<String> = top.iter().take(3).map(|e| shown(&e.name).into_owned()).collect();
     let names: Vec<String> = entities
         .iter()
         .take(5)
         .map(|e| {
             if e.kind == "Concept" {
-                e.name.clone()
+                shown(&e.name).into_owned()
             } else {
-                format!("{}({})", e.name, e.kind)
+                format!("{}({})", shown(&e.name), e.kind)
             }
         })
         .collect();
-    let hot: Vec<String> = hot.into_iter().map(str::to_owned).collect();
     Msg::MemoryIndex {
         count: entities.len(),
         hot: &hot,
@@ -552,8 +561,16 @@ impl GraphActor {
             .take(limit)
             .map(|rel| {
                 let text = match rel.sentence.as_deref().map(str::trim) {
-                    Some(s) if !s.is_empty() => format!("{} ({} →{}→ {})", s, rel.source, rel.relation, rel.target),
-                    _ => format!("{} →{}→ {}", rel.source, rel.relation, rel.target),
+                    Some(s) if !s.is_empty() => {
+                        format!(
+                            "{} ({} →{}→ {})",
+                            s,
+                            shown(&rel.source),
+                            rel.relation,
+                            shown(&rel.target)
+                        )
+                    }
+                    _ => format!("{} →{}→ {}", shown(&rel.source), rel.relation, shown(&rel.target)),
                 };
                 super::recall::Item::counted(super::recall::Origin::Fact, Some(rel.created_at_ms), "graph", &text)
             })
@@ -571,7 +588,7 @@ pub fn format_recall(r: &Recall) -> String {
     for e in &r.entities {
         out.push_str(
             &Msg::RecallEntity {
-                name: &e.name,
+                name: &shown(&e.name),
                 mentions: e.mention_count as u64,
                 kind: &e.kind,
             }
@@ -586,7 +603,12 @@ pub fn format_recall(r: &Recall) -> String {
             .text(),
         );
         for rel in r.relations.iter().take(10) {
-            out.push_str(&format!("- {} →({})→ {}\n", rel.source, rel.relation, rel.target));
+            out.push_str(&format!(
+                "- {} →({})→ {}\n",
+                shown(&rel.source),
+                rel.relation,
+                shown(&rel.target)
+            ));
         }
         if r.relations.len() > 10 {
             out.push_str(&Msg::RecallTruncated.text());
