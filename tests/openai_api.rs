@@ -317,3 +317,45 @@ fn the_official_python_sdk_chats_with_the_agent_streamed_and_not() {
     let all = serde_json::to_string(&prompts).unwrap();
     assert!(all.contains("hello from the python sdk") && !all.contains("ignored by the agent"));
 }
+
+#[test]
+fn the_official_js_sdk_chats_with_the_agent_streamed_and_not() {
+    let js = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/openai/js");
+    if !js.join("node_modules/openai/package.json").exists() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "the openai JS SDK is missing in CI: scripts/test must run scripts/install-openai-sdk.sh"
+        );
+        eprintln!("SKIPPED: run `bash scripts/install-openai-sdk.sh` for the OpenAI JS SDK test");
+        return;
+    }
+    let (_dir, _data, d, _v) = daemon_with_vendor();
+    let out = Command::new("node")
+        .arg(js.join("client.mjs"))
+        .arg(d.url("/v1"))
+        .arg(d.token())
+        .current_dir(&js)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .output()
+        .expect("node (Node >= 20) runs the JS SDK test");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "client.mjs failed:\n{stderr}\nlog:\n{}",
+        d.log_text()
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    assert_eq!(r["models"], json!(["homeagent"]), "{r}");
+    assert_eq!(r["plain"]["object"], "chat.completion", "{r}");
+    assert_eq!(r["plain"]["content"], "echo: hello from the js sdk");
+    assert_eq!(r["plain"]["finish_reason"], "stop");
+    assert!(r["plain"]["tool_calls"].is_null());
+    assert_eq!(r["stream"]["text"], "echo: stream from js", "{r}");
+    assert!(r["stream"]["chunks"].as_array().unwrap().len() >= 2, "{r}");
+    assert_eq!(r["stream"]["finish_reason"], "stop");
+    assert!(r["stream"]["total_tokens"].as_u64().unwrap() > 0, "{r}");
+    assert!(r.get("leaked_tool_calls").is_none(), "{r}");
+    assert_eq!(r["wrong_key"]["status"], 401, "{r}");
+    assert_eq!(r["wrong_key"]["name"], "AuthenticationError", "{r}");
+}
