@@ -426,10 +426,8 @@ fn stream(
 fn remainder<'a>(streamed: &str, reply: &'a str) -> &'a str {
     if streamed.is_empty() {
         reply
-    } else if let Some(rest) = reply.strip_prefix(streamed) {
-        rest
     } else {
-        ""
+        reply.strip_prefix(streamed).unwrap_or_default()
     }
 }
 

@@ -323,7 +323,7 @@ impl Handles<GraphCall> for GraphActor {
                     Ok(n) => Ok(Msg::Merged {
                         source: &source,
                         target: &target,
-                        moved: n as usize,
+                        moved: n,
                     }
                     .text()),
                     Err(e) => Err(Msg::MergeFailed { error: &e.to_string() }.text()),
@@ -345,11 +345,7 @@ impl Handles<GraphCall> for GraphActor {
                     mode
                 };
                 match self.store.purge(&criteria, mode == "hard") {
-                    Ok(n) => Ok(Msg::Purged {
-                        mode: &mode,
-                        count: n as usize,
-                    }
-                    .text()),
+                    Ok(n) => Ok(Msg::Purged { mode: &mode, count: n }.text()),
                     Err(e) => Err(Msg::PurgeFailed { error: &e.to_string() }.text()),
                 }
             }
@@ -363,12 +359,7 @@ impl Handles<GraphCall> for GraphActor {
                 }
                 match self.store.block_merge(a, b, rounds as u32) {
                     Ok(()) if rounds == 0 => Ok(Msg::Unblocked { a, b }.text()),
-                    Ok(()) => Ok(Msg::Blocked {
-                        a,
-                        b,
-                        rounds: rounds as i64,
-                    }
-                    .text()),
+                    Ok(()) => Ok(Msg::Blocked { a, b, rounds }.text()),
                     Err(e) => Err(Msg::RecordFailed { error: &e.to_string() }.text()),
                 }
             }
@@ -451,7 +442,7 @@ impl Handles<GraphCall> for GraphActor {
                 };
                 match self.store.commit(&[triple], AGENT_SESSION, 0) {
                     Ok((e, r)) => Ok(Msg::Edited {
-                        removed: removed as usize,
+                        removed,
                         entities: e as u64,
                         relations: r as u64,
                     }
@@ -826,7 +817,7 @@ pub fn graph_tools(
                             Ok(Ok(n)) if n > 0 => Msg::TextLogFollowed {
                                 reply: &reply,
                                 purged,
-                                count: n as usize,
+                                count: n,
                             }
                             .text(),
                             Ok(Err(e)) => {
