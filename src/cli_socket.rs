@@ -126,7 +126,7 @@ async fn session(stream: UnixStream, deps: CliDeps) {
         }
         if buf.len() > MAX_LINE {
             let _ = write
-                .write_all(&frame(Err(format!("line longer than {MAX_LINE} bytes; split it"))))
+                .write_all(&frame(Err(Msg::CliLineTooLong { max: MAX_LINE }.text())))
                 .await;
             return;
         }
@@ -137,7 +137,7 @@ async fn session(stream: UnixStream, deps: CliDeps) {
         if !authed {
             if line.strip_prefix("/auth ").map(str::trim) == Some(key.as_str()) {
                 authed = true;
-                if write.write_all(&frame(Ok("authenticated".into()))).await.is_err() {
+                if write.write_all(&frame(Ok(Msg::CliAuthenticated.text()))).await.is_err() {
                     return;
                 }
                 continue;

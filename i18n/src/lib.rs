@@ -487,6 +487,10 @@ pub enum Msg<'a> {
         command: &'a str,
     },
     CliUnauthorized,
+    CliAuthenticated,
+    CliLineTooLong {
+        max: usize,
+    },
     CliNotRun {
         reason: &'a str,
     },
@@ -953,6 +957,12 @@ impl Msg<'_> {
                 "unauthorized: start the session with /auth <key> (plugin.cli.api_key)",
                 "未授权：请先发送 /auth <key>（plugin.cli.api_key）"
             ),
+            M::CliAuthenticated => tr!(lang, "authenticated", "已认证"),
+            M::CliLineTooLong { max } => tr!(
+                lang,
+                "line longer than {max} bytes; split it",
+                "行超过 {max} 字节；请拆开发送"
+            ),
             M::CliNotRun { reason } => tr!(lang, "not run: {reason}", "未执行: {reason}"),
             M::CliAgentUnavailable => tr!(lang, "the agent is not available", "智能体不可用"),
         }
@@ -1200,6 +1210,8 @@ mod tests {
             Msg::CliPlugins { count: 1, names: "n" },
             Msg::CliUnknownCommand { command: "/bogus" },
             Msg::CliUnauthorized,
+            Msg::CliAuthenticated,
+            Msg::CliLineTooLong { max: 10 },
             Msg::CliNotRun { reason: "r" },
             Msg::CliAgentUnavailable,
         ]
