@@ -3,7 +3,8 @@
 //! One connection is one session. The client sends text lines; the daemon answers
 //! each with one JSON line, `{"type":"response","content":…}` or
 //! `{"type":"error","error":…}`. When `plugin.cli.api_key` is set, the first line must
-//! be `/auth <key>`. Lines starting with a known `/command` are handled here; anything
+//! be `/auth <key>`. Lines starting with a `/command` are handled here (an unknown one
+//! is answered with the list of commands, never sent to the model); anything
 //! else is a message to the agent (source and channel `cli`), answered when the agent
 //! has answered. The socket is created with mode 0600: only the daemon's user may talk
 //! to the agent this way.
@@ -19,6 +20,7 @@ use homeagent_actors::agent::input::{Input, Refusal, ReplyTo};
 use homeagent_actors::agent::intake::Inject;
 use homeagent_actors::config::{CliConfig, ConfigActor, ReadSettings, UpdateSettings};
 use homeagent_actors::host::HostContext;
+use homeagent_actors::i18n::{CLI_COMMANDS, Msg};
 use homeagent_actors::llm::provider::GetLlmStatus;
 use homeagent_actors::stages::GetTools;
 use homeagent_actors::{KernelActor, Registry, TAddr};
@@ -124,7 +126,7 @@ async fn session(stream: UnixStream, deps: CliDeps) {
         }
         if buf.len() > MAX_LINE {
             let _ = write
-                .write_all(&frame(Err(format!("line longer than {MAX_LINE} bytes; split it"))))
+                .write_all(&frame(Err(Msg::CliLineTooLong { max: MAX_LINE }.text())))
                 .await;
             return;
         }
@@ -135,12 +137,12 @@ async fn session(stream: UnixStream, deps: CliDeps) {
         if !authed {
             if line.strip_prefix("/auth ").map(str::trim) == Some(key.as_str()) {
                 authed = true;
-                if write.write_all(&frame(Ok("authenticated".into()))).await.is_err() {
+                if write.write_all(&frame(Ok(Msg::CliAuthenticated.text()))).await.is_err() {
                     return;
                 }
                 continue;
             }
-            let _ = write.write_all(&frame(Err("unauthorized".into()))).await;
+            let _ = write.write_all(&frame(Err(Msg::CliUnauthorized.text()))).await;
             return;
         }
         let answer = handle(&line, &deps).await;
@@ -150,18 +152,32 @@ async fn session(stream: UnixStream, deps: CliDeps) {
     }
 }
 
-const HELP: &str = "命令 (commands):
-  /help                      this help
-  /status                    uptime, LLM sources, actors, plugins, tools
-  /settings [prefix]         list settings (secrets masked)
-  /settings set <key> <value> set a setting (the value is JSON if it parses, else a string)
-  /plugin list               loaded plugins
-Anything else is a message to the agent.";
+/// How many tools the model is offered on its next call: the registered tools plus
+/// the output channels' `output_send__*` tools, as the task builds its request.
+async fn model_tool_count(deps: &CliDeps) -> usize {
+    let registered = deps
+        .agent
+        .deps
+        .stages
+        .send(GetTools)
+        .await
+        .map(|t| t.len())
+        .unwrap_or(0);
+    registered + deps.agent.deps.channels.tools().len()
+}
+
+/// Whether `line` names a command of the CLI (its first word is one of
+/// [`CLI_COMMANDS`]); any other line starting with `/` is answered here with the
+/// list of commands and never sent to the model.
+fn is_unknown_command(line: &str) -> Option<&str> {
+    let first = line.split_whitespace().next().unwrap_or("");
+    (first.starts_with('/') && !CLI_COMMANDS.contains(&first)).then_some(first)
+}
 
 async fn handle(line: &str, deps: &CliDeps) -> Result<String, String> {
     let mut words = line.split_whitespace();
     match words.next().unwrap_or("") {
-        "/help" => Ok(HELP.into()),
+        "/help" => Ok(Msg::CliHelp.text()),
         "/status" => {
             let llm = deps
                 .agent
@@ -170,35 +186,22 @@ async fn handle(line: &str, deps: &CliDeps) -> Result<String, String> {
                 .send(GetLlmStatus)
                 .await
                 .map_err(|e| e.to_string())?;
-            let tools = deps
-                .agent
-                .deps
-                .stages
-                .send(GetTools)
-                .await
-                .map(|t| t.len())
-                .unwrap_or(0);
-            Ok(format!(
-                "uptime: {}s\nLLM: {} source(s){}\nactors: {}\nplugins: {}\ntools: {}",
-                deps.started.elapsed().as_secs(),
-                llm.sources.len(),
-                if llm.sources.is_empty() {
-                    " (none configured: see /settings core.llm)"
-                } else {
-                    ""
-                },
-                deps.registry.len(),
-                deps.plugins.len(),
-                tools
-            ))
+            Ok(Msg::CliStatus {
+                uptime_s: deps.started.elapsed().as_secs(),
+                sources: llm.sources.len(),
+                actors: deps.registry.len(),
+                plugins: deps.plugins.len(),
+                tools: model_tool_count(deps).await,
+            }
+            .text())
         }
         "/settings" => match words.next() {
             Some("set") => {
                 let (Some(key), rest) = (words.next(), words.collect::<Vec<_>>().join(" ")) else {
-                    return Err("usage: /settings set <key> <value>".into());
+                    return Err(Msg::CliSettingUsage.text());
                 };
                 if rest.is_empty() {
-                    return Err("usage: /settings set <key> <value>".into());
+                    return Err(Msg::CliSettingUsage.text());
                 }
                 let value = serde_json::from_str(&rest).unwrap_or(Value::String(rest.clone()));
                 let update = UpdateSettings([(key.to_owned(), value)].into_iter().collect());
@@ -207,7 +210,7 @@ async fn handle(line: &str, deps: &CliDeps) -> Result<String, String> {
                     .await
                     .map_err(|e| e.to_string())?
                     .map_err(|e| e.to_string())?;
-                Ok(format!("已设置: {key} = {rest}"))
+                Ok(Msg::CliSettingSet { key, value: &rest }.text())
             }
             prefix => {
                 let all = deps
@@ -222,22 +225,31 @@ async fn handle(line: &str, deps: &CliDeps) -> Result<String, String> {
                     .map(|(k, v)| format!("  {k} = {v}"))
                     .collect();
                 if rows.is_empty() {
-                    Ok("无匹配配置项 (no matching setting)".into())
+                    Ok(Msg::CliNoSetting.text())
                 } else {
-                    Ok(format!("配置 ({} 项):\n{}", rows.len(), rows.join("\n")))
+                    Ok(Msg::CliSettings {
+                        count: rows.len(),
+                        rows: &rows.join("\n"),
+                    }
+                    .text())
                 }
             }
         },
         "/plugin" if line.trim() == "/plugin list" => {
             if deps.plugins.is_empty() {
-                Ok("无已加载插件 (no plugins)".into())
+                Ok(Msg::CliNoPlugins.text())
             } else {
-                Ok(format!(
-                    "已加载插件 ({}):\n{}",
-                    deps.plugins.len(),
-                    deps.plugins.names().join("\n")
-                ))
+                Ok(Msg::CliPlugins {
+                    count: deps.plugins.len(),
+                    names: &deps.plugins.names().join("\n"),
+                }
+                .text())
             }
+        }
+        _ if is_unknown_command(line).is_some() => {
+            let command = is_unknown_command(line).unwrap_or_default();
+            tracing::info!(command, "unknown CLI command answered locally");
+            Err(Msg::CliUnknownCommand { command }.text())
         }
         _ => {
             let mut input = Input::text("cli", line);
@@ -248,11 +260,21 @@ async fn handle(line: &str, deps: &CliDeps) -> Result<String, String> {
                 .event_loop
                 .send(Inject(input))
                 .await
-                .map_err(|e| format!("not run: {}", Refusal::from(e)))?
-                .map_err(|reason: Refusal| format!("not run: {reason}"))?;
-            let r = rx.await.map_err(|_| "agent is not available".to_string())?;
+                .map_err(|e| {
+                    Msg::CliNotRun {
+                        reason: &Refusal::from(e).to_string(),
+                    }
+                    .text()
+                })?
+                .map_err(|reason: Refusal| {
+                    Msg::CliNotRun {
+                        reason: &reason.to_string(),
+                    }
+                    .text()
+                })?;
+            let r = rx.await.map_err(|_| Msg::CliAgentUnavailable.text())?;
             if let Some(s) = r.skipped {
-                return Err(format!("not run: {s}"));
+                return Err(Msg::CliNotRun { reason: &s.to_string() }.text());
             }
             match r.error {
                 Some(e) => Err(e),

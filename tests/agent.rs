@@ -162,6 +162,7 @@ fn interrupt_preempts_a_running_task_which_resumes_after() {
 fn stop_ends_the_current_inference_and_the_waiting_inputs_only() {
     let dir = tempfile::tempdir().unwrap();
     let d = Daemon::start(&dir.path().join("data"));
+    common::api::chinese(&d); // the reference's texts are asserted below
     let v = vendor::start();
     put_settings(&d, vendor::source_settings("fake", &v.url, 0));
     wait_sources(&d, 1);
@@ -256,6 +257,7 @@ fn a_vendor_answering_500_falls_back_to_the_next_source_and_nothing_is_lost() {
 #[test]
 fn the_conversation_is_remembered_across_turns_and_kill_9() {
     let (_dir, data, d, v) = daemon_with_vendor();
+    common::api::chinese(&d); // the reference's texts are asserted below
     let (status, _) = post(&d, "/api/v1/messages", json!({"text": "my cat is called Mimi"}));
     assert_eq!(status, 200);
     let (status, _) = post(&d, "/api/v1/messages", json!({"text": "what is my cat called?"}));
@@ -319,6 +321,7 @@ fn the_conversation_is_remembered_across_turns_and_kill_9() {
 fn pruned_turns_become_documents_that_are_suggested_and_can_be_loaded_back() {
     let dir = tempfile::tempdir().unwrap();
     let d = Daemon::start(&dir.path().join("data"));
+    common::api::chinese(&d); // the reference's texts are asserted below
     let v = vendor::start();
     put_settings(&d, vendor::source_settings("fake", &v.url, 0));
     put_settings(&d, json!({"core.agent.max_context_size": 12}));
@@ -397,6 +400,7 @@ fn pruned_turns_become_documents_that_are_suggested_and_can_be_loaded_back() {
 #[test]
 fn the_knowledge_base_is_written_and_searched_through_tools() {
     let (_dir, data, d, _v) = daemon_with_vendor();
+    common::api::chinese(&d); // the reference's texts are asserted below
     let create = r#"call-tool knowledge_create {"name":"Recipes/Green Tea","content":"Brew green tea at 80 degrees for three minutes."}"#;
     let (status, body) = post(&d, "/api/v1/messages", json!({ "text": create }));
     assert_eq!(status, 200, "{body}");
@@ -434,6 +438,7 @@ fn the_knowledge_base_is_written_and_searched_through_tools() {
 #[test]
 fn facts_committed_through_memory_commit_are_recalled_and_survive_kill_9() {
     let (_dir, data, d, _v) = daemon_with_vendor();
+    common::api::chinese(&d); // the reference's texts are asserted below
     let commit = r#"call-tool memory_commit {"triples":[{"subject":"张三","relation":"住在","object":"北京","sentence_text":"我叫张三，我住在北京"},{"subject":"x","relation":"bad","object":"y"}]}"#;
     let (status, body) = post(&d, "/api/v1/messages", json!({ "text": commit }));
     assert_eq!(status, 200, "{body}");
@@ -541,6 +546,7 @@ fn the_rule_distiller_turns_self_statements_into_graph_facts_once() {
 #[test]
 fn merge_and_review_heartbeats_hand_tasks_to_the_model_once() {
     let (_dir, _data, d, v) = daemon_with_vendor();
+    common::api::chinese(&d); // the reference's texts are asserted below
     let commit = r#"call-tool memory_commit {"triples":[{"subject":"machine learning","relation":"is","object":"statistics","sentence_text":"machine learning is statistics"},{"subject":"machine learnings","relation":"needs","object":"data"}]}"#;
     let (_, body) = post(&d, "/api/v1/messages", json!({ "text": commit }));
     assert!(body["reply"].as_str().unwrap().contains("2 条关系"), "{body}");
@@ -570,6 +576,7 @@ fn merge_and_review_heartbeats_hand_tasks_to_the_model_once() {
 #[test]
 fn the_archive_heartbeat_moves_cold_documents_with_facts_into_the_graph() {
     let (_dir, data, d, _v) = daemon_with_vendor();
+    common::api::chinese(&d); // the reference's texts are asserted below
     for (summary, content) in [("个人信息", "我叫李四，我住在上海"), ("随笔", "今天天气很好")] {
         let call = json!({"summary": summary, "content": content}).to_string();
         let (_, body) = post(
@@ -637,6 +644,7 @@ fn text_log(data: &std::path::Path) -> Vec<Value> {
 #[test]
 fn memory_edit_and_purge_reach_the_text_log_and_block_merge_silences_a_pair() {
     let (_dir, data, d, _v) = daemon_with_vendor();
+    common::api::chinese(&d); // the reference's texts are asserted below
     let (status, _) = post(&d, "/api/v1/messages", json!({"text": "我叫王五，我住在上海"}));
     assert_eq!(status, 200);
     let commit = r#"call-tool memory_commit {"triples":[{"subject":"王五","relation":"住在","object":"上海"}]}"#;
@@ -699,6 +707,7 @@ fn memory_edit_and_purge_reach_the_text_log_and_block_merge_silences_a_pair() {
 #[test]
 fn a_context_full_vendor_error_prunes_twice_then_fails_naming_the_setting() {
     let (_dir, _data, d, v) = daemon_with_vendor();
+    common::api::chinese(&d); // the reference's texts are asserted below
     for i in 0..20 {
         let (status, _) = post(&d, "/api/v1/messages", json!({"text": format!("filler message {i}")}));
         assert_eq!(status, 200);
@@ -795,6 +804,7 @@ fn heartbeat_intervals_apply_without_a_restart() {
 #[test]
 fn an_operator_restart_of_the_stage_host_keeps_every_tool() {
     let (_dir, _data, d, _v) = daemon_with_vendor();
+    common::api::chinese(&d); // the reference's texts are asserted below
     let before = common::api::get(&d, "/api/v1/actors");
     let restarts = |v: &Value| {
         v["actors"]

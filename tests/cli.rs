@@ -85,3 +85,72 @@ fn waiter_talks_to_the_agent_and_the_daemon() {
     let (ok, _, err) = waiter(&dir.path().join("nope.sock"), None, "x\n");
     assert!(!ok && err.contains("is homed running"), "{err}");
 }
+
+#[test]
+fn waiter_has_its_own_help_answers_unknown_commands_itself_and_counts_the_models_tools() {
+    let (ok, out, err) = {
+        let o = Command::new(env!("CARGO_BIN_EXE_waiter"))
+            .arg("--help")
+            .output()
+            .unwrap();
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    assert!(ok, "{err}");
+    assert!(
+        out.starts_with("waiter: the terminal client of a running homed"),
+        "{out}"
+    );
+    assert!(out.contains("--socket") && out.contains("/settings"), "{out}");
+    assert!(
+        !out.contains("long-running personal AI agent daemon"),
+        "not the daemon's text: {out}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = Daemon::start(&data);
+    let v = vendor::start();
+    common::api::put_settings(&d, vendor::source_settings("fake", &v.url, 0));
+    common::api::wait_sources(&d, 1);
+    let socket = data.join("cli.sock");
+
+    // An unknown command is answered here, with the commands, and never reaches the model.
+    let calls = v.calls.load(std::sync::atomic::Ordering::SeqCst);
+    let (ok, out, err) = waiter(&socket, None, "/bogus now\n");
+    assert!(!ok, "an unknown command is an error: {out}");
+    assert!(
+        err.contains("Unknown command /bogus") && err.contains("/status"),
+        "{err}"
+    );
+    assert_eq!(
+        v.calls.load(std::sync::atomic::Ordering::SeqCst),
+        calls,
+        "the vendor was not called"
+    );
+
+    // `/status` counts the tools the model is offered (registered + output channels).
+    // Plugins register theirs while they start, so compare until both sides agree.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    for i in 0.. {
+        let (ok, out, err) = waiter(&socket, None, &format!("count {i}\n/status\n"));
+        assert!(ok, "{err}");
+        let offered = v.last.lock().unwrap()["tools"].as_array().map_or(0, Vec::len);
+        let shown: usize = out
+            .lines()
+            .find_map(|l| l.strip_prefix("tools: "))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no tool count in {out}"));
+        if shown == offered && offered > 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "/status says {shown} tools, the model got {offered}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}

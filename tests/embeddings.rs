@@ -109,7 +109,10 @@ fn commit_doc(d: &common::Daemon, content: &str) {
     let call = format!(r#"call-tool doc_commit {{"content":"{content}"}}"#);
     let (code, body) = post(d, "/api/v1/messages", json!({ "text": call }));
     assert_eq!(code, 200, "{body}");
-    assert!(body["reply"].as_str().unwrap_or("").contains("文档已提交"), "{body}");
+    assert!(
+        body["reply"].as_str().unwrap_or("").contains("Document stored"),
+        "{body}"
+    );
 }
 
 #[test]

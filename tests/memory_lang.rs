@@ -75,7 +75,7 @@ fn english_and_chinese_self_statements_become_graph_facts() {
     );
     assert_eq!(status, 200);
     let sent = v.last.lock().unwrap().to_string();
-    assert!(sent.contains("【记忆索引】") && sent.contains("Biscuit"), "{sent}");
+    assert!(sent.contains("[Memory index]") && sent.contains("Biscuit"), "{sent}");
 
     let (status, _) = post(
         &d,

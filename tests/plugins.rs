@@ -160,7 +160,7 @@ fn the_bundled_timer_plugin_reminds_the_agent_with_an_interrupt() {
         let last = v.last.lock().unwrap().clone();
         let seen = last["messages"]
             .as_array()
-            .is_some_and(|m| m.iter().any(|m| m["content"] == "[中断消息] ⏰ 定时提醒 #1: tea time"));
+            .is_some_and(|m| m.iter().any(|m| m["content"] == "[Interrupt] ⏰ Reminder #1: tea time"));
         if seen {
             break;
         }

@@ -86,7 +86,7 @@ fn a_fact_said_once_is_recalled_after_eighty_unrelated_messages() {
     let msgs = message_texts(&req);
     let memory = msgs
         .iter()
-        .find(|(role, text)| role == "system" && text.contains("【相关记忆】"))
+        .find(|(role, text)| role == "system" && text.contains("[Relevant memory]"))
         .unwrap_or_else(|| panic!("no recalled memory in the request: {msgs:#?}"));
     let line = memory
         .1
@@ -132,16 +132,20 @@ fn with_an_8k_window_every_request_fits_and_memory_stays_within_its_budget() {
         let all: usize = msgs.iter().map(|(_, t)| tokens::count(t) + 4).sum::<usize>() + tools;
         assert!(all <= WINDOW, "request {i} has {all} tokens > {WINDOW}");
         // The fixed part: system prompt, tool schemas, source context and the input.
-        let memory_msg = msgs.iter().find(|(r, t)| r == "system" && t.contains("【对话时序】"));
+        let memory_msg = msgs
+            .iter()
+            .find(|(r, t)| r == "system" && t.contains("[Conversation timeline]"));
         let fixed: usize = msgs
             .iter()
-            .filter(|(r, t)| !(r == "system" && (t.contains("【对话时序】") || t.contains("【相关记忆】"))))
+            .filter(|(r, t)| {
+                !(r == "system" && (t.contains("[Conversation timeline]") || t.contains("[Relevant memory]")))
+            })
             .map(|(_, t)| tokens::count(t) + 4)
             .sum::<usize>()
             + tools;
         let budget = Budget::new(WINDOW, fixed);
         if let Some((_, m)) = memory_msg {
-            let (relevant, timeline) = match m.split_once("【对话时序】") {
+            let (relevant, timeline) = match m.split_once("[Conversation timeline]") {
                 Some((r, t)) => (r, t),
                 None => ("", m.as_str()),
             };

@@ -26,6 +26,8 @@ pub mod config;
 pub mod control;
 pub mod firewall;
 pub mod host;
+/// The message catalog (`homeagent-i18n`): every text for a person or the model.
+pub use homeagent_i18n as i18n;
 pub mod llm;
 pub mod memory;
 pub mod modgraph;

@@ -332,7 +332,7 @@ async fn plugin_tools_parallel_batches_denials_timeouts_and_stages() {
     );
     assert_eq!(tool_msgs(3).last().unwrap(), "not allowed here");
     assert!(
-        tool_msgs(4).last().unwrap().contains("执行超时"),
+        tool_msgs(4).last().unwrap().contains("timed out after"),
         "the slow tool timed out: {:?}",
         tool_msgs(4)
     );
@@ -440,7 +440,7 @@ async fn an_interrupt_during_a_tool_waits_for_the_tool_then_runs_first() {
     assert_eq!(victim.content, "victim done");
     let requests = s.script.lock().1.clone();
     assert!(
-        texts(&requests[1]).iter().any(|t| t == "[中断消息] urgent"),
+        texts(&requests[1]).iter().any(|t| t == "[Interrupt] urgent"),
         "the interrupt ran second"
     );
     assert!(
@@ -481,7 +481,7 @@ async fn a_crashing_task_answers_its_caller_and_the_model_hears_of_it() {
     assert!(
         notice
             .iter()
-            .any(|t| t.starts_with("[中断消息] 内核事件：任务 #1 发生 panic") && t.contains("tool bug")),
+            .any(|t| t.starts_with("[Interrupt] Kernel event: task #1 panicked") && t.contains("tool bug")),
         "{notice:?}"
     );
     // The scheduler survived: a new input runs.
@@ -499,7 +499,10 @@ async fn max_tool_turns_caps_a_runaway_loop() {
     register_tool(&s, "demo_again", tool("demo_again", Duration::ZERO, Arc::default())).await;
     s.script.lock().0.extend((0..5).map(|_| Err(vec!["demo_again".into()])));
     let reply = ask(&s, "loop forever").await;
-    assert_eq!(reply.content, "[系统] 已达到最大工具轮次 2，任务中止。");
+    assert_eq!(
+        reply.content,
+        "[system] The limit of 2 tool rounds was reached; the task was stopped."
+    );
     assert_eq!(s.script.lock().1.len(), 2, "no third LLM call");
 }
 
@@ -549,7 +552,7 @@ async fn consolidation_is_a_critical_section() {
         texts(&requests[1]).iter().any(|t| t == "result of demo_long"),
         "consolidation finished first"
     );
-    assert!(texts(&requests[2]).iter().any(|t| t == "[中断消息] urgent"));
+    assert!(texts(&requests[2]).iter().any(|t| t == "[Interrupt] urgent"));
     let snap = s
         .scheduler
         .send(homeagent_actors::agent::scheduler::GetTasks)
@@ -595,6 +598,6 @@ async fn stop_while_the_prompt_is_being_built_ends_the_task_before_any_llm_call(
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(answer.content, "已停止生成。");
+    assert_eq!(answer.content, "Generation stopped.");
     assert!(s.script.lock().1.is_empty(), "no LLM call was made after the stop");
 }

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use homeagent_i18n::{Lang, Msg};
 use homeagent_plugin_protocol::methods::ToolRegister;
 use homeagent_plugin_protocol::sdk::{Kernel, Plugin};
 use serde_json::{Value, json};
@@ -76,6 +77,18 @@ fn arg<'a>(args: &'a Value, key: &str) -> Option<&'a str> {
 
 static KERNEL: OnceLock<Kernel> = OnceLock::new();
 
+/// The reminder a fired timer raises, in the kernel's language (asked when it fires, so
+/// a change of `core.agent.language` applies to running timers too; English when the
+/// kernel cannot be asked).
+fn reminder(id: u64, message: &str) -> String {
+    let lang = KERNEL
+        .get()
+        .and_then(|k| k.language().ok())
+        .and_then(|code| Lang::parse(&code))
+        .unwrap_or_default();
+    Msg::Reminder { id, message }.render(lang)
+}
+
 fn set(timers: &Arc<Timers>, args: Value) -> Result<String, String> {
     let after = parse_duration(arg(&args, "after").ok_or("`after` is required, e.g. \"10m\"")?)?;
     let message = arg(&args, "message")
@@ -113,7 +126,7 @@ fn set(timers: &Arc<Timers>, args: Value) -> Result<String, String> {
             }
             eprintln!("timer #{id} fired: {message}");
             if let Some(k) = KERNEL.get()
-                && let Err(e) = k.inject_interrupt(&format!("⏰ 定时提醒 #{id}: {message}"), "L3")
+                && let Err(e) = k.inject_interrupt(&reminder(id, &message), "L3")
             {
                 eprintln!("timer #{id}: the kernel refused the reminder: {e}");
             }

@@ -12,9 +12,19 @@ use std::process::ExitCode;
 use clap::Parser;
 use serde_json::Value;
 
-/// Talk to a running homed from the terminal.
+/// waiter: the terminal client of a running homed.
+///
+/// Every line read from the terminal (or from a pipe: `echo "hello" | waiter`) is sent
+/// to the daemon over its CLI socket and answered before the next one is read. A line
+/// is a message to the agent, unless it starts with `/`: then it is a daemon command
+/// (`/help`, `/status`, `/settings [prefix]`, `/settings set <key> <value>`,
+/// `/plugin list`), answered by the daemon itself; an unknown `/command` gets the list
+/// of commands and is never sent to the agent. Exits non-zero when any answer was an
+/// error.
 #[derive(Debug, Parser)]
-#[command(name = "waiter", version, about)]
+// No bare `about`: that would show the package's description, which is the daemon's;
+// the doc comment above is waiter's own help.
+#[command(name = "waiter", version)]
 struct Args {
     /// The daemon's CLI socket.
     #[arg(long, default_value = "./data/cli.sock", env = "HOMED_SOCKET")]

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use actix_web::{HttpResponse, web};
-use homeagent_actors::agent::input::{Input, Refusal, ReplyTo, new_request_id};
+use homeagent_actors::agent::input::{Input, Refusal, Reply, ReplyTo, new_request_id};
 use homeagent_actors::agent::intake::{Inject, InjectInterrupt};
 use homeagent_actors::agent::scheduler::GetTasks;
 use homeagent_actors::llm::provider::GetLlmStatus;
@@ -16,7 +16,7 @@ use super::AppState;
 use super::error::{ApiError, ErrorBody};
 
 /// Longest a synchronous caller waits by default.
-const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+pub(super) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Body of `POST /api/v1/messages`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -54,7 +54,7 @@ pub struct MessageReply {
     pub usage: Value,
 }
 
-async fn ensure_llm(state: &AppState) -> Result<(), ApiError> {
+pub(super) async fn ensure_llm(state: &AppState) -> Result<(), ApiError> {
     let status = state.llm.send(GetLlmStatus).await?;
     if status.sources.is_empty() {
         return Err(ApiError::unavailable(no_source_message(&status.skipped)));
@@ -63,7 +63,7 @@ async fn ensure_llm(state: &AppState) -> Result<(), ApiError> {
 }
 
 /// The status code of each refusal (the texts are the refusal's own).
-fn refused(reason: Refusal) -> ApiError {
+pub(super) fn refused(reason: Refusal) -> ApiError {
     let text = reason.to_string();
     match reason {
         Refusal::EmptyInput => ApiError::bad_request(text),
@@ -144,24 +144,7 @@ pub async fn post_message(
     };
     let task_id = task_id.unwrap_or_default();
     let timeout = req.timeout_ms.map_or(DEFAULT_TIMEOUT, Duration::from_millis);
-    let reply = match tokio::time::timeout(timeout, rx).await {
-        Ok(Ok(r)) => r,
-        Ok(Err(_)) => {
-            return Err(ApiError::new(
-                actix_web::http::StatusCode::BAD_GATEWAY,
-                "the task ended without a reply",
-            ));
-        }
-        Err(_) => {
-            return Err(ApiError::new(
-                actix_web::http::StatusCode::GATEWAY_TIMEOUT,
-                format!(
-                    "no reply within {} ms; task {task_id} goes on (watch GET /api/v1/events)",
-                    timeout.as_millis()
-                ),
-            ));
-        }
-    };
+    let reply = wait_reply(rx, timeout, task_id).await?;
     if let Some(reason) = reply.skipped {
         return Err(refused(reason));
     }
@@ -174,6 +157,30 @@ pub async fn post_message(
         tools_used: reply.tools_used,
         usage: serde_json::to_value(reply.usage).unwrap_or_default(),
     }))
+}
+
+/// Waits at most `timeout` for the reply of a synchronous input (task `task_id`, 0
+/// while it waits on disk): 502 when the task ended without one, 504 past `timeout`
+/// (the task goes on).
+pub(super) async fn wait_reply(
+    rx: tokio::sync::oneshot::Receiver<Reply>,
+    timeout: Duration,
+    task_id: u64,
+) -> Result<Reply, ApiError> {
+    match tokio::time::timeout(timeout, rx).await {
+        Ok(Ok(r)) => Ok(r),
+        Ok(Err(_)) => Err(ApiError::new(
+            actix_web::http::StatusCode::BAD_GATEWAY,
+            "the task ended without a reply",
+        )),
+        Err(_) => Err(ApiError::new(
+            actix_web::http::StatusCode::GATEWAY_TIMEOUT,
+            format!(
+                "no reply within {} ms; task {task_id} goes on (watch GET /api/v1/events)",
+                timeout.as_millis()
+            ),
+        )),
+    }
 }
 
 /// Body of `POST /api/v1/stop`.

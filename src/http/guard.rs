@@ -58,6 +58,16 @@ impl Refusal {
                     "cross-site request from `{o}` refused; state-changing requests must come from the daemon's own pages or a non-browser client"
                 ),
             ),
+            Self::NoToken if path == "/v1" || path.starts_with("/v1/") => {
+                // OpenAI clients read `error.message` of OpenAI's error shape.
+                let msg = "missing or wrong API key: send the owner token as `Authorization: Bearer <token>` (the OpenAI SDKs' api_key); it is in DATA/api-token (`homed token` prints it)";
+                return HttpResponse::Unauthorized().json(super::openai::OpenAiError::body(
+                    StatusCode::UNAUTHORIZED,
+                    msg,
+                    None,
+                    Some("invalid_api_key"),
+                ));
+            }
             Self::NoToken => {
                 if !path.starts_with("/api/") {
                     return HttpResponse::Unauthorized()

@@ -11,6 +11,7 @@ mod assets;
 mod error;
 pub mod guard;
 mod import;
+pub mod openai;
 mod sse;
 
 use std::sync::Arc;
@@ -25,6 +26,9 @@ pub use error::{ApiError, ErrorBody};
 
 /// Largest accepted JSON body. Settings updates are small; anything bigger is a mistake.
 pub const MAX_JSON_BODY: usize = 64 * 1024;
+/// Largest accepted body of the OpenAI-compatible API: clients send the whole
+/// conversation each time (only its last user message is used).
+pub const MAX_OPENAI_BODY: usize = 4 * 1024 * 1024;
 
 /// What every handler can reach.
 pub struct AppState {
@@ -142,5 +146,6 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/plugins/{name}/{action}", web::post().to(agent::plugin_action))
                 .default_service(web::to(api::not_found)),
         )
+        .service(openai::scope())
         .default_service(web::to(assets::serve));
 }

@@ -92,3 +92,9 @@ pub fn plugin(d: &Daemon, name: &str) -> Value {
         .cloned()
         .unwrap_or(Value::Null)
 }
+
+/// Switches the daemon's texts to Chinese (`core.agent.language = "zh"`), for tests
+/// that assert the reference's texts. Applied before the write is answered.
+pub fn chinese(d: &Daemon) {
+    put_settings(d, serde_json::json!({"core.agent.language": "zh"}));
+}

@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
+use homeagent_actors::i18n::{Lang, Msg};
 use serde_json::{Value, json};
 
 pub struct Vendor {
@@ -36,13 +37,24 @@ pub struct Vendor {
     pub last: Arc<std::sync::Mutex<Value>>,
     /// Requests served by `/v1/embeddings`.
     pub embeddings: Arc<AtomicUsize>,
+    /// The body of every chat request, oldest first.
+    pub all: Arc<std::sync::Mutex<Vec<Value>>>,
 }
+
+/// Where the chat handler records every request body.
+#[derive(Clone)]
+struct AllRequests(Arc<std::sync::Mutex<Vec<Value>>>);
 
 impl Vendor {
     /// How many `/v1/embeddings` requests were answered.
     pub fn embedding_calls(&self) -> usize {
         self.embeddings.load(Ordering::SeqCst)
     }
+}
+
+/// The kernel's continuation placeholders, in any language.
+fn is_placeholder(text: &str) -> bool {
+    Msg::ContinueAfterTools.is(text) || Msg::ContinueAfterSend.is(text)
 }
 
 fn last_input(messages: &[Value]) -> (String, bool) {
@@ -54,11 +66,15 @@ fn last_input(messages: &[Value]) -> (String, bool) {
         if role == "tool" {
             tool_after = true;
         }
-        if role == "user" && !content.starts_with("请根据") && !content.starts_with("若你的回复") {
+        if role == "user" && !is_placeholder(content) {
             return (content.to_owned(), tool_after);
         }
-        if role == "system" && content.starts_with("[中断消息] ") {
-            return (content.trim_start_matches("[中断消息] ").to_owned(), tool_after);
+        if role == "system"
+            && let Some(text) = Lang::ALL
+                .iter()
+                .find_map(|l| content.strip_prefix(Msg::InterruptMark.render(*l).as_str()))
+        {
+            return (text.to_owned(), tool_after);
         }
     }
     (String::new(), tool_after)
@@ -132,9 +148,11 @@ async fn chat(
     calls: web::Data<Arc<AtomicUsize>>,
     failing: web::Data<Arc<std::sync::atomic::AtomicBool>>,
     last: web::Data<Arc<std::sync::Mutex<Value>>>,
+    all: web::Data<AllRequests>,
 ) -> HttpResponse {
     calls.fetch_add(1, Ordering::SeqCst);
     *last.lock().unwrap() = body.0.clone();
+    all.0.lock().unwrap().push(body.0.clone());
     if failing.load(Ordering::SeqCst) {
         return HttpResponse::InternalServerError().json(json!({"error": {"message": "vendor down"}}));
     }
@@ -204,7 +222,7 @@ async fn messages(req: HttpRequest, body: web::Json<Value>, calls: web::Data<Arc
             .iter()
             .filter(|b| b["type"] == "text")
             .filter_map(|b| b["text"].as_str())
-            .filter(|t| !t.starts_with("请根据") && !t.starts_with("若你的回复"))
+            .filter(|t| !is_placeholder(t))
             .collect();
         if let Some(t) = texts.last() {
             text = (*t).to_owned();
@@ -318,6 +336,8 @@ pub fn start() -> Vendor {
     let l = last.clone();
     let embed_calls = Arc::new(AtomicUsize::new(0));
     let em = embed_calls.clone();
+    let all = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let every = web::Data::new(AllRequests(all.clone()));
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         actix_rt::System::new().block_on(async move {
@@ -331,6 +351,7 @@ pub fn start() -> Vendor {
                     .app_data(data.clone())
                     .app_data(fail.clone())
                     .app_data(last.clone())
+                    .app_data(every.clone())
                     .route("/v1/chat/completions", web::post().to(chat))
                     .route("/v1/messages", web::post().to(messages))
                     .route("/v1/embeddings", web::post().to(embeddings))
@@ -350,6 +371,7 @@ pub fn start() -> Vendor {
         failing,
         last,
         embeddings: embed_calls,
+        all,
     }
 }
 

@@ -263,9 +263,7 @@ impl Channels {
     pub fn check_send(&self, name: &str, args: &Value) -> Result<Value, String> {
         let payload = args.get("payload").and_then(Value::as_str).unwrap_or("");
         if name.is_empty() || payload.is_empty() {
-            return Err(format!(
-                "工具名称格式: {SEND_PREFIX}{{channel}}，payload 不能为空 (payload must not be empty)"
-            ));
+            return Err(crate::i18n::Msg::SendArgsInvalid { prefix: SEND_PREFIX }.text());
         }
         let Some(c) = self.get(name) else {
             return Err(format!(

@@ -43,10 +43,13 @@ impl Guard {
     /// An overflow was detected (by the check or by the vendor).
     pub fn detected(&mut self) -> Verdict {
         if self.recoveries >= BUDGET {
-            return Verdict::Fail(format!(
-                "上下文超限：已裁剪 {} 次（移出 {} 条事件）仍超出窗口；请调小 core.agent.max_context_size 或缩短输入/工具输出",
-                self.recoveries, self.pruned
-            ));
+            return Verdict::Fail(
+                crate::i18n::Msg::OverflowFailed {
+                    recoveries: self.recoveries as usize,
+                    pruned: self.pruned,
+                }
+                .text(),
+            );
         }
         self.recoveries += 1;
         Verdict::Recover
@@ -60,9 +63,7 @@ impl Guard {
 
 /// The L4 notice after a recovery that moved events out.
 pub fn notice(pruned: usize) -> String {
-    format!(
-        "[内核] 上下文超页：已裁剪 {pruned} 条低相关事件到文档记忆。被裁内容仍可检索，但需显式查询；查不到不等于不存在。"
-    )
+    crate::i18n::Msg::OverflowNotice { pruned }.text()
 }
 
 #[cfg(test)]
@@ -82,11 +83,11 @@ mod tests {
         assert_eq!(g.detected(), Verdict::Recover, "the vendor's 'context full' counts too");
         match g.check(50_000, 0) {
             Verdict::Fail(m) => {
-                assert!(m.contains("已裁剪 2 次") && m.contains("7 条事件"), "{m}");
+                assert!(m.contains("pruned 2 times") && m.contains("7 events"), "{m}");
                 assert!(m.contains("core.agent.max_context_size"), "{m}");
             }
             v => panic!("{v:?}"),
         }
-        assert!(notice(3).contains("已裁剪 3 条低相关事件到文档记忆"));
+        assert!(notice(3).contains("3 low-relevance events were moved to document memory"));
     }
 }

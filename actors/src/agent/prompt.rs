@@ -2,14 +2,11 @@
 
 use super::channels::Channels;
 use super::input::Input;
+use crate::i18n::Msg;
 use crate::llm::Message;
 
-/// Prefix that marks an interrupt's input (the model is told what it means).
-pub const INTERRUPT_MARK: &str = "[中断消息] ";
-
-/// Continuation placeholders (appended when the history ends with a tool result).
-pub const CONTINUE_AFTER_TOOLS: &str = "请根据以上工具结果继续。";
-pub const CONTINUE_AFTER_SEND: &str = "若你的回复已完成，直接返回纯文本即可结束本轮，无需再调用任何工具。";
+// The interrupt mark ([`Msg::InterruptMark`]) and the continuation placeholders
+// ([`Msg::ContinueAfterTools`], [`Msg::ContinueAfterSend`]) come from the catalog.
 
 /// The settings a prompt is built from.
 #[derive(Debug, Clone, Default)]
@@ -28,11 +25,14 @@ pub fn system_prompt(s: &PromptSettings, channels: &Channels) -> String {
         p.push_str("\n\n# Personality\n");
         p.push_str(s.personal_prompt.trim());
     }
-    p.push_str(
+    p.push_str(&format!(
         "\n\n# Interrupts\n\
-         A system message starting with [中断消息] is an interrupt from a tool, plugin or timer, \
-         not something the user said. Handle it all the same.\n\
-         \n# Tools\n\
+         A system message starting with {} is an interrupt from a tool, plugin or timer, \
+         not something the user said. Handle it all the same.\n",
+        Msg::InterruptMark.text().trim_end()
+    ));
+    p.push_str(
+        "\n# Tools\n\
          Tool calls of one round run in parallel when every tool allows it; sends to the same \
          channel keep their order. Do not rely on any other ordering within a round.\n\
          \n# Output\n\
@@ -88,15 +88,16 @@ pub fn source_context(input: &Input) -> String {
 
 /// The source-context message of an input from `o`.
 pub fn origin_context(o: &Origin) -> String {
+    let (source, channel) = (o.source.as_str(), o.channel.as_str());
     if o.interrupt {
-        format!("这是一条打断输入。来源: {}；默认输出通道: {}。", o.source, o.channel)
+        Msg::SourceContextInterrupt { source, channel }.text()
     } else {
-        format!("当前输入来源: {}；默认输出通道: {}。", o.source, o.channel)
+        Msg::SourceContext { source, channel }.text()
     }
 }
 
 /// The prefix of a task: system prompt, the timeline of recent events (if any), the
-/// source context, and the input itself (a `system` message marked [中断消息] for
+/// source context, and the input itself (a `system` message marked [`Msg::InterruptMark`] for
 /// interrupts).
 pub fn prefix(s: &PromptSettings, channels: &Channels, input: &Input, timeline: &str) -> Vec<Message> {
     prefix_of(s, channels, &Origin::of(input), &input.text, timeline)
@@ -110,7 +111,7 @@ pub fn prefix_of(s: &PromptSettings, channels: &Channels, origin: &Origin, text:
     }
     msgs.push(Message::text("system", origin_context(origin)));
     if origin.interrupt {
-        msgs.push(Message::text("system", format!("{INTERRUPT_MARK}{text}")));
+        msgs.push(Message::text("system", format!("{}{text}", Msg::InterruptMark)));
     } else {
         msgs.push(Message::text("user", text));
     }
@@ -120,15 +121,21 @@ pub fn prefix_of(s: &PromptSettings, channels: &Channels, origin: &Origin, text:
 /// Removes earlier continuation placeholders and, when the history ends with an
 /// assistant or tool message, appends the right one.
 pub fn add_continuation(msgs: &mut Vec<Message>, last_batch_reply_only: bool) {
-    msgs.retain(|m| !(m.role == "user" && (m.content == CONTINUE_AFTER_TOOLS || m.content == CONTINUE_AFTER_SEND)));
+    msgs.retain(|m| !(m.role == "user" && m.content.as_str().is_some_and(is_continuation)));
     if msgs.last().is_some_and(|m| m.role == "assistant" || m.role == "tool") {
         let text = if last_batch_reply_only {
-            CONTINUE_AFTER_SEND
+            Msg::ContinueAfterSend.text()
         } else {
-            CONTINUE_AFTER_TOOLS
+            Msg::ContinueAfterTools.text()
         };
         msgs.push(Message::text("user", text));
     }
+}
+
+/// Whether `text` is one of the continuation placeholders, in any language (a history
+/// may predate a change of `core.agent.language`).
+pub fn is_continuation(text: &str) -> bool {
+    Msg::ContinueAfterTools.is(text) || Msg::ContinueAfterSend.is(text)
 }
 
 #[cfg(test)]
@@ -148,16 +155,16 @@ mod tests {
         let m = prefix(&s, &Channels::builtin(), &i, "");
         assert_eq!(m.len(), 3);
         assert_eq!(m[2].role, "system");
-        assert_eq!(m[2].content, "[中断消息] wake up");
-        assert!(m[1].content.as_str().unwrap().starts_with("这是一条打断输入"));
+        assert_eq!(m[2].content, "[Interrupt] wake up");
+        assert!(m[1].content.as_str().unwrap().starts_with("This input is an interrupt"));
         let q = prefix(
             &s,
             &Channels::builtin(),
             &Input::text("http", "hi"),
-            "【对话时序】\n[00:00:01] http: earlier\n",
+            "[Conversation timeline]\n[00:00:01] http: earlier\n",
         );
         assert_eq!(q.len(), 4, "the timeline is the second system message");
-        assert!(q[1].content.as_str().unwrap().starts_with("【对话时序】"));
+        assert!(q[1].content.as_str().unwrap().starts_with("[Conversation timeline]"));
         let q = prefix(&s, &Channels::builtin(), &Input::text("http", "hi"), "");
         assert_eq!((q[2].role.as_str(), q[2].content.as_str().unwrap()), ("user", "hi"));
         assert_eq!(q.len(), 3);
@@ -168,12 +175,12 @@ mod tests {
     fn continuation_placeholders_replace_each_other() {
         let mut m = vec![Message::text("user", "hi"), Message::text("tool", "ok")];
         add_continuation(&mut m, true);
-        assert_eq!(m.last().unwrap().content, CONTINUE_AFTER_SEND);
+        assert_eq!(m.last().unwrap().content, Msg::ContinueAfterSend.text().as_str());
         m.push(Message::text("tool", "more"));
         add_continuation(&mut m, false);
         let placeholders = m
             .iter()
-            .filter(|x| x.content == CONTINUE_AFTER_SEND || x.content == CONTINUE_AFTER_TOOLS)
+            .filter(|x| x.content.as_str().is_some_and(is_continuation))
             .count();
         assert_eq!(placeholders, 1);
         let mut first = vec![Message::text("user", "hi")];

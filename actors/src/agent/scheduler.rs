@@ -217,7 +217,11 @@ impl SchedulerActor {
                 if level != Some(Level::L4) {
                     let mut notice = Input::text(
                         "kernel",
-                        &format!("内核事件：任务 #{id} 发生 panic：{exit}（该任务已被丢弃，调度器存活）"),
+                        &crate::i18n::Msg::TaskPanicked {
+                            id,
+                            exit: &exit.to_string(),
+                        }
+                        .text(),
                     );
                     notice.channel = "kernel".into();
                     notice.kernel = true;

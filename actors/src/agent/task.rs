@@ -23,7 +23,6 @@ use super::prompt::PromptSettings;
 pub use super::protocol::{CancelLlm, Resume};
 use super::protocol::{Finished, SafePoint, SchedulerLink};
 use super::tools_exec::{ToolRunner, run_stage};
-pub use super::turn::{CANCELLED_BY_STOP, STOPPED};
 use super::turn::{Cmd, Env, Event, Limits, LlmFailure, PruneFailure, TurnCore, TurnInput};
 use crate::addr::TAddr;
 use crate::bus::EventBus;

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use super::channels::{Channels, parse_send_tool};
 use crate::addr::TAddr;
 use crate::bus::{EventBus, ToolStatus};
+use crate::i18n::Msg;
 use crate::llm::ToolCall;
 use crate::stages::{RunStage, Stage, StageContext, StageHost, StageToolCall, StageToolResult, ToolRegistry};
 
@@ -136,7 +137,7 @@ impl ToolRunner {
         let before = run_stage(&self.stages, Stage::BeforeToolcall, sctx).await;
         if let Some(reason) = before.response {
             let text = if reason.trim().is_empty() {
-                format!("工具 {} 已被插件拒绝", call.name)
+                Msg::ToolDeniedByPlugin { tool: &call.name }.text()
             } else {
                 reason.trim().to_owned()
             };
@@ -179,22 +180,23 @@ impl ToolRunner {
             let mut names: Vec<String> = self.tools.defs().into_iter().map(|d| d.function.name).collect();
             names.extend(self.channels.tools().into_iter().map(|d| d.function.name));
             return (
-                format!(
-                    "工具 {name} 不存在 (no such tool). Available tools: {}.",
-                    names.join(", ")
-                ),
+                Msg::NoSuchTool {
+                    tool: name,
+                    available: &names.join(", "),
+                }
+                .text(),
                 false,
             );
         };
         match tokio::time::timeout(self.timeout, tool.handler.call(args)).await {
             Ok(Ok(text)) => (text, true),
-            Ok(Err(e)) => (format!("工具 {name} 执行失败: {e}"), false),
+            Ok(Err(e)) => (Msg::ToolFailed { tool: name, error: &e }.text(), false),
             Err(_) => (
-                format!(
-                    "工具 {name} 执行超时（{}秒）。它可能仍在后台运行；不要原样立即重试 (the tool timed out after {:?}; do not retry it verbatim).",
-                    self.timeout.as_secs(),
-                    self.timeout
-                ),
+                Msg::ToolTimedOut {
+                    tool: name,
+                    timeout: self.timeout,
+                }
+                .text(),
                 false,
             ),
         }
@@ -210,10 +212,10 @@ impl ToolRunner {
         sctx.final_text = msg["payload"].as_str().unwrap_or("").to_owned();
         let out = run_stage(&self.stages, Stage::BeforeOutput, sctx).await;
         if let Some(r) = out.response {
-            return (format!("输出被插件拦截: {r}"), false);
+            return (Msg::OutputBlocked { reason: &r }.text(), false);
         }
         if out.final_text.is_empty() {
-            return ("输出被插件清空".into(), false);
+            return (Msg::OutputEmptied.text(), false);
         }
         msg["payload"] = json!(out.final_text);
         msg["task_id"] = json!(self.task_id);
@@ -234,12 +236,13 @@ impl ToolRunner {
         match tokio::time::timeout(self.timeout, deliver.call(msg)).await {
             Ok(Ok(text)) if text.is_empty() => ("ok".into(), true),
             Ok(Ok(text)) => (text, true),
-            Ok(Err(e)) => (format!("发送到 {channel} 失败 (delivery failed): {e}"), false),
+            Ok(Err(e)) => (Msg::SendFailed { channel, error: &e }.text(), false),
             Err(_) => (
-                format!(
-                    "发送到 {channel} 超时 (the channel did not answer within {:?})",
-                    self.timeout
-                ),
+                Msg::SendTimedOut {
+                    channel,
+                    timeout: self.timeout,
+                }
+                .text(),
                 false,
             ),
         }

@@ -22,6 +22,7 @@ use super::overflow::{self, Guard, Verdict};
 use super::prompt::{self, Origin, PromptSettings};
 use super::tools_exec::Outcome;
 use crate::bus::{ChainToolCall, ChainUsage, Event as BusEvent};
+use crate::i18n::Msg;
 use crate::llm::provider::{Completion, LlmError};
 use crate::llm::types::{WireFunction, WireToolCall};
 use crate::llm::{CompletionRequest, Message, ToolCall, Usage};
@@ -31,10 +32,6 @@ use crate::memory::textlog::TextEvent;
 use crate::memory::tokens;
 use crate::stages::{Stage, StageContext, StageToolCall, ToolRegistry};
 
-/// Reply when a stop ends the running task.
-pub const STOPPED: &str = "已停止生成。";
-/// Reply of an input that was waiting when stop was pressed.
-pub const CANCELLED_BY_STOP: &str = "已取消（用户停止）。";
 /// What the input is, as far as the turn cares (the reply path stays in the shell).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TurnInput {
@@ -107,7 +104,7 @@ impl From<LlmError> for LlmFailure {
     }
 }
 
-/// Why a task failed. The texts are what the caller reads after `处理错误: `.
+/// Why a task failed. The texts are what the caller reads after [`Msg::TaskFailed`]'s prefix.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TurnError {
     #[error("the scheduler is unavailable: {0}")]
@@ -483,7 +480,7 @@ impl TurnCore {
             }
             (Event::StopBudget(cancelled), Wait::StopBudget) => {
                 if cancelled {
-                    return self.finish(CANCELLED_BY_STOP.into(), End::Cancelled, out);
+                    return self.finish(Msg::CancelledByStop.text(), End::Cancelled, out);
                 }
                 let context = std::mem::take(&mut self.pending_context);
                 self.msgs.extend(context);
@@ -535,7 +532,7 @@ impl TurnCore {
             }
             (Event::StopTaken(stop), Wait::StopTaken { in_flight }) => {
                 if stop {
-                    return self.finish(STOPPED.into(), End::Cancelled, out);
+                    return self.finish(Msg::Stopped.text(), End::Cancelled, out);
                 }
                 // Preempted: the partial output is discarded, the call counts as a turn,
                 // and it is re-sent after the safe point (maybe after a resume).
@@ -709,7 +706,10 @@ impl TurnCore {
         let limits = env.limits;
         if limits.max_tool_turns > 0 && self.turn >= limits.max_tool_turns {
             let text = if self.last_text.trim().is_empty() {
-                format!("[系统] 已达到最大工具轮次 {}，任务中止。", limits.max_tool_turns)
+                Msg::MaxToolTurns {
+                    limit: limits.max_tool_turns,
+                }
+                .text()
             } else {
                 self.last_text.clone()
             };
@@ -949,7 +949,7 @@ impl TurnCore {
         out
     }
 
-    /// Fails the task (once): the caller and subscribers read `处理错误: <error>`.
+    /// Fails the task (once): the caller and subscribers read [`Msg::TaskFailed`].
     fn fail(&mut self, error: TurnError, mut out: Vec<Cmd>) -> Vec<Cmd> {
         if self.done {
             return out;
@@ -959,7 +959,7 @@ impl TurnCore {
         self.wait = Wait::Done;
         self.in_flight = false;
         let error = error.to_string();
-        let text = format!("处理错误: {error}");
+        let text = Msg::TaskFailed { error: &error }.text();
         out.push(Cmd::Reply(Reply {
             content: text.clone(),
             error: Some(error),

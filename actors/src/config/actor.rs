@@ -25,7 +25,22 @@ pub struct ConfigActor {
 
 impl ConfigActor {
     pub fn new(store: ConfigStore, bus: EventBus) -> Self {
-        Self { store, bus }
+        let me = Self { store, bus };
+        me.apply_language();
+        me
+    }
+
+    /// Sets the message catalog's language from `core.agent.language` (here, before
+    /// the write is answered, so that a text rendered after a settings write already
+    /// uses the new language).
+    fn apply_language(&self) {
+        let key = super::keys::AGENT_LANGUAGE;
+        let code = self.store.get(key.name()).ok().flatten().and_then(|v| key.decode(&v));
+        let lang = code.as_deref().and_then(crate::i18n::Lang::parse).unwrap_or_default();
+        if lang != crate::i18n::language() {
+            tracing::info!(language = %lang, "message language set ({})", key.name());
+        }
+        crate::i18n::set_language(lang);
     }
 
     fn is_secret(&self, key: &str) -> bool {
@@ -209,6 +224,9 @@ impl Handles<UpdateSettings> for ConfigActor {
     fn handle(&mut self, UpdateSettings(map): UpdateSettings, _: &mut HostContext<Self>) -> Self::Reply {
         let changes = self.store.set_many(map)?;
         let changes: Vec<_> = changes.into_iter().filter(|c| !c.is_noop()).collect();
+        if changes.iter().any(|c| super::keys::AGENT_LANGUAGE.is(&c.key)) {
+            self.apply_language();
+        }
         for c in &changes {
             let shown = if c.secret {
                 json!(MASKED)

@@ -710,6 +710,12 @@ pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
             json!(""),
             "Extra instructions from the user, appended to the system prompt",
         ),
+        SettingDef::new(
+            key::AGENT_LANGUAGE.name(),
+            K::Enum(crate::i18n::Lang::CODES),
+            json!("en"),
+            "Language of every text the kernel writes for you or the model (prompt blocks, notices, errors, reminders, CLI replies): en or zh; applies at once",
+        ),
         // Supervision.
         SettingDef::new(
             key::SUPERVISOR_MAX_RESTARTS.name(),

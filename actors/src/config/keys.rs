@@ -131,6 +131,8 @@ pub const AGENT_REVIEW_INTERVAL: Key<Duration> = Key::new("core.agent.review_int
 pub const AGENT_MERGE_INTERVAL: Key<Duration> = Key::new("core.agent.merge_interval");
 pub const AGENT_SYSTEM_PROMPT: Key<String> = Key::new("core.agent.system_prompt");
 pub const AGENT_PERSONAL_PROMPT: Key<String> = Key::new("core.agent.personal_prompt");
+/// `en` or `zh`: the message catalog's language (`crate::i18n`).
+pub const AGENT_LANGUAGE: Key<String> = Key::new("core.agent.language");
 
 // Security (the firewall).
 pub const SECURITY_TOOL_ALLOW: Key<String> = Key::new("core.security.tool_allow");

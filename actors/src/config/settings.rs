@@ -461,6 +461,7 @@ mod tests {
             d(AGENT_MERGE_INTERVAL),
             d(AGENT_SYSTEM_PROMPT),
             d(AGENT_PERSONAL_PROMPT),
+            d(AGENT_LANGUAGE),
             d(SECURITY_TOOL_ALLOW),
             d(SECURITY_TOOL_DENY),
             d(SECURITY_READ_ROOTS),

@@ -138,16 +138,10 @@ pub fn decode_arguments(tool: &str, raw: &str, truncated: bool, max_tokens: u32)
         return v;
     }
     let text = if truncated {
-        format!(
-            "工具 {tool} 的参数被截断：输出达到 max_tokens={max_tokens} 上限，JSON 不完整。请把内容拆成多次更小的调用，每次只传一部分。 \
-             (The arguments of {tool} were cut off at max_tokens={max_tokens}; split the work into several smaller calls.)"
-        )
+        crate::i18n::Msg::ToolArgsTruncated { tool, max_tokens }.text()
     } else {
         let head: String = raw.chars().take(160).collect();
-        format!(
-            "工具 {tool} 的参数不是合法 JSON 对象。请重新调用并传入合法 JSON；像 20s 这样的值要写成字符串 \"20s\"。收到的开头：{head} \
-             (The arguments of {tool} are not a valid JSON object; quote values such as \"20s\".)"
-        )
+        crate::i18n::Msg::ToolArgsInvalid { tool, head: &head }.text()
     };
     json!({ "__arg_error": text })
 }
@@ -300,7 +294,7 @@ mod tests {
         assert!(cut["__arg_error"].as_str().unwrap().contains("max_tokens=4096"));
         let bad = decode_arguments("write", "{text: abc}", false, 4096);
         let msg = bad["__arg_error"].as_str().unwrap();
-        assert!(msg.contains("合法 JSON") && msg.contains("{text: abc}"), "{msg}");
+        assert!(msg.contains("valid JSON") && msg.contains("{text: abc}"), "{msg}");
         assert_eq!(decode_arguments("t", "", false, 1), json!({}));
     }
 

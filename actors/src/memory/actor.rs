@@ -7,6 +7,7 @@ use super::docindex::Unit;
 use super::recall::{Item, Origin};
 use super::store::{Document, MemoryError, MemoryStore, QueryVector};
 use crate::host::{Handles, HostContext, KernelActor};
+use crate::i18n::Msg;
 
 /// The context actor: the store plus the events in memory.
 pub struct ContextActor {
@@ -279,7 +280,7 @@ impl Handles<ConsumeDocs> for ContextActor {
     type Reply = Result<String, String>;
     fn handle(&mut self, msg: ConsumeDocs, _: &mut HostContext<Self>) -> Self::Reply {
         if msg.query.trim().is_empty() {
-            return Ok("请输入查询内容".into());
+            return Ok(Msg::DocQueryRequired.text());
         }
         let top_k = if msg.top_k == 0 { 3 } else { msg.top_k };
         let docs = self
@@ -287,7 +288,7 @@ impl Handles<ConsumeDocs> for ContextActor {
             .query_documents(&msg.query, top_k, true, msg.qv.as_ref())
             .map_err(|e| e.to_string())?;
         if docs.is_empty() {
-            return Ok("未找到相关文档记忆".into());
+            return Ok(Msg::DocNothing.text());
         }
         let mut refs = Vec::new();
         for (i, d) in docs.iter().enumerate() {
@@ -296,7 +297,7 @@ impl Handles<ConsumeDocs> for ContextActor {
                 id: 0,
                 ts_ms: d.created_at_ms,
                 source: "cold_storage".into(),
-                input: format!("加载文档记忆: {}", msg.query),
+                input: Msg::DocLoadEvent { query: &msg.query }.text(),
                 response: cut_bytes(&d.content, 2000),
                 tools_used: vec![],
                 tool_results: vec![],
@@ -306,11 +307,11 @@ impl Handles<ConsumeDocs> for ContextActor {
             self.events.insert(pos, stored);
             refs.push(format!("#{}({})", i + 1, d.summary));
         }
-        Ok(format!(
-            "已加载 {} 篇文档记忆: {}\n(完整内容参见对话时序中 cold_storage 事件)",
-            docs.len(),
-            refs.join(", ")
-        ))
+        Ok(Msg::DocsLoaded {
+            count: docs.len(),
+            refs: &refs.join(", "),
+        }
+        .text())
     }
 }
 
@@ -318,7 +319,7 @@ impl Handles<CommitDoc> for ContextActor {
     type Reply = Result<String, String>;
     fn handle(&mut self, msg: CommitDoc, _: &mut HostContext<Self>) -> Self::Reply {
         if msg.content.trim().is_empty() {
-            return Ok("content 不能为空".into());
+            return Ok(Msg::ContentRequired.text());
         }
         let summary = if msg.summary.trim().is_empty() {
             msg.content.chars().take(100).collect()
@@ -326,8 +327,12 @@ impl Handles<CommitDoc> for ContextActor {
             msg.summary
         };
         match self.store.commit_document(&summary, &msg.content) {
-            Ok(id) => Ok(format!("文档已提交 (id: {id}, 摘要: {summary})")),
-            Err(e) => Ok(format!("文档写入失败: {e}")),
+            Ok(id) => Ok(Msg::DocCommitted {
+                id: &id.to_string(),
+                summary: &summary,
+            }
+            .text()),
+            Err(e) => Ok(Msg::DocCommitFailed { error: &e.to_string() }.text()),
         }
     }
 }
@@ -368,7 +373,7 @@ pub fn document_tools(
                 let qv = super::embed::actor::embed_query(e.as_ref(), &query, QUERY_EMBED_WAIT).await;
                 c.send(ConsumeDocs { query, top_k, qv })
                     .await
-                    .map_err(|_| "文档记忆不可用".to_string())?
+                    .map_err(|_| Msg::DocsUnavailable.text())?
             })
         });
     let c2 = context;
@@ -380,7 +385,7 @@ pub fn document_tools(
                 let summary = args.get("summary").and_then(Value::as_str).unwrap_or("").to_owned();
                 c.send(CommitDoc { content, summary })
                     .await
-                    .map_err(|_| "文档记忆不可用".to_string())?
+                    .map_err(|_| Msg::DocsUnavailable.text())?
             })
         });
     vec![(query, q), (commit, m)]

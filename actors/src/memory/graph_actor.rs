@@ -12,6 +12,7 @@ use super::graph::{GraphStore, Introspection, PurgeCriteria, Recall, RecallSort,
 use super::keywords::Keywords;
 use crate::addr::TAddr;
 use crate::host::{Handles, HostContext, KernelActor};
+use crate::i18n::Msg;
 use crate::stages::{ToolHandler, ToolSpec};
 
 /// The session graph facts are committed under (the reference used the agent id).
@@ -285,46 +286,56 @@ impl Handles<GraphCall> for GraphActor {
         match call {
             GraphCall::Recall { query, depth, sort } => {
                 if query.trim().is_empty() {
-                    return Err("请输入查询关键词".into());
+                    return Err(Msg::QueryRequired.text());
                 }
                 let (kws, seeds) = self.query_terms(&query);
                 match self.store.recall(&kws, &seeds, depth, None, sort) {
-                    Ok(r) if r.entities.is_empty() => Ok("未找到相关记忆".into()),
+                    Ok(r) if r.entities.is_empty() => Ok(Msg::RecallNothing.text()),
                     Ok(r) => {
                         self.mark_recalled(r.entities.iter().map(|e| e.name.clone()));
                         Ok(format_recall(&r))
                     }
-                    Err(e) => Err(format!("记忆检索失败: {e}")),
+                    Err(e) => Err(Msg::RecallFailed { error: &e.to_string() }.text()),
                 }
             }
-            GraphCall::Commit { triples: None } => Err("参数格式错误，需要 triples 数组".into()),
+            GraphCall::Commit { triples: None } => Err(Msg::CommitNeedsTriples.text()),
             GraphCall::Commit { triples: Some(ts) } => match self.store.commit(&ts, AGENT_SESSION, 0) {
-                Ok((0, 0)) => Err("没有有效的三元组".into()),
-                Ok((e, r)) => Ok(format!("已写入 {e} 个实体和 {r} 条关系")),
-                Err(e) => Err(format!("记忆写入失败: {e}")),
+                Ok((0, 0)) => Err(Msg::CommitNoValidTriples.text()),
+                Ok((e, r)) => Ok(Msg::Committed {
+                    entities: e as u64,
+                    relations: r as u64,
+                }
+                .text()),
+                Err(e) => Err(Msg::CommitFailed { error: &e.to_string() }.text()),
             },
             GraphCall::Introspect => match self.store.introspect() {
-                Ok(i) => Ok(format!("记忆统计: {}", serde_json::to_string(&i).unwrap_or_default())),
-                Err(e) => Err(format!("记忆统计失败: {e}")),
+                Ok(i) => Ok(Msg::GraphStats {
+                    json: &serde_json::to_string(&i).unwrap_or_default(),
+                }
+                .text()),
+                Err(e) => Err(Msg::GraphStatsFailed { error: &e.to_string() }.text()),
             },
             GraphCall::Merge { source, target } => {
                 if source.trim().is_empty() || target.trim().is_empty() {
-                    return Err("source 和 target 不能为空".into());
+                    return Err(Msg::MergeNamesRequired.text());
                 }
                 match self.store.merge_entities(&source, &target) {
-                    Ok(n) => Ok(format!(
-                        "已将「{source}」合并到「{target}」，{source} 已彻底删除，{n} 条关系已重定向"
-                    )),
-                    Err(e) => Err(format!("合并失败: {e}")),
+                    Ok(n) => Ok(Msg::Merged {
+                        source: &source,
+                        target: &target,
+                        moved: n,
+                    }
+                    .text()),
+                    Err(e) => Err(Msg::MergeFailed { error: &e.to_string() }.text()),
                 }
             }
             GraphCall::DeleteEntity { name } => {
                 if name.trim().is_empty() {
-                    return Err("name 不能为空".into());
+                    return Err(Msg::NameRequired.text());
                 }
                 match self.store.delete_entity(&name) {
-                    Ok(_) => Ok(format!("已彻底删除实体「{}」及其所有关联关系", name.trim())),
-                    Err(e) => Err(format!("删除实体失败: {e}")),
+                    Ok(_) => Ok(Msg::EntityDeleted { name: name.trim() }.text()),
+                    Err(e) => Err(Msg::EntityDeleteFailed { error: &e.to_string() }.text()),
                 }
             }
             GraphCall::Purge { criteria, mode } => {
@@ -334,64 +345,69 @@ impl Handles<GraphCall> for GraphActor {
                     mode
                 };
                 match self.store.purge(&criteria, mode == "hard") {
-                    Ok(n) => Ok(format!("已{mode}删除 {n} 条图记忆关系")),
-                    Err(e) => Err(format!("删除图记忆失败: {e}")),
+                    Ok(n) => Ok(Msg::Purged { mode: &mode, count: n }.text()),
+                    Err(e) => Err(Msg::PurgeFailed { error: &e.to_string() }.text()),
                 }
             }
             GraphCall::BlockMerge { a, b, rounds } => {
                 let (a, b) = (a.trim(), b.trim());
                 let Some(rounds) = rounds.filter(|r| (0..=10_000).contains(r)) else {
-                    return Err("rounds 需要 0 到 10000 之间的整数".into());
+                    return Err(Msg::BlockRoundsInvalid.text());
                 };
                 if a.is_empty() || b.is_empty() || a == b {
-                    return Err("entity_a、entity_b 不能为空且不能相同".into());
+                    return Err(Msg::BlockNamesInvalid.text());
                 }
                 match self.store.block_merge(a, b, rounds as u32) {
-                    Ok(()) if rounds == 0 => Ok(format!("已解除「{a}」与「{b}」的不合并标记")),
-                    Ok(()) => Ok(format!(
-                        "已记录：「{a}」与「{b}」在接下来 {rounds} 轮整理中不再提议合并"
-                    )),
-                    Err(e) => Err(format!("记录失败: {e}")),
+                    Ok(()) if rounds == 0 => Ok(Msg::Unblocked { a, b }.text()),
+                    Ok(()) => Ok(Msg::Blocked { a, b, rounds }.text()),
+                    Err(e) => Err(Msg::RecordFailed { error: &e.to_string() }.text()),
                 }
             }
             GraphCall::PersonQuery { name } => {
                 if name.trim().is_empty() {
-                    return Err("请输入人物名称".into());
+                    return Err(Msg::PersonNameRequired.text());
                 }
-                super::social::profile(&self.store, name.trim()).map_err(|e| format!("人物查询失败: {e}"))
+                super::social::profile(&self.store, name.trim())
+                    .map_err(|e| Msg::PersonQueryFailed { error: &e.to_string() }.text())
             }
             GraphCall::PersonSetTrait { name, trait_, value } => {
                 let (n, t, v) = (name.trim(), trait_.trim(), value.trim());
                 if n.is_empty() || t.is_empty() || v.is_empty() {
-                    return Err("name、trait、value 都不能为空".into());
+                    return Err(Msg::TraitArgsRequired.text());
                 }
                 match super::social::set_trait(&mut self.store, n, t, v) {
-                    Ok(_) => Ok(format!("已记录：{n} 的 {t} = {v}")),
-                    Err(e) => Err(format!("记录失败: {e}")),
+                    Ok(_) => Ok(Msg::TraitRecorded {
+                        name: n,
+                        trait_: t,
+                        value: v,
+                    }
+                    .text()),
+                    Err(e) => Err(Msg::RecordFailed { error: &e.to_string() }.text()),
                 }
             }
             GraphCall::PersonRelate { a, relation, b } => {
                 let (a, r, b) = (a.trim(), relation.trim(), b.trim());
                 if a.is_empty() || r.is_empty() || b.is_empty() {
-                    return Err("person_a、relation、person_b 都不能为空".into());
+                    return Err(Msg::RelateArgsRequired.text());
                 }
                 match super::social::relate(&mut self.store, a, r, b) {
-                    Ok(_) => Ok(format!("已记录：{a} —({r})—→ {b}")),
-                    Err(e) => Err(format!("记录失败: {e}")),
+                    Ok(_) => Ok(Msg::Related { a, relation: r, b }.text()),
+                    Err(e) => Err(Msg::RecordFailed { error: &e.to_string() }.text()),
                 }
             }
             GraphCall::PersonNetwork { name, depth } => {
                 if name.trim().is_empty() {
-                    return Err("请输入人物名称".into());
+                    return Err(Msg::PersonNameRequired.text());
                 }
-                super::social::network(&self.store, name.trim(), depth).map_err(|e| format!("人物关系网查询失败: {e}"))
+                super::social::network(&self.store, name.trim(), depth)
+                    .map_err(|e| Msg::PersonNetworkFailed { error: &e.to_string() }.text())
             }
             GraphCall::Edit { old, new } => {
                 if old.iter().any(|s| s.trim().is_empty()) {
-                    return Err("old_subject、old_relation、old_object 不能为空".into());
+                    return Err(Msg::EditOldRequired.text());
                 }
                 if new.iter().all(|n| n.as_deref().is_none_or(|s| s.trim().is_empty())) {
-                    return Err("编辑图记忆失败: new_subject、new_relation、new_object 至少填写一个".into());
+                    return Err(Msg::EditNewRequired.text());
                 }
                 let pick = |i: usize| match &new[i] {
                     Some(s) if !s.trim().is_empty() => s.trim().to_owned(),
@@ -414,7 +430,7 @@ impl Handles<GraphCall> for GraphActor {
                 };
                 let removed = match self.store.purge(&crit, true) {
                     Ok(n) => n,
-                    Err(e) => return Err(format!("编辑图记忆失败（删除旧记录）: {e}")),
+                    Err(e) => return Err(Msg::EditDeleteFailed { error: &e.to_string() }.text()),
                 };
                 let triple = Triple {
                     subject: pick(0),
@@ -425,13 +441,26 @@ impl Handles<GraphCall> for GraphActor {
                     ..Default::default()
                 };
                 match self.store.commit(&[triple], AGENT_SESSION, 0) {
-                    Ok((e, r)) => Ok(format!(
-                        "已编辑记忆：删除 {removed} 条旧关系，写入 {e} 个实体 + {r} 条新关系"
-                    )),
-                    Err(e) => Err(format!("编辑图记忆失败（写入新记录）: {e}")),
+                    Ok((e, r)) => Ok(Msg::Edited {
+                        removed,
+                        entities: e as u64,
+                        relations: r as u64,
+                    }
+                    .text()),
+                    Err(e) => Err(Msg::EditWriteFailed { error: &e.to_string() }.text()),
                 }
             }
         }
+    }
+}
+
+/// An entity's name as prompts and tool replies show it: the user's entity (stored as
+/// [`super::rules::USER`]) in the session's language, every other name as stored.
+fn shown(name: &str) -> std::borrow::Cow<'_, str> {
+    if name == super::rules::USER {
+        Msg::UserEntity.text().into()
+    } else {
+        name.into()
     }
 }
 
@@ -442,25 +471,25 @@ pub fn format_index(entities: &[super::graph::Entity]) -> String {
     }
     let mut top: Vec<_> = entities.iter().collect();
     top.sort_by(|a, b| b.mention_count.cmp(&a.mention_count).then(a.name.cmp(&b.name)));
-    let hot: Vec<&str> = top.iter().take(3).map(|e| e.name.as_str()).collect();
+    let hot: Vec<String> = top.iter().take(3).map(|e| shown(&e.name).into_owned()).collect();
     let names: Vec<String> = entities
         .iter()
         .take(5)
         .map(|e| {
             if e.kind == "Concept" {
-                e.name.clone()
+                shown(&e.name).into_owned()
             } else {
-                format!("{}({})", e.name, e.kind)
+                format!("{}({})", shown(&e.name), e.kind)
             }
         })
         .collect();
-    format!(
-        "【记忆索引】 关联 {} 个记忆实体，高频：{} 索引: {}{} | 需更多细节请用 memory_recall 查询",
-        entities.len(),
-        hot.join("、"),
-        names.join(", "),
-        if entities.len() > 5 { "…" } else { "" }
-    )
+    Msg::MemoryIndex {
+        count: entities.len(),
+        hot: &hot,
+        names: &names,
+        more: entities.len() > 5,
+    }
+    .text()
 }
 
 /// The index block for one input (the task asks before each turn's first LLM call).
@@ -523,8 +552,16 @@ impl GraphActor {
             .take(limit)
             .map(|rel| {
                 let text = match rel.sentence.as_deref().map(str::trim) {
-                    Some(s) if !s.is_empty() => format!("{} ({} →{}→ {})", s, rel.source, rel.relation, rel.target),
-                    _ => format!("{} →{}→ {}", rel.source, rel.relation, rel.target),
+                    Some(s) if !s.is_empty() => {
+                        format!(
+                            "{} ({} →{}→ {})",
+                            s,
+                            shown(&rel.source),
+                            rel.relation,
+                            shown(&rel.target)
+                        )
+                    }
+                    _ => format!("{} →{}→ {}", shown(&rel.source), rel.relation, shown(&rel.target)),
                 };
                 super::recall::Item::counted(super::recall::Origin::Fact, Some(rel.created_at_ms), "graph", &text)
             })
@@ -535,17 +572,37 @@ impl GraphActor {
 
 /// The `memory_recall` reply.
 pub fn format_recall(r: &Recall) -> String {
-    let mut out = format!("找到 {} 个相关实体:\n", r.entities.len());
+    let mut out = Msg::RecallEntities {
+        count: r.entities.len(),
+    }
+    .text();
     for e in &r.entities {
-        out.push_str(&format!("- {} (提及{}次, 类型:{})\n", e.name, e.mention_count, e.kind));
+        out.push_str(
+            &Msg::RecallEntity {
+                name: &shown(&e.name),
+                mentions: e.mention_count as u64,
+                kind: &e.kind,
+            }
+            .text(),
+        );
     }
     if !r.relations.is_empty() {
-        out.push_str(&format!("找到 {} 条关系:\n", r.relations.len()));
+        out.push_str(
+            &Msg::RecallRelations {
+                count: r.relations.len(),
+            }
+            .text(),
+        );
         for rel in r.relations.iter().take(10) {
-            out.push_str(&format!("- {} →({})→ {}\n", rel.source, rel.relation, rel.target));
+            out.push_str(&format!(
+                "- {} →({})→ {}\n",
+                shown(&rel.source),
+                rel.relation,
+                shown(&rel.target)
+            ));
         }
         if r.relations.len() > 10 {
-            out.push_str("...更多关系被截断\n");
+            out.push_str(&Msg::RecallTruncated.text());
         }
     }
     out.trim_end().to_owned()
@@ -741,7 +798,7 @@ pub fn graph_tools(
                     let text_side = text_follow_up(&call);
                     Box::pin(async move {
                         // Refusals go back to the model as the tool's text, as before.
-                        let reply = match graph.send(call).await.map_err(|_| "图记忆不可用".to_string())? {
+                        let reply = match graph.send(call).await.map_err(|_| Msg::GraphUnavailable.text())? {
                             Ok(done) => done,
                             Err(nothing_done) => return Ok(nothing_done),
                         };
@@ -750,17 +807,26 @@ pub fn graph_tools(
                         let (Some(log), Some(follow)) = (textlog, text_side) else {
                             return Ok(reply);
                         };
-                        let (n, suffix) = match follow {
-                            TextFollowUp::Purge(needle) => (log.send(super::textlog::PurgeText(needle)).await, "清理"),
+                        let (n, purged) = match follow {
+                            TextFollowUp::Purge(needle) => (log.send(super::textlog::PurgeText(needle)).await, true),
                             TextFollowUp::Replace { old, new } => {
-                                (log.send(super::textlog::ReplaceText { old, new }).await, "更新")
+                                (log.send(super::textlog::ReplaceText { old, new }).await, false)
                             }
                         };
                         Ok(match n {
-                            Ok(Ok(n)) if n > 0 => format!("{reply}，{suffix} {n} 条文本记忆日志"),
+                            Ok(Ok(n)) if n > 0 => Msg::TextLogFollowed {
+                                reply: &reply,
+                                purged,
+                                count: n,
+                            }
+                            .text(),
                             Ok(Err(e)) => {
                                 tracing::warn!("text memory not updated: {e}");
-                                format!("{reply}（文本记忆日志未更新: {e}）")
+                                Msg::TextLogNotUpdated {
+                                    reply: &reply,
+                                    error: &e.to_string(),
+                                }
+                                .text()
                             }
                             _ => reply,
                         })
@@ -790,10 +856,10 @@ mod tests {
         let mut a = GraphActor::new(g);
         let block = a.index_block("张三最近怎么样");
         assert!(
-            block.starts_with("【记忆索引】 关联 3 个记忆实体，高频：张三、"),
+            block.starts_with("[Memory index] 3 related memory entities, most mentioned: 张三, "),
             "{block}"
         );
-        assert!(block.ends_with(" | 需更多细节请用 memory_recall 查询"), "{block}");
+        assert!(block.ends_with(" | use memory_recall for details"), "{block}");
         assert_eq!(a.index_block("今天天气"), "");
         a.mark_recalled(["张三".to_string(), "北京".to_string(), "围棋".to_string()]);
         assert_eq!(a.index_block("张三最近怎么样"), "", "everything was recalled already");
@@ -826,10 +892,10 @@ mod tests {
         let out = format_recall(&r);
         assert!(
             out.starts_with(
-                "找到 1 个相关实体:\n- 张三 (提及3次, 类型:Person)\n找到 12 条关系:\n- 张三 →(去过)→ 地点0"
+                "Found 1 related entities:\n- 张三 (mentioned 3 times, type: Person)\nFound 12 relations:\n- 张三 →(去过)→ 地点0"
             )
         );
-        assert!(out.ends_with("...更多关系被截断"));
+        assert!(out.ends_with("...more relations were cut off"));
         assert_eq!(out.lines().filter(|l| l.contains("→(")).count(), 10);
     }
 }

@@ -8,6 +8,7 @@ use actix::prelude::*;
 
 use super::tfidf::{Tfidf, cosine};
 use crate::host::{Handles, HostContext, KernelActor};
+use crate::i18n::Msg;
 
 /// Why a knowledge operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -111,7 +112,7 @@ impl KnowledgeBase {
     /// The `top_k` items most similar to `query` (lexical TF-IDF), formatted for the model.
     pub fn search(&self, query: &str, top_k: usize) -> String {
         if query.trim().is_empty() {
-            return "请输入查询关键词".into();
+            return Msg::QueryRequired.text();
         }
         let items = self.items();
         let texts: Vec<String> = items.iter().map(|(n, c)| format!("{n} {c}")).collect();
@@ -126,7 +127,7 @@ impl KnowledgeBase {
         scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.0.cmp(&b.1.0)));
         scored.truncate(if top_k == 0 { 5 } else { top_k });
         if scored.is_empty() {
-            return "未找到相关知识".into();
+            return Msg::KnowledgeNothing.text();
         }
         scored
             .iter()
@@ -139,7 +140,7 @@ impl KnowledgeBase {
     pub fn list(&self) -> String {
         let items = self.items();
         if items.is_empty() {
-            return "知识库为空".into();
+            return Msg::KnowledgeEmpty.text();
         }
         let mut rows: std::collections::BTreeMap<String, Option<usize>> = std::collections::BTreeMap::new();
         for (n, c) in &items {
@@ -154,7 +155,12 @@ impl KnowledgeBase {
                 let depth = n.matches('/').count();
                 let leaf = n.rsplit('/').next().unwrap_or(n);
                 match size {
-                    Some(b) => format!("{}- {leaf} ({b} 字节)", "  ".repeat(depth)),
+                    Some(b) => Msg::KnowledgeLeaf {
+                        indent: &"  ".repeat(depth),
+                        leaf,
+                        bytes: *b,
+                    }
+                    .text(),
                     None => format!("{}- {leaf}/", "  ".repeat(depth)),
                 }
             })
@@ -196,20 +202,24 @@ impl Handles<KnowledgeCall> for KnowledgeActor {
             KnowledgeCall::List => self.kb.list(),
             KnowledgeCall::Create { name, content } => {
                 if name.trim().is_empty() || content.trim().is_empty() {
-                    return "name 和 content 不能为空".into();
+                    return Msg::KnowledgeArgsRequired.text();
                 }
                 match self.kb.create(&name, &content) {
-                    Ok(n) => format!("知识「{n}」已创建并向量化索引（{} 字符）", content.len()),
-                    Err(e) => format!("知识创建失败: {e}"),
+                    Ok(n) => Msg::KnowledgeCreated {
+                        name: &n,
+                        chars: content.len(),
+                    }
+                    .text(),
+                    Err(e) => Msg::KnowledgeCreateFailed { error: &e.to_string() }.text(),
                 }
             }
             KnowledgeCall::Delete { name } => {
                 if name.trim().is_empty() {
-                    return "name 不能为空".into();
+                    return Msg::NameRequired.text();
                 }
                 match self.kb.delete(&name) {
-                    Ok(()) => format!("知识「{}」已删除", name.trim()),
-                    Err(e) => format!("知识删除失败: {e}"),
+                    Ok(()) => Msg::KnowledgeDeleted { name: name.trim() }.text(),
+                    Err(e) => Msg::KnowledgeDeleteFailed { error: &e.to_string() }.text(),
                 }
             }
         }
@@ -370,7 +380,7 @@ pub fn knowledge_tools(
             let handler: std::sync::Arc<dyn crate::stages::ToolHandler> =
                 std::sync::Arc::new(move |args: Value| -> BoxFuture<'static, Result<String, String>> {
                     let (kb, call) = (kb.clone(), make(&args));
-                    Box::pin(async move { kb.send(call).await.map_err(|_| "知识库不可用".to_string()) })
+                    Box::pin(async move { kb.send(call).await.map_err(|_| Msg::KnowledgeUnavailable.text()) })
                 });
             (spec, handler)
         })
@@ -399,8 +409,8 @@ mod tests {
             .unwrap();
         kb.create("travel", "Passport renewal takes six weeks.").unwrap();
         assert!(kb.search("绿茶 水温", 5).starts_with("[recipes/tea]\n泡绿茶"));
-        assert_eq!(kb.search("", 5), "请输入查询关键词");
-        assert_eq!(kb.search("zzzz", 5), "未找到相关知识");
+        assert_eq!(kb.search("", 5), Msg::QueryRequired.text());
+        assert_eq!(kb.search("zzzz", 5), Msg::KnowledgeNothing.text());
         let list = kb.list();
         assert!(list.starts_with("- recipes/\n  - coffee ("), "{list}");
         assert!(list.contains("\n- travel ("), "{list}");

@@ -9,6 +9,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::graph::{Entity, Relation, Triple};
 use super::store::Document;
+use crate::i18n::Msg;
 
 /// Documents older than this are cold (if rarely read).
 pub const COLD_AGE_MS: i64 = 72 * 3600 * 1000;
@@ -157,35 +158,28 @@ pub fn merge_candidates_except(
 
 /// The consolidation task for one merge candidate.
 pub fn merge_task(a: &Entity, b: &Entity, similarity: f64) -> String {
-    format!(
-        "【记忆整理任务】\n类型: entity_merge\n说明: 实体「{}」(类型:{}, 提及{}次) 与「{}」(类型:{}, 提及{}次) 相似度 {:.0}%，可能指同一事物。\n\
-         规则: 先用 memory_recall 查看两者的关系；确属同一事物时用 memory_merge 把提及较少的合并到提及较多的；\
-         不是同一事物就不做任何操作。只能使用 memory_merge，不要写入新的记忆。",
-        a.name,
-        a.kind,
-        a.mention_count,
-        b.name,
-        b.kind,
-        b.mention_count,
-        similarity * 100.0
-    )
+    Msg::MergeTask {
+        a: &a.name,
+        a_kind: &a.kind,
+        a_mentions: a.mention_count as u64,
+        b: &b.name,
+        b_kind: &b.kind,
+        b_mentions: b.mention_count as u64,
+        percent: similarity * 100.0,
+    }
+    .text()
 }
 
 /// The review task for one relation that still has its source sentence.
 pub fn review_task(r: &Relation) -> String {
-    format!(
-        "【关系复审】原始句子: '{}'\n当前三元组: ({} → {} → {}) 置信度 {:.2}\n\
-         请判断这个三元组是否忠实于原句。如有错误，用 memory_edit 修正（old_subject={}, old_relation={}, old_object={}）；\
-         正确则不做任何操作。",
-        r.sentence.as_deref().unwrap_or(""),
-        r.source,
-        r.relation,
-        r.target,
-        r.confidence,
-        r.source,
-        r.relation,
-        r.target
-    )
+    Msg::ReviewTask {
+        sentence: r.sentence.as_deref().unwrap_or(""),
+        source: &r.source,
+        relation: &r.relation,
+        target: &r.target,
+        confidence: r.confidence,
+    }
+    .text()
 }
 
 #[cfg(test)]
@@ -310,9 +304,9 @@ mod tests {
     fn task_texts_carry_what_the_model_needs() {
         let t = merge_task(&e(1, "张三"), &e(2, "张三丰"), 0.8);
         assert!(t.starts_with(
-            "【记忆整理任务】\n类型: entity_merge\n说明: 实体「张三」(类型:Concept, 提及1次) 与「张三丰」"
+            "[Memory maintenance task]\nType: entity_merge\nDescription: the entity \"张三\" (type: Concept, mentioned 1 times) and \"张三丰\""
         ));
-        assert!(t.contains("相似度 80%"));
+        assert!(t.contains("80% similar"));
         let r = Relation {
             id: 1,
             source: "用户".into(),
@@ -324,9 +318,8 @@ mod tests {
             created_at_ms: 0,
             sentence: Some("我住在北京".into()),
         };
-        assert!(
-            review_task(&r)
-                .starts_with("【关系复审】原始句子: '我住在北京'\n当前三元组: (用户 → 居住地 → 北京) 置信度 0.80")
-        );
+        assert!(review_task(&r).starts_with(
+            "[Relation review] Original sentence: '我住在北京'\nCurrent triple: (用户 → 居住地 → 北京) confidence 0.80"
+        ));
     }
 }

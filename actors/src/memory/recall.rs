@@ -16,7 +16,7 @@
 //! whole per-turn path, shell side), the context actor's `memory::actor::Recall`
 //! message, `MemoryStore::search_units` (the ranking call), and here [`select`],
 //! [`fuse`], [`Recollection::render`], [`unit_text`], [`stamp`] and the block headers
-//! [`MEMORY_HEADER`] / [`TIMELINE_HEADER`]. Token counts: `memory::tokens::count`.
+//! [`memory_header`] / [`timeline_header`]. Token counts: `memory::tokens::count`.
 //!
 //! Why passages and not document summaries: the spec's `【相关记忆文档】` block shows a
 //! document's header, which carries none of the evidence (measured: 0 % of LoCoMo
@@ -26,6 +26,7 @@ use std::collections::HashSet;
 
 use super::retrieve;
 use super::tokens;
+use crate::i18n::Msg;
 
 /// Events of the recency window: the last few, verbatim, whatever their relevance (the
 /// thread of the conversation). Kept short: relevance, not recency, fills the budget.
@@ -127,7 +128,7 @@ impl Item {
     fn line(&self) -> String {
         let text = self.text.replace('\n', " ");
         match (&self.origin, self.ts_ms) {
-            (Origin::Knowledge { name }, _) => format!("[知识 {name}] {text}"),
+            (Origin::Knowledge { name }, _) => format!("{}{text}", Msg::KnowledgeTag { name }),
             (Origin::Fact, None) => format!("[fact] {text}"),
             (Origin::Fact, Some(ts)) => format!("[{}] fact: {text}", stamp(ts)),
             (_, Some(ts)) => format!("[{}] {}: {text}", stamp(ts), self.speaker),
@@ -142,7 +143,7 @@ impl Item {
         // The stamp is bounded rather than counted (many distinct times: no memo);
         // names repeat, so their counts are memoised.
         let prefix = match (&self.origin, self.ts_ms) {
-            (Origin::Knowledge { name }, _) => tokens::count_memo(&format!("[知识 {name}] ")),
+            (Origin::Knowledge { name }, _) => tokens::count_memo(&Msg::KnowledgeTag { name }.text()),
             (Origin::Fact, None) => tokens::count_memo("[fact] "),
             (Origin::Fact, Some(_)) => STAMP_TOKENS + tokens::count_memo(" fact: "),
             (_, Some(_)) => STAMP_TOKENS + tokens::count_memo(&format!(" {}: ", self.speaker)),
@@ -192,9 +193,13 @@ pub struct Recollection {
 
 /// The first line of the relevant block (a reader of prompts — `homed eval --live` —
 /// finds the memory part by it).
-pub const MEMORY_HEADER: &str = "【相关记忆】 (relevant memory, best first; [date] speaker: words)\n";
+pub fn memory_header() -> String {
+    Msg::MemoryHeader.text()
+}
 /// The first line of the recency block.
-pub const TIMELINE_HEADER: &str = "【对话时序】\n";
+pub fn timeline_header() -> String {
+    Msg::TimelineHeader.text()
+}
 
 impl Recollection {
     /// Whether nothing was recalled.
@@ -207,7 +212,7 @@ impl Recollection {
     pub fn render(&self) -> String {
         let mut out = String::new();
         if !self.relevant.is_empty() || self.index.is_some() {
-            out.push_str(MEMORY_HEADER);
+            out.push_str(&memory_header());
             for i in &self.relevant {
                 out.push_str(&i.line());
                 out.push('\n');
@@ -221,7 +226,7 @@ impl Recollection {
             if !out.is_empty() {
                 out.push('\n');
             }
-            out.push_str(TIMELINE_HEADER);
+            out.push_str(&timeline_header());
             for i in &self.recent {
                 out.push_str(&i.line());
                 out.push('\n');
@@ -268,7 +273,7 @@ pub fn select(
     }
     // The recency window: newest first until full, shown oldest first.
     let mut kept_recent = Vec::new();
-    let mut timeline_tokens = tokens::count_memo(TIMELINE_HEADER);
+    let mut timeline_tokens = tokens::count_memo(&timeline_header());
     for item in recent.into_iter().rev() {
         if kept_recent.len() >= RECENT_EVENTS {
             break;
@@ -290,7 +295,7 @@ pub fn select(
         timeline_tokens = 0;
     }
     // The relevant block.
-    let mut memory_tokens = tokens::count_memo(MEMORY_HEADER);
+    let mut memory_tokens = tokens::count_memo(&memory_header());
     let cap = (budget.memory / ITEM_SHARE).max(32);
     let mut relevant = Vec::new();
     for mut item in ranked {
@@ -380,12 +385,12 @@ mod tests {
             text.contains("[2023-05-08 13:56] Caroline: My sister adopted a greyhound called Biscuit\n"),
             "{text}"
         );
-        assert!(text.contains("[知识 pets] Biscuit eats kibble"), "{text}");
+        assert!(text.contains("[knowledge pets] Biscuit eats kibble"), "{text}");
         assert!(
-            text.contains("【对话时序】\n[2023-05-08 13:57] http: hello there\n"),
+            text.contains("[Conversation timeline]\n[2023-05-08 13:57] http: hello there\n"),
             "{text}"
         );
-        assert!(text.find("【相关记忆】").unwrap() < text.find("【对话时序】").unwrap());
+        assert!(text.find("[Relevant memory]").unwrap() < text.find("[Conversation timeline]").unwrap());
     }
 
     #[test]

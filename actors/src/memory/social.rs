@@ -3,6 +3,7 @@
 //! replies follow the reference's formats.
 
 use super::graph::{GraphError, GraphStore, Recall, RecallSort, Relation, Triple};
+use crate::i18n::Msg;
 
 /// Traits are relations with this prefix.
 const TRAIT_PREFIX: &str = "trait:";
@@ -49,7 +50,7 @@ fn traits<'a>(rels: &'a [Relation], name: &str) -> Vec<(&'a str, &'a str)> {
 /// The `person_query` reply.
 pub fn profile(g: &GraphStore, name: &str) -> Result<String, GraphError> {
     let r = around(g, name, 1)?;
-    let mut lines = vec![format!("▎{name} 的档案")];
+    let mut lines = vec![Msg::ProfileTitle { name }.text()];
     let ts = traits(&r.relations, name);
     let ties: Vec<&Relation> = r
         .relations
@@ -57,18 +58,18 @@ pub fn profile(g: &GraphStore, name: &str) -> Result<String, GraphError> {
         .filter(|r| !r.relation.starts_with(TRAIT_PREFIX))
         .collect();
     if !ts.is_empty() {
-        lines.push("【特质】".into());
+        lines.push(Msg::ProfileTraits.text());
         lines.extend(ts.iter().map(|(k, v)| format!("  {k}: {v}")));
     }
     if !ties.is_empty() {
-        lines.push("【社交关系】".into());
+        lines.push(Msg::ProfileTies.text());
         lines.extend(
             ties.iter()
                 .map(|r| format!("  {} —({})—→ {}", r.source, r.relation, r.target)),
         );
     }
     if ts.is_empty() && ties.is_empty() {
-        lines.push("  （尚无记录）".into());
+        lines.push(Msg::ProfileEmpty.text());
     }
     Ok(lines.join("\n"))
 }
@@ -90,9 +91,9 @@ pub fn network(g: &GraphStore, name: &str, depth: usize) -> Result<String, Graph
             v
         });
     if people.is_empty() {
-        return Ok(format!("未找到 {name} 的社交网络"));
+        return Ok(Msg::NetworkNotFound { name }.text());
     }
-    let mut lines = vec![format!("▎{name} 的社交网络（{depth} 度）")];
+    let mut lines = vec![Msg::NetworkTitle { name, depth }.text()];
     for p in people {
         lines.push(format!("  · {p}"));
         let own = around(g, p, 1)?;
@@ -179,9 +180,12 @@ mod tests {
         set_trait(&mut g, "小红", "爱好", "跑步").unwrap();
         assert_eq!(
             profile(&g, "小明").unwrap(),
-            "▎小明 的档案\n【特质】\n  性格: 开朗\n【社交关系】\n  小明 —(朋友)—→ 小红"
+            "▎Profile of 小明\n[Traits]\n  性格: 开朗\n[Relationships]\n  小明 —(朋友)—→ 小红"
         );
-        assert_eq!(profile(&g, "无名氏").unwrap(), "▎无名氏 的档案\n  （尚无记录）");
+        assert_eq!(
+            profile(&g, "无名氏").unwrap(),
+            "▎Profile of 无名氏\n  (nothing recorded yet)"
+        );
         let p = person(&g, "小明").unwrap();
         assert_eq!(p["traits"], serde_json::json!({"性格": "开朗"}));
         assert_eq!(p["relations"][0]["target"], "小红");
@@ -196,8 +200,8 @@ mod tests {
         let net = network(&g, "小明", 2).unwrap();
         assert_eq!(
             net,
-            "▎小明 的社交网络（2 度）\n  · 小红\n    爱好: 跑步\n    —(同事)—→ 小刚\n  · 小刚"
+            "▎Social network of 小明 (2 degrees)\n  · 小红\n    爱好: 跑步\n    —(同事)—→ 小刚\n  · 小刚"
         );
-        assert_eq!(network(&g, "无名氏", 2).unwrap(), "未找到 无名氏 的社交网络");
+        assert_eq!(network(&g, "无名氏", 2).unwrap(), "No social network found for 无名氏");
     }
 }

@@ -719,11 +719,13 @@ fn document_content(events: &[Event]) -> String {
         }
         out.push('\n');
         for t in &e.tool_results {
-            out.push_str(&format!(
-                "  [工具] {}: {}\n",
-                t.name,
-                super::truncate_chars(&t.output, 200, "…")
-            ));
+            out.push_str(
+                &crate::i18n::Msg::DocumentToolLine {
+                    tool: &t.name,
+                    output: &super::truncate_chars(&t.output, 200, "…"),
+                }
+                .text(),
+            );
         }
     }
     out

@@ -286,6 +286,10 @@ pub const SETTINGS_LIST: &str = "settings.list";
 pub const SETTINGS_REGISTER_DEF: &str = "settings.registerDef";
 /// `settings.defs`: `{}` → `{"defs": [SettingDef]}` (own declarations).
 pub const SETTINGS_DEFS: &str = "settings.defs";
+/// `settings.language` (no capability): `{}` → `{"language": "en"|"zh"}`, the
+/// kernel's `core.agent.language`, for plugins that write texts for the owner or the
+/// model (the timer's reminders) in the session's language.
+pub const SETTINGS_LANGUAGE: &str = "settings.language";
 /// `settings.getCore` (capability `settings_cross`): `{"key"}` → `{"key", "value"}`
 /// (secrets masked).
 pub const SETTINGS_GET_CORE: &str = "settings.getCore";

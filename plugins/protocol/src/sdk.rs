@@ -214,6 +214,13 @@ impl Kernel {
             .unwrap_or(Value::Null))
     }
 
+    /// The kernel's message language (`core.agent.language`: `en` or `zh`), asked
+    /// anew on each call so that a change applies at once.
+    pub fn language(&self) -> Result<String, String> {
+        let v = self.call(methods::SETTINGS_LANGUAGE, serde_json::json!({}))?;
+        Ok(v["language"].as_str().unwrap_or("en").to_owned())
+    }
+
     /// Subscribes to kernel event topics (needs the `events` capability); they arrive
     /// at the handler given to [`Plugin::on_event`].
     pub fn subscribe(&self, topics: &[&str]) -> Result<(), String> {

@@ -252,7 +252,7 @@ fn a_text_answer_records_the_input_then_commits_and_replies_once() {
 fn the_tool_turn_cap_ends_with_the_last_text_or_the_limit_message() {
     for (text, want) in [
         ("working on it", "working on it".to_owned()),
-        ("", "[系统] 已达到最大工具轮次 2，任务中止。".to_owned()),
+        ("", Msg::MaxToolTurns { limit: 2 }.text()),
     ] {
         let mut t = Turn::new(input("loop"));
         t.limits.max_tool_turns = 2;
@@ -284,9 +284,7 @@ fn one_assistant_message_per_batch_then_the_continuation_placeholder() {
     let mut t = Turn::new(input("send it"));
     let first = t.first_request();
     assert!(
-        !texts(&first)
-            .iter()
-            .any(|(_, c)| c == prompt::CONTINUE_AFTER_TOOLS || c == prompt::CONTINUE_AFTER_SEND),
+        !texts(&first).iter().any(|(_, c)| prompt::is_continuation(c)),
         "never after the first round"
     );
     // A reply-only batch (two sends, no help): plain text is the way to end.
@@ -303,17 +301,14 @@ fn one_assistant_message_per_batch_then_the_continuation_placeholder() {
     assert_eq!(assistants[0].content, "sending");
     let tail: Vec<_> = m[m.len() - 3..].iter().map(|(r, _)| r.as_str()).collect();
     assert_eq!(tail, ["tool", "tool", "user"]);
-    assert_eq!(m.last().unwrap().1, prompt::CONTINUE_AFTER_SEND);
+    assert_eq!(m.last().unwrap().1, Msg::ContinueAfterSend.text());
     // A batch with a help call is not reply-only; the old placeholder is replaced.
     t.answer(completion("", &[("c", "output_send__http_help")]));
     t.feed(Event::SafePoint(Ok(false)));
     let req = request(t.tools_ran(&["help text"]));
     let m = texts(&req);
-    assert_eq!(m.last().unwrap().1, prompt::CONTINUE_AFTER_TOOLS);
-    let placeholders = m
-        .iter()
-        .filter(|(_, c)| c == prompt::CONTINUE_AFTER_TOOLS || c == prompt::CONTINUE_AFTER_SEND)
-        .count();
+    assert_eq!(m.last().unwrap().1, Msg::ContinueAfterTools.text());
+    let placeholders = m.iter().filter(|(_, c)| prompt::is_continuation(c)).count();
     assert_eq!(placeholders, 1);
     let second = req.messages.iter().filter(|m| m.role == "assistant").nth(1).unwrap();
     assert_eq!(second.content, Value::Null, "no text: null content");
@@ -399,7 +394,7 @@ fn overflow_precheck_prunes_notifies_and_rebuilds_the_prefix() {
     match &c[..] {
         [Cmd::SubmitNotice { source, text }, Cmd::ReadTimeline { query, .. }] => {
             assert_eq!(*source, "kernel/overflow");
-            assert!(text.contains("已裁剪 4 条低相关事件到文档记忆"), "{text}");
+            assert_eq!(*text, Msg::OverflowNotice { pruned: 4 }.text());
             assert_eq!(query, "hello");
         }
         _ => panic!("{c:?}"),
@@ -436,10 +431,10 @@ fn nothing_pruned_means_no_notice_and_the_third_overflow_fails_naming_the_settin
     let r = reply_of(&c);
     let e = r.error.as_deref().unwrap();
     assert!(
-        e.contains("core.agent.max_context_size") && e.contains("已裁剪 2 次"),
+        e.contains("core.agent.max_context_size") && e.contains("pruned 2 times"),
         "{e}"
     );
-    assert_eq!(r.content, format!("处理错误: {e}"));
+    assert_eq!(r.content, Msg::TaskFailed { error: e }.text());
     assert_eq!(ended(&c), Some(End::Failed));
     assert!(
         c.iter()
@@ -483,7 +478,7 @@ fn a_vendor_context_full_recovers_twice_then_fails_with_both_messages() {
         e.contains("core.agent.max_context_size") && e.ends_with("(too long)"),
         "{e}"
     );
-    assert!(e.contains("移出 4 条事件"), "{e}");
+    assert!(e.contains("4 events moved out"), "{e}");
 }
 
 #[test]
@@ -519,9 +514,9 @@ fn a_stop_in_flight_resets_the_stream_and_ends_with_the_stopped_text() {
         _ => panic!("{c:?}"),
     }
     let c = t.feed(Event::StopTaken(true));
-    assert_eq!(final_text(&c), STOPPED);
+    assert_eq!(final_text(&c), Msg::Stopped.text());
     let c = t.output(c);
-    assert_eq!(reply_of(&c).content, STOPPED);
+    assert_eq!(reply_of(&c).content, Msg::Stopped.text());
     assert_eq!(ended(&c), Some(End::Cancelled));
 }
 
@@ -582,7 +577,7 @@ fn a_cancel_while_the_prompt_is_built_is_honoured_before_the_call() {
             request(t.feed(Event::SafePoint(Ok(false))));
             assert_eq!(t.core.turn(), 0);
         } else {
-            assert_eq!(final_text(&c), STOPPED);
+            assert_eq!(final_text(&c), Msg::Stopped.text());
         }
     }
 }
@@ -602,7 +597,7 @@ fn an_input_waiting_when_stop_was_pressed_ends_at_pre_action() {
     });
     t.feed(Event::PreAction(pre));
     let c = t.feed(Event::StopBudget(true));
-    assert_eq!(final_text(&c), CANCELLED_BY_STOP);
+    assert_eq!(final_text(&c), Msg::CancelledByStop.text());
     let c = t.output(c);
     assert_eq!(ended(&c), Some(End::Cancelled));
 }
@@ -646,7 +641,7 @@ fn pre_action_context_messages_join_the_tail_and_survive_a_resume() {
     assert_eq!(msgs[1].content, "T2 (with the interrupt's turn)", "prefix rebuilt");
     assert_eq!(msgs[t.core.prefix_len()..], tail_before[..], "tail kept");
     let req = request(t.feed(Event::SafePoint(Ok(false))));
-    assert_eq!(texts(&req).last().unwrap().1, prompt::CONTINUE_AFTER_TOOLS);
+    assert_eq!(texts(&req).last().unwrap().1, Msg::ContinueAfterTools.text());
 }
 
 #[test]
@@ -803,7 +798,7 @@ fn failures_end_the_task_once_with_the_reason() {
         failed,
         Some((
             "agent_output",
-            json!({"task_id": 7, "text": "处理错误: the scheduler is unavailable: mailbox closed", "channel": "http", "error": true})
+            json!({"task_id": 7, "text": "Error: the scheduler is unavailable: mailbox closed", "channel": "http", "error": true})
         ))
     );
 }
@@ -826,7 +821,7 @@ fn interrupt_inputs_are_not_recorded_but_their_reply_is() {
     let _ = c;
     let req = request(t.feed(Event::SafePoint(Ok(false))));
     let last = texts(&req).pop().unwrap();
-    assert_eq!(last, ("system".into(), "[中断消息] wake up".into()));
+    assert_eq!(last, ("system".into(), format!("{}wake up", Msg::InterruptMark)));
     let c = t.answer(completion("noted", &[]));
     let c = t.echo(c, Stage::BeforeOutput);
     assert!(

@@ -37,6 +37,7 @@ const METHODS: &[&str] = &[
     m::SETTINGS_LIST_PLUGIN,
     m::SETTINGS_DUMP,
     m::SETTINGS_PLUGINS,
+    m::SETTINGS_LANGUAGE,
     m::LLM_LIST_SOURCES,
     m::LLM_CURRENT_SOURCE,
     m::LLM_SET_SOURCE,
@@ -191,6 +192,7 @@ impl KernelServices {
             }
         };
         match method {
+            m::SETTINGS_LANGUAGE => Ok(json!({"language": crate::i18n::language().code()})),
             m::SETTINGS_GET => {
                 let (full, short) = own_key(me, method, str_param(method, &p, "key")?)?;
                 let v = config.send(GetSetting(full)).await.map_err(gone)?.map_err(cfg)?;
