@@ -34,8 +34,8 @@ pub const DEFAULT_DENY: &str = "sudo, su, doas, pkexec, shutdown, reboot, powero
 /// Default and largest `timeout_secs`.
 pub const DEFAULT_TIMEOUT_SECS: u64 = 30;
 pub const MAX_TIMEOUT_SECS: u64 = 600;
-/// Most bytes kept of stdout and of stderr each.
-pub const MAX_OUTPUT: usize = 32 * 1024;
+/// Most bytes kept of stdout and of stderr each (together about 8k tokens at worst).
+pub const MAX_OUTPUT: usize = 16 * 1024;
 /// Largest `stdin`.
 pub const MAX_STDIN: usize = 1024 * 1024;
 /// Environment variables the command inherits; everything else is cleared.

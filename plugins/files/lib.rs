@@ -27,8 +27,9 @@ use serde_json::{Value, json};
 /// Largest file `files_read` and `files_edit` load (bigger ones: read a line range of
 /// a smaller file, or use `cmd_run` with `head`/`tail`).
 pub const MAX_FILE_BYTES: u64 = 8 * 1024 * 1024;
-/// Most text one `files_read` answers.
-pub const MAX_READ_OUTPUT: usize = 64 * 1024;
+/// Most text one `files_read` answers: about 4k tokens, so one answer fits the
+/// smallest window the kernel assumes (8k tokens) with room for the rest.
+pub const MAX_READ_OUTPUT: usize = 16 * 1024;
 /// Largest `content` one `files_write` accepts.
 pub const MAX_WRITE_BYTES: usize = 4 * 1024 * 1024;
 /// Limits of `files_list`.
@@ -398,7 +399,7 @@ pub fn plugin() -> Plugin {
                 "files_read",
                 "Read a text file inside the sandbox roots (relative paths start in the work directory). \
                  Answers `PATH (lines A-B of N):` then the text. For long files give start_line/end_line \
-                 (from 1); output over 64 KiB is cut with a marker. Binary files are refused.",
+                 (from 1); output over 16 KiB is cut with a marker. Binary files are refused.",
                 json!({"type": "object", "properties": {
                     "path": path("file to read"),
                     "start_line": {"type": "integer", "description": "first line (from 1)"},

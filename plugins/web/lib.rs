@@ -36,8 +36,8 @@ pub const MAX_BYTES: u64 = 10 * 1024 * 1024;
 /// Default and largest time for a whole fetch (redirects included).
 pub const DEFAULT_TIMEOUT_SECS: u64 = 20;
 pub const MAX_TIMEOUT_SECS: u64 = 120;
-/// Most text one answer carries.
-pub const MAX_ANSWER: usize = 64 * 1024;
+/// Most text one answer carries (about 4k tokens: fits an 8k-token window).
+pub const MAX_ANSWER: usize = 16 * 1024;
 /// Redirects followed.
 pub const MAX_REDIRECTS: usize = 5;
 /// Column width of converted HTML.
@@ -342,7 +342,7 @@ pub fn plugin() -> Plugin {
                 "Fetch an http(s) URL and read it as text: HTML is converted to plain text with numbered link \
                  footnotes, JSON is pretty-printed, other text is shown as is; images and other binary content are \
                  refused. Downloads at most `max_bytes` (default 2 MiB) within `timeout_secs` (default 20); the \
-                 answer is cut at 64 KiB. Use web_search first when you do not know the URL.",
+                 answer is cut at 16 KiB. Use web_search first when you do not know the URL.",
                 json!({"type": "object", "properties": {
                     "url": {"type": "string", "description": "http:// or https:// URL"},
                     "max_bytes": {"type": "integer"},
