@@ -81,6 +81,9 @@ fn main() -> std::process::ExitCode {
             what: BenchCommand::Plugin { calls, kills },
         }) => system.block_on(homeagent::bench::plugin(calls, kills)),
         Some(Command::Bench {
+            what: BenchCommand::Tools { calls },
+        }) => system.block_on(homeagent::bench_tools::tools(calls)),
+        Some(Command::Bench {
             what: BenchCommand::Mcp { calls, server },
         }) => homeagent::bench_mcp::mcp(&server, calls),
         Some(Command::Eval {
