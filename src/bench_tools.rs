@@ -89,7 +89,12 @@ pub async fn tools(calls: usize) -> anyhow::Result<()> {
     let cases: Vec<(&str, &str, Value, usize)> = vec![
         ("in-process  knowledge_list", "knowledge_list", json!({}), calls),
         ("subprocess  timer_list", "timer_list", json!({}), calls),
-        ("files       files_read", "files_read", json!({"path": "bench.txt"}), calls),
+        (
+            "files       files_read",
+            "files_read",
+            json!({"path": "bench.txt"}),
+            calls,
+        ),
         (
             "files       files_write",
             "files_write",

@@ -60,11 +60,13 @@ fn checked(
 }
 
 /// Opens an existing file for reading without following a final symlink; refuses
-/// what is not a regular file.
+/// what is not a regular file. `O_NONBLOCK` so a FIFO planted in a root cannot hang
+/// the call in `open` (it is then refused as not a regular file; regular files ignore
+/// the flag).
 fn open_file(path: &Path) -> Result<(std::fs::File, u64), String> {
     let f = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
         .map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => format!("`{}` does not exist; files_list shows what does", path.display()),
@@ -179,9 +181,12 @@ pub fn write(args: &Value, sb: &SandboxInfo) -> R {
     if bool_arg(args, "append") && existed {
         let mut f = std::fs::OpenOptions::new()
             .append(true)
-            .custom_flags(libc::O_NOFOLLOW)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
             .open(&path)
             .map_err(|e| format!("cannot open `{}` to append: {e}", path.display()))?;
+        if !f.metadata().is_ok_and(|m| m.is_file()) {
+            return Err(format!("`{}` is not a regular file", path.display()));
+        }
         f.write_all(content.as_bytes())
             .map_err(|e| format!("cannot append to `{}`: {e}", path.display()))?;
         return Ok(format!("appended {} bytes to {}", content.len(), path.display()));
@@ -578,6 +583,16 @@ mod tests {
         );
         // A link planted where a checked path was: not followed on open.
         assert!(open_file(&work.join("link.txt")).is_err());
+        // A FIFO (no writer) is refused at once instead of hanging the call.
+        let fifo = work.join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo on a NUL-terminated path in the test's own directory.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert!(
+            read(&json!({"path": "fifo"}), &sb)
+                .unwrap_err()
+                .contains("not a regular file")
+        );
         let none = SandboxInfo::default();
         assert!(
             read(&json!({"path": "x"}), &none)
