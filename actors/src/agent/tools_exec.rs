@@ -162,7 +162,8 @@ impl ToolRunner {
         }
         if call.name == seq::SEQ_TOOL {
             // Not filled here: each step is filled (and checked) on its own way out,
-            // so no stage plugin ever sees a step's secret values.
+            // so no stage plugin ever sees a step's secret values. Nor reviewed again
+            // on the way back: every step's result was masked and reviewed already.
             let (text, ok) = self.run_seq(&call.id, &args).await;
             return (None, Value::String(text), ok);
         }
