@@ -1124,3 +1124,65 @@ fn a_hostile_lua_plugin_cannot_read_files_run_processes_or_drive_the_daemon() {
         "the MCP servers setting is unchanged"
     );
 }
+
+/// Every actor id in the supervision tree.
+fn actor_ids(d: &Daemon) -> Vec<String> {
+    let tree: Value = d.client().get(d.url("/api/v1/actors")).send().unwrap().json().unwrap();
+    fn walk(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                if let Some(id) = m.get("id").and_then(Value::as_str) {
+                    out.push(id.to_owned());
+                }
+                m.values().for_each(|x| walk(x, out));
+            }
+            Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(&tree, &mut out);
+    out
+}
+
+#[test]
+fn a_package_whose_plugin_does_not_start_is_rolled_back_and_can_be_installed_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = Daemon::start(&data);
+    let plugins = data.join("plugins");
+    let before = listing(&plugins);
+    let manifest = r#"{"name": "dies", "version": "0.1.0", "entry": "plugin.bin"}"#;
+    let dies = "#!/bin/sh\necho 'dies: missing configuration, giving up' >&2\nexit 1\n";
+    let (status, body) = post_package(
+        &d,
+        hmap(&[("plugin.json", manifest, 0o644), ("plugin.bin", dies, 0o755)]),
+    );
+    assert_eq!((status, body["kind"].as_str()), (422, Some("start_failed")), "{body}");
+    let err = body["error"].as_str().unwrap();
+    assert!(err.contains("rolled back") && err.contains("install it again"), "{err}");
+    assert_eq!(listing(&plugins), before, "nothing of it stays on disk");
+    let plugins_api: Value = d.client().get(d.url("/api/v1/plugins")).send().unwrap().json().unwrap();
+    assert!(
+        !plugins_api.to_string().contains("\"dies\""),
+        "not listed: {plugins_api}"
+    );
+    assert!(
+        !actor_ids(&d).iter().any(|id| id.contains("/dies")),
+        "no actor of it left in the tree: {:?}",
+        actor_ids(&d)
+    );
+    // Fixed, the same name installs and runs (the old subtree is really gone).
+    let lua = r#"sdk.register_tool("dies_not", {description = "Alive", parameters = {type = "object", properties = {}}}, function(args) return "alive" end)"#;
+    let fixed = r#"{"name": "dies", "version": "0.2.0", "entry": "main.lua"}"#;
+    let (status, body) = post_package(&d, hmap(&[("plugin.json", fixed, 0o644), ("main.lua", lua, 0o644)]));
+    assert_eq!(status, 201, "{body}");
+    wait_plugin(&d, "dies", Duration::from_secs(10), "ran", |p| {
+        p["state"] == "running" && p["tools"] == json!(["dies_not"])
+    });
+    assert!(
+        actor_ids(&d).iter().any(|id| id.ends_with("/dies")),
+        "{:?}",
+        actor_ids(&d)
+    );
+}

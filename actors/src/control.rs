@@ -35,4 +35,6 @@ pub enum RestartRefused {
     NotRunning,
     #[error("another restart of this subtree is in progress; try again in a moment")]
     Busy,
+    #[error("this actor was removed from the tree (its plugin was uninstalled); install it again to bring it back")]
+    Removed,
 }

@@ -490,7 +490,7 @@ pub async fn install_plugin(
                 }
                 InstallError::Package(p) => (actix_web::http::StatusCode::BAD_REQUEST, p.kind()),
                 InstallError::Load(_) => (actix_web::http::StatusCode::BAD_REQUEST, "bad_manifest"),
-                InstallError::Start(_) => (actix_web::http::StatusCode::INTERNAL_SERVER_ERROR, "start_failed"),
+                InstallError::Start(_) => (actix_web::http::StatusCode::UNPROCESSABLE_ENTITY, "start_failed"),
             };
             tracing::warn!("package install refused: {e}");
             let mut body = json!({"error": e.to_string(), "kind": kind});

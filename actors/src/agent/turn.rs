@@ -718,7 +718,10 @@ impl TurnCore {
             return;
         }
         prompt::add_continuation(&mut self.msgs, self.last_batch_reply_only);
-        match self.overflow.check(prompt_tokens(&self.msgs), limits.window) {
+        match self
+            .overflow
+            .check(prompt_size(&self.msgs, limits.window), limits.window)
+        {
             Verdict::Fits => {}
             Verdict::Recover => return self.recover_overflow(env, out),
             Verdict::Fail(m) => {
@@ -981,23 +984,60 @@ impl TurnCore {
 pub const PER_MESSAGE_TOKENS: usize = 4;
 
 /// The size of a prompt's messages in o200k tokens (tool schemas not included: the
-/// overflow check compares against 1.25 × the window, which they fit within).
+/// overflow check compares against 1.25 × the window, which they fit within). Each
+/// text is counted once and remembered (`tokens::count_memo`): the system prompt and the
+/// timeline repeat across the steps and turns.
 pub fn prompt_tokens(msgs: &[Message]) -> usize {
     msgs.iter()
         .map(|m| {
             let content = match &m.content {
-                Value::String(s) => tokens::count(s),
+                Value::String(s) => tokens::count_memo(s),
                 Value::Null => 0,
-                other => tokens::count(&other.to_string()),
+                other => tokens::count_memo(&other.to_string()),
             };
             PER_MESSAGE_TOKENS
                 + content
                 + m.tool_calls
                     .iter()
-                    .map(|c| tokens::count(&c.function.arguments) + tokens::count(&c.function.name))
+                    .map(|c| tokens::count_memo(&c.function.arguments) + tokens::count(&c.function.name))
                     .sum::<usize>()
         })
         .sum()
+}
+
+/// What the overflow check needs to know of the prompt's size against `window`: the
+/// byte bound when it already proves the prompt fits (o200k is a byte-level BPE, so a
+/// text never has more tokens than bytes — with a 128k window that is nearly every
+/// turn, and counting a long prompt is the largest part of a turn's kernel time),
+/// else the exact count.
+pub fn prompt_size(msgs: &[Message], window: usize) -> usize {
+    let window = if window == 0 {
+        super::overflow::DEFAULT_WINDOW
+    } else {
+        window
+    };
+    let bound: usize = msgs
+        .iter()
+        .map(|m| {
+            let content = match &m.content {
+                Value::String(s) => s.len(),
+                Value::Null => 0,
+                // Serialised JSON is longer than its strings; an over-estimate is safe.
+                other => other.to_string().len(),
+            };
+            PER_MESSAGE_TOKENS
+                + content
+                + m.tool_calls
+                    .iter()
+                    .map(|c| c.function.arguments.len() + c.function.name.len())
+                    .sum::<usize>()
+        })
+        .sum();
+    if (bound as f64) <= window as f64 * super::overflow::THRESHOLD {
+        bound
+    } else {
+        prompt_tokens(msgs)
+    }
 }
 
 #[cfg(test)]

@@ -145,6 +145,17 @@ impl ContextActor {
         }
     }
 
+    /// Where event `id` is in the window. Appends keep ids ascending, so a binary search
+    /// finds it; a window reordered by a document moved back (`doc_query` inserts at the
+    /// original time) falls back to a scan. No map of the whole window per turn: it
+    /// holds thousands of events between two distill rounds.
+    fn position_of(&self, id: i64) -> Option<usize> {
+        match self.events.binary_search_by_key(&id, |e| e.id) {
+            Ok(i) => Some(i),
+            Err(_) => self.events.iter().position(|e| e.id == id),
+        }
+    }
+
     /// The units most relevant to `query`, as items, best first.
     fn relevant_units(&mut self, query: &str, qv: Option<&QueryVector>) -> Vec<Item> {
         let units = match self
@@ -172,13 +183,11 @@ impl ContextActor {
                     Default::default()
                 }
             };
-        let by_id: std::collections::HashMap<i64, usize> =
-            self.events.iter().enumerate().map(|(i, e)| (e.id, i)).collect();
         let mut out = Vec::with_capacity(units.len());
         for u in units {
             match u {
                 Unit::Event(id) => {
-                    if let Some(&i) = by_id.get(&id) {
+                    if let Some(i) = self.position_of(id) {
                         let e = self.events[i].clone();
                         out.push(self.window_item(&e));
                     }

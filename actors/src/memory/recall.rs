@@ -268,7 +268,7 @@ pub fn select(
     }
     // The recency window: newest first until full, shown oldest first.
     let mut kept_recent = Vec::new();
-    let mut timeline_tokens = tokens::count(TIMELINE_HEADER);
+    let mut timeline_tokens = tokens::count_memo(TIMELINE_HEADER);
     for item in recent.into_iter().rev() {
         if kept_recent.len() >= RECENT_EVENTS {
             break;
@@ -290,7 +290,7 @@ pub fn select(
         timeline_tokens = 0;
     }
     // The relevant block.
-    let mut memory_tokens = tokens::count(MEMORY_HEADER);
+    let mut memory_tokens = tokens::count_memo(MEMORY_HEADER);
     let cap = (budget.memory / ITEM_SHARE).max(32);
     let mut relevant = Vec::new();
     for mut item in ranked {
@@ -310,7 +310,7 @@ pub fn select(
         relevant.push(item);
     }
     let index = index.filter(|ix| {
-        let cost = tokens::count(ix) + 2;
+        let cost = tokens::count_memo(ix) + 2;
         let fits = memory_tokens + cost <= budget.memory;
         if fits {
             memory_tokens += cost;

@@ -1,5 +1,5 @@
-//! Token counting with a real BPE tokenizer (OpenAI's `o200k_base`, whose ranks ship
-//! inside the `tiktoken-rs` crate: no download, no network).
+//! Token counting with a real BPE tokenizer (OpenAI's `o200k_base`; the ranks ship
+//! inside the binary: no download, no network).
 //!
 //! Why a real tokenizer: the byte estimate it replaces counted one token per byte, so
 //! English budgets were about 4× too small and nothing said whether a prompt fits.
@@ -9,16 +9,58 @@
 //! precomputed 32 MB table, which more than doubled the release binary (see
 //! `docs/DEPENDENCIES.md`).
 //!
+//! The ranks are our own compact copy (`actors/assets/o200k_base.ranks.gz`, made by
+//! `scripts/make-o200k-ranks.py` from the crate's file: the token bytes in rank order,
+//! each behind a one-byte length, gzipped; 1.05 MB instead of the crate's 3.6 MB of
+//! base64 text, which the binary no longer links because nothing calls the crate's own
+//! constructors). A test checks the counts equal the crate's.
+//!
 //! Counting is not free (a 100 KB text takes milliseconds), so callers on the hot path
 //! count each remembered item once and keep the figure (passages store it in
 //! `memory.db`; the context actor caches events' counts by id).
+
+use std::sync::LazyLock;
+
+use tiktoken_rs::{CoreBPE, Rank};
+
+/// The o200k ranks: `[len][bytes]` per token, in rank order, gzipped.
+static RANKS_GZ: &[u8] = include_bytes!("../../assets/o200k_base.ranks.gz");
+/// Tokens in `RANKS_GZ` (ranks 0..N); the special tokens follow tiktoken's numbering.
+const RANKS: usize = 199_998;
+
+static O200K: LazyLock<CoreBPE> = LazyLock::new(|| build().expect("the embedded o200k ranks are valid"));
+
+/// Builds the tokenizer from the embedded ranks.
+fn build() -> Result<CoreBPE, String> {
+    use std::io::Read as _;
+    let mut raw = Vec::with_capacity(1_700_000);
+    flate2::read::GzDecoder::new(RANKS_GZ)
+        .read_to_end(&mut raw)
+        .map_err(|e| format!("inflating the o200k ranks: {e}"))?;
+    let mut encoder = rustc_hash::FxHashMap::with_capacity_and_hasher(RANKS, Default::default());
+    let (mut at, mut rank) = (0usize, 0 as Rank);
+    while at < raw.len() {
+        let len = raw[at] as usize;
+        let token = raw.get(at + 1..at + 1 + len).ok_or("the o200k ranks are truncated")?;
+        encoder.insert(token.to_vec(), rank);
+        at += 1 + len;
+        rank += 1;
+    }
+    if rank as usize != RANKS {
+        return Err(format!("the o200k ranks hold {rank} tokens, expected {RANKS}"));
+    }
+    let mut special = rustc_hash::FxHashMap::default();
+    special.insert(tiktoken_rs::ENDOFTEXT.to_owned(), 199_999);
+    special.insert(tiktoken_rs::ENDOFPROMPT.to_owned(), 200_018);
+    CoreBPE::new(encoder, special, tiktoken_rs::O200K_BASE_PAT_STR).map_err(|e| e.to_string())
+}
 
 /// Tokens of `text` in `o200k_base`.
 pub fn count(text: &str) -> usize {
     if text.is_empty() {
         return 0;
     }
-    tiktoken_rs::o200k_base_singleton().count_ordinary(text)
+    O200K.count_ordinary(text)
 }
 
 /// [`count`], remembered for texts seen before (the system prompt, the tool schemas:
@@ -28,8 +70,9 @@ pub fn count_memo(text: &str) -> usize {
     static MEMO: std::sync::OnceLock<parking_lot::Mutex<std::collections::HashMap<u64, usize>>> =
         std::sync::OnceLock::new();
     static STATE: std::sync::OnceLock<std::collections::hash_map::RandomState> = std::sync::OnceLock::new();
-    /// Entries kept before the memo starts afresh (a few kinds of text repeat).
-    const MAX: usize = 64;
+    /// Entries kept before the memo starts afresh: the prompt's messages repeat across
+    /// the steps of a turn and the turns of a conversation (16 bytes an entry).
+    const MAX: usize = 4096;
     let key = STATE.get_or_init(Default::default).hash_one(text);
     let memo = MEMO.get_or_init(Default::default);
     if let Some(&n) = memo.lock().get(&key) {
@@ -93,6 +136,19 @@ mod tests {
         assert!(n * 3 < s.len(), "far below one per byte");
         assert_eq!(count(""), 0);
         assert!(count("我的猫叫咪咪") >= 3);
+    }
+
+    #[test]
+    fn the_compact_ranks_count_like_the_crates_own_table() {
+        let crate_bpe = tiktoken_rs::o200k_base_singleton();
+        for text in [
+            "My sister adopted a greyhound called Biscuit last spring.",
+            "我的猫叫咪咪，住在北京。",
+            "fn main() { println!(\"{}\", 1 + 2); } // ünïcödé ✓ 🙂",
+            "  \n\n\t mixed   whitespace\r\n",
+        ] {
+            assert_eq!(count(text), crate_bpe.count_ordinary(text), "{text:?}");
+        }
     }
 
     #[test]

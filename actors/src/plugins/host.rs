@@ -440,7 +440,21 @@ impl PluginSet {
         }
         self.entries.write().push(entry.clone());
         if entry.launch.is_some() {
-            entry.start().await.map_err(InstallError::Start)?;
+            // Installed means running: wait for the first start's outcome (handshake or
+            // Lua `start()`), and take everything back out when it failed.
+            let started = match entry.start().await {
+                Err(e) => Err(e),
+                Ok(()) => entry
+                    .info
+                    .readiness
+                    .wait(super::process::HANDSHAKE_TIMEOUT + std::time::Duration::from_secs(2))
+                    .await
+                    .unwrap_or_else(|| Err(format!("no handshake within {:?}", super::process::HANDSHAKE_TIMEOUT))),
+            };
+            if let Err(e) = started {
+                self.roll_back(&entry, &installed.dir).await;
+                return Err(InstallError::Start(e));
+            }
         }
         if entry.skill.is_some() {
             self.refresh_skills().await;
@@ -448,6 +462,20 @@ impl PluginSet {
         tracing::info!(plugin = %entry.name, "plugin installed and started");
         let status = entry.status(&self.registry);
         Ok((installed, status))
+    }
+
+    /// Undoes an install whose plugin did not start: its subtree leaves the supervision
+    /// tree (and the dashboard), its tools the registry, its directory the disk.
+    async fn roll_back(&self, entry: &Arc<PluginEntry>, dir: &Path) {
+        if let Err(e) = self.sup.remove_child(&entry.supervisor_id).await {
+            tracing::warn!(plugin = %entry.name, "rolling back: cannot remove the plugin's actors: {e}");
+        }
+        self.entries.write().retain(|e| !Arc::ptr_eq(e, entry));
+        let _ = self.deps.stages.send(UnregisterPlugin(entry.name.clone())).await;
+        if let Err(e) = std::fs::remove_dir_all(dir) {
+            tracing::warn!(plugin = %entry.name, dir = %dir.display(), "rolling back: cannot remove the directory: {e}");
+        }
+        tracing::warn!(plugin = %entry.name, "install rolled back: the plugin did not start");
     }
 
     /// Publishes the skill index and (re)registers `skill_info` over the current skills.
@@ -475,7 +503,9 @@ pub enum InstallError {
     Package(#[from] super::package::PackageError),
     #[error("the package installed but the plugin cannot load: {0}")]
     Load(String),
-    #[error("the plugin was installed but did not start: {0}")]
+    #[error(
+        "the plugin did not start, so the install was rolled back (nothing was kept); fix the package and install it again: {0}"
+    )]
     Start(String),
 }
 

@@ -923,9 +923,13 @@ impl KernelActor for LuaPlugin {
                 actix::fut::wrap_future::<_, Host<Self>>(fut).map(move |res, host, ctx| match res {
                     Err(e) => {
                         let msg = format!("plugin `{}`: start() failed: {e}", host.inner().name);
+                        host.inner().info.readiness.set(Err(msg.clone()));
                         Host::<Self>::fail(ctx, msg)
                     }
-                    Ok(()) => host.inner().attach(&me),
+                    Ok(()) => {
+                        host.inner().attach(&me);
+                        host.inner().info.readiness.set(Ok(()));
+                    }
                 }),
             );
         });

@@ -54,6 +54,40 @@ pub struct PluginInfo {
     pub stderr: Arc<Mutex<VecDeque<String>>>,
     /// Named APIs the plugin offers over HTTP (`sdk.register_api`).
     pub apis: Mutex<PluginApis>,
+    /// How the first start ended (an install waits for it and rolls back on failure).
+    pub readiness: Readiness,
+}
+
+/// The outcome of a plugin's first start: ready (handshake answered, Lua `start()`
+/// returned) or why not. Set once; later restarts do not change it.
+#[derive(Debug, Default)]
+pub struct Readiness {
+    state: Mutex<Option<Result<(), String>>>,
+    notify: tokio::sync::Notify,
+}
+
+impl Readiness {
+    /// Records the outcome, if none was recorded yet.
+    pub fn set(&self, outcome: Result<(), String>) {
+        let mut s = self.state.lock();
+        if s.is_none() {
+            *s = Some(outcome);
+            drop(s);
+            self.notify.notify_waiters();
+        }
+    }
+
+    /// The outcome, waiting up to `timeout` for it (`None`: still not known).
+    pub async fn wait(&self, timeout: std::time::Duration) -> Option<Result<(), String>> {
+        let notified = self.notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if let Some(r) = self.state.lock().clone() {
+            return Some(r);
+        }
+        let _ = tokio::time::timeout(timeout, notified).await;
+        self.state.lock().clone()
+    }
 }
 
 /// Calls one of a plugin's named APIs with a JSON body.
@@ -293,9 +327,13 @@ impl PluginProcess {
                     .and_then(|r| r.check(me.name())),
             };
             match outcome {
-                Ok(()) => tracing::info!(plugin = %me.name(), pid = ?me.pid, "plugin ready"),
+                Ok(()) => {
+                    tracing::info!(plugin = %me.name(), pid = ?me.pid, "plugin ready");
+                    me.info.readiness.set(Ok(()));
+                }
                 Err(e) => {
                     let msg = format!("plugin `{}` handshake failed: {e}", me.name());
+                    me.info.readiness.set(Err(msg.clone()));
                     me.kill(libc::SIGKILL);
                     Host::<Self>::fail(ctx, msg);
                 }

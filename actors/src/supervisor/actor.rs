@@ -55,6 +55,13 @@ pub(crate) struct RestartChild(pub String);
 #[rtype(result = "Result<(), RestartError>")]
 pub(crate) struct StopChild(pub String);
 
+/// Takes one child (by its full id) out of the tree for good: stopped if running, never
+/// restarted, and dropped from the specs a later instance of this supervisor would
+/// start again.
+#[derive(Message)]
+#[rtype(result = "Result<(), RestartError>")]
+pub(crate) struct RemoveChild(pub String);
+
 /// A supervisor: starts its children in order, watches them, restarts them by policy,
 /// stops them in reverse order, and escalates when restarts come too fast.
 pub struct Supervisor {
@@ -294,6 +301,29 @@ impl Handles<StopChild> for Supervisor {
             .operator_stop(i)
             .map_err(|reason| RestartError::Refused { id: id.clone(), reason })?;
         tracing::info!(actor = %id, "stop requested by an operator");
+        if cmds.is_empty() {
+            self.children[i].stats.set_state(crate::registry::ActorState::Stopped);
+        }
+        self.run(cmds, ctx);
+        Ok(())
+    }
+}
+
+impl Handles<RemoveChild> for Supervisor {
+    type Reply = Result<(), RestartError>;
+
+    fn handle(&mut self, RemoveChild(id): RemoveChild, ctx: &mut HostContext<Self>) -> Self::Reply {
+        let i = self
+            .children
+            .iter()
+            .position(|c| c.stats.id == id)
+            .ok_or_else(|| RestartError::Unknown(id.clone()))?;
+        let cmds = self
+            .core
+            .remove(i)
+            .map_err(|reason| RestartError::Refused { id: id.clone(), reason })?;
+        tracing::info!(actor = %id, "removed from the tree");
+        self.specs.lock().retain(|s| s.stats.id != id);
         if cmds.is_empty() {
             self.children[i].stats.set_state(crate::registry::ActorState::Stopped);
         }

@@ -49,6 +49,10 @@ pub enum Status {
     Stopped,
     /// Exited abnormally and not restarted.
     Failed,
+    /// Taken out of the tree for good (an uninstalled plugin, or one whose install was
+    /// rolled back): never started, restarted or stopped again. Its slot stays so the
+    /// other children's indices do not move.
+    Removed,
 }
 
 #[derive(Debug)]
@@ -77,6 +81,8 @@ enum AfterStops {
     RestartNow(usize),
     /// Operator stop of one child: leave it stopped until restarted.
     Park(usize),
+    /// Removal of one child: once stopped, it is gone.
+    Remove(usize),
     Shutdown,
     Escalate(String),
 }
@@ -246,9 +252,11 @@ impl Core {
             Strategy::OneForAll => (0..self.children.len()).collect(),
             Strategy::RestForOne => (i..self.children.len()).collect(),
         };
-        // Temporary siblings are stopped with the group but never started again.
+        // Temporary siblings are stopped with the group but never started again; removed
+        // ones are not part of any group.
         let group: Vec<usize> = group
             .into_iter()
+            .filter(|&g| self.children[g].status != Status::Removed)
             .filter(|&g| g == i || self.children[g].restart != RestartPolicy::Temporary || self.is_live(g))
             .collect();
         let to_stop: Vec<usize> = group.iter().copied().filter(|&g| g != i && self.is_live(g)).collect();
@@ -357,6 +365,10 @@ impl Core {
                 self.children[i].status = Status::Stopped;
                 Vec::new()
             }
+            Some(AfterStops::Remove(i)) => {
+                self.children[i].status = Status::Removed;
+                Vec::new()
+            }
             Some(AfterStops::Shutdown) => {
                 self.mark_waiting_stopped();
                 vec![Cmd::Finished]
@@ -429,6 +441,7 @@ impl Core {
                 Ok(self.drain_stops())
             }
             Status::Stopping => Err(RestartRefused::Busy),
+            Status::Removed => Err(RestartRefused::Removed),
             Status::Idle | Status::Waiting | Status::Stopped | Status::Failed => {
                 c.status = Status::Waiting;
                 c.plan = None; // a pending delayed start for it is superseded
@@ -458,9 +471,38 @@ impl Core {
                 Ok(self.drain_stops())
             }
             Status::Stopping => Err(RestartRefused::Busy),
+            Status::Removed => Err(RestartRefused::Removed),
             Status::Idle | Status::Waiting | Status::Stopped | Status::Failed => {
                 c.status = Status::Stopped;
                 c.plan = None; // cancels a pending delayed start
+                Ok(Vec::new())
+            }
+        }
+    }
+
+    /// Takes child `i` out of the tree for good: a running child is stopped first (in
+    /// the stop sequence, like an operator stop); a pending delayed start is cancelled.
+    /// Removing a removed child is a no-op.
+    pub fn remove(&mut self, i: usize) -> Result<Vec<Cmd>, RestartRefused> {
+        if self.shutting_down || self.failed {
+            return Err(RestartRefused::NotRunning);
+        }
+        let c = &mut self.children[i];
+        c.backoff = None;
+        c.plan = None;
+        match c.status {
+            Status::Removed => Ok(Vec::new()),
+            Status::Running | Status::Stopping if self.stopping.is_some() || self.after.is_some() => {
+                Err(RestartRefused::Busy)
+            }
+            Status::Running => {
+                self.stop_queue.push_back(i);
+                self.after = Some(AfterStops::Remove(i));
+                Ok(self.drain_stops())
+            }
+            Status::Stopping => Err(RestartRefused::Busy),
+            Status::Idle | Status::Waiting | Status::Stopped | Status::Failed => {
+                c.status = Status::Removed;
                 Ok(Vec::new())
             }
         }
@@ -864,6 +906,45 @@ mod tests {
                 restart: true
             }]
         );
+    }
+
+    #[test]
+    fn a_removed_child_is_stopped_and_never_started_again() {
+        let t0 = Instant::now();
+        let mut core = Core::new(cfg(Strategy::OneForAll, 10));
+        let g = boot(&mut core, 3, RestartPolicy::Permanent, t0);
+        let cmds = core.remove(1).unwrap();
+        assert_eq!(
+            cmds,
+            vec![Cmd::Stop {
+                child: 1,
+                generation: g[1],
+                timeout: Duration::from_secs(5)
+            }]
+        );
+        assert!(core.exited(1, g[1], &Exit::Shutdown, t0).is_empty());
+        assert_eq!(core.status(1), Status::Removed);
+        // A crash of a sibling restarts the group without the removed child.
+        let mut cmds = core.exited(0, g[0], &panic_exit(), t0);
+        while let Some(Cmd::Stop { child, generation, .. }) = cmds.first().cloned() {
+            cmds = core.exited(child, generation, &Exit::Shutdown, t0);
+        }
+        let Cmd::StartAfter { plan, children, .. } = &cmds[0] else {
+            panic!("{cmds:?}")
+        };
+        assert_eq!(children, &vec![0, 2]);
+        let starts = core.backoff_elapsed(*plan, children);
+        assert!(
+            starts.iter().all(|c| !matches!(c, Cmd::Start { child: 1, .. })),
+            "{starts:?}"
+        );
+        // Nor by an operator; removing twice is a no-op.
+        assert_eq!(core.operator_restart(1), Err(RestartRefused::Removed));
+        assert_eq!(core.remove(1), Ok(Vec::new()));
+        // A child that is not running is removed at once.
+        let (j, _) = core.add_child(RestartPolicy::Permanent).unwrap();
+        assert_eq!(core.remove(j), Ok(Vec::new()));
+        assert_eq!(core.status(j), Status::Removed);
     }
 
     #[test]

@@ -21,7 +21,7 @@ use futures_util::future::BoxFuture;
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
-use self::actor::{AddChild, RestartChild, Running, StopChild};
+use self::actor::{AddChild, RemoveChild, RestartChild, Running, StopChild};
 pub use self::actor::{AddChildError, ChildSpec, Supervisor};
 pub use self::policy::{BackoffPolicy, Delays, Growth, Intensity, RestartPolicy, Strategy, SupervisorConfig};
 use crate::addr::{SendError, TAddr};
@@ -122,6 +122,25 @@ impl SupervisorRef {
     /// The event bus the tree publishes lifecycle events on.
     pub fn bus(&self) -> &EventBus {
         &self.bus
+    }
+
+    /// Takes the child `id` (a full id, one of this supervisor's children) out of the
+    /// tree for good: it is stopped, never restarted, and its subtree leaves the
+    /// registry (and so the dashboard). Used when a plugin is uninstalled or its install
+    /// is rolled back.
+    pub async fn remove_child(&self, id: &str) -> Result<(), RestartError> {
+        let r = self
+            .addr
+            .send(RemoveChild(id.to_owned()))
+            .await
+            .map_err(|e| RestartError::SupervisorDown {
+                id: id.to_owned(),
+                reason: e.to_string(),
+            })?;
+        if r.is_ok() {
+            self.registry.unregister(id);
+        }
+        r
     }
 
     async fn add(&self, spec: ChildSpec) -> Result<(), SpawnError> {
