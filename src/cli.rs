@@ -41,10 +41,10 @@ pub enum Command {
     /// Run the daemon (the default when no subcommand is given).
     Run,
     /// `homed plugin install FILE`: install a `.hmap` package into the running daemon
-    /// (the one at --listen); it starts at once. (`homed plugin timer|mcp` runs a bundled
+    /// (the one at --listen); it starts at once. (`homed plugin timer|mcp|files|cmd|web` runs a bundled
     /// plugin on stdin/stdout: what the daemon starts, not for humans.)
     Plugin {
-        /// `install`, or the bundled plugin to run: `timer` or `mcp`.
+        /// `install`, or the bundled plugin to run: `timer`, `mcp`, `files`, `cmd` or `web`.
         name: String,
         /// The package, for `install`.
         file: Option<PathBuf>,
@@ -181,6 +181,13 @@ pub enum BenchCommand {
         /// SIGKILLs of the timer plugin to time (at most 3: a 4th quarantines it).
         #[arg(long, default_value_t = 3)]
         kills: u32,
+    },
+    /// Tool-call round trip through the agent's tool runner (firewall included) for
+    /// the bundled capabilities (files, cmd, web, seq) beside the in-process baseline.
+    Tools {
+        /// Measured calls per tool (cmd_run: a tenth, at least 5).
+        #[arg(long, default_value_t = 2000)]
+        calls: usize,
     },
     /// Graph tier latency (recall at depth 2, entity names found in a sentence) on
     /// on-disk graphs of the given sizes, against an indexed name lookup in the same file.

@@ -503,7 +503,7 @@ fn plugin_deps(
 /// A file of a bundled plugin: its name, content and whether it is executable.
 type BundledFile = (&'static str, &'static str, bool);
 
-/// The bundled plugins. `timer` and `mcp` (the MCP bridge) are Rust plugins compiled
+/// The bundled plugins. `timer`, `mcp` (the MCP bridge), `files`, `cmd` and `web` are Rust plugins compiled
 /// into `homed`: their `plugin.bin` is a two-line script that runs this very executable
 /// (`homed plugin <name>`), so they always match the daemon. `units` (Lua) and `meeting-notes`
 /// (SKILL.md) are examples shipped as their source files.
@@ -520,6 +520,27 @@ const BUNDLED: &[(&str, &[BundledFile])] = &[
         &[
             ("plugin.json", include_str!("../plugins/mcp/plugin.json"), false),
             ("plugin.bin", "#!/bin/sh\nexec '@HOMED@' plugin mcp\n", true),
+        ],
+    ),
+    (
+        "files",
+        &[
+            ("plugin.json", include_str!("../plugins/files/plugin.json"), false),
+            ("plugin.bin", "#!/bin/sh\nexec '@HOMED@' plugin files\n", true),
+        ],
+    ),
+    (
+        "cmd",
+        &[
+            ("plugin.json", include_str!("../plugins/cmd/plugin.json"), false),
+            ("plugin.bin", "#!/bin/sh\nexec '@HOMED@' plugin cmd\n", true),
+        ],
+    ),
+    (
+        "web",
+        &[
+            ("plugin.json", include_str!("../plugins/web/plugin.json"), false),
+            ("plugin.bin", "#!/bin/sh\nexec '@HOMED@' plugin web\n", true),
         ],
     ),
     (
@@ -827,6 +848,13 @@ async fn start_agent(
         settings: parking_lot::RwLock::new(agent_settings(&settings)),
         firewall: s.firewall.clone(),
     });
+    // `seq_run` is built in (the runner runs its steps; see agent::seq).
+    stages
+        .send(homeagent_actors::stages::RegisterTool {
+            spec: homeagent_actors::agent::seq::spec(),
+            handler: homeagent_actors::agent::seq::handler(),
+        })
+        .await??;
     // The default write root (the tools' working directory) exists from the start: a
     // sandbox skips roots that do not.
     let _ = std::fs::create_dir_all(s.data_dir.join("workspace"));

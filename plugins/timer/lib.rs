@@ -193,6 +193,7 @@ fn tool(name: &str, description: &str, parameters: Value) -> ToolRegister {
         parameters,
         parallel_safe: true,
         no_memory: true,
+        ..ToolRegister::default()
     }
 }
 

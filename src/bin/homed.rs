@@ -10,6 +10,9 @@ fn main() -> std::process::ExitCode {
         return match (name.as_str(), file) {
             ("timer", _) => std::process::ExitCode::from(homeagent_timer::run() as u8),
             ("mcp", _) => std::process::ExitCode::from(homeagent_mcp::run() as u8),
+            ("files", _) => std::process::ExitCode::from(homeagent_files::run() as u8),
+            ("cmd", _) => std::process::ExitCode::from(homeagent_cmd::run() as u8),
+            ("web", _) => std::process::ExitCode::from(homeagent_web::run() as u8),
             ("install", Some(file)) => {
                 let system = actix_rt::System::new();
                 match system.block_on(homeagent::install::install_package(cli.run.listen, &cli.run.data, file)) {
@@ -28,7 +31,9 @@ fn main() -> std::process::ExitCode {
                 std::process::ExitCode::FAILURE
             }
             (other, _) => {
-                eprintln!("homed: no bundled plugin `{other}` (bundled: timer, mcp; or `homed plugin install FILE`)");
+                eprintln!(
+                    "homed: no bundled plugin `{other}` (bundled: timer, mcp, files, cmd, web; or `homed plugin install FILE`)"
+                );
                 std::process::ExitCode::FAILURE
             }
         };
@@ -75,6 +80,9 @@ fn main() -> std::process::ExitCode {
         Some(Command::Bench {
             what: BenchCommand::Plugin { calls, kills },
         }) => system.block_on(homeagent::bench::plugin(calls, kills)),
+        Some(Command::Bench {
+            what: BenchCommand::Tools { calls },
+        }) => system.block_on(homeagent::bench_tools::tools(calls)),
         Some(Command::Bench {
             what: BenchCommand::Mcp { calls, server },
         }) => homeagent::bench_mcp::mcp(&server, calls),

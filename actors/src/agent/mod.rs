@@ -12,6 +12,7 @@
 //!   prompt text;
 //! * [`dedupe`]: the duplicate-input guard (a plain state machine);
 //! * [`handles`]: [`AgentHandles`], what the agent's consumers hold;
+//! * [`seq`]: the built-in `seq_run` tool's plan and report (the runner runs it);
 //! * [`inbox`]: the durable inbox (`DATA/inbox.db`) that holds every acknowledged
 //!   input until its task has ended, and its group-committing actor.
 
@@ -27,6 +28,7 @@ pub mod prompt;
 pub mod protocol;
 pub mod relay;
 pub mod scheduler;
+pub mod seq;
 pub mod task;
 pub mod tools_exec;
 pub mod turn;

@@ -6,8 +6,10 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::channels::{Channels, parse_send_tool};
+use super::seq;
 use crate::addr::TAddr;
 use crate::bus::{EventBus, ToolStatus};
+use crate::firewall::sandbox::SANDBOX_ARG;
 use crate::i18n::Msg;
 use crate::llm::ToolCall;
 use crate::stages::{RunStage, Stage, StageContext, StageHost, StageToolCall, StageToolResult, ToolRegistry};
@@ -150,20 +152,78 @@ impl ToolRunner {
                 false,
             );
         }
-        let args = before
+        let mut args = before
             .tool_calls
             .into_iter()
             .next()
             .map_or(call.arguments.clone(), |c| c.arguments);
+        // Only the kernel puts a sandbox in a call's arguments.
+        if let Some(obj) = args.as_object_mut() {
+            obj.remove(SANDBOX_ARG);
+        }
+        if call.name == seq::SEQ_TOOL {
+            // Not filled here: each step is filled (and checked) on its own way out,
+            // so no stage plugin ever sees a step's secret values. Nor reviewed again
+            // on the way back: every step's result was masked and reviewed already.
+            let (text, ok) = self.run_seq(&call.id, &args).await;
+            return (None, Value::String(text), ok);
+        }
         // Aliases become values only in the copy the tool receives.
-        let args = match self.firewall.outbound(&call.name, &args) {
+        let mut args = match self.firewall.outbound(&call.name, &args) {
             Ok(a) => a,
             Err(e) => return denied(e.to_string()),
         };
+        // Tools that touch the machine or the network: the sandbox checks (and makes
+        // real) every declared path, and rides along for the plugin's own check.
+        if let Some(spec) = self.tools.get(&call.name).map(|t| &t.spec).filter(|s| s.sandboxed())
+            && let Err(reason) = self.firewall.guard(&call.name, &spec.paths, spec.network, &mut args)
+        {
+            return denied(format!("firewall (sandbox) refused {}: {reason}", call.name));
+        }
         let (text, ok) = self.execute(&call.name, args).await;
         // Masked and reviewed before anything else (after_toolcall plugins included) sees it.
         let text = self.firewall.inbound(&call.name, text);
         (None, Value::String(text), ok)
+    }
+
+    /// `seq_run`: each group of the plan through [`Self::run_batch`] (the whole path
+    /// of a model's call), stopping after the first group with a step that failed.
+    /// Boxed: the steps run through the function that called this one.
+    fn run_seq<'a>(&'a self, id: &'a str, args: &'a Value) -> futures_util::future::BoxFuture<'a, (String, bool)> {
+        Box::pin(async move {
+            let plan = match seq::parse(args) {
+                Ok(p) => p,
+                Err(e) => return (format!("seq_run: {e}"), false),
+            };
+            tracing::debug!(groups = plan.len(), "seq_run");
+            let mut results = Vec::new();
+            let mut n = 0;
+            for group in &plan {
+                let calls: Vec<ToolCall> = group
+                    .iter()
+                    .map(|s| {
+                        n += 1;
+                        ToolCall {
+                            id: format!("{id}-seq{n}"),
+                            name: s.tool.clone(),
+                            arguments: s.args.clone(),
+                            raw_arguments: s.args.to_string(),
+                        }
+                    })
+                    .collect();
+                let outcomes = self.run_batch(&calls).await;
+                let failed = outcomes.iter().any(|o| o.status != ToolStatus::Ok);
+                results.extend(group.iter().zip(outcomes).map(|(s, o)| seq::StepResult {
+                    tool: s.tool.clone(),
+                    status: o.status,
+                    text: o.text,
+                }));
+                if failed {
+                    break;
+                }
+            }
+            seq::report(&plan, &results)
+        })
     }
 
     /// Runs one tool: argument errors, output channels, then the registry.

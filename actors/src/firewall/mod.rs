@@ -250,6 +250,35 @@ impl Firewall {
         Ok(())
     }
 
+    /// A call of a sandboxed tool (one that declared path arguments or network use),
+    /// after [`Self::outbound`]: see [`sandbox::guard_call`]. Refusals and passes are
+    /// both logged (gate `sandbox`), never with the arguments.
+    pub fn guard(
+        &self,
+        tool: &str,
+        paths: &[sandbox::PathArg],
+        network: bool,
+        args: &mut serde_json::Value,
+    ) -> Result<(), String> {
+        let cfg = self.config();
+        let own = crate::llm::adapter::own_addresses();
+        // The refusal quotes the path, which is the filled copy: masked again, since
+        // it goes to the model and the decision log.
+        let verdict =
+            sandbox::guard_call(&cfg.sandbox, own, paths, network, args).map_err(|e| cfg.gate.mask(&e).into_owned());
+        self.log.record(Decision {
+            at_ms: now_ms(),
+            gate: "sandbox",
+            tool: tool.to_owned(),
+            allowed: verdict.is_ok(),
+            reason: match &verdict {
+                Ok(()) => "inside the sandbox".into(),
+                Err(e) => e.clone(),
+            },
+        });
+        verdict
+    }
+
     /// A call on its way to a tool (after [`Self::check_tool_for`] let it through): the
     /// arguments with the store's aliases filled, the copy only the tool sees.
     pub fn outbound(&self, tool: &str, args: &serde_json::Value) -> Result<serde_json::Value, FillError> {

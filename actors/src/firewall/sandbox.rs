@@ -6,82 +6,21 @@
 //! that does not exist yet (a file to create) is resolved through its longest existing
 //! ancestor, so a symlinked directory cannot smuggle a new file out either.
 //!
-//! What it cannot see: a link swapped in after the check (the tools open what was
-//! checked, and the owner's roots should not be writable by others).
+//! What it cannot see: a link swapped in after the check. That is why the plugin
+//! checks again, with the same code, on the path it is about to open (see
+//! `homeagent_plugin_protocol::sandbox`), and opens files without following links.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
-/// What a tool wants to do with a path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    Read,
-    Write,
-}
+pub use homeagent_plugin_protocol::methods::PathArg;
+pub use homeagent_plugin_protocol::sandbox::{Access, SANDBOX_ARG, SandboxError, SandboxInfo};
 
-impl Access {
-    fn as_str(self) -> &'static str {
-        match self {
-            Access::Read => "read",
-            Access::Write => "write",
-        }
-    }
-}
-
-/// Why a path or a network use was refused. Each says what the owner can change.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SandboxError {
-    #[error("no {0} roots are configured; the owner sets core.security.sandbox.{0}_roots")]
-    NoRoots(&'static str),
-    #[error("`{0}` contains `..`; give the path inside the sandbox without `..`")]
-    Parent(String),
-    #[error(
-        "`{path}` is outside the {access} roots ({roots}); ask the owner to add a root in core.security.sandbox.{access}_roots"
-    )]
-    Outside {
-        path: String,
-        access: &'static str,
-        roots: String,
-    },
-    #[error("`{0}` cannot be resolved: {1}")]
-    Unresolvable(String, String),
-    #[error("network access is switched off for tools (core.security.sandbox.network = false)")]
-    Network,
-}
-
-/// The roots, canonical (symlinks resolved) at construction.
+/// The roots, canonical (symlinks resolved) at construction. The checks themselves
+/// live in the protocol crate ([`SandboxInfo`]) so the kernel's check and the plugin's
+/// re-check are one implementation.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Sandbox {
-    read_roots: Vec<PathBuf>,
-    write_roots: Vec<PathBuf>,
-    network: bool,
-}
-
-/// The path with every existing part's symlinks resolved; parts that do not exist yet
-/// are appended as they are (they cannot be links).
-fn resolve(path: &Path) -> std::io::Result<PathBuf> {
-    let mut existing = path.to_owned();
-    let mut missing = Vec::new();
-    loop {
-        match existing.canonicalize() {
-            Ok(real) => {
-                let mut out = real;
-                for part in missing.iter().rev() {
-                    out.push(part);
-                }
-                return Ok(out);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let Some(name) = existing.file_name().map(|n| n.to_owned()) else {
-                    return Err(e);
-                };
-                missing.push(name);
-                if !existing.pop() {
-                    return Err(e);
-                }
-            }
-            Err(e) => return Err(e),
-        }
-    }
+    info: SandboxInfo,
 }
 
 impl Sandbox {
@@ -101,78 +40,97 @@ impl Sandbox {
                 .collect()
         };
         Self {
-            read_roots: canon(read_roots),
-            write_roots: canon(write_roots),
-            network,
+            info: SandboxInfo {
+                read_roots: canon(read_roots),
+                write_roots: canon(write_roots),
+                network,
+                own_addrs: Vec::new(),
+            },
         }
     }
 
     /// The read-only roots (canonical).
     pub fn read_roots(&self) -> &[PathBuf] {
-        &self.read_roots
+        &self.info.read_roots
     }
 
     /// The read-write roots (canonical).
     pub fn write_roots(&self) -> &[PathBuf] {
-        &self.write_roots
+        &self.info.write_roots
     }
 
     /// Whether tools may use the network.
     pub fn network(&self) -> bool {
-        self.network
+        self.info.network
     }
 
     /// The directory relative paths start from: the first write root, else the first
     /// read root.
     pub fn workdir(&self) -> Option<&Path> {
-        self.write_roots
-            .first()
-            .or(self.read_roots.first())
-            .map(PathBuf::as_path)
+        self.info.workdir()
     }
 
     /// The real path a tool may use for `access`, or why not.
     pub fn check(&self, path: &Path, access: Access) -> Result<PathBuf, SandboxError> {
-        let shown = path.display().to_string();
-        if path.components().any(|c| c == Component::ParentDir) {
-            return Err(SandboxError::Parent(shown));
-        }
-        let roots: Vec<&PathBuf> = match access {
-            Access::Read => self.write_roots.iter().chain(&self.read_roots).collect(),
-            Access::Write => self.write_roots.iter().collect(),
-        };
-        if roots.is_empty() {
-            return Err(SandboxError::NoRoots(access.as_str()));
-        }
-        let absolute = if path.is_absolute() {
-            path.to_owned()
-        } else {
-            self.workdir().expect("roots exist").join(path)
-        };
-        let real = resolve(&absolute).map_err(|e| SandboxError::Unresolvable(shown.clone(), e.to_string()))?;
-        if roots.iter().any(|r| real.starts_with(r)) {
-            Ok(real)
-        } else {
-            Err(SandboxError::Outside {
-                path: shown,
-                access: access.as_str(),
-                roots: roots
-                    .iter()
-                    .map(|r| r.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })
-        }
+        self.info.check(path, access)
     }
 
     /// `Ok` when tools may use the network.
     pub fn check_network(&self) -> Result<(), SandboxError> {
-        if self.network {
-            Ok(())
-        } else {
-            Err(SandboxError::Network)
+        self.info.check_network()
+    }
+
+    /// What a plugin receives with a call of a sandboxed tool: these roots and the
+    /// daemon's own addresses (which its network helpers must refuse).
+    pub fn info(&self, own_addrs: Vec<std::net::SocketAddr>) -> SandboxInfo {
+        SandboxInfo {
+            own_addrs,
+            ..self.info.clone()
         }
     }
+}
+
+/// Guards one call of a sandboxed tool: the network switch (for a tool that declared
+/// network use), then every declared path argument that is present, rewritten to the
+/// real path the check resolved (so the tool opens what was checked, never a relative
+/// path it might resolve differently). Then the sandbox itself goes along in
+/// [`SANDBOX_ARG`] for the plugin's own check. `Err` is the refusal the model reads.
+pub fn guard_call(
+    sb: &Sandbox,
+    own_addrs: Vec<std::net::SocketAddr>,
+    paths: &[PathArg],
+    network: bool,
+    args: &mut serde_json::Value,
+) -> Result<(), String> {
+    if network {
+        sb.check_network().map_err(|e| e.to_string())?;
+    }
+    if !paths.is_empty() {
+        let Some(obj) = args.as_object_mut() else {
+            return Err("the arguments must be a JSON object".into());
+        };
+        for p in paths {
+            let Some(v) = obj.get_mut(&p.arg) else { continue };
+            let Some(raw) = v.as_str() else {
+                return Err(format!("`{}` must be a path (a string)", p.arg));
+            };
+            if raw.contains('\0') {
+                return Err(format!("`{}` contains a NUL byte; give a plain path", p.arg));
+            }
+            let real = sb
+                .check(Path::new(raw), p.access)
+                .map_err(|e| format!("`{}`: {e}", p.arg))?;
+            let Some(real) = real.to_str() else {
+                return Err(format!("`{}` resolves to a path that is not UTF-8", p.arg));
+            };
+            *v = serde_json::Value::String(real.to_owned());
+        }
+    }
+    if let Some(obj) = args.as_object_mut() {
+        let info = serde_json::to_value(sb.info(own_addrs)).expect("serialisable");
+        obj.insert(SANDBOX_ARG.to_owned(), info);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -248,5 +206,35 @@ mod tests {
             SandboxError::NoRoots("write")
         );
         assert!(sb.check_network().is_ok());
+    }
+
+    #[test]
+    fn a_guarded_call_gets_real_paths_and_the_sandbox_or_a_refusal() {
+        let (_d, sb, work, _docs) = setup();
+        let paths = [PathArg::new("path", Access::Write), PathArg::new("cwd", Access::Read)];
+        let mut args = serde_json::json!({"path": "notes/a.md", "content": "x", "__sandbox": {"write_roots": ["/"]}});
+        guard_call(&sb, vec![], &paths, false, &mut args).unwrap();
+        let real = work.canonicalize().unwrap().join("notes/a.md");
+        assert_eq!(args["path"], real.to_str().unwrap(), "relative paths become real ones");
+        assert_eq!(
+            args[SANDBOX_ARG]["write_roots"][0],
+            work.canonicalize().unwrap().to_str().unwrap(),
+            "the kernel's sandbox replaces one the model forged"
+        );
+        for (bad, why) in [
+            (serde_json::json!({"path": "../x"}), "contains `..`"),
+            (serde_json::json!({"path": "/etc/passwd"}), "outside the write roots"),
+            (serde_json::json!({"path": "innocent.txt"}), "outside"),
+            (serde_json::json!({"path": 3}), "must be a path"),
+            (serde_json::json!({"path": "a\0b"}), "NUL"),
+            (serde_json::json!(["path"]), "JSON object"),
+        ] {
+            let mut a = bad.clone();
+            let e = guard_call(&sb, vec![], &paths, false, &mut a).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+        let mut a = serde_json::json!({"url": "http://x"});
+        let e = guard_call(&sb, vec![], &[], true, &mut a).unwrap_err();
+        assert!(e.contains("network access is switched off"), "{e}");
     }
 }

@@ -207,6 +207,12 @@ pub fn forbid_own_address(addr: std::net::SocketAddr) {
     OWN_ADDRS.write().push(addr);
 }
 
+/// The addresses declared with [`forbid_own_address`] (the firewall hands them to
+/// sandboxed network tools, which must refuse them too).
+pub fn own_addresses() -> Vec<std::net::SocketAddr> {
+    OWN_ADDRS.read().clone()
+}
+
 /// Whether `to` is one of the daemon's own addresses: the same port on the same IP, or
 /// on any local address when the daemon listens on all of them (`0.0.0.0`, `::`).
 fn is_own(to: std::net::SocketAddr) -> bool {

@@ -387,6 +387,8 @@ impl PluginProcess {
                 spec.plugin = self.name().to_owned();
                 spec.parallel_safe = t.parallel_safe;
                 spec.no_memory = t.no_memory;
+                spec.paths = t.paths;
+                spec.network = t.network;
                 let handler: Arc<dyn ToolHandler> = Arc::new(PluginTool {
                     conn: conn.clone(),
                     tool: t.name.clone(),

@@ -42,6 +42,11 @@ pub struct ToolSpec {
     pub parallel_safe: bool,
     /// Forces the whole batch it is in to run serially.
     pub serial: bool,
+    /// Path arguments the firewall's sandbox checks (and rewrites to the real path)
+    /// before the call reaches the tool.
+    pub paths: Vec<homeagent_plugin_protocol::methods::PathArg>,
+    /// The tool uses the network: refused while the network switch is off.
+    pub network: bool,
 }
 
 impl std::fmt::Debug for ToolSpec {
@@ -54,6 +59,11 @@ impl std::fmt::Debug for ToolSpec {
 }
 
 impl ToolSpec {
+    /// Whether calls pass the sandbox (and carry it to the tool).
+    pub fn sandboxed(&self) -> bool {
+        self.network || !self.paths.is_empty()
+    }
+
     pub fn new(name: &str, description: &str, parameters: Value) -> Self {
         Self {
             name: name.to_owned(),
@@ -64,6 +74,8 @@ impl ToolSpec {
             cleaner: None,
             parallel_safe: false,
             serial: false,
+            paths: Vec::new(),
+            network: false,
         }
     }
 

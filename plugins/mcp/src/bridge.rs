@@ -226,7 +226,7 @@ impl Supervisor {
                 description,
                 parameters: r.schema.clone(),
                 parallel_safe: r.read_only,
-                no_memory: false,
+                ..ToolRegister::default()
             };
             let (link, server, original) = (self.link.clone(), self.name.clone(), r.original.clone());
             let res = self.kernel.register_tool(reg, move |args, call: &Call| {

@@ -12,7 +12,10 @@
 //! * [`facility`]: kernel facility names (the names plugins declare they require);
 //! * [`manifest`]: `plugin.json` and the entry probe;
 //! * [`methods`]: method names and parameter types;
-//! * [`sdk`]: a small thread-based SDK for plugins written in Rust.
+//! * [`sandbox`]: the tool sandbox (roots, network, the daemon's own addresses) the
+//!   kernel checks and the plugin re-checks;
+//! * [`sdk`]: a small thread-based SDK for plugins written in Rust;
+//! * [`toolkit`]: argument, output-cap and binary-detection helpers for tool plugins.
 
 pub mod capability;
 pub mod facility;
@@ -20,7 +23,9 @@ pub mod frame;
 pub mod handshake;
 pub mod manifest;
 pub mod methods;
+pub mod sandbox;
 pub mod sdk;
+pub mod toolkit;
 
 /// The protocol version this crate speaks. A peer answering another version is refused.
 pub const PROTOCOL_VERSION: u32 = 1;

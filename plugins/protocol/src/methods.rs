@@ -21,7 +21,7 @@ pub const IO_INJECT_TEXT: &str = "io.injectText";
 pub const IO_INJECT_INTERRUPT: &str = "io.injectInterrupt";
 
 /// A tool declaration.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ToolRegister {
     pub name: String,
     #[serde(default)]
@@ -35,6 +35,33 @@ pub struct ToolRegister {
     /// Keep the output out of the compute layer of memory.
     #[serde(default)]
     pub no_memory: bool,
+    /// The arguments that are file-system paths, and what the tool does with them.
+    /// The kernel's sandbox checks each one present before the call leaves the kernel
+    /// (refusing it with the firewall's reason) and passes the real path it checked;
+    /// the call then carries the sandbox (`args.__sandbox`) for the plugin's own check.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<PathArg>,
+    /// The tool uses the network: refused while the firewall's network switch is off,
+    /// and the call carries the sandbox (with the daemon's own addresses to refuse).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub network: bool,
+}
+
+/// One path argument of a tool (see [`ToolRegister::paths`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathArg {
+    /// The argument's name in the tool's parameters (a top-level string).
+    pub arg: String,
+    pub access: crate::sandbox::Access,
+}
+
+impl PathArg {
+    pub fn new(arg: &str, access: crate::sandbox::Access) -> Self {
+        Self {
+            arg: arg.to_owned(),
+            access,
+        }
+    }
 }
 
 /// A tool call.

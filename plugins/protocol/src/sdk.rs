@@ -10,7 +10,7 @@
 //! use homeagent_plugin_protocol::methods::ToolRegister;
 //! Plugin::new("hello")
 //!     .tool(
-//!         ToolRegister { name: "hello_say".into(), description: "greet".into(), parameters: serde_json::json!({}), parallel_safe: true, no_memory: false },
+//!         ToolRegister { name: "hello_say".into(), description: "greet".into(), parameters: serde_json::json!({}), parallel_safe: true, ..Default::default() },
 //!         |_args| Ok("hello".to_string()),
 //!     )
 //!     .run(|_kernel| {})
@@ -32,6 +32,7 @@ use crate::methods::{
     self, EventsSubscribe, InjectText, OutputRegister, SettingValue, SettingsGet, StageRegister, TextAppend,
     ToolCancel, ToolInvoke, ToolRegister, ToolResult, ToolUnregister,
 };
+use crate::sandbox::{SANDBOX_ARG, SandboxInfo};
 use crate::{HandshakeParams, HandshakeReply, PROTOCOL_VERSION};
 
 /// A tool's implementation: arguments and the call's handle in, text out.
@@ -52,6 +53,7 @@ type Hook = Box<dyn FnOnce() + Send>;
 pub struct Call {
     id: u64,
     state: Arc<Mutex<(bool, Vec<Hook>)>>,
+    sandbox: Option<Arc<SandboxInfo>>,
 }
 
 impl Call {
@@ -61,7 +63,28 @@ impl Call {
         Self {
             id,
             state: Arc::default(),
+            sandbox: None,
         }
+    }
+
+    /// This call with the sandbox the kernel sent (tests build calls this way too).
+    pub fn with_sandbox(mut self, sandbox: SandboxInfo) -> Self {
+        self.sandbox = Some(Arc::new(sandbox));
+        self
+    }
+
+    /// The sandbox the kernel sent with the call: present for tools that declared
+    /// [`ToolRegister::paths`] or [`ToolRegister::network`]. A sandboxed tool called
+    /// without one must refuse (fail closed): see [`Call::require_sandbox`].
+    pub fn sandbox(&self) -> Option<&SandboxInfo> {
+        self.sandbox.as_deref()
+    }
+
+    /// The sandbox, or the error a tool answers without one.
+    pub fn require_sandbox(&self) -> Result<&SandboxInfo, String> {
+        self.sandbox().ok_or_else(|| {
+            "the kernel sent no sandbox with this call; this tool runs only under the firewall of a homed that declares paths (update homed)".to_owned()
+        })
     }
 
     /// The id of the kernel's `tool.invoke` request.
@@ -473,6 +496,17 @@ impl Plugin {
         self
     }
 
+    /// Adds a tool whose code needs the call: its sandbox ([`Call::sandbox`]) or
+    /// cancellation ([`Call::on_cancel`]).
+    pub fn tool_with_call(
+        mut self,
+        reg: ToolRegister,
+        f: impl Fn(Value, &Call) -> Result<String, String> + Send + Sync + 'static,
+    ) -> Self {
+        self.tools.push((reg, Arc::new(f)));
+        self
+    }
+
     /// Handles the kernel's event notifications (topics subscribed with
     /// [`Kernel::subscribe`], e.g. `settings.changed`), one at a time in arrival order
     /// on a thread of their own.
@@ -584,19 +618,28 @@ impl Plugin {
                     }
                     methods::TOOL_INVOKE => {
                         let k = kernel.clone();
-                        let call = Call::new(req.id);
+                        let mut invoke = serde_json::from_value::<ToolInvoke>(req.params)
+                            .map_err(|e| format!("bad tool.invoke params: {e}"));
+                        // The kernel's sandbox rides in the arguments; the tool sees it
+                        // on the call, never as an argument.
+                        let sandbox = invoke.as_mut().ok().and_then(|inv| {
+                            let v = inv.args.as_object_mut()?.remove(SANDBOX_ARG)?;
+                            serde_json::from_value::<SandboxInfo>(v).ok()
+                        });
+                        let mut call = Call::new(req.id);
+                        if let Some(sb) = sandbox {
+                            call = call.with_sandbox(sb);
+                        }
                         calls.lock().expect("calls lock").insert(req.id, call.clone());
                         let calls = calls.clone();
                         std::thread::spawn(move || {
-                            let outcome = serde_json::from_value::<ToolInvoke>(req.params)
-                                .map_err(|e| format!("bad tool.invoke params: {e}"))
-                                .and_then(|inv| {
-                                    let f = k.tools.lock().expect("tools lock").get(&inv.name).cloned();
-                                    match f {
-                                        Some(f) => f(inv.args, &call),
-                                        None => Err(format!("this plugin has no tool `{}`", inv.name)),
-                                    }
-                                });
+                            let outcome = invoke.and_then(|inv| {
+                                let f = k.tools.lock().expect("tools lock").get(&inv.name).cloned();
+                                match f {
+                                    Some(f) => f(inv.args, &call),
+                                    None => Err(format!("this plugin has no tool `{}`", inv.name)),
+                                }
+                            });
                             calls.lock().expect("calls lock").remove(&req.id);
                             let resp = Response::outcome(req.id, outcome.map(|text| json!(ToolResult { text })));
                             let _ = k.send(&Frame::Response(resp));

@@ -1,0 +1,158 @@
+//! `homed bench tools`: the round trip of one tool call through the agent's tool
+//! runner (policy and principal, stages, alias fill, the sandbox guard, the tool,
+//! masking and review) for each bundled capability, beside the in-process baseline and
+//! the plain subprocess plugin measured in the same run on a kernel booted in this
+//! process.
+
+use std::io::{BufRead, BufReader, Write};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use homeagent_actors::agent::tools_exec::ToolRunner;
+use homeagent_actors::bus::ToolStatus;
+use homeagent_actors::llm::ToolCall;
+use serde_json::{Value, json};
+
+/// A loopback page for `web_fetch` (one small HTML document per connection).
+fn page_server() -> anyhow::Result<String> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let url = format!("http://{}/page.html", listener.local_addr()?);
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let mut reader = BufReader::new(match conn.try_clone() {
+                Ok(c) => c,
+                Err(_) => continue,
+            });
+            let mut line = String::new();
+            while reader.read_line(&mut line).unwrap_or(0) > 2 {
+                line.clear();
+            }
+            let body = "<html><body><h1>Bench</h1><p>A page with a <a href=\"http://x/\">link</a>.</p></body></html>";
+            let _ = write!(
+                conn,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    Ok(url)
+}
+
+/// Runs the benchmark: `calls` measured calls per tool (a tenth of them, at least 5,
+/// for `cmd_run`, which starts a process each time).
+pub async fn tools(calls: usize) -> anyhow::Result<()> {
+    use homeagent_actors::stages::GetTools;
+    anyhow::ensure!(calls > 0, "--calls must be at least 1");
+    let data = std::env::temp_dir().join(format!("homed-bench-tools-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let args = crate::cli::RunArgs {
+        data: data.clone(),
+        listen: "127.0.0.1:0".parse()?,
+        socket: Some(data.join("cli.sock")),
+    };
+    let (_lock, state) = crate::daemon::boot(&args).await?;
+    let stages = state.stages.get().cloned().context("no stage host")?;
+    let wanted = [
+        "knowledge_list",
+        "timer_list",
+        "files_read",
+        "files_write",
+        "cmd_run",
+        "web_fetch",
+        "seq_run",
+    ];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut registry = stages.send(GetTools).await?;
+    while !wanted.iter().all(|n| registry.get(n).is_some()) {
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the bundled plugins did not register their tools in 30 s"
+        );
+        actix_rt::time::sleep(Duration::from_millis(20)).await;
+        registry = stages.send(GetTools).await?;
+    }
+    let runner = ToolRunner {
+        stages,
+        tools: registry,
+        channels: homeagent_actors::agent::channels::Channels::builtin(),
+        bus: state.bus.clone(),
+        task_id: 1,
+        source: "bench".into(),
+        channel: "bench".into(),
+        timeout: Duration::from_secs(60),
+        firewall: state.firewall.clone(),
+        principal: homeagent_actors::firewall::Principal::owner(),
+    };
+    std::fs::write(data.join("workspace/bench.txt"), "one\ntwo\nthree\n")?;
+    let url = page_server()?;
+    let cases: Vec<(&str, &str, Value, usize)> = vec![
+        ("in-process  knowledge_list", "knowledge_list", json!({}), calls),
+        ("subprocess  timer_list", "timer_list", json!({}), calls),
+        (
+            "files       files_read",
+            "files_read",
+            json!({"path": "bench.txt"}),
+            calls,
+        ),
+        (
+            "files       files_write",
+            "files_write",
+            json!({"path": "out/w.txt", "content": "x"}),
+            calls,
+        ),
+        (
+            "cmd         cmd_run echo",
+            "cmd_run",
+            json!({"argv": ["echo", "hi"]}),
+            (calls / 10).max(5),
+        ),
+        ("web         web_fetch", "web_fetch", json!({ "url": url }), calls),
+        (
+            "seq         2× files_read",
+            "seq_run",
+            json!({"steps": [{"tool": "files_read", "args": {"path": "bench.txt"}}, {"tool": "files_read", "args": {"path": "bench.txt"}}]}),
+            calls,
+        ),
+    ];
+    println!("tool call round trip through the agent's tool runner (firewall included), µs; 20 warm-up calls each");
+    let mut base = 0.0;
+    for (label, name, args, n) in cases {
+        let call = ToolCall {
+            id: "bench".into(),
+            name: name.into(),
+            raw_arguments: args.to_string(),
+            arguments: args,
+        };
+        let one = || async {
+            let out = runner.run_batch(std::slice::from_ref(&call)).await;
+            match out.first() {
+                Some(o) if o.status == ToolStatus::Ok => Ok(()),
+                Some(o) => Err(anyhow::anyhow!("{name} failed: {}", o.text)),
+                None => Err(anyhow::anyhow!("{name}: no outcome")),
+            }
+        };
+        for _ in 0..20 {
+            one().await?;
+        }
+        let mut samples = Vec::with_capacity(n);
+        for _ in 0..n {
+            let t = Instant::now();
+            one().await?;
+            samples.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+        samples.sort_by(f64::total_cmp);
+        let p = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
+        if base == 0.0 {
+            base = p(0.5);
+        }
+        println!(
+            "  {label}  n {n:>5}  p50 {:>9.1}  p99 {:>9.1}  (p50 x{:.1} in-process)",
+            p(0.5),
+            p(0.99),
+            p(0.5) / base
+        );
+    }
+    let _ = std::fs::remove_dir_all(&data);
+    Ok(())
+}
