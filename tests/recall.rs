@@ -131,7 +131,8 @@ fn with_an_8k_window_every_request_fits_and_memory_stays_within_its_budget() {
         let tools = tokens::count(&req["tools"].to_string());
         let all: usize = msgs.iter().map(|(_, t)| tokens::count(t) + 4).sum::<usize>() + tools;
         assert!(all <= WINDOW, "request {i} has {all} tokens > {WINDOW}");
-        // The fixed part: system prompt, tool schemas, source context and the input.
+        // The fixed part: system prompt, source context and the input (the tool schemas
+        // come out of the timeline's share).
         let memory_msg = msgs
             .iter()
             .find(|(r, t)| r == "system" && t.contains("[Conversation timeline]"));
@@ -141,9 +142,8 @@ fn with_an_8k_window_every_request_fits_and_memory_stays_within_its_budget() {
                 !(r == "system" && (t.contains("[Conversation timeline]") || t.contains("[Relevant memory]")))
             })
             .map(|(_, t)| tokens::count(t) + 4)
-            .sum::<usize>()
-            + tools;
-        let budget = Budget::new(WINDOW, fixed);
+            .sum::<usize>();
+        let budget = Budget::with_tools(WINDOW, fixed, tools);
         if let Some((_, m)) = memory_msg {
             let (relevant, timeline) = match m.split_once("[Conversation timeline]") {
                 Some((r, t)) => (r, t),

@@ -1,7 +1,16 @@
 //! The token budget of a prompt (kernel spec §5.8) as a plain function: out of the
 //! model's window, the target is min(0.8 × window, 600k); what is fixed (system
-//! prompt, tool schemas, the current input) comes off the top; recalled memory gets at
-//! most a third of the rest and the recency timeline the remainder.
+//! prompt, the source context, the current input) comes off the top; recalled memory
+//! gets at most a third of the rest and the recency timeline the remainder, less the
+//! tool schemas.
+//!
+//! Why the schemas come out of the timeline's share, not the memory's: §5.8's `fixed` is
+//! the base system prompt, and a third of (target − fixed) is what the agent may
+//! remember. Counting the schemas as fixed made every new plugin tool shrink the memory
+//! (the files/cmd/web/seq tools took ~1,300 tokens: the live LoCoMo recall at an 8k
+//! window fell from 0.739 to 0.679). The timeline is a short verbatim tail (six events)
+//! that rarely fills its share, so it absorbs them, and the whole prompt still stays
+//! within the target.
 
 /// The target never exceeds this, whatever the window: a prompt beyond it is slow and
 /// costly, and long-context models recall worse from its middle.
@@ -13,6 +22,8 @@ pub struct Budget {
     pub window: usize,
     pub target: usize,
     pub fixed: usize,
+    /// The tool schemas sent with the prompt.
+    pub tools: usize,
     /// Recalled memory (relevance-ranked items).
     pub memory: usize,
     /// The recency timeline (the last events verbatim).
@@ -20,17 +31,26 @@ pub struct Budget {
 }
 
 impl Budget {
-    /// The budget for a model of `window` tokens when `fixed` tokens are taken already.
+    /// The budget for a model of `window` tokens when `fixed` tokens are taken already
+    /// and no tools ride along.
     pub fn new(window: usize, fixed: usize) -> Self {
+        Self::with_tools(window, fixed, 0)
+    }
+
+    /// The budget when `tools` tokens of tool schemas are sent too: memory keeps its
+    /// third of (target − fixed) unless the schemas leave less than that; the timeline
+    /// gets what remains after both, so fixed + tools + memory + timeline ≤ target.
+    pub fn with_tools(window: usize, fixed: usize, tools: usize) -> Self {
         let target = (window.saturating_mul(4) / 5).min(TARGET_CAP);
         let available = target.saturating_sub(fixed);
-        let memory = available / 3;
+        let memory = (available / 3).min(available.saturating_sub(tools));
         Self {
             window,
             target,
             fixed,
+            tools,
             memory,
-            timeline: available - memory,
+            timeline: available.saturating_sub(tools).saturating_sub(memory),
         }
     }
 }
@@ -49,5 +69,13 @@ mod tests {
         assert_eq!(Budget::new(1_000_000, 0).target, TARGET_CAP);
         let full = Budget::new(1000, 5000);
         assert_eq!((full.memory, full.timeline), (0, 0), "nothing left: no memory");
+        // Tool schemas come out of the timeline's share; memory keeps its third.
+        let t = Budget::with_tools(8192, 1553, 1300);
+        assert_eq!((t.memory, t.timeline), (1666, 3334 - 1300));
+        assert!(t.fixed + t.tools + t.memory + t.timeline <= t.target);
+        // Schemas larger than the timeline's share eat into the memory, never past target.
+        let big = Budget::with_tools(8192, 1553, 4000);
+        assert_eq!((big.memory, big.timeline), (1000, 0));
+        assert_eq!(Budget::with_tools(8192, 1553, 9000).memory, 0);
     }
 }

@@ -422,7 +422,7 @@ pub async fn recall(deps: Arc<TaskDeps>, query: String, window: usize, fixed: us
         }
     };
     let (tool_tokens, qv, (facts, index), knowledge) = futures_util::join!(tools, embed, graph, knowledge);
-    let budget = Budget::new(window, fixed + tool_tokens);
+    let budget = Budget::with_tools(window, fixed, tool_tokens);
     tracing::debug!(?budget, tool_tokens, dense = qv.is_some(), "prompt budget");
     let msg = Recall {
         query,

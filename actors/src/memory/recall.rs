@@ -255,8 +255,11 @@ pub fn fuse(tiers: Vec<Vec<Item>>) -> Vec<Item> {
 /// * `recent`: the window's last events, oldest first; the newest
 ///   [`RECENT_EVENTS`] that fit `budget.timeline` are kept verbatim.
 /// * `ranked`: relevant items, best first ([`fuse`]); taken in order while they fit
-///   `budget.memory` (an item that does not fit is skipped, a smaller one may follow),
-///   skipping what the recency window, the input or an earlier item already says.
+///   `budget.memory` less what the kept recency window took (an item that does not fit
+///   is skipped, a smaller one may follow), skipping what the recency window, the input
+///   or an earlier item already says. The recency tail and the relevant block share the
+///   memory third: both are what the agent remembers, and the tool schemas come out of
+///   the timeline's share (`agent::budget`).
 /// * `index`: the graph's index line, kept when it still fits.
 /// * `input`: the current input (never repeated as memory).
 pub fn select(
@@ -294,9 +297,10 @@ pub fn select(
     if kept_recent.is_empty() {
         timeline_tokens = 0;
     }
-    // The relevant block.
+    // The relevant block, in what the recency tail left of the memory share.
+    let room = budget.memory.saturating_sub(timeline_tokens);
     let mut memory_tokens = tokens::count_memo(&memory_header());
-    let cap = (budget.memory / ITEM_SHARE).max(32);
+    let cap = (room / ITEM_SHARE).max(32);
     let mut relevant = Vec::new();
     for mut item in ranked {
         let key = item.key();
@@ -308,7 +312,7 @@ pub fn select(
             item.tokens = tokens::count(&item.text);
         }
         let cost = item.line_tokens();
-        if memory_tokens + cost > budget.memory {
+        if memory_tokens + cost > room {
             continue;
         }
         memory_tokens += cost;
@@ -316,7 +320,7 @@ pub fn select(
     }
     let index = index.filter(|ix| {
         let cost = tokens::count_memo(ix) + 2;
-        let fits = memory_tokens + cost <= budget.memory;
+        let fits = memory_tokens + cost <= room;
         if fits {
             memory_tokens += cost;
         }
@@ -330,7 +334,7 @@ pub fn select(
         recent = kept_recent.len(),
         memory_tokens,
         timeline_tokens,
-        memory_budget = budget.memory,
+        memory_budget = room,
         "recall selected"
     );
     Recollection {
