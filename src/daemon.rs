@@ -313,6 +313,7 @@ fn app_state(state: &KernelState) -> anyhow::Result<AppState> {
             config: state.config.get().context(boot_bug)?.clone(),
             bus: state.bus.clone(),
         },
+        text_dir: state.data_dir.join("memory").join("text"),
     })
 }
 

@@ -10,6 +10,7 @@ mod api;
 mod assets;
 mod error;
 pub mod guard;
+mod history;
 mod import;
 pub mod openai;
 mod sse;
@@ -50,6 +51,8 @@ pub struct AppState {
     pub embed_status: Option<homeagent_actors::memory::embed::actor::StatusHandle>,
     /// Where `POST /api/v1/memory/import` writes (the context, text log and distiller).
     pub importer: homeagent_actors::memory::importer::Importer,
+    /// The text log's directory (`DATA/memory/text`), read by the chat history.
+    pub text_dir: std::path::PathBuf,
 }
 
 #[derive(OpenApi)]
@@ -58,7 +61,7 @@ pub struct AppState {
     paths(
         api::healthz, api::actors, api::restart, api::get_settings, api::put_settings, sse::events,
         agent::post_message, agent::post_stop, agent::get_tasks, agent::get_sources, agent::get_security,
-        agent::get_context, agent::get_documents, agent::get_plugins, agent::plugin_action, agent::plugin_api, agent::install_plugin, agent::run_heartbeat, agent::memory_status, agent::get_graph, import::import_history
+        agent::get_context, agent::get_documents, agent::get_plugins, agent::plugin_action, agent::plugin_api, agent::install_plugin, agent::run_heartbeat, agent::memory_status, agent::get_graph, import::import_history, history::history
     ),
     tags(
         (name = "daemon", description = "Liveness"),
@@ -130,6 +133,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/settings", web::put().to(api::put_settings))
                 .route("/events", web::get().to(sse::events))
                 .route("/messages", web::post().to(agent::post_message))
+                .route("/chat/history", web::get().to(history::history))
                 .route("/stop", web::post().to(agent::post_stop))
                 .route("/tasks", web::get().to(agent::get_tasks))
                 .route("/llm/sources", web::get().to(agent::get_sources))
