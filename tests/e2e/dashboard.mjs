@@ -10,11 +10,11 @@
 // Drives the system Chromium (/usr/bin/chromium, or $CHROMIUM) through
 // playwright-core; never downloads a browser. Exits 0 on success; on failure
 // prints "dashboard e2e: FAIL: <reason>" and exits 1. The whole run is
-// bounded to 60 s ($E2E_TIMEOUT_MS overrides).
+// bounded to 90 s ($E2E_TIMEOUT_MS overrides).
 import { chromium } from 'playwright-core';
 import fs from 'node:fs';
 
-const TOTAL_MS = Number(process.env.E2E_TIMEOUT_MS || 60_000);
+const TOTAL_MS = Number(process.env.E2E_TIMEOUT_MS || 90_000);
 const t0 = Date.now();
 const base = (process.argv[2] || '').replace(/\/+$/, '');
 const shotPath = process.argv[3] || '';
@@ -60,6 +60,17 @@ async function fetchJson(url, timeoutMs = 5000) {
   const text = await res.text();
   if (!res.ok) throw new Error(`GET ${url} -> HTTP ${res.status}: ${text.slice(0, 200)}`);
   try { return JSON.parse(text); } catch { throw new Error(`GET ${url}: not JSON: ${text.slice(0, 200)}`); }
+}
+
+async function postJson(url, body, timeoutMs = 20_000) {
+  const res = await fetch(url, {
+    method: 'POST', signal: AbortSignal.timeout(timeoutMs),
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`POST ${url} -> HTTP ${res.status}: ${text.slice(0, 200)}`);
+  return JSON.parse(text);
 }
 
 async function waitHealthy(deadlineMs) {
@@ -341,6 +352,112 @@ async function main() {
   }, plug.restarts);
   log(`plugin echo restarted: restarts ${plug.restarts} -> ${pUpd.n}, running again`);
 
+  // 8b. Chat as a person lives in it: Markdown rendered, hostile markup inert,
+  //     tool calls as cards, other channels visible, history across a reload.
+  const replyOf = async (what, text, timeoutMs = 10_000) => {
+    await input.fill(text);
+    await page.locator('#chat-send').click();
+    return pollPage(page, what, timeoutMs, (want) => {
+      const items = [...document.querySelectorAll('#chat-log li.msg:not(.from-history)')];
+      const last = items[items.length - 1];
+      if (!last || last.dataset.pending) return { ok: false, why: 'still pending' };
+      const t = last.querySelector('.msg-text').textContent;
+      return last.dataset.role === 'assistant' && t.includes(want) ? { ok: true, html: last.querySelector('.msg-text').innerHTML }
+        : { ok: false, why: `last: ${last.dataset.role}: ${t.slice(0, 200)}` };
+    }, text.startsWith('call-help') ? 'done after tool' : 'echo:');
+  };
+  const xss = '<img src=x onerror="window.__xss=1"> [click me](javascript:window.__xss=2) '
+    + '<a href="javascript:window.__xss=3">plain</a> <svg onload="window.__xss=4"></svg> ![pic](http://127.0.0.1:9/leak.png)';
+  await replyOf('no reply to the XSS payload', xss);
+  await page.waitForTimeout(300); // give a handler (if any) the time to run
+  const inert = await page.evaluate(() => {
+    const log = document.querySelector('#chat-log');
+    return {
+      xss: window.__xss,
+      handlers: [...log.querySelectorAll('*')].filter((n) => [...n.attributes].some((a) => /^on/i.test(a.name))).length,
+      jsLinks: [...log.querySelectorAll('a')].filter((a) => /^\s*javascript:/i.test(a.getAttribute('href') || '')).length,
+      imgs: log.querySelectorAll('img, svg').length,
+      rendered: !!log.querySelector('li.msg[data-role="assistant"] .msg-text.md a'),
+    };
+  });
+  if (inert.xss !== undefined || inert.handlers || inert.jsLinks || inert.imgs) {
+    fail(`a hostile reply was not inert: ${JSON.stringify(inert)}`);
+  }
+  if (!inert.rendered) fail('the reply with links was not rendered as Markdown (.msg-text.md a)');
+  log(`hostile reply inert: no global set, no on* attribute, no javascript: link, no image loaded`);
+
+  const code = await replyOf('no reply with a code block', 'code:\n\n```js\nlet x = 1;\n```\n\n**bold**');
+  const block = await page.evaluate(() => {
+    const li = [...document.querySelectorAll('#chat-log li.msg[data-role="assistant"]')].pop();
+    const c = li.querySelector('pre > code');
+    return { code: c ? c.textContent : null, cls: c ? c.className : '', bold: !!li.querySelector('strong') };
+  });
+  if (!block.code || !block.code.includes('let x = 1;') || !block.bold) fail(`Markdown not rendered: ${JSON.stringify(block)} (${code.html.slice(0, 200)})`);
+  log(`Markdown rendered: <pre><code class="${block.cls}"> and <strong>`);
+
+  await replyOf('no reply after a tool call', 'call-help');
+  const card = await pollPage(page, 'no tool-call card for output_send__http_help', 5_000, () => {
+    const c = [...document.querySelectorAll('#chat-log .tool-card')].pop();
+    if (!c) {
+      const ev = [...document.querySelectorAll('#event-log li')].slice(0, 12).map((li) => li.textContent.slice(0, 160));
+      return { ok: false, why: `no .tool-card; newest events: ${JSON.stringify(ev)}` };
+    }
+    const r = { ok: true, open: c.open, tool: c.dataset.tool, status: c.dataset.status,
+      args: c.querySelector('.tool-args').textContent, result: c.querySelector('.tool-result').textContent,
+      duration: (c.querySelector('.tool-duration') || {}).textContent || '' };
+    return r.tool === 'output_send__http_help' ? r : { ok: false, why: JSON.stringify(r) };
+  });
+  if (card.open) fail('the tool-call card is open by default');
+  if (!card.status || !card.result || card.args === '') fail(`tool-call card incomplete: ${JSON.stringify(card)}`);
+  if (!/\d/.test(card.duration)) fail(`tool-call card shows no duration: ${JSON.stringify(card)}`);
+  log(`tool card: ${card.tool} ${card.status} in ${card.duration}, args ${card.args.replace(/\s+/g, ' ').slice(0, 60)}, result ${card.result.slice(0, 60)}`);
+
+  // Another channel (the CLI's source) talks to the agent: its turn shows up live, labelled.
+  const N = 26; // 52 history items: more than one page (50), so paging is exercised
+  for (let i = 0; i < N; i++) {
+    await postJson(`${base}/api/v1/messages`, { text: `from the cli ${i}`, source: 'cli', channel: 'cli' });
+  }
+  await pollPage(page, 'the CLI\'s turn never appeared in the chat with its source', 10_000, (n) => {
+    const li = [...document.querySelectorAll('#chat-log li.msg[data-source="cli"]')].pop();
+    const who = li ? li.querySelector('.msg-who').textContent : '';
+    return li && who === 'cli' && li.querySelector('.msg-text').textContent === `from the cli ${n - 1}`
+      ? { ok: true } : { ok: false, why: li ? `last cli: ${who}: ${li.textContent}` : 'no cli message' };
+  }, N);
+  log(`${N} turns sent by source "cli" appeared live, labelled "cli"`);
+
+  // Reload: the history comes back (newest page), older pages on scroll-up.
+  await page.reload({ waitUntil: 'domcontentloaded' });
+  await pollPage(page, 'no history after a reload', 10_000, (n) => {
+    const log = document.querySelector('#chat-log');
+    const items = [...log.querySelectorAll('li.msg.from-history')];
+    const texts = items.map((li) => li.querySelector('.msg-text').textContent.trim());
+    return log.dataset.historyLoaded && texts.includes(`from the cli ${n - 1}`) && texts.includes(`echo: from the cli ${n - 1}`)
+      ? { ok: true } : { ok: false, why: `${items.length} items, last: ${texts.slice(-2).join(' | ')}` };
+  }, N);
+  const first = await page.evaluate(() => ({
+    n: document.querySelectorAll('#chat-log li.msg').length,
+    hello: [...document.querySelectorAll('#chat-log .msg-text')].some((t) => t.textContent.trim() === 'hello browser'),
+    more: !document.querySelector('#chat-more').hidden,
+  }));
+  if (first.hello || !first.more) fail(`the first history page should hold the newest 50 items only: ${JSON.stringify(first)}`);
+  await page.evaluate(() => { document.querySelector('#chat-log').scrollTop = 0; });
+  const paged = await pollPage(page, 'scrolling up did not load the older history', 10_000, () => {
+    const items = [...document.querySelectorAll('#chat-log li.msg')];
+    const t = (li) => li.querySelector('.msg-text').textContent.trim();
+    const hello = items.find((li) => li.dataset.role === 'user' && li.dataset.source === 'webui' && t(li) === 'hello browser');
+    const reply = items.find((li) => li.dataset.role === 'assistant' && t(li) === 'echo: hello browser');
+    return hello && reply && items.indexOf(hello) < items.indexOf(reply)
+      ? { ok: true, n: items.length, who: hello.querySelector('.msg-who').textContent } : { ok: false, why: `${items.length} items` };
+  });
+  if (paged.who !== 'you') fail(`this page's own messages should be labelled "you", got ${paged.who}`);
+  const still = await page.evaluate(() => ({
+    xss: window.__xss,
+    handlers: [...document.querySelectorAll('#chat-log *')].filter((n) => [...n.attributes].some((a) => /^on/i.test(a.name))).length,
+    imgs: document.querySelectorAll('#chat-log img, #chat-log svg').length,
+  }));
+  if (still.xss !== undefined || still.handlers || still.imgs) fail(`the hostile reply is not inert in the history: ${JSON.stringify(still)}`);
+  log(`after a reload: ${first.n} newest history items, scrolled up to ${paged.n} (back to "hello browser"); hostile reply still inert`);
+
   // 9. Layout: on 1440x900 the page does not scroll, the four panels are on
   //    screen, and the tables fit their panels without a horizontal scrollbar.
   const lay = await page.evaluate(() => {
@@ -372,7 +489,8 @@ async function main() {
   }
   if (pageErrors.length) fail(`the page raised ${pageErrors.length} error(s)`);
   return `${ids.length} actors rendered, ${target.id} restarted ${before} -> ${upd.n}, ${ev.type} logged; `
-    + `chat echoed, stop cut a reply short; plugin echo restarted ${plug.restarts} -> ${pUpd.n}`;
+    + `chat echoed, stop cut a reply short; plugin echo restarted ${plug.restarts} -> ${pUpd.n}; `
+    + `markdown safe, tool card, history paged after a reload`;
 }
 
 main().then(
