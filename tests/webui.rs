@@ -80,3 +80,107 @@ fn chat_history_pages_back_through_every_channel_and_survives_a_restart() {
     let r = reqwest::blocking::get(d.url("/api/v1/chat/history")).unwrap();
     assert_eq!(r.status().as_u16(), 401);
 }
+
+/// A plugin that writes a secret to its stderr (which the daemon logs): the page's log
+/// view must show it masked.
+fn install_leaky_plugin(data: &std::path::Path, secret: &str) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/plugins/echo");
+    let dst = data.join("plugins/leaky");
+    std::fs::create_dir_all(&dst).unwrap();
+    let script = std::fs::read_to_string(root.join("plugin.bin")).unwrap();
+    let start = r#"print("echo plugin starting", file=sys.stderr, flush=True)"#;
+    assert!(script.contains(start), "the echo plugin changed: update this test");
+    let script = script.replace(
+        start,
+        &format!("{start}\nprint(\"leaky plugin: my key is {secret}\", file=sys.stderr, flush=True)"),
+    );
+    std::fs::write(dst.join("plugin.bin"), script).unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(dst.join("plugin.bin"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let manifest = std::fs::read_to_string(root.join("plugin.json"))
+        .unwrap()
+        .replace("\"echo\"", "\"leaky\"");
+    std::fs::write(dst.join("plugin.json"), manifest).unwrap();
+}
+
+#[test]
+fn live_log_is_filtered_masked_and_plain_text() {
+    const SECRET: &str = "sk-canary-webui-0123456789";
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    install_leaky_plugin(&data, SECRET);
+    let d = Daemon::start(&data);
+    let v = vendor::start();
+    let mut s = vendor::source_settings("fake", &v.url, 0);
+    s["core.llm.sources.fake.api_key"] = json!(SECRET);
+    api::put_settings(&d, s);
+    api::wait_sources(&d, 1);
+
+    let all = api::wait_for(
+        &d,
+        "/api/v1/logs?q=leaky",
+        "the leaky plugin's stderr in the log",
+        |v| {
+            v["lines"]
+                .as_array()
+                .is_some_and(|l| l.iter().any(|l| l["message"].as_str().unwrap().contains("my key is")))
+        },
+    );
+    let line = all["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["message"].as_str().unwrap().contains("my key is"))
+        .unwrap();
+    let msg = line["message"].as_str().unwrap();
+    assert!(!msg.contains(SECRET), "the secret reached the page: {line}");
+    assert!(msg.contains("@{setting:core.llm.sources.fake.api_key}"), "{line}");
+    for l in all["lines"].as_array().unwrap() {
+        let text = format!("{} {}", l["target"], l["message"]).to_lowercase();
+        assert!(text.contains("leaky"), "q=leaky let through {l}");
+    }
+    let raw = d
+        .client()
+        .get(d.url("/api/v1/logs?limit=500"))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(!raw.contains(SECRET), "the secret is in GET /api/v1/logs");
+
+    // A level is a minimum: the missing default source's key is a warning.
+    let warn = get(&d, "/api/v1/logs?level=warn");
+    let lines = warn["lines"].as_array().unwrap();
+    assert!(!lines.is_empty(), "{warn}");
+    assert!(
+        lines.iter().all(|l| l["level"] == "WARN" || l["level"] == "ERROR"),
+        "{warn}"
+    );
+    // Following: nothing is repeated after `last_seq`, new lines come.
+    let last = warn["last_seq"].as_u64().unwrap();
+    let (s, _) = post(
+        &d,
+        "/api/v1/messages",
+        json!({"text": "log me", "source": "webui", "channel": "webui"}),
+    );
+    assert_eq!(s, 200);
+    let after = get(&d, &format!("/api/v1/logs?after={last}"));
+    assert!(
+        after["lines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|l| l["seq"].as_u64().unwrap() > last),
+        "{after}"
+    );
+    assert!(after["last_seq"].as_u64().unwrap() >= last);
+
+    let r = d.client().get(d.url("/api/v1/logs?level=loud")).send().unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    assert!(r.text().unwrap().contains("error, warn, info"));
+
+    // stderr is a file here: no colour codes in it.
+    let log = d.log_text();
+    assert!(log.contains("INFO"), "{log}");
+    assert!(!log.contains('\u{1b}'), "ANSI escapes in a non-terminal log");
+}
