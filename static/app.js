@@ -457,6 +457,108 @@
     countEl.textContent = "";
   });
 
+  // ---------------------------------------------------------------- daemon log
+
+  // The daemon's recent log (GET /api/v1/logs, secrets masked there), polled with
+  // `after` while the Log tab is shown. A filter change starts over; answers to a
+  // request made under an older filter are dropped.
+  const API_LOGS = "/api/v1/logs";
+  const LOGS_POLL_MS = 2000;
+  const LOGS_CAP = 1000;        // lines kept on the page
+  const tabEvents = $("#tab-events");
+  const tabLogs = $("#tab-logs");
+  const logsView = $("#logs-view");
+  const logsLines = $("#logs-lines");
+  const logsLevel = $("#logs-level");
+  const logsQ = $("#logs-q");
+  const logsErr = $("#logs-error");
+  let logsLast = null;
+  let logsGen = 0;
+  let logsBusy = false;
+  let logsTimer = null;
+
+  function logLineEl(l) {
+    const li = el("li", "log-line");
+    const level = String(l.level || "").toUpperCase().replace(/[^A-Z]/g, "");
+    li.dataset.level = level;
+    const time = el("time", "ev-time", fmtTime(l.ts_ms));
+    time.dateTime = new Date(num(l.ts_ms) || Date.now()).toISOString();
+    li.append(time, el("span", "log-level lv-" + level.toLowerCase(), level),
+      el("span", "log-target", l.target || ""), el("span", "log-msg", l.message || ""));
+    return li;
+  }
+
+  async function pollLogs() {
+    if (logsBusy) return;
+    logsBusy = true;
+    const gen = logsGen;
+    try {
+      const params = new URLSearchParams();
+      if (logsLevel.value) params.set("level", logsLevel.value);
+      if (logsQ.value.trim()) params.set("q", logsQ.value.trim());
+      if (logsLast !== null) params.set("after", String(logsLast));
+      const body = await getJson(API_LOGS + "?" + params.toString());
+      if (gen !== logsGen) return;
+      const stick = logsLines.scrollHeight - logsLines.scrollTop - logsLines.clientHeight < 40;
+      const lines = Array.isArray(body.lines) ? body.lines : [];
+      logsLines.append(...lines.map(logLineEl));
+      while (logsLines.children.length > LOGS_CAP) logsLines.firstElementChild.remove();
+      if (stick) logsLines.scrollTop = logsLines.scrollHeight;
+      logsLast = Number.isFinite(body.last_seq) ? body.last_seq : logsLast;
+      logsLines.dataset.loaded = "1";
+      logsErr.textContent = "";
+    } catch (e) {
+      logsErr.textContent = "log: " + (e && e.message ? e.message : e);
+    } finally {
+      logsBusy = false;
+      if (gen !== logsGen) pollLogs();
+    }
+  }
+
+  function restartLogs() {
+    logsGen++;
+    logsLast = null;
+    delete logsLines.dataset.loaded;
+    logsLines.replaceChildren();
+    pollLogs();
+  }
+
+  function showTab(logs) {
+    tabEvents.setAttribute("aria-selected", String(!logs));
+    tabLogs.setAttribute("aria-selected", String(logs));
+    tabEvents.tabIndex = logs ? -1 : 0;
+    tabLogs.tabIndex = logs ? 0 : -1;
+    logEl.hidden = logs;
+    logsView.hidden = !logs;
+    countEl.hidden = logs;
+    $("#clear-log").hidden = logs;
+    if (logs) {
+      if (logsLast === null) restartLogs();
+      if (!logsTimer) logsTimer = setInterval(pollLogs, LOGS_POLL_MS);
+    } else if (logsTimer) {
+      clearInterval(logsTimer);
+      logsTimer = null;
+    }
+  }
+
+  tabEvents.addEventListener("click", () => showTab(false));
+  tabLogs.addEventListener("click", () => showTab(true));
+  for (const t of [tabEvents, tabLogs]) {
+    t.addEventListener("keydown", (ev) => {
+      if (ev.key === "ArrowLeft" || ev.key === "ArrowRight") {
+        const other = t === tabEvents ? tabLogs : tabEvents;
+        other.focus();
+        showTab(other === tabLogs);
+      }
+    });
+  }
+  logsLevel.addEventListener("change", restartLogs);
+  let logsQTimer = null;
+  logsQ.addEventListener("input", () => {
+    clearTimeout(logsQTimer);
+    logsQTimer = setTimeout(restartLogs, 250);
+  });
+
   // ---------------------------------------------------------------- data sources
 
   async function refreshOnce() {

@@ -458,6 +458,36 @@ async function main() {
   if (still.xss !== undefined || still.handlers || still.imgs) fail(`the hostile reply is not inert in the history: ${JSON.stringify(still)}`);
   log(`after a reload: ${first.n} newest history items, scrolled up to ${paged.n} (back to "hello browser"); hostile reply still inert`);
 
+  // 8c. The daemon's log in the page: the Log tab, a level filter and a search box.
+  await page.locator('#tab-logs').click();
+  const logs = await pollPage(page, 'the Log tab showed no log lines', 10_000, () => {
+    const lines = [...document.querySelectorAll('#logs-lines li.log-line')];
+    return document.querySelector('#logs-lines').dataset.loaded && lines.length
+      && !document.querySelector('#logs-view').hidden && document.querySelector('#event-log').hidden
+      ? { ok: true, n: lines.length, levels: [...new Set(lines.map((l) => l.dataset.level))].join(',') }
+      : { ok: false, why: `${lines.length} lines; error: ${document.querySelector('#logs-error').textContent}` };
+  });
+  await page.selectOption('#logs-level', 'warn');
+  const warn = await pollPage(page, 'the level filter "warn" did not apply', 10_000, () => {
+    const lines = [...document.querySelectorAll('#logs-lines li.log-line')];
+    const bad = lines.filter((l) => l.dataset.level !== 'WARN' && l.dataset.level !== 'ERROR');
+    return document.querySelector('#logs-lines').dataset.loaded && lines.length && !bad.length
+      ? { ok: true, n: lines.length } : { ok: false, why: `${lines.length} lines, ${bad.length} below warn` };
+  });
+  await page.selectOption('#logs-level', '');
+  await page.fill('#logs-q', 'plugin READY');
+  const found = await pollPage(page, 'searching the log for "plugin READY" found nothing or let other lines through', 10_000, () => {
+    const lines = [...document.querySelectorAll('#logs-lines li.log-line')];
+    const other = lines.filter((l) => !l.textContent.toLowerCase().includes('plugin ready'));
+    return document.querySelector('#logs-lines').dataset.loaded && lines.length && !other.length
+      ? { ok: true, n: lines.length } : { ok: false, why: `${lines.length} lines, ${other.length} not matching` };
+  });
+  const logText = await page.textContent('#logs-lines');
+  if (logText.includes('sk-test')) fail('the source\'s API key is shown in the log view');
+  if (/\u001b\[/.test(logText)) fail('ANSI escapes in the log view');
+  await page.locator('#tab-events').click();
+  log(`log tab: ${logs.n} lines (${logs.levels}); warn and up: ${warn.n}; search "plugin READY": ${found.n}`);
+
   // 9. Layout: on 1440x900 the page does not scroll, the four panels are on
   //    screen, and the tables fit their panels without a horizontal scrollbar.
   const lay = await page.evaluate(() => {
@@ -490,7 +520,7 @@ async function main() {
   if (pageErrors.length) fail(`the page raised ${pageErrors.length} error(s)`);
   return `${ids.length} actors rendered, ${target.id} restarted ${before} -> ${upd.n}, ${ev.type} logged; `
     + `chat echoed, stop cut a reply short; plugin echo restarted ${plug.restarts} -> ${pUpd.n}; `
-    + `markdown safe, tool card, history paged after a reload`;
+    + `markdown safe, tool card, history paged after a reload, log filtered`;
 }
 
 main().then(
