@@ -517,6 +517,40 @@ async function main() {
     await page.screenshot({ path: shotPath, fullPage: true, timeout: 10_000 });
     log(`screenshot written to ${shotPath}`);
   }
+  // 10. A phone (375 px wide): nothing is cut off horizontally; the chat is usable.
+  await page.setViewportSize({ width: 375, height: 812 });
+  await page.waitForTimeout(200);
+  const phone = await page.evaluate(() => {
+    const vw = window.innerWidth;
+    const problems = [];
+    const doc = document.scrollingElement;
+    if (doc.scrollWidth > vw) {
+      // Name the outermost elements that stick out, to say what to fix.
+      const out = [...document.querySelectorAll('body *')].filter((e) => {
+        const r = e.getBoundingClientRect();
+        const p = e.parentElement.getBoundingClientRect();
+        return r.right > vw + 0.5 && p.right <= vw + 0.5;
+      }).slice(0, 5).map((e) => `${e.tagName.toLowerCase()}${e.id ? '#' + e.id : ''}.${e.className} (${Math.round(e.getBoundingClientRect().right)})`);
+      problems.push(`page is ${doc.scrollWidth} px wide: ${out.join(', ')}`);
+    }
+    for (const sel of ['.tree-panel', '.plugins-panel', '.chat-panel', '.log-panel', '#chat-input', '#chat-send', '#chat-stop', '#tab-logs']) {
+      const r = document.querySelector(sel)?.getBoundingClientRect();
+      if (!r || r.width < 1) problems.push(`${sel} not shown`);
+      else if (r.left < 0 || r.right > vw + 0.5) problems.push(`${sel} cut off (${Math.round(r.left)} to ${Math.round(r.right)})`);
+    }
+    for (const m of document.querySelectorAll('#chat-log li.msg')) {
+      const r = m.getBoundingClientRect();
+      if (r.right > vw + 0.5) { problems.push(`a chat message reaches ${Math.round(r.right)} px`); break; }
+    }
+    return problems;
+  });
+  if (phone.length) fail(`layout at 375 px: ${phone.join('; ')}`);
+  if (shotPath) {
+    const phoneShot = shotPath.replace(/\.png$/, '') + '-375.png';
+    await page.screenshot({ path: phoneShot, fullPage: true, timeout: 10_000 });
+    log(`375 px: nothing cut off horizontally; screenshot ${phoneShot}`);
+  } else log('375 px: nothing cut off horizontally');
+
   if (pageErrors.length) fail(`the page raised ${pageErrors.length} error(s)`);
   return `${ids.length} actors rendered, ${target.id} restarted ${before} -> ${upd.n}, ${ev.type} logged; `
     + `chat echoed, stop cut a reply short; plugin echo restarted ${plug.restarts} -> ${pUpd.n}; `
