@@ -551,6 +551,34 @@ async function main() {
     log(`375 px: nothing cut off horizontally; screenshot ${phoneShot}`);
   } else log('375 px: nothing cut off horizontally');
 
+  // 11. Dark: the page follows the system's colour scheme, text stays readable.
+  await page.setViewportSize({ width: 1440, height: 900 });
+  await page.emulateMedia({ colorScheme: 'dark' });
+  await page.waitForTimeout(200);
+  const dark = await page.evaluate(() => {
+    const rgb = (c) => (c.match(/\d+(\.\d+)?/g) || []).slice(0, 3).map(Number);
+    const lum = ([r, g, b]) => {
+      const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+      return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+    };
+    const contrast = (el) => {
+      const cs = getComputedStyle(el);
+      let bgEl = el;
+      let bg = cs.backgroundColor;
+      while (bgEl && /rgba\(0, 0, 0, 0\)|transparent/.test(bg)) { bgEl = bgEl.parentElement; bg = bgEl ? getComputedStyle(bgEl).backgroundColor : 'rgb(255,255,255)'; }
+      const a = lum(rgb(cs.color));
+      const b = lum(rgb(bg));
+      return { ratio: (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05), bg: lum(rgb(bg)) };
+    };
+    const body = contrast(document.body);
+    const msgs = [...document.querySelectorAll('#chat-log .msg-text')].slice(-6).map(contrast);
+    return { bodyBg: body.bg, body: body.ratio, worstMsg: Math.min(...msgs.map((m) => m.ratio)) };
+  });
+  if (!(dark.bodyBg < 0.05)) fail(`dark scheme: the page background is not dark (luminance ${dark.bodyBg.toFixed(3)})`);
+  if (!(dark.body >= 4.5 && dark.worstMsg >= 4.5)) fail(`dark scheme: text contrast below 4.5:1 (body ${dark.body.toFixed(1)}, chat ${dark.worstMsg.toFixed(1)})`);
+  if (shotPath) await page.screenshot({ path: shotPath.replace(/\.png$/, '') + '-dark.png', timeout: 10_000 });
+  log(`dark scheme: background luminance ${dark.bodyBg.toFixed(3)}, contrast body ${dark.body.toFixed(1)}:1, chat ≥ ${dark.worstMsg.toFixed(1)}:1`);
+
   if (pageErrors.length) fail(`the page raised ${pageErrors.length} error(s)`);
   return `${ids.length} actors rendered, ${target.id} restarted ${before} -> ${upd.n}, ${ev.type} logged; `
     + `chat echoed, stop cut a reply short; plugin echo restarted ${plug.restarts} -> ${pUpd.n}; `
