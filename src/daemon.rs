@@ -18,22 +18,35 @@ use crate::lockfile::DataLock;
 /// Sub-directories created at start so later subsystems can rely on them.
 const DATA_SUBDIRS: &[&str] = &["log", "memory", "plugins", "knowledge"];
 
-/// Sets up logging: `RUST_LOG` wins; otherwise `info`.
+/// Sets up logging: `RUST_LOG` wins; otherwise `info`. Colours only when stderr is a
+/// terminal (a log file or a pipe gets plain text). The same lines also go to the
+/// in-memory ring behind `GET /api/v1/logs`.
 pub fn init_logging() {
+    use std::io::IsTerminal as _;
     use tracing_subscriber::prelude::*;
     use tracing_subscriber::{EnvFilter, reload};
     let from_env = EnvFilter::try_from_default_env().ok();
     let explicit = from_env.is_some();
     let (filter, handle) = reload::Layer::new(from_env.unwrap_or_else(|| EnvFilter::new("info")));
+    let ring = std::sync::Arc::new(crate::logring::LogRing::new(crate::logring::CAPACITY));
     let ok = tracing_subscriber::registry()
         .with(filter)
-        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(std::io::stderr().is_terminal()),
+        )
+        .with(crate::logring::RingLayer(ring.clone()))
         .try_init()
         .is_ok();
     if ok {
         let _ = LOG_FILTER.set((handle, explicit));
+        let _ = LOG_RING.set(ring);
     }
 }
+
+/// The ring of recent log lines, once [`init_logging`] installed it.
+static LOG_RING: std::sync::OnceLock<std::sync::Arc<crate::logring::LogRing>> = std::sync::OnceLock::new();
 
 /// The live log filter, and whether `RUST_LOG` chose it (then it wins over the setting).
 type LogHandle = tracing_subscriber::reload::Handle<tracing_subscriber::EnvFilter, tracing_subscriber::Registry>;
@@ -313,6 +326,8 @@ fn app_state(state: &KernelState) -> anyhow::Result<AppState> {
             config: state.config.get().context(boot_bug)?.clone(),
             bus: state.bus.clone(),
         },
+        text_dir: state.data_dir.join("memory").join("text"),
+        logs: LOG_RING.get().cloned(),
     })
 }
 

@@ -34,4 +34,5 @@ pub mod import;
 pub mod install;
 pub mod kernel;
 mod lockfile;
+pub mod logring;
 pub mod scripted_vendor;

@@ -11,9 +11,12 @@
 //   POST /api/v1/messages               -> 200 {"task_id","reply","tools_used","usage"}
 //                                          | 502 {"task_id","error"} | 503/4xx {"error"}
 //   POST /api/v1/stop                   -> stops the current generation
+//   GET  /api/v1/chat/history?before=&limit= -> {"items":[...],"next_before"?,"total"}
 //
 // Untrusted text (actor ids, last_exit, event payloads, chat text, plugin
-// stderr) is only ever written with textContent / attributes, never innerHTML.
+// stderr) is only ever written with textContent / attributes, never innerHTML —
+// except the agent's replies, which are Markdown: rendered by marked and then
+// sanitised by DOMPurify (static/vendor/, see renderMarkdown) before they reach the DOM.
 "use strict";
 
 (function () {
@@ -22,6 +25,9 @@
   const API_PLUGINS = "/api/v1/plugins";
   const API_MESSAGES = "/api/v1/messages";
   const API_STOP = "/api/v1/stop";
+  const API_HISTORY = "/api/v1/chat/history";
+  const HISTORY_PAGE = 50;       // items per history request
+  const TOOL_TEXT_CAP = 20000;   // characters of a tool's arguments/result shown in its card
   const CHAT_CHANNEL = "webui";  // source and channel of messages sent from this page
   const PLUGINS_POLL_MS = 2000;
   const POLL_MS = 2000;          // polling fallback period
@@ -451,6 +457,108 @@
     countEl.textContent = "";
   });
 
+  // ---------------------------------------------------------------- daemon log
+
+  // The daemon's recent log (GET /api/v1/logs, secrets masked there), polled with
+  // `after` while the Log tab is shown. A filter change starts over; answers to a
+  // request made under an older filter are dropped.
+  const API_LOGS = "/api/v1/logs";
+  const LOGS_POLL_MS = 2000;
+  const LOGS_CAP = 1000;        // lines kept on the page
+  const tabEvents = $("#tab-events");
+  const tabLogs = $("#tab-logs");
+  const logsView = $("#logs-view");
+  const logsLines = $("#logs-lines");
+  const logsLevel = $("#logs-level");
+  const logsQ = $("#logs-q");
+  const logsErr = $("#logs-error");
+  let logsLast = null;
+  let logsGen = 0;
+  let logsBusy = false;
+  let logsTimer = null;
+
+  function logLineEl(l) {
+    const li = el("li", "log-line");
+    const level = String(l.level || "").toUpperCase().replace(/[^A-Z]/g, "");
+    li.dataset.level = level;
+    const time = el("time", "ev-time", fmtTime(l.ts_ms));
+    time.dateTime = new Date(num(l.ts_ms) || Date.now()).toISOString();
+    li.append(time, el("span", "log-level lv-" + level.toLowerCase(), level),
+      el("span", "log-target", l.target || ""), el("span", "log-msg", l.message || ""));
+    return li;
+  }
+
+  async function pollLogs() {
+    if (logsBusy) return;
+    logsBusy = true;
+    const gen = logsGen;
+    try {
+      const params = new URLSearchParams();
+      if (logsLevel.value) params.set("level", logsLevel.value);
+      if (logsQ.value.trim()) params.set("q", logsQ.value.trim());
+      if (logsLast !== null) params.set("after", String(logsLast));
+      const body = await getJson(API_LOGS + "?" + params.toString());
+      if (gen !== logsGen) return;
+      const stick = logsLines.scrollHeight - logsLines.scrollTop - logsLines.clientHeight < 40;
+      const lines = Array.isArray(body.lines) ? body.lines : [];
+      logsLines.append(...lines.map(logLineEl));
+      while (logsLines.children.length > LOGS_CAP) logsLines.firstElementChild.remove();
+      if (stick) logsLines.scrollTop = logsLines.scrollHeight;
+      logsLast = Number.isFinite(body.last_seq) ? body.last_seq : logsLast;
+      logsLines.dataset.loaded = "1";
+      logsErr.textContent = "";
+    } catch (e) {
+      logsErr.textContent = "log: " + (e && e.message ? e.message : e);
+    } finally {
+      logsBusy = false;
+      if (gen !== logsGen) pollLogs();
+    }
+  }
+
+  function restartLogs() {
+    logsGen++;
+    logsLast = null;
+    delete logsLines.dataset.loaded;
+    logsLines.replaceChildren();
+    pollLogs();
+  }
+
+  function showTab(logs) {
+    tabEvents.setAttribute("aria-selected", String(!logs));
+    tabLogs.setAttribute("aria-selected", String(logs));
+    tabEvents.tabIndex = logs ? -1 : 0;
+    tabLogs.tabIndex = logs ? 0 : -1;
+    logEl.hidden = logs;
+    logsView.hidden = !logs;
+    countEl.hidden = logs;
+    $("#clear-log").hidden = logs;
+    if (logs) {
+      if (logsLast === null) restartLogs();
+      if (!logsTimer) logsTimer = setInterval(pollLogs, LOGS_POLL_MS);
+    } else if (logsTimer) {
+      clearInterval(logsTimer);
+      logsTimer = null;
+    }
+  }
+
+  tabEvents.addEventListener("click", () => showTab(false));
+  tabLogs.addEventListener("click", () => showTab(true));
+  for (const t of [tabEvents, tabLogs]) {
+    t.addEventListener("keydown", (ev) => {
+      if (ev.key === "ArrowLeft" || ev.key === "ArrowRight") {
+        const other = t === tabEvents ? tabLogs : tabEvents;
+        other.focus();
+        showTab(other === tabLogs);
+      }
+    });
+  }
+  logsLevel.addEventListener("change", restartLogs);
+  let logsQTimer = null;
+  logsQ.addEventListener("input", () => {
+    clearTimeout(logsQTimer);
+    logsQTimer = setTimeout(restartLogs, 250);
+  });
+
   // ---------------------------------------------------------------- data sources
 
   async function refreshOnce() {
@@ -490,6 +598,8 @@
         if (name === "stream_delta") chatOnDelta(data);
         else if (name === "task") chatOnTask(data);
         else if (name === "tool_call") chatOnToolCall(data);
+        else if (name === "agent_llm_chain") chatOnLlmChain(data);
+        else if (name === "agent_output") chatOnOutput(data);
         else if (/^actor_/.test(name) && typeof data.id === "string" && data.id.startsWith("kernel/plugins/")) {
           pluginsSoon();
         }
@@ -752,19 +862,142 @@
     if (stick) chatLog.scrollTop = chatLog.scrollHeight;
   }
 
-  function chatMessage(role, text) {
-    const stick = chatNearBottom();
+  // ---- markdown
+
+  // Replies are hostile input (a prompt-injected web page can make the model write
+  // anything). marked turns Markdown into HTML; DOMPurify then drops scripts, event
+  // handlers, `javascript:` URLs and the like. Images are not loaded at all: a remote
+  // image in a reply could carry conversation data out in its URL, so Markdown images
+  // become plain links the owner may choose to open, and raw <img> tags are dropped
+  // (the page's CSP also refuses remote images). Without the vendored files the text
+  // is shown as it is.
+  const mdReady = typeof window.marked === "object" && typeof window.marked.Marked === "function"
+    && typeof window.DOMPurify === "function" && window.DOMPurify.isSupported;
+  const escHtml = (t) => String(t).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+  const md = mdReady ? new window.marked.Marked({
+    gfm: true,
+    breaks: true,
+    async: false,
+    renderer: {
+      // Never an <img>: even a sanitised one would be fetched as soon as it exists.
+      image(token) {
+        const label = "[" + escHtml(token.text || "image") + "]";
+        return /^https?:/i.test(token.href || "")
+          ? '<a class="md-img" href="' + escHtml(token.href) + '" title="image not loaded: ' + escHtml(token.href) + '">' + label + "</a>"
+          : label;
+      },
+    },
+  }) : null;
+  if (mdReady) {
+    window.DOMPurify.addHook("afterSanitizeAttributes", (node) => {
+      if (node.tagName === "A" && node.hasAttribute("href")) {
+        node.setAttribute("target", "_blank");
+        node.setAttribute("rel", "noopener noreferrer nofollow");
+      }
+    });
+  }
+  const PURIFY = {
+    USE_PROFILES: { html: true },
+    FORBID_TAGS: ["img", "picture", "video", "audio", "source", "style", "form", "input", "button", "textarea", "select", "option", "iframe", "svg", "math"],
+    FORBID_ATTR: ["style", "id", "name"],
+    RETURN_DOM_FRAGMENT: true,
+  };
+
+  function renderMarkdown(node, text) {
+    const t = String(text);
+    if (node._md === t) return;
+    node._md = t;
+    if (!mdReady) { node.textContent = t; return; }
+    let frag;
+    try {
+      frag = window.DOMPurify.sanitize(md.parse(t), PURIFY);
+    } catch (e) {
+      node.textContent = t;
+      return;
+    }
+    node.replaceChildren(frag);
+    node.classList.add("md");
+  }
+
+  function fmtDateTime(tsMs) {
+    const d = new Date(Number(tsMs));
+    if (!Number.isFinite(d.getTime())) return "";
+    const p = (n) => String(n).padStart(2, "0");
+    const today = new Date();
+    const time = p(d.getHours()) + ":" + p(d.getMinutes());
+    return d.toDateString() === today.toDateString() ? time
+      : d.getFullYear() + "-" + p(d.getMonth() + 1) + "-" + p(d.getDate()) + " " + time;
+  }
+
+  /** Who a message is from: "you" for this page's channel, else the source itself. */
+  function whoLabel(role, source) {
+    if (role === "error") return "error";
+    if (role !== "user") return "agent";
+    return !source || source === CHAT_CHANNEL ? "you" : String(source);
+  }
+
+  // opts: {source, ts, id, markdown}
+  function buildMessage(role, text, opts) {
+    const o = opts || {};
     const li = el("li", "msg");
     li.dataset.role = role;
-    const who = el("span", "msg-who", role === "user" ? "you" : role === "error" ? "error" : "agent");
-    const textEl = el("div", "msg-text", text);
+    if (o.source) li.dataset.source = String(o.source);
+    if (o.id !== undefined) li.dataset.historyId = String(o.id);
+    const head = el("div", "msg-head");
+    const who = el("span", "msg-who", whoLabel(role, o.source));
+    if (role === "user" && o.source && o.source !== CHAT_CHANNEL) {
+      who.classList.add("msg-foreign");
+      who.title = "sent from " + o.source;
+    }
+    const time = el("time", "msg-time", fmtDateTime(o.ts || Date.now()));
+    time.dateTime = new Date(Number(o.ts || Date.now())).toISOString();
+    head.append(who, time);
+    const textEl = el("div", "msg-text");
+    if (o.markdown) renderMarkdown(textEl, text);
+    else textEl.textContent = String(text);
     const extraEl = el("div", "msg-extra");
     const metaEl = el("div", "msg-meta");
-    li.append(who, textEl, extraEl, metaEl);
-    li._parts = { textEl, extraEl, metaEl };
+    li.append(head, textEl, extraEl, metaEl);
+    li._parts = { textEl, extraEl, metaEl, who };
+    return li;
+  }
+
+  function chatMessage(role, text, opts) {
+    const stick = chatNearBottom();
+    const li = buildMessage(role, text, opts);
     chatLog.append(li);
     chatScroll(stick);
     return li;
+  }
+
+  // ---- tool-call cards
+
+  function capText(t) {
+    const s = String(t);
+    return s.length > TOOL_TEXT_CAP ? s.slice(0, TOOL_TEXT_CAP) + "\n… (" + (s.length - TOOL_TEXT_CAP) + " more characters)" : s;
+  }
+
+  // One card per call, collapsed: name, status (denied calls stand out), duration;
+  // opened: the arguments and the result (as text, never as HTML).
+  function toolCard(t) {
+    const d = el("details", "tool-card");
+    const status = String(t.status || "").replace(/[^a-z0-9_-]/gi, "") || "unknown";
+    d.dataset.status = status;
+    d.dataset.tool = t.name;
+    const sum = el("summary", "tool-summary");
+    sum.append(el("span", "tool-icon", status === "denied" ? "⛔" : status === "ok" ? "⚙" : "⚠"),
+      el("code", "tool-name", t.name), el("span", "badge tool-status b-tool-" + status, status === "denied" ? "denied" : status));
+    if (Number.isFinite(t.durationMs) && t.durationMs >= 0) {
+      const dur = el("span", "tool-duration", fmtMs(t.durationMs));
+      dur.title = "from the model's request to this result (the whole batch of tool calls)";
+      sum.append(dur);
+    }
+    let args;
+    try { args = typeof t.arguments === "string" ? t.arguments : JSON.stringify(t.arguments, null, 2); } catch (_) { args = String(t.arguments); }
+    d.append(sum,
+      el("div", "tool-label", "arguments"), el("pre", "tool-args", capText(args === undefined ? "" : args)),
+      el("div", "tool-label", status === "denied" ? "refused" : "result"), el("pre", "tool-result", capText(t.result || "")));
+    return d;
   }
 
   function updateStopButton() {
@@ -776,11 +1009,23 @@
     const { textEl, extraEl } = p.li._parts;
     setText(textEl, p.content);
     p.li.classList.toggle("thinking", !p.content);
-    const extra = [];
-    if (p.reasoning) extra.push(el("div", "msg-reasoning", p.reasoning));
-    for (const t of p.tools) extra.push(el("div", "msg-tool", "tool " + t.name + ": " + t.status));
-    extraEl.replaceChildren(...extra);
+    renderExtra(p, extraEl);
     chatScroll(stick);
+  }
+
+  function renderExtra(p, extraEl) {
+    if (p.taskId !== null) p.tools = toolsByTask.get(p.taskId) || [];
+    const extra = [];
+    if (p.reasoning) {
+      const r = el("details", "msg-reasoning");
+      r.append(el("summary", null, "reasoning"), el("div", "msg-reasoning-text", p.reasoning));
+      extra.push(r);
+    }
+    for (const t of p.tools) {
+      if (!t.card) t.card = toolCard(t);
+      extra.push(t.card);
+    }
+    extraEl.replaceChildren(...extra);
   }
 
   // The reply to a synchronous POST carries its task id only at the end, so a
@@ -809,11 +1054,44 @@
     renderPending(p);
   }
 
+  /** task id -> ts_ms of the model answer that asked for the current tool batch */
+  const toolBatchAt = new Map();
+
+  /** task id -> its tool calls so far. A `tool_call` event names no channel, and a
+   *  turn that calls a tool first streams nothing before it, so calls are kept by
+   *  task until the request is bound to its task (by a delta or by the reply). */
+  const toolsByTask = new Map();
+  const TOOL_TASKS_KEPT = 64;
+
+  // A model answer that asks for tools starts the clock of that batch.
+  function chatOnLlmChain(d) {
+    if (Array.isArray(d.tool_calls) && d.tool_calls.length) {
+      toolBatchAt.set(d.task_id, num(d.ts_ms));
+      if (toolBatchAt.size > TOOL_TASKS_KEPT) toolBatchAt.delete(toolBatchAt.keys().next().value);
+    }
+  }
+
+  function tasksTools(taskId) {
+    let list = toolsByTask.get(taskId);
+    if (!list) {
+      list = [];
+      toolsByTask.set(taskId, list);
+      if (toolsByTask.size > TOOL_TASKS_KEPT) toolsByTask.delete(toolsByTask.keys().next().value);
+    }
+    return list;
+  }
+
   function chatOnToolCall(d) {
+    const started = toolBatchAt.get(d.task_id);
+    tasksTools(d.task_id).push({
+      name: String(d.name || "?"),
+      status: String(d.status || ""),
+      arguments: d.arguments,
+      result: typeof d.result === "string" ? d.result : JSON.stringify(d.result),
+      durationMs: started && num(d.ts_ms) ? num(d.ts_ms) - started : NaN,
+    });
     const p = pendingFor(d.task_id, false);
-    if (!p) return;
-    p.tools.push({ name: String(d.name || "?"), status: String(d.status || "") });
-    renderPending(p);
+    if (p) renderPending(p);
   }
 
   function chatOnTask(d) {
@@ -831,9 +1109,11 @@
     p.li.dataset.role = role;
     delete p.li.dataset.pending;
     p.li.classList.remove("thinking");
-    p.li.querySelector(".msg-who").textContent = role === "error" ? "error" : "agent";
-    setText(textEl, text);
-    extraEl.replaceChildren();
+    p.li._parts.who.textContent = role === "error" ? "error" : "agent";
+    if (role === "assistant") renderMarkdown(textEl, text);
+    else setText(textEl, text);
+    // The tool cards (and the reasoning) stay with the reply, collapsed.
+    renderExtra(p, extraEl);
     setText(metaEl, meta || "");
     chatScroll(stick);
     updateStopButton();
@@ -884,6 +1164,7 @@
           }
         }
       }
+      if (body && body.task_id !== undefined && body.task_id !== null) p.taskId = body.task_id;
       if (res.ok && body && typeof body.reply === "string") {
         finishChat(p, "assistant", body.reply, replyMeta(body));
       } else if (body && typeof body.error === "string") {
@@ -929,6 +1210,98 @@
     }
   });
   chatStop.addEventListener("click", stopChat);
+
+  // ---- history
+
+  // The conversation of every channel, from the text log (it survives reloads and
+  // restarts): the newest page on open, older pages when scrolled to the top (or
+  // with the "older messages" button, for the keyboard).
+  const chatMore = $("#chat-more");
+  let historyBefore = null;   // `before` of the next older page; null: the start is shown
+  let historyLoading = false;
+  let historyMaxId = -1;      // newest history item shown
+
+  function historyElements(items) {
+    const out = [];
+    for (const it of items) {
+      if (!it || typeof it.text !== "string") continue;
+      const role = it.role === "assistant" ? "assistant" : "user";
+      const li = buildMessage(role, it.text, { source: it.source, ts: it.ts_ms, id: it.id, markdown: role === "assistant" });
+      li.classList.add("from-history");
+      const meta = [];
+      if (Array.isArray(it.tools_used) && it.tools_used.length) meta.push("tools: " + it.tools_used.join(", "));
+      if (it.imported) meta.push("imported");
+      setText(li._parts.metaEl, meta.join(" · "));
+      out.push(li);
+    }
+    return out;
+  }
+
+  async function getJson(url) {
+    const res = await fetch(url, { cache: "no-store", headers: { "Accept": "application/json" } });
+    const raw = await res.text();
+    let body = null;
+    try { body = raw ? JSON.parse(raw) : null; } catch (_) { body = null; }
+    if (!res.ok) throw new Error("HTTP " + res.status + ": " + (body && typeof body.error === "string" ? body.error : raw.slice(0, 200)));
+    if (!body || typeof body !== "object") throw new Error("GET " + url + ": not JSON");
+    return body;
+  }
+
+  async function loadHistory(initial) {
+    if (historyLoading || (!initial && historyBefore === null)) return;
+    historyLoading = true;
+    chatMore.disabled = true;
+    try {
+      const body = await getJson(API_HISTORY + "?limit=" + HISTORY_PAGE + (initial ? "" : "&before=" + historyBefore));
+      const items = Array.isArray(body.items) ? body.items : [];
+      const prevHeight = chatLog.scrollHeight;
+      const prevTop = chatLog.scrollTop;
+      chatLog.prepend(...historyElements(items));
+      if (initial) {
+        for (const it of items) historyMaxId = Math.max(historyMaxId, num(it.id));
+        chatLog.scrollTop = chatLog.scrollHeight;
+      } else {
+        chatLog.scrollTop = prevTop + (chatLog.scrollHeight - prevHeight); // keep the view still
+      }
+      historyBefore = Number.isFinite(body.next_before) ? body.next_before : null;
+      chatMore.hidden = historyBefore === null;
+      chatLog.dataset.historyLoaded = "1";
+    } catch (e) {
+      chatStatus.textContent = "could not load the history: " + (e && e.message ? e.message : e);
+    } finally {
+      historyLoading = false;
+      chatMore.disabled = false;
+    }
+  }
+
+  // Another channel's turn finished (CLI, a plugin...): show its input and reply.
+  // Turns of this page's own channel are already on screen and are skipped.
+  let syncTimer = null;
+  function chatOnOutput(d) {
+    if (d.channel === CHAT_CHANNEL || d.error || !chatLog.dataset.historyLoaded || syncTimer) return;
+    // The text log is written as the turn ends: give its actor a moment.
+    syncTimer = setTimeout(() => { syncTimer = null; syncNewest(); }, 400);
+  }
+
+  async function syncNewest() {
+    let body;
+    try { body = await getJson(API_HISTORY + "?limit=" + HISTORY_PAGE); } catch (_) { return; }
+    const items = (Array.isArray(body.items) ? body.items : []).filter((it) => num(it.id) > historyMaxId);
+    if (!items.length) return;
+    const own = new Set(items.filter((it) => it.role === "user" && it.source === CHAT_CHANNEL).map((it) => Math.floor(num(it.id) / 2)));
+    for (const it of items) historyMaxId = Math.max(historyMaxId, num(it.id));
+    const fresh = items.filter((it) => !own.has(Math.floor(num(it.id) / 2)));
+    if (!fresh.length) return;
+    const stick = chatNearBottom();
+    chatLog.append(...historyElements(fresh));
+    chatScroll(stick);
+  }
+
+  chatLog.addEventListener("scroll", () => {
+    if (chatLog.scrollTop < 40 && historyBefore !== null) loadHistory(false);
+  });
+  chatMore.addEventListener("click", () => loadHistory(false));
+  loadHistory(true);
 
   // ---------------------------------------------------------------- start
 

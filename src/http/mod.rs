@@ -10,7 +10,9 @@ mod api;
 mod assets;
 mod error;
 pub mod guard;
+mod history;
 mod import;
+mod logs;
 pub mod openai;
 mod sse;
 
@@ -50,6 +52,10 @@ pub struct AppState {
     pub embed_status: Option<homeagent_actors::memory::embed::actor::StatusHandle>,
     /// Where `POST /api/v1/memory/import` writes (the context, text log and distiller).
     pub importer: homeagent_actors::memory::importer::Importer,
+    /// The text log's directory (`DATA/memory/text`), read by the chat history.
+    pub text_dir: std::path::PathBuf,
+    /// The recent log lines (none when logging was set up by someone else, e.g. a test).
+    pub logs: Option<Arc<crate::logring::LogRing>>,
 }
 
 #[derive(OpenApi)]
@@ -58,7 +64,7 @@ pub struct AppState {
     paths(
         api::healthz, api::actors, api::restart, api::get_settings, api::put_settings, sse::events,
         agent::post_message, agent::post_stop, agent::get_tasks, agent::get_sources, agent::get_security,
-        agent::get_context, agent::get_documents, agent::get_plugins, agent::plugin_action, agent::plugin_api, agent::install_plugin, agent::run_heartbeat, agent::memory_status, agent::get_graph, import::import_history
+        agent::get_context, agent::get_documents, agent::get_plugins, agent::plugin_action, agent::plugin_api, agent::install_plugin, agent::run_heartbeat, agent::memory_status, agent::get_graph, import::import_history, history::history, logs::logs
     ),
     tags(
         (name = "daemon", description = "Liveness"),
@@ -68,6 +74,7 @@ pub struct AppState {
         (name = "agent", description = "Messages, stop, tasks and LLM sources"),
         (name = "memory", description = "The memory tiers"),
         (name = "plugins", description = "Plugins and their supervisors"),
+        (name = "logs", description = "The daemon's recent log"),
     )
 )]
 struct ApiDoc;
@@ -130,6 +137,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/settings", web::put().to(api::put_settings))
                 .route("/events", web::get().to(sse::events))
                 .route("/messages", web::post().to(agent::post_message))
+                .route("/chat/history", web::get().to(history::history))
+                .route("/logs", web::get().to(logs::logs))
                 .route("/stop", web::post().to(agent::post_stop))
                 .route("/tasks", web::get().to(agent::get_tasks))
                 .route("/llm/sources", web::get().to(agent::get_sources))

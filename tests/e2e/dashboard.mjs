@@ -10,11 +10,11 @@
 // Drives the system Chromium (/usr/bin/chromium, or $CHROMIUM) through
 // playwright-core; never downloads a browser. Exits 0 on success; on failure
 // prints "dashboard e2e: FAIL: <reason>" and exits 1. The whole run is
-// bounded to 60 s ($E2E_TIMEOUT_MS overrides).
+// bounded to 90 s ($E2E_TIMEOUT_MS overrides).
 import { chromium } from 'playwright-core';
 import fs from 'node:fs';
 
-const TOTAL_MS = Number(process.env.E2E_TIMEOUT_MS || 60_000);
+const TOTAL_MS = Number(process.env.E2E_TIMEOUT_MS || 90_000);
 const t0 = Date.now();
 const base = (process.argv[2] || '').replace(/\/+$/, '');
 const shotPath = process.argv[3] || '';
@@ -60,6 +60,17 @@ async function fetchJson(url, timeoutMs = 5000) {
   const text = await res.text();
   if (!res.ok) throw new Error(`GET ${url} -> HTTP ${res.status}: ${text.slice(0, 200)}`);
   try { return JSON.parse(text); } catch { throw new Error(`GET ${url}: not JSON: ${text.slice(0, 200)}`); }
+}
+
+async function postJson(url, body, timeoutMs = 20_000) {
+  const res = await fetch(url, {
+    method: 'POST', signal: AbortSignal.timeout(timeoutMs),
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`POST ${url} -> HTTP ${res.status}: ${text.slice(0, 200)}`);
+  return JSON.parse(text);
 }
 
 async function waitHealthy(deadlineMs) {
@@ -341,6 +352,142 @@ async function main() {
   }, plug.restarts);
   log(`plugin echo restarted: restarts ${plug.restarts} -> ${pUpd.n}, running again`);
 
+  // 8b. Chat as a person lives in it: Markdown rendered, hostile markup inert,
+  //     tool calls as cards, other channels visible, history across a reload.
+  const replyOf = async (what, text, timeoutMs = 10_000) => {
+    await input.fill(text);
+    await page.locator('#chat-send').click();
+    return pollPage(page, what, timeoutMs, (want) => {
+      const items = [...document.querySelectorAll('#chat-log li.msg:not(.from-history)')];
+      const last = items[items.length - 1];
+      if (!last || last.dataset.pending) return { ok: false, why: 'still pending' };
+      const t = last.querySelector('.msg-text').textContent;
+      return last.dataset.role === 'assistant' && t.includes(want) ? { ok: true, html: last.querySelector('.msg-text').innerHTML }
+        : { ok: false, why: `last: ${last.dataset.role}: ${t.slice(0, 200)}` };
+    }, text.startsWith('call-help') ? 'done after tool' : 'echo:');
+  };
+  const xss = '<img src=x onerror="window.__xss=1"> [click me](javascript:window.__xss=2) '
+    + '<a href="javascript:window.__xss=3">plain</a> <svg onload="window.__xss=4"></svg> ![pic](http://127.0.0.1:9/leak.png)';
+  await replyOf('no reply to the XSS payload', xss);
+  await page.waitForTimeout(300); // give a handler (if any) the time to run
+  const inert = await page.evaluate(() => {
+    const log = document.querySelector('#chat-log');
+    return {
+      xss: window.__xss,
+      handlers: [...log.querySelectorAll('*')].filter((n) => [...n.attributes].some((a) => /^on/i.test(a.name))).length,
+      jsLinks: [...log.querySelectorAll('a')].filter((a) => /^\s*javascript:/i.test(a.getAttribute('href') || '')).length,
+      imgs: log.querySelectorAll('img, svg').length,
+      rendered: !!log.querySelector('li.msg[data-role="assistant"] .msg-text.md a'),
+    };
+  });
+  if (inert.xss !== undefined || inert.handlers || inert.jsLinks || inert.imgs) {
+    fail(`a hostile reply was not inert: ${JSON.stringify(inert)}`);
+  }
+  if (!inert.rendered) fail('the reply with links was not rendered as Markdown (.msg-text.md a)');
+  log(`hostile reply inert: no global set, no on* attribute, no javascript: link, no image loaded`);
+
+  const code = await replyOf('no reply with a code block', 'code:\n\n```js\nlet x = 1;\n```\n\n**bold**');
+  const block = await page.evaluate(() => {
+    const li = [...document.querySelectorAll('#chat-log li.msg[data-role="assistant"]')].pop();
+    const c = li.querySelector('pre > code');
+    return { code: c ? c.textContent : null, cls: c ? c.className : '', bold: !!li.querySelector('strong') };
+  });
+  if (!block.code || !block.code.includes('let x = 1;') || !block.bold) fail(`Markdown not rendered: ${JSON.stringify(block)} (${code.html.slice(0, 200)})`);
+  log(`Markdown rendered: <pre><code class="${block.cls}"> and <strong>`);
+
+  await replyOf('no reply after a tool call', 'call-help');
+  const card = await pollPage(page, 'no tool-call card for output_send__http_help', 5_000, () => {
+    const c = [...document.querySelectorAll('#chat-log .tool-card')].pop();
+    if (!c) {
+      const ev = [...document.querySelectorAll('#event-log li')].slice(0, 12).map((li) => li.textContent.slice(0, 160));
+      return { ok: false, why: `no .tool-card; newest events: ${JSON.stringify(ev)}` };
+    }
+    const r = { ok: true, open: c.open, tool: c.dataset.tool, status: c.dataset.status,
+      args: c.querySelector('.tool-args').textContent, result: c.querySelector('.tool-result').textContent,
+      duration: (c.querySelector('.tool-duration') || {}).textContent || '' };
+    return r.tool === 'output_send__http_help' ? r : { ok: false, why: JSON.stringify(r) };
+  });
+  if (card.open) fail('the tool-call card is open by default');
+  if (!card.status || !card.result || card.args === '') fail(`tool-call card incomplete: ${JSON.stringify(card)}`);
+  if (!/\d/.test(card.duration)) fail(`tool-call card shows no duration: ${JSON.stringify(card)}`);
+  log(`tool card: ${card.tool} ${card.status} in ${card.duration}, args ${card.args.replace(/\s+/g, ' ').slice(0, 60)}, result ${card.result.slice(0, 60)}`);
+
+  // Another channel (the CLI's source) talks to the agent: its turn shows up live, labelled.
+  const N = 26; // 52 history items: more than one page (50), so paging is exercised
+  for (let i = 0; i < N; i++) {
+    await postJson(`${base}/api/v1/messages`, { text: `from the cli ${i}`, source: 'cli', channel: 'cli' });
+  }
+  await pollPage(page, 'the CLI\'s turn never appeared in the chat with its source', 10_000, (n) => {
+    const li = [...document.querySelectorAll('#chat-log li.msg[data-source="cli"]')].pop();
+    const who = li ? li.querySelector('.msg-who').textContent : '';
+    return li && who === 'cli' && li.querySelector('.msg-text').textContent === `from the cli ${n - 1}`
+      ? { ok: true } : { ok: false, why: li ? `last cli: ${who}: ${li.textContent}` : 'no cli message' };
+  }, N);
+  log(`${N} turns sent by source "cli" appeared live, labelled "cli"`);
+
+  // Reload: the history comes back (newest page), older pages on scroll-up.
+  await page.reload({ waitUntil: 'domcontentloaded' });
+  await pollPage(page, 'no history after a reload', 10_000, (n) => {
+    const log = document.querySelector('#chat-log');
+    const items = [...log.querySelectorAll('li.msg.from-history')];
+    const texts = items.map((li) => li.querySelector('.msg-text').textContent.trim());
+    return log.dataset.historyLoaded && texts.includes(`from the cli ${n - 1}`) && texts.includes(`echo: from the cli ${n - 1}`)
+      ? { ok: true } : { ok: false, why: `${items.length} items, last: ${texts.slice(-2).join(' | ')}` };
+  }, N);
+  const first = await page.evaluate(() => ({
+    n: document.querySelectorAll('#chat-log li.msg').length,
+    hello: [...document.querySelectorAll('#chat-log .msg-text')].some((t) => t.textContent.trim() === 'hello browser'),
+    more: !document.querySelector('#chat-more').hidden,
+  }));
+  if (first.hello || !first.more) fail(`the first history page should hold the newest 50 items only: ${JSON.stringify(first)}`);
+  await page.evaluate(() => { document.querySelector('#chat-log').scrollTop = 0; });
+  const paged = await pollPage(page, 'scrolling up did not load the older history', 10_000, () => {
+    const items = [...document.querySelectorAll('#chat-log li.msg')];
+    const t = (li) => li.querySelector('.msg-text').textContent.trim();
+    const hello = items.find((li) => li.dataset.role === 'user' && li.dataset.source === 'webui' && t(li) === 'hello browser');
+    const reply = items.find((li) => li.dataset.role === 'assistant' && t(li) === 'echo: hello browser');
+    return hello && reply && items.indexOf(hello) < items.indexOf(reply)
+      ? { ok: true, n: items.length, who: hello.querySelector('.msg-who').textContent } : { ok: false, why: `${items.length} items` };
+  });
+  if (paged.who !== 'you') fail(`this page's own messages should be labelled "you", got ${paged.who}`);
+  const still = await page.evaluate(() => ({
+    xss: window.__xss,
+    handlers: [...document.querySelectorAll('#chat-log *')].filter((n) => [...n.attributes].some((a) => /^on/i.test(a.name))).length,
+    imgs: document.querySelectorAll('#chat-log img, #chat-log svg').length,
+  }));
+  if (still.xss !== undefined || still.handlers || still.imgs) fail(`the hostile reply is not inert in the history: ${JSON.stringify(still)}`);
+  log(`after a reload: ${first.n} newest history items, scrolled up to ${paged.n} (back to "hello browser"); hostile reply still inert`);
+
+  // 8c. The daemon's log in the page: the Log tab, a level filter and a search box.
+  await page.locator('#tab-logs').click();
+  const logs = await pollPage(page, 'the Log tab showed no log lines', 10_000, () => {
+    const lines = [...document.querySelectorAll('#logs-lines li.log-line')];
+    return document.querySelector('#logs-lines').dataset.loaded && lines.length
+      && !document.querySelector('#logs-view').hidden && document.querySelector('#event-log').hidden
+      ? { ok: true, n: lines.length, levels: [...new Set(lines.map((l) => l.dataset.level))].join(',') }
+      : { ok: false, why: `${lines.length} lines; error: ${document.querySelector('#logs-error').textContent}` };
+  });
+  await page.selectOption('#logs-level', 'warn');
+  const warn = await pollPage(page, 'the level filter "warn" did not apply', 10_000, () => {
+    const lines = [...document.querySelectorAll('#logs-lines li.log-line')];
+    const bad = lines.filter((l) => l.dataset.level !== 'WARN' && l.dataset.level !== 'ERROR');
+    return document.querySelector('#logs-lines').dataset.loaded && lines.length && !bad.length
+      ? { ok: true, n: lines.length } : { ok: false, why: `${lines.length} lines, ${bad.length} below warn` };
+  });
+  await page.selectOption('#logs-level', '');
+  await page.fill('#logs-q', 'plugin READY');
+  const found = await pollPage(page, 'searching the log for "plugin READY" found nothing or let other lines through', 10_000, () => {
+    const lines = [...document.querySelectorAll('#logs-lines li.log-line')];
+    const other = lines.filter((l) => !l.textContent.toLowerCase().includes('plugin ready'));
+    return document.querySelector('#logs-lines').dataset.loaded && lines.length && !other.length
+      ? { ok: true, n: lines.length } : { ok: false, why: `${lines.length} lines, ${other.length} not matching` };
+  });
+  const logText = await page.textContent('#logs-lines');
+  if (logText.includes('sk-test')) fail('the source\'s API key is shown in the log view');
+  if (/\u001b\[/.test(logText)) fail('ANSI escapes in the log view');
+  await page.locator('#tab-events').click();
+  log(`log tab: ${logs.n} lines (${logs.levels}); warn and up: ${warn.n}; search "plugin READY": ${found.n}`);
+
   // 9. Layout: on 1440x900 the page does not scroll, the four panels are on
   //    screen, and the tables fit their panels without a horizontal scrollbar.
   const lay = await page.evaluate(() => {
@@ -370,9 +517,72 @@ async function main() {
     await page.screenshot({ path: shotPath, fullPage: true, timeout: 10_000 });
     log(`screenshot written to ${shotPath}`);
   }
+  // 10. A phone (375 px wide): nothing is cut off horizontally; the chat is usable.
+  await page.setViewportSize({ width: 375, height: 812 });
+  await page.waitForTimeout(200);
+  const phone = await page.evaluate(() => {
+    const vw = window.innerWidth;
+    const problems = [];
+    const doc = document.scrollingElement;
+    if (doc.scrollWidth > vw) {
+      // Name the outermost elements that stick out, to say what to fix.
+      const out = [...document.querySelectorAll('body *')].filter((e) => {
+        const r = e.getBoundingClientRect();
+        const p = e.parentElement.getBoundingClientRect();
+        return r.right > vw + 0.5 && p.right <= vw + 0.5;
+      }).slice(0, 5).map((e) => `${e.tagName.toLowerCase()}${e.id ? '#' + e.id : ''}.${e.className} (${Math.round(e.getBoundingClientRect().right)})`);
+      problems.push(`page is ${doc.scrollWidth} px wide: ${out.join(', ')}`);
+    }
+    for (const sel of ['.tree-panel', '.plugins-panel', '.chat-panel', '.log-panel', '#chat-input', '#chat-send', '#chat-stop', '#tab-logs']) {
+      const r = document.querySelector(sel)?.getBoundingClientRect();
+      if (!r || r.width < 1) problems.push(`${sel} not shown`);
+      else if (r.left < 0 || r.right > vw + 0.5) problems.push(`${sel} cut off (${Math.round(r.left)} to ${Math.round(r.right)})`);
+    }
+    for (const m of document.querySelectorAll('#chat-log li.msg')) {
+      const r = m.getBoundingClientRect();
+      if (r.right > vw + 0.5) { problems.push(`a chat message reaches ${Math.round(r.right)} px`); break; }
+    }
+    return problems;
+  });
+  if (phone.length) fail(`layout at 375 px: ${phone.join('; ')}`);
+  if (shotPath) {
+    const phoneShot = shotPath.replace(/\.png$/, '') + '-375.png';
+    await page.screenshot({ path: phoneShot, fullPage: true, timeout: 10_000 });
+    log(`375 px: nothing cut off horizontally; screenshot ${phoneShot}`);
+  } else log('375 px: nothing cut off horizontally');
+
+  // 11. Dark: the page follows the system's colour scheme, text stays readable.
+  await page.setViewportSize({ width: 1440, height: 900 });
+  await page.emulateMedia({ colorScheme: 'dark' });
+  await page.waitForTimeout(200);
+  const dark = await page.evaluate(() => {
+    const rgb = (c) => (c.match(/\d+(\.\d+)?/g) || []).slice(0, 3).map(Number);
+    const lum = ([r, g, b]) => {
+      const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+      return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+    };
+    const contrast = (el) => {
+      const cs = getComputedStyle(el);
+      let bgEl = el;
+      let bg = cs.backgroundColor;
+      while (bgEl && /rgba\(0, 0, 0, 0\)|transparent/.test(bg)) { bgEl = bgEl.parentElement; bg = bgEl ? getComputedStyle(bgEl).backgroundColor : 'rgb(255,255,255)'; }
+      const a = lum(rgb(cs.color));
+      const b = lum(rgb(bg));
+      return { ratio: (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05), bg: lum(rgb(bg)) };
+    };
+    const body = contrast(document.body);
+    const msgs = [...document.querySelectorAll('#chat-log .msg-text')].slice(-6).map(contrast);
+    return { bodyBg: body.bg, body: body.ratio, worstMsg: Math.min(...msgs.map((m) => m.ratio)) };
+  });
+  if (!(dark.bodyBg < 0.05)) fail(`dark scheme: the page background is not dark (luminance ${dark.bodyBg.toFixed(3)})`);
+  if (!(dark.body >= 4.5 && dark.worstMsg >= 4.5)) fail(`dark scheme: text contrast below 4.5:1 (body ${dark.body.toFixed(1)}, chat ${dark.worstMsg.toFixed(1)})`);
+  if (shotPath) await page.screenshot({ path: shotPath.replace(/\.png$/, '') + '-dark.png', timeout: 10_000 });
+  log(`dark scheme: background luminance ${dark.bodyBg.toFixed(3)}, contrast body ${dark.body.toFixed(1)}:1, chat ≥ ${dark.worstMsg.toFixed(1)}:1`);
+
   if (pageErrors.length) fail(`the page raised ${pageErrors.length} error(s)`);
   return `${ids.length} actors rendered, ${target.id} restarted ${before} -> ${upd.n}, ${ev.type} logged; `
-    + `chat echoed, stop cut a reply short; plugin echo restarted ${plug.restarts} -> ${pUpd.n}`;
+    + `chat echoed, stop cut a reply short; plugin echo restarted ${plug.restarts} -> ${pUpd.n}; `
+    + `markdown safe, tool card, history paged after a reload, log filtered`;
 }
 
 main().then(
