@@ -457,6 +457,18 @@ impl Module<KernelState> for PluginHostModule {
             };
             let entries = PluginSet::start(sup.clone(), setup, &disabled).await;
             tracing::info!(plugins = entries.len(), dir = %dir.display(), "plugins loaded");
+            // The `pluginmgr` tools and `get_plugin_tools` act on the live plugin set.
+            let manager = homeagent_actors::plugins::manager::Manager {
+                plugins: entries.clone(),
+                registry: s.registry.clone(),
+                config: config.clone(),
+                llm: s.llm.get()?.clone(),
+                stages: stages.clone(),
+                channels: agent.deps.channels.clone(),
+            };
+            homeagent_actors::plugins::manager::register(Arc::new(manager))
+                .await
+                .map_err(|e| format!("cannot register the pluginmgr tools: {e}"))?;
             let (e, r) = (entries.clone(), s.registry.clone());
             sup.worker_on(s.blocking.handle(), "watcher", RestartPolicy::Permanent, move || {
                 Ok(PluginWatcher::new(
