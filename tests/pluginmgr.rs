@@ -283,3 +283,47 @@ fn the_model_switches_the_primary_llm_source() {
         "second answered"
     );
 }
+
+/// `output_list_channels` shows the kernel's channels and a plugin's own (with its send
+/// tools); a disabled plugin's channel leaves the list and the next request's tools.
+#[test]
+fn the_model_lists_the_output_channels_and_a_disabled_plugins_channel_leaves() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    install_test_plugin(&data, "luaprobe");
+    let d = Daemon::start(&data);
+    let v = common::vendor::start();
+    common::api::put_settings(&d, common::vendor::source_settings("fake", &v.url, 0));
+    common::api::wait_sources(&d, 1);
+    common::api::wait_for(&d, "/api/v1/plugins", "luaprobe running", |p| {
+        state_of(p, "luaprobe").as_deref() == Some("running")
+    });
+    let channels = |reply: &str| -> Vec<String> {
+        let v: Value =
+            serde_json::from_str(reply.strip_prefix("tool said: ").unwrap()).unwrap_or_else(|e| panic!("{e}: {reply}"));
+        v["channels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["channel"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let reply = ask(&d, "call-tool output_list_channels {}");
+    assert_eq!(channels(&reply), ["http", "cli", "webui", "lp_out"], "{reply}");
+    assert!(
+        reply.contains("output_send__lp_out_help") && reply.contains("\"synchronous\": false"),
+        "{reply}"
+    );
+
+    let reply = ask(&d, r#"call-tool plugin_disable {"name":"luaprobe"}"#);
+    assert!(reply.contains("plugin `luaprobe` disabled"), "{reply}");
+    let reply = ask(&d, "call-tool output_list_channels { }");
+    assert_eq!(channels(&reply), ["http", "cli", "webui"], "{reply}");
+    let tools = offered(&v);
+    assert!(
+        !tools
+            .iter()
+            .any(|t| t.starts_with("output_send__lp_out") || t.starts_with("lp_")),
+        "{tools:?}"
+    );
+}

@@ -1,6 +1,7 @@
 //! `pluginmgr`: the model's tools to manage plugins and the LLM sources — `plugin_list`,
 //! `plugin_enable`, `plugin_disable`, `plugin_reload`, `plugin_install` and
-//! `llm_source_use` — and the catalogue tool `get_plugin_tools`.
+//! `llm_source_use` — and the catalogue tools `get_plugin_tools` and
+//! `output_list_channels`.
 //!
 //! Built in, not a plugin (the seed's rule: what needs an internal capability stays
 //! built in): they act on the live [`PluginSet`], the settings actor and the LLM actor,
@@ -47,6 +48,7 @@ pub const RELOAD: &str = "plugin_reload";
 pub const INSTALL: &str = "plugin_install";
 pub const SOURCE_USE: &str = "llm_source_use";
 pub const PLUGIN_TOOLS: &str = "get_plugin_tools";
+pub const LIST_CHANNELS: &str = "output_list_channels";
 
 /// What a call asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,6 +61,7 @@ pub enum Action {
     UseSource(String),
     /// `""`: every owner with its tool names; else one owner's tools in full.
     PluginTools(String),
+    ListChannels,
 }
 
 /// Why a manager call failed; each says what to do next.
@@ -139,6 +142,7 @@ pub fn parse(tool: &str, args: &Value) -> Result<Action, MgrError> {
                 .trim()
                 .to_owned(),
         ),
+        LIST_CHANNELS => Action::ListChannels,
         _ => Action::List,
     })
 }
@@ -214,6 +218,28 @@ pub fn plugin_tools(tools: &ToolRegistry, owner: &str) -> Result<String, MgrErro
         json!({"plugin": owner, "tools": list})
     };
     Ok(serde_json::to_string_pretty(&out).expect("serialisable"))
+}
+
+/// `output_list_channels`: every output channel with its capabilities, whether it is
+/// synchronous (a plain reply reaches it) and the tools that send to it. There are no
+/// resident agents here, so no channel has a resolved agent target (kernel spec §7.2).
+pub fn list_channels(channels: &crate::agent::channels::Channels) -> String {
+    use crate::agent::channels::SEND_PREFIX;
+    let list: Vec<Value> = channels
+        .all()
+        .iter()
+        .map(|c| {
+            json!({
+                "channel": c.name,
+                "description": c.description,
+                "capabilities": c.cap_names(),
+                "synchronous": c.sync,
+                "tools": [format!("{SEND_PREFIX}{}", c.name), format!("{SEND_PREFIX}{}_help", c.name)],
+            })
+        })
+        .collect();
+    let note = "synchronous channels get your plain reply; any other channel receives only what you send with its output_send__ tool";
+    serde_json::to_string_pretty(&json!({"channels": list, "note": note})).expect("serialisable")
 }
 
 /// What the tools act on.
@@ -354,6 +380,7 @@ impl Manager {
                 }
                 .text())
             }
+            Action::ListChannels => Ok(list_channels(&self.channels)),
             Action::PluginTools(owner) => {
                 let tools = self.stages.send(GetTools).await.map_err(unavailable("stage host"))?;
                 plugin_tools(&tools, &owner)
@@ -451,12 +478,18 @@ pub fn specs() -> Vec<ToolSpec> {
              with {\"plugin\": name}: that plugin's tools with their descriptions and parameters.",
             json!({"type": "object", "properties": {"plugin": {"type": "string", "description": "a plugin's name, or empty for all"}}}),
         ),
+        ToolSpec::new(
+            LIST_CHANNELS,
+            "List the output channels: capabilities, whether a plain reply reaches it (synchronous) \
+             and its send tools. Call it when unsure where or how a message can be sent. No arguments.",
+            json!({"type": "object", "properties": {}}),
+        ),
     ];
     for s in &mut out {
         s.plugin = OWNER.into();
         s.no_memory = true;
         // Changing plugins or sources mid-batch must not interleave with other calls.
-        s.serial = s.name != LIST && s.name != PLUGIN_TOOLS;
+        s.serial = ![LIST, PLUGIN_TOOLS, LIST_CHANNELS].contains(&s.name.as_str());
         s.parallel_safe = !s.serial;
         if s.name == INSTALL {
             s.paths = vec![PathArg::new("path", Access::Read)];
@@ -570,12 +603,22 @@ mod tests {
             .map(|p| p["plugin"].as_str().unwrap())
             .collect();
         assert_eq!(owners, [OWNER, "seq"]);
-        assert_eq!(all["plugins"][0]["count"], 7);
+        assert_eq!(all["plugins"][0]["count"], 8);
         let one: Value = serde_json::from_str(&plugin_tools(&r, "seq").unwrap()).unwrap();
         assert_eq!(one["tools"][0]["name"], "seq_run");
         assert!(one["tools"][0]["parameters"]["properties"]["steps"].is_object());
         let e = plugin_tools(&r, "nope").unwrap_err().to_string();
         assert!(e.contains("owners: builtin.pluginmgr, seq"), "{e}");
+    }
+
+    #[test]
+    fn channels_are_listed_with_their_send_tools() {
+        let v: Value = serde_json::from_str(&list_channels(&crate::agent::channels::Channels::builtin())).unwrap();
+        let http = &v["channels"][0];
+        assert_eq!(http["channel"], "http");
+        assert_eq!(http["synchronous"], true);
+        assert_eq!(http["tools"], json!(["output_send__http", "output_send__http_help"]));
+        assert!(http["capabilities"].as_array().unwrap().contains(&json!("text")));
     }
 
     #[test]
