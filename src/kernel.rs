@@ -469,6 +469,20 @@ impl Module<KernelState> for PluginHostModule {
             homeagent_actors::plugins::manager::register(Arc::new(manager))
                 .await
                 .map_err(|e| format!("cannot register the pluginmgr tools: {e}"))?;
+            // `selftest` checks the live sources, embedder, databases and plugins.
+            let check = homeagent_actors::agent::selftest::Selftest {
+                llm: s.llm.get()?.clone(),
+                embedder: s.memory.get()?.embedder.clone(),
+                plugins: entries.clone(),
+                registry: s.registry.clone(),
+                data_dir: s.data_dir.clone(),
+            };
+            stages
+                .send(homeagent_actors::stages::RegisterTool {
+                    spec: homeagent_actors::agent::selftest::spec(),
+                    handler: homeagent_actors::agent::selftest::handler(Arc::new(check)),
+                })
+                .await??;
             let (e, r) = (entries.clone(), s.registry.clone());
             sup.worker_on(s.blocking.handle(), "watcher", RestartPolicy::Permanent, move || {
                 Ok(PluginWatcher::new(

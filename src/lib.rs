@@ -35,3 +35,4 @@ pub mod install;
 pub mod kernel;
 mod lockfile;
 pub mod scripted_vendor;
+pub mod selftest;
