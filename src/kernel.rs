@@ -903,18 +903,21 @@ async fn start_agent(
             ))
         })
         .await?;
-    let (sc, ib) = (scheduler.clone(), inbox.clone());
+    let (sc, ib, fw) = (scheduler.clone(), inbox.clone(), s.firewall.clone());
     let event_loop = sup
         .worker("event-loop", RestartPolicy::Permanent, move || {
-            Ok(EventLoop::new(sc.clone()).with_inbox(ib.clone()))
+            Ok(EventLoop::new(sc.clone())
+                .with_inbox(ib.clone())
+                .with_firewall(fw.clone()))
         })
         .await?;
-    let (sc, ib, el) = (scheduler.clone(), inbox.clone(), event_loop.clone());
+    let (sc, ib, el, fw) = (scheduler.clone(), inbox.clone(), event_loop.clone(), s.firewall.clone());
     let intercept_loop = sup
         .worker("intercept-loop", RestartPolicy::Permanent, move || {
             Ok(InterceptLoop::new(sc.clone())
                 .with_inbox(ib.clone())
-                .with_event_loop(el.clone()))
+                .with_event_loop(el.clone())
+                .with_firewall(fw.clone()))
         })
         .await?;
     let (c, d) = (config.clone(), deps.clone());

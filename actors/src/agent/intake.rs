@@ -102,6 +102,8 @@ pub struct EventLoop {
     scheduler: TAddr<SchedulerActor>,
     /// `None`: nothing is stored (actor tests, or a daemon without a data dir).
     inbox: Option<TAddr<InboxActor>>,
+    /// Masks secrets in the text before anything stores or forwards it.
+    firewall: Option<Arc<crate::firewall::Firewall>>,
     guard: Guard,
     backlog: VecDeque<Waiting>,
     /// A submit of the backlog's head is under way or waiting to be retried.
@@ -113,6 +115,7 @@ impl EventLoop {
         Self {
             scheduler,
             inbox: None,
+            firewall: None,
             guard: Arc::default(),
             backlog: VecDeque::new(),
             feeding: false,
@@ -125,8 +128,15 @@ impl EventLoop {
         self
     }
 
+    /// Masks the credential gate's secrets in every input before it is stored.
+    pub fn with_firewall(mut self, firewall: Arc<crate::firewall::Firewall>) -> Self {
+        self.firewall = Some(firewall);
+        self
+    }
+
     /// The guard's verdict on a queued input (its refusal already answered).
     fn admit(&self, input: &mut Input) -> Result<Ticket, Refusal> {
+        mask_input(self.firewall.as_deref(), input);
         if input.text.trim().is_empty() {
             input.reply.skip(Refusal::EmptyInput);
             return Err(Refusal::EmptyInput);
@@ -442,6 +452,7 @@ impl Handles<CancelBacklog> for EventLoop {
 pub struct InterceptLoop {
     scheduler: TAddr<SchedulerActor>,
     inbox: Option<TAddr<InboxActor>>,
+    firewall: Option<Arc<crate::firewall::Firewall>>,
     /// Whose backlog a stop cancels too.
     event_loop: Option<TAddr<EventLoop>>,
 }
@@ -451,6 +462,7 @@ impl InterceptLoop {
         Self {
             scheduler,
             inbox: None,
+            firewall: None,
             event_loop: None,
         }
     }
@@ -465,6 +477,25 @@ impl InterceptLoop {
     pub fn with_inbox(mut self, inbox: TAddr<InboxActor>) -> Self {
         self.inbox = Some(inbox);
         self
+    }
+
+    /// Masks the credential gate's secrets in every interrupt before it is stored.
+    pub fn with_firewall(mut self, firewall: Arc<crate::firewall::Firewall>) -> Self {
+        self.firewall = Some(firewall);
+        self
+    }
+}
+
+/// Replaces the secrets the owner typed (an API key pasted into chat) by their
+/// `@{alias}` before the input is stored in the inbox, published or run: the inbox is a
+/// file in the data dir, and a secret's only home is the settings database. The task
+/// masks again at start, for rows stored before this existed.
+fn mask_input(firewall: Option<&crate::firewall::Firewall>, input: &mut Input) {
+    if let Some(fw) = firewall
+        && let std::borrow::Cow::Owned(masked) = fw.mask(&input.text)
+    {
+        tracing::info!(source = %input.source, "secrets in an input replaced by their aliases before it was stored");
+        input.text = masked;
     }
 }
 
@@ -495,6 +526,7 @@ impl Handles<InjectInterrupt> for InterceptLoop {
             priority,
             stop,
         } = msg;
+        mask_input(self.firewall.as_deref(), &mut input);
         let s = self.scheduler.clone();
         // A stop's remark is about the task it stopped: not worth running after a restart.
         let inbox = self.inbox.clone().filter(|_| !stop && is_durable(&input));
