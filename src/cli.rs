@@ -68,6 +68,10 @@ pub enum Command {
         #[command(subcommand)]
         what: EvalCommand,
     },
+    /// `homed selftest [--data DIR] [--listen ADDR]`: check each LLM source (a real
+    /// minimal call), the embedder, every database and every plugin of the daemon at
+    /// --listen; one line per part and a verdict. Exits 1 when something is broken.
+    Selftest,
     /// Measure the runtime (prints ratios against a baseline measured in the same run).
     Bench {
         #[command(subcommand)]

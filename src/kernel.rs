@@ -457,6 +457,32 @@ impl Module<KernelState> for PluginHostModule {
             };
             let entries = PluginSet::start(sup.clone(), setup, &disabled).await;
             tracing::info!(plugins = entries.len(), dir = %dir.display(), "plugins loaded");
+            // The `pluginmgr` tools and `get_plugin_tools` act on the live plugin set.
+            let manager = homeagent_actors::plugins::manager::Manager {
+                plugins: entries.clone(),
+                registry: s.registry.clone(),
+                config: config.clone(),
+                llm: s.llm.get()?.clone(),
+                stages: stages.clone(),
+                channels: agent.deps.channels.clone(),
+            };
+            homeagent_actors::plugins::manager::register(Arc::new(manager))
+                .await
+                .map_err(|e| format!("cannot register the pluginmgr tools: {e}"))?;
+            // `selftest` checks the live sources, embedder, databases and plugins.
+            let check = homeagent_actors::agent::selftest::Selftest {
+                llm: s.llm.get()?.clone(),
+                embedder: s.memory.get()?.embedder.clone(),
+                plugins: entries.clone(),
+                registry: s.registry.clone(),
+                data_dir: s.data_dir.clone(),
+            };
+            stages
+                .send(homeagent_actors::stages::RegisterTool {
+                    spec: homeagent_actors::agent::selftest::spec(),
+                    handler: homeagent_actors::agent::selftest::handler(Arc::new(check)),
+                })
+                .await??;
             let (e, r) = (entries.clone(), s.registry.clone());
             sup.worker_on(s.blocking.handle(), "watcher", RestartPolicy::Permanent, move || {
                 Ok(PluginWatcher::new(

@@ -36,3 +36,4 @@ pub mod kernel;
 mod lockfile;
 pub mod logring;
 pub mod scripted_vendor;
+pub mod selftest;

@@ -495,6 +495,40 @@ pub enum Msg<'a> {
         reason: &'a str,
     },
     CliAgentUnavailable,
+
+    // ---- Plugin manager (built-in tools) ----
+    /// `plugin_enable`/`plugin_disable`/`plugin_reload` done; `state` is the plugin's state after it.
+    PluginEnabled {
+        name: &'a str,
+        state: &'a str,
+    },
+    PluginDisabled {
+        name: &'a str,
+        tools: &'a str,
+    },
+    PluginReloaded {
+        name: &'a str,
+        state: &'a str,
+    },
+    PluginInstalled {
+        name: &'a str,
+        version: &'a str,
+        tools: &'a str,
+    },
+    /// `llm_source_use` done.
+    LlmSourceSwitched {
+        source: &'a str,
+        model: &'a str,
+        priority: i64,
+    },
+
+    // ---- Self-check ----
+    /// The last line of a self-check report.
+    SelftestVerdict {
+        ok: bool,
+        broken: usize,
+        total: usize,
+    },
 }
 
 /// `format!` in the language: `tr!(lang, "english {x}", "中文 {x}")`.
@@ -965,6 +999,49 @@ impl Msg<'_> {
             ),
             M::CliNotRun { reason } => tr!(lang, "not run: {reason}", "未执行: {reason}"),
             M::CliAgentUnavailable => tr!(lang, "the agent is not available", "智能体不可用"),
+            M::PluginEnabled { name, state } => tr!(
+                lang,
+                "plugin `{name}` enabled (state: {state}); its tools are offered again once it is running",
+                "插件 `{name}` 已启用（状态：{state}）；运行后其工具将重新提供"
+            ),
+            M::PluginDisabled { name, tools } => tr!(
+                lang,
+                "plugin `{name}` disabled and kept stopped across restarts; its tools ({tools}) are no longer offered. Enable it again with plugin_enable",
+                "插件 `{name}` 已禁用（重启后保持停止）；其工具（{tools}）不再提供。用 plugin_enable 重新启用"
+            ),
+            M::PluginReloaded { name, state } => tr!(
+                lang,
+                "plugin `{name}` restarted from its entry file (state: {state})",
+                "插件 `{name}` 已按入口文件重新启动（状态：{state}）"
+            ),
+            M::PluginInstalled { name, version, tools } => tr!(
+                lang,
+                "plugin `{name}` {version} installed and running; tools: {tools}",
+                "插件 `{name}` {version} 已安装并运行；工具：{tools}"
+            ),
+            M::LlmSourceSwitched {
+                source,
+                model,
+                priority,
+            } => tr!(
+                lang,
+                "the primary LLM source is now `{source}` (model {model}, priority {priority}); the next request uses it first",
+                "主 LLM 源已切换为 `{source}`（模型 {model}，优先级 {priority}）；下一次请求将优先使用它"
+            ),
+            M::SelftestVerdict { ok: true, total, .. } => tr!(
+                lang,
+                "verdict: healthy ({total} checks passed)",
+                "结论：健康（{total} 项检查通过）"
+            ),
+            M::SelftestVerdict {
+                ok: false,
+                broken,
+                total,
+            } => tr!(
+                lang,
+                "verdict: BROKEN ({broken} of {total} checks failed; see the lines marked FAIL)",
+                "结论：异常（{total} 项中 {broken} 项失败；见标记 FAIL 的行）"
+            ),
         }
     }
 
@@ -1214,6 +1291,35 @@ mod tests {
             Msg::CliLineTooLong { max: 10 },
             Msg::CliNotRun { reason: "r" },
             Msg::CliAgentUnavailable,
+            Msg::PluginEnabled {
+                name: "n",
+                state: "running",
+            },
+            Msg::PluginDisabled { name: "n", tools: "t" },
+            Msg::PluginReloaded {
+                name: "n",
+                state: "running",
+            },
+            Msg::PluginInstalled {
+                name: "n",
+                version: "1",
+                tools: "t",
+            },
+            Msg::LlmSourceSwitched {
+                source: "s",
+                model: "m",
+                priority: 1,
+            },
+            Msg::SelftestVerdict {
+                ok: true,
+                broken: 0,
+                total: 3,
+            },
+            Msg::SelftestVerdict {
+                ok: false,
+                broken: 1,
+                total: 3,
+            },
         ]
     }
 

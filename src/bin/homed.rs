@@ -56,6 +56,27 @@ fn main() -> std::process::ExitCode {
             }
         };
     }
+    if let Some(Command::Selftest) = &cli.command {
+        // Quiet unless asked: the report is the output.
+        if std::env::var_os("RUST_LOG").is_some() {
+            homeagent::daemon::init_logging();
+        }
+        let system = actix_rt::System::new();
+        return match system.block_on(homeagent::selftest::run(cli.run.listen, &cli.run.data)) {
+            Ok(report) => {
+                println!("{}", report.render());
+                if report.ok() {
+                    std::process::ExitCode::SUCCESS
+                } else {
+                    std::process::ExitCode::FAILURE
+                }
+            }
+            Err(e) => {
+                eprintln!("homed: selftest could not run: {e:#}");
+                std::process::ExitCode::from(2)
+            }
+        };
+    }
     homeagent::daemon::init_logging();
     let system = actix_rt::System::new();
     let result = match cli.command {
@@ -104,6 +125,7 @@ fn main() -> std::process::ExitCode {
                 limit: limit_conversations,
             },
         )),
+        Some(Command::Selftest) => unreachable!("answered above"),
         Some(Command::Memory {
             what: MemoryCommand::Import { file, format },
         }) => system

@@ -28,6 +28,7 @@ pub mod prompt;
 pub mod protocol;
 pub mod relay;
 pub mod scheduler;
+pub mod selftest;
 pub mod seq;
 pub mod task;
 pub mod tools_exec;

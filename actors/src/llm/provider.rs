@@ -420,6 +420,43 @@ impl Handles<GetLlmStatus> for LlmActor {
     }
 }
 
+/// One call to one source alone — no fallback to another source, and the live health
+/// untouched — for the self-check (`selftest`): a broken source must show as broken
+/// even when another one would have answered in its place.
+#[derive(Message)]
+#[rtype(result = "Result<Completion, LlmError>")]
+pub struct ProbeSource {
+    pub name: String,
+    pub request: CompletionRequest,
+}
+
+impl Handles<ProbeSource> for LlmActor {
+    type Reply = ResponseFuture<Result<Completion, LlmError>>;
+    fn handle(&mut self, msg: ProbeSource, _: &mut HostContext<Self>) -> Self::Reply {
+        let one: Vec<Rc<Source>> = self
+            .pool
+            .borrow()
+            .sources
+            .iter()
+            .filter(|s| s.config.name == msg.name)
+            .cloned()
+            .collect();
+        let pool = Rc::new(RefCell::new(Pool {
+            sources: one,
+            ..Pool::default()
+        }));
+        Box::pin(complete(
+            pool,
+            Complete {
+                request: msg.request,
+                stream: false,
+                deltas: None,
+                cancel: CancellationToken::new(),
+            },
+        ))
+    }
+}
+
 impl Handles<Complete> for LlmActor {
     type Reply = ResponseFuture<Result<Completion, LlmError>>;
 

@@ -4,11 +4,14 @@
 //! * [`process`]: the actor around one subprocess plugin;
 //! * [`host`]: discovery in `DATA/plugins` and the per-plugin supervisors;
 //! * [`watch`]: hot reload when an entry file changes;
-//! * [`package`]: `.hmap` package install (checked, unpacked, renamed into place).
+//! * [`package`]: `.hmap` package install (checked, unpacked, renamed into place);
+//! * [`manager`]: the built-in `pluginmgr` tools (list, enable, disable, reload,
+//!   install, the LLM source switch) and `get_plugin_tools`.
 
 pub mod conn;
 pub mod host;
 pub mod lua;
+pub mod manager;
 pub mod package;
 pub mod process;
 pub mod services;
