@@ -155,11 +155,7 @@ fn with_an_8k_window_every_request_fits_and_memory_stays_within_its_budget() {
                 "request {i}: memory {rt} > {}:\n{m}",
                 budget.memory
             );
-            assert!(
-                tt <= budget.timeline + 8,
-                "request {i}: timeline {tt} > {}",
-                budget.timeline
-            );
+            assert!(tt <= budget.tail + 8, "request {i}: timeline {tt} > {}", budget.tail);
             assert!(
                 all <= budget.target + 64,
                 "request {i}: {all} tokens past the target {}",

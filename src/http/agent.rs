@@ -399,7 +399,7 @@ pub async fn plugin_action(
                 })
                 .await?
                 .map_err(|e| ApiError::unavailable(e.to_string()))?;
-            entry.disable(&state.registry).await.map_err(conflict)?;
+            state.plugins.disable(&entry).await.map_err(conflict)?;
         }
         "enable" => {
             state
@@ -410,7 +410,7 @@ pub async fn plugin_action(
                 })
                 .await?
                 .map_err(|e| ApiError::unavailable(e.to_string()))?;
-            entry.enable(&state.registry).await.map_err(conflict)?;
+            state.plugins.enable(&entry).await.map_err(conflict)?;
         }
         other => {
             return Err(ApiError::not_found(format!(

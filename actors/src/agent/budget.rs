@@ -1,16 +1,17 @@
 //! The token budget of a prompt (kernel spec §5.8) as a plain function: out of the
 //! model's window, the target is min(0.8 × window, 600k); what is fixed (system
 //! prompt, the source context, the current input) comes off the top; recalled memory
-//! gets at most a third of the rest and the recency timeline the remainder, less the
-//! tool schemas.
+//! gets at most a third of the rest (the recency tail included) and the tool schemas
+//! come out of the remainder.
 //!
 //! Why the schemas come out of the timeline's share, not the memory's: §5.8's `fixed` is
 //! the base system prompt, and a third of (target − fixed) is what the agent may
 //! remember. Counting the schemas as fixed made every new plugin tool shrink the memory
 //! (the files/cmd/web/seq tools took ~1,300 tokens: the live LoCoMo recall at an 8k
-//! window fell from 0.739 to 0.679). The timeline is a short verbatim tail (six events)
-//! that rarely fills its share, so it absorbs them, and the whole prompt still stays
-//! within the target.
+//! window fell from 0.739 to 0.679). The recency tail (six events verbatim) is recalled
+//! inside the memory third (`tail`: at most half of it), so the timeline's share is free
+//! to absorb the schemas, and the whole prompt still stays within the target:
+//! fixed + tools + memory ≤ target.
 
 /// The target never exceeds this, whatever the window: a prompt beyond it is slow and
 /// costly, and long-context models recall worse from its middle.
@@ -24,8 +25,11 @@ pub struct Budget {
     pub fixed: usize,
     /// The tool schemas sent with the prompt.
     pub tools: usize,
-    /// Recalled memory (relevance-ranked items).
+    /// Recalled memory: the recency tail and the relevance-ranked items together.
     pub memory: usize,
+    /// The recency tail's bound, inside `memory` (half of it): the relevant items get at
+    /// least the other half.
+    pub tail: usize,
     /// The recency timeline (the last events verbatim).
     pub timeline: usize,
 }
@@ -50,6 +54,7 @@ impl Budget {
             fixed,
             tools,
             memory,
+            tail: memory / 2,
             timeline: available.saturating_sub(tools).saturating_sub(memory),
         }
     }
@@ -71,7 +76,7 @@ mod tests {
         assert_eq!((full.memory, full.timeline), (0, 0), "nothing left: no memory");
         // Tool schemas come out of the timeline's share; memory keeps its third.
         let t = Budget::with_tools(8192, 1553, 1300);
-        assert_eq!((t.memory, t.timeline), (1666, 3334 - 1300));
+        assert_eq!((t.memory, t.tail, t.timeline), (1666, 833, 3334 - 1300));
         assert!(t.fixed + t.tools + t.memory + t.timeline <= t.target);
         // Schemas larger than the timeline's share eat into the memory, never past target.
         let big = Budget::with_tools(8192, 1553, 4000);

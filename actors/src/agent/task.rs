@@ -427,9 +427,11 @@ pub async fn recall(deps: Arc<TaskDeps>, query: String, window: usize, fixed: us
     let msg = Recall {
         query,
         qv,
+        // The recency tail is part of the memory share (`Budget::tail`), so many tool
+        // schemas can leave no `timeline` remainder without losing the last turns.
         budget: RecallBudget {
             memory: budget.memory,
-            timeline: budget.timeline,
+            timeline: budget.tail,
         },
         tiers: vec![facts, knowledge],
         index: (!index.is_empty()).then_some(index),

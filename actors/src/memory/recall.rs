@@ -171,9 +171,9 @@ pub fn dedupe_key(text: &str) -> String {
 /// The budget recall fills (tokens), from [`crate::agent::budget::Budget`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RecallBudget {
-    /// Relevance-ranked memory.
+    /// Everything recalled: the recency window and the relevance-ranked items.
     pub memory: usize,
-    /// The recency window.
+    /// The recency window's bound (taken first, out of `memory`).
     pub timeline: usize,
 }
 

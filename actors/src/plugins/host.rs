@@ -130,6 +130,9 @@ impl PluginEntry {
     /// Starts a disabled plugin again.
     pub async fn enable(&self, registry: &Registry) -> Result<(), String> {
         self.disabled.store(false, Ordering::SeqCst);
+        if self.launch.is_none() && self.problem.is_none() {
+            return Ok(()); // a skill: nothing runs, the flag was all there was
+        }
         if !self.started.load(Ordering::SeqCst) {
             return self.start().await;
         }
@@ -462,6 +465,32 @@ impl PluginSet {
         tracing::info!(plugin = %entry.name, "plugin installed and started");
         let status = entry.status(&self.registry);
         Ok((installed, status))
+    }
+
+    /// Disables `entry` (the caller persisted the flag): the plugin stops, and its tools,
+    /// output channels and skill leave the very next prompt. A process withdraws its own
+    /// only once its exit is seen, after the stop has answered; withdrawing twice is
+    /// harmless. The HTTP route and the `plugin_disable` tool both come here.
+    pub async fn disable(&self, entry: &Arc<PluginEntry>) -> Result<(), String> {
+        entry.disable(&self.registry).await?;
+        self.deps.services.channels.unregister_plugin(&entry.name);
+        if let Err(e) = self.deps.stages.send(UnregisterPlugin(entry.name.clone())).await {
+            tracing::warn!(plugin = %entry.name, "withdrawing the disabled plugin's tools: {e}");
+        }
+        if entry.skill.is_some() {
+            self.refresh_skills().await;
+        }
+        Ok(())
+    }
+
+    /// Enables `entry` again (the caller persisted the flag): a plugin starts, a skill
+    /// comes back into the prompt's skill index.
+    pub async fn enable(&self, entry: &Arc<PluginEntry>) -> Result<(), String> {
+        entry.enable(&self.registry).await?;
+        if entry.skill.is_some() {
+            self.refresh_skills().await;
+        }
+        Ok(())
     }
 
     /// Undoes an install whose plugin did not start: its subtree leaves the supervision

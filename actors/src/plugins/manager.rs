@@ -34,7 +34,7 @@ use crate::config::ConfigActor;
 use crate::llm::provider::{GetLlmStatus, LlmActor};
 use crate::llm::source::{SOURCES_PREFIX, Skipped};
 use crate::registry::Registry;
-use crate::stages::{GetTools, RegisterTool, StageHost, ToolHandler, ToolRegistry, ToolSpec, UnregisterPlugin};
+use crate::stages::{GetTools, RegisterTool, StageHost, ToolHandler, ToolRegistry, ToolSpec};
 
 /// The owner the built-in manager tools register under. A plugin name is
 /// `[a-z0-9_-]`, so no installed plugin can share it (a plugin's stop withdraws every
@@ -312,15 +312,8 @@ impl Manager {
                 }
                 let tools = entry.info.tools.lock().join(", ");
                 self.persist_disabled(&name, true).await?;
-                entry.disable(&self.registry).await.map_err(MgrError::Plugin)?;
-                // The process withdraws its tools when it has exited, which is later
-                // than the stop answers; withdrawn here too, the very next request no
-                // longer offers them (withdrawing twice is harmless).
-                self.channels.unregister_plugin(&name);
-                self.stages
-                    .send(UnregisterPlugin(name.clone()))
-                    .await
-                    .map_err(unavailable("stage host"))?;
+                // Its tools, channels and skill leave the very next request.
+                self.plugins.disable(&entry).await.map_err(MgrError::Plugin)?;
                 Ok(Msg::PluginDisabled {
                     name: &name,
                     tools: if tools.is_empty() { "-" } else { &tools },
@@ -339,7 +332,7 @@ impl Manager {
                     return Err(MgrError::Already { name, state: "enabled" });
                 }
                 self.persist_disabled(&name, false).await?;
-                entry.enable(&self.registry).await.map_err(MgrError::Plugin)?;
+                self.plugins.enable(&entry).await.map_err(MgrError::Plugin)?;
                 let state = entry.status(&self.registry).state;
                 Ok(Msg::PluginEnabled { name: &name, state }.text())
             }
