@@ -254,21 +254,22 @@ fn a_skill_is_indexed_in_the_prompt_and_read_on_demand() {
     assert!(!system.contains("qpdf --empty"), "the body is not in the prompt");
 
     // Disabled, the skill leaves the very next prompt; enabled, it comes back.
-    let system_prompt = |d: &Daemon| {
-        ask(d, "hello");
+    // (Different texts: the duplicate guard drops a repeat within 10 s.)
+    let system_prompt = |d: &Daemon, text: &str| {
+        ask(d, text);
         let last = v.last.lock().unwrap().clone();
         last["messages"][0]["content"].as_str().unwrap().to_owned()
     };
     let (status, body) = action(&d, "pdf-tools", "disable");
     assert_eq!((status, body["state"].as_str()), (200, Some("disabled")), "{body}");
     assert!(
-        !system_prompt(&d).contains("pdf-tools"),
+        !system_prompt(&d, "hello while disabled").contains("pdf-tools"),
         "a disabled skill is not offered"
     );
     let (status, body) = action(&d, "pdf-tools", "enable");
     assert_eq!(status, 200, "enabling a skill works: {body}");
     assert!(
-        system_prompt(&d).contains("- pdf-tools: Merge, split and fill PDF files with qpdf."),
+        system_prompt(&d, "hello once enabled").contains("- pdf-tools: Merge, split and fill PDF files with qpdf."),
         "an enabled skill is back in the index"
     );
 }
