@@ -11,13 +11,8 @@ use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 
 use common::Daemon;
+use common::api::ask;
 use serde_json::{Value, json};
-
-fn ask(d: &Daemon, text: &str) -> String {
-    let (status, body) = common::api::post(d, "/api/v1/messages", json!({ "text": text }));
-    assert_eq!(status, 200, "{body}");
-    body["reply"].as_str().unwrap_or_default().to_owned()
-}
 
 /// `call-tool NAME ARGS` through the scripted vendor: the reply is `tool said: RESULT`.
 fn call(d: &Daemon, tool: &str, args: Value) -> String {

@@ -5,26 +5,8 @@
 mod common;
 
 use common::Daemon;
+use common::api::ask;
 use serde_json::{Value, json};
-
-/// Installs the test plugin `name` (from tests/plugins) into `data/plugins`.
-fn install_test_plugin(data: &std::path::Path, name: &str) {
-    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/plugins")
-        .join(name);
-    let dst = data.join("plugins").join(name);
-    std::fs::create_dir_all(&dst).unwrap();
-    for f in std::fs::read_dir(&src).unwrap() {
-        let f = f.unwrap().path();
-        std::fs::copy(&f, dst.join(f.file_name().unwrap())).unwrap();
-    }
-}
-
-fn ask(d: &Daemon, text: &str) -> String {
-    let (status, body) = common::api::post(d, "/api/v1/messages", json!({ "text": text }));
-    assert_eq!(status, 200, "{body}");
-    body["reply"].as_str().unwrap_or_default().to_owned()
-}
 
 /// The tool names the vendor was offered in its last request.
 fn offered(v: &common::vendor::Vendor) -> Vec<String> {
@@ -79,7 +61,7 @@ fn package(name: &str) -> Vec<u8> {
 fn the_model_disables_a_plugin_and_its_tool_leaves_the_next_request() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    install_test_plugin(&data, "echo");
+    common::api::install_test_plugin(&data, "echo");
     let d = Daemon::start(&data);
     let v = common::vendor::start();
     common::api::put_settings(&d, common::vendor::source_settings("fake", &v.url, 0));
@@ -166,8 +148,8 @@ fn the_model_disables_a_plugin_and_its_tool_leaves_the_next_request() {
 fn a_guest_is_refused_plugin_disable() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    install_test_plugin(&data, "echo");
-    install_test_plugin(&data, "bridge");
+    common::api::install_test_plugin(&data, "echo");
+    common::api::install_test_plugin(&data, "bridge");
     let d = Daemon::start(&data);
     let v = common::vendor::start();
     common::api::put_settings(&d, common::vendor::source_settings("fake", &v.url, 0));
@@ -290,7 +272,7 @@ fn the_model_switches_the_primary_llm_source() {
 fn the_model_lists_the_output_channels_and_a_disabled_plugins_channel_leaves() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    install_test_plugin(&data, "luaprobe");
+    common::api::install_test_plugin(&data, "luaprobe");
     let d = Daemon::start(&data);
     let v = common::vendor::start();
     common::api::put_settings(&d, common::vendor::source_settings("fake", &v.url, 0));

@@ -8,6 +8,7 @@ use std::os::unix::fs::{FileTypeExt as _, PermissionsExt as _};
 use std::process::Command;
 
 use common::Daemon;
+use common::api::ask;
 use serde_json::{Value, json};
 
 fn raw(d: &Daemon, method: reqwest::Method, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
@@ -451,25 +452,6 @@ fn files_holding(data: &std::path::Path, needle: &str) -> Vec<std::path::PathBuf
     found
 }
 
-/// Installs the test plugin `name` (from tests/plugins) into `data/plugins`.
-fn install_test_plugin(data: &std::path::Path, name: &str) {
-    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/plugins")
-        .join(name);
-    let dst = data.join("plugins").join(name);
-    std::fs::create_dir_all(&dst).unwrap();
-    for f in std::fs::read_dir(&src).unwrap() {
-        let f = f.unwrap().path();
-        std::fs::copy(&f, dst.join(f.file_name().unwrap())).unwrap();
-    }
-}
-
-fn ask(d: &Daemon, text: &str) -> String {
-    let (status, body) = common::api::post(d, "/api/v1/messages", json!({ "text": text }));
-    assert_eq!(status, 200, "{body}");
-    body["reply"].as_str().unwrap_or_default().to_owned()
-}
-
 /// The firewall on the user's path (HTTP → turn → tool → the request the vendor gets):
 /// an `@{alias}` reaches the tool as its value while the model only ever sees the
 /// alias, a secret pasted into an input is masked before the model and memory see it,
@@ -481,7 +463,7 @@ fn the_firewall_fills_aliases_for_tools_only_and_denies_and_reviews() {
     const SECRET: &str = "ghp_SECRETCANARY0123456789";
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    install_test_plugin(&data, "echo");
+    common::api::install_test_plugin(&data, "echo");
     let d = Daemon::start(&data);
     let v = common::vendor::start();
     common::api::put_settings(&d, common::vendor::source_settings("fake", &v.url, 0));
@@ -590,8 +572,8 @@ fn the_firewall_fills_aliases_for_tools_only_and_denies_and_reviews() {
 fn a_guest_input_is_refused_owner_only_tools_and_undeclared_profiles_are_errors() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    install_test_plugin(&data, "echo");
-    install_test_plugin(&data, "bridge");
+    common::api::install_test_plugin(&data, "echo");
+    common::api::install_test_plugin(&data, "bridge");
     let d = Daemon::start(&data);
     let v = common::vendor::start();
     common::api::put_settings(&d, common::vendor::source_settings("fake", &v.url, 0));

@@ -98,3 +98,24 @@ pub fn plugin(d: &Daemon, name: &str) -> Value {
 pub fn chinese(d: &Daemon) {
     put_settings(d, serde_json::json!({"core.agent.language": "zh"}));
 }
+
+/// Sends `text` as a synchronous message and answers the agent's reply (200 asserted).
+pub fn ask(d: &Daemon, text: &str) -> String {
+    let (status, body) = post(d, "/api/v1/messages", serde_json::json!({ "text": text }));
+    assert_eq!(status, 200, "{body}");
+    body["reply"].as_str().unwrap_or_default().to_owned()
+}
+
+/// Installs the test plugin `name` (from tests/plugins) into `data/plugins` (the copy
+/// keeps the executable bit).
+pub fn install_test_plugin(data: &std::path::Path, name: &str) {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/plugins")
+        .join(name);
+    let dst = data.join("plugins").join(name);
+    std::fs::create_dir_all(&dst).unwrap();
+    for f in std::fs::read_dir(&src).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, dst.join(f.file_name().unwrap())).unwrap();
+    }
+}

@@ -988,21 +988,7 @@ pub const PER_MESSAGE_TOKENS: usize = 4;
 /// text is counted once and remembered (`tokens::count_memo`): the system prompt and the
 /// timeline repeat across the steps and turns.
 pub fn prompt_tokens(msgs: &[Message]) -> usize {
-    msgs.iter()
-        .map(|m| {
-            let content = match &m.content {
-                Value::String(s) => tokens::count_memo(s),
-                Value::Null => 0,
-                other => tokens::count_memo(&other.to_string()),
-            };
-            PER_MESSAGE_TOKENS
-                + content
-                + m.tool_calls
-                    .iter()
-                    .map(|c| tokens::count_memo(&c.function.arguments) + tokens::count(&c.function.name))
-                    .sum::<usize>()
-        })
-        .sum()
+    measure(msgs, tokens::count_memo)
 }
 
 /// What the overflow check needs to know of the prompt's size against `window`: the
@@ -1016,28 +1002,33 @@ pub fn prompt_size(msgs: &[Message], window: usize) -> usize {
     } else {
         window
     };
-    let bound: usize = msgs
-        .iter()
-        .map(|m| {
-            let content = match &m.content {
-                Value::String(s) => s.len(),
-                Value::Null => 0,
-                // Serialised JSON is longer than its strings; an over-estimate is safe.
-                other => other.to_string().len(),
-            };
-            PER_MESSAGE_TOKENS
-                + content
-                + m.tool_calls
-                    .iter()
-                    .map(|c| c.function.arguments.len() + c.function.name.len())
-                    .sum::<usize>()
-        })
-        .sum();
+    let bound = measure(msgs, str::len);
     if (bound as f64) <= window as f64 * super::overflow::THRESHOLD {
         bound
     } else {
         prompt_tokens(msgs)
     }
+}
+
+/// The messages' size with `size` per text (content, tool-call arguments and names),
+/// plus the per-message overhead. Structured content is measured as its JSON, which
+/// only over-estimates.
+fn measure(msgs: &[Message], size: impl Fn(&str) -> usize) -> usize {
+    msgs.iter()
+        .map(|m| {
+            let content = match &m.content {
+                Value::String(s) => size(s),
+                Value::Null => 0,
+                other => size(&other.to_string()),
+            };
+            PER_MESSAGE_TOKENS
+                + content
+                + m.tool_calls
+                    .iter()
+                    .map(|c| size(&c.function.arguments) + size(&c.function.name))
+                    .sum::<usize>()
+        })
+        .sum()
 }
 
 #[cfg(test)]

@@ -124,6 +124,14 @@ impl Supervisor {
         }
     }
 
+    /// The index of the child with full id `id` (operator requests name children by id).
+    fn child_index(&self, id: &str) -> Result<usize, RestartError> {
+        self.children
+            .iter()
+            .position(|c| c.stats.id == id)
+            .ok_or_else(|| RestartError::Unknown(id.to_owned()))
+    }
+
     fn add(&mut self, spec: ChildSpec, ctx: &mut HostContext<Self>) -> Option<usize> {
         let (i, cmd) = self.core.add_child(spec.restart)?;
         self.children.push(spec);
@@ -271,11 +279,7 @@ impl Handles<RestartChild> for Supervisor {
     type Reply = Result<u64, RestartError>;
 
     fn handle(&mut self, RestartChild(id): RestartChild, ctx: &mut HostContext<Self>) -> Self::Reply {
-        let i = self
-            .children
-            .iter()
-            .position(|c| c.stats.id == id)
-            .ok_or_else(|| RestartError::Unknown(id.clone()))?;
+        let i = self.child_index(&id)?;
         let cmds = self
             .core
             .operator_restart(i)
@@ -291,11 +295,7 @@ impl Handles<StopChild> for Supervisor {
     type Reply = Result<(), RestartError>;
 
     fn handle(&mut self, StopChild(id): StopChild, ctx: &mut HostContext<Self>) -> Self::Reply {
-        let i = self
-            .children
-            .iter()
-            .position(|c| c.stats.id == id)
-            .ok_or_else(|| RestartError::Unknown(id.clone()))?;
+        let i = self.child_index(&id)?;
         let cmds = self
             .core
             .operator_stop(i)
@@ -313,11 +313,7 @@ impl Handles<RemoveChild> for Supervisor {
     type Reply = Result<(), RestartError>;
 
     fn handle(&mut self, RemoveChild(id): RemoveChild, ctx: &mut HostContext<Self>) -> Self::Reply {
-        let i = self
-            .children
-            .iter()
-            .position(|c| c.stats.id == id)
-            .ok_or_else(|| RestartError::Unknown(id.clone()))?;
+        let i = self.child_index(&id)?;
         let cmds = self
             .core
             .remove(i)
