@@ -868,7 +868,7 @@ async fn start_agent(
         graph: Some(memory.graph.clone()),
         embedder: Some(memory.embedder.clone()),
         knowledge: Some(memory.knowledge.clone()),
-        tool_tokens: Default::default(),
+        tool_list: Default::default(),
         channels: Channels::builtin(),
         skills_index: Default::default(),
         settings: parking_lot::RwLock::new(agent_settings(&settings)),

@@ -282,7 +282,7 @@ fn probe_request() -> CompletionRequest {
         temperature: 0.0,
         max_tokens: 8,
         stream: false,
-        tools: Vec::new(),
+        tools: Default::default(),
         tool_choice: None,
         disable_thinking: true,
         extra_body: Default::default(),
