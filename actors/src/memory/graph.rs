@@ -535,6 +535,15 @@ impl GraphStore {
         Ok(ids.len())
     }
 
+    /// Soft-deletes one relation by its id (the memory page's delete: exact, unlike
+    /// the substring criteria of [`Self::purge`]); answers whether it was active.
+    pub fn soft_delete_relation(&mut self, id: i64) -> Result<bool, GraphError> {
+        Ok(self.conn.execute(
+            "UPDATE relations SET status = 'deleted', updated_at = ?2 WHERE id = ?1 AND status != 'deleted'",
+            params![id, now_ms()],
+        )? > 0)
+    }
+
     /// Soft-deletes the active relations `source —relation→ *` (exact names); returns
     /// how many.
     pub fn soft_delete_exact(&mut self, source: &str, relation: &str) -> Result<usize, GraphError> {
