@@ -505,7 +505,8 @@
     const known = new Set();
     for (const d of defs.definitions) {
       known.add(d.key);
-      add(d.key, d);
+      // A built-in source's keys (core.llm.sources.deepseek.*) live in its card.
+      if (!d.key.startsWith(SRC_PREFIX)) add(d.key, d);
     }
     const pluginDefs = new Map(defs.plugins.map((p) => ["plugin." + p.plugin + "." + p.key, p]));
     for (const k of Object.keys(values).sort()) {
@@ -757,7 +758,10 @@
     const g = s.graph || {};
     const parts = [el("p", null, t("memory.counts", { events: s.context_events, docs: s.documents, entities: g.entity_count ?? "—", relations: g.relation_count ?? "—" }))];
     const emb = s.embedder || {};
-    const embText = [emb.active, emb.space, emb.fallback ? "fallback: " + emb.fallback : "", emb.last_error ? "error: " + emb.last_error : ""].filter(Boolean).join(" · ");
+    const space = emb.space && typeof emb.space === "object" ? emb.space.model + " (" + emb.space.dim + " dims)" : "";
+    const progress = emb.recompute ? "recomputing " + emb.recompute.done + "/" + emb.recompute.total : "";
+    const embText = [emb.active, space, Number.isFinite(emb.rows) ? emb.embedded + "/" + emb.rows + " embedded" : "", progress,
+      emb.fallback ? "fallback: " + emb.fallback : "", emb.last_error ? "error: " + emb.last_error : ""].filter(Boolean).join(" · ");
     parts.push(el("p", null, t("memory.embedder") + ": " + (embText || "—")));
     const table = el("table", "grid-table hb-table");
     for (const [name, last] of Object.entries(s.heartbeats || {})) {
@@ -790,11 +794,16 @@
     try { body = await getJson(MEM + "/context"); } catch (e) { list.replaceChildren(el("li", "field-error", e.message)); return; }
     const events = Array.isArray(body.events) ? body.events : [];
     if (!events.length) { list.replaceChildren(el("li", "muted", t("memory.context.none"))); return; }
-    list.replaceChildren(...events.slice(-200).map((e) => {
+    const clip = (x) => (x.length > 600 ? x.slice(0, 600) + "…" : x);
+    // Events are `{id, input, response?, source, ts_ms, tools_used?}`: an input, or
+    // the turn it began with its reply.
+    list.replaceChildren(...events.slice(-200).reverse().map((e) => {
       const li = el("li", "ctx-item");
-      const role = e.role || e.kind || e.type || "";
-      const text = typeof e.content === "string" ? e.content : typeof e.text === "string" ? e.text : JSON.stringify(e);
-      li.append(el("span", "badge", role), " ", el("span", "ctx-text", text.length > 600 ? text.slice(0, 600) + "…" : text));
+      li.append(el("span", "badge", e.source || "?"), el("time", "muted", fmtWhen(e.ts_ms)));
+      if (typeof e.input === "string") li.append(el("div", "ctx-text", clip(e.input)));
+      if (typeof e.response === "string") li.append(el("div", "ctx-text ctx-response", "→ " + clip(e.response)));
+      if (Array.isArray(e.tools_used) && e.tools_used.length) li.append(el("div", "muted", "tools: " + e.tools_used.join(", ")));
+      if (typeof e.input !== "string" && typeof e.response !== "string") li.append(el("div", "ctx-text", clip(JSON.stringify(e))));
       return li;
     }));
   }

@@ -250,6 +250,13 @@ async function screenshots(page) {
     for (const width of [1440, 375]) {
       await page.setViewportSize({ width, height: width === 375 ? 812 : 900 });
       await goView(page, view);
+      if (view === 'memory') {
+        // Drawn again after the language reload, so the screenshot shows the graph.
+        await page.fill('#graph-q', 'Alice');
+        await page.locator('#graph-form button[type=submit]').click();
+        await pollPage(page, 'the graph was not drawn again', 10_000, () => (
+          Number(document.querySelector('#graph-canvas').dataset.nodes) >= 3 ? { ok: true } : { ok: false }));
+      }
       await page.waitForTimeout(400);
       const over = await page.evaluate(() => {
         const vw = window.innerWidth;
