@@ -258,3 +258,56 @@ pub async fn test_source(state: web::Data<AppState>, name: web::Path<String>) ->
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_come_from_the_key_and_the_kind() {
+        let int = ValueKind::Int { min: 0, max: 10 };
+        assert_eq!(unit("core.x.timeout_ms", &int), Some("ms"));
+        assert_eq!(unit("core.x.max_bytes", &int), Some("bytes"));
+        assert_eq!(unit("context_window", &int), Some("tokens"));
+        assert_eq!(unit("core.llm.max_tokens", &int), Some("tokens"));
+        assert_eq!(unit("core.agent.max_tool_turns", &int), None);
+        let d = ValueKind::Duration {
+            min: Duration::from_secs(1),
+        };
+        assert!(unit("core.agent.tool_timeout", &d).unwrap().contains("30s"));
+        // A string is never given a unit, whatever its name.
+        assert_eq!(unit("core.x.path_ms", &ValueKind::String), None);
+    }
+
+    #[test]
+    fn kinds_carry_their_bounds_and_secret_defaults_are_masked() {
+        assert_eq!(
+            kind_json(&ValueKind::Int { min: 1, max: 5 }),
+            json!({"type": "int", "min": 1, "max": 5})
+        );
+        assert_eq!(
+            kind_json(&ValueKind::Enum(&["a", "b"])),
+            json!({"type": "enum", "options": ["a", "b"]})
+        );
+        assert_eq!(shown_default(true, &json!("sk-1")), json!(MASKED));
+        assert_eq!(shown_default(true, &json!("")), json!(""));
+        assert_eq!(shown_default(true, &json!({"gh": "x"})), json!({"gh": MASKED}));
+        assert_eq!(shown_default(false, &json!("plain")), json!("plain"));
+    }
+
+    #[test]
+    fn only_masks_count_as_masked() {
+        assert!(contains_mask(&json!(MASKED)));
+        assert!(contains_mask(&json!({"a": "real", "b": MASKED})));
+        assert!(!contains_mask(&json!("********x")));
+        assert!(!contains_mask(&json!(["********"])));
+        let listing: BTreeMap<String, Value> = [
+            ("k".to_owned(), json!(MASKED)),
+            ("m".to_owned(), json!({"a": MASKED})),
+            ("plain".to_owned(), json!("v")),
+        ]
+        .into();
+        assert!(masked_now(&listing, "k") && masked_now(&listing, "m"));
+        assert!(!masked_now(&listing, "plain") && !masked_now(&listing, "absent"));
+    }
+}

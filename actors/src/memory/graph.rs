@@ -938,6 +938,22 @@ mod tests {
     }
 
     #[test]
+    fn one_relation_is_deleted_by_id_and_only_once() {
+        let mut g = GraphStore::open_in_memory().unwrap();
+        g.commit(&[t("Alice", "likes", "chess"), t("Malice", "likes", "chess")], "s", 0)
+            .unwrap();
+        let r = g
+            .recall(&[], &["Alice".to_owned()], 1, None, RecallSort::Relevance)
+            .unwrap();
+        let id = r.relations.iter().find(|r| r.source == "Alice").unwrap().id;
+        assert!(g.soft_delete_relation(id).unwrap());
+        assert!(!g.soft_delete_relation(id).unwrap(), "already deleted");
+        assert!(!g.soft_delete_relation(9_999).unwrap(), "no such id");
+        let i = g.introspect().unwrap();
+        assert_eq!((i.relation_count, i.relations_total), (1, 2), "Malice's relation stays");
+    }
+
+    #[test]
     fn hard_purge_deletes_rows_and_orphans() {
         let mut g = GraphStore::open_in_memory().unwrap();
         g.commit(&[t("张三", "住在", "北京"), t("李四", "住在", "上海")], "s", 0)
