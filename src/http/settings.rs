@@ -129,7 +129,7 @@ pub async fn unmask_update(
     state: &AppState,
     mut updates: BTreeMap<String, Value>,
 ) -> Result<BTreeMap<String, Value>, ApiError> {
-    if !updates.values().any(|v| contains_mask(v)) {
+    if !updates.values().any(contains_mask) {
         return Ok(updates);
     }
     let listing = state
