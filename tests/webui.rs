@@ -314,6 +314,23 @@ fn the_settings_page_gets_definitions_never_a_secret_and_tests_a_source_with_a_r
         body["error"].as_str().unwrap().contains("core.llm.sources.nosuch"),
         "{body}"
     );
+
+    // Every route the views use is in the OpenAPI document.
+    let spec = get(&d, "/api/v1/openapi.json");
+    for (path, method) in [
+        ("/api/v1/settings/definitions", "get"),
+        ("/api/v1/llm/sources/{name}/test", "post"),
+        ("/api/v1/plugins/{name}/tools", "get"),
+        ("/api/v1/plugins/{name}", "delete"),
+        ("/api/v1/memory/documents/{id}", "delete"),
+        ("/api/v1/memory/graph/relations", "put"),
+        ("/api/v1/memory/graph/relations/{id}", "delete"),
+        ("/api/v1/memory/knowledge", "get"),
+        ("/api/v1/memory/knowledge", "post"),
+        ("/api/v1/memory/knowledge/{name}", "delete"),
+    ] {
+        assert!(spec["paths"][path][method].is_object(), "{method} {path} undocumented");
+    }
 }
 
 #[test]

@@ -233,7 +233,8 @@ async function language(page) {
   await page.reload({ waitUntil: 'domcontentloaded' });
   await pollPage(page, 'the nav is not in Chinese with core.agent.language = zh', 5_000, () => {
     const a = document.querySelector('.views-nav a[data-view="settings"]');
-    return a && a.textContent === '设置' ? { ok: true } : { ok: false, why: a && a.textContent };
+    const send = document.querySelector('#chat-send');
+    return a && a.textContent === '设置' && send.textContent === '发送' ? { ok: true } : { ok: false, why: `${a && a.textContent} / ${send.textContent}` };
   });
   await putJson(`${base}/api/v1/settings`, { 'core.agent.language': 'en' });
   await page.reload({ waitUntil: 'domcontentloaded' });
