@@ -215,6 +215,21 @@
     input.className = "field-input";
     input.dataset.key = key;
     wrap.append(input);
+    // Back to the default: the key is deleted (`null`), the daemon answers the default.
+    const hasDefault = spec.default !== undefined && spec.default !== null;
+    if (hasDefault && value !== undefined && JSON.stringify(value) !== JSON.stringify(spec.default) && !spec.secret) {
+      const inner = read;
+      let reset = false;
+      const r = button(t("common.reset"), "link field-reset", () => {
+        reset = true;
+        wrap.dataset.reset = "1";
+        if (input.type === "checkbox") input.checked = spec.default === true;
+        else input.value = typeof spec.default === "string" ? spec.default : JSON.stringify(spec.default);
+      });
+      input.addEventListener("input", () => { reset = false; delete wrap.dataset.reset; });
+      read = () => (reset ? { changed: true, value: null } : inner());
+      wrap.append(r);
+    }
     const help = [];
     if (spec.description) help.push(spec.description);
     if (spec.unit) help.push("[" + spec.unit + "]");
@@ -694,7 +709,14 @@
     }
   }
 
+  let plBusy = false;
   async function refreshPluginsView() {
+    if (plBusy) return; // a slow answer must not pile requests up behind it
+    plBusy = true;
+    try { await refreshPluginsOnce(); } finally { plBusy = false; }
+  }
+
+  async function refreshPluginsOnce() {
     let list;
     try {
       list = (await getJson(PLUGINS)).plugins || [];

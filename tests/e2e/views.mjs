@@ -62,6 +62,21 @@ async function settings(page) {
   log(`inline validation error: ${inline.text.slice(0, 120)}`);
   const turns = (await fetchJson(`${base}/api/v1/settings`)).settings['core.agent.max_tool_turns'];
   if (turns !== 10) fail(`a refused value was written: max_tool_turns=${turns}`);
+  // A good value is saved; "reset to default" deletes it again.
+  const readTurns = async () => (await fetchJson(`${base}/api/v1/settings`)).settings['core.agent.max_tool_turns'];
+  await page.fill('#set-core-agent-max_tool_turns', '12');
+  await page.locator('.settings-group[data-ns="core.agent"] .group-save').click();
+  await pollPage(page, 'max_tool_turns = 12 was not reported saved', 5_000, () => {
+    const r = document.querySelector('.settings-group[data-ns="core.agent"] .result');
+    return r && /core\.agent\.max_tool_turns/.test(r.textContent) ? { ok: true } : { ok: false, why: r && r.textContent };
+  });
+  if ((await readTurns()) !== 12) fail('max_tool_turns = 12 did not reach the daemon');
+  await page.locator('.field[data-key="core.agent.max_tool_turns"] .field-reset').click();
+  await page.locator('.settings-group[data-ns="core.agent"] .group-save').click();
+  const deadline = Date.now() + 5_000;
+  while ((await readTurns()) !== 10 && Date.now() < deadline) await page.waitForTimeout(100);
+  if ((await readTurns()) !== 10) fail('reset to default did not bring max_tool_turns back to 10');
+  log('a valid value saved, then reset to its default');
 
   // The source editor: add, fill, save, test (one real call), then chat with it.
   await page.fill('#source-new-name', 'fakevendor');
@@ -198,6 +213,16 @@ async function memory(page) {
       ? { ok: true } : { ok: false, why: `${rows.length} rows` };
   }, drawn.e);
   log('relation "Alice likes chess" deleted from the page');
+  const livesId = await page.locator('#graph-rels tr.rel-row').filter({ hasText: 'lives_in' }).getAttribute('data-id');
+  const lives = page.locator(`#graph-rels tr.rel-row[data-id="${livesId}"]`);
+  await lives.locator('.rel-edit').click();
+  await lives.locator('input.rel-input').nth(2).fill('Lyon');
+  await lives.locator('.rel-save').click();
+  await pollPage(page, 'the edited relation does not read "Alice lives_in Lyon"', 10_000, () => {
+    const rows = [...document.querySelectorAll('#graph-rels tr.rel-row')].map((r) => r.textContent);
+    return rows.some((t) => t.includes('lives_in') && t.includes('Lyon')) ? { ok: true } : { ok: false, why: rows.join(' | ') };
+  });
+  log('relation edited to "Alice lives_in Lyon" from the page');
 
   const hb = page.locator('#mem-status tr[data-heartbeat="review"] .hb-run');
   await hb.click();
