@@ -1024,7 +1024,8 @@
   function taskItem(task, extra) {
     const li = el("li", "task-item");
     li.dataset.taskId = String(task.id);
-    const parts = ["#" + task.id, task.kind, task.class, task.level ? String(task.level) : "", extra || ""];
+    // class is `queued` or `interrupt`, kind `input`, `timer`…, level L1–L4 for interrupts.
+    const parts = [extra || "", "#" + task.id, task.kind, task.class, task.level ? String(task.level) : ""];
     if (task.preempt_count) parts.push("preempted ×" + task.preempt_count);
     li.textContent = parts.filter(Boolean).join(" · ");
     return li;
@@ -1049,7 +1050,7 @@
     $("#tasks-ready-n").textContent = "(" + ready.length + ")";
     const ints = [];
     (Array.isArray(s.interrupts) ? s.interrupts : []).forEach((q, i) => { for (const x of q || []) ints.push(Object.assign({ _q: "L" + (i + 1) }, x)); });
-    fill($("#tasks-interrupts"), ints, (x) => "queue " + x._q);
+    fill($("#tasks-interrupts"), ints, (x) => x._q + ":");
     fill($("#tasks-stack"), Array.isArray(s.stack) ? s.stack : []);
     const stats = $("#tasks-stats");
     const kv = [];
