@@ -23,6 +23,13 @@
     return e;
   }
 
+  /** An error line read out when it changes (empty: hidden by CSS). */
+  function alertEl(tag, cls) {
+    const e = el(tag, "field-error" + (cls ? " " + cls : ""));
+    e.setAttribute("role", "alert");
+    return e;
+  }
+
   function button(label, cls, onClick) {
     const b = el("button", "btn" + (cls ? " " + cls : ""), label);
     b.type = "button";
@@ -238,8 +245,7 @@
       help.push(t("common.default") + ": " + (d.length > 60 ? d.slice(0, 60) + "…" : d));
     }
     if (help.length) wrap.append(el("div", "field-help", help.join(" · ")));
-    const err = el("div", "field-error");
-    err.setAttribute("role", "alert");
+    const err = alertEl("div");
     wrap.append(err);
     return { wrap, key, read, setError: (m) => { err.textContent = m || ""; wrap.classList.toggle("has-error", !!m); } };
   }
@@ -266,8 +272,7 @@
     for (const name of Object.keys(value)) addRow(name, true);
     wrap.append(rows, button(t("settings.secret.add"), "small", () => addRow("", false)));
     if (spec.description) wrap.append(el("div", "field-help", spec.description));
-    const err = el("div", "field-error");
-    err.setAttribute("role", "alert");
+    const err = alertEl("div");
     wrap.append(err);
     const read = () => {
       const out = {};
@@ -356,8 +361,7 @@
     const bar = el("div", "card-actions");
     const status = el("span", "result");
     status.setAttribute("role", "status");
-    const err = el("span", "field-error");
-    err.setAttribute("role", "alert");
+    const err = alertEl("span");
     const test = el("div", "source-test");
     test.setAttribute("role", "status");
     const save = button(t("common.save"), "primary source-save", async () => {
@@ -472,8 +476,7 @@
     };
     for (const [name, s] of Object.entries(mcpServers(values[MCP_KEY]))) addRow(name, s || {});
     const status = el("span", "result");
-    const err = el("div", "field-error");
-    err.setAttribute("role", "alert");
+    const err = alertEl("div");
     const save = button(t("common.save"), "primary", async () => {
       const out = {};
       for (const row of rows.querySelectorAll(".mcp-row")) {
@@ -541,8 +544,7 @@
       const bar = el("div", "card-actions");
       const status = el("span", "result");
       status.setAttribute("role", "status");
-      const err = el("span", "field-error group-error");
-      err.setAttribute("role", "alert");
+      const err = alertEl("span", "group-error");
       const save = button(t("common.save"), "primary group-save", async () => {
         if (await saveFields(fields, status, err)) {
           // Re-render from the saved values (masks, normalised forms), keeping the note.
@@ -641,8 +643,7 @@
     const restart = button(t("plugins.restart"), "plugin-restart-btn", () => plAction(name, "restart", card));
     const reload = button(t("plugins.reload"), "plugin-reload", () => plAction(name, "reload", card));
     const uninstall = confirmButton(t("plugins.uninstall"), "danger plugin-uninstall", () => plAction(name, "uninstall", card));
-    const err = el("span", "field-error plugin-action-error");
-    err.setAttribute("role", "alert");
+    const err = alertEl("span", "plugin-action-error");
     bar.append(toggle, restart, reload, uninstall, err);
     card.append(head, kv, problem, stderr, toolsHead, tools, bar);
     card._c = { badge, pid, restarts, exit, problem, stderr, tools, toggle, restart, reload, kind: head.querySelector(".plugin-kind") };
@@ -790,8 +791,7 @@
       const tr = el("tr");
       tr.dataset.heartbeat = name;
       const result = el("td", "hb-last", last ? [fmtWhen(last.at_ms), last.error ? "error: " + last.error : JSON.stringify(Object.fromEntries(Object.entries(last).filter(([k]) => k !== "at_ms")))].join(" · ") : t("memory.heartbeat.never"));
-      const err = el("span", "field-error");
-      err.setAttribute("role", "alert");
+      const err = alertEl("span");
       const run = button(t("memory.heartbeat.run"), "small hb-run", async () => {
         run.disabled = true;
         err.textContent = "";
@@ -931,8 +931,7 @@
     tr.dataset.id = String(r.id);
     const cells = [r.source, r.relation, r.target].map((v) => el("td", null, v));
     const act = el("td", "actions");
-    const err = el("span", "field-error");
-    err.setAttribute("role", "alert");
+    const err = alertEl("span");
     const edit = button(t("common.edit"), "small rel-edit", () => {
       const inputs = [r.source, r.relation, r.target].map((v, i) => {
         const inp = el("input", "rel-input");

@@ -147,21 +147,22 @@ pub async fn add_knowledge(
 pub async fn delete_knowledge(state: web::Data<AppState>, name: web::Path<String>) -> Result<HttpResponse, ApiError> {
     let name = name.into_inner();
     let kb = knowledge(&state)?;
-    let listed = kb.send(KnowledgeQuery::List).await?.map_err(ApiError::unavailable)?;
-    let known = listed["items"]
-        .as_array()
-        .is_some_and(|items| items.iter().any(|i| i["name"] == name.as_str()));
-    if !known {
+    // The delete call answers a text for the model, so success is read from the list.
+    let listed = |kb: homeagent_actors::TAddr<homeagent_actors::memory::knowledge::KnowledgeActor>, name: String| async move {
+        let items = kb.send(KnowledgeQuery::List).await?.map_err(ApiError::unavailable)?;
+        Ok::<bool, ApiError>(
+            items["items"]
+                .as_array()
+                .is_some_and(|items| items.iter().any(|i| i["name"] == name.as_str())),
+        )
+    };
+    if !listed(kb.clone(), name.clone()).await? {
         return Err(ApiError::not_found(format!(
             "no knowledge item `{name}`; GET /api/v1/memory/knowledge lists them"
         )));
     }
     let text = kb.send(KnowledgeCall::Delete { name: name.clone() }).await?;
-    let after = kb.send(KnowledgeQuery::List).await?.map_err(ApiError::unavailable)?;
-    if after["items"]
-        .as_array()
-        .is_some_and(|items| items.iter().any(|i| i["name"] == name.as_str()))
-    {
+    if listed(kb.clone(), name.clone()).await? {
         return Err(ApiError::unavailable(text));
     }
     Ok(HttpResponse::Ok().json(json!({"name": name, "deleted": true})))

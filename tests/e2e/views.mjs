@@ -301,6 +301,32 @@ async function screenshots(page) {
     log(`${view}: nothing cut off at 375 px${stem ? `; screenshots ${stem}-${view}-{1440,375}.png` : ''}`);
   }
   await page.setViewportSize({ width: 1440, height: 900 });
+  // Dark: the views follow the system scheme with readable text.
+  await page.emulateMedia({ colorScheme: 'dark' });
+  for (const view of ['settings', 'plugins']) {
+    await goView(page, view);
+    await page.waitForTimeout(200);
+    const dark = await page.evaluate(() => {
+      const rgb = (c) => (c.match(/\d+(\.\d+)?/g) || []).slice(0, 3).map(Number);
+      const lum = ([r, g, b]) => {
+        const f = (v) => { const x = v / 255; return x <= 0.03928 ? x / 12.92 : ((x + 0.055) / 1.055) ** 2.4; };
+        return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+      };
+      const ratio = (a, b) => (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+      const bg = lum(rgb(getComputedStyle(document.body).backgroundColor));
+      const worst = Math.min(...[...document.querySelectorAll('.page:not([hidden]) .field-label, .page:not([hidden]) .card-title, .page:not([hidden]) .kv dd')]
+        .slice(0, 40).map((e) => {
+          let p = e; let c = 'rgba(0, 0, 0, 0)';
+          while (p && /rgba\(0, 0, 0, 0\)|transparent/.test(c)) { c = getComputedStyle(p).backgroundColor; p = p.parentElement; }
+          return ratio(lum(rgb(getComputedStyle(e).color)), lum(rgb(c)));
+        }));
+      return { bg, worst };
+    });
+    if (!(dark.bg < 0.05) || !(dark.worst >= 4.5)) fail(`${view} in dark: background luminance ${dark.bg.toFixed(3)}, worst text contrast ${dark.worst.toFixed(1)}`);
+    if (stem) await page.screenshot({ path: `${stem}-${view}-dark.png`, timeout: 10_000 });
+    log(`${view} in dark: background ${dark.bg.toFixed(3)}, text contrast ≥ ${dark.worst.toFixed(1)}:1`);
+  }
+  await page.emulateMedia({ colorScheme: 'light' });
 }
 
 async function main() {
