@@ -78,6 +78,27 @@ async function settings(page) {
   if ((await readTurns()) !== 10) fail('reset to default did not bring max_tool_turns back to 10');
   log('a valid value saved, then reset to its default');
 
+  // The MCP server list (the bundled bridge is installed): a row becomes an entry of
+  // plugin.mcp.servers; removing it empties the list again.
+  await page.locator('#mcp-body .card-actions button').first().click();
+  const row = page.locator('#mcp-body .mcp-row').last();
+  await row.locator('.mcp-name').fill('e2e-demo');
+  await row.locator('.mcp-command').fill('/nonexistent/mcp-server');
+  await row.locator('.mcp-args').fill('--stdio\n--verbose');
+  await row.locator('.mcp-env').fill('DEMO_MODE=1');
+  await page.locator('#mcp-body .card-actions .btn.primary').click();
+  const readMcp = async () => (await fetchJson(`${base}/api/v1/settings`)).settings['plugin.mcp.servers'];
+  let mcp;
+  for (let i = 0; i < 50 && !(mcp = await readMcp()); i++) await page.waitForTimeout(100);
+  const got = mcp && mcp['e2e-demo'];
+  if (!got || got.command !== '/nonexistent/mcp-server' || got.args.join(' ') !== '--stdio --verbose' || got.env.DEMO_MODE !== '1'
+    || Object.keys(mcp).length !== 1) fail(`plugin.mcp.servers is ${JSON.stringify(mcp)}`);
+  await page.locator('#mcp-body .mcp-row').last().locator('button.link').click();
+  await page.locator('#mcp-body .card-actions .btn.primary').click();
+  for (let i = 0; i < 50 && Object.keys((await readMcp()) || {}).length; i++) await page.waitForTimeout(100);
+  if (Object.keys((await readMcp()) || {}).length) fail('removing the MCP row did not empty plugin.mcp.servers');
+  log('MCP server list: a row saved as plugin.mcp.servers, then removed');
+
   // The source editor: add, fill, save, test (one real call), then chat with it.
   await page.fill('#source-new-name', 'fakevendor');
   await page.locator('#source-add button[type=submit]').click();
