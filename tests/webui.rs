@@ -239,6 +239,9 @@ fn the_settings_page_gets_definitions_never_a_secret_and_tests_a_source_with_a_r
 
     // Secrets: a source key and the secret map are listed masked, and sending the mask
     // back changes nothing (the page never has the real value).
+    // Even with no secret stored yet, the mask is never stored as a value.
+    let (status, body) = put(&d, json!({"core.security.secrets": {"pypi": "********"}}));
+    assert_eq!(status, 400, "{body}");
     const KEY: &str = "sk-live-0123456789abcdef";
     const GH: &str = "ghp_0123456789abcdefXYZ";
     api::put_settings(
@@ -283,7 +286,10 @@ fn the_settings_page_gets_definitions_never_a_secret_and_tests_a_source_with_a_r
     api::wait_for(&d, "/api/v1/security", "both secrets in the firewall", |s| {
         s["secrets"] == json!(["github", "npm"])
     });
-    let (status, body) = put(&d, json!({"core.security.secrets": {"pypi": "********"}}));
+    let (status, body) = put(
+        &d,
+        json!({"core.security.secrets": {"github": "********", "pypi": "********"}}),
+    );
     assert_eq!(status, 400, "{body}");
     assert!(body["error"].as_str().unwrap().contains("type the value"), "{body}");
     // A validation error is the PUT's text, naming the key and the expected type.

@@ -137,9 +137,20 @@ pub async fn unmask_update(
         .send(GetSettings)
         .await?
         .map_err(|e| ApiError::unavailable(e.to_string()))?;
+    // Secret maps by definition: an empty one lists no mask, yet a mask sent for a
+    // new name must still be refused rather than stored.
+    let secret_maps: Vec<&'static str> = state
+        .config
+        .send(GetDefs)
+        .await?
+        .into_iter()
+        .filter(|d| d.kind == ValueKind::SecretMap)
+        .map(|d| d.key)
+        .collect();
     let keys: Vec<String> = updates.keys().cloned().collect();
     for key in keys {
-        if !contains_mask(&updates[&key]) || !masked_now(&listing, &key) {
+        let secret_map = secret_maps.contains(&key.as_str());
+        if !contains_mask(&updates[&key]) || !(secret_map || masked_now(&listing, &key)) {
             continue;
         }
         if updates[&key].is_string() {
@@ -152,7 +163,11 @@ pub async fn unmask_update(
             .send(GetSetting(key.clone()))
             .await?
             .map_err(|e| ApiError::bad_request(e.to_string()))?;
-        if let (Some(Value::Object(sent)), Some(Value::Object(old))) = (updates.get_mut(&key), stored) {
+        let old = match stored {
+            Some(Value::Object(old)) => old,
+            _ => serde_json::Map::new(),
+        };
+        if let Some(Value::Object(sent)) = updates.get_mut(&key) {
             for (name, v) in sent.iter_mut() {
                 if v == MASKED {
                     match old.get(name) {
