@@ -275,7 +275,7 @@ pub fn check_databases(data_dir: &Path) -> Vec<Part> {
 }
 
 /// A minimal request: a few output tokens, no tools.
-fn probe_request() -> CompletionRequest {
+pub fn probe_request() -> CompletionRequest {
     CompletionRequest {
         model: String::new(),
         messages: vec![Message::text("user", "selftest: reply with OK")],
