@@ -873,6 +873,7 @@ async fn start_agent(
         skills_index: Default::default(),
         settings: parking_lot::RwLock::new(agent_settings(&settings)),
         firewall: s.firewall.clone(),
+        refused_tools: &[],
     });
     // `seq_run` is built in (the runner runs its steps; see agent::seq).
     stages
@@ -894,6 +895,16 @@ async fn start_agent(
         })
         .await?;
     let _ = me.set(scheduler.clone());
+    // `spawn_child` helpers: one subtree each under `kernel/agent/children`.
+    let children_sup = sup
+        .supervisor("children", RestartPolicy::Permanent, s.boot.supervisor)
+        .await?;
+    let children = homeagent_actors::agent::children::Children::new(children_sup, deps.clone(), scheduler.clone());
+    for (spec, handler) in children.tools() {
+        stages
+            .send(homeagent_actors::stages::RegisterTool { spec, handler })
+            .await??;
+    }
     // Acknowledged asynchronous input is committed here before its 202.
     let inbox_path = s.data_dir.join("inbox.db");
     let inbox = sup

@@ -169,6 +169,30 @@ pub enum Msg<'a> {
         id: u64,
         exit: &'a str,
     },
+    /// `spawn_child` accepted a helper.
+    ChildStarted {
+        id: &'a str,
+        max_turns: u32,
+    },
+    /// The self message announcing that a helper ended (`ok`: it answered).
+    ChildEnded {
+        id: &'a str,
+        ok: bool,
+        preview: &'a str,
+    },
+    /// `child_result` on a helper still running.
+    ChildRunning {
+        id: &'a str,
+    },
+    /// `child_result` asked again after the result was delivered.
+    ChildDelivered {
+        id: &'a str,
+    },
+    /// `child_result` on a helper whose result was evicted before anyone fetched it.
+    ChildEvicted {
+        id: &'a str,
+        kept: usize,
+    },
 
     // ---- Tools ----
     /// `output_send__` called without a channel or payload.
@@ -606,6 +630,36 @@ impl Msg<'_> {
                 lang,
                 "Kernel event: task #{id} panicked: {exit} (the task was dropped; the scheduler is alive)",
                 "内核事件：任务 #{id} 发生 panic：{exit}（该任务已被丢弃，调度器存活）"
+            ),
+            M::ChildStarted { id, max_turns } => tr!(
+                lang,
+                "Helper {id} started (at most {max_turns} tool rounds). It runs on its own; when it ends you get a message, then fetch its answer with child_result {{\"id\": \"{id}\"}}. Do not wait for it in this turn.",
+                "子任务 {id} 已启动（最多 {max_turns} 轮工具调用），在后台独立运行；结束时你会收到一条消息，再用 child_result {{\"id\": \"{id}\"}} 取回结果。本轮无需等待。"
+            ),
+            M::ChildEnded { id, ok: true, preview } => tr!(
+                lang,
+                "Helper {id} finished. Beginning of its answer: {preview}\nCall child_result {{\"id\": \"{id}\"}} for the whole answer, then carry on with what it was for.",
+                "子任务 {id} 已完成。结果开头：{preview}\n调用 child_result {{\"id\": \"{id}\"}} 取回完整结果，然后继续原来的工作。"
+            ),
+            M::ChildEnded { id, ok: false, preview } => tr!(
+                lang,
+                "Helper {id} failed: {preview}\nDecide whether to retry with spawn_child or do the job yourself.",
+                "子任务 {id} 失败：{preview}\n请决定是用 spawn_child 重试，还是自己完成。"
+            ),
+            M::ChildRunning { id } => tr!(
+                lang,
+                "Helper {id} is still running; you will get a message when it ends.",
+                "子任务 {id} 仍在运行；结束时你会收到消息。"
+            ),
+            M::ChildDelivered { id } => tr!(
+                lang,
+                "The result of helper {id} was already delivered (see the earlier child_result answer in this conversation).",
+                "子任务 {id} 的结果已交付过（见对话中之前的 child_result 回答）。"
+            ),
+            M::ChildEvicted { id, kept } => tr!(
+                lang,
+                "Helper {id} ended, but its result is no longer kept (only the last {kept} results are); spawn it again if you still need it.",
+                "子任务 {id} 已结束，但结果已不再保留（只保留最近 {kept} 个）；如仍需要请重新 spawn_child。"
             ),
             M::SendArgsInvalid { prefix } => tr!(
                 lang,
@@ -1105,6 +1159,26 @@ mod tests {
                 channel: "c",
             },
             Msg::TaskPanicked { id: 1, exit: "x" },
+            Msg::ChildStarted {
+                id: "child_1",
+                max_turns: 5,
+            },
+            Msg::ChildEnded {
+                id: "child_1",
+                ok: true,
+                preview: "p",
+            },
+            Msg::ChildEnded {
+                id: "child_1",
+                ok: false,
+                preview: "p",
+            },
+            Msg::ChildRunning { id: "child_1" },
+            Msg::ChildDelivered { id: "child_1" },
+            Msg::ChildEvicted {
+                id: "child_1",
+                kept: 20,
+            },
             Msg::SendArgsInvalid {
                 prefix: "output_send__",
             },

@@ -12,12 +12,14 @@
 //!   prompt text;
 //! * [`dedupe`]: the duplicate-input guard (a plain state machine);
 //! * [`handles`]: [`AgentHandles`], what the agent's consumers hold;
+//! * [`children`]: `spawn_child` helpers, each a supervised subtree with its own turn;
 //! * [`seq`]: the built-in `seq_run` tool's plan and report (the runner runs it);
 //! * [`inbox`]: the durable inbox (`DATA/inbox.db`) that holds every acknowledged
 //!   input until its task has ended, and its group-committing actor.
 
 pub mod budget;
 pub mod channels;
+pub mod children;
 pub mod dedupe;
 pub mod handles;
 pub mod inbox;

@@ -88,6 +88,9 @@ pub struct TaskDeps {
     pub settings: RwLock<AgentSettings>,
     /// The security firewall every tool call and model request passes.
     pub firewall: Arc<crate::firewall::Firewall>,
+    /// Tools this agent's tasks are neither offered nor may call (a `spawn_child`
+    /// helper may not spawn helpers; see `agent::children`). Empty for the main agent.
+    pub refused_tools: &'static [&'static str],
 }
 
 /// The task actor.
@@ -315,6 +318,7 @@ impl TaskActor {
         let llm = self.deps.llm.clone();
         let stages = self.deps.stages.clone();
         let channel_tools = self.deps.channels.tools();
+        let refused = self.deps.refused_tools;
         // Whatever stages injected or tools returned, the model sees aliases only.
         let gate = self.deps.firewall.config();
         if !gate.gate.is_empty() {
@@ -323,7 +327,14 @@ impl TaskActor {
             }
         }
         let fut = async move {
-            let tools = stages.send(GetTools).await.unwrap_or_default();
+            let mut tools = stages.send(GetTools).await.unwrap_or_default();
+            // Refused tools leave the snapshot the turn (and so its tool runner) keeps:
+            // not offered, and a call by name meets "no such tool".
+            for name in refused {
+                if let Some(plugin) = tools.get(name).map(|t| t.spec.plugin.clone()) {
+                    let _ = tools.unregister(&plugin, name);
+                }
+            }
             request.tools = tools.defs();
             request.tools.extend(channel_tools);
             let msg = Complete {
