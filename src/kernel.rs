@@ -900,7 +900,21 @@ async fn start_agent(
         .supervisor("children", RestartPolicy::Permanent, s.boot.supervisor)
         .await?;
     let children = homeagent_actors::agent::children::Children::new(children_sup, deps.clone(), scheduler.clone());
-    for (spec, handler) in children.tools() {
+    // Resident sub-agents: one subtree each under `kernel/agent/residents`.
+    let residents_sup = sup
+        .supervisor("residents", RestartPolicy::Permanent, s.boot.supervisor)
+        .await?;
+    let residents = homeagent_actors::agent::residents::Residents::new(
+        residents_sup,
+        deps.clone(),
+        scheduler.clone(),
+        s.data_dir.clone(),
+        s.blocking.handle(),
+        config.clone(),
+    );
+    let mut agent_tools = children.tools();
+    agent_tools.push(residents.tool());
+    for (spec, handler) in agent_tools {
         stages
             .send(homeagent_actors::stages::RegisterTool { spec, handler })
             .await??;
@@ -941,6 +955,8 @@ async fn start_agent(
         event_loop,
         intercept_loop,
         deps,
+        children,
+        residents,
     })
 }
 

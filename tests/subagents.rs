@@ -19,25 +19,34 @@ fn actor_ids(d: &common::Daemon) -> Vec<String> {
         .collect()
 }
 
-/// The chat requests whose last input starts with `prefix`.
-fn requests_for(v: &Vendor, prefix: &str) -> Vec<Value> {
+/// The chat requests whose input (the last message: a user message, or the system
+/// message of an interrupt) contains `needle` — not counting the parent's requests
+/// that only quote it in a `call-tool` line.
+fn requests_for(v: &Vendor, needle: &str) -> Vec<Value> {
     v.all
         .lock()
         .unwrap()
         .iter()
         .filter(|body| {
-            let msgs = body["messages"].as_array().cloned().unwrap_or_default();
-            msgs.iter()
-                .rev()
-                .find(|m| m["role"] == "user")
+            body["messages"]
+                .as_array()
+                .and_then(|m| m.last())
                 .and_then(|m| m["content"].as_str())
-                .is_some_and(|t| t.starts_with(prefix))
+                // (Not the parent's own tool request that merely quotes the text.)
+                .is_some_and(|t| t.contains(needle) && (needle.contains("call-tool") || !t.contains("call-tool")))
         })
         .cloned()
         .collect()
 }
 
-/// Waits (60 s at most) until the vendor got a request whose last input starts with `prefix`.
+/// Whether a request came from a resident (its system prompt carries its task).
+fn from_resident(request: &Value) -> bool {
+    request["messages"][0]["content"]
+        .as_str()
+        .is_some_and(|s| s.contains("[Task]"))
+}
+
+/// Waits (60 s at most) until the vendor got a request whose input contains `prefix`.
 fn wait_request(d: &common::Daemon, v: &Vendor, prefix: &str) -> Value {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while std::time::Instant::now() < deadline {
@@ -167,4 +176,170 @@ fn a_helper_cannot_spawn_helpers_and_says_so_in_its_result() {
     );
     assert!(requests_for(&v, "grandchild").is_empty(), "no grandchild ever ran");
     assert!(!d.log_text().contains("child_2"), "no second helper was booked");
+}
+
+/// Calls `resident_agents` through the parent's model and answers the tool's text.
+fn resident(d: &common::Daemon, args: &str) -> String {
+    let reply = ask(d, &format!("call-tool resident_agents {args}"));
+    reply.strip_prefix("tool said: ").unwrap_or(&reply).to_owned()
+}
+
+/// Restart counts of every actor outside `kernel/agent/residents/`, by id.
+fn restarts_outside_residents(d: &common::Daemon) -> Vec<(String, u64)> {
+    get(d, "/api/v1/actors")["actors"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| Some((a["id"].as_str()?.to_owned(), a["restarts"].as_u64()?)))
+        .filter(|(id, _)| !id.starts_with("kernel/agent/residents/") && !id.contains("/task-"))
+        .collect()
+}
+
+#[test]
+fn a_resident_is_created_sent_work_inspected_and_destroyed_keeping_or_dropping_its_residual() {
+    let (_dir, data, d, v) = daemon_with_vendor();
+    let created = resident(&d, r#"{"action":"create","id":"scout","task":"slow 100 scouting"}"#);
+    assert!(created.contains("Resident scout created"), "{created}");
+    // Its subtree, its directory, its first round reported to the parent as an interrupt.
+    let ids = actor_ids(&d);
+    for a in ["scheduler", "context", "event-loop"] {
+        assert!(
+            ids.contains(&format!("kernel/agent/residents/scout/{a}")),
+            "{a}: {ids:?}"
+        );
+    }
+    assert!(data.join("residents/scout/memory.db").exists());
+    let report = wait_request(
+        &d,
+        &v,
+        "Report from resident scout (round on: slow 100 scouting): slow done: scouting",
+    );
+    assert!(!from_resident(&report), "the report reached the parent");
+    let first = requests_for(&v, "slow 100 scouting").remove(0);
+    assert!(
+        from_resident(&first),
+        "the resident's own turn carries its task in the prompt: {first}"
+    );
+    let tools = tool_names(&first);
+    assert!(
+        !tools.contains(&"resident_agents".to_owned()) && tools.iter().any(|t| t.starts_with("output_send__")),
+        "{tools:?}"
+    );
+
+    // send: an L4 interrupt into it; a second one waits behind (equal levels never preempt).
+    assert!(
+        resident(&d, r#"{"action":"send","id":"scout","text":"slow 4000 long job"}"#)
+            .contains("Sent to resident scout")
+    );
+    wait_request(&d, &v, "slow 4000 long job");
+    resident(&d, r#"{"action":"send","id":"scout","text":"residual-one"}"#);
+    let listed = get(&d, "/api/v1/residents");
+    let scout = &listed["residents"][0];
+    assert_eq!(scout["id"], "scout", "{listed}");
+    assert_eq!(
+        scout["tasks"]["interrupts"][3].as_array().map(Vec::len),
+        Some(1),
+        "one L4 waits: {listed}"
+    );
+    assert!(scout["tasks"]["running"].is_object(), "{listed}");
+    let inspected = resident(&d, r#"{"action":"inspect","id":"scout"}"#);
+    let inspected: Value = serde_json::from_str(&inspected).unwrap_or_else(|e| panic!("{e}: {inspected}"));
+    assert_eq!(inspected["state"], "running");
+    assert!(
+        inspected["round_table"][0]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("Round done: input=slow 100 scouting"),
+        "{inspected}"
+    );
+
+    // destroy, keep: the waiting instruction comes back to the parent's own queue.
+    let destroyed = resident(&d, r#"{"action":"destroy","id":"scout","residual":"keep"}"#);
+    assert!(destroyed.contains("1 residual tasks were returned"), "{destroyed}");
+    let back = wait_request(&d, &v, "residual-one");
+    assert!(!from_resident(&back), "the parent ran it: {back}");
+    assert!(requests_for(&v, "residual-one").iter().all(|r| !from_resident(r)));
+    assert!(!data.join("residents/scout").exists(), "its temporary memory is gone");
+    wait_for(&d, "/api/v1/actors", "the resident's subtree removed", |v| {
+        !v["actors"].to_string().contains("kernel/agent/residents/scout")
+    });
+    assert_eq!(get(&d, "/api/v1/residents")["residents"], serde_json::json!([]));
+
+    // destroy, drop (through the API): the waiting instruction is logged and never runs.
+    resident(&d, r#"{"action":"create","id":"scout2","task":"slow 100 warm"}"#);
+    wait_request(&d, &v, "Report from resident scout2");
+    resident(&d, r#"{"action":"send","id":"scout2","text":"slow 4000 long again"}"#);
+    wait_request(&d, &v, "slow 4000 long again");
+    resident(&d, r#"{"action":"send","id":"scout2","text":"dropped-one"}"#);
+    let r = d
+        .client()
+        .delete(d.url("/api/v1/residents/scout2?residual=drop"))
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let body: Value = r.json().unwrap();
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("1 residual tasks were dropped"),
+        "{body}"
+    );
+    let again = d.client().delete(d.url("/api/v1/residents/scout2")).send().unwrap();
+    assert_eq!(again.status().as_u16(), 404);
+    assert_eq!(ask(&d, "after the drop"), "echo: after the drop");
+    assert!(requests_for(&v, "dropped-one").is_empty(), "a dropped task never ran");
+    let log = d.log_text();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("residual task dropped by the parent") && l.contains("dropped-one")),
+        "each dropped item is logged"
+    );
+
+    // Hostile ids and duplicates are refused with what to do.
+    let bad = resident(&d, r#"{"action":"create","id":"../etc","task":"x"}"#);
+    assert!(bad.contains("is invalid"), "{bad}");
+    assert!(!data.join("etc").exists() && !data.join("residents/../etc").exists());
+    resident(&d, r#"{"action":"create","id":"twin","task":"slow 50 one"}"#);
+    let dup = resident(&d, r#"{"action":"create","id":"twin","task":"slow 50 two"}"#);
+    assert!(dup.contains("already exists"), "{dup}");
+}
+
+#[test]
+fn restarting_a_resident_restarts_only_its_subtree_and_it_keeps_working() {
+    let (_dir, _data, d, v) = daemon_with_vendor();
+    resident(&d, r#"{"action":"create","id":"steady","task":"slow 50 hello"}"#);
+    wait_request(&d, &v, "Report from resident steady");
+    let before = restarts_outside_residents(&d);
+    let sub = |v: &Value| {
+        v["actors"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|a| a["id"] == "kernel/agent/residents/steady")
+            .and_then(|a| a["restarts"].as_u64())
+            .unwrap_or(0)
+    };
+    let r0 = sub(&get(&d, "/api/v1/actors"));
+    let r = d
+        .client()
+        .post(d.url("/api/v1/residents/steady/restart"))
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200, "{:?}", r.text());
+    wait_for(&d, "/api/v1/actors", "the resident restarted", |v| sub(v) > r0);
+    assert_eq!(
+        restarts_outside_residents(&d),
+        before,
+        "nothing of the parent restarted"
+    );
+    // It still works (same id, same directory, a fresh scheduler).
+    resident(&d, r#"{"action":"send","id":"steady","text":"after the restart"}"#);
+    wait_request(&d, &v, "Report from resident steady (round on: after the restart)");
+    let missing = d
+        .client()
+        .post(d.url("/api/v1/residents/nobody/restart"))
+        .send()
+        .unwrap();
+    assert_eq!(missing.status().as_u16(), 404);
 }

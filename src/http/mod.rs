@@ -14,6 +14,7 @@ mod history;
 mod import;
 mod logs;
 pub mod openai;
+mod residents;
 mod sse;
 
 use std::sync::Arc;
@@ -64,7 +65,8 @@ pub struct AppState {
     paths(
         api::healthz, api::actors, api::restart, api::get_settings, api::put_settings, sse::events,
         agent::post_message, agent::post_stop, agent::get_tasks, agent::get_sources, agent::get_security,
-        agent::get_context, agent::get_documents, agent::get_plugins, agent::plugin_action, agent::plugin_api, agent::install_plugin, agent::run_heartbeat, agent::memory_status, agent::get_graph, import::import_history, history::history, logs::logs
+        agent::get_context, agent::get_documents, agent::get_plugins, agent::plugin_action, agent::plugin_api, agent::install_plugin, agent::run_heartbeat, agent::memory_status, agent::get_graph, import::import_history, history::history, logs::logs,
+        residents::list, residents::restart, residents::destroy
     ),
     tags(
         (name = "daemon", description = "Liveness"),
@@ -141,6 +143,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/logs", web::get().to(logs::logs))
                 .route("/stop", web::post().to(agent::post_stop))
                 .route("/tasks", web::get().to(agent::get_tasks))
+                .route("/residents", web::get().to(residents::list))
+                .route("/residents/{id}/restart", web::post().to(residents::restart))
+                .route("/residents/{id}", web::delete().to(residents::destroy))
                 .route("/llm/sources", web::get().to(agent::get_sources))
                 .route("/security", web::get().to(agent::get_security))
                 .route("/memory/context", web::get().to(agent::get_context))

@@ -13,6 +13,7 @@
 //! * [`dedupe`]: the duplicate-input guard (a plain state machine);
 //! * [`handles`]: [`AgentHandles`], what the agent's consumers hold;
 //! * [`children`]: `spawn_child` helpers, each a supervised subtree with its own turn;
+//! * [`residents`]: resident sub-agents, each a subtree with its own scheduler and memory;
 //! * [`seq`]: the built-in `seq_run` tool's plan and report (the runner runs it);
 //! * [`inbox`]: the durable inbox (`DATA/inbox.db`) that holds every acknowledged
 //!   input until its task has ended, and its group-committing actor.
@@ -29,6 +30,7 @@ pub mod overflow;
 pub mod prompt;
 pub mod protocol;
 pub mod relay;
+pub mod residents;
 pub mod scheduler;
 pub mod selftest;
 pub mod seq;
