@@ -912,6 +912,16 @@ async fn start_agent(
         s.blocking.handle(),
         config.clone(),
     );
+    // The triage offload watches the main scheduler (spec §6.1; off by default).
+    let (c, sc, r) = (config.clone(), scheduler.clone(), residents.clone());
+    sup.worker("offload", RestartPolicy::Permanent, move || {
+        Ok(homeagent_actors::agent::offload::OffloadActor::new(
+            c.clone(),
+            sc.clone(),
+            r.clone(),
+        ))
+    })
+    .await?;
     let mut agent_tools = children.tools();
     agent_tools.push(residents.tool());
     for (spec, handler) in agent_tools {

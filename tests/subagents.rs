@@ -343,3 +343,74 @@ fn restarting_a_resident_restarts_only_its_subtree_and_it_keeps_working() {
         .unwrap();
     assert_eq!(missing.status().as_u16(), 404);
 }
+
+#[test]
+fn a_busy_agent_hands_its_backlog_to_a_triage_assistant_that_answers_each_caller() {
+    let (_dir, _data, d, v) = daemon_with_vendor();
+    common::api::put_settings(
+        &d,
+        serde_json::json!({
+            "core.agent.offload_enabled": true,
+            "core.agent.offload_busy_after": "1s",
+            "core.agent.offload_min_pending": 2,
+        }),
+    );
+    // The main agent is busy with a slow task...
+    let (status, _) = common::api::post(
+        &d,
+        "/api/v1/messages",
+        serde_json::json!({"text": "slow 8000 main job", "sync": false}),
+    );
+    assert_eq!(status, 202);
+    wait_request(&d, &v, "slow 8000 main job");
+    // ...while two callers wait behind it, each on its own connection.
+    let callers: Vec<_> = ["quick one", "quick two"]
+        .into_iter()
+        .map(|text| {
+            let (client, url) = (d.client(), d.url("/api/v1/messages"));
+            std::thread::spawn(move || {
+                let r = client
+                    .post(url)
+                    .timeout(std::time::Duration::from_secs(60))
+                    .json(&serde_json::json!({ "text": text }))
+                    .send()
+                    .unwrap();
+                (r.status().as_u16(), r.json::<Value>().unwrap())
+            })
+        })
+        .collect();
+    let replies: Vec<(u16, Value)> = callers.into_iter().map(|h| h.join().unwrap()).collect();
+    for ((status, body), text) in replies.iter().zip(["quick one", "quick two"]) {
+        assert_eq!(*status, 200, "{body}");
+        assert_eq!(body["reply"], format!("echo: {text}"), "each caller got its own answer");
+    }
+    // They were answered by the triage assistant (its prompt carries the contract)...
+    for text in ["quick one", "quick two"] {
+        let reqs = requests_for(&v, text);
+        assert_eq!(reqs.len(), 1, "{text}: {reqs:?}");
+        let system = reqs[0]["messages"][0]["content"].as_str().unwrap_or("");
+        assert!(
+            system.contains("[Task] You are standing in for the main assistant"),
+            "{system}"
+        );
+    }
+    // ...while the slow task was still running: its answer left after theirs.
+    let stamps = v.stamps.lock().unwrap().clone();
+    let main_done = stamps_of(&stamps, "slow 8000 main job", true);
+    let quick_done = stamps_of(&stamps, "quick two", true);
+    assert!(!quick_done.is_empty(), "{stamps:?}");
+    if let Some(m) = main_done.first() {
+        assert!(quick_done[0].at < m.at, "answered during the slow task: {stamps:?}");
+    }
+    // The triage assistant is a resident owned by the offload; the main agent is told.
+    let listed = get(&d, "/api/v1/residents");
+    let r = &listed["residents"][0];
+    assert_eq!(r["owner"], "offload", "{listed}");
+    assert!(r["id"].as_str().unwrap_or("").starts_with("offload-"), "{listed}");
+    let notice = wait_request(
+        &d,
+        &v,
+        "Kernel notice: while you were busy, 2 waiting messages were handed",
+    );
+    assert!(!from_resident(&notice));
+}

@@ -149,16 +149,17 @@ impl Residents {
             .ok_or_else(|| ResidentError::Unknown(id.to_owned()))
     }
 
-    /// Creates resident `id` working on `task`; `first` is its first queued input
-    /// (`None`: the task text itself, from `parent/agent` on `child/<id>`).
-    pub async fn create(&self, id: &str, task: &str, owner: Owner, prompt: Option<String>) -> Result<(), String> {
+    /// Creates resident `id` working on `task` (appended to its prompt; for a
+    /// parent-made resident also its first queued input, from `parent/agent` on
+    /// `child/<id>` — a triage assistant starts idle: its work is the backlog).
+    pub async fn create(&self, id: &str, task: &str, owner: Owner) -> Result<(), String> {
         let limits = self.limits().await;
         self.0
             .book
             .lock()
             .create(id, task, owner, limits.max_residents)
             .map_err(|e| e.to_string())?;
-        match self.start(id, task, prompt.as_deref().unwrap_or(task), limits).await {
+        match self.start(id, task, owner, limits).await {
             Ok(live) => {
                 self.0.live.lock().insert(id.to_owned(), live);
                 tracing::info!(resident = id, ?owner, "resident created");
@@ -175,7 +176,7 @@ impl Residents {
         }
     }
 
-    async fn start(&self, id: &str, task: &str, prompt: &str, limits: Limits) -> Result<Live, String> {
+    async fn start(&self, id: &str, task: &str, owner: Owner, limits: Limits) -> Result<Live, String> {
         let dir = self.0.data_dir.join("residents").join(id);
         std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         let config = SupervisorConfig::default().with_strategy(Strategy::OneForAll);
@@ -208,7 +209,7 @@ impl Residents {
         );
         {
             let mut s = deps.settings.write();
-            let block = Msg::ResidentTask { task: prompt }.text();
+            let block = Msg::ResidentTask { task }.text();
             s.prompt.personal_prompt = if s.prompt.personal_prompt.trim().is_empty() {
                 block
             } else {
@@ -238,15 +239,16 @@ impl Residents {
             context,
             dir,
         };
-        // Its task is also its first input (queued, through its own intake).
-        let mut first = Input::text(&format!("parent/{PARENT_ID}"), task);
-        first.channel = format!("child/{id}");
-        let owner = self.0.book.lock().get(id).map(|r| r.owner).unwrap_or(Owner::Parent);
-        let job = Job {
-            input: first,
-            report: owner == Owner::Parent,
-        };
-        self.dispatch(id, &live, job, false).await?;
+        if owner == Owner::Parent {
+            // Its task is also its first input (queued, through its own intake).
+            let mut first = Input::text(&format!("parent/{PARENT_ID}"), task);
+            first.channel = format!("child/{id}");
+            let job = Job {
+                input: first,
+                report: true,
+            };
+            self.dispatch(id, &live, job, false).await?;
+        }
         Ok(live)
     }
 
@@ -498,7 +500,7 @@ impl Residents {
             Action::List => Ok(Value::Array(self.list().await).to_string()),
             Action::Create => {
                 let id = need_id()?;
-                self.create(id, &arg("task"), Owner::Parent, None).await?;
+                self.create(id, &arg("task"), Owner::Parent).await?;
                 Ok(Msg::ResidentCreated { id }.text())
             }
             Action::Send => {
