@@ -17,6 +17,7 @@ use homeagent_actors::agent::intake::Inject;
 use homeagent_actors::agent::residents::Owner;
 use homeagent_actors::bus::Event;
 use homeagent_actors::config::UpdateSettings;
+use homeagent_actors::firewall::Principal;
 
 /// The process's resident set size in KiB (`/proc/self/status`).
 fn rss_kib() -> u64 {
@@ -117,7 +118,7 @@ pub async fn residents(residents: usize, trips: usize, idle: Duration) -> anyhow
         let t = Instant::now();
         agent
             .residents
-            .create(&format!("idle-{i}"), "stand by", Owner::Offload)
+            .create(&format!("idle-{i}"), "stand by", Owner::Offload, Principal::owner())
             .await
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         create.push(t.elapsed());
@@ -150,7 +151,7 @@ pub async fn residents(residents: usize, trips: usize, idle: Duration) -> anyhow
     let first = report_turn();
     agent
         .residents
-        .create("echo", "answer what you are sent", Owner::Parent)
+        .create("echo", "answer what you are sent", Owner::Parent, Principal::owner())
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     first.await?;
@@ -161,7 +162,7 @@ pub async fn residents(residents: usize, trips: usize, idle: Duration) -> anyhow
         let t = Instant::now();
         agent
             .residents
-            .send("echo", &format!("round trip {i}"))
+            .send("echo", &format!("round trip {i}"), Principal::owner())
             .await
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         wait.await?;

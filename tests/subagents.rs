@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::api::{ask, daemon_with_vendor, get, wait_for};
+use common::api::{ask, daemon_with_vendor, get, listen, wait_for};
 use common::vendor::{Stamp, Vendor};
 use serde_json::Value;
 
@@ -77,6 +77,7 @@ fn tool_names(request: &Value) -> Vec<String> {
 #[test]
 fn two_helpers_run_in_parallel_announce_their_end_and_deliver_their_result_once() {
     let (_dir, _data, d, v) = daemon_with_vendor();
+    let events = listen(&d);
     // The parent's model starts two helpers in one parallel group; each helper's model
     // takes a while (the vendor's `slow` script) and answers `slow done: <name>`.
     let plan = r#"{"steps":[{"parallel":[{"tool":"spawn_child","args":{"task":"slow 1500 alpha"}},{"tool":"spawn_child","args":{"task":"slow 1500 beta","max_turns":99}}]}]}"#;
@@ -90,19 +91,21 @@ fn two_helpers_run_in_parallel_announce_their_end_and_deliver_their_result_once(
         "max_turns clamped to 30: {reply}"
     );
 
-    // Each helper is a supervised subtree of the agent while it runs.
-    wait_for(&d, "/api/v1/actors", "both helpers in the tree", |v| {
-        let ids: Vec<&str> = v["actors"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|a| a["id"].as_str())
-            .collect();
-        ["1", "2"].iter().all(|n| {
-            ids.contains(&format!("kernel/agent/children/child_{n}/task").as_str())
-                && ids.contains(&format!("kernel/agent/children/child_{n}/context").as_str())
-        })
-    });
+    // Each helper was a supervised subtree of the agent while it ran (the tree's own
+    // lifecycle events say so, however fast it ended).
+    let started: Vec<String> = events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(name, _)| name == "actor_started")
+        .filter_map(|(_, e)| e["id"].as_str().map(str::to_owned))
+        .collect();
+    for n in [1, 2] {
+        for a in ["task", "context"] {
+            let id = format!("kernel/agent/children/child_{n}/{a}");
+            assert!(started.contains(&id), "{id} never started: {started:?}");
+        }
+    }
 
     // The parent hears of each end through a self message (its own later turn).
     let notice_a = wait_request(&d, &v, "Helper child_1 finished");
@@ -391,7 +394,8 @@ fn a_busy_agent_hands_its_backlog_to_a_triage_assistant_that_answers_each_caller
         let system = reqs[0]["messages"][0]["content"].as_str().unwrap_or("");
         assert!(
             system.contains("[Task] You are standing in for the main assistant"),
-            "{system}"
+            "{text} was not triaged; log:\n{}",
+            d.log_text()
         );
     }
     // ...while the slow task was still running: its answer left after theirs.

@@ -114,7 +114,9 @@ impl OffloadActor {
         };
         let cfg = OffloadConfig::read(&settings);
         if !cfg.enabled {
-            return cfg.tick();
+            // Look again soon: being switched on applies within a second, not after a
+            // fifth of the default five minutes.
+            return MIN_TICK;
         }
         let Ok(busy) = scheduler.send(GetBusy).await else {
             return cfg.tick();
@@ -157,7 +159,10 @@ async fn hand_over(
         Target::Reuse(id) => id,
         Target::Create(id) => {
             let prompt = Msg::TriagePrompt.text();
-            if let Err(e) = residents.create(&id, &prompt, Owner::Offload).await {
+            if let Err(e) = residents
+                .create(&id, &prompt, Owner::Offload, crate::firewall::Principal::owner())
+                .await
+            {
                 tracing::warn!("offload: no triage assistant ({e}); the backlog waits");
                 return;
             }

@@ -165,7 +165,7 @@ impl ToolRunner {
             if super::children::wants_origin(&call.name) {
                 obj.insert(
                     super::children::ORIGIN_ARG.into(),
-                    json!({"source": self.source, "channel": self.channel, "task_id": self.task_id}),
+                    json!({"source": self.source, "channel": self.channel, "task_id": self.task_id, "principal": self.principal}),
                 );
             }
         }

@@ -379,7 +379,7 @@ about the user or about what a tool returned.";
 
 /// The default owner-only tools: what touches the machine, the plugins, or changes
 /// and deletes what the agent remembers.
-pub const OWNER_ONLY_TOOLS: &str = "files_*, cmd_*, terminal_*, plugin_*, mcp__*, seq_*, llm_source_use, selftest, memory_commit, memory_edit, memory_merge, memory_block_merge, memory_delete_entity, memory_purge, doc_commit, doc_query, knowledge_create, knowledge_delete, person_set_trait, person_relate";
+pub const OWNER_ONLY_TOOLS: &str = "files_*, cmd_*, terminal_*, plugin_*, mcp__*, seq_*, llm_source_use, selftest, memory_commit, memory_edit, memory_merge, memory_block_merge, memory_delete_entity, memory_purge, doc_commit, doc_query, knowledge_create, knowledge_delete, person_set_trait, person_relate, spawn_child, child_result, resident_agents";
 
 fn path_default(data_dir: &Path, rel: &str) -> Value {
     let path = if rel.is_empty() {

@@ -37,6 +37,9 @@ use crate::stages::{ToolHandler, ToolSpec};
 use crate::supervisor::{RestartPolicy, SupervisorConfig, SupervisorRef};
 use futures_util::future::BoxFuture;
 
+/// The owner of the agent's own tools (`spawn_child`, `child_result`,
+/// `resident_agents`): a `.` no plugin name can contain, so no plugin's stop withdraws them.
+pub const OWNER: &str = "builtin.agent";
 /// The tools' names.
 pub const SPAWN_TOOL: &str = "spawn_child";
 pub const RESULT_TOOL: &str = "child_result";
@@ -54,7 +57,15 @@ const PREVIEW_CHARS: usize = 200;
 
 /// Whether the tool runner passes the calling task's origin to `tool`.
 pub fn wants_origin(tool: &str) -> bool {
-    tool == SPAWN_TOOL
+    tool == SPAWN_TOOL || tool == super::residents::RESIDENT_TOOL
+}
+
+/// Who the calling task speaks for, from the runner's [`ORIGIN_ARG`]: a sub-agent's
+/// work speaks for the same principal (a guest's helper is a guest), never more.
+/// Absent or unreadable (a call that did not pass the runner): a guest.
+pub fn origin_principal(args: &Value) -> crate::firewall::Principal {
+    serde_json::from_value(args[ORIGIN_ARG]["principal"].clone())
+        .unwrap_or_else(|_| crate::firewall::Principal::plugin_guest("unknown"))
 }
 
 /// The scheduler link of a helper's only task: never yield, never a stop, nothing to
@@ -153,7 +164,7 @@ impl Children {
             .spawn(task, turns, channel)
             .map_err(|e| e.to_string())?;
         tracing::info!(child = %spawn.id, max_turns = spawn.max_turns, notify = %spawn.notify, "spawn_child");
-        if let Err(e) = self.start(&spawn).await {
+        if let Err(e) = self.start(&spawn, origin_principal(&args)).await {
             let text = format!("the helper could not be started ({e}); do the job yourself or retry later");
             tracing::error!(child = %spawn.id, "{text}");
             self.ended(&spawn.id, ChildEnd::Failed(text.clone()));
@@ -166,7 +177,11 @@ impl Children {
         .text())
     }
 
-    async fn start(&self, spawn: &Spawn) -> Result<(), crate::supervisor::SpawnError> {
+    async fn start(
+        &self,
+        spawn: &Spawn,
+        principal: crate::firewall::Principal,
+    ) -> Result<(), crate::supervisor::SpawnError> {
         let sub = self
             .0
             .sup
@@ -187,11 +202,12 @@ impl Children {
             REFUSED,
         ));
         let n: u64 = spawn.id.trim_start_matches("child_").parse().unwrap_or(0);
-        let (me, id, task) = (self.clone(), spawn.id.clone(), spawn.task.clone());
+        let (me, id, task, principal) = (self.clone(), spawn.id.clone(), spawn.task.clone(), principal);
         sub.worker("task", RestartPolicy::Temporary, move || {
             let mut input = Input::text("agent", &task);
             input.channel = format!("child/{id}");
             input.no_memory = true;
+            input.principal = principal.clone();
             let (reply, rx) = ReplyTo::channel(&input.request_id);
             input.reply = reply;
             let (me, child) = (me.clone(), id.clone());
@@ -273,7 +289,7 @@ impl Children {
                 "max_turns": {"type": "integer", "minimum": core::MIN_TURNS, "maximum": core::MAX_TURNS, "description": "most tool rounds (default 5)"}
             }, "required": ["task"]}),
         );
-        spawn.plugin = "agent".into();
+        spawn.plugin = OWNER.into();
         // Starting helpers does not touch shared state: several may start in one batch.
         spawn.parallel_safe = true;
         let mut result = ToolSpec::new(
@@ -281,7 +297,7 @@ impl Children {
             "The answer of a helper started with spawn_child, by its id (child_<n>). The first call returns it; later calls say it was delivered.",
             json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}),
         );
-        result.plugin = "agent".into();
+        result.plugin = OWNER.into();
         result.parallel_safe = true;
         let me = self.clone();
         let spawn_h = move |args: Value| -> BoxFuture<'static, Result<String, String>> {
@@ -294,5 +310,30 @@ impl Children {
             Box::pin(async move { r })
         };
         vec![(spawn, Arc::new(spawn_h)), (result, Arc::new(result_h))]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sub_agent_speaks_for_its_caller_and_never_more() {
+        let owner = crate::firewall::Principal::owner();
+        let guest = crate::firewall::Principal::plugin_guest("chat");
+        let args = |p: &crate::firewall::Principal| json!({ ORIGIN_ARG: {"principal": p} });
+        assert!(origin_principal(&args(&owner)).is_owner());
+        assert_eq!(origin_principal(&args(&guest)), guest);
+        assert!(
+            !origin_principal(&json!({"task": "x"})).is_owner(),
+            "no origin: a guest"
+        );
+        assert!(!origin_principal(&json!({ORIGIN_ARG: {"principal": "owner"}})).is_owner());
+    }
+
+    #[test]
+    fn the_runner_passes_the_origin_only_to_the_agent_s_own_tools() {
+        assert!(wants_origin(SPAWN_TOOL) && wants_origin(super::super::residents::RESIDENT_TOOL));
+        assert!(!wants_origin(RESULT_TOOL) && !wants_origin("files_read"));
     }
 }

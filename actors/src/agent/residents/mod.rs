@@ -152,14 +152,20 @@ impl Residents {
     /// Creates resident `id` working on `task` (appended to its prompt; for a
     /// parent-made resident also its first queued input, from `parent/agent` on
     /// `child/<id>` — a triage assistant starts idle: its work is the backlog).
-    pub async fn create(&self, id: &str, task: &str, owner: Owner) -> Result<(), String> {
+    pub async fn create(
+        &self,
+        id: &str,
+        task: &str,
+        owner: Owner,
+        principal: crate::firewall::Principal,
+    ) -> Result<(), String> {
         let limits = self.limits().await;
         self.0
             .book
             .lock()
             .create(id, task, owner, limits.max_residents)
             .map_err(|e| e.to_string())?;
-        match self.start(id, task, owner, limits).await {
+        match self.start(id, task, owner, principal, limits).await {
             Ok(live) => {
                 self.0.live.lock().insert(id.to_owned(), live);
                 tracing::info!(resident = id, ?owner, "resident created");
@@ -176,7 +182,14 @@ impl Residents {
         }
     }
 
-    async fn start(&self, id: &str, task: &str, owner: Owner, limits: Limits) -> Result<Live, String> {
+    async fn start(
+        &self,
+        id: &str,
+        task: &str,
+        owner: Owner,
+        principal: crate::firewall::Principal,
+        limits: Limits,
+    ) -> Result<Live, String> {
         let dir = self.0.data_dir.join("residents").join(id);
         std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         let config = SupervisorConfig::default().with_strategy(Strategy::OneForAll);
@@ -243,6 +256,7 @@ impl Residents {
             // Its task is also its first input (queued, through its own intake).
             let mut first = Input::text(&format!("parent/{PARENT_ID}"), task);
             first.channel = format!("child/{id}");
+            first.principal = principal;
             let job = Job {
                 input: first,
                 report: true,
@@ -318,7 +332,7 @@ impl Residents {
     }
 
     /// `send`: an L4 interrupt into the resident (the parent is its only L4 source).
-    pub async fn send(&self, id: &str, text: &str) -> Result<String, String> {
+    pub async fn send(&self, id: &str, text: &str, principal: crate::firewall::Principal) -> Result<String, String> {
         if text.trim().is_empty() {
             return Err(ResidentError::Missing("text").to_string());
         }
@@ -333,6 +347,7 @@ impl Residents {
         let mut input = Input::text(&format!("parent/{PARENT_ID}"), text);
         input.channel = format!("sub/{id}");
         input.level = Some(Level::L4);
+        input.principal = principal;
         self.dispatch(id, &live, Job { input, report }, true).await?;
         Ok(Msg::ResidentSent { id }.text())
     }
@@ -489,6 +504,7 @@ impl Residents {
             Action::parse(args.get("action").and_then(Value::as_str).unwrap_or("")).map_err(|e| e.to_string())?;
         let arg = |k: &str| args.get(k).and_then(Value::as_str).unwrap_or("").trim().to_owned();
         let id = arg("id");
+        let principal = super::children::origin_principal(&args);
         let need_id = || {
             if id.is_empty() {
                 Err(ResidentError::Missing("id").to_string())
@@ -500,7 +516,7 @@ impl Residents {
             Action::List => Ok(Value::Array(self.list().await).to_string()),
             Action::Create => {
                 let id = need_id()?;
-                self.create(id, &arg("task"), Owner::Parent).await?;
+                self.create(id, &arg("task"), Owner::Parent, principal).await?;
                 Ok(Msg::ResidentCreated { id }.text())
             }
             Action::Send => {
@@ -508,7 +524,7 @@ impl Residents {
                     t if t.is_empty() => arg("task"),
                     t => t,
                 };
-                self.send(need_id()?, &text).await
+                self.send(need_id()?, &text, principal).await
             }
             Action::Inspect => Ok(self.inspect(need_id()?).await?.to_string()),
             Action::Compress => self.compress(need_id()?).await,
@@ -532,7 +548,7 @@ impl Residents {
                 "residual": {"type": "string", "enum": ["keep", "drop"], "description": "reclaim/destroy: what becomes of its waiting work"}
             }, "required": ["action"]}),
         );
-        spec.plugin = "agent".into();
+        spec.plugin = super::children::OWNER.into();
         spec.serial = true;
         let me = self.clone();
         let handler = move |args: Value| -> BoxFuture<'static, Result<String, String>> {
