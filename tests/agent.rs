@@ -2,8 +2,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use common::api::{daemon_with_vendor, listen, post, put_settings, wait_sources};
