@@ -237,6 +237,12 @@ pub enum Msg<'a> {
         reclaimed: bool,
         residual: &'a str,
     },
+    /// A resident's context reached 0.9 × the window (an L4 kernel interrupt to the parent).
+    ResidentContextFull {
+        id: &'a str,
+        tokens: usize,
+        window: usize,
+    },
     /// The triage assistant's task (spec §6.1's prompt contract).
     TriagePrompt,
     /// The kernel notice at the front of the main queue after a hand-over.
@@ -751,6 +757,11 @@ impl Msg<'_> {
                 lang,
                 "Resident {id} reclaimed (promoted=0: its memory writes went to the main graph already) and destroyed; {residual}.",
                 "常驻子代理 {id} 已回收（promoted=0：其记忆写入已直接进入主图谱）并销毁；{residual}。"
+            ),
+            M::ResidentContextFull { id, tokens, window } => tr!(
+                lang,
+                "Kernel event: resident {id}'s context is full ({tokens} of {window} tokens). Inspect it (resident_agents inspect), then compress, reclaim or destroy it.",
+                "内核事件：常驻子代理 {id} 的上下文已满（{tokens}/{window} tokens）。请先 inspect 查看，再 compress、reclaim 或 destroy。"
             ),
             M::TriagePrompt => tr!(
                 lang,
@@ -1320,6 +1331,11 @@ mod tests {
                 id: "r",
                 reclaimed: true,
                 residual: "x",
+            },
+            Msg::ResidentContextFull {
+                id: "r",
+                tokens: 1,
+                window: 2,
             },
             Msg::TriagePrompt,
             Msg::OffloadNotice { count: 3, id: "o" },

@@ -14,6 +14,15 @@ pub const MAX_ROUNDS: usize = 50;
 /// The longest resident id (it names a directory under `DATA/residents/`).
 pub const MAX_ID_LEN: usize = 48;
 
+/// The share of the window at which a resident's context counts as full (spec §6.2).
+pub const FULL_SHARE: f64 = 0.9;
+
+/// Whether a context holding `tokens` (inputs and responses; tool outputs are not
+/// counted, as in the spec) is full for a `window`-token model.
+pub fn context_is_full(tokens: usize, window: usize) -> bool {
+    window > 0 && tokens as f64 >= FULL_SHARE * window as f64
+}
+
 /// Who made a resident.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -300,6 +309,13 @@ mod tests {
         let r = b.get("r").unwrap();
         assert_eq!((r.state, r.rounds.len()), (State::Running, 0));
         assert!(b.context_full("r"), "again after a compress");
+    }
+
+    #[test]
+    fn a_context_is_full_at_nine_tenths_of_the_window() {
+        assert!(!context_is_full(29_490, 32_768));
+        assert!(context_is_full(29_492, 32_768));
+        assert!(!context_is_full(10, 0), "no window known: never full");
     }
 
     #[test]

@@ -315,6 +315,7 @@ impl Residents {
             .book
             .lock()
             .round(id, Msg::ResidentRound { input: &i, output: &o }.text());
+        self.check_context(id);
         let mut report = Input::text(
             &format!("child/{id}"),
             &Msg::ResidentReport {
@@ -329,6 +330,44 @@ impl Residents {
         if let Err(e) = self.0.parent_scheduler.do_send(Submit(report)) {
             tracing::warn!(resident = id, "round not reported to the parent: {e}");
         }
+    }
+
+    /// The contextfull rule (spec §6.2): once a resident's inputs and responses reach
+    /// 0.9 × the window, the parent is told once (an L4 kernel interrupt from
+    /// `child/<id>`) to inspect it, then compress, reclaim or destroy it. Checked after
+    /// each reported round (the spec checks before a task's first call: the same
+    /// sum, one round earlier).
+    fn check_context(&self, id: &str) {
+        let Ok(live) = self.live(id) else { return };
+        let (me, id) = (self.clone(), id.to_owned());
+        let window = self.0.parent.settings.read().window;
+        actix::spawn(async move {
+            let Ok(events) = live.context.send(crate::memory::actor::GetContext).await else {
+                return;
+            };
+            let tokens: usize = events
+                .iter()
+                .map(|e| crate::memory::tokens::count(&e.input) + crate::memory::tokens::count(&e.response))
+                .sum();
+            if !core::context_is_full(tokens, window) || !me.0.book.lock().context_full(&id) {
+                return;
+            }
+            tracing::warn!(resident = %id, tokens, window, "resident's context is full; the parent is told");
+            let text = Msg::ResidentContextFull {
+                id: &id,
+                tokens,
+                window,
+            }
+            .text();
+            let mut notice = Input::text(&format!("child/{id}"), &text);
+            notice.channel = "kernel".into();
+            notice.kernel = true;
+            notice.level = Some(Level::L4);
+            notice.payload.insert("kernel".into(), json!(true));
+            if let Err(e) = me.0.parent_scheduler.do_send(Submit(notice)) {
+                tracing::warn!(resident = %id, "contextfull notice not delivered: {e}");
+            }
+        });
     }
 
     /// `send`: an L4 interrupt into the resident (the parent is its only L4 source).
