@@ -418,3 +418,19 @@ fn a_busy_agent_hands_its_backlog_to_a_triage_assistant_that_answers_each_caller
     );
     assert!(!from_resident(&notice));
 }
+
+#[test]
+fn a_previous_run_s_resident_memory_is_deleted_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let stale = data.join("residents/ghost");
+    std::fs::create_dir_all(&stale).unwrap();
+    std::fs::write(stale.join("memory.db"), b"left by a crashed run").unwrap();
+    let keep = data.join("residents/Not-An-Id");
+    std::fs::create_dir_all(&keep).unwrap();
+    let d = common::Daemon::start(&data);
+    assert!(!stale.exists(), "orphaned temporary memory is deleted");
+    assert!(keep.exists(), "only directories a resident could have made");
+    assert!(d.log_text().contains("a previous run's resident memory deleted"));
+    assert_eq!(get(&d, "/api/v1/residents")["residents"], serde_json::json!([]));
+}

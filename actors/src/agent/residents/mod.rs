@@ -80,6 +80,23 @@ struct Inner {
     config: TAddr<ConfigActor>,
 }
 
+/// Residents do not outlive their daemon (the book is in memory, and the work they held
+/// went back to the inbox as abandoned): directories a previous run left are deleted at
+/// start, each logged, so no temporary memory is orphaned.
+fn clear_stale(root: &std::path::Path) {
+    let Ok(dir) = std::fs::read_dir(root) else { return };
+    for entry in dir.flatten() {
+        let path = entry.path();
+        let named = path.file_name().and_then(|n| n.to_str()).is_some_and(core::valid_id);
+        if named && path.is_dir() {
+            match std::fs::remove_dir_all(&path) {
+                Ok(()) => tracing::info!(dir = %path.display(), "a previous run's resident memory deleted"),
+                Err(e) => tracing::warn!(dir = %path.display(), "a previous run's resident memory not deleted: {e}"),
+            }
+        }
+    }
+}
+
 /// The limits read from the settings at each create (so a change applies at once).
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
@@ -106,6 +123,7 @@ impl Residents {
         blocking: ArbiterHandle,
         config: TAddr<ConfigActor>,
     ) -> Self {
+        clear_stale(&data_dir.join("residents"));
         Self(Arc::new(Inner {
             book: Mutex::default(),
             live: Mutex::default(),
