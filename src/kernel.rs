@@ -873,7 +873,8 @@ async fn start_agent(
         skills_index: Default::default(),
         settings: parking_lot::RwLock::new(agent_settings(&settings)),
         firewall: s.firewall.clone(),
-        refused_tools: &[],
+        // The main agent has no parent to notify.
+        refused_tools: homeagent_actors::agent::residents::MAIN_REFUSED,
     });
     // `seq_run` is built in (the runner runs its steps; see agent::seq).
     stages
@@ -923,7 +924,7 @@ async fn start_agent(
     })
     .await?;
     let mut agent_tools = children.tools();
-    agent_tools.push(residents.tool());
+    agent_tools.extend(residents.tools());
     for (spec, handler) in agent_tools {
         stages
             .send(homeagent_actors::stages::RegisterTool { spec, handler })

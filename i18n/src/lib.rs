@@ -243,6 +243,11 @@ pub enum Msg<'a> {
         tokens: usize,
         window: usize,
     },
+    /// A resident's `notify_parent` (an L3 interrupt to the parent).
+    ResidentNotice {
+        id: &'a str,
+        text: &'a str,
+    },
     /// The triage assistant's task (spec §6.1's prompt contract).
     TriagePrompt,
     /// The kernel notice at the front of the main queue after a hand-over.
@@ -762,6 +767,11 @@ impl Msg<'_> {
                 lang,
                 "Kernel event: resident {id}'s context is full ({tokens} of {window} tokens). Inspect it (resident_agents inspect), then compress, reclaim or destroy it.",
                 "内核事件：常驻子代理 {id} 的上下文已满（{tokens}/{window} tokens）。请先 inspect 查看，再 compress、reclaim 或 destroy。"
+            ),
+            M::ResidentNotice { id, text } => tr!(
+                lang,
+                "Notice from resident {id}: {text}",
+                "常驻子代理 {id} 通知：{text}"
             ),
             M::TriagePrompt => tr!(
                 lang,
@@ -1337,6 +1347,7 @@ mod tests {
                 tokens: 1,
                 window: 2,
             },
+            Msg::ResidentNotice { id: "r", text: "t" },
             Msg::TriagePrompt,
             Msg::OffloadNotice { count: 3, id: "o" },
             Msg::SendArgsInvalid {

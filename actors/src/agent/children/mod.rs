@@ -49,7 +49,13 @@ pub const ORIGIN_ARG: &str = "__origin";
 /// What a helper may not call (spec §6.3, plus the resident control plane: a helper
 /// must not outlive its job through a resident). `output_send__*` are absent because
 /// a helper has no output channels at all.
-pub const REFUSED: &[&str] = &[SPAWN_TOOL, "output_list_channels", "plgreload", "resident_agents"];
+pub const REFUSED: &[&str] = &[
+    SPAWN_TOOL,
+    "output_list_channels",
+    "plgreload",
+    super::residents::RESIDENT_TOOL,
+    super::residents::NOTIFY_TOOL,
+];
 /// The first task id of helpers' turns (apart from the scheduler's ids on the bus).
 const TASK_ID_BASE: u64 = 1 << 40;
 /// Characters of a result shown in the announcement.
@@ -57,7 +63,7 @@ const PREVIEW_CHARS: usize = 200;
 
 /// Whether the tool runner passes the calling task's origin to `tool`.
 pub fn wants_origin(tool: &str) -> bool {
-    tool == SPAWN_TOOL || tool == super::residents::RESIDENT_TOOL
+    tool == SPAWN_TOOL || tool == super::residents::RESIDENT_TOOL || tool == super::residents::NOTIFY_TOOL
 }
 
 /// Who the calling task speaks for, from the runner's [`ORIGIN_ARG`]: a sub-agent's

@@ -51,6 +51,10 @@ use futures_util::future::BoxFuture;
 
 /// The tool's name.
 pub const RESIDENT_TOOL: &str = "resident_agents";
+/// A resident's tool to tell its parent something mid-task (spec §6.2 `notify_parent`).
+pub const NOTIFY_TOOL: &str = "notify_parent";
+/// What the main agent may not call (it has no parent).
+pub const MAIN_REFUSED: &[&str] = &[NOTIFY_TOOL];
 /// What a resident may not call: it is no parent (no residents, no helpers of its own).
 pub const REFUSED: &[&str] = &[RESIDENT_TOOL, super::children::SPAWN_TOOL, super::children::RESULT_TOOL];
 /// Events a `compress` keeps in the resident's context (spec §6.2).
@@ -78,6 +82,14 @@ struct Inner {
     data_dir: PathBuf,
     blocking: ArbiterHandle,
     config: TAddr<ConfigActor>,
+}
+
+/// The resident a task belongs to, from its channel (`child/<id>`, `sub/<id>`).
+pub fn resident_of_channel(channel: &str) -> Option<&str> {
+    channel
+        .strip_prefix("child/")
+        .or_else(|| channel.strip_prefix("sub/"))
+        .filter(|id| core::valid_id(id))
 }
 
 /// Residents do not outlive their daemon (the book is in memory, and the work they held
@@ -592,8 +604,46 @@ impl Residents {
         }
     }
 
-    /// The tool, to register with the stage host.
-    pub fn tool(&self) -> (ToolSpec, Arc<dyn ToolHandler>) {
+    /// `notify_parent`: an L3 interrupt to the parent on `child/<id>`, from the resident
+    /// whose task called it (known from the calling task's channel: `child/<id>` for its
+    /// own task, `sub/<id>` for a `send`).
+    pub fn notify(&self, args: &Value) -> Result<String, String> {
+        let text = args.get("text").and_then(Value::as_str).unwrap_or("").trim();
+        if text.is_empty() {
+            return Err(ResidentError::Missing("text").to_string());
+        }
+        let channel = args[super::children::ORIGIN_ARG]["channel"].as_str().unwrap_or("");
+        let id = resident_of_channel(channel)
+            .filter(|id| self.is_live(id))
+            .ok_or_else(|| "notify_parent is for resident sub-agents; this task has no parent to notify".to_owned())?;
+        let mut note = Input::text(&format!("child/{id}"), &Msg::ResidentNotice { id, text }.text());
+        note.channel = format!("child/{id}");
+        note.level = Some(Level::L3);
+        self.0
+            .parent_scheduler
+            .do_send(Submit(note))
+            .map_err(|e| format!("the parent did not take the notice ({e}); try again later"))?;
+        Ok("ok".into())
+    }
+
+    /// The tools, to register with the stage host.
+    pub fn tools(&self) -> Vec<(ToolSpec, Arc<dyn ToolHandler>)> {
+        let mut notify = ToolSpec::new(
+            NOTIFY_TOOL,
+            "Tell the main assistant (your parent) something now — progress, a finding, a question — without ending your task. Your final answer is reported to it anyway.",
+            json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
+        );
+        notify.plugin = super::children::OWNER.into();
+        notify.parallel_safe = true;
+        let me = self.clone();
+        let notify_h = move |args: Value| -> BoxFuture<'static, Result<String, String>> {
+            let r = me.notify(&args);
+            Box::pin(async move { r })
+        };
+        vec![self.control_tool(), (notify, Arc::new(notify_h))]
+    }
+
+    fn control_tool(&self) -> (ToolSpec, Arc<dyn ToolHandler>) {
         let mut spec = ToolSpec::new(
             RESIDENT_TOOL,
             "Keep resident sub-agents: lightweight assistants with their own queue and temporary memory that work on a standing task beside you and report each round back to you. Actions: list; create (id, task); send (id, text: an urgent instruction, runs first); inspect (id: state, queue, rounds); compress (id: trim its context); reclaim or destroy (id, residual: keep = its waiting work comes back to your queue (default), drop = discarded).",
