@@ -220,7 +220,7 @@ pub async fn turn(turns: u32, keep_data: Option<std::path::PathBuf>, remembered:
         .env("RUST_LOG", "warn")
         .spawn()
         .context("cannot start the daemon under test")?;
-    let result = turn_inner(turns, &vendor, &base, &data, remembered).await;
+    let result = turn_inner(turns, &vendor, &base, &data, remembered, daemon.id()).await;
     let _ = daemon.kill();
     let _ = daemon.wait();
     if keep_data.is_none() {
@@ -235,6 +235,7 @@ async fn turn_inner(
     base: &str,
     data: &std::path::Path,
     remembered: usize,
+    pid: u32,
 ) -> anyhow::Result<()> {
     use anyhow::Context as _;
     let client = awc::Client::builder().timeout(Duration::from_secs(30)).finish();
@@ -259,6 +260,8 @@ async fn turn_inner(
     let settings = serde_json::json!({
         "core.llm.sources.bench.base_url": vendor, "core.llm.sources.bench.model": "bench",
         "core.llm.sources.bench.adapter": "openai", "core.llm.sources.bench.api_key": "sk-bench",
+        // The kernel's own cost first; the query embedding is measured after, beside it.
+        "core.memory.embedder": "tfidf",
     });
     let r = client
         .put(format!("{base}/api/v1/settings"))
@@ -291,11 +294,148 @@ async fn turn_inner(
             r.archived
         );
     }
+    println!("turn benchmark: {turns} turns (+50 warm-up) through a real homed against a local fake vendor");
+    println!("  without the query embedding (core.memory.embedder = tfidf: BM25 recall only)");
+    let (bare, full, cpu) = measure_turns(&client, vendor, base, turns, "turn", pid).await?;
+    println!("{:<34}{:>10}{:>10}", "(ms)", "p50", "p99");
+    let row = |label: &str, v: &[f64]| {
+        println!("{label:<34}{:>10.3}{:>10.3}", percentile(v, 0.5), percentile(v, 0.99));
+    };
+    row("bare round trip to the vendor", &bare);
+    row("full turn via POST /api/v1/messages", &full);
+    println!(
+        "{:<34}{:>10.3}{:>10.3}",
+        "kernel overhead (full - bare)",
+        percentile(&full, 0.5) - percentile(&bare, 0.5),
+        percentile(&full, 0.99) - percentile(&bare, 0.99)
+    );
+    print_cpu(cpu);
+    with_query_embedding(&client, vendor, base, turns, &full, pid).await
+}
+
+/// The daemon's CPU time per turn (all its threads, user + system): unlike the wall
+/// clock, it hardly moves with the machine's load, so it is the figure to compare runs by.
+fn print_cpu(cpu: Option<f64>) {
+    match cpu {
+        Some(ms) => println!("{:<34}{:>10.3}   (all threads, /proc)", "daemon CPU per turn", ms),
+        None => println!("daemon CPU per turn: not measured (no /proc here)"),
+    }
+}
+
+/// User + system CPU time of process `pid` so far, in ms (Linux `/proc/<pid>/stat`).
+fn process_cpu_ms(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the parenthesised command name: state is field 3, utime 14, stime 15.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (hz > 0.0).then(|| ticks * 1000.0 / hz)
+}
+
+/// The same turns once the dense side is on (`core.memory.embedder = auto`, every row
+/// embedded): what the query embedding adds, with the embedder's own timing of it. Skipped,
+/// with a line saying why, when no embedder is installed.
+async fn with_query_embedding(
+    client: &awc::Client,
+    vendor: &str,
+    base: &str,
+    turns: u32,
+    lexical: &[f64],
+    pid: u32,
+) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let r = client
+        .put(format!("{base}/api/v1/settings"))
+        .send_json(&serde_json::json!({"core.memory.embedder": "auto"}))
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    anyhow::ensure!(
+        r.status().is_success(),
+        "switching the embedder on failed: {}",
+        r.status()
+    );
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let status = loop {
+        let mut r = client
+            .get(format!("{base}/api/v1/memory/status"))
+            .send()
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let v: serde_json::Value = r.json().limit(1 << 20).await.context("memory status")?;
+        let e = &v["embedder"];
+        let settled = e["configured"] == "auto" && e["active"] != "loading" && e["recompute"].is_null();
+        if settled && (e["active"] == "tfidf" || e["embedded"].as_u64() >= e["rows"].as_u64().filter(|n| *n > 0)) {
+            break e.clone();
+        }
+        if Instant::now() > deadline {
+            println!("  with the query embedding: skipped, the embedder did not catch up within 10 min ({e})");
+            return Ok(());
+        }
+        actix_rt::time::sleep(Duration::from_millis(200)).await;
+    };
+    if status["active"] == "tfidf" {
+        let why = status["fallback"].as_str().unwrap_or("no dense embedder configured");
+        println!("  with the query embedding: skipped, no dense embedder is active ({why})");
+        return Ok(());
+    }
+    let n = (turns / 4).max(100);
+    println!(
+        "  with the query embedding ({} embedder, {} rows embedded): {n} turns",
+        status["active"], status["embedded"]
+    );
+    let (bare, full, cpu) = measure_turns(client, vendor, base, n, "dense turn", pid).await?;
+    let mut r = client
+        .get(format!("{base}/api/v1/memory/status"))
+        .send()
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let v: serde_json::Value = r.json().limit(1 << 20).await.context("memory status")?;
+    let q = &v["embedder"]["query"];
+    println!("{:<34}{:>10}{:>10}", "(ms)", "p50", "p99");
+    println!(
+        "{:<34}{:>10.3}{:>10.3}",
+        "kernel overhead with it",
+        percentile(&full, 0.5) - percentile(&bare, 0.5),
+        percentile(&full, 0.99) - percentile(&bare, 0.99)
+    );
+    println!(
+        "{:<34}{:>10.3}",
+        "added to a turn (vs. without)",
+        percentile(&full, 0.5) - percentile(lexical, 0.5)
+    );
+    println!(
+        "{:<34}{:>10.3}{:>10} (p95 {:.3}, {} queries)",
+        "query embedding itself",
+        q["p50_ms"].as_f64().unwrap_or(f64::NAN),
+        "",
+        q["p95_ms"].as_f64().unwrap_or(f64::NAN),
+        q["count"]
+    );
+    print_cpu(cpu);
+    Ok(())
+}
+
+/// `turns` (+50 warm-up) pairs of a bare vendor round trip and a whole turn through the
+/// daemon; the measured durations in ms, sorted, and the daemon's CPU ms per measured turn.
+async fn measure_turns(
+    client: &awc::Client,
+    vendor: &str,
+    base: &str,
+    turns: u32,
+    label: &str,
+    pid: u32,
+) -> anyhow::Result<(Vec<f64>, Vec<f64>, Option<f64>)> {
+    use anyhow::Context as _;
     let bare_body =
         serde_json::json!({"model": "bench", "stream": true, "messages": [{"role": "user", "content": "ping"}]});
     let (mut bare, mut full) = (Vec::new(), Vec::new());
-    println!("turn benchmark: {turns} turns (+50 warm-up) through a real homed against a local fake vendor");
+    let mut cpu_at_start = None;
     for i in 0..turns + 50 {
+        if i == 50 {
+            cpu_at_start = process_cpu_ms(pid);
+        }
         let t = Instant::now();
         let mut r = client
             .post(format!("{vendor}/chat/completions"))
@@ -307,7 +447,7 @@ async fn turn_inner(
         let t = Instant::now();
         let mut r = client
             .post(format!("{base}/api/v1/messages"))
-            .send_json(&serde_json::json!({"text": format!("turn {i}")}))
+            .send_json(&serde_json::json!({"text": format!("{label} {i}")}))
             .await
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         let v: serde_json::Value = r.json().await.context("reply")?;
@@ -321,28 +461,12 @@ async fn turn_inner(
             eprintln!("  {}/{} turns", i + 1, turns + 50);
         }
     }
+    let cpu = cpu_at_start
+        .zip(process_cpu_ms(pid))
+        .map(|(a, b)| (b - a) / f64::from(turns));
     bare.sort_by(f64::total_cmp);
     full.sort_by(f64::total_cmp);
-    println!("{:<34}{:>10}{:>10}", "(ms)", "p50", "p99");
-    println!(
-        "{:<34}{:>10.3}{:>10.3}",
-        "bare round trip to the vendor",
-        percentile(&bare, 0.5),
-        percentile(&bare, 0.99)
-    );
-    println!(
-        "{:<34}{:>10.3}{:>10.3}",
-        "full turn via POST /api/v1/messages",
-        percentile(&full, 0.5),
-        percentile(&full, 0.99)
-    );
-    println!(
-        "{:<34}{:>10.3}{:>10.3}",
-        "kernel overhead (full - bare)",
-        percentile(&full, 0.5) - percentile(&bare, 0.5),
-        percentile(&full, 0.99) - percentile(&bare, 0.99)
-    );
-    Ok(())
+    Ok((bare, full, cpu))
 }
 
 /// `n` synthetic turns of two speakers, one a minute, ending an hour before `now_ms`,

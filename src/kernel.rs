@@ -868,13 +868,15 @@ async fn start_agent(
         graph: Some(memory.graph.clone()),
         embedder: Some(memory.embedder.clone()),
         knowledge: Some(memory.knowledge.clone()),
-        tool_tokens: Default::default(),
+        tool_list: Default::default(),
         channels: Channels::builtin(),
         skills_index: Default::default(),
         settings: parking_lot::RwLock::new(agent_settings(&settings)),
         firewall: s.firewall.clone(),
-        // The main agent has no parent to notify.
-        refused_tools: homeagent_actors::agent::residents::MAIN_REFUSED,
+        // None: the main agent's tool snapshot stays the registry's own, so the tool
+        // list cached by it is reused turn after turn (`notify_parent` answers it that
+        // it has no parent).
+        refused_tools: &[],
     });
     // `seq_run` is built in (the runner runs its steps; see agent::seq).
     stages

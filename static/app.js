@@ -1303,11 +1303,35 @@
   chatMore.addEventListener("click", () => loadHistory(false));
   loadHistory(true);
 
+  // ---------------------------------------------------------------- backlog
+
+  // The agent's backlog lives in the scheduler's queues, not in a mailbox: the
+  // scheduler's row shows it next to its (near-empty) mailbox depth.
+  const SCHEDULER_ID = "kernel/agent/scheduler";
+  async function refreshBacklog() {
+    const tr = rows.get(SCHEDULER_ID);
+    if (!tr || document.body.dataset.view && document.body.dataset.view !== "dashboard") return;
+    let s;
+    try { s = await getJson("/api/v1/tasks"); } catch (_) { return; }
+    const ints = Array.isArray(s.interrupts) ? s.interrupts.reduce((n, q) => n + (Array.isArray(q) ? q.length : 0), 0) : 0;
+    const n = (Array.isArray(s.ready) ? s.ready.length : 0) + ints + (s.immediate ? 1 : 0);
+    const c = tr._cells;
+    if (!c.backlog) {
+      c.backlog = el("span", "backlog");
+      c.backlog.title = "tasks waiting in the scheduler (ready queue, interrupt queues, immediate slot)";
+      c.tdQ.append(c.backlog);
+    }
+    setText(c.backlog, window.HA ? window.HA.t("tasks.backlog", { n }) : "backlog " + n);
+    c.backlog.dataset.backlog = String(n);
+    c.backlog.hidden = n === 0 && !s.running;
+  }
+
   // ---------------------------------------------------------------- start
 
   setInterval(tickCountdowns, 250);
   refreshPlugins();
   setInterval(refreshPlugins, PLUGINS_POLL_MS);
+  setInterval(refreshBacklog, PLUGINS_POLL_MS);
   if (typeof window.EventSource === "function") {
     // Initial snapshot right away so the tree does not wait for the first SSE tick.
     refreshOnce().catch(() => { /* SSE will bring it */ });

@@ -184,3 +184,290 @@ fn live_log_is_filtered_masked_and_plain_text() {
     assert!(log.contains("INFO"), "{log}");
     assert!(!log.contains('\u{1b}'), "ANSI escapes in a non-terminal log");
 }
+
+/// `DELETE path` as (status, JSON).
+fn delete(d: &Daemon, path: &str) -> (u16, Value) {
+    let r = d.client().delete(d.url(path)).send().unwrap();
+    (r.status().as_u16(), r.json().unwrap_or(Value::Null))
+}
+
+/// `PUT /api/v1/settings` as (status, JSON), whatever the status.
+fn put(d: &Daemon, body: Value) -> (u16, Value) {
+    let r = d.client().put(d.url("/api/v1/settings")).json(&body).send().unwrap();
+    (r.status().as_u16(), r.json().unwrap_or(Value::Null))
+}
+
+#[test]
+fn the_settings_page_gets_definitions_never_a_secret_and_tests_a_source_with_a_real_call() {
+    let (_dir, _data, d, v) = api::daemon_with_vendor();
+    let defs = get(&d, "/api/v1/settings/definitions");
+    let def = |key: &str| {
+        defs["definitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["key"] == key)
+            .cloned()
+            .unwrap_or_else(|| panic!("no definition of {key}: {defs}"))
+    };
+    let level = def("core.daemon.log_level");
+    assert_eq!(
+        (&level["type"], &level["namespace"], &level["default"]),
+        (&json!("enum"), &json!("core.daemon"), &json!("info"))
+    );
+    assert!(level["options"].as_array().unwrap().contains(&json!("debug")));
+    assert_eq!(def("core.llm.api_key")["secret"], true);
+    assert_eq!(def("core.agent.tool_timeout")["type"], "duration");
+    assert!(def("core.agent.tool_timeout")["unit"].as_str().unwrap().contains("30s"));
+    let fields: Vec<&str> = defs["source_fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    for f in [
+        "base_url",
+        "model",
+        "api_key",
+        "adapter",
+        "priority",
+        "context_window",
+        "first_byte_timeout",
+    ] {
+        assert!(fields.contains(&f), "source field {f} missing: {fields:?}");
+    }
+
+    // Secrets: a source key and the secret map are listed masked, and sending the mask
+    // back changes nothing (the page never has the real value).
+    // Even with no secret stored yet, the mask is never stored as a value.
+    let (status, body) = put(&d, json!({"core.security.secrets": {"pypi": "********"}}));
+    assert_eq!(status, 400, "{body}");
+    const KEY: &str = "sk-live-0123456789abcdef";
+    const GH: &str = "ghp_0123456789abcdefXYZ";
+    api::put_settings(
+        &d,
+        json!({"core.llm.sources.fake.api_key": KEY, "core.security.secrets": {"github": GH}}),
+    );
+    let listing = d
+        .client()
+        .get(d.url("/api/v1/settings"))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(
+        !listing.contains(KEY) && !listing.contains(GH),
+        "a secret in clear: {listing}"
+    );
+    let s: Value = serde_json::from_str(&listing).unwrap();
+    assert_eq!(s["settings"]["core.llm.sources.fake.api_key"], "********");
+    assert_eq!(s["settings"]["core.security.secrets"], json!({"github": "********"}));
+    let (status, body) = put(
+        &d,
+        json!({"core.llm.sources.fake.api_key": "********", "core.security.secrets": {"github": "********"}, "core.agent.max_tool_turns": 7}),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["changed"],
+        json!(["core.agent.max_tool_turns"]),
+        "the masks were stored: {body}"
+    );
+    // A new secret next to a kept one; the mask cannot stand for a new name.
+    let (status, body) = put(
+        &d,
+        json!({"core.security.secrets": {"github": "********", "npm": "npm_abcdefghijkl"}}),
+    );
+    assert_eq!(
+        (status, &body["changed"]),
+        (200, &json!(["core.security.secrets"])),
+        "{body}"
+    );
+    // The firewall picks the map up through the settings relay, a moment later.
+    api::wait_for(&d, "/api/v1/security", "both secrets in the firewall", |s| {
+        s["secrets"] == json!(["github", "npm"])
+    });
+    let (status, body) = put(
+        &d,
+        json!({"core.security.secrets": {"github": "********", "pypi": "********"}}),
+    );
+    assert_eq!(status, 400, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("type the value"), "{body}");
+    // A validation error is the PUT's text, naming the key and the expected type.
+    let (status, body) = put(&d, json!({"core.agent.max_tool_turns": "many"}));
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("core.agent.max_tool_turns"),
+        "{body}"
+    );
+
+    // The test button: one real call to that source alone.
+    let before = v.calls.load(std::sync::atomic::Ordering::SeqCst);
+    let (status, body) = post(&d, "/api/v1/llm/sources/fake/test", json!({}));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["ok"], true);
+    assert!(body["content"].as_str().unwrap().starts_with("echo: "), "{body}");
+    assert_eq!(v.calls.load(std::sync::atomic::Ordering::SeqCst), before + 1);
+    let sent = v.last.lock().unwrap().clone();
+    assert!(sent["messages"].to_string().contains("reply with OK"), "{sent}");
+    v.failing.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (status, body) = post(&d, "/api/v1/llm/sources/fake/test", json!({}));
+    assert_eq!(status, 502, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("fake"), "{body}");
+    v.failing.store(false, std::sync::atomic::Ordering::SeqCst);
+    let (status, body) = post(&d, "/api/v1/llm/sources/nosuch/test", json!({}));
+    assert_eq!(status, 404, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("core.llm.sources.nosuch"),
+        "{body}"
+    );
+
+    // Every route the views use is in the OpenAPI document.
+    let spec = get(&d, "/api/v1/openapi.json");
+    for (path, method) in [
+        ("/api/v1/settings/definitions", "get"),
+        ("/api/v1/llm/sources/{name}/test", "post"),
+        ("/api/v1/plugins/{name}/tools", "get"),
+        ("/api/v1/plugins/{name}", "delete"),
+        ("/api/v1/memory/documents/{id}", "delete"),
+        ("/api/v1/memory/graph/relations", "put"),
+        ("/api/v1/memory/graph/relations/{id}", "delete"),
+        ("/api/v1/memory/knowledge", "get"),
+        ("/api/v1/memory/knowledge", "post"),
+        ("/api/v1/memory/knowledge/{name}", "delete"),
+    ] {
+        assert!(spec["paths"][path][method].is_object(), "{method} {path} undocumented");
+    }
+}
+
+#[test]
+fn a_plugin_lists_its_tool_schemas_and_uninstalls_out_of_the_tree_the_disk_and_the_prompt() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    api::install_test_plugin(&data, "greeter");
+    let d = Daemon::start(&data);
+    let v = vendor::start();
+    api::put_settings(&d, vendor::source_settings("fake", &v.url, 0));
+    api::wait_sources(&d, 1);
+    api::wait_for(&d, "/api/v1/plugins", "greeter running", |p| {
+        p.to_string().contains("greeter_hello")
+    });
+    let tools = get(&d, "/api/v1/plugins/greeter/tools");
+    let hello = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "greeter_hello")
+        .cloned()
+        .unwrap_or_else(|| panic!("{tools}"));
+    assert_eq!(hello["description"], "Say hello to someone");
+    assert_eq!(hello["parameters"]["properties"]["name"]["type"], "string");
+    assert_eq!(
+        get(&d, "/api/v1/plugins/nosuch/tools")["error"]
+            .as_str()
+            .map(|e| e.contains("nosuch")),
+        Some(true)
+    );
+
+    api::ask(&d, "before the uninstall");
+    assert!(v.last.lock().unwrap()["tools"].to_string().contains("greeter_hello"));
+    let (status, body) = delete(&d, "/api/v1/plugins/greeter");
+    assert_eq!((status, &body["status"]), (200, &json!("uninstalled")), "{body}");
+    assert!(!data.join("plugins/greeter").exists(), "its directory is still there");
+    assert_eq!(api::plugin(&d, "greeter"), Value::Null);
+    let actors = get(&d, "/api/v1/actors").to_string();
+    assert!(!actors.contains("kernel/plugins/greeter"), "{actors}");
+    api::ask(&d, "after the uninstall");
+    let last = v.last.lock().unwrap().clone();
+    assert!(last["messages"].to_string().contains("after the uninstall"));
+    assert!(
+        !last["tools"].to_string().contains("greeter_hello"),
+        "the tool is still offered: {}",
+        last["tools"]
+    );
+    let (status, body) = delete(&d, "/api/v1/plugins/greeter");
+    assert_eq!(status, 404, "{body}");
+}
+
+#[test]
+fn the_memory_page_deletes_a_document_and_a_relation_edits_one_and_keeps_knowledge() {
+    let (_dir, _data, d, _v) = api::daemon_with_vendor();
+    let call = json!({"summary": "garden notes", "content": "The tomatoes need water every morning"}).to_string();
+    api::ask(&d, &format!("call-tool doc_commit {call}"));
+    let found = get(&d, "/api/v1/memory/documents?q=tomatoes water");
+    let id = found["documents"][0]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{found}"))
+        .to_owned();
+    assert_eq!(found["documents"][0]["summary"], "garden notes");
+    let (status, body) = delete(&d, &format!("/api/v1/memory/documents/{id}"));
+    assert_eq!(status, 200, "{body}");
+    assert!(!get(&d, "/api/v1/memory/documents").to_string().contains(&id));
+    assert_eq!(delete(&d, &format!("/api/v1/memory/documents/{id}")).0, 404);
+
+    let commit = r#"call-tool memory_commit {"triples":[{"subject":"Alice","relation":"likes","object":"chess"},{"subject":"Alice","relation":"lives_in","object":"Paris"},{"subject":"Malice","relation":"likes","object":"chess"}]}"#;
+    api::ask(&d, commit);
+    let g = api::wait_for(&d, "/api/v1/memory/graph?q=Alice&depth=1", "Alice's relations", |g| {
+        g["relations"].as_array().is_some_and(|r| r.len() >= 2)
+    });
+    let rel = |g: &Value, s: &str, r: &str| {
+        g["relations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["source"] == s && x["relation"] == r)
+            .cloned()
+    };
+    let likes = rel(&g, "Alice", "likes").unwrap_or_else(|| panic!("{g}"));
+    let (status, body) = delete(&d, &format!("/api/v1/memory/graph/relations/{}", likes["id"]));
+    assert_eq!(status, 200, "{body}");
+    let g = get(&d, "/api/v1/memory/graph?q=Alice&depth=1");
+    assert!(rel(&g, "Alice", "likes").is_none(), "{g}");
+    assert!(rel(&g, "Alice", "lives_in").is_some(), "only that relation goes: {g}");
+    let m = get(&d, "/api/v1/memory/graph?q=Malice&depth=1");
+    assert!(
+        rel(&m, "Malice", "likes").is_some(),
+        "a name containing Alice is untouched: {m}"
+    );
+    let r = d
+        .client()
+        .put(d.url("/api/v1/memory/graph/relations"))
+        .json(&json!({"old": ["Alice", "lives_in", "Paris"], "new": [null, null, "Lyon"]}))
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200, "{:?}", r.text());
+    let g = get(&d, "/api/v1/memory/graph?q=Alice&depth=1");
+    assert_eq!(
+        rel(&g, "Alice", "lives_in").map(|r| r["target"].clone()),
+        Some(json!("Lyon")),
+        "{g}"
+    );
+    let r = d
+        .client()
+        .put(d.url("/api/v1/memory/graph/relations"))
+        .json(&json!({"old": ["Alice", "", "Paris"], "new": [null, null, "Lyon"]}))
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+
+    let (status, body) = post(
+        &d,
+        "/api/v1/memory/knowledge",
+        json!({"name": "howto/watering", "content": "Water tomatoes at dawn."}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let list = get(&d, "/api/v1/memory/knowledge");
+    assert!(list["items"].to_string().contains("howto/watering"), "{list}");
+    let hits = get(&d, "/api/v1/memory/knowledge?q=tomatoes dawn");
+    assert!(
+        hits["results"][0]["content"].as_str().unwrap().contains("at dawn"),
+        "{hits}"
+    );
+    let (status, body) = delete(&d, "/api/v1/memory/knowledge/howto/watering");
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        !get(&d, "/api/v1/memory/knowledge")
+            .to_string()
+            .contains("howto/watering")
+    );
+    assert_eq!(delete(&d, "/api/v1/memory/knowledge/howto/watering").0, 404);
+}

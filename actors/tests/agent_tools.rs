@@ -126,7 +126,7 @@ async fn stack(settings: AgentSettings) -> Stack {
         graph: None,
         embedder: None,
         knowledge: None,
-        tool_tokens: Default::default(),
+        tool_list: Default::default(),
         channels: Channels::builtin(),
         skills_index: Default::default(),
         settings: parking_lot::RwLock::new(settings),

@@ -100,7 +100,7 @@ pub struct Updated {
 
 #[utoipa::path(
     put, path = "/api/v1/settings", tag = "settings",
-    request_body(content = Object, description = "`{\"key\": value, ...}`; `null` deletes a value (a key with a default goes back to it). All or nothing."),
+    request_body(content = Object, description = "`{\"key\": value, ...}`; `null` deletes a value (a key with a default goes back to it). A secret sent as `********` (the mask it is listed with) stays unchanged. All or nothing."),
     responses(
         (status = 200, body = Updated),
         (status = 400, description = "Unknown key, wrong type or malformed JSON; nothing was written", body = ErrorBody),
@@ -117,6 +117,8 @@ pub async fn put_settings(
             "empty update: send an object such as {\"core.daemon.log_level\": \"debug\"}",
         ));
     }
+    // The page only has `********` for a secret: sent back, it means "unchanged".
+    let updates = super::settings::unmask_update(&state, updates).await?;
     let changes = state
         .config
         .send(UpdateSettings(updates))

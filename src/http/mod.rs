@@ -13,8 +13,11 @@ pub mod guard;
 mod history;
 mod import;
 mod logs;
+mod memory;
 pub mod openai;
+mod plugins;
 mod residents;
+mod settings;
 mod sse;
 
 use std::sync::Arc;
@@ -66,6 +69,8 @@ pub struct AppState {
         api::healthz, api::actors, api::restart, api::get_settings, api::put_settings, sse::events,
         agent::post_message, agent::post_stop, agent::get_tasks, agent::get_sources, agent::get_security,
         agent::get_context, agent::get_documents, agent::get_plugins, agent::plugin_action, agent::plugin_api, agent::install_plugin, agent::run_heartbeat, agent::memory_status, agent::get_graph, import::import_history, history::history, logs::logs,
+        settings::definitions, settings::test_source, plugins::plugin_tools, plugins::uninstall,
+        memory::delete_document, memory::edit_relation, memory::delete_relation, memory::get_knowledge, memory::add_knowledge, memory::delete_knowledge,
         residents::list, residents::restart, residents::destroy
     ),
     tags(
@@ -137,6 +142,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/actors/{id:.+}/restart", web::post().to(api::restart))
                 .route("/settings", web::get().to(api::get_settings))
                 .route("/settings", web::put().to(api::put_settings))
+                .route("/settings/definitions", web::get().to(settings::definitions))
                 .route("/events", web::get().to(sse::events))
                 .route("/messages", web::post().to(agent::post_message))
                 .route("/chat/history", web::get().to(history::history))
@@ -147,16 +153,31 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/residents/{id}/restart", web::post().to(residents::restart))
                 .route("/residents/{id}", web::delete().to(residents::destroy))
                 .route("/llm/sources", web::get().to(agent::get_sources))
+                .route("/llm/sources/{name}/test", web::post().to(settings::test_source))
                 .route("/security", web::get().to(agent::get_security))
                 .route("/memory/context", web::get().to(agent::get_context))
                 .route("/memory/documents", web::get().to(agent::get_documents))
+                .route("/memory/documents/{id}", web::delete().to(memory::delete_document))
                 .route("/memory/graph", web::get().to(agent::get_graph))
+                .route("/memory/graph/relations", web::put().to(memory::edit_relation))
+                .route(
+                    "/memory/graph/relations/{id}",
+                    web::delete().to(memory::delete_relation),
+                )
+                .route("/memory/knowledge", web::get().to(memory::get_knowledge))
+                .route("/memory/knowledge", web::post().to(memory::add_knowledge))
+                .route(
+                    "/memory/knowledge/{name:.+}",
+                    web::delete().to(memory::delete_knowledge),
+                )
                 .route("/memory/import", web::post().to(import::import_history))
                 .route("/plugins", web::get().to(agent::get_plugins))
                 .route("/heartbeats/{name}/run", web::post().to(agent::run_heartbeat))
                 .route("/memory/status", web::get().to(agent::memory_status))
                 .route("/plugins/install", web::post().to(agent::install_plugin))
                 .route("/plugins/{name}/api/{api}", web::post().to(agent::plugin_api))
+                .route("/plugins/{name}/tools", web::get().to(plugins::plugin_tools))
+                .route("/plugins/{name}", web::delete().to(plugins::uninstall))
                 .route("/plugins/{name}/{action}", web::post().to(agent::plugin_action))
                 .default_service(web::to(api::not_found)),
         )

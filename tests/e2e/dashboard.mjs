@@ -11,101 +11,13 @@
 // playwright-core; never downloads a browser. Exits 0 on success; on failure
 // prints "dashboard e2e: FAIL: <reason>" and exits 1. The whole run is
 // bounded to 90 s ($E2E_TIMEOUT_MS overrides).
-import { chromium } from 'playwright-core';
-import fs from 'node:fs';
+import { harness } from './lib.mjs';
 
-const TOTAL_MS = Number(process.env.E2E_TIMEOUT_MS || 90_000);
-const t0 = Date.now();
-const base = (process.argv[2] || '').replace(/\/+$/, '');
-const shotPath = process.argv[3] || '';
-// The owner token (DATA/api-token): the API needs it, the browser signs in with it.
-const token = process.env.E2E_TOKEN || '';
-const executablePath = process.env.CHROMIUM || '/usr/bin/chromium';
-
-let browser = null;
-const pageErrors = [];
-const consoleErrors = [];
-
-function log(msg) {
-  console.log(`[${((Date.now() - t0) / 1000).toFixed(1).padStart(5)}s] ${msg}`);
-}
-
-class Fail extends Error {}
-const fail = (msg) => { throw new Fail(msg); };
-
-async function finish(code, msg) {
-  if (code === 0) console.log(`dashboard e2e: PASS (${((Date.now() - t0) / 1000).toFixed(1)} s)${msg ? ' — ' + msg : ''}`);
-  else {
-    console.error(`dashboard e2e: FAIL: ${msg}`);
-    for (const e of pageErrors) console.error(`  page error: ${e}`);
-    for (const e of consoleErrors.slice(0, 10)) console.error(`  console error: ${e}`);
-  }
-  if (browser) {
-    const b = browser;
-    browser = null;
-    await Promise.race([b.close().catch(() => {}), new Promise((r) => setTimeout(r, 5000))]);
-  }
-  process.exit(code);
-}
-
-// Hard bound on the whole script, whatever hangs.
-const watchdog = setTimeout(() => {
-  finish(1, `timed out after ${TOTAL_MS / 1000} s (overall limit)`);
-}, TOTAL_MS);
-process.on('SIGINT', () => finish(1, 'interrupted'));
-process.on('SIGTERM', () => finish(1, 'terminated'));
-
-async function fetchJson(url, timeoutMs = 5000) {
-  const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs), headers: { authorization: `Bearer ${token}` } });
-  const text = await res.text();
-  if (!res.ok) throw new Error(`GET ${url} -> HTTP ${res.status}: ${text.slice(0, 200)}`);
-  try { return JSON.parse(text); } catch { throw new Error(`GET ${url}: not JSON: ${text.slice(0, 200)}`); }
-}
-
-async function postJson(url, body, timeoutMs = 20_000) {
-  const res = await fetch(url, {
-    method: 'POST', signal: AbortSignal.timeout(timeoutMs),
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-  const text = await res.text();
-  if (!res.ok) throw new Error(`POST ${url} -> HTTP ${res.status}: ${text.slice(0, 200)}`);
-  return JSON.parse(text);
-}
-
-async function waitHealthy(deadlineMs) {
-  let last = '';
-  while (Date.now() < deadlineMs) {
-    try {
-      const h = await fetchJson(`${base}/healthz`, 2000);
-      if (h && h.status === 'ok') return;
-      last = `unexpected body ${JSON.stringify(h)}`;
-    } catch (e) { last = e.cause ? `${e.message}: ${e.cause.code || e.cause.message}` : e.message; }
-    await new Promise((r) => setTimeout(r, 250));
-  }
-  fail(`daemon not healthy at ${base}/healthz: ${last}`);
-}
-
-// Poll fn() in the browser until it returns a truthy value; returns it.
-async function pollPage(page, what, timeoutMs, fn, arg) {
-  const deadline = Date.now() + timeoutMs;
-  let last;
-  while (Date.now() < deadline) {
-    last = await page.evaluate(fn, arg);
-    if (last && last.ok) return last;
-    await page.waitForTimeout(100);
-  }
-  fail(`${what} (waited ${timeoutMs / 1000} s)${last && last.why ? ': ' + last.why : ''}`);
-}
+const {
+  base, shotPath, token, pageErrors, log, fail, fetchJson, postJson, waitHealthy, pollPage, launch, run,
+} = harness('dashboard e2e');
 
 async function main() {
-  if (!/^https?:\/\/[^/]+$/.test(base)) {
-    fail('usage: node dashboard.mjs http://127.0.0.1:PORT [screenshot.png]');
-  }
-  if (!fs.existsSync(executablePath)) {
-    fail(`chromium not found at ${executablePath} (run scripts/install-e2e-deps.sh or set CHROMIUM)`);
-  }
-
   // 1. The daemon and its API, from node.
   await waitHealthy(Date.now() + 10_000);
   const api = await fetchJson(`${base}/api/v1/actors`);
@@ -119,25 +31,7 @@ async function main() {
   if (!target) fail('no actor has restartable: true');
 
   // 2. Browser.
-  // playwright-core gives the browser a fresh temporary profile of its own
-  // (and deletes it on close), so no --user-data-dir is needed.
-  browser = await chromium.launch({
-    executablePath,
-    headless: true,
-    timeout: 20_000,
-    args: [
-      '--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-quic',
-      '--disable-dev-shm-usage',
-    ],
-  }).catch((e) => fail(`could not launch ${executablePath}: ${e.message.split('\n')[0]}`));
-  log(`launched ${executablePath} (${browser.version()})`);
-  const context = await browser.newContext({ viewport: { width: 1440, height: 900 } });
-  const page = await context.newPage();
-  page.setDefaultTimeout(10_000);
-  page.on('pageerror', (e) => pageErrors.push(String(e && e.stack ? e.stack.split('\n')[0] : e)));
-  page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
-  page.on('dialog', (d) => { pageErrors.push(`unexpected dialog: ${d.message()}`); d.dismiss().catch(() => {}); });
+  const { context, page } = await launch();
 
   // 3. Without a session the page is the sign-in form; a wrong token is refused on
   // the page, the right one leads to the dashboard (session cookie).
@@ -585,7 +479,4 @@ async function main() {
     + `markdown safe, tool card, history paged after a reload, log filtered`;
 }
 
-main().then(
-  (msg) => { clearTimeout(watchdog); return finish(0, msg); },
-  (e) => { clearTimeout(watchdog); return finish(1, e instanceof Fail ? e.message : (e && e.stack) || String(e)); },
-);
+run(main);

@@ -188,6 +188,17 @@ impl Channels {
         v
     }
 
+    /// What [`Self::tools`] is made of (names, descriptions, capabilities), as a cheap
+    /// key: the turn rebuilds the tool list only when it changes.
+    pub fn tools_key(&self) -> String {
+        let mut key = String::new();
+        for c in &self.all() {
+            use std::fmt::Write as _;
+            let _ = write!(key, "{}\u{1}{}\u{1}{}\u{2}", c.name, c.description, c.caps);
+        }
+        key
+    }
+
     /// `output_send__<ch>` and `output_send__<ch>_help` for every channel.
     pub fn tools(&self) -> Vec<ToolDef> {
         let mut out = Vec::new();

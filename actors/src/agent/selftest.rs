@@ -275,14 +275,14 @@ pub fn check_databases(data_dir: &Path) -> Vec<Part> {
 }
 
 /// A minimal request: a few output tokens, no tools.
-fn probe_request() -> CompletionRequest {
+pub fn probe_request() -> CompletionRequest {
     CompletionRequest {
         model: String::new(),
         messages: vec![Message::text("user", "selftest: reply with OK")],
         temperature: 0.0,
         max_tokens: 8,
         stream: false,
-        tools: Vec::new(),
+        tools: Default::default(),
         tool_choice: None,
         disable_thinking: true,
         extra_body: Default::default(),

@@ -80,8 +80,8 @@ pub struct TaskDeps {
     pub embedder: Option<crate::memory::embed::actor::EmbedderHandle>,
     /// The knowledge base, a tier of per-turn recall (none in kernels without it).
     pub knowledge: Option<TAddr<crate::memory::knowledge::KnowledgeActor>>,
-    /// The token count of the tool schemas last offered, by their names (see `recall`).
-    pub tool_tokens: parking_lot::Mutex<Option<(String, usize)>>,
+    /// The tool list last offered and its token count (see [`tool_list`]).
+    pub tool_list: parking_lot::Mutex<Option<ToolListCache>>,
     pub channels: Channels,
     /// The skill index for the system prompt (filled when SKILL.md plugins load).
     pub skills_index: RwLock<String>,
@@ -317,8 +317,7 @@ impl TaskActor {
         });
         let llm = self.deps.llm.clone();
         let stages = self.deps.stages.clone();
-        let channel_tools = self.deps.channels.tools();
-        let refused = self.deps.refused_tools;
+        let deps = self.deps.clone();
         // Whatever stages injected or tools returned, the model sees aliases only.
         let gate = self.deps.firewall.config();
         if !gate.gate.is_empty() {
@@ -328,15 +327,16 @@ impl TaskActor {
         }
         let fut = async move {
             let mut tools = stages.send(GetTools).await.unwrap_or_default();
-            // Refused tools leave the snapshot the turn (and so its tool runner) keeps:
-            // not offered, and a call by name meets "no such tool".
-            for name in refused {
+            // A sub-agent's refused tools leave the snapshot its turn (and so its tool
+            // runner) keeps: not offered, and a call by name meets "no such tool". (The
+            // main agent refuses none, so its snapshot — and the tool list cached by
+            // it — stays the registry's own.)
+            for name in deps.refused_tools {
                 if let Some(plugin) = tools.get(name).map(|t| t.spec.plugin.clone()) {
                     let _ = tools.unregister(&plugin, name);
                 }
             }
-            request.tools = tools.defs();
-            request.tools.extend(channel_tools);
+            request.tools = tool_list(&deps, &tools).0;
             let msg = Complete {
                 request,
                 stream: true,
@@ -366,6 +366,42 @@ const TIER_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
 /// Facts and knowledge items a tier offers per turn (before the budget cut).
 const TIER_ITEMS: usize = 8;
 
+/// The model's tool list as last built: from which registry snapshot and channel set,
+/// and its token count.
+pub struct ToolListCache {
+    registry: crate::llm::types::ToolList,
+    channels: String,
+    list: crate::llm::types::ToolList,
+    tokens: usize,
+}
+
+/// The model's tool list — the registry's tools, then the channels' send tools — and the
+/// tokens its schemas take, rebuilt only when the registry or the channels changed: both
+/// are read on every turn (the budget, the request) and change when a plugin comes or
+/// goes, and a shared list is what lets each call skip copying and hashing the schemas.
+pub fn tool_list(deps: &TaskDeps, registry: &crate::stages::ToolRegistry) -> (crate::llm::types::ToolList, usize) {
+    let defs = registry.shared_defs();
+    let channels = deps.channels.tools_key();
+    let mut slot = deps.tool_list.lock();
+    if let Some(c) = slot.as_ref()
+        && Arc::ptr_eq(&c.registry, defs)
+        && c.channels == channels
+    {
+        return (c.list.clone(), c.tokens);
+    }
+    let mut list = defs.as_ref().clone();
+    list.extend(deps.channels.tools());
+    let tokens = serde_json::to_string(&list).map_or(0, |s| crate::memory::tokens::count(&s));
+    let list = Arc::new(list);
+    *slot = Some(ToolListCache {
+        registry: defs.clone(),
+        channels,
+        list: list.clone(),
+        tokens,
+    });
+    (list, tokens)
+}
+
 /// Per-turn recall for the prefix (`memory::recall`): the budget of §5.8 once the tool
 /// schemas are counted, the query's embedding (waited for briefly), the graph's facts
 /// and index line and the knowledge items (asked in parallel), then the context actor
@@ -375,24 +411,7 @@ pub async fn recall(deps: Arc<TaskDeps>, query: String, window: usize, fixed: us
         let Ok(registry) = deps.stages.send(GetTools).await else {
             return 0;
         };
-        let channel_tools = deps.channels.tools();
-        // The schemas change only with the list (a plugin's tools come and go together):
-        // the names are the cache key, so a turn does not serialise them again.
-        let mut key: String = registry.names().collect::<Vec<_>>().join(",");
-        for t in &channel_tools {
-            key.push(';');
-            key.push_str(&t.function.name);
-        }
-        if let Some((k, n)) = deps.tool_tokens.lock().as_ref()
-            && *k == key
-        {
-            return *n;
-        }
-        let mut defs = registry.defs();
-        defs.extend(channel_tools);
-        let n = serde_json::to_string(&defs).map_or(0, |s| crate::memory::tokens::count(&s));
-        *deps.tool_tokens.lock() = Some((key, n));
-        n
+        tool_list(&deps, &registry).1
     };
     let embed = crate::memory::embed::actor::embed_query(
         deps.embedder.as_ref(),

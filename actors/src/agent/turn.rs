@@ -735,7 +735,7 @@ impl TurnCore {
             temperature: limits.temperature,
             max_tokens: limits.max_tokens,
             stream: true,
-            tools: Vec::new(),
+            tools: Default::default(),
             tool_choice: Some(json!("auto")),
             disable_thinking: true,
             extra_body: Default::default(),

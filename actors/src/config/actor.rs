@@ -47,12 +47,16 @@ impl ConfigActor {
         self.store.is_secret(key)
     }
 
-    /// `value` as displays may see it: a non-empty secret becomes [`MASKED`].
+    /// `value` as displays may see it: a non-empty secret becomes [`MASKED`]; in a
+    /// secret map (`core.security.secrets`) every value does, the names stay visible.
     fn mask(&self, key: &str, value: Value) -> Value {
-        if self.is_secret(key) && value.as_str().is_some_and(|s| !s.is_empty()) {
-            json!(MASKED)
-        } else {
-            value
+        if !self.is_secret(key) {
+            return value;
+        }
+        match value {
+            Value::String(s) if !s.is_empty() => json!(MASKED),
+            Value::Object(map) => Value::Object(map.into_iter().map(|(k, _)| (k, json!(MASKED))).collect()),
+            other => other,
         }
     }
 
@@ -100,6 +104,19 @@ pub struct RegisterPluginDef {
     pub key: String,
     pub default: Value,
     pub meta: PluginMeta,
+}
+
+/// The core setting definitions (type, default, description, secret flag), in table
+/// order: what the settings page builds its forms from.
+#[derive(Message)]
+#[rtype(result = "Vec<super::SettingDef>")]
+pub struct GetDefs;
+
+impl Handles<GetDefs> for ConfigActor {
+    type Reply = actix::MessageResult<crate::host::Envelope<GetDefs>>;
+    fn handle(&mut self, _: GetDefs, _: &mut HostContext<Self>) -> Self::Reply {
+        actix::MessageResult(self.store.defs().to_vec())
+    }
 }
 
 /// The settings a plugin declared (since this daemon started).

@@ -57,8 +57,8 @@ mod settings;
 mod store;
 
 pub use actor::{
-    ConfigActor, DisabledPlugins, GetMaskedSetting, GetPluginDefs, GetRawSettings, GetSetting, GetSettings, MASKED,
-    ReadSettings, RegisterPluginDef, SetPluginDisabled, UpdateSettings,
+    ConfigActor, DisabledPlugins, GetDefs, GetMaskedSetting, GetPluginDefs, GetRawSettings, GetSetting, GetSettings,
+    MASKED, ReadSettings, RegisterPluginDef, SetPluginDisabled, UpdateSettings,
 };
 pub use defs::{
     DEFAULT_SYSTEM_PROMPT, KeyInfo, LLM_PREFIX, LOG_LEVELS, PLUGIN_PREFIX, SOURCE_FIELDS, SOURCES_PREFIX, SettingDef,

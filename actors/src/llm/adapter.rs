@@ -451,14 +451,33 @@ impl Adapter {
         if n < tc::MIN_TOOLS {
             return self.transform_request_async(req).await;
         }
-        let key = tc::key(&req.tools);
-        let cached = self.tools_cache.lock().clone().filter(|e| e.key == key);
+        let cached = {
+            let mut slot = self.tools_cache.lock();
+            match slot.as_mut() {
+                Some(e) if std::sync::Arc::ptr_eq(&e.list, &req.tools) => Some(e.clone()),
+                _ => None,
+            }
+        };
+        let (key, cached) = match cached {
+            Some(e) => (e.key, Some(e)),
+            None => {
+                // Another `Arc`: a new list, or the same tools rebuilt (hash to tell).
+                let key = tc::key(&req.tools);
+                let mut slot = self.tools_cache.lock();
+                let same = slot.as_mut().filter(|e| e.key == key).map(|e| {
+                    e.list = req.tools.clone();
+                    e.clone()
+                });
+                (key, same)
+            }
+        };
         match cached {
             Some(tc::Entry {
                 splice: Some((path, real)),
+                placeholders,
                 ..
             }) => {
-                let tools = std::mem::replace(&mut req.tools, tc::placeholders(n));
+                let tools = std::mem::replace(&mut req.tools, placeholders);
                 let out = self.transform_request_async(req).await;
                 req.tools = tools;
                 let spliced = out.ok().and_then(|out| tc::splice(&out, &path, n, &real));
@@ -470,16 +489,23 @@ impl Adapter {
             Some(_) => self.transform_request_async(req).await,
             None => {
                 let full = self.transform_request_async(req).await?;
-                let tools = std::mem::replace(&mut req.tools, tc::placeholders(n));
+                let placeholders = std::sync::Arc::new(tc::placeholders(n));
+                let tools = std::mem::replace(&mut req.tools, placeholders.clone());
                 let with_placeholders = self.transform_request_async(req).await;
-                req.tools = tools;
-                let entry = match (
+                let mut entry = match (
                     serde_json::from_str::<serde_json::Value>(&full),
                     with_placeholders.map(|p| serde_json::from_str::<serde_json::Value>(&p)),
                 ) {
                     (Ok(f), Ok(Ok(p))) => tc::learn(key, n, &f, &p),
-                    _ => tc::Entry { key, splice: None },
+                    _ => tc::Entry {
+                        key,
+                        list: tools.clone(),
+                        placeholders,
+                        splice: None,
+                    },
                 };
+                entry.list = tools.clone();
+                req.tools = tools;
                 tracing::debug!(
                     adapter = %self.name,
                     tools = n,
@@ -837,7 +863,8 @@ mod tools_cache_tests {
                             "n": {"type": "integer"}}, "required": ["query"]}),
                     },
                 })
-                .collect(),
+                .collect::<Vec<_>>()
+                .into(),
             tool_choice: Some(serde_json::json!("auto")),
             disable_thinking: true,
             extra_body: Default::default(),
@@ -867,8 +894,13 @@ mod tools_cache_tests {
             let v: serde_json::Value =
                 serde_json::from_str(&a.transform_request_cached(&mut req).await.unwrap()).unwrap();
             assert_eq!(v, full, "{name} after a new message");
+            // The same tools in another shared list (a rebuilt registry): found by hash.
+            req.tools = std::sync::Arc::new(req.tools.as_ref().clone());
+            let v: serde_json::Value =
+                serde_json::from_str(&a.transform_request_cached(&mut req).await.unwrap()).unwrap();
+            assert_eq!(v, full, "{name} with the same tools rebuilt");
             // A changed tool list is learned anew.
-            req.tools.pop();
+            std::sync::Arc::make_mut(&mut req.tools).pop();
             let full: serde_json::Value =
                 serde_json::from_str(&a.transform_request_async(&req).await.unwrap()).unwrap();
             for _ in 0..2 {

@@ -14,7 +14,7 @@
 
 use serde_json::Value;
 
-use super::types::{ToolDef, ToolFunction};
+use super::types::{ToolDef, ToolFunction, ToolList};
 
 /// Lists shorter than this go through the adapter whole (nothing to gain).
 pub const MIN_TOOLS: usize = 4;
@@ -31,6 +31,12 @@ pub enum Seg {
 pub struct Entry {
     /// Hash of the tool list's JSON.
     pub key: u64,
+    /// The shared list last seen with this key: the same `Arc` again (every call until
+    /// a plugin changes the registry) is a hit without hashing the list. Holding it keeps
+    /// its address from being reused by another list.
+    pub list: ToolList,
+    /// The placeholder tools, made once per list.
+    pub placeholders: ToolList,
     /// Where the adapter puts the converted tools, and the converted tools as JSON
     /// text (`None`: not separable, use the full path). Text, not a `Value`: a call
     /// then neither deep-clones nor re-serialises the largest part of its request
@@ -160,7 +166,12 @@ pub fn learn(key: u64, n: usize, full: &Value, with_placeholders: &Value) -> Ent
             .flatten()
             .map(|text| (path, std::sync::Arc::from(text)))
     });
-    Entry { key, splice }
+    Entry {
+        key,
+        list: ToolList::default(),
+        placeholders: std::sync::Arc::new(placeholders(n)),
+        splice,
+    }
 }
 
 #[cfg(test)]

@@ -69,6 +69,13 @@ pub struct ToolFunction {
     pub parameters: Value,
 }
 
+/// The tools offered to the model, shared between requests.
+pub type ToolList = std::sync::Arc<Vec<ToolDef>>;
+
+fn no_tools(t: &ToolList) -> bool {
+    t.is_empty()
+}
+
 /// The unified request handed to `transform_request`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompletionRequest {
@@ -77,8 +84,10 @@ pub struct CompletionRequest {
     pub temperature: f64,
     pub max_tokens: u32,
     pub stream: bool,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tools: Vec<ToolDef>,
+    /// Shared: the same list goes to every call of every turn until a plugin changes it
+    /// (see `ToolRegistry::shared_defs`), and each call copies the request.
+    #[serde(default, skip_serializing_if = "no_tools")]
+    pub tools: ToolList,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_choice: Option<Value>,
     /// Always serialised (adapters decide whether the vendor understands it).
@@ -236,7 +245,7 @@ mod tests {
             temperature: 0.7,
             max_tokens: 4096,
             stream: false,
-            tools: vec![],
+            tools: Default::default(),
             tool_choice: None,
             disable_thinking: false,
             extra_body: Default::default(),

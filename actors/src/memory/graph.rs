@@ -535,6 +535,15 @@ impl GraphStore {
         Ok(ids.len())
     }
 
+    /// Soft-deletes one relation by its id (the memory page's delete: exact, unlike
+    /// the substring criteria of [`Self::purge`]); answers whether it was active.
+    pub fn soft_delete_relation(&mut self, id: i64) -> Result<bool, GraphError> {
+        Ok(self.conn.execute(
+            "UPDATE relations SET status = 'deleted', updated_at = ?2 WHERE id = ?1 AND status != 'deleted'",
+            params![id, now_ms()],
+        )? > 0)
+    }
+
     /// Soft-deletes the active relations `source —relation→ *` (exact names); returns
     /// how many.
     pub fn soft_delete_exact(&mut self, source: &str, relation: &str) -> Result<usize, GraphError> {
@@ -926,6 +935,22 @@ mod tests {
             g.purge(&PurgeCriteria::default(), false),
             Err(GraphError::NoCriteria)
         ));
+    }
+
+    #[test]
+    fn one_relation_is_deleted_by_id_and_only_once() {
+        let mut g = GraphStore::open_in_memory().unwrap();
+        g.commit(&[t("Alice", "likes", "chess"), t("Malice", "likes", "chess")], "s", 0)
+            .unwrap();
+        let r = g
+            .recall(&[], &["Alice".to_owned()], 1, None, RecallSort::Relevance)
+            .unwrap();
+        let id = r.relations.iter().find(|r| r.source == "Alice").unwrap().id;
+        assert!(g.soft_delete_relation(id).unwrap());
+        assert!(!g.soft_delete_relation(id).unwrap(), "already deleted");
+        assert!(!g.soft_delete_relation(9_999).unwrap(), "no such id");
+        let i = g.introspect().unwrap();
+        assert_eq!((i.relation_count, i.relations_total), (1, 2), "Malice's relation stays");
     }
 
     #[test]

@@ -271,6 +271,19 @@ impl Handles<CommitTriples> for GraphActor {
     }
 }
 
+/// Soft-deletes one relation by id (`DELETE /api/v1/memory/graph/relations/{id}`);
+/// answers whether an active relation had that id.
+#[derive(Message)]
+#[rtype(result = "Result<bool, String>")]
+pub struct DeleteRelation(pub i64);
+
+impl Handles<DeleteRelation> for GraphActor {
+    type Reply = Result<bool, String>;
+    fn handle(&mut self, DeleteRelation(id): DeleteRelation, _: &mut HostContext<Self>) -> Self::Reply {
+        self.store.soft_delete_relation(id).map_err(|e| e.to_string())
+    }
+}
+
 impl Handles<GraphStats> for GraphActor {
     type Reply = Result<Introspection, String>;
     fn handle(&mut self, _: GraphStats, _: &mut HostContext<Self>) -> Self::Reply {

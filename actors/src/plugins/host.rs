@@ -496,15 +496,57 @@ impl PluginSet {
     /// Undoes an install whose plugin did not start: its subtree leaves the supervision
     /// tree (and the dashboard), its tools the registry, its directory the disk.
     async fn roll_back(&self, entry: &Arc<PluginEntry>, dir: &Path) {
-        if let Err(e) = self.sup.remove_child(&entry.supervisor_id).await {
-            tracing::warn!(plugin = %entry.name, "rolling back: cannot remove the plugin's actors: {e}");
+        if let Err(e) = self.withdraw(entry, dir).await {
+            tracing::warn!(plugin = %entry.name, "rolling back: {e}");
+        }
+        tracing::warn!(plugin = %entry.name, "install rolled back: the plugin did not start");
+    }
+
+    /// Uninstalls a plugin: it stops, its supervisor leaves the tree, its tools, output
+    /// channels and skill leave the next prompt, and its directory is deleted (its data
+    /// in `DATA/plugin_data/<name>` is kept, as after a removal by hand). Only a
+    /// directory inside `DATA/plugins` is ever deleted.
+    pub async fn uninstall(&self, entry: &Arc<PluginEntry>) -> Result<(), String> {
+        let inside = entry.dir.parent().is_some_and(|p| p == self.plugins_dir)
+            && entry.dir.file_name().is_some_and(|n| n != "." && n != "..");
+        if !inside {
+            return Err(format!(
+                "plugin `{}` lives outside {} ({}); remove it by hand",
+                entry.name,
+                self.plugins_dir.display(),
+                entry.dir.display()
+            ));
+        }
+        // Stop first, so the process exits before its files go.
+        if entry.started.load(Ordering::SeqCst) && !entry.disabled.load(Ordering::SeqCst) {
+            entry.disable(&self.registry).await?;
+        }
+        self.deps.services.channels.unregister_plugin(&entry.name);
+        self.withdraw(entry, &entry.dir).await?;
+        if entry.skill.is_some() {
+            self.refresh_skills().await;
+        }
+        tracing::info!(plugin = %entry.name, "plugin uninstalled");
+        Ok(())
+    }
+
+    /// Takes a plugin out: its subtree leaves the supervision tree, the entry the set,
+    /// its tools the registry, and `dir` the disk.
+    async fn withdraw(&self, entry: &Arc<PluginEntry>, dir: &Path) -> Result<(), String> {
+        if self.registry.get(&entry.supervisor_id).is_some()
+            && let Err(e) = self.sup.remove_child(&entry.supervisor_id).await
+        {
+            tracing::warn!(plugin = %entry.name, "cannot remove the plugin's actors: {e}");
         }
         self.entries.write().retain(|e| !Arc::ptr_eq(e, entry));
         let _ = self.deps.stages.send(UnregisterPlugin(entry.name.clone())).await;
-        if let Err(e) = std::fs::remove_dir_all(dir) {
-            tracing::warn!(plugin = %entry.name, dir = %dir.display(), "rolling back: cannot remove the directory: {e}");
-        }
-        tracing::warn!(plugin = %entry.name, "install rolled back: the plugin did not start");
+        std::fs::remove_dir_all(dir).map_err(|e| {
+            format!(
+                "plugin `{}` stopped and unregistered, but its directory {} could not be deleted: {e}; delete it by hand",
+                entry.name,
+                dir.display()
+            )
+        })
     }
 
     /// Publishes the skill index and (re)registers `skill_info` over the current skills.

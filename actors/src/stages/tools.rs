@@ -107,9 +107,15 @@ pub enum ToolError {
 }
 
 /// All registered tools, by name.
+///
+/// A snapshot is what a turn holds (`GetTools`, every LLM call): cloning one is two
+/// reference counts, not a copy of every schema — the list changes when a plugin comes
+/// or goes, and is read on every turn, so a change pays for the copy (`Arc::make_mut`)
+/// and the model's view of the list ([`Self::shared_defs`]) is built once per change.
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
-    tools: BTreeMap<String, Tool>,
+    tools: Arc<BTreeMap<String, Tool>>,
+    defs: Arc<Vec<ToolDef>>,
 }
 
 impl ToolRegistry {
@@ -130,14 +136,23 @@ impl ToolRegistry {
         if spec.plugin.is_empty() {
             spec.plugin = spec.name.split_once('_').map(|(p, _)| p.to_owned()).unwrap_or_default();
         }
-        self.tools.insert(spec.name.clone(), Tool { spec, handler });
+        Arc::make_mut(&mut self.tools).insert(spec.name.clone(), Tool { spec, handler });
+        self.changed();
         Ok(())
+    }
+
+    /// Rebuilds the model's view after a change.
+    fn changed(&mut self) {
+        self.defs = Arc::new(self.tools.values().map(|t| t.spec.def()).collect());
     }
 
     /// Removes every tool of `plugin` (unload or crash); returns how many.
     pub fn unregister_plugin(&mut self, plugin: &str) -> usize {
         let before = self.tools.len();
-        self.tools.retain(|_, t| t.spec.plugin != plugin);
+        if self.tools.values().any(|t| t.spec.plugin == plugin) {
+            Arc::make_mut(&mut self.tools).retain(|_, t| t.spec.plugin != plugin);
+            self.changed();
+        }
         before - self.tools.len()
     }
 
@@ -150,7 +165,8 @@ impl ToolRegistry {
                 t.spec.plugin
             )),
             Some(_) => {
-                self.tools.remove(name);
+                Arc::make_mut(&mut self.tools).remove(name);
+                self.changed();
                 Ok(())
             }
         }
@@ -161,7 +177,12 @@ impl ToolRegistry {
     }
 
     pub fn defs(&self) -> Vec<ToolDef> {
-        self.tools.values().map(|t| t.spec.def()).collect()
+        self.defs.as_ref().clone()
+    }
+
+    /// The model's view of the list, shared (built once per change of the registry).
+    pub fn shared_defs(&self) -> &Arc<Vec<ToolDef>> {
+        &self.defs
     }
 
     pub fn len(&self) -> usize {

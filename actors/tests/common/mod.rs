@@ -30,7 +30,7 @@ pub fn request(text: &str) -> CompletionRequest {
         temperature: 0.7,
         max_tokens: 256,
         stream: false,
-        tools: vec![],
+        tools: Default::default(),
         tool_choice: None,
         disable_thinking: false,
         extra_body: Default::default(),

@@ -121,7 +121,7 @@ pub fn derived_deps(
         graph,
         embedder: None,
         knowledge: None,
-        tool_tokens: Default::default(),
+        tool_list: Default::default(),
         channels,
         skills_index: parking_lot::RwLock::new(parent.skills_index.read().clone()),
         settings: parking_lot::RwLock::new(settings),

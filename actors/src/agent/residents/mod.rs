@@ -53,8 +53,6 @@ use futures_util::future::BoxFuture;
 pub const RESIDENT_TOOL: &str = "resident_agents";
 /// A resident's tool to tell its parent something mid-task (spec §6.2 `notify_parent`).
 pub const NOTIFY_TOOL: &str = "notify_parent";
-/// What the main agent may not call (it has no parent).
-pub const MAIN_REFUSED: &[&str] = &[NOTIFY_TOOL];
 /// What a resident may not call: it is no parent (no residents, no helpers of its own).
 pub const REFUSED: &[&str] = &[RESIDENT_TOOL, super::children::SPAWN_TOOL, super::children::RESULT_TOOL];
 /// Events a `compress` keeps in the resident's context (spec §6.2).

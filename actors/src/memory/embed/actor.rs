@@ -46,6 +46,40 @@ pub struct EmbedStatus {
     /// Whether the model is in memory. ONNX (~180 MB resident) is loaded when the first
     /// document needs a vector, not at start: a daemon without documents stays small.
     pub loaded: bool,
+    /// What embedding a turn's query costs (the dense side of recall), over the recent
+    /// queries: `homed bench turn` reports it beside the kernel overhead.
+    pub query: QueryTimes,
+}
+
+/// Durations of the recent query embeddings (a bounded window, so the figures follow
+/// the current load and model).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct QueryTimes {
+    /// Queries embedded since this embedder was configured.
+    pub count: u64,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    #[serde(skip)]
+    recent_us: std::collections::VecDeque<u32>,
+}
+
+impl QueryTimes {
+    const WINDOW: usize = 256;
+
+    /// Records one query embedding and refreshes the percentiles.
+    pub fn record(&mut self, took: Duration) {
+        self.count += 1;
+        if self.recent_us.len() == Self::WINDOW {
+            self.recent_us.pop_front();
+        }
+        self.recent_us
+            .push_back(u32::try_from(took.as_micros()).unwrap_or(u32::MAX));
+        let mut v: Vec<u32> = self.recent_us.iter().copied().collect();
+        v.sort_unstable();
+        let at = |p: f64| f64::from(v[((v.len() - 1) as f64 * p).round() as usize]) / 1000.0;
+        self.p50_ms = at(0.5);
+        self.p95_ms = at(0.95);
+    }
 }
 
 /// Progress of a background computation.
@@ -124,6 +158,7 @@ fn initial_status(cfg: &EmbedConfig) -> EmbedStatus {
         recompute: None,
         last_error: None,
         loaded: false,
+        query: QueryTimes::default(),
     }
 }
 
@@ -348,10 +383,13 @@ pub struct EmbedQuery(pub String);
 impl Handles<EmbedQuery> for EmbedderActor {
     type Reply = ResponseActFuture<Host<Self>, Option<QueryVector>>;
     fn handle(&mut self, EmbedQuery(text): EmbedQuery, _: &mut HostContext<Self>) -> Self::Reply {
-        Box::pin(
-            self.embed_texts(vec![text])
-                .map(|out, _, _| out.and_then(|(space, mut v)| v.pop().map(|vec| QueryVector { space, vec }))),
-        )
+        let (started, status) = (Instant::now(), self.status.clone());
+        Box::pin(self.embed_texts(vec![text]).map(move |out, _, _| {
+            if out.is_some() {
+                status.write().query.record(started.elapsed());
+            }
+            out.and_then(|(space, mut v)| v.pop().map(|vec| QueryVector { space, vec }))
+        }))
     }
 }
 

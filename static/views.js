@@ -1,0 +1,1080 @@
+// HomeAgent WebUI: the views besides the dashboard — settings (with the LLM source
+// editor and the MCP server list), plugins, the memory browser, tasks. Plain browser
+// JS, no build step; served by homed at /views.js after i18n.js and app.js.
+//
+// Routing is by hash (#/settings, #/plugins, #/memory, #/tasks; anything else is the
+// dashboard). A view loads when shown and polls only while shown.
+//
+// Untrusted text (setting values, plugin stderr, documents, entity names, tool
+// schemas) is only ever written with textContent / value / attributes, never
+// innerHTML. Every failed request shows the daemon's own error text.
+"use strict";
+
+(function () {
+  const t = (k, v) => window.HA.t(k, v);
+  const $ = (sel) => document.querySelector(sel);
+
+  // ---------------------------------------------------------------- helpers
+
+  function el(tag, cls, text) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+
+  /** An error line read out when it changes (empty: hidden by CSS). */
+  function alertEl(tag, cls) {
+    const e = el(tag, "field-error" + (cls ? " " + cls : ""));
+    e.setAttribute("role", "alert");
+    return e;
+  }
+
+  function button(label, cls, onClick) {
+    const b = el("button", "btn" + (cls ? " " + cls : ""), label);
+    b.type = "button";
+    if (onClick) b.addEventListener("click", onClick);
+    return b;
+  }
+
+  /** One API call: `{ok, status, body}`; `error` is the daemon's text when not ok. */
+  async function api(method, url, body, headers) {
+    const init = { method, cache: "no-store", headers: Object.assign({ Accept: "application/json" }, headers || {}) };
+    if (body !== undefined) {
+      if (body instanceof Blob || body instanceof ArrayBuffer) init.body = body;
+      else {
+        init.body = JSON.stringify(body);
+        init.headers["Content-Type"] = "application/json";
+      }
+    }
+    let res;
+    try {
+      res = await fetch(url, init);
+    } catch (e) {
+      return { ok: false, status: 0, body: null, error: "network error: " + (e && e.message ? e.message : e) };
+    }
+    const raw = await res.text();
+    let parsed = null;
+    try { parsed = raw ? JSON.parse(raw) : null; } catch (_) { parsed = null; }
+    const out = { ok: res.ok, status: res.status, body: parsed };
+    if (!res.ok) {
+      out.error = parsed && typeof parsed.error === "string" ? parsed.error : "HTTP " + res.status + (raw ? ": " + raw.slice(0, 300) : "");
+    }
+    return out;
+  }
+
+  async function getJson(url) {
+    const r = await api("GET", url);
+    if (!r.ok) throw new Error(r.error);
+    return r.body || {};
+  }
+
+  function fmtWhen(ms) {
+    const n = Number(ms);
+    if (!Number.isFinite(n) || n <= 0) return "";
+    return new Date(n).toLocaleString();
+  }
+
+  function pretty(v) {
+    try { return JSON.stringify(v, null, 2); } catch (_) { return String(v); }
+  }
+
+  /** A button that asks once more before `action` (no modal dialog: keyboard-friendly). */
+  function confirmButton(label, cls, action) {
+    const b = button(label, cls);
+    let armed = null;
+    b.addEventListener("click", () => {
+      if (!armed) {
+        b.dataset.armed = "1";
+        b.textContent = t("common.confirm") + ": " + label;
+        armed = setTimeout(() => { armed = null; delete b.dataset.armed; b.textContent = label; }, 5000);
+        return;
+      }
+      clearTimeout(armed);
+      armed = null;
+      delete b.dataset.armed;
+      b.textContent = label;
+      action();
+    });
+    return b;
+  }
+
+  // ---------------------------------------------------------------- language
+
+  async function loadLanguage() {
+    try {
+      const s = await getJson("/api/v1/settings");
+      window.HA.setLang((s.settings || {})["core.agent.language"]);
+    } catch (_) { /* stays English */ }
+  }
+
+  // ---------------------------------------------------------------- router
+
+  const VIEWS = ["dashboard", "settings", "plugins", "memory", "tasks"];
+  const hooks = {};   // view -> {show(), hide()}
+  let current = null;
+
+  function viewFromHash() {
+    const m = /^#\/?([a-z]+)/.exec(location.hash || "");
+    return m && VIEWS.includes(m[1]) ? m[1] : "dashboard";
+  }
+
+  function route() {
+    const next = viewFromHash();
+    if (next === current) return;
+    if (current && hooks[current] && hooks[current].hide) hooks[current].hide();
+    current = next;
+    for (const v of VIEWS) {
+      const sec = document.getElementById("view-" + v);
+      if (sec) sec.hidden = v !== next;
+    }
+    for (const a of document.querySelectorAll(".views-nav a")) {
+      if (a.dataset.view === next) a.setAttribute("aria-current", "page");
+      else a.removeAttribute("aria-current");
+    }
+    document.body.dataset.view = next;
+    if (hooks[next] && hooks[next].show) hooks[next].show();
+  }
+
+  // ================================================================ settings
+
+  const SETTINGS = "/api/v1/settings";
+  const MASK = "********";
+  const SRC_PREFIX = "core.llm.sources.";
+  const MCP_KEY = "plugin.mcp.servers";
+  const ADAPTERS = ["openai", "anthropic", "deepseek", "gemini", "github", "groq", "kimicode", "mistral", "ollama"];
+  let values = {};       // the last listing (secrets masked)
+  let defs = null;
+
+  /** An input for one setting; `spec` has type/options/min/max/secret/description/unit/default. */
+  function fieldFor(key, spec, value, idBase) {
+    const wrap = el("div", "field");
+    wrap.dataset.key = key;
+    const id = idBase.replace(/[^A-Za-z0-9_-]/g, "-");
+    const label = el("label", "field-label", key.split(".").pop());
+    label.htmlFor = id;
+    label.title = key;
+    wrap.append(label);
+    let input;
+    let read;
+    const type = spec.type;
+    if (spec.secret && type !== "secret_map") {
+      input = el("input");
+      input.type = "password";
+      input.autocomplete = "new-password";
+      const set = typeof value === "string" && value !== "";
+      input.placeholder = set ? t("settings.secret.set") : t("settings.secret.unset");
+      wrap.dataset.secretSet = set ? "1" : "";
+      read = () => (input.value !== "" ? { changed: true, value: input.value } : { changed: false });
+    } else if (type === "bool") {
+      input = el("input");
+      input.type = "checkbox";
+      input.checked = value === true;
+      read = () => ({ changed: input.checked !== (value === true), value: input.checked });
+    } else if (type === "enum") {
+      input = el("select");
+      for (const o of spec.options || []) {
+        const opt = el("option", null, o);
+        opt.value = o;
+        input.append(opt);
+      }
+      if (value !== undefined && value !== null) input.value = String(value);
+      read = () => ({ changed: input.value !== String(value), value: input.value });
+    } else if (type === "int" || type === "float") {
+      input = el("input");
+      input.type = "number";
+      input.step = type === "int" ? "1" : "any";
+      if (Number.isFinite(spec.min) && Math.abs(spec.min) < 1e15) input.min = String(spec.min);
+      if (Number.isFinite(spec.max) && Math.abs(spec.max) < 1e15) input.max = String(spec.max);
+      input.value = value === undefined || value === null ? "" : String(value);
+      read = () => {
+        const s = input.value.trim();
+        if (s === "") return { changed: value !== undefined && value !== null, value: null };
+        const n = Number(s);
+        return { changed: n !== value, value: Number.isFinite(n) ? n : s };
+      };
+    } else if (type === "json" || type === "secret_map") {
+      if (type === "secret_map") return secretMapField(wrap, key, spec, value || {});
+      input = el("textarea");
+      input.rows = 3;
+      input.value = value === undefined || value === null ? "" : pretty(value);
+      read = () => {
+        const s = input.value.trim();
+        if (s === "") return { changed: value !== undefined && value !== null, value: null };
+        let v;
+        try { v = JSON.parse(s); } catch (e) { return { error: t("settings.json.bad", { error: e.message }) }; }
+        return { changed: JSON.stringify(v) !== JSON.stringify(value), value: v };
+      };
+    } else {
+      const long = typeof value === "string" && (value.length > 80 || value.includes("\n"));
+      input = el(long ? "textarea" : "input");
+      if (long) input.rows = 4;
+      else if (type === "url") input.type = "url";
+      input.value = value === undefined || value === null ? "" : String(value);
+      read = () => {
+        const s = input.value;
+        if (s === "" && (value === undefined || value === null)) return { changed: false };
+        if (s === "" && type !== "string") return { changed: true, value: null };
+        return { changed: s !== value, value: s };
+      };
+    }
+    input.id = id;
+    input.className = "field-input";
+    input.dataset.key = key;
+    wrap.append(input);
+    // Back to the default: the key is deleted (`null`), the daemon answers the default.
+    const hasDefault = spec.default !== undefined && spec.default !== null;
+    if (hasDefault && value !== undefined && JSON.stringify(value) !== JSON.stringify(spec.default) && !spec.secret) {
+      const inner = read;
+      let reset = false;
+      const r = button(t("common.reset"), "link field-reset", () => {
+        reset = true;
+        wrap.dataset.reset = "1";
+        if (input.type === "checkbox") input.checked = spec.default === true;
+        else input.value = typeof spec.default === "string" ? spec.default : JSON.stringify(spec.default);
+      });
+      input.addEventListener("input", () => { reset = false; delete wrap.dataset.reset; });
+      read = () => (reset ? { changed: true, value: null } : inner());
+      wrap.append(r);
+    }
+    const help = [];
+    if (spec.description) help.push(spec.description);
+    if (spec.unit) help.push("[" + spec.unit + "]");
+    if (spec.default !== undefined && spec.default !== null && spec.default !== "" && !spec.secret) {
+      const d = typeof spec.default === "string" ? spec.default : JSON.stringify(spec.default);
+      help.push(t("common.default") + ": " + (d.length > 60 ? d.slice(0, 60) + "…" : d));
+    }
+    if (help.length) wrap.append(el("div", "field-help", help.join(" · ")));
+    const err = alertEl("div");
+    wrap.append(err);
+    return { wrap, key, read, setError: (m) => { err.textContent = m || ""; wrap.classList.toggle("has-error", !!m); } };
+  }
+
+  /** `core.security.secrets`: names visible, values never; a kept row sends the mask. */
+  function secretMapField(wrap, key, spec, value) {
+    const rows = el("div", "secret-rows");
+    const addRow = (name, set) => {
+      const row = el("div", "secret-row");
+      const n = el("input", "secret-name");
+      n.value = name || "";
+      n.placeholder = t("settings.secret.name");
+      n.setAttribute("aria-label", t("settings.secret.name"));
+      const v = el("input", "secret-value");
+      v.type = "password";
+      v.autocomplete = "new-password";
+      v.placeholder = set ? t("settings.secret.set") : t("settings.secret.value");
+      v.setAttribute("aria-label", t("settings.secret.value"));
+      row._set = !!set;
+      const rm = button(t("settings.secret.remove"), "link", () => row.remove());
+      row.append(n, v, rm);
+      rows.append(row);
+    };
+    for (const name of Object.keys(value)) addRow(name, true);
+    wrap.append(rows, button(t("settings.secret.add"), "small", () => addRow("", false)));
+    if (spec.description) wrap.append(el("div", "field-help", spec.description));
+    const err = alertEl("div");
+    wrap.append(err);
+    const read = () => {
+      const out = {};
+      for (const row of rows.querySelectorAll(".secret-row")) {
+        const name = row.querySelector(".secret-name").value.trim();
+        const val = row.querySelector(".secret-value").value;
+        if (!name) continue;
+        if (val !== "") out[name] = val;
+        else if (row._set) out[name] = MASK; // kept: the daemon puts the stored value back
+      }
+      const before = Object.keys(value).sort().join("\n");
+      const changed = Object.values(out).some((v) => v !== MASK) || Object.keys(out).sort().join("\n") !== before;
+      return { changed, value: out };
+    };
+    return { wrap, key, read, setError: (m) => { err.textContent = m || ""; wrap.classList.toggle("has-error", !!m); } };
+  }
+
+  /** Puts the PUT's error text under the field it names (the longest key found in it). */
+  function showPutError(fields, text, fallback) {
+    let best = null;
+    for (const f of fields) if (text.includes(f.key) && (!best || f.key.length > best.key.length)) best = f;
+    if (best) best.setError(text);
+    else fallback.textContent = text;
+  }
+
+  /** Reads `fields`, PUTs the changes; answers true when something was saved. */
+  async function saveFields(fields, statusEl, errEl) {
+    for (const f of fields) f.setError("");
+    errEl.textContent = "";
+    const update = {};
+    for (const f of fields) {
+      const r = f.read();
+      if (r.error) { f.setError(r.error); return false; }
+      if (r.changed) update[f.key] = r.value;
+    }
+    if (!Object.keys(update).length) {
+      statusEl.textContent = t("common.nochange");
+      return false;
+    }
+    statusEl.textContent = t("common.saving");
+    const r = await api("PUT", SETTINGS, update);
+    if (!r.ok) {
+      statusEl.textContent = "";
+      showPutError(fields, r.error, errEl);
+      return false;
+    }
+    values = (r.body && r.body.settings) || values;
+    const changed = (r.body && r.body.changed) || [];
+    statusEl.textContent = t("common.saved") + (changed.length ? ": " + changed.join(", ") : "");
+    statusEl.dataset.saved = String(Date.now());
+    if (changed.includes("core.agent.language")) window.HA.setLang(values["core.agent.language"]);
+    return true;
+  }
+
+  function sourceNames() {
+    const names = new Set();
+    for (const k of Object.keys(values)) {
+      if (k.startsWith(SRC_PREFIX)) names.add(k.slice(SRC_PREFIX.length).split(".")[0]);
+    }
+    return [...names].sort();
+  }
+
+  function sourceCard(name, health) {
+    const card = el("article", "card source-card");
+    card.dataset.source = name;
+    const head = el("h3", "card-title", name);
+    if (health) {
+      const b = el("span", "badge source-health", health.state);
+      b.title = t("settings.source.health");
+      head.append(" ", b);
+    }
+    card.append(head);
+    const grid = el("div", "fields");
+    const fields = [];
+    for (const f of defs.source_fields) {
+      const key = SRC_PREFIX + name + "." + f.name;
+      const field = fieldFor(key, f, values[key], "src-" + name + "-" + f.name);
+      if (f.name === "adapter") {
+        const input = field.wrap.querySelector("input");
+        input.setAttribute("list", "adapter-list");
+      }
+      fields.push(field);
+      grid.append(field.wrap);
+    }
+    card.append(grid);
+    const bar = el("div", "card-actions");
+    const status = el("span", "result");
+    status.setAttribute("role", "status");
+    const err = alertEl("span");
+    const test = el("div", "source-test");
+    test.setAttribute("role", "status");
+    const save = button(t("common.save"), "primary source-save", async () => {
+      if (await saveFields(fields, status, err)) renderSettings();
+    });
+    const testBtn = button(t("settings.source.test"), "source-test-btn", async () => {
+      if (!sourceNames().includes(name)) {
+        test.dataset.state = "error";
+        test.textContent = t("settings.source.unsaved");
+        return;
+      }
+      testBtn.disabled = true;
+      test.dataset.state = "pending";
+      test.textContent = t("settings.source.testing");
+      const r = await api("POST", "/api/v1/llm/sources/" + encodeURIComponent(name) + "/test", {});
+      testBtn.disabled = false;
+      if (r.ok && r.body && r.body.ok) {
+        test.dataset.state = "ok";
+        test.textContent = t("settings.source.ok", { model: r.body.model, ms: r.body.elapsed_ms, content: r.body.content });
+      } else {
+        test.dataset.state = "error";
+        test.textContent = r.error || "failed";
+      }
+    });
+    const remove = confirmButton(t("settings.source.remove"), "danger", async () => {
+      const update = {};
+      for (const k of Object.keys(values)) if (k.startsWith(SRC_PREFIX + name + ".")) update[k] = null;
+      if (!Object.keys(update).length) { card.remove(); return; }
+      const r = await api("PUT", SETTINGS, update);
+      if (!r.ok) { err.textContent = r.error; return; }
+      values = r.body.settings || values;
+      renderSettings();
+    });
+    bar.append(save, testBtn, remove, status, err);
+    card.append(bar, test);
+    return card;
+  }
+
+  function renderSources(status) {
+    const list = $("#sources-list");
+    const health = new Map();
+    for (const s of (status && status.sources) || []) {
+      if (typeof s.name !== "string") continue;
+      const state = !s.available ? "unavailable" : Number(s.paused_for_s) > 0 ? "paused " + s.paused_for_s + " s" : "available";
+      health.set(s.name, { state: state + (s.last_error ? " · " + s.last_error : "") });
+    }
+    for (const s of (status && status.skipped) || []) health.set(s.name, { state: "skipped: " + s.reason });
+    const keep = [...list.querySelectorAll(".source-card.unsaved")].map((c) => c.dataset.source);
+    list.replaceChildren(...sourceNames().map((n) => sourceCard(n, health.get(n))));
+    for (const n of keep) if (!sourceNames().includes(n)) list.append(unsavedCard(n));
+  }
+
+  function unsavedCard(name) {
+    const c = sourceCard(name, null);
+    c.classList.add("unsaved");
+    return c;
+  }
+
+  $("#source-add").noValidate = true;
+  $("#source-add").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const input = $("#source-new-name");
+    const name = input.value.trim();
+    const err = $("#source-add-error");
+    if (!/^[A-Za-z0-9_-]{1,64}$/.test(name)) { err.textContent = t("settings.source.badname"); return; }
+    err.textContent = "";
+    input.value = "";
+    const existing = document.querySelector('.source-card[data-source="' + CSS.escape(name) + '"]');
+    const card = existing || unsavedCard(name);
+    if (!existing) $("#sources-list").append(card);
+    const first = card.querySelector("input, select, textarea");
+    if (first) first.focus();
+  });
+
+  // ---- MCP servers (plugin.mcp.servers: {"<name>": {command, args, env, cwd}})
+
+  function mcpServers(v) {
+    let value = v;
+    if (typeof value === "string") { try { value = JSON.parse(value); } catch (_) { value = {}; } }
+    if (value && typeof value === "object" && value.mcpServers && typeof value.mcpServers === "object") value = value.mcpServers;
+    return value && typeof value === "object" && !Array.isArray(value) ? value : {};
+  }
+
+  function renderMcp() {
+    const body = $("#mcp-body");
+    const installed = Object.prototype.hasOwnProperty.call(values, MCP_KEY)
+      || (window.HA.pluginNames || []).includes("mcp");
+    if (!installed) {
+      body.replaceChildren(el("p", "muted pad", t("settings.mcp.none")));
+      return;
+    }
+    const rows = el("div", "mcp-rows");
+    const addRow = (name, s) => {
+      const row = el("fieldset", "mcp-row");
+      const mk = (cls, label, val, area) => {
+        const w = el("label", "mcp-field");
+        w.append(el("span", "field-label", label));
+        const i = el(area ? "textarea" : "input", cls);
+        if (area) i.rows = 2;
+        i.value = val || "";
+        w.append(i);
+        row.append(w);
+        return i;
+      };
+      mk("mcp-name", t("settings.mcp.name"), name);
+      mk("mcp-command", t("settings.mcp.command"), s.command);
+      mk("mcp-args", t("settings.mcp.args"), (Array.isArray(s.args) ? s.args : []).join("\n"), true);
+      mk("mcp-env", t("settings.mcp.env"), Object.entries(s.env || {}).map(([k, v]) => k + "=" + v).join("\n"), true);
+      mk("mcp-cwd", t("settings.mcp.cwd"), s.cwd);
+      row.append(button(t("settings.secret.remove"), "link", () => row.remove()));
+      rows.append(row);
+    };
+    for (const [name, s] of Object.entries(mcpServers(values[MCP_KEY]))) addRow(name, s || {});
+    const status = el("span", "result");
+    const err = alertEl("div");
+    const save = button(t("common.save"), "primary", async () => {
+      const out = {};
+      for (const row of rows.querySelectorAll(".mcp-row")) {
+        const name = row.querySelector(".mcp-name").value.trim();
+        if (!name) continue;
+        const s = { command: row.querySelector(".mcp-command").value.trim() };
+        s.args = row.querySelector(".mcp-args").value.split("\n").map((x) => x.trim()).filter(Boolean);
+        const env = {};
+        for (const line of row.querySelector(".mcp-env").value.split("\n")) {
+          const i = line.indexOf("=");
+          if (i > 0) env[line.slice(0, i).trim()] = line.slice(i + 1);
+        }
+        s.env = env;
+        const cwd = row.querySelector(".mcp-cwd").value.trim();
+        if (cwd) s.cwd = cwd;
+        out[name] = s;
+      }
+      const field = { key: MCP_KEY, read: () => ({ changed: JSON.stringify(out) !== JSON.stringify(mcpServers(values[MCP_KEY])), value: out }), setError: (m) => { err.textContent = m || ""; } };
+      await saveFields([field], status, err);
+    });
+    body.replaceChildren(rows, el("div", "card-actions"));
+    body.lastChild.append(button(t("settings.mcp.add"), "small", () => addRow("", {})), save, status);
+    body.append(err);
+  }
+
+  // ---- every other setting, grouped by namespace
+
+  function namespaceOf(key) {
+    if (key.startsWith("plugin.")) {
+      const parts = key.split(".");
+      return parts.slice(0, 2).join(".");
+    }
+    const i = key.lastIndexOf(".");
+    return i > 0 ? key.slice(0, i) : key;
+  }
+
+  function renderGroups() {
+    const groups = new Map();
+    const add = (key, spec) => {
+      const ns = namespaceOf(key);
+      if (!groups.has(ns)) groups.set(ns, []);
+      groups.get(ns).push({ key, spec });
+    };
+    const known = new Set();
+    for (const d of defs.definitions) {
+      known.add(d.key);
+      // A built-in source's keys (core.llm.sources.deepseek.*) live in its card.
+      if (!d.key.startsWith(SRC_PREFIX)) add(d.key, d);
+    }
+    const pluginDefs = new Map(defs.plugins.map((p) => ["plugin." + p.plugin + "." + p.key, p]));
+    for (const k of Object.keys(values).sort()) {
+      if (known.has(k) || k.startsWith(SRC_PREFIX) || k === MCP_KEY) continue;
+      const pd = pluginDefs.get(k);
+      add(k, { type: pd && pd.secret ? "string" : "json", secret: !!(pd && pd.secret), description: pd ? pd.description : "", default: pd ? pd.default : undefined });
+    }
+    const out = [];
+    for (const [ns, items] of groups) {
+      const sec = el("section", "panel settings-group");
+      sec.dataset.ns = ns;
+      const h = el("h2", null, ns);
+      sec.append(h);
+      const grid = el("div", "fields");
+      const fields = items.map(({ key, spec }) => fieldFor(key, spec, values[key], "set-" + key));
+      grid.append(...fields.map((f) => f.wrap));
+      const bar = el("div", "card-actions");
+      const status = el("span", "result");
+      status.setAttribute("role", "status");
+      const err = alertEl("span", "group-error");
+      const save = button(t("common.save"), "primary group-save", async () => {
+        if (await saveFields(fields, status, err)) {
+          // Re-render from the saved values (masks, normalised forms), keeping the note.
+          const again = renderGroups().find((g) => g.dataset.ns === ns);
+          if (again) {
+            again.querySelector(".result").textContent = status.textContent;
+            again.querySelector(".result").dataset.saved = status.dataset.saved;
+          }
+        }
+      });
+      bar.append(save, status, err);
+      sec.append(grid, bar);
+      out.push(sec);
+    }
+    $("#settings-groups").replaceChildren(...out);
+    return out;
+  }
+
+  async function renderSettings() {
+    const errEl = $("#settings-error");
+    try {
+      const [d, s, st, pl] = await Promise.all([getJson(SETTINGS + "/definitions"), getJson(SETTINGS), getJson("/api/v1/llm/sources"), getJson("/api/v1/plugins")]);
+      window.HA.pluginNames = (pl.plugins || []).map((p) => p.name);
+      defs = d;
+      values = s.settings || {};
+      errEl.textContent = "";
+      renderSources(st);
+      renderMcp();
+      renderGroups();
+      $("#view-settings").dataset.loaded = "1";
+    } catch (e) {
+      errEl.textContent = e.message;
+    }
+  }
+
+  const adapterList = el("datalist");
+  adapterList.id = "adapter-list";
+  for (const a of ADAPTERS) { const o = el("option"); o.value = a; adapterList.append(o); }
+  document.body.append(adapterList);
+
+  hooks.settings = { show: renderSettings };
+
+  // ================================================================ plugins
+
+  const PLUGINS = "/api/v1/plugins";
+  let plTimer = null;
+  const plCards = new Map();
+  const toolSchemas = new Map(); // plugin -> {key, tools}
+
+  function plUrl(name, rest) {
+    return PLUGINS + "/" + encodeURIComponent(name) + (rest ? "/" + rest : "");
+  }
+
+  async function plAction(name, action, card) {
+    const err = card.querySelector(".plugin-action-error");
+    err.textContent = "";
+    card.dataset.busy = "1";
+    const r = action === "uninstall" ? await api("DELETE", plUrl(name)) : await api("POST", plUrl(name, action));
+    delete card.dataset.busy;
+    if (!r.ok) {
+      err.textContent = r.error;
+      return;
+    }
+    card.dataset.lastAction = action;
+    if (action === "uninstall") {
+      card.remove();
+      plCards.delete(name);
+    }
+    refreshPluginsView();
+  }
+
+  function buildPluginCard(name) {
+    const card = el("article", "card plugin-card");
+    card.dataset.plugin = name;
+    const head = el("h3", "card-title");
+    const badge = el("span", "badge plugin-state");
+    head.append(el("span", "plugin-title", name), " ", el("span", "muted plugin-kind"), " ", badge);
+    const kv = el("dl", "kv");
+    const cell = (label, cls) => {
+      kv.append(el("dt", null, label));
+      const dd = el("dd", cls);
+      kv.append(dd);
+      return dd;
+    };
+    const pid = cell(t("plugins.pid"), "plugin-pid");
+    const restarts = cell(t("plugins.restarts"), "plugin-restarts");
+    const exit = cell(t("plugins.lastexit"), "plugin-exit");
+    const problem = el("p", "plugin-problem");
+    const stderr = el("details", "plugin-stderr");
+    stderr.append(el("summary", null, t("plugins.stderr")), el("pre", "stderr-tail"));
+    const toolsHead = el("h4", null, t("plugins.tools"));
+    const tools = el("div", "plugin-tools");
+    const bar = el("div", "card-actions");
+    const toggle = button(t("plugins.disable"), "plugin-toggle");
+    toggle.addEventListener("click", () => plAction(name, toggle.dataset.action, card));
+    const restart = button(t("plugins.restart"), "plugin-restart-btn", () => plAction(name, "restart", card));
+    const reload = button(t("plugins.reload"), "plugin-reload", () => plAction(name, "reload", card));
+    const uninstall = confirmButton(t("plugins.uninstall"), "danger plugin-uninstall", () => plAction(name, "uninstall", card));
+    const err = alertEl("span", "plugin-action-error");
+    bar.append(toggle, restart, reload, uninstall, err);
+    card.append(head, kv, problem, stderr, toolsHead, tools, bar);
+    card._c = { badge, pid, restarts, exit, problem, stderr, tools, toggle, restart, reload, kind: head.querySelector(".plugin-kind") };
+    return card;
+  }
+
+  function renderToolSchemas(container, list) {
+    if (!list.length) {
+      container.replaceChildren(el("span", "muted", t("plugins.notools")));
+      return;
+    }
+    container.replaceChildren(...list.map((tool) => {
+      const d = el("details", "tool-schema");
+      d.dataset.tool = tool.name;
+      const s = el("summary");
+      s.append(el("code", "tool-name", tool.name), " ", el("span", "muted", tool.description || ""));
+      const params = tool.parameters && tool.parameters.properties ? tool.parameters.properties : {};
+      const required = new Set(Array.isArray(tool.parameters && tool.parameters.required) ? tool.parameters.required : []);
+      const table = el("table", "grid-table params");
+      for (const [p, sch] of Object.entries(params)) {
+        const tr = el("tr");
+        tr.append(el("td", null, p + (required.has(p) ? " *" : "")), el("td", null, sch && sch.type ? String(sch.type) : ""),
+          el("td", "muted", sch && sch.description ? sch.description : ""));
+        table.append(tr);
+      }
+      d.append(s);
+      if (table.children.length) d.append(table);
+      d.append(el("pre", "schema-json", pretty(tool.parameters || {})));
+      return d;
+    }));
+  }
+
+  async function updatePluginCard(card, p) {
+    const c = card._c;
+    const state = String(p.state || "unknown");
+    c.badge.textContent = state;
+    c.badge.className = "badge plugin-state b-" + state.replace(/[^a-z0-9_-]/gi, "");
+    card.dataset.state = state;
+    c.kind.textContent = p.kind || "";
+    c.pid.textContent = p.pid === null || p.pid === undefined ? "—" : String(p.pid);
+    c.restarts.textContent = String(Number(p.restarts) || 0);
+    c.exit.textContent = p.last_exit ? String(p.last_exit) : "—";
+    c.problem.textContent = p.problem ? String(p.problem) : "";
+    const tail = Array.isArray(p.stderr_tail) ? p.stderr_tail.map(String) : [];
+    c.stderr.hidden = !tail.length;
+    c.stderr.querySelector("pre").textContent = tail.join("\n");
+    const disabled = state === "disabled";
+    c.toggle.dataset.action = disabled ? "enable" : "disable";
+    c.toggle.textContent = disabled ? t("plugins.enable") : t("plugins.disable");
+    c.restart.disabled = disabled;
+    c.reload.disabled = disabled;
+    const names = Array.isArray(p.tools) ? p.tools.map(String) : [];
+    const key = names.join("\n");
+    const known = toolSchemas.get(p.name);
+    if (!known || known.key !== key) {
+      toolSchemas.set(p.name, { key, tools: null });
+      if (!names.length) renderToolSchemas(c.tools, []);
+      else {
+        const r = await api("GET", plUrl(p.name, "tools"));
+        const list = r.ok && r.body && Array.isArray(r.body.tools) ? r.body.tools : names.map((n) => ({ name: n }));
+        toolSchemas.set(p.name, { key, tools: list });
+        renderToolSchemas(c.tools, list);
+      }
+    }
+  }
+
+  let plBusy = false;
+  async function refreshPluginsView() {
+    if (plBusy) return; // a slow answer must not pile requests up behind it
+    plBusy = true;
+    try { await refreshPluginsOnce(); } finally { plBusy = false; }
+  }
+
+  async function refreshPluginsOnce() {
+    let list;
+    try {
+      list = (await getJson(PLUGINS)).plugins || [];
+    } catch (e) {
+      $("#pl-install-error").textContent = e.message;
+      return;
+    }
+    window.HA.pluginNames = list.map((p) => p.name);
+    const box = $("#pl-list");
+    const seen = new Set();
+    for (const p of list) {
+      if (!p || typeof p.name !== "string") continue;
+      seen.add(p.name);
+      let card = plCards.get(p.name);
+      if (!card) {
+        card = buildPluginCard(p.name);
+        plCards.set(p.name, card);
+        box.append(card);
+      }
+      await updatePluginCard(card, p);
+    }
+    for (const [n, card] of plCards) if (!seen.has(n)) { card.remove(); plCards.delete(n); toolSchemas.delete(n); }
+    let empty = box.querySelector(".empty");
+    if (!list.length && !empty) box.append(el("p", "muted empty pad", t("plugins.empty")));
+    else if (list.length && empty) empty.remove();
+    box.dataset.loaded = "1";
+  }
+
+  $("#pl-install").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const file = $("#pl-file").files[0];
+    const err = $("#pl-install-error");
+    const res = $("#pl-install-result");
+    err.textContent = "";
+    res.textContent = "";
+    if (!file) { err.textContent = t("plugins.install.pick"); return; }
+    const btn = $("#pl-install-btn");
+    btn.disabled = true;
+    const r = await api("POST", PLUGINS + "/install", file, { "Content-Type": "application/zip" });
+    btn.disabled = false;
+    if (!r.ok) { err.textContent = r.error; return; }
+    res.textContent = t("plugins.install.done", { name: r.body.name, version: r.body.version, kind: r.body.kind });
+    res.dataset.installed = r.body.name;
+    $("#pl-file").value = "";
+    refreshPluginsView();
+  });
+
+  hooks.plugins = {
+    show() { refreshPluginsView(); plTimer = setInterval(refreshPluginsView, 2000); },
+    hide() { clearInterval(plTimer); plTimer = null; },
+  };
+
+  // ================================================================ memory
+
+  const MEM = "/api/v1/memory";
+
+  async function renderMemStatus() {
+    const box = $("#mem-status");
+    let s;
+    try { s = await getJson(MEM + "/status"); } catch (e) { box.replaceChildren(el("p", "field-error", e.message)); return; }
+    const g = s.graph || {};
+    const parts = [el("p", null, t("memory.counts", { events: s.context_events, docs: s.documents, entities: g.entity_count ?? "—", relations: g.relation_count ?? "—" }))];
+    const emb = s.embedder || {};
+    const space = emb.space && typeof emb.space === "object" ? emb.space.model + " (" + emb.space.dim + " dims)" : "";
+    const progress = emb.recompute ? "recomputing " + emb.recompute.done + "/" + emb.recompute.total : "";
+    const embText = [emb.active, space, Number.isFinite(emb.rows) ? emb.embedded + "/" + emb.rows + " embedded" : "", progress,
+      emb.fallback ? "fallback: " + emb.fallback : "", emb.last_error ? "error: " + emb.last_error : ""].filter(Boolean).join(" · ");
+    parts.push(el("p", null, t("memory.embedder") + ": " + (embText || "—")));
+    const table = el("table", "grid-table hb-table");
+    for (const [name, last] of Object.entries(s.heartbeats || {})) {
+      const tr = el("tr");
+      tr.dataset.heartbeat = name;
+      const result = el("td", "hb-last", last ? [fmtWhen(last.at_ms), last.error ? "error: " + last.error : JSON.stringify(Object.fromEntries(Object.entries(last).filter(([k]) => k !== "at_ms")))].join(" · ") : t("memory.heartbeat.never"));
+      const err = alertEl("span");
+      const run = button(t("memory.heartbeat.run"), "small hb-run", async () => {
+        run.disabled = true;
+        err.textContent = "";
+        const r = await api("POST", "/api/v1/heartbeats/" + encodeURIComponent(name) + "/run", {});
+        run.disabled = false;
+        if (!r.ok) { err.textContent = r.error; return; }
+        tr.dataset.ran = "1";
+        renderMemStatus();
+      });
+      const act = el("td");
+      act.append(run, err);
+      tr.append(el("th", null, name), result, act);
+      table.append(tr);
+    }
+    parts.push(el("h4", null, t("memory.heartbeats")), table);
+    box.replaceChildren(...parts);
+  }
+
+  async function renderContext() {
+    const list = $("#ctx-list");
+    let body;
+    try { body = await getJson(MEM + "/context"); } catch (e) { list.replaceChildren(el("li", "field-error", e.message)); return; }
+    const events = Array.isArray(body.events) ? body.events : [];
+    if (!events.length) { list.replaceChildren(el("li", "muted", t("memory.context.none"))); return; }
+    const clip = (x) => (x.length > 600 ? x.slice(0, 600) + "…" : x);
+    // Events are `{id, input, response?, source, ts_ms, tools_used?}`: an input, or
+    // the turn it began with its reply.
+    list.replaceChildren(...events.slice(-200).reverse().map((e) => {
+      const li = el("li", "ctx-item");
+      li.append(el("span", "badge", e.source || "?"), el("time", "muted", fmtWhen(e.ts_ms)));
+      if (typeof e.input === "string") li.append(el("div", "ctx-text", clip(e.input)));
+      if (typeof e.response === "string") li.append(el("div", "ctx-text ctx-response", "→ " + clip(e.response)));
+      if (Array.isArray(e.tools_used) && e.tools_used.length) li.append(el("div", "muted", "tools: " + e.tools_used.join(", ")));
+      if (typeof e.input !== "string" && typeof e.response !== "string") li.append(el("div", "ctx-text", clip(JSON.stringify(e))));
+      return li;
+    }));
+  }
+
+  // ---- documents
+
+  function openDoc(d) {
+    $("#doc-view").hidden = false;
+    $("#doc-view").dataset.id = d.id;
+    $("#doc-view-title").textContent = d.summary || d.id;
+    $("#doc-view-meta").textContent = [d.id, d.source, fmtWhen(d.created_at_ms)].filter(Boolean).join(" · ");
+    $("#doc-view-content").textContent = d.content || "";
+  }
+  $("#doc-view-close").addEventListener("click", () => { $("#doc-view").hidden = true; });
+
+  async function searchDocs() {
+    const q = $("#docs-q").value.trim();
+    const err = $("#docs-error");
+    err.textContent = "";
+    const list = $("#docs-list");
+    let body;
+    try { body = await getJson(MEM + "/documents" + (q ? "?q=" + encodeURIComponent(q) : "")); } catch (e) { err.textContent = e.message; return; }
+    const docs = Array.isArray(body.documents) ? body.documents : [];
+    if (!docs.length) { list.replaceChildren(el("li", "muted", t("memory.docs.none"))); list.dataset.loaded = "1"; return; }
+    list.replaceChildren(...docs.slice(0, 100).map((d) => {
+      const li = el("li", "doc-item");
+      li.dataset.id = d.id;
+      const title = el("span", "doc-summary", d.summary || d.id);
+      const meta = el("span", "muted", " " + [d.source, fmtWhen(d.created_at_ms)].filter(Boolean).join(" · "));
+      const open = button(t("common.open"), "small doc-open", () => openDoc(d));
+      const del = confirmButton(t("common.delete"), "small danger doc-delete", async () => {
+        const r = await api("DELETE", MEM + "/documents/" + encodeURIComponent(d.id));
+        if (!r.ok) { err.textContent = r.error; return; }
+        li.remove();
+        if ($("#doc-view").dataset.id === d.id) $("#doc-view").hidden = true;
+      });
+      li.append(title, meta, el("span", "spacer"), open, del);
+      return li;
+    }));
+    list.dataset.loaded = "1";
+  }
+  $("#docs-form").addEventListener("submit", (ev) => { ev.preventDefault(); searchDocs(); });
+
+  // ---- graph
+
+  let cy = null;
+  let cyLoading = null;
+
+  /** Cytoscape (static/vendor/cytoscape.min.js, 440 kB) loads on first use only. */
+  function loadCytoscape() {
+    if (window.cytoscape) return Promise.resolve(window.cytoscape);
+    if (!cyLoading) {
+      cyLoading = new Promise((resolve, reject) => {
+        const s = document.createElement("script");
+        s.src = "/vendor/cytoscape.min.js";
+        s.onload = () => (window.cytoscape ? resolve(window.cytoscape) : reject(new Error("cytoscape did not load")));
+        s.onerror = () => { cyLoading = null; reject(new Error("cannot load /vendor/cytoscape.min.js")); };
+        document.head.append(s);
+      });
+    }
+    return cyLoading;
+  }
+
+  function cssVar(name, fallback) {
+    const v = getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+    return v || fallback;
+  }
+
+  async function drawGraph(g) {
+    const canvas = $("#graph-canvas");
+    const entities = Array.isArray(g.entities) ? g.entities : [];
+    const relations = Array.isArray(g.relations) ? g.relations : [];
+    const names = new Set(entities.map((e) => e.name));
+    for (const r of relations) { names.add(r.source); names.add(r.target); }
+    const elements = [];
+    const ids = new Map();
+    let i = 0;
+    for (const n of names) { ids.set(n, "n" + i++); elements.push({ data: { id: ids.get(n), label: n } }); }
+    for (const r of relations) {
+      elements.push({ data: { id: "e" + r.id, source: ids.get(r.source), target: ids.get(r.target), label: r.relation } });
+    }
+    const cytoscape = await loadCytoscape();
+    if (cy) cy.destroy();
+    const ink = cssVar("--ink", "#1d232b");
+    cy = cytoscape({
+      container: canvas,
+      elements,
+      layout: { name: names.size > 1 ? "cose" : "grid", animate: false, padding: 20 },
+      wheelSensitivity: 0.3,
+      style: [
+        { selector: "node", style: { label: "data(label)", "background-color": cssVar("--accent", "#2458c6"), color: ink, "font-size": 11, "text-valign": "bottom", "text-margin-y": 4, width: 18, height: 18 } },
+        { selector: "edge", style: { label: "data(label)", width: 1.5, "line-color": cssVar("--muted", "#6a7380"), "target-arrow-color": cssVar("--muted", "#6a7380"), "target-arrow-shape": "triangle", "curve-style": "bezier", "font-size": 9, color: ink, "text-rotation": "autorotate" } },
+      ],
+    });
+    canvas.dataset.nodes = String(cy.nodes().length);
+    canvas.dataset.edges = String(cy.edges().length);
+    $("#graph-count").textContent = entities.length || relations.length
+      ? t("memory.graph.count", { nodes: cy.nodes().length, edges: cy.edges().length }) : t("memory.graph.none");
+  }
+
+  function relationRow(r) {
+    const tr = el("tr", "rel-row");
+    tr.dataset.id = String(r.id);
+    const cells = [r.source, r.relation, r.target].map((v) => el("td", null, v));
+    const act = el("td", "actions");
+    const err = alertEl("span");
+    const edit = button(t("common.edit"), "small rel-edit", () => {
+      const inputs = [r.source, r.relation, r.target].map((v, i) => {
+        const inp = el("input", "rel-input");
+        inp.value = v;
+        inp.setAttribute("aria-label", [t("memory.rel.source"), t("memory.rel.relation"), t("memory.rel.target")][i]);
+        cells[i].replaceChildren(inp);
+        return inp;
+      });
+      const save = button(t("common.save"), "small primary rel-save", async () => {
+        const next = inputs.map((inp, i) => (inp.value.trim() !== [r.source, r.relation, r.target][i] ? inp.value.trim() : null));
+        const res = await api("PUT", MEM + "/graph/relations", { old: [r.source, r.relation, r.target], new: next });
+        if (!res.ok) { err.textContent = res.error; return; }
+        searchGraph();
+      });
+      act.replaceChildren(save, button(t("common.cancel"), "small", () => searchGraph()), err);
+    });
+    const del = confirmButton(t("common.delete"), "small danger rel-delete", async () => {
+      const res = await api("DELETE", MEM + "/graph/relations/" + encodeURIComponent(r.id));
+      if (!res.ok) { err.textContent = res.error; return; }
+      searchGraph();
+    });
+    act.append(edit, del, err);
+    tr.append(...cells, act);
+    return tr;
+  }
+
+  async function searchGraph() {
+    const q = $("#graph-q").value.trim();
+    const err = $("#graph-error");
+    err.textContent = "";
+    let g;
+    try { g = await getJson(MEM + "/graph?q=" + encodeURIComponent(q) + "&depth=" + encodeURIComponent($("#graph-depth").value)); } catch (e) { err.textContent = e.message; return; }
+    const rels = Array.isArray(g.relations) ? g.relations : [];
+    $("#graph-rels").replaceChildren(...rels.map(relationRow));
+    try { await drawGraph(g); } catch (e) { err.textContent = e.message; }
+    $("#graph-canvas").dataset.query = q;
+  }
+  $("#graph-form").addEventListener("submit", (ev) => { ev.preventDefault(); searchGraph(); });
+
+  // ---- knowledge base
+
+  async function renderKnowledge() {
+    const q = $("#kb-q").value.trim();
+    const err = $("#kb-error");
+    err.textContent = "";
+    const list = $("#kb-list");
+    let body;
+    try { body = await getJson(MEM + "/knowledge" + (q ? "?q=" + encodeURIComponent(q) : "")); } catch (e) { err.textContent = e.message; return; }
+    const items = Array.isArray(body.results) ? body.results : Array.isArray(body.items) ? body.items : [];
+    if (!items.length) { list.replaceChildren(el("li", "muted", t("memory.kb.none"))); return; }
+    list.replaceChildren(...items.map((it) => {
+      const li = el("li", "kb-item");
+      li.dataset.name = it.name;
+      li.append(el("code", null, it.name), " ", el("span", "muted", it.bytes !== undefined ? it.bytes + " B" : ""));
+      if (typeof it.content === "string") li.append(el("div", "kb-content", it.content));
+      const del = confirmButton(t("common.delete"), "small danger", async () => {
+        const r = await api("DELETE", MEM + "/knowledge/" + String(it.name).split("/").map(encodeURIComponent).join("/"));
+        if (!r.ok) { err.textContent = r.error; return; }
+        renderKnowledge();
+      });
+      li.append(el("span", "spacer"), del);
+      return li;
+    }));
+  }
+  $("#kb-form").addEventListener("submit", (ev) => { ev.preventDefault(); renderKnowledge(); });
+  $("#kb-add").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const err = $("#kb-add-error");
+    err.textContent = "";
+    const r = await api("POST", MEM + "/knowledge", { name: $("#kb-name").value, content: $("#kb-content").value });
+    if (!r.ok) { err.textContent = r.error; return; }
+    $("#kb-name").value = "";
+    $("#kb-content").value = "";
+    renderKnowledge();
+  });
+
+  hooks.memory = {
+    show() {
+      renderMemStatus(); renderContext(); searchDocs(); renderKnowledge();
+      // Drawn while hidden, the graph has no size: fit it to its box again.
+      if (cy) requestAnimationFrame(() => { cy.resize(); cy.fit(undefined, 20); });
+    },
+  };
+
+  // ================================================================ tasks
+
+  let tasksTimer = null;
+
+  function taskItem(task, extra) {
+    const li = el("li", "task-item");
+    li.dataset.taskId = String(task.id);
+    // class is `queued` or `interrupt`, kind `input`, `timer`…, level L1–L4 for interrupts.
+    const parts = [extra || "", "#" + task.id, task.kind, task.class, task.level ? String(task.level) : ""];
+    if (task.preempt_count) parts.push("preempted ×" + task.preempt_count);
+    li.textContent = parts.filter(Boolean).join(" · ");
+    return li;
+  }
+
+  function fill(listEl, tasks, extra) {
+    if (!tasks.length) listEl.replaceChildren(el("li", "muted", t("tasks.empty")));
+    else listEl.replaceChildren(...tasks.map((x, i) => taskItem(x, extra ? extra(x, i) : "")));
+    listEl.dataset.count = String(tasks.length);
+  }
+
+  async function refreshTasks() {
+    let s;
+    try { s = await getJson("/api/v1/tasks"); } catch (e) { $("#tasks-error").textContent = e.message; return; }
+    $("#tasks-error").textContent = "";
+    const running = s.running ? [s.running] : [];
+    fill($("#tasks-running"), running);
+    if (!running.length) $("#tasks-running").replaceChildren(el("li", "muted", t("tasks.idle")));
+    fill($("#tasks-immediate"), s.immediate ? [s.immediate] : []);
+    const ready = Array.isArray(s.ready) ? s.ready : [];
+    fill($("#tasks-ready"), ready, (_, i) => String(i + 1) + ".");
+    $("#tasks-ready-n").textContent = "(" + ready.length + ")";
+    const ints = [];
+    (Array.isArray(s.interrupts) ? s.interrupts : []).forEach((q, i) => { for (const x of q || []) ints.push(Object.assign({ _q: "L" + (i + 1) }, x)); });
+    fill($("#tasks-interrupts"), ints, (x) => x._q + ":");
+    fill($("#tasks-stack"), Array.isArray(s.stack) ? s.stack : []);
+    const stats = $("#tasks-stats");
+    const kv = [];
+    for (const [k, v] of Object.entries(s.stats || {})) kv.push([k, Array.isArray(v) ? v.join(" / ") : String(v)]);
+    kv.push(["max_frames", String(s.max_frames)], ["preempt_armed", String(s.preempt_armed)]);
+    stats.replaceChildren(...kv.flatMap(([k, v]) => [el("dt", null, k), el("dd", null, v)]));
+    $("#view-tasks").dataset.loaded = "1";
+  }
+
+  $("#tasks-restart").addEventListener("click", async () => {
+    const err = $("#tasks-restart-error");
+    err.textContent = "";
+    const r = await api("POST", "/api/v1/actors/kernel/agent/scheduler/restart", {});
+    err.textContent = r.ok ? "" : r.error;
+  });
+
+  hooks.tasks = {
+    show() { refreshTasks(); tasksTimer = setInterval(refreshTasks, 1000); },
+    hide() { clearInterval(tasksTimer); tasksTimer = null; },
+  };
+
+  // ---------------------------------------------------------------- start
+
+  window.HA.applyI18n(document);
+  loadLanguage();
+  window.addEventListener("hashchange", route);
+  route();
+})();
