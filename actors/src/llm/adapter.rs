@@ -80,6 +80,9 @@ pub struct Adapter {
     pub end_marker: String,
     /// The converted tool list of the last distinct tool list (see `tools_cache`).
     tools_cache: parking_lot::Mutex<Option<super::tools_cache::Entry>>,
+    /// Whether long texts may pass this adapter as markers (`opaque`): `None` until the
+    /// first marked call has been compared with the full conversion.
+    texts_opaque: parking_lot::Mutex<Option<bool>>,
 }
 
 impl std::fmt::Debug for Adapter {
@@ -392,6 +395,7 @@ impl Adapter {
             stream_format,
             end_marker,
             tools_cache: parking_lot::Mutex::new(None),
+            texts_opaque: parking_lot::Mutex::new(None),
         })
     }
 
@@ -446,6 +450,43 @@ impl Adapter {
     /// during the call and restored. Any doubt (a list the adapter renames or merges, an
     /// unexpected output) takes the full path.
     pub async fn transform_request_cached(&self, req: &mut CompletionRequest) -> Result<String, AdapterError> {
+        use super::opaque;
+        if *self.texts_opaque.lock() == Some(false) {
+            return self.transform_tools_cached(req).await;
+        }
+        let taken = opaque::take(req);
+        if taken.is_empty() {
+            return self.transform_tools_cached(req).await;
+        }
+        let marked = self.transform_tools_cached(req).await;
+        let filled = marked.ok().and_then(|out| opaque::fill(&out, &taken));
+        let learned = *self.texts_opaque.lock();
+        match (filled, learned) {
+            (Some(body), Some(true)) => {
+                opaque::restore_owned(req, taken);
+                Ok(body)
+            }
+            (filled, _) => {
+                // Not learned yet, or the markers did not all come back: the full path,
+                // and (the first time) a verdict on whether this adapter moves texts only.
+                opaque::restore(req, &taken);
+                let full = self.transform_tools_cached(req).await?;
+                if learned.is_none() {
+                    let same = filled.as_deref().is_some_and(|b| {
+                        serde_json::from_str::<serde_json::Value>(b).ok()
+                            == serde_json::from_str::<serde_json::Value>(&full).ok()
+                    });
+                    tracing::debug!(adapter = %self.name, opaque = same, "long texts through the adapter as markers");
+                    *self.texts_opaque.lock() = Some(same);
+                }
+                Ok(full)
+            }
+        }
+    }
+
+    /// The request converted with the tool list's conversion cached (see
+    /// [`Self::transform_request_cached`]).
+    async fn transform_tools_cached(&self, req: &mut CompletionRequest) -> Result<String, AdapterError> {
         use super::tools_cache as tc;
         let n = req.tools.len();
         if n < tc::MIN_TOOLS {
@@ -910,6 +951,39 @@ mod tools_cache_tests {
             }
             let separable = a.tools_cache.lock().as_ref().is_some_and(|e| e.splice.is_some());
             eprintln!("{name}: tool list separable = {separable}");
+        }
+    }
+
+    /// For every bundled adapter, long texts passed as markers give the same body as the
+    /// full conversion — system, user and assistant texts, with quotes, newlines and
+    /// non-ASCII — and every bundled adapter is found to move texts only (the fast path
+    /// is really taken).
+    #[tokio::test(flavor = "current_thread")]
+    async fn long_texts_as_markers_equal_the_full_conversion_for_every_bundled_adapter() {
+        let long = |tag: &str| format!("{tag}: \"quoted\"\n\ttabbed \\ 中文 émoji 🙂 {}", "word ".repeat(200));
+        for name in crate::llm::bundled::names() {
+            let a = Adapter::load(name, crate::llm::bundled::bundled(name).unwrap()).unwrap();
+            let mut req = request(6);
+            req.messages = vec![
+                Message::text("system", long("system")),
+                Message::text("system", long("second system")),
+                Message::text("user", long("user")),
+                Message::text("assistant", long("assistant")),
+                Message::text("user", "short question?"),
+            ];
+            let full: serde_json::Value =
+                serde_json::from_str(&a.transform_request_async(&req).await.unwrap()).unwrap();
+            for round in 0..3 {
+                let v: serde_json::Value =
+                    serde_json::from_str(&a.transform_request_cached(&mut req).await.unwrap()).unwrap();
+                assert_eq!(v, full, "{name}, call {round}");
+                assert_eq!(
+                    req.messages[2].content,
+                    serde_json::Value::String(long("user")),
+                    "texts restored"
+                );
+            }
+            assert_eq!(*a.texts_opaque.lock(), Some(true), "{name} moves texts only");
         }
     }
 }

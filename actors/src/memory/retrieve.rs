@@ -114,13 +114,19 @@ pub fn analyze(text: &str) -> Vec<String> {
 
 /// An in-memory BM25 index (k1 = 1.2, b = 0.75) with postings lists, so a query costs
 /// in proportion to the documents sharing its terms, not to the whole collection.
+///
+/// Scoring runs on every turn over every remembered event that shares a word with the
+/// input, so it uses Fx hashing (the keys are our own terms, not attacker-chosen hash
+/// flooding input of consequence: a slow bucket costs one query) and a dense score array
+/// instead of a map per query.
 #[derive(Debug, Default, Clone)]
 pub struct Bm25 {
-    postings: HashMap<String, Vec<(u32, u16)>>,
+    postings: rustc_hash::FxHashMap<String, Vec<(u32, u16)>>,
     lens: Vec<u32>,
     total_len: u64,
     /// Removed documents: skipped when scoring (their postings stay until a rebuild).
-    removed: std::collections::HashSet<u32>,
+    removed: Vec<bool>,
+    removed_count: usize,
 }
 
 const K1: f32 = 1.2;
@@ -145,8 +151,9 @@ impl Bm25 {
         let id = self.lens.len() as u32;
         let terms = analyze(text);
         self.lens.push(terms.len() as u32);
+        self.removed.push(false);
         self.total_len += terms.len() as u64;
-        let mut tf: HashMap<String, u16> = HashMap::new();
+        let mut tf: rustc_hash::FxHashMap<String, u16> = Default::default();
         for t in terms {
             let n = tf.entry(t).or_default();
             *n = n.saturating_add(1);
@@ -168,23 +175,31 @@ impl Bm25 {
 
     /// Removed documents still holding postings (a caller rebuilds when many).
     pub fn removed(&self) -> usize {
-        self.removed.len()
+        self.removed_count
     }
 
     /// Takes document `doc` out of the results.
     pub fn remove(&mut self, doc: usize) {
-        if doc < self.lens.len() && self.removed.insert(doc as u32) {
+        if doc < self.lens.len() && !self.removed[doc] {
+            self.removed[doc] = true;
+            self.removed_count += 1;
             self.total_len -= u64::from(self.lens[doc]);
         }
     }
 
     /// Scores of the documents sharing at least one term with `query` (others score 0).
     pub fn scores(&self, query: &str) -> HashMap<usize, f32> {
-        let n = (self.lens.len() - self.removed.len()) as f32;
-        let mut out: HashMap<usize, f32> = HashMap::new();
+        self.scored(query).into_iter().collect()
+    }
+
+    /// `(document, score)` of the documents sharing a term with `query`, by document.
+    fn scored(&self, query: &str) -> Vec<(usize, f32)> {
+        let n = (self.lens.len() - self.removed_count) as f32;
         if n == 0.0 {
-            return out;
+            return Vec::new();
         }
+        let mut acc = vec![0f32; self.lens.len()];
+        let mut hit = vec![false; self.lens.len()];
         let avg = self.total_len as f32 / n;
         let mut terms = analyze(query);
         terms.sort();
@@ -194,20 +209,22 @@ impl Bm25 {
             let df = list.len() as f32;
             let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
             for &(d, f) in list {
-                if self.removed.contains(&d) {
+                let d = d as usize;
+                if self.removed[d] {
                     continue;
                 }
                 let f = f as f32;
-                let len = self.lens[d as usize] as f32;
-                *out.entry(d as usize).or_default() += idf * f * (K1 + 1.0) / (f + K1 * (1.0 - B + B * len / avg));
+                let len = self.lens[d] as f32;
+                acc[d] += idf * f * (K1 + 1.0) / (f + K1 * (1.0 - B + B * len / avg));
+                hit[d] = true;
             }
         }
-        out
+        acc.into_iter().enumerate().filter(|(d, _)| hit[*d]).collect()
     }
 
     /// Document numbers best first (only those with a positive score).
     pub fn rank(&self, query: &str) -> Vec<usize> {
-        let mut v: Vec<(usize, f32)> = self.scores(query).into_iter().filter(|(_, s)| *s > 0.0).collect();
+        let mut v: Vec<(usize, f32)> = self.scored(query).into_iter().filter(|(_, s)| *s > 0.0).collect();
         v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         v.into_iter().map(|(d, _)| d).collect()
     }
