@@ -193,6 +193,19 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 2000)]
         calls: usize,
     },
+    /// Resident sub-agents: creation (time, RSS), idle residents (RSS, CPU), and a
+    /// parent → resident → parent round trip beside a plain turn, in one run.
+    Residents {
+        /// Idle residents to create.
+        #[arg(long, default_value_t = 10)]
+        residents: usize,
+        /// Measured round trips (and plain turns).
+        #[arg(long, default_value_t = 200)]
+        trips: usize,
+        /// Seconds of the quiet window the idle CPU is measured over.
+        #[arg(long, default_value_t = 5)]
+        idle_secs: u64,
+    },
     /// Graph tier latency (recall at depth 2, entity names found in a sentence) on
     /// on-disk graphs of the given sizes, against an indexed name lookup in the same file.
     Graph {

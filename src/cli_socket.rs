@@ -152,16 +152,18 @@ async fn session(stream: UnixStream, deps: CliDeps) {
     }
 }
 
-/// How many tools the model is offered on its next call: the registered tools plus
-/// the output channels' `output_send__*` tools, as the task builds its request.
+/// How many tools the model is offered on its next call: the registered tools (less
+/// those the main agent is refused) plus the output channels' `output_send__*` tools,
+/// as the task builds its request.
 async fn model_tool_count(deps: &CliDeps) -> usize {
+    let refused = deps.agent.deps.refused_tools;
     let registered = deps
         .agent
         .deps
         .stages
         .send(GetTools)
         .await
-        .map(|t| t.len())
+        .map(|t| t.names().filter(|n| !refused.contains(n)).count())
         .unwrap_or(0);
     registered + deps.agent.deps.channels.tools().len()
 }

@@ -873,6 +873,10 @@ async fn start_agent(
         skills_index: Default::default(),
         settings: parking_lot::RwLock::new(agent_settings(&settings)),
         firewall: s.firewall.clone(),
+        // None: the main agent's tool snapshot stays the registry's own, so the tool
+        // list cached by it is reused turn after turn (`notify_parent` answers it that
+        // it has no parent).
+        refused_tools: &[],
     });
     // `seq_run` is built in (the runner runs its steps; see agent::seq).
     stages
@@ -894,6 +898,40 @@ async fn start_agent(
         })
         .await?;
     let _ = me.set(scheduler.clone());
+    // `spawn_child` helpers: one subtree each under `kernel/agent/children`.
+    let children_sup = sup
+        .supervisor("children", RestartPolicy::Permanent, s.boot.supervisor)
+        .await?;
+    let children = homeagent_actors::agent::children::Children::new(children_sup, deps.clone(), scheduler.clone());
+    // Resident sub-agents: one subtree each under `kernel/agent/residents`.
+    let residents_sup = sup
+        .supervisor("residents", RestartPolicy::Permanent, s.boot.supervisor)
+        .await?;
+    let residents = homeagent_actors::agent::residents::Residents::new(
+        residents_sup,
+        deps.clone(),
+        scheduler.clone(),
+        s.data_dir.clone(),
+        s.blocking.handle(),
+        config.clone(),
+    );
+    // The triage offload watches the main scheduler (spec §6.1; off by default).
+    let (c, sc, r) = (config.clone(), scheduler.clone(), residents.clone());
+    sup.worker("offload", RestartPolicy::Permanent, move || {
+        Ok(homeagent_actors::agent::offload::OffloadActor::new(
+            c.clone(),
+            sc.clone(),
+            r.clone(),
+        ))
+    })
+    .await?;
+    let mut agent_tools = children.tools();
+    agent_tools.extend(residents.tools());
+    for (spec, handler) in agent_tools {
+        stages
+            .send(homeagent_actors::stages::RegisterTool { spec, handler })
+            .await??;
+    }
     // Acknowledged asynchronous input is committed here before its 202.
     let inbox_path = s.data_dir.join("inbox.db");
     let inbox = sup
@@ -930,6 +968,8 @@ async fn start_agent(
         event_loop,
         intercept_loop,
         deps,
+        children,
+        residents,
     })
 }
 

@@ -2,40 +2,12 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::api::{daemon_with_vendor, post, put_settings, wait_sources};
+use common::api::{daemon_with_vendor, listen, post, put_settings, wait_sources};
 use common::{Daemon, vendor};
 use serde_json::{Value, json};
-
-/// Collects SSE events (name, data) in the background.
-fn listen(d: &Daemon) -> Arc<Mutex<Vec<(String, Value)>>> {
-    let events = Arc::new(Mutex::new(Vec::new()));
-    let e = events.clone();
-    let url = d.url("/api/v1/events?interval_ms=60000");
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let client = d.client();
-    std::thread::spawn(move || {
-        let resp = client.get(url).timeout(Duration::from_secs(120)).send().unwrap();
-        let _ = ready_tx.send(());
-        let mut name = String::new();
-        for line in BufReader::new(resp).lines() {
-            let Ok(line) = line else { break };
-            if let Some(n) = line.strip_prefix("event: ") {
-                name = n.to_owned();
-            } else if let Some(data) = line.strip_prefix("data: ") {
-                e.lock()
-                    .unwrap()
-                    .push((name.clone(), serde_json::from_str(data).unwrap_or(Value::Null)));
-            }
-        }
-    });
-    ready_rx.recv_timeout(Duration::from_secs(5)).unwrap();
-    std::thread::sleep(Duration::from_millis(100));
-    events
-}
 
 fn task_states(events: &Mutex<Vec<(String, Value)>>) -> Vec<(u64, String)> {
     events

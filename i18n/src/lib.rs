@@ -169,6 +169,92 @@ pub enum Msg<'a> {
         id: u64,
         exit: &'a str,
     },
+    /// `spawn_child` accepted a helper.
+    ChildStarted {
+        id: &'a str,
+        max_turns: u32,
+    },
+    /// The self message announcing that a helper ended (`ok`: it answered).
+    ChildEnded {
+        id: &'a str,
+        ok: bool,
+        preview: &'a str,
+    },
+    /// `child_result` on a helper still running.
+    ChildRunning {
+        id: &'a str,
+    },
+    /// `child_result` asked again after the result was delivered.
+    ChildDelivered {
+        id: &'a str,
+    },
+    /// `child_result` on a helper whose result was evicted before anyone fetched it.
+    ChildEvicted {
+        id: &'a str,
+        kept: usize,
+    },
+    /// A resident's task, appended to its system prompt.
+    ResidentTask {
+        task: &'a str,
+    },
+    /// A resident's automatic round record.
+    ResidentRound {
+        input: &'a str,
+        output: &'a str,
+    },
+    /// A resident's round, reported to its parent (an L3 interrupt on `child/<id>`).
+    ResidentReport {
+        id: &'a str,
+        input: &'a str,
+        output: &'a str,
+    },
+    /// `resident_agents create` answered.
+    ResidentCreated {
+        id: &'a str,
+    },
+    /// `resident_agents send` answered.
+    ResidentSent {
+        id: &'a str,
+    },
+    /// `resident_agents compress` answered.
+    ResidentCompressed {
+        id: &'a str,
+        archived: usize,
+    },
+    /// Residual work returned to the parent's queue.
+    ResidualKept {
+        count: usize,
+    },
+    /// Residual work dropped (each item logged).
+    ResidualDropped {
+        count: usize,
+    },
+    /// No residual work.
+    ResidualNone,
+    /// `destroy` / `reclaim` answered (`residual` is one of the three above).
+    ResidentRemoved {
+        id: &'a str,
+        reclaimed: bool,
+        residual: &'a str,
+    },
+    /// A resident's context reached 0.9 × the window (an L4 kernel interrupt to the parent).
+    ResidentContextFull {
+        id: &'a str,
+        tokens: usize,
+        window: usize,
+    },
+    /// A resident's `notify_parent` (an L3 interrupt to the parent).
+    ResidentNotice {
+        id: &'a str,
+        text: &'a str,
+    },
+    /// The triage assistant's task (spec §6.1's prompt contract).
+    TriagePrompt,
+    /// The kernel notice at the front of the main queue after a hand-over.
+    OffloadNotice {
+        count: usize,
+        id: &'a str,
+    },
 
     // ---- Tools ----
     /// `output_send__` called without a channel or payload.
@@ -606,6 +692,111 @@ impl Msg<'_> {
                 lang,
                 "Kernel event: task #{id} panicked: {exit} (the task was dropped; the scheduler is alive)",
                 "内核事件：任务 #{id} 发生 panic：{exit}（该任务已被丢弃，调度器存活）"
+            ),
+            M::ChildStarted { id, max_turns } => tr!(
+                lang,
+                "Helper {id} started (at most {max_turns} tool rounds). It runs on its own; when it ends you get a message, then fetch its answer with child_result {{\"id\": \"{id}\"}}. Do not wait for it in this turn.",
+                "子任务 {id} 已启动（最多 {max_turns} 轮工具调用），在后台独立运行；结束时你会收到一条消息，再用 child_result {{\"id\": \"{id}\"}} 取回结果。本轮无需等待。"
+            ),
+            M::ChildEnded { id, ok: true, preview } => tr!(
+                lang,
+                "Helper {id} finished. Beginning of its answer: {preview}\nCall child_result {{\"id\": \"{id}\"}} for the whole answer, then carry on with what it was for.",
+                "子任务 {id} 已完成。结果开头：{preview}\n调用 child_result {{\"id\": \"{id}\"}} 取回完整结果，然后继续原来的工作。"
+            ),
+            M::ChildEnded { id, ok: false, preview } => tr!(
+                lang,
+                "Helper {id} failed: {preview}\nDecide whether to retry with spawn_child or do the job yourself.",
+                "子任务 {id} 失败：{preview}\n请决定是用 spawn_child 重试，还是自己完成。"
+            ),
+            M::ResidentTask { task } => tr!(lang, "[Task] {task}", "【任务】{task}"),
+            M::ResidentRound { input, output } => tr!(
+                lang,
+                "Round done: input={input}; output={output}",
+                "轮次完成：输入={input}；产出={output}"
+            ),
+            M::ResidentReport { id, input, output } => tr!(
+                lang,
+                "Report from resident {id} (round on: {input}): {output}",
+                "常驻子代理 {id} 汇报（本轮输入：{input}）：{output}"
+            ),
+            M::ResidentCreated { id } => tr!(
+                lang,
+                "Resident {id} created; it is working on its task. Its rounds are reported to you; `inspect` shows its queue.",
+                "常驻子代理 {id} 已创建，正在处理其任务；每轮结果会汇报给你，`inspect` 可查看其队列。"
+            ),
+            M::ResidentSent { id } => tr!(
+                lang,
+                "Sent to resident {id} (it runs before anything else it has waiting); its answer is reported to you.",
+                "已发送给常驻子代理 {id}（优先于其其他待办执行），结果会汇报给你。"
+            ),
+            M::ResidentCompressed { id, archived } => tr!(
+                lang,
+                "Resident {id} compressed: {archived} old events left its context; its round table was cleared.",
+                "常驻子代理 {id} 已压缩：{archived} 条旧事件移出上下文，输入通道表已清空。"
+            ),
+            M::ResidualKept { count } => tr!(
+                lang,
+                "{count} residual tasks were returned to the main agent's queue",
+                "已把 {count} 条残余任务转回主 agent 队列"
+            ),
+            M::ResidualDropped { count } => tr!(
+                lang,
+                "{count} residual tasks were dropped (each is logged with its source, channel and request id)",
+                "已丢弃 {count} 条残余任务（逐条记录了来源、通道与请求 id）"
+            ),
+            M::ResidualNone => tr!(lang, "no residual tasks", "无残余任务"),
+            M::ResidentRemoved {
+                id,
+                reclaimed: false,
+                residual,
+            } => tr!(
+                lang,
+                "Resident {id} destroyed; {residual}.",
+                "常驻子代理 {id} 已销毁；{residual}。"
+            ),
+            M::ResidentRemoved {
+                id,
+                reclaimed: true,
+                residual,
+            } => tr!(
+                lang,
+                "Resident {id} reclaimed (promoted=0: its memory writes went to the main graph already) and destroyed; {residual}.",
+                "常驻子代理 {id} 已回收（promoted=0：其记忆写入已直接进入主图谱）并销毁；{residual}。"
+            ),
+            M::ResidentContextFull { id, tokens, window } => tr!(
+                lang,
+                "Kernel event: resident {id}'s context is full ({tokens} of {window} tokens). Inspect it (resident_agents inspect), then compress, reclaim or destroy it.",
+                "内核事件：常驻子代理 {id} 的上下文已满（{tokens}/{window} tokens）。请先 inspect 查看，再 compress、reclaim 或 destroy。"
+            ),
+            M::ResidentNotice { id, text } => tr!(
+                lang,
+                "Notice from resident {id}: {text}",
+                "常驻子代理 {id} 通知：{text}"
+            ),
+            M::TriagePrompt => tr!(
+                lang,
+                "You are standing in for the main assistant, which is busy with a long task. For each message: if it is a simple, self-contained request you can fully handle, answer it directly, on the channel it came from (for an asynchronous channel, with output_send__<channel>). For anything that needs the main assistant (its ongoing work, memory, long jobs), reply that it is busy and will answer soon, please wait. When unsure, choose \"busy, please wait\". Never say you are a temporary helper.",
+                "主助手正忙于一个长任务，由你代为分流。对每条消息：若是简单、自包含、你能完整处理的请求，直接在其原通道回复（异步通道须用 output_send__<通道>）；凡需要主助手的（其进行中的工作、记忆、长任务），回复“正在忙，请稍候”。拿不准时选择“忙，请稍候”。不要透露你是临时助手。"
+            ),
+            M::OffloadNotice { count, id } => tr!(
+                lang,
+                "Kernel notice: while you were busy, {count} waiting messages were handed to temporary assistant {id} for triage; their senders were answered or told to wait where needed. You need not handle them again.",
+                "内核通知：你忙碌期间，系统已把 {count} 条积压消息交给临时助手 {id} 分流处理；需要时已告知用户稍候。你无需再重复处理这些消息。"
+            ),
+            M::ChildRunning { id } => tr!(
+                lang,
+                "Helper {id} is still running; you will get a message when it ends.",
+                "子任务 {id} 仍在运行；结束时你会收到消息。"
+            ),
+            M::ChildDelivered { id } => tr!(
+                lang,
+                "The result of helper {id} was already delivered (see the earlier child_result answer in this conversation).",
+                "子任务 {id} 的结果已交付过（见对话中之前的 child_result 回答）。"
+            ),
+            M::ChildEvicted { id, kept } => tr!(
+                lang,
+                "Helper {id} ended, but its result is no longer kept (only the last {kept} results are); spawn it again if you still need it.",
+                "子任务 {id} 已结束，但结果已不再保留（只保留最近 {kept} 个）；如仍需要请重新 spawn_child。"
             ),
             M::SendArgsInvalid { prefix } => tr!(
                 lang,
@@ -1105,6 +1296,60 @@ mod tests {
                 channel: "c",
             },
             Msg::TaskPanicked { id: 1, exit: "x" },
+            Msg::ChildStarted {
+                id: "child_1",
+                max_turns: 5,
+            },
+            Msg::ChildEnded {
+                id: "child_1",
+                ok: true,
+                preview: "p",
+            },
+            Msg::ChildEnded {
+                id: "child_1",
+                ok: false,
+                preview: "p",
+            },
+            Msg::ChildRunning { id: "child_1" },
+            Msg::ChildDelivered { id: "child_1" },
+            Msg::ChildEvicted {
+                id: "child_1",
+                kept: 20,
+            },
+            Msg::ResidentTask { task: "t" },
+            Msg::ResidentRound {
+                input: "i",
+                output: "o",
+            },
+            Msg::ResidentReport {
+                id: "r",
+                input: "i",
+                output: "o",
+            },
+            Msg::ResidentCreated { id: "r" },
+            Msg::ResidentSent { id: "r" },
+            Msg::ResidentCompressed { id: "r", archived: 1 },
+            Msg::ResidualKept { count: 1 },
+            Msg::ResidualDropped { count: 1 },
+            Msg::ResidualNone,
+            Msg::ResidentRemoved {
+                id: "r",
+                reclaimed: false,
+                residual: "x",
+            },
+            Msg::ResidentRemoved {
+                id: "r",
+                reclaimed: true,
+                residual: "x",
+            },
+            Msg::ResidentContextFull {
+                id: "r",
+                tokens: 1,
+                window: 2,
+            },
+            Msg::ResidentNotice { id: "r", text: "t" },
+            Msg::TriagePrompt,
+            Msg::OffloadNotice { count: 3, id: "o" },
             Msg::SendArgsInvalid {
                 prefix: "output_send__",
             },

@@ -105,6 +105,18 @@ fn main() -> std::process::ExitCode {
             what: BenchCommand::Tools { calls },
         }) => system.block_on(homeagent::bench_tools::tools(calls)),
         Some(Command::Bench {
+            what:
+                BenchCommand::Residents {
+                    residents,
+                    trips,
+                    idle_secs,
+                },
+        }) => system.block_on(homeagent::bench_residents::residents(
+            residents,
+            trips,
+            std::time::Duration::from_secs(idle_secs),
+        )),
+        Some(Command::Bench {
             what: BenchCommand::Mcp { calls, server },
         }) => homeagent::bench_mcp::mcp(&server, calls),
         Some(Command::Eval {

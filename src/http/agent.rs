@@ -67,7 +67,7 @@ pub(super) fn refused(reason: Refusal) -> ApiError {
     let text = reason.to_string();
     match reason {
         Refusal::EmptyInput => ApiError::bad_request(text),
-        Refusal::Duplicate => ApiError::conflict(text),
+        Refusal::Duplicate | Refusal::ResidualDropped => ApiError::conflict(text),
         Refusal::QueueFull | Refusal::AgentStopped | Refusal::NotStored(_) | Refusal::Unavailable(_) => {
             ApiError::unavailable(text)
         }

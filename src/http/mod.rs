@@ -16,6 +16,7 @@ mod logs;
 mod memory;
 pub mod openai;
 mod plugins;
+mod residents;
 mod settings;
 mod sse;
 
@@ -69,7 +70,8 @@ pub struct AppState {
         agent::post_message, agent::post_stop, agent::get_tasks, agent::get_sources, agent::get_security,
         agent::get_context, agent::get_documents, agent::get_plugins, agent::plugin_action, agent::plugin_api, agent::install_plugin, agent::run_heartbeat, agent::memory_status, agent::get_graph, import::import_history, history::history, logs::logs,
         settings::definitions, settings::test_source, plugins::plugin_tools, plugins::uninstall,
-        memory::delete_document, memory::edit_relation, memory::delete_relation, memory::get_knowledge, memory::add_knowledge, memory::delete_knowledge
+        memory::delete_document, memory::edit_relation, memory::delete_relation, memory::get_knowledge, memory::add_knowledge, memory::delete_knowledge,
+        residents::list, residents::restart, residents::destroy
     ),
     tags(
         (name = "daemon", description = "Liveness"),
@@ -147,6 +149,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/logs", web::get().to(logs::logs))
                 .route("/stop", web::post().to(agent::post_stop))
                 .route("/tasks", web::get().to(agent::get_tasks))
+                .route("/residents", web::get().to(residents::list))
+                .route("/residents/{id}/restart", web::post().to(residents::restart))
+                .route("/residents/{id}", web::delete().to(residents::destroy))
                 .route("/llm/sources", web::get().to(agent::get_sources))
                 .route("/llm/sources/{name}/test", web::post().to(settings::test_source))
                 .route("/security", web::get().to(agent::get_security))

@@ -39,6 +39,33 @@ pub struct Vendor {
     pub embeddings: Arc<AtomicUsize>,
     /// The body of every chat request, oldest first.
     pub all: Arc<std::sync::Mutex<Vec<Value>>>,
+    /// When each chat request arrived and was answered, with its last input's text, in
+    /// the order they happened: what overlapped is read from these, never from a
+    /// wall-clock bound.
+    pub stamps: Arc<std::sync::Mutex<Vec<Stamp>>>,
+}
+
+/// One moment of the chat handler's life.
+#[derive(Debug, Clone)]
+pub struct Stamp {
+    /// The last input's text of the request.
+    pub text: String,
+    /// `false`: the request arrived; `true`: its answer left.
+    pub answered: bool,
+    pub at: std::time::Instant,
+}
+
+#[derive(Clone)]
+struct Stamps(Arc<std::sync::Mutex<Vec<Stamp>>>);
+
+impl Stamps {
+    fn push(&self, text: &str, answered: bool) {
+        self.0.lock().unwrap().push(Stamp {
+            text: text.to_owned(),
+            answered,
+            at: std::time::Instant::now(),
+        });
+    }
 }
 
 /// Where the chat handler records every request body.
@@ -144,6 +171,22 @@ fn answer(stream: bool, text: &str, tool: Option<&str>) -> HttpResponse {
 
 async fn chat(
     _req: HttpRequest,
+    body: web::Json<Value>,
+    calls: web::Data<Arc<AtomicUsize>>,
+    failing: web::Data<Arc<std::sync::atomic::AtomicBool>>,
+    last: web::Data<Arc<std::sync::Mutex<Value>>>,
+    all: web::Data<AllRequests>,
+    stamps: web::Data<Stamps>,
+) -> HttpResponse {
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    let text = last_input(&messages).0;
+    stamps.push(&text, false);
+    let answer = chat_answer(body, calls, failing, last, all).await;
+    stamps.push(&text, true);
+    answer
+}
+
+async fn chat_answer(
     body: web::Json<Value>,
     calls: web::Data<Arc<AtomicUsize>>,
     failing: web::Data<Arc<std::sync::atomic::AtomicBool>>,
@@ -338,6 +381,8 @@ pub fn start() -> Vendor {
     let em = embed_calls.clone();
     let all = Arc::new(std::sync::Mutex::new(Vec::new()));
     let every = web::Data::new(AllRequests(all.clone()));
+    let stamps = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let st = web::Data::new(Stamps(stamps.clone()));
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         actix_rt::System::new().block_on(async move {
@@ -352,6 +397,7 @@ pub fn start() -> Vendor {
                     .app_data(fail.clone())
                     .app_data(last.clone())
                     .app_data(every.clone())
+                    .app_data(st.clone())
                     .route("/v1/chat/completions", web::post().to(chat))
                     .route("/v1/messages", web::post().to(messages))
                     .route("/v1/embeddings", web::post().to(embeddings))
@@ -372,6 +418,7 @@ pub fn start() -> Vendor {
         last,
         embeddings: embed_calls,
         all,
+        stamps,
     }
 }
 

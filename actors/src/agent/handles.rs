@@ -20,4 +20,8 @@ pub struct AgentHandles {
     pub intercept_loop: TAddr<InterceptLoop>,
     /// What every task shares (LLM, stage host, memory tiers, settings).
     pub deps: Arc<TaskDeps>,
+    /// The `spawn_child` helpers (`kernel/agent/children`).
+    pub children: super::children::Children,
+    /// The resident sub-agents (`kernel/agent/residents`).
+    pub residents: super::residents::Residents,
 }

@@ -191,6 +191,10 @@ pub enum Refusal {
     /// An intake or the scheduler did not answer (restarting, or the daemon is stopping).
     #[error("the agent did not take the input ({0}); it may be restarting: retry in a moment")]
     Unavailable(String),
+    /// It waited in a resident sub-agent that the main agent destroyed with
+    /// `residual=drop` (spec §6.2).
+    #[error("the sub-agent holding this input was removed and its waiting work dropped; send it again")]
+    ResidualDropped,
 }
 
 impl Refusal {
@@ -204,6 +208,7 @@ impl Refusal {
             Refusal::AgentStopped => "agent_stopped",
             Refusal::NotStored(_) => "not_stored",
             Refusal::Unavailable(_) => "unavailable",
+            Refusal::ResidualDropped => "residual_dropped_by_parent",
         }
     }
 }

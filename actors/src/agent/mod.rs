@@ -12,21 +12,27 @@
 //!   prompt text;
 //! * [`dedupe`]: the duplicate-input guard (a plain state machine);
 //! * [`handles`]: [`AgentHandles`], what the agent's consumers hold;
+//! * [`children`]: `spawn_child` helpers, each a supervised subtree with its own turn;
+//! * [`residents`]: resident sub-agents, each a subtree with its own scheduler and memory;
+//! * [`offload`]: the triage offload of a busy agent's backlog to a resident;
 //! * [`seq`]: the built-in `seq_run` tool's plan and report (the runner runs it);
 //! * [`inbox`]: the durable inbox (`DATA/inbox.db`) that holds every acknowledged
 //!   input until its task has ended, and its group-committing actor.
 
 pub mod budget;
 pub mod channels;
+pub mod children;
 pub mod dedupe;
 pub mod handles;
 pub mod inbox;
 pub mod input;
 pub mod intake;
+pub mod offload;
 pub mod overflow;
 pub mod prompt;
 pub mod protocol;
 pub mod relay;
+pub mod residents;
 pub mod scheduler;
 pub mod selftest;
 pub mod seq;

@@ -37,6 +37,8 @@ enum Job {
 struct Running {
     id: u64,
     addr: TAddr<TaskActor>,
+    /// When it was enqueued (the offload measures a busy agent from there, spec §6.1).
+    since: Instant,
 }
 
 /// The Scheduler actor.
@@ -45,6 +47,8 @@ pub struct SchedulerActor {
     running: Option<Running>,
     /// The acceptors' hooks of the enqueued inputs, by task id.
     settles: HashMap<u64, Settle>,
+    /// When each waiting or running task was enqueued, by id.
+    enqueued: HashMap<u64, Instant>,
     deps: Arc<TaskDeps>,
     /// This actor's own tracked address (filled by whoever started it), handed to tasks.
     me: Arc<OnceLock<TAddr<SchedulerActor>>>,
@@ -56,6 +60,7 @@ impl SchedulerActor {
             core: Core::default(),
             running: None,
             settles: HashMap::new(),
+            enqueued: HashMap::new(),
             deps,
             me,
         }
@@ -72,6 +77,7 @@ impl SchedulerActor {
 
     /// Reports the end of task `id` to its acceptor (once; later calls do nothing).
     fn settle(&mut self, id: u64, outcome: Outcome) {
+        self.enqueued.remove(&id);
         if let Some(mut s) = self.settles.remove(&id) {
             s.end(outcome);
         }
@@ -91,6 +97,7 @@ impl SchedulerActor {
             None => match self.core.enqueue(Job::New(Box::new(input)), kind) {
                 Ok(id) => {
                     self.settles.insert(id, settle);
+                    self.enqueued.insert(id, Instant::now());
                     self.publish(id, TaskState::Queued, None, 0);
                     id
                 }
@@ -107,6 +114,7 @@ impl SchedulerActor {
                     .core
                     .register_interrupt(Job::New(Box::new(input)), level, kind, Instant::now());
                 self.settles.insert(r.id, settle);
+                self.enqueued.insert(r.id, Instant::now());
                 self.publish(r.id, TaskState::Queued, Some(level), level as u8);
                 if let Some(mut dropped) = r.dropped {
                     tracing::warn!(
@@ -163,7 +171,11 @@ impl SchedulerActor {
                         Ok((addr, exit)) => {
                             self.publish(meta.id, TaskState::Running, meta.level(), meta.effective());
                             self.watch(meta.id, meta.level(), addr.id().to_owned(), exit, ctx);
-                            self.running = Some(Running { id: meta.id, addr });
+                            self.running = Some(Running {
+                                id: meta.id,
+                                addr,
+                                since: self.enqueued.get(&meta.id).copied().unwrap_or_else(Instant::now),
+                            });
                         }
                         Err(e) => {
                             tracing::error!(task = meta.id, "cannot start the task actor: {e}");
@@ -183,7 +195,12 @@ impl SchedulerActor {
                         continue;
                     }
                     self.publish(meta.id, TaskState::Resumed, meta.level(), meta.effective());
-                    self.running = Some(Running { id: meta.id, addr });
+                    let since = self.enqueued.get(&meta.id).copied().unwrap_or_else(Instant::now);
+                    self.running = Some(Running {
+                        id: meta.id,
+                        addr,
+                        since,
+                    });
                 }
             }
         }
@@ -366,5 +383,113 @@ impl SchedulerPort for TAddr<SchedulerActor> {
 impl From<TAddr<SchedulerActor>> for SchedulerLink {
     fn from(addr: TAddr<SchedulerActor>) -> Self {
         SchedulerLink::new(addr)
+    }
+}
+
+/// An input taken out of the scheduler's queues before it ran (a resident's residual
+/// work, the offload's backlog), with its acceptor's hook back in
+/// [`Input::settle`] so whoever runs it next reports its end.
+pub struct Taken {
+    pub meta: crate::scheduler::Meta,
+    pub input: Input,
+}
+
+/// Takes every input not yet run (ready queue, interrupt queues, immediate; not the
+/// suspended frames). Kernel self-input is discarded, logged (spec §6.2).
+#[derive(Message)]
+#[rtype(result = "Vec<Taken>")]
+pub struct TakeWaiting;
+
+/// Takes the first `n` queued channel inputs (not kernel notices, not self-input), all
+/// or nothing (spec §6.1).
+#[derive(Message)]
+#[rtype(result = "Vec<Taken>")]
+pub struct TakeFront(pub usize);
+
+/// Puts inputs taken by [`TakeFront`] back at the front of the ready queue.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct PutFront(pub Vec<Taken>);
+
+/// Whether a task has been running for at least `after`, and how many queued channel
+/// inputs wait behind it (the offload's trigger, spec §6.1).
+#[derive(Message)]
+#[rtype(result = "Busy")]
+pub struct GetBusy;
+
+/// The answer of [`GetBusy`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Busy {
+    /// How long the running task has run (none runs: `None`).
+    pub running_for: Option<std::time::Duration>,
+    /// Queued channel inputs waiting (not kernel notices nor self-input).
+    pub pending_inputs: usize,
+}
+
+impl SchedulerActor {
+    fn taken(&mut self, t: crate::scheduler::Task<Job>) -> Option<Taken> {
+        let Job::New(mut input) = t.payload else { return None };
+        input.settle = self.settles.remove(&t.meta.id).unwrap_or_default();
+        Some(Taken {
+            meta: t.meta,
+            input: *input,
+        })
+    }
+}
+
+impl Handles<TakeWaiting> for SchedulerActor {
+    type Reply = actix::MessageResult<crate::host::Envelope<TakeWaiting>>;
+    fn handle(&mut self, _: TakeWaiting, _: &mut HostContext<Self>) -> Self::Reply {
+        let mut out = Vec::new();
+        for t in self.core.take_waiting() {
+            if t.meta.kind == Kind::SelfMsg {
+                tracing::info!(task = t.meta.id, "residual kernel self-input discarded");
+                self.settle(t.meta.id, Outcome::Dropped);
+                continue;
+            }
+            out.extend(self.taken(t));
+        }
+        actix::MessageResult(out)
+    }
+}
+
+impl Handles<TakeFront> for SchedulerActor {
+    type Reply = actix::MessageResult<crate::host::Envelope<TakeFront>>;
+    fn handle(&mut self, TakeFront(n): TakeFront, _: &mut HostContext<Self>) -> Self::Reply {
+        let tasks = self.core.take_front(n, |t| {
+            t.meta.kind == Kind::Input && matches!(&t.payload, Job::New(i) if !i.kernel && i.source != "kernel")
+        });
+        actix::MessageResult(tasks.into_iter().filter_map(|t| self.taken(t)).collect())
+    }
+}
+
+impl Handles<PutFront> for SchedulerActor {
+    type Reply = ();
+    fn handle(&mut self, PutFront(taken): PutFront, ctx: &mut HostContext<Self>) {
+        let tasks = taken
+            .into_iter()
+            .map(|mut t| {
+                self.settles.insert(t.meta.id, std::mem::take(&mut t.input.settle));
+                crate::scheduler::Task {
+                    meta: t.meta,
+                    payload: Job::New(Box::new(t.input)),
+                }
+            })
+            .collect();
+        self.core.put_front(tasks);
+        self.pump(ctx);
+    }
+}
+
+impl Handles<GetBusy> for SchedulerActor {
+    type Reply = actix::MessageResult<crate::host::Envelope<GetBusy>>;
+    fn handle(&mut self, _: GetBusy, _: &mut HostContext<Self>) -> Self::Reply {
+        let pending_inputs = self.core.count_ready(|t| {
+            t.meta.kind == Kind::Input && matches!(&t.payload, Job::New(i) if !i.kernel && i.source != "kernel")
+        });
+        actix::MessageResult(Busy {
+            running_for: self.running.as_ref().map(|r| r.since.elapsed()),
+            pending_inputs,
+        })
     }
 }

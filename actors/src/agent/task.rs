@@ -88,6 +88,9 @@ pub struct TaskDeps {
     pub settings: RwLock<AgentSettings>,
     /// The security firewall every tool call and model request passes.
     pub firewall: Arc<crate::firewall::Firewall>,
+    /// Tools this agent's tasks are neither offered nor may call (a `spawn_child`
+    /// helper may not spawn helpers; see `agent::children`). Empty for the main agent.
+    pub refused_tools: &'static [&'static str],
 }
 
 /// The task actor.
@@ -323,7 +326,16 @@ impl TaskActor {
             }
         }
         let fut = async move {
-            let tools = stages.send(GetTools).await.unwrap_or_default();
+            let mut tools = stages.send(GetTools).await.unwrap_or_default();
+            // A sub-agent's refused tools leave the snapshot its turn (and so its tool
+            // runner) keeps: not offered, and a call by name meets "no such tool". (The
+            // main agent refuses none, so its snapshot — and the tool list cached by
+            // it — stays the registry's own.)
+            for name in deps.refused_tools {
+                if let Some(plugin) = tools.get(name).map(|t| t.spec.plugin.clone()) {
+                    let _ = tools.unregister(&plugin, name);
+                }
+            }
             request.tools = tool_list(&deps, &tools).0;
             let msg = Complete {
                 request,

@@ -160,6 +160,14 @@ impl ToolRunner {
         // Only the kernel puts a sandbox in a call's arguments.
         if let Some(obj) = args.as_object_mut() {
             obj.remove(SANDBOX_ARG);
+            // Nor which task called: the agent's own tools (spawn_child) learn it here.
+            obj.remove(super::children::ORIGIN_ARG);
+            if super::children::wants_origin(&call.name) {
+                obj.insert(
+                    super::children::ORIGIN_ARG.into(),
+                    json!({"source": self.source, "channel": self.channel, "task_id": self.task_id, "principal": self.principal}),
+                );
+            }
         }
         if call.name == seq::SEQ_TOOL {
             // Not filled here: each step is filled (and checked) on its own way out,

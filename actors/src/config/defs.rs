@@ -379,7 +379,7 @@ about the user or about what a tool returned.";
 
 /// The default owner-only tools: what touches the machine, the plugins, or changes
 /// and deletes what the agent remembers.
-pub const OWNER_ONLY_TOOLS: &str = "files_*, cmd_*, terminal_*, plugin_*, mcp__*, seq_*, llm_source_use, selftest, memory_commit, memory_edit, memory_merge, memory_block_merge, memory_delete_entity, memory_purge, doc_commit, doc_query, knowledge_create, knowledge_delete, person_set_trait, person_relate";
+pub const OWNER_ONLY_TOOLS: &str = "files_*, cmd_*, terminal_*, plugin_*, mcp__*, seq_*, llm_source_use, selftest, memory_commit, memory_edit, memory_merge, memory_block_merge, memory_delete_entity, memory_purge, doc_commit, doc_query, knowledge_create, knowledge_delete, person_set_trait, person_relate, spawn_child, child_result, resident_agents";
 
 fn path_default(data_dir: &Path, rel: &str) -> Value {
     let path = if rel.is_empty() {
@@ -715,6 +715,42 @@ pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
             K::Enum(crate::i18n::Lang::CODES),
             json!("en"),
             "Language of every text the kernel writes for you or the model (prompt blocks, notices, errors, reminders, CLI replies): en or zh; applies at once",
+        ),
+        SettingDef::new(
+            key::AGENT_MAX_RESIDENTS.name(),
+            int(1, 64),
+            json!(8),
+            "Most resident sub-agents (resident_agents create, the triage offload) alive at once",
+        ),
+        SettingDef::new(
+            key::AGENT_RESIDENT_MAX_TOOL_TURNS.name(),
+            int(1, 100),
+            json!(10),
+            "Most tool-call rounds in one task of a resident sub-agent",
+        ),
+        SettingDef::new(
+            key::AGENT_OFFLOAD_ENABLED.name(),
+            K::Bool,
+            json!(false),
+            "Hand queued messages to a temporary triage assistant when the agent has been busy with one task for long",
+        ),
+        SettingDef::new(
+            key::AGENT_OFFLOAD_BUSY_AFTER.name(),
+            at_least(secs(1)),
+            json!("5m"),
+            "How long one task must have run before waiting messages are handed to the triage assistant",
+        ),
+        SettingDef::new(
+            key::AGENT_OFFLOAD_MIN_PENDING.name(),
+            int(0, 256),
+            json!(3),
+            "How many messages must wait before they are handed over (all or nothing; 0 means the default, 3)",
+        ),
+        SettingDef::new(
+            key::AGENT_OFFLOAD_MAX_RESIDENTS.name(),
+            int(0, 16),
+            json!(2),
+            "Most triage assistants at once (0 means the default, 2)",
         ),
         // Supervision.
         SettingDef::new(

@@ -133,6 +133,14 @@ pub const AGENT_SYSTEM_PROMPT: Key<String> = Key::new("core.agent.system_prompt"
 pub const AGENT_PERSONAL_PROMPT: Key<String> = Key::new("core.agent.personal_prompt");
 /// `en` or `zh`: the message catalog's language (`crate::i18n`).
 pub const AGENT_LANGUAGE: Key<String> = Key::new("core.agent.language");
+/// Resident sub-agents (spec §6.2): how many may exist, and each task's tool rounds.
+pub const AGENT_MAX_RESIDENTS: Key<u32> = Key::new("core.agent.max_residents");
+pub const AGENT_RESIDENT_MAX_TOOL_TURNS: Key<u32> = Key::new("core.agent.resident_max_tool_turns");
+/// The triage offload (spec §6.1).
+pub const AGENT_OFFLOAD_ENABLED: Key<bool> = Key::new("core.agent.offload_enabled");
+pub const AGENT_OFFLOAD_BUSY_AFTER: Key<Duration> = Key::new("core.agent.offload_busy_after");
+pub const AGENT_OFFLOAD_MIN_PENDING: Key<u32> = Key::new("core.agent.offload_min_pending");
+pub const AGENT_OFFLOAD_MAX_RESIDENTS: Key<u32> = Key::new("core.agent.offload_max_residents");
 
 // Security (the firewall).
 pub const SECURITY_TOOL_ALLOW: Key<String> = Key::new("core.security.tool_allow");

@@ -482,6 +482,53 @@ impl<P, F> Core<P, F> {
         out
     }
 
+    /// Takes every task not yet run — the ready queue, every interrupt queue and the
+    /// immediate slot — but leaves the suspended frames (their actors are mid-turn):
+    /// a resident's residual work on reclaim or destroy (spec §6.2).
+    pub fn take_waiting(&mut self) -> Vec<Task<P>> {
+        let mut out: Vec<Task<P>> = self.ready.drain(..).collect();
+        for q in &mut self.interrupts {
+            out.extend(q.drain(..));
+        }
+        out.extend(self.immediate.take());
+        out
+    }
+
+    /// Takes the first `n` queued tasks from the front of the ready queue that `ok`
+    /// accepts, all or nothing: fewer than `n` qualify → nothing moves (the offload's
+    /// backlog hand-over, spec §6.1). Tasks `ok` refuses stay where they are.
+    pub fn take_front(&mut self, n: usize, ok: impl Fn(&Task<P>) -> bool) -> Vec<Task<P>> {
+        let picked: Vec<usize> = self
+            .ready
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| ok(t))
+            .map(|(i, _)| i)
+            .take(n)
+            .collect();
+        if n == 0 || picked.len() < n {
+            return Vec::new();
+        }
+        let mut out = Vec::with_capacity(n);
+        for i in picked.into_iter().rev() {
+            out.extend(self.ready.remove(i));
+        }
+        out.reverse();
+        out
+    }
+
+    /// How many tasks of the ready queue `ok` accepts.
+    pub fn count_ready(&self, ok: impl Fn(&Task<P>) -> bool) -> usize {
+        self.ready.iter().filter(|t| ok(t)).count()
+    }
+
+    /// Puts tasks taken by [`Self::take_front`] back at the front, in their order.
+    pub fn put_front(&mut self, tasks: Vec<Task<P>>) {
+        for t in tasks.into_iter().rev() {
+            self.ready.push_front(t);
+        }
+    }
+
     /// A copy of the whole state for observers.
     pub fn snapshot(&self) -> Snapshot {
         let view = |t: &Task<P>| TaskView::from(&t.meta);
@@ -774,5 +821,42 @@ mod tests {
         assert_eq!(c.stats().rejected, 2);
         let drained: Vec<_> = c.drain().into_iter().map(|t| t.payload).collect();
         assert_eq!(drained, ["a", "b", "i2", "i3"]);
+    }
+
+    #[test]
+    fn residual_work_is_everything_waiting_but_not_the_suspended_frames() {
+        let mut c: Core<&str, ()> = Core::default();
+        let t0 = Instant::now();
+        c.enqueue("running", Kind::Input).unwrap();
+        assert!(matches!(c.pick_next(), Some(Pick::Start(_))));
+        let r = c.register_interrupt("urgent", Level::L2, Kind::Input, t0);
+        assert!(r.preempts);
+        assert!(c.safe_point(false, t0));
+        c.suspend("running-frame", (), t0);
+        c.enqueue("queued", Kind::Input).unwrap();
+        c.register_interrupt("later", Level::L1, Kind::SelfMsg, t0);
+        let taken: Vec<&str> = c.take_waiting().into_iter().map(|t| t.payload).collect();
+        assert_eq!(taken, ["queued", "later", "urgent"]);
+        assert_eq!(c.snapshot().stack.len(), 1, "the suspended frame stays");
+    }
+
+    #[test]
+    fn the_front_hand_over_is_all_or_nothing_and_goes_back_in_order() {
+        let mut c: Core<&str, ()> = Core::default();
+        for p in ["a", "self", "b", "c"] {
+            let kind = if p == "self" { Kind::SelfMsg } else { Kind::Input };
+            c.enqueue(p, kind).unwrap();
+        }
+        let inputs = |t: &Task<&str>| t.meta.kind == Kind::Input;
+        assert!(c.take_front(4, inputs).is_empty(), "only three qualify");
+        assert_eq!(c.snapshot().ready.len(), 4, "nothing moved");
+        let got: Vec<&str> = c.take_front(2, inputs).into_iter().map(|t| t.payload).collect();
+        assert_eq!(got, ["a", "b"]);
+        let rest: Vec<u64> = c.snapshot().ready.iter().map(|t| t.id).collect();
+        assert_eq!(rest, [2, 4]);
+        let back = c.take_front(1, inputs);
+        c.put_front(back);
+        let order: Vec<u64> = c.snapshot().ready.iter().map(|t| t.id).collect();
+        assert_eq!(order, [4, 2], "put back at the front");
     }
 }

@@ -1,0 +1,345 @@
+//! `spawn_child` and `child_result` (spec §6.3): one-shot helpers with their own turn.
+//!
+//! A helper is a supervised subtree `kernel/agent/children/child_<n>` with two actors:
+//! `context`, its own empty context window (SQLite in memory: the helper sees its task,
+//! not the parent's conversation — the spec's "minimal prompt"), and `task`, the same
+//! [`TaskActor`] the main agent runs — the same pure turn core, the same tool runner
+//! and firewall — with its own limits: `max_turns` tool rounds, no output channels, and
+//! the [`REFUSED`] tools neither offered nor callable. Its scheduler link
+//! ([`ChildPort`]) never preempts: a helper has one task and nothing else to run.
+//!
+//! When the task ends, its answer (or error) goes into the [`ChildBook`], the subtree
+//! leaves the tree, and a self message on the spawning task's channel tells the parent
+//! (it fetches the full answer with `child_result`). Helpers run in parallel with each
+//! other and with the parent. A crashed helper is not restarted: its tools may have had
+//! effects, so its end is reported as a failure and the parent decides.
+//!
+//! The policy lives in [`core`]; this module only executes it.
+
+pub mod core;
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+
+pub use self::core::{ChildBook, ChildCmd, ChildEnd, ChildError, Fetch, Spawn};
+use super::channels::Channels;
+use super::input::{Input, ReplyTo};
+use super::protocol::{Finished, SafePoint, SchedulerLink, SchedulerPort};
+use super::scheduler::{SchedulerActor, Submit};
+use super::task::{TaskActor, TaskDeps};
+use crate::addr::{SendError, TAddr};
+use crate::i18n::Msg;
+use crate::memory::actor::ContextActor;
+use crate::memory::store::MemoryStore;
+use crate::stages::{ToolHandler, ToolSpec};
+use crate::supervisor::{RestartPolicy, SupervisorConfig, SupervisorRef};
+use futures_util::future::BoxFuture;
+
+/// The owner of the agent's own tools (`spawn_child`, `child_result`,
+/// `resident_agents`): a `.` no plugin name can contain, so no plugin's stop withdraws them.
+pub const OWNER: &str = "builtin.agent";
+/// The tools' names.
+pub const SPAWN_TOOL: &str = "spawn_child";
+pub const RESULT_TOOL: &str = "child_result";
+/// The argument the tool runner fills with the calling task's origin (`source`,
+/// `channel`, `task_id`); a model's own value is removed first.
+pub const ORIGIN_ARG: &str = "__origin";
+/// What a helper may not call (spec §6.3, plus the resident control plane: a helper
+/// must not outlive its job through a resident). `output_send__*` are absent because
+/// a helper has no output channels at all.
+pub const REFUSED: &[&str] = &[
+    SPAWN_TOOL,
+    "output_list_channels",
+    "plgreload",
+    super::residents::RESIDENT_TOOL,
+    super::residents::NOTIFY_TOOL,
+];
+/// The first task id of helpers' turns (apart from the scheduler's ids on the bus).
+const TASK_ID_BASE: u64 = 1 << 40;
+/// Characters of a result shown in the announcement.
+const PREVIEW_CHARS: usize = 200;
+
+/// Whether the tool runner passes the calling task's origin to `tool`.
+pub fn wants_origin(tool: &str) -> bool {
+    tool == SPAWN_TOOL || tool == super::residents::RESIDENT_TOOL || tool == super::residents::NOTIFY_TOOL
+}
+
+/// Who the calling task speaks for, from the runner's [`ORIGIN_ARG`]: a sub-agent's
+/// work speaks for the same principal (a guest's helper is a guest), never more.
+/// Absent or unreadable (a call that did not pass the runner): a guest.
+pub fn origin_principal(args: &Value) -> crate::firewall::Principal {
+    serde_json::from_value(args[ORIGIN_ARG]["principal"].clone())
+        .unwrap_or_else(|_| crate::firewall::Principal::plugin_guest("unknown"))
+}
+
+/// The scheduler link of a helper's only task: never yield, never a stop, nothing to
+/// submit (a kernel notice of a helper's overflow recovery is logged, not run).
+struct ChildPort {
+    id: String,
+}
+
+impl SchedulerPort for ChildPort {
+    fn safe_point(&self, _: SafePoint) -> BoxFuture<'static, Result<bool, SendError>> {
+        Box::pin(async { Ok(false) })
+    }
+    fn take_stop(&self, _: u64) -> BoxFuture<'static, Result<bool, SendError>> {
+        Box::pin(async { Ok(false) })
+    }
+    fn consume_cancel(&self, _: u64) -> BoxFuture<'static, Result<bool, SendError>> {
+        Box::pin(async { Ok(false) })
+    }
+    fn finished(&self, _: Finished) -> Result<(), SendError> {
+        Ok(())
+    }
+    fn submit(&self, input: Input) -> Result<(), SendError> {
+        tracing::info!(child = %self.id, notice = %input.text, "helper's kernel notice not run (a helper has no queue)");
+        Ok(())
+    }
+}
+
+/// Task dependencies for a sub-agent: the parent's LLM, stage host, firewall and bus,
+/// its own context (and graph), its own limits and refused tools.
+pub fn derived_deps(
+    parent: &TaskDeps,
+    context: TAddr<ContextActor>,
+    graph: Option<TAddr<crate::memory::graph_actor::GraphActor>>,
+    channels: Channels,
+    max_tool_turns: u32,
+    refused_tools: &'static [&'static str],
+) -> TaskDeps {
+    let mut settings = parent.settings.read().clone();
+    settings.max_tool_turns = max_tool_turns;
+    TaskDeps {
+        registry: parent.registry.clone(),
+        bus: parent.bus.clone(),
+        llm: parent.llm.clone(),
+        stages: parent.stages.clone(),
+        context,
+        textlog: parent.textlog.clone(),
+        graph,
+        embedder: None,
+        knowledge: None,
+        tool_list: Default::default(),
+        channels,
+        skills_index: parking_lot::RwLock::new(parent.skills_index.read().clone()),
+        settings: parking_lot::RwLock::new(settings),
+        firewall: parent.firewall.clone(),
+        refused_tools,
+    }
+}
+
+struct Inner {
+    book: Mutex<ChildBook>,
+    /// `kernel/agent/children`.
+    sup: SupervisorRef,
+    parent: Arc<TaskDeps>,
+    /// Where announcements go.
+    scheduler: TAddr<SchedulerActor>,
+}
+
+/// The agent's helpers (cheap to clone).
+#[derive(Clone)]
+pub struct Children(Arc<Inner>);
+
+impl Children {
+    pub fn new(sup: SupervisorRef, parent: Arc<TaskDeps>, scheduler: TAddr<SchedulerActor>) -> Self {
+        Self(Arc::new(Inner {
+            book: Mutex::default(),
+            sup,
+            parent,
+            scheduler,
+        }))
+    }
+
+    /// The ids of the helpers running now.
+    pub fn running(&self) -> Vec<String> {
+        self.0.book.lock().running_ids()
+    }
+
+    /// `spawn_child`: books the helper, starts its subtree, answers at once.
+    pub async fn spawn(&self, args: Value) -> Result<String, String> {
+        let task = args.get("task").and_then(Value::as_str).unwrap_or("");
+        let turns = args.get("max_turns").and_then(Value::as_i64);
+        let channel = args[ORIGIN_ARG]["channel"].as_str().unwrap_or("");
+        let spawn = self
+            .0
+            .book
+            .lock()
+            .spawn(task, turns, channel)
+            .map_err(|e| e.to_string())?;
+        tracing::info!(child = %spawn.id, max_turns = spawn.max_turns, notify = %spawn.notify, "spawn_child");
+        if let Err(e) = self.start(&spawn, origin_principal(&args)).await {
+            let text = format!("the helper could not be started ({e}); do the job yourself or retry later");
+            tracing::error!(child = %spawn.id, "{text}");
+            self.ended(&spawn.id, ChildEnd::Failed(text.clone()));
+            return Err(text);
+        }
+        Ok(Msg::ChildStarted {
+            id: &spawn.id,
+            max_turns: spawn.max_turns,
+        }
+        .text())
+    }
+
+    async fn start(
+        &self,
+        spawn: &Spawn,
+        principal: crate::firewall::Principal,
+    ) -> Result<(), crate::supervisor::SpawnError> {
+        let sub = self
+            .0
+            .sup
+            .supervisor(&spawn.id, RestartPolicy::Temporary, SupervisorConfig::default())
+            .await?;
+        let context = sub
+            .worker("context", RestartPolicy::Temporary, || {
+                let store = MemoryStore::open_in_memory().map_err(|e| e.to_string())?;
+                ContextActor::open(store).map_err(|e| e.to_string())
+            })
+            .await?;
+        let deps = Arc::new(derived_deps(
+            &self.0.parent,
+            context,
+            None,
+            Channels::default(),
+            spawn.max_turns,
+            REFUSED,
+        ));
+        let n: u64 = spawn.id.trim_start_matches("child_").parse().unwrap_or(0);
+        let (me, id, task, principal) = (self.clone(), spawn.id.clone(), spawn.task.clone(), principal);
+        sub.worker("task", RestartPolicy::Temporary, move || {
+            let mut input = Input::text("agent", &task);
+            input.channel = format!("child/{id}");
+            input.no_memory = true;
+            input.principal = principal.clone();
+            let (reply, rx) = ReplyTo::channel(&input.request_id);
+            input.reply = reply;
+            let (me, child) = (me.clone(), id.clone());
+            actix::spawn(async move {
+                let end = match rx.await {
+                    Ok(r) => match (r.error, r.skipped) {
+                        (Some(e), _) => ChildEnd::Failed(e),
+                        (None, Some(s)) => ChildEnd::Failed(s.to_string()),
+                        (None, None) => ChildEnd::Done(r.content),
+                    },
+                    Err(_) => ChildEnd::Failed("the helper ended without answering".into()),
+                };
+                me.ended(&child, end);
+            });
+            let port = SchedulerLink::new(ChildPort { id: id.clone() });
+            Ok(TaskActor::new(TASK_ID_BASE + n, input, None, deps.clone(), port))
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Feeds a helper's end to the book and executes what it answers.
+    fn ended(&self, id: &str, end: ChildEnd) {
+        tracing::info!(child = id, ok = matches!(end, ChildEnd::Done(_)), "helper ended");
+        let cmds = self.0.book.lock().ended(id, end);
+        for cmd in cmds {
+            match cmd {
+                ChildCmd::Remove { id } => {
+                    let (sup, full) = (self.0.sup.clone(), format!("{}/{id}", self.0.sup.id()));
+                    actix::spawn(async move {
+                        if let Err(e) = sup.remove_child(&full).await {
+                            tracing::warn!(child = %full, "helper's actors not removed: {e}");
+                        }
+                    });
+                }
+                ChildCmd::Announce { id, channel, end } => {
+                    let preview: String = end.text().chars().take(PREVIEW_CHARS).collect();
+                    let text = Msg::ChildEnded {
+                        id: &id,
+                        ok: matches!(end, ChildEnd::Done(_)),
+                        preview: &preview,
+                    }
+                    .text();
+                    let mut notice = Input::text(&format!("child/{id}"), &text);
+                    notice.channel = channel;
+                    notice.kernel = true;
+                    if let Err(e) = self.0.scheduler.do_send(Submit(notice)) {
+                        tracing::warn!(child = %id, "helper's end not announced (the result stays for child_result): {e}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// `child_result`.
+    pub fn fetch(&self, args: &Value) -> Result<String, String> {
+        let id = args.get("id").and_then(Value::as_str).unwrap_or("");
+        let fetch = self.0.book.lock().fetch(id).map_err(|e| e.to_string())?;
+        Ok(match fetch {
+            Fetch::Running => Msg::ChildRunning { id }.text(),
+            Fetch::Result(ChildEnd::Done(text)) => text,
+            Fetch::Result(ChildEnd::Failed(e)) => return Err(format!("helper {id} failed: {e}")),
+            Fetch::AlreadyDelivered => Msg::ChildDelivered { id }.text(),
+            Fetch::Evicted => Msg::ChildEvicted {
+                id,
+                kept: core::KEPT_RESULTS,
+            }
+            .text(),
+        })
+    }
+
+    /// The two tools, to register with the stage host.
+    pub fn tools(&self) -> Vec<(ToolSpec, Arc<dyn ToolHandler>)> {
+        let mut spawn = ToolSpec::new(
+            SPAWN_TOOL,
+            "Start a helper that does one self-contained job on its own, in parallel with you (it has the same tools, except output channels and helpers). Returns at once with its id; when it ends you get a message, then child_result gives its answer. Use it to fan out independent work.",
+            json!({"type": "object", "properties": {
+                "task": {"type": "string", "description": "the job, complete and self-contained: the helper sees nothing of this conversation"},
+                "max_turns": {"type": "integer", "minimum": core::MIN_TURNS, "maximum": core::MAX_TURNS, "description": "most tool rounds (default 5)"}
+            }, "required": ["task"]}),
+        );
+        spawn.plugin = OWNER.into();
+        // Starting helpers does not touch shared state: several may start in one batch.
+        spawn.parallel_safe = true;
+        let mut result = ToolSpec::new(
+            RESULT_TOOL,
+            "The answer of a helper started with spawn_child, by its id (child_<n>). The first call returns it; later calls say it was delivered.",
+            json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}),
+        );
+        result.plugin = OWNER.into();
+        result.parallel_safe = true;
+        let me = self.clone();
+        let spawn_h = move |args: Value| -> BoxFuture<'static, Result<String, String>> {
+            let me = me.clone();
+            Box::pin(async move { me.spawn(args).await })
+        };
+        let me = self.clone();
+        let result_h = move |args: Value| -> BoxFuture<'static, Result<String, String>> {
+            let r = me.fetch(&args);
+            Box::pin(async move { r })
+        };
+        vec![(spawn, Arc::new(spawn_h)), (result, Arc::new(result_h))]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sub_agent_speaks_for_its_caller_and_never_more() {
+        let owner = crate::firewall::Principal::owner();
+        let guest = crate::firewall::Principal::plugin_guest("chat");
+        let args = |p: &crate::firewall::Principal| json!({ ORIGIN_ARG: {"principal": p} });
+        assert!(origin_principal(&args(&owner)).is_owner());
+        assert_eq!(origin_principal(&args(&guest)), guest);
+        assert!(
+            !origin_principal(&json!({"task": "x"})).is_owner(),
+            "no origin: a guest"
+        );
+        assert!(!origin_principal(&json!({ORIGIN_ARG: {"principal": "owner"}})).is_owner());
+    }
+
+    #[test]
+    fn the_runner_passes_the_origin_only_to_the_agent_s_own_tools() {
+        assert!(wants_origin(SPAWN_TOOL) && wants_origin(super::super::residents::RESIDENT_TOOL));
+        assert!(!wants_origin(RESULT_TOOL) && !wants_origin("files_read"));
+    }
+}
