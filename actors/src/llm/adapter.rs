@@ -518,10 +518,11 @@ impl Adapter {
                 placeholders,
                 ..
             }) => {
+                let slot = placeholders.len();
                 let tools = std::mem::replace(&mut req.tools, placeholders);
                 let out = self.transform_request_async(req).await;
                 req.tools = tools;
-                let spliced = out.ok().and_then(|out| tc::splice(&out, &path, n, &real));
+                let spliced = out.ok().and_then(|out| tc::splice(&out, &path, slot, &real));
                 match spliced {
                     Some(body) => Ok(body),
                     None => self.transform_request_async(req).await,
@@ -537,7 +538,24 @@ impl Adapter {
                     serde_json::from_str::<serde_json::Value>(&full),
                     with_placeholders.map(|p| serde_json::from_str::<serde_json::Value>(&p)),
                 ) {
-                    (Ok(f), Ok(Ok(p))) => tc::learn(key, n, &f, &p),
+                    (Ok(f), Ok(Ok(p))) => {
+                        let mut entry = tc::learn(key, n, &f, &p);
+                        // One placeholder instead of n: each call then converts one tiny
+                        // tool, not dozens — if the spliced body is exactly the full one.
+                        if let Some((path, real)) = entry.splice.clone() {
+                            let one = std::sync::Arc::new(tc::placeholders(1));
+                            req.tools = one.clone();
+                            let out = self.transform_request_async(req).await.ok();
+                            let same = out
+                                .and_then(|o| tc::splice(&o, &path, 1, &real))
+                                .and_then(|b| serde_json::from_str::<serde_json::Value>(&b).ok())
+                                .is_some_and(|b| b == f);
+                            if same {
+                                entry.placeholders = one;
+                            }
+                        }
+                        entry
+                    }
                     _ => tc::Entry {
                         key,
                         list: tools.clone(),
@@ -949,8 +967,16 @@ mod tools_cache_tests {
                     serde_json::from_str(&a.transform_request_cached(&mut req).await.unwrap()).unwrap();
                 assert_eq!(v, full, "{name} with 5 tools");
             }
-            let separable = a.tools_cache.lock().as_ref().is_some_and(|e| e.splice.is_some());
-            eprintln!("{name}: tool list separable = {separable}");
+            let (separable, slot) = a
+                .tools_cache
+                .lock()
+                .as_ref()
+                .map_or((false, 0), |e| (e.splice.is_some(), e.placeholders.len()));
+            eprintln!("{name}: tool list separable = {separable}, placeholders per call = {slot}");
+            assert!(
+                separable && slot == 1,
+                "{name}: the bundled adapters take the one-placeholder path"
+            );
         }
     }
 

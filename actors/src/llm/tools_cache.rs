@@ -35,7 +35,8 @@ pub struct Entry {
     /// a plugin changes the registry) is a hit without hashing the list. Holding it keeps
     /// its address from being reused by another list.
     pub list: ToolList,
-    /// The placeholder tools, made once per list.
+    /// The placeholder tools, made once per list: one when the adapter was seen to treat
+    /// one like many (checked when learning), else as many as the real tools.
     pub placeholders: ToolList,
     /// Where the adapter puts the converted tools, and the converted tools as JSON
     /// text (`None`: not separable, use the full path). Text, not a `Value`: a call
