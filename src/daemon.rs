@@ -126,6 +126,12 @@ fn prepare(args: &RunArgs) -> anyhow::Result<(DataLock, BootSettings)> {
     let mut store = ConfigStore::open(&args.data.join("config.db"), &args.data)
         .context("cannot open the settings database; is the disk full or the file corrupt?")?;
     let seeded = store.seed_defaults().context("cannot seed default settings")?;
+    // The address is `--listen`'s (or HOMED_LISTEN's), not a stored choice: the setting
+    // records it at each start, so the settings page never shows another one.
+    let listen = homeagent_actors::config::keys::WEBUI_LISTEN_ADDR.name();
+    store
+        .set(listen, serde_json::json!(args.listen.to_string()))
+        .with_context(|| format!("cannot record {listen}; is the disk full?"))?;
     let settings = store
         .snapshot()
         .context("cannot read the settings database; is the disk full or the file corrupt?")?;

@@ -260,6 +260,11 @@ fn the_settings_page_gets_definitions_never_a_secret_and_tests_a_source_with_a_r
         "a secret in clear: {listing}"
     );
     let s: Value = serde_json::from_str(&listing).unwrap();
+    assert_eq!(
+        s["settings"]["webui.listen_addr"],
+        json!(format!("127.0.0.1:{}", d.port)),
+        "the setting shows where this daemon really listens"
+    );
     assert_eq!(s["settings"]["core.llm.sources.fake.api_key"], "********");
     assert_eq!(s["settings"]["core.security.secrets"], json!({"github": "********"}));
     let (status, body) = put(

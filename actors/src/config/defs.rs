@@ -441,7 +441,7 @@ pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
             key::WEBUI_LISTEN_ADDR.name(),
             K::SocketAddr,
             json!("127.0.0.1:8080"),
-            "Address the HTTP API and WebUI listen on; loopback by default",
+            "Address the HTTP API and WebUI listen on, recorded at each start from --listen (or HOMED_LISTEN); to move the daemon, restart it with another --listen (a value written here is replaced at the next start)",
         ),
         // LLM.
         SettingDef::new(
