@@ -759,14 +759,7 @@ pub async fn plugin(calls: usize, kills: u32) -> anyhow::Result<()> {
         kills <= 3,
         "--kills at most 3 (a 4th crash in 5 min quarantines the plugin)"
     );
-    let data = std::env::temp_dir().join(format!("homed-bench-plugin-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&data);
-    let args = crate::cli::RunArgs {
-        data: data.clone(),
-        listen: "127.0.0.1:0".parse()?,
-        socket: Some(data.join("cli.sock")),
-    };
-    let (_lock, state) = crate::daemon::boot(&args).await?;
+    let (_lock, state, data) = crate::daemon::boot_temporary("plugin").await?;
     let stages = state.stages.get().cloned().context("no stage host")?;
     let wanted = ["knowledge_list", "timer_list", "units_convert"];
     let ready = |tools: &homeagent_actors::stages::ToolRegistry| wanted.iter().all(|n| tools.get(n).is_some());

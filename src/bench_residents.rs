@@ -51,14 +51,7 @@ fn pct(v: &mut [Duration], q: f64) -> Duration {
 /// Runs the benchmark with `residents` idle residents and `trips` measured round trips.
 pub async fn residents(residents: usize, trips: usize, idle: Duration) -> anyhow::Result<()> {
     anyhow::ensure!(residents > 0 && trips > 0, "--residents and --trips must be at least 1");
-    let data = std::env::temp_dir().join(format!("homed-bench-residents-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&data);
-    let args = crate::cli::RunArgs {
-        data: data.clone(),
-        listen: "127.0.0.1:0".parse()?,
-        socket: Some(data.join("cli.sock")),
-    };
-    let (_lock, state) = crate::daemon::boot(&args).await?;
+    let (_lock, state, data) = crate::daemon::boot_temporary("residents").await?;
     let vendor = crate::scripted_vendor::ScriptedVendor::start()?;
     let config = state.config.get().cloned().context("no settings actor")?;
     let p = "core.llm.sources.bench.";

@@ -44,14 +44,7 @@ fn page_server() -> anyhow::Result<String> {
 pub async fn tools(calls: usize) -> anyhow::Result<()> {
     use homeagent_actors::stages::GetTools;
     anyhow::ensure!(calls > 0, "--calls must be at least 1");
-    let data = std::env::temp_dir().join(format!("homed-bench-tools-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&data);
-    let args = crate::cli::RunArgs {
-        data: data.clone(),
-        listen: "127.0.0.1:0".parse()?,
-        socket: Some(data.join("cli.sock")),
-    };
-    let (_lock, state) = crate::daemon::boot(&args).await?;
+    let (_lock, state, data) = crate::daemon::boot_temporary("tools").await?;
     let stages = state.stages.get().cloned().context("no stage host")?;
     let wanted = [
         "knowledge_list",

@@ -164,6 +164,20 @@ pub async fn boot(args: &RunArgs) -> anyhow::Result<(DataLock, Arc<KernelState>)
     Ok((lock, state))
 }
 
+/// [`boot`] on a fresh temporary data dir named after `name`, without HTTP (the
+/// benchmarks that drive the kernel directly); the directory is the third value.
+pub async fn boot_temporary(name: &str) -> anyhow::Result<(DataLock, Arc<KernelState>, std::path::PathBuf)> {
+    let data = std::env::temp_dir().join(format!("homed-bench-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let args = RunArgs {
+        data: data.clone(),
+        listen: "127.0.0.1:0".parse()?,
+        socket: Some(data.join("cli.sock")),
+    };
+    let (lock, state) = boot(&args).await?;
+    Ok((lock, state, data))
+}
+
 /// `core.daemon.allowed_hosts` (comma-separated) as lower-case names without ports.
 fn parse_hosts(v: &str) -> Vec<String> {
     v.split(',')
