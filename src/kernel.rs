@@ -736,6 +736,7 @@ impl Module<KernelState> for MemoryModule {
                 embed_thread: s.embed_thread.handle(),
                 stages: s.stages.get()?,
                 config: s.config.get()?,
+                bus: &s.bus,
             })
             .await?;
             s.memory.provide(memory)?;

@@ -372,6 +372,38 @@ pub enum Msg<'a> {
     CommitFailed {
         error: &'a str,
     },
+
+    // ---- Media (images) ----
+    /// A `media_digests` entry names no stored block.
+    MediaUnknownDigest {
+        digest: &'a str,
+    },
+    /// Suffix of a commit tool's reply when media blocks were linked.
+    MediaLinked {
+        count: usize,
+    },
+    /// The text part beside an attached image: its block id, for `media_digests`.
+    ImageAttached {
+        id: &'a str,
+        mime: &'a str,
+        width: u32,
+        height: u32,
+    },
+    /// The text part beside an image recalled from memory.
+    ImageRecalled {
+        id: &'a str,
+        date: &'a str,
+    },
+    /// In place of an image, for a model that cannot see it and no describer.
+    ImageNotSeen {
+        mime: &'a str,
+    },
+    /// In place of an image, its description by a vision-capable source.
+    ImageDescribed {
+        description: &'a str,
+    },
+    /// The describe pass's instruction to the vision-capable source.
+    DescribeImagePrompt,
     GraphStats {
         json: &'a str,
     },
@@ -930,6 +962,42 @@ impl Msg<'_> {
                 "已写入 {entities} 个实体和 {relations} 条关系"
             ),
             M::CommitFailed { error } => tr!(lang, "Memory write failed: {error}", "记忆写入失败: {error}"),
+            M::MediaUnknownDigest { digest } => tr!(
+                lang,
+                "No stored image has the digest `{digest}`; use the id shown beside the image (blk_media_ and 12 hex digits), nothing was written",
+                "没有摘要为 `{digest}` 的媒体；请使用图片旁显示的 id（blk_media_ 加 12 位十六进制），未写入任何内容"
+            ),
+            M::MediaLinked { count } => tr!(lang, ", linked {count} media", "，关联 {count} 份媒体"),
+            M::ImageAttached {
+                id,
+                mime,
+                width,
+                height,
+            } => tr!(
+                lang,
+                "[Image {id}: {mime}, {width}x{height}. To remember it, pass this id in media_digests.]",
+                "[图片 {id}：{mime}，{width}x{height}。如需记住它，请在 media_digests 中传入此 id。]"
+            ),
+            M::ImageRecalled { id, date } => tr!(
+                lang,
+                "[Recalled from memory: image {id}, first seen {date}.]",
+                "[记忆中的图片 {id}，首次出现于 {date}。]"
+            ),
+            M::ImageNotSeen { mime } => tr!(
+                lang,
+                "[An image ({mime}) is attached here, but the current model cannot see images and no vision-capable source is configured to describe it. If it matters, tell the user you cannot see it.]",
+                "[此处附有一张图片（{mime}），但当前模型无法查看图片，也没有配置可描述图片的视觉模型。如有必要，请告知用户你看不到它。]"
+            ),
+            M::ImageDescribed { description } => tr!(
+                lang,
+                "[Image, as described by a vision model: {description}]",
+                "[图片（由视觉模型描述）：{description}]"
+            ),
+            M::DescribeImagePrompt => tr!(
+                lang,
+                "Describe this image for someone who cannot see it: the subject, people, objects, any text (verbatim), the setting and anything notable. Answer with the description only.",
+                "请为看不到这张图片的人描述它：主体、人物、物体、其中的文字（原文照录）、场景以及任何值得注意之处。只回答描述本身。"
+            ),
             M::GraphStats { json } => tr!(lang, "Memory statistics: {json}", "记忆统计: {json}"),
             M::GraphStatsFailed { error } => tr!(lang, "Memory statistics failed: {error}", "记忆统计失败: {error}"),
             M::MergeNamesRequired => tr!(lang, "source and target must not be empty", "source 和 target 不能为空"),
@@ -1410,6 +1478,21 @@ mod tests {
                 relations: 1,
             },
             Msg::CommitFailed { error: "e" },
+            Msg::MediaUnknownDigest { digest: "d" },
+            Msg::MediaLinked { count: 1 },
+            Msg::ImageAttached {
+                id: "blk_media_0",
+                mime: "image/png",
+                width: 1,
+                height: 1,
+            },
+            Msg::ImageRecalled {
+                id: "blk_media_0",
+                date: "2026-01-01",
+            },
+            Msg::ImageNotSeen { mime: "image/png" },
+            Msg::ImageDescribed { description: "d" },
+            Msg::DescribeImagePrompt,
             Msg::GraphStats { json: "{}" },
             Msg::GraphStatsFailed { error: "e" },
             Msg::MergeNamesRequired,

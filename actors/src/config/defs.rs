@@ -29,6 +29,8 @@ pub const LLM_PREFIX: &str = "core.llm.";
 pub const LOG_LEVELS: &[&str] = &["trace", "debug", "info", "warn", "error"];
 /// Values of `core.memory.embedder`.
 pub const EMBEDDERS: &[&str] = &["auto", "onnx", "remote", "tfidf"];
+/// Values of `core.memory.multimodal_space.provider`.
+pub const MULTIMODAL_PROVIDERS: &[&str] = &["none", "remote"];
 
 /// What a setting's value must look like. Validation is done against this before any
 /// write, so that a bad value is refused at the settings page instead of crashing the
@@ -593,6 +595,62 @@ pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
             "API key for the remote embeddings server (sent as a bearer token)",
         )
         .secret(),
+        // Images: input checks, the vision fallback, the media memory's own space.
+        SettingDef::new(
+            key::IMAGE_MAX_BYTES.name(),
+            int(1024, 20 << 20),
+            json!(5 << 20),
+            "Largest image accepted in a message, in bytes (decoded); a bigger one is refused with a 400 and nothing is stored",
+        ),
+        SettingDef::new(
+            key::IMAGE_MAX_COUNT.name(),
+            int(1, 16),
+            json!(4),
+            "Most images accepted in one message",
+        ),
+        SettingDef::new(
+            key::IMAGE_FALLBACK_PROVIDER.name(),
+            K::String,
+            json!(""),
+            "For a source marked vision = false: the vision-capable source that describes its images first; empty takes any source with vision = true, `none` never describes (the model is told an image arrived that it cannot see)",
+        ),
+        SettingDef::new(
+            key::MULTIMODAL_PROVIDER.name(),
+            K::Enum(MULTIMODAL_PROVIDERS),
+            json!("none"),
+            "The multimodal space media blocks are recalled in (text and images in one space): none, or remote (a Jina-style /v1/embeddings server taking {\"image\": base64} inputs)",
+        ),
+        SettingDef::new(
+            key::MULTIMODAL_BASE_URL.name(),
+            K::String,
+            json!(""),
+            "Base URL of the multimodal embeddings server, for core.memory.multimodal_space.provider = remote",
+        ),
+        SettingDef::new(
+            key::MULTIMODAL_MODEL.name(),
+            K::String,
+            json!(""),
+            "Model name sent to the multimodal embeddings server (part of the space's fingerprint: a change re-embeds every media block)",
+        ),
+        SettingDef::new(
+            key::MULTIMODAL_API_KEY.name(),
+            K::String,
+            json!(""),
+            "API key for the multimodal embeddings server (sent as a bearer token)",
+        )
+        .secret(),
+        SettingDef::new(
+            key::MEDIA_RECALL_K.name(),
+            int(0, 8),
+            json!(2),
+            "Most remembered images added to a turn's prompt (found by the input's text in the multimodal space); 0 turns media recall off",
+        ),
+        SettingDef::new(
+            key::MEDIA_RECALL_MIN_SCORE.name(),
+            K::Float { min: -1.0, max: 1.0 },
+            json!(0.25),
+            "Least cosine similarity between the input's text and an image for the image to be recalled",
+        ),
         SettingDef::new(
             key::KNOWLEDGE_PATH.name(),
             K::String,

@@ -121,6 +121,17 @@ pub const MEMORY_EMBED_URL: Key<String> = Key::new("core.memory.embed_url");
 pub const MEMORY_EMBED_MODEL: Key<String> = Key::new("core.memory.embed_model");
 pub const MEMORY_EMBED_API_KEY: Key<Secret> = Key::new("core.memory.embed_api_key");
 
+// Images (the media memory and the input checks).
+pub const IMAGE_MAX_BYTES: Key<usize> = Key::new("core.input_processing.image.max_bytes");
+pub const IMAGE_MAX_COUNT: Key<usize> = Key::new("core.input_processing.image.max_count");
+pub const IMAGE_FALLBACK_PROVIDER: Key<String> = Key::new("core.input_processing.image.fallback_provider");
+pub const MULTIMODAL_PROVIDER: Key<String> = Key::new("core.memory.multimodal_space.provider");
+pub const MULTIMODAL_BASE_URL: Key<String> = Key::new("core.memory.multimodal_space.base_url");
+pub const MULTIMODAL_MODEL: Key<String> = Key::new("core.memory.multimodal_space.model");
+pub const MULTIMODAL_API_KEY: Key<Secret> = Key::new("core.memory.multimodal_space.api_key");
+pub const MEDIA_RECALL_K: Key<usize> = Key::new("core.memory.media.recall_k");
+pub const MEDIA_RECALL_MIN_SCORE: Key<f64> = Key::new("core.memory.media.recall_min_score");
+
 // Agent.
 pub const AGENT_TOOL_TIMEOUT: Key<Duration> = Key::new("core.agent.tool_timeout");
 pub const AGENT_MAX_TOOL_TURNS: Key<u32> = Key::new("core.agent.max_tool_turns");

@@ -67,8 +67,8 @@ pub use defs::{
 pub use duration::{DurationError, format_duration, parse_duration};
 pub use keys::Key;
 pub use settings::{
-    AgentConfig, CliConfig, DaemonConfig, EmbedderKind, HeartbeatConfig, LlmConfig, MemoryConfig, Secret, SecretMap,
-    SecurityConfig, SettingValue, Settings, SupervisionConfig,
+    AgentConfig, CliConfig, DaemonConfig, EmbedderKind, HeartbeatConfig, LlmConfig, MediaConfig, MemoryConfig, Secret,
+    SecretMap, SecurityConfig, SettingValue, Settings, SupervisionConfig,
 };
 pub use store::{Change, ConfigStore, DisabledPlugin, LLM_SNAPSHOT_FILE, PluginDef, PluginMeta};
 

@@ -383,6 +383,25 @@ settings_group! {
 }
 
 settings_group! {
+    /// Images: the input checks, the vision fallback and the media memory's space
+    /// (`core.input_processing.image.*`, `core.memory.multimodal_space.*`,
+    /// `core.memory.media.*`).
+    pub struct MediaConfig {
+        pub max_bytes: usize = IMAGE_MAX_BYTES,
+        pub max_count: usize = IMAGE_MAX_COUNT,
+        /// Empty: any source with vision; `none`: never describe.
+        pub fallback_provider: String = IMAGE_FALLBACK_PROVIDER,
+        /// `none` or `remote`.
+        pub provider: String = MULTIMODAL_PROVIDER,
+        pub base_url: String = MULTIMODAL_BASE_URL,
+        pub model: String = MULTIMODAL_MODEL,
+        pub api_key: Secret = MULTIMODAL_API_KEY,
+        pub recall_k: usize = MEDIA_RECALL_K,
+        pub recall_min_score: f64 = MEDIA_RECALL_MIN_SCORE,
+    }
+}
+
+settings_group! {
     /// The firewall (`core.security.*`).
     pub struct SecurityConfig {
         /// Comma-separated tool names or globs; empty allows all not denied.

@@ -35,6 +35,7 @@ pub mod importer;
 pub mod keywords;
 pub mod knowledge;
 pub mod maintenance;
+pub mod media;
 pub mod names;
 pub mod recall;
 pub mod retrieve;

@@ -46,6 +46,8 @@ pub struct MemoryDeps<'a> {
     pub stages: &'a TAddr<StageHost>,
     /// The settings (embedder, heartbeat periods); the distill heartbeat keeps it.
     pub config: &'a TAddr<ConfigActor>,
+    /// The kernel's bus (the media tier follows its settings there).
+    pub bus: &'a crate::bus::EventBus,
 }
 
 /// The running memory subsystem.
@@ -63,6 +65,8 @@ pub struct MemoryHandles {
     pub graph: TAddr<GraphActor>,
     /// `kernel/memory/embedder` and its status.
     pub embedder: EmbedderHandle,
+    /// `kernel/memory/media`: the media blocks and their multimodal space.
+    pub media: super::media::actor::MediaHandle,
     /// `kernel/memory/heartbeat-distill` and its last round.
     pub distill: DistillHandle,
     /// `kernel/memory/distiller` (the rule distiller) and its last round.
@@ -146,6 +150,10 @@ pub async fn start(d: MemoryDeps<'_>) -> Result<MemoryHandles, ModuleError> {
         .await?;
     let embedder = EmbedderHandle { addr: embedder, status };
     tools.extend(super::actor::document_tools(context.clone(), Some(embedder.clone())));
+
+    // The media tier: its own connection to memory.db, on the blocking thread.
+    let media = start_media(&sup, &d, mem_dir.join("memory.db"), &settings).await?;
+    super::media::tools::with_media_digests(&mut tools, &media);
     for (spec, handler) in tools {
         d.stages.send(RegisterTool { spec, handler }).await??;
     }
@@ -166,9 +174,36 @@ pub async fn start(d: MemoryDeps<'_>) -> Result<MemoryHandles, ModuleError> {
         knowledge,
         graph,
         embedder,
+        media,
         distill: (distill, last),
         rules: (rules, rules_last),
     })
+}
+
+/// Starts `kernel/memory/media` and answers its handle.
+async fn start_media(
+    sup: &SupervisorRef,
+    d: &MemoryDeps<'_>,
+    db: std::path::PathBuf,
+    settings: &crate::config::Settings,
+) -> Result<super::media::actor::MediaHandle, ModuleError> {
+    use super::media::actor::{MediaActor, MediaHandle};
+    let cfg = crate::config::MediaConfig::read(settings);
+    // The handle's shared status and settings outlive restarts: each new instance
+    // writes into the same cells.
+    let status = Arc::new(parking_lot::RwLock::new(super::media::actor::MediaStatus::default()));
+    let config = Arc::new(parking_lot::RwLock::new(cfg));
+    let (st, cf, bus, cfg_addr) = (status.clone(), config.clone(), d.bus.clone(), d.config.clone());
+    let addr = sup
+        .worker_on(d.blocking.clone(), "media", RestartPolicy::Permanent, move || {
+            let store = super::media::store::MediaStore::open(&db).map_err(|e| e.to_string())?;
+            let cfg = cf.read().clone();
+            Ok(MediaActor::new(store, cfg)
+                .with_cells(st.clone(), cf.clone())
+                .follow_settings(bus.clone(), cfg_addr.clone()))
+        })
+        .await?;
+    Ok(MediaHandle { addr, status, config })
 }
 
 /// Which heartbeat period a maintenance kind follows, and its actor's name.

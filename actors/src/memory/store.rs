@@ -116,7 +116,15 @@ fn migrations() -> Migrations<'static> {
         M::up(include_str!("../../../migrations/memory/0002_vectors.sql")),
         M::up(include_str!("../../../migrations/memory/0003_passages.sql")),
         M::up(include_str!("../../../migrations/memory/0004_imports.sql")),
+        M::up(include_str!("../../../migrations/memory/0005_media.sql")),
     ])
+}
+
+/// Brings a connection to `memory.db` to the latest schema (the media store opens its
+/// own connection and must not depend on which tier started first).
+pub(crate) fn migrate(conn: &mut Connection) -> Result<(), MemoryError> {
+    migrations().to_latest(conn)?;
+    Ok(())
 }
 
 impl MemoryStore {

@@ -23,13 +23,14 @@ pub struct RemoteEmbedder {
     space: Space,
 }
 
+/// The answer of `/v1/embeddings` (also the multimodal space's, `memory::media::space`).
 #[derive(Deserialize)]
-struct Answer {
-    data: Vec<Item>,
+pub(crate) struct Answer {
+    pub(crate) data: Vec<Item>,
 }
 
 #[derive(Deserialize)]
-struct Item {
+pub(crate) struct Item {
     #[serde(default)]
     index: Option<usize>,
     embedding: Vec<f32>,
@@ -130,7 +131,7 @@ impl RemoteEmbedder {
 }
 
 /// The answer's vectors in input order (by `index` when given), checked for count.
-fn order(mut items: Vec<Item>, want: usize) -> Result<Vec<Vec<f32>>, String> {
+pub(crate) fn order(mut items: Vec<Item>, want: usize) -> Result<Vec<Vec<f32>>, String> {
     if items.len() != want {
         return Err(format!("asked for {want} vectors, got {}", items.len()));
     }

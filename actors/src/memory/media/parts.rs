@@ -1,0 +1,337 @@
+//! Images in a turn's request: how they sit in the frame and when the bytes join.
+//!
+//! The turn's frame never holds image bytes: an attached image is an `image_url` part
+//! whose URL is the placeholder `media:<block id>` next to a short text part naming
+//! the block (so the model can pass it in `media_digests`). Right before an LLM call
+//! the task shell ([`prepare`]) swaps each placeholder for the block's `data:` URL —
+//! loaded once per task — and adds the images the input's text recalls from the
+//! multimodal space. A text-only turn costs one check per message (is its content an
+//! array?) and no message to the media actor; recall asks nothing unless some block
+//! has a vector ([`MediaHandle::can_recall`]).
+//!
+//! The OpenAI content-part shape is the unified one (`llm::types`); each adapter turns
+//! it into its vendor's (Anthropic `image` blocks, Gemini `inlineData`, Ollama
+//! `images`); a source with `vision = false` gets the fallback of `llm::vision`.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::actor::{LoadMedia, MediaHandle, RecallMedia};
+use super::store::MediaMeta;
+use crate::i18n::Msg;
+use crate::llm::{CompletionRequest, Message};
+
+/// Where an input carries its images: `payload["media"]` (kept in the durable inbox,
+/// so a replayed input still has them — the bytes are in `memory.db`).
+pub const PAYLOAD_KEY: &str = "media";
+/// The placeholder scheme of an image part in the frame.
+pub const URL_PREFIX: &str = "media:";
+/// The longest a turn waits for the query's vector before going on without recall.
+pub const RECALL_WAIT: Duration = Duration::from_secs(3);
+
+/// An image an input carries, by block.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MediaRef {
+    pub id: String,
+    pub mime: String,
+    pub width: u32,
+    pub height: u32,
+}
+
+impl From<&MediaMeta> for MediaRef {
+    fn from(m: &MediaMeta) -> Self {
+        Self {
+            id: m.id.clone(),
+            mime: m.mime.clone(),
+            width: m.width,
+            height: m.height,
+        }
+    }
+}
+
+/// Records `refs` in an input's payload.
+pub fn to_payload(payload: &mut serde_json::Map<String, Value>, refs: &[MediaRef]) {
+    if !refs.is_empty() {
+        payload.insert(PAYLOAD_KEY.into(), json!(refs));
+    }
+}
+
+/// The images an input's payload names (none when absent or malformed).
+pub fn from_payload(payload: &serde_json::Map<String, Value>) -> Vec<MediaRef> {
+    payload
+        .get(PAYLOAD_KEY)
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default()
+}
+
+fn image_part(id: &str) -> Value {
+    json!({"type": "image_url", "image_url": {"url": format!("{URL_PREFIX}{id}")}})
+}
+
+fn text_part(text: &str) -> Value {
+    json!({"type": "text", "text": text})
+}
+
+/// Puts the images on the input's message of a prefix: the last message when it is
+/// the `user` input, else (an interrupt's system-marked input) a `user` message of
+/// their own after it — vendors take images in user messages only.
+pub fn attach(msgs: &mut Vec<Message>, refs: &[MediaRef]) {
+    if refs.is_empty() {
+        return;
+    }
+    let mut parts = Vec::with_capacity(1 + 2 * refs.len());
+    match msgs.last_mut() {
+        Some(m) if m.role == "user" => {
+            if let Some(t) = m.content.as_str().filter(|t| !t.is_empty()) {
+                parts.push(text_part(t));
+            }
+        }
+        _ => msgs.push(Message::text("user", "")),
+    }
+    for r in refs {
+        let note = Msg::ImageAttached {
+            id: &r.id,
+            mime: &r.mime,
+            width: r.width,
+            height: r.height,
+        }
+        .text();
+        parts.push(text_part(&note));
+        parts.push(image_part(&r.id));
+    }
+    if let Some(m) = msgs.last_mut() {
+        m.content = Value::Array(parts);
+    }
+}
+
+/// The block ids of the placeholders in `req`, in order, without repeats.
+pub fn placeholders(req: &CompletionRequest) -> Vec<String> {
+    let mut out = Vec::new();
+    for m in &req.messages {
+        let Some(parts) = m.content.as_array() else { continue };
+        for p in parts {
+            if let Some(id) = p
+                .pointer("/image_url/url")
+                .and_then(Value::as_str)
+                .and_then(|u| u.strip_prefix(URL_PREFIX))
+                && !out.iter().any(|o| o == id)
+            {
+                out.push(id.to_owned());
+            }
+        }
+    }
+    out
+}
+
+/// A `data:` URL of some bytes.
+pub fn data_url(mime: &str, data: &[u8]) -> String {
+    format!(
+        "data:{mime};base64,{}",
+        base64::engine::general_purpose::STANDARD.encode(data)
+    )
+}
+
+/// Swaps each placeholder for its data URL; a placeholder without one (the block was
+/// deleted meanwhile) leaves the request, with its note.
+pub fn resolve(req: &mut CompletionRequest, urls: &HashMap<String, String>) {
+    for m in &mut req.messages {
+        let Some(parts) = m.content.as_array_mut() else {
+            continue;
+        };
+        parts.retain_mut(|p| {
+            let Some(url) = p.pointer_mut("/image_url/url") else {
+                return true;
+            };
+            let Some(id) = url.as_str().and_then(|u| u.strip_prefix(URL_PREFIX)) else {
+                return true;
+            };
+            match urls.get(id) {
+                Some(data) => {
+                    *url = Value::String(data.clone());
+                    true
+                }
+                None => false,
+            }
+        });
+    }
+}
+
+/// Adds recalled images (note + placeholder) to the last user message, skipping
+/// blocks the request already carries.
+pub fn add_recalled(req: &mut CompletionRequest, recalled: &[MediaMeta]) {
+    let present = placeholders(req);
+    let fresh: Vec<&MediaMeta> = recalled.iter().filter(|m| !present.contains(&m.id)).collect();
+    if fresh.is_empty() {
+        return;
+    }
+    let Some(m) = req.messages.iter_mut().rev().find(|m| m.role == "user") else {
+        return;
+    };
+    let mut parts = match std::mem::take(&mut m.content) {
+        Value::Array(a) => a,
+        Value::String(s) if !s.is_empty() => vec![text_part(&s)],
+        _ => Vec::new(),
+    };
+    for r in fresh {
+        let date = crate::memory::dates::Day::of_ms(r.created_ms).to_string();
+        parts.push(text_part(&Msg::ImageRecalled { id: &r.id, date: &date }.text()));
+        parts.push(image_part(&r.id));
+    }
+    m.content = Value::Array(parts);
+}
+
+/// What one task has fetched already (the recall, the data URLs), so the LLM calls
+/// of its tool loop ask once.
+#[derive(Default)]
+pub struct Prepared {
+    recalled: tokio::sync::OnceCell<Vec<MediaMeta>>,
+    urls: parking_lot::Mutex<HashMap<String, String>>,
+}
+
+/// Makes `req` ready to send: recalled images added (when `query` may meet one), and
+/// every placeholder swapped for its bytes. Does nothing for a request without images
+/// when recall cannot find any.
+pub async fn prepare(media: &MediaHandle, prep: &Prepared, req: &mut CompletionRequest, query: &str) {
+    if media.can_recall() && !query.trim().is_empty() {
+        let (k, min) = {
+            let c = media.config.read();
+            (c.recall_k, c.recall_min_score as f32)
+        };
+        let recalled = prep
+            .recalled
+            .get_or_init(|| async {
+                let ask = media.addr.send(RecallMedia {
+                    query: query.to_owned(),
+                    k,
+                    min_score: min,
+                });
+                match tokio::time::timeout(RECALL_WAIT, ask).await {
+                    Ok(Ok(hits)) => {
+                        for (m, score) in &hits {
+                            tracing::info!(block = %m.id, score, "image recalled for the turn");
+                        }
+                        hits.into_iter().map(|(m, _)| m).collect()
+                    }
+                    Ok(Err(e)) => {
+                        tracing::debug!("media recall skipped: {e}");
+                        Vec::new()
+                    }
+                    Err(_) => {
+                        tracing::info!("media recall skipped: no answer within {RECALL_WAIT:?}");
+                        Vec::new()
+                    }
+                }
+            })
+            .await;
+        add_recalled(req, recalled);
+    }
+    let ids = placeholders(req);
+    if ids.is_empty() {
+        return;
+    }
+    let missing: Vec<String> = {
+        let urls = prep.urls.lock();
+        ids.iter().filter(|id| !urls.contains_key(*id)).cloned().collect()
+    };
+    if !missing.is_empty() {
+        match media.addr.send(LoadMedia(missing)).await {
+            Ok(loaded) => {
+                let mut urls = prep.urls.lock();
+                for (id, (mime, data)) in loaded {
+                    urls.insert(id, data_url(&mime, &data));
+                }
+            }
+            Err(e) => tracing::warn!("images left out of the request: the media store did not answer ({e})"),
+        }
+    }
+    let urls = prep.urls.lock();
+    resolve(req, &urls);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(msgs: Vec<Message>) -> CompletionRequest {
+        CompletionRequest {
+            model: String::new(),
+            messages: msgs,
+            temperature: 0.7,
+            max_tokens: 10,
+            stream: true,
+            tools: Default::default(),
+            tool_choice: None,
+            disable_thinking: true,
+            extra_body: Default::default(),
+        }
+    }
+
+    fn r(id: &str) -> MediaRef {
+        MediaRef {
+            id: id.into(),
+            mime: "image/png".into(),
+            width: 2,
+            height: 3,
+        }
+    }
+
+    #[test]
+    fn attached_images_become_parts_of_the_user_input_and_resolve_to_data_urls() {
+        let mut msgs = vec![Message::text("system", "s"), Message::text("user", "look")];
+        attach(&mut msgs, &[r("blk_media_aaaaaaaaaaaa")]);
+        let parts = msgs[1].content.as_array().unwrap();
+        assert_eq!(parts[0], json!({"type": "text", "text": "look"}));
+        assert!(parts[1]["text"].as_str().unwrap().contains("blk_media_aaaaaaaaaaaa"));
+        let mut q = req(msgs);
+        assert_eq!(placeholders(&q), vec!["blk_media_aaaaaaaaaaaa"]);
+        let urls = HashMap::from([("blk_media_aaaaaaaaaaaa".to_owned(), data_url("image/png", b"\x89PNG"))]);
+        resolve(&mut q, &urls);
+        assert_eq!(
+            q.messages[1].content[2],
+            json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw=="}})
+        );
+        assert!(placeholders(&q).is_empty());
+    }
+
+    #[test]
+    fn an_interrupt_gets_its_images_in_a_user_message_of_their_own() {
+        let mut msgs = vec![Message::text("system", "[Interrupt] look")];
+        attach(&mut msgs, &[r("blk_media_bbbbbbbbbbbb")]);
+        assert_eq!(msgs.len(), 2);
+        assert_eq!(msgs[1].role, "user");
+        assert_eq!(msgs[1].content.as_array().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_deleted_block_leaves_the_request_and_text_only_requests_are_untouched() {
+        let mut msgs = vec![Message::text("user", "x")];
+        attach(&mut msgs, &[r("blk_media_cccccccccccc")]);
+        let mut q = req(msgs);
+        resolve(&mut q, &HashMap::new());
+        assert!(
+            q.messages[0]
+                .content
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|p| p["type"] == "text")
+        );
+        let mut plain = req(vec![Message::text("user", "hi")]);
+        let before = plain.clone();
+        resolve(&mut plain, &HashMap::new());
+        add_recalled(&mut plain, &[]);
+        assert_eq!(plain, before);
+    }
+
+    #[test]
+    fn payload_round_trip() {
+        let mut p = serde_json::Map::new();
+        to_payload(&mut p, &[r("blk_media_dddddddddddd")]);
+        assert_eq!(from_payload(&p), vec![r("blk_media_dddddddddddd")]);
+        assert!(from_payload(&serde_json::Map::new()).is_empty());
+    }
+}
