@@ -338,6 +338,7 @@ fn app_state(state: &KernelState) -> anyhow::Result<AppState> {
         graph: Some(memory.graph.clone()),
         rules: Some(memory.rules.clone()),
         maintenance: agent.maintenance.clone(),
+        media: Some(memory.media.clone()),
         embed_status: Some(memory.embedder.status.clone()),
         importer: homeagent_actors::memory::importer::Importer {
             context: memory.context.clone(),

@@ -874,6 +874,7 @@ async fn start_agent(
         skills_index: Default::default(),
         settings: parking_lot::RwLock::new(agent_settings(&settings)),
         firewall: s.firewall.clone(),
+        media: Some(memory.media.clone()),
         // None: the main agent's tool snapshot stays the registry's own, so the tool
         // list cached by it is reused turn after turn (`notify_parent` answers it that
         // it has no parent).

@@ -131,6 +131,7 @@ async fn stack(settings: AgentSettings) -> Stack {
         skills_index: Default::default(),
         settings: parking_lot::RwLock::new(settings),
         firewall: Default::default(),
+        media: None,
         refused_tools: &[],
     });
     let me: Arc<OnceLock<TAddr<SchedulerActor>>> = Arc::default();

@@ -42,6 +42,12 @@ pub struct MessageRequest {
     /// How long to wait for a synchronous reply (default 300000).
     #[serde(default)]
     pub timeout_ms: Option<u64>,
+    /// Images: `[{"mime": "image/png", "data": "<base64>"}]`. Checked before anything
+    /// is stored (type from the bytes, size at most
+    /// `core.input_processing.image.max_bytes`); each becomes a media block.
+    #[serde(default)]
+    #[schema(value_type = Vec<Object>)]
+    pub attachments: Vec<homeagent_actors::memory::media::check::Attachment>,
 }
 
 /// A synchronous reply.
@@ -90,7 +96,24 @@ pub async fn post_message(
     state: web::Data<AppState>,
     body: web::Json<MessageRequest>,
 ) -> Result<HttpResponse, ApiError> {
-    let req = body.into_inner();
+    let mut req = body.into_inner();
+    if req.text.trim().is_empty() {
+        return Err(ApiError::bad_request("`text` must not be empty"));
+    }
+    let attachments = std::mem::take(&mut req.attachments);
+    let images = super::media::check_attachments(&state, &attachments).await?;
+    drop(attachments);
+    send_message(&state, req, images).await
+}
+
+/// Runs a message whose images (if any) are checked already: the JSON and the
+/// multipart routes end here. The images are stored only once everything else about
+/// the message was accepted as far as it can be before the intake.
+pub(super) async fn send_message(
+    state: &AppState,
+    req: MessageRequest,
+    images: Vec<homeagent_actors::memory::media::check::Image>,
+) -> Result<HttpResponse, ApiError> {
     if req.text.trim().is_empty() {
         return Err(ApiError::bad_request("`text` must not be empty"));
     }
@@ -100,13 +123,15 @@ pub async fn post_message(
         .map(str::parse::<Level>)
         .transpose()
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    ensure_llm(&state).await?;
+    ensure_llm(state).await?;
     let source = req
         .source
         .clone()
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "http".into());
+    let media = super::media::store(state, &source, images).await?;
     let mut input = Input::text(&source, &req.text);
+    homeagent_actors::memory::media::parts::to_payload(&mut input.payload, &media);
     input.channel = req
         .channel
         .clone()

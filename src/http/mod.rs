@@ -13,6 +13,7 @@ pub mod guard;
 mod history;
 mod import;
 mod logs;
+mod media;
 mod memory;
 pub mod openai;
 mod plugins;
@@ -52,6 +53,8 @@ pub struct AppState {
     pub rules: Option<homeagent_actors::memory::distiller::DistillerHandle>,
     /// The merge and review heartbeats.
     pub maintenance: Vec<homeagent_actors::memory::graph_heartbeat::MaintenanceHandle>,
+    /// The media memory (images): attachments are stored there, the browser reads it.
+    pub media: Option<homeagent_actors::memory::media::actor::MediaHandle>,
     /// What the embedder is doing (active space, fallback reason, recompute progress).
     pub embed_status: Option<homeagent_actors::memory::embed::actor::StatusHandle>,
     /// Where `POST /api/v1/memory/import` writes (the context, text log and distiller).
@@ -71,7 +74,8 @@ pub struct AppState {
         agent::get_context, agent::get_documents, agent::get_plugins, agent::plugin_action, agent::plugin_api, agent::install_plugin, agent::run_heartbeat, agent::memory_status, agent::get_graph, import::import_history, history::history, logs::logs,
         settings::definitions, settings::test_source, plugins::plugin_tools, plugins::uninstall,
         memory::delete_document, memory::edit_relation, memory::delete_relation, memory::get_knowledge, memory::add_knowledge, memory::delete_knowledge,
-        residents::list, residents::restart, residents::destroy
+        residents::list, residents::restart, residents::destroy,
+        media::list, media::get, media::data, media::delete
     ),
     tags(
         (name = "daemon", description = "Liveness"),
@@ -100,13 +104,13 @@ fn json_error(err: impl std::fmt::Display, status: actix_web::http::StatusCode) 
     InternalError::from_response(err.to_string(), HttpResponse::build(status).json(body)).into()
 }
 
-/// Registers every route on an actix-web app.
-pub fn configure(cfg: &mut web::ServiceConfig) {
+/// The JSON extractor's settings: `limit` bytes, errors as JSON with their status.
+fn json_config(limit: usize) -> web::JsonConfig {
     use actix_web::error::JsonPayloadError;
     use actix_web::http::StatusCode;
-    let json = web::JsonConfig::default()
-        .limit(MAX_JSON_BODY)
-        .error_handler(|err, _req: &HttpRequest| {
+    web::JsonConfig::default()
+        .limit(limit)
+        .error_handler(move |err, _req: &HttpRequest| {
             let status = match &err {
                 JsonPayloadError::OverflowKnownLength { .. } | JsonPayloadError::Overflow { .. } => {
                     StatusCode::PAYLOAD_TOO_LARGE
@@ -119,12 +123,18 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                     "send the body as JSON with `Content-Type: application/json`".to_owned()
                 }
                 JsonPayloadError::OverflowKnownLength { .. } | JsonPayloadError::Overflow { .. } => {
-                    format!("request body too large: the limit is {MAX_JSON_BODY} bytes")
+                    format!("request body too large: the limit is {limit} bytes")
                 }
                 other => format!("invalid JSON body: {other}"),
             };
             json_error(msg, status)
-        });
+        })
+}
+
+/// Registers every route on an actix-web app.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    use actix_web::http::StatusCode;
+    let json = json_config(MAX_JSON_BODY);
     let query = web::QueryConfig::default()
         .error_handler(|err, _| json_error(format!("invalid query string: {err}"), StatusCode::BAD_REQUEST));
     let path = web::PathConfig::default()
@@ -144,7 +154,16 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/settings", web::put().to(api::put_settings))
                 .route("/settings/definitions", web::get().to(settings::definitions))
                 .route("/events", web::get().to(sse::events))
-                .route("/messages", web::post().to(agent::post_message))
+                .service(
+                    web::resource("/messages")
+                        .app_data(json_config(media::MAX_MESSAGE_BODY))
+                        .route(
+                            web::post()
+                                .guard(actix_web::guard::fn_guard(media::is_multipart))
+                                .to(media::post_message_multipart),
+                        )
+                        .route(web::post().to(agent::post_message)),
+                )
                 .route("/chat/history", web::get().to(history::history))
                 .route("/logs", web::get().to(logs::logs))
                 .route("/stop", web::post().to(agent::post_stop))
@@ -171,6 +190,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                     web::delete().to(memory::delete_knowledge),
                 )
                 .route("/memory/import", web::post().to(import::import_history))
+                .route("/memory/media", web::get().to(media::list))
+                .route("/memory/media/{id}", web::get().to(media::get))
+                .route("/memory/media/{id}", web::delete().to(media::delete))
+                .route("/memory/media/{id}/data", web::get().to(media::data))
                 .route("/plugins", web::get().to(agent::get_plugins))
                 .route("/heartbeats/{name}/run", web::post().to(agent::run_heartbeat))
                 .route("/memory/status", web::get().to(agent::memory_status))

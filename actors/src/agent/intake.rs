@@ -141,7 +141,9 @@ impl EventLoop {
             input.reply.skip(Refusal::EmptyInput);
             return Err(Refusal::EmptyInput);
         }
-        match self.guard.lock().seen(&input.source, &input.text, Instant::now()) {
+        // The same words with other images are another input.
+        let key = crate::memory::media::parts::dedupe_text(&input.text, &input.payload);
+        match self.guard.lock().seen(&input.source, &key, Instant::now()) {
             Verdict::Admit(t) => Ok(t),
             Verdict::Duplicate => {
                 tracing::info!(source = %input.source, request = %input.request_id, "duplicate input dropped");

@@ -57,7 +57,8 @@ enum Reload {
 
 impl Reload {
     fn for_key(key: &str) -> Option<Self> {
-        if key.starts_with(LLM_PREFIX) {
+        // The describer of images for sources without vision is the LLM actor's.
+        if key.starts_with(LLM_PREFIX) || key == crate::config::keys::IMAGE_FALLBACK_PROVIDER.name() {
             Some(Self::Llm)
         } else if AgentConfig::concerns(key) {
             Some(Self::Agent)

@@ -88,6 +88,9 @@ pub struct TaskDeps {
     pub settings: RwLock<AgentSettings>,
     /// The security firewall every tool call and model request passes.
     pub firewall: Arc<crate::firewall::Firewall>,
+    /// The media memory: images of the input and recalled ones join the request just
+    /// before it is sent (none in kernels without it).
+    pub media: Option<crate::memory::media::actor::MediaHandle>,
     /// Tools this agent's tasks are neither offered nor may call (a `spawn_child`
     /// helper may not spawn helpers; see `agent::children`). Empty for the main agent.
     pub refused_tools: &'static [&'static str],
@@ -104,6 +107,8 @@ pub struct TaskActor {
     core: TurnCore,
     /// The in-flight LLM call, cancelled when the core says so.
     cancel: Option<CancellationToken>,
+    /// The images this task's requests carry, fetched once.
+    media: Arc<crate::memory::media::parts::Prepared>,
 }
 
 impl TaskActor {
@@ -130,6 +135,7 @@ impl TaskActor {
             scheduler: scheduler.into(),
             core,
             cancel: None,
+            media: Arc::default(),
         }
     }
 
@@ -325,7 +331,17 @@ impl TaskActor {
                 gate.gate.mask_value(&mut m.content);
             }
         }
+        let (media, prepared) = (self.deps.media.clone(), self.media.clone());
+        // Recall by the input's own text; kernel self-talk recalls no images.
+        let query = if self.input.is_consolidation() {
+            String::new()
+        } else {
+            self.input.text.clone()
+        };
         let fut = async move {
+            if let Some(media) = media {
+                crate::memory::media::parts::prepare(&media, &prepared, &mut request, &query).await;
+            }
             let mut tools = stages.send(GetTools).await.unwrap_or_default();
             // A sub-agent's refused tools leave the snapshot its turn (and so its tool
             // runner) keeps: not offered, and a call by name meets "no such tool". (The

@@ -44,6 +44,8 @@ pub struct TurnInput {
     pub consolidation: bool,
     /// Keep this turn out of the text log.
     pub no_memory: bool,
+    /// Images the input carries (blocks of the media memory), put on its message.
+    pub media: Vec<crate::memory::media::parts::MediaRef>,
 }
 
 impl From<&super::input::Input> for TurnInput {
@@ -55,6 +57,7 @@ impl From<&super::input::Input> for TurnInput {
             interrupt: i.is_interrupt(),
             consolidation: i.is_consolidation(),
             no_memory: i.no_memory,
+            media: crate::memory::media::parts::from_payload(&i.payload),
         }
     }
 }
@@ -661,7 +664,8 @@ impl TurnCore {
     /// Builds (or rebuilds) the prefix from committed state and keeps the tail
     /// (stage-injected context, tool rounds, placeholders).
     fn build_prefix(&mut self, timeline: &str, env: &Env) {
-        let prefix = prompt::prefix_of(env.prompt, env.channels, &self.origin(), &self.input.text, timeline);
+        let mut prefix = prompt::prefix_of(env.prompt, env.channels, &self.origin(), &self.input.text, timeline);
+        crate::memory::media::parts::attach(&mut prefix, &self.input.media);
         let tail = self.msgs.split_off(self.prefix_len.min(self.msgs.len()));
         self.prefix_len = prefix.len();
         self.msgs = prefix;

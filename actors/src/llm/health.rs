@@ -175,6 +175,7 @@ mod tests {
             connect_timeout: Duration::from_secs(10),
             first_byte_timeout: Duration::from_secs(180),
             idle_timeout: Duration::from_secs(120),
+            vision: true,
         }
     }
 

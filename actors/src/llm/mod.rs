@@ -14,6 +14,7 @@ pub mod source;
 pub mod stream;
 pub mod tools_cache;
 pub mod types;
+pub mod vision;
 pub mod window;
 
 pub use types::{CompletionRequest, CompletionResponse, Message, StreamChunk, ToolCall, ToolDef, Usage};

@@ -224,6 +224,8 @@ struct Pool {
     skipped: Vec<Skipped>,
     health: HashMap<String, SourceHealth>,
     default: String,
+    /// `core.input_processing.image.fallback_provider` (see `llm::vision`).
+    describe_with: String,
 }
 
 impl Pool {
@@ -349,6 +351,11 @@ impl LlmActor {
         pool.sources = sources;
         pool.skipped = skipped;
         pool.default = default;
+        pool.describe_with = settings
+            .get(keys::IMAGE_FALLBACK_PROVIDER.name())
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
     }
 
     /// Source list and health.
@@ -494,8 +501,20 @@ async fn complete(pool: Rc<RefCell<Pool>>, msg: Complete) -> Result<Completion, 
         });
     }
     let mut errors = Vec::new();
+    // Descriptions of this request's images, made at most once (see `llm::vision`).
+    let mut described: Option<CompletionRequest> = None;
     for src in order {
         let name = src.config.name.clone();
+        let request = if !src.config.vision && super::vision::has_images(&request) {
+            if described.is_none() {
+                described = Some(describe_images(&pool, &request, &cancel).await?);
+            }
+            tracing::info!(source = %name, "source without vision: images go as text (described or noted)");
+            std::borrow::Cow::Borrowed(described.as_ref().unwrap_or(&request))
+        } else {
+            std::borrow::Cow::Borrowed(&request)
+        };
+        let request: &CompletionRequest = &request;
         let mut last = String::new();
         let mut auth = false;
         for attempt in 0..health::ATTEMPTS {
@@ -565,6 +584,53 @@ async fn complete(pool: Rc<RefCell<Pool>>, msg: Complete) -> Result<Completion, 
         errors.push(format!("{name}: {last}"));
     }
     Err(LlmError::AllFailed(errors.join("; ")))
+}
+
+/// `request` with its images as text for a source without vision: each described by
+/// the describing source when there is one (one non-streamed call per image), else
+/// the catalog's note. A failed description falls back to the note (logged).
+async fn describe_images(
+    pool: &Rc<RefCell<Pool>>,
+    request: &CompletionRequest,
+    cancel: &CancellationToken,
+) -> Result<CompletionRequest, LlmError> {
+    use super::vision;
+    let describer = {
+        let p = pool.borrow();
+        let (order, _) = p.ordered("", Instant::now());
+        let name = vision::describer(
+            &p.describe_with,
+            order.iter().map(|s| (s.config.name.as_str(), s.config.vision)),
+        )
+        .map(str::to_owned);
+        name.and_then(|n| order.into_iter().find(|s| s.config.name == n))
+    };
+    let mut descriptions = HashMap::new();
+    if let Some(src) = describer {
+        for url in vision::image_urls(request) {
+            let ask = vision::describe_request(&url, request.max_tokens);
+            match call_source(&src, &ask, false, None, cancel).await {
+                Ok(r) if !r.content.trim().is_empty() => {
+                    tracing::info!(describer = %src.config.name, chars = r.content.len(), "image described for a source without vision");
+                    descriptions.insert(url, r.content);
+                }
+                Ok(_) => {
+                    tracing::warn!(describer = %src.config.name, "the image description came back empty; the model gets the note")
+                }
+                Err(CallError::Cancelled) => return Err(LlmError::Cancelled),
+                Err(e) => {
+                    tracing::warn!(describer = %src.config.name, "describing an image failed ({}); the model gets the note", match e {
+                        CallError::Auth(m) => m,
+                        CallError::Failed(a) => a.to_string(),
+                        CallError::Cancelled => String::new(),
+                    })
+                }
+            }
+        }
+    } else {
+        tracing::info!("no vision-capable source to describe images: the model is told it cannot see them");
+    }
+    Ok(vision::without_images(request, &descriptions))
 }
 
 fn one_line(body: &str, max: usize) -> String {

@@ -54,6 +54,10 @@ pub struct SourceConfig {
     /// Longest silence between two pieces of the response body.
     #[serde(serialize_with = "as_duration_string")]
     pub idle_timeout: Duration,
+    /// The model accepts images (`<source>.vision`; unset: whether the adapter has a
+    /// vision format, see [`super::vision::adapter_sees`]). A source without it gets
+    /// the fallback of [`super::vision`].
+    pub vision: bool,
 }
 
 /// Why a configured source is not used.
@@ -122,6 +126,10 @@ pub fn sources_from_settings(
             max_concurrent: i("max_concurrent").unwrap_or(8).clamp(1, 1024) as u32,
             context_window: i("context_window").unwrap_or(0).max(0) as u64,
             thinking_enabled: f.get("thinking_enabled").and_then(|v| v.as_bool()).unwrap_or(false),
+            vision: f
+                .get("vision")
+                .and_then(|v| v.as_bool())
+                .unwrap_or_else(|| super::vision::adapter_sees(&s("adapter"))),
             api_key,
             connect_timeout,
             first_byte_timeout,

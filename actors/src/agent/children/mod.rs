@@ -126,6 +126,8 @@ pub fn derived_deps(
         skills_index: parking_lot::RwLock::new(parent.skills_index.read().clone()),
         settings: parking_lot::RwLock::new(settings),
         firewall: parent.firewall.clone(),
+        // A sub-agent recalls nothing from the main memory, images included.
+        media: None,
         refused_tools,
     }
 }

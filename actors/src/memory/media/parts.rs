@@ -68,6 +68,16 @@ pub fn from_payload(payload: &serde_json::Map<String, Value>) -> Vec<MediaRef> {
         .unwrap_or_default()
 }
 
+/// What the duplicate guard compares: the text, plus the images' ids when there are
+/// any (the same question about another photo is not a duplicate).
+pub fn dedupe_text<'a>(text: &'a str, payload: &serde_json::Map<String, Value>) -> std::borrow::Cow<'a, str> {
+    if !payload.contains_key(PAYLOAD_KEY) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let ids: Vec<String> = from_payload(payload).into_iter().map(|r| r.id).collect();
+    std::borrow::Cow::Owned(format!("{text}\0{}", ids.join(",")))
+}
+
 fn image_part(id: &str) -> Value {
     json!({"type": "image_url", "image_url": {"url": format!("{URL_PREFIX}{id}")}})
 }

@@ -1,0 +1,240 @@
+//! Images over HTTP: attachments of `POST /api/v1/messages` (JSON base64 or the
+//! WebUI's multipart form), and the media blocks of the memory browser.
+//!
+//! Every attachment is checked whole (`memory::media::check`: magic bytes, header
+//! dimensions, the size cap of `core.input_processing.image.max_bytes`) before anything
+//! is stored; a refusal is a 400 naming the limit, with no event and no block left.
+//! Stored images become media blocks (content ids: the same image twice is one block)
+//! and the input carries their ids, not their bytes.
+
+use actix_web::{HttpRequest, HttpResponse, web};
+use futures_util::StreamExt as _;
+use homeagent_actors::memory::media::actor::{DeleteMedia, GetMedia, ListMedia, StoreImages};
+use homeagent_actors::memory::media::check::{self, Attachment, Image, Limits, MediaError};
+use homeagent_actors::memory::media::parts::MediaRef;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::AppState;
+use super::agent::MessageRequest;
+use super::error::{ApiError, ErrorBody};
+
+/// Largest body of `POST /api/v1/messages`: a few images at the largest cap, base64.
+pub const MAX_MESSAGE_BODY: usize = 32 * 1024 * 1024;
+/// Largest text field of a multipart message (the text, source, ...).
+const MAX_FIELD: usize = 256 * 1024;
+/// Most parts of a multipart message (its fields and images).
+const MAX_PARTS: usize = 32;
+
+fn media_of(state: &AppState) -> Result<&homeagent_actors::memory::media::actor::MediaHandle, ApiError> {
+    state
+        .media
+        .as_ref()
+        .ok_or_else(|| ApiError::unavailable("this daemon has no media memory; images cannot be taken"))
+}
+
+fn refused(e: MediaError) -> ApiError {
+    ApiError::bad_request(e.to_string())
+}
+
+/// The limits of the settings as committed now: read from the settings actor, so a
+/// `PUT /api/v1/settings` that answered applies to the very next message.
+async fn limits(state: &AppState) -> Result<Limits, ApiError> {
+    media_of(state)?;
+    let settings = state
+        .config
+        .send(homeagent_actors::config::ReadSettings)
+        .await?
+        .map_err(|e| ApiError::unavailable(e.to_string()))?;
+    let c = homeagent_actors::config::MediaConfig::read(&settings);
+    Ok(Limits {
+        max_bytes: c.max_bytes,
+        max_count: c.max_count,
+    })
+}
+
+/// Checks a JSON message's attachments against the current limits (nothing stored).
+pub(super) async fn check_attachments(state: &AppState, attachments: &[Attachment]) -> Result<Vec<Image>, ApiError> {
+    if attachments.is_empty() {
+        return Ok(Vec::new());
+    }
+    let limits = limits(state).await?;
+    check::check_all(attachments, &limits).map_err(refused)
+}
+
+/// Stores checked images as media blocks; answers the references the input carries.
+pub(super) async fn store(state: &AppState, source: &str, images: Vec<Image>) -> Result<Vec<MediaRef>, ApiError> {
+    if images.is_empty() {
+        return Ok(Vec::new());
+    }
+    let media = media_of(state)?;
+    let stored = media
+        .addr
+        .send(StoreImages {
+            images,
+            source: source.to_owned(),
+        })
+        .await?
+        .map_err(|e| ApiError::unavailable(format!("the image could not be stored ({e}); nothing was sent, retry")))?;
+    Ok(stored.iter().map(|(m, _)| MediaRef::from(m)).collect())
+}
+
+/// `POST /api/v1/messages` as `multipart/form-data` (the WebUI's upload, paste and
+/// drop): the fields of the JSON body as text parts, each image as a file part.
+pub async fn post_message_multipart(
+    state: web::Data<AppState>,
+    mut form: actix_multipart::Multipart,
+) -> Result<HttpResponse, ApiError> {
+    let limits = limits(&state).await?;
+    let mut fields = serde_json::Map::new();
+    let mut images = Vec::new();
+    let mut parts = 0;
+    while let Some(field) = form.next().await {
+        parts += 1;
+        if parts > MAX_PARTS {
+            return Err(ApiError::bad_request(format!(
+                "more than {MAX_PARTS} parts in the form"
+            )));
+        }
+        let mut field = field.map_err(|e| ApiError::bad_request(format!("malformed multipart body: {e}")))?;
+        let name = field.name().unwrap_or("").to_owned();
+        let is_file = field.content_disposition().and_then(|d| d.get_filename()).is_some()
+            || matches!(name.as_str(), "attachment" | "attachments" | "image");
+        let declared = field.content_type().map(|m| m.essence_str().to_owned());
+        let index = images.len();
+        let cap = if is_file { limits.max_bytes } else { MAX_FIELD };
+        let mut data = Vec::new();
+        while let Some(chunk) = field.next().await {
+            let chunk = chunk.map_err(|e| ApiError::bad_request(format!("malformed multipart body: {e}")))?;
+            if data.len() + chunk.len() > cap {
+                return Err(if is_file {
+                    refused(MediaError::TooLarge {
+                        index,
+                        size: data.len() + chunk.len(),
+                        limit: cap,
+                    })
+                } else {
+                    ApiError::bad_request(format!("field `{name}` is over {MAX_FIELD} bytes"))
+                });
+            }
+            data.extend_from_slice(&chunk);
+        }
+        if is_file {
+            if images.len() >= limits.max_count {
+                return Err(refused(MediaError::TooMany {
+                    count: images.len() + 1,
+                    limit: limits.max_count,
+                }));
+            }
+            images.push(check::check(index, declared.as_deref(), data, &limits).map_err(refused)?);
+        } else {
+            let text = String::from_utf8(data)
+                .map_err(|_| ApiError::bad_request(format!("field `{name}` is not UTF-8 text")))?;
+            let value = match name.as_str() {
+                "sync" | "interrupt" => json!(matches!(text.trim(), "true" | "1" | "on")),
+                "timeout_ms" => json!(
+                    text.trim()
+                        .parse::<u64>()
+                        .map_err(|_| ApiError::bad_request("`timeout_ms` must be a number"))?
+                ),
+                _ => json!(text),
+            };
+            fields.insert(name, value);
+        }
+    }
+    let req: MessageRequest = serde_json::from_value(serde_json::Value::Object(fields))
+        .map_err(|e| ApiError::bad_request(format!("invalid message form: {e}")))?;
+    super::agent::send_message(&state, req, images).await
+}
+
+/// Whether a request is multipart (the route guard of [`post_message_multipart`]).
+pub fn is_multipart(ctx: &actix_web::guard::GuardContext<'_>) -> bool {
+    ctx.head()
+        .headers()
+        .get(actix_web::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("multipart/form-data"))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+pub struct ListQuery {
+    /// At most this many blocks (default 50, at most 500).
+    pub limit: Option<usize>,
+    /// Only blocks created before this time (Unix ms): the next page.
+    pub before: Option<i64>,
+}
+
+#[utoipa::path(get, path = "/api/v1/memory/media", tag = "memory", params(ListQuery),
+    responses((status = 200, description = "`{\"blocks\": [...], \"status\": {...}}`: the newest media blocks (no bytes) and the media tier (space, embedded count, re-embedding progress)"),
+        (status = 503, body = ErrorBody)))]
+pub async fn list(state: web::Data<AppState>, q: web::Query<ListQuery>) -> Result<HttpResponse, ApiError> {
+    let media = media_of(&state)?;
+    let (blocks, status) = media
+        .addr
+        .send(ListMedia {
+            limit: q.limit.unwrap_or(50).clamp(1, 500),
+            before_ms: q.before,
+        })
+        .await?
+        .map_err(ApiError::unavailable)?;
+    Ok(HttpResponse::Ok().json(json!({"blocks": blocks, "status": status})))
+}
+
+#[utoipa::path(get, path = "/api/v1/memory/media/{id}", tag = "memory",
+    params(("id" = String, Path, description = "The block id, `blk_media_` and 12 hex digits")),
+    responses((status = 200, description = "The block's metadata and links (no bytes)"), (status = 404, body = ErrorBody)))]
+pub async fn get(state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    let (meta, _) = fetch(&state, &id, false).await?;
+    Ok(HttpResponse::Ok().json(meta))
+}
+
+async fn fetch(
+    state: &AppState,
+    id: &str,
+    data: bool,
+) -> Result<(homeagent_actors::memory::media::store::MediaMeta, Option<Vec<u8>>), ApiError> {
+    media_of(state)?
+        .addr
+        .send(GetMedia {
+            id: id.to_owned(),
+            data,
+        })
+        .await?
+        .map_err(ApiError::unavailable)?
+        .ok_or_else(|| ApiError::not_found(format!("no media block `{id}`; GET /api/v1/memory/media lists them")))
+}
+
+#[utoipa::path(get, path = "/api/v1/memory/media/{id}/data", tag = "memory",
+    params(("id" = String, Path, description = "The block id")),
+    responses((status = 200, description = "The image's bytes, with its sniffed type"), (status = 404, body = ErrorBody)))]
+pub async fn data(state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    let (meta, bytes) = fetch(&state, &id, true).await?;
+    let bytes = bytes.ok_or_else(|| ApiError::not_found(format!("media block `{id}` has no bytes")))?;
+    // The type is the sniffed one (only PNG/JPEG/GIF/WebP are ever stored); the page
+    // must not guess another, and nothing here is a document to run.
+    Ok(HttpResponse::Ok()
+        .content_type(meta.mime)
+        .insert_header(("X-Content-Type-Options", "nosniff"))
+        .insert_header(("Content-Security-Policy", "default-src 'none'; sandbox"))
+        .insert_header(("Cache-Control", "private, max-age=3600, immutable"))
+        .body(bytes))
+}
+
+#[utoipa::path(delete, path = "/api/v1/memory/media/{id}", tag = "memory",
+    params(("id" = String, Path, description = "The block id")),
+    responses((status = 200, description = "`{\"deleted\": id}`: the block, its bytes, vector and links are gone"), (status = 404, body = ErrorBody)))]
+pub async fn delete(
+    state: web::Data<AppState>,
+    id: web::Path<String>,
+    _req: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    let gone = media_of(&state)?
+        .addr
+        .send(DeleteMedia(id.to_string()))
+        .await?
+        .map_err(ApiError::unavailable)?;
+    if !gone {
+        return Err(ApiError::not_found(format!("no media block `{id}`")));
+    }
+    Ok(HttpResponse::Ok().json(json!({"deleted": id.as_str()})))
+}
