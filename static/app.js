@@ -1137,7 +1137,10 @@
       return;
     }
     chatInput.value = "";
-    chatMessage("user", text);
+    // Images pasted, dropped or picked (static/media.js) go as a multipart form.
+    const files = window.HA && window.HA.media ? window.HA.media.take() : [];
+    const userLi = chatMessage("user", text);
+    if (files.length) window.HA.media.showIn(userLi, files);
     const li = chatMessage("assistant", "");
     li.dataset.pending = "1";
     li.classList.add("thinking");
@@ -1146,12 +1149,22 @@
     updateStopButton();
     chatStatus.textContent = "";
     try {
-      const res = await fetch(API_MESSAGES, {
+      let init = {
         method: "POST",
         headers: { "Content-Type": "application/json", "Accept": "application/json" },
         cache: "no-store",
         body: JSON.stringify({ text, source: CHAT_CHANNEL, channel: CHAT_CHANNEL, sync: true }),
-      });
+      };
+      if (files.length) {
+        const form = new FormData();
+        form.append("text", text);
+        form.append("source", CHAT_CHANNEL);
+        form.append("channel", CHAT_CHANNEL);
+        form.append("sync", "true");
+        for (const f of files) form.append("attachment", f, f.name || "image");
+        init = { method: "POST", headers: { "Accept": "application/json" }, cache: "no-store", body: form };
+      }
+      const res = await fetch(API_MESSAGES, init);
       const raw = await res.text();
       let body = null;
       try { body = raw ? JSON.parse(raw) : null; } catch (_) { body = null; }

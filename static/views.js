@@ -1011,6 +1011,7 @@
   hooks.memory = {
     show() {
       renderMemStatus(); renderContext(); searchDocs(); renderKnowledge();
+      if (window.HA.media) window.HA.media.renderBrowser();
       // Drawn while hidden, the graph has no size: fit it to its box again.
       if (cy) requestAnimationFrame(() => { cy.resize(); cy.fit(undefined, 20); });
     },
