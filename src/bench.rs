@@ -514,7 +514,7 @@ fn synthetic_history(n: usize, now_ms: i64) -> Vec<u8> {
 }
 
 /// p50 and p95 of `samples` (milliseconds).
-fn percentiles(samples: &mut [f64]) -> (f64, f64) {
+pub(crate) fn percentiles(samples: &mut [f64]) -> (f64, f64) {
     samples.sort_by(|a, b| a.total_cmp(b));
     let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
     (at(0.5), at(0.95))
@@ -526,7 +526,7 @@ fn time_ms(queries: usize, f: impl FnMut(usize) -> anyhow::Result<()>) -> anyhow
 }
 
 /// [`time_ms`] with `warm` untimed calls first.
-fn time_ms_warm(
+pub(crate) fn time_ms_warm(
     warm: usize,
     queries: usize,
     mut f: impl FnMut(usize) -> anyhow::Result<()>,
@@ -606,10 +606,10 @@ pub fn graph(sizes: &[usize], queries: usize) -> anyhow::Result<()> {
 }
 
 /// A deterministic pseudo-random stream (no dependency, same numbers every run).
-struct Lcg(u64);
+pub(crate) struct Lcg(pub(crate) u64);
 
 impl Lcg {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self
             .0
             .wrapping_mul(6_364_136_223_846_793_005)
@@ -632,7 +632,7 @@ impl Lcg {
             .collect::<Vec<_>>()
             .join(" ")
     }
-    fn unit_vector(&mut self, dim: usize) -> Vec<f32> {
+    pub(crate) fn unit_vector(&mut self, dim: usize) -> Vec<f32> {
         let mut v: Vec<f32> = (0..dim).map(|_| (self.next() % 2000) as f32 / 1000.0 - 1.0).collect();
         homeagent_actors::memory::embed::normalize(&mut v);
         v

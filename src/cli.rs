@@ -186,6 +186,22 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 3)]
         kills: u32,
     },
+    /// The media memory: image ingest (time, memory per image) beside a plain file
+    /// write, and recall latency over the multimodal index at the given sizes.
+    Media {
+        /// Block counts to build for the recall latency.
+        #[arg(long, value_delimiter = ',', default_values_t = [1_000usize, 10_000])]
+        sizes: Vec<usize>,
+        /// Measured queries per size.
+        #[arg(long, default_value_t = 50)]
+        queries: usize,
+        /// Images ingested.
+        #[arg(long, default_value_t = 200)]
+        images: usize,
+        /// Size of each ingested image, KiB.
+        #[arg(long, default_value_t = 256)]
+        image_kib: usize,
+    },
     /// Tool-call round trip through the agent's tool runner (firewall included) for
     /// the bundled capabilities (files, cmd, web, seq) beside the in-process baseline.
     Tools {

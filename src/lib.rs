@@ -22,6 +22,7 @@
 pub mod auth;
 pub mod bench;
 pub mod bench_mcp;
+pub mod bench_media;
 pub mod bench_residents;
 pub mod bench_tools;
 pub mod cli;

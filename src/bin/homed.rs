@@ -102,6 +102,15 @@ fn main() -> std::process::ExitCode {
             what: BenchCommand::Plugin { calls, kills },
         }) => system.block_on(homeagent::bench::plugin(calls, kills)),
         Some(Command::Bench {
+            what:
+                BenchCommand::Media {
+                    sizes,
+                    queries,
+                    images,
+                    image_kib,
+                },
+        }) => homeagent::bench_media::media(&sizes, queries, images, image_kib),
+        Some(Command::Bench {
             what: BenchCommand::Tools { calls },
         }) => system.block_on(homeagent::bench_tools::tools(calls)),
         Some(Command::Bench {

@@ -185,16 +185,7 @@ impl MediaActor {
     /// The `k` blocks nearest to `query` (a unit vector of the active space) with a
     /// cosine of at least `min_score`, best first.
     pub fn rank(&mut self, query: &[f32], k: usize, min_score: f32) -> Vec<(String, f32)> {
-        let mut hits: Vec<(String, f32)> = self
-            .index()
-            .iter()
-            .map(|(id, v)| (id, crate::memory::embed::dot(query, v)))
-            .filter(|(_, s)| *s >= min_score)
-            .map(|(id, s)| (id.clone(), s))
-            .collect();
-        hits.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        hits.truncate(k);
-        hits
+        rank(self.index(), query, k, min_score)
     }
 
     /// Stores checked images (each committed when this returns).
@@ -343,6 +334,23 @@ impl MediaActor {
         self.status.write().last_error = Some(why);
         self.quiet_until = Some(Instant::now() + RETRY);
     }
+}
+
+/// The `k` entries of `index` nearest to the unit vector `query` (dot product of unit
+/// vectors = cosine), at least `min_score`, best first (ties by id).
+pub fn rank(index: &[(String, Vec<f32>)], query: &[f32], k: usize, min_score: f32) -> Vec<(String, f32)> {
+    let mut hits: Vec<(&str, f32)> = index
+        .iter()
+        .map(|(id, v)| (id.as_str(), crate::memory::embed::dot(query, v)))
+        .filter(|(_, s)| *s >= min_score)
+        .collect();
+    // Only the best k need ordering.
+    if hits.len() > k {
+        hits.select_nth_unstable_by(k, |a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+        hits.truncate(k);
+    }
+    hits.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+    hits.into_iter().map(|(id, s)| (id.to_owned(), s)).collect()
 }
 
 impl KernelActor for MediaActor {
