@@ -522,6 +522,7 @@ fn plugin_deps(
             knowledge: Some(memory.knowledge.clone()),
             config: Some(config.clone()),
             llm: Some(s.llm.get()?.clone()),
+            media: Some(memory.media.clone()),
         },
     })
 }

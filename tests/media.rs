@@ -383,3 +383,28 @@ fn a_media_block_is_recalled_by_a_text_query_through_the_multimodal_space() {
     assert_eq!(st, 200);
     assert!(image_urls(&v.last.lock().unwrap()).is_empty());
 }
+
+#[test]
+fn memory_commit_takes_media_digests_and_refuses_unknown_ones_writing_nothing() {
+    let (_dir, _data, d, _v) = daemon_with_vendor();
+    let (st, body) = message(&d, "my bike", json!([{"mime": "image/png", "data": RED}]));
+    assert_eq!(st, 200, "{body}");
+    let id = media(&d)["blocks"][0]["id"].as_str().unwrap().to_owned();
+
+    let args =
+        json!({"triples": [{"subject": "Ann", "relation": "owns", "object": "a red bike", "media_digests": [id]}]});
+    let reply = common::api::ask(&d, &format!("call-tool memory_commit {args}"));
+    assert!(reply.contains("linked 1 media"), "{reply}");
+    let block = get(&d, &format!("/api/v1/memory/media/{id}"));
+    assert_eq!(block["links"], json!(["sentence:Ann owns a red bike"]), "{block}");
+
+    // An unknown digest refuses the whole call: nothing reaches the graph.
+    let args = json!({"triples": [{"subject": "Zed", "relation": "owns", "object": "a boat", "media_digests": ["blk_media_ffffffffffff"]}]});
+    let reply = common::api::ask(&d, &format!("call-tool memory_commit {args}"));
+    assert!(reply.contains("blk_media_ffffffffffff"), "{reply}");
+    let graph = get(&d, "/api/v1/memory/graph?q=Zed");
+    assert!(!graph.to_string().contains("a boat"), "{graph}");
+    // (The same query finds what the first call did write.)
+    let graph = get(&d, "/api/v1/memory/graph?q=Ann");
+    assert!(graph.to_string().contains("a red bike"), "{graph}");
+}

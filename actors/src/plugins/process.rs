@@ -28,6 +28,7 @@ use crate::stages::{
     UnregisterPlugin,
 };
 
+mod media;
 mod own;
 
 /// Time a plugin has to answer the handshake.
@@ -476,6 +477,9 @@ impl PluginProcess {
                         ),
                     }),
                 );
+            }
+            methods::IO_INJECT_MEDIA | methods::IO_INJECT_MEDIA_SYNC | methods::IO_INJECT_INTERRUPT_MEDIA => {
+                self.on_inject_media(req.method.as_str(), id, req.params, conn, ctx)
             }
             methods::STAGE_REGISTER | methods::OUTPUT_REGISTER | methods::OUTPUT_UNREGISTER => {
                 self.on_extension(req.method.as_str(), id, req.params, conn, ctx)

@@ -49,6 +49,8 @@ pub struct KernelServices {
     pub config: Option<TAddr<ConfigActor>>,
     /// LLM sources (`llm.*`).
     pub llm: Option<TAddr<LlmActor>>,
+    /// The media memory, where `io.injectMedia*` stores a plugin's images.
+    pub media: Option<crate::memory::media::actor::MediaHandle>,
 }
 
 fn bad(method: &str, msg: impl std::fmt::Display) -> RpcError {

@@ -19,6 +19,17 @@ pub const IO_INJECT_TEXT: &str = "io.injectText";
 /// Plugin → kernel: inject an interrupt (capability `io`). Params [`InjectText`] with
 /// `priority`; non-built-in plugins are clamped to L3.
 pub const IO_INJECT_INTERRUPT: &str = "io.injectInterrupt";
+/// Plugin → kernel: inject a queued input carrying images (capability `io`). Params
+/// [`InjectMedia`]; result `{"task_id", "media": [block ids]}`. The images are checked
+/// like the HTTP API's attachments (type from the bytes, size cap) and stored as media
+/// blocks before the input is queued; a bad one refuses the call with nothing stored.
+pub const IO_INJECT_MEDIA: &str = "io.injectMedia";
+/// Like [`IO_INJECT_MEDIA`], and waits for the reply: result `{"task_id", "reply",
+/// "media"}`.
+pub const IO_INJECT_MEDIA_SYNC: &str = "io.injectMediaSync";
+/// An interrupt carrying images (may preempt the running task). Params [`InjectMedia`]
+/// with `priority`.
+pub const IO_INJECT_INTERRUPT_MEDIA: &str = "io.injectInterruptMedia";
 
 /// A tool declaration.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -91,6 +102,26 @@ pub struct InjectText {
     /// any; an undeclared name is an error).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
+}
+
+/// Text and images to inject (`io.injectMedia*`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InjectMedia {
+    #[serde(flatten)]
+    pub input: InjectText,
+    /// The images, base64 (the frame cap of 1 MiB bounds one call).
+    #[serde(default)]
+    pub media: Vec<MediaItem>,
+}
+
+/// One image of an injection.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MediaItem {
+    /// The declared type (`image/png`...); the kernel takes the real one from the bytes.
+    #[serde(default)]
+    pub mime: Option<String>,
+    /// The bytes, base64.
+    pub data: String,
 }
 
 // ---------------------------------------------------------------------------------
