@@ -382,6 +382,25 @@ fn a_media_block_is_recalled_by_a_text_query_through_the_multimodal_space() {
     let (st, _) = post(&d, "/api/v1/messages", json!({"text": "good morning"}));
     assert_eq!(st, 200);
     assert!(image_urls(&v.last.lock().unwrap()).is_empty());
+
+    // Another model is another space: every block is embedded again, in the background.
+    let before = e.images.load(Ordering::SeqCst);
+    put_settings(&d, json!({"core.memory.multimodal_space.model": "clip-test-2"}));
+    wait_for(
+        &d,
+        "/api/v1/memory/media",
+        "both blocks re-embedded in the new space",
+        |m| {
+            m["status"]["space"]
+                .as_str()
+                .is_some_and(|s| s.ends_with("#clip-test-2/4"))
+                && m["status"]["embedded"] == 2
+        },
+    );
+    assert!(
+        e.images.load(Ordering::SeqCst) >= before + 2,
+        "the images themselves were embedded again"
+    );
 }
 
 #[test]

@@ -501,6 +501,15 @@ mod tests {
             d(SUPERVISOR_BACKOFF_MAX),
             d(SUPERVISOR_BACKOFF_RESET_AFTER),
             d(SUPERVISOR_STUCK_THRESHOLD),
+            d(IMAGE_MAX_BYTES),
+            d(IMAGE_MAX_COUNT),
+            d(IMAGE_FALLBACK_PROVIDER),
+            d(MULTIMODAL_PROVIDER),
+            d(MULTIMODAL_BASE_URL),
+            d(MULTIMODAL_MODEL),
+            d(MULTIMODAL_API_KEY),
+            d(MEDIA_RECALL_K),
+            d(MEDIA_RECALL_MIN_SCORE),
         ]
     }
 
