@@ -524,7 +524,7 @@ async fn complete(pool: Rc<RefCell<Pool>>, msg: Complete) -> Result<Completion, 
                     _ = cancel.cancelled() => return Err(LlmError::Cancelled),
                 }
             }
-            match call_source(&src, &request, stream, deltas.as_ref(), &cancel).await {
+            match call_source(&src, request, stream, deltas.as_ref(), &cancel).await {
                 Ok(response) => {
                     pool.borrow_mut()
                         .health

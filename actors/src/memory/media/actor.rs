@@ -29,6 +29,9 @@ const POLL: Duration = Duration::from_secs(2);
 /// Pause after a failed step before trying again.
 const RETRY: Duration = Duration::from_secs(30);
 
+/// A background step's result: the space as it learned its dimension, and the vectors.
+type StepResult = (RemoteSpace, Result<Vec<(String, Vec<f32>)>, SpaceError>);
+
 /// What `GET /api/v1/memory/media` shows about the media tier.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct MediaStatus {
@@ -282,9 +285,7 @@ impl MediaActor {
             (space, res)
         };
         ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(fut).map(
-            |(space, res): (RemoteSpace, Result<Vec<(String, Vec<f32>)>, SpaceError>),
-             host: &mut Host<Self>,
-             ctx: &mut HostContext<Self>| {
+            |(space, res): StepResult, host: &mut Host<Self>, ctx: &mut HostContext<Self>| {
                 let me = host.inner();
                 me.filling = false;
                 me.after_step(space, res);

@@ -327,7 +327,7 @@ pub(crate) mod tests {
             mime: None,
             data: base64::engine::general_purpose::STANDARD.encode(b"plain text"),
         };
-        assert_eq!(check_all(&[good.clone()], &LIMITS).unwrap().len(), 1);
+        assert_eq!(check_all(std::slice::from_ref(&good), &LIMITS).unwrap().len(), 1);
         let e = check_all(&[good.clone(), bad], &LIMITS).unwrap_err();
         assert!(matches!(e, MediaError::NotImage { index: 1, .. }));
         let e = check_all(&vec![good; 5], &LIMITS).unwrap_err();
