@@ -133,6 +133,8 @@ async fn stack(settings: AgentSettings) -> Stack {
         firewall: Default::default(),
         media: None,
         refused_tools: &[],
+        hidden_tools: &[],
+        agent: String::new(),
     });
     let me: Arc<OnceLock<TAddr<SchedulerActor>>> = Arc::default();
     let (d, m) = (deps.clone(), me.clone());
