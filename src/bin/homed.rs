@@ -10,6 +10,10 @@ fn main() -> std::process::ExitCode {
         return match (name.as_str(), file) {
             ("timer", _) => std::process::ExitCode::from(homeagent_timer::run() as u8),
             ("mcp", _) => std::process::ExitCode::from(homeagent_mcp::run() as u8),
+            // The MCP bridge as a one-shot client of the server at URL (the conformance suite's client).
+            ("mcp-client", Some(url)) => {
+                std::process::ExitCode::from(homeagent_mcp::conformance::run(&url.to_string_lossy()) as u8)
+            }
             ("files", _) => std::process::ExitCode::from(homeagent_files::run() as u8),
             ("cmd", _) => std::process::ExitCode::from(homeagent_cmd::run() as u8),
             ("web", _) => std::process::ExitCode::from(homeagent_web::run() as u8),
