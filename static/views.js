@@ -436,7 +436,9 @@
     if (first) first.focus();
   });
 
-  // ---- MCP servers (plugin.mcp.servers: {"<name>": {command, args, env, cwd}})
+  // ---- MCP servers (plugin.mcp.servers: {"<name>": {command, args, env, cwd}} for
+  // stdio, {"<name>": {url, headers, oauth}} for remote ones; keys the form does not
+  // show, such as oauth or disabled, are kept as they were)
 
   function mcpServers(v) {
     let value = v;
@@ -456,6 +458,7 @@
     const rows = el("div", "mcp-rows");
     const addRow = (name, s) => {
       const row = el("fieldset", "mcp-row");
+      row.mcpOriginal = s;
       const mk = (cls, label, val, area) => {
         const w = el("label", "mcp-field");
         w.append(el("span", "field-label", label));
@@ -471,6 +474,8 @@
       mk("mcp-args", t("settings.mcp.args"), (Array.isArray(s.args) ? s.args : []).join("\n"), true);
       mk("mcp-env", t("settings.mcp.env"), Object.entries(s.env || {}).map(([k, v]) => k + "=" + v).join("\n"), true);
       mk("mcp-cwd", t("settings.mcp.cwd"), s.cwd);
+      mk("mcp-url", t("settings.mcp.url"), s.url);
+      mk("mcp-headers", t("settings.mcp.headers"), Object.entries(s.headers || {}).map(([k, v]) => k + "=" + v).join("\n"), true);
       row.append(button(t("settings.secret.remove"), "link", () => row.remove()));
       rows.append(row);
     };
@@ -482,16 +487,29 @@
       for (const row of rows.querySelectorAll(".mcp-row")) {
         const name = row.querySelector(".mcp-name").value.trim();
         if (!name) continue;
-        const s = { command: row.querySelector(".mcp-command").value.trim() };
-        s.args = row.querySelector(".mcp-args").value.split("\n").map((x) => x.trim()).filter(Boolean);
-        const env = {};
-        for (const line of row.querySelector(".mcp-env").value.split("\n")) {
-          const i = line.indexOf("=");
-          if (i > 0) env[line.slice(0, i).trim()] = line.slice(i + 1);
+        const pairs = (cls) => {
+          const m = {};
+          for (const line of row.querySelector(cls).value.split("\n")) {
+            const i = line.indexOf("=");
+            if (i > 0) m[line.slice(0, i).trim()] = line.slice(i + 1);
+          }
+          return m;
+        };
+        const s = Object.assign({}, row.mcpOriginal || {});
+        for (const k of ["command", "args", "env", "cwd", "url", "headers"]) delete s[k];
+        const command = row.querySelector(".mcp-command").value.trim();
+        const url = row.querySelector(".mcp-url").value.trim();
+        if (url && !command) {
+          s.url = url;
+          const headers = pairs(".mcp-headers");
+          if (Object.keys(headers).length) s.headers = headers;
+        } else {
+          s.command = command;
+          s.args = row.querySelector(".mcp-args").value.split("\n").map((x) => x.trim()).filter(Boolean);
+          s.env = pairs(".mcp-env");
+          const cwd = row.querySelector(".mcp-cwd").value.trim();
+          if (cwd) s.cwd = cwd;
         }
-        s.env = env;
-        const cwd = row.querySelector(".mcp-cwd").value.trim();
-        if (cwd) s.cwd = cwd;
         out[name] = s;
       }
       const field = { key: MCP_KEY, read: () => ({ changed: JSON.stringify(out) !== JSON.stringify(mcpServers(values[MCP_KEY])), value: out }), setError: (m) => { err.textContent = m || ""; } };
