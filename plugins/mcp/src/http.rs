@@ -25,6 +25,25 @@ use crate::oauth::{self, Challenge, Session};
 
 /// Time to open a connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Largest JSON answer read (a hostile or broken server cannot fill the memory).
+pub const MAX_BODY: u64 = 8 * 1024 * 1024;
+/// Largest error body read (only its start is shown).
+const MAX_ERROR_BODY: u64 = 64 * 1024;
+
+/// Reads at most `max` bytes of a body as text; `Err` names the cap when it is hit.
+pub(crate) fn read_capped(resp: Response, max: u64) -> Result<String, HttpError> {
+    use std::io::Read;
+    let mut buf = Vec::new();
+    resp.take(max + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| HttpError::Net(e.to_string()))?;
+    if buf.len() as u64 > max {
+        return Err(HttpError::Net(format!(
+            "the server's answer is larger than {max} bytes; refused"
+        )));
+    }
+    Ok(String::from_utf8_lossy(&buf).into_owned())
+}
 
 /// What a POST brought back.
 pub enum Answer {
@@ -187,7 +206,7 @@ impl Conn {
                 return Err(HttpError::SessionGone);
             }
             if !status.is_success() {
-                let text = resp.text().unwrap_or_default();
+                let text = read_capped(resp, MAX_ERROR_BODY).unwrap_or_default();
                 return Err(HttpError::Status(status.as_u16(), oauth::snippet(&text)));
             }
             return Ok(resp);
@@ -215,7 +234,7 @@ impl Conn {
         if kind.starts_with("text/event-stream") {
             return Ok(Answer::Stream(resp));
         }
-        let text = resp.text().map_err(|e| HttpError::Net(e.to_string()))?;
+        let text = read_capped(resp, MAX_BODY)?;
         if text.trim().is_empty() {
             Ok(Answer::Accepted)
         } else {

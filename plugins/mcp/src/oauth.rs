@@ -527,7 +527,7 @@ impl Session {
         if !r.status().is_success() {
             return Ok(None);
         }
-        let text = r.text().map_err(|e| format!("GET {url}: {e}"))?;
+        let text = read_body(r).map_err(|e| format!("GET {url}: {e}"))?;
         serde_json::from_str(&text)
             .map(Some)
             .map_err(|e| format!("GET {url}: not JSON ({e})"))
@@ -606,7 +606,7 @@ impl Session {
             .send()
             .map_err(|e| format!("client registration at {endpoint}: {e}"))?;
         let status = r.status();
-        let text = r.text().unwrap_or_default();
+        let text = read_body(r).unwrap_or_default();
         if !status.is_success() {
             return Err(format!(
                 "client registration at {endpoint} failed ({status}): {}; set `oauth.client_id` to a client registered by hand",
@@ -704,7 +704,7 @@ impl Session {
             .send()
             .map_err(|e| format!("token request at {}: {e}", meta.token_endpoint))?;
         let status = r.status();
-        let text = r.text().unwrap_or_default();
+        let text = read_body(r).unwrap_or_default();
         let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         if !status.is_success() {
             let why = parse_tokens(&v, None).err().unwrap_or_else(|| snippet(&text));
@@ -715,6 +715,13 @@ impl Session {
         }
         parse_tokens(&v, scope)
     }
+}
+
+/// Most of an authorization server's answer read (metadata, registration, tokens).
+const MAX_AS_BODY: u64 = 1024 * 1024;
+
+fn read_body(r: reqwest::blocking::Response) -> Result<String, String> {
+    crate::http::read_capped(r, MAX_AS_BODY).map_err(|e| e.to_string())
 }
 
 /// The first 200 characters of a body, for error messages.
