@@ -1314,11 +1314,12 @@
     let s;
     try { s = await getJson("/api/v1/tasks"); } catch (_) { return; }
     const ints = Array.isArray(s.interrupts) ? s.interrupts.reduce((n, q) => n + (Array.isArray(q) ? q.length : 0), 0) : 0;
-    const n = (Array.isArray(s.ready) ? s.ready.length : 0) + ints + (s.immediate ? 1 : 0);
+    // Inputs stored in inbox.db while the ready queue is full are waiting too.
+    const n = (Array.isArray(s.ready) ? s.ready.length : 0) + ints + (s.immediate ? 1 : 0) + (Number(s.stored_waiting) || 0);
     const c = tr._cells;
     if (!c.backlog) {
       c.backlog = el("span", "backlog");
-      c.backlog.title = "tasks waiting in the scheduler (ready queue, interrupt queues, immediate slot)";
+      c.backlog.title = "tasks waiting: ready queue, interrupt queues, immediate slot, and inputs stored until the queue has room";
       c.tdQ.append(c.backlog);
     }
     setText(c.backlog, window.HA ? window.HA.t("tasks.backlog", { n }) : "backlog " + n);
