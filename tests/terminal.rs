@@ -151,3 +151,70 @@ fn a_guest_cannot_use_the_terminal() {
     let list = ask(&d, "call-tool terminal_list {}");
     assert_eq!(list, r#"tool said: {"sessions":[]}"#);
 }
+
+/// The panel's routes are the plugin's tools under the owner's policy: input reaches
+/// the session, the deny list and unknown sessions answer 400 with the tool's reason,
+/// a denied `terminal_send` answers 403; xterm.js is served gzip-compressed as stored,
+/// or decompressed for a client that does not take gzip.
+#[test]
+fn the_panel_routes_type_into_a_session_under_the_tool_policy() {
+    let (_dir, _data, d, _v) = common::api::daemon_with_plugins(&[], &["terminal"]);
+    assert!(ask(&d, "call-tool terminal_create {}").starts_with("tool said: terminal session 1 started"));
+    let input = |id: u32, body: Value| {
+        let r = d
+            .client()
+            .post(d.url(&format!("/api/v1/terminals/{id}/input")))
+            .json(&body)
+            .send()
+            .unwrap();
+        (r.status().as_u16(), r.json::<Value>().unwrap_or(Value::Null))
+    };
+    let (status, body) = input(1, json!({"text": "echo panel-$((3*3))\r"}));
+    assert_eq!(status, 200, "{body}");
+    let out = common::api::wait_for(&d, "/api/v1/terminals/1/output?offset=0", "the panel's command ran", |o| {
+        o["data"].as_str().is_some_and(|s| s.contains("panel-9\r\n"))
+    });
+    assert_eq!(out["offset"], 0);
+    let listed = common::api::get(&d, "/api/v1/terminals");
+    assert_eq!(listed["sessions"][0]["id"], 1, "{listed}");
+    assert_eq!(
+        listed["sessions"][0]["unread"].as_u64().map(|n| n > 0),
+        Some(true),
+        "the panel's reads do not move the model's position: {listed}"
+    );
+
+    let (status, body) = input(1, json!({"text": "sudo id\r"}));
+    assert_eq!(status, 400);
+    assert!(body["error"].as_str().unwrap().contains("`sudo` is on the deny list"), "{body}");
+    let (status, body) = input(7, json!({"text": "x"}));
+    assert_eq!(status, 400);
+    assert!(body["error"].as_str().unwrap().contains("no terminal session 7"), "{body}");
+    common::api::put_settings(&d, json!({"core.security.tool_deny": "terminal_send"}));
+    common::api::wait_for(&d, "/api/v1/security", "the deny list", |x| {
+        x["tool_deny"] == json!(["terminal_send"])
+    });
+    let (status, body) = input(1, json!({"text": "echo no\r"}));
+    assert_eq!(status, 403, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("core.security.tool_deny"), "{body}");
+
+    let get = |encoding: Option<&str>| {
+        let mut r = d.client().get(d.url("/vendor/xterm.mjs"));
+        if let Some(e) = encoding {
+            r = r.header("Accept-Encoding", e);
+        }
+        let r = r.send().unwrap();
+        assert_eq!(r.status().as_u16(), 200);
+        let ce = r.headers().get("content-encoding").map(|v| v.to_str().unwrap().to_owned());
+        let ct = r.headers()["content-type"].to_str().unwrap().to_owned();
+        (ce, ct, r.bytes().unwrap())
+    };
+    let (ce, ct, gz) = get(Some("gzip, deflate"));
+    assert_eq!(ce.as_deref(), Some("gzip"));
+    assert!(ct.starts_with("text/javascript"), "{ct}");
+    assert_eq!(&gz[..2], [0x1f, 0x8b], "gzip as stored");
+    let (ce, _, plain) = get(None);
+    assert_eq!(ce, None);
+    let text = String::from_utf8(plain.to_vec()).unwrap();
+    assert!(text.contains("export{") && text.contains(" as Terminal"), "the ES module");
+    assert!(gz.len() * 3 < plain.len(), "{} vs {}", gz.len(), plain.len());
+}
