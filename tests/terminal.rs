@@ -171,9 +171,12 @@ fn the_panel_routes_type_into_a_session_under_the_tool_policy() {
     };
     let (status, body) = input(1, json!({"text": "echo panel-$((3*3))\r"}));
     assert_eq!(status, 200, "{body}");
-    let out = common::api::wait_for(&d, "/api/v1/terminals/1/output?offset=0", "the panel's command ran", |o| {
-        o["data"].as_str().is_some_and(|s| s.contains("panel-9\r\n"))
-    });
+    let out = common::api::wait_for(
+        &d,
+        "/api/v1/terminals/1/output?offset=0",
+        "the panel's command ran",
+        |o| o["data"].as_str().is_some_and(|s| s.contains("panel-9\r\n")),
+    );
     assert_eq!(out["offset"], 0);
     let listed = common::api::get(&d, "/api/v1/terminals");
     assert_eq!(listed["sessions"][0]["id"], 1, "{listed}");
@@ -185,17 +188,26 @@ fn the_panel_routes_type_into_a_session_under_the_tool_policy() {
 
     let (status, body) = input(1, json!({"text": "sudo id\r"}));
     assert_eq!(status, 400);
-    assert!(body["error"].as_str().unwrap().contains("`sudo` is on the deny list"), "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("`sudo` is on the deny list"),
+        "{body}"
+    );
     let (status, body) = input(7, json!({"text": "x"}));
     assert_eq!(status, 400);
-    assert!(body["error"].as_str().unwrap().contains("no terminal session 7"), "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("no terminal session 7"),
+        "{body}"
+    );
     common::api::put_settings(&d, json!({"core.security.tool_deny": "terminal_send"}));
     common::api::wait_for(&d, "/api/v1/security", "the deny list", |x| {
         x["tool_deny"] == json!(["terminal_send"])
     });
     let (status, body) = input(1, json!({"text": "echo no\r"}));
     assert_eq!(status, 403, "{body}");
-    assert!(body["error"].as_str().unwrap().contains("core.security.tool_deny"), "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("core.security.tool_deny"),
+        "{body}"
+    );
 
     let get = |encoding: Option<&str>| {
         let mut r = d.client().get(d.url("/vendor/xterm.mjs"));
@@ -204,7 +216,10 @@ fn the_panel_routes_type_into_a_session_under_the_tool_policy() {
         }
         let r = r.send().unwrap();
         assert_eq!(r.status().as_u16(), 200);
-        let ce = r.headers().get("content-encoding").map(|v| v.to_str().unwrap().to_owned());
+        let ce = r
+            .headers()
+            .get("content-encoding")
+            .map(|v| v.to_str().unwrap().to_owned());
         let ct = r.headers()["content-type"].to_str().unwrap().to_owned();
         (ce, ct, r.bytes().unwrap())
     };
@@ -215,6 +230,9 @@ fn the_panel_routes_type_into_a_session_under_the_tool_policy() {
     let (ce, _, plain) = get(None);
     assert_eq!(ce, None);
     let text = String::from_utf8(plain.to_vec()).unwrap();
-    assert!(text.contains("export{") && text.contains(" as Terminal"), "the ES module");
+    assert!(
+        text.contains("export{") && text.contains(" as Terminal"),
+        "the ES module"
+    );
     assert!(gz.len() * 3 < plain.len(), "{} vs {}", gz.len(), plain.len());
 }

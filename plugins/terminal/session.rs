@@ -30,8 +30,9 @@ pub const TOPIC_OUTPUT: &str = "terminal.output";
 /// `exited` or `closed`.
 pub const TOPIC_SESSION: &str = "terminal.session";
 
-/// How long new output gathers before one event carries it.
-const COALESCE: Duration = Duration::from_millis(30);
+/// Least time between two output events of a session (what arrives meanwhile is
+/// carried by one event).
+const COALESCE: Duration = Duration::from_millis(10);
 /// Most output bytes in one event; more in one interval is cut from the front (the
 /// event says how much with `dropped`).
 pub const MAX_EVENT_BYTES: usize = 16 * 1024;
@@ -463,6 +464,9 @@ fn read_loop(s: &Session, mut master: File, cap: usize) {
 }
 
 fn publish_loop(s: &Session, sink: &Sink) {
+    // Leading edge: output after a quiet spell goes out at once (a typed key's echo
+    // is not delayed); more within `COALESCE` of the last event waits for the next.
+    let mut last_sent = Instant::now() - COALESCE;
     loop {
         let mut st = s.lock();
         while st.published >= st.end() && !st.eof && !st.closed {
@@ -472,7 +476,7 @@ fn publish_loop(s: &Session, sink: &Sink) {
             return;
         }
         drop(st);
-        std::thread::sleep(COALESCE);
+        std::thread::sleep(COALESCE.saturating_sub(last_sent.elapsed()));
         let mut st = s.lock();
         let end = st.end();
         let wanted = st.published;
@@ -483,6 +487,8 @@ fn publish_loop(s: &Session, sink: &Sink) {
         st.published = offset + data.len() as u64;
         drop(st);
         if data.is_empty() {
+            // Only a cut character so far: wait for the rest without spinning.
+            last_sent = Instant::now();
             continue;
         }
         let mut ev = json!({"session": s.id, "offset": offset, "data": String::from_utf8_lossy(&data)});
@@ -490,5 +496,6 @@ fn publish_loop(s: &Session, sink: &Sink) {
             ev["dropped"] = json!(offset - wanted);
         }
         sink(TOPIC_OUTPUT, ev);
+        last_sent = Instant::now();
     }
 }
