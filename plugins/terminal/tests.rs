@@ -212,17 +212,19 @@ fn an_idle_session_is_closed() {
     let d = tempfile::tempdir().unwrap();
     let (t, events) = tools_with(json!({"idle_timeout_secs": 1}));
     t.create(&json!({"argv": ["sleep", "60"]}), &call(d.path())).unwrap();
+    let closed = || {
+        events
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(_, d)| d["state"] == "closed" && d["session"]["reason"].as_str().unwrap().contains("idle"))
+    };
     let deadline = Instant::now() + Duration::from_secs(20);
-    while t.terminals.get(1).is_ok() && Instant::now() < deadline {
+    while !closed() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(t.terminals.get(1).is_err(), "closed after being idle");
-    let ev = events.lock().unwrap();
-    assert!(
-        ev.iter()
-            .any(|(_, d)| d["state"] == "closed" && d["session"]["reason"].as_str().unwrap().contains("idle")),
-        "{ev:?}"
-    );
+    assert!(closed(), "closed after being idle: {:?}", events.lock().unwrap());
+    assert!(t.terminals.get(1).is_err(), "and gone from the list");
 }
 
 #[test]
