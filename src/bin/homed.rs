@@ -14,6 +14,7 @@ fn main() -> std::process::ExitCode {
             ("cmd", _) => std::process::ExitCode::from(homeagent_cmd::run() as u8),
             ("web", _) => std::process::ExitCode::from(homeagent_web::run() as u8),
             ("terminal", _) => std::process::ExitCode::from(homeagent_terminal::run() as u8),
+            ("onebot", _) => std::process::ExitCode::from(homeagent_onebot::run() as u8),
             ("install", Some(file)) => {
                 let system = actix_rt::System::new();
                 match system.block_on(homeagent::install::install_package(cli.run.listen, &cli.run.data, file)) {
@@ -33,7 +34,7 @@ fn main() -> std::process::ExitCode {
             }
             (other, _) => {
                 eprintln!(
-                    "homed: no bundled plugin `{other}` (bundled: timer, mcp, files, cmd, web, terminal; or `homed plugin install FILE`)"
+                    "homed: no bundled plugin `{other}` (bundled: timer, mcp, files, cmd, web, terminal, onebot; or `homed plugin install FILE`)"
                 );
                 std::process::ExitCode::FAILURE
             }
