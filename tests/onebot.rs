@@ -54,6 +54,8 @@ fn server() -> Server {
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(stream) = stream else { continue };
+            // The callback's error type is tungstenite's (an HTTP response).
+            #[allow(clippy::result_large_err)]
             let check = |req: &tungstenite::handshake::server::Request, resp| {
                 let auth = req.headers().get("authorization").and_then(|v| v.to_str().ok());
                 if auth == Some(&format!("Bearer {TOKEN}")) {
