@@ -218,6 +218,22 @@ mod own_settings_tests {
     use super::own_setting_key;
 
     #[test]
+    fn published_events_need_a_plain_topic_and_bounded_data() {
+        use super::{EventsPublish, MAX_PUBLISH_BYTES};
+        let ev = |topic: &str, data| EventsPublish {
+            topic: topic.into(),
+            data,
+        };
+        assert!(ev("terminal.output", serde_json::json!({"x": 1})).check().is_ok());
+        for bad in ["", "Terminal", "a b", "x\n", &"t".repeat(65)] {
+            let e = ev(bad, serde_json::Value::Null).check().unwrap_err();
+            assert!(e.contains("[a-z0-9_.-]"), "{bad:?}: {e}");
+        }
+        let big = ev("t", serde_json::json!("x".repeat(MAX_PUBLISH_BYTES)));
+        assert!(big.check().unwrap_err().contains("publish smaller events"));
+    }
+
+    #[test]
     fn own_keys_only() {
         assert_eq!(own_setting_key("mcp", "servers"), Some("servers"));
         assert_eq!(own_setting_key("mcp", "plugin.mcp.servers"), Some("servers"));
