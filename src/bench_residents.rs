@@ -112,7 +112,13 @@ pub async fn residents(residents: usize, trips: usize, idle: Duration) -> anyhow
         let t = Instant::now();
         agent
             .residents
-            .create(&format!("idle-{i}"), "stand by", Owner::Offload, Principal::owner())
+            .create(
+                &format!("idle-{i}"),
+                "stand by",
+                Owner::Offload,
+                Principal::owner(),
+                &[],
+            )
             .await
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         create.push(t.elapsed());
@@ -145,7 +151,13 @@ pub async fn residents(residents: usize, trips: usize, idle: Duration) -> anyhow
     let first = report_turn();
     agent
         .residents
-        .create("echo", "answer what you are sent", Owner::Parent, Principal::owner())
+        .create(
+            "echo",
+            "answer what you are sent",
+            Owner::Parent,
+            Principal::owner(),
+            &[],
+        )
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     first.await?;

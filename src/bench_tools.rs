@@ -77,6 +77,7 @@ pub async fn tools(calls: usize) -> anyhow::Result<()> {
         timeout: Duration::from_secs(60),
         firewall: state.firewall.clone(),
         principal: homeagent_actors::firewall::Principal::owner(),
+        agent: String::new(),
     };
     std::fs::write(data.join("workspace/bench.txt"), "one\ntwo\nthree\n")?;
     let url = page_server()?;

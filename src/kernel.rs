@@ -888,9 +888,12 @@ async fn start_agent(
         settings: parking_lot::RwLock::new(agent_settings(&settings)),
         firewall: s.firewall.clone(),
         // None: the main agent's tool snapshot stays the registry's own, so the tool
-        // list cached by it is reused turn after turn (`notify_parent` answers it that
-        // it has no parent).
+        // list cached by it is reused turn after turn.
         refused_tools: &[],
+        // A resident's own tools: the main agent has no parent (a call by name still
+        // answers so).
+        hidden_tools: homeagent_actors::agent::residents::RESIDENT_ONLY,
+        agent: String::new(),
     });
     // `seq_run` is built in (the runner runs its steps; see agent::seq).
     stages
@@ -917,18 +920,23 @@ async fn start_agent(
         .supervisor("children", RestartPolicy::Permanent, s.boot.supervisor)
         .await?;
     let children = homeagent_actors::agent::children::Children::new(children_sup, deps.clone(), scheduler.clone());
-    // Resident sub-agents: one subtree each under `kernel/agent/residents`.
+    // Resident sub-agents: one subtree each under `kernel/agent/residents`; the input
+    // channels assigned to them are routed by the main intake.
+    let routes = homeagent_actors::agent::routes::ChannelRoutes::default();
     let residents_sup = sup
         .supervisor("residents", RestartPolicy::Permanent, s.boot.supervisor)
         .await?;
-    let residents = homeagent_actors::agent::residents::Residents::new(
-        residents_sup,
-        deps.clone(),
-        scheduler.clone(),
-        s.data_dir.clone(),
-        s.blocking.handle(),
-        config.clone(),
-    );
+    let residents =
+        homeagent_actors::agent::residents::Residents::new(homeagent_actors::agent::residents::ResidentsDeps {
+            sup: residents_sup,
+            parent: deps.clone(),
+            parent_scheduler: scheduler.clone(),
+            data_dir: s.data_dir.clone(),
+            blocking: s.blocking.handle(),
+            config: config.clone(),
+            overlays: memory.graph_overlays.clone(),
+            routes: routes.clone(),
+        });
     // The triage offload watches the main scheduler (spec §6.1; off by default).
     let (c, sc, r) = (config.clone(), scheduler.clone(), residents.clone());
     sup.worker("offload", RestartPolicy::Permanent, move || {
@@ -955,12 +963,13 @@ async fn start_agent(
             ))
         })
         .await?;
-    let (sc, ib, fw) = (scheduler.clone(), inbox.clone(), s.firewall.clone());
+    let (sc, ib, fw, rt) = (scheduler.clone(), inbox.clone(), s.firewall.clone(), routes.clone());
     let event_loop = sup
         .worker("event-loop", RestartPolicy::Permanent, move || {
             Ok(EventLoop::new(sc.clone())
                 .with_inbox(ib.clone())
-                .with_firewall(fw.clone()))
+                .with_firewall(fw.clone())
+                .with_routes(rt.clone()))
         })
         .await?;
     let (sc, ib, el, fw) = (scheduler.clone(), inbox.clone(), event_loop.clone(), s.firewall.clone());

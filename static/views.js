@@ -1026,8 +1026,64 @@
     // class is `queued` or `interrupt`, kind `input`, `timer`…, level L1–L4 for interrupts.
     const parts = [extra || "", "#" + task.id, task.kind, task.class, task.level ? String(task.level) : ""];
     if (task.preempt_count) parts.push("preempted ×" + task.preempt_count);
-    li.textContent = parts.filter(Boolean).join(" · ");
+    if (task.label) parts.push(task.label.source + (task.label.channel ? "@" + task.label.channel : ""));
+    li.append(el("span", "task-meta", parts.filter(Boolean).join(" · ")));
+    // The start of its text (textContent: an input is never markup).
+    if (task.label && task.label.text) li.append(el("div", "task-text muted", task.label.text));
     return li;
+  }
+
+  // Residents and helpers (GET /api/v1/residents); rebuilt only when they changed, so a
+  // button is never replaced under the pointer by the one-second refresh.
+  let subagentsSig = "";
+  function residentItem(r) {
+    const li = el("li", "task-item");
+    li.dataset.resident = r.id;
+    const t0 = r.tasks || {};
+    const waiting = (t0.ready || []).length + (t0.interrupts || []).reduce((n, q) => n + (q || []).length, 0);
+    const meta = [r.id, r.owner, r.state, t("tasks.rounds").replace("{n}", String(r.rounds || 0)),
+      t("tasks.waiting").replace("{n}", String(waiting))];
+    li.append(el("span", "task-meta", meta.join(" · ")));
+    li.append(el("div", "task-text muted", r.task || ""));
+    const row = el("div", "pad-row");
+    const err = alertEl("span");
+    const act = (label, cls, method, path) => button(t(label), cls, async () => {
+      err.textContent = "";
+      const r2 = await api(method, path, method === "POST" ? {} : undefined);
+      if (!r2.ok) err.textContent = r2.error;
+      subagentsSig = "";
+      refreshSubagents();
+    });
+    const id = encodeURIComponent(r.id);
+    row.append(act("tasks.resident_restart", "small", "POST", "/api/v1/residents/" + id + "/restart"),
+      act("tasks.destroy_keep", "small", "DELETE", "/api/v1/residents/" + id + "?residual=keep"),
+      act("tasks.destroy_drop", "small danger", "DELETE", "/api/v1/residents/" + id + "?residual=drop"), err);
+    li.append(row);
+    return li;
+  }
+
+  async function refreshSubagents() {
+    let s;
+    try { s = await getJson("/api/v1/residents"); } catch (e) { $("#subagents-error").textContent = e.message; return; }
+    $("#subagents-error").textContent = "";
+    const residents = Array.isArray(s.residents) ? s.residents : [];
+    const helpers = Array.isArray(s.helpers) ? s.helpers : [];
+    const sig = JSON.stringify([residents.map((r) => [r.id, r.state, r.rounds, r.tasks && r.tasks.ready && r.tasks.ready.length,
+      r.tasks && (r.tasks.interrupts || []).map((q) => (q || []).length)]), helpers]);
+    if (sig === subagentsSig) return;
+    subagentsSig = sig;
+    const rl = $("#tasks-residents");
+    rl.replaceChildren(...(residents.length ? residents.map(residentItem) : [el("li", "muted", t("tasks.none"))]));
+    rl.dataset.count = String(residents.length);
+    const hl = $("#tasks-helpers");
+    hl.replaceChildren(...(helpers.length ? helpers.map((h) => {
+      const li = el("li", "task-item");
+      li.dataset.helper = h.id;
+      li.append(el("span", "task-meta", [h.id, h.state, h.delivered ? t("tasks.delivered") : ""].filter(Boolean).join(" · ")));
+      li.append(el("div", "task-text muted", h.task || ""));
+      return li;
+    }) : [el("li", "muted", t("tasks.none"))]));
+    hl.dataset.count = String(helpers.length);
   }
 
   function fill(listEl, tasks, extra) {
@@ -1056,6 +1112,7 @@
     for (const [k, v] of Object.entries(s.stats || {})) kv.push([k, Array.isArray(v) ? v.join(" / ") : String(v)]);
     kv.push(["max_frames", String(s.max_frames)], ["preempt_armed", String(s.preempt_armed)]);
     stats.replaceChildren(...kv.flatMap(([k, v]) => [el("dt", null, k), el("dd", null, v)]));
+    await refreshSubagents();
     $("#view-tasks").dataset.loaded = "1";
   }
 

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::api::{ask, daemon_with_vendor, get, listen, wait_for};
+use common::api::{ask, daemon_with_vendor, daemon_with_vendor_env, get, listen, wait_for};
 use common::vendor::{Stamp, Vendor};
 use serde_json::Value;
 
@@ -249,7 +249,7 @@ fn a_resident_is_created_sent_work_inspected_and_destroyed_keeping_or_dropping_i
     let inspected: Value = serde_json::from_str(&inspected).unwrap_or_else(|e| panic!("{e}: {inspected}"));
     assert_eq!(inspected["state"], "running");
     assert!(
-        inspected["round_table"][0]
+        inspected["round_table"][0]["text"]
             .as_str()
             .unwrap_or("")
             .starts_with("Round done: input=slow 100 scouting"),
@@ -366,8 +366,10 @@ fn a_busy_agent_hands_its_backlog_to_a_triage_assistant_that_answers_each_caller
     );
     assert_eq!(status, 202);
     wait_request(&d, &v, "slow 8000 main job");
-    // ...while two callers wait behind it, each on its own connection.
-    let callers: Vec<_> = ["quick one", "quick two"]
+    // ...while three callers wait behind it, each on its own connection: two are handed
+    // over (all or nothing, up to min_pending), one stays with the main agent.
+    let texts = ["quick one", "quick two", "quick three"];
+    let callers: Vec<_> = texts
         .into_iter()
         .map(|text| {
             let (client, url) = (d.client(), d.url("/api/v1/messages"));
@@ -383,30 +385,33 @@ fn a_busy_agent_hands_its_backlog_to_a_triage_assistant_that_answers_each_caller
         })
         .collect();
     let replies: Vec<(u16, Value)> = callers.into_iter().map(|h| h.join().unwrap()).collect();
-    for ((status, body), text) in replies.iter().zip(["quick one", "quick two"]) {
+    for ((status, body), text) in replies.iter().zip(texts) {
         assert_eq!(*status, 200, "{body}");
         assert_eq!(body["reply"], format!("echo: {text}"), "each caller got its own answer");
     }
-    // They were answered by the triage assistant (its prompt carries the contract)...
-    for text in ["quick one", "quick two"] {
+    // Two were answered by the triage assistant (its prompt carries the contract)...
+    let triaged = |text: &str| {
         let reqs = requests_for(&v, text);
         assert_eq!(reqs.len(), 1, "{text}: {reqs:?}");
-        let system = reqs[0]["messages"][0]["content"].as_str().unwrap_or("");
-        assert!(
-            system.contains("[Task] You are standing in for the main assistant"),
-            "{text} was not triaged; log:\n{}",
-            d.log_text()
-        );
-    }
-    // ...while the slow task was still running: its answer left after theirs.
+        reqs[0]["messages"][0]["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("[Task] You are standing in for the main assistant")
+    };
+    let (handed, kept): (Vec<&str>, Vec<&str>) = texts.into_iter().partition(|t| triaged(t));
+    assert_eq!((handed.len(), kept.len()), (2, 1), "log:\n{}", d.log_text());
+    // ...while the slow task was still running: their answers left before its own.
     let stamps = v.stamps.lock().unwrap().clone();
     let main_done = stamps_of(&stamps, "slow 8000 main job", true);
-    let quick_done = stamps_of(&stamps, "quick two", true);
-    assert!(!quick_done.is_empty(), "{stamps:?}");
-    if let Some(m) = main_done.first() {
-        assert!(quick_done[0].at < m.at, "answered during the slow task: {stamps:?}");
+    for text in &handed {
+        let done = stamps_of(&stamps, text, true);
+        assert!(!done.is_empty(), "{stamps:?}");
+        if let Some(m) = main_done.first() {
+            assert!(done[0].at < m.at, "answered during the slow task: {stamps:?}");
+        }
     }
-    // The triage assistant is a resident owned by the offload; the main agent is told.
+    // The triage assistant is a resident owned by the offload; the main agent is told
+    // first — the notice goes to the front of its queue, before the input it kept.
     let listed = get(&d, "/api/v1/residents");
     let r = &listed["residents"][0];
     assert_eq!(r["owner"], "offload", "{listed}");
@@ -417,6 +422,16 @@ fn a_busy_agent_hands_its_backlog_to_a_triage_assistant_that_answers_each_caller
         "Kernel notice: while you were busy, 2 waiting messages were handed",
     );
     assert!(!from_resident(&notice));
+    let stamps = v.stamps.lock().unwrap().clone();
+    let notice_at = stamps
+        .iter()
+        .find(|s| !s.answered && s.text.starts_with("Kernel notice: while you were busy"))
+        .map(|s| s.at);
+    let kept_at = stamps_of(&stamps, kept[0], false).first().map(|s| s.at);
+    assert!(
+        notice_at.is_some() && kept_at.is_some() && notice_at < kept_at,
+        "the notice ran before the kept input: {stamps:?}"
+    );
 }
 
 #[test]
@@ -445,7 +460,209 @@ fn a_resident_notifies_its_parent_mid_task_and_the_main_agent_is_told_it_has_no_
     // The resident's own answer after the tool is reported too.
     let report = wait_request(&d, &v, "Report from resident herald (round on: call-tool notify_parent");
     assert!(report["messages"].to_string().contains("tool said: ok"), "{report}");
-    // Called by the main agent: it has no parent, and is told so.
+    // The main agent is not offered the residents' own tools; called by name anyway, it
+    // is told it has no parent.
     let reply = ask(&d, r#"call-tool notify_parent {"text": "hello?"}"#);
-    assert!(reply.contains("this task has no parent to notify"), "{reply}");
+    assert!(reply.contains("this task has no parent"), "{reply}");
+    let main = requests_for(&v, "call-tool notify_parent {\"text\": \"hello?\"}").remove(0);
+    let offered = tool_names(&main);
+    assert!(
+        !offered.contains(&"notify_parent".to_owned()) && !offered.contains(&"inputch_note".to_owned()),
+        "{offered:?}"
+    );
+    assert!(offered.contains(&"resident_agents".to_owned()), "{offered:?}");
+    let herald_tools = tool_names(&requests_for(&v, "call-tool notify_parent {\"text\":").remove(0));
+    assert!(herald_tools.contains(&"inputch_note".to_owned()), "{herald_tools:?}");
+}
+
+#[test]
+fn a_resident_s_own_note_is_its_round_record() {
+    let (_dir, _data, d, v) = daemon_with_vendor();
+    let task = r#"call-tool inputch_note {\"text\":\"read the three design docs; two left\"}"#;
+    resident(&d, &format!(r#"{{"action":"create","id":"scribe","task":"{task}"}}"#));
+    wait_request(&d, &v, "Report from resident scribe (round on: call-tool inputch_note");
+    let inspected: Value = serde_json::from_str(&resident(&d, r#"{"action":"inspect","id":"scribe"}"#)).unwrap();
+    assert_eq!(
+        inspected["round_table"][0],
+        serde_json::json!({"proactive": true, "text": "read the three design docs; two left"}),
+        "{inspected}"
+    );
+    // A round without a note gets the automatic record.
+    resident(&d, r#"{"action":"send","id":"scribe","text":"plain round"}"#);
+    wait_request(&d, &v, "Report from resident scribe (round on: plain round)");
+    // (Worded apart from the first inspect: the same text within 10 s is a duplicate.)
+    let inspected: Value = serde_json::from_str(&resident(&d, r#"{"id":"scribe","action":"inspect"}"#)).unwrap();
+    assert_eq!(inspected["round_table"][1]["proactive"], false, "{inspected}");
+    assert!(
+        inspected["round_table"][1]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("Round done: input=plain round"),
+        "{inspected}"
+    );
+}
+
+/// The relations the main graph holds about `entity`, as `source relation target (session)`.
+fn main_facts(d: &common::Daemon, entity: &str) -> Vec<String> {
+    get(d, &format!("/api/v1/memory/graph?q={entity}"))["relations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            format!(
+                "{} {} {} ({})",
+                r["source"].as_str().unwrap_or(""),
+                r["relation"].as_str().unwrap_or(""),
+                r["target"].as_str().unwrap_or(""),
+                r["session"].as_str().unwrap_or("")
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_resident_writes_its_own_memory_and_reclaim_promotes_it_to_the_main_graph() {
+    let (_dir, data, d, v) = daemon_with_vendor();
+    let task = r#"call-tool memory_commit {\"triples\":[{\"subject\":\"Zoltan\",\"relation\":\"flies\",\"object\":\"box kites\"}]}"#;
+    resident(&d, &format!(r#"{{"action":"create","id":"keeper","task":"{task}"}}"#));
+    wait_request(&d, &v, "Report from resident keeper (round on: call-tool memory_commit");
+    assert!(data.join("residents/keeper/graph.db").exists());
+    assert!(
+        main_facts(&d, "Zoltan").is_empty(),
+        "a resident's writes stay in its temporary graph: {:?}",
+        main_facts(&d, "Zoltan")
+    );
+    // It reads its own memory (and the main graph) back.
+    resident(
+        &d,
+        r#"{"action":"send","id":"keeper","text":"call-tool memory_recall {\"query_intent\":\"Zoltan\"}"}"#,
+    );
+    let report = wait_request(&d, &v, "Report from resident keeper (round on: call-tool memory_recall");
+    let said = report["messages"].to_string();
+    assert!(
+        said.contains("[Your temporary memory]") && said.contains("box kites"),
+        "{said}"
+    );
+    // The main agent's own recall does not see it yet.
+    let mine = ask(&d, r#"call-tool memory_recall {"query_intent":"Zoltan"}"#);
+    assert!(!mine.contains("box kites"), "{mine}");
+
+    let reclaimed = resident(&d, r#"{"action":"reclaim","id":"keeper"}"#);
+    assert!(reclaimed.contains("promoted=1"), "{reclaimed}");
+    assert_eq!(
+        main_facts(&d, "Zoltan"),
+        vec!["Zoltan flies box kites (reclaim/keeper)".to_owned()]
+    );
+    assert!(!data.join("residents/keeper").exists(), "its temporary memory is gone");
+    // Nothing to promote is a reclaim of zero.
+    resident(&d, r#"{"action":"create","id":"idle","task":"slow 10 nothing"}"#);
+    wait_request(&d, &v, "Report from resident idle");
+    assert!(resident(&d, r#"{"action":"reclaim","id":"idle"}"#).contains("promoted=0"));
+}
+
+#[test]
+fn a_resident_s_real_crash_restarts_only_its_subtree() {
+    // A debug build panics in a scheduler that receives this text (HOMEAGENT_FAULT).
+    let (_dir, _data, d, v) = daemon_with_vendor_env(&[("HOMEAGENT_FAULT", "scheduler.submit:BOOM-IN-RESIDENT")]);
+    resident(&d, r#"{"action":"create","id":"fragile","task":"slow 20 warm up"}"#);
+    wait_request(&d, &v, "Report from resident fragile");
+    let before = restarts_outside_residents(&d);
+    let restarts_of = |v: &Value, id: &str| {
+        v["actors"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|a| a["id"] == id)
+            .and_then(|a| a["restarts"].as_u64())
+            .unwrap_or(0)
+    };
+    // The parent's own input holds the needle only JSON-escaped, and the report of the
+    // failed round quotes the first 80 characters only, so only the resident's
+    // scheduler (which gets the decoded text) panics.
+    let pad = "pad ".repeat(21);
+    resident(
+        &d,
+        &format!(r#"{{"action":"send","id":"fragile","text":"{pad}BOOM\u002dIN\u002dRESIDENT"}}"#),
+    );
+    wait_for(
+        &d,
+        "/api/v1/actors",
+        "the resident's scheduler restarted after its panic",
+        |v| restarts_of(v, "kernel/agent/residents/fragile/scheduler") > 0,
+    );
+    assert!(
+        d.log_text().contains("injected fault at scheduler.submit"),
+        "a real panic"
+    );
+    // The parent hears that the round was lost.
+    let told = wait_request(&d, &v, "Report from resident fragile (round on: pad pad");
+    assert!(
+        told["messages"]
+            .to_string()
+            .contains("the task ended without answering"),
+        "{told}"
+    );
+    assert_eq!(
+        restarts_outside_residents(&d),
+        before,
+        "nothing of the parent restarted"
+    );
+    // The rebuilt subtree works, and so does the parent.
+    resident(&d, r#"{"action":"send","id":"fragile","text":"after the crash"}"#);
+    wait_request(&d, &v, "Report from resident fragile (round on: after the crash)");
+    assert_eq!(ask(&d, "still here"), "echo: still here");
+}
+
+#[test]
+fn a_resident_takes_the_input_of_its_assigned_channels_until_it_is_destroyed() {
+    let (_dir, _data, d, v) = daemon_with_vendor();
+    let created = resident(
+        &d,
+        r#"{"action":"create","id":"desk","task":"slow 10 open the desk","input_channels":["frontdesk"]}"#,
+    );
+    assert!(created.contains("Resident desk created"), "{created}");
+    wait_request(&d, &v, "Report from resident desk");
+    let on = |text: &str| {
+        let (status, body) = common::api::post(
+            &d,
+            "/api/v1/messages",
+            serde_json::json!({"text": text, "channel": "frontdesk"}),
+        );
+        assert_eq!(status, 200, "{body}");
+        body["reply"].as_str().unwrap_or("").to_owned()
+    };
+    // Its channel's input runs in the resident, and the caller gets the answer.
+    assert_eq!(on("hello desk"), "echo: hello desk");
+    assert!(
+        from_resident(&requests_for(&v, "hello desk").remove(0)),
+        "the resident ran it"
+    );
+    // Other channels stay with the main agent.
+    assert_eq!(ask(&d, "hello main"), "echo: hello main");
+    assert!(!from_resident(&requests_for(&v, "hello main").remove(0)));
+    let inspected: Value = serde_json::from_str(&resident(&d, r#"{"action":"inspect","id":"desk"}"#)).unwrap();
+    assert_eq!(
+        inspected["input_channels"],
+        serde_json::json!(["frontdesk"]),
+        "{inspected}"
+    );
+    // A channel has one owner; the kernel's own channels are never assigned.
+    let taken = resident(
+        &d,
+        r#"{"action":"create","id":"desk2","task":"slow 10 x","input_channels":["frontdesk"]}"#,
+    );
+    assert!(taken.contains("is assigned to resident `desk` already"), "{taken}");
+    let reserved = resident(
+        &d,
+        r#"{"action":"create","id":"desk3","task":"slow 10 y","input_channels":["kernel"]}"#,
+    );
+    assert!(reserved.contains("cannot be assigned"), "{reserved}");
+    assert_eq!(
+        get(&d, "/api/v1/residents")["residents"].as_array().map(Vec::len),
+        Some(1)
+    );
+    // Destroyed: the channel comes back to the main agent.
+    resident(&d, r#"{"action":"destroy","id":"desk"}"#);
+    assert_eq!(on("hello again"), "echo: hello again");
+    assert!(!from_resident(&requests_for(&v, "hello again").remove(0)));
 }

@@ -24,6 +24,7 @@ pub mod agent;
 pub mod bus;
 pub mod config;
 pub mod control;
+pub mod fault;
 pub mod firewall;
 pub mod host;
 /// The message catalog (`homeagent-i18n`): every text for a person or the model.

@@ -132,6 +132,8 @@ async fn stack(settings: AgentSettings) -> Stack {
         settings: parking_lot::RwLock::new(settings),
         firewall: Default::default(),
         refused_tools: &[],
+        hidden_tools: &[],
+        agent: String::new(),
     });
     let me: Arc<OnceLock<TAddr<SchedulerActor>>> = Arc::default();
     let (d, m) = (deps.clone(), me.clone());

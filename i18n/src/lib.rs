@@ -234,9 +234,14 @@ pub enum Msg<'a> {
     /// `destroy` / `reclaim` answered (`residual` is one of the three above).
     ResidentRemoved {
         id: &'a str,
-        reclaimed: bool,
+        /// `Some(n)`: reclaimed, `n` facts of its temporary graph promoted to the main one.
+        promoted: Option<usize>,
         residual: &'a str,
     },
+    /// Head of the part of a resident's memory read that comes from its own temporary graph.
+    GraphOwnPart,
+    /// `inputch_note` answered.
+    InputNoted,
     /// A resident's context reached 0.9 × the window (an L4 kernel interrupt to the parent).
     ResidentContextFull {
         id: &'a str,
@@ -747,7 +752,7 @@ impl Msg<'_> {
             M::ResidualNone => tr!(lang, "no residual tasks", "无残余任务"),
             M::ResidentRemoved {
                 id,
-                reclaimed: false,
+                promoted: None,
                 residual,
             } => tr!(
                 lang,
@@ -756,12 +761,18 @@ impl Msg<'_> {
             ),
             M::ResidentRemoved {
                 id,
-                reclaimed: true,
+                promoted: Some(n),
                 residual,
             } => tr!(
                 lang,
-                "Resident {id} reclaimed (promoted=0: its memory writes went to the main graph already) and destroyed; {residual}.",
-                "常驻子代理 {id} 已回收（promoted=0：其记忆写入已直接进入主图谱）并销毁；{residual}。"
+                "Resident {id} reclaimed (promoted={n}: the facts of its temporary memory are now in the main memory) and destroyed; {residual}.",
+                "常驻子代理 {id} 已回收（promoted={n}：其临时记忆中的事实已并入主记忆）并销毁；{residual}。"
+            ),
+            M::GraphOwnPart => tr!(lang, "[Your temporary memory]", "【你的临时记忆】"),
+            M::InputNoted => tr!(
+                lang,
+                "Noted: this round's record in your parent's table is your note.",
+                "已记录：本轮在父 agent 输入通道表中的记录即为你的说明。"
             ),
             M::ResidentContextFull { id, tokens, window } => tr!(
                 lang,
@@ -1334,14 +1345,16 @@ mod tests {
             Msg::ResidualNone,
             Msg::ResidentRemoved {
                 id: "r",
-                reclaimed: false,
+                promoted: None,
                 residual: "x",
             },
             Msg::ResidentRemoved {
                 id: "r",
-                reclaimed: true,
+                promoted: Some(2),
                 residual: "x",
             },
+            Msg::GraphOwnPart,
+            Msg::InputNoted,
             Msg::ResidentContextFull {
                 id: "r",
                 tokens: 1,

@@ -17,12 +17,17 @@ pub struct ResidentsResponse {
     /// queues (`tasks`, as `GET /api/v1/tasks` shows the main agent's) and directory.
     #[schema(value_type = Vec<Object>)]
     pub residents: Vec<Value>,
+    /// The `spawn_child` helpers still known: `{id, state (running|done|failed),
+    /// delivered, task}` (a result is kept until 20 newer helpers ended).
+    #[schema(value_type = Vec<Object>)]
+    pub helpers: Vec<homeagent_actors::agent::children::core::ChildView>,
 }
 
 #[utoipa::path(get, path = "/api/v1/residents", tag = "agent", responses((status = 200, body = ResidentsResponse)))]
 pub async fn list(state: web::Data<AppState>) -> web::Json<ResidentsResponse> {
     web::Json(ResidentsResponse {
         residents: state.agent.residents.list().await,
+        helpers: state.agent.children.view(),
     })
 }
 

@@ -47,9 +47,14 @@ pub fn wait_sources(d: &Daemon, n: usize) {
 /// A daemon on a fresh data dir with one fake vendor configured and loaded. The
 /// temporary dir must outlive the daemon, so it is returned too.
 pub fn daemon_with_vendor() -> (tempfile::TempDir, std::path::PathBuf, Daemon, vendor::Vendor) {
+    daemon_with_vendor_env(&[])
+}
+
+/// [`daemon_with_vendor`] with extra environment variables for the daemon.
+pub fn daemon_with_vendor_env(env: &[(&str, &str)]) -> (tempfile::TempDir, std::path::PathBuf, Daemon, vendor::Vendor) {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let d = Daemon::start(&data);
+    let d = Daemon::start_env(&data, Some("info"), env);
     let v = vendor::start();
     put_settings(&d, vendor::source_settings("fake", &v.url, 0));
     wait_sources(&d, 1);

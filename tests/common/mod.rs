@@ -31,9 +31,15 @@ impl Daemon {
     /// Like [`Daemon::start`], with `RUST_LOG` set to `rust_log` or unset (`None`: the
     /// daemon's own `core.daemon.log_level` decides).
     pub fn start_with(data: &Path, rust_log: Option<&str>) -> Self {
+        Self::start_env(data, rust_log, &[])
+    }
+
+    /// Like [`Daemon::start_with`], with extra environment variables for the daemon
+    /// (`HOMEAGENT_FAULT` for the supervision tests).
+    pub fn start_env(data: &Path, rust_log: Option<&str>, env: &[(&str, &str)]) -> Self {
         let port = free_port();
         let log = data.with_extension(format!("{port}.log"));
-        let child = Self::spawn_with(data, port, &log, rust_log);
+        let child = Self::spawn_with(data, port, &log, rust_log, env);
         let d = Self {
             child,
             port,
@@ -45,10 +51,10 @@ impl Daemon {
     }
 
     pub fn spawn(data: &Path, port: u16, log: &Path) -> Child {
-        Self::spawn_with(data, port, log, Some("info"))
+        Self::spawn_with(data, port, log, Some("info"), &[])
     }
 
-    fn spawn_with(data: &Path, port: u16, log: &Path, rust_log: Option<&str>) -> Child {
+    fn spawn_with(data: &Path, port: u16, log: &Path, rust_log: Option<&str>, env: &[(&str, &str)]) -> Child {
         let log_file = std::fs::File::create(log).unwrap();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_homed"));
         cmd.args([
@@ -61,6 +67,7 @@ impl Daemon {
             Some(f) => cmd.env("RUST_LOG", f),
             None => cmd.env_remove("RUST_LOG"),
         };
+        cmd.envs(env.iter().copied());
         cmd.stdout(Stdio::null()).stderr(log_file).spawn().expect("spawn homed")
     }
 

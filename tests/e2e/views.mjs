@@ -255,6 +255,19 @@ async function memory(page) {
 }
 
 async function tasks(page) {
+  // A resident sub-agent exists (made by the model's tool call), idle after its first round.
+  await postJson(`${base}/api/v1/messages`,
+    { text: `call-tool resident_agents ${JSON.stringify({ action: 'create', id: 'watcher', task: 'slow 50 watch the door' })}` }, 30_000);
+  // Its first round done and reported (an L3 interrupt the main agent answers), so
+  // nothing preempts the slow task below.
+  for (let i = 0; ; i++) {
+    const r = (await fetchJson(`${base}/api/v1/residents`)).residents[0];
+    const main = await fetchJson(`${base}/api/v1/tasks`);
+    const idle = !main.running && !(main.interrupts || []).some((q) => q.length);
+    if (r && r.rounds === 1 && idle) break;
+    if (i > 200) fail(`the resident's first round was not reported: ${JSON.stringify(r)}`);
+    await new Promise((res) => setTimeout(res, 50));
+  }
   // One slow input runs, three wait in the ready queue.
   await postJson(`${base}/api/v1/messages`, { text: 'slow 9000 the long one', sync: false });
   for (const n of ['one', 'two', 'three']) await postJson(`${base}/api/v1/messages`, { text: `slow 100 queued ${n}`, sync: false });
@@ -266,6 +279,25 @@ async function tasks(page) {
       : { ok: false, why: `running ${running}, ready ${ready}` };
   });
   log(`tasks view: 1 running, ready queue ${q.ids.join(' | ')}`);
+  // Each task says what it is: its source and the start of its text.
+  for (const n of ['one', 'two', 'three']) {
+    if (!q.ids.some((t) => t.includes(`slow 100 queued ${n}`) && t.includes('http'))) fail(`queued ${n} shows no text: ${q.ids.join(' | ')}`);
+  }
+  await pollPage(page, 'the running task shows no text', 8_000, () => {
+    const li = document.querySelector('#tasks-running li[data-task-id]');
+    return li && li.textContent.includes('slow 9000 the long one') ? { ok: true } : { ok: false, why: li && li.textContent };
+  });
+  // The resident is listed with its task, and is destroyed from the page.
+  await pollPage(page, 'the resident watcher is not listed', 8_000, () => {
+    const li = document.querySelector('#tasks-residents li[data-resident="watcher"]');
+    return li && li.textContent.includes('watch the door') && li.textContent.includes('1 rounds') ? { ok: true } : { ok: false, why: li ? li.textContent : 'absent' };
+  });
+  await page.click('#tasks-residents li[data-resident="watcher"] button.danger');
+  await pollPage(page, 'the destroyed resident is still listed', 8_000, () => (
+    document.querySelector('#tasks-residents li[data-resident]') ? { ok: false } : { ok: true }));
+  const left = await fetchJson(`${base}/api/v1/residents`);
+  if (left.residents.length) fail(`resident still in GET /api/v1/residents: ${JSON.stringify(left)}`);
+  log('tasks view: tasks show their text; the resident watcher is listed and destroyed from the page');
   await goView(page, 'dashboard');
   await pollPage(page, 'the scheduler row shows no backlog of 3', 6_000, () => {
     const b = document.querySelector('tr[data-actor-id="kernel/agent/scheduler"] .backlog');

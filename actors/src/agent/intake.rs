@@ -108,6 +108,8 @@ pub struct EventLoop {
     backlog: VecDeque<Waiting>,
     /// A submit of the backlog's head is under way or waiting to be retried.
     feeding: bool,
+    /// Channels assigned to residents: their input goes to that resident's scheduler.
+    routes: Option<super::routes::ChannelRoutes>,
 }
 
 impl EventLoop {
@@ -119,7 +121,22 @@ impl EventLoop {
             guard: Arc::default(),
             backlog: VecDeque::new(),
             feeding: false,
+            routes: None,
         }
+    }
+
+    /// Routes the input of channels assigned to residents to them (spec §6.2).
+    pub fn with_routes(mut self, routes: super::routes::ChannelRoutes) -> Self {
+        self.routes = Some(routes);
+        self
+    }
+
+    /// The scheduler that runs input of `channel`: its resident's, else the agent's own.
+    fn target(&self, channel: &str) -> TAddr<SchedulerActor> {
+        self.routes
+            .as_ref()
+            .and_then(|r| r.scheduler_for(channel))
+            .unwrap_or_else(|| self.scheduler.clone())
     }
 
     /// Stores asynchronous channel input in `inbox` before acknowledging it.
@@ -159,7 +176,7 @@ impl EventLoop {
     ) -> ResponseActFuture<Host<Self>, Result<Accepted, Refusal>> {
         let guard = self.guard.clone();
         input.settle = settle_hook(ticket.clone().map(|t| (guard.clone(), t)), None);
-        let s = self.scheduler.clone();
+        let s = self.target(&input.channel);
         let fut = async move {
             let r = match s.send(Submit(input)).await {
                 Ok(r) => r,
@@ -205,7 +222,7 @@ impl EventLoop {
         }
         let mut input = input;
         input.settle = settle_hook(Some((self.guard.clone(), ticket.clone())), Some((inbox.clone(), id)));
-        let s = self.scheduler.clone();
+        let s = self.target(&input.channel);
         let fut = async move { s.send(Submit(input)).await };
         Box::pin(
             actix::fut::wrap_future::<_, Host<Self>>(fut).map(move |res, host, ctx| {
@@ -251,7 +268,7 @@ impl EventLoop {
         self.feeding = true;
         let mut input = w.record.to_input();
         input.settle = settle_hook(w.ticket.clone().map(|t| (self.guard.clone(), t)), Some((inbox, w.id)));
-        let s = self.scheduler.clone();
+        let s = self.target(&input.channel);
         let fut = async move { s.send(Submit(input)).await };
         ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(fut).map(|res, host, ctx| {
             let me = host.inner();
@@ -290,6 +307,19 @@ impl EventLoop {
 
 impl KernelActor for EventLoop {
     const KIND: &'static str = "event-loop";
+}
+
+/// How many stored inputs wait in the intake for room in the ready queue (the part of
+/// the agent's backlog the scheduler does not hold yet).
+#[derive(Message)]
+#[rtype(result = "usize")]
+pub struct GetStoredWaiting;
+
+impl Handles<GetStoredWaiting> for EventLoop {
+    type Reply = usize;
+    fn handle(&mut self, _: GetStoredWaiting, _: &mut HostContext<Self>) -> usize {
+        self.backlog.len()
+    }
 }
 
 /// Queued input from a channel. Replies with what became of it.

@@ -33,6 +33,7 @@ pub mod prompt;
 pub mod protocol;
 pub mod relay;
 pub mod residents;
+pub mod routes;
 pub mod scheduler;
 pub mod selftest;
 pub mod seq;

@@ -18,7 +18,7 @@ use serde_json::json;
 
 use super::input::Input;
 use super::residents::{Owner, Residents, Target};
-use super::scheduler::{Busy, GetBusy, PutFront, SchedulerActor, Submit, TakeFront};
+use super::scheduler::{Busy, GetBusy, PutFront, SchedulerActor, SubmitFront, TakeFront};
 use crate::addr::TAddr;
 use crate::config::{ConfigActor, ReadSettings, Settings, keys};
 use crate::host::{Host, HostContext, KernelActor};
@@ -160,7 +160,7 @@ async fn hand_over(
         Target::Create(id) => {
             let prompt = Msg::TriagePrompt.text();
             if let Err(e) = residents
-                .create(&id, &prompt, Owner::Offload, crate::firewall::Principal::owner())
+                .create(&id, &prompt, Owner::Offload, crate::firewall::Principal::owner(), &[])
                 .await
             {
                 tracing::warn!("offload: no triage assistant ({e}); the backlog waits");
@@ -200,7 +200,7 @@ async fn hand_over(
         let mut notice = Input::text("kernel", &Msg::OffloadNotice { count: moved, id: &id }.text());
         notice.channel = "kernel".into();
         notice.kernel = true;
-        if let Err(e) = scheduler.do_send(Submit(notice)) {
+        if let Err(e) = scheduler.do_send(SubmitFront(notice)) {
             tracing::warn!("offload notice not delivered: {e}");
         }
     }

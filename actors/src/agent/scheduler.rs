@@ -41,14 +41,30 @@ struct Running {
     since: Instant,
 }
 
+/// A waiting or running task's entry: when it was enqueued (the offload's measure) and
+/// its label (the operator's task view; the queued payloads are not looked into).
+struct Enqueued {
+    at: Instant,
+    label: crate::scheduler::TaskLabel,
+}
+
+impl Enqueued {
+    fn now(input: &Input) -> Self {
+        Self {
+            at: Instant::now(),
+            label: crate::scheduler::TaskLabel::new(&input.source, &input.channel, &input.text),
+        }
+    }
+}
+
 /// The Scheduler actor.
 pub struct SchedulerActor {
     core: Core<Job, ()>,
     running: Option<Running>,
     /// The acceptors' hooks of the enqueued inputs, by task id.
     settles: HashMap<u64, Settle>,
-    /// When each waiting or running task was enqueued, by id.
-    enqueued: HashMap<u64, Instant>,
+    /// When each waiting or running task was enqueued, and what it is, by id.
+    enqueued: HashMap<u64, Enqueued>,
     deps: Arc<TaskDeps>,
     /// This actor's own tracked address (filled by whoever started it), handed to tasks.
     me: Arc<OnceLock<TAddr<SchedulerActor>>>,
@@ -93,11 +109,12 @@ impl SchedulerActor {
         }
         let settle = std::mem::take(&mut input.settle);
         let kind = if input.kernel { Kind::SelfMsg } else { Kind::Input };
+        let entry = Enqueued::now(&input);
         let id = match input.level {
             None => match self.core.enqueue(Job::New(Box::new(input)), kind) {
                 Ok(id) => {
                     self.settles.insert(id, settle);
-                    self.enqueued.insert(id, Instant::now());
+                    self.enqueued.insert(id, entry);
                     self.publish(id, TaskState::Queued, None, 0);
                     id
                 }
@@ -114,7 +131,7 @@ impl SchedulerActor {
                     .core
                     .register_interrupt(Job::New(Box::new(input)), level, kind, Instant::now());
                 self.settles.insert(r.id, settle);
-                self.enqueued.insert(r.id, Instant::now());
+                self.enqueued.insert(r.id, entry);
                 self.publish(r.id, TaskState::Queued, Some(level), level as u8);
                 if let Some(mut dropped) = r.dropped {
                     tracing::warn!(
@@ -174,7 +191,7 @@ impl SchedulerActor {
                             self.running = Some(Running {
                                 id: meta.id,
                                 addr,
-                                since: self.enqueued.get(&meta.id).copied().unwrap_or_else(Instant::now),
+                                since: self.enqueued.get(&meta.id).map_or_else(Instant::now, |e| e.at),
                             });
                         }
                         Err(e) => {
@@ -195,7 +212,7 @@ impl SchedulerActor {
                         continue;
                     }
                     self.publish(meta.id, TaskState::Resumed, meta.level(), meta.effective());
-                    let since = self.enqueued.get(&meta.id).copied().unwrap_or_else(Instant::now);
+                    let since = self.enqueued.get(&meta.id).map_or_else(Instant::now, |e| e.at);
                     self.running = Some(Running {
                         id: meta.id,
                         addr,
@@ -285,6 +302,7 @@ pub struct GetTasks;
 impl Handles<Submit> for SchedulerActor {
     type Reply = Result<u64, Refusal>;
     fn handle(&mut self, Submit(input): Submit, ctx: &mut HostContext<Self>) -> Self::Reply {
+        crate::fault::point(crate::fault::site::SCHEDULER_SUBMIT, &input.text);
         self.submit(input, ctx)
     }
 }
@@ -353,7 +371,9 @@ impl Handles<Finished> for SchedulerActor {
 impl Handles<GetTasks> for SchedulerActor {
     type Reply = actix::MessageResult<crate::host::Envelope<GetTasks>>;
     fn handle(&mut self, _: GetTasks, _: &mut HostContext<Self>) -> Self::Reply {
-        actix::MessageResult(self.core.snapshot())
+        let mut snapshot = self.core.snapshot();
+        snapshot.label(|id| self.enqueued.get(&id).map(|e| e.label.clone()));
+        actix::MessageResult(snapshot)
     }
 }
 
@@ -411,6 +431,13 @@ pub struct TakeFront(pub usize);
 #[rtype(result = "()")]
 pub struct PutFront(pub Vec<Taken>);
 
+/// Queues an input at the *front* of the ready queue (the offload's notice, spec §6.1
+/// step 5: the main agent reads it before anything else that waits). An input with a
+/// level is an interrupt and goes where interrupts go.
+#[derive(Message)]
+#[rtype(result = "Result<u64, Refusal>")]
+pub struct SubmitFront(pub Input);
+
 /// Whether a task has been running for at least `after`, and how many queued channel
 /// inputs wait behind it (the offload's trigger, spec §6.1).
 #[derive(Message)]
@@ -430,6 +457,7 @@ impl SchedulerActor {
     fn taken(&mut self, t: crate::scheduler::Task<Job>) -> Option<Taken> {
         let Job::New(mut input) = t.payload else { return None };
         input.settle = self.settles.remove(&t.meta.id).unwrap_or_default();
+        self.enqueued.remove(&t.meta.id);
         Some(Taken {
             meta: t.meta,
             input: *input,
@@ -470,6 +498,7 @@ impl Handles<PutFront> for SchedulerActor {
             .into_iter()
             .map(|mut t| {
                 self.settles.insert(t.meta.id, std::mem::take(&mut t.input.settle));
+                self.enqueued.insert(t.meta.id, Enqueued::now(&t.input));
                 crate::scheduler::Task {
                     meta: t.meta,
                     payload: Job::New(Box::new(t.input)),
@@ -478,6 +507,20 @@ impl Handles<PutFront> for SchedulerActor {
             .collect();
         self.core.put_front(tasks);
         self.pump(ctx);
+    }
+}
+
+impl Handles<SubmitFront> for SchedulerActor {
+    type Reply = Result<u64, Refusal>;
+    fn handle(&mut self, SubmitFront(input): SubmitFront, ctx: &mut HostContext<Self>) -> Self::Reply {
+        let queued = input.level.is_none();
+        let id = self.submit(input, ctx)?;
+        if queued {
+            // Enqueued at the back (or already running, if nothing ran): moved to the front.
+            let task = self.core.take_front(1, |t| t.meta.id == id);
+            self.core.put_front(task);
+        }
+        Ok(id)
     }
 }
 

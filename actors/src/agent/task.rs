@@ -91,6 +91,13 @@ pub struct TaskDeps {
     /// Tools this agent's tasks are neither offered nor may call (a `spawn_child`
     /// helper may not spawn helpers; see `agent::children`). Empty for the main agent.
     pub refused_tools: &'static [&'static str],
+    /// Tools left out of this agent's tool list although they stay callable (the main
+    /// agent is not offered `notify_parent`: it has no parent). Applied when the list is
+    /// rebuilt, so it costs nothing per turn.
+    pub hidden_tools: &'static [&'static str],
+    /// Which agent this is, as its tools see it (`__origin.agent`): `""` for the main
+    /// agent, `resident/<id>` for a resident, `child_<n>` for a helper.
+    pub agent: String,
 }
 
 /// The task actor.
@@ -233,6 +240,7 @@ impl TaskActor {
                     timeout: s.tool_timeout,
                     firewall: self.deps.firewall.clone(),
                     principal: self.input.principal.clone(),
+                    agent: self.deps.agent.clone(),
                 };
                 // A running tool is never interrupted: no safe point until the batch is done.
                 let fut = async move { runner.run_batch(&calls).await };
@@ -390,6 +398,9 @@ pub fn tool_list(deps: &TaskDeps, registry: &crate::stages::ToolRegistry) -> (cr
         return (c.list.clone(), c.tokens);
     }
     let mut list = defs.as_ref().clone();
+    if !deps.hidden_tools.is_empty() {
+        list.retain(|d| !deps.hidden_tools.contains(&d.function.name.as_str()));
+    }
     list.extend(deps.channels.tools());
     let tokens = serde_json::to_string(&list).map_or(0, |s| crate::memory::tokens::count(&s));
     let list = Arc::new(list);

@@ -39,6 +39,8 @@ pub struct ToolRunner {
     pub firewall: std::sync::Arc<crate::firewall::Firewall>,
     /// Who the task's input speaks for (owner-only tools are refused to guests).
     pub principal: crate::firewall::Principal,
+    /// Which agent runs the calls (`TaskDeps::agent`; `""` for the main agent).
+    pub agent: String,
 }
 
 /// Runs a stage, or returns the context unchanged when the stage host is down.
@@ -160,12 +162,12 @@ impl ToolRunner {
         // Only the kernel puts a sandbox in a call's arguments.
         if let Some(obj) = args.as_object_mut() {
             obj.remove(SANDBOX_ARG);
-            // Nor which task called: the agent's own tools (spawn_child) learn it here.
-            obj.remove(super::children::ORIGIN_ARG);
-            if super::children::wants_origin(&call.name) {
+            // Nor which task called: the kernel's own agent and memory tools learn it here.
+            obj.remove(crate::stages::ORIGIN_ARG);
+            if self.tools.get(&call.name).is_some_and(|t| t.spec.origin) {
                 obj.insert(
-                    super::children::ORIGIN_ARG.into(),
-                    json!({"source": self.source, "channel": self.channel, "task_id": self.task_id, "principal": self.principal}),
+                    crate::stages::ORIGIN_ARG.into(),
+                    json!({"source": self.source, "channel": self.channel, "task_id": self.task_id, "principal": self.principal, "agent": self.agent}),
                 );
             }
         }

@@ -271,6 +271,66 @@ impl Handles<CommitTriples> for GraphActor {
     }
 }
 
+/// Every active fact as a triple (a resident's temporary graph, promoted to the main
+/// graph on `reclaim`).
+#[derive(Message)]
+#[rtype(result = "Result<Vec<Triple>, String>")]
+pub struct ExportTriples;
+
+impl Handles<ExportTriples> for GraphActor {
+    type Reply = Result<Vec<Triple>, String>;
+    fn handle(&mut self, _: ExportTriples, _: &mut HostContext<Self>) -> Self::Reply {
+        let all = self
+            .store
+            .recall(&[], &[], 0, None, RecallSort::Relevance)
+            .map_err(|e| e.to_string())?;
+        let kind = |name: &str| {
+            all.entities
+                .iter()
+                .find(|e| e.name == name)
+                .map(|e| e.kind.clone())
+                .unwrap_or_default()
+        };
+        Ok(all
+            .relations
+            .iter()
+            .map(|r| Triple {
+                subject: r.source.clone(),
+                subject_type: kind(&r.source),
+                relation: r.relation.clone(),
+                object: r.target.clone(),
+                object_type: kind(&r.target),
+                confidence: r.confidence,
+                sentence: r.sentence.clone().unwrap_or_default(),
+            })
+            .collect())
+    }
+}
+
+/// Graphs that take a sub-agent's memory tools instead of the main graph, by the agent
+/// id the tool runner passes (`__origin.agent`): a resident (spec §6.2) reads the main
+/// graph and its own temporary one, and writes only its own, which `reclaim` promotes.
+/// Kept here, not in the agent, so the memory tools need nothing of the agent layer.
+#[derive(Clone, Default)]
+pub struct GraphOverlays(Arc<parking_lot::RwLock<std::collections::HashMap<String, TAddr<GraphActor>>>>);
+
+impl GraphOverlays {
+    pub fn insert(&self, agent: &str, graph: TAddr<GraphActor>) {
+        self.0.write().insert(agent.to_owned(), graph);
+    }
+
+    pub fn remove(&self, agent: &str) {
+        self.0.write().remove(agent);
+    }
+
+    fn get(&self, agent: &str) -> Option<TAddr<GraphActor>> {
+        if agent.is_empty() {
+            return None;
+        }
+        self.0.read().get(agent).cloned()
+    }
+}
+
 /// Soft-deletes one relation by id (`DELETE /api/v1/memory/graph/relations/{id}`);
 /// answers whether an active relation had that id.
 #[derive(Message)]
@@ -436,12 +496,8 @@ impl Handles<GraphCall> for GraphActor {
                             r.source == old[0].trim() && r.relation == old[1].trim() && r.target == old[2].trim()
                         })
                     });
-                let crit = PurgeCriteria {
-                    subject_contains: old[0].clone(),
-                    relation_type: old[1].clone(),
-                    target_contains: old[2].clone(),
-                };
-                let removed = match self.store.purge(&crit, true) {
+                // Exactly the named fact (not every fact whose names contain these).
+                let removed = match self.store.delete_triple(&old[0], &old[1], &old[2]) {
                     Ok(n) => n,
                     Err(e) => return Err(Msg::EditDeleteFailed { error: &e.to_string() }.text()),
                 };
@@ -652,6 +708,7 @@ fn s(v: &Value, k: &str) -> String {
 pub fn graph_tools(
     graph: TAddr<GraphActor>,
     textlog: Option<TAddr<super::textlog::TextLogActor>>,
+    overlays: GraphOverlays,
 ) -> Vec<(ToolSpec, Arc<dyn ToolHandler>)> {
     type Make = fn(&Value) -> GraphCall;
     let defs: [(&str, &str, Value, bool, Make); 12] = [
@@ -803,11 +860,33 @@ pub fn graph_tools(
             let mut spec = ToolSpec::new(name, description, parameters);
             spec.plugin = "memory".into();
             spec.parallel_safe = parallel;
+            // Which agent calls decides which graph: a resident's own (see GraphOverlays).
+            spec.origin = true;
             let graph = graph.clone();
             let textlog = textlog.clone();
+            let overlays = overlays.clone();
+            // The parallel-safe tools are exactly the read-only ones.
+            let read_only = parallel;
             let handler: Arc<dyn ToolHandler> =
                 Arc::new(move |args: Value| -> BoxFuture<'static, Result<String, String>> {
                     let (graph, call, textlog) = (graph.clone(), make(&args), textlog.clone());
+                    if let Some(own) = overlays.get(crate::stages::origin_agent(&args)) {
+                        let own_call = make(&args);
+                        return Box::pin(async move {
+                            let ask = |g: TAddr<GraphActor>, c: GraphCall| async move {
+                                match g.send(c).await {
+                                    Ok(Ok(t) | Err(t)) => Ok(t),
+                                    Err(_) => Err(Msg::GraphUnavailable.text()),
+                                }
+                            };
+                            if !read_only {
+                                // Writes stay in the resident's temporary graph.
+                                return ask(own, own_call).await;
+                            }
+                            let (main, mine) = futures_util::join!(ask(graph, call), ask(own, own_call));
+                            Ok(format!("{}\n\n{}\n{}", main?, Msg::GraphOwnPart.text(), mine?))
+                        });
+                    }
                     let text_side = text_follow_up(&call);
                     Box::pin(async move {
                         // Refusals go back to the model as the tool's text, as before.

@@ -61,6 +61,8 @@ pub struct MemoryHandles {
     pub knowledge: TAddr<KnowledgeActor>,
     /// `kernel/memory/graph`: the graph tier.
     pub graph: TAddr<GraphActor>,
+    /// The residents' temporary graphs, which take their memory tools' calls.
+    pub graph_overlays: super::graph_actor::GraphOverlays,
     /// `kernel/memory/embedder` and its status.
     pub embedder: EmbedderHandle,
     /// `kernel/memory/heartbeat-distill` and its last round.
@@ -125,7 +127,8 @@ pub async fn start(d: MemoryDeps<'_>) -> Result<MemoryHandles, ModuleError> {
             ))
         })
         .await?;
-    let mut tools = super::graph_actor::graph_tools(graph.clone(), Some(textlog.clone()));
+    let overlays = super::graph_actor::GraphOverlays::default();
+    let mut tools = super::graph_actor::graph_tools(graph.clone(), Some(textlog.clone()), overlays.clone());
     tools.extend(super::knowledge::knowledge_tools(knowledge.clone()));
 
     // The embedder: its own thread; the model loads after boot, in the background.
@@ -165,6 +168,7 @@ pub async fn start(d: MemoryDeps<'_>) -> Result<MemoryHandles, ModuleError> {
         textlog,
         knowledge,
         graph,
+        graph_overlays: overlays,
         embedder,
         distill: (distill, last),
         rules: (rules, rules_last),

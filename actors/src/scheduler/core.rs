@@ -135,6 +135,33 @@ pub struct Stats {
     pub preempts_by_level: [u64; 4],
 }
 
+/// What a task is about, as its shell describes it (the core never looks inside a
+/// payload): where it came from and the start of its text, for the operator's view.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TaskLabel {
+    pub source: String,
+    pub channel: String,
+    /// The first [`LABEL_CHARS`] characters of its text, on one line.
+    pub text: String,
+}
+
+/// Characters of a task's text its label keeps.
+pub const LABEL_CHARS: usize = 120;
+
+impl TaskLabel {
+    pub fn new(source: &str, channel: &str, text: &str) -> Self {
+        Self {
+            source: source.to_owned(),
+            channel: channel.to_owned(),
+            text: text
+                .chars()
+                .take(LABEL_CHARS)
+                .map(|c| if c.is_control() { ' ' } else { c })
+                .collect(),
+        }
+    }
+}
+
 /// One task in a snapshot.
 #[derive(Debug, Clone, Serialize)]
 pub struct TaskView {
@@ -144,6 +171,9 @@ pub struct TaskView {
     pub level: Option<Level>,
     pub effective_level: u8,
     pub preempt_count: u32,
+    /// Filled by the shell ([`Snapshot::label`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<TaskLabel>,
 }
 
 impl From<&Meta> for TaskView {
@@ -155,6 +185,7 @@ impl From<&Meta> for TaskView {
             level: m.level(),
             effective_level: m.effective(),
             preempt_count: m.preempt_count,
+            label: None,
         }
     }
 }
@@ -172,6 +203,22 @@ pub struct Snapshot {
     pub max_frames: usize,
     pub preempt_armed: bool,
     pub stats: Stats,
+}
+
+impl Snapshot {
+    /// Attaches the shell's labels to every task of the snapshot, by task id.
+    pub fn label(&mut self, of: impl Fn(u64) -> Option<TaskLabel>) {
+        let views = self
+            .running
+            .iter_mut()
+            .chain(self.immediate.iter_mut())
+            .chain(self.ready.iter_mut())
+            .chain(self.interrupts.iter_mut().flatten())
+            .chain(self.stack.iter_mut());
+        for v in views {
+            v.label = of(v.id);
+        }
+    }
 }
 
 /// The scheduler's state and rules.

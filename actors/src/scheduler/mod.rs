@@ -9,5 +9,5 @@
 pub mod core;
 pub mod level;
 
-pub use self::core::{Class, Core, Kind, Meta, Pick, Snapshot, Stats, Task, can_preempt};
+pub use self::core::{Class, Core, Kind, Meta, Pick, Snapshot, Stats, Task, TaskLabel, can_preempt};
 pub use self::level::{Level, UnknownLevel, interrupt_level, source_root};

@@ -16,4 +16,4 @@ pub use host::{
     GetTools, RegisterStage, RegisterTool, RunStage, StageCell, StageHost, StageState, UnregisterPlugin,
     UnregisterTool, has_handlers,
 };
-pub use tools::{ToolHandler, ToolRegistry, ToolSpec};
+pub use tools::{ORIGIN_ARG, ToolHandler, ToolRegistry, ToolSpec, origin_agent};

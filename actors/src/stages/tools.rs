@@ -26,6 +26,15 @@ where
     }
 }
 
+/// The argument the tool runner fills with the calling task's origin for tools whose
+/// spec asks ([`ToolSpec::origin`]); a model's (or a stage's) own value is removed first.
+pub const ORIGIN_ARG: &str = "__origin";
+
+/// Which agent ran a call, from the runner's [`ORIGIN_ARG`] (`""`: the main agent).
+pub fn origin_agent(args: &Value) -> &str {
+    args[ORIGIN_ARG]["agent"].as_str().unwrap_or("")
+}
+
 /// A tool's declaration.
 #[derive(Clone)]
 pub struct ToolSpec {
@@ -47,6 +56,11 @@ pub struct ToolSpec {
     pub paths: Vec<homeagent_plugin_protocol::methods::PathArg>,
     /// The tool uses the network: refused while the network switch is off.
     pub network: bool,
+    /// The runner passes the calling task's origin in the `__origin` argument (source,
+    /// channel, task, principal, and which agent — main, helper or resident — runs it):
+    /// the kernel's own agent and memory tools act for, or on behalf of, their caller.
+    /// Only kernel code sets it; a plugin's tool never learns who called it.
+    pub origin: bool,
 }
 
 impl std::fmt::Debug for ToolSpec {
@@ -76,6 +90,7 @@ impl ToolSpec {
             serial: false,
             paths: Vec::new(),
             network: false,
+            origin: false,
         }
     }
 

@@ -92,6 +92,22 @@ pub struct ChildBook {
     children: BTreeMap<String, State>,
     /// Ended children, oldest first (for the eviction).
     ended: VecDeque<String>,
+    /// The first [`VIEW_TASK_CHARS`] characters of each known helper's task (the view).
+    tasks: BTreeMap<String, String>,
+}
+
+/// Characters of a helper's task its view shows.
+pub const VIEW_TASK_CHARS: usize = 120;
+
+/// One helper as the operator sees it (`GET /api/v1/residents`, the WebUI task view).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ChildView {
+    pub id: String,
+    /// `running`, `done` or `failed`.
+    pub state: &'static str,
+    /// Its result was fetched with `child_result`.
+    pub delivered: bool,
+    pub task: String,
 }
 
 /// `max_turns` as asked, clamped to 1..=30; absent or not a number: the default.
@@ -141,6 +157,8 @@ impl ChildBook {
         let notify = notice_channel(spawning_channel);
         self.children
             .insert(id.clone(), State::Running { notify: notify.clone() });
+        self.tasks
+            .insert(id.clone(), task.chars().take(VIEW_TASK_CHARS).collect());
         Ok(Spawn {
             id,
             task: task.to_owned(),
@@ -166,6 +184,7 @@ impl ChildBook {
         while self.ended.len() > KEPT_RESULTS {
             if let Some(old) = self.ended.pop_front() {
                 self.children.remove(&old);
+                self.tasks.remove(&old);
             }
         }
         vec![
@@ -176,6 +195,32 @@ impl ChildBook {
                 end,
             },
         ]
+    }
+
+    /// Every helper the book still knows (running ones and kept results), by id.
+    pub fn view(&self) -> Vec<ChildView> {
+        self.children
+            .iter()
+            .map(|(id, s)| {
+                let (state, delivered) = match s {
+                    State::Running { .. } => ("running", false),
+                    State::Ended {
+                        end: ChildEnd::Done(_),
+                        delivered,
+                    } => ("done", *delivered),
+                    State::Ended {
+                        end: ChildEnd::Failed(_),
+                        delivered,
+                    } => ("failed", *delivered),
+                };
+                ChildView {
+                    id: id.clone(),
+                    state,
+                    delivered,
+                    task: self.tasks.get(id).cloned().unwrap_or_default(),
+                }
+            })
+            .collect()
     }
 
     /// `child_result`: the result the first time, "already delivered" after.
@@ -280,5 +325,21 @@ mod tests {
         let last = format!("child_{}", MAX_RUNNING + 1 + KEPT_RESULTS);
         assert_eq!(b.fetch(&last), Ok(Fetch::Result(ChildEnd::Done("x".into()))));
         assert_eq!(b.running(), 0);
+    }
+
+    #[test]
+    fn the_view_shows_running_and_kept_helpers_with_their_task() {
+        let mut b = ChildBook::default();
+        let a = b.spawn("count the files", None, "http").unwrap();
+        let c = b.spawn(&"long ".repeat(60), None, "http").unwrap();
+        b.ended(&a.id, ChildEnd::Done("42".into()));
+        b.fetch(&a.id).unwrap();
+        let v = b.view();
+        assert_eq!(
+            (v[0].id.as_str(), v[0].state, v[0].delivered, v[0].task.as_str()),
+            ("child_1", "done", true, "count the files")
+        );
+        assert_eq!((v[1].id.as_str(), v[1].state), (c.id.as_str(), "running"));
+        assert_eq!(v[1].task.chars().count(), VIEW_TASK_CHARS);
     }
 }

@@ -43,9 +43,7 @@ pub const OWNER: &str = "builtin.agent";
 /// The tools' names.
 pub const SPAWN_TOOL: &str = "spawn_child";
 pub const RESULT_TOOL: &str = "child_result";
-/// The argument the tool runner fills with the calling task's origin (`source`,
-/// `channel`, `task_id`); a model's own value is removed first.
-pub const ORIGIN_ARG: &str = "__origin";
+pub use crate::stages::ORIGIN_ARG;
 /// What a helper may not call (spec §6.3, plus the resident control plane: a helper
 /// must not outlive its job through a resident). `output_send__*` are absent because
 /// a helper has no output channels at all.
@@ -55,16 +53,12 @@ pub const REFUSED: &[&str] = &[
     "plgreload",
     super::residents::RESIDENT_TOOL,
     super::residents::NOTIFY_TOOL,
+    super::residents::NOTE_TOOL,
 ];
 /// The first task id of helpers' turns (apart from the scheduler's ids on the bus).
 const TASK_ID_BASE: u64 = 1 << 40;
 /// Characters of a result shown in the announcement.
 const PREVIEW_CHARS: usize = 200;
-
-/// Whether the tool runner passes the calling task's origin to `tool`.
-pub fn wants_origin(tool: &str) -> bool {
-    tool == SPAWN_TOOL || tool == super::residents::RESIDENT_TOOL || tool == super::residents::NOTIFY_TOOL
-}
 
 /// Who the calling task speaks for, from the runner's [`ORIGIN_ARG`]: a sub-agent's
 /// work speaks for the same principal (a guest's helper is a guest), never more.
@@ -108,6 +102,7 @@ pub fn derived_deps(
     channels: Channels,
     max_tool_turns: u32,
     refused_tools: &'static [&'static str],
+    agent: String,
 ) -> TaskDeps {
     let mut settings = parent.settings.read().clone();
     settings.max_tool_turns = max_tool_turns;
@@ -127,6 +122,8 @@ pub fn derived_deps(
         settings: parking_lot::RwLock::new(settings),
         firewall: parent.firewall.clone(),
         refused_tools,
+        hidden_tools: &[],
+        agent,
     }
 }
 
@@ -156,6 +153,11 @@ impl Children {
     /// The ids of the helpers running now.
     pub fn running(&self) -> Vec<String> {
         self.0.book.lock().running_ids()
+    }
+
+    /// Every helper still known (running, or its result kept), for the operator.
+    pub fn view(&self) -> Vec<core::ChildView> {
+        self.0.book.lock().view()
     }
 
     /// `spawn_child`: books the helper, starts its subtree, answers at once.
@@ -206,6 +208,7 @@ impl Children {
             Channels::default(),
             spawn.max_turns,
             REFUSED,
+            spawn.id.clone(),
         ));
         let n: u64 = spawn.id.trim_start_matches("child_").parse().unwrap_or(0);
         let (me, id, task, principal) = (self.clone(), spawn.id.clone(), spawn.task.clone(), principal);
@@ -296,6 +299,7 @@ impl Children {
             }, "required": ["task"]}),
         );
         spawn.plugin = OWNER.into();
+        spawn.origin = true;
         // Starting helpers does not touch shared state: several may start in one batch.
         spawn.parallel_safe = true;
         let mut result = ToolSpec::new(
@@ -335,11 +339,5 @@ mod tests {
             "no origin: a guest"
         );
         assert!(!origin_principal(&json!({ORIGIN_ARG: {"principal": "owner"}})).is_owner());
-    }
-
-    #[test]
-    fn the_runner_passes_the_origin_only_to_the_agent_s_own_tools() {
-        assert!(wants_origin(SPAWN_TOOL) && wants_origin(super::super::residents::RESIDENT_TOOL));
-        assert!(!wants_origin(RESULT_TOOL) && !wants_origin("files_read"));
     }
 }

@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 pub const INPUT_RUNES: usize = 80;
 /// Characters of an output kept in a round record.
 pub const OUTPUT_RUNES: usize = 120;
+/// Characters of an `inputch_note` kept.
+pub const NOTE_RUNES: usize = 200;
 /// Round records kept per resident (newest last).
 pub const MAX_ROUNDS: usize = 50;
 /// The longest resident id (it names a directory under `DATA/residents/`).
@@ -70,7 +72,18 @@ pub struct Resident {
     pub task: String,
     pub state: State,
     /// One record per completed round (spec's input-channel table), newest last.
-    pub rounds: Vec<String>,
+    pub rounds: Vec<RoundRecord>,
+    /// `inputch_note`'s text for the round in progress (it becomes that round's record).
+    #[serde(skip)]
+    pub note: Option<String>,
+}
+
+/// One line of a resident's input-channel table.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RoundRecord {
+    /// The resident wrote it itself (`inputch_note`) rather than the automatic text.
+    pub proactive: bool,
+    pub text: String,
 }
 
 /// What the offload does with its backlog.
@@ -191,6 +204,7 @@ impl ResidentBook {
                 task: task.trim().to_owned(),
                 state: State::Running,
                 rounds: Vec::new(),
+                note: None,
             },
         );
         Ok(())
@@ -203,9 +217,31 @@ impl ResidentBook {
             .ok_or_else(|| ResidentError::Unknown(id.to_owned()))
     }
 
-    /// A round ended: its record (`proactive` notes aside, the automatic text).
-    pub fn round(&mut self, id: &str, record: String) {
+    /// `inputch_note`: the resident's own record for the round in progress (a later
+    /// note in the same round replaces an earlier one).
+    pub fn note(&mut self, id: &str, text: &str) -> Result<(), ResidentError> {
+        let r = self
+            .residents
+            .get_mut(id)
+            .ok_or_else(|| ResidentError::Unknown(id.to_owned()))?;
+        if text.trim().is_empty() {
+            return Err(ResidentError::Missing("text"));
+        }
+        r.note = Some(head(text.trim(), NOTE_RUNES));
+        Ok(())
+    }
+
+    /// A round ended: its record — the resident's own note when it wrote one
+    /// (`proactive`), else the automatic text.
+    pub fn round(&mut self, id: &str, auto: String) {
         if let Some(r) = self.residents.get_mut(id) {
+            let record = match r.note.take() {
+                Some(text) => RoundRecord { proactive: true, text },
+                None => RoundRecord {
+                    proactive: false,
+                    text: auto,
+                },
+            };
             r.rounds.push(record);
             if r.rounds.len() > MAX_ROUNDS {
                 r.rounds.remove(0);
@@ -231,6 +267,7 @@ impl ResidentBook {
             .get_mut(id)
             .ok_or_else(|| ResidentError::Unknown(id.to_owned()))?;
         r.rounds.clear();
+        r.note = None;
         r.state = State::Running;
         Ok(())
     }
@@ -309,6 +346,32 @@ mod tests {
         let r = b.get("r").unwrap();
         assert_eq!((r.state, r.rounds.len()), (State::Running, 0));
         assert!(b.context_full("r"), "again after a compress");
+    }
+
+    #[test]
+    fn a_note_becomes_the_next_round_record_once() {
+        let mut b = ResidentBook::default();
+        b.create("r", "t", Owner::Parent, 8).unwrap();
+        assert_eq!(b.note("r", "  "), Err(ResidentError::Missing("text")));
+        assert_eq!(b.note("x", "n"), Err(ResidentError::Unknown("x".into())));
+        b.note("r", "first").unwrap();
+        b.note("r", "found the bug in parser.rs").unwrap();
+        b.round("r", "auto 1".into());
+        b.round("r", "auto 2".into());
+        let rounds = &b.get("r").unwrap().rounds;
+        assert_eq!(
+            rounds,
+            &[
+                RoundRecord {
+                    proactive: true,
+                    text: "found the bug in parser.rs".into()
+                },
+                RoundRecord {
+                    proactive: false,
+                    text: "auto 2".into()
+                }
+            ]
+        );
     }
 
     #[test]

@@ -37,12 +37,14 @@ pub use self::core::{Action, Owner, Resident, ResidentBook, ResidentError, Resid
 use super::children::derived_deps;
 use super::input::{Input, Outcome, Refusal, ReplyTo};
 use super::intake::{EventLoop, Inject};
+use super::routes::ChannelRoutes;
 use super::scheduler::{GetTasks, SchedulerActor, Submit, TakeWaiting, Taken};
 use super::task::TaskDeps;
 use crate::addr::TAddr;
 use crate::config::{ConfigActor, ReadSettings, keys};
 use crate::i18n::Msg;
 use crate::memory::actor::{ContextActor, PruneContext};
+use crate::memory::graph_actor::{CommitTriples, ExportTriples, GraphActor, GraphOverlays};
 use crate::memory::store::MemoryStore;
 use crate::scheduler::Level;
 use crate::stages::{ToolHandler, ToolSpec};
@@ -53,8 +55,21 @@ use futures_util::future::BoxFuture;
 pub const RESIDENT_TOOL: &str = "resident_agents";
 /// A resident's tool to tell its parent something mid-task (spec §6.2 `notify_parent`).
 pub const NOTIFY_TOOL: &str = "notify_parent";
-/// What a resident may not call: it is no parent (no residents, no helpers of its own).
-pub const REFUSED: &[&str] = &[RESIDENT_TOOL, super::children::SPAWN_TOOL, super::children::RESULT_TOOL];
+/// A resident's tool to write this round's record in its parent's input-channel table
+/// itself (spec §6.2 `inputch_note`; otherwise the record is the automatic text).
+pub const NOTE_TOOL: &str = "inputch_note";
+/// The residents' own tools, which the main agent is not offered.
+pub const RESIDENT_ONLY: &[&str] = &[NOTIFY_TOOL, NOTE_TOOL];
+/// What a resident may not call: it is no parent (no residents, no helpers of its own),
+/// and it has no document memory (spec §6.2: `doc_query` would pull the main agent's
+/// archived documents into the main timeline, `doc_commit` write the main store).
+pub const REFUSED: &[&str] = &[
+    RESIDENT_TOOL,
+    super::children::SPAWN_TOOL,
+    super::children::RESULT_TOOL,
+    "doc_query",
+    "doc_commit",
+];
 /// Events a `compress` keeps in the resident's context (spec §6.2).
 pub const COMPRESS_KEEP: usize = 20;
 /// The parent's id as its residents see it (`parent/<id>` sources).
@@ -66,6 +81,8 @@ struct Live {
     scheduler: TAddr<SchedulerActor>,
     event_loop: TAddr<EventLoop>,
     context: TAddr<ContextActor>,
+    /// Its temporary graph (`graph.db`): its memory tools write here, `reclaim` promotes it.
+    graph: TAddr<GraphActor>,
     dir: PathBuf,
 }
 
@@ -80,6 +97,31 @@ struct Inner {
     data_dir: PathBuf,
     blocking: ArbiterHandle,
     config: TAddr<ConfigActor>,
+    /// Where the memory tools look up a resident's temporary graph.
+    overlays: GraphOverlays,
+    /// The input channels assigned to residents (the main intake routes by it).
+    routes: ChannelRoutes,
+}
+
+/// `create`'s `input_channels`: an array of channel names (absent: none).
+fn input_channels(args: &Value) -> Result<Vec<String>, String> {
+    match args.get("input_channels") {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|c| {
+                c.as_str()
+                    .map(|s| s.trim().to_owned())
+                    .ok_or_else(|| "`input_channels` must be an array of channel names".to_owned())
+            })
+            .collect(),
+        Some(_) => Err("`input_channels` must be an array of channel names, e.g. [\"qq:group:42\"]".into()),
+    }
+}
+
+/// A resident's agent id, as its tools see it (`__origin.agent`).
+pub fn agent_id(id: &str) -> String {
+    format!("resident/{id}")
 }
 
 /// The resident a task belongs to, from its channel (`child/<id>`, `sub/<id>`).
@@ -124,25 +166,36 @@ struct Job {
     report: bool,
 }
 
+/// What the residents share with the main agent (see [`Residents::new`]).
+pub struct ResidentsDeps {
+    /// `kernel/agent/residents`.
+    pub sup: SupervisorRef,
+    pub parent: Arc<TaskDeps>,
+    /// The main agent's scheduler: reports and kept residual work go there.
+    pub parent_scheduler: TAddr<SchedulerActor>,
+    pub data_dir: PathBuf,
+    pub blocking: ArbiterHandle,
+    pub config: TAddr<ConfigActor>,
+    /// Where the memory tools look up a resident's temporary graph.
+    pub overlays: GraphOverlays,
+    /// The input channels assigned to residents (the main intake routes by it).
+    pub routes: ChannelRoutes,
+}
+
 impl Residents {
-    pub fn new(
-        sup: SupervisorRef,
-        parent: Arc<TaskDeps>,
-        parent_scheduler: TAddr<SchedulerActor>,
-        data_dir: PathBuf,
-        blocking: ArbiterHandle,
-        config: TAddr<ConfigActor>,
-    ) -> Self {
-        clear_stale(&data_dir.join("residents"));
+    pub fn new(d: ResidentsDeps) -> Self {
+        clear_stale(&d.data_dir.join("residents"));
         Self(Arc::new(Inner {
             book: Mutex::default(),
             live: Mutex::default(),
-            sup,
-            parent,
-            parent_scheduler,
-            data_dir,
-            blocking,
-            config,
+            sup: d.sup,
+            parent: d.parent,
+            parent_scheduler: d.parent_scheduler,
+            data_dir: d.data_dir,
+            blocking: d.blocking,
+            config: d.config,
+            overlays: d.overlays,
+            routes: d.routes,
         }))
     }
 
@@ -186,14 +239,16 @@ impl Residents {
         task: &str,
         owner: Owner,
         principal: crate::firewall::Principal,
+        channels: &[String],
     ) -> Result<(), String> {
         let limits = self.limits().await;
+        self.0.routes.check(id, channels).map_err(|e| e.to_string())?;
         self.0
             .book
             .lock()
             .create(id, task, owner, limits.max_residents)
             .map_err(|e| e.to_string())?;
-        match self.start(id, task, owner, principal, limits).await {
+        match self.start(id, task, owner, principal, limits, channels).await {
             Ok(live) => {
                 self.0.live.lock().insert(id.to_owned(), live);
                 tracing::info!(resident = id, ?owner, "resident created");
@@ -201,6 +256,8 @@ impl Residents {
             }
             Err(e) => {
                 let _ = self.0.book.lock().remove(id);
+                self.0.overlays.remove(&agent_id(id));
+                self.0.routes.release(id);
                 let full = self.actor_id(id);
                 if self.0.parent.registry.get(&full).is_some() {
                     let _ = self.0.sup.remove_child(&full).await;
@@ -217,6 +274,7 @@ impl Residents {
         owner: Owner,
         principal: crate::firewall::Principal,
         limits: Limits,
+        channels: &[String],
     ) -> Result<Live, String> {
         let dir = self.0.data_dir.join("residents").join(id);
         std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
@@ -240,6 +298,17 @@ impl Residents {
             )
             .await
             .map_err(|e| e.to_string())?;
+        let graph_path = dir.join("graph.db");
+        let graph = sub
+            .worker_on(self.0.blocking.clone(), "graph", RestartPolicy::Permanent, move || {
+                let store = crate::memory::graph::GraphStore::open(&graph_path).map_err(|e| e.to_string())?;
+                Ok(GraphActor::new(store))
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        let agent = agent_id(id);
+        self.0.overlays.insert(&agent, graph.clone());
+        // Per-turn recall reads the main graph (read-only for it); its tools read both.
         let deps = derived_deps(
             &self.0.parent,
             context.clone(),
@@ -247,6 +316,7 @@ impl Residents {
             self.0.parent.channels.clone(),
             limits.max_tool_turns,
             REFUSED,
+            agent,
         );
         {
             let mut s = deps.settings.write();
@@ -267,6 +337,14 @@ impl Residents {
             .await
             .map_err(|e| e.to_string())?;
         let _ = me.set(scheduler.clone());
+        // Its input channels: their queued input goes to its scheduler from now on.
+        self.0
+            .routes
+            .assign(id, channels, &scheduler)
+            .map_err(|e| e.to_string())?;
+        if !channels.is_empty() {
+            tracing::info!(resident = id, ?channels, "input channels assigned to the resident");
+        }
         let sc = scheduler.clone();
         let event_loop = sub
             .worker("event-loop", RestartPolicy::Permanent, move || {
@@ -278,6 +356,7 @@ impl Residents {
             scheduler,
             event_loop,
             context,
+            graph,
             dir,
         };
         if owner == Owner::Parent {
@@ -298,6 +377,8 @@ impl Residents {
     /// (already levelled) straight to its scheduler. A reported job gets a reply path
     /// whose answer is recorded as a round and reported to the parent.
     async fn dispatch(&self, id: &str, live: &Live, mut job: Job, interrupt: bool) -> Result<(), String> {
+        // The contextfull rule runs before the task's first LLM call: here, as it is handed over.
+        self.check_context(id);
         if job.report {
             let (reply, rx) = ReplyTo::channel(&job.input.request_id);
             job.input.reply = reply;
@@ -362,9 +443,10 @@ impl Residents {
 
     /// The contextfull rule (spec §6.2): once a resident's inputs and responses reach
     /// 0.9 × the window, the parent is told once (an L4 kernel interrupt from
-    /// `child/<id>`) to inspect it, then compress, reclaim or destroy it. Checked after
-    /// each reported round (the spec checks before a task's first call: the same
-    /// sum, one round earlier).
+    /// `child/<id>`) to inspect it, then compress, reclaim or destroy it. Checked when a
+    /// task is handed to the resident (so before its first LLM call, offloaded inputs
+    /// included) and after each reported round (so the parent hears of it without
+    /// waiting for more work).
     fn check_context(&self, id: &str) {
         let Ok(live) = self.live(id) else { return };
         let (me, id) = (self.clone(), id.to_owned());
@@ -412,7 +494,14 @@ impl Residents {
             .map(|r| r.owner == Owner::Parent)
             .unwrap_or(true);
         let mut input = Input::text(&format!("parent/{PARENT_ID}"), text);
-        input.channel = format!("sub/{id}");
+        // Its first assigned input channel, else `sub/<id>` (spec §6.2).
+        input.channel = self
+            .0
+            .routes
+            .channels_of(id)
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| format!("sub/{id}"));
         input.level = Some(Level::L4);
         input.principal = principal;
         self.dispatch(id, &live, Job { input, report }, true).await?;
@@ -429,6 +518,7 @@ impl Residents {
     /// answered by its own reply path (dropping it tells a waiting caller).
     pub async fn forward(&self, id: &str, input: Input) -> Result<(), String> {
         let live = self.live(id).map_err(|e| e.to_string())?;
+        self.check_context(id);
         match live.scheduler.send(Submit(input)).await {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(r)) => Err(format!("refused by resident {id}: {r}")),
@@ -447,6 +537,7 @@ impl Residents {
             "owner": entry.owner,
             "state": entry.state,
             "task": entry.task,
+            "input_channels": self.0.routes.channels_of(id),
             "rounds": tasks.as_ref().map_or(0, |t| t.stats.executed),
             "round_table": entry.rounds,
             "tasks": tasks,
@@ -487,10 +578,22 @@ impl Residents {
     /// stopped and removed, its directory deleted.
     pub async fn destroy(&self, id: &str, residual: Residual, reclaim: bool) -> Result<String, String> {
         let live = self.live(id).map_err(|e| e.to_string())?;
+        // Reclaim: its temporary graph's facts into the main graph first, so a failure
+        // leaves the resident (and its memory) in place for another try.
+        let promoted = if reclaim {
+            Some(self.promote(id, &live).await?)
+        } else {
+            None
+        };
         let taken = live.scheduler.send(TakeWaiting).await.unwrap_or_default();
         // Out of the live set first: the report paths of the residual work it drops or
         // hands back then answer nobody.
         self.0.live.lock().remove(id);
+        self.0.overlays.remove(&agent_id(id));
+        let released = self.0.routes.release(id);
+        if !released.is_empty() {
+            tracing::info!(resident = id, channels = ?released, "input channels back with the main agent");
+        }
         let residual_text = self.residual(id, taken, residual);
         let full = self.actor_id(id);
         if let Err(e) = self.0.sup.remove_child(&full).await {
@@ -504,13 +607,54 @@ impl Residents {
         {
             tracing::warn!(resident = id, dir = %live.dir.display(), "temporary memory not deleted: {e}");
         }
-        tracing::info!(resident = id, reclaim, "resident removed; {residual_text}");
+        tracing::info!(resident = id, ?promoted, "resident removed; {residual_text}");
         Ok(Msg::ResidentRemoved {
             id,
-            reclaimed: reclaim,
+            promoted,
             residual: &residual_text,
         }
         .text())
+    }
+
+    /// `reclaim`'s promotion (spec §6.2): every active fact of the resident's temporary
+    /// graph committed to the main graph under session `reclaim/<id>` (the parent's
+    /// filter keeps all). Answers how many facts were promoted (a fact the main graph
+    /// knew already is reinforced there, not doubled).
+    async fn promote(&self, id: &str, live: &Live) -> Result<usize, String> {
+        let unavailable = |e: &dyn std::fmt::Display| {
+            format!(
+                "reclaim of `{id}` failed, its memory is untouched ({e}); try again, or destroy it to drop its memory"
+            )
+        };
+        let triples = live
+            .graph
+            .send(ExportTriples)
+            .await
+            .map_err(|e| unavailable(&e))?
+            .map_err(|e| unavailable(&e))?;
+        if triples.is_empty() {
+            return Ok(0);
+        }
+        let Some(main) = self.0.parent.graph.clone() else {
+            return Err(unavailable(&"this agent has no main graph"));
+        };
+        let n = triples.len();
+        let (entities, relations) = main
+            .send(CommitTriples {
+                triples,
+                session: format!("reclaim/{id}"),
+            })
+            .await
+            .map_err(|e| unavailable(&e))?
+            .map_err(|e| unavailable(&e))?;
+        tracing::info!(
+            resident = id,
+            facts = n,
+            entities,
+            new_relations = relations,
+            "resident's temporary memory promoted"
+        );
+        Ok(n)
     }
 
     /// Executes the residual policy on the work taken from resident `id`.
@@ -583,7 +727,9 @@ impl Residents {
             Action::List => Ok(Value::Array(self.list().await).to_string()),
             Action::Create => {
                 let id = need_id()?;
-                self.create(id, &arg("task"), Owner::Parent, principal).await?;
+                let channels = input_channels(&args)?;
+                self.create(id, &arg("task"), Owner::Parent, principal, &channels)
+                    .await?;
                 Ok(Msg::ResidentCreated { id }.text())
             }
             Action::Send => {
@@ -610,10 +756,8 @@ impl Residents {
         if text.is_empty() {
             return Err(ResidentError::Missing("text").to_string());
         }
-        let channel = args[super::children::ORIGIN_ARG]["channel"].as_str().unwrap_or("");
-        let id = resident_of_channel(channel)
-            .filter(|id| self.is_live(id))
-            .ok_or_else(|| "notify_parent is for resident sub-agents; this task has no parent to notify".to_owned())?;
+        let id = self.calling_resident(args, NOTIFY_TOOL)?;
+        let id = id.as_str();
         let mut note = Input::text(&format!("child/{id}"), &Msg::ResidentNotice { id, text }.text());
         note.channel = format!("child/{id}");
         note.level = Some(Level::L3);
@@ -624,21 +768,63 @@ impl Residents {
         Ok("ok".into())
     }
 
+    /// The resident whose task made this call: from the runner's `__origin.agent`, or
+    /// (older paths) its `child/<id>` / `sub/<id>` channel.
+    fn calling_resident(&self, args: &Value, tool: &str) -> Result<String, String> {
+        let agent = crate::stages::origin_agent(args);
+        let channel = args[super::children::ORIGIN_ARG]["channel"].as_str().unwrap_or("");
+        agent
+            .strip_prefix("resident/")
+            .or_else(|| resident_of_channel(channel))
+            .filter(|id| self.is_live(id))
+            .map(str::to_owned)
+            .ok_or_else(|| format!("{tool} is for resident sub-agents; this task has no parent"))
+    }
+
+    /// `inputch_note`: the resident's own record of the round in progress.
+    pub fn note(&self, args: &Value) -> Result<String, String> {
+        let id = self.calling_resident(args, NOTE_TOOL)?;
+        let text = args.get("text").and_then(Value::as_str).unwrap_or("");
+        self.0.book.lock().note(&id, text).map_err(|e| e.to_string())?;
+        Ok(Msg::InputNoted.text())
+    }
+
     /// The tools, to register with the stage host.
     pub fn tools(&self) -> Vec<(ToolSpec, Arc<dyn ToolHandler>)> {
-        let mut notify = ToolSpec::new(
+        let notify = self.resident_tool(
             NOTIFY_TOOL,
             "Tell the main assistant (your parent) something now — progress, a finding, a question — without ending your task. Your final answer is reported to it anyway.",
+            Self::notify,
+        );
+        let note = self.resident_tool(
+            NOTE_TOOL,
+            "Write this round's line in your parent's table of your work yourself (what you did, what is left), instead of the automatic summary of your input and answer.",
+            Self::note,
+        );
+        vec![self.control_tool(), notify, note]
+    }
+
+    /// One of a resident's own `{text}` tools (they answer at once, from the calling task's origin).
+    fn resident_tool(
+        &self,
+        name: &str,
+        description: &str,
+        run: fn(&Self, &Value) -> Result<String, String>,
+    ) -> (ToolSpec, Arc<dyn ToolHandler>) {
+        let mut spec = ToolSpec::new(
+            name,
+            description,
             json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
         );
-        notify.plugin = super::children::OWNER.into();
-        notify.parallel_safe = true;
+        spec.plugin = super::children::OWNER.into();
+        spec.parallel_safe = true;
+        spec.origin = true;
         let me = self.clone();
-        let notify_h = move |args: Value| -> BoxFuture<'static, Result<String, String>> {
-            let r = me.notify(&args);
+        let handler = move |args: Value| -> BoxFuture<'static, Result<String, String>> {
+            let r = run(&me, &args);
             Box::pin(async move { r })
         };
-        vec![self.control_tool(), (notify, Arc::new(notify_h))]
+        (spec, Arc::new(handler))
     }
 
     fn control_tool(&self) -> (ToolSpec, Arc<dyn ToolHandler>) {
@@ -650,11 +836,13 @@ impl Residents {
                 "id": {"type": "string", "description": "the resident's id: lowercase letters, digits, - and _"},
                 "task": {"type": "string", "description": "create: its standing task"},
                 "text": {"type": "string", "description": "send: the instruction"},
-                "residual": {"type": "string", "enum": ["keep", "drop"], "description": "reclaim/destroy: what becomes of its waiting work"}
+                "residual": {"type": "string", "enum": ["keep", "drop"], "description": "reclaim/destroy: what becomes of its waiting work"},
+                "input_channels": {"type": "array", "items": {"type": "string"}, "description": "create: input channels whose messages it handles instead of you (until it is destroyed)"}
             }, "required": ["action"]}),
         );
         spec.plugin = super::children::OWNER.into();
         spec.serial = true;
+        spec.origin = true;
         let me = self.clone();
         let handler = move |args: Value| -> BoxFuture<'static, Result<String, String>> {
             let me = me.clone();
