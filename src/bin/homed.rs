@@ -17,6 +17,8 @@ fn main() -> std::process::ExitCode {
             ("files", _) => std::process::ExitCode::from(homeagent_files::run() as u8),
             ("cmd", _) => std::process::ExitCode::from(homeagent_cmd::run() as u8),
             ("web", _) => std::process::ExitCode::from(homeagent_web::run() as u8),
+            ("terminal", _) => std::process::ExitCode::from(homeagent_terminal::run() as u8),
+            ("onebot", _) => std::process::ExitCode::from(homeagent_onebot::run() as u8),
             ("install", Some(file)) => {
                 let system = actix_rt::System::new();
                 match system.block_on(homeagent::install::install_package(cli.run.listen, &cli.run.data, file)) {
@@ -36,7 +38,7 @@ fn main() -> std::process::ExitCode {
             }
             (other, _) => {
                 eprintln!(
-                    "homed: no bundled plugin `{other}` (bundled: timer, mcp, files, cmd, web; or `homed plugin install FILE`)"
+                    "homed: no bundled plugin `{other}` (bundled: timer, mcp, files, cmd, web, terminal, onebot; or `homed plugin install FILE`)"
                 );
                 std::process::ExitCode::FAILURE
             }

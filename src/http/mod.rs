@@ -19,6 +19,7 @@ mod plugins;
 mod residents;
 mod settings;
 mod sse;
+mod terminals;
 
 use std::sync::Arc;
 
@@ -71,7 +72,8 @@ pub struct AppState {
         agent::get_context, agent::get_documents, agent::get_plugins, agent::plugin_action, agent::plugin_api, agent::install_plugin, agent::run_heartbeat, agent::memory_status, agent::get_graph, import::import_history, history::history, logs::logs,
         settings::definitions, settings::test_source, plugins::plugin_tools, plugins::uninstall,
         memory::delete_document, memory::edit_relation, memory::delete_relation, memory::get_knowledge, memory::add_knowledge, memory::delete_knowledge,
-        residents::list, residents::restart, residents::destroy
+        residents::list, residents::restart, residents::destroy,
+        terminals::list, terminals::output, terminals::input
     ),
     tags(
         (name = "daemon", description = "Liveness"),
@@ -82,6 +84,7 @@ pub struct AppState {
         (name = "memory", description = "The memory tiers"),
         (name = "plugins", description = "Plugins and their supervisors"),
         (name = "logs", description = "The daemon's recent log"),
+        (name = "terminals", description = "The terminal plugin's sessions, for the WebUI panel"),
     )
 )]
 struct ApiDoc;
@@ -149,6 +152,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/logs", web::get().to(logs::logs))
                 .route("/stop", web::post().to(agent::post_stop))
                 .route("/tasks", web::get().to(agent::get_tasks))
+                .route("/terminals", web::get().to(terminals::list))
+                .route("/terminals/{id}/output", web::get().to(terminals::output))
+                .route("/terminals/{id}/input", web::post().to(terminals::input))
                 .route("/residents", web::get().to(residents::list))
                 .route("/residents/{id}/restart", web::post().to(residents::restart))
                 .route("/residents/{id}", web::delete().to(residents::destroy))
