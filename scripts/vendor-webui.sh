@@ -35,11 +35,14 @@ sed '/^\/\/# sourceMappingURL=/d' xterm/package/lib/xterm.mjs | gzip -9n > "$out
 cp xterm/package/css/xterm.css "$out/xterm.css"
 cp xterm/package/LICENSE "$out/xterm.LICENSE.txt"
 {
-  echo "marked $MARKED (npm), lib/marked.umd.js"
-  echo "dompurify $DOMPURIFY (npm), dist/purify.min.js"
-  echo "cytoscape $CYTOSCAPE (npm), dist/cytoscape.min.js"
+  echo "marked $MARKED (npm), lib/marked.umd.js (as marked.umd.js.gz, gzip -9n)"
+  echo "dompurify $DOMPURIFY (npm), dist/purify.min.js (as purify.min.js.gz, gzip -9n)"
+  echo "cytoscape $CYTOSCAPE (npm), dist/cytoscape.min.js (as cytoscape.min.js.gz, gzip -9n)"
   echo "@xterm/xterm $XTERM (npm), lib/xterm.mjs (as xterm.mjs.gz, gzip -9n) and css/xterm.css"
 } > "$out/VERSIONS.txt"
 # Strip the sourceMappingURL comments: the maps are not shipped.
 sed -i '/^\/\/# sourceMappingURL=/d' "$out/marked.umd.js" "$out/purify.min.js" "$out/cytoscape.min.js"
+# Stored gzip-compressed like xterm (the binary carries each once, at its compressed
+# size; src/http/assets.rs serves X.js from X.js.gz).
+gzip -9nf "$out/marked.umd.js" "$out/purify.min.js" "$out/cytoscape.min.js"
 echo "vendored into $out:"; ls -l "$out"
