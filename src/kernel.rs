@@ -530,7 +530,7 @@ fn plugin_deps(
 /// A file of a bundled plugin: its name, content and whether it is executable.
 type BundledFile = (&'static str, &'static str, bool);
 
-/// The bundled plugins. `timer`, `mcp` (the MCP bridge), `files`, `cmd` and `web` are Rust plugins compiled
+/// The bundled plugins. `timer`, `mcp` (the MCP bridge), `files`, `cmd`, `web`, `terminal` and `onebot` (the QQ bridge) are Rust plugins compiled
 /// into `homed`: their `plugin.bin` is a two-line script that runs this very executable
 /// (`homed plugin <name>`), so they always match the daemon. `units` (Lua) and `meeting-notes`
 /// (SKILL.md) are examples shipped as their source files.
@@ -568,6 +568,20 @@ const BUNDLED: &[(&str, &[BundledFile])] = &[
         &[
             ("plugin.json", include_str!("../plugins/web/plugin.json"), false),
             ("plugin.bin", "#!/bin/sh\nexec '@HOMED@' plugin web\n", true),
+        ],
+    ),
+    (
+        "terminal",
+        &[
+            ("plugin.json", include_str!("../plugins/terminal/plugin.json"), false),
+            ("plugin.bin", "#!/bin/sh\nexec '@HOMED@' plugin terminal\n", true),
+        ],
+    ),
+    (
+        "onebot",
+        &[
+            ("plugin.json", include_str!("../plugins/onebot/plugin.json"), false),
+            ("plugin.bin", "#!/bin/sh\nexec '@HOMED@' plugin onebot\n", true),
         ],
     ),
     (

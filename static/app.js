@@ -112,21 +112,27 @@
 
   // ---------------------------------------------------------------- connection status
 
+  /** A text of the one catalog (static/i18n.js), in the daemon's language. */
+  function tx(key, vars) {
+    return window.HA ? window.HA.t(key, vars) : key;
+  }
+
+  /** Like `tx`, with `fallback` for a key the catalog does not have (a status the
+   *  daemon added later shows as itself, not as its key). */
+  function trOr(key, fallback) {
+    const s = tx(key);
+    return s === key ? fallback : s;
+  }
+
   function setMode(m, detail) {
     mode = m;
     connEl.dataset.state = m;
     document.body.dataset.conn = m;
-    const label = {
-      live: "live",
-      stale: "live (no update)",
-      connecting: "connecting…",
-      disconnected: "disconnected",
-      polling: "polling",
-    }[m] || m;
+    const label = ["live", "stale", "connecting", "disconnected", "polling"].includes(m) ? tx("conn." + m) : m;
     connText.textContent = label;
-    connEl.title = detail || ("Connection to homed: " + label);
+    connEl.title = detail || tx("conn.title", { label });
     bannerEl.hidden = !(m === "disconnected");
-    if (m === "disconnected") bannerEl.textContent = "disconnected — retrying" + (detail ? " (" + detail + ")" : "");
+    if (m === "disconnected") bannerEl.textContent = tx("conn.retrying") + (detail ? " (" + detail + ")" : "");
   }
 
   // ---------------------------------------------------------------- tree rendering
@@ -196,7 +202,8 @@
     const tdExit = el("td", "last-exit");
 
     const tdAct = el("td", "actions");
-    const btn = el("button", "restart", "Restart");
+    const btn = el("button", "restart", tx("app.restart"));
+    btn.dataset.i18n = "app.restart";
     btn.type = "button";
     btn.addEventListener("click", () => restart(id, tr));
     const err = el("span", "restart-error");
@@ -281,7 +288,7 @@
       const c = tr._cells;
       if (tr._backoffMs > 0) {
         const left = Math.max(0, tr._backoffMs - elapsed);
-        setText(c.extra, "retry in " + (left / 1000).toFixed(1) + " s");
+        setText(c.extra, tx("app.retry_in", { s: (left / 1000).toFixed(1) }));
       } else if (c.extra.textContent) {
         c.extra.textContent = "";
       }
@@ -338,7 +345,7 @@
     }
     if (frag.length === 0) {
       const ph = el("tr", "placeholder");
-      const td = el("td", null, "no actors");
+      const td = el("td", null, tx("app.no_actors"));
       td.colSpan = 10;
       ph.append(td);
       rowsEl.append(ph);
@@ -369,14 +376,14 @@
       const text = await res.text();
       try { body = text ? JSON.parse(text) : null; } catch (_) { body = null; }
       if (!res.ok) {
-        const msg = body && typeof body.error === "string" ? body.error : (text || res.statusText || "request failed");
+        const msg = body && typeof body.error === "string" ? body.error : (text || res.statusText || tx("app.request_failed"));
         c.err.textContent = (res.status >= 500 ? "HTTP " + res.status + ": " : "") + msg;
       } else if (mode === "polling") {
         // No SSE: refresh now instead of waiting for the next poll.
         refreshOnce();
       }
     } catch (e) {
-      c.err.textContent = "network error: " + (e && e.message ? e.message : e);
+      c.err.textContent = tx("app.network_error", { e: e && e.message ? e.message : e });
     } finally {
       tr._pending = false;
       c.btn.textContent = "Restart";
@@ -691,7 +698,8 @@
     const tdExit = el("td", "last-exit plugin-exit");
     const tdErr = el("td", "plugin-stderr");
     const tdAct = el("td", "actions");
-    const btn = el("button", "plugin-restart", "Restart");
+    const btn = el("button", "plugin-restart", tx("app.restart"));
+    btn.dataset.i18n = "app.restart";
     btn.type = "button";
     btn.addEventListener("click", () => restartPlugin(name, tr));
     const err = el("span", "restart-error");
@@ -760,7 +768,7 @@
       if (!ph || ph.dataset.empty !== "1") {
         const row = el("tr", "placeholder");
         row.dataset.empty = "1";
-        const td = el("td", null, "No plugins in DATA/plugins");
+        const td = el("td", null, tx("app.no_plugins"));
         td.title = "DATA is the directory given to homed with --data";
         td.colSpan = 9;
         row.append(td);
@@ -795,7 +803,7 @@
       pluginsErrEl.textContent = "";
       renderPlugins(body.plugins);
     } catch (e) {
-      pluginsErrEl.textContent = "could not load plugins: " + (e && e.message ? e.message : e);
+      pluginsErrEl.textContent = tx("app.plugins_failed", { e: e && e.message ? e.message : e });
     } finally {
       pluginsInFlight = false;
       if (pluginsAgain) { pluginsAgain = false; refreshPlugins(); }
@@ -825,11 +833,11 @@
       let body = null;
       try { body = text ? JSON.parse(text) : null; } catch (_) { body = null; }
       if (!res.ok) {
-        const msg = body && typeof body.error === "string" ? body.error : (text || res.statusText || "request failed");
+        const msg = body && typeof body.error === "string" ? body.error : (text || res.statusText || tx("app.request_failed"));
         c.err.textContent = (res.status >= 500 ? "HTTP " + res.status + ": " : "") + msg;
       }
     } catch (e) {
-      c.err.textContent = "network error: " + (e && e.message ? e.message : e);
+      c.err.textContent = tx("app.network_error", { e: e && e.message ? e.message : e });
     } finally {
       tr._pending = false;
       c.btn.textContent = "Restart";
@@ -931,9 +939,9 @@
 
   /** Who a message is from: "you" for this page's channel, else the source itself. */
   function whoLabel(role, source) {
-    if (role === "error") return "error";
-    if (role !== "user") return "agent";
-    return !source || source === CHAT_CHANNEL ? "you" : String(source);
+    if (role === "error") return tx("chat.error");
+    if (role !== "user") return tx("chat.agent");
+    return !source || source === CHAT_CHANNEL ? tx("chat.you") : String(source);
   }
 
   // opts: {source, ts, id, markdown}
@@ -947,7 +955,7 @@
     const who = el("span", "msg-who", whoLabel(role, o.source));
     if (role === "user" && o.source && o.source !== CHAT_CHANNEL) {
       who.classList.add("msg-foreign");
-      who.title = "sent from " + o.source;
+      who.title = tx("chat.sent_from", { source: o.source });
     }
     const time = el("time", "msg-time", fmtDateTime(o.ts || Date.now()));
     time.dateTime = new Date(Number(o.ts || Date.now())).toISOString();
@@ -986,17 +994,17 @@
     d.dataset.tool = t.name;
     const sum = el("summary", "tool-summary");
     sum.append(el("span", "tool-icon", status === "denied" ? "⛔" : status === "ok" ? "⚙" : "⚠"),
-      el("code", "tool-name", t.name), el("span", "badge tool-status b-tool-" + status, status === "denied" ? "denied" : status));
+      el("code", "tool-name", t.name), el("span", "badge tool-status b-tool-" + status, trOr("tool." + status, status)));
     if (Number.isFinite(t.durationMs) && t.durationMs >= 0) {
       const dur = el("span", "tool-duration", fmtMs(t.durationMs));
-      dur.title = "from the model's request to this result (the whole batch of tool calls)";
+      dur.title = tx("tool.duration_title");
       sum.append(dur);
     }
     let args;
     try { args = typeof t.arguments === "string" ? t.arguments : JSON.stringify(t.arguments, null, 2); } catch (_) { args = String(t.arguments); }
     d.append(sum,
-      el("div", "tool-label", "arguments"), el("pre", "tool-args", capText(args === undefined ? "" : args)),
-      el("div", "tool-label", status === "denied" ? "refused" : "result"), el("pre", "tool-result", capText(t.result || "")));
+      el("div", "tool-label", tx("tool.arguments")), el("pre", "tool-args", capText(args === undefined ? "" : args)),
+      el("div", "tool-label", tx(status === "denied" ? "tool.refused" : "tool.result")), el("pre", "tool-result", capText(t.result || "")));
     return d;
   }
 
@@ -1018,7 +1026,7 @@
     const extra = [];
     if (p.reasoning) {
       const r = el("details", "msg-reasoning");
-      r.append(el("summary", null, "reasoning"), el("div", "msg-reasoning-text", p.reasoning));
+      r.append(el("summary", null, tx("chat.reasoning")), el("div", "msg-reasoning-text", p.reasoning));
       extra.push(r);
     }
     for (const t of p.tools) {
@@ -1121,11 +1129,11 @@
 
   function replyMeta(body) {
     const parts = [];
-    if (body && body.task_id !== undefined && body.task_id !== null) parts.push("task " + body.task_id);
-    if (body && Array.isArray(body.tools_used) && body.tools_used.length) parts.push("tools: " + body.tools_used.join(", "));
+    if (body && body.task_id !== undefined && body.task_id !== null) parts.push(tx("chat.task", { id: body.task_id }));
+    if (body && Array.isArray(body.tools_used) && body.tools_used.length) parts.push(tx("chat.tools", { list: body.tools_used.join(", ") }));
     const u = body && body.usage;
     if (u && typeof u === "object" && Number.isFinite(Number(u.total_tokens)) && Number(u.total_tokens) > 0) {
-      parts.push(u.total_tokens + " tokens");
+      parts.push(tx("chat.tokens", { n: u.total_tokens }));
     }
     return parts.join(" · ");
   }
@@ -1181,30 +1189,31 @@
       if (res.ok && body && typeof body.reply === "string") {
         finishChat(p, "assistant", body.reply, replyMeta(body));
       } else if (body && typeof body.error === "string") {
-        finishChat(p, "error", body.error, "HTTP " + res.status + (body.task_id !== undefined ? " · task " + body.task_id : ""));
+        finishChat(p, "error", body.error, "HTTP " + res.status + (body.task_id !== undefined ? " · " + tx("chat.task", { id: body.task_id }) : ""));
       } else {
-        finishChat(p, "error", raw || res.statusText || "request failed", "HTTP " + res.status);
+        finishChat(p, "error", raw || res.statusText || tx("app.request_failed"), "HTTP " + res.status);
       }
     } catch (e) {
-      finishChat(p, "error", "network error: " + (e && e.message ? e.message : e), "");
+      finishChat(p, "error", tx("app.network_error", { e: e && e.message ? e.message : e }), "");
     }
   }
 
   async function stopChat() {
     chatStop.disabled = true;
-    chatStatus.textContent = "stopping…";
+    chatStatus.textContent = tx("chat.stopping");
     try {
       const res = await fetch(API_STOP, { method: "POST", headers: { "Accept": "application/json" }, cache: "no-store" });
       const raw = await res.text();
       let body = null;
       try { body = raw ? JSON.parse(raw) : null; } catch (_) { body = null; }
       if (res.ok) {
-        chatStatus.textContent = "stop sent";
-        setTimeout(() => { if (chatStatus.textContent === "stop sent") chatStatus.textContent = ""; }, 4000);
+        const sent = tx("chat.stop_sent");
+        chatStatus.textContent = sent;
+        setTimeout(() => { if (chatStatus.textContent === sent) chatStatus.textContent = ""; }, 4000);
       }
-      else chatStatus.textContent = "stop failed: HTTP " + res.status + ": " + (body && typeof body.error === "string" ? body.error : raw);
+      else chatStatus.textContent = tx("chat.stop_failed", { e: "HTTP " + res.status + ": " + (body && typeof body.error === "string" ? body.error : raw) });
     } catch (e) {
-      chatStatus.textContent = "stop failed: " + (e && e.message ? e.message : e);
+      chatStatus.textContent = tx("chat.stop_failed", { e: e && e.message ? e.message : e });
     } finally {
       updateStopButton();
     }
@@ -1327,11 +1336,12 @@
     let s;
     try { s = await getJson("/api/v1/tasks"); } catch (_) { return; }
     const ints = Array.isArray(s.interrupts) ? s.interrupts.reduce((n, q) => n + (Array.isArray(q) ? q.length : 0), 0) : 0;
-    const n = (Array.isArray(s.ready) ? s.ready.length : 0) + ints + (s.immediate ? 1 : 0);
+    // Inputs stored in inbox.db while the ready queue is full are waiting too.
+    const n = (Array.isArray(s.ready) ? s.ready.length : 0) + ints + (s.immediate ? 1 : 0) + (Number(s.stored_waiting) || 0);
     const c = tr._cells;
     if (!c.backlog) {
       c.backlog = el("span", "backlog");
-      c.backlog.title = "tasks waiting in the scheduler (ready queue, interrupt queues, immediate slot)";
+      c.backlog.title = tx("tasks.backlog_title");
       c.tdQ.append(c.backlog);
     }
     setText(c.backlog, window.HA ? window.HA.t("tasks.backlog", { n }) : "backlog " + n);

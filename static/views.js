@@ -1,8 +1,8 @@
 // HomeAgent WebUI: the views besides the dashboard — settings (with the LLM source
-// editor and the MCP server list), plugins, the memory browser, tasks. Plain browser
+// editor and the MCP server list), plugins, the memory browser, tasks, terminals. Plain browser
 // JS, no build step; served by homed at /views.js after i18n.js and app.js.
 //
-// Routing is by hash (#/settings, #/plugins, #/memory, #/tasks; anything else is the
+// Routing is by hash (#/settings, #/plugins, #/memory, #/tasks, #/terminals; anything else is the
 // dashboard). A view loads when shown and polls only while shown.
 //
 // Untrusted text (setting values, plugin stderr, documents, entity names, tool
@@ -110,7 +110,7 @@
 
   // ---------------------------------------------------------------- router
 
-  const VIEWS = ["dashboard", "settings", "plugins", "memory", "tasks"];
+  const VIEWS = ["dashboard", "settings", "plugins", "memory", "tasks", "terminals"];
   const hooks = {};   // view -> {show(), hide()}
   let current = null;
 
@@ -436,7 +436,9 @@
     if (first) first.focus();
   });
 
-  // ---- MCP servers (plugin.mcp.servers: {"<name>": {command, args, env, cwd}})
+  // ---- MCP servers (plugin.mcp.servers: {"<name>": {command, args, env, cwd}} for
+  // stdio, {"<name>": {url, headers, oauth}} for remote ones; keys the form does not
+  // show, such as oauth or disabled, are kept as they were)
 
   function mcpServers(v) {
     let value = v;
@@ -456,6 +458,7 @@
     const rows = el("div", "mcp-rows");
     const addRow = (name, s) => {
       const row = el("fieldset", "mcp-row");
+      row.mcpOriginal = s;
       const mk = (cls, label, val, area) => {
         const w = el("label", "mcp-field");
         w.append(el("span", "field-label", label));
@@ -471,6 +474,8 @@
       mk("mcp-args", t("settings.mcp.args"), (Array.isArray(s.args) ? s.args : []).join("\n"), true);
       mk("mcp-env", t("settings.mcp.env"), Object.entries(s.env || {}).map(([k, v]) => k + "=" + v).join("\n"), true);
       mk("mcp-cwd", t("settings.mcp.cwd"), s.cwd);
+      mk("mcp-url", t("settings.mcp.url"), s.url);
+      mk("mcp-headers", t("settings.mcp.headers"), Object.entries(s.headers || {}).map(([k, v]) => k + "=" + v).join("\n"), true);
       row.append(button(t("settings.secret.remove"), "link", () => row.remove()));
       rows.append(row);
     };
@@ -482,16 +487,29 @@
       for (const row of rows.querySelectorAll(".mcp-row")) {
         const name = row.querySelector(".mcp-name").value.trim();
         if (!name) continue;
-        const s = { command: row.querySelector(".mcp-command").value.trim() };
-        s.args = row.querySelector(".mcp-args").value.split("\n").map((x) => x.trim()).filter(Boolean);
-        const env = {};
-        for (const line of row.querySelector(".mcp-env").value.split("\n")) {
-          const i = line.indexOf("=");
-          if (i > 0) env[line.slice(0, i).trim()] = line.slice(i + 1);
+        const pairs = (cls) => {
+          const m = {};
+          for (const line of row.querySelector(cls).value.split("\n")) {
+            const i = line.indexOf("=");
+            if (i > 0) m[line.slice(0, i).trim()] = line.slice(i + 1);
+          }
+          return m;
+        };
+        const s = Object.assign({}, row.mcpOriginal || {});
+        for (const k of ["command", "args", "env", "cwd", "url", "headers"]) delete s[k];
+        const command = row.querySelector(".mcp-command").value.trim();
+        const url = row.querySelector(".mcp-url").value.trim();
+        if (url && !command) {
+          s.url = url;
+          const headers = pairs(".mcp-headers");
+          if (Object.keys(headers).length) s.headers = headers;
+        } else {
+          s.command = command;
+          s.args = row.querySelector(".mcp-args").value.split("\n").map((x) => x.trim()).filter(Boolean);
+          s.env = pairs(".mcp-env");
+          const cwd = row.querySelector(".mcp-cwd").value.trim();
+          if (cwd) s.cwd = cwd;
         }
-        s.env = env;
-        const cwd = row.querySelector(".mcp-cwd").value.trim();
-        if (cwd) s.cwd = cwd;
         out[name] = s;
       }
       const field = { key: MCP_KEY, read: () => ({ changed: JSON.stringify(out) !== JSON.stringify(mcpServers(values[MCP_KEY])), value: out }), setError: (m) => { err.textContent = m || ""; } };
@@ -1127,6 +1145,168 @@
   hooks.tasks = {
     show() { refreshTasks(); tasksTimer = setInterval(refreshTasks, 1000); },
     hide() { clearInterval(tasksTimer); tasksTimer = null; },
+  };
+
+  // ================================================================ terminals
+  //
+  // The terminal plugin's sessions, drawn by xterm.js (loaded on first use from
+  // /vendor/xterm.mjs). A session's scrollback comes from GET .../output (raw bytes
+  // with their offsets), then its live output from the event stream (`plugin_event`,
+  // topic `terminal.output`); offsets make the two join without a gap or a repeat.
+  // Keys typed in the terminal go to POST .../input in order. The output is shown
+  // only by xterm (a terminal, never HTML).
+
+  const TERM = "/api/v1/terminals";
+  let xtermLoading = null;
+  let termEvents = null;
+  let termTimer = null;
+  let termActive = null;   // {id, term, next, painted, pending, sending, unadopt}
+
+  function loadXterm() {
+    if (!xtermLoading) xtermLoading = import("/vendor/xterm.mjs").catch((e) => { xtermLoading = null; throw e; });
+    return xtermLoading;
+  }
+
+  // xterm.js's DOM renderer writes its theme and cell sizes into <style> elements,
+  // which the page's CSP (style-src 'self') does not apply; their text is mirrored
+  // into constructed style sheets, which it does.
+  function adoptStyles(root) {
+    const sheets = new Map();
+    const sync = () => {
+      for (const st of root.querySelectorAll("style")) {
+        let sh = sheets.get(st);
+        if (!sh) {
+          sh = { sheet: new CSSStyleSheet(), text: null };
+          sheets.set(st, sh);
+          document.adoptedStyleSheets = [...document.adoptedStyleSheets, sh.sheet];
+        }
+        if (sh.text !== st.textContent) {
+          sh.text = st.textContent;
+          try { sh.sheet.replaceSync(sh.text); } catch (_) { /* a rule the browser rejects */ }
+        }
+      }
+    };
+    const mo = new MutationObserver(sync);
+    mo.observe(root, { subtree: true, childList: true, characterData: true });
+    sync();
+    return () => {
+      mo.disconnect();
+      const mine = new Set([...sheets.values()].map((x) => x.sheet));
+      document.adoptedStyleSheets = document.adoptedStyleSheets.filter((x) => !mine.has(x));
+    };
+  }
+
+  function termLabel(s) {
+    return "#" + s.id + " · " + s.command + " · " + s.status;
+  }
+
+  async function renderTermList() {
+    let body;
+    try { body = await getJson(TERM); } catch (e) { $("#term-error").textContent = e.message; return; }
+    $("#term-error").textContent = "";
+    const sessions = Array.isArray(body.sessions) ? body.sessions : [];
+    const list = $("#term-list");
+    list.dataset.count = String(sessions.length);
+    if (!sessions.length) { list.replaceChildren(el("li", "muted", t("term.none"))); return; }
+    list.replaceChildren(...sessions.map((s) => {
+      const li = el("li");
+      const b = button(termLabel(s), "term-pick", () => openTerminal(s));
+      b.dataset.session = String(s.id);
+      b.setAttribute("aria-pressed", termActive && termActive.id === s.id ? "true" : "false");
+      b.title = s.cwd;
+      li.append(b);
+      return li;
+    }));
+  }
+
+  function closeTerminal() {
+    if (!termActive) return;
+    termActive.term.dispose();
+    termActive.unadopt();
+    termActive = null;
+  }
+
+  /** Writes output at byte `offset`, skipping what is already shown. */
+  function termWrite(a, offset, data, dropped) {
+    const bytes = new TextEncoder().encode(data || "");
+    const end = offset + bytes.length;
+    if (end <= a.next) return;
+    if (dropped || offset > a.next) a.term.write("\r\n" + t("term.dropped", { n: Math.max(dropped || 0, offset - a.next) }) + "\r\n");
+    a.term.write(offset < a.next ? bytes.subarray(a.next - offset) : bytes);
+    a.next = end;
+    $("#term-screen").dataset.next = String(end);
+  }
+
+  async function openTerminal(info) {
+    closeTerminal();
+    let mod;
+    try { mod = await loadXterm(); } catch (e) { $("#term-error").textContent = "cannot load /vendor/xterm.mjs: " + e.message; return; }
+    const screen = $("#term-screen");
+    screen.replaceChildren();
+    screen.dataset.session = String(info.id);
+    const unadopt = adoptStyles(screen);
+    const term = new mod.Terminal({ rows: info.rows || 30, cols: info.cols || 120, scrollback: 5000, fontSize: 13 });
+    term.open(screen);
+    const a = { id: info.id, term, next: 0, painted: false, pending: [], sending: Promise.resolve(), unadopt };
+    termActive = a;
+    $("#term-status").textContent = termLabel(info) + " · " + info.cwd;
+    for (const b of document.querySelectorAll("#term-list .term-pick")) b.setAttribute("aria-pressed", b.dataset.session === String(info.id) ? "true" : "false");
+    term.onData((d) => {
+      a.sending = a.sending
+        .then(() => api("POST", TERM + "/" + a.id + "/input", { text: d }))
+        .then((r) => { $("#term-error").textContent = r.ok ? "" : r.error; });
+    });
+    let offset = 0;
+    for (;;) {
+      const r = await api("GET", TERM + "/" + a.id + "/output?offset=" + offset);
+      if (termActive !== a) return;
+      if (!r.ok) { $("#term-error").textContent = r.error; break; }
+      termWrite(a, r.body.offset, r.body.data, r.body.dropped);
+      offset = r.body.next;
+      if (!r.body.more) break;
+    }
+    a.painted = true;
+    for (const d of a.pending) termWrite(a, d.offset, d.data, d.dropped);
+    a.pending = [];
+    screen.dataset.ready = "1";
+    term.focus();
+  }
+
+  function onTermEvent(m) {
+    let e;
+    try { e = JSON.parse(m.data); } catch (_) { return; }
+    if (!e || e.plugin !== "terminal") return;
+    const d = e.data || {};
+    const a = termActive;
+    if (e.topic === "terminal.output" && a && d.session === a.id) {
+      if (a.painted) termWrite(a, d.offset, d.data, d.dropped);
+      else a.pending.push(d);
+    } else if (e.topic === "terminal.session") {
+      renderTermList();
+      const s = d.session || {};
+      if (a && s.id === a.id && d.state !== "started") {
+        $("#term-status").textContent = termLabel(s);
+        if (d.state === "closed") a.term.write("\r\n" + t("term.ended") + "\r\n");
+      }
+    }
+  }
+
+  hooks.terminals = {
+    show() {
+      renderTermList();
+      termTimer = setInterval(renderTermList, 5000);
+      if (typeof window.EventSource === "function") {
+        termEvents = new EventSource("/api/v1/events?interval_ms=60000");
+        termEvents.addEventListener("plugin_event", onTermEvent);
+      }
+    },
+    hide() {
+      clearInterval(termTimer);
+      termTimer = null;
+      if (termEvents) termEvents.close();
+      termEvents = null;
+      closeTerminal();
+    },
   };
 
   // ---------------------------------------------------------------- start

@@ -25,15 +25,7 @@ fn call(d: &Daemon, tool: &str, args: Value) -> String {
 
 /// A daemon with the scripted vendor, once `plugins` have registered their tools.
 fn daemon(plugins: &[&str]) -> (tempfile::TempDir, Daemon, common::vendor::Vendor) {
-    let (dir, _data, d, v) = common::api::daemon_with_vendor();
-    for p in plugins {
-        common::api::wait_for(&d, "/api/v1/plugins", &format!("plugin {p} running with tools"), |v| {
-            v["plugins"].as_array().is_some_and(|ps| {
-                ps.iter()
-                    .any(|x| x["name"] == *p && x["tools"].as_array().is_some_and(|t| !t.is_empty()))
-            })
-        });
-    }
+    let (dir, _data, d, v) = common::api::daemon_with_plugins(&[], plugins);
     (dir, d, v)
 }
 

@@ -237,3 +237,30 @@ return M
         "{sources}"
     );
 }
+
+/// The terminal panel in a real browser: the model opens a shell (terminal_create
+/// through the tool loop) and runs a command; the panel lists the session, draws its
+/// scrollback with xterm.js, and `echo hi` typed in the browser reaches the shell on
+/// its PTY and comes back as `hi` over the event stream.
+#[test]
+fn the_terminal_panel_shows_a_session_live_and_types_into_it() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    if !browser_ready(root) {
+        return;
+    }
+    let (_dir, _data, d, _v) = common::api::daemon_with_plugins(&[], &["terminal"]);
+    let reply = common::api::ask(&d, "call-tool terminal_create {}");
+    assert!(reply.starts_with("tool said: terminal session 1 started"), "{reply}");
+    let reply = common::api::ask(
+        &d,
+        r#"call-tool terminal_send {"session": 1, "text": "echo before-$((2+3))\n"}"#,
+    );
+    assert!(reply.starts_with("tool said: sent"), "{reply}");
+    run_script(
+        &d,
+        "terminal.mjs",
+        &root.join("target/e2e-terminal.png"),
+        &[],
+        "terminal e2e: PASS",
+    );
+}

@@ -336,3 +336,117 @@ fn a_killed_mcp_server_is_respawned_and_its_tools_come_back() {
             .contains("respawning server `everything`")
     );
 }
+
+/// The npm reference server in its Streamable HTTP mode on a loopback port, killed
+/// (with its process group) when dropped.
+struct HttpServer {
+    child: std::process::Child,
+    url: String,
+}
+
+impl HttpServer {
+    fn start(bin: &Path) -> HttpServer {
+        use std::os::unix::process::CommandExt;
+        let port = common::free_port();
+        let child = std::process::Command::new(bin)
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "the HTTP MCP server never listened on {port}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        HttpServer {
+            child,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        common::unsafe_kill(self.child.id(), "KILL");
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_remote_mcp_server_over_streamable_http_answers_through_the_tool_loop() {
+    let Some(everything) = npm_server("mcp-server-everything") else {
+        return;
+    };
+    let srv = HttpServer::start(&everything);
+    let dir = tempfile::tempdir().unwrap();
+    let (d, v) = daemon(&dir.path().join("data"));
+    let t = Instant::now();
+    servers(
+        &d,
+        json!({"remote": {"url": srv.url, "headers": {"X-Client": "homeagent-test"}}}),
+    );
+    wait_mcp(
+        &d,
+        Duration::from_secs(30),
+        "registered the remote server's tools",
+        |p| has(p, "mcp__remote__echo") && has(p, "mcp__remote__get-sum"),
+    );
+    eprintln!(
+        "MEASURE setting change → remote (HTTP) MCP tools registered: {:?}",
+        t.elapsed()
+    );
+    // Initialized over HTTP at a 2025 revision, and it logged its URL.
+    wait_mcp(&d, Duration::from_secs(10), "logged the remote server ready", |p| {
+        p["stderr_tail"]
+            .to_string()
+            .contains(&format!("server `remote` ready (MCP 2025-11-25, {})", srv.url))
+    });
+
+    // The model calls the remote tool; the vendor is offered it with its schema and
+    // the answer comes back through the tool loop.
+    assert_eq!(
+        ask(&d, r#"call-tool mcp__remote__echo {"message":"over http"}"#),
+        "tool said: Echo: over http"
+    );
+    let sent = v.last.lock().unwrap().clone();
+    let echo = sent["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "mcp__remote__echo")
+        .unwrap_or_else(|| panic!("not offered: {sent}"))["function"]
+        .clone();
+    assert_eq!(echo["parameters"]["properties"]["message"]["type"], "string");
+    assert_eq!(
+        ask(&d, r#"call-tool mcp__remote__get-sum {"a":2,"b":40}"#),
+        "tool said: The sum of 2 and 40 is 42."
+    );
+
+    // A remote tool is a network tool: with the firewall's switch off it is refused
+    // before anything leaves the daemon.
+    common::api::put_settings(&d, json!({"core.security.sandbox.network": false}));
+    common::api::wait_for(&d, "/api/v1/security", "the network switched off", |x| {
+        x["network"] == false
+    });
+    let refused = ask(&d, r#"call-tool mcp__remote__echo {"message":"blocked"}"#);
+    assert!(
+        refused.contains("firewall (sandbox) refused mcp__remote__echo: network access is switched off"),
+        "{refused}"
+    );
+    common::api::put_settings(&d, json!({"core.security.sandbox.network": true}));
+    common::api::wait_for(&d, "/api/v1/security", "the network switched on", |x| {
+        x["network"] == true
+    });
+
+    // Removed: the tools are withdrawn (and the session is ended with DELETE).
+    servers(&d, Value::Null);
+    wait_mcp(&d, Duration::from_secs(20), "withdrew the remote tools", |p| {
+        tools(p).is_empty()
+    });
+}

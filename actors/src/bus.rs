@@ -35,6 +35,7 @@ pub mod kinds {
     pub const TOOL_CALL: &str = "tool_call";
     pub const AGENT_OUTPUT: &str = "agent_output";
     pub const MEMORY_IMPORT: &str = "memory_import";
+    pub const PLUGIN_EVENT: &str = "plugin_event";
     /// Every kernel event type, in the order of [`super::Event`].
     pub const ALL: &[&str] = &[
         ACTOR_STARTED,
@@ -52,6 +53,7 @@ pub mod kinds {
         TOOL_CALL,
         AGENT_OUTPUT,
         MEMORY_IMPORT,
+        PLUGIN_EVENT,
     ];
 }
 
@@ -224,6 +226,9 @@ pub enum Event {
         #[serde(skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
+    /// An event a plugin published (`events.publish`): `plugin` is stamped by the
+    /// kernel, `topic` and `data` are the plugin's (e.g. the terminal's output).
+    PluginEvent { plugin: String, topic: String, data: Value },
 }
 
 impl Event {
@@ -246,6 +251,7 @@ impl Event {
             Self::ToolCall { .. } => TOOL_CALL,
             Self::AgentOutput { .. } => AGENT_OUTPUT,
             Self::MemoryImport { .. } => MEMORY_IMPORT,
+            Self::PluginEvent { .. } => PLUGIN_EVENT,
         }
     }
 }

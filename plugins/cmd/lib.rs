@@ -38,8 +38,9 @@ pub const MAX_TIMEOUT_SECS: u64 = 600;
 pub const MAX_OUTPUT: usize = 16 * 1024;
 /// Largest `stdin`.
 pub const MAX_STDIN: usize = 1024 * 1024;
-/// Environment variables the command inherits; everything else is cleared.
-const KEPT_ENV: &[&str] = &["PATH", "HOME", "LANG", "LC_ALL", "USER", "TMPDIR", "TERM"];
+/// Environment variables the command inherits; everything else is cleared (the
+/// terminal plugin keeps the same ones).
+pub const KEPT_ENV: &[&str] = &["PATH", "HOME", "LANG", "LC_ALL", "USER", "TMPDIR", "TERM"];
 /// Commands that run the next word as a command.
 const WRAPPERS: &[&str] = &[
     "env", "exec", "nice", "nohup", "time", "command", "builtin", "xargs", "stdbuf", "timeout", "setsid", "chroot",
@@ -314,16 +315,10 @@ pub fn execute(cmd: &Cmd, cwd: &Path, timeout: Duration, stdin: Option<&str>, ca
 
 static KERNEL: OnceLock<Kernel> = OnceLock::new();
 
-/// `cmd_run` with the deny list given.
-pub fn run_tool(args: &Value, call: &Call, deny: &[String]) -> Result<String, String> {
-    let sb: &SandboxInfo = call.require_sandbox()?;
-    let cmd = Cmd::from_args(args)?;
-    if let Some(word) = denied(&cmd, deny) {
-        return Err(format!(
-            "`{word}` is on the deny list of cmd_run (plugin.cmd.deny); do it another way or ask the owner to run it"
-        ));
-    }
-    let cwd: PathBuf = match opt_str(args, "cwd") {
+/// The working directory a command runs in: `cwd` checked against the sandbox (the
+/// kernel checked it too), or the work directory; it must be a directory.
+pub fn resolve_cwd(sb: &SandboxInfo, cwd: Option<&str>) -> Result<PathBuf, String> {
+    let cwd: PathBuf = match cwd {
         Some(c) => sb.check(Path::new(c), Access::Read),
         None => sb
             .workdir()
@@ -334,6 +329,19 @@ pub fn run_tool(args: &Value, call: &Call, deny: &[String]) -> Result<String, St
     if !cwd.is_dir() {
         return Err(format!("`cwd` {} is not a directory", cwd.display()));
     }
+    Ok(cwd)
+}
+
+/// `cmd_run` with the deny list given.
+pub fn run_tool(args: &Value, call: &Call, deny: &[String]) -> Result<String, String> {
+    let sb: &SandboxInfo = call.require_sandbox()?;
+    let cmd = Cmd::from_args(args)?;
+    if let Some(word) = denied(&cmd, deny) {
+        return Err(format!(
+            "`{word}` is on the deny list of cmd_run (plugin.cmd.deny); do it another way or ask the owner to run it"
+        ));
+    }
+    let cwd = resolve_cwd(sb, opt_str(args, "cwd"))?;
     let timeout = Duration::from_secs(uint_arg(args, "timeout_secs", DEFAULT_TIMEOUT_SECS, MAX_TIMEOUT_SECS)?);
     let stdin = opt_str(args, "stdin");
     if stdin.is_some_and(|s| s.len() > MAX_STDIN) {

@@ -10,9 +10,15 @@ fn main() -> std::process::ExitCode {
         return match (name.as_str(), file) {
             ("timer", _) => std::process::ExitCode::from(homeagent_timer::run() as u8),
             ("mcp", _) => std::process::ExitCode::from(homeagent_mcp::run() as u8),
+            // The MCP bridge as a one-shot client of the server at URL (the conformance suite's client).
+            ("mcp-client", Some(url)) => {
+                std::process::ExitCode::from(homeagent_mcp::conformance::run(&url.to_string_lossy()) as u8)
+            }
             ("files", _) => std::process::ExitCode::from(homeagent_files::run() as u8),
             ("cmd", _) => std::process::ExitCode::from(homeagent_cmd::run() as u8),
             ("web", _) => std::process::ExitCode::from(homeagent_web::run() as u8),
+            ("terminal", _) => std::process::ExitCode::from(homeagent_terminal::run() as u8),
+            ("onebot", _) => std::process::ExitCode::from(homeagent_onebot::run() as u8),
             ("install", Some(file)) => {
                 let system = actix_rt::System::new();
                 match system.block_on(homeagent::install::install_package(cli.run.listen, &cli.run.data, file)) {
@@ -32,7 +38,7 @@ fn main() -> std::process::ExitCode {
             }
             (other, _) => {
                 eprintln!(
-                    "homed: no bundled plugin `{other}` (bundled: timer, mcp, files, cmd, web; or `homed plugin install FILE`)"
+                    "homed: no bundled plugin `{other}` (bundled: timer, mcp, files, cmd, web, terminal, onebot; or `homed plugin install FILE`)"
                 );
                 std::process::ExitCode::FAILURE
             }

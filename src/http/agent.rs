@@ -238,10 +238,27 @@ pub async fn post_stop(
 }
 
 #[utoipa::path(get, path = "/api/v1/tasks", tag = "agent",
-    responses((status = 200, description = "Running task, immediate slot, ready queue, the four interrupt queues (L1 first), the suspended stack (bottom first) with levels, effective levels and preempt counts, and counters")))]
+    responses((status = 200, description = "Running task, immediate slot, ready queue, the four interrupt queues (L1 first), the suspended stack (bottom first) with levels, effective levels, preempt counts and labels (source, channel, start of the text), the counters, and `stored_waiting`: inputs stored in inbox.db until the ready queue has room")))]
 pub async fn get_tasks(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    let snap = state.agent.scheduler.send(GetTasks).await?;
-    Ok(HttpResponse::Ok().json(snap))
+    /// The scheduler's snapshot and the stored inputs the intake still holds back.
+    #[derive(serde::Serialize)]
+    struct Tasks {
+        #[serde(flatten)]
+        snapshot: homeagent_actors::scheduler::Snapshot,
+        /// Asynchronous inputs stored in `inbox.db`, waiting for room in the ready queue.
+        stored_waiting: usize,
+    }
+    let (snapshot, stored) = futures_util::join!(
+        state.agent.scheduler.send(GetTasks),
+        state
+            .agent
+            .event_loop
+            .send(homeagent_actors::agent::intake::GetStoredWaiting)
+    );
+    Ok(HttpResponse::Ok().json(Tasks {
+        snapshot: snapshot?,
+        stored_waiting: stored.unwrap_or(0),
+    }))
 }
 
 #[utoipa::path(get, path = "/api/v1/security", tag = "agent",

@@ -16,7 +16,7 @@ const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-
 fn content_type(path: &str) -> &'static str {
     match path.rsplit('.').next() {
         Some("html") => "text/html; charset=utf-8",
-        Some("js") => "text/javascript; charset=utf-8",
+        Some("js" | "mjs") => "text/javascript; charset=utf-8",
         Some("css") => "text/css; charset=utf-8",
         Some("svg") => "image/svg+xml",
         Some("png") => "image/png",
@@ -27,19 +27,52 @@ fn content_type(path: &str) -> &'static str {
     }
 }
 
-/// Serves `/` as `index.html` and any other embedded file by its path.
+fn ok(path: &str) -> actix_web::HttpResponseBuilder {
+    let mut r = HttpResponse::Ok();
+    r.insert_header((header::CONTENT_TYPE, content_type(path)))
+        .insert_header((header::CACHE_CONTROL, "no-cache"))
+        .insert_header(("X-Content-Type-Options", "nosniff"))
+        .insert_header((header::CONTENT_SECURITY_POLICY, CSP));
+    r
+}
+
+/// Whether the request accepts a gzip body (`Accept-Encoding: gzip`, not `q=0`).
+fn accepts_gzip(req: &HttpRequest) -> bool {
+    req.headers()
+        .get_all(header::ACCEPT_ENCODING)
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|c| {
+            let mut parts = c.split(';').map(str::trim);
+            parts.next().is_some_and(|n| n.eq_ignore_ascii_case("gzip") || n == "*")
+                && parts.all(|p| p.replace(' ', "") != "q=0")
+        })
+}
+
+/// Serves `/` as `index.html` and any other embedded file by its path. A file stored
+/// only gzip-compressed (`X.gz`, large vendored code: the binary carries it once, at
+/// its compressed size) goes out as is with `Content-Encoding: gzip`, or decompressed
+/// for the rare client that does not accept gzip.
 pub async fn serve(req: HttpRequest) -> HttpResponse {
     let path = req.path().trim_start_matches('/');
     let path = if path.is_empty() { "index.html" } else { path };
-    match Static::get(path) {
-        Some(file) => HttpResponse::Ok()
-            .insert_header((header::CONTENT_TYPE, content_type(path)))
-            .insert_header((header::CACHE_CONTROL, "no-cache"))
-            .insert_header(("X-Content-Type-Options", "nosniff"))
-            .insert_header((header::CONTENT_SECURITY_POLICY, CSP))
-            .body(file.data.into_owned()),
-        None => HttpResponse::NotFound().json(super::error::ErrorBody {
-            error: format!("no such page `/{path}`; the dashboard is at `/`"),
-        }),
+    if let Some(file) = Static::get(path) {
+        return ok(path).body(file.data.into_owned());
     }
+    if let Some(file) = Static::get(&format!("{path}.gz")) {
+        if accepts_gzip(&req) {
+            return ok(path)
+                .insert_header((header::CONTENT_ENCODING, "gzip"))
+                .insert_header((header::VARY, "Accept-Encoding"))
+                .body(file.data.into_owned());
+        }
+        let mut plain = Vec::new();
+        if std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&file.data[..]), &mut plain).is_ok() {
+            return ok(path).insert_header((header::VARY, "Accept-Encoding")).body(plain);
+        }
+        tracing::error!(%path, "the embedded gzip file is corrupt");
+    }
+    HttpResponse::NotFound().json(super::error::ErrorBody {
+        error: format!("no such page `/{path}`; the dashboard is at `/`"),
+    })
 }

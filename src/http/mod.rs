@@ -20,6 +20,7 @@ mod plugins;
 mod residents;
 mod settings;
 mod sse;
+mod terminals;
 
 use std::sync::Arc;
 
@@ -75,7 +76,8 @@ pub struct AppState {
         settings::definitions, settings::test_source, plugins::plugin_tools, plugins::uninstall,
         memory::delete_document, memory::edit_relation, memory::delete_relation, memory::get_knowledge, memory::add_knowledge, memory::delete_knowledge,
         residents::list, residents::restart, residents::destroy,
-        media::list, media::get, media::data, media::delete
+        media::list, media::get, media::data, media::delete,
+        terminals::list, terminals::output, terminals::input
     ),
     tags(
         (name = "daemon", description = "Liveness"),
@@ -86,6 +88,7 @@ pub struct AppState {
         (name = "memory", description = "The memory tiers"),
         (name = "plugins", description = "Plugins and their supervisors"),
         (name = "logs", description = "The daemon's recent log"),
+        (name = "terminals", description = "The terminal plugin's sessions, for the WebUI panel"),
     )
 )]
 struct ApiDoc;
@@ -168,6 +171,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/logs", web::get().to(logs::logs))
                 .route("/stop", web::post().to(agent::post_stop))
                 .route("/tasks", web::get().to(agent::get_tasks))
+                .route("/terminals", web::get().to(terminals::list))
+                .route("/terminals/{id}/output", web::get().to(terminals::output))
+                .route("/terminals/{id}/input", web::post().to(terminals::input))
                 .route("/residents", web::get().to(residents::list))
                 .route("/residents/{id}/restart", web::post().to(residents::restart))
                 .route("/residents/{id}", web::delete().to(residents::destroy))

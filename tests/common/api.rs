@@ -61,6 +61,32 @@ pub fn daemon_with_vendor_env(env: &[(&str, &str)]) -> (tempfile::TempDir, std::
     (dir, data, d, v)
 }
 
+/// [`daemon_with_vendor`] with the test plugins `install` (from tests/plugins) added,
+/// once each plugin of `running` has registered its tools.
+pub fn daemon_with_plugins(
+    install: &[&str],
+    running: &[&str],
+) -> (tempfile::TempDir, std::path::PathBuf, Daemon, vendor::Vendor) {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    for p in install {
+        install_test_plugin(&data, p);
+    }
+    let d = Daemon::start(&data);
+    let v = vendor::start();
+    put_settings(&d, vendor::source_settings("fake", &v.url, 0));
+    wait_sources(&d, 1);
+    for p in running {
+        wait_for(&d, "/api/v1/plugins", &format!("plugin {p} running with tools"), |v| {
+            v["plugins"].as_array().is_some_and(|ps| {
+                ps.iter()
+                    .any(|x| x["name"] == *p && x["tools"].as_array().is_some_and(|t| !t.is_empty()))
+            })
+        });
+    }
+    (dir, data, d, v)
+}
+
 /// `GET path` as JSON.
 pub fn get(d: &Daemon, path: &str) -> Value {
     d.client()

@@ -3,6 +3,9 @@
 //! text of the last input message, so every test scenario is deterministic:
 //!
 //! * `slow <ms> ...` — waits that long, then answers `slow done: ...`;
+//! * `call-tool NAME ARGS` — calls one tool, then answers `tool said: RESULT`;
+//! * `call-tools [{"tool", "args"}, ...]` — calls them one per answer, then answers
+//!   `tools said: R1 | R2 | ...`;
 //! * `call-help` — calls `output_send__http_help`; after the tool result it answers
 //!   `done after tool`;
 //! * `fail` — answers HTTP 500;
@@ -109,13 +112,18 @@ fn last_input(messages: &[Value]) -> (String, bool) {
 
 /// A streamed call of `name` with `args` (a JSON string).
 fn answer_tool(stream: bool, name: &str, args: &str) -> HttpResponse {
+    answer_tool_id(stream, "call_t", name, args)
+}
+
+/// [`answer_tool`] with the call's id.
+fn answer_tool_id(stream: bool, id: &str, name: &str, args: &str) -> HttpResponse {
     if !stream {
         return HttpResponse::Ok().json(json!({
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": null, "tool_calls": [{"id": "call_t", "type": "function", "function": {"name": name, "arguments": args}}]}, "finish_reason": "tool_calls"}]
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function", "function": {"name": name, "arguments": args}}]}, "finish_reason": "tool_calls"}]
         }));
     }
     let chunks = [
-        json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_t", "type": "function", "function": {"name": name, "arguments": args}}]}, "finish_reason": null}]}),
+        json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": id, "type": "function", "function": {"name": name, "arguments": args}}]}, "finish_reason": null}]}),
         json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
     ];
     let mut body = String::new();
@@ -228,6 +236,25 @@ async fn chat_answer(
         }
         let (name, args) = rest.split_once(' ').unwrap_or((rest, "{}"));
         return answer_tool(stream, name, args);
+    }
+    // `call-tools [{"tool", "args"}, ...]`: one tool per model answer, in order (the
+    // turn's tool loop), then `tools said: R1 | R2 | ...`.
+    if let Some(rest) = text.strip_prefix("call-tools ") {
+        let steps: Vec<Value> = serde_json::from_str(rest).unwrap_or_default();
+        let results: Vec<&str> = messages
+            .iter()
+            .rev()
+            .take_while(|m| !(m["role"] == "user" && m["content"].as_str() == Some(text.as_str())))
+            .filter(|m| m["role"] == "tool")
+            .filter_map(|m| m["content"].as_str())
+            .collect();
+        if let Some(step) = steps.get(results.len()) {
+            let id = format!("call_{}", results.len());
+            let tool = step["tool"].as_str().unwrap_or("");
+            return answer_tool_id(stream, &id, tool, &step["args"].to_string());
+        }
+        let said: Vec<&str> = results.into_iter().rev().collect();
+        return answer(stream, &format!("tools said: {}", said.join(" | ")), None);
     }
     if text == "call-help" {
         if tool_after {

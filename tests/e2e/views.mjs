@@ -86,18 +86,27 @@ async function settings(page) {
   await row.locator('.mcp-command').fill('/nonexistent/mcp-server');
   await row.locator('.mcp-args').fill('--stdio\n--verbose');
   await row.locator('.mcp-env').fill('DEMO_MODE=1');
+  // A remote server: a URL and headers, no command.
+  await page.locator('#mcp-body .card-actions button').first().click();
+  const remote = page.locator('#mcp-body .mcp-row').last();
+  await remote.locator('.mcp-name').fill('e2e-remote');
+  await remote.locator('.mcp-url').fill('http://127.0.0.1:9/mcp');
+  await remote.locator('.mcp-headers').fill('X-Key=k1');
   await page.locator('#mcp-body .card-actions .btn.primary').click();
   const readMcp = async () => (await fetchJson(`${base}/api/v1/settings`)).settings['plugin.mcp.servers'];
   let mcp;
   for (let i = 0; i < 50 && !(mcp = await readMcp()); i++) await page.waitForTimeout(100);
   const got = mcp && mcp['e2e-demo'];
+  const rem = mcp && mcp['e2e-remote'];
   if (!got || got.command !== '/nonexistent/mcp-server' || got.args.join(' ') !== '--stdio --verbose' || got.env.DEMO_MODE !== '1'
-    || Object.keys(mcp).length !== 1) fail(`plugin.mcp.servers is ${JSON.stringify(mcp)}`);
+    || !rem || rem.url !== 'http://127.0.0.1:9/mcp' || rem.headers['X-Key'] !== 'k1' || 'command' in rem
+    || Object.keys(mcp).length !== 2) fail(`plugin.mcp.servers is ${JSON.stringify(mcp)}`);
+  await page.locator('#mcp-body .mcp-row').last().locator('button.link').click();
   await page.locator('#mcp-body .mcp-row').last().locator('button.link').click();
   await page.locator('#mcp-body .card-actions .btn.primary').click();
   for (let i = 0; i < 50 && Object.keys((await readMcp()) || {}).length; i++) await page.waitForTimeout(100);
   if (Object.keys((await readMcp()) || {}).length) fail('removing the MCP row did not empty plugin.mcp.servers');
-  log('MCP server list: a row saved as plugin.mcp.servers, then removed');
+  log('MCP server list: a stdio row and a remote row saved as plugin.mcp.servers, then removed');
 
   // The source editor: add, fill, save, test (one real call), then chat with it.
   await page.fill('#source-new-name', 'fakevendor');

@@ -311,6 +311,19 @@ impl KernelActor for EventLoop {
     const KIND: &'static str = "event-loop";
 }
 
+/// How many stored inputs wait in the intake for room in the ready queue (the part of
+/// the agent's backlog the scheduler does not hold yet).
+#[derive(Message)]
+#[rtype(result = "usize")]
+pub struct GetStoredWaiting;
+
+impl Handles<GetStoredWaiting> for EventLoop {
+    type Reply = usize;
+    fn handle(&mut self, _: GetStoredWaiting, _: &mut HostContext<Self>) -> usize {
+        self.backlog.len()
+    }
+}
+
 /// Queued input from a channel. Replies with what became of it.
 #[derive(Message)]
 #[rtype(result = "Result<Accepted, Refusal>")]

@@ -535,6 +535,29 @@ impl GraphStore {
         Ok(ids.len())
     }
 
+    /// Deletes the relations `source —relation→ target` (exact names; any status), then
+    /// the entities left without relations: the first half of an edit, which must touch
+    /// only the fact it names (`Al likes chess` is not `Alice likes chess`).
+    pub fn delete_triple(&mut self, source: &str, relation: &str, target: &str) -> Result<usize, GraphError> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let n = tx.execute(
+            "DELETE FROM relations WHERE relation_type = ?2 \
+             AND source_id = (SELECT id FROM entities WHERE name = ?1) \
+             AND target_id = (SELECT id FROM entities WHERE name = ?3)",
+            params![source.trim(), relation.trim(), target.trim()],
+        )?;
+        if n > 0 {
+            tx.execute(
+                "DELETE FROM entities WHERE id NOT IN (SELECT source_id FROM relations UNION SELECT target_id FROM relations)",
+                [],
+            )?;
+        }
+        tx.commit()?;
+        Ok(n)
+    }
+
     /// Soft-deletes one relation by its id (the memory page's delete: exact, unlike
     /// the substring criteria of [`Self::purge`]); answers whether it was active.
     pub fn soft_delete_relation(&mut self, id: i64) -> Result<bool, GraphError> {
@@ -1040,5 +1063,31 @@ mod tests {
             .unwrap();
         assert_eq!(r.entities[0].name, "项目B");
         assert_eq!(r.relations[0].target, "Rust");
+    }
+
+    #[test]
+    fn deleting_a_triple_touches_only_that_fact() {
+        let mut g = GraphStore::open_in_memory().unwrap();
+        g.commit(
+            &[
+                t("Al", "likes", "chess"),
+                t("Alice", "likes", "chess"),
+                t("Al", "likes", "chess club"),
+            ],
+            "s",
+            0,
+        )
+        .unwrap();
+        assert_eq!(g.delete_triple("Al", "likes", "chess").unwrap(), 1);
+        let left: Vec<(String, String)> = g
+            .recall(&[], &[], 0, None, RecallSort::Relevance)
+            .unwrap()
+            .relations
+            .into_iter()
+            .map(|r| (r.source, r.target))
+            .collect();
+        assert_eq!(left.len(), 2, "{left:?}");
+        assert!(left.contains(&("Alice".into(), "chess".into())) && left.contains(&("Al".into(), "chess club".into())));
+        assert_eq!(g.delete_triple("Nobody", "likes", "chess").unwrap(), 0);
     }
 }

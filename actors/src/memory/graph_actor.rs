@@ -496,12 +496,8 @@ impl Handles<GraphCall> for GraphActor {
                             r.source == old[0].trim() && r.relation == old[1].trim() && r.target == old[2].trim()
                         })
                     });
-                let crit = PurgeCriteria {
-                    subject_contains: old[0].clone(),
-                    relation_type: old[1].clone(),
-                    target_contains: old[2].clone(),
-                };
-                let removed = match self.store.purge(&crit, true) {
+                // Exactly the named fact (not every fact whose names contain these).
+                let removed = match self.store.delete_triple(&old[0], &old[1], &old[2]) {
                     Ok(n) => n,
                     Err(e) => return Err(Msg::EditDeleteFailed { error: &e.to_string() }.text()),
                 };

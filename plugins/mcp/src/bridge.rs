@@ -20,7 +20,7 @@ use homeagent_plugin_protocol::sdk::{Call, Kernel};
 use serde_json::{Value, json};
 
 use crate::client::{CallError, Client, Event};
-use crate::config::{self, ServerConfig};
+use crate::config::{self, Server};
 use crate::names::map_tools;
 use crate::protocol::{self, Era, McpTool, Next, Probe};
 
@@ -84,7 +84,7 @@ struct Registered {
 /// One server's supervisor (runs on its own thread).
 struct Supervisor {
     name: String,
-    cfg: ServerConfig,
+    cfg: Server,
     kernel: Kernel,
     ctl: Receiver<Ctl>,
     /// Events of the current process (`never()` before the first spawn).
@@ -109,10 +109,10 @@ impl Supervisor {
                     self.link.set(Some(client.clone()));
                     match self.sync_tools(&client) {
                         Ok(n) => eprintln!(
-                            "mcp: server `{}` ready (MCP {}, pid {}): {n} tools, {} ms after the configuration",
+                            "mcp: server `{}` ready (MCP {}, {}): {n} tools, {} ms after the configuration",
                             self.name,
                             client.era().map(|e| e.version().to_owned()).unwrap_or_default(),
-                            client.pid,
+                            client.describe(),
                             self.since.elapsed().as_millis()
                         ),
                         Err(e) => eprintln!("mcp: server `{}`: listing its tools failed: {e}", self.name),
@@ -152,7 +152,10 @@ impl Supervisor {
     fn spawn(&mut self) -> Result<Arc<Client>, String> {
         self.generation += 1;
         let (tx, rx) = crossbeam_channel::unbounded();
-        let client = Client::spawn(&self.name, &self.cfg, self.generation, tx)?;
+        let client = match &self.cfg {
+            Server::Stdio(c) => Client::spawn(&self.name, c, self.generation, tx)?,
+            Server::Http(c) => Client::connect_http(&self.name, c, self.generation, tx)?,
+        };
         // Only this process's events from now on: the old channel is dropped.
         self.events = rx;
         *self.current.lock().expect("current lock") = Some(client.clone());
@@ -163,9 +166,14 @@ impl Supervisor {
         Ok(client)
     }
 
-    /// Spawns the server and settles the protocol revision (see [`negotiate`]).
+    /// Spawns the server and settles the protocol revision (see [`negotiate`]); a
+    /// remote server is initialized (see [`connect_remote`]).
     fn connect(&mut self) -> Result<Arc<Client>, String> {
         let client = self.spawn()?;
+        if client.is_remote() {
+            connect_remote(&client)?;
+            return Ok(client);
+        }
         match negotiate(&client)? {
             Negotiated::Done => Ok(client),
             Negotiated::Restart => {
@@ -226,6 +234,8 @@ impl Supervisor {
                 description,
                 parameters: r.schema.clone(),
                 parallel_safe: r.read_only,
+                // A remote server's tools go over the network: the firewall's switch applies.
+                network: client.is_remote(),
                 ..ToolRegister::default()
             };
             let (link, server, original) = (self.link.clone(), self.name.clone(), r.original.clone());
@@ -322,6 +332,15 @@ pub fn negotiate(client: &Client) -> Result<Negotiated, String> {
     }
 }
 
+/// Sets up a remote server: `initialize` (the Streamable HTTP servers of today are
+/// all of the 2025 revisions; the stateless probe is a stdio rule), then the GET
+/// stream for what the server sends on its own.
+pub fn connect_remote(client: &Client) -> Result<(), String> {
+    initialize(client)?;
+    client.listen();
+    Ok(())
+}
+
 /// The `initialize` handshake of servers before 2026-07-28.
 pub fn initialize(client: &Client) -> Result<(), String> {
     let r = client
@@ -347,6 +366,13 @@ fn invoke(link: &Link, server: &str, tool: &str, args: Value, call: &Call) -> Re
     let client = link
         .get()
         .ok_or_else(|| format!("MCP server `{server}` is restarting; try again in a few seconds"))?;
+    // The kernel refuses a network tool while the switch is off; check again here (a
+    // plugin never trusts that it is only called through the kernel).
+    if client.is_remote()
+        && let Some(sb) = call.sandbox()
+    {
+        sb.check_network().map_err(|e| e.to_string())?;
+    }
     call_tool(&client, tool, args, Some(call))
 }
 
@@ -364,7 +390,7 @@ pub fn call_tool(client: &Client, tool: &str, args: Value, call: Option<&Call>) 
 
 /// A running server supervisor, as the manager sees it.
 struct Running {
-    cfg: ServerConfig,
+    cfg: Server,
     ctl: Sender<Ctl>,
     stop: Arc<AtomicBool>,
     current: Arc<Mutex<Option<Arc<Client>>>>,
@@ -372,7 +398,7 @@ struct Running {
 }
 
 impl Running {
-    fn start(name: &str, cfg: ServerConfig, kernel: &Kernel) -> Running {
+    fn start(name: &str, cfg: Server, kernel: &Kernel) -> Running {
         let (tx, rx) = crossbeam_channel::unbounded();
         let stop = Arc::new(AtomicBool::new(false));
         let current: Arc<Mutex<Option<Arc<Client>>>> = Arc::default();
@@ -424,7 +450,7 @@ pub fn manage(kernel: Kernel, configs: mpsc::Receiver<Value>) {
         for p in &parsed.problems {
             eprintln!("mcp: {p}");
         }
-        let current: BTreeMap<String, ServerConfig> = running.iter().map(|(k, r)| (k.clone(), r.cfg.clone())).collect();
+        let current: BTreeMap<String, Server> = running.iter().map(|(k, r)| (k.clone(), r.cfg.clone())).collect();
         let d = config::diff(&current, &parsed.servers);
         if d.is_empty() {
             continue;

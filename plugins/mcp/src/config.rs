@@ -1,9 +1,10 @@
 //! The setting `plugin.mcp.servers`: the usual `mcpServers` object, and what changed
 //! between two versions of it.
 //!
-//! Accepted shapes: `{"<name>": {"command", "args", "env"}}`, the same wrapped as
-//! `{"mcpServers": {...}}` (a file pasted whole), or either as a JSON string. A bad
-//! entry is reported and skipped; the others still apply.
+//! Accepted shapes: `{"<name>": {"command", "args", "env"}}` (a stdio server) or
+//! `{"<name>": {"url", "headers", "oauth"}}` (a remote server over Streamable HTTP),
+//! the same wrapped as `{"mcpServers": {...}}` (a file pasted whole), or either as a
+//! JSON string. A bad entry is reported and skipped; the others still apply.
 
 use std::collections::BTreeMap;
 
@@ -21,15 +22,51 @@ pub struct ServerConfig {
     pub cwd: Option<String>,
 }
 
+/// How to reach one remote MCP server (the Streamable HTTP transport).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HttpConfig {
+    /// The MCP endpoint (`http://` or `https://`).
+    pub url: String,
+    /// Extra headers sent with every request (an API key, for instance).
+    pub headers: BTreeMap<String, String>,
+    pub oauth: OAuthConfig,
+}
+
+/// What the OAuth flow of the MCP authorization spec may use; every field is
+/// optional (discovery and dynamic client registration fill the rest in).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OAuthConfig {
+    /// A client registered by hand at the authorization server (no dynamic registration).
+    pub client_id: Option<String>,
+    pub client_secret: Option<String>,
+    /// The scope to ask for when neither the server's challenge nor its metadata names one.
+    pub scope: Option<String>,
+    /// An `https` URL of this client's metadata document, used as the client id where
+    /// the authorization server supports client id metadata documents.
+    pub client_metadata_url: Option<String>,
+    /// Where the authorization server sends the code (default [`DEFAULT_REDIRECT_URI`]).
+    pub redirect_uri: Option<String>,
+}
+
+/// The redirect URI registered when none is configured (loopback, per RFC 8252).
+pub const DEFAULT_REDIRECT_URI: &str = "http://127.0.0.1:33418/oauth/callback";
+
+/// One configured server: a process on stdio or a remote endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Server {
+    Stdio(ServerConfig),
+    Http(HttpConfig),
+}
+
 /// The servers to run and the problems found on the way.
 #[derive(Debug, Default, PartialEq)]
 pub struct Parsed {
-    pub servers: BTreeMap<String, ServerConfig>,
+    pub servers: BTreeMap<String, Server>,
     /// One message per skipped entry, saying what to fix.
     pub problems: Vec<String>,
 }
 
-const HINT: &str = r#"expected {"<name>": {"command": "...", "args": [...], "env": {...}}}"#;
+const HINT: &str = r#"expected {"<name>": {"command": "...", "args": [...], "env": {...}}} or {"<name>": {"url": "https://...", "headers": {...}}}"#;
 
 /// Reads the setting's value (`null` = no servers).
 pub fn parse(value: &Value) -> Parsed {
@@ -76,7 +113,7 @@ pub fn parse(value: &Value) -> Parsed {
     out
 }
 
-fn server(name: &str, v: &Value) -> Result<Option<ServerConfig>, String> {
+fn server(name: &str, v: &Value) -> Result<Option<Server>, String> {
     if !valid_server_name(name) {
         return Err("a server name is 1-32 characters of [A-Za-z0-9_-]; rename it".into());
     }
@@ -87,7 +124,7 @@ fn server(name: &str, v: &Value) -> Result<Option<ServerConfig>, String> {
         return Ok(None);
     }
     if o.contains_key("url") && !o.contains_key("command") {
-        return Err("only stdio servers (`command`) are supported; remote (`url`) servers are not".into());
+        return http(o).map(|c| Some(Server::Http(c)));
     }
     let command = o
         .get("command")
@@ -105,8 +142,20 @@ fn server(name: &str, v: &Value) -> Result<Option<ServerConfig>, String> {
             .ok_or("`args` must be an array of strings")?,
         Some(_) => return Err("`args` must be an array of strings".into()),
     };
-    let env = match o.get("env") {
-        None | Some(Value::Null) => BTreeMap::new(),
+    let env = strings(o, "env")?;
+    let cwd = o.get("cwd").and_then(Value::as_str).map(str::to_owned);
+    Ok(Some(Server::Stdio(ServerConfig {
+        command,
+        args,
+        env,
+        cwd,
+    })))
+}
+
+/// An object of strings (numbers and booleans written as text), e.g. `env`, `headers`.
+fn strings(o: &serde_json::Map<String, Value>, key: &str) -> Result<BTreeMap<String, String>, String> {
+    match o.get(key) {
+        None | Some(Value::Null) => Ok(BTreeMap::new()),
         Some(Value::Object(m)) => m
             .iter()
             .map(|(k, v)| match v {
@@ -116,16 +165,54 @@ fn server(name: &str, v: &Value) -> Result<Option<ServerConfig>, String> {
                 _ => None,
             })
             .collect::<Option<BTreeMap<_, _>>>()
-            .ok_or("`env` values must be strings")?,
-        Some(_) => return Err("`env` must be an object of strings".into()),
+            .ok_or_else(|| format!("`{key}` values must be strings")),
+        Some(_) => Err(format!("`{key}` must be an object of strings")),
+    }
+}
+
+/// A remote server's entry: `url`, optional `headers`, optional `oauth`.
+fn http(o: &serde_json::Map<String, Value>) -> Result<HttpConfig, String> {
+    if let Some(t) = o.get("type").and_then(Value::as_str)
+        && !matches!(t, "http" | "streamable-http" | "streamableHttp" | "streamable_http")
+    {
+        return Err(format!(
+            "transport `{t}` is not supported; remote servers speak Streamable HTTP (`\"type\": \"http\"` or no `type`)"
+        ));
+    }
+    let url = o
+        .get("url")
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .unwrap_or("")
+        .to_owned();
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(format!("`url` must be an http:// or https:// URL (got `{url}`)"));
+    }
+    let headers = strings(o, "headers")?;
+    let oauth = match o.get("oauth") {
+        None | Some(Value::Null) => OAuthConfig::default(),
+        Some(Value::Object(a)) => {
+            let s = |k: &str| {
+                a.get(k)
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                    .filter(|s| !s.is_empty())
+            };
+            OAuthConfig {
+                client_id: s("client_id"),
+                client_secret: s("client_secret"),
+                scope: s("scope"),
+                client_metadata_url: s("client_metadata_url"),
+                redirect_uri: s("redirect_uri"),
+            }
+        }
+        Some(_) => {
+            return Err(
+                "`oauth` must be an object (client_id, client_secret, scope, client_metadata_url, redirect_uri)".into(),
+            );
+        }
     };
-    let cwd = o.get("cwd").and_then(Value::as_str).map(str::to_owned);
-    Ok(Some(ServerConfig {
-        command,
-        args,
-        env,
-        cwd,
-    }))
+    Ok(HttpConfig { url, headers, oauth })
 }
 
 /// What to do to go from `old` to `new`.
@@ -144,7 +231,7 @@ impl Diff {
 
 /// Servers only in `new` start, servers whose config changed restart, servers only in
 /// `old` stop; unchanged ones are left alone (sorted by name).
-pub fn diff(old: &BTreeMap<String, ServerConfig>, new: &BTreeMap<String, ServerConfig>) -> Diff {
+pub fn diff(old: &BTreeMap<String, Server>, new: &BTreeMap<String, Server>) -> Diff {
     let mut d = Diff::default();
     for (name, cfg) in new {
         match old.get(name) {
@@ -167,7 +254,9 @@ mod tests {
         let inner = json!({"everything": {"command": "npx", "args": ["-y", "x"], "env": {"A": "1", "N": 2}}});
         let a = parse(&inner);
         assert!(a.problems.is_empty(), "{:?}", a.problems);
-        let s = &a.servers["everything"];
+        let Server::Stdio(s) = &a.servers["everything"] else {
+            panic!("a stdio server")
+        };
         assert_eq!(s.command, "npx");
         assert_eq!(s.args, ["-y", "x"]);
         assert_eq!(s.env["N"], "2");
@@ -183,29 +272,48 @@ mod tests {
             "ok": {"command": "srv"},
             "nocmd": {"args": []},
             "badargs": {"command": "x", "args": "a b"},
-            "remote": {"url": "https://example.invalid/mcp"},
+            "remote": {"url": "https://example.invalid/mcp", "headers": {"X-Key": "k"}, "oauth": {"client_id": "c"}},
+            "oldsse": {"url": "https://example.invalid/sse", "type": "sse"},
+            "notaurl": {"url": "ftp://x"},
             "off": {"command": "x", "disabled": true},
             "bad name": {"command": "x"},
         }));
-        assert_eq!(p.servers.keys().collect::<Vec<_>>(), ["ok"]);
-        assert_eq!(p.problems.len(), 4, "{:?}", p.problems);
+        assert_eq!(p.servers.keys().collect::<Vec<_>>(), ["ok", "remote"]);
+        assert_eq!(p.problems.len(), 5, "{:?}", p.problems);
+        let Server::Http(h) = &p.servers["remote"] else {
+            panic!("a remote server")
+        };
+        assert_eq!(h.url, "https://example.invalid/mcp");
+        assert_eq!(h.headers["X-Key"], "k");
+        assert_eq!(h.oauth.client_id.as_deref(), Some("c"));
+        assert!(
+            p.problems
+                .iter()
+                .any(|m| m.contains("`oldsse`") && m.contains("Streamable HTTP"))
+        );
+        assert!(
+            p.problems
+                .iter()
+                .any(|m| m.contains("`notaurl`") && m.contains("http://"))
+        );
         assert!(
             p.problems
                 .iter()
                 .any(|m| m.contains("`nocmd`") && m.contains("`command`"))
         );
-        assert!(p.problems.iter().any(|m| m.contains("`remote`") && m.contains("stdio")));
         assert!(parse(&json!([1])).problems[0].contains("must be an object"));
         assert!(parse(&json!("{nope")).problems[0].contains("not JSON"));
     }
 
     #[test]
     fn diff_starts_restarts_and_stops() {
-        let cfg = |c: &str| ServerConfig {
-            command: c.into(),
-            args: vec![],
-            env: BTreeMap::new(),
-            cwd: None,
+        let cfg = |c: &str| {
+            Server::Stdio(ServerConfig {
+                command: c.into(),
+                args: vec![],
+                env: BTreeMap::new(),
+                cwd: None,
+            })
         };
         let old = BTreeMap::from([
             ("a".to_string(), cfg("a")),

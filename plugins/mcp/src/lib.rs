@@ -1,6 +1,7 @@
 //! The bundled MCP bridge, built with the Rust SDK. It runs as `homed plugin mcp` (or
-//! as the standalone `homeagent-mcp`) and makes the tools of stdio MCP servers
-//! available to the model as `mcp__<server>__<tool>`.
+//! as the standalone `homeagent-mcp`) and makes the tools of MCP servers — stdio
+//! processes and remote servers over Streamable HTTP — available to the model as
+//! `mcp__<server>__<tool>`.
 //!
 //! The servers come from the setting `plugin.mcp.servers` (an `mcpServers` object);
 //! the bridge subscribes to `settings.changed` and applies every change live.
@@ -8,14 +9,22 @@
 //! * [`names`]: exposed tool names (sanitising, length cap, collisions);
 //! * [`config`]: the setting's shapes and the diff between two versions;
 //! * [`protocol`]: JSON-RPC lines, version negotiation, paging, result text;
-//! * [`client`]: one server process and its connection;
-//! * [`bridge`]: per-server supervisors (respawn with backoff) and the manager.
+//! * [`client`]: one server's connection (a process, or an HTTP session);
+//! * [`http`], [`sse`], [`oauth`]: the Streamable HTTP transport, its event streams
+//!   and the authorization flow for servers that answer 401;
+//! * [`bridge`]: per-server supervisors (respawn with backoff) and the manager;
+//! * [`conformance`]: the bridge as a one-shot client the official MCP conformance
+//!   suite drives (`homed plugin mcp-client URL`).
 
 pub mod bridge;
 pub mod client;
 pub mod config;
+pub mod conformance;
+pub mod http;
 pub mod names;
+pub mod oauth;
 pub mod protocol;
+pub mod sse;
 
 use std::sync::mpsc;
 

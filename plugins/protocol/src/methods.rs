@@ -149,6 +149,48 @@ pub const EVENTS_UNSUBSCRIBE: &str = "events.unsubscribe";
 /// Kernel → plugin (notification, after `events.subscribe` to it): one of the plugin's
 /// own settings changed. Params [`SettingValue`] with the short key.
 pub const SETTINGS_CHANGED: &str = "settings.changed";
+/// Plugin → kernel (capability `events`): publish an event of the plugin's own on the
+/// kernel bus, seen by the SSE stream (`/api/v1/events`, event name `plugin_event`)
+/// and by plugins subscribed to `plugin_event`. Params [`EventsPublish`]; result
+/// `{"ok": true}`. The kernel stamps the plugin's name, so no plugin speaks for another.
+pub const EVENTS_PUBLISH: &str = "events.publish";
+/// Largest `data` of one [`EVENTS_PUBLISH`], serialised.
+pub const MAX_PUBLISH_BYTES: usize = 64 * 1024;
+
+/// One event a plugin publishes: `topic` (`[a-z0-9_.-]{1,64}`, e.g.
+/// `terminal.output`) and any JSON `data`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventsPublish {
+    pub topic: String,
+    #[serde(default)]
+    pub data: Value,
+}
+
+impl EventsPublish {
+    /// Why the event cannot be published, if it cannot.
+    pub fn check(&self) -> Result<(), String> {
+        let ok = !self.topic.is_empty()
+            && self.topic.len() <= 64
+            && self
+                .topic
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"_.-".contains(&b));
+        if !ok {
+            return Err(format!(
+                "invalid event topic `{}`: use 1-64 characters of [a-z0-9_.-], e.g. `<plugin>.<what>`",
+                self.topic
+            ));
+        }
+        let size = self.data.to_string().len();
+        if size > MAX_PUBLISH_BYTES {
+            return Err(format!(
+                "event data is {size} bytes, over {MAX_PUBLISH_BYTES}; publish smaller events"
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// The special topics `events.subscribe` accepts (besides kernel event types).
 pub const EVENT_TOPICS: &[&str] = &[SETTINGS_CHANGED];
 
@@ -205,6 +247,22 @@ pub fn own_setting_key<'k>(plugin: &str, full: &'k str) -> Option<&'k str> {
 #[cfg(test)]
 mod own_settings_tests {
     use super::own_setting_key;
+
+    #[test]
+    fn published_events_need_a_plain_topic_and_bounded_data() {
+        use super::{EventsPublish, MAX_PUBLISH_BYTES};
+        let ev = |topic: &str, data| EventsPublish {
+            topic: topic.into(),
+            data,
+        };
+        assert!(ev("terminal.output", serde_json::json!({"x": 1})).check().is_ok());
+        for bad in ["", "Terminal", "a b", "x\n", &"t".repeat(65)] {
+            let e = ev(bad, serde_json::Value::Null).check().unwrap_err();
+            assert!(e.contains("[a-z0-9_.-]"), "{bad:?}: {e}");
+        }
+        let big = ev("t", serde_json::json!("x".repeat(MAX_PUBLISH_BYTES)));
+        assert!(big.check().unwrap_err().contains("publish smaller events"));
+    }
 
     #[test]
     fn own_keys_only() {

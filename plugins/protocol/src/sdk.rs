@@ -19,7 +19,7 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
@@ -41,6 +41,84 @@ type EventFn = Arc<dyn Fn(&Kernel, &str, Value) + Send + Sync>;
 type StageFn = Arc<dyn Fn(&str, Value) -> Value + Send + Sync>;
 type OutputFn = Arc<dyn Fn(Value) -> Result<String, String> + Send + Sync>;
 type Out = Arc<Mutex<Box<dyn Write + Send>>>;
+type Job = Box<dyn FnOnce() + Send>;
+
+/// How long an idle worker of [`Workers`] waits for a job before it exits.
+const WORKER_IDLE: Duration = Duration::from_secs(30);
+
+/// The threads tool calls and channel deliveries run on. A call never waits behind
+/// another (a slow tool must not hold up the rest): each job is handed to an idle
+/// worker reserved for it, or to a new thread when none is idle. Reusing threads
+/// instead of spawning one per call is what the round trip's measurement asked for:
+/// the spawn was the largest share of a call (see
+/// `plugins/protocol/examples/rtt_breakdown.rs` and docs/DECISIONS.md).
+#[derive(Clone)]
+pub struct Workers {
+    tx: Sender<Job>,
+    rx: Receiver<Job>,
+    /// Idle workers not yet reserved by a submitted job.
+    idle: Arc<AtomicUsize>,
+}
+
+impl Default for Workers {
+    fn default() -> Self {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        Workers {
+            tx,
+            rx,
+            idle: Arc::default(),
+        }
+    }
+}
+
+impl Workers {
+    /// Runs `job` on a worker thread at once.
+    pub fn run(&self, job: impl FnOnce() + Send + 'static) {
+        let reserved = self
+            .idle
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .is_ok();
+        if !reserved {
+            let (rx, idle) = (self.rx.clone(), self.idle.clone());
+            // A new worker starts busy with the job sent next; it counts itself idle
+            // only when it comes back for more.
+            let spawned = std::thread::Builder::new()
+                .name("sdk-worker".into())
+                .spawn(move || Self::work(rx, idle, true));
+            if spawned.is_err() {
+                // No thread to be had: run it here rather than lose the call.
+                return job();
+            }
+        }
+        let _ = self.tx.send(Box::new(job));
+    }
+
+    fn work(rx: Receiver<Job>, idle: Arc<AtomicUsize>, mut reserved: bool) {
+        loop {
+            if !reserved {
+                idle.fetch_add(1, Ordering::AcqRel);
+            }
+            match rx.recv_timeout(WORKER_IDLE) {
+                Ok(job) => {
+                    // The submitter reserved an idle worker (or started this one).
+                    reserved = false;
+                    job();
+                }
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                    // Leave only if no job has reserved us meanwhile.
+                    if idle
+                        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+                        .is_ok()
+                    {
+                        return;
+                    }
+                    reserved = true; // a job is on its way: take it
+                }
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return,
+            }
+        }
+    }
+}
 type Pending = Arc<Mutex<HashMap<u64, Sender<Result<Value, RpcError>>>>>;
 
 /// How long [`Kernel::call`] waits for an answer.
@@ -202,7 +280,8 @@ impl Kernel {
         )
     }
 
-    /// Registers a tool at run time; `f` runs on its own thread for each call.
+    /// Registers a tool at run time; each call of `f` runs on a worker thread of its
+    /// own (see [`Workers`]).
     pub fn register_tool(
         &self,
         reg: ToolRegister,
@@ -486,7 +565,7 @@ impl Plugin {
         self
     }
 
-    /// Adds a tool; `f` runs on its own thread for each call.
+    /// Adds a tool; each call of `f` runs on a worker thread of its own (see [`Workers`]).
     pub fn tool(
         mut self,
         reg: ToolRegister,
@@ -541,6 +620,7 @@ impl Plugin {
             )),
         };
         let calls: Arc<Mutex<HashMap<u64, Call>>> = Arc::default();
+        let workers = Workers::default();
         // Events are handled in order on one thread, so the read loop never waits.
         let events = self.on_event.clone().map(|f| {
             let (tx, rx) = mpsc::channel::<(String, Value)>();
@@ -632,7 +712,7 @@ impl Plugin {
                         }
                         calls.lock().expect("calls lock").insert(req.id, call.clone());
                         let calls = calls.clone();
-                        std::thread::spawn(move || {
+                        workers.run(move || {
                             let outcome = invoke.and_then(|inv| {
                                 let f = k.tools.lock().expect("tools lock").get(&inv.name).cloned();
                                 match f {
@@ -666,7 +746,7 @@ impl Plugin {
                     methods::OUTPUT_INVOKE => {
                         let k = kernel.clone();
                         let f = outputs.get(req.params["channel"].as_str().unwrap_or("")).cloned();
-                        std::thread::spawn(move || {
+                        workers.run(move || {
                             let outcome = match f {
                                 Some(f) => f(req.params),
                                 None => Err("this plugin has no such channel".to_owned()),
@@ -705,6 +785,51 @@ fn response_result(r: Response) -> Result<Value, RpcError> {
         (_, Some(e)) => Err(e),
         (Some(v), None) => Ok(v),
         (None, None) => Ok(Value::Null),
+    }
+}
+
+#[cfg(test)]
+mod worker_tests {
+    use super::Workers;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn jobs_never_wait_behind_a_slow_one_and_threads_are_reused() {
+        let w = Workers::default();
+        let (tx, rx) = crossbeam_channel::unbounded();
+        // A slow job holds its worker; a quick one submitted after it still runs.
+        let (release, hold) = crossbeam_channel::bounded::<()>(0);
+        w.run(move || {
+            let _ = hold.recv();
+        });
+        let t = tx.clone();
+        w.run(move || t.send(std::thread::current().id()).unwrap());
+        let first = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("not blocked by the slow job");
+        // Sequential quick jobs reuse that worker once it is idle again.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut reused = false;
+        while !reused && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+            let t = tx.clone();
+            w.run(move || t.send(std::thread::current().id()).unwrap());
+            reused = rx.recv_timeout(Duration::from_secs(10)).unwrap() == first;
+        }
+        assert!(reused, "an idle worker should take the next job");
+        release.send(()).unwrap();
+        // Many at once: all run, none lost.
+        for i in 0..50 {
+            let t = tx.clone();
+            w.run(move || {
+                std::thread::sleep(Duration::from_millis(2));
+                t.send(std::thread::current().id()).unwrap();
+                let _ = i;
+            });
+        }
+        for _ in 0..50 {
+            rx.recv_timeout(Duration::from_secs(10)).expect("every job runs");
+        }
     }
 }
 

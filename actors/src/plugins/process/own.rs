@@ -11,7 +11,7 @@ use std::sync::Arc;
 use actix::prelude::*;
 use homeagent_plugin_protocol::frame::{Request, RpcError};
 use homeagent_plugin_protocol::methods::{
-    self, EVENT_TOPICS, EventsSubscribe, SettingValue, ToolUnregister, is_kernel_event_topic,
+    self, EVENT_TOPICS, EventsPublish, EventsSubscribe, SettingValue, ToolUnregister, is_kernel_event_topic,
 };
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
@@ -140,6 +140,22 @@ impl PluginProcess {
                 }
                 tracing::info!(plugin = %self.name(), topics = ?p.topics, subscribe = on, "event subscription");
                 conn.respond(id, Ok(json!({"topics": p.topics})));
+            }
+            methods::EVENTS_PUBLISH => {
+                let p = serde_json::from_value::<EventsPublish>(req.params.clone())
+                    .map_err(bad)
+                    .and_then(|p| p.check().map(|()| p).map_err(invalid));
+                match p {
+                    Ok(p) => {
+                        self.deps.bus.publish(crate::bus::Event::PluginEvent {
+                            plugin: self.name().to_owned(),
+                            topic: p.topic,
+                            data: p.data,
+                        });
+                        conn.respond(id, Ok(json!({"ok": true})));
+                    }
+                    Err(e) => conn.respond(id, Err(e)),
+                }
             }
             _ => return Some(req),
         }
