@@ -152,20 +152,18 @@ async fn session(stream: UnixStream, deps: CliDeps) {
     }
 }
 
-/// How many tools the model is offered on its next call: the registered tools (less
-/// those the main agent is refused) plus the output channels' `output_send__*` tools,
-/// as the task builds its request.
+/// How many tools the model is offered on its next call: the list the task builds its
+/// request from (`agent::task::tool_list`: the registered tools less the hidden ones,
+/// plus the output channels' `output_send__*` tools), less those the agent is refused.
 async fn model_tool_count(deps: &CliDeps) -> usize {
-    let refused = deps.agent.deps.refused_tools;
-    let registered = deps
-        .agent
-        .deps
-        .stages
-        .send(GetTools)
-        .await
-        .map(|t| t.names().filter(|n| !refused.contains(n)).count())
-        .unwrap_or(0);
-    registered + deps.agent.deps.channels.tools().len()
+    let agent = &deps.agent.deps;
+    let Ok(registry) = agent.stages.send(GetTools).await else {
+        return 0;
+    };
+    let (list, _) = homeagent_actors::agent::task::tool_list(agent, &registry);
+    list.iter()
+        .filter(|d| !agent.refused_tools.contains(&d.function.name.as_str()))
+        .count()
 }
 
 /// Whether `line` names a command of the CLI (its first word is one of
