@@ -944,7 +944,7 @@
     return !source || source === CHAT_CHANNEL ? tx("chat.you") : String(source);
   }
 
-  // opts: {source, ts, id, markdown}
+  // opts: {source, ts, id, markdown, level}
   function buildMessage(role, text, opts) {
     const o = opts || {};
     const li = el("li", "msg");
@@ -953,6 +953,8 @@
     if (o.id !== undefined) li.dataset.historyId = String(o.id);
     const head = el("div", "msg-head");
     const who = el("span", "msg-who", whoLabel(role, o.source));
+    // An interrupt (a timer reminder, an urgent message) says so beside its source.
+    if (o.level) who.append(" ", el("span", "badge msg-interrupt", tx("chat.interrupt", { level: o.level })));
     if (role === "user" && o.source && o.source !== CHAT_CHANNEL) {
       who.classList.add("msg-foreign");
       who.title = tx("chat.sent_from", { source: o.source });
@@ -1248,7 +1250,7 @@
     for (const it of items) {
       if (!it || typeof it.text !== "string") continue;
       const role = it.role === "assistant" ? "assistant" : "user";
-      const li = buildMessage(role, it.text, { source: it.source, ts: it.ts_ms, id: it.id, markdown: role === "assistant" });
+      const li = buildMessage(role, it.text, { source: it.source, ts: it.ts_ms, id: it.id, markdown: role === "assistant", level: it.level });
       li.classList.add("from-history");
       const meta = [];
       if (Array.isArray(it.tools_used) && it.tools_used.length) meta.push("tools: " + it.tools_used.join(", "));

@@ -213,6 +213,7 @@
       "chat.stopping": "stopping…",
       "chat.stop_sent": "stop sent",
       "chat.stop_failed": "stop failed: {e}",
+      "chat.interrupt": "interrupt {level}",
     },
     zh: {
       "nav.label": "视图",
@@ -415,6 +416,7 @@
       "chat.stopping": "正在停止…",
       "chat.stop_sent": "已发送停止",
       "chat.stop_failed": "停止失败：{e}",
+      "chat.interrupt": "中断 {level}",
     },
   };
 

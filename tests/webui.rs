@@ -52,6 +52,27 @@ fn chat_history_pages_back_through_every_channel_and_survives_a_restart() {
     );
     assert!(first.get("next_before").is_none(), "the whole history fits: {first}");
     assert!(first["items"][0]["ts_ms"].as_i64().unwrap() > 1_600_000_000_000);
+    assert!(
+        first["items"][0].get("level").is_none(),
+        "a queued input is no interrupt"
+    );
+    // An interrupt keeps its level in the history, so the chat can show it as one.
+    let (s, body) = post(
+        &d,
+        "/api/v1/messages",
+        json!({"text": "urgent ping", "interrupt": true, "priority": "L2"}),
+    );
+    assert_eq!(s, 200, "{body}");
+    let with_interrupt = api::wait_for(&d, "/api/v1/chat/history", "the interrupt in the history", |p| {
+        p["total"] == 8
+    });
+    let urgent = &with_interrupt["items"][6];
+    assert_eq!(
+        (urgent["text"].as_str(), urgent["level"].as_str()),
+        (Some("urgent ping"), Some("L2")),
+        "{with_interrupt}"
+    );
+    assert!(with_interrupt["items"][7].get("level").is_none(), "{with_interrupt}");
 
     d.terminate();
     let d = Daemon::start(&data);
@@ -60,7 +81,11 @@ fn chat_history_pages_back_through_every_channel_and_survives_a_restart() {
 
     // After the restart: newest page of two, then page back to the start.
     let p = get(&d, "/api/v1/chat/history?limit=2");
-    assert_eq!(p["total"], 6, "{p}");
+    assert_eq!(p["total"], 8, "{p}");
+    assert_eq!(texts(&p)[0].2, "urgent ping");
+    assert_eq!(p["items"][0]["level"], "L2", "the level survives the restart: {p}");
+    assert_eq!(p["next_before"], 6);
+    let p = get(&d, "/api/v1/chat/history?limit=2&before=6");
     assert_eq!(texts(&p)[0].2, "message 2");
     assert_eq!(p["next_before"], 4);
     let p = get(&d, "/api/v1/chat/history?limit=2&before=4");

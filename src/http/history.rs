@@ -58,6 +58,9 @@ pub struct HistoryItem {
     /// The turn came from a history import, not a live conversation.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub imported: bool,
+    /// `L1`..`L4`: the input was an interrupt (a timer reminder, an urgent message).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub level: Option<String>,
 }
 
 /// Body of `GET /api/v1/chat/history`.
@@ -105,6 +108,7 @@ pub fn page(events: &[TextEvent], before: Option<u64>, limit: Option<usize>) -> 
             text: if reply { e.response.clone() } else { e.input.clone() },
             tools_used: if reply { e.tools_used.clone() } else { Vec::new() },
             imported: e.imported,
+            level: if reply { None } else { e.level.clone() },
         });
     }
     Ok(HistoryPage {
@@ -142,7 +146,15 @@ mod tests {
             response: response.into(),
             tools_used: vec![],
             imported: false,
+            level: (source == "timer").then(|| "L3".to_owned()),
         }
+    }
+
+    #[test]
+    fn an_interrupt_input_keeps_its_level_and_its_reply_has_none() {
+        let p = page(&[ev(0, "timer", "noted")], None, None).unwrap();
+        assert_eq!(p.items[0].level.as_deref(), Some("L3"));
+        assert_eq!(p.items[1].level, None);
     }
 
     #[test]

@@ -40,6 +40,8 @@ pub struct TurnInput {
     pub text: String,
     /// An interrupt: its input is not recorded as a user event (spec §1.14).
     pub interrupt: bool,
+    /// The interrupt's level (`None` for queued input), kept in the text log.
+    pub level: Option<crate::scheduler::Level>,
     /// Kernel consolidation (`_consolidation_`): neither input nor reply is recorded.
     pub consolidation: bool,
     /// Keep this turn out of the text log.
@@ -55,6 +57,7 @@ impl From<&super::input::Input> for TurnInput {
             channel: i.channel.clone(),
             text: i.text.clone(),
             interrupt: i.is_interrupt(),
+            level: i.level,
             consolidation: i.is_consolidation(),
             no_memory: i.no_memory,
             media: crate::memory::media::parts::from_payload(&i.payload),
@@ -923,6 +926,7 @@ impl TurnCore {
                 response: event.response.clone(),
                 tools_used: event.tools_used.clone(),
                 imported: false,
+                level: self.input.level.map(|l| format!("L{}", l as u8)),
             }));
         }
         // The window is kept in size by the distill heartbeat, not per turn.

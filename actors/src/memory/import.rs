@@ -139,6 +139,7 @@ pub fn text_event(e: &Event) -> TextEvent {
         response: String::new(),
         tools_used: vec![],
         imported: true,
+        level: None,
     }
 }
 

@@ -36,6 +36,10 @@ pub struct TextEvent {
     /// turns itself: the rule distiller's timer rounds skip such lines.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub imported: bool,
+    /// `L1`..`L4` when the input was an interrupt (a timer reminder, an urgent message):
+    /// the chat shows it as such.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level: Option<String>,
 }
 
 /// The writer (a plain struct; the actor below only forwards to it).
@@ -335,6 +339,7 @@ mod tests {
             response: "ok".into(),
             tools_used: vec![],
             imported: false,
+            level: None,
         }
     }
 

@@ -315,6 +315,7 @@ impl KernelServices {
                     response: if assistant { t.content } else { String::new() },
                     tools_used: vec![],
                     imported: false,
+                    level: None,
                 };
                 log.send(LogText(event)).await.map_err(gone)?;
                 Ok(json!({ "ok": true }))

@@ -807,6 +807,7 @@ fn failures_end_the_task_once_with_the_reason() {
 fn interrupt_inputs_are_not_recorded_but_their_reply_is() {
     let mut t = Turn::new(TurnInput {
         interrupt: true,
+        level: Some(crate::scheduler::Level::L3),
         source: "timer".into(),
         channel: "timer".into(),
         ..input("wake up")
@@ -827,6 +828,12 @@ fn interrupt_inputs_are_not_recorded_but_their_reply_is() {
     assert!(
         c.iter()
             .any(|c| matches!(c, Cmd::Commit(e) if e.source == "agent" && e.response == "noted"))
+    );
+    // The text log keeps it as an interrupt (the chat shows it as one).
+    assert!(
+        c.iter()
+            .any(|c| matches!(c, Cmd::LogText(e) if e.input == "wake up" && e.level.as_deref() == Some("L3"))),
+        "{c:?}"
     );
 }
 
