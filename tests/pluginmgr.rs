@@ -288,10 +288,14 @@ fn the_model_lists_the_output_channels_and_a_disabled_plugins_channel_leaves() {
             .unwrap()
             .iter()
             .map(|c| c["channel"].as_str().unwrap().to_owned())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
             .collect()
     };
+    // (Sorted: plugins' channels come in the order the plugins started. `qq` is the
+    // bundled OneBot bridge's.)
     let reply = ask(&d, "call-tool output_list_channels {}");
-    assert_eq!(channels(&reply), ["http", "cli", "webui", "lp_out"], "{reply}");
+    assert_eq!(channels(&reply), ["cli", "http", "lp_out", "qq", "webui"], "{reply}");
     assert!(
         reply.contains("output_send__lp_out_help") && reply.contains("\"synchronous\": false"),
         "{reply}"
@@ -300,7 +304,7 @@ fn the_model_lists_the_output_channels_and_a_disabled_plugins_channel_leaves() {
     let reply = ask(&d, r#"call-tool plugin_disable {"name":"luaprobe"}"#);
     assert!(reply.contains("plugin `luaprobe` disabled"), "{reply}");
     let reply = ask(&d, "call-tool output_list_channels { }");
-    assert_eq!(channels(&reply), ["http", "cli", "webui"], "{reply}");
+    assert_eq!(channels(&reply), ["cli", "http", "qq", "webui"], "{reply}");
     let tools = offered(&v);
     assert!(
         !tools
