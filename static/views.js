@@ -808,7 +808,10 @@
     for (const [name, last] of Object.entries(s.heartbeats || {})) {
       const tr = el("tr");
       tr.dataset.heartbeat = name;
-      const result = el("td", "hb-last", last ? [fmtWhen(last.at_ms), last.error ? "error: " + last.error : JSON.stringify(Object.fromEntries(Object.entries(last).filter(([k]) => k !== "at_ms")))].join(" · ") : t("memory.heartbeat.never"));
+      // The round's figures as "name value" pairs (not raw JSON): items 3 · trigger operator.
+      const figures = (o) => Object.entries(o).filter(([k]) => k !== "at_ms")
+        .map(([k, v]) => k.replace(/_/g, " ") + " " + (v !== null && typeof v === "object" ? JSON.stringify(v) : String(v))).join(" · ");
+      const result = el("td", "hb-last", last ? [fmtWhen(last.at_ms), last.error ? "error: " + last.error : figures(last)].join(" · ") : t("memory.heartbeat.never"));
       const err = alertEl("span");
       const run = button(t("memory.heartbeat.run"), "small hb-run", async () => {
         run.disabled = true;
