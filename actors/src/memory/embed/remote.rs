@@ -86,48 +86,71 @@ impl RemoteEmbedder {
     }
 
     async fn embed_batch(&mut self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let client = awc::Client::builder().timeout(TIMEOUT).finish();
-        let mut req = client.post(&self.url);
-        if !self.key.is_empty() {
-            req = req.bearer_auth(&self.key);
-        }
         let mut body = json!({ "input": texts });
         if !self.model.is_empty() {
             body["model"] = json!(self.model);
         }
-        let mut resp = req
-            .send_json(&body)
-            .await
-            .map_err(|e| self.err(format!("{e} (is the server running?)")))?;
-        let status = resp.status();
-        let bytes = resp.body().limit(64 << 20).await.map_err(|e| self.err(e.to_string()))?;
-        if !status.is_success() {
-            let text = String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned();
-            return Err(self.err(format!("HTTP {status}: {text}")));
-        }
-        let answer: Answer =
-            serde_json::from_slice(&bytes).map_err(|e| self.err(format!("not an embeddings answer: {e}")))?;
-        let vs = order(answer.data, texts.len()).map_err(|e| self.err(e))?;
-        let dim = vs[0].len();
-        if dim == 0 || vs.iter().any(|v| v.len() != dim) {
-            return Err(self.err("vectors of different or zero length in one answer"));
-        }
-        if self.space.dim == 0 {
-            self.space.dim = dim;
-        } else if self.space.dim != dim {
-            return Err(self.err(format!(
-                "dimension changed from {} to {dim}; restart the embedder (POST /api/v1/memory/embedder/reload)",
-                self.space.dim
-            )));
-        }
-        Ok(vs
-            .into_iter()
-            .map(|mut v| {
-                super::normalize(&mut v);
-                v
-            })
-            .collect())
+        post_embeddings(
+            &self.url,
+            &self.key,
+            &body,
+            texts.len(),
+            &mut self.space.dim,
+            "restart the embedder (POST /api/v1/memory/embedder/reload)",
+            TIMEOUT,
+        )
+        .await
+        .map_err(|reason| self.err(reason))
     }
+}
+
+/// One POST of an embeddings request (`/v1/embeddings` shape) and its answer, checked:
+/// `n` vectors of one dimension, which must equal `*dim` once known (the first answer
+/// sets it), made unit-length. Shared by the text embedder and the multimodal space;
+/// `on_new_dim` says what to do when the server's dimension changes. Errors are
+/// reasons: the caller names the URL. Must run on an actix arbiter (awc).
+pub(crate) async fn post_embeddings(
+    url: &str,
+    key: &str,
+    body: &serde_json::Value,
+    n: usize,
+    dim: &mut usize,
+    on_new_dim: &str,
+    timeout: Duration,
+) -> Result<Vec<Vec<f32>>, String> {
+    let client = awc::Client::builder().timeout(timeout).finish();
+    let mut req = client.post(url);
+    if !key.is_empty() {
+        req = req.bearer_auth(key);
+    }
+    let mut resp = req
+        .send_json(body)
+        .await
+        .map_err(|e| format!("{e} (is the server running?)"))?;
+    let status = resp.status();
+    let bytes = resp.body().limit(64 << 20).await.map_err(|e| e.to_string())?;
+    if !status.is_success() {
+        let text = String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned();
+        return Err(format!("HTTP {status}: {text}"));
+    }
+    let answer: Answer = serde_json::from_slice(&bytes).map_err(|e| format!("not an embeddings answer: {e}"))?;
+    let vs = order(answer.data, n)?;
+    let d = vs.first().map_or(0, Vec::len);
+    if d == 0 || vs.iter().any(|v| v.len() != d) {
+        return Err("vectors of different or zero length in one answer".into());
+    }
+    if *dim == 0 {
+        *dim = d;
+    } else if *dim != d {
+        return Err(format!("dimension changed from {} to {d}; {on_new_dim}", *dim));
+    }
+    Ok(vs
+        .into_iter()
+        .map(|mut v| {
+            super::normalize(&mut v);
+            v
+        })
+        .collect())
 }
 
 /// The answer's vectors in input order (by `index` when given), checked for count.

@@ -160,43 +160,17 @@ impl RemoteSpace {
 
     async fn embed_batch(&mut self, items: &[Item<'_>]) -> Result<Vec<Vec<f32>>, SpaceError> {
         let body = self.body(items)?;
-        let client = awc::Client::builder().timeout(TIMEOUT).finish();
-        let mut req = client.post(&self.url);
-        if !self.key.is_empty() {
-            req = req.bearer_auth(&self.key);
-        }
-        let mut resp = req
-            .send_json(&body)
-            .await
-            .map_err(|e| self.err(format!("{e} (is the server running?)")))?;
-        let status = resp.status();
-        let bytes = resp.body().limit(64 << 20).await.map_err(|e| self.err(e.to_string()))?;
-        if !status.is_success() {
-            let text = String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned();
-            return Err(self.err(format!("HTTP {status}: {text}")));
-        }
-        let answer: remote::Answer =
-            serde_json::from_slice(&bytes).map_err(|e| self.err(format!("not an embeddings answer: {e}")))?;
-        let vs = remote::order(answer.data, items.len()).map_err(|e| self.err(e))?;
-        let dim = vs[0].len();
-        if dim == 0 || vs.iter().any(|v| v.len() != dim) {
-            return Err(self.err("vectors of different or zero length in one answer"));
-        }
-        if self.space.dim == 0 {
-            self.space.dim = dim;
-        } else if self.space.dim != dim {
-            return Err(self.err(format!(
-                "dimension changed from {} to {dim}; change core.memory.multimodal_space.model to re-embed in the new space",
-                self.space.dim
-            )));
-        }
-        Ok(vs
-            .into_iter()
-            .map(|mut v| {
-                crate::memory::embed::normalize(&mut v);
-                v
-            })
-            .collect())
+        remote::post_embeddings(
+            &self.url,
+            &self.key,
+            &body,
+            items.len(),
+            &mut self.space.dim,
+            "change core.memory.multimodal_space.model to re-embed in the new space",
+            TIMEOUT,
+        )
+        .await
+        .map_err(|reason| self.err(reason))
     }
 }
 
