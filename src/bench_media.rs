@@ -36,17 +36,6 @@ fn png(seed: u64, size: usize) -> Vec<u8> {
     v
 }
 
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
-}
-
 fn db_bytes(dir: &std::path::Path) -> u64 {
     ["memory.db", "memory.db-wal"]
         .iter()
@@ -74,7 +63,7 @@ pub fn media(sizes: &[usize], queries: usize, images: usize, image_kib: usize) -
         .map(|i| base64::engine::general_purpose::STANDARD.encode(png(i, image_kib * 1024)))
         .collect();
     let mut store = MediaStore::open(&dir.join("memory.db"))?;
-    let (rss0, db0) = (rss_kib(), db_bytes(&dir));
+    let (rss0, db0) = (crate::bench_residents::rss_kib(), db_bytes(&dir));
     let mut ingest = Vec::with_capacity(images);
     for (i, b64) in encoded.iter().enumerate() {
         let t = Instant::now();
@@ -83,7 +72,7 @@ pub fn media(sizes: &[usize], queries: usize, images: usize, image_kib: usize) -
         store.put(&img, "bench", i as i64)?;
         ingest.push(t.elapsed().as_secs_f64() * 1000.0);
     }
-    let (rss1, db1) = (rss_kib(), db_bytes(&dir));
+    let (rss1, db1) = (crate::bench_residents::rss_kib(), db_bytes(&dir));
     let mut plain = Vec::with_capacity(images);
     for (i, b64) in encoded.iter().enumerate() {
         let t = Instant::now();

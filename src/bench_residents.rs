@@ -20,7 +20,7 @@ use homeagent_actors::config::UpdateSettings;
 use homeagent_actors::firewall::Principal;
 
 /// The process's resident set size in KiB (`/proc/self/status`).
-fn rss_kib() -> u64 {
+pub(crate) fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {

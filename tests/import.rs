@@ -3,8 +3,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::Daemon;
@@ -44,35 +42,6 @@ fn text_log(d: &Daemon) -> Vec<Value> {
         out.extend(text.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()));
     }
     out
-}
-
-/// Collects SSE events of one type in the background.
-fn listen(d: &Daemon, kind: &'static str) -> Arc<Mutex<Vec<Value>>> {
-    let events = Arc::new(Mutex::new(Vec::new()));
-    let e = events.clone();
-    let url = d.url("/api/v1/events?interval_ms=60000");
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let client = d.client();
-    std::thread::spawn(move || {
-        let resp = client.get(url).timeout(Duration::from_secs(120)).send().unwrap();
-        let _ = ready_tx.send(());
-        let mut name = String::new();
-        for line in BufReader::new(resp).lines() {
-            let Ok(line) = line else { break };
-            if let Some(n) = line.strip_prefix("event: ") {
-                name = n.to_owned();
-            } else if let Some(data) = line.strip_prefix("data: ")
-                && name == kind
-            {
-                e.lock()
-                    .unwrap()
-                    .push(serde_json::from_str(data).unwrap_or(Value::Null));
-            }
-        }
-    });
-    ready_rx.recv_timeout(Duration::from_secs(5)).unwrap();
-    std::thread::sleep(Duration::from_millis(100));
-    events
 }
 
 #[test]
@@ -188,7 +157,7 @@ fn a_bad_line_names_its_number_and_field_and_imports_nothing() {
 fn a_long_history_is_pruned_and_distilled_as_if_said_live() {
     let dir = tempfile::tempdir().unwrap();
     let d = Daemon::start(&dir.path().join("data"));
-    let progress = listen(&d, "memory_import");
+    let progress = common::api::listen(&d);
     // 20 sessions of 30 turns, a day apart (600 turns), with a self-statement in the
     // first one for the rule distiller.
     let day0 = 1_683_504_000; // 2023-05-08 00:00 UTC
@@ -225,7 +194,13 @@ fn a_long_history_is_pruned_and_distilled_as_if_said_live() {
     assert!(graph.to_string().contains("张三"), "{graph}");
     // Progress on the bus, ending with a finished event.
     std::thread::sleep(Duration::from_millis(300));
-    let seen = progress.lock().unwrap().clone();
+    let seen: Vec<Value> = progress
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(name, _)| name == "memory_import")
+        .map(|(_, data)| data.clone())
+        .collect();
     assert!(seen.len() >= 2, "{seen:?}");
     let last = seen.last().unwrap();
     assert_eq!(
