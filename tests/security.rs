@@ -24,6 +24,22 @@ fn settings(d: &Daemon) -> Value {
     common::api::get(d, "/api/v1/settings")["settings"].clone()
 }
 
+/// The settings once the bundled plugins have declared theirs. A plugin declares its
+/// settings after its handshake, so a snapshot taken right after start can miss the
+/// last of them (the QQ bridge declares four, one call each); the comparison at the end
+/// of a test must not mistake that for an attacker's change.
+fn settled_settings(d: &Daemon) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let s = settings(d);
+        if s.get("plugin.onebot.group_trigger").is_some() || std::time::Instant::now() > deadline
+        {
+            return s;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 fn plugin_names(d: &Daemon) -> Vec<String> {
     common::api::get(d, "/api/v1/plugins")["plugins"]
         .as_array()
@@ -165,7 +181,7 @@ fn foreign_hosts_cross_site_pages_and_simple_posts_change_nothing() {
     let data = dir.path().join("data");
     let d = Daemon::start(&data);
     let auth = format!("Bearer {}", d.token());
-    let before = settings(&d);
+    let before = settled_settings(&d);
     let plugins_before = plugin_names(&d);
     let evil = package();
     let put_body = json!({"plugin.mcp.servers": {"sh": {"command": "/bin/sh"}}}).to_string();
