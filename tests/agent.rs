@@ -470,7 +470,9 @@ fn facts_committed_through_memory_commit_are_recalled_and_survive_kill_9() {
     // conservative 8k window of an unknown model (the tools offered are a subset then,
     // so the schemas leave the memory its share: `agent::toolset`).
     let v = vendor::start();
-    put_settings(&d, vendor::source_settings("fake", &v.url, 0));
+    let mut source = vendor::source_settings("fake", &v.url, 0);
+    source["core.llm.sources.fake.context_window"] = json!(8192);
+    put_settings(&d, source);
     wait_sources(&d, 1);
     let (status, _) = post(&d, "/api/v1/messages", json!({"text": "张三最近好吗"}));
     assert_eq!(status, 200);

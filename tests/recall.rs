@@ -64,7 +64,11 @@ fn message_texts(req: &Value) -> Vec<(String, String)> {
 #[test]
 fn a_fact_said_once_is_recalled_after_eighty_unrelated_messages() {
     let (_dir, _data, d, v) = daemon_with_vendor();
-    put_settings(&d, json!({"core.agent.max_context_size": 10}));
+    // The window of an unknown model: the budget is tight and the tools a subset.
+    put_settings(
+        &d,
+        json!({"core.agent.max_context_size": 10, "core.llm.sources.fake.context_window": 8192}),
+    );
     say(&d, "My sister adopted a greyhound called Biscuit.");
     let mut archived = 0;
     for i in 0..80 {

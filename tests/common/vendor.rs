@@ -457,6 +457,11 @@ impl Vendor {
 }
 
 /// Settings that make `name` an OpenAI-adapter source pointing at `url`.
+///
+/// With a 128k `context_window`, as today's vendor models have: every tool is offered
+/// and the tests see the whole tool list. The tests of small windows set 8192 (the
+/// default for an unknown model) themselves: `tests/recall.rs`, the memory index in
+/// `tests/agent.rs`.
 pub fn source_settings(name: &str, url: &str, priority: i64) -> Value {
     let p = format!("core.llm.sources.{name}.");
     json!({
@@ -465,6 +470,7 @@ pub fn source_settings(name: &str, url: &str, priority: i64) -> Value {
         format!("{p}adapter"): "openai",
         format!("{p}api_key"): "sk-test",
         format!("{p}priority"): priority,
+        format!("{p}context_window"): 131072,
     })
 }
 

@@ -445,6 +445,18 @@ pub struct ToolListCache {
     list: crate::llm::types::ToolList,
     tokens: usize,
     metas: Arc<Vec<super::toolset::ToolMeta>>,
+    /// The last subset offered and what it was chosen for: a turn asks for the same one
+    /// for its budget and for each of its requests, and the choice counts tokens.
+    last_offer: Option<(OfferKey, Offered)>,
+}
+
+/// What a subset is chosen from, besides the tools themselves.
+#[derive(PartialEq, Eq)]
+struct OfferKey {
+    available: usize,
+    query: String,
+    channel: String,
+    expanded: std::collections::BTreeSet<String>,
 }
 
 /// The model's tool list — the registry's tools, then the channels' send tools — and the
@@ -502,12 +514,14 @@ fn cached_tools(
         list: list.clone(),
         tokens,
         metas: metas.clone(),
+        last_offer: None,
     });
     (list, tokens, metas)
 }
 
 /// The tools one request offers: all of them, or (at a small window) the subset of
 /// [`super::toolset::choose`] with the catalogue of the rest.
+#[derive(Clone)]
 pub struct Offered {
     pub list: crate::llm::types::ToolList,
     /// The schemas' tokens, the catalogue's included.
@@ -537,6 +551,19 @@ pub fn offer(
             catalogue: String::new(),
         };
     }
+    let key = OfferKey {
+        available,
+        query: query.to_owned(),
+        channel: channel.to_owned(),
+        expanded: expanded.clone(),
+    };
+    if let Some(c) = deps.tool_list.lock().as_ref()
+        && Arc::ptr_eq(&c.metas, &metas)
+        && let Some((k, o)) = &c.last_offer
+        && *k == key
+    {
+        return o.clone();
+    }
     // An asynchronous channel is answered through its send tool: that one stays.
     let send = deps
         .channels
@@ -550,7 +577,7 @@ pub fn offer(
                 .is_some_and(|s| n.strip_prefix(s).is_some_and(|r| r.is_empty() || r == "_help"))
     };
     let terms = crate::memory::retrieve::analyze(query);
-    match choose(&metas, tokens, room, &terms, &always, expanded) {
+    let offered = match choose(&metas, tokens, room, &terms, &always, expanded) {
         Choice::All => Offered {
             list,
             tokens,
@@ -574,7 +601,13 @@ pub fn offer(
                 catalogue,
             }
         }
+    };
+    if let Some(c) = deps.tool_list.lock().as_mut()
+        && Arc::ptr_eq(&c.metas, &metas)
+    {
+        c.last_offer = Some((key, offered.clone()));
     }
+    offered
 }
 
 /// Per-turn recall for the prefix (`memory::recall`): the budget of §5.8 once the tool
