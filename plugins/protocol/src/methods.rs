@@ -102,7 +102,7 @@ pub struct ToolResult {
 }
 
 /// Text to inject as input.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct InjectText {
     pub text: String,
     /// Defaults to the plugin's name.
@@ -115,6 +115,13 @@ pub struct InjectText {
     /// any; an undeclared name is an error).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
+    /// Where the reply goes when not to the source's plugin (Lua's
+    /// `inject_text(source, channel, text)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<String>,
+    /// Keep the turn out of memory (the seed's `io.injectTextNoMem`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_memory: bool,
 }
 
 /// Text and images to inject (`io.injectMedia*`).

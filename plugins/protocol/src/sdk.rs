@@ -282,6 +282,7 @@ impl Kernel {
             source: None,
             priority: priority.map(str::to_owned),
             profile: profile.map(str::to_owned),
+            ..InjectText::default()
         }
     }
 
