@@ -673,6 +673,8 @@ impl KernelActor for PluginProcess {
         self.stopping = true;
         match self.conn.take() {
             Some(conn) => {
+                // Its named APIs go now: calls would only meet a closing connection.
+                *self.info.apis.lock() = Default::default();
                 conn.notify_typed(KernelRequest::PluginStop(None::<NoParams>));
                 // Fails waiting calls and closes the writer queue, hence stdin.
                 conn.fail_all(&format!("plugin `{}` is stopping", self.name()));

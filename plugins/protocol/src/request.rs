@@ -74,14 +74,21 @@ impl From<DecodeError> for RpcError {
 }
 
 /// Params of type `T` from the wire: `null` (or absent) is tried as itself, then as `{}`.
+/// A field's error names the field (`triples: invalid type ...`).
 fn params<T: DeserializeOwned>(method: &'static str, p: Value) -> Result<T, DecodeError> {
-    let bad = |e: serde_json::Error| DecodeError::InvalidParams {
-        method,
-        reason: e.to_string(),
+    let bad = |e: serde_path_to_error::Error<serde_json::Error>| {
+        let path = e.path().to_string();
+        let reason = if path == "." {
+            e.into_inner().to_string()
+        } else {
+            format!("`{path}`: {}", e.into_inner())
+        };
+        DecodeError::InvalidParams { method, reason }
     };
     match p {
-        Value::Null => T::deserialize(Value::Null).or_else(|_| T::deserialize(Value::Object(Map::new())).map_err(bad)),
-        p => T::deserialize(p).map_err(bad),
+        Value::Null => T::deserialize(Value::Null)
+            .or_else(|_| serde_path_to_error::deserialize(Value::Object(Map::new())).map_err(bad)),
+        p => serde_path_to_error::deserialize(p).map_err(bad),
     }
 }
 

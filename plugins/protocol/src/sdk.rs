@@ -1085,4 +1085,92 @@ mod tests {
         send(json!({"id": 0, "method": "plugin.stop", "params": null}));
         plugin.join().unwrap().unwrap();
     }
+
+    /// `Plugin::api` registers with `api.register` after the handshake and answers
+    /// `api.invoke` with the handler's result or error; a method the SDK does not know
+    /// is answered `-32601`, a call meant as a notification `-32602`; `inject_sync`
+    /// sends `io.injectInputSync` and returns the reply.
+    #[test]
+    fn the_sdk_offers_named_apis_and_answers_unknown_kernel_calls_with_typed_errors() {
+        let (k2p_r, mut k2p_w) = std::io::pipe().unwrap();
+        let (p2k_r, p2k_w) = std::io::pipe().unwrap();
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<Value, String>>();
+        let plugin = std::thread::spawn(move || {
+            Plugin::new("t")
+                .api("hello", |body| {
+                    if body.is_null() {
+                        Err("send a body".to_owned())
+                    } else {
+                        Ok(json!({ "got": body }))
+                    }
+                })
+                .run_on(BufReader::new(k2p_r), p2k_w, move |k| {
+                    let _ = ready_tx.send(k.inject_sync("are you there?", None));
+                })
+        });
+        let mut lines = BufReader::new(p2k_r).lines();
+        let mut send = |v: Value| {
+            k2p_w.write_all(format!("{v}\n").as_bytes()).unwrap();
+            k2p_w.flush().unwrap();
+        };
+        let mut next = || -> Value { serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap() };
+        send(
+            json!({"id": 1, "method": "handshake", "params": {"protocol": 1, "core_version": "t", "plugin_name": "t"}}),
+        );
+        assert_eq!(next()["result"]["plugin_name"], "t");
+        let reg = next();
+        assert_eq!(
+            (reg["method"].as_str(), &reg["params"]),
+            (Some("api.register"), &json!({"name": "hello"}))
+        );
+        send(json!({"id": reg["id"], "result": {"ok": true, "route": "/api/v1/plugins/t/api/hello"}}));
+        let sync = next();
+        assert_eq!(sync["method"], "io.injectInputSync");
+        assert_eq!(
+            sync["params"],
+            json!({"text": "are you there?", "source": null, "priority": null})
+        );
+        send(json!({"id": sync["id"], "result": {"task_id": 4, "reply": "yes"}}));
+        assert_eq!(
+            ready_rx.recv_timeout(Duration::from_secs(10)).unwrap().unwrap(),
+            json!({"task_id": 4, "reply": "yes"})
+        );
+
+        let mut answers = std::collections::BTreeMap::new();
+        send(json!({"id": 50, "method": "api.invoke", "params": {"name": "hello", "body": {"q": 1}}}));
+        send(json!({"id": 51, "method": "api.invoke", "params": {"name": "hello"}}));
+        send(json!({"id": 52, "method": "api.invoke", "params": {"name": "nope", "body": 1}}));
+        send(json!({"id": 53, "method": "kernel.newThing", "params": {}}));
+        send(json!({"id": 54, "method": "tool.invoke", "params": {"args": {}}}));
+        send(json!({"id": 55, "method": "event", "params": {"type": "x"}}));
+        while answers.len() < 6 {
+            let v = next();
+            answers.insert(v["id"].as_u64().unwrap(), v);
+        }
+        assert_eq!(answers[&50]["result"], json!({"got": {"q": 1}}));
+        assert_eq!(answers[&51]["error"]["message"], "send a body");
+        assert!(
+            answers[&52]["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("no API `nope`")
+        );
+        assert_eq!(answers[&53]["error"]["code"], RpcError::UNKNOWN_METHOD);
+        assert!(
+            answers[&53]["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("unknown method `kernel.newThing`")
+        );
+        assert_eq!(answers[&54]["error"]["code"], RpcError::INVALID_PARAMS);
+        assert!(
+            answers[&54]["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("missing field `name`")
+        );
+        assert_eq!(answers[&55]["error"]["code"], RpcError::INVALID_PARAMS);
+        send(json!({"id": 0, "method": "plugin.stop"}));
+        plugin.join().unwrap().unwrap();
+    }
 }
