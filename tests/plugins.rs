@@ -1220,9 +1220,9 @@ fn a_subprocess_plugin_offers_http_apis_and_asks_the_agent_synchronously() {
     install(&data, "asker");
     let d = Daemon::start(&data);
     let p = wait_plugin(&d, "asker", Duration::from_secs(10), "registered its APIs", |p| {
-        p["state"] == "running" && p["apis"].as_array().is_some_and(|a| a.len() == 3)
+        p["state"] == "running" && p["apis"].as_array().is_some_and(|a| a.len() == 4)
     });
-    assert_eq!(p["apis"], json!(["ask", "echo", "refuse"]), "{p}");
+    assert_eq!(p["apis"], json!(["ask", "echo", "refuse", "look"]), "{p}");
     let v = with_vendor(&d);
 
     // A named API: the body reaches the plugin and its answer comes back.
@@ -1239,7 +1239,10 @@ fn a_subprocess_plugin_offers_http_apis_and_asks_the_agent_synchronously() {
     assert!(body["error"].as_str().unwrap().contains("refused on purpose"), "{body}");
     let (status, body) = common::api::post(&d, "/api/v1/plugins/asker/api/nope", json!({}));
     assert_eq!(status, 404, "{body}");
-    assert!(body["error"].as_str().unwrap().contains("ask, echo, refuse"), "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("ask, echo, refuse, look"),
+        "{body}"
+    );
     // The same auth as the rest of the API: no token, no call.
     let anon = reqwest::blocking::Client::new()
         .post(d.url("/api/v1/plugins/asker/api/echo"))
@@ -1259,6 +1262,26 @@ fn a_subprocess_plugin_offers_http_apis_and_asks_the_agent_synchronously() {
         "the vendor never saw the injected input: {:?}",
         last_inputs()
     );
+
+    // The same service carries images: checked, stored as a block, sent, replied to;
+    // text bytes labelled as a PNG are refused with nothing stored.
+    let (status, body) = common::api::post(&d, "/api/v1/plugins/asker/api/look", json!({"text": "what is this"}));
+    assert_eq!(status, 200, "{body}");
+    let r = &body["result"]["result"];
+    // (The fake vendor echoes only plain-string contents; this one is text + image.)
+    assert!(r["reply"].as_str().is_some_and(|t| t.starts_with("echo:")), "{body}");
+    assert_eq!(r["media"].as_array().map(Vec::len), Some(1), "{body}");
+    let sent = v.last.lock().unwrap().to_string();
+    assert!(
+        sent.contains("data:image/png;base64,") && sent.contains("what is this"),
+        "the image and its text never reached the vendor: {sent}"
+    );
+    let (status, body) = common::api::post(&d, "/api/v1/plugins/asker/api/look", json!({"text": "x", "bad": true}));
+    assert_eq!(status, 200, "{body}");
+    let err = &body["result"]["error"];
+    assert_eq!(err["code"], -32602, "{body}");
+    assert!(!err["message"].as_str().unwrap_or("").is_empty(), "{body}");
+    assert!(body["result"]["result"].is_null(), "{body}");
 
     // The trap: inject-and-wait from inside its own tool call of the running turn.
     let reply = ask(&d, r#"call-tool asker_wait {"text": "inner question"}"#);
@@ -1291,5 +1314,5 @@ fn a_subprocess_plugin_offers_http_apis_and_asks_the_agent_synchronously() {
         assert!(Instant::now() < deadline, "the API never came back: {status} {body}");
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(plugin(&d, "asker")["apis"], json!(["ask", "echo", "refuse"]));
+    assert_eq!(plugin(&d, "asker")["apis"], json!(["ask", "echo", "refuse", "look"]));
 }
