@@ -37,9 +37,7 @@ impl PluginProcess {
         call: PluginRequest,
         ctx: &mut HostContext<Self>,
     ) -> Option<PluginRequest> {
-        let Some(conn) = self.conn.clone() else {
-            return None;
-        };
+        let conn = self.conn.clone()?;
         match call {
             PluginRequest::ToolUnregister(p) => {
                 let (stages, info) = (self.deps.stages.clone(), self.info.clone());
