@@ -1206,3 +1206,113 @@ fn a_package_whose_plugin_does_not_start_is_rolled_back_and_can_be_installed_aga
         actor_ids(&d)
     );
 }
+
+/// The typed protocol's new pieces through a real subprocess plugin (`asker`, raw
+/// JSON over its pipes): a named API registered with `api.register` answers HTTP under
+/// the API's auth; from that API's handler, `io.injectInputSync` gets the agent's
+/// reply (HTTP → plugin → turn → vendor → reply → plugin → HTTP); from inside one of
+/// the plugin's own tool calls the same call is refused at once instead of waiting
+/// out the tool's timeout; bad API names and unknown methods are typed errors.
+#[test]
+fn a_subprocess_plugin_offers_http_apis_and_asks_the_agent_synchronously() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    install(&data, "asker");
+    let d = Daemon::start(&data);
+    let p = wait_plugin(&d, "asker", Duration::from_secs(10), "registered its APIs", |p| {
+        p["state"] == "running" && p["apis"].as_array().is_some_and(|a| a.len() == 4)
+    });
+    assert_eq!(p["apis"], json!(["ask", "echo", "refuse", "look"]), "{p}");
+    let v = with_vendor(&d);
+
+    // A named API: the body reaches the plugin and its answer comes back.
+    let (status, body) = common::api::post(&d, "/api/v1/plugins/asker/api/echo", json!({"n": [1, 2]}));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["body"], json!({"n": [1, 2]}), "{body}");
+    // The bad name was refused with the rule (and never listed).
+    let bad = &body["result"]["bad_api"];
+    assert_eq!(bad["code"], -32602, "{body}");
+    assert!(bad["message"].as_str().unwrap().contains("1 to 64 of A-Z"), "{body}");
+    // An error answer is a 502 with the plugin's message; an unknown API a 404 listing them.
+    let (status, body) = common::api::post(&d, "/api/v1/plugins/asker/api/refuse", json!({}));
+    assert_eq!(status, 502, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("refused on purpose"), "{body}");
+    let (status, body) = common::api::post(&d, "/api/v1/plugins/asker/api/nope", json!({}));
+    assert_eq!(status, 404, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("ask, echo, refuse, look"),
+        "{body}"
+    );
+    // The same auth as the rest of the API: no token, no call.
+    let anon = reqwest::blocking::Client::new()
+        .post(d.url("/api/v1/plugins/asker/api/echo"))
+        .json(&json!({}))
+        .send()
+        .unwrap();
+    assert_eq!(anon.status().as_u16(), 401);
+
+    // Synchronous inject from the API handler: the agent's reply is the plugin's answer.
+    let (status, body) = common::api::post(&d, "/api/v1/plugins/asker/api/ask", json!({"text": "ping from asker"}));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["reply"], "echo: ping from asker", "{body}");
+    assert!(body["result"]["task_id"].as_u64().unwrap() > 0, "{body}");
+    let last_inputs = || -> Vec<String> { v.stamps.lock().unwrap().iter().map(|s| s.text.clone()).collect() };
+    assert!(
+        last_inputs().iter().any(|t| t.contains("ping from asker")),
+        "the vendor never saw the injected input: {:?}",
+        last_inputs()
+    );
+
+    // The same service carries images: checked, stored as a block, sent, replied to;
+    // text bytes labelled as a PNG are refused with nothing stored.
+    let (status, body) = common::api::post(&d, "/api/v1/plugins/asker/api/look", json!({"text": "what is this"}));
+    assert_eq!(status, 200, "{body}");
+    let r = &body["result"]["result"];
+    // (The fake vendor echoes only plain-string contents; this one is text + image.)
+    assert!(r["reply"].as_str().is_some_and(|t| t.starts_with("echo:")), "{body}");
+    assert_eq!(r["media"].as_array().map(Vec::len), Some(1), "{body}");
+    let sent = v.last.lock().unwrap().to_string();
+    assert!(
+        sent.contains("data:image/png;base64,") && sent.contains("what is this"),
+        "the image and its text never reached the vendor: {sent}"
+    );
+    let (status, body) = common::api::post(&d, "/api/v1/plugins/asker/api/look", json!({"text": "x", "bad": true}));
+    assert_eq!(status, 200, "{body}");
+    let err = &body["result"]["error"];
+    assert_eq!(err["code"], -32602, "{body}");
+    assert!(!err["message"].as_str().unwrap_or("").is_empty(), "{body}");
+    assert!(body["result"]["result"].is_null(), "{body}");
+
+    // The trap: inject-and-wait from inside its own tool call of the running turn.
+    let reply = ask(&d, r#"call-tool asker_wait {"text": "inner question"}"#);
+    let text = reply["reply"].as_str().unwrap_or_default();
+    assert!(text.starts_with("tool said: ERROR -32602: "), "{reply}");
+    assert!(
+        text.contains("cannot wait here") && text.contains("io.injectText instead"),
+        "{reply}"
+    );
+    // The refused input never ran.
+    assert!(
+        !last_inputs().iter().any(|t| t == "inner question"),
+        "the refused input reached the model: {:?}",
+        last_inputs()
+    );
+    assert_eq!(ask(&d, "still fine?")["reply"], "echo: still fine?");
+
+    // A restart drops the APIs with the process and the new one registers them again.
+    let (status, _) = action(&d, "asker", "restart");
+    assert_eq!(status, 200);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, body) = common::api::post(&d, "/api/v1/plugins/asker/api/echo", json!("again"));
+        if status == 200 {
+            assert_eq!(body["result"]["body"], "again", "{body}");
+            break;
+        }
+        // Between the two processes: not running, or no such API yet.
+        assert!([404, 502, 503].contains(&status), "{status} {body}");
+        assert!(Instant::now() < deadline, "the API never came back: {status} {body}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(plugin(&d, "asker")["apis"], json!(["ask", "echo", "refuse", "look"]));
+}

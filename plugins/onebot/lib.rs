@@ -27,8 +27,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
-use homeagent_plugin_protocol::methods;
 use homeagent_plugin_protocol::sdk::{Kernel, Plugin};
+use homeagent_plugin_protocol::{PluginRequest, methods};
 use serde_json::{Value, json};
 use tungstenite::client::IntoClientRequest;
 use tungstenite::{Message, WebSocket};
@@ -104,8 +104,13 @@ impl Bridge {
             return;
         };
         let Some(k) = KERNEL.get() else { return };
-        let params = json!({"text": d.text, "source": m.target.source(), "profile": d.profile});
-        match k.call(methods::IO_INJECT_TEXT, params) {
+        let inject = methods::InjectText {
+            text: d.text.clone(),
+            source: Some(m.target.source()),
+            profile: Some(d.profile.to_owned()),
+            ..Default::default()
+        };
+        match k.request(PluginRequest::InjectText(inject)) {
             Ok(v) => {
                 eprintln!(
                     "onebot: {} message from {} injected as {}",
@@ -328,8 +333,13 @@ pub fn run() -> i32 {
                 false,
             ),
         ] {
-            let def = json!({"key": key, "default": default, "description": description, "secret": secret});
-            if let Err(e) = k.call(methods::SETTINGS_REGISTER_DEF, def) {
+            let def = methods::SettingDef {
+                key: key.to_owned(),
+                default,
+                description: description.to_owned(),
+                secret,
+            };
+            if let Err(e) = k.request(PluginRequest::SettingsRegisterDef(def)) {
                 eprintln!("onebot: cannot declare plugin.onebot.{key}: {e}");
             }
         }

@@ -33,6 +33,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use homeagent_cmd::{Cmd, KEPT_ENV, denied, deny_list, resolve_cwd};
+use homeagent_plugin_protocol::PluginRequest;
 use homeagent_plugin_protocol::methods::{self, PathArg, ToolRegister};
 use homeagent_plugin_protocol::sandbox::Access;
 use homeagent_plugin_protocol::sdk::{Call, Kernel, Plugin};
@@ -411,7 +412,10 @@ pub fn plugin(tools: Arc<Tools>) -> Plugin {
 pub fn run() -> i32 {
     let sink: session::Sink = Arc::new(|topic, data| {
         if let Some(k) = KERNEL.get()
-            && let Err(e) = k.call(methods::EVENTS_PUBLISH, json!({"topic": topic, "data": data}))
+            && let Err(e) = k.request(PluginRequest::EventsPublish(methods::EventsPublish {
+                topic: topic.to_owned(),
+                data,
+            }))
         {
             eprintln!("terminal: cannot publish {topic}: {e}");
         }

@@ -4,8 +4,9 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
+use homeagent_plugin_protocol::KernelRequest;
 use homeagent_plugin_protocol::frame::{Frame, Request, Response, RpcError, encode};
 use homeagent_plugin_protocol::methods::{self, ToolCancel};
 use parking_lot::Mutex;
@@ -23,6 +24,9 @@ pub struct Conn {
     pending: Mutex<HashMap<u64, oneshot::Sender<Result<Value, RpcError>>>>,
     next: AtomicU64,
     closed: AtomicBool,
+    /// `tool.invoke` calls waiting for the plugin's answer (see `services::io`: a sync
+    /// injection while one runs would wait on itself).
+    tools_in_flight: AtomicUsize,
     /// The plugin's last stderr lines (its logs).
     pub stderr: Arc<Mutex<VecDeque<String>>>,
 }
@@ -35,6 +39,7 @@ impl Conn {
             pending: Mutex::new(HashMap::new()),
             next: AtomicU64::new(1),
             closed: AtomicBool::new(false),
+            tools_in_flight: AtomicUsize::new(0),
             stderr,
         }
     }
@@ -54,6 +59,23 @@ impl Conn {
             .ok_or_else(|| format!("plugin `{}` is not running", self.plugin))?;
         tx.send(bytes)
             .map_err(|_| format!("plugin `{}` is not running", self.plugin))
+    }
+
+    /// The plugin's tool calls running now.
+    pub fn tools_in_flight(&self) -> usize {
+        self.tools_in_flight.load(Ordering::SeqCst)
+    }
+
+    /// Sends a typed call; resolves with the result, or an error that names the plugin.
+    pub async fn request(&self, req: KernelRequest) -> Result<Value, String> {
+        let (method, params) = req.into_message();
+        self.call(method, params).await
+    }
+
+    /// Sends a typed notification (no answer).
+    pub fn notify_typed(&self, req: KernelRequest) {
+        let (method, params) = req.into_message();
+        self.notify(method, params)
     }
 
     /// Calls `method`; resolves with the result, or an error that names the plugin.
@@ -77,11 +99,12 @@ impl Conn {
         }
         // Dropped before the answer (tool timeout, stopped turn): forget the id and, for
         // a tool call, tell the plugin so it can stop the work.
-        let guard = Abandon {
-            conn: self,
-            id,
-            tool: method == methods::TOOL_INVOKE,
-        };
+        let tool = method == methods::TOOL_INVOKE;
+        if tool {
+            self.tools_in_flight.fetch_add(1, Ordering::SeqCst);
+        }
+        let _in_flight = InFlight(tool.then_some(&self.tools_in_flight));
+        let guard = Abandon { conn: self, id, tool };
         let answer = rx.await;
         std::mem::forget(guard);
         match answer {
@@ -145,6 +168,17 @@ impl Conn {
     }
 }
 
+/// Counts a tool call out when it ends, answered or abandoned.
+struct InFlight<'a>(Option<&'a AtomicUsize>);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if let Some(n) = self.0 {
+            n.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
 /// Armed while a call waits for its answer; dropping it means the caller gave up.
 struct Abandon<'a> {
     conn: &'a Conn,
@@ -156,10 +190,8 @@ impl Drop for Abandon<'_> {
     fn drop(&mut self) {
         if self.conn.pending.lock().remove(&self.id).is_some() && self.tool {
             tracing::debug!(plugin = %self.conn.plugin, id = self.id, "tool call abandoned; cancelling it");
-            self.conn.notify(
-                methods::TOOL_CANCEL,
-                serde_json::to_value(ToolCancel { id: self.id }).expect("serialisable"),
-            );
+            self.conn
+                .notify_typed(KernelRequest::ToolCancel(ToolCancel { id: self.id }));
         }
     }
 }

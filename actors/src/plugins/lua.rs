@@ -37,8 +37,8 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 use futures_util::future::BoxFuture;
-use homeagent_plugin_protocol::Manifest;
-use homeagent_plugin_protocol::methods::{self as m, EventsSubscribe, OutputRegister};
+use homeagent_plugin_protocol::methods::{self as m, EventsSubscribe, InjectText, OutputRegister};
+use homeagent_plugin_protocol::{Manifest, PluginRequest};
 use mlua::{Function, Lua, LuaSerdeExt, Table, Value as LuaValue, Variadic};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
@@ -46,8 +46,6 @@ use serde_json::{Value, json};
 use super::process::{PluginDeps, PluginInfo};
 use super::services::{EventSub, KernelServices};
 use crate::addr::TAddr;
-use crate::agent::input::Input;
-use crate::agent::intake::{Inject, InjectInterrupt};
 use crate::host::{Handles, Host, HostContext, KernelActor};
 use crate::stages::{
     Patch, RegisterStage, RegisterTool, Scope, Stage, StageContext, StageHandler, ToolHandler, ToolSpec,
@@ -103,7 +101,10 @@ struct Env {
 /// The result of a data API: `result, nil` or `nil, err`.
 type DataReply = (LuaValue, Option<String>);
 
-/// Builds a data API function over [`KernelServices::data`] (capability checked first).
+/// Builds a data API function over [`KernelServices::call`] (capability checked
+/// first). The Lua arguments become the method's params and are decoded by the same
+/// [`PluginRequest::from_message`] as a subprocess plugin's frame, so a bad argument
+/// gets the same typed error.
 fn data_fn(
     lua: &Lua,
     env: &Arc<Env>,
@@ -122,7 +123,11 @@ fn data_fn(
             if let Err(denial) = env.manifest.allows(method) {
                 return Ok::<DataReply, mlua::Error>((LuaValue::Nil, Some(denial)));
             }
-            let Some(fut) = env.services.data(&env.manifest, method, params(&vals)) else {
+            let call = match PluginRequest::from_message(method, params(&vals)) {
+                Ok(c) => c,
+                Err(e) => return Ok((LuaValue::Nil, Some(e.to_string()))),
+            };
+            let Ok(fut) = env.services.call(&env.manifest, call) else {
                 return Ok((LuaValue::Nil, Some(format!("`{method}` is not a data method"))));
             };
             match fut.await {
@@ -362,14 +367,6 @@ fn register_def_params(v: &[Value]) -> Value {
     }
 }
 
-/// `[A-Za-z0-9_-]{1,64}`: an API name is one URL path segment.
-fn valid_api_name(name: &str) -> bool {
-    (1..=64).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-}
-
 /// `sdk.register_api(name, handler(body) → result)`: offers `handler` as
 /// `POST /api/v1/plugins/<plugin>/api/<name>` (JSON body in, JSON result out).
 /// Returns the route. Works while loading and later (in `start`, in handlers).
@@ -384,8 +381,11 @@ fn install_register_api(
     sdk.set(
         "register_api",
         lua.create_function(move |_, (name, handler): (String, Option<Function>)| {
-            if !valid_api_name(&name) {
-                let msg = format!("API name `{name}` is not usable: use 1 to 64 of A-Z, a-z, 0-9, `_`, `-`");
+            let reg = homeagent_plugin_protocol::request::ApiRegister {
+                name: name.clone(),
+                description: String::new(),
+            };
+            if let Err(msg) = reg.check() {
                 return Ok((None, Some(msg)));
             }
             let Some(handler) = handler else {
@@ -396,12 +396,7 @@ fn install_register_api(
                 return Ok((None, Some(msg)));
             };
             apis.lock().insert(name.clone(), handler);
-            let mut a = info.apis.lock();
-            if !a.names.contains(&name) {
-                a.names.push(name.clone());
-            }
-            tracing::info!(plugin = %owner, api = %name, "named API registered");
-            Ok((Some(format!("/api/v1/plugins/{owner}/api/{name}")), None))
+            Ok((Some(info.add_api(&owner, &name)), None))
         })?,
     )
 }
@@ -444,21 +439,25 @@ fn install_http(lua: &Lua, sdk: &Table) -> mlua::Result<()> {
     sdk.set("http", http)
 }
 
-/// `inject_*` arguments: `(text [, priority])` or `(source, channel, text [, priority])`.
-fn inject_args(plugin: &str, args: &[String]) -> mlua::Result<(Input, Option<String>)> {
+/// `inject_*` arguments: `(text [, priority])` or `(source, channel, text [, priority])`,
+/// as the [`InjectText`] a subprocess plugin sends (the `io` service files the source
+/// under the plugin's name).
+fn inject_args(args: &[String]) -> mlua::Result<InjectText> {
     let (source, channel, text, priority) = match args {
         [text] => (None, None, text, None),
-        [text, p] => (None, None, text, Some(p.clone())),
+        [text, p] => (None, None, text, Some(p)),
         [s, c, text] => (Some(s), Some(c), text, None),
-        [s, c, text, p, ..] => (Some(s), Some(c), text, Some(p.clone())),
+        [s, c, text, p, ..] => (Some(s), Some(c), text, Some(p)),
         [] => return Err(mlua::Error::runtime("inject needs the text")),
     };
-    let source = super::services::inject_source(plugin, source.map(String::as_str));
-    let mut input = Input::text(&source, text);
-    if let Some(c) = channel.filter(|c| !c.is_empty()) {
-        input.channel = c.clone();
-    }
-    Ok((input, priority.filter(|p| !p.is_empty())))
+    let some = |s: Option<&String>| s.filter(|s| !s.is_empty()).cloned();
+    Ok(InjectText {
+        text: text.clone(),
+        source: some(source),
+        channel: some(channel),
+        priority: some(priority),
+        ..InjectText::default()
+    })
 }
 
 impl LuaPlugin {
@@ -543,21 +542,21 @@ impl LuaPlugin {
         sdk.set(
             "register_tool",
             lua.create_function(move |lua, (tname, def, handler): (String, Option<Table>, Function)| {
-                let def: Value = match def {
+                // The same declaration as a subprocess plugin's `tool.register`, decoded
+                // the same way (a bad field is the same error).
+                let mut def: Value = match def {
                     Some(d) => lua.from_value(LuaValue::Table(d))?,
-                    None => Value::Null,
+                    None => json!({}),
                 };
-                let mut spec = ToolSpec::new(
-                    &tname,
-                    def.get("description").and_then(Value::as_str).unwrap_or(""),
-                    def.get("parameters")
-                        .cloned()
-                        .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
-                );
-                spec.plugin = owner.clone();
-                spec.parallel_safe = def.get("parallel_safe").and_then(Value::as_bool).unwrap_or(false);
-                spec.no_memory = def.get("no_memory").and_then(Value::as_bool).unwrap_or(false);
-                r.lock().tools.push((spec, handler));
+                if let Some(o) = def.as_object_mut() {
+                    o.insert("name".into(), Value::String(tname));
+                }
+                let reg = match PluginRequest::from_message(m::TOOL_REGISTER, def) {
+                    Ok(PluginRequest::ToolRegister(reg)) => reg,
+                    Ok(_) => unreachable!("tool.register decodes as ToolRegister"),
+                    Err(e) => return Err(mlua::Error::runtime(e.to_string())),
+                };
+                r.lock().tools.push((super::services::tool_spec(&owner, &reg), handler));
                 Ok(())
             })?,
         )?;
@@ -643,32 +642,33 @@ impl LuaPlugin {
             ("inject_text_no_memory", false, true),
             ("inject_interrupt", true, false),
         ] {
-            let (el, il, env) = (deps.event_loop.clone(), deps.intercept_loop.clone(), env.clone());
+            let (deps, env) = (deps.clone(), env.clone());
             sdk.set(
                 fname,
                 lua.create_function(move |_, args: Variadic<String>| {
-                    let method = if interrupt {
-                        m::IO_INJECT_INTERRUPT
-                    } else {
-                        m::IO_INJECT_TEXT
-                    };
-                    env.manifest.allows(method).map_err(mlua::Error::runtime)?;
-                    let (mut input, priority) = inject_args(&env.name, &args)?;
-                    input.no_memory = no_memory;
+                    let mut text = inject_args(&args)?;
+                    text.no_memory = no_memory;
                     // Lua plugins name no profile: a guest, unless the manifest
                     // declares profiles (then the injection is refused, never guessed).
-                    input.principal = crate::firewall::Principal::for_plugin(&env.name, &env.manifest.profiles, None)
-                        .map_err(|e| mlua::Error::runtime(e.to_string()))?;
-                    let sent = if interrupt {
-                        il.do_send(InjectInterrupt {
-                            input,
-                            priority: priority.map(Value::String),
-                            stop: false,
-                        })
+                    let call = if interrupt {
+                        PluginRequest::InjectInterrupt(text)
                     } else {
-                        el.do_send(Inject(input))
+                        PluginRequest::InjectText(text)
                     };
-                    sent.map_err(|e| mlua::Error::runtime(e.to_string()))?;
+                    env.manifest.allows(call.method()).map_err(mlua::Error::runtime)?;
+                    // Refusals are immediate; the hand-over is not waited for (the
+                    // function works while the script loads, as it always did).
+                    let prepared = match super::services::io::prepare(&deps, &env.manifest, call, 0) {
+                        Ok(Ok(p)) => p,
+                        Ok(Err(e)) => return Err(mlua::Error::runtime(e.to_string())),
+                        Err(_) => unreachable!("an injection"),
+                    };
+                    let (fut, name) = (prepared.submit(&deps), env.name.clone());
+                    actix::spawn(async move {
+                        if let Err(e) = fut.await {
+                            tracing::warn!(plugin = %name, "injection failed: {e}");
+                        }
+                    });
                     Ok(true)
                 })?,
             )?;
@@ -952,18 +952,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn inject_arguments_keep_the_plugin_as_source() {
-        let (i, p) = inject_args("lamp", &["hi".into()]).unwrap();
-        assert_eq!((i.source.as_str(), i.text.as_str(), p), ("lamp", "hi", None));
-        let (i, p) = inject_args("lamp", &["hi".into(), "L2".into()]).unwrap();
-        assert_eq!((i.text.as_str(), p.as_deref()), ("hi", Some("L2")));
-        let (i, _) = inject_args("lamp", &["kitchen".into(), "qq".into(), "hello".into()]).unwrap();
+    fn inject_arguments_are_the_wire_injection() {
+        let t = inject_args(&["hi".into()]).unwrap();
+        assert_eq!((t.text.as_str(), t.source, t.priority), ("hi", None, None));
+        let t = inject_args(&["hi".into(), "L2".into()]).unwrap();
+        assert_eq!((t.text.as_str(), t.priority.as_deref()), ("hi", Some("L2")));
+        let t = inject_args(&["kitchen".into(), "qq".into(), "hello".into()]).unwrap();
         assert_eq!(
-            (i.source.as_str(), i.channel.as_str(), i.text.as_str()),
-            ("lamp/kitchen", "qq", "hello")
+            (t.source.as_deref(), t.channel.as_deref(), t.text.as_str()),
+            (Some("kitchen"), Some("qq"), "hello")
         );
-        let (i, _) = inject_args("lamp", &["lamp/hall".into(), "".into(), "x".into()]).unwrap();
-        assert_eq!(i.source, "lamp/hall");
-        assert!(inject_args("lamp", &[]).is_err());
+        let t = inject_args(&["lamp/hall".into(), "".into(), "x".into()]).unwrap();
+        assert_eq!((t.source.as_deref(), t.channel), (Some("lamp/hall"), None));
+        assert!(inject_args(&[]).is_err());
     }
 }

@@ -11,28 +11,40 @@ use std::time::Duration;
 use actix::prelude::*;
 use futures_util::future::BoxFuture;
 use homeagent_plugin_protocol::frame::{Frame, Request, RpcError, decode};
-use homeagent_plugin_protocol::methods::{self, InjectText, ToolInvoke, ToolRegister, ToolResult};
-use homeagent_plugin_protocol::{HandshakeParams, HandshakeReply, MAX_FRAME_BYTES, Manifest, PROTOCOL_VERSION};
+use homeagent_plugin_protocol::methods::{ToolInvoke, ToolResult};
+use homeagent_plugin_protocol::request::{ApiInvoke, ErrorNote, NoParams, OutputInvoke, StageInvoke};
+use homeagent_plugin_protocol::{
+    HandshakeParams, HandshakeReply, KernelRequest, MAX_FRAME_BYTES, Manifest, PROTOCOL_VERSION, PluginRequest,
+};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
 use super::conn::{Conn, STDERR_TAIL};
+use super::services;
 use crate::addr::TAddr;
-use crate::agent::input::Input;
-use crate::agent::intake::{EventLoop, Inject, InjectInterrupt, InterceptLoop};
+use crate::agent::intake::{EventLoop, InterceptLoop};
 use crate::host::{Host, HostContext, KernelActor};
 use crate::stages::{
-    Patch, RegisterStage, RegisterTool, Stage, StageContext, StageHandler, StageHost, ToolHandler, ToolSpec,
-    UnregisterPlugin,
+    Patch, RegisterStage, RegisterTool, Stage, StageContext, StageHandler, StageHost, ToolHandler, UnregisterPlugin,
 };
 
-mod media;
 mod own;
 
 /// Time a plugin has to answer the handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Longest an HTTP call of a subprocess plugin's named API (`api.invoke`) waits: more
+/// than a sync injection (300 s), which an API handler may make.
+pub const API_TIMEOUT: Duration = Duration::from_secs(330);
+
+fn invalid(message: impl Into<String>) -> RpcError {
+    RpcError {
+        code: RpcError::INVALID_PARAMS,
+        message: message.into(),
+    }
+}
 
 /// What a plugin process needs from the kernel.
 #[derive(Clone)]
@@ -132,6 +144,16 @@ pub enum ApiCallError {
 }
 
 impl PluginInfo {
+    /// Lists `api` among `plugin`'s named APIs (once); answers its route.
+    pub fn add_api(&self, plugin: &str, api: &str) -> String {
+        let mut a = self.apis.lock();
+        if !a.names.iter().any(|n| n == api) {
+            a.names.push(api.to_owned());
+        }
+        tracing::info!(%plugin, %api, "named API registered");
+        format!("/api/v1/plugins/{plugin}/api/{api}")
+    }
+
     /// Calls the plugin's API `name` with `body`.
     pub async fn call_api(&self, plugin: &str, name: &str, body: Value) -> Result<Value, ApiCallError> {
         let call = {
@@ -309,15 +331,13 @@ impl PluginProcess {
         );
 
         // Handshake, bounded.
-        let params = serde_json::to_value(HandshakeParams {
+        let hello = KernelRequest::Handshake(HandshakeParams {
             protocol: PROTOCOL_VERSION,
             core_version: env!("CARGO_PKG_VERSION").into(),
             plugin_name: self.name().to_owned(),
-        })
-        .expect("serialisable");
+        });
         let hs_conn = conn.clone();
-        let fut =
-            async move { tokio::time::timeout(HANDSHAKE_TIMEOUT, hs_conn.call(methods::HANDSHAKE, params)).await };
+        let fut = async move { tokio::time::timeout(HANDSHAKE_TIMEOUT, hs_conn.request(hello)).await };
         ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(fut).map(|res, host, ctx| {
             let me = host.inner();
             let outcome = match res {
@@ -358,38 +378,58 @@ impl PluginProcess {
         );
     }
 
+    /// One request of the plugin: the capability is checked by method name, then the
+    /// frame is decoded once into a [`PluginRequest`] (an unknown method or bad params
+    /// is answered here, typed) and handed to the family that serves it: this
+    /// plugin's own state (`own.rs`), the data and settings services, the `io`
+    /// service, or the registrations below.
     fn on_request(&mut self, req: Request, ctx: &mut HostContext<Self>) {
         let Some(conn) = self.conn.clone() else { return };
+        let id = req.id;
         if let Err(denial) = self.manifest.allows(&req.method) {
             tracing::warn!(plugin = %self.name(), method = %req.method, "call denied");
             return conn.respond(
-                req.id,
+                id,
                 Err(RpcError {
                     code: RpcError::DENIED,
                     message: denial,
                 }),
             );
         }
-        let Some(req) = self.on_own_request(req, ctx) else {
+        let call = match PluginRequest::from_request(req) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::info!(plugin = %self.name(), "bad request: {e}");
+                return conn.respond(id, Err(e.into()));
+            }
+        };
+        let Some(call) = self.on_own_request(id, call, ctx) else {
             return;
         };
-        let id = req.id;
-        let bad_params = |e: serde_json::Error| RpcError {
-            code: RpcError::INVALID_PARAMS,
-            message: format!("invalid params for `{}`: {e}", req.method),
+        let call = match self.deps.services.call(&self.manifest, call) {
+            Ok(fut) => return drop(actix::spawn(async move { conn.respond(id, fut.await) })),
+            Err(call) => call,
         };
-        match req.method.as_str() {
-            methods::TOOL_REGISTER => {
-                let t: ToolRegister = match serde_json::from_value(req.params) {
-                    Ok(t) => t,
-                    Err(e) => return conn.respond(id, Err(bad_params(e))),
-                };
-                let mut spec = ToolSpec::new(&t.name, &t.description, t.parameters);
-                spec.plugin = self.name().to_owned();
-                spec.parallel_safe = t.parallel_safe;
-                spec.no_memory = t.no_memory;
-                spec.paths = t.paths;
-                spec.network = t.network;
+        let call = match services::io::prepare(&self.deps, &self.manifest, call, conn.tools_in_flight()) {
+            Ok(Ok(prepared)) => {
+                let fut = prepared.submit(&self.deps);
+                return drop(actix::spawn(async move {
+                    conn.respond(id, fut.await.map_err(RpcError::from))
+                }));
+            }
+            Ok(Err(refused)) => return conn.respond(id, Err(refused.into())),
+            Err(call) => call,
+        };
+        self.on_registration(id, call, conn, ctx);
+    }
+
+    /// Tools, stage handlers, output channels and named APIs: registrations that call
+    /// back into this plugin over its connection.
+    fn on_registration(&mut self, id: u64, call: PluginRequest, conn: Arc<Conn>, ctx: &mut HostContext<Self>) {
+        let name = self.name().to_owned();
+        let result = match call {
+            PluginRequest::ToolRegister(t) => {
+                let spec = services::tool_spec(&name, &t);
                 let handler: Arc<dyn ToolHandler> = Arc::new(PluginTool {
                     conn: conn.clone(),
                     tool: t.name.clone(),
@@ -403,13 +443,7 @@ impl PluginProcess {
                             info.tools.lock().push(t.name);
                             conn.respond(id, Ok(json!({"ok": true})));
                         }
-                        Ok(Err(e)) => conn.respond(
-                            id,
-                            Err(RpcError {
-                                code: RpcError::INVALID_PARAMS,
-                                message: e.to_string(),
-                            }),
-                        ),
+                        Ok(Err(e)) => conn.respond(id, Err(invalid(e.to_string()))),
                         Err(e) => conn.respond(
                             id,
                             Err(RpcError {
@@ -419,110 +453,10 @@ impl PluginProcess {
                         ),
                     }),
                 );
+                return;
             }
-            methods::IO_INJECT_TEXT | methods::IO_INJECT_INTERRUPT => {
-                let p: InjectText = match serde_json::from_value(req.params) {
-                    Ok(p) => p,
-                    Err(e) => return conn.respond(id, Err(bad_params(e))),
-                };
-                let principal = match crate::firewall::Principal::for_plugin(
-                    self.name(),
-                    &self.manifest.profiles,
-                    p.profile.as_deref(),
-                ) {
-                    Ok(pr) => pr,
-                    Err(e) => {
-                        tracing::warn!(plugin = %self.name(), "injection refused: {e}");
-                        return conn.respond(
-                            id,
-                            Err(RpcError {
-                                code: RpcError::INVALID_PARAMS,
-                                message: e.to_string(),
-                            }),
-                        );
-                    }
-                };
-                let source = super::services::inject_source(self.name(), p.source.as_deref());
-                let mut input = Input::text(&source, &p.text);
-                input.principal = principal;
-                let interrupt = req.method == methods::IO_INJECT_INTERRUPT;
-                let (el, il) = (self.deps.event_loop.clone(), self.deps.intercept_loop.clone());
-                let fut = async move {
-                    if interrupt {
-                        let msg = InjectInterrupt {
-                            input,
-                            priority: p.priority.map(Value::String),
-                            stop: false,
-                        };
-                        il.send(msg)
-                            .await
-                            .map_err(|e| e.to_string())
-                            .and_then(|r| r.map(|id| id.unwrap_or(0)).map_err(|e| e.to_string()))
-                    } else {
-                        el.send(Inject(input))
-                            .await
-                            .map_err(|e| e.to_string())
-                            .and_then(|r| r.map(|a| a.task_id.unwrap_or(0)).map_err(|e| e.to_string()))
-                    }
-                };
-                ctx.spawn(
-                    actix::fut::wrap_future::<_, Host<Self>>(fut).map(move |res, _, _| match res {
-                        Ok(task) => conn.respond(id, Ok(json!({"task_id": task}))),
-                        Err(e) => conn.respond(
-                            id,
-                            Err(RpcError {
-                                code: RpcError::INVALID_PARAMS,
-                                message: e,
-                            }),
-                        ),
-                    }),
-                );
-            }
-            methods::IO_INJECT_MEDIA | methods::IO_INJECT_MEDIA_SYNC | methods::IO_INJECT_INTERRUPT_MEDIA => {
-                self.on_inject_media(req.method.as_str(), id, req.params, conn, ctx)
-            }
-            methods::STAGE_REGISTER | methods::OUTPUT_REGISTER | methods::OUTPUT_UNREGISTER => {
-                self.on_extension(req.method.as_str(), id, req.params, conn, ctx)
-            }
-            m if super::services::is_data_method(m) => {
-                let fut = self
-                    .deps
-                    .services
-                    .data(&self.manifest, m, req.params)
-                    .expect("a data method");
-                actix::spawn(async move { conn.respond(id, fut.await) });
-            }
-            other => conn.respond(
-                id,
-                Err(RpcError {
-                    code: RpcError::UNKNOWN_METHOD,
-                    message: format!(
-                        "unknown method `{other}`; see docs/PROTOCOL.md for the methods a plugin may call"
-                    ),
-                }),
-            ),
-        }
-    }
-
-    /// Stage handlers and output channels: registrations that call back into this
-    /// plugin over its connection. (Event subscriptions are in `own.rs`.)
-    fn on_extension(&mut self, method: &str, id: u64, params: Value, conn: Arc<Conn>, ctx: &mut HostContext<Self>) {
-        use super::services::parse_stage;
-        use homeagent_plugin_protocol::methods::{OutputRegister, StageRegister};
-        let bad = |e: serde_json::Error| RpcError {
-            code: RpcError::INVALID_PARAMS,
-            message: format!("invalid params for `{method}`: {e}"),
-        };
-        let name = self.name().to_owned();
-        // `events.unsubscribe` (and friends) may come without params.
-        let params = if params.is_null() { json!({}) } else { params };
-        let result = match method {
-            methods::STAGE_REGISTER => {
-                let reg: StageRegister = match serde_json::from_value(params) {
-                    Ok(r) => r,
-                    Err(e) => return conn.respond(id, Err(bad(e))),
-                };
-                let (stage, scope) = match parse_stage(&reg) {
+            PluginRequest::StageRegister(reg) => {
+                let (stage, scope) = match services::parse_stage(&reg) {
                     Ok(x) => x,
                     Err(e) => return conn.respond(id, Err(e)),
                 };
@@ -531,9 +465,11 @@ impl PluginProcess {
                     move |stage: Stage, sctx: StageContext| -> BoxFuture<'static, Result<Patch, String>> {
                         let c = c.clone();
                         Box::pin(async move {
-                            let v = c
-                                .call(methods::STAGE_INVOKE, json!({"stage": stage.as_str(), "ctx": sctx}))
-                                .await?;
+                            let call = KernelRequest::StageInvoke(StageInvoke {
+                                stage: stage.as_str().to_owned(),
+                                ctx: serde_json::to_value(&sctx).unwrap_or_default(),
+                            });
+                            let v = c.request(call).await?;
                             if v.is_null() {
                                 return Ok(Patch::default());
                             }
@@ -564,28 +500,49 @@ impl PluginProcess {
                 }));
                 return;
             }
-            methods::OUTPUT_REGISTER => match serde_json::from_value::<OutputRegister>(params) {
-                Err(e) => Err(bad(e)),
-                Ok(reg) => {
+            PluginRequest::OutputRegister(reg) => {
+                let c = conn.clone();
+                let deliver: services::Deliver =
+                    Arc::new(move |msg: Value| -> BoxFuture<'static, Result<String, String>> {
+                        let c = c.clone();
+                        Box::pin(async move {
+                            let msg = serde_json::from_value::<OutputInvoke>(msg)
+                                .map_err(|e| format!("a channel message without `channel`: {e}"))?;
+                            let v = c.request(KernelRequest::OutputInvoke(msg)).await?;
+                            Ok(v.get("text").and_then(Value::as_str).unwrap_or("").to_owned())
+                        })
+                    });
+                self.deps.services.register_output(&name, &reg, deliver)
+            }
+            PluginRequest::OutputUnregister(u) => {
+                Ok(json!({"removed": self.deps.services.channels.unregister(&name, &u.name)}))
+            }
+            PluginRequest::ApiRegister(reg) => match reg.check() {
+                Err(e) => Err(invalid(e)),
+                Ok(()) => {
                     let c = conn.clone();
-                    let deliver: super::services::Deliver =
-                        Arc::new(move |msg: Value| -> BoxFuture<'static, Result<String, String>> {
+                    let call: ApiCall = Arc::new(
+                        move |api: String, body: Value| -> BoxFuture<'static, Result<Value, String>> {
                             let c = c.clone();
                             Box::pin(async move {
-                                let v = c.call(methods::OUTPUT_INVOKE, msg).await?;
-                                Ok(v.get("text").and_then(Value::as_str).unwrap_or("").to_owned())
+                                let call = c.request(KernelRequest::ApiInvoke(ApiInvoke { name: api, body }));
+                                tokio::time::timeout(API_TIMEOUT, call)
+                                    .await
+                                    .map_err(|_| format!("no answer within {} s", API_TIMEOUT.as_secs()))?
                             })
-                        });
-                    self.deps.services.register_output(&name, &reg, deliver)
+                        },
+                    );
+                    self.info.apis.lock().call = Some(call);
+                    let route = self.info.add_api(&name, &reg.name);
+                    Ok(json!({"ok": true, "route": route}))
                 }
             },
-            methods::OUTPUT_UNREGISTER => {
-                let ch = params.get("name").and_then(Value::as_str).unwrap_or("");
-                Ok(json!({"removed": self.deps.services.channels.unregister(&name, ch)}))
-            }
-            _ => Err(RpcError {
+            other => Err(RpcError {
                 code: RpcError::UNKNOWN_METHOD,
-                message: format!("unknown method `{method}`"),
+                message: format!(
+                    "`{}` is not offered to subprocess plugins; see docs/PROTOCOL.md",
+                    other.method()
+                ),
             }),
         };
         conn.respond(id, result);
@@ -615,6 +572,7 @@ impl PluginProcess {
     /// Removes the plugin's tools and stage handlers from the kernel.
     fn detach(&mut self) {
         self.events = Default::default();
+        *self.info.apis.lock() = Default::default();
         self.deps.services.channels.unregister_plugin(self.name());
         self.info.tools.lock().clear();
         let _ = self.deps.stages.do_send(UnregisterPlugin(self.name().to_owned()));
@@ -674,7 +632,7 @@ impl Conn {
     /// A frame that could not be read or decoded: tell the plugin with an `error`
     /// notification (`{"message"}`), since there is no id to answer.
     fn respond_error_to_garbage(&self, e: &str) {
-        self.notify("error", json!({ "message": e }));
+        self.notify_typed(KernelRequest::Error(ErrorNote { message: e.to_owned() }));
     }
 }
 
@@ -687,13 +645,12 @@ struct PluginTool {
 impl ToolHandler for PluginTool {
     fn call(&self, args: Value) -> BoxFuture<'static, Result<String, String>> {
         let conn = self.conn.clone();
-        let params = serde_json::to_value(ToolInvoke {
+        let call = KernelRequest::ToolInvoke(ToolInvoke {
             name: self.tool.clone(),
             args,
-        })
-        .expect("serialisable");
+        });
         Box::pin(async move {
-            let v = conn.call(methods::TOOL_INVOKE, params).await?;
+            let v = conn.request(call).await?;
             serde_json::from_value::<ToolResult>(v)
                 .map(|r| r.text)
                 .map_err(|e| format!("the plugin answered tool.invoke without `text`: {e}"))
@@ -716,7 +673,9 @@ impl KernelActor for PluginProcess {
         self.stopping = true;
         match self.conn.take() {
             Some(conn) => {
-                conn.notify(methods::PLUGIN_STOP, Value::Null);
+                // Its named APIs go now: calls would only meet a closing connection.
+                *self.info.apis.lock() = Default::default();
+                conn.notify_typed(KernelRequest::PluginStop(None::<NoParams>));
                 // Fails waiting calls and closes the writer queue, hence stdin.
                 conn.fail_all(&format!("plugin `{}` is stopping", self.name()));
                 ctx.run_later(Duration::from_secs(2), |host, _| host.inner().kill(libc::SIGTERM));

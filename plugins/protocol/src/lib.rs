@@ -12,6 +12,8 @@
 //! * [`facility`]: kernel facility names (the names plugins declare they require);
 //! * [`manifest`]: `plugin.json` and the entry probe;
 //! * [`methods`]: method names and parameter types;
+//! * [`request`]: the calls as typed enums ([`PluginRequest`], [`KernelRequest`]),
+//!   decoded once where a frame arrives;
 //! * [`sandbox`]: the tool sandbox (roots, network, the daemon's own addresses) the
 //!   kernel checks and the plugin re-checks;
 //! * [`sdk`]: a small thread-based SDK for plugins written in Rust;
@@ -23,6 +25,7 @@ pub mod frame;
 pub mod handshake;
 pub mod manifest;
 pub mod methods;
+pub mod request;
 pub mod sandbox;
 pub mod sdk;
 pub mod toolkit;
@@ -37,3 +40,4 @@ pub use capability::Capability;
 pub use frame::{Frame, FrameError, Request, Response, RpcError, decode, encode};
 pub use handshake::{HandshakeParams, HandshakeReply};
 pub use manifest::{EntryKind, Manifest};
+pub use request::{DecodeError, KernelRequest, PluginRequest};

@@ -30,6 +30,19 @@ pub const IO_INJECT_MEDIA_SYNC: &str = "io.injectMediaSync";
 /// An interrupt carrying images (may preempt the running task). Params [`InjectMedia`]
 /// with `priority`.
 pub const IO_INJECT_INTERRUPT_MEDIA: &str = "io.injectInterruptMedia";
+/// Plugin → kernel: queue an input and wait for the agent's reply (capability `io`;
+/// the seed's name). Params [`InjectText`]; result `{"task_id", "reply"}`. Refused at
+/// once while one of the plugin's own tool calls is running: the queued input could
+/// only run after the turn that waits on that tool (see docs/PROTOCOL.md).
+pub const IO_INJECT_INPUT_SYNC: &str = "io.injectInputSync";
+/// Plugin → kernel: offer a named HTTP API, `POST /api/v1/plugins/<plugin>/api/<name>`
+/// (params [`crate::request::ApiRegister`]; result `{"route"}`). The kernel calls
+/// [`API_INVOKE`] for each HTTP call.
+pub const API_REGISTER: &str = "api.register";
+/// Kernel → plugin: one call of a named API: `{"name", "body"}` (the JSON body, `null`
+/// when empty); the result is answered to the HTTP caller as `{"result": ...}`, an
+/// error answer as 502 with its message.
+pub const API_INVOKE: &str = "api.invoke";
 
 /// A tool declaration.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -89,7 +102,7 @@ pub struct ToolResult {
 }
 
 /// Text to inject as input.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct InjectText {
     pub text: String,
     /// Defaults to the plugin's name.
@@ -102,6 +115,13 @@ pub struct InjectText {
     /// any; an undeclared name is an error).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
+    /// Where the reply goes when not to the source's plugin (Lua's
+    /// `inject_text(source, channel, text)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<String>,
+    /// Keep the turn out of memory (the seed's `io.injectTextNoMem`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_memory: bool,
 }
 
 /// Text and images to inject (`io.injectMedia*`).
@@ -369,6 +389,41 @@ pub struct OutputRegister {
     /// Structured 16). Default: text.
     #[serde(default)]
     pub caps: Option<Value>,
+}
+
+/// A fact for `memory.commit` (and [`crate::sdk::Kernel::memory_commit`]):
+/// `subject —relation→ object`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Triple {
+    pub subject: String,
+    pub relation: String,
+    pub object: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub subject_type: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub object_type: String,
+    /// 0 = not given (stored as 1.0).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub confidence: f64,
+    /// The sentence the fact comes from.
+    #[serde(skip_serializing_if = "String::is_empty", alias = "sentence_text")]
+    pub sentence: String,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
+}
+
+impl Triple {
+    pub fn new(subject: &str, relation: &str, object: &str) -> Self {
+        Self {
+            subject: subject.into(),
+            relation: relation.into(),
+            object: object.into(),
+            ..Default::default()
+        }
+    }
 }
 
 /// One turn line for the text memory.

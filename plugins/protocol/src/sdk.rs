@@ -30,16 +30,22 @@ use serde_json::{Value, json};
 use crate::frame::{Frame, Request, Response, RpcError, decode, encode};
 use crate::methods::{
     self, EventsSubscribe, InjectText, OutputRegister, SettingValue, SettingsGet, StageRegister, TextAppend,
-    ToolCancel, ToolInvoke, ToolRegister, ToolResult, ToolUnregister,
+    ToolRegister, ToolResult, ToolUnregister,
+};
+use crate::request::{
+    ApiRegister, DocInsert, DocRemove, KernelRequest, KnowledgeAdd, MemoryCommit, MemoryRecall, NoParams, Person,
+    PersonNetwork, PersonTrait, PluginRequest, Relate, Search, SetTrait, Terms,
 };
 use crate::sandbox::{SANDBOX_ARG, SandboxInfo};
-use crate::{HandshakeParams, HandshakeReply, PROTOCOL_VERSION};
+use crate::{HandshakeReply, PROTOCOL_VERSION};
 
 /// A tool's implementation: arguments and the call's handle in, text out.
 pub type ToolFn = Arc<dyn Fn(Value, &Call) -> Result<String, String> + Send + Sync>;
 type EventFn = Arc<dyn Fn(&Kernel, &str, Value) + Send + Sync>;
 type StageFn = Arc<dyn Fn(&str, Value) -> Value + Send + Sync>;
 type OutputFn = Arc<dyn Fn(Value) -> Result<String, String> + Send + Sync>;
+/// A named API's implementation (`api.register`): the HTTP body in, the result out.
+pub type ApiFn = Arc<dyn Fn(Value) -> Result<Value, String> + Send + Sync>;
 type Out = Arc<Mutex<Box<dyn Write + Send>>>;
 type Job = Box<dyn FnOnce() + Send>;
 
@@ -123,6 +129,8 @@ type Pending = Arc<Mutex<HashMap<u64, Sender<Result<Value, RpcError>>>>>;
 
 /// How long [`Kernel::call`] waits for an answer.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long [`Kernel::inject_sync`] waits: the kernel's own limit (300 s) and a margin.
+pub const INJECT_SYNC_TIMEOUT: Duration = Duration::from_secs(310);
 type Hook = Box<dyn FnOnce() + Send>;
 
 /// One running `tool.invoke`: lets the tool notice that the kernel gave up on it
@@ -208,6 +216,7 @@ pub struct Kernel {
     closed: Receiver<()>,
     next: Arc<AtomicU64>,
     tools: Arc<Mutex<HashMap<String, ToolFn>>>,
+    apis: Arc<Mutex<HashMap<String, ApiFn>>>,
 }
 
 impl Kernel {
@@ -219,8 +228,19 @@ impl Kernel {
     }
 
     /// Calls a kernel method and waits (at most [`CALL_TIMEOUT`]) for the answer; fails
-    /// at once when the connection ends first.
+    /// at once when the connection ends first. Prefer [`Kernel::request`], which takes
+    /// the typed call; this one is for methods newer than the SDK.
     pub fn call(&self, method: &str, params: Value) -> Result<Value, String> {
+        self.call_within(method, params, CALL_TIMEOUT)
+    }
+
+    /// Makes a typed call (see [`PluginRequest`]) and waits for its answer.
+    pub fn request(&self, req: PluginRequest) -> Result<Value, String> {
+        let (method, params) = req.into_message();
+        self.call(method, params)
+    }
+
+    fn call_within(&self, method: &str, params: Value, timeout: Duration) -> Result<Value, String> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = crossbeam_channel::bounded(1);
         self.pending.lock().expect("pending lock").insert(id, tx);
@@ -245,19 +265,39 @@ impl Kernel {
             recv(self.closed) -> _ => gave_up(format!(
                 "the kernel closed the connection before answering {method} (the plugin is being stopped)"
             )),
-            default(CALL_TIMEOUT) => gave_up(format!("no answer to {method} within {} s", CALL_TIMEOUT.as_secs())),
+            default(timeout) => gave_up(format!("no answer to {method} within {} s", timeout.as_secs())),
+        }
+    }
+
+    fn request_field<T: serde::de::DeserializeOwned>(&self, req: PluginRequest, field: &str) -> Result<T, String> {
+        let method = req.method();
+        let v = self.request(req)?;
+        serde_json::from_value(v.get(field).cloned().unwrap_or(Value::Null))
+            .map_err(|e| format!("unexpected answer to {method}: {e}"))
+    }
+
+    fn text(text: &str, priority: Option<&str>, profile: Option<&str>) -> InjectText {
+        InjectText {
+            text: text.to_owned(),
+            source: None,
+            priority: priority.map(str::to_owned),
+            profile: profile.map(str::to_owned),
+            ..InjectText::default()
         }
     }
 
     /// Injects queued input (needs the `io` capability).
     pub fn inject_text(&self, text: &str) -> Result<Value, String> {
-        let p = InjectText {
-            text: text.to_owned(),
-            source: None,
-            priority: None,
-            profile: None,
-        };
-        self.call(methods::IO_INJECT_TEXT, serde_json::to_value(p).expect("serialisable"))
+        self.request(PluginRequest::InjectText(Self::text(text, None, None)))
+    }
+
+    /// Injects queued input and waits for the agent's reply (`io.injectInputSync`, at
+    /// most [`INJECT_SYNC_TIMEOUT`]): answers `{"task_id", "reply"}`. Not from inside
+    /// one of this plugin's tool calls: the kernel refuses that at once, since the input
+    /// could only run after the turn that waits on the tool.
+    pub fn inject_sync(&self, text: &str, profile: Option<&str>) -> Result<Value, String> {
+        let (method, params) = PluginRequest::InjectInputSync(Self::text(text, None, profile)).into_message();
+        self.call_within(method, params, INJECT_SYNC_TIMEOUT)
     }
 
     /// Injects an interrupt at `priority` (`L1`..`L3` for plugins).
@@ -268,16 +308,11 @@ impl Kernel {
     /// [`Self::inject_interrupt`] under one of the security profiles the manifest
     /// declares (`None`: the plugin declares none).
     pub fn inject_interrupt_as(&self, text: &str, priority: &str, profile: Option<&str>) -> Result<Value, String> {
-        let p = InjectText {
-            text: text.to_owned(),
-            source: None,
-            priority: Some(priority.to_owned()),
-            profile: profile.map(str::to_owned),
-        };
-        self.call(
-            methods::IO_INJECT_INTERRUPT,
-            serde_json::to_value(p).expect("serialisable"),
-        )
+        self.request(PluginRequest::InjectInterrupt(Self::text(
+            text,
+            Some(priority),
+            profile,
+        )))
     }
 
     /// Registers a tool at run time; each call of `f` runs on a worker thread of its
@@ -289,28 +324,46 @@ impl Kernel {
     ) -> Result<(), String> {
         let name = reg.name.clone();
         self.tools.lock().expect("tools lock").insert(name.clone(), Arc::new(f));
-        let res = self.call(
-            methods::TOOL_REGISTER,
-            serde_json::to_value(&reg).expect("serialisable"),
-        );
+        let res = self.request(PluginRequest::ToolRegister(reg));
         if res.is_err() {
             self.tools.lock().expect("tools lock").remove(&name);
         }
         res.map(|_| ())
     }
 
+    /// Offers a named API at `POST /api/v1/plugins/<plugin>/api/<name>` (under the
+    /// daemon's API auth); `f` gets the JSON body (`Null` when empty) on a worker
+    /// thread and answers the result. Answers the route.
+    pub fn register_api(
+        &self,
+        name: &str,
+        f: impl Fn(Value) -> Result<Value, String> + Send + Sync + 'static,
+    ) -> Result<String, String> {
+        self.apis
+            .lock()
+            .expect("apis lock")
+            .insert(name.to_owned(), Arc::new(f));
+        let reg = ApiRegister {
+            name: name.to_owned(),
+            description: String::new(),
+        };
+        let res = self.request_field(PluginRequest::ApiRegister(reg), "route");
+        if res.is_err() {
+            self.apis.lock().expect("apis lock").remove(name);
+        }
+        res
+    }
+
     /// Withdraws one of this plugin's tools.
     pub fn unregister_tool(&self, name: &str) -> Result<(), String> {
         self.tools.lock().expect("tools lock").remove(name);
         let p = ToolUnregister { name: name.to_owned() };
-        self.call(methods::TOOL_UNREGISTER, serde_json::to_value(p).expect("serialisable"))
-            .map(|_| ())
+        self.request(PluginRequest::ToolUnregister(p)).map(|_| ())
     }
 
     /// Reads one of this plugin's own settings (`plugin.<name>.<key>`); `Null` when unset.
     pub fn setting(&self, key: &str) -> Result<Value, String> {
-        let p = SettingsGet { key: key.to_owned() };
-        let v = self.call(methods::SETTINGS_GET, serde_json::to_value(p).expect("serialisable"))?;
+        let v = self.request(PluginRequest::SettingsGet(SettingsGet { key: key.to_owned() }))?;
         Ok(serde_json::from_value::<SettingValue>(v)
             .map(|s| s.value)
             .unwrap_or(Value::Null))
@@ -319,7 +372,7 @@ impl Kernel {
     /// The kernel's message language (`core.agent.language`: `en` or `zh`), asked
     /// anew on each call so that a change applies at once.
     pub fn language(&self) -> Result<String, String> {
-        let v = self.call(methods::SETTINGS_LANGUAGE, serde_json::json!({}))?;
+        let v = self.request(PluginRequest::SettingsLanguage(NoParams {}))?;
         Ok(v["language"].as_str().unwrap_or("en").to_owned())
     }
 
@@ -329,11 +382,7 @@ impl Kernel {
         let p = EventsSubscribe {
             topics: topics.iter().map(|t| (*t).to_owned()).collect(),
         };
-        self.call(
-            methods::EVENTS_SUBSCRIBE,
-            serde_json::to_value(p).expect("serialisable"),
-        )
-        .map(|_| ())
+        self.request(PluginRequest::EventsSubscribe(p)).map(|_| ())
     }
 
     /// Writes a log line (stderr is the plugin's log).
@@ -341,22 +390,23 @@ impl Kernel {
         eprintln!("{msg}");
     }
 
-    fn call_as<T: serde::de::DeserializeOwned>(&self, method: &str, params: Value, field: &str) -> Result<T, String> {
-        let v = self.call(method, params)?;
-        serde_json::from_value(v.get(field).cloned().unwrap_or(Value::Null))
-            .map_err(|e| format!("unexpected answer to {method}: {e}"))
-    }
-
     // ---- graph memory (capability `memory`) ----
 
     /// Entities and relations around the query terms: `{"entities", "relations"}`.
     pub fn memory_recall(&self, query: &[&str], depth: usize) -> Result<Value, String> {
-        self.call(methods::MEMORY_RECALL, json!({"query": query, "depth": depth}))
+        let q = MemoryRecall {
+            query: Terms::Many(query.iter().map(|t| (*t).to_owned()).collect()),
+            depth: Some(depth),
+        };
+        self.request(PluginRequest::MemoryRecall(q))
     }
 
     /// Commits facts; answers `(entities created, relations created)`.
     pub fn memory_commit(&self, triples: &[Triple]) -> Result<(u64, u64), String> {
-        let v = self.call(methods::MEMORY_COMMIT, json!({ "triples": triples }))?;
+        let c = MemoryCommit {
+            triples: triples.to_vec(),
+        };
+        let v = self.request(PluginRequest::MemoryCommit(c))?;
         Ok((
             v["entities"].as_u64().unwrap_or(0),
             v["relations"].as_u64().unwrap_or(0),
@@ -365,58 +415,61 @@ impl Kernel {
 
     /// The graph's counts and hot spots.
     pub fn memory_introspect(&self) -> Result<Value, String> {
-        self.call(methods::MEMORY_INTROSPECT, json!({}))
+        self.request(PluginRequest::MemoryIntrospect(NoParams {}))
     }
 
     // ---- document memory (capability `doc_memory`) ----
 
+    fn search(query: &str, top_k: usize) -> Search {
+        Search {
+            query: query.to_owned(),
+            top_k: Some(top_k),
+        }
+    }
+
     /// The `top_k` documents most similar to `query` (read-only).
     pub fn doc_query(&self, query: &str, top_k: usize) -> Result<Vec<Value>, String> {
-        self.call_as(methods::DOC_QUERY, json!({"query": query, "top_k": top_k}), "documents")
+        self.request_field(PluginRequest::DocQuery(Self::search(query, top_k)), "documents")
     }
 
     /// Stores a document; answers its id.
     pub fn doc_insert(&self, content: &str, summary: &str) -> Result<String, String> {
-        self.call_as(
-            methods::DOC_INSERT,
-            json!({"content": content, "summary": summary}),
-            "id",
-        )
+        let d = DocInsert {
+            content: content.to_owned(),
+            summary: summary.to_owned(),
+        };
+        self.request_field(PluginRequest::DocInsert(d), "id")
     }
 
     /// Deletes a document; answers whether it existed.
     pub fn doc_remove(&self, id: &str) -> Result<bool, String> {
-        self.call_as(methods::DOC_REMOVE, json!({ "id": id }), "removed")
+        self.request_field(PluginRequest::DocRemove(DocRemove { id: id.to_owned() }), "removed")
     }
 
     /// `{"events", "documents"}`.
     pub fn doc_stats(&self) -> Result<Value, String> {
-        self.call(methods::DOC_STATS, json!({}))
+        self.request(PluginRequest::DocStats(NoParams {}))
     }
 
     // ---- knowledge base (capability `knowledge`) ----
 
     /// `[{name, category, content, score}]`, best first.
     pub fn knowledge_search(&self, query: &str, top_k: usize) -> Result<Vec<Value>, String> {
-        self.call_as(
-            methods::KNOWLEDGE_SEARCH,
-            json!({"query": query, "top_k": top_k}),
-            "results",
-        )
+        self.request_field(PluginRequest::KnowledgeSearch(Self::search(query, top_k)), "results")
     }
 
     /// Creates or replaces an item; answers its (sanitised) name.
     pub fn knowledge_add(&self, name: &str, content: &str) -> Result<String, String> {
-        self.call_as(
-            methods::KNOWLEDGE_ADD,
-            json!({"name": name, "content": content}),
-            "name",
-        )
+        let k = KnowledgeAdd {
+            name: name.to_owned(),
+            content: content.to_owned(),
+        };
+        self.request_field(PluginRequest::KnowledgeAdd(k), "name")
     }
 
     /// `[{name, category, bytes}]`.
     pub fn knowledge_list(&self) -> Result<Vec<Value>, String> {
-        self.call_as(methods::KNOWLEDGE_LIST, json!({}), "items")
+        self.request_field(PluginRequest::KnowledgeList(NoParams {}), "items")
     }
 
     // ---- text memory (capability `text_memory`) ----
@@ -429,23 +482,23 @@ impl Kernel {
             timestamp: None,
             channel: channel.map(str::to_owned),
         };
-        self.call(
-            methods::TEXTMEMORY_APPEND,
-            serde_json::to_value(p).expect("serialisable"),
-        )
-        .map(|_| ())
+        self.request(PluginRequest::TextAppend(p)).map(|_| ())
     }
 
     // ---- social (capability `social`) ----
 
     /// `{name, found, traits, relations}`.
     pub fn social_person(&self, name: &str) -> Result<Value, String> {
-        self.call(methods::SOCIAL_GET_PERSON, json!({ "name": name }))
+        self.request(PluginRequest::SocialGetPerson(Person { name: name.to_owned() }))
     }
 
     /// A trait's value, `None` when not recorded.
     pub fn social_trait(&self, name: &str, trait_: &str) -> Result<Option<String>, String> {
-        let v = self.call(methods::SOCIAL_GET_TRAIT, json!({"name": name, "trait": trait_}))?;
+        let t = PersonTrait {
+            name: name.to_owned(),
+            trait_: trait_.to_owned(),
+        };
+        let v = self.request(PluginRequest::SocialGetTrait(t))?;
         Ok(v["found"]
             .as_bool()
             .unwrap_or(false)
@@ -454,55 +507,41 @@ impl Kernel {
 
     /// `{name, people: [person]}` within `depth` ties.
     pub fn social_network(&self, name: &str, depth: usize) -> Result<Value, String> {
-        self.call(methods::SOCIAL_GET_NETWORK, json!({"name": name, "depth": depth}))
+        let n = PersonNetwork {
+            name: name.to_owned(),
+            depth: Some(depth),
+        };
+        self.request(PluginRequest::SocialGetNetwork(n))
     }
 
     /// Everyone recorded as a person.
     pub fn social_persons(&self) -> Result<Vec<String>, String> {
-        self.call_as(methods::SOCIAL_LIST_PERSONS, json!({}), "persons")
+        self.request_field(PluginRequest::SocialListPersons(NoParams {}), "persons")
     }
 
     /// Records a person's trait (replacing an earlier value).
     pub fn social_set_trait(&self, name: &str, trait_: &str, value: &str) -> Result<(), String> {
-        self.call(
-            methods::SOCIAL_SET_TRAIT,
-            json!({"name": name, "trait": trait_, "value": value}),
-        )
-        .map(|_| ())
+        let t = SetTrait {
+            name: name.to_owned(),
+            trait_: trait_.to_owned(),
+            value: value.to_owned(),
+        };
+        self.request(PluginRequest::SocialSetTrait(t)).map(|_| ())
     }
 
     /// Records a tie between two people (`a —relation→ b`).
     pub fn social_relate(&self, a: &str, relation: &str, b: &str) -> Result<(), String> {
-        self.call(methods::SOCIAL_RELATE, json!({"a": a, "relation": relation, "b": b}))
-            .map(|_| ())
+        let r = Relate {
+            a: a.to_owned(),
+            relation: relation.to_owned(),
+            b: b.to_owned(),
+        };
+        self.request(PluginRequest::SocialRelate(r)).map(|_| ())
     }
 }
 
-/// A fact for [`Kernel::memory_commit`].
-#[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct Triple {
-    pub subject: String,
-    pub relation: String,
-    pub object: String,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub subject_type: String,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub object_type: String,
-    /// The sentence the fact comes from.
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub sentence: String,
-}
-
-impl Triple {
-    pub fn new(subject: &str, relation: &str, object: &str) -> Self {
-        Self {
-            subject: subject.into(),
-            relation: relation.into(),
-            object: object.into(),
-            ..Default::default()
-        }
-    }
-}
+/// A fact for [`Kernel::memory_commit`] (the protocol's own type).
+pub use crate::methods::Triple;
 
 /// A plugin under construction.
 pub struct Plugin {
@@ -512,6 +551,7 @@ pub struct Plugin {
     outputs: Vec<(OutputRegister, OutputFn)>,
     topics: Vec<String>,
     on_event: Option<EventFn>,
+    apis: Vec<(ApiRegister, ApiFn)>,
 }
 
 impl Plugin {
@@ -523,7 +563,21 @@ impl Plugin {
             outputs: Vec::new(),
             topics: Vec::new(),
             on_event: None,
+            apis: Vec::new(),
         }
+    }
+
+    /// Offers a named API, `POST /api/v1/plugins/<plugin>/api/<name>` (the daemon's
+    /// API auth applies): `f` gets the JSON body (`Null` when empty) on a worker thread
+    /// and answers the result (`{"result": ...}` to the caller) or an error (502).
+    /// `name` is `[A-Za-z0-9_-]{1,64}`.
+    pub fn api(mut self, name: &str, f: impl Fn(Value) -> Result<Value, String> + Send + Sync + 'static) -> Self {
+        let reg = ApiRegister {
+            name: name.to_owned(),
+            description: String::new(),
+        };
+        self.apis.push((reg, Arc::new(f)));
+        self
     }
 
     /// Handles a pipeline stage (`on_input`, ..., `after_output`); `scope` is
@@ -618,6 +672,9 @@ impl Plugin {
             tools: Arc::new(Mutex::new(
                 self.tools.iter().map(|(r, f)| (r.name.clone(), f.clone())).collect(),
             )),
+            apis: Arc::new(Mutex::new(
+                self.apis.iter().map(|(r, f)| (r.name.clone(), f.clone())).collect(),
+            )),
         };
         let calls: Arc<Mutex<HashMap<u64, Call>>> = Arc::default();
         let workers = Workers::default();
@@ -654,126 +711,140 @@ impl Plugin {
                         let _ = tx.send(response_result(r));
                     }
                 }
-                Frame::Request(req) => match req.method.as_str() {
-                    methods::HANDSHAKE => {
-                        let p: HandshakeParams = serde_json::from_value(req.params).map_err(std::io::Error::other)?;
-                        let reply = HandshakeReply {
-                            protocol: PROTOCOL_VERSION,
-                            sdk_version: env!("CARGO_PKG_VERSION").into(),
-                            plugin_name: p.plugin_name,
-                            pid: std::process::id(),
-                            features: vec![],
-                        };
-                        let result = serde_json::to_value(reply).expect("serialisable");
-                        kernel.send(&Frame::Response(Response {
-                            id: req.id,
-                            result: Some(result),
-                            error: None,
-                        }))?;
-                        // Register from another thread: the answers come through this loop.
-                        let mut regs: Vec<(&str, Value)> = Vec::new();
-                        for (r, _) in &self.tools {
-                            regs.push((methods::TOOL_REGISTER, serde_json::to_value(r).expect("serialisable")));
+                Frame::Request(req) => {
+                    let id = req.id;
+                    let call = match KernelRequest::from_request(req) {
+                        Ok(c) => c,
+                        Err(e) => {
+                            eprintln!("{}: {e}", self.name);
+                            if id != 0 {
+                                kernel.send(&Frame::Response(Response::err(id, e.code(), e.to_string())))?;
+                            }
+                            continue;
                         }
-                        for (r, _) in &self.stages {
-                            regs.push((methods::STAGE_REGISTER, serde_json::to_value(r).expect("serialisable")));
-                        }
-                        for (r, _) in &self.outputs {
-                            regs.push((methods::OUTPUT_REGISTER, serde_json::to_value(r).expect("serialisable")));
-                        }
-                        if !self.topics.is_empty() {
-                            regs.push((methods::EVENTS_SUBSCRIBE, json!({ "topics": self.topics })));
-                        }
-                        let (k, ready) = (kernel.clone(), ready.take());
-                        std::thread::spawn(move || {
-                            for (method, params) in regs {
-                                if let Err(e) = k.call(method, params.clone()) {
-                                    eprintln!("{method} {params} failed: {e}");
+                    };
+                    match call {
+                        KernelRequest::Handshake(p) => {
+                            let reply = HandshakeReply {
+                                protocol: PROTOCOL_VERSION,
+                                sdk_version: env!("CARGO_PKG_VERSION").into(),
+                                plugin_name: p.plugin_name,
+                                pid: std::process::id(),
+                                features: vec![],
+                            };
+                            let result = serde_json::to_value(reply).expect("serialisable");
+                            kernel.send(&Frame::Response(Response::ok(id, result)))?;
+                            // Register from another thread: the answers come through this loop.
+                            let mut regs: Vec<PluginRequest> = Vec::new();
+                            regs.extend(self.tools.iter().map(|(r, _)| PluginRequest::ToolRegister(r.clone())));
+                            regs.extend(self.stages.iter().map(|(r, _)| PluginRequest::StageRegister(r.clone())));
+                            regs.extend(
+                                self.outputs
+                                    .iter()
+                                    .map(|(r, _)| PluginRequest::OutputRegister(r.clone())),
+                            );
+                            regs.extend(self.apis.iter().map(|(r, _)| PluginRequest::ApiRegister(r.clone())));
+                            if !self.topics.is_empty() {
+                                regs.push(PluginRequest::EventsSubscribe(EventsSubscribe {
+                                    topics: self.topics.clone(),
+                                }));
+                            }
+                            let (k, ready) = (kernel.clone(), ready.take());
+                            std::thread::spawn(move || {
+                                for req in regs {
+                                    let what = format!("{req:?}");
+                                    if let Err(e) = k.request(req) {
+                                        eprintln!("{what} failed: {e}");
+                                    }
                                 }
-                            }
-                            if let Some(ready) = ready {
-                                ready(k);
-                            }
-                        });
-                    }
-                    methods::TOOL_INVOKE => {
-                        let k = kernel.clone();
-                        let mut invoke = serde_json::from_value::<ToolInvoke>(req.params)
-                            .map_err(|e| format!("bad tool.invoke params: {e}"));
-                        // The kernel's sandbox rides in the arguments; the tool sees it
-                        // on the call, never as an argument.
-                        let sandbox = invoke.as_mut().ok().and_then(|inv| {
-                            let v = inv.args.as_object_mut()?.remove(SANDBOX_ARG)?;
-                            serde_json::from_value::<SandboxInfo>(v).ok()
-                        });
-                        let mut call = Call::new(req.id);
-                        if let Some(sb) = sandbox {
-                            call = call.with_sandbox(sb);
-                        }
-                        calls.lock().expect("calls lock").insert(req.id, call.clone());
-                        let calls = calls.clone();
-                        workers.run(move || {
-                            let outcome = invoke.and_then(|inv| {
-                                let f = k.tools.lock().expect("tools lock").get(&inv.name).cloned();
-                                match f {
-                                    Some(f) => f(inv.args, &call),
-                                    None => Err(format!("this plugin has no tool `{}`", inv.name)),
+                                if let Some(ready) = ready {
+                                    ready(k);
                                 }
                             });
-                            calls.lock().expect("calls lock").remove(&req.id);
-                            let resp = Response::outcome(req.id, outcome.map(|text| json!(ToolResult { text })));
-                            let _ = k.send(&Frame::Response(resp));
-                        });
-                    }
-                    methods::TOOL_CANCEL => {
-                        let call = serde_json::from_value::<ToolCancel>(req.params)
-                            .ok()
-                            .and_then(|c| calls.lock().expect("calls lock").get(&c.id).cloned());
-                        if let Some(call) = call {
-                            call.cancel();
                         }
-                    }
-                    methods::STAGE_INVOKE => {
-                        let stage = req.params["stage"].as_str().unwrap_or("").to_owned();
-                        let ctx = req.params.get("ctx").cloned().unwrap_or(Value::Null);
-                        let patch = stages.get(&stage).map_or(json!({}), |f| f(&stage, ctx));
-                        kernel.send(&Frame::Response(Response {
-                            id: req.id,
-                            result: Some(patch),
-                            error: None,
-                        }))?;
-                    }
-                    methods::OUTPUT_INVOKE => {
-                        let k = kernel.clone();
-                        let f = outputs.get(req.params["channel"].as_str().unwrap_or("")).cloned();
-                        workers.run(move || {
-                            let outcome = match f {
-                                Some(f) => f(req.params),
-                                None => Err("this plugin has no such channel".to_owned()),
-                            };
-                            let resp = Response::outcome(req.id, outcome.map(|text| json!({ "text": text })));
-                            let _ = k.send(&Frame::Response(resp));
-                        });
-                    }
-                    methods::SETTINGS_CHANGED | methods::EVENT if req.id == 0 => {
-                        if let Some(tx) = &events {
-                            let _ = tx.send((req.method, req.params));
+                        KernelRequest::ToolInvoke(mut inv) => {
+                            let k = kernel.clone();
+                            // The kernel's sandbox rides in the arguments; the tool sees it
+                            // on the call, never as an argument.
+                            let sandbox = inv
+                                .args
+                                .as_object_mut()
+                                .and_then(|a| a.remove(SANDBOX_ARG))
+                                .and_then(|v| serde_json::from_value::<SandboxInfo>(v).ok());
+                            let mut call = Call::new(id);
+                            if let Some(sb) = sandbox {
+                                call = call.with_sandbox(sb);
+                            }
+                            calls.lock().expect("calls lock").insert(id, call.clone());
+                            let calls = calls.clone();
+                            workers.run(move || {
+                                let f = k.tools.lock().expect("tools lock").get(&inv.name).cloned();
+                                let outcome = match f {
+                                    Some(f) => f(inv.args, &call),
+                                    None => Err(format!("this plugin has no tool `{}`", inv.name)),
+                                };
+                                calls.lock().expect("calls lock").remove(&id);
+                                let resp = Response::outcome(id, outcome.map(|text| json!(ToolResult { text })));
+                                let _ = k.send(&Frame::Response(resp));
+                            });
                         }
+                        KernelRequest::ToolCancel(c) => {
+                            let call = calls.lock().expect("calls lock").get(&c.id).cloned();
+                            if let Some(call) = call {
+                                call.cancel();
+                            }
+                        }
+                        KernelRequest::StageInvoke(si) => {
+                            let patch = stages.get(&si.stage).map_or(json!({}), |f| f(&si.stage, si.ctx));
+                            kernel.send(&Frame::Response(Response::ok(id, patch)))?;
+                        }
+                        KernelRequest::OutputInvoke(msg) => {
+                            let k = kernel.clone();
+                            let f = outputs.get(&msg.channel).cloned();
+                            workers.run(move || {
+                                let outcome = match f {
+                                    Some(f) => f(msg.into_value()),
+                                    None => Err("this plugin has no such channel".to_owned()),
+                                };
+                                let resp = Response::outcome(id, outcome.map(|text| json!({ "text": text })));
+                                let _ = k.send(&Frame::Response(resp));
+                            });
+                        }
+                        KernelRequest::ApiInvoke(a) => {
+                            let k = kernel.clone();
+                            let f = kernel.apis.lock().expect("apis lock").get(&a.name).cloned();
+                            workers.run(move || {
+                                let outcome = match f {
+                                    Some(f) => f(a.body),
+                                    None => Err(format!("this plugin has no API `{}`", a.name)),
+                                };
+                                let _ = k.send(&Frame::Response(Response::outcome(id, outcome)));
+                            });
+                        }
+                        KernelRequest::SettingsChanged(v) if id == 0 => {
+                            if let Some(tx) = &events {
+                                let _ = tx.send((methods::SETTINGS_CHANGED.to_owned(), json!(v)));
+                            }
+                        }
+                        KernelRequest::Event(e) if id == 0 => {
+                            if let Some(tx) = &events {
+                                let _ = tx.send((methods::EVENT.to_owned(), e));
+                            }
+                        }
+                        KernelRequest::Error(note) => {
+                            eprintln!(
+                                "{}: the kernel could not read a frame of ours: {}",
+                                self.name, note.message
+                            );
+                        }
+                        KernelRequest::PluginStop(_) => return Ok(()),
+                        other if id != 0 => {
+                            let msg = format!("`{}` must be a notification (id 0)", other.method());
+                            kernel.send(&Frame::Response(Response::err(id, RpcError::INVALID_PARAMS, msg)))?;
+                        }
+                        _ => {}
                     }
-                    methods::PLUGIN_STOP => return Ok(()),
-                    other if req.id != 0 => {
-                        let err = RpcError {
-                            code: RpcError::UNKNOWN_METHOD,
-                            message: format!("unknown method `{other}`"),
-                        };
-                        kernel.send(&Frame::Response(Response {
-                            id: req.id,
-                            result: None,
-                            error: Some(err),
-                        }))?;
-                    }
-                    _ => {}
-                },
+                }
             }
         }
         Ok(())
@@ -1012,6 +1083,94 @@ mod tests {
         let ready = ready_rx.recv_timeout(Duration::from_secs(10)).ok();
         assert_eq!(ready.unwrap(), r#"(2, 1) Some("chess") needs doc_memory"#);
         send(json!({"id": 0, "method": "plugin.stop", "params": null}));
+        plugin.join().unwrap().unwrap();
+    }
+
+    /// `Plugin::api` registers with `api.register` after the handshake and answers
+    /// `api.invoke` with the handler's result or error; a method the SDK does not know
+    /// is answered `-32601`, a call meant as a notification `-32602`; `inject_sync`
+    /// sends `io.injectInputSync` and returns the reply.
+    #[test]
+    fn the_sdk_offers_named_apis_and_answers_unknown_kernel_calls_with_typed_errors() {
+        let (k2p_r, mut k2p_w) = std::io::pipe().unwrap();
+        let (p2k_r, p2k_w) = std::io::pipe().unwrap();
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<Value, String>>();
+        let plugin = std::thread::spawn(move || {
+            Plugin::new("t")
+                .api("hello", |body| {
+                    if body.is_null() {
+                        Err("send a body".to_owned())
+                    } else {
+                        Ok(json!({ "got": body }))
+                    }
+                })
+                .run_on(BufReader::new(k2p_r), p2k_w, move |k| {
+                    let _ = ready_tx.send(k.inject_sync("are you there?", None));
+                })
+        });
+        let mut lines = BufReader::new(p2k_r).lines();
+        let mut send = |v: Value| {
+            k2p_w.write_all(format!("{v}\n").as_bytes()).unwrap();
+            k2p_w.flush().unwrap();
+        };
+        let mut next = || -> Value { serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap() };
+        send(
+            json!({"id": 1, "method": "handshake", "params": {"protocol": 1, "core_version": "t", "plugin_name": "t"}}),
+        );
+        assert_eq!(next()["result"]["plugin_name"], "t");
+        let reg = next();
+        assert_eq!(
+            (reg["method"].as_str(), &reg["params"]),
+            (Some("api.register"), &json!({"name": "hello"}))
+        );
+        send(json!({"id": reg["id"], "result": {"ok": true, "route": "/api/v1/plugins/t/api/hello"}}));
+        let sync = next();
+        assert_eq!(sync["method"], "io.injectInputSync");
+        assert_eq!(
+            sync["params"],
+            json!({"text": "are you there?", "source": null, "priority": null})
+        );
+        send(json!({"id": sync["id"], "result": {"task_id": 4, "reply": "yes"}}));
+        assert_eq!(
+            ready_rx.recv_timeout(Duration::from_secs(10)).unwrap().unwrap(),
+            json!({"task_id": 4, "reply": "yes"})
+        );
+
+        let mut answers = std::collections::BTreeMap::new();
+        send(json!({"id": 50, "method": "api.invoke", "params": {"name": "hello", "body": {"q": 1}}}));
+        send(json!({"id": 51, "method": "api.invoke", "params": {"name": "hello"}}));
+        send(json!({"id": 52, "method": "api.invoke", "params": {"name": "nope", "body": 1}}));
+        send(json!({"id": 53, "method": "kernel.newThing", "params": {}}));
+        send(json!({"id": 54, "method": "tool.invoke", "params": {"args": {}}}));
+        send(json!({"id": 55, "method": "event", "params": {"type": "x"}}));
+        while answers.len() < 6 {
+            let v = next();
+            answers.insert(v["id"].as_u64().unwrap(), v);
+        }
+        assert_eq!(answers[&50]["result"], json!({"got": {"q": 1}}));
+        assert_eq!(answers[&51]["error"]["message"], "send a body");
+        assert!(
+            answers[&52]["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("no API `nope`")
+        );
+        assert_eq!(answers[&53]["error"]["code"], RpcError::UNKNOWN_METHOD);
+        assert!(
+            answers[&53]["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("unknown method `kernel.newThing`")
+        );
+        assert_eq!(answers[&54]["error"]["code"], RpcError::INVALID_PARAMS);
+        assert!(
+            answers[&54]["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("missing field `name`")
+        );
+        assert_eq!(answers[&55]["error"]["code"], RpcError::INVALID_PARAMS);
+        send(json!({"id": 0, "method": "plugin.stop"}));
         plugin.join().unwrap().unwrap();
     }
 }

@@ -10,42 +10,41 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use homeagent_plugin_protocol::PluginRequest as R;
 use homeagent_plugin_protocol::frame::RpcError;
 use homeagent_plugin_protocol::methods::{self as m, own_setting_key};
 use homeagent_plugin_protocol::{Capability, Manifest};
 use serde_json::{Value, json};
 
-use super::{KernelServices, bad, need, str_param, unavailable};
+use super::{KernelServices, bad, need, unavailable};
 use crate::config::{
     ConfigError, GetMaskedSetting, GetPluginDefs, GetRawSettings, GetSetting, GetSettings, PLUGIN_PREFIX, PluginMeta,
     RegisterPluginDef, SOURCES_PREFIX, UpdateSettings,
 };
 use crate::llm::provider::{Configure, GetLlmStatus, LlmStatus};
 
-/// The methods served here.
-const METHODS: &[&str] = &[
-    m::SETTINGS_GET,
-    m::SETTINGS_SET,
-    m::SETTINGS_LIST,
-    m::SETTINGS_REGISTER_DEF,
-    m::SETTINGS_DEFS,
-    m::SETTINGS_GET_CORE,
-    m::SETTINGS_SET_CORE,
-    m::SETTINGS_LIST_CORE,
-    m::SETTINGS_GET_PLUGIN,
-    m::SETTINGS_SET_PLUGIN,
-    m::SETTINGS_LIST_PLUGIN,
-    m::SETTINGS_DUMP,
-    m::SETTINGS_PLUGINS,
-    m::SETTINGS_LANGUAGE,
-    m::LLM_LIST_SOURCES,
-    m::LLM_CURRENT_SOURCE,
-    m::LLM_SET_SOURCE,
-];
-
-/// Whether `method` is a settings or LLM-source method.
-pub fn is_settings_method(method: &str) -> bool {
-    METHODS.contains(&method)
+/// Whether `req` is a settings or LLM-source call.
+pub fn serves(req: &R) -> bool {
+    matches!(
+        req,
+        R::SettingsGet(_)
+            | R::SettingsSet(_)
+            | R::SettingsList(_)
+            | R::SettingsRegisterDef(_)
+            | R::SettingsDefs(_)
+            | R::SettingsLanguage(_)
+            | R::SettingsGetCore(_)
+            | R::SettingsSetCore(_)
+            | R::SettingsListCore(_)
+            | R::SettingsGetPlugin(_)
+            | R::SettingsSetPlugin(_)
+            | R::SettingsListPlugin(_)
+            | R::SettingsDump(_)
+            | R::SettingsPlugins(_)
+            | R::LlmListSources(_)
+            | R::LlmCurrentSource(_)
+            | R::LlmSetSource(_)
+    )
 }
 
 /// Whether the manifest grants access outside the plugin's own namespace.
@@ -164,17 +163,21 @@ fn config_error(method: &str, e: ConfigError) -> RpcError {
     }
 }
 
-/// The `value` parameter; absent means `null` (back to the default).
-fn value_param(p: &Value) -> Value {
-    p.get("value").cloned().unwrap_or(Value::Null)
+/// `key` unless it is blank.
+fn key_param(method: &str, key: &str) -> Result<(), RpcError> {
+    if key.trim().is_empty() {
+        return Err(bad(method, "`key` (a non-empty string) is required"));
+    }
+    Ok(())
 }
 
 impl KernelServices {
     /// Runs a settings or LLM-source method for the plugin of `manifest` (the method's
     /// capability already checked; the namespace is checked here).
-    pub(super) async fn settings(&self, manifest: &Manifest, method: &str, p: Value) -> Result<Value, RpcError> {
+    pub(super) async fn settings(&self, manifest: &Manifest, req: R) -> Result<Value, RpcError> {
+        let method = req.method();
         if method.starts_with("llm.") {
-            return self.llm_sources(method, p).await;
+            return self.llm_sources(req).await;
         }
         let config = need("the settings", &self.config)?;
         let gone = |e: crate::addr::SendError| unavailable(method, e);
@@ -191,24 +194,25 @@ impl KernelServices {
                 Ok::<bool, RpcError>(!changes.is_empty())
             }
         };
-        match method {
-            m::SETTINGS_LANGUAGE => Ok(json!({"language": crate::i18n::language().code()})),
-            m::SETTINGS_GET => {
-                let (full, short) = own_key(me, method, str_param(method, &p, "key")?)?;
+        match req {
+            R::SettingsLanguage(_) => Ok(json!({"language": crate::i18n::language().code()})),
+            R::SettingsGet(p) => {
+                key_param(method, &p.key)?;
+                let (full, short) = own_key(me, method, &p.key)?;
                 let v = config.send(GetSetting(full)).await.map_err(gone)?.map_err(cfg)?;
                 Ok(json!({"key": short, "value": v}))
             }
-            m::SETTINGS_SET => {
-                let (full, short) = own_key(me, method, str_param(method, &p, "key")?)?;
-                let changed = write(full, value_param(&p)).await?;
+            R::SettingsSet(p) => {
+                key_param(method, &p.key)?;
+                let (full, short) = own_key(me, method, &p.key)?;
+                let changed = write(full, p.value).await?;
                 Ok(json!({"ok": true, "key": short, "changed": changed}))
             }
-            m::SETTINGS_LIST => {
+            R::SettingsList(_) => {
                 let all = config.send(GetRawSettings).await.map_err(gone)?.map_err(cfg)?;
                 Ok(json!({ "settings": plugin_section(&all, me) }))
             }
-            m::SETTINGS_REGISTER_DEF => {
-                let def: m::SettingDef = serde_json::from_value(p).map_err(|e| bad(method, e))?;
+            R::SettingsRegisterDef(def) => {
                 let (_, short) = own_key(me, method, &def.key)?;
                 let inserted = config
                     .send(RegisterPluginDef {
@@ -225,12 +229,13 @@ impl KernelServices {
                     .map_err(cfg)?;
                 Ok(json!({"key": short, "inserted": inserted}))
             }
-            m::SETTINGS_DEFS => {
+            R::SettingsDefs(_) => {
                 let defs = config.send(GetPluginDefs(me.to_owned())).await.map_err(gone)?;
                 Ok(json!({ "defs": defs }))
             }
-            m::SETTINGS_GET_CORE => {
-                let key = core_key(method, str_param(method, &p, "key")?)?;
+            R::SettingsGetCore(p) => {
+                key_param(method, &p.key)?;
+                let key = core_key(method, &p.key)?;
                 let v = config
                     .send(GetMaskedSetting(key.to_owned()))
                     .await
@@ -238,14 +243,15 @@ impl KernelServices {
                     .map_err(cfg)?;
                 Ok(json!({"key": key, "value": v}))
             }
-            m::SETTINGS_SET_CORE => {
-                let key = core_key(method, str_param(method, &p, "key")?)?.to_owned();
-                let changed = write(key.clone(), value_param(&p)).await?;
+            R::SettingsSetCore(p) => {
+                key_param(method, &p.key)?;
+                let key = core_key(method, &p.key)?.to_owned();
+                let changed = write(key.clone(), p.value).await?;
                 tracing::info!(plugin = %me, %key, "plugin changed a core setting");
                 Ok(json!({"ok": true, "key": key, "changed": changed}))
             }
-            m::SETTINGS_LIST_CORE => {
-                let prefix = p.get("prefix").and_then(Value::as_str).unwrap_or("");
+            R::SettingsListCore(p) => {
+                let prefix = p.prefix.as_str();
                 let all = config.send(GetSettings).await.map_err(gone)?.map_err(cfg)?;
                 let core: BTreeMap<_, _> = all
                     .into_iter()
@@ -253,9 +259,10 @@ impl KernelServices {
                     .collect();
                 Ok(json!({ "settings": core }))
             }
-            m::SETTINGS_GET_PLUGIN => {
-                let plugin = str_param(method, &p, "plugin")?;
-                let (full, own) = plugin_key(manifest, method, plugin, str_param(method, &p, "key")?)?;
+            R::SettingsGetPlugin(p) => {
+                plugin_param(method, &p.plugin)?;
+                key_param(method, &p.key)?;
+                let (full, own) = plugin_key(manifest, method, &p.plugin, &p.key)?;
                 let v = if own {
                     config.send(GetSetting(full.clone())).await
                 } else {
@@ -264,17 +271,19 @@ impl KernelServices {
                 let v = v.map_err(gone)?.map_err(cfg)?;
                 Ok(json!({"key": full, "value": v}))
             }
-            m::SETTINGS_SET_PLUGIN => {
-                let plugin = str_param(method, &p, "plugin")?;
-                let (full, own) = plugin_key(manifest, method, plugin, str_param(method, &p, "key")?)?;
-                let changed = write(full.clone(), value_param(&p)).await?;
+            R::SettingsSetPlugin(p) => {
+                plugin_param(method, &p.plugin)?;
+                key_param(method, &p.key)?;
+                let (full, own) = plugin_key(manifest, method, &p.plugin, &p.key)?;
+                let changed = write(full.clone(), p.value).await?;
                 if !own {
                     tracing::info!(plugin = %me, key = %full, "plugin changed another plugin's setting");
                 }
                 Ok(json!({"ok": true, "key": full, "changed": changed}))
             }
-            m::SETTINGS_LIST_PLUGIN => {
-                let plugin = str_param(method, &p, "plugin")?;
+            R::SettingsListPlugin(p) => {
+                plugin_param(method, &p.plugin)?;
+                let plugin = p.plugin.as_str();
                 // Any key of the namespace answers the access question.
                 let (_, own) = plugin_key(manifest, method, plugin, "x")?;
                 let all = if own {
@@ -285,38 +294,35 @@ impl KernelServices {
                 let all = all.map_err(gone)?.map_err(cfg)?;
                 Ok(json!({ "settings": plugin_section(&all, plugin) }))
             }
-            m::SETTINGS_DUMP => {
+            R::SettingsDump(_) => {
                 let all = config.send(GetSettings).await.map_err(gone)?.map_err(cfg)?;
                 Ok(json!({ "settings": all }))
             }
-            m::SETTINGS_PLUGINS => {
+            R::SettingsPlugins(_) => {
                 let all = config.send(GetSettings).await.map_err(gone)?.map_err(cfg)?;
                 Ok(json!({ "plugins": plugin_names(&all) }))
             }
             other => Err(RpcError {
                 code: RpcError::UNKNOWN_METHOD,
-                message: format!("unknown method `{other}`"),
+                message: format!("`{}` is not a settings method", other.method()),
             }),
         }
     }
 
-    async fn llm_sources(&self, method: &str, p: Value) -> Result<Value, RpcError> {
+    async fn llm_sources(&self, req: R) -> Result<Value, RpcError> {
+        let method = req.method();
         let llm = need("the LLM sources", &self.llm)?;
         let gone = |e: crate::addr::SendError| unavailable(method, e);
         let status = llm.send(GetLlmStatus).await.map_err(gone)?;
-        match method {
-            m::LLM_LIST_SOURCES => Ok(json!({
+        match req {
+            R::LlmListSources(_) => Ok(json!({
                 "sources": sources_json(&status),
                 "current": status.current,
                 "skipped": status.skipped,
             })),
-            m::LLM_CURRENT_SOURCE => Ok(json!({ "source": status.current })),
-            m::LLM_SET_SOURCE => {
-                let name = p
-                    .get("name")
-                    .or_else(|| p.get("source"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
+            R::LlmCurrentSource(_) => Ok(json!({ "source": status.current })),
+            R::LlmSetSource(p) => {
+                let name = p.name.as_str();
                 let pairs: Vec<(String, i64)> = status
                     .sources
                     .iter()
@@ -367,10 +373,18 @@ impl KernelServices {
             }
             other => Err(RpcError {
                 code: RpcError::UNKNOWN_METHOD,
-                message: format!("unknown method `{other}`"),
+                message: format!("`{}` is not an LLM-source method", other.method()),
             }),
         }
     }
+}
+
+/// `plugin` unless it is blank.
+fn plugin_param(method: &str, plugin: &str) -> Result<(), RpcError> {
+    if plugin.trim().is_empty() {
+        return Err(bad(method, "`plugin` (a non-empty string) is required"));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
