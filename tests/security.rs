@@ -32,8 +32,7 @@ fn settled_settings(d: &Daemon) -> Value {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
         let s = settings(d);
-        if s.get("plugin.onebot.group_trigger").is_some() || std::time::Instant::now() > deadline
-        {
+        if s.get("plugin.onebot.group_trigger").is_some() || std::time::Instant::now() > deadline {
             return s;
         }
         std::thread::sleep(std::time::Duration::from_millis(100));

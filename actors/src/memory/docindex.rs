@@ -7,8 +7,10 @@
 //!
 //! Two indexes share this code: [`DocIndex`] over whole documents (`doc_query`, the
 //! documents API) and [`RecallIndex`] over the units per-turn recall ranks — the
-//! context window's events and the archived events' passages — so a query finds the
-//! matching *passage*, not a document header.
+//! context window's events (built by the context tier) and the archived events'
+//! passages (built by the document tier) — so a query finds the matching *passage*,
+//! not a document header. Each tier ranks its own rows; [`merge`] ranks both tiers'
+//! rows as one list from their scores.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -118,8 +120,8 @@ impl DocIndex {
 }
 
 impl RecallIndex {
-    /// Reads every context event and passage of `conn`.
-    pub fn build(conn: &Connection) -> rusqlite::Result<Self> {
+    /// Reads every context event of `conn` (the context tier's half of recall).
+    pub fn build_events(conn: &Connection) -> rusqlite::Result<Self> {
         let mut ix = Self::default();
         let mut st = conn.prepare(&format!(
             "SELECT {} FROM context_events ORDER BY ts_ms, id",
@@ -132,6 +134,13 @@ impl RecallIndex {
                 &super::recall::unit_text(e.ts_ms, e.speaker(), e.said()),
             );
         }
+        tracing::debug!(units = ix.number.len(), "event recall index built");
+        Ok(ix)
+    }
+
+    /// Reads every passage of `conn` (the document tier's half of recall).
+    pub fn build_passages(conn: &Connection) -> rusqlite::Result<Self> {
+        let mut ix = Self::default();
         let mut st = conn.prepare("SELECT id, ts_ms, speaker, text FROM passages ORDER BY id")?;
         let rows = st.query_map([], |r| {
             Ok((
@@ -145,9 +154,58 @@ impl RecallIndex {
             let (id, ts, speaker, text) = row?;
             ix.add(&Unit::Passage(id), &super::recall::unit_text(ts, &speaker, &text));
         }
-        tracing::debug!(units = ix.number.len(), "recall index built");
+        tracing::debug!(units = ix.number.len(), "passage recall index built");
         Ok(ix)
     }
+}
+
+/// A row an index found, with the two scores the hybrid ranking fuses: its BM25 score
+/// (None: no query term) and its cosine with the query (None: no vector, or below
+/// `dense_min`). Carrying the scores rather than ranks lets rows of two indexes (the
+/// context tier's events, the document tier's passages) be ranked as if they were one
+/// index: [`merge`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scored<T> {
+    pub row: T,
+    pub bm25: Option<f32>,
+    pub cos: Option<f32>,
+}
+
+impl<T> Scored<T> {
+    /// The same scores on another row (a unit resolved to what it says).
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Scored<U> {
+        Scored {
+            row: f(self.row),
+            bm25: self.bm25,
+            cos: self.cos,
+        }
+    }
+}
+
+/// The hybrid ranking over rows scored by several indexes, best first, at most `top_k`:
+/// BM25 by score and dense by cosine over all of them, fused by reciprocal rank
+/// ([`retrieve::rrf`]) — what [`SearchIndex::search`] does inside one index. Ties keep
+/// the lists' order (earlier list first, then its order).
+pub fn merge<T>(lists: Vec<Vec<Scored<T>>>, top_k: usize) -> Vec<T> {
+    let all: Vec<Scored<T>> = lists.into_iter().flatten().collect();
+    let order_by = |key: &dyn Fn(&Scored<T>) -> Option<f32>| -> Vec<usize> {
+        let mut v: Vec<(usize, f32)> = all
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| key(s).map(|x| (i, x)))
+            .collect();
+        v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        v.into_iter().map(|(i, _)| i).collect()
+    };
+    let bm25 = order_by(&|s| s.bm25.filter(|x| *x > 0.0));
+    let dense = order_by(&|s| s.cos);
+    let order = if dense.is_empty() {
+        bm25
+    } else {
+        retrieve::rrf(&[bm25, dense], retrieve::RRF_K)
+    };
+    let mut slots: Vec<Option<T>> = all.into_iter().map(|s| Some(s.row)).collect();
+    order.into_iter().filter_map(|i| slots[i].take()).take(top_k).collect()
 }
 
 impl<K: IndexKey> SearchIndex<K> {
@@ -246,8 +304,14 @@ impl<K: IndexKey> SearchIndex<K> {
     /// dense ranking of `qv` (only rows at cosine ≥ `dense_min` vote on the dense side).
     /// The hybrid retriever of `retrieve`, over this index.
     pub fn search(&self, text: &str, qv: Option<&[f32]>, dense_min: f32, top_k: usize) -> Vec<K> {
-        let bm25 = self.bm25.rank(text);
-        let order = match qv {
+        merge(vec![self.search_scored(text, qv, dense_min, top_k)], top_k)
+    }
+
+    /// The best `top_k` rows of [`Self::search`] with their scores, for a [`merge`] with
+    /// another index's.
+    pub fn search_scored(&self, text: &str, qv: Option<&[f32]>, dense_min: f32, top_k: usize) -> Vec<Scored<K>> {
+        let bm25: Vec<(usize, f32)> = self.bm25.ranked(text);
+        let mut dense: Vec<(usize, f32)> = match qv {
             Some(q) if !self.dense_doc.is_empty() && q.len() == self.dim => {
                 let mut q = q.to_vec();
                 super::embed::normalize(&mut q);
@@ -260,13 +324,33 @@ impl<K: IndexKey> SearchIndex<K> {
                     .filter(|(_, s)| *s >= dense_min)
                     .collect();
                 d.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-                retrieve::rrf(&[bm25, d.into_iter().map(|(n, _)| n).collect()], retrieve::RRF_K)
+                d
             }
-            _ => bm25,
+            _ => Vec::new(),
         };
+        let order = if dense.is_empty() {
+            bm25.iter().map(|(n, _)| *n).collect()
+        } else {
+            retrieve::rrf(
+                &[
+                    bm25.iter().map(|(n, _)| *n).collect(),
+                    dense.iter().map(|(n, _)| *n).collect(),
+                ],
+                retrieve::RRF_K,
+            )
+        };
+        let bm25: HashMap<usize, f32> = bm25.into_iter().collect();
+        let dense: HashMap<usize, f32> = dense.drain(..).collect();
         order
             .into_iter()
-            .filter_map(|n| self.ids.get(n).cloned().flatten())
+            .filter_map(|n| {
+                let row = self.ids.get(n).cloned().flatten()?;
+                Some(Scored {
+                    row,
+                    bm25: bm25.get(&n).copied(),
+                    cos: dense.get(&n).copied(),
+                })
+            })
             .take(top_k)
             .collect()
     }

@@ -224,9 +224,14 @@ impl Bm25 {
 
     /// Document numbers best first (only those with a positive score).
     pub fn rank(&self, query: &str) -> Vec<usize> {
+        self.ranked(query).into_iter().map(|(d, _)| d).collect()
+    }
+
+    /// `(document, score)` best first (only positive scores).
+    pub fn ranked(&self, query: &str) -> Vec<(usize, f32)> {
         let mut v: Vec<(usize, f32)> = self.scored(query).into_iter().filter(|(_, s)| *s > 0.0).collect();
         v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        v.into_iter().map(|(d, _)| d).collect()
+        v
     }
 }
 

@@ -23,7 +23,8 @@ use crate::addr::TAddr;
 pub use crate::agent::channels::Deliver;
 use crate::agent::channels::{Channel, Channels, caps};
 use crate::bus::{EventBus, KernelEvent};
-use crate::memory::actor::{ContextActor, DeleteDoc, GetDocuments, InsertDoc, MemoryCounts};
+use crate::memory::actor::{ContextActor, CountEvents};
+use crate::memory::documents::{CommitDocument, CountDocuments, DeleteDoc, DocumentsActor, GetDocuments};
 use crate::memory::graph::{PurgeCriteria, RecallSort, Triple};
 use crate::memory::graph_actor::{CommitTriples, GraphActor, GraphCall, GraphQuery, GraphStats, SocialQuery};
 use crate::memory::knowledge::{KnowledgeActor, KnowledgeQuery};
@@ -42,6 +43,8 @@ pub struct KernelServices {
     pub bus: EventBus,
     pub channels: Channels,
     pub context: Option<TAddr<ContextActor>>,
+    /// The document tier (`doc.*`).
+    pub documents: Option<TAddr<DocumentsActor>>,
     pub textlog: Option<TAddr<TextLogActor>>,
     pub graph: Option<TAddr<GraphActor>>,
     pub knowledge: Option<TAddr<KnowledgeActor>>,
@@ -233,7 +236,7 @@ impl KernelServices {
                 Ok(json!({ "text": text }))
             }
             m::DOC_QUERY => {
-                let ctx = need("document memory", &self.context)?;
+                let ctx = need("document memory", &self.documents)?;
                 let query = str_param(method, &p, "query")?.to_owned();
                 let top_k = usize_param(&p, "top_k", 5).clamp(1, 20);
                 let mut docs = ctx
@@ -248,7 +251,7 @@ impl KernelServices {
                 Ok(json!({ "documents": docs }))
             }
             m::DOC_INSERT => {
-                let ctx = need("document memory", &self.context)?;
+                let ctx = need("document memory", &self.documents)?;
                 let content = str_param(method, &p, "content")?.to_owned();
                 let summary = p
                     .get("summary")
@@ -257,14 +260,14 @@ impl KernelServices {
                     .unwrap_or("")
                     .to_owned();
                 let id = ctx
-                    .send(InsertDoc { summary, content })
+                    .send(CommitDocument { summary, content })
                     .await
                     .map_err(gone)?
                     .map_err(|e| bad(method, e))?;
                 Ok(json!({ "id": id }))
             }
             m::DOC_REMOVE => {
-                let ctx = need("document memory", &self.context)?;
+                let ctx = need("document memory", &self.documents)?;
                 let id = str_param(method, &p, "id")?.to_owned();
                 let removed = ctx
                     .send(DeleteDoc(id))
@@ -275,11 +278,10 @@ impl KernelServices {
             }
             m::DOC_STATS => {
                 let ctx = need("document memory", &self.context)?;
-                let (events, documents) = ctx
-                    .send(MemoryCounts)
-                    .await
-                    .map_err(gone)?
-                    .map_err(|e| unavailable(method, e))?;
+                let docs = need("document memory", &self.documents)?;
+                let (events, documents) = futures_util::join!(ctx.send(CountEvents), docs.send(CountDocuments));
+                let events = events.map_err(gone)?;
+                let documents = documents.map_err(gone)?.map_err(|e| unavailable(method, e))?;
                 Ok(json!({"events": events, "documents": documents}))
             }
             m::KNOWLEDGE_SEARCH | m::KNOWLEDGE_ADD | m::KNOWLEDGE_CREATE | m::KNOWLEDGE_LIST => {
