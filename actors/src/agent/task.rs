@@ -502,7 +502,7 @@ pub async fn recall(deps: Arc<TaskDeps>, query: String, window: usize, fixed: us
     });
     let passages = passages.unwrap_or_else(|e| {
         tracing::warn!("recall without documents this turn (kernel/memory/documents did not answer): {e}");
-        Vec::new()
+        Default::default()
     });
     crate::memory::recall::assemble(
         &query,

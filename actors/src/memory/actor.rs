@@ -9,7 +9,7 @@
 use actix::prelude::*;
 
 use super::context::{self, Event};
-use super::docindex::{Scored, Unit};
+use super::docindex::{Ranked, Unit};
 use super::documents::{ArchiveEvents, DocumentsActor};
 use super::recall::{Item, Origin, WindowRecall};
 use super::store::{Document, MemoryError, MemoryStore, QueryVector};
@@ -153,26 +153,21 @@ impl ContextActor {
     }
 
     /// The window events most relevant to `query`, as scored items, best first.
-    fn relevant_events(&mut self, query: &str, qv: Option<&QueryVector>) -> Vec<Scored<Item>> {
+    fn relevant_events(&mut self, query: &str, qv: Option<&QueryVector>) -> Ranked<Item> {
         use super::recall::{DENSE_MIN, UNIT_CANDIDATES};
         let units = match self.store.search_event_units(query, qv, DENSE_MIN, UNIT_CANDIDATES) {
             Ok(u) => u,
             Err(e) => {
                 tracing::warn!("recall lookup failed, the prompt gets the recency window only: {e}");
-                return Vec::new();
+                return Ranked::default();
             }
         };
-        let mut out = Vec::with_capacity(units.len());
-        for u in units {
-            if let Unit::Event(id) = u.row
-                && let Some(i) = self.position_of(id)
-            {
-                let e = self.events[i].clone();
-                let item = self.window_item(&e);
-                out.push(u.map(|_| item));
-            }
-        }
-        out
+        units.filter_map(|u| {
+            let Unit::Event(id) = u else { return None };
+            let i = self.position_of(id)?;
+            let e = self.events[i].clone();
+            Some(self.window_item(&e))
+        })
     }
 
     /// Forgets the cached counts of events no longer in the window.

@@ -20,7 +20,7 @@
 use actix::prelude::*;
 
 use super::context::Event;
-use super::docindex::{Scored, Unit};
+use super::docindex::{Ranked, Unit};
 use super::recall::{Item, Origin};
 use super::store::{Document, MemoryError, MemoryStore, QueryVector};
 use crate::addr::TAddr;
@@ -79,7 +79,7 @@ pub struct ArchiveEvents(pub Vec<Event>);
 /// Read-only: access counts decide when a document is cold, and recall touches many.
 /// A failing lookup answers nothing (logged): the prompt goes without passages.
 #[derive(Message)]
-#[rtype(result = "Vec<Scored<Item>>")]
+#[rtype(result = "Ranked<Item>")]
 pub struct RecallPassages {
     pub query: String,
     pub qv: Option<QueryVector>,
@@ -162,16 +162,17 @@ impl Handles<RecallPassages> for DocumentsActor {
 
 impl DocumentsActor {
     /// The passages most relevant to `query`, as scored items, best first.
-    fn relevant_passages(&mut self, query: &str, qv: Option<&QueryVector>) -> Vec<Scored<Item>> {
+    fn relevant_passages(&mut self, query: &str, qv: Option<&QueryVector>) -> Ranked<Item> {
         use super::recall::{DENSE_MIN, UNIT_CANDIDATES};
         let units = match self.store.search_passage_units(query, qv, DENSE_MIN, UNIT_CANDIDATES) {
             Ok(u) => u,
             Err(e) => {
                 tracing::warn!("passage recall failed, the prompt goes without documents this turn: {e}");
-                return Vec::new();
+                return Ranked::default();
             }
         };
         let ids: Vec<i64> = units
+            .rows
             .iter()
             .filter_map(|u| match u.row {
                 Unit::Passage(id) => Some(id),
@@ -182,23 +183,20 @@ impl DocumentsActor {
             Ok(ps) => ps.into_iter().map(|p| (p.id, p)).collect(),
             Err(e) => {
                 tracing::warn!("reading recalled passages failed, the prompt goes without documents this turn: {e}");
-                return Vec::new();
+                return Ranked::default();
             }
         };
-        units
-            .into_iter()
-            .filter_map(|u| {
-                let Unit::Passage(id) = u.row else { return None };
-                let p = passages.remove(&id)?;
-                Some(u.map(|_| Item {
-                    origin: Origin::Passage { doc_id: p.doc_id },
-                    ts_ms: Some(p.ts_ms),
-                    speaker: p.speaker,
-                    text: p.text,
-                    tokens: p.tokens,
-                }))
+        units.filter_map(|u| {
+            let Unit::Passage(id) = u else { return None };
+            let p = passages.remove(&id)?;
+            Some(Item {
+                origin: Origin::Passage { doc_id: p.doc_id },
+                ts_ms: Some(p.ts_ms),
+                speaker: p.speaker,
+                text: p.text,
+                tokens: p.tokens,
             })
-            .collect()
+        })
     }
 }
 

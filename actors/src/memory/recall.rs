@@ -244,7 +244,7 @@ impl Recollection {
 #[derive(Debug, Clone, Default)]
 pub struct WindowRecall {
     pub recent: Vec<Item>,
-    pub units: Vec<super::docindex::Scored<Item>>,
+    pub units: super::docindex::Ranked<Item>,
 }
 
 /// A turn's memory from every tier's answer: the context tier's events and the
@@ -254,7 +254,7 @@ pub struct WindowRecall {
 pub fn assemble(
     input: &str,
     window: WindowRecall,
-    passages: Vec<super::docindex::Scored<Item>>,
+    passages: super::docindex::Ranked<Item>,
     tiers: Vec<Vec<Item>>,
     index: Option<String>,
     budget: RecallBudget,

@@ -493,9 +493,9 @@ impl MemoryStore {
         qv: Option<&QueryVector>,
         dense_min: f32,
         top_k: usize,
-    ) -> Result<Vec<super::docindex::Scored<Unit>>, MemoryError> {
+    ) -> Result<super::docindex::Ranked<Unit>, MemoryError> {
         if text.trim().is_empty() {
-            return Ok(Vec::new());
+            return Ok(Default::default());
         }
         if self.events_ix.is_none() {
             self.events_ix = Some(super::docindex::RecallIndex::build_events(&self.conn)?);
@@ -512,9 +512,9 @@ impl MemoryStore {
         qv: Option<&QueryVector>,
         dense_min: f32,
         top_k: usize,
-    ) -> Result<Vec<super::docindex::Scored<Unit>>, MemoryError> {
+    ) -> Result<super::docindex::Ranked<Unit>, MemoryError> {
         if text.trim().is_empty() {
-            return Ok(Vec::new());
+            return Ok(Default::default());
         }
         if self.passages_ix.is_none() {
             self.passages_ix = Some(super::docindex::RecallIndex::build_passages(&self.conn)?);
@@ -530,7 +530,7 @@ impl MemoryStore {
         qv: Option<&QueryVector>,
         dense_min: f32,
         top_k: usize,
-    ) -> Result<Vec<super::docindex::Scored<Unit>>, MemoryError> {
+    ) -> Result<super::docindex::Ranked<Unit>, MemoryError> {
         if let Some(q) = qv {
             ix.sync_vectors(conn, &q.space)?;
         }
@@ -963,6 +963,65 @@ mod tests {
             vec: vec![0.0, 1.0],
         };
         assert!(s.search_documents("unrelated words", 3, Some(&far)).unwrap().is_empty());
+    }
+
+    #[test]
+    fn an_archive_interrupted_between_its_two_halves_is_finished_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("memory.db");
+        // The two tiers' connections, as the two actors hold them.
+        let mut context = MemoryStore::open(&path).unwrap();
+        let mut documents = MemoryStore::open(&path).unwrap();
+        let events: Vec<Event> = (0..3)
+            .map(|i| {
+                context
+                    .append(ev(i * 1000, &format!("note {i} about the shed")))
+                    .unwrap()
+            })
+            .collect();
+        assert!(
+            documents
+                .search_passage_units("shed", None, 0.2, 10)
+                .unwrap()
+                .rows
+                .is_empty()
+        );
+        // The document half commits; the context "crashes" before deleting the events.
+        let doc = documents.archive_documents(&events[..2]).unwrap().unwrap();
+        assert_eq!(context.events().unwrap().len(), 3, "the events are still there");
+        assert_eq!(
+            documents
+                .search_passage_units("shed", None, 0.2, 10)
+                .unwrap()
+                .rows
+                .len(),
+            2,
+            "the passage index follows the archive"
+        );
+        // Asked again (a retry): the same document, nothing archived twice.
+        assert_eq!(documents.archive_documents(&events[..2]).unwrap(), Some(doc.clone()));
+        assert_eq!(documents.count_documents().unwrap(), 1);
+        assert_eq!(documents.passage_ids(&doc).unwrap().len(), 2);
+        // The context tier reopens: the archived events leave, the third stays.
+        drop(context);
+        let mut context = MemoryStore::open(&path).unwrap();
+        assert_eq!(context.forget_archived().unwrap(), 2);
+        let left = context.events().unwrap();
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].input, "note 2 about the shed");
+        assert_eq!(context.forget_archived().unwrap(), 0, "done once");
+        // Each tier searches only its own rows; together they are every unit once.
+        let ev_hits = context.search_event_units("shed", None, 0.2, 10).unwrap();
+        let doc_hits = documents.search_passage_units("shed", None, 0.2, 10).unwrap();
+        assert_eq!((ev_hits.rows.len(), doc_hits.rows.len()), (1, 2));
+        assert!(
+            ev_hits
+                .rows
+                .iter()
+                .chain(&doc_hits.rows)
+                .all(|s| s.bm25.is_some() && s.cos.is_none())
+        );
+        assert_eq!((ev_hits.stats.n, doc_hits.stats.n), (1, 2), "each its own rows");
     }
 
     #[test]
