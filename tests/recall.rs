@@ -170,3 +170,115 @@ fn with_an_8k_window_every_request_fits_and_memory_stays_within_its_budget() {
         worst.0, worst.1
     );
 }
+
+/// At the conservative 8k window the bundled tools' schemas alone would fill the
+/// prompt's target: the request offers a subset (by relevance to the input, plus the
+/// always-offered ones) and lists the rest in a catalogue; `get_plugin_tools` brings an
+/// owner's tools into the next step of the same turn; recalled memory keeps its share.
+#[test]
+fn at_an_8k_window_the_tools_leave_memory_its_share_and_the_rest_are_one_call_away() {
+    let (_dir, _data, d, v) = daemon_with_vendor();
+    const WINDOW: usize = 8192;
+    put_settings(
+        &d,
+        json!({"core.llm.sources.fake.context_window": WINDOW, "core.agent.max_context_size": 10}),
+    );
+    // Every bundled plugin has registered its tools (the terminal's among the last).
+    let registered = |name: &str| {
+        get(&d, "/api/v1/plugins")["plugins"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == name && p["tools"].as_u64().unwrap_or(0) > 0)
+    };
+    for _ in 0..200 {
+        if ["files", "terminal", "cmd", "web", "timer"]
+            .iter()
+            .all(|p| registered(p))
+        {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    say(&d, "My sister adopted a greyhound called Biscuit.");
+    for i in 0..30 {
+        say(&d, &chatter(i));
+    }
+    distill(&d);
+
+    let req = {
+        say(&d, "What dog did my sister adopt? Please also read the file notes.txt");
+        last_request(&v)
+    };
+    let msgs = message_texts(&req);
+    let offered: Vec<&str> = req["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    let system = &msgs[0].1;
+    assert!(system.contains("# More tools"), "a catalogue of the rest: {system}");
+    for (want, why) in [
+        ("files_read", "relevant to the input"),
+        ("get_plugin_tools", "always"),
+        ("memory_recall", "always"),
+    ] {
+        assert!(offered.contains(&want), "{want} ({why}) offered: {offered:?}");
+    }
+    // A deferred owner, as the catalogue names it: `- <owner>: <tool>, <tool> — <what>`.
+    let catalogue = system.split("# More tools").nth(1).unwrap();
+    let (owner, deferred): (String, Vec<String>) = catalogue
+        .lines()
+        .filter_map(|l| l.strip_prefix("- "))
+        .filter_map(|l| {
+            let (owner, rest) = l.split_once(": ")?;
+            let names = rest.split(" — ").next()?;
+            Some((
+                owner.to_owned(),
+                names.split(", ").map(str::to_owned).collect::<Vec<_>>(),
+            ))
+        })
+        .find(|(o, _)| o != "channels" && !o.starts_with("builtin"))
+        .unwrap_or_else(|| panic!("a plugin's tools deferred: {catalogue}"));
+    for n in &deferred {
+        assert!(
+            !offered.contains(&n.as_str()),
+            "{n} is deferred, not offered: {offered:?}"
+        );
+    }
+    let tools = tokens::count(&req["tools"].to_string());
+    let all: usize = msgs.iter().map(|(_, t)| tokens::count(t) + 4).sum::<usize>() + tools;
+    assert!(all <= WINDOW, "{all} tokens > {WINDOW}");
+    let memory = msgs
+        .iter()
+        .find(|(r, t)| r == "system" && t.contains("[Relevant memory]"))
+        .unwrap_or_else(|| panic!("no recalled memory at 8k with {} tools offered", offered.len()));
+    assert!(memory.1.contains("greyhound called Biscuit"), "{}", memory.1);
+
+    // The model asks for that owner's tools; the next step of the same turn offers them.
+    let call = format!(r#"call-tool get_plugin_tools {{"plugin":"{owner}"}}"#);
+    let body = say(&d, &call);
+    assert!(body["reply"].as_str().unwrap().contains(&deferred[0]), "{body}");
+    let req = last_request(&v);
+    let offered: Vec<&str> = req["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    for n in &deferred {
+        assert!(
+            offered.contains(&n.as_str()),
+            "{owner}'s {n} offered after get_plugin_tools: {offered:?}"
+        );
+    }
+    let msgs = message_texts(&req);
+    let all: usize =
+        msgs.iter().map(|(_, t)| tokens::count(t) + 4).sum::<usize>() + tokens::count(&req["tools"].to_string());
+    assert!(all <= WINDOW, "after the expansion: {all} tokens > {WINDOW}");
+    eprintln!(
+        "offered {} tools after the expansion, request {all} tokens",
+        offered.len()
+    );
+}

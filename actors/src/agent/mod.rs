@@ -39,6 +39,7 @@ pub mod selftest;
 pub mod seq;
 pub mod task;
 pub mod tools_exec;
+pub mod toolset;
 pub mod turn;
 
 pub use handles::AgentHandles;

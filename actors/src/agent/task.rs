@@ -118,6 +118,12 @@ pub struct TaskActor {
     cancel: Option<CancellationToken>,
     /// The images this task's requests carry, fetched once.
     media: Arc<crate::memory::media::parts::Prepared>,
+    /// What the turn's tool offer is computed from: the window, the fixed tokens and the
+    /// query of its timeline read (the budget the memory was cut to).
+    offer_for: Option<(usize, usize, String)>,
+    /// Owners whose tools the model asked for (`get_plugin_tools`) or called by name in
+    /// this turn: offered from the next step on when only a subset fits.
+    expanded: std::collections::BTreeSet<String>,
 }
 
 impl TaskActor {
@@ -145,6 +151,26 @@ impl TaskActor {
             core,
             cancel: None,
             media: Arc::default(),
+            offer_for: None,
+            expanded: Default::default(),
+        }
+    }
+
+    /// Remembers the owners the model reached for: the argument of `get_plugin_tools`,
+    /// and the owner of any tool it called by name (offered or from the catalogue).
+    fn note_expansions(&mut self, calls: &[crate::llm::types::ToolCall]) {
+        let tools = self.core.tools();
+        for c in calls {
+            let owner = if c.name == crate::plugins::manager::PLUGIN_TOOLS {
+                c.arguments.get("plugin").and_then(|p| p.as_str()).map(str::to_owned)
+            } else {
+                tools.get(&c.name).map(|t| t.spec.plugin.clone())
+            };
+            if let Some(o) = owner.filter(|o| !o.is_empty())
+                && self.expanded.insert(o.clone())
+            {
+                tracing::debug!(task = self.id, owner = %o, "tools of this owner offered from the next step");
+            }
         }
     }
 
@@ -200,7 +226,8 @@ impl TaskActor {
                 });
             }
             Cmd::ReadTimeline { query, window, fixed } => {
-                let fut = recall(self.deps.clone(), query, window, fixed);
+                self.offer_for = Some((window, fixed, query.clone()));
+                let fut = recall(self.deps.clone(), query, window, fixed, self.input.channel.clone());
                 self.await_event(ctx, fut, |r| Event::Timeline(r.render()));
             }
             Cmd::RecordInput(event) => {
@@ -237,6 +264,7 @@ impl TaskActor {
                 self.await_event(ctx, fut, |res| Event::StopTaken(matches!(res, Ok(true))));
             }
             Cmd::RunTools(calls) => {
+                self.note_expansions(&calls);
                 let runner = ToolRunner {
                     stages: self.deps.stages.clone(),
                     tools: self.core.tools().clone(),
@@ -348,6 +376,11 @@ impl TaskActor {
         } else {
             self.input.text.clone()
         };
+        let (window, fixed, query_for_tools) = self
+            .offer_for
+            .clone()
+            .unwrap_or_else(|| (self.settings().window, 0, self.input.text.clone()));
+        let (channel_for_tools, expanded) = (self.input.channel.clone(), self.expanded.clone());
         let fut = async move {
             if let Some(media) = media {
                 crate::memory::media::parts::prepare(&media, &prepared, &mut request, &query).await;
@@ -362,7 +395,21 @@ impl TaskActor {
                     let _ = tools.unregister(&plugin, name);
                 }
             }
-            request.tools = tool_list(&deps, &tools).0;
+            let offered = offer(
+                &deps,
+                &tools,
+                (window, fixed),
+                &query_for_tools,
+                &channel_for_tools,
+                &expanded,
+            );
+            request.tools = offered.list;
+            if !offered.catalogue.is_empty()
+                && let Some(first) = request.messages.first_mut()
+                && let Some(text) = first.content.as_str()
+            {
+                first.content = serde_json::Value::String(format!("{text}{}", offered.catalogue));
+            }
             let msg = Complete {
                 request,
                 stream: true,
@@ -393,12 +440,13 @@ const TIER_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
 const TIER_ITEMS: usize = 8;
 
 /// The model's tool list as last built: from which registry snapshot and channel set,
-/// and its token count.
+/// its token count, and what the subset policy ([`super::toolset`]) knows of each tool.
 pub struct ToolListCache {
     registry: crate::llm::types::ToolList,
     channels: String,
     list: crate::llm::types::ToolList,
     tokens: usize,
+    metas: Arc<Vec<super::toolset::ToolMeta>>,
 }
 
 /// The model's tool list — the registry's tools, then the channels' send tools — and the
@@ -406,6 +454,15 @@ pub struct ToolListCache {
 /// are read on every turn (the budget, the request) and change when a plugin comes or
 /// goes, and a shared list is what lets each call skip copying and hashing the schemas.
 pub fn tool_list(deps: &TaskDeps, registry: &crate::stages::ToolRegistry) -> (crate::llm::types::ToolList, usize) {
+    let c = cached_tools(deps, registry);
+    (c.0, c.1)
+}
+
+/// [`tool_list`] with the per-tool facts of the subset policy.
+fn cached_tools(
+    deps: &TaskDeps,
+    registry: &crate::stages::ToolRegistry,
+) -> (crate::llm::types::ToolList, usize, Arc<Vec<super::toolset::ToolMeta>>) {
     let defs = registry.shared_defs();
     let channels = deps.channels.tools_key();
     let mut slot = deps.tool_list.lock();
@@ -413,7 +470,7 @@ pub fn tool_list(deps: &TaskDeps, registry: &crate::stages::ToolRegistry) -> (cr
         && Arc::ptr_eq(&c.registry, defs)
         && c.channels == channels
     {
-        return (c.list.clone(), c.tokens);
+        return (c.list.clone(), c.tokens, c.metas.clone());
     }
     let mut list = defs.as_ref().clone();
     if !deps.hidden_tools.is_empty() {
@@ -421,14 +478,105 @@ pub fn tool_list(deps: &TaskDeps, registry: &crate::stages::ToolRegistry) -> (cr
     }
     list.extend(deps.channels.tools());
     let tokens = serde_json::to_string(&list).map_or(0, |s| crate::memory::tokens::count(&s));
-    let list = Arc::new(list);
+    let analyze = crate::memory::retrieve::analyze;
+    let metas: Vec<super::toolset::ToolMeta> = list
+        .iter()
+        .map(|d| {
+            let f = &d.function;
+            let owner = match registry.get(&f.name) {
+                Some(t) => t.spec.plugin.clone(),
+                None => "channels".to_owned(),
+            };
+            super::toolset::ToolMeta {
+                name: f.name.clone(),
+                owner,
+                tokens: serde_json::to_string(d).map_or(0, |s| crate::memory::tokens::count(&s)),
+                name_terms: analyze(&f.name),
+                desc_terms: analyze(&f.description),
+                summary: super::toolset::summary_of(&f.description),
+            }
+        })
+        .collect();
+    let (list, metas) = (Arc::new(list), Arc::new(metas));
     *slot = Some(ToolListCache {
         registry: defs.clone(),
         channels,
         list: list.clone(),
         tokens,
+        metas: metas.clone(),
     });
-    (list, tokens)
+    (list, tokens, metas)
+}
+
+/// The tools one request offers: all of them, or (at a small window) the subset of
+/// [`super::toolset::choose`] with the catalogue of the rest.
+pub struct Offered {
+    pub list: crate::llm::types::ToolList,
+    /// The schemas' tokens, the catalogue's included.
+    pub tokens: usize,
+    /// Appended to the system prompt when a subset is offered.
+    pub catalogue: String,
+}
+
+/// What a turn's requests may offer: out of `window` with `fixed` taken, for the input
+/// `query` on `channel`, with the owners `expanded` in this turn.
+pub fn offer(
+    deps: &TaskDeps,
+    registry: &crate::stages::ToolRegistry,
+    (window, fixed): (usize, usize),
+    query: &str,
+    channel: &str,
+    expanded: &std::collections::BTreeSet<String>,
+) -> Offered {
+    use super::toolset::{ALWAYS, Choice, Room, choose};
+    let (list, tokens, metas) = cached_tools(deps, registry);
+    let available = Budget::new(window, fixed).target.saturating_sub(fixed);
+    let room = Room::of(available);
+    if tokens <= room.full {
+        return Offered {
+            list,
+            tokens,
+            catalogue: String::new(),
+        };
+    }
+    // An asynchronous channel is answered through its send tool: that one stays.
+    let send = deps
+        .channels
+        .get(channel)
+        .filter(|c| !c.sync)
+        .map(|c| format!("{}{}", super::channels::SEND_PREFIX, c.name));
+    let always = |n: &str| {
+        ALWAYS.contains(&n)
+            || send
+                .as_deref()
+                .is_some_and(|s| n.strip_prefix(s).is_some_and(|r| r.is_empty() || r == "_help"))
+    };
+    let terms = crate::memory::retrieve::analyze(query);
+    match choose(&metas, tokens, room, &terms, &always, expanded) {
+        Choice::All => Offered {
+            list,
+            tokens,
+            catalogue: String::new(),
+        },
+        Choice::Subset {
+            offered,
+            tokens,
+            catalogue,
+        } => {
+            tracing::debug!(
+                offered = offered.len(),
+                of = metas.len(),
+                tokens,
+                available,
+                "a subset of the tools offered: the whole list would crowd out memory"
+            );
+            Offered {
+                list: Arc::new(offered.iter().map(|&i| list[i].clone()).collect()),
+                tokens,
+                catalogue,
+            }
+        }
+    }
 }
 
 /// Per-turn recall for the prefix (`memory::recall`): the budget of §5.8 once the tool
@@ -436,12 +584,14 @@ pub fn tool_list(deps: &TaskDeps, registry: &crate::stages::ToolRegistry) -> (cr
 /// and index line and the knowledge items (asked in parallel), then the context actor
 /// (its events) and the documents actor (their passages), asked together; the tiers
 /// are merged and cut to the budget here (`recall::assemble`).
-pub async fn recall(deps: Arc<TaskDeps>, query: String, window: usize, fixed: usize) -> Recollection {
+pub async fn recall(deps: Arc<TaskDeps>, query: String, window: usize, fixed: usize, channel: String) -> Recollection {
     let tools = async {
         let Ok(registry) = deps.stages.send(GetTools).await else {
             return 0;
         };
-        tool_list(&deps, &registry).1
+        // The turn's first offer (no owner expanded yet): what its requests send, up to
+        // the expansion room the offer keeps free inside the same budget.
+        offer(&deps, &registry, (window, fixed), &query, &channel, &Default::default()).tokens
     };
     let embed = crate::memory::embed::actor::embed_query(
         deps.embedder.as_ref(),
