@@ -94,11 +94,10 @@ impl SchedulerPort for ChildPort {
 }
 
 /// Task dependencies for a sub-agent: the parent's LLM, stage host, firewall and bus,
-/// its own context (and graph), its own limits and refused tools.
+/// its own context and documents (and graph), its own limits and refused tools.
 pub fn derived_deps(
     parent: &TaskDeps,
-    context: TAddr<ContextActor>,
-    documents: TAddr<crate::memory::documents::DocumentsActor>,
+    (context, documents): (TAddr<ContextActor>, TAddr<crate::memory::documents::DocumentsActor>),
     graph: Option<TAddr<crate::memory::graph_actor::GraphActor>>,
     channels: Channels,
     max_tool_turns: u32,
@@ -216,8 +215,7 @@ impl Children {
             .await?;
         let deps = Arc::new(derived_deps(
             &self.0.parent,
-            context,
-            documents,
+            (context, documents),
             None,
             Channels::default(),
             spawn.max_turns,

@@ -325,8 +325,7 @@ impl Residents {
         // Per-turn recall reads the main graph (read-only for it); its tools read both.
         let deps = derived_deps(
             &self.0.parent,
-            context.clone(),
-            documents,
+            (context.clone(), documents),
             self.0.parent.graph.clone(),
             self.0.parent.channels.clone(),
             limits.max_tool_turns,
