@@ -228,10 +228,12 @@ async function memory(page) {
   await page.fill('#graph-q', 'Alice');
   await page.selectOption('#graph-depth', '1');
   await page.locator('#graph-form button[type=submit]').click();
-  const drawn = await pollPage(page, 'Alice\'s relations were not drawn', 15_000, () => {
+  // Generous: the first drawing fetches Cytoscape (440 kB) and runs its force layout in
+  // software rendering, which took over 15 s with the whole suite loading two cores.
+  const drawn = await pollPage(page, 'Alice\'s relations were not drawn', 60_000, () => {
     const c = document.querySelector('#graph-canvas');
     const n = Number(c.dataset.nodes);
-    return n >= 4 && c.querySelector('canvas') ? { ok: true, n, e: Number(c.dataset.edges) } : { ok: false, why: `nodes=${c.dataset.nodes} ${document.querySelector('#graph-error').textContent}` };
+    return n >= 4 && c.querySelector('canvas') ? { ok: true, n, e: Number(c.dataset.edges) } : { ok: false, why: `nodes=${c.dataset.nodes} cytoscape=${Boolean(window.cytoscape)} count=${document.querySelector('#graph-count').textContent} error=${document.querySelector('#graph-error').textContent}` };
   });
   log(`graph of Alice drawn by cytoscape: ${drawn.n} nodes, ${drawn.e} edges`);
   const likes = page.locator('#graph-rels tr.rel-row').filter({ hasText: 'likes' });

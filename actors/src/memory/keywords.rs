@@ -51,7 +51,7 @@ impl Default for Keywords {
         for w in STOP_WORDS {
             config.add_stop_word((*w).to_owned());
         }
-        let idf = unpack(IDF_ZST, "IDF table");
+        let (dict, idf) = unpack();
         let mut idf = std::io::BufReader::new(idf.as_slice());
         let mut tfidf = TfIdf::new(Some(&mut idf), KeywordExtractConfig::default());
         match config.build() {
@@ -59,27 +59,61 @@ impl Default for Keywords {
             Err(e) => tracing::warn!("keyword extractor keeps jieba's defaults: {e}"),
         }
         Self {
-            jieba: load_jieba(),
+            jieba: jieba_from(&dict),
             tfidf,
         }
     }
 }
 
-/// jieba's dictionary (`dict.txt` of jieba-rs 0.8), zstd-compressed: the crate's own
-/// embedded copy is turned off (`default-features = false`) because deflate left it
-/// 0.8 MB larger in the binary (`homed` <= 25 MB). Same data, same segmentation.
-static DICT_ZST: &[u8] = include_bytes!("../../assets/jieba-dict.txt.zst");
-/// jieba's IDF table (`idf.txt` of jieba-rs 0.8), zstd-compressed.
-static IDF_ZST: &[u8] = include_bytes!("../../assets/jieba-idf.txt.zst");
+/// jieba's dictionary and IDF table (`dict.txt`, `idf.txt` of jieba-rs 0.8) as one
+/// zstd file with each word written once (`scripts/make-jieba-assets.py` says how).
+/// The crate's own embedded copy is off (`default-features = false`): deflated, the two
+/// files took 1.2 MB more of the binary (`homed` <= 25 MB). Same data, same
+/// segmentation, same keywords.
+static JIEBA_ZST: &[u8] = include_bytes!("../../assets/jieba.zst");
 
-fn unpack(zst: &[u8], what: &str) -> Vec<u8> {
-    zstd::stream::decode_all(zst).unwrap_or_else(|e| panic!("the embedded jieba {what} is corrupt: {e}"))
+/// The dictionary's and the IDF table's texts, rebuilt from [`JIEBA_ZST`].
+fn unpack() -> (Vec<u8>, Vec<u8>) {
+    let packed =
+        zstd::stream::decode_all(JIEBA_ZST).unwrap_or_else(|e| panic!("the embedded jieba data is corrupt: {e}"));
+    let text = std::str::from_utf8(&packed).expect("the embedded jieba data is UTF-8");
+    let mut lines = text.lines();
+    let values: Vec<&str> = lines.next().unwrap_or("").split(' ').collect();
+    let value = |i: &str| {
+        i.parse::<usize>()
+            .ok()
+            .and_then(|i| values.get(i).copied())
+            .unwrap_or_else(|| panic!("the embedded jieba data has a bad IDF index {i:?}"))
+    };
+    let (mut dict, mut idf) = (Vec::with_capacity(packed.len()), Vec::with_capacity(packed.len() / 2));
+    for line in lines.by_ref() {
+        if line == "#" {
+            break;
+        }
+        let (entry, i) = line
+            .rsplit_once(' ')
+            .expect("a jieba dictionary line ends in an IDF index");
+        dict.extend_from_slice(entry.as_bytes());
+        dict.push(b'\n');
+        if i != "-" {
+            let word = entry.split(' ').next().unwrap_or(entry);
+            idf.extend_from_slice(format!("{word} {}\n", value(i)).as_bytes());
+        }
+    }
+    for line in lines {
+        let (word, i) = line.rsplit_once(' ').expect("a jieba IDF line ends in an index");
+        idf.extend_from_slice(format!("{word} {}\n", value(i)).as_bytes());
+    }
+    (dict, idf)
+}
+
+fn jieba_from(dict: &[u8]) -> Jieba {
+    Jieba::with_dict(&mut std::io::BufReader::new(dict)).expect("the embedded jieba dictionary parses")
 }
 
 /// A segmenter over jieba's standard dictionary (about 1 s: build it once and share).
 pub fn load_jieba() -> Jieba {
-    let dict = unpack(DICT_ZST, "dictionary");
-    Jieba::with_dict(&mut std::io::BufReader::new(dict.as_slice())).expect("the embedded jieba dictionary parses")
+    jieba_from(&unpack().0)
 }
 
 impl Keywords {
@@ -123,5 +157,17 @@ mod tests {
         let got = k.extract("What does Rust compile to", 5);
         assert!(got.iter().any(|w| w.eq_ignore_ascii_case("rust")), "{got:?}");
         assert!(k.extract("的", 5).is_empty());
+    }
+
+    /// The packed asset gives back jieba-rs 0.8.1's two files line for line (their
+    /// counts and first lines; the IDF table's order does not matter to jieba).
+    #[test]
+    fn the_packed_data_rebuilds_both_files() {
+        let (dict, idf) = unpack();
+        let (dict, idf) = (String::from_utf8(dict).unwrap(), String::from_utf8(idf).unwrap());
+        assert_eq!(dict.lines().count(), 349_045);
+        assert_eq!(idf.lines().count(), 270_132);
+        assert!(dict.starts_with("1号店 3 n\n4S店 3 n\n"), "{}", &dict[..40]);
+        assert!(idf.lines().any(|l| l == "劳动防护 13.900677652"));
     }
 }
