@@ -9,6 +9,10 @@
 pub mod site {
     /// A scheduler receives an input (key: the input's text).
     pub const SCHEDULER_SUBMIT: &str = "scheduler.submit";
+    /// The documents actor ranks passages for a turn's recall (key: the query).
+    pub const DOCUMENTS_RECALL: &str = "documents.recall";
+    /// The documents actor commits an archive (key: the first archived event's words).
+    pub const DOCUMENTS_ARCHIVE: &str = "documents.archive";
 }
 
 /// Panics when the configured fault matches `site` and `key` (debug builds only).

@@ -101,10 +101,18 @@ async fn stack(settings: AgentSettings) -> Stack {
         })
         .await
         .unwrap();
-    let context = root
-        .worker("context", RestartPolicy::Permanent, || {
+    let documents = root
+        .worker("documents", RestartPolicy::Permanent, || {
             let store = homeagent_actors::memory::store::MemoryStore::open_in_memory().map_err(|e| e.to_string())?;
-            homeagent_actors::memory::actor::ContextActor::open(store).map_err(|e| e.to_string())
+            Ok(homeagent_actors::memory::documents::DocumentsActor::new(store))
+        })
+        .await
+        .unwrap();
+    let docs = documents.clone();
+    let context = root
+        .worker("context", RestartPolicy::Permanent, move || {
+            let store = homeagent_actors::memory::store::MemoryStore::open_in_memory().map_err(|e| e.to_string())?;
+            homeagent_actors::memory::actor::ContextActor::open(store, docs.clone()).map_err(|e| e.to_string())
         })
         .await
         .unwrap();
@@ -122,6 +130,7 @@ async fn stack(settings: AgentSettings) -> Stack {
         llm,
         stages: stages.clone(),
         context,
+        documents,
         textlog,
         graph: None,
         embedder: None,

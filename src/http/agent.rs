@@ -314,10 +314,10 @@ pub async fn get_documents(
     let docs = state
         .agent
         .deps
-        .context
-        .send(homeagent_actors::memory::actor::GetDocuments { query, qv })
+        .documents
+        .send(homeagent_actors::memory::documents::GetDocuments { query, qv })
         .await?
-        .map_err(ApiError::unavailable)?;
+        .map_err(|e| ApiError::unavailable(e.to_string()))?;
     Ok(HttpResponse::Ok().json(json!({ "documents": docs })))
 }
 
@@ -588,13 +588,12 @@ pub async fn run_heartbeat(state: web::Data<AppState>, name: web::Path<String>) 
 #[utoipa::path(get, path = "/api/v1/memory/status", tag = "memory",
     responses((status = 200, description = "`{context_events, documents, graph: {entity_count, relation_count, relations_total, memory_hotspots}, embedder: {configured, active, space, fallback, rows, embedded, recompute: {done, total} | null, last_error}, heartbeats: {...: last round | null}}`")))]
 pub async fn memory_status(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    let (events, documents) = state
-        .agent
-        .deps
-        .context
-        .send(homeagent_actors::memory::actor::MemoryCounts)
-        .await?
-        .map_err(ApiError::unavailable)?;
+    let deps = &state.agent.deps;
+    let (events, documents) = futures_util::join!(
+        deps.context.send(homeagent_actors::memory::actor::CountEvents),
+        deps.documents.send(homeagent_actors::memory::documents::CountDocuments)
+    );
+    let (events, documents) = (events?, documents?.map_err(|e| ApiError::unavailable(e.to_string()))?);
     let last = state.distill.as_ref().and_then(|(_, l)| l.lock().clone());
     let maintenance = |kind| {
         state

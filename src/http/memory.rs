@@ -18,10 +18,10 @@ pub async fn delete_document(state: web::Data<AppState>, id: web::Path<String>) 
     let existed = state
         .agent
         .deps
-        .context
-        .send(homeagent_actors::memory::actor::DeleteDoc(id.clone()))
+        .documents
+        .send(homeagent_actors::memory::documents::DeleteDoc(id.clone()))
         .await?
-        .map_err(ApiError::unavailable)?;
+        .map_err(|e| ApiError::unavailable(e.to_string()))?;
     if !existed {
         return Err(ApiError::not_found(format!(
             "no document `{id}`; GET /api/v1/memory/documents lists them"

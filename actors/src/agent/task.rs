@@ -72,6 +72,8 @@ pub struct TaskDeps {
     pub llm: TAddr<LlmActor>,
     pub stages: TAddr<StageHost>,
     pub context: TAddr<ContextActor>,
+    /// The document tier: per-turn recall asks it for passages beside the context.
+    pub documents: TAddr<crate::memory::documents::DocumentsActor>,
     /// The raw JSONL record of every turn.
     pub textlog: TAddr<crate::memory::textlog::TextLogActor>,
     /// The graph tier, for the `【记忆索引】` block (none in kernels without it).
@@ -613,7 +615,8 @@ pub fn offer(
 /// Per-turn recall for the prefix (`memory::recall`): the budget of §5.8 once the tool
 /// schemas are counted, the query's embedding (waited for briefly), the graph's facts
 /// and index line and the knowledge items (asked in parallel), then the context actor
-/// ranks its events and passages, fuses the tiers and cuts them to the budget.
+/// (its events) and the documents actor (their passages), asked together; the tiers
+/// are merged and cut to the budget here (`recall::assemble`).
 pub async fn recall(deps: Arc<TaskDeps>, query: String, window: usize, fixed: usize, channel: String) -> Recollection {
     let tools = async {
         let Ok(registry) = deps.stages.send(GetTools).await else {
@@ -664,25 +667,39 @@ pub async fn recall(deps: Arc<TaskDeps>, query: String, window: usize, fixed: us
     let (tool_tokens, qv, (facts, index), knowledge) = futures_util::join!(tools, embed, graph, knowledge);
     let budget = Budget::with_tools(window, fixed, tool_tokens);
     tracing::debug!(?budget, tool_tokens, dense = qv.is_some(), "prompt budget");
-    let msg = Recall {
-        query,
+    // The context tier's events and the document tier's passages, asked at once (one
+    // round trip, as when one actor held both); a tier that does not answer leaves
+    // its part out of this prompt only.
+    let window = deps.context.send(Recall {
+        query: query.clone(),
+        qv: qv.clone(),
+    });
+    let passages = deps.documents.send(crate::memory::documents::RecallPassages {
+        query: query.clone(),
         qv,
+    });
+    let (window, passages) = futures_util::join!(window, passages);
+    let window = window.unwrap_or_else(|e| {
+        tracing::warn!("recall without the context window this turn (is kernel/memory/context running?): {e}");
+        Default::default()
+    });
+    let passages = passages.unwrap_or_else(|e| {
+        tracing::warn!("recall without documents this turn (kernel/memory/documents did not answer): {e}");
+        Default::default()
+    });
+    crate::memory::recall::assemble(
+        &query,
+        window,
+        passages,
+        vec![facts, knowledge],
+        (!index.is_empty()).then_some(index),
         // The recency tail is part of the memory share (`Budget::tail`), so many tool
         // schemas can leave no `timeline` remainder without losing the last turns.
-        budget: RecallBudget {
+        RecallBudget {
             memory: budget.memory,
             timeline: budget.tail,
         },
-        tiers: vec![facts, knowledge],
-        index: (!index.is_empty()).then_some(index),
-    };
-    match deps.context.send(msg).await {
-        Ok(r) => r,
-        Err(e) => {
-            tracing::warn!("recall failed, the prompt goes without memory (is kernel/memory/context running?): {e}");
-            Recollection::default()
-        }
-    }
+    )
 }
 
 impl KernelActor for TaskActor {

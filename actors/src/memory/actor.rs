@@ -1,12 +1,20 @@
 //! `kernel/memory/context`: the context tier as an actor (on the blocking arbiter).
+//!
+//! It owns the context window (the `context_events` rows, through its own connection,
+//! and the events in memory) and the recall index of those events. Documents are the
+//! documents actor's (`memory::documents`): an archive asks it to commit the document
+//! first and removes the events from the window only once it did (see
+//! [`ContextActor::archive`]).
 
 use actix::prelude::*;
 
 use super::context::{self, Event};
-use super::docindex::Unit;
-use super::recall::{Item, Origin};
+use super::docindex::{Ranked, Unit};
+use super::documents::{ArchiveEvents, DocumentsActor};
+use super::recall::{Item, Origin, WindowRecall};
 use super::store::{Document, MemoryError, MemoryStore, QueryVector};
-use crate::host::{Handles, HostContext, KernelActor};
+use crate::addr::TAddr;
+use crate::host::{Handles, Host, HostContext, KernelActor};
 use crate::i18n::Msg;
 
 /// The context actor: the store plus the events in memory.
@@ -15,17 +23,26 @@ pub struct ContextActor {
     events: Vec<Event>,
     /// o200k tokens of each window event's words, counted once (by event id).
     tokens: std::collections::HashMap<i64, usize>,
+    /// Where archived events go.
+    documents: TAddr<DocumentsActor>,
+    /// An archive waits for the documents actor: a second prune meanwhile does nothing
+    /// (its events are still in the window; the next prune archives them).
+    archiving: bool,
 }
 
 impl ContextActor {
-    /// Loads the context from the store.
-    pub fn open(store: MemoryStore) -> Result<Self, MemoryError> {
+    /// Loads the context from the store, after finishing any archive a crash
+    /// interrupted (events whose document was committed leave the window now).
+    pub fn open(mut store: MemoryStore, documents: TAddr<DocumentsActor>) -> Result<Self, MemoryError> {
+        store.forget_archived()?;
         let events = store.events()?;
         tracing::info!(events = events.len(), "context loaded");
         Ok(Self {
             store,
             events,
             tokens: Default::default(),
+            documents,
+            archiving: false,
         })
     }
 }
@@ -48,55 +65,32 @@ pub const QUERY_EMBED_WAIT: std::time::Duration = std::time::Duration::from_mill
 #[rtype(result = "Result<Event, String>")]
 pub struct AppendEvent(pub Event);
 
-/// Per-turn recall (`memory::recall`): the window events and archived passages most
-/// relevant to `query`, fused with the other tiers' ranked items, deduplicated and cut
-/// to `budget`, plus the recency window. Read-only (documents are not "read" by it:
-/// their access counts decide when they are cold, and recall touches many passages).
+/// The context half of per-turn recall (`memory::recall`): the recency window and the
+/// window events most relevant to `query`, with their scores. The documents actor's
+/// `RecallPassages` is asked at the same time; `recall::assemble` merges both.
 #[derive(Message)]
-#[rtype(result = "super::recall::Recollection")]
+#[rtype(result = "WindowRecall")]
 pub struct Recall {
     /// The input the memory is matched against ("" = the recency window only).
     pub query: String,
     /// The input's embedding, when the embedder answered in time.
     pub qv: Option<QueryVector>,
-    pub budget: super::recall::RecallBudget,
-    /// Ranked items of the other tiers (graph facts, knowledge), each best first.
-    pub tiers: Vec<Vec<super::recall::Item>>,
-    /// The graph's `【记忆索引】` line, if any.
-    pub index: Option<String>,
 }
 
-/// `doc_query`: moves the documents matching `query` back into the timeline (at their
-/// original time) and answers the tool's reply.
+/// `doc_query`'s second step: documents found in the document tier go back into the
+/// timeline at their original time (as `cold_storage` events). Answers how many.
 #[derive(Message)]
-#[rtype(result = "Result<String, String>")]
-pub struct ConsumeDocs {
+#[rtype(result = "Result<usize, String>")]
+pub struct RestoreDocuments {
+    /// What was asked (the restored events say it).
     pub query: String,
-    pub top_k: usize,
-    pub qv: Option<QueryVector>,
-}
-
-/// `doc_commit`: stores a document; answers the tool's reply.
-#[derive(Message)]
-#[rtype(result = "Result<String, String>")]
-pub struct CommitDoc {
-    pub content: String,
-    pub summary: String,
+    pub docs: Vec<Document>,
 }
 
 /// The whole context window.
 #[derive(Message)]
 #[rtype(result = "Vec<Event>")]
 pub struct GetContext;
-
-/// The documents of the cold tier: all of them (newest first) or, with a query, the
-/// 20 most similar (best first). Read-only: access counts are not touched.
-#[derive(Message)]
-#[rtype(result = "Result<Vec<Document>, String>")]
-pub struct GetDocuments {
-    pub query: Option<String>,
-    pub qv: Option<QueryVector>,
-}
 
 /// The distill heartbeat's round: when the window holds more than twice
 /// `max_context_size` events, prune it down to `max_context_size` against the most
@@ -108,10 +102,11 @@ pub struct DistillContext {
     pub max_context_size: usize,
 }
 
-/// Counts for the status API.
+/// How many events the window holds (the status API; the documents actor counts the
+/// documents).
 #[derive(Message)]
-#[rtype(result = "Result<(usize, usize), String>")]
-pub struct MemoryCounts;
+#[rtype(result = "usize")]
+pub struct CountEvents;
 
 /// Prunes the context against `query` when it holds more than `top_k` events; the
 /// removed ones become a document. Answers how many events were archived.
@@ -157,56 +152,22 @@ impl ContextActor {
         }
     }
 
-    /// The units most relevant to `query`, as items, best first.
-    fn relevant_units(&mut self, query: &str, qv: Option<&QueryVector>) -> Vec<Item> {
-        let units = match self
-            .store
-            .search_units(query, qv, super::recall::DENSE_MIN, super::recall::UNIT_CANDIDATES)
-        {
+    /// The window events most relevant to `query`, as scored items, best first.
+    fn relevant_events(&mut self, query: &str, qv: Option<&QueryVector>) -> Ranked<Item> {
+        use super::recall::{DENSE_MIN, UNIT_CANDIDATES};
+        let units = match self.store.search_event_units(query, qv, DENSE_MIN, UNIT_CANDIDATES) {
             Ok(u) => u,
             Err(e) => {
                 tracing::warn!("recall lookup failed, the prompt gets the recency window only: {e}");
-                return Vec::new();
+                return Ranked::default();
             }
         };
-        let passage_ids: Vec<i64> = units
-            .iter()
-            .filter_map(|u| match u {
-                Unit::Passage(id) => Some(*id),
-                Unit::Event(_) => None,
-            })
-            .collect();
-        let mut passages: std::collections::HashMap<i64, super::store::Passage> =
-            match self.store.passages(&passage_ids) {
-                Ok(ps) => ps.into_iter().map(|p| (p.id, p)).collect(),
-                Err(e) => {
-                    tracing::warn!("reading recalled passages failed: {e}");
-                    Default::default()
-                }
-            };
-        let mut out = Vec::with_capacity(units.len());
-        for u in units {
-            match u {
-                Unit::Event(id) => {
-                    if let Some(i) = self.position_of(id) {
-                        let e = self.events[i].clone();
-                        out.push(self.window_item(&e));
-                    }
-                }
-                Unit::Passage(id) => {
-                    if let Some(p) = passages.remove(&id) {
-                        out.push(Item {
-                            origin: Origin::Passage { doc_id: p.doc_id },
-                            ts_ms: Some(p.ts_ms),
-                            speaker: p.speaker,
-                            text: p.text,
-                            tokens: p.tokens,
-                        });
-                    }
-                }
-            }
-        }
-        out
+        units.filter_map(|u| {
+            let Unit::Event(id) = u else { return None };
+            let i = self.position_of(id)?;
+            let e = self.events[i].clone();
+            Some(self.window_item(&e))
+        })
     }
 
     /// Forgets the cached counts of events no longer in the window.
@@ -222,10 +183,8 @@ impl Handles<Recall> for ContextActor {
         let start = self.events.len().saturating_sub(2 * super::recall::RECENT_EVENTS);
         let tail: Vec<Event> = self.events[start..].to_vec();
         let recent: Vec<Item> = tail.iter().map(|e| self.window_item(e)).collect();
-        let mut tiers = vec![self.relevant_units(&msg.query, msg.qv.as_ref())];
-        tiers.extend(msg.tiers);
-        let ranked = super::recall::fuse(tiers);
-        actix::MessageResult(super::recall::select(&msg.query, recent, ranked, msg.index, msg.budget))
+        let units = self.relevant_events(&msg.query, msg.qv.as_ref());
+        actix::MessageResult(WindowRecall { recent, units })
     }
 }
 
@@ -236,32 +195,72 @@ impl Handles<GetContext> for ContextActor {
     }
 }
 
-impl Handles<GetDocuments> for ContextActor {
-    type Reply = Result<Vec<Document>, String>;
-    fn handle(&mut self, m: GetDocuments, _: &mut HostContext<Self>) -> Self::Reply {
-        match m.query.as_deref().map(str::trim) {
-            Some(q) if !q.is_empty() => self.store.search_documents(q, 20, m.qv.as_ref()),
-            _ => self.store.documents(),
+/// What an archive answers: how many events left the window.
+type Archived = ResponseActFuture<Host<ContextActor>, Result<usize, String>>;
+
+impl ContextActor {
+    /// Archives `archived` (events of the window): the documents actor commits their
+    /// document first; only on its `Ok` are the events deleted from `context_events`
+    /// and the window. If the documents actor fails, is restarting, or another archive
+    /// is in flight, the events stay and a later prune archives them (answer 0; a
+    /// store failure of the document tier is an error). Crash-safe in both orders: an
+    /// event recorded as archived but still here is dropped when this actor opens
+    /// ([`MemoryStore::forget_archived`]), and never archived twice.
+    fn archive(&mut self, archived: Vec<Event>, what: &'static str) -> Archived {
+        if archived.is_empty() {
+            return Box::pin(actix::fut::ready(Ok(0)));
         }
-        .map_err(|e| e.to_string())
+        if self.archiving {
+            tracing::debug!(
+                events = archived.len(),
+                "an archive is in flight: these events wait for the next prune"
+            );
+            return Box::pin(actix::fut::ready(Ok(0)));
+        }
+        self.archiving = true;
+        let n = archived.len();
+        let ids: Vec<i64> = archived.iter().map(|e| e.id).collect();
+        let documents = self.documents.clone();
+        let fut = async move { documents.send(ArchiveEvents(archived)).await };
+        Box::pin(
+            actix::fut::wrap_future::<_, Host<Self>>(fut).map(move |res, host, _| {
+                let me = host.inner();
+                me.archiving = false;
+                let doc = match res {
+                    Ok(Ok(doc)) => doc,
+                    Ok(Err(e)) => {
+                        tracing::warn!(events = n, "archive not stored, the events stay in the window: {e}");
+                        return Err(format!(
+                            "the document tier could not store the archive ({e}); the events stay in the window and a later prune retries"
+                        ));
+                    }
+                    Err(e) => {
+                        tracing::warn!(events = n, "archive deferred, the events stay in the window: {e}");
+                        return Ok(0);
+                    }
+                };
+                // The document is committed: the events may go. If deleting them
+                // fails they stay (here and on disk) and leave at the next open.
+                me.store.forget_events(&ids).map_err(|e| e.to_string())?;
+                let gone: std::collections::HashSet<i64> = ids.into_iter().collect();
+                me.events.retain(|e| !gone.contains(&e.id));
+                me.trim_token_cache();
+                tracing::info!(archived = n, kept = me.events.len(), document = ?doc, "context {what}");
+                Ok(n)
+            }),
+        )
     }
 }
 
 impl Handles<PruneContext> for ContextActor {
-    type Reply = Result<usize, String>;
+    type Reply = Archived;
     fn handle(&mut self, msg: PruneContext, _: &mut HostContext<Self>) -> Self::Reply {
         let (top_k, protected) = context::top_k_and_protected(&self.events, msg.context_tokens, msg.max_context_size);
         if self.events.len() <= top_k {
-            return Ok(0);
+            return Box::pin(actix::fut::ready(Ok(0)));
         }
         let pruned = context::prune(self.events.clone(), &msg.query, top_k, protected);
-        let n = pruned.archived.len();
-        // Disk first: if archiving fails, the in-memory window stays as it was.
-        let doc = self.store.archive(&pruned.archived).map_err(|e| e.to_string())?;
-        self.events = pruned.kept;
-        self.trim_token_cache();
-        tracing::info!(archived = n, kept = self.events.len(), document = ?doc, "context pruned");
-        Ok(n)
+        self.archive(pruned.archived, "pruned")
     }
 }
 
@@ -276,22 +275,10 @@ fn cut_bytes(s: &str, max: usize) -> String {
     format!("{}...", &s[..end])
 }
 
-impl Handles<ConsumeDocs> for ContextActor {
-    type Reply = Result<String, String>;
-    fn handle(&mut self, msg: ConsumeDocs, _: &mut HostContext<Self>) -> Self::Reply {
-        if msg.query.trim().is_empty() {
-            return Ok(Msg::DocQueryRequired.text());
-        }
-        let top_k = if msg.top_k == 0 { 3 } else { msg.top_k };
-        let docs = self
-            .store
-            .query_documents(&msg.query, top_k, true, msg.qv.as_ref())
-            .map_err(|e| e.to_string())?;
-        if docs.is_empty() {
-            return Ok(Msg::DocNothing.text());
-        }
-        let mut refs = Vec::new();
-        for (i, d) in docs.iter().enumerate() {
+impl Handles<RestoreDocuments> for ContextActor {
+    type Reply = Result<usize, String>;
+    fn handle(&mut self, msg: RestoreDocuments, _: &mut HostContext<Self>) -> Self::Reply {
+        for d in &msg.docs {
             // Back into the timeline where it happened.
             let event = Event {
                 id: 0,
@@ -305,113 +292,17 @@ impl Handles<ConsumeDocs> for ContextActor {
             let stored = self.store.append(event).map_err(|e| e.to_string())?;
             let pos = self.events.partition_point(|e| e.ts_ms <= stored.ts_ms);
             self.events.insert(pos, stored);
-            refs.push(format!("#{}({})", i + 1, d.summary));
         }
-        Ok(Msg::DocsLoaded {
-            count: docs.len(),
-            refs: &refs.join(", "),
-        }
-        .text())
-    }
-}
-
-impl Handles<CommitDoc> for ContextActor {
-    type Reply = Result<String, String>;
-    fn handle(&mut self, msg: CommitDoc, _: &mut HostContext<Self>) -> Self::Reply {
-        if msg.content.trim().is_empty() {
-            return Ok(Msg::ContentRequired.text());
-        }
-        let summary = if msg.summary.trim().is_empty() {
-            msg.content.chars().take(100).collect()
-        } else {
-            msg.summary
-        };
-        match self.store.commit_document(&summary, &msg.content) {
-            Ok(id) => Ok(Msg::DocCommitted {
-                id: &id.to_string(),
-                summary: &summary,
-            }
-            .text()),
-            Err(e) => Ok(Msg::DocCommitFailed { error: &e.to_string() }.text()),
-        }
-    }
-}
-
-/// The document tools (`doc_query`, `doc_commit`) over a context actor.
-pub fn document_tools(
-    context: crate::addr::TAddr<ContextActor>,
-    embedder: Option<super::embed::actor::EmbedderHandle>,
-) -> Vec<(crate::stages::ToolSpec, std::sync::Arc<dyn crate::stages::ToolHandler>)> {
-    use futures_util::future::BoxFuture;
-    use serde_json::{Value, json};
-    let mut query = crate::stages::ToolSpec::new(
-        "doc_query",
-        "Load archived conversation documents matching a query back into the timeline (they leave the document store).",
-        json!({"type": "object", "properties": {
-            "query": {"type": "string", "description": "what to look for"},
-            "top_k": {"type": "integer", "description": "how many documents (default 3)"}
-        }, "required": ["query"]}),
-    );
-    query.plugin = "memory".into();
-    let mut commit = crate::stages::ToolSpec::new(
-        "doc_commit",
-        "Store a document in long-term document memory.",
-        json!({"type": "object", "properties": {
-            "content": {"type": "string"},
-            "summary": {"type": "string", "description": "one line; defaults to the start of the content"}
-        }, "required": ["content"]}),
-    );
-    commit.plugin = "memory".into();
-    let c1 = context.clone();
-    let q: std::sync::Arc<dyn crate::stages::ToolHandler> =
-        std::sync::Arc::new(move |args: Value| -> BoxFuture<'static, Result<String, String>> {
-            let c = c1.clone();
-            let e = embedder.clone();
-            Box::pin(async move {
-                let query = args.get("query").and_then(Value::as_str).unwrap_or("").to_owned();
-                let top_k = args.get("top_k").and_then(Value::as_u64).unwrap_or(3) as usize;
-                let qv = super::embed::actor::embed_query(e.as_ref(), &query, QUERY_EMBED_WAIT).await;
-                c.send(ConsumeDocs { query, top_k, qv })
-                    .await
-                    .map_err(|_| Msg::DocsUnavailable.text())?
-            })
-        });
-    let c2 = context;
-    let m: std::sync::Arc<dyn crate::stages::ToolHandler> =
-        std::sync::Arc::new(move |args: Value| -> BoxFuture<'static, Result<String, String>> {
-            let c = c2.clone();
-            Box::pin(async move {
-                let content = args.get("content").and_then(Value::as_str).unwrap_or("").to_owned();
-                let summary = args.get("summary").and_then(Value::as_str).unwrap_or("").to_owned();
-                c.send(CommitDoc { content, summary })
-                    .await
-                    .map_err(|_| Msg::DocsUnavailable.text())?
-            })
-        });
-    vec![(query, q), (commit, m)]
-}
-
-impl ContextActor {
-    fn prune_to(&mut self, query: &str, top_k: usize) -> Result<usize, String> {
-        if self.events.len() <= top_k {
-            return Ok(0);
-        }
-        let pruned = context::prune(self.events.clone(), query, top_k, context::PROTECTED);
-        let n = pruned.archived.len();
-        let doc = self.store.archive(&pruned.archived).map_err(|e| e.to_string())?;
-        self.events = pruned.kept;
-        self.trim_token_cache();
-        tracing::info!(archived = n, kept = self.events.len(), document = ?doc, "context distilled");
-        Ok(n)
+        Ok(msg.docs.len())
     }
 }
 
 impl Handles<DistillContext> for ContextActor {
-    type Reply = Result<usize, String>;
+    type Reply = Archived;
     fn handle(&mut self, msg: DistillContext, _: &mut HostContext<Self>) -> Self::Reply {
         let max = msg.max_context_size.max(1);
         if self.events.len() <= 2 * max {
-            return Ok(0);
+            return Box::pin(actix::fut::ready(Ok(0)));
         }
         let query = self
             .events
@@ -420,73 +311,15 @@ impl Handles<DistillContext> for ContextActor {
             .find(|e| e.source != "agent" && e.source != "cold_storage")
             .map(|e| e.input.clone())
             .unwrap_or_default();
-        self.prune_to(&query, max)
+        let pruned = context::prune(self.events.clone(), &query, max, context::PROTECTED);
+        self.archive(pruned.archived, "distilled")
     }
 }
 
-impl Handles<MemoryCounts> for ContextActor {
-    type Reply = Result<(usize, usize), String>;
-    fn handle(&mut self, _: MemoryCounts, _: &mut HostContext<Self>) -> Self::Reply {
-        Ok((
-            self.events.len(),
-            self.store.documents().map_err(|e| e.to_string())?.len(),
-        ))
-    }
-}
-
-/// Documents cold enough for the graph (the archive heartbeat).
-#[derive(Message)]
-#[rtype(result = "Result<Vec<crate::memory::store::Document>, String>")]
-pub struct ColdDocs {
-    /// Created before this time (Unix ms).
-    pub before_ms: i64,
-    /// Read at most this many times.
-    pub max_access: i64,
-}
-
-impl Handles<ColdDocs> for ContextActor {
-    type Reply = Result<Vec<crate::memory::store::Document>, String>;
-    fn handle(&mut self, m: ColdDocs, _: &mut HostContext<Self>) -> Self::Reply {
-        self.store
-            .cold_documents(m.before_ms, m.max_access)
-            .map_err(|e| e.to_string())
-    }
-}
-
-/// Deletes a document (it now lives in the graph); answers whether it existed.
-#[derive(Message)]
-#[rtype(result = "Result<bool, String>")]
-pub struct DeleteDoc(pub String);
-
-impl Handles<DeleteDoc> for ContextActor {
-    type Reply = Result<bool, String>;
-    fn handle(&mut self, DeleteDoc(id): DeleteDoc, _: &mut HostContext<Self>) -> Self::Reply {
-        self.store.delete_document(&id).map_err(|e| e.to_string())
-    }
-}
-
-/// Stores a document for a plugin (`doc.insert`); answers its id.
-#[derive(Message)]
-#[rtype(result = "Result<String, String>")]
-pub struct InsertDoc {
-    pub summary: String,
-    pub content: String,
-}
-
-impl Handles<InsertDoc> for ContextActor {
-    type Reply = Result<String, String>;
-    fn handle(&mut self, msg: InsertDoc, _: &mut HostContext<Self>) -> Self::Reply {
-        if msg.content.trim().is_empty() {
-            return Err("`content` is empty".into());
-        }
-        let summary = if msg.summary.trim().is_empty() {
-            msg.content.chars().take(100).collect()
-        } else {
-            msg.summary
-        };
-        self.store
-            .commit_document(&summary, &msg.content)
-            .map_err(|e| e.to_string())
+impl Handles<CountEvents> for ContextActor {
+    type Reply = usize;
+    fn handle(&mut self, _: CountEvents, _: &mut HostContext<Self>) -> Self::Reply {
+        self.events.len()
     }
 }
 

@@ -7,8 +7,10 @@
 //!
 //! Two indexes share this code: [`DocIndex`] over whole documents (`doc_query`, the
 //! documents API) and [`RecallIndex`] over the units per-turn recall ranks — the
-//! context window's events and the archived events' passages — so a query finds the
-//! matching *passage*, not a document header.
+//! context window's events (built by the context tier) and the archived events'
+//! passages (built by the document tier) — so a query finds the matching *passage*,
+//! not a document header. Each tier ranks its own rows; [`merge`] ranks both tiers'
+//! rows as one list from their scores.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -118,8 +120,8 @@ impl DocIndex {
 }
 
 impl RecallIndex {
-    /// Reads every context event and passage of `conn`.
-    pub fn build(conn: &Connection) -> rusqlite::Result<Self> {
+    /// Reads every context event of `conn` (the context tier's half of recall).
+    pub fn build_events(conn: &Connection) -> rusqlite::Result<Self> {
         let mut ix = Self::default();
         let mut st = conn.prepare(&format!(
             "SELECT {} FROM context_events ORDER BY ts_ms, id",
@@ -132,6 +134,13 @@ impl RecallIndex {
                 &super::recall::unit_text(e.ts_ms, e.speaker(), e.said()),
             );
         }
+        tracing::debug!(units = ix.number.len(), "event recall index built");
+        Ok(ix)
+    }
+
+    /// Reads every passage of `conn` (the document tier's half of recall).
+    pub fn build_passages(conn: &Connection) -> rusqlite::Result<Self> {
+        let mut ix = Self::default();
         let mut st = conn.prepare("SELECT id, ts_ms, speaker, text FROM passages ORDER BY id")?;
         let rows = st.query_map([], |r| {
             Ok((
@@ -145,9 +154,120 @@ impl RecallIndex {
             let (id, ts, speaker, text) = row?;
             ix.add(&Unit::Passage(id), &super::recall::unit_text(ts, &speaker, &text));
         }
-        tracing::debug!(units = ix.number.len(), "recall index built");
+        tracing::debug!(units = ix.number.len(), "passage recall index built");
         Ok(ix)
     }
+}
+
+/// A row an index found, with what the hybrid ranking fuses: its BM25 score in its own
+/// index (None: no query term), its length and frequency of each query term (so it can
+/// be scored again under two indexes' joint statistics), and its cosine with the query
+/// (None: no vector, or below `dense_min`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scored<T> {
+    pub row: T,
+    pub bm25: Option<f32>,
+    pub len: u32,
+    pub tf: Vec<u16>,
+    pub cos: Option<f32>,
+}
+
+impl<T> Scored<T> {
+    /// The same scores on another row (a unit resolved to what it says).
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Scored<U> {
+        Scored {
+            row: f(self.row),
+            bm25: self.bm25,
+            len: self.len,
+            tf: self.tf,
+            cos: self.cos,
+        }
+    }
+}
+
+/// One index's answer: its best rows and its statistics of the query's terms.
+/// Carrying statistics and frequencies rather than ranks lets rows of two indexes (the
+/// context tier's events, the document tier's passages) be ranked exactly as if they
+/// were one index: [`merge`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ranked<T> {
+    pub stats: retrieve::TermStats,
+    pub rows: Vec<Scored<T>>,
+}
+
+impl<T> Default for Ranked<T> {
+    fn default() -> Self {
+        Self {
+            stats: Default::default(),
+            rows: Vec::new(),
+        }
+    }
+}
+
+impl<T> Ranked<T> {
+    /// The same answer with each row resolved (rows `f` drops are left out).
+    pub fn filter_map<U>(self, mut f: impl FnMut(T) -> Option<U>) -> Ranked<U> {
+        Ranked {
+            stats: self.stats,
+            rows: self
+                .rows
+                .into_iter()
+                .filter_map(|s| {
+                    let Scored {
+                        row,
+                        bm25,
+                        len,
+                        tf,
+                        cos,
+                    } = s;
+                    f(row).map(|row| Scored {
+                        row,
+                        bm25,
+                        len,
+                        tf,
+                        cos,
+                    })
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The hybrid ranking over rows of several indexes, best first, at most `top_k`: BM25
+/// under the indexes' joint statistics (the score one index over all their rows would
+/// give) and dense by cosine, fused by reciprocal rank ([`retrieve::rrf`]) — what
+/// [`SearchIndex::search`] does inside one index. Ties keep the lists' order.
+pub fn merge<T>(lists: Vec<Ranked<T>>, top_k: usize) -> Vec<T> {
+    let joint = lists
+        .iter()
+        .map(|l| Some(l.stats.clone()))
+        .reduce(|a, b| a.and_then(|a| b.and_then(|b| a.add(&b))))
+        .flatten();
+    let all: Vec<Scored<T>> = lists.into_iter().flat_map(|l| l.rows).collect();
+    let order_by = |key: &dyn Fn(&Scored<T>) -> Option<f32>| -> Vec<usize> {
+        let mut v: Vec<(usize, f32)> = all
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| key(s).map(|x| (i, x)))
+            .collect();
+        v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        v.into_iter().map(|(i, _)| i).collect()
+    };
+    let bm25 = order_by(&|s| {
+        let score = match &joint {
+            Some(j) if s.bm25.is_some() && j.n > 0 && s.tf.len() == j.df.len() => Some(j.score(s.len, &s.tf)),
+            _ => s.bm25,
+        };
+        score.filter(|x| *x > 0.0)
+    });
+    let dense = order_by(&|s| s.cos);
+    let order = if dense.is_empty() {
+        bm25
+    } else {
+        retrieve::rrf(&[bm25, dense], retrieve::RRF_K)
+    };
+    let mut slots: Vec<Option<T>> = all.into_iter().map(|s| Some(s.row)).collect();
+    order.into_iter().filter_map(|i| slots[i].take()).take(top_k).collect()
 }
 
 impl<K: IndexKey> SearchIndex<K> {
@@ -246,8 +366,15 @@ impl<K: IndexKey> SearchIndex<K> {
     /// dense ranking of `qv` (only rows at cosine ≥ `dense_min` vote on the dense side).
     /// The hybrid retriever of `retrieve`, over this index.
     pub fn search(&self, text: &str, qv: Option<&[f32]>, dense_min: f32, top_k: usize) -> Vec<K> {
-        let bm25 = self.bm25.rank(text);
-        let order = match qv {
+        merge(vec![self.search_scored(text, qv, dense_min, top_k)], top_k)
+    }
+
+    /// The best `top_k` rows of [`Self::search`] with their scores and this index's
+    /// statistics of the query's terms, for a [`merge`] with another index's answer.
+    pub fn search_scored(&self, text: &str, qv: Option<&[f32]>, dense_min: f32, top_k: usize) -> Ranked<K> {
+        let terms = retrieve::query_terms(text);
+        let bm25: Vec<(usize, f32)> = self.bm25.ranked(text);
+        let dense: Vec<(usize, f32)> = match qv {
             Some(q) if !self.dense_doc.is_empty() && q.len() == self.dim => {
                 let mut q = q.to_vec();
                 super::embed::normalize(&mut q);
@@ -260,14 +387,125 @@ impl<K: IndexKey> SearchIndex<K> {
                     .filter(|(_, s)| *s >= dense_min)
                     .collect();
                 d.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-                retrieve::rrf(&[bm25, d.into_iter().map(|(n, _)| n).collect()], retrieve::RRF_K)
+                d
             }
-            _ => bm25,
+            _ => Vec::new(),
         };
-        order
+        let order = if dense.is_empty() {
+            bm25.iter().map(|(n, _)| *n).collect()
+        } else {
+            retrieve::rrf(
+                &[
+                    bm25.iter().map(|(n, _)| *n).collect(),
+                    dense.iter().map(|(n, _)| *n).collect(),
+                ],
+                retrieve::RRF_K,
+            )
+        };
+        let bm25: HashMap<usize, f32> = bm25.into_iter().collect();
+        let dense: HashMap<usize, f32> = dense.into_iter().collect();
+        let rows = order
             .into_iter()
-            .filter_map(|n| self.ids.get(n).cloned().flatten())
+            .filter_map(|n| {
+                let row = self.ids.get(n).cloned().flatten()?;
+                let (len, tf) = self.bm25.term_freqs(n, &terms);
+                Some(Scored {
+                    row,
+                    bm25: bm25.get(&n).copied(),
+                    len,
+                    tf,
+                    cos: dense.get(&n).copied(),
+                })
+            })
             .take(top_k)
-            .collect()
+            .collect();
+        Ranked {
+            stats: self.bm25.term_stats(&terms),
+            rows,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scored(row: &'static str, bm25: Option<f32>, cos: Option<f32>) -> Scored<&'static str> {
+        Scored {
+            row,
+            bm25,
+            len: 0,
+            tf: Vec::new(),
+            cos,
+        }
+    }
+
+    /// Rows without term statistics (scored by their own BM25 score).
+    fn ranked(rows: Vec<Scored<&'static str>>) -> Ranked<&'static str> {
+        Ranked {
+            stats: retrieve::TermStats {
+                n: 0,
+                total_len: 0,
+                df: vec![0],
+            },
+            rows,
+        }
+    }
+
+    #[test]
+    fn merge_ranks_two_indexes_rows_as_one_list() {
+        // BM25 alone: by score across the lists, whichever list a row came from.
+        let merged = merge(
+            vec![
+                ranked(vec![scored("e1", Some(3.0), None), scored("e2", Some(1.0), None)]),
+                ranked(vec![scored("p1", Some(2.0), None), scored("p0", Some(0.0), None)]),
+            ],
+            10,
+        );
+        assert_eq!(merged, ["e1", "p1", "e2"], "a zero score is no match");
+        // With cosines: reciprocal-rank fusion of the two global orders; a row found
+        // by its vector alone still ranks.
+        let merged = merge(
+            vec![
+                ranked(vec![scored("e1", Some(3.0), Some(0.3))]),
+                ranked(vec![scored("p1", Some(2.0), Some(0.9)), scored("p2", None, Some(0.8))]),
+            ],
+            2,
+        );
+        assert_eq!(merged.len(), 2, "cut to top_k");
+        assert_eq!(merged[0], "p1", "second by BM25, first by cosine: {merged:?}");
+    }
+
+    #[test]
+    fn two_indexes_merged_rank_as_one_index_over_both() {
+        let texts = [
+            "red apple pie",
+            "green pear",
+            "red car red paint",
+            "apple tree in the garden",
+            "a red apple",
+            "pear and apple salad",
+            "the car is green",
+        ];
+        let mut one = RecallIndex::default();
+        let (mut events, mut passages) = (RecallIndex::default(), RecallIndex::default());
+        for (i, t) in texts.iter().enumerate() {
+            let k = Unit::Event(i as i64);
+            one.add(&k, t);
+            if i % 3 == 0 { &mut events } else { &mut passages }.add(&k, t);
+        }
+        for q in ["red apple", "green car", "pear salad garden"] {
+            let single = merge(vec![one.search_scored(q, None, 0.2, 10)], 10);
+            let split = merge(
+                vec![
+                    events.search_scored(q, None, 0.2, 10),
+                    passages.search_scored(q, None, 0.2, 10),
+                ],
+                10,
+            );
+            assert_eq!(split, single, "{q}");
+            assert_eq!(one.search(q, None, 0.2, 10), single, "{q}");
+        }
+        assert_eq!(one.search("red apple", None, 0.2, 10)[0], Unit::Event(4));
     }
 }

@@ -11,7 +11,7 @@ use actix::prelude::*;
 use parking_lot::Mutex;
 use serde::Serialize;
 
-use super::actor::{ColdDocs, ContextActor, DeleteDoc};
+use super::documents::{ColdDocs, DeleteDoc, DocumentsActor};
 use super::graph_actor::{CommitTriples, GraphActor, ProposeMerges, ProposeReviews};
 use crate::addr::TAddr;
 use crate::host::{Handles, Host, HostContext, KernelActor};
@@ -60,7 +60,7 @@ pub struct GraphHeartbeat {
     /// Where tasks go (kernel self-input).
     agent: TaskSink,
     /// The document tier (archive only).
-    context: Option<TAddr<ContextActor>>,
+    documents: Option<TAddr<DocumentsActor>>,
     /// Embeds entity names for the merge round's cosine side (merge only; optional).
     embedder: Option<TAddr<super::embed::actor::EmbedderActor>>,
     period: super::heartbeat::Period,
@@ -73,7 +73,7 @@ impl GraphHeartbeat {
         kind: Maintenance,
         graph: TAddr<GraphActor>,
         agent: TaskSink,
-        context: Option<TAddr<ContextActor>>,
+        documents: Option<TAddr<DocumentsActor>>,
         every: super::heartbeat::IntervalCell,
         last: Arc<Mutex<Option<MaintenanceRound>>>,
     ) -> Self {
@@ -81,7 +81,7 @@ impl GraphHeartbeat {
             kind,
             graph,
             agent,
-            context,
+            documents,
             embedder: None,
             period: super::heartbeat::Period::new(every),
             last,
@@ -101,7 +101,7 @@ impl GraphHeartbeat {
 
     fn round(&self, trigger: &'static str) -> impl std::future::Future<Output = MaintenanceRound> + 'static {
         let (kind, graph, agent, last) = (self.kind, self.graph.clone(), self.agent.clone(), self.last.clone());
-        let context = self.context.clone();
+        let documents = self.documents.clone();
         let embedder = self.embedder.clone();
         async move {
             let now = super::now_ms();
@@ -112,8 +112,8 @@ impl GraphHeartbeat {
                 error: None,
                 trigger,
             };
-            let result = match (kind, context) {
-                (Maintenance::Archive, Some(context)) => archive(&graph, &context, now, &mut round.items).await,
+            let result = match (kind, documents) {
+                (Maintenance::Archive, Some(documents)) => archive(&graph, &documents, now, &mut round.items).await,
                 (Maintenance::Archive, None) => Err("the archive heartbeat has no document tier".to_owned()),
                 (Maintenance::Merge | Maintenance::Review, _) => {
                     let proposals = match kind {
@@ -175,18 +175,19 @@ async fn name_vectors(
 /// deleted once at least one of its relations was written. Counts moved documents.
 async fn archive(
     graph: &TAddr<GraphActor>,
-    context: &TAddr<ContextActor>,
+    documents: &TAddr<DocumentsActor>,
     now: i64,
     moved: &mut usize,
 ) -> Result<(), String> {
     use super::maintenance::{ARCHIVAL_SESSION, COLD_AGE_MS, COLD_MAX_ACCESS, doc_to_triples};
-    let docs = context
+    let docs = documents
         .send(ColdDocs {
             before_ms: now - COLD_AGE_MS,
             max_access: COLD_MAX_ACCESS,
         })
         .await
-        .map_err(|e| e.to_string())??;
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
     for doc in docs {
         let triples = doc_to_triples(&doc);
         if triples.is_empty() {
@@ -199,10 +200,11 @@ async fn archive(
             .await
             .map_err(|e| e.to_string())??;
         if relations > 0 {
-            context
+            documents
                 .send(DeleteDoc(doc.id.clone()))
                 .await
-                .map_err(|e| e.to_string())??;
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?;
             tracing::info!(doc = %doc.id, relations, "archive: document moved into the graph");
             *moved += 1;
         }

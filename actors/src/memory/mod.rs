@@ -14,7 +14,8 @@
 //! * [`social`]: people's traits and ties on the graph (`person_*` tools);
 //! * [`store`]: `DATA/memory/memory.db` (write-through);
 //! * [`docindex`]: the in-memory search index of the document tier (BM25 + vectors);
-//! * [`actor`]: the `kernel/memory/context` actor;
+//! * [`actor`]: the `kernel/memory/context` actor (the context window);
+//! * [`documents`]: the `kernel/memory/documents` actor (documents, passages, their indexes);
 //! * [`embed`]: dense embedders (ONNX MiniLM, remote `/v1/embeddings`) and `kernel/memory/embedder`;
 //! * [`retrieve`]: BM25, dense and hybrid ranking (agent document lookup, `homed eval`);
 //! * [`import`] + [`importer`]: importing a history (validation and plan; its execution);
@@ -25,6 +26,7 @@ pub mod context;
 pub mod dates;
 pub mod distiller;
 pub mod docindex;
+pub mod documents;
 pub mod embed;
 pub mod graph;
 pub mod graph_actor;

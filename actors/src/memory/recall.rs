@@ -2,19 +2,22 @@
 //! input from everything the agent remembers, plus a short recency window — as a plain
 //! core, unit-tested without actix.
 //!
-//! The context actor ranks its *units* (window events and the passages of archived
-//! documents) with the hybrid retriever over [`super::docindex::RecallIndex`]
-//! (BM25 fused with dense cosine — the retriever `homed eval locomo` measures, through
-//! the same `MemoryStore::search_units` call); graph facts and knowledge items come ranked by their
-//! own tiers. [`fuse`] merges the tiers' rankings by reciprocal rank, [`select`]
+//! The context actor ranks its window events and the documents actor the passages of
+//! archived documents, each with the hybrid retriever over its
+//! [`super::docindex::RecallIndex`] (BM25 fused with dense cosine), answering scores;
+//! [`assemble`] ranks both as one list by those scores (`docindex::merge` — the
+//! ranking `homed eval locomo` measures through `MemoryStore::search_units`); graph
+//! facts and knowledge items come ranked by their own tiers. [`fuse`] merges the
+//! tiers' rankings by reciprocal rank, [`select`]
 //! deduplicates and cuts them to the memory budget (real o200k token counts, counted
 //! once per item), and [`Recollection::render`] is the one place they become prompt
 //! text: each item with its absolute date and its speaker or source, verbatim, or as a
 //! faithful extract when one item alone would take too much of the budget.
 //!
 //! Entry points others build on (kept stable): the task's `agent::task::recall` (the
-//! whole per-turn path, shell side), the context actor's `memory::actor::Recall`
-//! message, `MemoryStore::search_units` (the ranking call), and here [`select`],
+//! whole per-turn path, shell side), the context actor's `memory::actor::Recall` and
+//! the documents actor's `memory::documents::RecallPassages` messages,
+//! `MemoryStore::search_units` (the ranking call), and here [`assemble`], [`select`],
 //! [`fuse`], [`Recollection::render`], [`unit_text`], [`stamp`] and the block headers
 //! [`memory_header`] / [`timeline_header`]. Token counts: `memory::tokens::count`.
 //!
@@ -234,6 +237,32 @@ impl Recollection {
         }
         out
     }
+}
+
+/// The context actor's half of a turn's recall: the window's last events (oldest
+/// first) and its events most relevant to the input, with their scores.
+#[derive(Debug, Clone, Default)]
+pub struct WindowRecall {
+    pub recent: Vec<Item>,
+    pub units: super::docindex::Ranked<Item>,
+}
+
+/// A turn's memory from every tier's answer: the context tier's events and the
+/// document tier's passages ranked as one list by their scores
+/// (`docindex::merge`, as `MemoryStore::search_units` does), that list fused with
+/// the other tiers' rankings (graph facts, knowledge: [`fuse`]), then [`select`]ed.
+pub fn assemble(
+    input: &str,
+    window: WindowRecall,
+    passages: super::docindex::Ranked<Item>,
+    tiers: Vec<Vec<Item>>,
+    index: Option<String>,
+    budget: RecallBudget,
+) -> Recollection {
+    let units = super::docindex::merge(vec![window.units, passages], UNIT_CANDIDATES);
+    let mut all = vec![units];
+    all.extend(tiers);
+    select(input, window.recent, fuse(all), index, budget)
 }
 
 /// Merges the tiers' rankings (each best first) into one by reciprocal rank.

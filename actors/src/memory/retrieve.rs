@@ -132,6 +132,62 @@ pub struct Bm25 {
 const K1: f32 = 1.2;
 const B: f32 = 0.75;
 
+/// A query's terms as BM25 scores them: analysed, sorted, each once.
+pub fn query_terms(query: &str) -> Vec<String> {
+    let mut terms = analyze(query);
+    terms.sort();
+    terms.dedup();
+    terms
+}
+
+fn idf(n: f32, df: f32) -> f32 {
+    (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+}
+
+fn term_score(idf: f32, f: u16, len: u32, avg: f32) -> f32 {
+    let f = f as f32;
+    idf * f * (K1 + 1.0) / (f + K1 * (1.0 - B + B * len as f32 / avg))
+}
+
+/// The corpus statistics BM25 needs for one query's terms: rows, their total length,
+/// and each term's document frequency (in [`query_terms`] order). Two indexes' stats
+/// add up to those of one index holding both.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TermStats {
+    pub n: u64,
+    pub total_len: u64,
+    pub df: Vec<u32>,
+}
+
+impl TermStats {
+    /// The statistics of both corpora together (`None` if they were taken for
+    /// different queries).
+    pub fn add(&self, other: &TermStats) -> Option<TermStats> {
+        (self.df.len() == other.df.len()).then(|| TermStats {
+            n: self.n + other.n,
+            total_len: self.total_len + other.total_len,
+            df: self.df.iter().zip(&other.df).map(|(a, b)| a + b).collect(),
+        })
+    }
+
+    /// The BM25 score of a row of length `len` with term frequencies `tf` under these
+    /// statistics — the same arithmetic, in the same order, as [`Bm25::rank`].
+    pub fn score(&self, len: u32, tf: &[u16]) -> f32 {
+        if self.n == 0 || tf.len() != self.df.len() {
+            return 0.0;
+        }
+        let n = self.n as f32;
+        let avg = self.total_len as f32 / n;
+        let mut acc = 0f32;
+        for (&df, &f) in self.df.iter().zip(tf) {
+            if df > 0 && f > 0 {
+                acc += term_score(idf(n, df as f32), f, len, avg);
+            }
+        }
+        acc
+    }
+}
+
 impl Bm25 {
     pub fn new() -> Self {
         Self::default()
@@ -201,32 +257,58 @@ impl Bm25 {
         let mut acc = vec![0f32; self.lens.len()];
         let mut hit = vec![false; self.lens.len()];
         let avg = self.total_len as f32 / n;
-        let mut terms = analyze(query);
-        terms.sort();
-        terms.dedup();
-        for t in terms {
+        for t in query_terms(query) {
             let Some(list) = self.postings.get(&t) else { continue };
-            let df = list.len() as f32;
-            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+            let idf = idf(n, list.len() as f32);
             for &(d, f) in list {
                 let d = d as usize;
                 if self.removed[d] {
                     continue;
                 }
-                let f = f as f32;
-                let len = self.lens[d] as f32;
-                acc[d] += idf * f * (K1 + 1.0) / (f + K1 * (1.0 - B + B * len / avg));
+                acc[d] += term_score(idf, f, self.lens[d], avg);
                 hit[d] = true;
             }
         }
         acc.into_iter().enumerate().filter(|(d, _)| hit[*d]).collect()
     }
 
+    /// This index's statistics of `terms` (from [`query_terms`]), for scoring its rows
+    /// together with another index's as if both were one ([`TermStats::add`]).
+    pub fn term_stats(&self, terms: &[String]) -> TermStats {
+        TermStats {
+            n: (self.lens.len() - self.removed_count) as u64,
+            total_len: self.total_len,
+            df: terms
+                .iter()
+                .map(|t| self.postings.get(t).map_or(0, |l| l.len() as u32))
+                .collect(),
+        }
+    }
+
+    /// Document `doc`'s length and its frequency of each of `terms`.
+    pub fn term_freqs(&self, doc: usize, terms: &[String]) -> (u32, Vec<u16>) {
+        let tf = terms
+            .iter()
+            .map(|t| {
+                self.postings.get(t).map_or(0, |l| {
+                    // Postings are pushed in document order: sorted by document.
+                    l.binary_search_by_key(&(doc as u32), |p| p.0).map_or(0, |i| l[i].1)
+                })
+            })
+            .collect();
+        (self.lens.get(doc).copied().unwrap_or(0), tf)
+    }
+
     /// Document numbers best first (only those with a positive score).
     pub fn rank(&self, query: &str) -> Vec<usize> {
+        self.ranked(query).into_iter().map(|(d, _)| d).collect()
+    }
+
+    /// `(document, score)` best first (only positive scores).
+    pub fn ranked(&self, query: &str) -> Vec<(usize, f32)> {
         let mut v: Vec<(usize, f32)> = self.scored(query).into_iter().filter(|(_, s)| *s > 0.0).collect();
         v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        v.into_iter().map(|(d, _)| d).collect()
+        v
     }
 }
 

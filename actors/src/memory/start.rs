@@ -1,6 +1,6 @@
 //! Starting the memory subsystem: `kernel/memory` and its tiers, as one typed result.
 //!
-//! [`start`] builds the supervisor `kernel/memory` with the context window, text log,
+//! [`start`] builds the supervisor `kernel/memory` with the documents, the context window, text log,
 //! knowledge base, graph, rule distiller, embedder and distill heartbeat, registers
 //! their tools with the stage host, and answers [`MemoryHandles`]. Whoever consumes
 //! the memory (the agent, the plugin services, the HTTP API) takes `&MemoryHandles`,
@@ -18,6 +18,7 @@ use parking_lot::Mutex;
 
 use super::actor::ContextActor;
 use super::distiller::DistillerHandle;
+use super::documents::DocumentsActor;
 use super::embed::actor::EmbedderHandle;
 use super::graph_actor::GraphActor;
 use super::graph_heartbeat::{GraphHeartbeat, Maintenance, MaintenanceHandle, TaskSink};
@@ -55,8 +56,10 @@ pub struct MemoryDeps<'a> {
 pub struct MemoryHandles {
     /// `kernel/memory`, where the maintenance heartbeats are added later.
     pub sup: SupervisorRef,
-    /// `kernel/memory/context`: the context window and the documents.
+    /// `kernel/memory/context`: the context window.
     pub context: TAddr<ContextActor>,
+    /// `kernel/memory/documents`: the documents, their passages and their indexes.
+    pub documents: TAddr<DocumentsActor>,
     /// `kernel/memory/textlog`: the raw JSONL record of every turn.
     pub textlog: TAddr<TextLogActor>,
     /// `kernel/memory/knowledge`: the knowledge base.
@@ -89,11 +92,21 @@ pub async fn start(d: MemoryDeps<'_>) -> Result<MemoryHandles, ModuleError> {
         .ok();
     let mem_dir = d.data_dir.join("memory");
 
+    // The document tier first: the context tier archives into it. Each opens its own
+    // connection to memory.db (WAL, IMMEDIATE writes, busy timeout: see `open_db`).
     let path = mem_dir.join("memory.db");
+    let doc_path = path.clone();
+    let documents = sup
+        .worker_on(d.blocking.clone(), "documents", RestartPolicy::Permanent, move || {
+            let store = MemoryStore::open(&doc_path).map_err(|e| e.to_string())?;
+            Ok(DocumentsActor::new(store))
+        })
+        .await?;
+    let docs = documents.clone();
     let context = sup
         .worker_on(d.blocking.clone(), "context", RestartPolicy::Permanent, move || {
             let store = MemoryStore::open(&path).map_err(|e| e.to_string())?;
-            ContextActor::open(store).map_err(|e| e.to_string())
+            ContextActor::open(store, docs.clone()).map_err(|e| e.to_string())
         })
         .await?;
     let text_dir = mem_dir.join("text");
@@ -152,7 +165,11 @@ pub async fn start(d: MemoryDeps<'_>) -> Result<MemoryHandles, ModuleError> {
         )
         .await?;
     let embedder = EmbedderHandle { addr: embedder, status };
-    tools.extend(super::actor::document_tools(context.clone(), Some(embedder.clone())));
+    tools.extend(super::documents::document_tools(
+        documents.clone(),
+        context.clone(),
+        Some(embedder.clone()),
+    ));
 
     // The media tier: its own connection to memory.db, on the blocking thread.
     let media = start_media(&sup, &d, mem_dir.join("memory.db"), &settings).await?;
@@ -173,6 +190,7 @@ pub async fn start(d: MemoryDeps<'_>) -> Result<MemoryHandles, ModuleError> {
     Ok(MemoryHandles {
         sup,
         context,
+        documents,
         textlog,
         knowledge,
         graph,
@@ -233,7 +251,7 @@ pub async fn start_maintenance(
         let every: IntervalCell = Arc::new(Mutex::new(period));
         let last: Arc<Mutex<Option<super::graph_heartbeat::MaintenanceRound>>> = Arc::default();
         let (g, t, l) = (memory.graph.clone(), tasks.clone(), last.clone());
-        let c = (kind == Maintenance::Archive).then(|| memory.context.clone());
+        let c = (kind == Maintenance::Archive).then(|| memory.documents.clone());
         let em = (kind == Maintenance::Merge).then(|| memory.embedder.addr.clone());
         let hb = memory
             .sup

@@ -99,15 +99,21 @@ pub enum VectorRef {
     Passage(i64),
 }
 
-/// The store.
+/// The store: one connection to `memory.db`. The context tier and the document tier
+/// each open their own (see `docs/DECISIONS.md`, "the document tier as its own
+/// actor"): the context actor's only touches events (and builds `events_ix`), the
+/// documents actor's only documents and passages (and builds `index` and
+/// `passages_ix`). Tests and `homed eval` use one store for both.
 pub struct MemoryStore {
     conn: Connection,
     /// The document search index, built on the first search and kept in step with
     /// every document this store adds or removes.
     index: Option<super::docindex::DocIndex>,
-    /// The recall index (window events + passages), built on the first recall and
-    /// kept in step the same way.
-    recall: Option<super::docindex::RecallIndex>,
+    /// The recall index of the context events, built on the first recall and kept in
+    /// step the same way.
+    events_ix: Option<super::docindex::RecallIndex>,
+    /// The recall index of the passages, likewise.
+    passages_ix: Option<super::docindex::RecallIndex>,
 }
 
 fn migrations() -> Migrations<'static> {
@@ -117,6 +123,7 @@ fn migrations() -> Migrations<'static> {
         M::up(include_str!("../../../migrations/memory/0003_passages.sql")),
         M::up(include_str!("../../../migrations/memory/0004_imports.sql")),
         M::up(include_str!("../../../migrations/memory/0005_media.sql")),
+        M::up(include_str!("../../../migrations/memory/0006_archived_events.sql")),
     ])
 }
 
@@ -135,7 +142,8 @@ impl MemoryStore {
         Ok(Self {
             conn,
             index: None,
-            recall: None,
+            events_ix: None,
+            passages_ix: None,
         })
     }
 
@@ -146,7 +154,8 @@ impl MemoryStore {
         Ok(Self {
             conn,
             index: None,
-            recall: None,
+            events_ix: None,
+            passages_ix: None,
         })
     }
 
@@ -166,7 +175,7 @@ impl MemoryStore {
                 serde_json::to_string(&e.tool_results).unwrap_or_else(|_| "[]".into()),
             ])?;
         e.id = self.conn.last_insert_rowid();
-        if let Some(ix) = self.recall.as_mut() {
+        if let Some(ix) = self.events_ix.as_mut() {
             ix.add(
                 &Unit::Event(e.id),
                 &super::recall::unit_text(e.ts_ms, e.speaker(), e.said()),
@@ -184,15 +193,49 @@ impl MemoryStore {
         rows.collect::<Result<_, _>>().map_err(Into::into)
     }
 
-    /// Moves `archived` events out of the context into one document, in one
-    /// transaction. A document with the same content hash is refreshed, not duplicated.
+    /// Moves `archived` events out of the context into one document: the document
+    /// tier's [`Self::archive_documents`], then the context tier's
+    /// [`Self::forget_events`] (what the two actors do, on one connection).
     pub fn archive(&mut self, archived: &[Event]) -> Result<Option<String>, MemoryError> {
+        let doc = self.archive_documents(archived)?;
+        let ids: Vec<i64> = archived.iter().map(|e| e.id).collect();
+        self.forget_events(&ids)?;
+        Ok(doc)
+    }
+
+    /// The document tier's half of an archive: `archived` events become one document
+    /// with one passage each, and each event id is recorded in `archived_events`, in one
+    /// transaction. The events themselves are not touched (the context tier deletes
+    /// them once this committed). Events archived before (a retry after a crash between
+    /// the two halves) are skipped; when all are, the answer is their document. A
+    /// document with the same content hash is refreshed, not duplicated.
+    pub fn archive_documents(&mut self, archived: &[Event]) -> Result<Option<String>, MemoryError> {
         if archived.is_empty() {
             return Ok(None);
         }
-        let content = document_content(archived);
+        let mut done: Option<String> = None;
+        let mut fresh: Vec<&Event> = Vec::with_capacity(archived.len());
+        {
+            let mut st = self
+                .conn
+                .prepare_cached("SELECT doc_id FROM archived_events WHERE event_id = ?1")?;
+            for e in archived {
+                match st.query_row([e.id], |r| r.get::<_, String>(0)).optional()? {
+                    Some(doc) => {
+                        tracing::info!(event = e.id, document = %doc, "event archived before; not archived twice");
+                        done.get_or_insert(doc);
+                    }
+                    None => fresh.push(e),
+                }
+            }
+        }
+        if fresh.is_empty() {
+            return Ok(done);
+        }
+        let archived: Vec<Event> = fresh.into_iter().cloned().collect();
+        let content = document_content(&archived);
         let hash = content_hash(&content);
-        let summary = document_summary(archived);
+        let summary = document_summary(&archived);
         let now = now_ms();
         let tx = self
             .conn
@@ -202,6 +245,7 @@ impl MemoryStore {
                 r.get(0)
             })
             .optional()?;
+        let mut new_doc = None;
         let id = match existing {
             Some(id) => {
                 tx.execute(
@@ -221,11 +265,9 @@ impl MemoryStore {
                 tx.execute(
                     "INSERT INTO documents (id, created_at_ms, updated_at_ms, source, summary, content, events, content_hash, access_count, last_access_ms)
                      VALUES (?1, ?2, ?3, 'context', ?4, ?5, ?6, ?7, 1, ?3)",
-                    params![id, created, now, summary, content, serde_json::to_string(archived).unwrap_or_else(|_| "[]".into()), hash],
+                    params![id, created, now, summary, content, serde_json::to_string(&archived).unwrap_or_else(|_| "[]".into()), hash],
                 )?;
-                if let Some(ix) = self.index.as_mut() {
-                    ix.add(&id, &super::docindex::doc_text(&summary, &content));
-                }
+                new_doc = Some(id.clone());
                 id
             }
         };
@@ -237,7 +279,7 @@ impl MemoryStore {
             tx.query_row("SELECT EXISTS (SELECT 1 FROM passages WHERE doc_id = ?1)", [&id], |r| {
                 r.get(0)
             })?;
-        for e in archived {
+        for e in &archived {
             let said = e.said();
             if !has_passages && !said.trim().is_empty() {
                 let tokens = super::tokens::count(said);
@@ -253,22 +295,65 @@ impl MemoryStore {
                 )?;
                 added.push((pid, e.ts_ms, e.speaker().to_owned(), said.to_owned()));
             }
-            tx.execute("DELETE FROM context_events WHERE id = ?1", params![e.id])?;
+            tx.execute(
+                "INSERT OR IGNORE INTO archived_events (event_id, doc_id, archived_at_ms) VALUES (?1, ?2, ?3)",
+                params![e.id, id, now],
+            )?;
         }
         tx.commit()?;
-        if let Some(ix) = self.recall.as_mut() {
-            let mut rebuild = false;
-            for e in archived {
-                rebuild |= ix.remove(&Unit::Event(e.id));
-            }
+        if let (Some(doc), Some(ix)) = (&new_doc, self.index.as_mut()) {
+            ix.add(doc, &super::docindex::doc_text(&summary, &content));
+        }
+        if let Some(ix) = self.passages_ix.as_mut() {
             for (pid, ts, speaker, text) in &added {
                 ix.add(&Unit::Passage(*pid), &super::recall::unit_text(*ts, speaker, text));
             }
-            if rebuild {
-                self.recall = None;
-            }
         }
         Ok(Some(id))
+    }
+
+    /// The context tier's half of an archive: deletes events (committed in a document
+    /// already) from `context_events`, in one transaction, and from the event index.
+    pub fn forget_events(&mut self, ids: &[i64]) -> Result<(), MemoryError> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        {
+            let mut st = tx.prepare_cached("DELETE FROM context_events WHERE id = ?1")?;
+            for id in ids {
+                st.execute([id])?;
+            }
+        }
+        tx.commit()?;
+        if let Some(ix) = self.events_ix.as_mut() {
+            let mut rebuild = false;
+            for id in ids {
+                rebuild |= ix.remove(&Unit::Event(*id));
+            }
+            if rebuild {
+                self.events_ix = None;
+            }
+        }
+        Ok(())
+    }
+
+    /// Finishes archives a crash interrupted: deletes the context events whose
+    /// document was committed (`archived_events`) but which the context tier had not
+    /// deleted yet. Answers how many. Called when the context tier opens, before it
+    /// loads its window.
+    pub fn forget_archived(&mut self) -> Result<usize, MemoryError> {
+        let n = self.conn.execute(
+            "DELETE FROM context_events WHERE id IN (SELECT event_id FROM archived_events)",
+            [],
+        )?;
+        if n > 0 {
+            self.events_ix = None;
+            tracing::warn!(
+                events = n,
+                "events already archived into documents left the window (an archive was interrupted)"
+            );
+        }
+        Ok(n)
     }
 
     /// Documents created before `before_ms` and read at most `max_access` times: cold
@@ -304,13 +389,13 @@ impl MemoryStore {
         if self.index.as_mut().is_some_and(|ix| ix.remove(&id.to_owned())) {
             self.index = None;
         }
-        if let Some(ix) = self.recall.as_mut() {
+        if let Some(ix) = self.passages_ix.as_mut() {
             let mut rebuild = false;
             for p in passages {
                 rebuild |= ix.remove(&Unit::Passage(*p));
             }
             if rebuild {
-                self.recall = None;
+                self.passages_ix = None;
             }
         }
     }
@@ -386,7 +471,8 @@ impl MemoryStore {
 
     /// The recall units (window events and passages) most related to `text`, best
     /// first: the hybrid retriever (BM25 fused with dense cosine of `qv` at
-    /// ≥ `dense_min`) over the recall index, built on the first call.
+    /// ≥ `dense_min`) over both tiers' recall indexes, merged by their scores
+    /// (`docindex::merge`) — what per-turn recall does with the two actors' answers.
     pub fn search_units(
         &mut self,
         text: &str,
@@ -394,17 +480,61 @@ impl MemoryStore {
         dense_min: f32,
         top_k: usize,
     ) -> Result<Vec<Unit>, MemoryError> {
+        let events = self.search_event_units(text, qv, dense_min, top_k)?;
+        let passages = self.search_passage_units(text, qv, dense_min, top_k)?;
+        Ok(super::docindex::merge(vec![events, passages], top_k.max(1)))
+    }
+
+    /// The context events most related to `text`, with their scores (the context
+    /// tier's half of [`Self::search_units`]); the event index is built on the first call.
+    pub fn search_event_units(
+        &mut self,
+        text: &str,
+        qv: Option<&QueryVector>,
+        dense_min: f32,
+        top_k: usize,
+    ) -> Result<super::docindex::Ranked<Unit>, MemoryError> {
         if text.trim().is_empty() {
-            return Ok(Vec::new());
+            return Ok(Default::default());
         }
-        if self.recall.is_none() {
-            self.recall = Some(super::docindex::RecallIndex::build(&self.conn)?);
+        if self.events_ix.is_none() {
+            self.events_ix = Some(super::docindex::RecallIndex::build_events(&self.conn)?);
         }
-        let ix = self.recall.as_mut().expect("built above");
+        let ix = self.events_ix.as_mut().expect("built above");
+        Self::scored(&self.conn, ix, text, qv, dense_min, top_k)
+    }
+
+    /// The passages most related to `text`, with their scores (the document tier's
+    /// half of [`Self::search_units`]); the passage index is built on the first call.
+    pub fn search_passage_units(
+        &mut self,
+        text: &str,
+        qv: Option<&QueryVector>,
+        dense_min: f32,
+        top_k: usize,
+    ) -> Result<super::docindex::Ranked<Unit>, MemoryError> {
+        if text.trim().is_empty() {
+            return Ok(Default::default());
+        }
+        if self.passages_ix.is_none() {
+            self.passages_ix = Some(super::docindex::RecallIndex::build_passages(&self.conn)?);
+        }
+        let ix = self.passages_ix.as_mut().expect("built above");
+        Self::scored(&self.conn, ix, text, qv, dense_min, top_k)
+    }
+
+    fn scored(
+        conn: &Connection,
+        ix: &mut super::docindex::RecallIndex,
+        text: &str,
+        qv: Option<&QueryVector>,
+        dense_min: f32,
+        top_k: usize,
+    ) -> Result<super::docindex::Ranked<Unit>, MemoryError> {
         if let Some(q) = qv {
-            ix.sync_vectors(&self.conn, &q.space)?;
+            ix.sync_vectors(conn, &q.space)?;
         }
-        Ok(ix.search(text, qv.map(|q| q.vec.as_slice()), dense_min, top_k.max(1)))
+        Ok(ix.search_scored(text, qv.map(|q| q.vec.as_slice()), dense_min, top_k.max(1)))
     }
 
     /// Passages by id (missing ones skipped), in the order asked. A passage whose
@@ -630,7 +760,7 @@ impl MemoryStore {
             params![id, now, text, super::tokens::count(&text) as i64],
         )?;
         let pid = self.conn.last_insert_rowid();
-        if let Some(ix) = self.recall.as_mut() {
+        if let Some(ix) = self.passages_ix.as_mut() {
             ix.add(&Unit::Passage(pid), &super::recall::unit_text(now, "document", &text));
         }
         Ok(id)
@@ -646,6 +776,14 @@ impl MemoryStore {
                 document_row,
             )
             .optional()?)
+    }
+
+    /// How many documents there are.
+    pub fn count_documents(&self) -> Result<usize, MemoryError> {
+        let n: i64 = self
+            .conn
+            .query_row("SELECT COUNT(*) FROM documents", [], |r| r.get(0))?;
+        Ok(n as usize)
     }
 
     /// Every document, newest first.
@@ -706,6 +844,14 @@ impl MemoryStore {
             }
         }
         tx.commit()?;
+        if let Some(ix) = self.events_ix.as_mut() {
+            for e in &out.events {
+                ix.add(
+                    &Unit::Event(e.id),
+                    &super::recall::unit_text(e.ts_ms, e.speaker(), e.said()),
+                );
+            }
+        }
         Ok(out)
     }
 }
@@ -817,6 +963,65 @@ mod tests {
             vec: vec![0.0, 1.0],
         };
         assert!(s.search_documents("unrelated words", 3, Some(&far)).unwrap().is_empty());
+    }
+
+    #[test]
+    fn an_archive_interrupted_between_its_two_halves_is_finished_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("memory.db");
+        // The two tiers' connections, as the two actors hold them.
+        let mut context = MemoryStore::open(&path).unwrap();
+        let mut documents = MemoryStore::open(&path).unwrap();
+        let events: Vec<Event> = (0..3)
+            .map(|i| {
+                context
+                    .append(ev(i * 1000, &format!("note {i} about the shed")))
+                    .unwrap()
+            })
+            .collect();
+        assert!(
+            documents
+                .search_passage_units("shed", None, 0.2, 10)
+                .unwrap()
+                .rows
+                .is_empty()
+        );
+        // The document half commits; the context "crashes" before deleting the events.
+        let doc = documents.archive_documents(&events[..2]).unwrap().unwrap();
+        assert_eq!(context.events().unwrap().len(), 3, "the events are still there");
+        assert_eq!(
+            documents
+                .search_passage_units("shed", None, 0.2, 10)
+                .unwrap()
+                .rows
+                .len(),
+            2,
+            "the passage index follows the archive"
+        );
+        // Asked again (a retry): the same document, nothing archived twice.
+        assert_eq!(documents.archive_documents(&events[..2]).unwrap(), Some(doc.clone()));
+        assert_eq!(documents.count_documents().unwrap(), 1);
+        assert_eq!(documents.passage_ids(&doc).unwrap().len(), 2);
+        // The context tier reopens: the archived events leave, the third stays.
+        drop(context);
+        let mut context = MemoryStore::open(&path).unwrap();
+        assert_eq!(context.forget_archived().unwrap(), 2);
+        let left = context.events().unwrap();
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].input, "note 2 about the shed");
+        assert_eq!(context.forget_archived().unwrap(), 0, "done once");
+        // Each tier searches only its own rows; together they are every unit once.
+        let ev_hits = context.search_event_units("shed", None, 0.2, 10).unwrap();
+        let doc_hits = documents.search_passage_units("shed", None, 0.2, 10).unwrap();
+        assert_eq!((ev_hits.rows.len(), doc_hits.rows.len()), (1, 2));
+        assert!(
+            ev_hits
+                .rows
+                .iter()
+                .chain(&doc_hits.rows)
+                .all(|s| s.bm25.is_some() && s.cos.is_none())
+        );
+        assert_eq!((ev_hits.stats.n, doc_hits.stats.n), (1, 2), "each its own rows");
     }
 
     #[test]

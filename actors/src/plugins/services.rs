@@ -40,6 +40,8 @@ pub struct KernelServices {
     pub bus: EventBus,
     pub channels: Channels,
     pub context: Option<TAddr<ContextActor>>,
+    /// The document tier (`doc.*`).
+    pub documents: Option<TAddr<crate::memory::documents::DocumentsActor>>,
     pub textlog: Option<TAddr<TextLogActor>>,
     pub graph: Option<TAddr<GraphActor>>,
     pub knowledge: Option<TAddr<KnowledgeActor>>,

@@ -94,10 +94,10 @@ impl SchedulerPort for ChildPort {
 }
 
 /// Task dependencies for a sub-agent: the parent's LLM, stage host, firewall and bus,
-/// its own context (and graph), its own limits and refused tools.
+/// its own context and documents (and graph), its own limits and refused tools.
 pub fn derived_deps(
     parent: &TaskDeps,
-    context: TAddr<ContextActor>,
+    (context, documents): (TAddr<ContextActor>, TAddr<crate::memory::documents::DocumentsActor>),
     graph: Option<TAddr<crate::memory::graph_actor::GraphActor>>,
     channels: Channels,
     max_tool_turns: u32,
@@ -112,6 +112,7 @@ pub fn derived_deps(
         llm: parent.llm.clone(),
         stages: parent.stages.clone(),
         context,
+        documents,
         textlog: parent.textlog.clone(),
         graph,
         embedder: None,
@@ -197,15 +198,24 @@ impl Children {
             .sup
             .supervisor(&spawn.id, RestartPolicy::Temporary, SupervisorConfig::default())
             .await?;
-        let context = sub
-            .worker("context", RestartPolicy::Temporary, || {
+        // A helper's memory lives as long as it does: in-memory stores, one per tier
+        // (what its context archives stays in its own document tier).
+        let documents = sub
+            .worker("documents", RestartPolicy::Temporary, || {
                 let store = MemoryStore::open_in_memory().map_err(|e| e.to_string())?;
-                ContextActor::open(store).map_err(|e| e.to_string())
+                Ok(crate::memory::documents::DocumentsActor::new(store))
+            })
+            .await?;
+        let docs = documents.clone();
+        let context = sub
+            .worker("context", RestartPolicy::Temporary, move || {
+                let store = MemoryStore::open_in_memory().map_err(|e| e.to_string())?;
+                ContextActor::open(store, docs.clone()).map_err(|e| e.to_string())
             })
             .await?;
         let deps = Arc::new(derived_deps(
             &self.0.parent,
-            context,
+            (context, documents),
             None,
             Channels::default(),
             spawn.max_turns,

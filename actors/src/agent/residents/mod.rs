@@ -286,6 +286,20 @@ impl Residents {
             .await
             .map_err(|e| e.to_string())?;
         let path = dir.join("memory.db");
+        let doc_path = path.clone();
+        let documents = sub
+            .worker_on(
+                self.0.blocking.clone(),
+                "documents",
+                RestartPolicy::Permanent,
+                move || {
+                    let store = MemoryStore::open(&doc_path).map_err(|e| e.to_string())?;
+                    Ok(crate::memory::documents::DocumentsActor::new(store))
+                },
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        let docs = documents.clone();
         let context = sub
             .worker_on(
                 self.0.blocking.clone(),
@@ -293,7 +307,7 @@ impl Residents {
                 RestartPolicy::Permanent,
                 move || {
                     let store = MemoryStore::open(&path).map_err(|e| e.to_string())?;
-                    ContextActor::open(store).map_err(|e| e.to_string())
+                    ContextActor::open(store, docs.clone()).map_err(|e| e.to_string())
                 },
             )
             .await
@@ -311,7 +325,7 @@ impl Residents {
         // Per-turn recall reads the main graph (read-only for it); its tools read both.
         let deps = derived_deps(
             &self.0.parent,
-            context.clone(),
+            (context.clone(), documents),
             self.0.parent.graph.clone(),
             self.0.parent.channels.clone(),
             limits.max_tool_turns,

@@ -10,7 +10,8 @@ use homeagent_plugin_protocol::methods::TextAppend;
 use serde_json::{Value, json};
 
 use super::{KernelServices, bad, need, unavailable};
-use crate::memory::actor::{DeleteDoc, GetDocuments, InsertDoc, MemoryCounts};
+use crate::memory::actor::CountEvents;
+use crate::memory::documents::{CommitDocument, CountDocuments, DeleteDoc, GetDocuments};
 use crate::memory::graph::{PurgeCriteria, RecallSort, Triple};
 use crate::memory::graph_actor::{CommitTriples, GraphCall, GraphQuery, GraphStats, SocialQuery};
 use crate::memory::knowledge::KnowledgeQuery;
@@ -142,7 +143,7 @@ impl KernelServices {
                 Ok(json!({ "text": text }))
             }
             R::DocQuery(p) => {
-                let ctx = need("document memory", &self.context)?;
+                let ctx = need("document memory", &self.documents)?;
                 let query = nonempty(method, "query", p.query)?;
                 let top_k = p.top_k.unwrap_or(5).clamp(1, 20);
                 let mut docs = ctx
@@ -157,10 +158,10 @@ impl KernelServices {
                 Ok(json!({ "documents": docs }))
             }
             R::DocInsert(p) => {
-                let ctx = need("document memory", &self.context)?;
+                let ctx = need("document memory", &self.documents)?;
                 let content = nonempty(method, "content", p.content)?;
                 let id = ctx
-                    .send(InsertDoc {
+                    .send(CommitDocument {
                         summary: p.summary,
                         content,
                     })
@@ -170,7 +171,7 @@ impl KernelServices {
                 Ok(json!({ "id": id }))
             }
             R::DocRemove(p) => {
-                let ctx = need("document memory", &self.context)?;
+                let ctx = need("document memory", &self.documents)?;
                 let id = nonempty(method, "id", p.id)?;
                 let removed = ctx
                     .send(DeleteDoc(id))
@@ -181,11 +182,10 @@ impl KernelServices {
             }
             R::DocStats(_) => {
                 let ctx = need("document memory", &self.context)?;
-                let (events, documents) = ctx
-                    .send(MemoryCounts)
-                    .await
-                    .map_err(gone)?
-                    .map_err(|e| unavailable(method, e))?;
+                let docs = need("document memory", &self.documents)?;
+                let (events, documents) = futures_util::join!(ctx.send(CountEvents), docs.send(CountDocuments));
+                let events = events.map_err(gone)?;
+                let documents = documents.map_err(gone)?.map_err(|e| unavailable(method, e))?;
                 Ok(json!({"events": events, "documents": documents}))
             }
             R::KnowledgeSearch(_) | R::KnowledgeAdd(_) | R::KnowledgeList(_) => {

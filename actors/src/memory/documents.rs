@@ -1,0 +1,383 @@
+//! `kernel/memory/documents`: the document tier as its own actor (issue 9 item 6; the
+//! design card: "every memory tier … are actix actors exchanging typed messages").
+//!
+//! It owns the document rows of `memory.db` (documents, their passages, the
+//! `archived_events` record) through its own connection, and the two search indexes
+//! over them (whole documents for `doc_query` and the memory browser, passages for
+//! per-turn recall), rebuilt from SQLite on the first search after a (re)start.
+//!
+//! Who talks to it, each through a `TAddr<DocumentsActor>` the boot graph hands out
+//! (`MemoryHandles::documents`): the context actor (archiving: [`ArchiveEvents`]),
+//! per-turn recall ([`RecallPassages`], sent beside the context actor's `Recall`, not
+//! after it), the `doc_query` / `doc_commit` tools ([`document_tools`]), the plugin
+//! services (`doc.*`), the HTTP memory browser, the archive heartbeat ([`ColdDocs`],
+//! [`DeleteDoc`]) and the status API ([`CountDocuments`]).
+//!
+//! A crash here is invisible to the context tier: recall goes on without passages
+//! for that moment (logged), and an archive asked meanwhile fails, so the context
+//! actor keeps its events and archives them on a later prune.
+
+use actix::prelude::*;
+
+use super::context::Event;
+use super::docindex::{Ranked, Unit};
+use super::recall::{Item, Origin};
+use super::store::{Document, MemoryError, MemoryStore, QueryVector};
+use crate::addr::TAddr;
+use crate::host::{Handles, HostContext, KernelActor};
+use crate::i18n::Msg;
+
+/// Why the document tier refused or failed a request.
+#[derive(Debug, thiserror::Error)]
+pub enum DocError {
+    #[error(transparent)]
+    Store(#[from] MemoryError),
+    #[error("`content` is empty; give the document's text")]
+    EmptyContent,
+}
+
+/// The documents actor: its store (own connection) with the indexes it builds.
+pub struct DocumentsActor {
+    store: MemoryStore,
+}
+
+impl DocumentsActor {
+    pub fn new(store: MemoryStore) -> Self {
+        Self { store }
+    }
+}
+
+impl KernelActor for DocumentsActor {
+    const KIND: &'static str = "documents";
+
+    fn started(&mut self, _: &mut HostContext<Self>) {
+        match self.store.count_documents() {
+            Ok(n) => tracing::info!(
+                documents = n,
+                "document tier ready (its indexes build on the first search)"
+            ),
+            Err(e) => tracing::warn!("document tier started but cannot count its documents: {e}"),
+        }
+    }
+
+    fn stopped(&mut self, _: &mut HostContext<Self>) {
+        if let Err(e) = self.store.checkpoint() {
+            tracing::warn!("memory checkpoint of the document tier at shutdown failed: {e}");
+        }
+    }
+}
+
+/// The document half of an archive: the events become one document (with a passage
+/// each) and are recorded as archived, in one transaction. Answers the document's id
+/// (`None`: nothing to archive). The context actor deletes the events only after `Ok`.
+#[derive(Message)]
+#[rtype(result = "Result<Option<String>, DocError>")]
+pub struct ArchiveEvents(pub Vec<Event>);
+
+/// The document half of per-turn recall: the passages most relevant to `query`, with
+/// their scores (merged with the context actor's events by `docindex::merge`).
+/// Read-only: access counts decide when a document is cold, and recall touches many.
+/// A failing lookup answers nothing (logged): the prompt goes without passages.
+#[derive(Message)]
+#[rtype(result = "Ranked<Item>")]
+pub struct RecallPassages {
+    pub query: String,
+    pub qv: Option<QueryVector>,
+}
+
+/// The documents: all of them (newest first) or, with a query, the 20 most similar
+/// (best first). Read-only: access counts are not touched.
+#[derive(Message)]
+#[rtype(result = "Result<Vec<Document>, DocError>")]
+pub struct GetDocuments {
+    pub query: Option<String>,
+    pub qv: Option<QueryVector>,
+}
+
+/// `doc_query`'s lookup: the `top_k` documents matching `query`, best first, left in
+/// place (they are taken with [`ConsumeDocuments`] once they are back in the timeline).
+#[derive(Message)]
+#[rtype(result = "Result<Vec<Document>, DocError>")]
+pub struct FindDocuments {
+    pub query: String,
+    pub top_k: usize,
+    pub qv: Option<QueryVector>,
+}
+
+/// Removes documents that went back into the timeline (consume-on-read); answers how
+/// many existed.
+#[derive(Message)]
+#[rtype(result = "Result<usize, DocError>")]
+pub struct ConsumeDocuments(pub Vec<String>);
+
+/// Stores a written document (`doc_commit`, a plugin's `doc.insert`); the same content
+/// again answers the existing id. An empty summary becomes the content's first 100
+/// characters.
+#[derive(Message)]
+#[rtype(result = "Result<String, DocError>")]
+pub struct CommitDocument {
+    pub summary: String,
+    pub content: String,
+}
+
+/// Documents cold enough for the graph (the archive heartbeat).
+#[derive(Message)]
+#[rtype(result = "Result<Vec<Document>, DocError>")]
+pub struct ColdDocs {
+    /// Created before this time (Unix ms).
+    pub before_ms: i64,
+    /// Read at most this many times.
+    pub max_access: i64,
+}
+
+/// Deletes a document (it now lives in the graph, or an operator removed it); answers
+/// whether it existed.
+#[derive(Message)]
+#[rtype(result = "Result<bool, DocError>")]
+pub struct DeleteDoc(pub String);
+
+/// How many documents there are (the status API).
+#[derive(Message)]
+#[rtype(result = "Result<usize, DocError>")]
+pub struct CountDocuments;
+
+impl Handles<ArchiveEvents> for DocumentsActor {
+    type Reply = Result<Option<String>, DocError>;
+    fn handle(&mut self, ArchiveEvents(events): ArchiveEvents, _: &mut HostContext<Self>) -> Self::Reply {
+        crate::fault::point(
+            crate::fault::site::DOCUMENTS_ARCHIVE,
+            events.first().map_or("", |e| e.said()),
+        );
+        Ok(self.store.archive_documents(&events)?)
+    }
+}
+
+impl Handles<RecallPassages> for DocumentsActor {
+    type Reply = actix::MessageResult<crate::host::Envelope<RecallPassages>>;
+    fn handle(&mut self, m: RecallPassages, _: &mut HostContext<Self>) -> Self::Reply {
+        crate::fault::point(crate::fault::site::DOCUMENTS_RECALL, &m.query);
+        actix::MessageResult(self.relevant_passages(&m.query, m.qv.as_ref()))
+    }
+}
+
+impl DocumentsActor {
+    /// The passages most relevant to `query`, as scored items, best first.
+    fn relevant_passages(&mut self, query: &str, qv: Option<&QueryVector>) -> Ranked<Item> {
+        use super::recall::{DENSE_MIN, UNIT_CANDIDATES};
+        let units = match self.store.search_passage_units(query, qv, DENSE_MIN, UNIT_CANDIDATES) {
+            Ok(u) => u,
+            Err(e) => {
+                tracing::warn!("passage recall failed, the prompt goes without documents this turn: {e}");
+                return Ranked::default();
+            }
+        };
+        let ids: Vec<i64> = units
+            .rows
+            .iter()
+            .filter_map(|u| match u.row {
+                Unit::Passage(id) => Some(id),
+                Unit::Event(_) => None,
+            })
+            .collect();
+        let mut passages: std::collections::HashMap<i64, super::store::Passage> = match self.store.passages(&ids) {
+            Ok(ps) => ps.into_iter().map(|p| (p.id, p)).collect(),
+            Err(e) => {
+                tracing::warn!("reading recalled passages failed, the prompt goes without documents this turn: {e}");
+                return Ranked::default();
+            }
+        };
+        units.filter_map(|u| {
+            let Unit::Passage(id) = u else { return None };
+            let p = passages.remove(&id)?;
+            Some(Item {
+                origin: Origin::Passage { doc_id: p.doc_id },
+                ts_ms: Some(p.ts_ms),
+                speaker: p.speaker,
+                text: p.text,
+                tokens: p.tokens,
+            })
+        })
+    }
+}
+
+impl Handles<GetDocuments> for DocumentsActor {
+    type Reply = Result<Vec<Document>, DocError>;
+    fn handle(&mut self, m: GetDocuments, _: &mut HostContext<Self>) -> Self::Reply {
+        Ok(match m.query.as_deref().map(str::trim) {
+            Some(q) if !q.is_empty() => self.store.search_documents(q, 20, m.qv.as_ref())?,
+            _ => self.store.documents()?,
+        })
+    }
+}
+
+impl Handles<FindDocuments> for DocumentsActor {
+    type Reply = Result<Vec<Document>, DocError>;
+    fn handle(&mut self, m: FindDocuments, _: &mut HostContext<Self>) -> Self::Reply {
+        Ok(self.store.search_documents(&m.query, m.top_k.max(1), m.qv.as_ref())?)
+    }
+}
+
+impl Handles<ConsumeDocuments> for DocumentsActor {
+    type Reply = Result<usize, DocError>;
+    fn handle(&mut self, ConsumeDocuments(ids): ConsumeDocuments, _: &mut HostContext<Self>) -> Self::Reply {
+        let mut n = 0;
+        for id in &ids {
+            n += usize::from(self.store.delete_document(id)?);
+        }
+        Ok(n)
+    }
+}
+
+impl Handles<CommitDocument> for DocumentsActor {
+    type Reply = Result<String, DocError>;
+    fn handle(&mut self, m: CommitDocument, _: &mut HostContext<Self>) -> Self::Reply {
+        if m.content.trim().is_empty() {
+            return Err(DocError::EmptyContent);
+        }
+        let summary = if m.summary.trim().is_empty() {
+            m.content.chars().take(100).collect()
+        } else {
+            m.summary
+        };
+        Ok(self.store.commit_document(&summary, &m.content)?)
+    }
+}
+
+impl Handles<ColdDocs> for DocumentsActor {
+    type Reply = Result<Vec<Document>, DocError>;
+    fn handle(&mut self, m: ColdDocs, _: &mut HostContext<Self>) -> Self::Reply {
+        Ok(self.store.cold_documents(m.before_ms, m.max_access)?)
+    }
+}
+
+impl Handles<DeleteDoc> for DocumentsActor {
+    type Reply = Result<bool, DocError>;
+    fn handle(&mut self, DeleteDoc(id): DeleteDoc, _: &mut HostContext<Self>) -> Self::Reply {
+        Ok(self.store.delete_document(&id)?)
+    }
+}
+
+impl Handles<CountDocuments> for DocumentsActor {
+    type Reply = Result<usize, DocError>;
+    fn handle(&mut self, _: CountDocuments, _: &mut HostContext<Self>) -> Self::Reply {
+        Ok(self.store.count_documents()?)
+    }
+}
+
+/// `doc_query`: finds the documents, puts them back into the timeline at their
+/// original time (the context actor), and only then takes them out of the document
+/// store — a failure in between leaves the document where it was, never lost.
+async fn query_documents(
+    documents: &TAddr<DocumentsActor>,
+    context: &TAddr<super::actor::ContextActor>,
+    query: String,
+    top_k: usize,
+    qv: Option<QueryVector>,
+) -> Result<String, String> {
+    if query.trim().is_empty() {
+        return Ok(Msg::DocQueryRequired.text());
+    }
+    let top_k = if top_k == 0 { 3 } else { top_k };
+    let docs = documents
+        .send(FindDocuments {
+            query: query.clone(),
+            top_k,
+            qv,
+        })
+        .await
+        .map_err(|_| Msg::DocsUnavailable.text())?
+        .map_err(|e| e.to_string())?;
+    if docs.is_empty() {
+        return Ok(Msg::DocNothing.text());
+    }
+    let refs: Vec<String> = docs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| format!("#{}({})", i + 1, d.summary))
+        .collect();
+    let ids: Vec<String> = docs.iter().map(|d| d.id.clone()).collect();
+    let count = docs.len();
+    context
+        .send(super::actor::RestoreDocuments { query, docs })
+        .await
+        .map_err(|_| Msg::DocsUnavailable.text())??;
+    match documents.send(ConsumeDocuments(ids)).await {
+        Ok(Ok(_)) => {}
+        // Back in the timeline already: the copy left in the store is found again later.
+        Ok(Err(e)) => tracing::warn!("doc_query: documents restored but not removed from the store: {e}"),
+        Err(e) => tracing::warn!("doc_query: documents restored but not removed from the store: {e}"),
+    }
+    Ok(Msg::DocsLoaded {
+        count,
+        refs: &refs.join(", "),
+    }
+    .text())
+}
+
+/// The document tools (`doc_query`, `doc_commit`) over the documents actor (and the
+/// context actor, where `doc_query` puts what it found).
+pub fn document_tools(
+    documents: TAddr<DocumentsActor>,
+    context: TAddr<super::actor::ContextActor>,
+    embedder: Option<super::embed::actor::EmbedderHandle>,
+) -> Vec<(crate::stages::ToolSpec, std::sync::Arc<dyn crate::stages::ToolHandler>)> {
+    use futures_util::future::BoxFuture;
+    use serde_json::{Value, json};
+    let mut query = crate::stages::ToolSpec::new(
+        "doc_query",
+        "Load archived conversation documents matching a query back into the timeline (they leave the document store).",
+        json!({"type": "object", "properties": {
+            "query": {"type": "string", "description": "what to look for"},
+            "top_k": {"type": "integer", "description": "how many documents (default 3)"}
+        }, "required": ["query"]}),
+    );
+    query.plugin = "memory".into();
+    let mut commit = crate::stages::ToolSpec::new(
+        "doc_commit",
+        "Store a document in long-term document memory.",
+        json!({"type": "object", "properties": {
+            "content": {"type": "string"},
+            "summary": {"type": "string", "description": "one line; defaults to the start of the content"}
+        }, "required": ["content"]}),
+    );
+    commit.plugin = "memory".into();
+    let d1 = documents.clone();
+    let q: std::sync::Arc<dyn crate::stages::ToolHandler> =
+        std::sync::Arc::new(move |args: Value| -> BoxFuture<'static, Result<String, String>> {
+            let (d, c, e) = (d1.clone(), context.clone(), embedder.clone());
+            Box::pin(async move {
+                let query = args.get("query").and_then(Value::as_str).unwrap_or("").to_owned();
+                let top_k = args.get("top_k").and_then(Value::as_u64).unwrap_or(3) as usize;
+                let qv = super::embed::actor::embed_query(e.as_ref(), &query, super::actor::QUERY_EMBED_WAIT).await;
+                query_documents(&d, &c, query, top_k, qv).await
+            })
+        });
+    let d2 = documents;
+    let m: std::sync::Arc<dyn crate::stages::ToolHandler> =
+        std::sync::Arc::new(move |args: Value| -> BoxFuture<'static, Result<String, String>> {
+            let d = d2.clone();
+            Box::pin(async move {
+                let content = args.get("content").and_then(Value::as_str).unwrap_or("").to_owned();
+                let summary = args.get("summary").and_then(Value::as_str).unwrap_or("").to_owned();
+                let summary_shown = if summary.trim().is_empty() {
+                    content.chars().take(100).collect()
+                } else {
+                    summary.clone()
+                };
+                match d
+                    .send(CommitDocument { summary, content })
+                    .await
+                    .map_err(|_| Msg::DocsUnavailable.text())?
+                {
+                    Ok(id) => Ok(Msg::DocCommitted {
+                        id: &id,
+                        summary: &summary_shown,
+                    }
+                    .text()),
+                    Err(DocError::EmptyContent) => Ok(Msg::ContentRequired.text()),
+                    Err(e) => Ok(Msg::DocCommitFailed { error: &e.to_string() }.text()),
+                }
+            })
+        });
+    vec![(query, q), (commit, m)]
+}
