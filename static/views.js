@@ -1133,7 +1133,9 @@
     const kv = [];
     for (const [k, v] of Object.entries(s.stats || {})) kv.push([k, Array.isArray(v) ? v.join(" / ") : String(v)]);
     kv.push(["max_frames", String(s.max_frames)], ["preempt_armed", String(s.preempt_armed)]);
-    stats.replaceChildren(...kv.flatMap(([k, v]) => [el("dt", null, k), el("dd", null, v)]));
+    // A label from the catalog for the counters it knows; the API's name otherwise.
+    const label = (k) => { const key = "tasks.stat." + k; const l = t(key); return l === key ? k : l; };
+    stats.replaceChildren(...kv.flatMap(([k, v]) => [el("dt", null, label(k)), el("dd", null, v)]));
     await refreshSubagents();
     $("#view-tasks").dataset.loaded = "1";
   }
