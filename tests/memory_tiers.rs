@@ -53,6 +53,17 @@ fn restarts(d: &Daemon, id: &str) -> u64 {
     actor(d, id)["restarts"].as_u64().unwrap_or(0)
 }
 
+/// Waits until the supervisor has restarted the documents actor and it runs again.
+fn wait_documents_restarted(d: &Daemon) {
+    wait_for(d, "/api/v1/actors", "kernel/memory/documents restarted", |a| {
+        a["actors"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|x| x["id"] == "kernel/memory/documents" && x["restarts"].as_u64().unwrap_or(0) >= 1 && up(x))
+    });
+}
+
 fn last_prompt(v: &vendor::Vendor) -> String {
     v.last.lock().unwrap()["messages"].to_string()
 }
@@ -98,13 +109,7 @@ fn a_crash_of_the_document_tier_is_invisible_to_the_context_tier_and_to_turns() 
     // anyway, without documents.
     let reply = say(&d, "BOOM-DOCS: what did my sister adopt, the greyhound?");
     assert!(reply["reply"].is_string(), "{reply}");
-    wait_for(&d, "/api/v1/actors", "kernel/memory/documents restarted", |a| {
-        a["actors"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|x| x["id"] == "kernel/memory/documents" && x["restarts"].as_u64().unwrap_or(0) >= 1 && up(x))
-    });
+    wait_documents_restarted(&d);
     let log = d.log_text();
     assert!(log.contains("injected fault at documents.recall"), "a real panic");
     assert!(log.contains("recall without documents this turn"), "logged");
@@ -136,13 +141,7 @@ fn an_archive_while_the_document_tier_is_down_loses_no_event() {
     let before = window(&d);
     assert_eq!(before.len(), 32, "{before:?}");
     assert_eq!(distill(&d), 0, "nothing archived while the tier is down");
-    wait_for(&d, "/api/v1/actors", "kernel/memory/documents restarted", |a| {
-        a["actors"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|x| x["id"] == "kernel/memory/documents" && x["restarts"].as_u64().unwrap_or(0) >= 1 && up(x))
-    });
+    wait_documents_restarted(&d);
     assert!(
         d.log_text().contains("injected fault at documents.archive"),
         "a real panic"

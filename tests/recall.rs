@@ -61,6 +61,22 @@ fn message_texts(req: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The names of the tools a request offers.
+fn offered_tools(req: &Value) -> Vec<&str> {
+    req["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect()
+}
+
+/// A request's size in o200k tokens: each message with its framing, and the schemas.
+fn request_tokens(req: &Value) -> usize {
+    let msgs: usize = message_texts(req).iter().map(|(_, t)| tokens::count(t) + 4).sum();
+    msgs + tokens::count(&req["tools"].to_string())
+}
+
 #[test]
 fn a_fact_said_once_is_recalled_after_eighty_unrelated_messages() {
     let (_dir, _data, d, v) = daemon_with_vendor();
@@ -215,12 +231,7 @@ fn at_an_8k_window_the_tools_leave_memory_its_share_and_the_rest_are_one_call_aw
         last_request(&v)
     };
     let msgs = message_texts(&req);
-    let offered: Vec<&str> = req["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap())
-        .collect();
+    let offered = offered_tools(&req);
     let system = &msgs[0].1;
     assert!(system.contains("# More tools"), "a catalogue of the rest: {system}");
     for (want, why) in [
@@ -251,8 +262,7 @@ fn at_an_8k_window_the_tools_leave_memory_its_share_and_the_rest_are_one_call_aw
             "{n} is deferred, not offered: {offered:?}"
         );
     }
-    let tools = tokens::count(&req["tools"].to_string());
-    let all: usize = msgs.iter().map(|(_, t)| tokens::count(t) + 4).sum::<usize>() + tools;
+    let all = request_tokens(&req);
     assert!(all <= WINDOW, "{all} tokens > {WINDOW}");
     let memory = msgs
         .iter()
@@ -265,21 +275,14 @@ fn at_an_8k_window_the_tools_leave_memory_its_share_and_the_rest_are_one_call_aw
     let body = say(&d, &call);
     assert!(body["reply"].as_str().unwrap().contains(&deferred[0]), "{body}");
     let req = last_request(&v);
-    let offered: Vec<&str> = req["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap())
-        .collect();
+    let offered = offered_tools(&req);
     for n in &deferred {
         assert!(
             offered.contains(&n.as_str()),
             "{owner}'s {n} offered after get_plugin_tools: {offered:?}"
         );
     }
-    let msgs = message_texts(&req);
-    let all: usize =
-        msgs.iter().map(|(_, t)| tokens::count(t) + 4).sum::<usize>() + tokens::count(&req["tools"].to_string());
+    let all = request_tokens(&req);
     assert!(all <= WINDOW, "after the expansion: {all} tokens > {WINDOW}");
     eprintln!(
         "offered {} tools after the expansion, request {all} tokens",

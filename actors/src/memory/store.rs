@@ -494,14 +494,8 @@ impl MemoryStore {
         dense_min: f32,
         top_k: usize,
     ) -> Result<super::docindex::Ranked<Unit>, MemoryError> {
-        if text.trim().is_empty() {
-            return Ok(Default::default());
-        }
-        if self.events_ix.is_none() {
-            self.events_ix = Some(super::docindex::RecallIndex::build_events(&self.conn)?);
-        }
-        let ix = self.events_ix.as_mut().expect("built above");
-        Self::scored(&self.conn, ix, text, qv, dense_min, top_k)
+        let build = super::docindex::RecallIndex::build_events;
+        Self::scored(&self.conn, &mut self.events_ix, build, text, qv, dense_min, top_k)
     }
 
     /// The passages most related to `text`, with their scores (the document tier's
@@ -513,24 +507,28 @@ impl MemoryStore {
         dense_min: f32,
         top_k: usize,
     ) -> Result<super::docindex::Ranked<Unit>, MemoryError> {
-        if text.trim().is_empty() {
-            return Ok(Default::default());
-        }
-        if self.passages_ix.is_none() {
-            self.passages_ix = Some(super::docindex::RecallIndex::build_passages(&self.conn)?);
-        }
-        let ix = self.passages_ix.as_mut().expect("built above");
-        Self::scored(&self.conn, ix, text, qv, dense_min, top_k)
+        let build = super::docindex::RecallIndex::build_passages;
+        Self::scored(&self.conn, &mut self.passages_ix, build, text, qv, dense_min, top_k)
     }
 
+    /// Searches the index in `slot`, built by `build` on the first call (an empty
+    /// query searches nothing and builds nothing).
     fn scored(
         conn: &Connection,
-        ix: &mut super::docindex::RecallIndex,
+        slot: &mut Option<super::docindex::RecallIndex>,
+        build: fn(&Connection) -> rusqlite::Result<super::docindex::RecallIndex>,
         text: &str,
         qv: Option<&QueryVector>,
         dense_min: f32,
         top_k: usize,
     ) -> Result<super::docindex::Ranked<Unit>, MemoryError> {
+        if text.trim().is_empty() {
+            return Ok(Default::default());
+        }
+        if slot.is_none() {
+            *slot = Some(build(conn)?);
+        }
+        let ix = slot.as_mut().expect("built above");
         if let Some(q) = qv {
             ix.sync_vectors(conn, &q.space)?;
         }

@@ -139,6 +139,16 @@ macro_rules! requests {
                     $(Self::$variant(p) => ($wire, serde_json::to_value(p).expect("params serialise")),)*
                 }
             }
+
+            /// The request frame for this call (`id` 0: a notification).
+            pub fn into_request(self, id: u64) -> Request {
+                let (method, params) = self.into_message();
+                Request {
+                    id,
+                    method: method.to_owned(),
+                    params,
+                }
+            }
         }
     };
 }
@@ -240,30 +250,6 @@ requests! {
         "error" => Error(ErrorNote),
         /// Notification: stop now; stdin closes right after.
         "plugin.stop" => PluginStop(Option<NoParams>),
-    }
-}
-
-impl PluginRequest {
-    /// The request frame for this call.
-    pub fn into_request(self, id: u64) -> Request {
-        let (method, params) = self.into_message();
-        Request {
-            id,
-            method: method.to_owned(),
-            params,
-        }
-    }
-}
-
-impl KernelRequest {
-    /// The request frame for this call (`id` 0: a notification).
-    pub fn into_request(self, id: u64) -> Request {
-        let (method, params) = self.into_message();
-        Request {
-            id,
-            method: method.to_owned(),
-            params,
-        }
     }
 }
 
