@@ -450,6 +450,10 @@ pub struct ToolListCache {
     /// The last subset offered and what it was chosen for: a turn asks for the same one
     /// for its budget and for each of its requests, and the choice counts tokens.
     last_offer: Option<(OfferKey, Offered)>,
+    /// The last subset's tools (indices into `metas`) and their list: the next turn's
+    /// input usually picks the same ones, and the same `Arc` is a hit in the adapter's
+    /// tools cache without hashing the schemas.
+    last_subset: Option<(Vec<usize>, crate::llm::types::ToolList)>,
 }
 
 /// What a subset is chosen from, besides the tools themselves.
@@ -517,6 +521,7 @@ fn cached_tools(
         tokens,
         metas: metas.clone(),
         last_offer: None,
+        last_subset: None,
     });
     (list, tokens, metas)
 }
@@ -597,8 +602,23 @@ pub fn offer(
                 available,
                 "a subset of the tools offered: the whole list would crowd out memory"
             );
+            let reused = deps.tool_list.lock().as_ref().and_then(|c| {
+                c.last_subset
+                    .as_ref()
+                    .filter(|(idx, _)| Arc::ptr_eq(&c.metas, &metas) && *idx == offered)
+                    .map(|(_, l)| l.clone())
+            });
+            let subset = reused.unwrap_or_else(|| {
+                let l: crate::llm::types::ToolList = Arc::new(offered.iter().map(|&i| list[i].clone()).collect());
+                if let Some(c) = deps.tool_list.lock().as_mut()
+                    && Arc::ptr_eq(&c.metas, &metas)
+                {
+                    c.last_subset = Some((offered, l.clone()));
+                }
+                l
+            });
             Offered {
-                list: Arc::new(offered.iter().map(|&i| list[i].clone()).collect()),
+                list: subset,
                 tokens,
                 catalogue,
             }

@@ -128,13 +128,25 @@ pub fn choose(
     }
     // The catalogue of what is left comes out of the same room: give back the least
     // relevant picks until both fit (a deferred tool costs a name, its schema far more).
-    let mut cat = crate::memory::tokens::count(&catalogue(metas, &chosen));
-    while used + cat > room.first
-        && let Some(i) = added.pop()
-    {
-        chosen[i] = false;
-        used -= metas[i].tokens;
-        cat = crate::memory::tokens::count(&catalogue(metas, &chosen));
+    // Counted by line, each line remembered (`count_memo`): a pop changes one owner's
+    // line, and the same lines come back turn after turn, so the loop encodes almost
+    // nothing. The per-line sum is an estimate for the loop only; the final count is of
+    // the catalogue as sent (and the loop resumes in the unlikely case it is larger).
+    let mut cat = catalogue_estimate(metas, &chosen);
+    loop {
+        while used + cat > room.first
+            && let Some(i) = added.pop()
+        {
+            chosen[i] = false;
+            used -= metas[i].tokens;
+            cat = catalogue_estimate(metas, &chosen);
+        }
+        let exact = crate::memory::tokens::count_memo(&catalogue(metas, &chosen));
+        if exact <= cat || used + exact <= room.first || added.is_empty() {
+            cat = cat.max(exact);
+            break;
+        }
+        cat = exact;
     }
     // Owners asked about in this turn: whole, while the expansion room lasts (a tool
     // left out stays callable by name; `get_plugin_tools` gave the model its schema).
@@ -152,7 +164,7 @@ pub fn choose(
     }
     Choice::Subset {
         offered,
-        tokens: used + crate::memory::tokens::count(&catalogue),
+        tokens: used + crate::memory::tokens::count_memo(&catalogue),
         catalogue,
     }
 }
@@ -176,8 +188,8 @@ fn score(m: &ToolMeta, query: &[String]) -> usize {
         .sum()
 }
 
-/// The catalogue of deferred tools, grouped by owner in registry order.
-fn catalogue(metas: &[ToolMeta], chosen: &[bool]) -> String {
+/// The deferred tools by owner, in registry order.
+fn deferred<'a>(metas: &'a [ToolMeta], chosen: &[bool]) -> Vec<(&'a str, Vec<&'a ToolMeta>)> {
     let mut owners: Vec<(&str, Vec<&ToolMeta>)> = Vec::new();
     for (m, _) in metas.iter().zip(chosen).filter(|(_, c)| !**c) {
         match owners.iter_mut().find(|(o, _)| *o == m.owner) {
@@ -185,19 +197,42 @@ fn catalogue(metas: &[ToolMeta], chosen: &[bool]) -> String {
             None => owners.push((&m.owner, vec![m])),
         }
     }
+    owners
+}
+
+const CATALOGUE_HEAD: &str = "\n\n# More tools\nTo save room, these tools are not listed with their parameters. Call \
+     get_plugin_tools with {\"plugin\": \"<owner>\"} to see an owner's tools; from your next \
+     step on they are offered.\n";
+
+/// One owner's line of the catalogue.
+fn catalogue_line(owner: &str, list: &[&ToolMeta]) -> String {
+    let names: Vec<&str> = list.iter().map(|m| m.name.as_str()).collect();
+    format!("- {owner}: {} — {}\n", names.join(", "), list[0].summary)
+}
+
+/// The catalogue of deferred tools, grouped by owner in registry order.
+fn catalogue(metas: &[ToolMeta], chosen: &[bool]) -> String {
+    let owners = deferred(metas, chosen);
     if owners.is_empty() {
         return String::new();
     }
-    let mut s = String::from(
-        "\n\n# More tools\nTo save room, these tools are not listed with their parameters. Call \
-         get_plugin_tools with {\"plugin\": \"<owner>\"} to see an owner's tools; from your next \
-         step on they are offered.\n",
-    );
+    let mut s = String::from(CATALOGUE_HEAD);
     for (owner, list) in owners {
-        let names: Vec<&str> = list.iter().map(|m| m.name.as_str()).collect();
-        s.push_str(&format!("- {owner}: {} — {}\n", names.join(", "), list[0].summary));
+        s.push_str(&catalogue_line(owner, &list));
     }
     s
+}
+
+/// The catalogue's tokens as the sum of its parts, each remembered. The o200k
+/// pre-tokenizer does not join pieces across a `\n` followed by `-`, so this is the
+/// exact count in practice; [`choose`] checks the final text all the same.
+fn catalogue_estimate(metas: &[ToolMeta], chosen: &[bool]) -> usize {
+    let owners = deferred(metas, chosen);
+    if owners.is_empty() {
+        return 0;
+    }
+    let count = crate::memory::tokens::count_memo;
+    count(CATALOGUE_HEAD) + owners.iter().map(|(o, l)| count(&catalogue_line(o, l))).sum::<usize>()
 }
 
 /// A description's first sentence, at most 60 bytes (cut at a character boundary).
@@ -301,6 +336,9 @@ mod tests {
             );
         }
         assert!(!catalogue.contains("files_read"), "{catalogue}");
+        // The loop's per-line count is the count of the text as sent.
+        let mask: Vec<bool> = (0..t.len()).map(|i| idx.contains(&i)).collect();
+        assert_eq!(catalogue_estimate(&t, &mask), crate::memory::tokens::count(catalogue));
         // The same input gives the same subset (a tool never vanishes mid-turn).
         assert_eq!(c, choose(&t, total, room, &query, &always, &BTreeSet::new()));
     }
