@@ -373,7 +373,6 @@ impl<K: IndexKey> SearchIndex<K> {
     /// statistics of the query's terms, for a [`merge`] with another index's answer.
     pub fn search_scored(&self, text: &str, qv: Option<&[f32]>, dense_min: f32, top_k: usize) -> Ranked<K> {
         let terms = retrieve::query_terms(text);
-        let bm25: Vec<(usize, f32)> = self.bm25.ranked(text);
         let dense: Vec<(usize, f32)> = match qv {
             Some(q) if !self.dense_doc.is_empty() && q.len() == self.dim => {
                 let mut q = q.to_vec();
@@ -391,30 +390,52 @@ impl<K: IndexKey> SearchIndex<K> {
             }
             _ => Vec::new(),
         };
-        let order = if dense.is_empty() {
-            bm25.iter().map(|(n, _)| *n).collect()
+        // Without a dense side the answer is BM25's best `top_k`, selected without
+        // sorting the rest; the fusion needs both whole rankings (a row's rank on the
+        // side it is weak on counts too).
+        let picked: Vec<(usize, Option<f32>, Option<f32>)> = if dense.is_empty() {
+            self.bm25
+                .ranked_terms(&terms, top_k)
+                .into_iter()
+                .map(|(n, s)| (n, Some(s), None))
+                .collect()
         } else {
-            retrieve::rrf(
+            let bm25 = self.bm25.ranked_terms(&terms, usize::MAX);
+            let order = retrieve::rrf(
                 &[
                     bm25.iter().map(|(n, _)| *n).collect(),
                     dense.iter().map(|(n, _)| *n).collect(),
                 ],
                 retrieve::RRF_K,
-            )
+            );
+            // Scores by row number: flat arrays, not hash maps of every hit.
+            let mut by_row: Vec<(Option<f32>, Option<f32>)> = vec![(None, None); self.ids.len()];
+            for (n, s) in bm25 {
+                if let Some(slot) = by_row.get_mut(n) {
+                    slot.0 = Some(s);
+                }
+            }
+            for (n, s) in dense {
+                if let Some(slot) = by_row.get_mut(n) {
+                    slot.1 = Some(s);
+                }
+            }
+            order
+                .into_iter()
+                .filter_map(|n| by_row.get(n).map(|&(b, c)| (n, b, c)))
+                .collect()
         };
-        let bm25: HashMap<usize, f32> = bm25.into_iter().collect();
-        let dense: HashMap<usize, f32> = dense.into_iter().collect();
-        let rows = order
+        let rows = picked
             .into_iter()
-            .filter_map(|n| {
+            .filter_map(|(n, bm25, cos)| {
                 let row = self.ids.get(n).cloned().flatten()?;
                 let (len, tf) = self.bm25.term_freqs(n, &terms);
                 Some(Scored {
                     row,
-                    bm25: bm25.get(&n).copied(),
+                    bm25,
                     len,
                     tf,
-                    cos: dense.get(&n).copied(),
+                    cos,
                 })
             })
             .take(top_k)

@@ -250,6 +250,11 @@ impl Bm25 {
 
     /// `(document, score)` of the documents sharing a term with `query`, by document.
     fn scored(&self, query: &str) -> Vec<(usize, f32)> {
+        self.scored_terms(&query_terms(query))
+    }
+
+    /// [`Self::scored`] of terms already analysed ([`query_terms`]).
+    pub fn scored_terms(&self, terms: &[String]) -> Vec<(usize, f32)> {
         let n = (self.lens.len() - self.removed_count) as f32;
         if n == 0.0 {
             return Vec::new();
@@ -257,8 +262,8 @@ impl Bm25 {
         let mut acc = vec![0f32; self.lens.len()];
         let mut hit = vec![false; self.lens.len()];
         let avg = self.total_len as f32 / n;
-        for t in query_terms(query) {
-            let Some(list) = self.postings.get(&t) else { continue };
+        for t in terms {
+            let Some(list) = self.postings.get(t) else { continue };
             let idf = idf(n, list.len() as f32);
             for &(d, f) in list {
                 let d = d as usize;
@@ -306,8 +311,21 @@ impl Bm25 {
 
     /// `(document, score)` best first (only positive scores).
     pub fn ranked(&self, query: &str) -> Vec<(usize, f32)> {
-        let mut v: Vec<(usize, f32)> = self.scored(query).into_iter().filter(|(_, s)| *s > 0.0).collect();
-        v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        self.ranked_terms(&query_terms(query), usize::MAX)
+    }
+
+    /// The best `top_k` of [`Self::ranked`] for terms already analysed: a partial
+    /// selection, then a sort of the `top_k` only. A common word of a long memory
+    /// matches every row, and sorting all of them for the 80 a turn reads was most of
+    /// the lexical ranking's time.
+    pub fn ranked_terms(&self, terms: &[String], top_k: usize) -> Vec<(usize, f32)> {
+        let mut v: Vec<(usize, f32)> = self.scored_terms(terms).into_iter().filter(|(_, s)| *s > 0.0).collect();
+        let order = |a: &(usize, f32), b: &(usize, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        if top_k < v.len() {
+            v.select_nth_unstable_by(top_k, order);
+            v.truncate(top_k);
+        }
+        v.sort_by(order);
         v
     }
 }
@@ -389,6 +407,21 @@ mod tests {
         ix.remove(0);
         assert_eq!(ix.rank("adopt puppy"), vec![2], "a removed document is never found");
         assert_eq!(ix.removed(), 1);
+    }
+
+    #[test]
+    fn the_best_k_are_the_head_of_the_whole_ranking() {
+        // Ties (equal scores) included: the order is score, then row.
+        let docs: Vec<String> = (0..200)
+            .map(|i| format!("turn {i} {}", "again ".repeat(i % 7)))
+            .collect();
+        let ix = Bm25::build(docs.iter().map(String::as_str));
+        let terms = query_terms("turn again");
+        let all = ix.ranked_terms(&terms, usize::MAX);
+        assert_eq!(all.len(), 200);
+        for k in [0, 1, 7, 80, 199, 200, 500] {
+            assert_eq!(ix.ranked_terms(&terms, k), all[..k.min(200)].to_vec(), "top {k}");
+        }
     }
 
     #[test]
