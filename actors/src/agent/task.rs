@@ -192,6 +192,9 @@ impl TaskActor {
                 temperature: s.temperature,
                 max_context_size: s.max_context_size,
                 window: s.window,
+                media_reserve: self.deps.media.as_ref().filter(|m| m.can_recall()).map_or(0, |m| {
+                    m.config.read().recall_k * crate::memory::media::parts::IMAGE_TOKENS_MAX
+                }),
             },
             now_ms: now_ms(),
         };

@@ -78,6 +78,11 @@ pub struct Limits {
     /// The context window (tokens) of the source the request will go to first
     /// (`llm::window`): the prompt's budget and the overflow check are cut to it.
     pub window: usize,
+    /// Tokens kept for the images the media memory may add to a request after the
+    /// core built it (`media::parts::prepare`): `recall_k` ×
+    /// [`crate::memory::media::parts::IMAGE_TOKENS_MAX`] while some image can be
+    /// recalled, else 0.
+    pub media_reserve: usize,
 }
 
 /// What the core reads with every event (the current settings, the channels and the
@@ -643,11 +648,29 @@ impl TurnCore {
 
     /// Tokens of the prefix's fixed parts: system prompt, source context, the input.
     /// (The system prompt is the same turn after turn: its count is memoised.)
+    /// The input's images count what a vendor charges for them, and the images the
+    /// media memory may still add are reserved ([`Limits::media_reserve`]).
     fn fixed_tokens(&self, env: &Env) -> usize {
         tokens::count_memo(&prompt::system_prompt(env.prompt, env.channels))
             + tokens::count(&prompt::origin_context(&self.origin()))
             + tokens::count(&self.input.text)
             + PER_MESSAGE_TOKENS * 3
+            + crate::memory::media::parts::input_image_tokens(&self.input.media)
+            + env.limits.media_reserve
+    }
+
+    /// What an image part of the frame costs: the input's images by their size, any
+    /// other (an image of an earlier step) at the most an image may cost.
+    fn image_cost(&self) -> impl Fn(&str) -> usize + '_ {
+        move |id: &str| {
+            self.input
+                .media
+                .iter()
+                .find(|m| m.id == id)
+                .map_or(crate::memory::media::parts::IMAGE_TOKENS_MAX, |m| {
+                    crate::memory::media::parts::image_tokens(m.width, m.height)
+                })
+        }
     }
 
     /// Token budget of the timeline (spec §5.8), handed to an overflow recovery's prune.
@@ -725,10 +748,8 @@ impl TurnCore {
             return;
         }
         prompt::add_continuation(&mut self.msgs, self.last_batch_reply_only);
-        match self
-            .overflow
-            .check(prompt_size(&self.msgs, limits.window), limits.window)
-        {
+        let size = prompt_size(&self.msgs, limits.window, &self.image_cost()) + limits.media_reserve;
+        match self.overflow.check(size, limits.window) {
             Verdict::Fits => {}
             Verdict::Recover => return self.recover_overflow(env, out),
             Verdict::Fail(m) => {
@@ -995,8 +1016,8 @@ pub const PER_MESSAGE_TOKENS: usize = 4;
 /// overflow check compares against 1.25 × the window, which they fit within). Each
 /// text is counted once and remembered (`tokens::count_memo`): the system prompt and the
 /// timeline repeat across the steps and turns.
-pub fn prompt_tokens(msgs: &[Message]) -> usize {
-    measure(msgs, tokens::count_memo)
+pub fn prompt_tokens(msgs: &[Message], image: &dyn Fn(&str) -> usize) -> usize {
+    measure(msgs, tokens::count_memo, image)
 }
 
 /// What the overflow check needs to know of the prompt's size against `window`: the
@@ -1004,29 +1025,37 @@ pub fn prompt_tokens(msgs: &[Message]) -> usize {
 /// text never has more tokens than bytes — with a 128k window that is nearly every
 /// turn, and counting a long prompt is the largest part of a turn's kernel time),
 /// else the exact count.
-pub fn prompt_size(msgs: &[Message], window: usize) -> usize {
+pub fn prompt_size(msgs: &[Message], window: usize, image: &dyn Fn(&str) -> usize) -> usize {
     let window = if window == 0 {
         super::overflow::DEFAULT_WINDOW
     } else {
         window
     };
-    let bound = measure(msgs, str::len);
+    let bound = measure(msgs, str::len, image);
     if (bound as f64) <= window as f64 * super::overflow::THRESHOLD {
         bound
     } else {
-        prompt_tokens(msgs)
+        prompt_tokens(msgs, image)
     }
 }
 
 /// The messages' size with `size` per text (content, tool-call arguments and names),
-/// plus the per-message overhead. Structured content is measured as its JSON, which
-/// only over-estimates.
-fn measure(msgs: &[Message], size: impl Fn(&str) -> usize) -> usize {
+/// plus the per-message overhead. Structured content is measured part by part as its
+/// JSON, which only over-estimates — except an image placeholder, which weighs what
+/// the image will (`image`, by block id), not its few bytes of URL.
+fn measure(msgs: &[Message], size: impl Fn(&str) -> usize, image: &dyn Fn(&str) -> usize) -> usize {
     msgs.iter()
         .map(|m| {
             let content = match &m.content {
                 Value::String(s) => size(s),
                 Value::Null => 0,
+                Value::Array(parts) => parts
+                    .iter()
+                    .map(|p| match crate::memory::media::parts::placeholder_of(p) {
+                        Some(id) => image(id),
+                        None => size(&p.to_string()),
+                    })
+                    .sum(),
                 other => size(&other.to_string()),
             };
             PER_MESSAGE_TOKENS

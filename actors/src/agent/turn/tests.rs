@@ -21,6 +21,7 @@ fn limits() -> Limits {
         temperature: 0.7,
         max_context_size: 30,
         window: 8192,
+        media_reserve: 0,
     }
 }
 
@@ -943,4 +944,64 @@ fn bus(e: &BusEvent) -> (&'static str, serde_json::Value) {
     let mut v = serde_json::to_value(e).unwrap();
     v.as_object_mut().unwrap().remove("type");
     (kind, v)
+}
+
+/// An input with `n` images of `w` × `h`.
+fn with_images(text: &str, n: usize, w: u32, h: u32) -> TurnInput {
+    let mut i = input(text);
+    i.media = (0..n)
+        .map(|k| crate::memory::media::parts::MediaRef {
+            id: format!("blk_media_{k:012}"),
+            mime: "image/png".into(),
+            width: w,
+            height: h,
+        })
+        .collect();
+    i
+}
+
+fn fixed_of(c: &[Cmd]) -> usize {
+    match c {
+        [Cmd::ReadTimeline { fixed, .. }] => *fixed,
+        _ => panic!("expected ReadTimeline, got {c:?}"),
+    }
+}
+
+#[test]
+fn images_count_in_the_budget_at_what_a_vendor_charges_and_recall_room_is_kept() {
+    use crate::memory::media::parts::{IMAGE_TOKENS_MAX, image_tokens};
+    let start = |t: &mut Turn| {
+        let c = t.feed(Event::Started);
+        fixed_of(&t.echo(c, Stage::OnInput))
+    };
+    let plain = start(&mut Turn::new(input("what is in this photo?")));
+    let one = start(&mut Turn::new(with_images("what is in this photo?", 1, 1024, 1024)));
+    assert!(
+        one >= plain + image_tokens(1024, 1024) && one < plain + image_tokens(1024, 1024) + 60,
+        "{plain} → {one}"
+    );
+    let mut t = Turn::new(input("what is in this photo?"));
+    t.limits.media_reserve = 2 * IMAGE_TOKENS_MAX;
+    assert_eq!(start(&mut t), plain + 2 * IMAGE_TOKENS_MAX);
+
+    // The overflow check weighs each placeholder as its image: four 12-megapixel
+    // photos (4 × 6,192 tokens) do not fit an 8k window, though their frame is a few
+    // hundred bytes.
+    let mut t = Turn::new(with_images("compare these", 4, 4000, 3000));
+    t.prepare("");
+    let c = t.feed(Event::SafePoint(Ok(false)));
+    assert!(
+        !matches!(c.last(), Some(Cmd::CallLlm(_))),
+        "the request would not fit: {c:?}"
+    );
+    // One small image does.
+    let mut t = Turn::new(with_images("what is this?", 1, 200, 200));
+    t.prepare("");
+    let req = request(t.feed(Event::SafePoint(Ok(false))));
+    let parts = req.messages.last().unwrap().content.as_array().unwrap();
+    assert!(
+        parts
+            .iter()
+            .any(|p| crate::memory::media::parts::placeholder_of(p).is_some())
+    );
 }

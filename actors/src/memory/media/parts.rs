@@ -78,6 +78,65 @@ pub fn dedupe_text<'a>(text: &'a str, payload: &serde_json::Map<String, Value>) 
     std::borrow::Cow::Owned(format!("{text}\0{}", ids.join(",")))
 }
 
+/// What one recalled image may cost, reserved in a turn's budget before the recall has
+/// run (its size is known only after): the largest of the bundled vendors' costs at
+/// the default size cap (a 12-megapixel photo).
+pub const IMAGE_TOKENS_MAX: usize = 6_192;
+
+/// The tokens a `width` × `height` image costs a vendor, as an upper bound over the
+/// bundled adapters' formats (the request's source is known, its fallbacks not):
+/// OpenAI's high detail (fit in 2048², shortest side at most 768, 170 per 512-pixel
+/// tile plus 85), Anthropic's (long side at most 1568, width × height / 750) and
+/// Gemini's (258 up to 384 pixels, else 258 per 768-pixel tile). Unknown dimensions
+/// (0) cost [`IMAGE_TOKENS_MAX`].
+pub fn image_tokens(width: u32, height: u32) -> usize {
+    if width == 0 || height == 0 {
+        return IMAGE_TOKENS_MAX;
+    }
+    let (w, h) = (f64::from(width), f64::from(height));
+    let openai = {
+        let fit = (2048.0 / w.max(h)).min(1.0);
+        let (w, h) = (w * fit, h * fit);
+        let short = (768.0 / w.min(h)).min(1.0);
+        let (w, h) = (w * short, h * short);
+        85 + 170 * ((w / 512.0).ceil() * (h / 512.0).ceil()) as usize
+    };
+    let anthropic = {
+        let fit = (1568.0 / w.max(h)).min(1.0);
+        ((w * fit) * (h * fit) / 750.0).ceil() as usize
+    };
+    let gemini = if width <= 384 && height <= 384 {
+        258
+    } else {
+        258 * ((w / 768.0).ceil() * (h / 768.0).ceil()) as usize
+    };
+    openai.max(anthropic).max(gemini)
+}
+
+/// What the input's images add to its message: each image's [`image_tokens`] and the
+/// note naming it (counted as the JSON part it is sent as).
+pub fn input_image_tokens(refs: &[MediaRef]) -> usize {
+    refs.iter()
+        .map(|r| {
+            let note = Msg::ImageAttached {
+                id: &r.id,
+                mime: &r.mime,
+                width: r.width,
+                height: r.height,
+            }
+            .text();
+            image_tokens(r.width, r.height) + crate::memory::tokens::count(&text_part(&note).to_string())
+        })
+        .sum()
+}
+
+/// The block id of an image part of the frame (a placeholder), if `part` is one.
+pub fn placeholder_of(part: &Value) -> Option<&str> {
+    part.pointer("/image_url/url")
+        .and_then(Value::as_str)
+        .and_then(|u| u.strip_prefix(URL_PREFIX))
+}
+
 fn image_part(id: &str) -> Value {
     json!({"type": "image_url", "image_url": {"url": format!("{URL_PREFIX}{id}")}})
 }
@@ -124,10 +183,7 @@ pub fn placeholders(req: &CompletionRequest) -> Vec<String> {
     for m in &req.messages {
         let Some(parts) = m.content.as_array() else { continue };
         for p in parts {
-            if let Some(id) = p
-                .pointer("/image_url/url")
-                .and_then(Value::as_str)
-                .and_then(|u| u.strip_prefix(URL_PREFIX))
+            if let Some(id) = placeholder_of(p)
                 && !out.iter().any(|o| o == id)
             {
                 out.push(id.to_owned());
@@ -265,6 +321,20 @@ pub async fn prepare(media: &MediaHandle, prep: &Prepared, req: &mut CompletionR
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_image_costs_the_most_any_bundled_vendor_charges() {
+        // Small: Gemini's flat 258 is the most (OpenAI 85 + 170, Anthropic 54).
+        assert_eq!(image_tokens(200, 200), 258);
+        // 1024²: OpenAI 85 + 170 × 4 = 765, Anthropic 1399, Gemini 4 × 258 = 1032.
+        assert_eq!(image_tokens(1024, 1024), 1399);
+        // A 12-megapixel photo: Gemini's 6 × 4 tiles.
+        assert_eq!(image_tokens(4000, 3000), IMAGE_TOKENS_MAX);
+        assert_eq!(image_tokens(0, 480), IMAGE_TOKENS_MAX);
+        let part = image_part("blk_media_0123456789ab");
+        assert_eq!(placeholder_of(&part), Some("blk_media_0123456789ab"));
+        assert_eq!(placeholder_of(&text_part("media:x")), None);
+    }
 
     fn req(msgs: Vec<Message>) -> CompletionRequest {
         CompletionRequest {
