@@ -1256,6 +1256,7 @@
       if (Array.isArray(it.tools_used) && it.tools_used.length) meta.push("tools: " + it.tools_used.join(", "));
       if (it.imported) meta.push("imported");
       setText(li._parts.metaEl, meta.join(" · "));
+      if (role === "user" && Array.isArray(it.media) && window.HA && window.HA.media) window.HA.media.showBlocks(li, it.media);
       out.push(li);
     }
     return out;

@@ -97,6 +97,27 @@
     li.append(row);
   }
 
+  /** Thumbnails of stored media blocks (by id) under a chat message of the history. */
+  function showBlocks(li, ids) {
+    if (!li || !Array.isArray(ids)) return;
+    const imgs = [];
+    for (const raw of ids) {
+      const id = String(raw || "");
+      if (!/^blk_media_[0-9a-f]{12}$/.test(id)) continue;
+      const img = el("img", "media-thumb");
+      img.loading = "lazy";
+      img.alt = id;
+      img.src = "/api/v1/memory/media/" + id + "/data";
+      // A block deleted since: a short note instead of a broken image.
+      img.addEventListener("error", () => img.replaceWith(el("span", "muted media-gone", t("media.gone"))));
+      imgs.push(img);
+    }
+    if (!imgs.length) return;
+    const row = el("div", "media-row");
+    row.append(...imgs);
+    li.append(row);
+  }
+
   function fmtBytes(n) {
     return n >= 1048576 ? (n / 1048576).toFixed(1) + " MB" : n >= 1024 ? Math.round(n / 1024) + " KB" : n + " B";
   }
@@ -148,7 +169,7 @@
     box.replaceChildren(head, grid);
   }
 
-  window.HA = Object.assign(window.HA || {}, { media: { take, showIn, renderBrowser } });
+  window.HA = Object.assign(window.HA || {}, { media: { take, showIn, showBlocks, renderBrowser } });
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", wireChat);
   else wireChat();
 })();

@@ -107,6 +107,17 @@ fn a_png_attachment_reaches_the_vendor_as_an_image_url_data_url_and_is_one_block
     assert_eq!(blocks["blocks"].as_array().unwrap().len(), 1, "{blocks}");
     assert_eq!(blocks["blocks"][0]["seen_count"], 2);
 
+    // The chat history (what the WebUI shows after a reload) names the image with
+    // both inputs that carried it, and not with the replies.
+    let hist = wait_for(&d, "/api/v1/chat/history", "both turns in the history", |h| {
+        h["items"].as_array().is_some_and(|i| i.len() == 4)
+    });
+    let items = hist["items"].as_array().unwrap();
+    for (i, it) in items.iter().enumerate() {
+        let want = if it["role"] == "user" { json!([id]) } else { Value::Null };
+        assert_eq!(it["media"], want, "item {i}: {it}");
+    }
+
     // The bytes are served as stored, with their sniffed type; deleting the block
     // deletes them.
     let r = d

@@ -61,6 +61,10 @@ pub struct HistoryItem {
     /// `L1`..`L4`: the input was an interrupt (a timer reminder, an urgent message).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub level: Option<String>,
+    /// The images the input carried, as media block ids (inputs only): their bytes are
+    /// at `GET /api/v1/memory/media/{id}/data` while the block exists.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub media: Vec<String>,
 }
 
 /// Body of `GET /api/v1/chat/history`.
@@ -109,6 +113,7 @@ pub fn page(events: &[TextEvent], before: Option<u64>, limit: Option<usize>) -> 
             tools_used: if reply { e.tools_used.clone() } else { Vec::new() },
             imported: e.imported,
             level: if reply { None } else { e.level.clone() },
+            media: if reply { Vec::new() } else { e.media.clone() },
         });
     }
     Ok(HistoryPage {
@@ -147,7 +152,19 @@ mod tests {
             tools_used: vec![],
             imported: false,
             level: (source == "timer").then(|| "L3".to_owned()),
+            media: Vec::new(),
         }
+    }
+
+    #[test]
+    fn an_input_keeps_its_images_and_its_reply_has_none() {
+        let mut e = ev(0, "webui", "a red bike");
+        e.media = vec!["blk_media_0123456789ab".into()];
+        let p = page(&[e], None, None).unwrap();
+        assert_eq!(p.items[0].media, ["blk_media_0123456789ab"]);
+        assert!(p.items[1].media.is_empty());
+        let json = serde_json::to_value(&p.items[1]).unwrap();
+        assert!(json.get("media").is_none(), "{json}");
     }
 
     #[test]

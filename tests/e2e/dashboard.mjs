@@ -318,6 +318,11 @@ async function main() {
       ? { ok: true } : { ok: false, why: li ? `last cli: ${who}: ${li.textContent}` : 'no cli message' };
   }, N);
   log(`${N} turns sent by source "cli" appeared live, labelled "cli"`);
+  // One more with a photo (a red 2×3 PNG): after the reload the history shows it again,
+  // from the media memory.
+  const RED_PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAIAAAADCAIAAAA2iEnWAAAAEElEQVR4nGM4IScHRAwoFABEDQYZFCZhYwAAAABJRU5ErkJggg==';
+  await postJson(`${base}/api/v1/messages`, { text: 'a photo from the cli', source: 'cli', channel: 'cli',
+    attachments: [{ mime: 'image/png', data: RED_PNG }] });
 
   // Reload: the history comes back (newest page), older pages on scroll-up.
   await page.reload({ waitUntil: 'domcontentloaded' });
@@ -328,6 +333,16 @@ async function main() {
     return log.dataset.historyLoaded && texts.includes(`from the cli ${n - 1}`) && texts.includes(`echo: from the cli ${n - 1}`)
       ? { ok: true } : { ok: false, why: `${items.length} items, last: ${texts.slice(-2).join(' | ')}` };
   }, N);
+  const photo = await pollPage(page, 'the photo of an earlier turn is not shown after a reload', 10_000, () => {
+    const li = [...document.querySelectorAll('#chat-log li.msg.from-history')]
+      .find((l) => l.querySelector('.msg-text').textContent.trim() === 'a photo from the cli');
+    const img = li && li.querySelector('.media-row img.media-thumb');
+    return img && img.complete && img.naturalWidth === 2 && img.naturalHeight === 3
+      ? { ok: true, src: img.getAttribute('src') }
+      : { ok: false, why: li ? (img ? `image ${img.naturalWidth}×${img.naturalHeight}, complete ${img.complete}` : 'no image') : 'no message' };
+  });
+  if (!/^\/api\/v1\/memory\/media\/blk_media_[0-9a-f]{12}\/data$/.test(photo.src)) fail(`the history image is not the stored block: ${photo.src}`);
+  log(`after a reload the earlier turn's photo is shown from the media memory (${photo.src})`);
   const first = await page.evaluate(() => ({
     n: document.querySelectorAll('#chat-log li.msg').length,
     hello: [...document.querySelectorAll('#chat-log .msg-text')].some((t) => t.textContent.trim() === 'hello browser'),
@@ -347,7 +362,9 @@ async function main() {
   const still = await page.evaluate(() => ({
     xss: window.__xss,
     handlers: [...document.querySelectorAll('#chat-log *')].filter((n) => [...n.attributes].some((a) => /^on/i.test(a.name))).length,
-    imgs: document.querySelectorAll('#chat-log img, #chat-log svg').length,
+    // Images other than the thumbnails of stored blocks (the photo above).
+    imgs: [...document.querySelectorAll('#chat-log img, #chat-log svg')].filter((n) => !(n.matches('.media-row > img.media-thumb')
+      && /^\/api\/v1\/memory\/media\/blk_media_[0-9a-f]{12}\/data$/.test(n.getAttribute('src') || ''))).length,
   }));
   if (still.xss !== undefined || still.handlers || still.imgs) fail(`the hostile reply is not inert in the history: ${JSON.stringify(still)}`);
   log(`after a reload: ${first.n} newest history items, scrolled up to ${paged.n} (back to "hello browser"); hostile reply still inert`);

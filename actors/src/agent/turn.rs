@@ -948,6 +948,7 @@ impl TurnCore {
                 tools_used: event.tools_used.clone(),
                 imported: false,
                 level: self.input.level.map(|l| format!("L{}", l as u8)),
+                media: self.input.media.iter().map(|m| m.id.clone()).collect(),
             }));
         }
         // The window is kept in size by the distill heartbeat, not per turn.

@@ -140,6 +140,7 @@ pub fn text_event(e: &Event) -> TextEvent {
         tools_used: vec![],
         imported: true,
         level: None,
+        media: Vec::new(),
     }
 }
 

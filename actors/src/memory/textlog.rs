@@ -40,6 +40,10 @@ pub struct TextEvent {
     /// the chat shows it as such.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub level: Option<String>,
+    /// The media blocks (image ids) the input carried: the chat shows them again from
+    /// the media memory after a reload.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub media: Vec<String>,
 }
 
 /// The writer (a plain struct; the actor below only forwards to it).
@@ -333,6 +337,7 @@ mod tests {
 
     fn ev(i: i64) -> TextEvent {
         TextEvent {
+            media: Vec::new(),
             ts: i,
             source: "http".into(),
             input: format!("message {i}"),

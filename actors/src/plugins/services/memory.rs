@@ -287,6 +287,7 @@ impl KernelServices {
             tools_used: vec![],
             imported: false,
             level: None,
+            media: Vec::new(),
         };
         log.send(LogText(event)).await.map_err(|e| unavailable(method, e))?;
         Ok(json!({ "ok": true }))
