@@ -296,7 +296,7 @@ async fn turn_inner(
     }
     println!("turn benchmark: {turns} turns (+50 warm-up) through a real homed against a local fake vendor");
     println!("  without the query embedding (core.memory.embedder = tfidf: BM25 recall only)");
-    let (bare, full, cpu) = measure_turns(&client, vendor, base, turns, "turn", pid).await?;
+    let (bare, full, cpu) = measure_turns(&client, vendor, base, turns, "turn", pid, false).await?;
     println!("{:<34}{:>10}{:>10}", "(ms)", "p50", "p99");
     let row = |label: &str, v: &[f64]| {
         println!("{label:<34}{:>10.3}{:>10.3}", percentile(v, 0.5), percentile(v, 0.99));
@@ -382,10 +382,12 @@ async fn with_query_embedding(
     }
     let n = (turns / 4).max(100);
     println!(
-        "  with the query embedding ({} embedder, {} rows embedded): {n} turns",
+        "  with the query embedding ({} embedder, {} rows embedded): {n} turns, each once the previous \
+         turn's two rows have their vectors (as between the messages of a conversation; back to back, \
+         the embedder's one thread would be measured queueing, not a turn)",
         status["active"], status["embedded"]
     );
-    let (bare, full, cpu) = measure_turns(client, vendor, base, n, "dense turn", pid).await?;
+    let (bare, full, cpu) = measure_turns(client, vendor, base, n, "dense turn", pid, true).await?;
     let mut r = client
         .get(format!("{base}/api/v1/memory/status"))
         .send()
@@ -419,6 +421,7 @@ async fn with_query_embedding(
 
 /// `turns` (+50 warm-up) pairs of a bare vendor round trip and a whole turn through the
 /// daemon; the measured durations in ms, sorted, and the daemon's CPU ms per measured turn.
+/// With `settle`, each pair waits (untimed) until every row has its vector.
 async fn measure_turns(
     client: &awc::Client,
     vendor: &str,
@@ -426,15 +429,20 @@ async fn measure_turns(
     turns: u32,
     label: &str,
     pid: u32,
+    settle: bool,
 ) -> anyhow::Result<(Vec<f64>, Vec<f64>, Option<f64>)> {
     use anyhow::Context as _;
     let bare_body =
         serde_json::json!({"model": "bench", "stream": true, "messages": [{"role": "user", "content": "ping"}]});
     let (mut bare, mut full) = (Vec::new(), Vec::new());
     let mut cpu_at_start = None;
+    let mut rows = None;
     for i in 0..turns + 50 {
         if i == 50 {
             cpu_at_start = process_cpu_ms(pid);
+        }
+        if settle {
+            embedder_idle(client, base, &mut rows).await?;
         }
         let t = Instant::now();
         let mut r = client
@@ -467,6 +475,30 @@ async fn measure_turns(
     bare.sort_by(f64::total_cmp);
     full.sort_by(f64::total_cmp);
     Ok((bare, full, cpu))
+}
+
+/// Waits (at most 3 s) until the rows number at least `*rows` + 2 (the last turn's input
+/// and reply) and every row has its vector in the active space; `*rows` becomes the
+/// count seen.
+async fn embedder_idle(client: &awc::Client, base: &str, rows: &mut Option<u64>) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let mut r = client
+            .get(format!("{base}/api/v1/memory/status"))
+            .send()
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let v: serde_json::Value = r.json().limit(1 << 20).await.context("memory status")?;
+        let e = &v["embedder"];
+        let now = e["rows"].as_u64();
+        let grown = rows.is_none_or(|r| now >= Some(r + 2));
+        if (grown && e["embedded"].as_u64() >= now) || Instant::now() > deadline {
+            *rows = now;
+            return Ok(());
+        }
+        actix_rt::time::sleep(Duration::from_millis(2)).await;
+    }
 }
 
 /// `n` synthetic turns of two speakers, one a minute, ending an hour before `now_ms`,

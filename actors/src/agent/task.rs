@@ -323,7 +323,17 @@ impl TaskActor {
             }
             Cmd::Commit(event) => {
                 let context = self.deps.context.clone();
-                let fut = async move { context.send(AppendEvent(event)).await };
+                // The turn's rows (its input and this reply) get their vectors now, not
+                // at the embedder's next poll: a follow-up question a moment later
+                // finds them on the dense side too.
+                let embedder = self.deps.embedder.as_ref().map(|e| e.addr.clone());
+                let fut = async move {
+                    let r = context.send(AppendEvent(event)).await;
+                    if let (Ok(Ok(_)), Some(e)) = (&r, embedder) {
+                        let _ = e.do_send(crate::memory::embed::actor::Fill);
+                    }
+                    r
+                };
                 self.await_event(ctx, fut, |res| {
                     Event::Committed(match res {
                         Ok(Ok(_)) => Ok(()),

@@ -127,20 +127,20 @@ impl Handles<AppendEvent> for ContextActor {
     }
 }
 
-impl ContextActor {
-    /// A window event as a recall item (its token count cached).
-    fn window_item(&mut self, e: &Event) -> Item {
-        let said = e.said();
-        let tokens = *self.tokens.entry(e.id).or_insert_with(|| super::tokens::count(said));
-        Item {
-            origin: Origin::Window,
-            ts_ms: Some(e.ts_ms),
-            speaker: e.speaker().to_owned(),
-            text: said.to_owned(),
-            tokens,
-        }
+/// A window event as a recall item, its token count cached in `tokens`.
+fn item_of(tokens: &mut std::collections::HashMap<i64, usize>, e: &Event) -> Item {
+    let said = e.said();
+    let tokens = *tokens.entry(e.id).or_insert_with(|| super::tokens::count(said));
+    Item {
+        origin: Origin::Window,
+        ts_ms: Some(e.ts_ms),
+        speaker: e.speaker().to_owned(),
+        text: said.to_owned(),
+        tokens,
     }
+}
 
+impl ContextActor {
     /// Where event `id` is in the window. Appends keep ids ascending, so a binary search
     /// finds it; a window reordered by a document moved back (`doc_query` inserts at the
     /// original time) falls back to a scan. No map of the whole window per turn: it
@@ -165,8 +165,7 @@ impl ContextActor {
         units.filter_map(|u| {
             let Unit::Event(id) = u else { return None };
             let i = self.position_of(id)?;
-            let e = self.events[i].clone();
-            Some(self.window_item(&e))
+            Some(item_of(&mut self.tokens, &self.events[i]))
         })
     }
 
@@ -181,8 +180,8 @@ impl Handles<Recall> for ContextActor {
     type Reply = actix::MessageResult<crate::host::Envelope<Recall>>;
     fn handle(&mut self, msg: Recall, _: &mut HostContext<Self>) -> Self::Reply {
         let start = self.events.len().saturating_sub(2 * super::recall::RECENT_EVENTS);
-        let tail: Vec<Event> = self.events[start..].to_vec();
-        let recent: Vec<Item> = tail.iter().map(|e| self.window_item(e)).collect();
+        let tokens = &mut self.tokens;
+        let recent: Vec<Item> = self.events[start..].iter().map(|e| item_of(tokens, e)).collect();
         let units = self.relevant_events(&msg.query, msg.qv.as_ref());
         actix::MessageResult(WindowRecall { recent, units })
     }

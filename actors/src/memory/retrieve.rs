@@ -261,6 +261,9 @@ impl Bm25 {
         }
         let mut acc = vec![0f32; self.lens.len()];
         let mut hit = vec![false; self.lens.len()];
+        // The documents touched, so the answer costs the postings read, not a pass
+        // over every document of a long memory.
+        let mut touched: Vec<usize> = Vec::new();
         let avg = self.total_len as f32 / n;
         for t in terms {
             let Some(list) = self.postings.get(t) else { continue };
@@ -271,10 +274,14 @@ impl Bm25 {
                     continue;
                 }
                 acc[d] += term_score(idf, f, self.lens[d], avg);
-                hit[d] = true;
+                if !hit[d] {
+                    hit[d] = true;
+                    touched.push(d);
+                }
             }
         }
-        acc.into_iter().enumerate().filter(|(d, _)| hit[*d]).collect()
+        touched.sort_unstable();
+        touched.into_iter().map(|d| (d, acc[d])).collect()
     }
 
     /// This index's statistics of `terms` (from [`query_terms`]), for scoring its rows

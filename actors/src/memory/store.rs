@@ -114,7 +114,15 @@ pub struct MemoryStore {
     events_ix: Option<super::docindex::RecallIndex>,
     /// The recall index of the passages, likewise.
     passages_ix: Option<super::docindex::RecallIndex>,
+    /// Passages read for recall, by id: a turn reads its ~80 candidates, and the next
+    /// turn mostly the same ones. Passages never change (their token count aside, filled
+    /// before caching) and their ids are never reused; a deleted document's passages
+    /// leave here with it ([`Self::unindex`]).
+    passage_cache: std::cell::RefCell<std::collections::HashMap<i64, Passage>>,
 }
+
+/// Passages kept in [`MemoryStore::passages`]' cache before it starts afresh.
+const PASSAGE_CACHE: usize = 8192;
 
 fn migrations() -> Migrations<'static> {
     Migrations::new(vec![
@@ -144,6 +152,7 @@ impl MemoryStore {
             index: None,
             events_ix: None,
             passages_ix: None,
+            passage_cache: Default::default(),
         })
     }
 
@@ -156,6 +165,7 @@ impl MemoryStore {
             index: None,
             events_ix: None,
             passages_ix: None,
+            passage_cache: Default::default(),
         })
     }
 
@@ -386,6 +396,10 @@ impl MemoryStore {
     /// Takes a removed document and its passages out of the search indexes (rebuilt
     /// later when many are).
     fn unindex(&mut self, id: &str, passages: &[i64]) {
+        let cache = self.passage_cache.get_mut();
+        for p in passages {
+            cache.remove(p);
+        }
         if self.index.as_mut().is_some_and(|ix| ix.remove(&id.to_owned())) {
             self.index = None;
         }
@@ -542,7 +556,12 @@ impl MemoryStore {
             .conn
             .prepare_cached("SELECT id, doc_id, ts_ms, speaker, text, tokens FROM passages WHERE id = ?1")?;
         let mut out = Vec::with_capacity(ids.len());
+        let mut cache = self.passage_cache.borrow_mut();
         for id in ids {
+            if let Some(p) = cache.get(id) {
+                out.push(p.clone());
+                continue;
+            }
             let p = st
                 .query_row([id], |r| {
                     Ok(Passage {
@@ -563,6 +582,10 @@ impl MemoryStore {
                         params![p.tokens as i64, p.id],
                     )?;
                 }
+                if cache.len() >= PASSAGE_CACHE {
+                    cache.clear();
+                }
+                cache.insert(p.id, p.clone());
                 out.push(p);
             }
         }
