@@ -192,9 +192,7 @@ impl TaskActor {
                 temperature: s.temperature,
                 max_context_size: s.max_context_size,
                 window: s.window,
-                media_reserve: self.deps.media.as_ref().filter(|m| m.can_recall()).map_or(0, |m| {
-                    m.config.read().recall_k * crate::memory::media::parts::IMAGE_TOKENS_MAX
-                }),
+                media_reserve: media_reserve(&self.deps, s.window),
             },
             now_ms: now_ms(),
         };
@@ -394,9 +392,10 @@ impl TaskActor {
             .clone()
             .unwrap_or_else(|| (self.settings().window, 0, self.input.text.clone()));
         let (channel_for_tools, expanded) = (self.input.channel.clone(), self.expanded.clone());
+        let room = media_reserve(&self.deps, window);
         let fut = async move {
             if let Some(media) = media {
-                crate::memory::media::parts::prepare(&media, &prepared, &mut request, &query).await;
+                crate::memory::media::parts::prepare(&media, &prepared, &mut request, &query, room).await;
             }
             let mut tools = stages.send(GetTools).await.unwrap_or_default();
             // A sub-agent's refused tools leave the snapshot its turn (and so its tool
@@ -537,6 +536,14 @@ fn cached_tools(
         last_subset: None,
     });
     (list, tokens, metas)
+}
+
+/// The tokens a turn keeps for the images the media memory may add to its requests
+/// (`media::parts::recall_reserve`; none while no image can be recalled).
+fn media_reserve(deps: &TaskDeps, window: usize) -> usize {
+    deps.media.as_ref().filter(|m| m.can_recall()).map_or(0, |m| {
+        crate::memory::media::parts::recall_reserve(m.config.read().recall_k, window)
+    })
 }
 
 /// The tools one request offers: all of them, or (at a small window) the subset of

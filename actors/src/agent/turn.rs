@@ -79,8 +79,8 @@ pub struct Limits {
     /// (`llm::window`): the prompt's budget and the overflow check are cut to it.
     pub window: usize,
     /// Tokens kept for the images the media memory may add to a request after the
-    /// core built it (`media::parts::prepare`): `recall_k` ×
-    /// [`crate::memory::media::parts::IMAGE_TOKENS_MAX`] while some image can be
+    /// core built it (`media::parts::prepare`, which adds only what fits this):
+    /// [`crate::memory::media::parts::recall_reserve`] while some image can be
     /// recalled, else 0.
     pub media_reserve: usize,
 }

@@ -130,6 +130,13 @@ pub fn input_image_tokens(refs: &[MediaRef]) -> usize {
         .sum()
 }
 
+/// The room a turn keeps for recalled images: `recall_k` of the largest, but never
+/// more than an eighth of the window (a small local model must still get its memory;
+/// recalled images that do not fit are left out, [`add_recalled`]).
+pub fn recall_reserve(recall_k: usize, window: usize) -> usize {
+    (recall_k * IMAGE_TOKENS_MAX).min(window / 8)
+}
+
 /// The block id of an image part of the frame (a placeholder), if `part` is one.
 pub fn placeholder_of(part: &Value) -> Option<&str> {
     part.pointer("/image_url/url")
@@ -227,10 +234,26 @@ pub fn resolve(req: &mut CompletionRequest, urls: &HashMap<String, String>) {
 }
 
 /// Adds recalled images (note + placeholder) to the last user message, skipping
-/// blocks the request already carries.
-pub fn add_recalled(req: &mut CompletionRequest, recalled: &[MediaMeta]) {
+/// blocks the request already carries, best first while they fit `room` tokens (the
+/// turn's reserve, [`recall_reserve`]).
+pub fn add_recalled(req: &mut CompletionRequest, recalled: &[MediaMeta], room: usize) {
     let present = placeholders(req);
-    let fresh: Vec<&MediaMeta> = recalled.iter().filter(|m| !present.contains(&m.id)).collect();
+    let mut used = 0;
+    let fresh: Vec<(&MediaMeta, String)> = recalled
+        .iter()
+        .filter(|m| !present.contains(&m.id))
+        .filter_map(|m| {
+            let date = crate::memory::dates::Day::of_ms(m.created_ms).to_string();
+            let note = Msg::ImageRecalled { id: &m.id, date: &date }.text();
+            let cost = image_tokens(m.width, m.height) + crate::memory::tokens::count(&text_part(&note).to_string());
+            if used + cost > room {
+                tracing::debug!(block = %m.id, cost, room, "recalled image left out: no room left in the budget");
+                return None;
+            }
+            used += cost;
+            Some((m, note))
+        })
+        .collect();
     if fresh.is_empty() {
         return;
     }
@@ -242,9 +265,8 @@ pub fn add_recalled(req: &mut CompletionRequest, recalled: &[MediaMeta]) {
         Value::String(s) if !s.is_empty() => vec![text_part(&s)],
         _ => Vec::new(),
     };
-    for r in fresh {
-        let date = crate::memory::dates::Day::of_ms(r.created_ms).to_string();
-        parts.push(text_part(&Msg::ImageRecalled { id: &r.id, date: &date }.text()));
+    for (r, note) in fresh {
+        parts.push(text_part(&note));
         parts.push(image_part(&r.id));
     }
     m.content = Value::Array(parts);
@@ -261,7 +283,7 @@ pub struct Prepared {
 /// Makes `req` ready to send: recalled images added (when `query` may meet one), and
 /// every placeholder swapped for its bytes. Does nothing for a request without images
 /// when recall cannot find any.
-pub async fn prepare(media: &MediaHandle, prep: &Prepared, req: &mut CompletionRequest, query: &str) {
+pub async fn prepare(media: &MediaHandle, prep: &Prepared, req: &mut CompletionRequest, query: &str, room: usize) {
     if media.can_recall() && !query.trim().is_empty() {
         let (k, min) = {
             let c = media.config.read();
@@ -293,7 +315,7 @@ pub async fn prepare(media: &MediaHandle, prep: &Prepared, req: &mut CompletionR
                 }
             })
             .await;
-        add_recalled(req, recalled);
+        add_recalled(req, recalled, room);
     }
     let ids = placeholders(req);
     if ids.is_empty() {
@@ -403,8 +425,41 @@ mod tests {
         let mut plain = req(vec![Message::text("user", "hi")]);
         let before = plain.clone();
         resolve(&mut plain, &HashMap::new());
-        add_recalled(&mut plain, &[]);
+        add_recalled(&mut plain, &[], usize::MAX);
         assert_eq!(plain, before);
+    }
+
+    #[test]
+    fn recalled_images_join_while_they_fit_the_reserve() {
+        let meta = |id: &str, w: u32, h: u32| MediaMeta {
+            id: id.into(),
+            mime: "image/png".into(),
+            width: w,
+            height: h,
+            size: 100,
+            source: "webui".into(),
+            created_ms: 0,
+            seen_ms: 0,
+            seen_count: 1,
+            fingerprint: None,
+            links: Vec::new(),
+        };
+        // An 8k window keeps 1,024 tokens: two small images, not a 12-MP photo.
+        assert_eq!(recall_reserve(2, 8192), 1024);
+        assert_eq!(recall_reserve(2, 200_000), 2 * IMAGE_TOKENS_MAX);
+        assert_eq!(recall_reserve(0, 200_000), 0);
+        let recalled = [
+            meta("blk_media_aaaaaaaaaaaa", 4000, 3000),
+            meta("blk_media_bbbbbbbbbbbb", 200, 200),
+            meta("blk_media_cccccccccccc", 300, 300),
+        ];
+        let mut r = req(vec![Message::text("user", "the photo of my bike")]);
+        add_recalled(&mut r, &recalled, recall_reserve(2, 8192));
+        let ids = placeholders(&r);
+        assert_eq!(ids, ["blk_media_bbbbbbbbbbbb", "blk_media_cccccccccccc"], "{ids:?}");
+        let mut r = req(vec![Message::text("user", "the photo of my bike")]);
+        add_recalled(&mut r, &recalled, 0);
+        assert!(placeholders(&r).is_empty());
     }
 
     #[test]
