@@ -345,7 +345,6 @@ async fn with_query_embedding(
     lexical: &[f64],
     pid: u32,
 ) -> anyhow::Result<()> {
-    use anyhow::Context as _;
     let r = client
         .put(format!("{base}/api/v1/settings"))
         .send_json(&serde_json::json!({"core.memory.embedder": "auto"}))
@@ -358,13 +357,7 @@ async fn with_query_embedding(
     );
     let deadline = Instant::now() + Duration::from_secs(600);
     let status = loop {
-        let mut r = client
-            .get(format!("{base}/api/v1/memory/status"))
-            .send()
-            .await
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let v: serde_json::Value = r.json().limit(1 << 20).await.context("memory status")?;
-        let e = &v["embedder"];
+        let e = &embedder_status(client, base).await?;
         let settled = e["configured"] == "auto" && e["active"] != "loading" && e["recompute"].is_null();
         if settled && (e["active"] == "tfidf" || e["embedded"].as_u64() >= e["rows"].as_u64().filter(|n| *n > 0)) {
             break e.clone();
@@ -388,13 +381,7 @@ async fn with_query_embedding(
         status["active"], status["embedded"]
     );
     let (bare, full, cpu) = measure_turns(client, vendor, base, n, "dense turn", pid, true).await?;
-    let mut r = client
-        .get(format!("{base}/api/v1/memory/status"))
-        .send()
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let v: serde_json::Value = r.json().limit(1 << 20).await.context("memory status")?;
-    let q = &v["embedder"]["query"];
+    let q = &embedder_status(client, base).await?["query"];
     println!("{:<34}{:>10}{:>10}", "(ms)", "p50", "p99");
     println!(
         "{:<34}{:>10.3}{:>10.3}",
@@ -477,20 +464,25 @@ async fn measure_turns(
     Ok((bare, full, cpu))
 }
 
+/// The `embedder` object of `GET /api/v1/memory/status`.
+async fn embedder_status(client: &awc::Client, base: &str) -> anyhow::Result<serde_json::Value> {
+    use anyhow::Context as _;
+    let mut r = client
+        .get(format!("{base}/api/v1/memory/status"))
+        .send()
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut v: serde_json::Value = r.json().limit(1 << 20).await.context("memory status")?;
+    Ok(v["embedder"].take())
+}
+
 /// Waits (at most 3 s) until the rows number at least `*rows` + 2 (the last turn's input
 /// and reply) and every row has its vector in the active space; `*rows` becomes the
 /// count seen.
 async fn embedder_idle(client: &awc::Client, base: &str, rows: &mut Option<u64>) -> anyhow::Result<()> {
-    use anyhow::Context as _;
     let deadline = Instant::now() + Duration::from_secs(3);
     loop {
-        let mut r = client
-            .get(format!("{base}/api/v1/memory/status"))
-            .send()
-            .await
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let v: serde_json::Value = r.json().limit(1 << 20).await.context("memory status")?;
-        let e = &v["embedder"];
+        let e = embedder_status(client, base).await?;
         let now = e["rows"].as_u64();
         let grown = rows.is_none_or(|r| now >= Some(r + 2));
         if (grown && e["embedded"].as_u64() >= now) || Instant::now() > deadline {

@@ -118,14 +118,7 @@ pub fn image_tokens(width: u32, height: u32) -> usize {
 pub fn input_image_tokens(refs: &[MediaRef]) -> usize {
     refs.iter()
         .map(|r| {
-            let note = Msg::ImageAttached {
-                id: &r.id,
-                mime: &r.mime,
-                width: r.width,
-                height: r.height,
-            }
-            .text();
-            image_tokens(r.width, r.height) + crate::memory::tokens::count(&text_part(&note).to_string())
+            image_tokens(r.width, r.height) + crate::memory::tokens::count(&text_part(&attached_note(r)).to_string())
         })
         .sum()
 }
@@ -146,6 +139,17 @@ pub fn placeholder_of(part: &Value) -> Option<&str> {
 
 fn image_part(id: &str) -> Value {
     json!({"type": "image_url", "image_url": {"url": format!("{URL_PREFIX}{id}")}})
+}
+
+/// The note naming an attached image (its id, for `media_digests`), sent before it.
+fn attached_note(r: &MediaRef) -> String {
+    Msg::ImageAttached {
+        id: &r.id,
+        mime: &r.mime,
+        width: r.width,
+        height: r.height,
+    }
+    .text()
 }
 
 fn text_part(text: &str) -> Value {
@@ -169,14 +173,7 @@ pub fn attach(msgs: &mut Vec<Message>, refs: &[MediaRef]) {
         _ => msgs.push(Message::text("user", "")),
     }
     for r in refs {
-        let note = Msg::ImageAttached {
-            id: &r.id,
-            mime: &r.mime,
-            width: r.width,
-            height: r.height,
-        }
-        .text();
-        parts.push(text_part(&note));
+        parts.push(text_part(&attached_note(r)));
         parts.push(image_part(&r.id));
     }
     if let Some(m) = msgs.last_mut() {
