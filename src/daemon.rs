@@ -228,7 +228,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     let gate_live = gate.clone();
     // `core.daemon.log_level` changes apply at once (the logger lives in this shell).
-    let mut settings_events = state.bus.subscribe();
+    let mut settings_events = state.bus.subscribe_settings();
     actix_rt::spawn(async move {
         use tokio::sync::broadcast::error::RecvError;
         loop {
@@ -332,6 +332,7 @@ fn app_state(state: &KernelState) -> anyhow::Result<AppState> {
         bus: state.bus.clone(),
         config: state.config.get().context(boot_bug)?.clone(),
         llm: state.llm.get().context(boot_bug)?.clone(),
+        llm_sources: state.llm_sources.clone(),
         agent: agent.agent.clone(),
         plugins: state.plugins.get().context(boot_bug)?.set.clone(),
         distill: Some(memory.distill.clone()),

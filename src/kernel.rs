@@ -121,6 +121,9 @@ pub struct KernelState {
     /// The security firewall (no actor: a shared policy the tool runner and the HTTP
     /// API read; the agent's settings relay reconfigures it).
     pub firewall: Arc<homeagent_actors::firewall::Firewall>,
+    /// How many LLM sources `kernel/llm` has configured (no actor: the HTTP API reads
+    /// it on every message instead of asking the LLM thread).
+    pub llm_sources: homeagent_actors::llm::provider::SourceGauge,
 }
 
 /// What the agent module makes: the agent, and the graph maintenance heartbeats
@@ -152,6 +155,7 @@ impl KernelState {
             llm_thread: Arbiter::new(),
             embed_thread: Arbiter::new(),
             firewall: Arc::default(),
+            llm_sources: Default::default(),
             root_exit: Mutex::new(None),
             root: Slot::new(facility::SUPERVISOR),
             config: Slot::new(facility::CONFIG),
@@ -365,12 +369,12 @@ impl Module<KernelState> for LlmModule {
     }
     fn init<'a>(&'a self, s: &'a KernelState) -> LocalBoxFuture<'a, Result<(), ModuleError>> {
         Box::pin(async move {
-            let data_dir = s.data_dir.clone();
+            let (data_dir, gauge) = (s.data_dir.clone(), s.llm_sources.clone());
             let addr = s
                 .root
                 .get()?
                 .worker_on(s.llm_thread.handle(), "llm", RestartPolicy::Permanent, move || {
-                    Ok(LlmActor::new(data_dir.clone()))
+                    Ok(LlmActor::with_gauge(data_dir.clone(), gauge.clone()))
                 })
                 .await?;
             s.llm.provide(addr)?;
@@ -783,7 +787,7 @@ fn follow_heartbeat_intervals(bus: &EventBus, memory: &MemoryHandles, maintenanc
     use homeagent_actors::memory::heartbeat::SetInterval;
     let distill = memory.distill.0.clone();
     let maintenance: Vec<_> = maintenance.iter().map(|(k, a, _)| (*k, a.clone())).collect();
-    let mut rx = bus.subscribe();
+    let mut rx = bus.subscribe_settings();
     actix_rt::spawn(async move {
         use tokio::sync::broadcast::error::RecvError;
         loop {

@@ -105,6 +105,37 @@ impl<A: KernelActor> TAddr<A> {
         }
     }
 
+    /// Delivers now, and returns the wait for the reply: unlike [`Self::send`], the
+    /// message is in the mailbox before the future is first polled, so the work starts
+    /// while the caller prepares other messages (or hands the wait to another thread).
+    pub fn request<M>(
+        &self,
+        msg: M,
+    ) -> impl std::future::Future<Output = Result<M::Result, SendError>> + Send + use<A, M>
+    where
+        A: Handles<M>,
+        M: Message + Send + 'static,
+        M::Result: Send,
+    {
+        let request = {
+            let guard = self.slot.addr.read();
+            match &*guard {
+                Some(addr) if addr.connected() => {
+                    self.slot.stats.on_send();
+                    Ok(addr.send(Envelope(msg)))
+                }
+                _ => Err(self.unavailable()),
+            }
+        };
+        let (id, stats) = (self.slot.stats.id.clone(), self.slot.stats.clone());
+        async move {
+            request?.await.map_err(|e| SendError::Exited {
+                id,
+                reason: stats.last_exit().unwrap_or_else(|| e.to_string()),
+            })
+        }
+    }
+
     /// Delivers and waits for the reply.
     pub async fn send<M>(&self, msg: M) -> Result<M::Result, SendError>
     where

@@ -289,6 +289,11 @@ impl KernelEvent {
 #[derive(Clone)]
 pub struct EventBus {
     tx: broadcast::Sender<Arc<KernelEvent>>,
+    /// The `setting_changed` events alone, for the many listeners that follow settings
+    /// and nothing else. Why a second channel: a subscriber of the whole bus is woken by
+    /// every event (a turn publishes about ten), and one on the memory thread woke that
+    /// thread for each of them.
+    settings: broadcast::Sender<Arc<KernelEvent>>,
 }
 
 impl Default for EventBus {
@@ -302,6 +307,7 @@ impl EventBus {
     pub fn new(capacity: usize) -> Self {
         Self {
             tx: broadcast::channel(capacity).0,
+            settings: broadcast::channel(capacity).0,
         }
     }
 
@@ -311,18 +317,51 @@ impl EventBus {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
         tracing::trace!(kind = event.kind(), "event");
-        let _ = self.tx.send(Arc::new(KernelEvent { event, ts_ms })); // Err only means "no subscriber"
+        let event = Arc::new(KernelEvent { event, ts_ms });
+        if event.changed_setting().is_some() {
+            let _ = self.settings.send(event.clone());
+        }
+        let _ = self.tx.send(event); // Err only means "no subscriber"
     }
 
     /// A new subscription, starting with the next event.
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<KernelEvent>> {
         self.tx.subscribe()
     }
+
+    /// A new subscription to the `setting_changed` events only, starting with the next.
+    pub fn subscribe_settings(&self) -> broadcast::Receiver<Arc<KernelEvent>> {
+        self.settings.subscribe()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn settings_subscribers_see_setting_changes_only() {
+        let bus = EventBus::new(8);
+        let (mut all, mut settings) = (bus.subscribe(), bus.subscribe_settings());
+        bus.publish(Event::ActorExit {
+            id: "kernel/x".into(),
+            reason: "stopped".into(),
+            abnormal: false,
+        });
+        bus.publish(Event::SettingChanged {
+            key: "core.agent.max_tool_turns".into(),
+            value: serde_json::json!(3),
+            reset: false,
+        });
+        assert_eq!(all.try_recv().unwrap().kind(), "actor_exit");
+        assert_eq!(all.try_recv().unwrap().kind(), "setting_changed");
+        let only = settings.try_recv().unwrap();
+        assert_eq!(
+            only.changed_setting().map(|(k, _)| k),
+            Some("core.agent.max_tool_turns")
+        );
+        assert!(settings.try_recv().is_err(), "nothing else reaches it");
+    }
 
     #[test]
     fn events_reach_every_subscriber_as_flat_json() {

@@ -61,6 +61,10 @@ pub struct MessageReply {
 }
 
 pub(super) async fn ensure_llm(state: &AppState) -> Result<(), ApiError> {
+    if state.llm_sources.configured() > 0 {
+        return Ok(());
+    }
+    // None configured: the actor says why (each skipped source with its reason).
     let status = state.llm.send(GetLlmStatus).await?;
     if status.sources.is_empty() {
         return Err(ApiError::unavailable(no_source_message(&status.skipped)));

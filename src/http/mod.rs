@@ -44,6 +44,8 @@ pub struct AppState {
     pub bus: EventBus,
     pub config: TAddr<ConfigActor>,
     pub llm: TAddr<LlmActor>,
+    /// How many sources `llm` has configured (read without a round trip).
+    pub llm_sources: homeagent_actors::llm::provider::SourceGauge,
     pub agent: homeagent_actors::agent::AgentHandles,
     pub plugins: Arc<homeagent_actors::plugins::host::PluginSet>,
     /// The distill heartbeat and its last round.

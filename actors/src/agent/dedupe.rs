@@ -55,6 +55,11 @@ struct Entry {
 pub struct DuplicateGuard {
     entries: HashMap<String, Entry>,
     next: u64,
+    /// The next sweep happens above this many keys: twice what the last one left (at
+    /// least [`SWEEP_ABOVE`]). Why: a burst of distinct inputs inside one window (a
+    /// flooding plugin, a benchmark) keeps more than `SWEEP_ABOVE` keys alive, and
+    /// sweeping on every arrival would cost a pass over all of them per input.
+    sweep_at: usize,
 }
 
 fn key(source: &str, text: &str) -> String {
@@ -64,9 +69,10 @@ fn key(source: &str, text: &str) -> String {
 impl DuplicateGuard {
     /// An input arrived: admit it (it is now in flight) or call it a duplicate.
     pub fn seen(&mut self, source: &str, text: &str, now: Instant) -> Verdict {
-        if self.entries.len() > SWEEP_ABOVE {
+        if self.entries.len() > self.sweep_at.max(SWEEP_ABOVE) {
             self.entries
                 .retain(|_, e| now.saturating_duration_since(e.last) < WINDOW);
+            self.sweep_at = 2 * self.entries.len();
         }
         let key = key(source, text);
         if let Some(e) = self.entries.get_mut(&key)
@@ -222,5 +228,39 @@ mod tests {
         }
         admit(&mut g, "s", "late", t + WINDOW);
         assert_eq!(g.len(), 1, "only the fresh key is left");
+    }
+
+    #[test]
+    fn a_burst_of_live_keys_is_swept_once_per_doubling() {
+        let mut g = DuplicateGuard::default();
+        let t = Instant::now();
+        // More live keys than the threshold: one sweep (nothing expired), then none
+        // until the map doubles, and every key stays a duplicate inside its window.
+        for i in 0..=SWEEP_ABOVE + 10 {
+            admit(&mut g, "s", &i.to_string(), t);
+        }
+        assert_eq!(
+            g.sweep_at,
+            2 * (SWEEP_ABOVE + 1),
+            "one sweep, which kept every live key"
+        );
+        assert_eq!(g.seen("s", "3", t), Verdict::Duplicate);
+        // Once the window passed, the next sweep (at the doubled size) drops them all.
+        let later = t + WINDOW;
+        for i in 0..=2 * (SWEEP_ABOVE + 1) {
+            admit(&mut g, "late", &i.to_string(), later);
+        }
+        assert!(
+            g.len() < 2 * (SWEEP_ABOVE + 1) + 2,
+            "the expired keys went: {}",
+            g.len()
+        );
+        assert_eq!(
+            g.seen("s", "3", later),
+            Verdict::Admit(Ticket {
+                key: key("s", "3"),
+                n: g.next
+            })
+        );
     }
 }

@@ -162,7 +162,7 @@ impl KernelActor for SettingsRelay {
     const KIND: &'static str = "settings-relay";
 
     fn started(&mut self, ctx: &mut HostContext<Self>) {
-        let rx = self.deps.bus.subscribe();
+        let rx = self.deps.bus.subscribe_settings();
         self.listen(rx, ctx);
         // Apply the current settings once (covers changes made while it was down).
         self.reload(true, ctx);

@@ -124,6 +124,8 @@ pub struct TaskActor {
     /// Owners whose tools the model asked for (`get_plugin_tools`) or called by name in
     /// this turn: offered from the next step on when only a subset fits.
     expanded: std::collections::BTreeSet<String>,
+    /// See [`Self::settings`].
+    settings: Option<Arc<AgentSettings>>,
 }
 
 impl TaskActor {
@@ -153,6 +155,7 @@ impl TaskActor {
             media: Arc::default(),
             offer_for: None,
             expanded: Default::default(),
+            settings: None,
         }
     }
 
@@ -174,10 +177,17 @@ impl TaskActor {
         }
     }
 
-    fn settings(&self) -> AgentSettings {
-        let mut s = self.deps.settings.read().clone();
-        s.prompt.skills = self.deps.skills_index.read().clone();
-        s
+    /// The settings this task runs under, read once when it starts: one turn is built
+    /// under one set of settings (a change applies from the next turn on), and the
+    /// prompt texts are not copied on every event of the turn.
+    fn settings(&mut self) -> Arc<AgentSettings> {
+        self.settings
+            .get_or_insert_with(|| {
+                let mut s = self.deps.settings.read().clone();
+                s.prompt.skills = self.deps.skills_index.read().clone();
+                Arc::new(s)
+            })
+            .clone()
     }
 
     /// Feeds one event to the core and executes what it answers.
@@ -226,21 +236,30 @@ impl TaskActor {
                     run_stage(&stages, Stage::AfterOutput, sctx).await;
                 });
             }
-            Cmd::ReadTimeline { query, window, fixed } => {
+            Cmd::ReadTimeline {
+                query,
+                window,
+                fixed,
+                record,
+            } => {
                 self.offer_for = Some((window, fixed, query.clone()));
-                let fut = recall(self.deps.clone(), query, window, fixed, self.input.channel.clone());
-                self.await_event(ctx, fut, |r| Event::Timeline(r.render()));
-            }
-            Cmd::RecordInput(event) => {
-                let context = self.deps.context.clone();
-                let fut = async move { context.send(AppendEvent(event)).await };
-                self.await_event(ctx, fut, |res| {
-                    Event::InputRecorded(match res {
-                        Ok(Ok(_)) => Ok(()),
-                        Ok(Err(e)) => Err(Ok(e)),
-                        Err(e) => Err(Err(e.to_string())),
-                    })
-                });
+                let fut = recall(
+                    self.deps.clone(),
+                    query,
+                    window,
+                    fixed,
+                    self.input.channel.clone(),
+                    record,
+                );
+                ctx.spawn(
+                    actix::fut::wrap_future::<_, Host<Self>>(fut).map(|(r, recorded), host, ctx| {
+                        let me = host.inner();
+                        me.feed(Event::Timeline(r.render()), ctx);
+                        if let Some(res) = recorded {
+                            me.feed(Event::InputRecorded(res), ctx);
+                        }
+                    }),
+                );
             }
             Cmd::ConsumeCancel => {
                 let fut = self.scheduler.consume_cancel(self.id);
@@ -324,7 +343,12 @@ impl TaskActor {
                 // The turn's rows (its input and this reply) get their vectors now, not
                 // at the embedder's next poll: a follow-up question a moment later
                 // finds them on the dense side too.
-                let embedder = self.deps.embedder.as_ref().map(|e| e.addr.clone());
+                let embedder = self
+                    .deps
+                    .embedder
+                    .as_ref()
+                    .filter(|e| e.embeds_rows())
+                    .map(|e| e.addr.clone());
                 let fut = async move {
                     let r = context.send(AppendEvent(event)).await;
                     if let (Ok(Ok(_)), Some(e)) = (&r, embedder) {
@@ -468,11 +492,13 @@ pub struct ToolListCache {
     last_subset: Option<(Vec<usize>, crate::llm::types::ToolList)>,
 }
 
-/// What a subset is chosen from, besides the tools themselves.
+/// What a subset is chosen from, besides the tools themselves: the input counts only
+/// through the tools' relevance to it, so inputs that match the same tools equally (most
+/// of them match none) share one choice.
 #[derive(PartialEq, Eq)]
 struct OfferKey {
     available: usize,
-    query: String,
+    scores: Vec<usize>,
     channel: String,
     expanded: std::collections::BTreeSet<String>,
 }
@@ -567,7 +593,7 @@ pub fn offer(
     channel: &str,
     expanded: &std::collections::BTreeSet<String>,
 ) -> Offered {
-    use super::toolset::{ALWAYS, Choice, Room, choose};
+    use super::toolset::{ALWAYS, Choice, Room, choose, relevance};
     let (list, tokens, metas) = cached_tools(deps, registry);
     let available = Budget::new(window, fixed).target.saturating_sub(fixed);
     let room = Room::of(available);
@@ -578,9 +604,10 @@ pub fn offer(
             catalogue: String::new(),
         };
     }
+    let scores = relevance(&metas, &crate::memory::retrieve::analyze(query));
     let key = OfferKey {
         available,
-        query: query.to_owned(),
+        scores,
         channel: channel.to_owned(),
         expanded: expanded.clone(),
     };
@@ -603,8 +630,7 @@ pub fn offer(
                 .as_deref()
                 .is_some_and(|s| n.strip_prefix(s).is_some_and(|r| r.is_empty() || r == "_help"))
     };
-    let terms = crate::memory::retrieve::analyze(query);
-    let offered = match choose(&metas, tokens, room, &terms, &always, expanded) {
+    let offered = match choose(&metas, tokens, room, &key.scores, &always, expanded) {
         Choice::All => Offered {
             list,
             tokens,
@@ -652,12 +678,56 @@ pub fn offer(
     offered
 }
 
-/// Per-turn recall for the prefix (`memory::recall`): the budget of §5.8 once the tool
-/// schemas are counted, the query's embedding (waited for briefly), the graph's facts
-/// and index line and the knowledge items (asked in parallel), then the context actor
-/// (its events) and the documents actor (their passages), asked together; the tiers
-/// are merged and cut to the budget here (`recall::assemble`).
-pub async fn recall(deps: Arc<TaskDeps>, query: String, window: usize, fixed: usize, channel: String) -> Recollection {
+/// Per-turn recall for the prefix (`memory::recall`): every tier is asked at once —
+/// the graph's facts and index line, the knowledge items, the context actor (its
+/// events) and the documents actor (their passages) — beside the budget of §5.8 (once
+/// the tool schemas are counted) and the query's embedding. The context and document
+/// tiers get the embedding as a pending value: they rank BM25 while the embedder works
+/// and fuse when it answers, so the query's vector overlaps the lexical work instead of
+/// preceding it. The tiers are merged and cut to the budget here (`recall::assemble`).
+/// Why all at once: the memory actors share one thread, and messages that arrive
+/// together are handled in one wake-up of it, not one each.
+///
+/// With `record` (the input of a prepare phase), the context tier commits it in the same
+/// round trip, after the read; its answer is the second value (`Err(Ok(_))`: the store
+/// refused it, `Err(Err(_))`: the tier did not answer).
+pub async fn recall(
+    deps: Arc<TaskDeps>,
+    query: String,
+    window: usize,
+    fixed: usize,
+    channel: String,
+    record: Option<crate::memory::context::Event>,
+) -> (Recollection, Option<InputRecord>) {
+    let recording = record.is_some();
+    let qv = crate::memory::embed::actor::query_vector_soon(
+        deps.embedder.as_ref(),
+        &query,
+        crate::memory::actor::QUERY_EMBED_WAIT,
+    );
+    let dense = qv.is_some();
+    // Delivered now (`request`), so the tiers work while the rest is prepared here.
+    let window_of = deps.context.request(Recall {
+        query: query.clone(),
+        qv: qv.clone(),
+        record,
+    });
+    let passages = deps.documents.request(crate::memory::documents::RecallPassages {
+        query: query.clone(),
+        qv,
+    });
+    let graph = deps.graph.as_ref().map(|g| {
+        g.request(crate::memory::graph_actor::RecallFacts {
+            input: query.clone(),
+            limit: TIER_ITEMS,
+        })
+    });
+    let knowledge = deps.knowledge.as_ref().map(|kb| {
+        kb.request(crate::memory::knowledge::RecallKnowledge {
+            input: query.clone(),
+            limit: TIER_ITEMS,
+        })
+    });
     let tools = async {
         let Ok(registry) = deps.stages.send(GetTools).await else {
             return 0;
@@ -666,19 +736,10 @@ pub async fn recall(deps: Arc<TaskDeps>, query: String, window: usize, fixed: us
         // the expansion room the offer keeps free inside the same budget.
         offer(&deps, &registry, (window, fixed), &query, &channel, &Default::default()).tokens
     };
-    let embed = crate::memory::embed::actor::embed_query(
-        deps.embedder.as_ref(),
-        &query,
-        crate::memory::actor::QUERY_EMBED_WAIT,
-    );
     let graph = async {
-        let Some(graph) = deps.graph.clone() else {
+        let Some(ask) = graph else {
             return (Vec::new(), String::new());
         };
-        let ask = graph.send(crate::memory::graph_actor::RecallFacts {
-            input: query.clone(),
-            limit: TIER_ITEMS,
-        });
         match tokio::time::timeout(TIER_WAIT, ask).await {
             Ok(Ok(r)) => (r.facts, r.index),
             Ok(Err(_)) => (Vec::new(), String::new()),
@@ -689,13 +750,9 @@ pub async fn recall(deps: Arc<TaskDeps>, query: String, window: usize, fixed: us
         }
     };
     let knowledge = async {
-        let Some(kb) = deps.knowledge.clone() else {
+        let Some(ask) = knowledge else {
             return Vec::new();
         };
-        let ask = kb.send(crate::memory::knowledge::RecallKnowledge {
-            input: query.clone(),
-            limit: TIER_ITEMS,
-        });
         match tokio::time::timeout(TIER_WAIT, ask).await {
             Ok(Ok(items)) => items,
             _ => {
@@ -704,30 +761,24 @@ pub async fn recall(deps: Arc<TaskDeps>, query: String, window: usize, fixed: us
             }
         }
     };
-    let (tool_tokens, qv, (facts, index), knowledge) = futures_util::join!(tools, embed, graph, knowledge);
+    let (tool_tokens, (facts, index), knowledge, window_recall, passages) =
+        futures_util::join!(tools, graph, knowledge, window_of, passages);
     let budget = Budget::with_tools(window, fixed, tool_tokens);
-    tracing::debug!(?budget, tool_tokens, dense = qv.is_some(), "prompt budget");
-    // The context tier's events and the document tier's passages, asked at once (one
-    // round trip, as when one actor held both); a tier that does not answer leaves
-    // its part out of this prompt only.
-    let window = deps.context.send(Recall {
-        query: query.clone(),
-        qv: qv.clone(),
-    });
-    let passages = deps.documents.send(crate::memory::documents::RecallPassages {
-        query: query.clone(),
-        qv,
-    });
-    let (window, passages) = futures_util::join!(window, passages);
-    let window = window.unwrap_or_else(|e| {
-        tracing::warn!("recall without the context window this turn (is kernel/memory/context running?): {e}");
-        Default::default()
-    });
+    tracing::debug!(?budget, tool_tokens, dense, "prompt budget");
+    // A tier that does not answer leaves its part out of this prompt only (but an input
+    // it was to record fails its turn).
+    let (window, recorded) = match window_recall {
+        Ok((w, recorded)) => (w, recorded.map(|r| r.map(drop).map_err(Ok))),
+        Err(e) => {
+            tracing::warn!("recall without the context window this turn (is kernel/memory/context running?): {e}");
+            (Default::default(), recording.then(|| Err(Err(e.to_string()))))
+        }
+    };
     let passages = passages.unwrap_or_else(|e| {
         tracing::warn!("recall without documents this turn (kernel/memory/documents did not answer): {e}");
         Default::default()
     });
-    crate::memory::recall::assemble(
+    let recollection = crate::memory::recall::assemble(
         &query,
         window,
         passages,
@@ -739,8 +790,12 @@ pub async fn recall(deps: Arc<TaskDeps>, query: String, window: usize, fixed: us
             memory: budget.memory,
             timeline: budget.tail,
         },
-    )
+    );
+    (recollection, recorded)
 }
+
+/// How a recorded input fared (see [`recall`]), as [`Event::InputRecorded`] carries it.
+pub type InputRecord = Result<(), Result<String, String>>;
 
 impl KernelActor for TaskActor {
     const KIND: &'static str = "task";

@@ -87,7 +87,8 @@ pub enum Choice {
 /// Chooses the tools of one request.
 ///
 /// * `all_tokens`: the tokens of the whole list as sent;
-/// * `query`: the input's analysed terms ([`crate::memory::retrieve::analyze`]);
+/// * `scores`: each tool's relevance to the input ([`relevance`]): the choice depends
+///   on the input through these alone, so two inputs of equal scores get one choice;
 /// * `always`: names offered whatever the input (see [`ALWAYS`], plus the send tools of
 ///   the input's channel when it is asynchronous);
 /// * `expanded`: owners the model asked about (or called a tool of) in this turn.
@@ -95,7 +96,7 @@ pub fn choose(
     metas: &[ToolMeta],
     all_tokens: usize,
     room: Room,
-    query: &[String],
+    scores: &[usize],
     always: &dyn Fn(&str) -> bool,
     expanded: &BTreeSet<String>,
 ) -> Choice {
@@ -115,7 +116,7 @@ pub fn choose(
         .iter()
         .enumerate()
         .filter(|(i, _)| !chosen[*i])
-        .map(|(i, m)| (i, score(m, query)))
+        .map(|(i, _)| (i, scores.get(i).copied().unwrap_or(0)))
         .collect();
     order.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     let mut added = Vec::new();
@@ -169,17 +170,24 @@ pub fn choose(
     }
 }
 
-/// How well a tool matches the input: a term of its name counts twice, one of its
-/// description once (each query term once).
-fn score(m: &ToolMeta, query: &[String]) -> usize {
-    let mut seen = BTreeSet::new();
-    query
+/// Each tool's relevance to the input's analysed terms
+/// ([`crate::memory::retrieve::analyze`]), in the order of `metas`.
+pub fn relevance(metas: &[ToolMeta], query: &[String]) -> Vec<usize> {
+    let mut terms: Vec<&str> = query.iter().map(String::as_str).collect();
+    terms.sort_unstable();
+    terms.dedup();
+    metas.iter().map(|m| score(m, &terms)).collect()
+}
+
+/// How well a tool matches the input's distinct terms: a term of its name counts twice,
+/// one of its description once.
+fn score(m: &ToolMeta, terms: &[&str]) -> usize {
+    terms
         .iter()
-        .filter(|t| seen.insert(t.as_str()))
         .map(|t| {
-            if m.name_terms.contains(t) {
+            if m.name_terms.iter().any(|n| n == t) {
                 2
-            } else if m.desc_terms.contains(t) {
+            } else if m.desc_terms.iter().any(|d| d == t) {
                 1
             } else {
                 0
@@ -303,7 +311,7 @@ mod tests {
         let total: usize = t.iter().map(|m| m.tokens).sum();
         let room = Room::of(total * 3 / 2);
         assert_eq!(room.full, total);
-        let c = choose(&t, total, room, &[], &always, &BTreeSet::new());
+        let c = choose(&t, total, room, &relevance(&t, &[]), &always, &BTreeSet::new());
         assert_eq!(c, Choice::All);
     }
 
@@ -313,7 +321,7 @@ mod tests {
         let total: usize = t.iter().map(|m| m.tokens).sum();
         let room = Room::of(1400);
         let query = crate::memory::retrieve::analyze("please read the file notes.txt");
-        let c = choose(&t, total, room, &query, &always, &BTreeSet::new());
+        let c = choose(&t, total, room, &relevance(&t, &query), &always, &BTreeSet::new());
         let offered = names(&t, &c);
         assert!(offered.contains(&"files_read".to_owned()), "{offered:?}");
         assert!(offered.contains(&"get_plugin_tools".to_owned()) && offered.contains(&"memory_recall".to_owned()));
@@ -340,7 +348,10 @@ mod tests {
         let mask: Vec<bool> = (0..t.len()).map(|i| idx.contains(&i)).collect();
         assert_eq!(catalogue_estimate(&t, &mask), crate::memory::tokens::count(catalogue));
         // The same input gives the same subset (a tool never vanishes mid-turn).
-        assert_eq!(c, choose(&t, total, room, &query, &always, &BTreeSet::new()));
+        assert_eq!(
+            c,
+            choose(&t, total, room, &relevance(&t, &query), &always, &BTreeSet::new())
+        );
     }
 
     #[test]
@@ -353,10 +364,10 @@ mod tests {
             expanded: 1100,
         };
         let query = crate::memory::retrieve::analyze("what time is it");
-        let first = choose(&t, total, room, &query, &always, &BTreeSet::new());
+        let first = choose(&t, total, room, &relevance(&t, &query), &always, &BTreeSet::new());
         assert!(!names(&t, &first).contains(&"terminal_create".to_owned()), "{first:?}");
         let expanded: BTreeSet<String> = ["terminal".to_owned()].into();
-        let next = choose(&t, total, room, &query, &always, &expanded);
+        let next = choose(&t, total, room, &relevance(&t, &query), &always, &expanded);
         let offered = names(&t, &next);
         assert!(offered.contains(&"terminal_create".to_owned()) && offered.contains(&"terminal_send".to_owned()));
         for n in names(&t, &first) {

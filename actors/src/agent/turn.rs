@@ -171,7 +171,7 @@ pub enum Event {
     /// The answer of [`Cmd::ReadTimeline`]: the recalled memory and the recency
     /// timeline, rendered (`memory::recall::Recollection::render`).
     Timeline(String),
-    /// The answer of [`Cmd::RecordInput`]. `Err(Ok(e))`: the store refused it;
+    /// The answer of [`Cmd::ReadTimeline`]'s `record`. `Err(Ok(e))`: the store refused it;
     /// `Err(Err(e))`: the context actor is unavailable.
     InputRecorded(Result<(), Result<String, String>>),
     /// The answer of [`Cmd::RunStage`] for `pre_action`.
@@ -251,10 +251,15 @@ pub enum Cmd {
     /// Recall memory for `query` (per-turn recall, `memory::recall`) within the budget
     /// of a `window`-token model of which `fixed` tokens (system prompt, source context,
     /// input) are taken — the shell adds the tool schemas' tokens, which only it knows
-    /// — and answer [`Event::Timeline`].
-    ReadTimeline { query: String, window: usize, fixed: usize },
-    /// Commit the input to the context window; answer [`Event::InputRecorded`].
-    RecordInput(MemoryEvent),
+    /// — and answer [`Event::Timeline`]. With `record`, commit that event (the input)
+    /// to the context window in the same round trip, once the memory is recalled (the
+    /// input is not its own memory), and answer [`Event::InputRecorded`] right after.
+    ReadTimeline {
+        query: String,
+        window: usize,
+        fixed: usize,
+        record: Option<MemoryEvent>,
+    },
     /// Ask the scheduler's stop budget; answer [`Event::StopBudget`].
     ConsumeCancel,
     /// Ask the scheduler whether to yield; answer [`Event::SafePoint`].
@@ -449,25 +454,9 @@ impl TurnCore {
                 self.build_prefix(&t, env);
                 match why {
                     Rebuild::Rebase => self.advance(&mut out),
-                    Rebuild::Prepare if self.input.interrupt || self.input.consolidation => {
-                        // An interrupt's input is no user speech and consolidation is the
-                        // kernel talking to itself: neither is recorded (spec §1.14).
-                        self.pre_action(&mut out)
-                    }
-                    Rebuild::Prepare => {
-                        let event = MemoryEvent {
-                            id: 0,
-                            ts_ms: env.now_ms,
-                            source: self.input.source.clone(),
-                            input: self.input.text.clone(),
-                            response: String::new(),
-                            tools_used: vec![],
-                            tool_results: vec![],
-                        };
-                        // Committed before the LLM runs: once recorded, the message
-                        // survives a crash.
-                        self.await_(Wait::InputRecorded, Cmd::RecordInput(event), &mut out);
-                    }
+                    // The input went with the read: its answer comes next.
+                    Rebuild::Prepare if self.records_input() => self.wait = Wait::InputRecorded,
+                    Rebuild::Prepare => self.pre_action(&mut out),
                 }
             }
             (Event::InputRecorded(r), Wait::InputRecorded) => match r {
@@ -678,11 +667,30 @@ impl TurnCore {
         Budget::new(env.limits.window, self.fixed_tokens(env)).timeline
     }
 
+    /// Whether the prepare phase records the input: an interrupt's input is no user
+    /// speech and consolidation is the kernel talking to itself, so neither is (spec
+    /// §1.14).
+    fn records_input(&self) -> bool {
+        !(self.input.interrupt || self.input.consolidation)
+    }
+
     fn read_timeline(&mut self, why: Rebuild, env: &Env, out: &mut Vec<Cmd>) {
+        // Committed before the LLM runs (once recorded, the message survives a crash),
+        // in the same round trip to the context tier as the read.
+        let record = (matches!(why, Rebuild::Prepare) && self.records_input()).then(|| MemoryEvent {
+            id: 0,
+            ts_ms: env.now_ms,
+            source: self.input.source.clone(),
+            input: self.input.text.clone(),
+            response: String::new(),
+            tools_used: vec![],
+            tool_results: vec![],
+        });
         let cmd = Cmd::ReadTimeline {
             query: self.input.text.clone(),
             window: env.limits.window,
             fixed: self.fixed_tokens(env),
+            record,
         };
         self.await_(Wait::Timeline(why), cmd, out);
     }

@@ -258,22 +258,47 @@ impl Pool {
     }
 }
 
+/// How many sources the LLM actor has configured, readable from any thread. Why: the
+/// HTTP API refuses a message at once when no source is configured, and asking the
+/// actor on its own thread for that on every request cost two thread wake-ups a turn.
+#[derive(Debug, Clone, Default)]
+pub struct SourceGauge(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl SourceGauge {
+    /// Sources configured at the last [`LlmActor::configure`] (0 before the first one).
+    pub fn configured(&self) -> usize {
+        self.0.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn set(&self, n: usize) {
+        self.0.store(n, std::sync::atomic::Ordering::Release);
+    }
+}
+
 /// The LLM actor.
 pub struct LlmActor {
     data_dir: PathBuf,
     pool: Rc<RefCell<Pool>>,
+    gauge: SourceGauge,
 }
 
 impl LlmActor {
     /// An actor with no sources yet (send [`Configure`]). Must be built on the thread
     /// it runs on (`SupervisorRef::worker_on` does that).
     pub fn new(data_dir: PathBuf) -> Self {
+        Self::with_gauge(data_dir, SourceGauge::default())
+    }
+
+    /// [`Self::new`], keeping `gauge` current with the number of configured sources (a
+    /// restarted actor is given the same gauge).
+    pub fn with_gauge(data_dir: PathBuf, gauge: SourceGauge) -> Self {
         // rustls needs one process-wide crypto provider; we ship ring. Installing twice
         // (a restarted actor) is harmless.
         let _ = rustls::crypto::ring::default_provider().install_default();
         Self {
             data_dir,
             pool: Rc::default(),
+            gauge,
         }
     }
 
@@ -349,6 +374,7 @@ impl LlmActor {
             "LLM sources configured"
         );
         pool.sources = sources;
+        self.gauge.set(pool.sources.len());
         pool.skipped = skipped;
         pool.default = default;
         pool.describe_with = settings

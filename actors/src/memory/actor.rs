@@ -12,7 +12,7 @@ use super::context::{self, Event};
 use super::docindex::{Ranked, Unit};
 use super::documents::{ArchiveEvents, DocumentsActor};
 use super::recall::{Item, Origin, WindowRecall};
-use super::store::{Document, MemoryError, MemoryStore, QueryVector};
+use super::store::{Document, MemoryError, MemoryStore};
 use crate::addr::TAddr;
 use crate::host::{Handles, Host, HostContext, KernelActor};
 use crate::i18n::Msg;
@@ -68,13 +68,20 @@ pub struct AppendEvent(pub Event);
 /// The context half of per-turn recall (`memory::recall`): the recency window and the
 /// window events most relevant to `query`, with their scores. The documents actor's
 /// `RecallPassages` is asked at the same time; `recall::assemble` merges both.
+///
+/// With `record`, the event (a turn's input) is appended once the recency window and
+/// the BM25 half are taken — the input is not its own memory — and its commit is
+/// answered beside the recall: one round trip where a turn used to make two.
 #[derive(Message)]
-#[rtype(result = "WindowRecall")]
+#[rtype(result = "(WindowRecall, Option<Result<Event, String>>)")]
 pub struct Recall {
     /// The input the memory is matched against ("" = the recency window only).
     pub query: String,
-    /// The input's embedding, when the embedder answered in time.
-    pub qv: Option<QueryVector>,
+    /// The input's embedding on its way (`None`: no dense side this turn). The BM25
+    /// half is ranked on arrival, the fusion once the vector is there.
+    pub qv: Option<super::embed::actor::PendingVector>,
+    /// An event to append after the read ([`AppendEvent`]'s work and answer).
+    pub record: Option<Event>,
 }
 
 /// `doc_query`'s second step: documents found in the document tier go back into the
@@ -121,6 +128,13 @@ pub struct PruneContext {
 impl Handles<AppendEvent> for ContextActor {
     type Reply = Result<Event, String>;
     fn handle(&mut self, AppendEvent(e): AppendEvent, _: &mut HostContext<Self>) -> Self::Reply {
+        self.append(e)
+    }
+}
+
+impl ContextActor {
+    /// Commits `e` to disk, then to the window.
+    fn append(&mut self, e: Event) -> Result<Event, String> {
         let e = self.store.append(e).map_err(|e| e.to_string())?;
         self.events.push(e.clone());
         Ok(e)
@@ -152,10 +166,10 @@ impl ContextActor {
         }
     }
 
-    /// The window events most relevant to `query`, as scored items, best first.
-    fn relevant_events(&mut self, query: &str, qv: Option<&QueryVector>) -> Ranked<Item> {
-        use super::recall::{DENSE_MIN, UNIT_CANDIDATES};
-        let units = match self.store.search_event_units(query, qv, DENSE_MIN, UNIT_CANDIDATES) {
+    /// The window events of a search's units, as scored items, best first (a failed
+    /// lookup leaves the prompt with the recency window only).
+    fn resolve_events(&mut self, units: Result<Ranked<Unit>, MemoryError>) -> Ranked<Item> {
+        let units = match units {
             Ok(u) => u,
             Err(e) => {
                 tracing::warn!("recall lookup failed, the prompt gets the recency window only: {e}");
@@ -177,13 +191,46 @@ impl ContextActor {
 }
 
 impl Handles<Recall> for ContextActor {
-    type Reply = actix::MessageResult<crate::host::Envelope<Recall>>;
+    type Reply = ResponseActFuture<Host<Self>, (WindowRecall, Option<Result<Event, String>>)>;
     fn handle(&mut self, msg: Recall, _: &mut HostContext<Self>) -> Self::Reply {
+        use super::recall::{DENSE_MIN, UNIT_CANDIDATES};
         let start = self.events.len().saturating_sub(2 * super::recall::RECENT_EVENTS);
         let tokens = &mut self.tokens;
         let recent: Vec<Item> = self.events[start..].iter().map(|e| item_of(tokens, e)).collect();
-        let units = self.relevant_events(&msg.query, msg.qv.as_ref());
-        actix::MessageResult(WindowRecall { recent, units })
+        let Some(pending) = msg.qv else {
+            let units = self
+                .store
+                .search_event_units(&msg.query, None, DENSE_MIN, UNIT_CANDIDATES);
+            let units = self.resolve_events(units);
+            let recorded = msg.record.map(|e| self.append(e));
+            return Box::pin(actix::fut::ready((WindowRecall { recent, units }, recorded)));
+        };
+        // BM25 now, while the embedder works on the query; the fusion when it answers.
+        // Other messages are handled meanwhile (an event appended or pruned in between
+        // is found, or left out, as if the search had started then). The recorded input
+        // has no vector yet, so the dense side does not find it either.
+        let lexical = self.store.lexical_event_units(&msg.query);
+        let recorded = msg.record.map(|e| self.append(e));
+        let own = recorded.as_ref().and_then(|r| r.as_ref().ok()).map(|e| e.id);
+        Box::pin(
+            actix::fut::wrap_future::<_, Host<Self>>(pending).map(move |qv, host, _| {
+                let me = host.inner();
+                let units = lexical
+                    .and_then(|l| me.store.finish_event_units(l, qv.as_ref(), DENSE_MIN, UNIT_CANDIDATES))
+                    .map(|mut u| {
+                        // Embedded in the meantime (a background poll): still not its own memory.
+                        u.rows.retain(|r| Some(r.row) != own.map(Unit::Event));
+                        u
+                    });
+                (
+                    WindowRecall {
+                        recent,
+                        units: me.resolve_events(units),
+                    },
+                    recorded,
+                )
+            }),
+        )
     }
 }
 
@@ -339,4 +386,79 @@ impl Handles<ImportEvents> for ContextActor {
         self.events.sort_by_key(|e| (e.ts_ms, e.id));
         Ok(batch)
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures_util::FutureExt as _;
+
+    fn said(ts_ms: i64, text: &str) -> Event {
+        Event {
+            id: 0,
+            ts_ms,
+            source: "http".into(),
+            input: text.into(),
+            response: String::new(),
+            tools_used: vec![],
+            tool_results: vec![],
+        }
+    }
+
+    /// One round trip reads and records: the BM25 half and the recency window are taken
+    /// before the input is appended (it is not its own memory), the append is committed
+    /// while the query's vector is still on its way (the actor answers others
+    /// meanwhile), and the fusion comes when the vector does.
+    #[actix_rt::test]
+    async fn a_recall_records_its_input_after_the_read_and_fuses_when_the_vector_comes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("memory.db");
+        let registry = std::sync::Arc::new(crate::Registry::new(std::time::Duration::from_secs(5)));
+        let docs = DocumentsActor::new(MemoryStore::open(&path).unwrap());
+        let (docs, _d) = TAddr::spawn_unsupervised(&registry, "test", "documents", docs).unwrap();
+        let context = ContextActor::open(MemoryStore::open(&path).unwrap(), docs).unwrap();
+        let (context, _c) = TAddr::spawn_unsupervised(&registry, "test", "context", context).unwrap();
+        for (i, t) in ["my sister adopted a greyhound called Biscuit", "the weather is fine"]
+            .iter()
+            .enumerate()
+        {
+            context
+                .send(AppendEvent(said(i as i64 * 1000, t)))
+                .await
+                .unwrap()
+                .unwrap();
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel::<Option<QueryVectorOf>>();
+        let pending: super::super::embed::actor::PendingVector =
+            async move { rx.await.ok().flatten() }.boxed().shared();
+        let answer = context.request(Recall {
+            query: "what is the greyhound called".into(),
+            qv: Some(pending),
+            record: Some(said(5000, "what is the greyhound called")),
+        });
+        // Not blocked by the wait, and the input is already on disk and in the window.
+        assert_eq!(context.send(CountEvents).await.unwrap(), 3);
+        let reopened = MemoryStore::open(&path).unwrap().events().unwrap();
+        assert_eq!(
+            reopened.last().map(|e| e.input.as_str()),
+            Some("what is the greyhound called")
+        );
+        tx.send(None).unwrap(); // the embedder gave up: BM25 alone
+        let (window, recorded) = answer.await.unwrap();
+        let recorded = recorded.expect("asked to record").unwrap();
+        assert!(recorded.id > 0);
+        let found: Vec<&str> = window.units.rows.iter().map(|r| r.row.text.as_str()).collect();
+        assert_eq!(
+            found.first(),
+            Some(&"my sister adopted a greyhound called Biscuit"),
+            "{found:?}"
+        );
+        assert!(!found.contains(&"what is the greyhound called"), "{found:?}");
+        assert!(
+            window.recent.iter().all(|i| i.text != "what is the greyhound called"),
+            "the recency window was taken before the input"
+        );
+    }
+
+    type QueryVectorOf = super::super::store::QueryVector;
 }

@@ -74,7 +74,24 @@ pub struct SearchIndex<K: IndexKey> {
     dense_doc: Vec<usize>,
     dense_row: HashMap<usize, usize>,
     dim: usize,
+    /// Which index this is (unique per process): a [`Lexical`] half found in another
+    /// one (the index was rebuilt in between, its rows renumbered) is computed again.
+    epoch: u64,
 }
+
+/// The BM25 half of a search, ranked before the query's vector is known: per-turn
+/// recall ranks it while the embedder is still working on the query, and
+/// [`SearchIndex::finish`] fuses it with the dense side once the vector arrives.
+#[derive(Debug, Clone)]
+pub struct Lexical {
+    epoch: u64,
+    terms: Vec<String>,
+    /// Every matching row by score, best first (the fusion needs the whole ranking).
+    bm25: Vec<(usize, f32)>,
+}
+
+/// Source of [`SearchIndex::epoch`].
+static EPOCHS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// The document index.
 pub type DocIndex = SearchIndex<String>;
@@ -98,6 +115,7 @@ impl<K: IndexKey> Default for SearchIndex<K> {
             dense_doc: Vec::new(),
             dense_row: HashMap::new(),
             dim: 0,
+            epoch: EPOCHS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         }
     }
 }
@@ -373,7 +391,45 @@ impl<K: IndexKey> SearchIndex<K> {
     /// statistics of the query's terms, for a [`merge`] with another index's answer.
     pub fn search_scored(&self, text: &str, qv: Option<&[f32]>, dense_min: f32, top_k: usize) -> Ranked<K> {
         let terms = retrieve::query_terms(text);
-        let dense: Vec<(usize, f32)> = match qv {
+        let dense = self.dense_ranking(qv, dense_min);
+        // Without a dense side the answer is BM25's best `top_k`, selected without
+        // sorting the rest; the fusion needs both whole rankings (a row's rank on the
+        // side it is weak on counts too).
+        let bm25 = self
+            .bm25
+            .ranked_terms(&terms, if dense.is_empty() { top_k } else { usize::MAX });
+        self.rank(&terms, bm25, dense, top_k)
+    }
+
+    /// The BM25 half of [`Self::search_scored`], for [`Self::finish`] once the query's
+    /// vector is known (or known not to come).
+    pub fn lexical(&self, text: &str) -> Lexical {
+        let terms = retrieve::query_terms(text);
+        Lexical {
+            epoch: self.epoch,
+            bm25: self.bm25.ranked_terms(&terms, usize::MAX),
+            terms,
+        }
+    }
+
+    /// [`Self::search_scored`] from its BM25 half: the same answer as searching now.
+    /// Rows added since `lexical` was ranked join on their vector only, rows removed
+    /// since are left out, and a half from before a rebuild is ranked again.
+    pub fn finish(&self, lexical: Lexical, qv: Option<&[f32]>, dense_min: f32, top_k: usize) -> Ranked<K> {
+        let Lexical { epoch, terms, bm25 } = lexical;
+        let bm25 = if epoch == self.epoch {
+            bm25
+        } else {
+            self.bm25.ranked_terms(&terms, usize::MAX)
+        };
+        let dense = self.dense_ranking(qv, dense_min);
+        self.rank(&terms, bm25, dense, top_k)
+    }
+
+    /// Rows by cosine with `qv`, best first (those at ≥ `dense_min`; none without a
+    /// vector of this index's dimension).
+    fn dense_ranking(&self, qv: Option<&[f32]>, dense_min: f32) -> Vec<(usize, f32)> {
+        match qv {
             Some(q) if !self.dense_doc.is_empty() && q.len() == self.dim => {
                 let mut q = q.to_vec();
                 super::embed::normalize(&mut q);
@@ -389,18 +445,15 @@ impl<K: IndexKey> SearchIndex<K> {
                 d
             }
             _ => Vec::new(),
-        };
-        // Without a dense side the answer is BM25's best `top_k`, selected without
-        // sorting the rest; the fusion needs both whole rankings (a row's rank on the
-        // side it is weak on counts too).
+        }
+    }
+
+    /// The best `top_k` of the BM25 ranking `bm25` (best first), fused with the dense
+    /// one when there is one.
+    fn rank(&self, terms: &[String], bm25: Vec<(usize, f32)>, dense: Vec<(usize, f32)>, top_k: usize) -> Ranked<K> {
         let picked: Vec<(usize, Option<f32>, Option<f32>)> = if dense.is_empty() {
-            self.bm25
-                .ranked_terms(&terms, top_k)
-                .into_iter()
-                .map(|(n, s)| (n, Some(s), None))
-                .collect()
+            bm25.into_iter().map(|(n, s)| (n, Some(s), None)).collect()
         } else {
-            let bm25 = self.bm25.ranked_terms(&terms, usize::MAX);
             let order = retrieve::rrf(
                 &[
                     bm25.iter().map(|(n, _)| *n).collect(),
@@ -429,7 +482,7 @@ impl<K: IndexKey> SearchIndex<K> {
             .into_iter()
             .filter_map(|(n, bm25, cos)| {
                 let row = self.ids.get(n).cloned().flatten()?;
-                let (len, tf) = self.bm25.term_freqs(n, &terms);
+                let (len, tf) = self.bm25.term_freqs(n, terms);
                 Some(Scored {
                     row,
                     bm25,
@@ -441,7 +494,7 @@ impl<K: IndexKey> SearchIndex<K> {
             .take(top_k)
             .collect();
         Ranked {
-            stats: self.bm25.term_stats(&terms),
+            stats: self.bm25.term_stats(terms),
             rows,
         }
     }
@@ -528,5 +581,60 @@ mod tests {
             assert_eq!(one.search(q, None, 0.2, 10), single, "{q}");
         }
         assert_eq!(one.search("red apple", None, 0.2, 10)[0], Unit::Event(4));
+    }
+
+    #[test]
+    fn a_search_finished_after_its_vector_ranks_as_one_made_at_once() {
+        let texts = [
+            "red apple pie",
+            "green pear",
+            "red car red paint",
+            "apple tree",
+            "a red apple",
+        ];
+        let vector = |i: usize| -> Vec<f32> { vec![1.0, i as f32 * 0.3, (5 - i) as f32 * 0.2] };
+        let build = || {
+            let mut ix = RecallIndex::default();
+            for (i, t) in texts.iter().enumerate() {
+                ix.add(&Unit::Event(i as i64), t);
+                ix.put_vector(Unit::Event(i as i64), &vector(i));
+            }
+            ix
+        };
+        let mut ix = build();
+        let qv = vector(2);
+        for q in ["red apple", "green car", "nothing matches"] {
+            for v in [None, Some(qv.as_slice())] {
+                for k in [1, 3, 10] {
+                    assert_eq!(
+                        ix.finish(ix.lexical(q), v, 0.2, k),
+                        ix.search_scored(q, v, 0.2, k),
+                        "{q} {k}"
+                    );
+                }
+            }
+        }
+        // Between the halves a row comes (found by its vector: its text was not ranked)
+        // and one goes (left out).
+        let lexical = ix.lexical("red apple");
+        ix.add(&Unit::Event(9), "red apple red apple");
+        ix.put_vector(Unit::Event(9), &qv);
+        ix.remove(&Unit::Event(4));
+        let late = ix.finish(lexical, Some(&qv), 0.2, 10);
+        let rows: Vec<Unit> = late.rows.iter().map(|r| r.row).collect();
+        assert!(!rows.contains(&Unit::Event(4)), "{rows:?}");
+        let new = late
+            .rows
+            .iter()
+            .find(|r| r.row == Unit::Event(9))
+            .expect("found by its vector");
+        assert_eq!(new.bm25, None, "its text came after the BM25 half");
+        // A half from another index (this one rebuilt since) is ranked again.
+        let rebuilt = build();
+        let stale = ix.lexical("red apple");
+        assert_eq!(
+            rebuilt.finish(stale, Some(&qv), 0.2, 10),
+            rebuilt.search_scored("red apple", Some(&qv), 0.2, 10)
+        );
     }
 }

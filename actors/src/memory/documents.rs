@@ -24,7 +24,7 @@ use super::docindex::{Ranked, Unit};
 use super::recall::{Item, Origin};
 use super::store::{Document, MemoryError, MemoryStore, QueryVector};
 use crate::addr::TAddr;
-use crate::host::{Handles, HostContext, KernelActor};
+use crate::host::{Handles, Host, HostContext, KernelActor};
 use crate::i18n::Msg;
 
 /// Why the document tier refused or failed a request.
@@ -82,7 +82,8 @@ pub struct ArchiveEvents(pub Vec<Event>);
 #[rtype(result = "Ranked<Item>")]
 pub struct RecallPassages {
     pub query: String,
-    pub qv: Option<QueryVector>,
+    /// The query's embedding on its way (see `memory::actor::Recall::qv`).
+    pub qv: Option<super::embed::actor::PendingVector>,
 }
 
 /// The documents: all of them (newest first) or, with a query, the 20 most similar
@@ -153,18 +154,36 @@ impl Handles<ArchiveEvents> for DocumentsActor {
 }
 
 impl Handles<RecallPassages> for DocumentsActor {
-    type Reply = actix::MessageResult<crate::host::Envelope<RecallPassages>>;
+    type Reply = ResponseActFuture<Host<Self>, Ranked<Item>>;
     fn handle(&mut self, m: RecallPassages, _: &mut HostContext<Self>) -> Self::Reply {
+        use super::recall::{DENSE_MIN, UNIT_CANDIDATES};
         crate::fault::point(crate::fault::site::DOCUMENTS_RECALL, &m.query);
-        actix::MessageResult(self.relevant_passages(&m.query, m.qv.as_ref()))
+        let Some(pending) = m.qv else {
+            let units = self
+                .store
+                .search_passage_units(&m.query, None, DENSE_MIN, UNIT_CANDIDATES);
+            return Box::pin(actix::fut::ready(self.resolve_passages(units)));
+        };
+        // BM25 now, the fusion once the query's vector is there (as in the context tier).
+        let lexical = self.store.lexical_passage_units(&m.query);
+        Box::pin(
+            actix::fut::wrap_future::<_, Host<Self>>(pending).map(move |qv, host, _| {
+                let me = host.inner();
+                let units = lexical.and_then(|l| {
+                    me.store
+                        .finish_passage_units(l, qv.as_ref(), DENSE_MIN, UNIT_CANDIDATES)
+                });
+                me.resolve_passages(units)
+            }),
+        )
     }
 }
 
 impl DocumentsActor {
-    /// The passages most relevant to `query`, as scored items, best first.
-    fn relevant_passages(&mut self, query: &str, qv: Option<&QueryVector>) -> Ranked<Item> {
-        use super::recall::{DENSE_MIN, UNIT_CANDIDATES};
-        let units = match self.store.search_passage_units(query, qv, DENSE_MIN, UNIT_CANDIDATES) {
+    /// The passages of a search's units, as scored items, best first (a failed lookup
+    /// leaves the prompt without documents this turn).
+    fn resolve_passages(&mut self, units: Result<Ranked<Unit>, MemoryError>) -> Ranked<Item> {
+        let units = match units {
             Ok(u) => u,
             Err(e) => {
                 tracing::warn!("passage recall failed, the prompt goes without documents this turn: {e}");

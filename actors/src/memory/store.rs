@@ -525,6 +525,87 @@ impl MemoryStore {
         Self::scored(&self.conn, &mut self.passages_ix, build, text, qv, dense_min, top_k)
     }
 
+    /// The BM25 half of [`Self::search_event_units`], ranked while the query's vector
+    /// is still being computed (`None`: an empty query, which searches nothing).
+    pub fn lexical_event_units(&mut self, text: &str) -> Result<Option<super::docindex::Lexical>, MemoryError> {
+        let build = super::docindex::RecallIndex::build_events;
+        Self::lexical_of(&self.conn, &mut self.events_ix, build, text)
+    }
+
+    /// [`Self::search_event_units`] from its BM25 half and the vector that came since.
+    pub fn finish_event_units(
+        &mut self,
+        lexical: Option<super::docindex::Lexical>,
+        qv: Option<&QueryVector>,
+        dense_min: f32,
+        top_k: usize,
+    ) -> Result<super::docindex::Ranked<Unit>, MemoryError> {
+        let build = super::docindex::RecallIndex::build_events;
+        Self::finish_of(&self.conn, &mut self.events_ix, build, lexical, qv, dense_min, top_k)
+    }
+
+    /// The BM25 half of [`Self::search_passage_units`] (see [`Self::lexical_event_units`]).
+    pub fn lexical_passage_units(&mut self, text: &str) -> Result<Option<super::docindex::Lexical>, MemoryError> {
+        let build = super::docindex::RecallIndex::build_passages;
+        Self::lexical_of(&self.conn, &mut self.passages_ix, build, text)
+    }
+
+    /// [`Self::search_passage_units`] from its BM25 half and the vector that came since.
+    pub fn finish_passage_units(
+        &mut self,
+        lexical: Option<super::docindex::Lexical>,
+        qv: Option<&QueryVector>,
+        dense_min: f32,
+        top_k: usize,
+    ) -> Result<super::docindex::Ranked<Unit>, MemoryError> {
+        let build = super::docindex::RecallIndex::build_passages;
+        Self::finish_of(&self.conn, &mut self.passages_ix, build, lexical, qv, dense_min, top_k)
+    }
+
+    /// The index in `slot`, built by `build` when there is none (first use, or
+    /// dropped for a rebuild).
+    fn index_in<'s>(
+        conn: &Connection,
+        slot: &'s mut Option<super::docindex::RecallIndex>,
+        build: fn(&Connection) -> rusqlite::Result<super::docindex::RecallIndex>,
+    ) -> Result<&'s mut super::docindex::RecallIndex, MemoryError> {
+        if slot.is_none() {
+            *slot = Some(build(conn)?);
+        }
+        Ok(slot.as_mut().expect("built above"))
+    }
+
+    fn lexical_of(
+        conn: &Connection,
+        slot: &mut Option<super::docindex::RecallIndex>,
+        build: fn(&Connection) -> rusqlite::Result<super::docindex::RecallIndex>,
+        text: &str,
+    ) -> Result<Option<super::docindex::Lexical>, MemoryError> {
+        if text.trim().is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(Self::index_in(conn, slot, build)?.lexical(text)))
+    }
+
+    fn finish_of(
+        conn: &Connection,
+        slot: &mut Option<super::docindex::RecallIndex>,
+        build: fn(&Connection) -> rusqlite::Result<super::docindex::RecallIndex>,
+        lexical: Option<super::docindex::Lexical>,
+        qv: Option<&QueryVector>,
+        dense_min: f32,
+        top_k: usize,
+    ) -> Result<super::docindex::Ranked<Unit>, MemoryError> {
+        let Some(lexical) = lexical else {
+            return Ok(Default::default());
+        };
+        let ix = Self::index_in(conn, slot, build)?;
+        if let Some(q) = qv {
+            ix.sync_vectors(conn, &q.space)?;
+        }
+        Ok(ix.finish(lexical, qv.map(|q| q.vec.as_slice()), dense_min, top_k.max(1)))
+    }
+
     /// Searches the index in `slot`, built by `build` on the first call (an empty
     /// query searches nothing and builds nothing).
     fn scored(
@@ -539,10 +620,7 @@ impl MemoryStore {
         if text.trim().is_empty() {
             return Ok(Default::default());
         }
-        if slot.is_none() {
-            *slot = Some(build(conn)?);
-        }
-        let ix = slot.as_mut().expect("built above");
+        let ix = Self::index_in(conn, slot, build)?;
         if let Some(q) = qv {
             ix.sync_vectors(conn, &q.space)?;
         }

@@ -68,9 +68,9 @@ impl Turn {
     fn prepare(&mut self, timeline: &str) -> Vec<Cmd> {
         let c = self.feed(Event::Started);
         let c = self.echo(c, Stage::OnInput);
-        assert!(matches!(c[..], [Cmd::ReadTimeline { .. }]), "{c:?}");
+        assert!(matches!(c[..], [Cmd::ReadTimeline { record: Some(_), .. }]), "{c:?}");
         let c = self.feed(Event::Timeline(timeline.into()));
-        assert!(matches!(c[..], [Cmd::RecordInput(_)]), "{c:?}");
+        assert!(c.is_empty(), "the input's commit answers next: {c:?}");
         let c = self.feed(Event::InputRecorded(Ok(())));
         let c = self.echo(c, Stage::PreAction);
         assert!(matches!(c[..], [Cmd::ConsumeCancel]), "{c:?}");
@@ -193,15 +193,16 @@ fn ended(cmds: &[Cmd]) -> Option<End> {
 fn a_text_answer_records_the_input_then_commits_and_replies_once() {
     let mut t = Turn::new(input("hello"));
     let c = t.feed(Event::Started);
-    let _ = t.echo(c, Stage::OnInput);
-    let c = t.feed(Event::Timeline("【对话时序】\nearlier".into()));
+    let c = t.echo(c, Stage::OnInput);
     match &c[..] {
-        [Cmd::RecordInput(e)] => {
+        [Cmd::ReadTimeline { record: Some(e), .. }] => {
             assert_eq!((e.source.as_str(), e.input.as_str(), e.ts_ms), ("http", "hello", 1_000));
             assert!(e.response.is_empty());
         }
         _ => panic!("{c:?}"),
     }
+    let c = t.feed(Event::Timeline("【对话时序】\nearlier".into()));
+    assert!(c.is_empty(), "the commit of the input answers next: {c:?}");
     let c = t.feed(Event::InputRecorded(Ok(())));
     t.echo(c, Stage::PreAction);
     t.feed(Event::StopBudget(false));
@@ -423,8 +424,8 @@ fn nothing_pruned_means_no_notice_and_the_third_overflow_fails_naming_the_settin
         };
         let c = t.feed(Event::Pruned(pruned));
         assert!(
-            matches!(c[..], [Cmd::ReadTimeline { .. }]),
-            "no notice when nothing moved: {c:?}"
+            matches!(c[..], [Cmd::ReadTimeline { record: None, .. }]),
+            "no notice when nothing moved, and a rebuilt timeline records nothing: {c:?}"
         );
         t.feed(Event::Timeline(huge()));
     }
@@ -737,12 +738,15 @@ fn on_input_may_answer_or_rewrite_the_input() {
     on.raw_message = "hello, cleaned".into();
     let c = t.feed(Event::OnInput(on));
     match &c[..] {
-        [Cmd::ReadTimeline { query, .. }] => assert_eq!(query, "hello, cleaned"),
+        [
+            Cmd::ReadTimeline {
+                query, record: Some(e), ..
+            },
+        ] => {
+            assert_eq!(query, "hello, cleaned");
+            assert_eq!(e.input, "hello, cleaned", "the cleaned text is what is recorded");
+        }
         _ => panic!("{c:?}"),
-    }
-    match &t.feed(Event::Timeline(String::new()))[..] {
-        [Cmd::RecordInput(e)] => assert_eq!(e.input, "hello, cleaned"),
-        c => panic!("{c:?}"),
     }
 }
 
@@ -814,10 +818,10 @@ fn interrupt_inputs_are_not_recorded_but_their_reply_is() {
         ..input("wake up")
     });
     let c = t.feed(Event::Started);
-    t.echo(c, Stage::OnInput);
+    let c = t.echo(c, Stage::OnInput);
+    assert!(matches!(c[..], [Cmd::ReadTimeline { record: None, .. }]), "{c:?}");
     let c = t.feed(Event::Timeline(String::new()));
     stage(&c, Stage::PreAction);
-    assert!(!c.iter().any(|c| matches!(c, Cmd::RecordInput(_))), "{c:?}");
     let c = t.echo(c, Stage::PreAction);
     t.feed(Event::StopBudget(false));
     let _ = c;

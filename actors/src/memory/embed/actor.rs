@@ -107,6 +107,13 @@ pub struct EmbedderHandle {
 }
 
 impl EmbedderHandle {
+    /// Whether rows get vectors at all (a dense embedder is active, loading, or found
+    /// and waiting for its first document): without one, poking the embedder after a
+    /// commit would wake its thread for nothing.
+    pub fn embeds_rows(&self) -> bool {
+        self.status.read().active != "tfidf"
+    }
+
     /// Whether some document has a vector of the active space (else a query vector
     /// would have nothing to meet).
     pub fn has_dense_documents(&self) -> bool {
@@ -119,18 +126,39 @@ impl EmbedderHandle {
 /// waits long for its dense side: BM25 alone is the fallback). Nothing is asked when
 /// no document has a vector: a turn pays for ONNX inference only when it can help.
 pub async fn embed_query(embedder: Option<&EmbedderHandle>, text: &str, wait: Duration) -> Option<QueryVector> {
+    match query_vector_soon(embedder, text, wait) {
+        Some(pending) => pending.await,
+        None => None,
+    }
+}
+
+/// A query's vector on its way: the embedder is already working on it when this is
+/// made, and any number of tiers may wait for it (each gets a copy). Per-turn recall
+/// hands it to the tiers with the query, so they rank BM25 while the embedder runs.
+pub type PendingVector = futures_util::future::Shared<futures_util::future::BoxFuture<'static, Option<QueryVector>>>;
+
+/// [`embed_query`] without the wait: `None` when nothing is asked (no embedder, an empty
+/// query, no document with a vector), else the pending answer (`None` in it: the
+/// embedder failed or took longer than `wait`).
+pub fn query_vector_soon(embedder: Option<&EmbedderHandle>, text: &str, wait: Duration) -> Option<PendingVector> {
+    use futures_util::FutureExt as _;
     let e = embedder?;
     if text.trim().is_empty() || !e.has_dense_documents() {
         return None;
     }
-    match tokio::time::timeout(wait, e.addr.send(EmbedQuery(text.to_owned()))).await {
-        Ok(Ok(v)) => v,
-        Ok(Err(_)) => None,
-        Err(_) => {
-            tracing::debug!("query embedding skipped: the embedder did not answer within {wait:?}");
-            None
+    let asked = e.addr.request(EmbedQuery(text.to_owned()));
+    let answer = async move {
+        // The deadline starts when the first tier waits, on that tier's runtime.
+        match tokio::time::timeout(wait, asked).await {
+            Ok(Ok(v)) => v,
+            Ok(Err(_)) => None,
+            Err(_) => {
+                tracing::debug!("query embedding skipped: the embedder did not answer within {wait:?}");
+                None
+            }
         }
-    }
+    };
+    Some(answer.boxed().shared())
 }
 
 /// Shared, lock-protected status (the API reads it without a message round trip).

@@ -364,7 +364,7 @@ impl KernelActor for MediaActor {
         if let (Some(bus), Some(config)) = (self.bus.clone(), self.settings.clone()) {
             // Changed settings are parked here and applied by the next tick (≤ 2 s).
             let pending = self.pending.clone();
-            let mut rx = bus.subscribe();
+            let mut rx = bus.subscribe_settings();
             ctx.spawn(actix::fut::wrap_future(async move {
                 loop {
                     match rx.recv().await {

@@ -114,7 +114,7 @@ impl PluginProcess {
     /// notifications, with the raw (unmasked) value read back from the settings actor.
     fn forward_settings(&self, conn: Arc<Conn>, ctx: &mut HostContext<Self>) -> SpawnHandle {
         let (mut rx, config, plugin) = (
-            self.deps.bus.subscribe(),
+            self.deps.bus.subscribe_settings(),
             self.deps.config.clone(),
             self.name().to_owned(),
         );
