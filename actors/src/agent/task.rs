@@ -126,6 +126,8 @@ pub struct TaskActor {
     expanded: std::collections::BTreeSet<String>,
     /// See [`Self::settings`].
     settings: Option<Arc<AgentSettings>>,
+    /// The turn committed rows the embedder should vector once the reply is out.
+    embed_after_reply: bool,
 }
 
 impl TaskActor {
@@ -156,6 +158,7 @@ impl TaskActor {
             offer_for: None,
             expanded: Default::default(),
             settings: None,
+            embed_after_reply: false,
         }
     }
 
@@ -342,20 +345,10 @@ impl TaskActor {
                 let context = self.deps.context.clone();
                 // The turn's rows (its input and this reply) get their vectors now, not
                 // at the embedder's next poll: a follow-up question a moment later
-                // finds them on the dense side too.
-                let embedder = self
-                    .deps
-                    .embedder
-                    .as_ref()
-                    .filter(|e| e.embeds_rows())
-                    .map(|e| e.addr.clone());
-                let fut = async move {
-                    let r = context.send(AppendEvent(event)).await;
-                    if let (Ok(Ok(_)), Some(e)) = (&r, embedder) {
-                        let _ = e.do_send(crate::memory::embed::actor::Fill);
-                    }
-                    r
-                };
+                // finds them on the dense side too. Poked once the reply is out: ONNX
+                // takes both cores for a few milliseconds, and the reply must not wait.
+                self.embed_after_reply = self.deps.embedder.as_ref().is_some_and(|e| e.embeds_rows());
+                let fut = async move { context.send(AppendEvent(event)).await };
                 self.await_event(ctx, fut, |res| {
                     Event::Committed(match res {
                         Ok(Ok(_)) => Ok(()),
@@ -364,7 +357,14 @@ impl TaskActor {
                     })
                 });
             }
-            Cmd::Reply(reply) => self.input.reply.send(reply),
+            Cmd::Reply(reply) => {
+                self.input.reply.send(reply);
+                if std::mem::take(&mut self.embed_after_reply)
+                    && let Some(e) = &self.deps.embedder
+                {
+                    let _ = e.addr.do_send(crate::memory::embed::actor::Fill);
+                }
+            }
             Cmd::Finish(end) => {
                 let _ = self.scheduler.finished(Finished {
                     task: self.id,

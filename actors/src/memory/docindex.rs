@@ -454,28 +454,39 @@ impl<K: IndexKey> SearchIndex<K> {
         let picked: Vec<(usize, Option<f32>, Option<f32>)> = if dense.is_empty() {
             bm25.into_iter().map(|(n, s)| (n, Some(s), None)).collect()
         } else {
-            let order = retrieve::rrf(
-                &[
-                    bm25.iter().map(|(n, _)| *n).collect(),
-                    dense.iter().map(|(n, _)| *n).collect(),
-                ],
-                retrieve::RRF_K,
-            );
-            // Scores by row number: flat arrays, not hash maps of every hit.
-            let mut by_row: Vec<(Option<f32>, Option<f32>)> = vec![(None, None); self.ids.len()];
-            for (n, s) in bm25 {
-                if let Some(slot) = by_row.get_mut(n) {
-                    slot.0 = Some(s);
+            // Reciprocal-rank fusion (`retrieve::rrf`: the same sums in the same order,
+            // ties by row) in flat arrays by row, and only the best `top_k` sorted: at
+            // 10k rows a hash map of every hit and a sort of all of them were most of a
+            // dense turn's recall.
+            let n = self.ids.len();
+            let mut fused = vec![0f32; n];
+            let mut by_row: Vec<(Option<f32>, Option<f32>)> = vec![(None, None); n];
+            for (r, &(row, s)) in bm25.iter().enumerate() {
+                if row < n {
+                    fused[row] += 1.0 / (retrieve::RRF_K + r as f32 + 1.0);
+                    by_row[row].0 = Some(s);
                 }
             }
-            for (n, s) in dense {
-                if let Some(slot) = by_row.get_mut(n) {
-                    slot.1 = Some(s);
+            for (r, &(row, s)) in dense.iter().enumerate() {
+                if row < n {
+                    fused[row] += 1.0 / (retrieve::RRF_K + r as f32 + 1.0);
+                    by_row[row].1 = Some(s);
                 }
             }
+            // Rows removed since the BM25 half was ranked take no place.
+            let mut order: Vec<(usize, f32)> = (0..n)
+                .filter(|&row| fused[row] > 0.0 && self.ids[row].is_some())
+                .map(|row| (row, fused[row]))
+                .collect();
+            let better = |a: &(usize, f32), b: &(usize, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+            if top_k < order.len() {
+                order.select_nth_unstable_by(top_k, better);
+                order.truncate(top_k);
+            }
+            order.sort_by(better);
             order
                 .into_iter()
-                .filter_map(|n| by_row.get(n).map(|&(b, c)| (n, b, c)))
+                .map(|(row, _)| (row, by_row[row].0, by_row[row].1))
                 .collect()
         };
         let rows = picked
@@ -613,6 +624,29 @@ mod tests {
                     );
                 }
             }
+        }
+        // The fusion is `retrieve::rrf` of the two whole rankings, cut to top k.
+        for q in ["red apple", "green car"] {
+            let terms = retrieve::query_terms(q);
+            let bm25: Vec<usize> = ix
+                .bm25
+                .ranked_terms(&terms, usize::MAX)
+                .into_iter()
+                .map(|(n, _)| n)
+                .collect();
+            let dense: Vec<usize> = ix.dense_ranking(Some(&qv), 0.2).into_iter().map(|(n, _)| n).collect();
+            let want: Vec<Unit> = retrieve::rrf(&[bm25, dense], retrieve::RRF_K)
+                .into_iter()
+                .filter_map(|n| ix.ids[n])
+                .take(3)
+                .collect();
+            let got: Vec<Unit> = ix
+                .search_scored(q, Some(&qv), 0.2, 3)
+                .rows
+                .into_iter()
+                .map(|r| r.row)
+                .collect();
+            assert_eq!(got, want, "{q}");
         }
         // Between the halves a row comes (found by its vector: its text was not ranked)
         // and one goes (left out).
