@@ -645,4 +645,49 @@ mod tests {
         );
         assert!(s.passages(&[p]).unwrap().is_empty());
     }
+
+    #[test]
+    fn rows_missing_vectors_are_found_above_the_mark_and_a_space_switch_forgets_it() {
+        use crate::memory::context::Event;
+        use crate::memory::store::{MemoryStore, VectorRef};
+        let mut s = MemoryStore::open_in_memory().unwrap();
+        let ev = |i: i64, text: &str| Event {
+            id: 0,
+            ts_ms: MAY_8_2023_1356 + i,
+            source: "http".into(),
+            input: text.into(),
+            response: String::new(),
+            tools_used: vec![],
+            tool_results: vec![],
+        };
+        let ids: Vec<i64> = (0..4)
+            .map(|i| s.append(ev(i, &format!("line {i}"))).unwrap().id)
+            .collect();
+        let missing = |s: &MemoryStore, space: &str| -> Vec<i64> {
+            s.missing_vectors(space, 10, true)
+                .unwrap()
+                .into_iter()
+                .filter_map(|(r, _)| match r {
+                    VectorRef::Event(id) => Some(id),
+                    _ => None,
+                })
+                .collect()
+        };
+        assert_eq!(missing(&s, "a"), ids);
+        let put = |s: &mut MemoryStore, space: &str, id: i64| {
+            s.put_vectors(space, &[(VectorRef::Event(id), vec![1.0, 0.0])]).unwrap()
+        };
+        for &id in &ids[..3] {
+            put(&mut s, "a", id);
+        }
+        assert_eq!(missing(&s, "a"), [ids[3]], "the one left");
+        put(&mut s, "a", ids[3]);
+        assert!(missing(&s, "a").is_empty(), "all there: the mark is at the top");
+        let late = s.append(ev(9, "a line said later")).unwrap().id;
+        assert_eq!(missing(&s, "a"), [late], "a row added above the mark is found");
+        put(&mut s, "a", late);
+        // Another space's vector replaces a row's vector: the marks of "a" no longer hold.
+        put(&mut s, "b", ids[1]);
+        assert_eq!(missing(&s, "a"), [ids[1]]);
+    }
 }

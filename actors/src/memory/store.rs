@@ -119,6 +119,14 @@ pub struct MemoryStore {
     /// before caching) and their ids are never reused; a deleted document's passages
     /// leave here with it ([`Self::unindex`]).
     passage_cache: std::cell::RefCell<std::collections::HashMap<i64, Passage>>,
+    /// Per space and kind (`event`, `passage`), an id up to which every row had a
+    /// vector of that space when last looked: [`Self::missing_vectors`] scans only
+    /// above it. Why: the embedder asks after every turn and every poll, and the
+    /// anti-join over all rows (100 ms of SQLite at 12k rows) kept a waiting query
+    /// embedding queued behind it. Safe because row ids only grow, a vector leaves only
+    /// with its row, and storing another space's vectors forgets the marks of the rest
+    /// (`INSERT OR REPLACE` replaces a row's vector of any space).
+    vector_marks: std::cell::RefCell<std::collections::HashMap<(String, &'static str), i64>>,
 }
 
 /// Passages kept in [`MemoryStore::passages`]' cache before it starts afresh.
@@ -153,6 +161,7 @@ impl MemoryStore {
             events_ix: None,
             passages_ix: None,
             passage_cache: Default::default(),
+            vector_marks: Default::default(),
         })
     }
 
@@ -166,6 +175,7 @@ impl MemoryStore {
             events_ix: None,
             passages_ix: None,
             passage_cache: Default::default(),
+            vector_marks: Default::default(),
         })
     }
 
@@ -683,40 +693,80 @@ impl MemoryStore {
         if !events {
             return self.missing_document_vectors(space, limit, out);
         }
-        let mut st = self.conn.prepare(&format!(
-            "SELECT {} FROM context_events e LEFT JOIN vectors v
+        let cols = EVENT_COLS
+            .split(", ")
+            .map(|c| format!("e.{c}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let events_sql = format!(
+            "SELECT {cols} FROM context_events e LEFT JOIN vectors v
                ON v.kind = 'event' AND v.ref = CAST(e.id AS TEXT) AND v.space = ?1
-             WHERE v.ref IS NULL ORDER BY e.id LIMIT ?2",
-            EVENT_COLS
-                .split(", ")
-                .map(|c| format!("e.{c}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))?;
-        for e in st.query_map(params![space, limit as i64], event_row)? {
-            let e = e?;
-            out.push((
+             WHERE v.ref IS NULL AND e.id > ?3 AND e.id <= ?4 ORDER BY e.id LIMIT ?2"
+        );
+        let found = self.missing_above(
+            space,
+            "event",
+            "context_events",
+            &events_sql,
+            limit,
+            event_row,
+            |e: &super::context::Event| e.id,
+        )?;
+        out.extend(found.into_iter().map(|e| {
+            (
                 VectorRef::Event(e.id),
                 super::recall::vector_text(e.speaker(), e.said()),
-            ));
-        }
+            )
+        }));
         if out.len() < limit {
-            let mut st = self.conn.prepare_cached(
+            let found = self.missing_above(
+                space,
+                "passage",
+                "passages",
                 "SELECT p.id, p.speaker, p.text FROM passages p LEFT JOIN vectors v
                    ON v.kind = 'passage' AND v.ref = CAST(p.id AS TEXT) AND v.space = ?1
-                 WHERE v.ref IS NULL ORDER BY p.id LIMIT ?2",
+                 WHERE v.ref IS NULL AND p.id > ?3 AND p.id <= ?4 ORDER BY p.id LIMIT ?2",
+                limit - out.len(),
+                |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)),
+                |p: &(i64, String, String)| p.0,
             )?;
-            let rows = st.query_map(params![space, (limit - out.len()) as i64], |r| {
-                Ok((
-                    VectorRef::Passage(r.get(0)?),
-                    super::recall::vector_text(&r.get::<_, String>(1)?, &r.get::<_, String>(2)?),
-                ))
-            })?;
-            for row in rows {
-                out.push(row?);
-            }
+            out.extend(
+                found
+                    .into_iter()
+                    .map(|(id, speaker, text)| (VectorRef::Passage(id), super::recall::vector_text(&speaker, &text))),
+            );
         }
         self.missing_document_vectors(space, limit, out)
+    }
+
+    /// Rows of `table` (`kind` in `vectors`) without a vector of `space`, above this
+    /// store's mark (see `vector_marks`), at most `limit`, by `sql` (parameters: space,
+    /// limit, mark, the highest id when asked). The mark then moves up to just below
+    /// the first row found, or to that highest id when none is missing: rows added
+    /// meanwhile are above it.
+    #[allow(clippy::too_many_arguments)]
+    fn missing_above<T>(
+        &self,
+        space: &str,
+        kind: &'static str,
+        table: &str,
+        sql: &str,
+        limit: usize,
+        row: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+        id_of: fn(&T) -> i64,
+    ) -> Result<Vec<T>, MemoryError> {
+        let key = (space.to_owned(), kind);
+        let mark = self.vector_marks.borrow().get(&key).copied().unwrap_or(0);
+        let top: i64 = self
+            .conn
+            .query_row(&format!("SELECT COALESCE(MAX(id), 0) FROM {table}"), [], |r| r.get(0))?;
+        let mut st = self.conn.prepare_cached(sql)?;
+        let found: Vec<T> = st
+            .query_map(params![space, limit as i64, mark, top], row)?
+            .collect::<Result<_, _>>()?;
+        let next = found.first().map_or(top, |f| id_of(f) - 1);
+        self.vector_marks.borrow_mut().insert(key, next.max(mark));
+        Ok(found)
     }
 
     fn missing_document_vectors(
@@ -782,6 +832,8 @@ impl MemoryStore {
     /// Stores vectors of one space (replacing any other space's vector of the same row),
     /// in one transaction. Rows deleted meanwhile are skipped.
     pub fn put_vectors(&mut self, space: &str, items: &[(VectorRef, Vec<f32>)]) -> Result<(), MemoryError> {
+        // A row's vector of another space is replaced: that space's marks no longer hold.
+        self.vector_marks.borrow_mut().retain(|(s, _), _| s == space);
         let tx = self
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
