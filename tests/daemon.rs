@@ -68,7 +68,9 @@ fn health_tree_restart_and_events() {
         ] {
             assert!(a.get(field).is_some(), "field {field} missing in {a}");
         }
-        assert_eq!(a["state"], "running", "{a}");
+        // Alive: idle, or handling the start-up work still under way (the
+        // plugins that start after `/healthz` answers read their settings).
+        assert!(a["state"] == "running" || a["state"] == "busy", "{a}");
     }
 
     // Subscribe before the restart so the restart's events are seen live.

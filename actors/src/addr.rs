@@ -127,37 +127,24 @@ impl<A: KernelActor> TAddr<A> {
                 _ => Err(self.unavailable()),
             }
         };
-        let (id, stats) = (self.slot.stats.id.clone(), self.slot.stats.clone());
+        let stats = self.slot.stats.clone();
         async move {
             request?.await.map_err(|e| SendError::Exited {
-                id,
+                id: stats.id.clone(),
                 reason: stats.last_exit().unwrap_or_else(|| e.to_string()),
             })
         }
     }
 
-    /// Delivers and waits for the reply.
+    /// Delivers and waits for the reply (delivered when first polled; see
+    /// [`Self::request`] to deliver at once).
     pub async fn send<M>(&self, msg: M) -> Result<M::Result, SendError>
     where
         A: Handles<M>,
         M: Message + Send + 'static,
         M::Result: Send,
     {
-        let request = {
-            let guard = self.slot.addr.read();
-            match &*guard {
-                Some(addr) if addr.connected() => {
-                    self.slot.stats.on_send();
-                    // `do_send`-style enqueue (never blocks on capacity) with a reply channel.
-                    addr.send(Envelope(msg))
-                }
-                _ => return Err(self.unavailable()),
-            }
-        };
-        request.await.map_err(|e| SendError::Exited {
-            id: self.slot.stats.id.clone(),
-            reason: self.slot.stats.last_exit().unwrap_or_else(|| e.to_string()),
-        })
+        self.request(msg).await
     }
 
     /// A tracked address of the running actor itself (for handlers it hands out, such

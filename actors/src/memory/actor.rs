@@ -12,7 +12,7 @@ use super::context::{self, Event};
 use super::docindex::{Ranked, Unit};
 use super::documents::{ArchiveEvents, DocumentsActor};
 use super::recall::{Item, Origin, WindowRecall};
-use super::store::{Document, MemoryError, MemoryStore};
+use super::store::{Document, MemoryError, MemoryStore, Tier};
 use crate::addr::TAddr;
 use crate::host::{Handles, Host, HostContext, KernelActor};
 use crate::i18n::Msg;
@@ -209,14 +209,17 @@ impl Handles<Recall> for ContextActor {
         // Other messages are handled meanwhile (an event appended or pruned in between
         // is found, or left out, as if the search had started then). The recorded input
         // has no vector yet, so the dense side does not find it either.
-        let lexical = self.store.lexical_event_units(&msg.query);
+        let lexical = self.store.lexical_units(Tier::Events, &msg.query);
         let recorded = msg.record.map(|e| self.append(e));
         let own = recorded.as_ref().and_then(|r| r.as_ref().ok()).map(|e| e.id);
         Box::pin(
             actix::fut::wrap_future::<_, Host<Self>>(pending).map(move |qv, host, _| {
                 let me = host.inner();
                 let units = lexical
-                    .and_then(|l| me.store.finish_event_units(l, qv.as_ref(), DENSE_MIN, UNIT_CANDIDATES))
+                    .and_then(|l| {
+                        me.store
+                            .finish_units(Tier::Events, l, qv.as_ref(), DENSE_MIN, UNIT_CANDIDATES)
+                    })
                     .map(|mut u| {
                         // Embedded in the meantime (a background poll): still not its own memory.
                         u.rows.retain(|r| Some(r.row) != own.map(Unit::Event));

@@ -22,7 +22,7 @@ use actix::prelude::*;
 use super::context::Event;
 use super::docindex::{Ranked, Unit};
 use super::recall::{Item, Origin};
-use super::store::{Document, MemoryError, MemoryStore, QueryVector};
+use super::store::{Document, MemoryError, MemoryStore, QueryVector, Tier};
 use crate::addr::TAddr;
 use crate::host::{Handles, Host, HostContext, KernelActor};
 use crate::i18n::Msg;
@@ -165,13 +165,13 @@ impl Handles<RecallPassages> for DocumentsActor {
             return Box::pin(actix::fut::ready(self.resolve_passages(units)));
         };
         // BM25 now, the fusion once the query's vector is there (as in the context tier).
-        let lexical = self.store.lexical_passage_units(&m.query);
+        let lexical = self.store.lexical_units(Tier::Passages, &m.query);
         Box::pin(
             actix::fut::wrap_future::<_, Host<Self>>(pending).map(move |qv, host, _| {
                 let me = host.inner();
                 let units = lexical.and_then(|l| {
                     me.store
-                        .finish_passage_units(l, qv.as_ref(), DENSE_MIN, UNIT_CANDIDATES)
+                        .finish_units(Tier::Passages, l, qv.as_ref(), DENSE_MIN, UNIT_CANDIDATES)
                 });
                 me.resolve_passages(units)
             }),

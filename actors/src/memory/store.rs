@@ -80,6 +80,14 @@ pub struct Passage {
     pub tokens: usize,
 }
 
+/// One of the two recall indexes a store keeps: the context window's events (the
+/// context tier) or the archived events' passages (the document tier).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tier {
+    Events,
+    Passages,
+}
+
 /// A query's dense side: its vector and the space it lives in.
 #[derive(Debug, Clone)]
 pub struct QueryVector {
@@ -535,41 +543,59 @@ impl MemoryStore {
         Self::scored(&self.conn, &mut self.passages_ix, build, text, qv, dense_min, top_k)
     }
 
-    /// The BM25 half of [`Self::search_event_units`], ranked while the query's vector
-    /// is still being computed (`None`: an empty query, which searches nothing).
-    pub fn lexical_event_units(&mut self, text: &str) -> Result<Option<super::docindex::Lexical>, MemoryError> {
-        let build = super::docindex::RecallIndex::build_events;
-        Self::lexical_of(&self.conn, &mut self.events_ix, build, text)
+    /// The BM25 half of [`Self::search_event_units`] or [`Self::search_passage_units`],
+    /// ranked while the query's vector is still being computed (`None`: an empty
+    /// query, which searches nothing).
+    pub fn lexical_units(&mut self, tier: Tier, text: &str) -> Result<Option<super::docindex::Lexical>, MemoryError> {
+        if text.trim().is_empty() {
+            return Ok(None);
+        }
+        let (conn, slot, build) = self.tier(tier);
+        Ok(Some(Self::index_in(conn, slot, build)?.lexical(text)))
     }
 
-    /// [`Self::search_event_units`] from its BM25 half and the vector that came since.
-    pub fn finish_event_units(
+    /// The search of [`Self::lexical_units`] finished with the vector that came since.
+    pub fn finish_units(
         &mut self,
+        tier: Tier,
         lexical: Option<super::docindex::Lexical>,
         qv: Option<&QueryVector>,
         dense_min: f32,
         top_k: usize,
     ) -> Result<super::docindex::Ranked<Unit>, MemoryError> {
-        let build = super::docindex::RecallIndex::build_events;
-        Self::finish_of(&self.conn, &mut self.events_ix, build, lexical, qv, dense_min, top_k)
+        let Some(lexical) = lexical else {
+            return Ok(Default::default());
+        };
+        let (conn, slot, build) = self.tier(tier);
+        let ix = Self::index_in(conn, slot, build)?;
+        if let Some(q) = qv {
+            ix.sync_vectors(conn, &q.space)?;
+        }
+        Ok(ix.finish(lexical, qv.map(|q| q.vec.as_slice()), dense_min, top_k.max(1)))
     }
 
-    /// The BM25 half of [`Self::search_passage_units`] (see [`Self::lexical_event_units`]).
-    pub fn lexical_passage_units(&mut self, text: &str) -> Result<Option<super::docindex::Lexical>, MemoryError> {
-        let build = super::docindex::RecallIndex::build_passages;
-        Self::lexical_of(&self.conn, &mut self.passages_ix, build, text)
-    }
-
-    /// [`Self::search_passage_units`] from its BM25 half and the vector that came since.
-    pub fn finish_passage_units(
+    /// The connection, index slot and index builder of one recall tier.
+    #[allow(clippy::type_complexity)]
+    fn tier(
         &mut self,
-        lexical: Option<super::docindex::Lexical>,
-        qv: Option<&QueryVector>,
-        dense_min: f32,
-        top_k: usize,
-    ) -> Result<super::docindex::Ranked<Unit>, MemoryError> {
-        let build = super::docindex::RecallIndex::build_passages;
-        Self::finish_of(&self.conn, &mut self.passages_ix, build, lexical, qv, dense_min, top_k)
+        tier: Tier,
+    ) -> (
+        &Connection,
+        &mut Option<super::docindex::RecallIndex>,
+        fn(&Connection) -> rusqlite::Result<super::docindex::RecallIndex>,
+    ) {
+        match tier {
+            Tier::Events => (
+                &self.conn,
+                &mut self.events_ix,
+                super::docindex::RecallIndex::build_events,
+            ),
+            Tier::Passages => (
+                &self.conn,
+                &mut self.passages_ix,
+                super::docindex::RecallIndex::build_passages,
+            ),
+        }
     }
 
     /// The index in `slot`, built by `build` when there is none (first use, or
@@ -583,37 +609,6 @@ impl MemoryStore {
             *slot = Some(build(conn)?);
         }
         Ok(slot.as_mut().expect("built above"))
-    }
-
-    fn lexical_of(
-        conn: &Connection,
-        slot: &mut Option<super::docindex::RecallIndex>,
-        build: fn(&Connection) -> rusqlite::Result<super::docindex::RecallIndex>,
-        text: &str,
-    ) -> Result<Option<super::docindex::Lexical>, MemoryError> {
-        if text.trim().is_empty() {
-            return Ok(None);
-        }
-        Ok(Some(Self::index_in(conn, slot, build)?.lexical(text)))
-    }
-
-    fn finish_of(
-        conn: &Connection,
-        slot: &mut Option<super::docindex::RecallIndex>,
-        build: fn(&Connection) -> rusqlite::Result<super::docindex::RecallIndex>,
-        lexical: Option<super::docindex::Lexical>,
-        qv: Option<&QueryVector>,
-        dense_min: f32,
-        top_k: usize,
-    ) -> Result<super::docindex::Ranked<Unit>, MemoryError> {
-        let Some(lexical) = lexical else {
-            return Ok(Default::default());
-        };
-        let ix = Self::index_in(conn, slot, build)?;
-        if let Some(q) = qv {
-            ix.sync_vectors(conn, &q.space)?;
-        }
-        Ok(ix.finish(lexical, qv.map(|q| q.vec.as_slice()), dense_min, top_k.max(1)))
     }
 
     /// Searches the index in `slot`, built by `build` on the first call (an empty
