@@ -890,6 +890,8 @@ async fn start_agent(
         graph: Some(memory.graph.clone()),
         embedder: Some(memory.embedder.clone()),
         knowledge: Some(memory.knowledge.clone()),
+        // The tiers of `memory::start` run on the blocking thread.
+        recall_thread: Some(s.blocking.handle()),
         tool_list: Default::default(),
         channels: Channels::builtin(),
         skills_index: Default::default(),

@@ -135,6 +135,7 @@ async fn stack(settings: AgentSettings) -> Stack {
         graph: None,
         embedder: None,
         knowledge: None,
+        recall_thread: None,
         tool_list: Default::default(),
         channels: Channels::builtin(),
         skills_index: Default::default(),

@@ -82,6 +82,9 @@ pub struct TaskDeps {
     pub embedder: Option<crate::memory::embed::actor::EmbedderHandle>,
     /// The knowledge base, a tier of per-turn recall (none in kernels without it).
     pub knowledge: Option<TAddr<crate::memory::knowledge::KnowledgeActor>>,
+    /// The thread the memory tiers run on, where a turn's recall joins their answers
+    /// (none: joined on the turn's own thread). Only where the join runs depends on it.
+    pub recall_thread: Option<actix::ArbiterHandle>,
     /// The tool list last offered and its token count (see [`tool_list`]).
     pub tool_list: parking_lot::Mutex<Option<ToolListCache>>,
     pub channels: Channels,
@@ -706,8 +709,108 @@ pub async fn recall(
         crate::memory::actor::QUERY_EMBED_WAIT,
     );
     let dense = qv.is_some();
-    // Delivered now (`request`), so the tiers work while the rest is prepared here.
-    let window_of = deps.context.request(Recall {
+    // The tiers' answers are joined where the tiers live (`recall_thread`): their four
+    // replies then wake that thread, which is running them anyway, and the turn's
+    // thread is woken once, by the joined answer, instead of once per tier.
+    let ask = ask_tiers(deps.clone(), query.clone(), qv, record);
+    let tiers = async {
+        match &deps.recall_thread {
+            Some(thread) => {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                thread.spawn(async move {
+                    let _ = tx.send(ask.await);
+                });
+                // Not run: the thread is gone (shutdown), and with it the tiers.
+                rx.await
+                    .unwrap_or_else(|_| TierAnswers::none("the memory thread has stopped"))
+            }
+            None => ask.await,
+        }
+    };
+    let tools = async {
+        let Ok(registry) = deps.stages.send(GetTools).await else {
+            return 0;
+        };
+        // The turn's first offer (no owner expanded yet): what its requests send, up to
+        // the expansion room the offer keeps free inside the same budget.
+        offer(&deps, &registry, (window, fixed), &query, &channel, &Default::default()).tokens
+    };
+    let (tool_tokens, tiers) = futures_util::join!(tools, tiers);
+    let TierAnswers {
+        facts: (facts, index),
+        knowledge,
+        window: window_recall,
+        passages,
+    } = tiers;
+    let budget = Budget::with_tools(window, fixed, tool_tokens);
+    tracing::debug!(?budget, tool_tokens, dense, "prompt budget");
+    // A tier that does not answer leaves its part out of this prompt only (but an input
+    // it was to record fails its turn).
+    let (window, recorded) = match window_recall {
+        Ok((w, recorded)) => (w, recorded.map(|r| r.map(drop).map_err(Ok))),
+        Err(e) => {
+            tracing::warn!("recall without the context window this turn (is kernel/memory/context running?): {e}");
+            (Default::default(), recording.then_some(Err(Err(e))))
+        }
+    };
+    let passages = passages.unwrap_or_else(|e| {
+        tracing::warn!("recall without documents this turn (kernel/memory/documents did not answer): {e}");
+        Default::default()
+    });
+    let recollection = crate::memory::recall::assemble(
+        &query,
+        window,
+        passages,
+        vec![facts, knowledge],
+        (!index.is_empty()).then_some(index),
+        // The recency tail is part of the memory share (`Budget::tail`), so many tool
+        // schemas can leave no `timeline` remainder without losing the last turns.
+        RecallBudget {
+            memory: budget.memory,
+            timeline: budget.tail,
+        },
+    );
+    (recollection, recorded)
+}
+
+/// The context window's part of a recall: its items and the input it recorded.
+type WindowAnswer = (
+    crate::memory::recall::WindowRecall,
+    Option<Result<crate::memory::context::Event, String>>,
+);
+
+/// What the memory tiers answered a turn's recall (each part empty, or the error, when
+/// its tier did not answer).
+struct TierAnswers {
+    /// The graph's facts and its index block.
+    facts: (Vec<crate::memory::recall::Item>, String),
+    knowledge: Vec<crate::memory::recall::Item>,
+    /// The context window's recall and the recorded input, or why it did not answer.
+    window: Result<WindowAnswer, String>,
+    passages: Result<crate::memory::docindex::Ranked<crate::memory::recall::Item>, String>,
+}
+
+impl TierAnswers {
+    fn none(why: &str) -> Self {
+        Self {
+            facts: Default::default(),
+            knowledge: Vec::new(),
+            window: Err(why.to_owned()),
+            passages: Err(why.to_owned()),
+        }
+    }
+}
+
+/// Asks every memory tier at once and joins their answers (graph and knowledge
+/// within [`TIER_WAIT`]); where it runs is the caller's choice (see [`recall`]).
+async fn ask_tiers(
+    deps: Arc<TaskDeps>,
+    query: String,
+    qv: Option<crate::memory::embed::actor::PendingVector>,
+    record: Option<crate::memory::context::Event>,
+) -> TierAnswers {
+    // Delivered now (`request`), so the tiers work while the others are asked.
+    let window = deps.context.request(Recall {
         query: query.clone(),
         qv: qv.clone(),
         record,
@@ -724,18 +827,10 @@ pub async fn recall(
     });
     let knowledge = deps.knowledge.as_ref().map(|kb| {
         kb.request(crate::memory::knowledge::RecallKnowledge {
-            input: query.clone(),
+            input: query,
             limit: TIER_ITEMS,
         })
     });
-    let tools = async {
-        let Ok(registry) = deps.stages.send(GetTools).await else {
-            return 0;
-        };
-        // The turn's first offer (no owner expanded yet): what its requests send, up to
-        // the expansion room the offer keeps free inside the same budget.
-        offer(&deps, &registry, (window, fixed), &query, &channel, &Default::default()).tokens
-    };
     let graph = async {
         let Some(ask) = graph else {
             return (Vec::new(), String::new());
@@ -761,37 +856,13 @@ pub async fn recall(
             }
         }
     };
-    let (tool_tokens, (facts, index), knowledge, window_recall, passages) =
-        futures_util::join!(tools, graph, knowledge, window_of, passages);
-    let budget = Budget::with_tools(window, fixed, tool_tokens);
-    tracing::debug!(?budget, tool_tokens, dense, "prompt budget");
-    // A tier that does not answer leaves its part out of this prompt only (but an input
-    // it was to record fails its turn).
-    let (window, recorded) = match window_recall {
-        Ok((w, recorded)) => (w, recorded.map(|r| r.map(drop).map_err(Ok))),
-        Err(e) => {
-            tracing::warn!("recall without the context window this turn (is kernel/memory/context running?): {e}");
-            (Default::default(), recording.then(|| Err(Err(e.to_string()))))
-        }
-    };
-    let passages = passages.unwrap_or_else(|e| {
-        tracing::warn!("recall without documents this turn (kernel/memory/documents did not answer): {e}");
-        Default::default()
-    });
-    let recollection = crate::memory::recall::assemble(
-        &query,
-        window,
-        passages,
-        vec![facts, knowledge],
-        (!index.is_empty()).then_some(index),
-        // The recency tail is part of the memory share (`Budget::tail`), so many tool
-        // schemas can leave no `timeline` remainder without losing the last turns.
-        RecallBudget {
-            memory: budget.memory,
-            timeline: budget.tail,
-        },
-    );
-    (recollection, recorded)
+    let (facts, knowledge, window, passages) = futures_util::join!(graph, knowledge, window, passages);
+    TierAnswers {
+        facts,
+        knowledge,
+        window: window.map_err(|e| e.to_string()),
+        passages: passages.map_err(|e| e.to_string()),
+    }
 }
 
 /// How a recorded input fared (see [`recall`]), as [`Event::InputRecorded`] carries it.

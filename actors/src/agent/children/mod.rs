@@ -117,6 +117,7 @@ pub fn derived_deps(
         graph,
         embedder: None,
         knowledge: None,
+        recall_thread: parent.recall_thread.clone(),
         tool_list: Default::default(),
         channels,
         skills_index: parking_lot::RwLock::new(parent.skills_index.read().clone()),
