@@ -526,8 +526,8 @@ impl MemoryStore {
         dense_min: f32,
         top_k: usize,
     ) -> Result<super::docindex::Ranked<Unit>, MemoryError> {
-        let build = super::docindex::RecallIndex::build_events;
-        Self::scored(&self.conn, &mut self.events_ix, build, text, qv, dense_min, top_k)
+        let (conn, slot, build) = self.tier(Tier::Events);
+        Self::scored(conn, slot, build, text, qv, dense_min, top_k)
     }
 
     /// The passages most related to `text`, with their scores (the document tier's
@@ -539,8 +539,8 @@ impl MemoryStore {
         dense_min: f32,
         top_k: usize,
     ) -> Result<super::docindex::Ranked<Unit>, MemoryError> {
-        let build = super::docindex::RecallIndex::build_passages;
-        Self::scored(&self.conn, &mut self.passages_ix, build, text, qv, dense_min, top_k)
+        let (conn, slot, build) = self.tier(Tier::Passages);
+        Self::scored(conn, slot, build, text, qv, dense_min, top_k)
     }
 
     /// The BM25 half of [`Self::search_event_units`] or [`Self::search_passage_units`],
