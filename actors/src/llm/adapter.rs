@@ -80,6 +80,8 @@ pub struct Adapter {
     pub end_marker: String,
     /// The converted tool list of the last distinct tool list (see `tools_cache`).
     tools_cache: parking_lot::Mutex<Option<super::tools_cache::Entry>>,
+    /// The converted tools one by one, to assemble lists never converted whole.
+    per_tool: parking_lot::Mutex<super::tools_cache::PerTool>,
     /// Whether long texts may pass this adapter as markers (`opaque`): `None` until the
     /// first marked call has been compared with the full conversion.
     texts_opaque: parking_lot::Mutex<Option<bool>>,
@@ -395,6 +397,7 @@ impl Adapter {
             stream_format,
             end_marker,
             tools_cache: parking_lot::Mutex::new(None),
+            per_tool: Default::default(),
             texts_opaque: parking_lot::Mutex::new(None),
         })
     }
@@ -499,17 +502,42 @@ impl Adapter {
                 _ => None,
             }
         };
-        let (key, cached) = match cached {
-            Some(e) => (e.key, Some(e)),
+        let (key, cached, keys) = match cached {
+            Some(e) => (e.key, Some(e), Vec::new()),
             None => {
                 // Another `Arc`: a new list, or the same tools rebuilt (hash to tell).
-                let key = tc::key(&req.tools);
+                let keys: Vec<u64> = req.tools.iter().map(tc::tool_key).collect();
+                let key = tc::list_key(&keys);
                 let mut slot = self.tools_cache.lock();
                 let same = slot.as_mut().filter(|e| e.key == key).map(|e| {
                     e.list = req.tools.clone();
                     e.clone()
                 });
-                (key, same)
+                (key, same, keys)
+            }
+        };
+        // A list never converted whole, all of whose tools were: assembled from them once
+        // this adapter's assembly is trusted; otherwise kept to settle that trust below.
+        let mut assembled = None;
+        let cached = match cached {
+            Some(e) => Some(e),
+            None => {
+                let per = self.per_tool.lock();
+                assembled = per.assemble(&keys);
+                match &assembled {
+                    Some(splice) if per.trusted() => {
+                        let entry = tc::Entry {
+                            key,
+                            list: req.tools.clone(),
+                            placeholders: per.placeholders(n),
+                            splice: Some(splice.clone()),
+                        };
+                        tracing::debug!(adapter = %self.name, tools = n, "tool list assembled from converted tools");
+                        *self.tools_cache.lock() = Some(entry.clone());
+                        Some(entry)
+                    }
+                    _ => None,
+                }
             }
         };
         match cached {
@@ -565,6 +593,7 @@ impl Adapter {
                 };
                 entry.list = tools.clone();
                 req.tools = tools;
+                self.per_tool.lock().record(&keys, &entry, assembled);
                 tracing::debug!(
                     adapter = %self.name,
                     tools = n,
@@ -978,6 +1007,96 @@ mod tools_cache_tests {
                 "{name}: the bundled adapters take the one-placeholder path"
             );
         }
+    }
+
+    /// Converts `req` on the cached path and checks it equals the full conversion.
+    async fn cached_equals_full(a: &Adapter, req: &mut CompletionRequest, what: &str) {
+        let full: serde_json::Value = serde_json::from_str(&a.transform_request_async(req).await.unwrap()).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&a.transform_request_cached(req).await.unwrap()).unwrap();
+        assert_eq!(v, full, "{what}");
+    }
+
+    /// Tool subsets that change from call to call (a small window offers the input's
+    /// tools): once an assembled list was seen to equal the adapter's own conversion,
+    /// a list of tools all converted before is assembled, not learned, and still
+    /// equals the full conversion — for every bundled adapter.
+    #[tokio::test(flavor = "current_thread")]
+    async fn tool_subsets_are_assembled_from_converted_tools_once_trusted() {
+        for name in crate::llm::bundled::names() {
+            let a = Adapter::load(name, crate::llm::bundled::bundled(name).unwrap()).unwrap();
+            let all = request(8);
+            let subset = |keep: &dyn Fn(usize) -> bool| {
+                let mut r = request(0);
+                r.tools = std::sync::Arc::new(
+                    all.tools
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, _)| keep(*i))
+                        .map(|(_, t)| t.clone())
+                        .collect(),
+                );
+                r
+            };
+            cached_equals_full(&a, &mut subset(&|_| true), &format!("{name}: all")).await;
+            assert!(!a.per_tool.lock().trusted(), "{name}: nothing compared yet");
+            // Seen tools only: assembled, compared with the learned list, trusted.
+            cached_equals_full(&a, &mut subset(&|i| i != 7), &format!("{name}: first seven")).await;
+            assert!(
+                a.per_tool.lock().trusted(),
+                "{name}: assembly equal to the adapter's own"
+            );
+            // From now on lists of seen tools are assembled: a subset in another order
+            // of choice, and back and forth between two subsets.
+            let even = |i: usize| i.is_multiple_of(2);
+            let late = |i: usize| i > 2;
+            for (round, keep) in [&even as &dyn Fn(usize) -> bool, &late, &even].into_iter().enumerate() {
+                let mut r = subset(keep);
+                let before = a.per_tool.lock().known();
+                cached_equals_full(&a, &mut r, &format!("{name}: subset {round}")).await;
+                assert_eq!(a.per_tool.lock().known(), before, "{name}: assembled, not learned");
+            }
+            // A tool never seen: learned whole (and remembered).
+            let mut r = subset(&|i| i < 5);
+            Arc::make_mut(&mut r.tools)[0].function.description = "changed".into();
+            cached_equals_full(&a, &mut r, &format!("{name}: a changed tool")).await;
+            cached_equals_full(&a, &mut subset(&|i| i < 5), &format!("{name}: back")).await;
+        }
+    }
+
+    /// An adapter whose conversion of a tool depends on its place in the list fails the
+    /// trust check and keeps learning whole lists: every body still equals the full one.
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_adapter_that_numbers_its_tools_is_never_assembled() {
+        let numbering = r#"
+            return {
+              name = "numbering", endpoint = "/v1/chat",
+              transform_request = function(s)
+                local r = json.decode(s)
+                for i, t in ipairs(r.tools or {}) do
+                  t["function"].description = tostring(i) .. ": " .. t["function"].description
+                end
+                return json.encode(r)
+              end,
+            }
+        "#;
+        let a = Adapter::load("numbering", numbering).unwrap();
+        let all = request(6);
+        let mut first = request(0);
+        first.tools = all.tools.clone();
+        cached_equals_full(&a, &mut first, "all").await;
+        for skip in [0, 3, 0, 5] {
+            let mut r = request(0);
+            r.tools = Arc::new(
+                all.tools
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| *i != skip)
+                    .map(|(_, t)| t.clone())
+                    .collect(),
+            );
+            cached_equals_full(&a, &mut r, &format!("without tool {skip}")).await;
+        }
+        assert_eq!(a.per_tool.lock().trust(), Some(false));
     }
 
     /// For every bundled adapter, long texts passed as markers give the same body as the

@@ -11,6 +11,16 @@
 //! array whose i-th element mentions the i-th placeholder name. When that cannot be
 //! found (an adapter that renames or merges tools), the cache stays off for that list and
 //! every call takes the full path, exactly as before.
+//!
+//! A turn offers a *subset* of the tools when the window is small, chosen by the input
+//! (`agent::toolset`), so consecutive calls often carry different lists. Learning each
+//! new list anew converts it three times, once with every real schema: measured at 11
+//! relearns in 132 turns of `homed bench turn`, each a few milliseconds of Lua. So the
+//! converted elements are also kept per tool ([`PerTool`]): a list whose tools were all
+//! seen is assembled from them. Trust is learned, as for texts: an adapter's assembly is
+//! used only once an assembled list was seen to equal that adapter's own conversion of
+//! the same list (an adapter whose conversion of a tool depends on the others — it
+//! dedupes, numbers or reorders them — fails that check and keeps learning whole lists).
 
 use serde_json::Value;
 
@@ -88,12 +98,117 @@ pub fn placeholders(n: usize) -> Vec<ToolDef> {
         .collect()
 }
 
-/// A stable hash of a tool list (its JSON).
-pub fn key(tools: &[ToolDef]) -> u64 {
+/// A stable hash of one tool (its JSON).
+pub fn tool_key(tool: &ToolDef) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    serde_json::to_string(tools).unwrap_or_default().hash(&mut h);
+    serde_json::to_string(tool).unwrap_or_default().hash(&mut h);
     h.finish()
+}
+
+/// A stable hash of a tool list, from its tools' [`tool_key`]s.
+pub fn list_key(tool_keys: &[u64]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    tool_keys.hash(&mut h);
+    h.finish()
+}
+
+/// A stable hash of a tool list.
+pub fn key(tools: &[ToolDef]) -> u64 {
+    list_key(&tools.iter().map(tool_key).collect::<Vec<_>>())
+}
+
+/// Converted tools kept per tool, to assemble lists never converted whole (see the
+/// module doc).
+#[derive(Debug, Default)]
+pub struct PerTool {
+    /// Where the converted tools land in the adapter's output (the same for every list).
+    path: Option<Vec<Seg>>,
+    /// A tool's [`tool_key`] → its converted element, as JSON text.
+    texts: std::collections::HashMap<u64, std::sync::Arc<str>>,
+    /// Whether the adapter takes one placeholder for many (seen when learning).
+    one_placeholder: bool,
+    /// Whether an assembled list was seen to equal the adapter's own conversion:
+    /// `None` until one could be compared, `Some(false)` for good.
+    trusted: Option<bool>,
+}
+
+/// Converted tools remembered before [`PerTool`] starts afresh (a registry that keeps
+/// changing — plugins reloaded with new schemas — must not grow it without bound).
+const MAX_TOOL_TEXTS: usize = 2048;
+
+impl PerTool {
+    /// The array (JSON text) for tools `keys` and where it goes, when every tool was
+    /// converted before (trusted or not: the caller decides).
+    pub fn assemble(&self, keys: &[u64]) -> Option<(Vec<Seg>, std::sync::Arc<str>)> {
+        let path = self.path.clone()?;
+        let mut text = String::from("[");
+        for (i, k) in keys.iter().enumerate() {
+            if i > 0 {
+                text.push(',');
+            }
+            text.push_str(self.texts.get(k)?);
+        }
+        text.push(']');
+        Some((path, std::sync::Arc::from(text)))
+    }
+
+    /// Whether an assembled list may stand in for the adapter's conversion.
+    pub fn trusted(&self) -> bool {
+        self.trusted == Some(true)
+    }
+
+    /// The trust as settled so far (`None`: no assembled list compared yet).
+    pub fn trust(&self) -> Option<bool> {
+        self.trusted
+    }
+
+    /// How many converted tools are kept.
+    pub fn known(&self) -> usize {
+        self.texts.len()
+    }
+
+    /// The placeholders an assembled list of `n` tools is converted with.
+    pub fn placeholders(&self, n: usize) -> ToolList {
+        std::sync::Arc::new(placeholders(if self.one_placeholder { 1 } else { n }))
+    }
+
+    /// Takes what a whole list's learning found: `entry` for the tools `keys`, and
+    /// `assembled`, what [`Self::assemble`] gave for them before (compared with the
+    /// adapter's own conversion to settle trust).
+    pub fn record(&mut self, keys: &[u64], entry: &Entry, assembled: Option<(Vec<Seg>, std::sync::Arc<str>)>) {
+        let Some((path, real)) = &entry.splice else {
+            // Not separable: nothing to assemble from, ever (the path differs by list).
+            self.trusted = Some(false);
+            return;
+        };
+        if let Some((p, text)) = assembled
+            && self.trusted.is_none()
+        {
+            let same =
+                p == *path && serde_json::from_str::<Value>(&text).ok() == serde_json::from_str::<Value>(real).ok();
+            tracing::debug!(trusted = same, "assembled tool list compared with the adapter's own");
+            self.trusted = Some(same);
+        }
+        if self.path.as_ref().is_some_and(|p| p != path) {
+            self.trusted = Some(false);
+        }
+        self.path = Some(path.clone());
+        self.one_placeholder = entry.placeholders.len() == 1;
+        let Ok(Value::Array(items)) = serde_json::from_str::<Value>(real) else {
+            return;
+        };
+        if items.len() != keys.len() {
+            return;
+        }
+        if self.texts.len() + keys.len() > MAX_TOOL_TEXTS {
+            self.texts.clear();
+        }
+        for (k, item) in keys.iter().zip(items) {
+            self.texts.insert(*k, std::sync::Arc::from(item.to_string()));
+        }
+    }
 }
 
 fn mentions(v: &Value, needle: &str) -> bool {
