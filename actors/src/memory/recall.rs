@@ -67,9 +67,36 @@ pub fn show_date(ts_ms: i64) -> String {
 
 /// `2023-05-08 13:56` (UTC): how an item's time is shown to the model.
 pub fn stamp(ts_ms: i64) -> String {
+    let mut s = String::with_capacity(16);
+    push_stamp(&mut s, ts_ms);
+    s
+}
+
+/// [`stamp`], written to `out`: a prompt shows dozens of them a turn, and formatting
+/// machinery cost more than the rest of a line.
+fn push_stamp(out: &mut String, ts_ms: i64) {
     let (y, m, d) = super::civil_from_days(ts_ms.div_euclid(86_400_000));
     let mins = ts_ms.div_euclid(60_000).rem_euclid(24 * 60);
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}", mins / 60, mins % 60)
+    if !(0..=9999).contains(&y) {
+        use std::fmt::Write as _;
+        let _ = write!(out, "{y:04}-{m:02}-{d:02} {:02}:{:02}", mins / 60, mins % 60);
+        return;
+    }
+    let digit = |n: i64| char::from(b'0' + (n % 10) as u8);
+    for (n, width, sep) in [
+        (y, 4, '-'),
+        (m, 2, '-'),
+        (d, 2, ' '),
+        (mins / 60, 2, ':'),
+        (mins % 60, 2, '\0'),
+    ] {
+        for p in (0..width).rev() {
+            out.push(digit(n / 10_i64.pow(p)));
+        }
+        if sep != '\0' {
+            out.push(sep);
+        }
+    }
 }
 
 /// The text a unit is indexed by: its date in words, who said it, and what was said.
@@ -127,15 +154,37 @@ impl Item {
         }
     }
 
-    /// The item's line in the prompt.
-    fn line(&self) -> String {
-        let text = self.text.replace('\n', " ");
+    /// Writes the item's line in the prompt (without its newline) to `out`: its text on
+    /// one line, behind its date and speaker or source.
+    fn push_line(&self, out: &mut String) {
         match (&self.origin, self.ts_ms) {
-            (Origin::Knowledge { name }, _) => format!("{}{text}", Msg::KnowledgeTag { name }),
-            (Origin::Fact, None) => format!("[fact] {text}"),
-            (Origin::Fact, Some(ts)) => format!("[{}] fact: {text}", stamp(ts)),
-            (_, Some(ts)) => format!("[{}] {}: {text}", stamp(ts), self.speaker),
-            (_, None) => format!("{}: {text}", self.speaker),
+            (Origin::Knowledge { name }, _) => {
+                use std::fmt::Write as _;
+                let _ = write!(out, "{}", Msg::KnowledgeTag { name });
+            }
+            (Origin::Fact, None) => out.push_str("[fact] "),
+            (Origin::Fact, Some(ts)) => {
+                out.push('[');
+                push_stamp(out, ts);
+                out.push_str("] fact: ");
+            }
+            (_, Some(ts)) => {
+                out.push('[');
+                push_stamp(out, ts);
+                out.push_str("] ");
+                out.push_str(&self.speaker);
+                out.push_str(": ");
+            }
+            (_, None) => {
+                out.push_str(&self.speaker);
+                out.push_str(": ");
+            }
+        }
+        for (i, part) in self.text.split('\n').enumerate() {
+            if i > 0 {
+                out.push(' ');
+            }
+            out.push_str(part);
         }
     }
 
@@ -217,7 +266,7 @@ impl Recollection {
         if !self.relevant.is_empty() || self.index.is_some() {
             out.push_str(&memory_header());
             for i in &self.relevant {
-                out.push_str(&i.line());
+                i.push_line(&mut out);
                 out.push('\n');
             }
             if let Some(ix) = &self.index {
@@ -231,7 +280,7 @@ impl Recollection {
             }
             out.push_str(&timeline_header());
             for i in &self.recent {
-                out.push_str(&i.line());
+                i.push_line(&mut out);
                 out.push('\n');
             }
         }
@@ -424,6 +473,17 @@ mod tests {
             "{text}"
         );
         assert!(text.find("[Relevant memory]").unwrap() < text.find("[Conversation timeline]").unwrap());
+    }
+
+    #[test]
+    fn the_stamp_is_what_the_format_says_for_any_time() {
+        for i in -2000..2000i64 {
+            let ts = i * 7_919_000_017 % 400_000_000_000_000;
+            let (y, m, d) = crate::memory::civil_from_days(ts.div_euclid(86_400_000));
+            let mins = ts.div_euclid(60_000).rem_euclid(24 * 60);
+            let want = format!("{y:04}-{m:02}-{d:02} {:02}:{:02}", mins / 60, mins % 60);
+            assert_eq!(stamp(ts), want, "{ts}");
+        }
     }
 
     #[test]
