@@ -890,8 +890,7 @@ async fn start_agent(
         graph: Some(memory.graph.clone()),
         embedder: Some(memory.embedder.clone()),
         knowledge: Some(memory.knowledge.clone()),
-        // The tiers of `memory::start` run on the blocking thread.
-        recall_thread: Some(s.blocking.handle()),
+        recall_thread: Some(memory.thread.clone()),
         tool_list: Default::default(),
         channels: Channels::builtin(),
         skills_index: Default::default(),

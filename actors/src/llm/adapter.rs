@@ -521,11 +521,13 @@ impl Adapter {
         let mut assembled = None;
         let cached = match cached {
             Some(e) => Some(e),
+            // An adapter found not to convert tools one by one: nothing to assemble.
+            None if self.per_tool.lock().trust() == Some(false) => None,
             None => {
                 let per = self.per_tool.lock();
                 assembled = per.assemble(&keys);
                 match &assembled {
-                    Some(splice) if per.trusted() => {
+                    Some(splice) if per.trust() == Some(true) => {
                         let entry = tc::Entry {
                             key,
                             list: req.tools.clone(),
@@ -1038,11 +1040,11 @@ mod tools_cache_tests {
                 r
             };
             cached_equals_full(&a, &mut subset(&|_| true), &format!("{name}: all")).await;
-            assert!(!a.per_tool.lock().trusted(), "{name}: nothing compared yet");
+            assert_eq!(a.per_tool.lock().trust(), None, "{name}: nothing compared yet");
             // Seen tools only: assembled, compared with the learned list, trusted.
             cached_equals_full(&a, &mut subset(&|i| i != 7), &format!("{name}: first seven")).await;
             assert!(
-                a.per_tool.lock().trusted(),
+                a.per_tool.lock().trust() == Some(true),
                 "{name}: assembly equal to the adapter's own"
             );
             // From now on lists of seen tools are assembled: a subset in another order

@@ -114,11 +114,6 @@ pub fn list_key(tool_keys: &[u64]) -> u64 {
     h.finish()
 }
 
-/// A stable hash of a tool list.
-pub fn key(tools: &[ToolDef]) -> u64 {
-    list_key(&tools.iter().map(tool_key).collect::<Vec<_>>())
-}
-
 /// Converted tools kept per tool, to assemble lists never converted whole (see the
 /// module doc).
 #[derive(Debug, Default)]
@@ -154,12 +149,8 @@ impl PerTool {
         Some((path, std::sync::Arc::from(text)))
     }
 
-    /// Whether an assembled list may stand in for the adapter's conversion.
-    pub fn trusted(&self) -> bool {
-        self.trusted == Some(true)
-    }
-
-    /// The trust as settled so far (`None`: no assembled list compared yet).
+    /// Whether an assembled list may stand in for the adapter's conversion, as settled
+    /// so far (`None`: no assembled list compared yet).
     pub fn trust(&self) -> Option<bool> {
         self.trusted
     }
@@ -337,6 +328,7 @@ mod tests {
         assert!(splice("not json", &path, 2, &real).is_none());
         // A full output without a same-length array there: no splice.
         assert!(learn(7, 2, &json!({"tools": [1]}), &ph).splice.is_none());
+        let key = |tools: &[ToolDef]| list_key(&tools.iter().map(tool_key).collect::<Vec<_>>());
         assert_ne!(key(&placeholders(2)), key(&placeholders(3)));
     }
 }

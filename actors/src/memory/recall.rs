@@ -82,20 +82,21 @@ fn push_stamp(out: &mut String, ts_ms: i64) {
         let _ = write!(out, "{y:04}-{m:02}-{d:02} {:02}:{:02}", mins / 60, mins % 60);
         return;
     }
-    let digit = |n: i64| char::from(b'0' + (n % 10) as u8);
-    for (n, width, sep) in [
-        (y, 4, '-'),
-        (m, 2, '-'),
-        (d, 2, ' '),
-        (mins / 60, 2, ':'),
-        (mins % 60, 2, '\0'),
-    ] {
-        for p in (0..width).rev() {
-            out.push(digit(n / 10_i64.pow(p)));
-        }
-        if sep != '\0' {
-            out.push(sep);
-        }
+    push_digits(out, y, 4);
+    out.push('-');
+    push_digits(out, m, 2);
+    out.push('-');
+    push_digits(out, d, 2);
+    out.push(' ');
+    push_digits(out, mins / 60, 2);
+    out.push(':');
+    push_digits(out, mins % 60, 2);
+}
+
+/// The last `width` decimal digits of `n` (≥ 0), zero-padded.
+fn push_digits(out: &mut String, n: i64, width: u32) {
+    for p in (0..width).rev() {
+        out.push(char::from(b'0' + (n / 10_i64.pow(p) % 10) as u8));
     }
 }
 

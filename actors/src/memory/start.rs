@@ -76,6 +76,9 @@ pub struct MemoryHandles {
     pub distill: DistillHandle,
     /// `kernel/memory/distiller` (the rule distiller) and its last round.
     pub rules: DistillerHandle,
+    /// The thread the tiers run on (context, documents, knowledge, graph): a turn's
+    /// recall joins their answers there (`agent::task::TaskDeps::recall_thread`).
+    pub thread: ArbiterHandle,
 }
 
 /// Starts `kernel/memory` (see the module docs).
@@ -199,6 +202,7 @@ pub async fn start(d: MemoryDeps<'_>) -> Result<MemoryHandles, ModuleError> {
         media,
         distill: (distill, last),
         rules: (rules, rules_last),
+        thread: d.blocking,
     })
 }
 
