@@ -320,7 +320,9 @@ impl Handles<RemoveChild> for Supervisor {
             .map_err(|reason| RestartError::Refused { id: id.clone(), reason })?;
         tracing::info!(actor = %id, "removed from the tree");
         self.specs.lock().retain(|s| s.stats.id != id);
-        if cmds.is_empty() {
+        // Removed at once (it was not running); otherwise stopped now or, while another
+        // stop sequence runs, after it.
+        if self.core.status(i) == Status::Removed {
             self.children[i].stats.set_state(crate::registry::ActorState::Stopped);
         }
         self.run(cmds, ctx);

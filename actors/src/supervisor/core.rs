@@ -101,6 +101,10 @@ pub struct Core {
     /// The child currently being stopped.
     stopping: Option<usize>,
     after: Option<AfterStops>,
+    /// Removals asked for while another stop sequence ran, done after it in order (two
+    /// helpers that end together are both removed; refusing the second left its subtree
+    /// behind for good).
+    removals: VecDeque<usize>,
     /// Source of delayed-start ids; each waiting child remembers the one it waits
     /// for, so a stale or cancelled timer starts nothing.
     plan: u64,
@@ -117,6 +121,7 @@ impl Core {
             stop_queue: VecDeque::new(),
             stopping: None,
             after: None,
+            removals: VecDeque::new(),
             plan: 0,
             shutting_down: false,
             failed: false,
@@ -352,22 +357,34 @@ impl Core {
             }
         }
         match self.after.take() {
-            None => Vec::new(),
+            None => self.next_removal(),
+            // A child whose removal waits is not started again (it is removed next).
+            Some(AfterStops::Restart { mut children, delay }) if !self.removals.is_empty() => {
+                children.retain(|c| !self.removals.contains(c));
+                let mut cmds = Vec::new();
+                if !children.is_empty() {
+                    let plan = self.new_plan(&children);
+                    cmds.push(Cmd::StartAfter { plan, children, delay });
+                }
+                cmds.extend(self.next_removal());
+                cmds
+            }
             Some(AfterStops::Restart { children, delay }) => {
                 let plan = self.new_plan(&children);
                 vec![Cmd::StartAfter { plan, children, delay }]
             }
+            Some(AfterStops::RestartNow(i)) if self.removals.contains(&i) => self.next_removal(),
             Some(AfterStops::RestartNow(i)) => vec![Cmd::Start {
                 child: i,
                 restart: true,
             }],
             Some(AfterStops::Park(i)) => {
                 self.children[i].status = Status::Stopped;
-                Vec::new()
+                self.next_removal()
             }
             Some(AfterStops::Remove(i)) => {
                 self.children[i].status = Status::Removed;
-                Vec::new()
+                self.next_removal()
             }
             Some(AfterStops::Shutdown) => {
                 self.mark_waiting_stopped();
@@ -482,30 +499,51 @@ impl Core {
 
     /// Takes child `i` out of the tree for good: a running child is stopped first (in
     /// the stop sequence, like an operator stop); a pending delayed start is cancelled.
-    /// Removing a removed child is a no-op.
+    /// Removing a removed child is a no-op. While another stop sequence runs, a running
+    /// child's removal waits for it (queued, in order) instead of being refused: removal
+    /// is what a finished sub-tree asks for, and nobody is there to ask again.
     pub fn remove(&mut self, i: usize) -> Result<Vec<Cmd>, RestartRefused> {
         if self.shutting_down || self.failed {
             return Err(RestartRefused::NotRunning);
         }
+        let busy = self.stopping.is_some() || self.after.is_some();
+        if busy && matches!(self.children[i].status, Status::Running | Status::Stopping) {
+            if !self.removals.contains(&i) {
+                self.removals.push_back(i);
+            }
+            return Ok(Vec::new());
+        }
+        Ok(self.remove_now(i))
+    }
+
+    /// [`Self::remove`] with no other stop sequence running.
+    fn remove_now(&mut self, i: usize) -> Vec<Cmd> {
         let c = &mut self.children[i];
         c.backoff = None;
         c.plan = None;
         match c.status {
-            Status::Removed => Ok(Vec::new()),
-            Status::Running | Status::Stopping if self.stopping.is_some() || self.after.is_some() => {
-                Err(RestartRefused::Busy)
-            }
+            Status::Removed => Vec::new(),
             Status::Running => {
                 self.stop_queue.push_back(i);
                 self.after = Some(AfterStops::Remove(i));
-                Ok(self.drain_stops())
+                self.drain_stops()
             }
-            Status::Stopping => Err(RestartRefused::Busy),
-            Status::Idle | Status::Waiting | Status::Stopped | Status::Failed => {
+            Status::Stopping | Status::Idle | Status::Waiting | Status::Stopped | Status::Failed => {
                 c.status = Status::Removed;
-                Ok(Vec::new())
+                Vec::new()
             }
         }
+    }
+
+    /// The next queued removal, once a stop sequence has drained.
+    fn next_removal(&mut self) -> Vec<Cmd> {
+        while let Some(i) = self.removals.pop_front() {
+            let cmds = self.remove_now(i);
+            if !cmds.is_empty() || self.after.is_some() {
+                return cmds;
+            }
+        }
+        Vec::new()
     }
 
     /// Orderly shutdown: stop children last-started first, then [`Cmd::Finished`].
@@ -945,6 +983,44 @@ mod tests {
         let (j, _) = core.add_child(RestartPolicy::Permanent).unwrap();
         assert_eq!(core.remove(j), Ok(Vec::new()));
         assert_eq!(core.status(j), Status::Removed);
+    }
+
+    #[test]
+    fn a_removal_asked_during_another_stop_sequence_waits_for_it() {
+        let t0 = Instant::now();
+        let mut core = Core::new(cfg(Strategy::OneForOne, 10));
+        let g = boot(&mut core, 3, RestartPolicy::Permanent, t0);
+        let stop = |child: usize| Cmd::Stop {
+            child,
+            generation: g[child],
+            timeout: Duration::from_secs(5),
+        };
+        assert_eq!(core.remove(0), Ok(vec![stop(0)]));
+        // Two more while child 0 is stopping: accepted, nothing issued yet.
+        assert_eq!(core.remove(2), Ok(Vec::new()));
+        assert_eq!(core.remove(1), Ok(Vec::new()));
+        assert_eq!(core.remove(2), Ok(Vec::new()), "asked twice, queued once");
+        assert_eq!(core.status(2), Status::Running);
+        // Each starts once the one before has stopped, in the order asked.
+        assert_eq!(core.exited(0, g[0], &Exit::Shutdown, t0), vec![stop(2)]);
+        assert_eq!(core.status(0), Status::Removed);
+        assert_eq!(core.exited(2, g[2], &Exit::Shutdown, t0), vec![stop(1)]);
+        assert!(core.exited(1, g[1], &Exit::Shutdown, t0).is_empty());
+        assert!((0..3).all(|i| core.status(i) == Status::Removed));
+
+        // A removal asked during a group restart: that child is not started again.
+        let mut core = Core::new(cfg(Strategy::OneForAll, 10));
+        let g = boot(&mut core, 3, RestartPolicy::Permanent, t0);
+        let mut cmds = core.exited(0, g[0], &panic_exit(), t0);
+        assert_eq!(core.remove(1), Ok(Vec::new()), "queued behind the restart's stops");
+        while let Some(Cmd::Stop { child, generation, .. }) = cmds.first().cloned() {
+            cmds = core.exited(child, generation, &Exit::Shutdown, t0);
+        }
+        let Cmd::StartAfter { children, .. } = &cmds[0] else {
+            panic!("{cmds:?}")
+        };
+        assert_eq!(children, &vec![0, 2]);
+        assert_eq!(core.status(1), Status::Removed);
     }
 
     #[test]
