@@ -103,29 +103,15 @@ fn hex(bytes: &[u8]) -> String {
 fn install_stdlib(lua: &Lua, adapter: &str) -> mlua::Result<()> {
     let g = lua.globals();
     let json = lua.create_table()?;
+    // Built on the Lua stack directly (`lua_json`): mlua's serde bridge spent nearly half
+    // of a turn's kernel CPU on these two.
     json.set(
         "encode",
-        lua.create_function(|_, v: LuaValue| {
-            // Lua → JSON text in one pass (no intermediate serde_json::Value); arrays and
-            // `json.null` follow the same rules as `from_value`.
-            let mut out = Vec::with_capacity(256);
-            let de = mlua::serde::Deserializer::new(v);
-            serde_transcode::transcode(de, &mut serde_json::Serializer::new(&mut out))
-                .map_err(mlua::Error::external)?;
-            String::from_utf8(out).map_err(mlua::Error::external)
-        })?,
+        lua.create_function(|lua, v: LuaValue| super::lua_json::encode(lua, v))?,
     )?;
     json.set(
         "decode",
-        lua.create_function(|lua, s: mlua::String| {
-            // JSON text → Lua in one pass (no intermediate serde_json::Value).
-            let bytes = s.as_bytes();
-            let mut de = serde_json::Deserializer::from_slice(&bytes);
-            match serde_transcode::transcode(&mut de, mlua::serde::Serializer::new(lua)) {
-                Ok(v) if de.end().is_ok() => Ok(v),
-                _ => Ok(LuaValue::Nil),
-            }
-        })?,
+        lua.create_function(|lua, s: mlua::String| super::lua_json::decode(lua, &s.as_bytes()))?,
     )?;
     json.set("null", lua.null())?;
     json.set(

@@ -8,6 +8,7 @@
 pub mod adapter;
 pub mod bundled;
 pub mod health;
+pub mod lua_json;
 pub mod opaque;
 pub mod provider;
 pub mod source;
