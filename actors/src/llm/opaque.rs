@@ -114,13 +114,66 @@ pub fn fill(out: &str, taken: &Taken) -> Option<String> {
         let n: usize = after[..digits].parse().ok()?;
         let tail = after[digits..].strip_prefix("@@")?;
         let (_, text) = taken.texts.get(n)?;
-        let quoted = serde_json::to_string(text).ok()?;
-        body.push_str(&quoted[1..quoted.len() - 1]);
+        escape_into(&mut body, text);
         seen[n] = true;
         rest = tail;
     }
     body.push_str(rest);
     seen.iter().all(|s| *s).then_some(body)
+}
+
+/// Appends `text` JSON-escaped exactly as serde_json escapes a string's contents (`\"`,
+/// `\\`, `\b \f \n \r \t`, other controls as `\u00xx`; everything else as it is).
+/// Eight bytes are checked at a time: the texts are the prompt's kilobytes on every
+/// request, and nearly all of their bytes need nothing.
+pub fn escape_into(out: &mut String, text: &str) {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    /// Whether any byte of `w` is below 0x20, a quote or a backslash (exact: the
+    /// borrow trick can only err on which byte, never on whether one is).
+    fn special(w: u64) -> bool {
+        let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+        (w.wrapping_sub(ONES * 0x20) & !w & HIGH) | zero(w ^ (ONES * b'"' as u64)) | zero(w ^ (ONES * b'\\' as u64))
+            != 0
+    }
+    let bytes = text.as_bytes();
+    let (mut i, mut run) = (0, 0);
+    while i < bytes.len() {
+        if let Some(chunk) = bytes.get(i..i + 8)
+            && !special(u64::from_le_bytes(chunk.try_into().unwrap_or_default()))
+        {
+            i += 8;
+            continue;
+        }
+        let b = bytes[i];
+        let esc = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            0x08 => "\\b",
+            0x0c => "\\f",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0..0x20 => "",
+            _ => {
+                i += 1;
+                continue;
+            }
+        };
+        // `run..i` holds no special byte and ends before an ASCII one: a char boundary.
+        out.push_str(&text[run..i]);
+        if esc.is_empty() {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.push_str("\\u00");
+            out.push(HEX[(b >> 4) as usize] as char);
+            out.push(HEX[(b & 0xf) as usize] as char);
+        } else {
+            out.push_str(esc);
+        }
+        i += 1;
+        run = i;
+    }
+    out.push_str(&text[run..]);
 }
 
 #[cfg(test)]
@@ -139,6 +192,27 @@ mod tests {
             tool_choice: None,
             disable_thinking: false,
             extra_body: Default::default(),
+        }
+    }
+
+    #[test]
+    fn escaping_equals_serde_json_for_every_byte_and_position() {
+        let mut texts: Vec<String> = (0u8..0x80)
+            .map(|b| format!("ab{}cdefghij{}", b as char, b as char))
+            .collect();
+        texts.push("汉字 \"quoted\" \\ back\nline\u{7f}\u{1f}é🦀".repeat(9));
+        texts.push(String::new());
+        // Every special byte at every offset of a word.
+        for at in 0..17 {
+            for sp in ["\"", "\\", "\n", "\u{0}", "\u{1f}", "é", "\u{7f}", " "] {
+                texts.push(format!("{}{sp}{}", "x".repeat(at), "y".repeat(at % 5)));
+            }
+        }
+        for t in &texts {
+            let mut out = String::new();
+            escape_into(&mut out, t);
+            let quoted = serde_json::to_string(t).unwrap();
+            assert_eq!(out, quoted[1..quoted.len() - 1], "{t:?}");
         }
     }
 

@@ -199,8 +199,8 @@ impl Item {
             (Origin::Knowledge { name }, _) => tokens::count_memo(&Msg::KnowledgeTag { name }.text()),
             (Origin::Fact, None) => tokens::count_memo("[fact] "),
             (Origin::Fact, Some(_)) => STAMP_TOKENS + tokens::count_memo(" fact: "),
-            (_, Some(_)) => STAMP_TOKENS + tokens::count_memo(&format!(" {}: ", self.speaker)),
-            (_, None) => tokens::count_memo(&format!("{}: ", self.speaker)),
+            (_, Some(_)) => STAMP_TOKENS + speaker_tokens(&self.speaker, true),
+            (_, None) => speaker_tokens(&self.speaker, false),
         };
         prefix + self.tokens + 2
     }
@@ -211,14 +211,62 @@ impl Item {
     }
 }
 
+/// Tokens of an item's speaker prefix (`" {speaker}: "` behind a stamp, `"{speaker}: "`
+/// without one), remembered per speaker on this thread: a turn prices dozens of items
+/// from a handful of speakers, and formatting and hashing the prefix per item cost more
+/// than the rest of the selection.
+fn speaker_tokens(speaker: &str, stamped: bool) -> usize {
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+    thread_local! {
+        static SPEAKERS: RefCell<HashMap<String, [usize; 2]>> = RefCell::new(HashMap::new());
+    }
+    /// Speakers kept before the memo starts afresh (names repeat; this only bounds it).
+    const MAX: usize = 1024;
+    SPEAKERS.with_borrow_mut(|memo| {
+        if let Some(n) = memo.get(speaker) {
+            return n[stamped as usize];
+        }
+        if memo.len() >= MAX {
+            memo.clear();
+        }
+        let n = [
+            tokens::count_memo(&format!("{speaker}: ")),
+            tokens::count_memo(&format!(" {speaker}: ")),
+        ];
+        memo.insert(speaker.to_owned(), n);
+        n[stamped as usize]
+    })
+}
+
 /// Lower-cased letters and digits of `text` (first 300): two items with this equal say
 /// the same thing (the same event in the window and as a passage, a fact repeated).
 pub fn dedupe_key(text: &str) -> String {
-    text.chars()
-        .flat_map(char::to_lowercase)
-        .filter(|c| c.is_alphanumeric())
-        .take(300)
-        .collect()
+    const MAX: usize = 300;
+    let mut key = String::with_capacity(text.len().min(MAX));
+    let mut n = 0;
+    for c in text.chars() {
+        if c.is_ascii() {
+            // The common case without Unicode tables: for ASCII, `to_lowercase` is one
+            // char and `is_alphanumeric` is `is_ascii_alphanumeric`.
+            if c.is_ascii_alphanumeric() {
+                key.push(c.to_ascii_lowercase());
+                n += 1;
+            }
+        } else {
+            for l in c.to_lowercase().filter(|l| l.is_alphanumeric()) {
+                if n == MAX {
+                    break;
+                }
+                key.push(l);
+                n += 1;
+            }
+        }
+        if n == MAX {
+            break;
+        }
+    }
+    key
 }
 
 /// The budget recall fills (tokens), from [`crate::agent::budget::Budget`].
@@ -433,6 +481,41 @@ mod tests {
 
     fn said(ts: i64, speaker: &str, text: &str, origin: Origin) -> Item {
         Item::counted(origin, Some(ts), speaker, text)
+    }
+
+    #[test]
+    fn dedupe_key_equals_the_char_by_char_definition() {
+        fn reference(text: &str) -> String {
+            text.chars()
+                .flat_map(char::to_lowercase)
+                .filter(|c| c.is_alphanumeric())
+                .take(300)
+                .collect()
+        }
+        let long = "Ab1-".repeat(100);
+        let mixed = "İstanbul ÀÉÎ straße ΣΑΣ 汉字 Ǆ ﬁ 🦀 ".repeat(20);
+        for text in [
+            "",
+            "Hello, World! 42",
+            "ÀÉÎ ÕÜ",
+            "İ",
+            "ǅungla",
+            long.as_str(),
+            mixed.as_str(),
+        ] {
+            assert_eq!(dedupe_key(text), reference(text), "{text}");
+        }
+        // The cut lands inside a multi-char lowering at the limit.
+        let edge = format!("{}İ", "a".repeat(299));
+        assert_eq!(dedupe_key(&edge), reference(&edge));
+    }
+
+    #[test]
+    fn speaker_prefixes_cost_what_the_formatted_prefix_counts() {
+        for speaker in ["http", "Caroline", "深圳的朋友", ""] {
+            assert_eq!(speaker_tokens(speaker, true), tokens::count(&format!(" {speaker}: ")));
+            assert_eq!(speaker_tokens(speaker, false), tokens::count(&format!("{speaker}: ")));
+        }
     }
 
     #[test]
