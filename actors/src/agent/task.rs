@@ -493,6 +493,9 @@ pub struct ToolListCache {
     /// input usually picks the same ones, and the same `Arc` is a hit in the adapter's
     /// tools cache without hashing the schemas.
     last_subset: Option<(Vec<usize>, crate::llm::types::ToolList)>,
+    /// The last input's relevance scores: a turn's budget and each of its requests ask
+    /// for the same input, and scoring it analyses the text against every tool.
+    last_scores: Option<(String, Vec<usize>)>,
 }
 
 /// What a subset is chosen from, besides the tools themselves: the input counts only
@@ -563,6 +566,7 @@ fn cached_tools(
         metas: metas.clone(),
         last_offer: None,
         last_subset: None,
+        last_scores: None,
     });
     (list, tokens, metas)
 }
@@ -607,7 +611,21 @@ pub fn offer(
             catalogue: String::new(),
         };
     }
-    let scores = relevance(&metas, &crate::memory::retrieve::analyze(query));
+    let known = deps.tool_list.lock().as_ref().and_then(|c| {
+        c.last_scores
+            .as_ref()
+            .filter(|(q, _)| Arc::ptr_eq(&c.metas, &metas) && q == query)
+            .map(|(_, s)| s.clone())
+    });
+    let scores = known.unwrap_or_else(|| {
+        let scores = relevance(&metas, &crate::memory::retrieve::analyze(query));
+        if let Some(c) = deps.tool_list.lock().as_mut()
+            && Arc::ptr_eq(&c.metas, &metas)
+        {
+            c.last_scores = Some((query.to_owned(), scores.clone()));
+        }
+        scores
+    });
     let key = OfferKey {
         available,
         scores,

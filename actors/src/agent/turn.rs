@@ -641,7 +641,8 @@ impl TurnCore {
     /// media memory may still add are reserved ([`Limits::media_reserve`]).
     fn fixed_tokens(&self, env: &Env) -> usize {
         tokens::count_memo(&prompt::system_prompt(env.prompt, env.channels))
-            + tokens::count(&prompt::origin_context(&self.origin()))
+            // The same few lines per channel pair, turn after turn.
+            + tokens::count_memo(&prompt::origin_context(&self.origin()))
             + tokens::count(&self.input.text)
             + PER_MESSAGE_TOKENS * 3
             + crate::memory::media::parts::input_image_tokens(&self.input.media)

@@ -22,7 +22,8 @@ pub struct ContextActor {
     store: MemoryStore,
     events: Vec<Event>,
     /// o200k tokens of each window event's words, counted once (by event id).
-    tokens: std::collections::HashMap<i64, usize>,
+    /// Keyed by event id (ours, sequential): a fast hash, not a DoS-resistant one.
+    tokens: rustc_hash::FxHashMap<i64, usize>,
     /// Where archived events go.
     documents: TAddr<DocumentsActor>,
     /// An archive waits for the documents actor: a second prune meanwhile does nothing
@@ -142,7 +143,7 @@ impl ContextActor {
 }
 
 /// A window event as a recall item, its token count cached in `tokens`.
-fn item_of(tokens: &mut std::collections::HashMap<i64, usize>, e: &Event) -> Item {
+fn item_of(tokens: &mut rustc_hash::FxHashMap<i64, usize>, e: &Event) -> Item {
     let said = e.said();
     let tokens = *tokens.entry(e.id).or_insert_with(|| super::tokens::count(said));
     Item {
