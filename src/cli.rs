@@ -222,6 +222,13 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 5)]
         idle_secs: u64,
     },
+    /// The token counter beside tiktoken-rs' `CoreBPE` on the same ranks: build time,
+    /// resident memory, counting speed on prose, code and Chinese, and equal counts.
+    Tokens {
+        /// Timed rounds per text and counter (the best is reported).
+        #[arg(long, default_value_t = 20)]
+        rounds: u32,
+    },
     /// Graph tier latency (recall at depth 2, entity names found in a sentence) on
     /// on-disk graphs of the given sizes, against an indexed name lookup in the same file.
     Graph {

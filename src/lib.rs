@@ -24,6 +24,7 @@ pub mod bench;
 pub mod bench_mcp;
 pub mod bench_media;
 pub mod bench_residents;
+pub mod bench_tokens;
 pub mod bench_tools;
 pub mod cli;
 pub mod cli_socket;

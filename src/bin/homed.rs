@@ -99,6 +99,9 @@ fn main() -> std::process::ExitCode {
                 },
         }) => system.block_on(homeagent::bench::turn(turns, data, remembered)),
         Some(Command::Bench {
+            what: BenchCommand::Tokens { rounds },
+        }) => homeagent::bench_tokens::tokens(rounds),
+        Some(Command::Bench {
             what: BenchCommand::Graph { sizes, queries },
         }) => homeagent::bench::graph(&sizes, queries),
         Some(Command::Bench {

@@ -22,6 +22,7 @@
 //! * [`start`]: starts the subsystem and answers its typed [`start::MemoryHandles`].
 
 pub mod actor;
+pub mod bpe;
 pub mod context;
 pub mod dates;
 pub mod distiller;

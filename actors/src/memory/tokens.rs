@@ -5,15 +5,18 @@
 //! English budgets were about 4× too small and nothing said whether a prompt fits.
 //! `o200k_base` is the vocabulary of current OpenAI models; for other vendors' models
 //! it is an approximation, which the 0.8 × window target of the budget absorbs.
-//! `tiktoken-rs` rather than the slightly faster `bpe-openai`: the latter embeds a
-//! precomputed 32 MB table, which more than doubled the release binary (see
-//! `docs/DEPENDENCIES.md`).
+//! The counting itself is `memory::bpe`: tiktoken's pattern and merge rule over one
+//! flat table (about 4 MB resident, where `tiktoken_rs::CoreBPE` held about 42 MB; the
+//! idle daemon's RSS target is 30 MB). `tiktoken-rs` is kept for its pattern and, in
+//! the tests, as the reference the counts are held against. `bpe-openai`, slightly
+//! faster, embeds a precomputed 32 MB table, which more than doubled the release
+//! binary (see `docs/DEPENDENCIES.md`).
 //!
 //! The ranks are our own compact copy (`actors/assets/o200k_base.ranks.zst`, made by
 //! `scripts/make-o200k-ranks.py` from the crate's file: the token bytes in rank order,
-//! each behind a one-byte length, gzipped; 1.05 MB instead of the crate's 3.6 MB of
-//! base64 text, which the binary no longer links because nothing calls the crate's own
-//! constructors). A test checks the counts equal the crate's.
+//! each behind a one-byte length, zstd -22; 0.88 MB instead of the crate's 3.6 MB of
+//! base64 text, which the binary does not link because nothing calls the crate's own
+//! constructors).
 //!
 //! Counting is not free (a 100 KB text takes milliseconds), so callers on the hot path
 //! count each remembered item once and keep the figure (passages store it in
@@ -21,35 +24,48 @@
 
 use std::sync::LazyLock;
 
-use tiktoken_rs::{CoreBPE, Rank};
+use super::bpe::Bpe;
 
 /// The o200k ranks: `[len][bytes]` per token, in rank order, zstd-compressed (0.17 MB
 /// smaller than gzip -9, and the kernel has zstd for jieba's data already).
 static RANKS_ZST: &[u8] = include_bytes!("../../assets/o200k_base.ranks.zst");
-/// Tokens in `RANKS_ZST` (ranks 0..N); the special tokens follow tiktoken's numbering.
+/// Tokens in `RANKS_ZST` (ranks 0..N; the special tokens, never counted here, follow).
 const RANKS: usize = 199_998;
+/// Bytes of `RANKS_ZST` unpacked. Known up front so it unpacks in one pass into its
+/// final buffer: the frame was written with a 128 MB window, which streaming
+/// decompression would allocate.
+const RANKS_LEN: usize = 1_597_668;
 
-static O200K: LazyLock<CoreBPE> = LazyLock::new(|| build().expect("the embedded o200k ranks are valid"));
+static O200K: LazyLock<Bpe> = LazyLock::new(|| build().expect("the embedded o200k ranks are valid"));
 
 /// Builds the tokenizer from the embedded ranks.
-fn build() -> Result<CoreBPE, String> {
-    let raw = zstd::stream::decode_all(RANKS_ZST).map_err(|e| format!("unpacking the o200k ranks: {e}"))?;
+fn build() -> Result<Bpe, String> {
+    let table = zstd::bulk::decompress(RANKS_ZST, RANKS_LEN).map_err(|e| format!("unpacking the o200k ranks: {e}"))?;
+    Bpe::new(table.into_boxed_slice(), RANKS, tiktoken_rs::O200K_BASE_PAT_STR)
+        .map_err(|e| format!("the o200k ranks: {e}"))
+}
+
+/// The same embedded ranks as a `tiktoken_rs::CoreBPE` (what this module used before
+/// `memory::bpe`): the baseline of `homed bench tokens`, built anew on each call.
+pub fn reference() -> Result<tiktoken_rs::CoreBPE, String> {
+    let table = zstd::bulk::decompress(RANKS_ZST, RANKS_LEN).map_err(|e| format!("unpacking the o200k ranks: {e}"))?;
     let mut encoder = rustc_hash::FxHashMap::with_capacity_and_hasher(RANKS, Default::default());
-    let (mut at, mut rank) = (0usize, 0 as Rank);
-    while at < raw.len() {
-        let len = raw[at] as usize;
-        let token = raw.get(at + 1..at + 1 + len).ok_or("the o200k ranks are truncated")?;
-        encoder.insert(token.to_vec(), rank);
+    let mut at = 0usize;
+    while at < table.len() {
+        let len = table[at] as usize;
+        let token = table.get(at + 1..at + 1 + len).ok_or("the o200k ranks are truncated")?;
+        encoder.insert(token.to_vec(), encoder.len() as tiktoken_rs::Rank);
         at += 1 + len;
-        rank += 1;
-    }
-    if rank as usize != RANKS {
-        return Err(format!("the o200k ranks hold {rank} tokens, expected {RANKS}"));
     }
     let mut special = rustc_hash::FxHashMap::default();
     special.insert(tiktoken_rs::ENDOFTEXT.to_owned(), 199_999);
     special.insert(tiktoken_rs::ENDOFPROMPT.to_owned(), 200_018);
-    CoreBPE::new(encoder, special, tiktoken_rs::O200K_BASE_PAT_STR).map_err(|e| e.to_string())
+    tiktoken_rs::CoreBPE::new(encoder, special, tiktoken_rs::O200K_BASE_PAT_STR).map_err(|e| e.to_string())
+}
+
+/// Bytes held by the tokenizer's tables (loads them first).
+pub fn table_bytes() -> usize {
+    O200K.table_bytes()
 }
 
 /// Tokens of `text` in `o200k_base`.
@@ -57,7 +73,7 @@ pub fn count(text: &str) -> usize {
     if text.is_empty() {
         return 0;
     }
-    O200K.count_ordinary(text)
+    O200K.count(text)
 }
 
 /// [`count`], remembered for texts seen before (the system prompt, the tool schemas:
@@ -138,13 +154,71 @@ mod tests {
     #[test]
     fn the_compact_ranks_count_like_the_crates_own_table() {
         let crate_bpe = tiktoken_rs::o200k_base_singleton();
-        for text in [
+        let mut texts: Vec<String> = [
             "My sister adopted a greyhound called Biscuit last spring.",
             "我的猫叫咪咪，住在北京。",
             "fn main() { println!(\"{}\", 1 + 2); } // ünïcödé ✓ 🙂",
             "  \n\n\t mixed   whitespace\r\n",
+            "I'M SHOUTING, they're QUIETLY'S don't 1234567 3.14159 ---=== ***",
+            "Ελληνικά, русский, עברית, العربية, हिन्दी, 日本語のテキスト, 한국어",
+            "\u{0}\u{7f}\u{feff}\u{200b}zero-width\u{301}combining",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        // Pieces longer than the stack merge takes (the heap path), of each shape.
+        texts.push("a".repeat(5000));
+        texts.push("ab".repeat(700));
+        texts.push("Supercalifragilisticexpialidocious".repeat(9));
+        texts.push(" ".repeat(300) + "x");
+        texts.push("\u{1F642}".repeat(80));
+        texts.push("QmFzZTY0IGJsb2IgdGhhdCBpcyBsb25n".repeat(12));
+        texts.push("数据库连接池配置参数说明".repeat(30));
+        // The repository's own docs: prose, code, tables, both languages.
+        for doc in [
+            include_str!("../../../docs/ARCHITECTURE.md"),
+            include_str!("../../../docs/DECISIONS.md"),
+            include_str!("../agent/turn.rs"),
         ] {
-            assert_eq!(count(text), crate_bpe.count_ordinary(text), "{text:?}");
+            texts.push(doc.to_owned());
+        }
+        for text in &texts {
+            let head: String = text.chars().take(40).collect();
+            assert_eq!(count(text), crate_bpe.count_ordinary(text), "{head:?}");
+        }
+        // Every prefix of a mixed text (cuts inside words, numbers and characters).
+        let mixed = "Ünïcode 🙂 naïve café 1,234.56 — 中文混排 tab\tend\r\n  ";
+        for (i, _) in mixed.char_indices() {
+            assert_eq!(
+                count(&mixed[..i]),
+                crate_bpe.count_ordinary(&mixed[..i]),
+                "{:?}",
+                &mixed[..i]
+            );
+        }
+    }
+
+    #[test]
+    fn random_texts_count_like_the_crate() {
+        let crate_bpe = tiktoken_rs::o200k_base_singleton();
+        // Characters of every class the pattern splits on; a fixed-seed LCG picks runs.
+        let alphabet: Vec<char> = "aZéß中文ёЖ٣7 \t\n\r'sLL.,!?-_/🙂\u{301}\u{0}x".chars().collect();
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move |n: usize| {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) as usize % n
+        };
+        for _ in 0..3000 {
+            let mut text = String::new();
+            for _ in 0..next(12) + 1 {
+                let c = alphabet[next(alphabet.len())];
+                for _ in 0..next(6) + 1 {
+                    text.push(c);
+                }
+            }
+            assert_eq!(count(&text), crate_bpe.count_ordinary(&text), "{text:?}");
         }
     }
 
