@@ -241,14 +241,14 @@ async fn turn_inner(
     let client = awc::Client::builder().timeout(Duration::from_secs(30)).finish();
     let deadline = Instant::now() + Duration::from_secs(20);
     while client
-        .get(format!("{base}/healthz"))
+        .get(format!("{base}/readyz"))
         .send()
         .await
         .map(|r| r.status().as_u16())
         .ok()
         != Some(200)
     {
-        anyhow::ensure!(Instant::now() < deadline, "the daemon did not become healthy");
+        anyhow::ensure!(Instant::now() < deadline, "the daemon did not become ready");
         actix_rt::time::sleep(Duration::from_millis(10)).await;
     }
     // The API needs the owner token, which the daemon created in its data dir.

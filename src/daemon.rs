@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use actix_web::{App, HttpServer, web};
 use anyhow::{Context as _, bail};
 use homeagent_actors::bus::{DaemonPhase, Event};
-use homeagent_actors::config::{ConfigStore, DaemonConfig, ReadSettings, keys};
+use homeagent_actors::config::{ConfigStore, DaemonConfig, Settings, keys};
 use homeagent_actors::{Exit, Shutdown};
 
 use crate::cli::RunArgs;
@@ -110,7 +110,7 @@ pub fn make_private(data: &std::path::Path) {
 }
 
 /// Group 0: serial set-up whose order is a side-effect order (not data dependencies).
-fn prepare(args: &RunArgs) -> anyhow::Result<(DataLock, BootSettings)> {
+fn prepare(args: &RunArgs) -> anyhow::Result<(DataLock, BootSettings, Settings)> {
     std::fs::create_dir_all(&args.data).with_context(|| {
         format!(
             "cannot create the data directory {}; pick another with --data",
@@ -141,27 +141,32 @@ fn prepare(args: &RunArgs) -> anyhow::Result<(DataLock, BootSettings)> {
     }
     let boot = BootSettings::read(&settings)
         .context("a core setting is invalid; fix it with PUT /api/v1/settings or delete config.db")?;
-    Ok((lock, boot))
+    Ok((lock, boot, settings))
 }
 
 /// Runs the daemon until SIGINT/SIGTERM (or a fatal kernel failure).
 /// Group 0 and the boot graph: the data dir (locked), settings, and every kernel
 /// module started. The daemon serves HTTP on top; `homed bench plugin` uses it bare.
 pub async fn boot(args: &RunArgs) -> anyhow::Result<(DataLock, Arc<KernelState>)> {
-    let data_dir = std::path::absolute(&args.data).unwrap_or_else(|_| args.data.clone());
-    let (lock, boot) = prepare(&RunArgs {
-        data: data_dir.clone(),
+    let args = RunArgs {
+        data: std::path::absolute(&args.data).unwrap_or_else(|_| args.data.clone()),
         ..args.clone()
-    })?;
+    };
+    let (lock, boot, _) = prepare(&args)?;
+    Ok((lock, boot_kernel(&args, boot).await?))
+}
+
+/// The boot graph on a prepared data dir (`args.data` absolute).
+async fn boot_kernel(args: &RunArgs, boot: BootSettings) -> anyhow::Result<Arc<KernelState>> {
     let graph = kernel::graph()?;
     for line in graph.topology().lines() {
         tracing::info!("boot {line}");
     }
-    let socket = args.socket.clone().unwrap_or_else(|| data_dir.join("cli.sock"));
-    let state = Arc::new(KernelState::new(data_dir, boot, socket));
+    let socket = args.socket.clone().unwrap_or_else(|| args.data.join("cli.sock"));
+    let state = Arc::new(KernelState::new(args.data.clone(), boot, socket));
     let report = graph.run(&state).await.context("kernel boot failed")?;
     tracing::debug!(?report, "boot report");
-    Ok((lock, state))
+    Ok(state)
 }
 
 /// [`boot`] on a fresh temporary data dir named after `name`, without HTTP (the
@@ -200,24 +205,19 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     // Scripts (Lua plugins, adapters) may not call this daemon's own API: declared
     // before any plugin starts.
     homeagent_actors::llm::adapter::forbid_own_address(args.listen);
-    let (_lock, state) = boot(&args).await?;
-    let data_dir = state.data_dir.clone();
-    let shutdown_timeout = state.boot.shutdown_timeout;
+    let args = RunArgs {
+        data: std::path::absolute(&args.data).unwrap_or_else(|_| args.data.clone()),
+        ..args
+    };
+    let data_dir = args.data.clone();
+    let (_lock, boot, settings) = prepare(&args)?;
+    let shutdown_timeout = boot.shutdown_timeout;
     // The owner token: created at first start, required by every route but /healthz.
     let (token, _) = crate::auth::ensure_token(&data_dir)?;
-    let config_actor = state
-        .config
-        .get()
-        .cloned()
-        .context("the config module did not produce its actor")?;
-    let allowed = match config_actor.send(ReadSettings).await {
-        Ok(Ok(s)) => parse_hosts(&DaemonConfig::read(&s).allowed_hosts),
-        _ => Vec::new(),
-    };
     let gate = Arc::new(http::guard::Gate {
         owner: crate::auth::Owner::new(&data_dir)?,
         listen: args.listen,
-        allowed_hosts: parking_lot::RwLock::new(allowed),
+        allowed_hosts: parking_lot::RwLock::new(parse_hosts(&DaemonConfig::read(&settings).allowed_hosts)),
     });
     if !args.listen.ip().is_loopback() {
         tracing::warn!(
@@ -226,9 +226,52 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             args.listen
         );
     }
-    let gate_live = gate.clone();
+
+    // HTTP first: `/healthz` answers while the kernel boots, and every other route
+    // waits for the boot (`http::ready`), so nothing heavy is on the path to it.
+    let readiness = web::Data::new(http::ready::Readiness::default());
+    let gate_data = web::Data::new(gate.clone());
+    let ready_data = readiness.clone();
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(ready_data.clone())
+            .app_data(gate_data.clone())
+            .wrap(actix_web::middleware::from_fn(http::ready::wait_for_boot))
+            .wrap(actix_web::middleware::from_fn(http::guard::gate))
+            .configure(http::configure)
+    })
+    .workers(1)
+    .disable_signals()
+    .shutdown_timeout(shutdown_timeout.as_secs().max(1))
+    .bind(args.listen)
+    .with_context(|| {
+        format!(
+            "cannot listen on {}; is another program using it? pick another with --listen",
+            args.listen
+        )
+    })?;
+    for addr in server.addrs() {
+        homeagent_actors::llm::adapter::forbid_own_address(addr);
+    }
+    let server = server.run();
+    let server_handle = server.handle();
+    let server_task = actix_web::rt::spawn(server);
+    tracing::info!(
+        listen = %args.listen,
+        listening_ms = t0.elapsed().as_millis() as u64,
+        "listening; the kernel boots behind /healthz (GET /readyz says when it is done)"
+    );
+
+    let state = match boot_kernel(&args, boot).await {
+        Ok(state) => state,
+        Err(e) => {
+            server_handle.stop(false).await;
+            return Err(e);
+        }
+    };
     // `core.daemon.log_level` changes apply at once (the logger lives in this shell).
     let mut settings_events = state.bus.subscribe_settings();
+    let gate_live = gate;
     actix_rt::spawn(async move {
         use tokio::sync::broadcast::error::RecvError;
         loop {
@@ -251,32 +294,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             }
         }
     });
-
-    let app_state = web::Data::new(app_state(&state)?);
-    let gate_data = web::Data::new(gate);
-    let server = HttpServer::new(move || {
-        App::new()
-            .app_data(app_state.clone())
-            .app_data(gate_data.clone())
-            .wrap(actix_web::middleware::from_fn(http::guard::gate))
-            .configure(http::configure)
-    })
-    .workers(1)
-    .disable_signals()
-    .shutdown_timeout(shutdown_timeout.as_secs().max(1))
-    .bind(args.listen)
-    .with_context(|| {
-        format!(
-            "cannot listen on {}; is another program using it? pick another with --listen",
-            args.listen
-        )
-    })?;
-    for addr in server.addrs() {
-        homeagent_actors::llm::adapter::forbid_own_address(addr);
-    }
-    let server = server.run();
-    let server_handle = server.handle();
-    let server_task = actix_web::rt::spawn(server);
+    readiness.set(app_state(&state)?);
     tracing::info!(
         listen = %args.listen,
         data = %data_dir.display(),

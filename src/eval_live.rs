@@ -151,7 +151,7 @@ async fn configure(d: &LiveDaemon, vendor: &ScriptedVendor, window: u64) -> anyh
     let probe = awc::Client::builder().timeout(Duration::from_secs(5)).finish();
     let deadline = Instant::now() + Duration::from_secs(60);
     while probe
-        .get(format!("{}/healthz", d.base))
+        .get(format!("{}/readyz", d.base))
         .send()
         .await
         .map(|r| r.status().as_u16())
@@ -160,7 +160,7 @@ async fn configure(d: &LiveDaemon, vendor: &ScriptedVendor, window: u64) -> anyh
     {
         if Instant::now() > deadline {
             bail!(
-                "the daemon did not become healthy within 60 s; its log:\n{}",
+                "the daemon did not become ready within 60 s; its log:\n{}",
                 d.log_tail()
             );
         }

@@ -41,6 +41,15 @@ fn health_tree_restart_and_events() {
 
     let (status, health) = get(&d, "/healthz");
     assert_eq!((status, health), (200, json!({"status": "ok"})));
+    // `Daemon::start` waited for /readyz; the server was listening before the boot.
+    assert_eq!(get(&d, "/readyz"), (200, json!({"status": "ready"})));
+    let log = d.log_text();
+    let listening = log
+        .find("listening; the kernel boots behind /healthz")
+        .expect("the listening line");
+    let ready = log.find("homed ready").expect("the ready line");
+    let booted = log.find("plugins loaded").expect("the plugin host's line");
+    assert!(listening < booted && booted < ready, "{log}");
 
     let (_, tree) = get(&d, "/api/v1/actors");
     let root = actor(&tree, "kernel");
@@ -129,6 +138,7 @@ fn health_tree_restart_and_events() {
     assert_eq!(status, 200);
     for path in [
         "/healthz",
+        "/readyz",
         "/api/v1/actors",
         "/api/v1/actors/{id}/restart",
         "/api/v1/events",

@@ -62,7 +62,7 @@ fn package() -> Vec<u8> {
 }
 
 #[test]
-fn without_the_token_nothing_but_healthz_answers() {
+fn without_the_token_nothing_but_health_and_readiness_answers() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let d = Daemon::start(&data);
@@ -76,6 +76,11 @@ fn without_the_token_nothing_but_healthz_answers() {
     );
 
     assert_eq!(raw(&d, reqwest::Method::GET, "/healthz", &[], "").0, 200);
+    // Readiness says only the boot's phase.
+    assert_eq!(
+        raw(&d, reqwest::Method::GET, "/readyz", &[], ""),
+        (200, r#"{"status":"ready"}"#.to_owned())
+    );
     for path in [
         "/api/v1/actors",
         "/api/v1/settings",

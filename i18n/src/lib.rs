@@ -652,6 +652,12 @@ pub enum Msg<'a> {
         broken: usize,
         total: usize,
     },
+
+    // ---- HTTP ----
+    /// A request waited for the boot longer than the daemon lets it.
+    StillStarting {
+        waited_secs: u64,
+    },
 }
 
 /// `format!` in the language: `tr!(lang, "english {x}", "中文 {x}")`.
@@ -1312,6 +1318,11 @@ impl Msg<'_> {
                 "verdict: BROKEN ({broken} of {total} checks failed; see the lines marked FAIL)",
                 "结论：异常（{total} 项中 {broken} 项失败；见标记 FAIL 的行）"
             ),
+            M::StillStarting { waited_secs } => tr!(
+                lang,
+                "the daemon is still starting after {waited_secs} s (a plugin may be slow to start); retry shortly, and see the daemon's log or GET /readyz",
+                "守护进程启动已超过 {waited_secs} 秒仍未完成（可能有插件启动缓慢）；请稍后重试，并查看守护进程日志或 GET /readyz"
+            ),
         }
     }
 
@@ -1651,6 +1662,7 @@ mod tests {
                 model: "m",
                 priority: 1,
             },
+            Msg::StillStarting { waited_secs: 60 },
             Msg::SelftestVerdict {
                 ok: true,
                 broken: 0,

@@ -15,14 +15,14 @@ use super::error::{ApiError, ErrorBody};
 /// Body of `GET /healthz`.
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct Health {
-    /// `ok` once the supervision tree is up.
+    /// `ok`: the process is up and serving. The kernel may still be booting behind it
+    /// (`GET /readyz` tells); other routes wait for the boot.
     pub status: &'static str,
 }
 
 #[utoipa::path(get, path = "/healthz", tag = "daemon", responses((status = 200, body = Health)))]
 pub async fn healthz() -> web::Json<Health> {
-    // The server only binds after the boot graph has run, so answering at all means
-    // the tree is up.
+    // Answered from the HTTP worker alone, before and during the boot (`http::ready`).
     web::Json(Health { status: "ok" })
 }
 

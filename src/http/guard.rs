@@ -1,6 +1,7 @@
 //! The HTTP gate: who may talk to this daemon, from where.
 //!
-//! Three checks, in this order, on every request (only `GET /healthz` skips the last):
+//! Three checks, in this order, on every request (only `/healthz`, `/readyz` and `/login`
+//! skip the last):
 //!
 //! 1. **Host** must name this daemon — a loopback name or address, the listen address,
 //!    or one of `core.daemon.allowed_hosts`. A page on `attacker.example` whose name was
@@ -134,7 +135,7 @@ impl Gate {
                 }
             }
         }
-        if path == "/healthz" || path == "/login" {
+        if path == "/healthz" || path == "/readyz" || path == "/login" {
             return None;
         }
         let bearer = text("authorization").strip_prefix("Bearer ").unwrap_or("").trim();

@@ -17,6 +17,7 @@ mod media;
 mod memory;
 pub mod openai;
 mod plugins;
+pub mod ready;
 mod residents;
 mod settings;
 mod sse;
@@ -72,7 +73,7 @@ pub struct AppState {
 #[openapi(
     info(title = "HomeAgent daemon API", description = "Control and observe a running homed: the actor tree, settings and live events."),
     paths(
-        api::healthz, api::actors, api::restart, api::get_settings, api::put_settings, sse::events,
+        api::healthz, ready::readyz, api::actors, api::restart, api::get_settings, api::put_settings, sse::events,
         agent::post_message, agent::post_stop, agent::get_tasks, agent::get_sources, agent::get_security,
         agent::get_context, agent::get_documents, agent::get_plugins, agent::plugin_action, agent::plugin_api, agent::install_plugin, agent::run_heartbeat, agent::memory_status, agent::get_graph, import::import_history, history::history, logs::logs,
         settings::definitions, settings::test_source, plugins::plugin_tools, plugins::uninstall,
@@ -82,7 +83,7 @@ pub struct AppState {
         terminals::list, terminals::output, terminals::input
     ),
     tags(
-        (name = "daemon", description = "Liveness"),
+        (name = "daemon", description = "Liveness and readiness"),
         (name = "actors", description = "The supervision tree and its mailboxes"),
         (name = "settings", description = "The settings registry"),
         (name = "events", description = "Live event stream"),
@@ -148,6 +149,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .app_data(query)
         .app_data(path)
         .route("/healthz", web::get().to(api::healthz))
+        .route("/readyz", web::get().to(ready::readyz))
         .route("/login", web::get().to(guard::login))
         .route("/login", web::post().to(guard::login))
         .service(

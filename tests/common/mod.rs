@@ -23,7 +23,7 @@ pub fn free_port() -> u16 {
 }
 
 impl Daemon {
-    /// Starts homed on `data` and waits until `/healthz` answers.
+    /// Starts homed on `data` and waits until `/readyz` says the kernel has booted.
     pub fn start(data: &Path) -> Self {
         Self::start_with(data, Some("info"))
     }
@@ -104,14 +104,14 @@ impl Daemon {
     fn wait_healthy(&self) {
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
-            if let Ok(r) = reqwest::blocking::get(self.url("/healthz"))
+            if let Ok(r) = reqwest::blocking::get(self.url("/readyz"))
                 && r.status().is_success()
             {
                 return;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        panic!("homed did not become healthy; log:\n{}", self.log_text());
+        panic!("homed did not become ready; log:\n{}", self.log_text());
     }
 
     /// SIGTERM and wait; returns the exit status.
