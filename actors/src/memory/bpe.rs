@@ -2,11 +2,11 @@
 //!
 //! Why not `tiktoken_rs::CoreBPE`, which this replaced: it keeps o200k's 200k tokens
 //! three times over as separate heap `Vec<u8>`s (the encoder map, the decoder map and
-//! a sorted copy), plus 128 regex clones; measured with heaptrack that was about 42 MB
-//! of the daemon's 47 MB of anonymous memory at idle, against the runtime target of
-//! ≤ 30 MB RSS. Here the token bytes stay in the one buffer they are unpacked into
-//! (`[len][bytes]` per rank), found through a table of 4-byte ranks hashed by those
-//! bytes: about 4 MB. The pre-tokenizing pattern and the merge rule are tiktoken's, so
+//! a sorted copy), plus 128 regex clones: 27 MB requested (heaptrack) and +39.7 MB of
+//! RSS to build (`homed bench tokens`), most of the idle daemon's 47 MB of anonymous
+//! memory, against the runtime target of ≤ 30 MB RSS. Here the token bytes stay in the
+//! one buffer they are unpacked into (`[len][bytes]` per rank), found through a table
+//! of 4-byte ranks hashed by those bytes: 3.4 MB. The pre-tokenizing pattern and the merge rule are tiktoken's, so
 //! the counts are the same; tests hold this against the crate on every kind of text.
 //!
 //! The merge rule: a piece that is not itself a token starts as single bytes; the

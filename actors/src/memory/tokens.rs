@@ -6,7 +6,7 @@
 //! `o200k_base` is the vocabulary of current OpenAI models; for other vendors' models
 //! it is an approximation, which the 0.8 × window target of the budget absorbs.
 //! The counting itself is `memory::bpe`: tiktoken's pattern and merge rule over one
-//! flat table (about 4 MB resident, where `tiktoken_rs::CoreBPE` held about 42 MB; the
+//! flat table (3.4 MB, where building `tiktoken_rs::CoreBPE` took +39.7 MB of RSS; the
 //! idle daemon's RSS target is 30 MB). `tiktoken-rs` is kept for its pattern and, in
 //! the tests, as the reference the counts are held against. `bpe-openai`, slightly
 //! faster, embeds a precomputed 32 MB table, which more than doubled the release
