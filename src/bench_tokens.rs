@@ -34,16 +34,11 @@ fn corpus() -> anyhow::Result<Vec<(&'static str, String)>> {
     ])
 }
 
-/// Best of `rounds` timings of `f`.
-fn best(rounds: u32, mut f: impl FnMut()) -> Duration {
-    (0..rounds)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed()
-        })
-        .min()
-        .unwrap_or_default()
+/// How long `f` takes, once.
+fn elapsed(f: impl FnOnce()) -> Duration {
+    let t = Instant::now();
+    f();
+    t.elapsed()
 }
 
 pub fn tokens(rounds: u32) -> anyhow::Result<()> {
@@ -77,10 +72,10 @@ pub fn tokens(rounds: u32) -> anyhow::Result<()> {
         let (mut ours, mut base) = (Duration::MAX, Duration::MAX);
         for r in 0..rounds {
             eprint!("\r  {name}: round {}/{rounds}", r + 1);
-            ours = ours.min(best(1, || {
+            ours = ours.min(elapsed(|| {
                 std::hint::black_box(tokens::count(std::hint::black_box(&text)));
             }));
-            base = base.min(best(1, || {
+            base = base.min(elapsed(|| {
                 std::hint::black_box(reference.count_ordinary(std::hint::black_box(&text)));
             }));
         }

@@ -148,12 +148,18 @@ fn prepare(args: &RunArgs) -> anyhow::Result<(DataLock, BootSettings, Settings)>
 /// Group 0 and the boot graph: the data dir (locked), settings, and every kernel
 /// module started. The daemon serves HTTP on top; `homed bench plugin` uses it bare.
 pub async fn boot(args: &RunArgs) -> anyhow::Result<(DataLock, Arc<KernelState>)> {
-    let args = RunArgs {
-        data: std::path::absolute(&args.data).unwrap_or_else(|_| args.data.clone()),
-        ..args.clone()
-    };
+    let args = with_absolute_data(args.clone());
     let (lock, boot, _) = prepare(&args)?;
     Ok((lock, boot_kernel(&args, boot).await?))
+}
+
+/// `args` with its data dir made absolute (plugins and the CLI socket get paths that
+/// do not depend on the working directory).
+fn with_absolute_data(args: RunArgs) -> RunArgs {
+    RunArgs {
+        data: std::path::absolute(&args.data).unwrap_or_else(|_| args.data.clone()),
+        ..args
+    }
 }
 
 /// The boot graph on a prepared data dir (`args.data` absolute).
@@ -205,10 +211,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     // Scripts (Lua plugins, adapters) may not call this daemon's own API: declared
     // before any plugin starts.
     homeagent_actors::llm::adapter::forbid_own_address(args.listen);
-    let args = RunArgs {
-        data: std::path::absolute(&args.data).unwrap_or_else(|_| args.data.clone()),
-        ..args
-    };
+    let args = with_absolute_data(args);
     let data_dir = args.data.clone();
     let (_lock, boot, settings) = prepare(&args)?;
     let shutdown_timeout = boot.shutdown_timeout;

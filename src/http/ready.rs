@@ -9,7 +9,6 @@
 //! reaches its handler, which finds the kernel's handles ([`AppState`]) as request data.
 //! `/readyz` says which phase it is for those who poll instead (200 once booted).
 
-use std::cell::OnceCell;
 use std::rc::Rc;
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -77,24 +76,18 @@ fn answers_while_booting(path: &str) -> bool {
     matches!(path, "/healthz" | "/readyz" | "/login")
 }
 
-thread_local! {
-    /// The request data holding the kernel's handles, made once per worker thread.
-    static CONTAINER: OnceCell<Rc<Extensions>> = const { OnceCell::new() };
-}
-
 /// The middleware (inside the gate, so a refused request never waits).
 pub async fn wait_for_boot(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
-    wait_for::<AppState>(req, next, &CONTAINER).await
+    wait_for::<AppState>(req, next).await
 }
 
-/// [`wait_for_boot`] for handles of type `T`, kept per thread in `container`.
+/// [`wait_for_boot`] for handles of type `T`.
 async fn wait_for<T: 'static>(
     mut req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
-    container: &'static std::thread::LocalKey<OnceCell<Rc<Extensions>>>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
     if answers_while_booting(req.path()) {
         return next.call(req).await.map(ServiceResponse::map_into_boxed_body);
@@ -121,15 +114,9 @@ async fn wait_for<T: 'static>(
             .into_response(HttpResponse::ServiceUnavailable().json(body))
             .map_into_boxed_body());
     };
-    let container = container.with(|c| {
-        c.get_or_init(|| {
-            let mut ext = Extensions::new();
-            ext.insert(app.clone());
-            Rc::new(ext)
-        })
-        .clone()
-    });
-    req.add_data_container(container);
+    let mut data = Extensions::new();
+    data.insert(app.clone());
+    req.add_data_container(Rc::new(data));
     next.call(req).await.map(ServiceResponse::map_into_boxed_body)
 }
 
@@ -167,10 +154,6 @@ mod tests {
 
     use super::*;
 
-    thread_local! {
-        static TEST_CONTAINER: OnceCell<Rc<Extensions>> = const { OnceCell::new() };
-    }
-
     /// Stands in for the kernel's handles.
     struct Kernel(&'static str);
 
@@ -178,7 +161,7 @@ mod tests {
         req: ServiceRequest,
         next: Next<impl MessageBody + 'static>,
     ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
-        wait_for::<Kernel>(req, next, &TEST_CONTAINER).await
+        wait_for::<Kernel>(req, next).await
     }
 
     #[actix_web::test]

@@ -80,7 +80,7 @@ impl Bpe {
         let mut bpe = Self {
             table,
             starts: starts.into_boxed_slice(),
-            index: HashTable::with_capacity(expected),
+            index: HashTable::new(),
             hasher: FxBuildHasher,
             pattern,
         };

@@ -38,9 +38,14 @@ const RANKS_LEN: usize = 1_597_668;
 
 static O200K: LazyLock<Bpe> = LazyLock::new(|| build().expect("the embedded o200k ranks are valid"));
 
+/// The embedded ranks unpacked.
+fn unpack() -> Result<Vec<u8>, String> {
+    zstd::bulk::decompress(RANKS_ZST, RANKS_LEN).map_err(|e| format!("unpacking the o200k ranks: {e}"))
+}
+
 /// Builds the tokenizer from the embedded ranks.
 fn build() -> Result<Bpe, String> {
-    let table = zstd::bulk::decompress(RANKS_ZST, RANKS_LEN).map_err(|e| format!("unpacking the o200k ranks: {e}"))?;
+    let table = unpack()?;
     Bpe::new(table.into_boxed_slice(), RANKS, tiktoken_rs::O200K_BASE_PAT_STR)
         .map_err(|e| format!("the o200k ranks: {e}"))
 }
@@ -48,7 +53,7 @@ fn build() -> Result<Bpe, String> {
 /// The same embedded ranks as a `tiktoken_rs::CoreBPE` (what this module used before
 /// `memory::bpe`): the baseline of `homed bench tokens`, built anew on each call.
 pub fn reference() -> Result<tiktoken_rs::CoreBPE, String> {
-    let table = zstd::bulk::decompress(RANKS_ZST, RANKS_LEN).map_err(|e| format!("unpacking the o200k ranks: {e}"))?;
+    let table = unpack()?;
     let mut encoder = rustc_hash::FxHashMap::with_capacity_and_hasher(RANKS, Default::default());
     let mut at = 0usize;
     while at < table.len() {
