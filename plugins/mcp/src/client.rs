@@ -39,6 +39,8 @@ use crate::sse;
 const MAX_RESUMES: u32 = 5;
 /// The wait before resuming when the server sent no `retry:`.
 const DEFAULT_RETRY: Duration = Duration::from_secs(1);
+/// How long [`Client::listen`] waits for the server to answer the first GET.
+const LISTEN_WAIT: Duration = Duration::from_secs(2);
 /// Time for a POST that carries no request (a notification or a response).
 const POST_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -503,19 +505,30 @@ impl Client {
     /// Opens the GET stream of server-initiated messages (HTTP only; a server may
     /// offer none). Reconnects after the server's `retry:` with `Last-Event-ID`,
     /// until the session ends or five attempts in a row bring nothing.
+    ///
+    /// Returns once the server has answered the first GET (at most [`LISTEN_WAIT`]):
+    /// a GET that a loaded machine opened only after our first request would be taken
+    /// by the server as that request's resumed answer stream (seen in the conformance
+    /// suite's `sse-retry` under load), so the stream is up before any call.
     pub fn listen(&self) {
         if self.conn().is_none() {
             return;
         }
         let Some(me) = self.me.upgrade() else { return };
-        let _ = std::thread::Builder::new()
+        let (opened, first_answer) = std::sync::mpsc::sync_channel::<()>(1);
+        let spawned = std::thread::Builder::new()
             .name(format!("mcp-{}-get", self.server))
             .spawn(move || {
                 let Some(conn) = me.conn() else { return };
                 let mut parser = sse::Parser::default();
                 let mut idle = 0;
+                let mut opened = Some(opened);
                 while me.exited().is_none() && !me.closing.load(Ordering::SeqCst) {
-                    let resp = match conn.get_stream(parser.last_id.as_deref()) {
+                    let answer = conn.get_stream(parser.last_id.as_deref());
+                    if let Some(tx) = opened.take() {
+                        let _ = tx.try_send(());
+                    }
+                    let resp = match answer {
                         Ok(Some(r)) => r,
                         Ok(None) => return,
                         Err(HttpError::SessionGone) => {
@@ -547,6 +560,10 @@ impl Client {
                     std::thread::sleep(parser.retry.unwrap_or(DEFAULT_RETRY));
                 }
             });
+        // A server that never answers the GET holds only that thread, not the setup.
+        if spawned.is_ok() {
+            let _ = first_answer.recv_timeout(LISTEN_WAIT);
+        }
     }
 
     pub fn set_era(&self, era: Era) {
