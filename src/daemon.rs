@@ -197,6 +197,32 @@ fn parse_hosts(v: &str) -> Vec<String> {
         .collect()
 }
 
+/// Binds the HTTP socket as actix-web's own `bind` would (address reuse, a backlog of
+/// 1024), so the address is known before anything else starts.
+fn listen(addr: std::net::SocketAddr) -> anyhow::Result<std::net::TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let cannot = || format!("cannot listen on {addr}; is another program using it? pick another with --listen");
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None).with_context(cannot)?;
+    socket.set_reuse_address(true).with_context(cannot)?;
+    socket.bind(&addr.into()).with_context(cannot)?;
+    socket.listen(1024).with_context(cannot)?;
+    Ok(socket.into())
+}
+
+/// `DATA/http-address`: the address this daemon serves on, one line, replaced whole
+/// (written to a temporary name, then renamed), so a script that started
+/// `homed --listen 127.0.0.1:0` never reads half of it or another start's.
+fn write_address(data: &std::path::Path, addr: std::net::SocketAddr) -> anyhow::Result<()> {
+    let path = data.join(ADDRESS_FILE);
+    let tmp = data.join(format!("{ADDRESS_FILE}.tmp"));
+    std::fs::write(&tmp, format!("{addr}\n"))
+        .and_then(|()| std::fs::rename(&tmp, &path))
+        .with_context(|| format!("cannot write {}; is the disk full?", path.display()))
+}
+
+/// The file in the data dir that names the HTTP address (see [`write_address`]).
+pub const ADDRESS_FILE: &str = "http-address";
+
 /// Where a browser on this machine reaches the daemon (all-interfaces → loopback).
 fn login_host(listen: std::net::SocketAddr) -> std::net::SocketAddr {
     if listen.ip().is_unspecified() {
@@ -208,10 +234,16 @@ fn login_host(listen: std::net::SocketAddr) -> std::net::SocketAddr {
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let t0 = Instant::now();
+    // The socket first: `--listen …:0` becomes the port the kernel picked, and every
+    // later step (the recorded setting, the gate, the logs, DATA/http-address) sees it.
+    let listener = listen(args.listen)?;
+    let args = RunArgs {
+        listen: listener.local_addr().context("cannot read the bound HTTP address")?,
+        ..with_absolute_data(args)
+    };
     // Scripts (Lua plugins, adapters) may not call this daemon's own API: declared
     // before any plugin starts.
     homeagent_actors::llm::adapter::forbid_own_address(args.listen);
-    let args = with_absolute_data(args);
     let data_dir = args.data.clone();
     let (_lock, boot, settings) = prepare(&args)?;
     let shutdown_timeout = boot.shutdown_timeout;
@@ -246,16 +278,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     .workers(1)
     .disable_signals()
     .shutdown_timeout(shutdown_timeout.as_secs().max(1))
-    .bind(args.listen)
-    .with_context(|| {
-        format!(
-            "cannot listen on {}; is another program using it? pick another with --listen",
-            args.listen
-        )
-    })?;
-    for addr in server.addrs() {
-        homeagent_actors::llm::adapter::forbid_own_address(addr);
-    }
+    .listen(listener)
+    .with_context(|| format!("cannot serve HTTP on {}", args.listen))?;
     let server = server.run();
     let server_handle = server.handle();
     let server_task = actix_web::rt::spawn(server);
@@ -264,6 +288,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         listening_ms = t0.elapsed().as_millis() as u64,
         "listening; the kernel boots behind /healthz (GET /readyz says when it is done)"
     );
+    write_address(&data_dir, args.listen)?;
 
     let state = match boot_kernel(&args, boot).await {
         Ok(state) => state,

@@ -201,12 +201,7 @@ fn settings_persist_across_kill_9_and_second_daemon_is_refused() {
 
     // A second daemon on the same data dir refuses to start, with a clear message.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_homed"))
-        .args([
-            "--data",
-            data.to_str().unwrap(),
-            "--listen",
-            &format!("127.0.0.1:{}", common::free_port()),
-        ])
+        .args(["--data", data.to_str().unwrap(), "--listen", "127.0.0.1:0"])
         .output()
         .unwrap();
     assert!(!out.status.success());
@@ -228,6 +223,43 @@ fn settings_persist_across_kill_9_and_second_daemon_is_refused() {
     );
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["settings"]["core.agent.max_tool_turns"], 10);
+}
+
+/// `--listen …:0` serves on a port the kernel picked and names it in DATA/http-address
+/// (the black-box harness starts every daemon that way); a port another program holds
+/// is refused before the data dir is touched, with what to do.
+#[test]
+fn port_zero_is_named_in_the_data_dir_and_a_busy_port_is_refused_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = Daemon::start(&data);
+    let named = std::fs::read_to_string(data.join("http-address")).unwrap();
+    assert_eq!(named, format!("127.0.0.1:{}\n", d.port));
+    let (status, _) = get(&d, "/api/v1/settings");
+    assert_eq!(status, 200);
+    assert!(
+        d.log_text().contains(&format!("listen=127.0.0.1:{}", d.port)),
+        "the log names the real port"
+    );
+
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let fresh = dir.path().join("never-made");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_homed"))
+        .args([
+            "--data",
+            fresh.to_str().unwrap(),
+            "--listen",
+            &busy.local_addr().unwrap().to_string(),
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("is another program using it? pick another with --listen"),
+        "{err}"
+    );
+    assert!(!fresh.exists(), "nothing is created for a daemon that cannot listen");
 }
 
 #[test]

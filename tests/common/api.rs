@@ -93,7 +93,7 @@ pub fn get(d: &Daemon, path: &str) -> Value {
         .get(d.url(path))
         .timeout(Duration::from_secs(60))
         .send()
-        .unwrap()
+        .unwrap_or_else(|e| panic!("GET {path}: {e}\nlog:\n{}", d.log_text()))
         .json()
         .unwrap_or(Value::Null)
 }

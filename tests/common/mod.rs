@@ -22,6 +22,36 @@ pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// A number no other start in this test process has had (log file names).
+fn unique() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{}-{n}", std::process::id())
+}
+
+/// The port a just-spawned daemon names in `address`; panics with its log if it exits
+/// first or never names one.
+fn wait_address(child: &mut Child, address: &Path, log: &Path) -> u16 {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(text) = std::fs::read_to_string(address)
+            && let Ok(addr) = text.trim().parse::<std::net::SocketAddr>()
+        {
+            return addr.port();
+        }
+        let log_text = || std::fs::read_to_string(log).unwrap_or_default();
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("homed exited ({status}) before listening; log:\n{}", log_text());
+        }
+        assert!(
+            Instant::now() < deadline,
+            "homed never named its address; log:\n{}",
+            log_text()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 impl Daemon {
     /// Starts homed on `data` and waits until `/readyz` says the kernel has booted.
     pub fn start(data: &Path) -> Self {
@@ -37,9 +67,14 @@ impl Daemon {
     /// Like [`Daemon::start_with`], with extra environment variables for the daemon
     /// (`HOMEAGENT_FAULT` for the supervision tests).
     pub fn start_env(data: &Path, rust_log: Option<&str>, env: &[(&str, &str)]) -> Self {
-        let port = free_port();
-        let log = data.with_extension(format!("{port}.log"));
-        let child = Self::spawn_with(data, port, &log, rust_log, env);
+        // Port 0: the daemon binds a port the kernel picks and names it in
+        // DATA/http-address, so two daemons of parallel tests can never race for one
+        // "free" port (a race that once let one test talk to another test's daemon).
+        let address = data.join("http-address");
+        let _ = std::fs::remove_file(&address);
+        let log = data.with_extension(format!("{}.log", unique()));
+        let mut child = Self::spawn_with(data, 0, &log, rust_log, env);
+        let port = wait_address(&mut child, &address, &log);
         let d = Self {
             child,
             port,
