@@ -360,25 +360,48 @@ fn stream(
         let mut separate = false;
         let deadline = tokio::time::sleep(DEFAULT_TIMEOUT);
         tokio::pin!(deadline, rx);
+        // What one bus event adds to the stream; `false` when the client went away.
+        let mut on_event = async |ev: &KernelEvent, streamed: &mut String| -> bool {
+            match step(ev, task_id.unwrap_or_default()) {
+                Step::Text(t) => {
+                    let t = if std::mem::take(&mut separate) {
+                        format!("\n\n{t}")
+                    } else {
+                        t
+                    };
+                    streamed.push_str(&t);
+                    tx.send(chunks.chunk(json!({"content": t}), None)).await.is_ok()
+                }
+                Step::RoundEnded => {
+                    separate = !streamed.is_empty();
+                    true
+                }
+                Step::Nothing => true,
+            }
+        };
+        // `biased`: deltas already on the bus go out before the reply is taken, and
+        // those still queued when it comes are drained first, so a client streams the
+        // text as it came instead of getting it as one remainder (tokio's select
+        // picks among ready branches at random otherwise).
         let reply = loop {
             tokio::select! {
-                r = &mut rx => break r.ok(),
+                biased;
                 () = &mut deadline => break None,
                 ev = bus.recv(), if task_id.is_some() => match ev {
-                    Ok(ev) => match step(&ev, task_id.unwrap_or_default()) {
-                        Step::Text(t) => {
-                            let t = if std::mem::take(&mut separate) { format!("\n\n{t}") } else { t };
-                            streamed.push_str(&t);
-                            if tx.send(chunks.chunk(json!({"content": t}), None)).await.is_err() {
-                                return; // the client went away; the task goes on
-                            }
-                        }
-                        Step::RoundEnded => separate = !streamed.is_empty(),
-                        Step::Nothing => {}
+                    Ok(ev) => if !on_event(&ev, &mut streamed).await {
+                        return; // the client went away; the task goes on
                     },
                     Err(RecvError::Lagged(n)) => tracing::warn!(missed = n, "OpenAI stream lagged behind the bus"),
                     Err(RecvError::Closed) => {}
                 },
+                r = &mut rx => {
+                    while task_id.is_some() && let Ok(ev) = bus.try_recv() {
+                        if !on_event(&ev, &mut streamed).await {
+                            return;
+                        }
+                    }
+                    break r.ok();
+                }
             }
         };
         let Some(reply) = reply else {

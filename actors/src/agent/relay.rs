@@ -72,6 +72,35 @@ impl Reload {
     }
 }
 
+/// `first` and every reload the changes already queued behind it ask for, each once.
+/// One `PUT /api/v1/settings` publishes one event per key: six keys of a new source
+/// reloaded the sources up to six times (each rebuilding every adapter and HTTP client)
+/// before this. Each reload reads the whole current snapshot, so doing it once after
+/// the queued events is the same end state. A `Llm` reload also applies the agent's
+/// knobs and the firewall, so it absorbs `Agent` and `Security` (which are one reload).
+fn coalesce(first: Reload, rx: &mut tokio::sync::broadcast::Receiver<Arc<crate::bus::KernelEvent>>) -> Vec<Reload> {
+    use tokio::sync::broadcast::error::TryRecvError;
+    let mut want = vec![first];
+    loop {
+        match rx.try_recv() {
+            Ok(ev) => want.extend(ev.changed_setting().and_then(|(key, _)| Reload::for_key(key))),
+            Err(TryRecvError::Lagged(_)) => want.extend([Reload::Llm, Reload::Embedder]),
+            Err(TryRecvError::Empty | TryRecvError::Closed) => break,
+        }
+    }
+    let llm = want.contains(&Reload::Llm);
+    let mut out: Vec<Reload> = Vec::new();
+    for w in want {
+        // The agent's knobs and the firewall are one reload (settings + firewall).
+        let w = if w == Reload::Security { Reload::Agent } else { w };
+        let absorbed = llm && w == Reload::Agent;
+        if !absorbed && !out.contains(&w) {
+            out.push(w);
+        }
+    }
+    out
+}
+
 /// The relay actor.
 pub struct SettingsRelay {
     config: TAddr<ConfigActor>,
@@ -95,7 +124,8 @@ impl SettingsRelay {
                     match rx.recv().await {
                         Ok(ev) => {
                             if let Some(what) = ev.changed_setting().and_then(|(key, _)| Reload::for_key(key)) {
-                                return (rx, Some(vec![what]));
+                                let what = coalesce(what, &mut rx);
+                                return (rx, Some(what));
                             }
                         }
                         // Missed events: reload everything to be safe.
@@ -188,6 +218,43 @@ mod tests {
         assert_eq!((a.max_tool_turns, a.max_tokens), (3, 512));
         let s = s.with(keys::AGENT_TOOL_TIMEOUT, json!("soon"));
         assert_eq!(agent_settings(&s).tool_timeout, std::time::Duration::from_secs(60));
+    }
+
+    fn changed(key: &str) -> Arc<crate::bus::KernelEvent> {
+        let bus = crate::bus::EventBus::new(8);
+        let mut rx = bus.subscribe_settings();
+        bus.publish(crate::bus::Event::SettingChanged {
+            key: key.to_owned(),
+            value: json!(1),
+            reset: false,
+        });
+        rx.try_recv().unwrap()
+    }
+
+    #[test]
+    fn queued_changes_reload_each_part_once() {
+        let (tx, mut rx) = tokio::sync::broadcast::channel(64);
+        for key in [
+            "core.llm.sources.a.base_url",
+            "core.llm.sources.a.model",
+            "core.llm.sources.a.api_key",
+            keys::AGENT_SYSTEM_PROMPT.name(),
+            keys::MEMORY_EMBED_URL.name(),
+            keys::MEMORY_EMBED_URL.name(),
+            keys::DAEMON_LOG_LEVEL.name(),
+        ] {
+            tx.send(changed(key)).unwrap();
+        }
+        // The first event was the one that woke the relay.
+        let first = rx.try_recv().unwrap();
+        let first = Reload::for_key(first.changed_setting().unwrap().0).unwrap();
+        assert_eq!(coalesce(first, &mut rx), vec![Reload::Llm, Reload::Embedder]);
+        assert!(rx.try_recv().is_err(), "the queue is drained");
+        // Without an LLM key, the agent's knobs and the firewall are one reload.
+        tx.send(changed(keys::SECURITY_SECRETS.name())).unwrap();
+        tx.send(changed(keys::AGENT_SYSTEM_PROMPT.name())).unwrap();
+        assert_eq!(coalesce(Reload::Agent, &mut rx), vec![Reload::Agent]);
+        assert_eq!(coalesce(Reload::Embedder, &mut rx), vec![Reload::Embedder]);
     }
 
     #[test]
