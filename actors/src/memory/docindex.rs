@@ -67,10 +67,11 @@ pub struct SearchIndex<K: IndexKey> {
     /// The vectors' space and the highest `vectors.rowid` read.
     space: String,
     rowid: i64,
-    /// Unit vectors, row after row in one buffer (a scan is a tight dot-product loop);
-    /// `dense_doc[r]` is row r's BM25 number (`usize::MAX` once removed), and
-    /// `dense_row` the way back.
-    dense: Vec<f32>,
+    /// Unit vectors as `i8` codes, row after row in one buffer (a scan is a tight
+    /// dot-product loop, `quant::scan`), and each row's scale; `dense_doc[r]` is row r's
+    /// BM25 number (`usize::MAX` once removed), and `dense_row` the way back.
+    dense: Vec<i8>,
+    dense_scale: Vec<f32>,
     dense_doc: Vec<usize>,
     dense_row: HashMap<usize, usize>,
     dim: usize,
@@ -112,6 +113,7 @@ impl<K: IndexKey> Default for SearchIndex<K> {
             space: String::new(),
             rowid: 0,
             dense: Vec::new(),
+            dense_scale: Vec::new(),
             dense_doc: Vec::new(),
             dense_row: HashMap::new(),
             dim: 0,
@@ -336,12 +338,18 @@ impl<K: IndexKey> SearchIndex<K> {
         }
         let mut v = v.to_vec();
         super::embed::normalize(&mut v);
+        let mut codes = Vec::with_capacity(self.dim);
+        let scale = super::quant::quantize(&v, &mut codes);
         match self.dense_row.get(&n) {
-            Some(&r) => self.dense[r * self.dim..(r + 1) * self.dim].copy_from_slice(&v),
+            Some(&r) => {
+                self.dense[r * self.dim..(r + 1) * self.dim].copy_from_slice(&codes);
+                self.dense_scale[r] = scale;
+            }
             None => {
                 self.dense_row.insert(n, self.dense_doc.len());
                 self.dense_doc.push(n);
-                self.dense.extend_from_slice(&v);
+                self.dense.extend_from_slice(&codes);
+                self.dense_scale.push(scale);
             }
         }
     }
@@ -353,6 +361,7 @@ impl<K: IndexKey> SearchIndex<K> {
             self.space = space.to_owned();
             self.rowid = 0;
             self.dense.clear();
+            self.dense_scale.clear();
             self.dense_doc.clear();
             self.dense_row.clear();
             self.dim = 0;
@@ -433,14 +442,18 @@ impl<K: IndexKey> SearchIndex<K> {
             Some(q) if !self.dense_doc.is_empty() && q.len() == self.dim => {
                 let mut q = q.to_vec();
                 super::embed::normalize(&mut q);
-                let mut d: Vec<(usize, f32)> = self
-                    .dense
-                    .chunks_exact(self.dim)
-                    .zip(&self.dense_doc)
-                    .filter(|(_, n)| **n != usize::MAX)
-                    .map(|(v, &n)| (n, super::embed::dot(v, &q)))
-                    .filter(|(_, s)| *s >= dense_min)
-                    .collect();
+                let mut d: Vec<(usize, f32)> = Vec::new();
+                super::quant::scan(
+                    &self.dense,
+                    &self.dense_scale,
+                    &super::quant::Query::new(&q),
+                    |r, cos| {
+                        let n = self.dense_doc[r];
+                        if n != usize::MAX && cos >= dense_min {
+                            d.push((n, cos));
+                        }
+                    },
+                );
                 d.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
                 d
             }

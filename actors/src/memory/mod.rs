@@ -14,6 +14,7 @@
 //! * [`social`]: people's traits and ties on the graph (`person_*` tools);
 //! * [`store`]: `DATA/memory/memory.db` (write-through);
 //! * [`docindex`]: the in-memory search index of the document tier (BM25 + vectors);
+//! * [`quant`]: those vectors as `i8` codes, and the scan over them;
 //! * [`actor`]: the `kernel/memory/context` actor (the context window);
 //! * [`documents`]: the `kernel/memory/documents` actor (documents, passages, their indexes);
 //! * [`embed`]: dense embedders (ONNX MiniLM, remote `/v1/embeddings`) and `kernel/memory/embedder`;
@@ -40,6 +41,7 @@ pub mod knowledge;
 pub mod maintenance;
 pub mod media;
 pub mod names;
+pub mod quant;
 pub mod recall;
 pub mod retrieve;
 pub mod rules;
