@@ -345,29 +345,50 @@ struct HttpServer {
 }
 
 impl HttpServer {
+    /// Starts it on a port that was free a moment ago and waits for its own "listening"
+    /// line (not just a connect, which another process on that port would also accept);
+    /// a port taken in between gets another try.
     fn start(bin: &Path) -> HttpServer {
+        use std::io::BufRead as _;
         use std::os::unix::process::CommandExt;
-        let port = common::free_port();
-        let child = std::process::Command::new(bin)
-            .arg("streamableHttp")
-            .env("PORT", port.to_string())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .process_group(0)
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "the HTTP MCP server never listened on {port}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
+        for _ in 0..5 {
+            let port = common::free_port();
+            let mut child = std::process::Command::new(bin)
+                .arg("streamableHttp")
+                .env("PORT", port.to_string())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .process_group(0)
+                .spawn()
+                .unwrap();
+            let (tx, rx) = std::sync::mpsc::channel();
+            let stderr = child.stderr.take().unwrap();
+            std::thread::spawn(move || {
+                for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                    let _ = tx.send(line);
+                }
+            });
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let mut said = Vec::new();
+            let listening = loop {
+                let left = deadline.saturating_duration_since(Instant::now());
+                match rx.recv_timeout(left) {
+                    Ok(line) if line.contains(&format!("listening on port {port}")) => break true,
+                    Ok(line) => said.push(line),
+                    Err(_) => break false, // it exited (stderr closed) or never said it
+                }
+            };
+            if listening {
+                return HttpServer {
+                    child,
+                    url: format!("http://127.0.0.1:{port}/mcp"),
+                };
+            }
+            common::unsafe_kill(child.id(), "KILL");
+            let _ = child.wait();
+            eprintln!("the HTTP MCP server did not listen on {port}, trying another port: {said:?}");
         }
-        HttpServer {
-            child,
-            url: format!("http://127.0.0.1:{port}/mcp"),
-        }
+        panic!("the HTTP MCP server never listened (5 ports tried)");
     }
 }
 
