@@ -29,10 +29,55 @@ pub struct RunArgs {
     pub socket: Option<PathBuf>,
 }
 
+impl Cli {
+    /// Parses the command line; the second value says whether the listen address was
+    /// given (`--listen` or `HOMED_LISTEN`) rather than defaulted.
+    pub fn parse_noting_listen() -> (Self, bool) {
+        use clap::{CommandFactory as _, FromArgMatches as _};
+        let matches = Self::command().get_matches();
+        let given = !matches!(
+            matches.value_source("listen"),
+            None | Some(clap::parser::ValueSource::DefaultValue)
+        );
+        let cli = Self::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+        (cli, given)
+    }
+}
+
 impl RunArgs {
     /// The CLI socket path, defaulting into the data directory.
     pub fn socket_path(&self) -> PathBuf {
         self.socket.clone().unwrap_or_else(|| self.data.join("cli.sock"))
+    }
+
+    /// Where the client subcommands (`plugin install`, `memory import`, `selftest`)
+    /// reach the daemon: the listen address when it was given; otherwise the one the
+    /// daemon on this data dir named in `DATA/http-address` (so a daemon started on
+    /// another port, or on port 0, is found without repeating `--listen`); otherwise
+    /// the default. An all-interfaces address is reached on loopback.
+    pub fn daemon_address(&self, listen_given: bool) -> SocketAddr {
+        let named = || {
+            std::fs::read_to_string(self.data.join(crate::daemon::ADDRESS_FILE))
+                .ok()?
+                .trim()
+                .parse::<SocketAddr>()
+                .ok()
+        };
+        let addr = if listen_given {
+            self.listen
+        } else {
+            named().unwrap_or(self.listen)
+        };
+        if addr.ip().is_unspecified() {
+            let loopback: std::net::IpAddr = if addr.is_ipv4() {
+                std::net::Ipv4Addr::LOCALHOST.into()
+            } else {
+                std::net::Ipv6Addr::LOCALHOST.into()
+            };
+            SocketAddr::new(loopback, addr.port())
+        } else {
+            addr
+        }
     }
 }
 
@@ -41,7 +86,7 @@ pub enum Command {
     /// Run the daemon (the default when no subcommand is given).
     Run,
     /// `homed plugin install FILE`: install a `.hmap` package into the running daemon
-    /// (the one at --listen); it starts at once. (`homed plugin timer|mcp|files|cmd|web` runs a bundled
+    /// (the one at --listen, or else the one DATA/http-address names); it starts at once. (`homed plugin timer|mcp|files|cmd|web` runs a bundled
     /// plugin on stdin/stdout: what the daemon starts, not for humans.)
     Plugin {
         /// `install`, or the bundled plugin to run: `timer`, `mcp`, `files`, `cmd` or `web`.
@@ -57,7 +102,8 @@ pub enum Command {
         rotate: bool,
     },
     /// `homed memory import FILE`: import a history into the running daemon's memory
-    /// (the one at --listen, with the owner token from --data).
+    /// (the one at --listen, or else the one DATA/http-address names, with the owner
+    /// token from --data).
     Memory {
         #[command(subcommand)]
         what: MemoryCommand,
@@ -70,7 +116,7 @@ pub enum Command {
     },
     /// `homed selftest [--data DIR] [--listen ADDR]`: check each LLM source (a real
     /// minimal call), the embedder, every database and every plugin of the daemon at
-    /// --listen; one line per part and a verdict. Exits 1 when something is broken.
+    /// --listen (or else the one DATA/http-address names); one line per part and a verdict. Exits 1 when something is broken.
     Selftest,
     /// Measure the runtime (prints ratios against a baseline measured in the same run).
     Bench {

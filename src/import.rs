@@ -109,7 +109,9 @@ pub async fn post(client: &awc::Client, base: &str, token: &str, body: Vec<u8>) 
                 tracing::debug!("connecting to the daemon failed ({e}); retrying");
                 actix_rt::time::sleep(Duration::from_millis(50)).await;
             }
-            Err(e) => bail!("cannot reach the daemon at {base}: {e}; is homed running (pass --listen)?"),
+            Err(e) => bail!(
+                "cannot reach the daemon at {base}: {e}; is homed running on this data dir (or pass its --listen)?"
+            ),
         }
     };
     let bytes = resp

@@ -20,7 +20,11 @@ pub async fn install_package(listen: SocketAddr, data: &Path, file: &Path) -> an
         .insert_header(("authorization", format!("Bearer {token}")))
         .send_body(bytes)
         .await
-        .map_err(|e| anyhow::anyhow!("cannot reach the daemon at {listen}: {e}; is homed running (pass --listen)?"))?;
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "cannot reach the daemon at {listen}: {e}; is homed running on this data dir (or pass its --listen)?"
+            )
+        })?;
     let body: serde_json::Value = resp
         .json()
         .limit(1024 * 1024)

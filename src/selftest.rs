@@ -31,7 +31,11 @@ async fn get(listen: SocketAddr, token: &str, path: &str) -> Result<Value, Strin
         .insert_header(("authorization", format!("Bearer {token}")))
         .send()
         .await
-        .map_err(|e| format!("cannot reach the daemon at {listen}: {e}; is homed running (pass --listen)?"))?;
+        .map_err(|e| {
+            format!(
+                "cannot reach the daemon at {listen}: {e}; is homed running on this data dir (or pass its --listen)?"
+            )
+        })?;
     if !resp.status().is_success() {
         return Err(format!("{path} answered {}", resp.status()));
     }

@@ -11,15 +11,17 @@ use common::Daemon;
 use serde_json::json;
 
 fn selftest(d: &Daemon) -> (i32, String) {
+    let listen = format!("127.0.0.1:{}", d.port);
+    selftest_with(d, &["--listen", &listen])
+}
+
+fn selftest_with(d: &Daemon, extra: &[&str]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_homed"))
-        .args([
-            "--data",
-            d.data.to_str().unwrap(),
-            "--listen",
-            &format!("127.0.0.1:{}", d.port),
-            "selftest",
-        ])
+        .args(["--data", d.data.to_str().unwrap()])
+        .args(extra)
+        .arg("selftest")
         .env_remove("RUST_LOG")
+        .env_remove("HOMED_LISTEN")
         .output()
         .expect("run homed selftest");
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -110,6 +112,11 @@ fn selftest_names_the_broken_source_and_exits_non_zero() {
         "nothing else may be broken on a fresh daemon:\n{report}"
     );
     assert!(report.contains("verdict: healthy"), "{report}");
+    // Without --listen, the daemon is found where it said it listens (DATA/http-address:
+    // the harness starts it on port 0, so the default 127.0.0.1:8080 would be wrong).
+    let (code, found) = selftest_with(&d, &[]);
+    assert_eq!(code, 0, "{found}");
+    assert!(found.contains("verdict: healthy"), "{found}");
 
     // No daemon at the address: the daemon itself is a failed part.
     drop(d);

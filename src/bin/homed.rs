@@ -1,10 +1,11 @@
 //! `homed`: the HomeAgent daemon.
 
-use clap::Parser;
 use homeagent::cli::{BenchCommand, Cli, Command, EvalCommand, MemoryCommand};
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let (cli, listen_given) = Cli::parse_noting_listen();
+    // The client subcommands reach the running daemon here (see `daemon_address`).
+    let daemon_at = cli.run.daemon_address(listen_given);
     if let Some(Command::Plugin { name, file }) = &cli.command {
         // A bundled plugin speaks the protocol on stdout: no logging setup, no runtime.
         return match (name.as_str(), file) {
@@ -21,7 +22,7 @@ fn main() -> std::process::ExitCode {
             ("onebot", _) => std::process::ExitCode::from(homeagent_onebot::run() as u8),
             ("install", Some(file)) => {
                 let system = actix_rt::System::new();
-                match system.block_on(homeagent::install::install_package(cli.run.listen, &cli.run.data, file)) {
+                match system.block_on(homeagent::install::install_package(daemon_at, &cli.run.data, file)) {
                     Ok(summary) => {
                         println!("{summary}");
                         std::process::ExitCode::SUCCESS
@@ -68,7 +69,7 @@ fn main() -> std::process::ExitCode {
             homeagent::daemon::init_logging();
         }
         let system = actix_rt::System::new();
-        return match system.block_on(homeagent::selftest::run(cli.run.listen, &cli.run.data)) {
+        return match system.block_on(homeagent::selftest::run(daemon_at, &cli.run.data)) {
             Ok(report) => {
                 println!("{}", report.render());
                 if report.ok() {
@@ -159,7 +160,7 @@ fn main() -> std::process::ExitCode {
         Some(Command::Memory {
             what: MemoryCommand::Import { file, format },
         }) => system
-            .block_on(homeagent::import::run(cli.run.listen, &cli.run.data, &file, format))
+            .block_on(homeagent::import::run(daemon_at, &cli.run.data, &file, format))
             .map(|summary| println!("{summary}")),
         Some(Command::Eval {
             what:
