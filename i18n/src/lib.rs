@@ -652,6 +652,11 @@ pub enum Msg<'a> {
         broken: usize,
         total: usize,
     },
+    /// The last line of a self-check where nothing failed but no LLM source answered
+    /// (none is set up: a fresh daemon without a key).
+    SelftestNoModel {
+        total: usize,
+    },
 
     // ---- HTTP ----
     /// A request waited for the boot longer than the daemon lets it.
@@ -1318,6 +1323,11 @@ impl Msg<'_> {
                 "verdict: BROKEN ({broken} of {total} checks failed; see the lines marked FAIL)",
                 "结论：异常（{total} 项中 {broken} 项失败；见标记 FAIL 的行）"
             ),
+            M::SelftestNoModel { total } => tr!(
+                lang,
+                "verdict: BROKEN (nothing of {total} checks failed, but no LLM source answered, so the agent cannot reply; give a source its key: see the N/C lines, or the settings page)",
+                "结论：异常（{total} 项检查没有失败，但没有任何 LLM 源应答，智能体无法回复；请为一个源设置密钥：见标记 N/C 的行，或设置页面）"
+            ),
             M::StillStarting { waited_secs } => tr!(
                 lang,
                 "the daemon is still starting after {waited_secs} s (a plugin may be slow to start); retry shortly, and see the daemon's log or GET /readyz",
@@ -1673,6 +1683,7 @@ mod tests {
                 broken: 1,
                 total: 3,
             },
+            Msg::SelftestNoModel { total: 3 },
         ]
     }
 

@@ -91,15 +91,19 @@ impl Report {
         for p in &self.parts {
             out.push_str(&format!("{} {:<8} {}: {}\n", p.status.tag(), p.kind, p.name, p.detail));
         }
-        let broken = if self.ok() { 0 } else { self.broken().max(1) };
-        out.push_str(
-            &Msg::SelftestVerdict {
+        let total = self.parts.len();
+        let verdict = if !self.ok() && self.broken() == 0 {
+            // Nothing failed, yet no model answered: say so rather than point at FAIL
+            // lines that are not there.
+            Msg::SelftestNoModel { total }
+        } else {
+            Msg::SelftestVerdict {
                 ok: self.ok(),
-                broken,
-                total: self.parts.len(),
+                broken: self.broken(),
+                total,
             }
-            .text(),
-        );
+        };
+        out.push_str(&verdict.text());
         out
     }
 }
@@ -437,6 +441,15 @@ mod tests {
             parts: vec![Part::new("llm", "k", Status::NotConfigured, "no key")],
         };
         assert!(!none.ok());
+        let text = none.render();
+        assert!(
+            text.ends_with("no LLM source answered, so the agent cannot reply; give a source its key: see the N/C lines, or the settings page)"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("marked FAIL"),
+            "there is no FAIL line to point at: {text}"
+        );
     }
 
     #[test]
