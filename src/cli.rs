@@ -68,16 +68,7 @@ impl RunArgs {
         } else {
             named().unwrap_or(self.listen)
         };
-        if addr.ip().is_unspecified() {
-            let loopback: std::net::IpAddr = if addr.is_ipv4() {
-                std::net::Ipv4Addr::LOCALHOST.into()
-            } else {
-                std::net::Ipv6Addr::LOCALHOST.into()
-            };
-            SocketAddr::new(loopback, addr.port())
-        } else {
-            addr
-        }
+        crate::daemon::local_address(addr)
     }
 }
 

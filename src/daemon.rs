@@ -223,13 +223,16 @@ fn write_address(data: &std::path::Path, addr: std::net::SocketAddr) -> anyhow::
 /// The file in the data dir that names the HTTP address (see [`write_address`]).
 pub const ADDRESS_FILE: &str = "http-address";
 
-/// Where a browser on this machine reaches the daemon (all-interfaces → loopback).
-fn login_host(listen: std::net::SocketAddr) -> std::net::SocketAddr {
-    if listen.ip().is_unspecified() {
-        std::net::SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), listen.port())
-    } else {
-        listen
-    }
+/// Where a client on this machine reaches a daemon listening on `listen` (an
+/// all-interfaces address → loopback of the same family): the login URL in the log and
+/// the client subcommands (`RunArgs::daemon_address`).
+pub fn local_address(listen: std::net::SocketAddr) -> std::net::SocketAddr {
+    let loopback: std::net::IpAddr = match listen {
+        _ if !listen.ip().is_unspecified() => return listen,
+        std::net::SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+        std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+    };
+    std::net::SocketAddr::new(loopback, listen.port())
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -329,7 +332,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         actors = state.registry.len(),
         startup_ms = t0.elapsed().as_millis() as u64,
         "homed ready: open http://{}/login?token={token}",
-        login_host(args.listen)
+        local_address(args.listen)
     );
     state.bus.publish(Event::Daemon {
         phase: DaemonPhase::Ready,

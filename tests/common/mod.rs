@@ -73,7 +73,7 @@ impl Daemon {
         let address = data.join("http-address");
         let _ = std::fs::remove_file(&address);
         let log = data.with_extension(format!("{}.log", unique()));
-        let mut child = Self::spawn_with(data, 0, &log, rust_log, env);
+        let mut child = Self::spawn(data, &log, rust_log, env);
         let port = wait_address(&mut child, &address, &log);
         let d = Self {
             child,
@@ -85,19 +85,11 @@ impl Daemon {
         d
     }
 
-    pub fn spawn(data: &Path, port: u16, log: &Path) -> Child {
-        Self::spawn_with(data, port, log, Some("info"), &[])
-    }
-
-    fn spawn_with(data: &Path, port: u16, log: &Path, rust_log: Option<&str>, env: &[(&str, &str)]) -> Child {
+    /// homed on `data`, listening on a port the kernel picks (named in DATA/http-address).
+    fn spawn(data: &Path, log: &Path, rust_log: Option<&str>, env: &[(&str, &str)]) -> Child {
         let log_file = std::fs::File::create(log).unwrap();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_homed"));
-        cmd.args([
-            "--data",
-            data.to_str().unwrap(),
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-        ]);
+        cmd.args(["--data", data.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
         match rust_log {
             Some(f) => cmd.env("RUST_LOG", f),
             None => cmd.env_remove("RUST_LOG"),
