@@ -27,6 +27,11 @@ pub struct RunArgs {
     /// Unix socket for the `waiter` CLI client [default: DATA/cli.sock].
     #[arg(long, env = "HOMED_SOCKET")]
     pub socket: Option<PathBuf>,
+    /// For evaluations and tests: run on a virtual clock starting at TIME (`now`, RFC 3339
+    /// or Unix seconds). Heartbeats then run only when `POST /api/v1/clock/advance` moves
+    /// the clock past their due times; every timestamp the kernel writes follows it.
+    #[arg(long, value_name = "TIME", env = "HOMED_VIRTUAL_CLOCK")]
+    pub virtual_clock: Option<String>,
 }
 
 impl Cli {
@@ -150,6 +155,14 @@ pub enum EvalCommand {
         /// With --live: only the first K conversations.
         #[arg(long, requires = "live")]
         limit_conversations: Option<usize>,
+        /// With --live: also live each conversation through time on a virtual clock
+        /// (sessions imported at their dates, every heartbeat run as its interval says,
+        /// then --months more) and ask the questions at the end, beside the fresh import.
+        #[arg(long, requires = "live")]
+        lifecycle: bool,
+        /// With --lifecycle: simulated months after the last session.
+        #[arg(long, default_value_t = 12, requires = "lifecycle")]
+        months: u32,
     },
 }
 

@@ -184,6 +184,7 @@ pub async fn boot_temporary(name: &str) -> anyhow::Result<(DataLock, Arc<KernelS
         data: data.clone(),
         listen: "127.0.0.1:0".parse()?,
         socket: Some(data.join("cli.sock")),
+        virtual_clock: None,
     };
     let (lock, state) = boot(&args).await?;
     Ok((lock, state, data))
@@ -244,6 +245,15 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         listen: listener.local_addr().context("cannot read the bound HTTP address")?,
         ..with_absolute_data(args)
     };
+    // A virtual clock is set before anything reads the time.
+    if let Some(at) = &args.virtual_clock {
+        let at = homeagent_actors::clock::parse_start(at).map_err(|e| anyhow::anyhow!("--virtual-clock: {e}"))?;
+        homeagent_actors::clock::start_virtual(at);
+        tracing::warn!(
+            start_ms = at,
+            "running on a virtual clock: heartbeats run only when POST /api/v1/clock/advance moves it"
+        );
+    }
     // Scripts (Lua plugins, adapters) may not call this daemon's own API: declared
     // before any plugin starts.
     homeagent_actors::llm::adapter::forbid_own_address(args.listen);
@@ -384,6 +394,23 @@ fn app_state(state: &KernelState) -> anyhow::Result<AppState> {
         llm_sources: state.llm_sources.clone(),
         agent: agent.agent.clone(),
         plugins: state.plugins.get().context(boot_bug)?.set.clone(),
+        beats: {
+            use homeagent_actors::memory::graph_heartbeat::Maintenance;
+            use homeagent_actors::memory::heartbeat::due_fn;
+            let mut beats = homeagent_actors::clock::Beats::default();
+            beats.add("distill", due_fn(memory.distill.0.clone()));
+            beats.add("rules", due_fn(memory.rules.0.clone()));
+            for (kind, name) in [
+                (Maintenance::Archive, "archive"),
+                (Maintenance::Merge, "merge"),
+                (Maintenance::Review, "review"),
+            ] {
+                if let Some((_, a, _)) = agent.maintenance.iter().find(|(k, _, _)| *k == kind) {
+                    beats.add(name, due_fn(a.clone()));
+                }
+            }
+            beats
+        },
         distill: Some(memory.distill.clone()),
         graph: Some(memory.graph.clone()),
         rules: Some(memory.rules.clone()),

@@ -27,11 +27,14 @@ pub struct LiveOptions {
     pub json: bool,
     /// Only the first K conversations.
     pub limit: Option<usize>,
+    /// `--lifecycle`: also live each conversation through time on a second daemon (see
+    /// [`crate::eval_lifecycle`]), for this many simulated months after its last session.
+    pub lifecycle_months: Option<u32>,
 }
 
 /// Measures of one question.
 #[derive(Debug, Clone, Copy)]
-struct Measure {
+pub struct Measure {
     recall: f64,
     memory_tokens: f64,
     prompt_tokens: f64,
@@ -49,7 +52,7 @@ pub struct Figures {
 }
 
 impl Figures {
-    fn of(m: &[Measure]) -> Self {
+    pub(crate) fn of(m: &[Measure]) -> Self {
         let col = |f: fn(&Measure) -> f64| m.iter().map(f).collect::<Vec<f64>>();
         let recall = col(|x| x.recall);
         Self {
@@ -66,7 +69,7 @@ impl Figures {
     }
 }
 
-fn round3(x: f64) -> f64 {
+pub(crate) fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
@@ -96,19 +99,28 @@ pub struct LiveReport {
     /// Turns imported, over all conversations, and the import time.
     pub imported_turns: usize,
     pub import_ms: u64,
+    /// `--lifecycle`: the same questions after the conversations were lived through
+    /// time, beside the fresh import's figures above.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lifecycle: Option<crate::eval_lifecycle::LifecycleReport>,
     pub seconds: f64,
 }
 
 /// A daemon under evaluation: its process and where it lives.
-struct LiveDaemon {
+pub(crate) struct LiveDaemon {
     child: Child,
-    base: String,
-    data: PathBuf,
+    pub(crate) base: String,
+    pub(crate) data: PathBuf,
     log: PathBuf,
 }
 
 impl LiveDaemon {
     fn start(dir: &Path) -> anyhow::Result<Self> {
+        Self::start_with(dir, &[])
+    }
+
+    /// A daemon with extra arguments (`--virtual-clock TIME`).
+    pub(crate) fn start_with(dir: &Path, extra: &[&str]) -> anyhow::Result<Self> {
         let data = dir.join("data");
         let log = dir.join("homed.log");
         let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
@@ -119,6 +131,7 @@ impl LiveDaemon {
                 "--listen",
                 &format!("127.0.0.1:{port}"),
             ])
+            .args(extra)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log)?)
@@ -132,7 +145,7 @@ impl LiveDaemon {
         })
     }
 
-    fn log_tail(&self) -> String {
+    pub(crate) fn log_tail(&self) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         lines[lines.len().saturating_sub(20)..].join("\n")
@@ -147,7 +160,7 @@ impl Drop for LiveDaemon {
 }
 
 /// An authorised client of a healthy daemon with the scripted source loaded.
-async fn configure(d: &LiveDaemon, vendor: &ScriptedVendor, window: u64) -> anyhow::Result<(awc::Client, String)> {
+pub(crate) async fn configure(d: &LiveDaemon, vendor: &ScriptedVendor, window: u64) -> anyhow::Result<(awc::Client, String)> {
     let probe = awc::Client::builder().timeout(Duration::from_secs(5)).finish();
     let deadline = Instant::now() + Duration::from_secs(60);
     while probe
@@ -221,6 +234,7 @@ pub async fn run(file: &Path, opts: LiveOptions) -> anyhow::Result<()> {
     let mut all = Vec::new();
     let (mut requests, mut failed, mut over_window) = (0, 0, 0);
     let (mut imported_turns, mut import_ms) = (0, 0u64);
+    let mut lifecycle = Vec::new();
     let n = samples.len();
     for (ci, sample) in samples.iter().enumerate() {
         let tmp = tempfile::tempdir().context("cannot create a temporary data directory")?;
@@ -248,68 +262,21 @@ pub async fn run(file: &Path, opts: LiveOptions) -> anyhow::Result<()> {
         // As a user would find it a while after importing: with the embedder done, so
         // the dense side of recall is measured, not a race with the background step.
         wait_for_vectors(&client, &daemon.base).await?;
-        let texts: HashMap<String, String> = crate::eval::turns(sample)?
-            .into_iter()
-            .map(|t| (t.dia_id, t.text))
-            .collect();
-        let questions: Vec<(&crate::eval::Qa, Vec<&str>)> = sample
-            .qa
-            .iter()
-            .filter(|q| (1..=4).contains(&q.category) && !q.question.trim().is_empty())
-            .map(|q| {
-                (
-                    q,
-                    q.evidence
-                        .iter()
-                        .filter_map(|id| texts.get(id).map(String::as_str))
-                        .collect(),
-                )
-            })
-            .filter(|(_, ev): &(_, Vec<&str>)| !ev.is_empty())
-            .collect();
-        let m = questions.len();
+        let questions = questions_of(sample)?;
         vendor.clear();
-        for (qi, (qa, evidence)) in questions.iter().enumerate() {
-            progress(qi + 1, m);
-            let before = vendor.count();
-            let t = Instant::now();
-            let answered = ask(&client, &daemon.base, &qa.question).await;
-            let latency_ms = t.elapsed().as_secs_f64() * 1000.0;
-            let got = vendor.since(before);
-            requests += got.len();
-            let first = got
-                .first()
-                .and_then(|v| serde_json::from_value::<ChatRequest>(v.clone()).ok());
-            let measure = match (answered, first) {
-                (Ok(()), Some(req)) => {
-                    let parts = PromptParts::of(&req);
-                    if parts.prompt_tokens as u64 > opts.window {
-                        over_window += 1;
-                    }
-                    Measure {
-                        recall: evidence_recall(&parts.memory_norm(), evidence),
-                        memory_tokens: parts.memory_tokens as f64,
-                        prompt_tokens: parts.prompt_tokens as f64,
-                        latency_ms,
-                    }
-                }
-                (result, _) => {
-                    failed += 1;
-                    if let Err(e) = result {
-                        eprintln!("  question {}/{m} failed: {e:#}", qi + 1);
-                    }
-                    Measure {
-                        recall: 0.0,
-                        memory_tokens: 0.0,
-                        prompt_tokens: 0.0,
-                        latency_ms,
-                    }
-                }
-            };
-            by_cat.entry(qa.category).or_default().push(measure);
-            all.push(measure);
+        let asked = ask_all(&client, &daemon.base, &vendor, &questions, opts.window).await;
+        requests += asked.requests;
+        failed += asked.failed;
+        over_window += asked.over_window;
+        for (cat, m) in asked.measures {
+            by_cat.entry(cat).or_default().push(m);
+            all.push(m);
         }
         drop(daemon);
+        if let Some(months) = opts.lifecycle_months {
+            let lived = crate::eval_lifecycle::live_through(sample, &vendor, opts.window, months).await?;
+            lifecycle.push(lived);
+        }
     }
     let report = LiveReport {
         file: file.display().to_string(),
@@ -323,6 +290,9 @@ pub async fn run(file: &Path, opts: LiveOptions) -> anyhow::Result<()> {
         by_category: by_cat.iter().map(|(c, m)| (c.to_string(), Figures::of(m))).collect(),
         imported_turns,
         import_ms,
+        lifecycle: opts.lifecycle_months.map(|months| {
+            crate::eval_lifecycle::LifecycleReport::of(&all, &by_cat, lifecycle).with_months(months)
+        }),
         seconds: round3(started.elapsed().as_secs_f64()),
     };
     let mut out = std::io::stdout().lock();
@@ -352,7 +322,7 @@ fn progress(j: usize, m: usize) {
 /// (awc's pool now and then reports a connection it dropped as "disconnected").
 /// Waits until the embedder has a vector for every row (or says it has no dense
 /// space), showing progress on stderr. Gives up after 30 minutes.
-async fn wait_for_vectors(client: &awc::Client, base: &str) -> anyhow::Result<()> {
+pub(crate) async fn wait_for_vectors(client: &awc::Client, base: &str) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(30 * 60);
     let mut last_shown = Instant::now();
     loop {
@@ -444,5 +414,96 @@ fn print_table(out: &mut impl Write, r: &LiveReport) -> std::io::Result<()> {
     for (c, f) in &r.by_category {
         row(out, c, f)?;
     }
-    row(out, "overall", &r.overall)
+    row(out, "overall", &r.overall)?;
+    if let Some(l) = &r.lifecycle {
+        crate::eval_lifecycle::print_table(out, l)?;
+    }
+    Ok(())
+}
+
+/// A conversation's category 1–4 questions with the texts of their evidence turns
+/// (questions whose evidence is not in the conversation are left out).
+pub(crate) fn questions_of(sample: &crate::eval::Sample) -> anyhow::Result<Vec<(crate::eval::Qa, Vec<String>)>> {
+    let texts: HashMap<String, String> = crate::eval::turns(sample)?
+        .into_iter()
+        .map(|t| (t.dia_id, t.text))
+        .collect();
+    Ok(sample
+        .qa
+        .iter()
+        .filter(|q| (1..=4).contains(&q.category) && !q.question.trim().is_empty())
+        .map(|q| {
+            let evidence: Vec<String> = q.evidence.iter().filter_map(|id| texts.get(id).cloned()).collect();
+            (q.clone(), evidence)
+        })
+        .filter(|(_, ev)| !ev.is_empty())
+        .collect())
+}
+
+/// What asking a conversation's questions measured.
+pub(crate) struct Asked {
+    /// (category, measure) per question, in order.
+    pub measures: Vec<(u32, Measure)>,
+    pub requests: usize,
+    pub failed: usize,
+    pub over_window: usize,
+}
+
+/// Asks every question through `POST /api/v1/messages` and measures the request the
+/// vendor received for it.
+pub(crate) async fn ask_all(
+    client: &awc::Client,
+    base: &str,
+    vendor: &ScriptedVendor,
+    questions: &[(crate::eval::Qa, Vec<String>)],
+    window: u64,
+) -> Asked {
+    let m = questions.len();
+    let mut out = Asked {
+        measures: Vec::with_capacity(m),
+        requests: 0,
+        failed: 0,
+        over_window: 0,
+    };
+    for (qi, (qa, evidence)) in questions.iter().enumerate() {
+        progress(qi + 1, m);
+        let before = vendor.count();
+        let t = Instant::now();
+        let answered = ask(client, base, &qa.question).await;
+        let latency_ms = t.elapsed().as_secs_f64() * 1000.0;
+        let got = vendor.since(before);
+        out.requests += got.len();
+        let first = got
+            .first()
+            .and_then(|v| serde_json::from_value::<ChatRequest>(v.clone()).ok());
+        let evidence: Vec<&str> = evidence.iter().map(String::as_str).collect();
+        let measure = match (answered, first) {
+            (Ok(()), Some(req)) => {
+                let parts = PromptParts::of(&req);
+                if parts.prompt_tokens as u64 > window {
+                    out.over_window += 1;
+                }
+                Measure {
+                    recall: evidence_recall(&parts.memory_norm(), &evidence),
+                    memory_tokens: parts.memory_tokens as f64,
+                    prompt_tokens: parts.prompt_tokens as f64,
+                    latency_ms,
+                }
+            }
+            (result, _) => {
+                out.failed += 1;
+                if let Err(e) = result {
+                    eprintln!("  question {}/{m} failed: {e:#}", qi + 1);
+                }
+                Measure {
+                    recall: 0.0,
+                    memory_tokens: 0.0,
+                    prompt_tokens: 0.0,
+                    latency_ms,
+                }
+            }
+        };
+        out.measures.push((qa.category, measure));
+    }
+    out
 }

@@ -44,9 +44,14 @@ struct Line<'a> {
 
 /// The import body of one LoCoMo conversation (`source` = `locomo:<sample_id>`).
 pub fn locomo_ndjson(sample: &crate::eval::Sample) -> anyhow::Result<Vec<u8>> {
+    turns_ndjson(sample, &crate::eval::turns(sample)?)
+}
+
+/// The import body of some of a LoCoMo conversation's turns (one session, say).
+pub fn turns_ndjson(sample: &crate::eval::Sample, turns: &[crate::eval::Turn]) -> anyhow::Result<Vec<u8>> {
     let source = format!("locomo:{}", sample.sample_id);
     let mut out = Vec::new();
-    for t in crate::eval::turns(sample)? {
+    for t in turns {
         if t.text.trim().is_empty() || t.speaker.trim().is_empty() {
             continue;
         }

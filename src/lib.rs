@@ -14,6 +14,8 @@
 //! * [`eval`]: `homed eval locomo` — memory retrieval quality on LoCoMo conversations;
 //! * [`eval_live`] (+ [`eval_metrics`], [`scripted_vendor`]): `homed eval locomo --live` —
 //!   what of an imported conversation reaches the model's prompt on a real daemon;
+//! * [`eval_lifecycle`]: `--live --lifecycle` — the same after the conversation was lived
+//!   through simulated months on a virtual clock, every heartbeat included;
 //! * [`import`]: `homed memory import FILE` (NDJSON or LoCoMo) to the running daemon.
 //!
 //! The shell knows the kernel only through its public messages and handles: HTTP
@@ -30,6 +32,7 @@ pub mod cli;
 pub mod cli_socket;
 pub mod daemon;
 pub mod eval;
+pub mod eval_lifecycle;
 pub mod eval_live;
 pub mod eval_metrics;
 pub mod http;

@@ -5,7 +5,7 @@ mod common;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::api::{daemon_with_vendor, listen, post, put_settings, wait_sources};
+use common::api::{daemon_with_vendor, daemon_with_vendor_env, listen, post, put_settings, wait_sources};
 use common::{Daemon, vendor};
 use serde_json::{Value, json};
 
@@ -550,8 +550,9 @@ fn merge_and_review_heartbeats_hand_tasks_to_the_model_once() {
 }
 
 #[test]
-fn the_archive_heartbeat_moves_cold_documents_with_facts_into_the_graph() {
-    let (_dir, data, d, _v) = daemon_with_vendor();
+fn the_archive_heartbeat_distils_cold_documents_into_the_graph_and_keeps_them() {
+    // On a virtual clock: time passes by asking, not by editing the database.
+    let (_dir, _data, d, _v) = daemon_with_vendor_env(&[("HOMED_VIRTUAL_CLOCK", "now")]);
     common::api::chinese(&d); // the reference's texts are asserted below
     for (summary, content) in [("个人信息", "我叫李四，我住在上海"), ("随笔", "今天天气很好")] {
         let call = json!({"summary": summary, "content": content}).to_string();
@@ -571,31 +572,37 @@ fn the_archive_heartbeat_moves_cold_documents_with_facts_into_the_graph() {
     // Nothing is cold yet.
     let (_, round) = post(&d, "/api/v1/heartbeats/archive/run", json!({}));
     assert_eq!(round["items"], 0, "{round}");
-    // Four days pass for both documents.
-    let db = rusqlite::Connection::open(data.join("memory/memory.db")).unwrap();
-    db.busy_timeout(Duration::from_secs(5)).unwrap();
-    db.execute("UPDATE documents SET created_at_ms = created_at_ms - 4 * 86400000", [])
-        .unwrap();
-    drop(db);
-    let (status, round) = post(&d, "/api/v1/heartbeats/archive/run", json!({}));
-    assert_eq!((status, round["items"].as_u64()), (200, Some(1)), "{round}");
+    // Four days pass: the archive heartbeat runs every hour of them by itself.
+    let (status, step) = post(&d, "/api/v1/clock/advance", json!({"by": "4d"}));
+    assert_eq!(status, 200, "{step}");
+    assert!(step["rounds"]["archive"].as_u64().unwrap() >= 90, "{step}");
+    assert_eq!(step["failed"], 0, "{step}");
+    let status: Value = common::api::get(&d, "/api/v1/memory/status");
+    assert_eq!(status["heartbeats"]["archive"]["trigger"], "clock", "{status}");
     let graph: Value = common::api::get(&d, "/api/v1/memory/graph?q=李四");
+    let relation = graph["relations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["target"] == "上海")
+        .unwrap_or_else(|| panic!("{graph}"))
+        .clone();
     assert!(
-        graph["entities"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|e| e["name"] == "上海"),
-        "{graph}"
+        relation["sentence"].as_str().unwrap().ends_with("] 我叫李四，我住在上海"),
+        "the fact keeps its dated source sentence: {relation}"
     );
     let docs: Value = common::api::get(&d, "/api/v1/memory/documents");
-    let summaries: Vec<&str> = docs["documents"]
+    let mut summaries: Vec<&str> = docs["documents"]
         .as_array()
         .unwrap()
         .iter()
         .map(|d| d["summary"].as_str().unwrap())
         .collect();
-    assert_eq!(summaries, vec!["随笔"], "the document without facts stays a document");
+    summaries.sort();
+    assert_eq!(summaries, vec!["个人信息", "随笔"], "archiving deletes nothing");
+    // Archived once: later rounds do not commit the same facts again.
+    let (_, round) = post(&d, "/api/v1/heartbeats/archive/run", json!({}));
+    assert_eq!(round["items"], 0, "{round}");
 }
 
 /// Every event of the daemon's text log, oldest first.

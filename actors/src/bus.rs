@@ -11,7 +11,7 @@
 //! produced by serde in one place.
 
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+
 
 use serde::Serialize;
 use serde_json::Value;
@@ -313,9 +313,7 @@ impl EventBus {
 
     /// Publishes an event, stamped with the current time.
     pub fn publish(&self, event: Event) {
-        let ts_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
+        let ts_ms = crate::clock::now_ms().max(0) as u64;
         tracing::trace!(kind = event.kind(), "event");
         let event = Arc::new(KernelEvent { event, ts_ms });
         if event.changed_setting().is_some() {

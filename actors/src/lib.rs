@@ -10,6 +10,7 @@
 //! * [`control`]: the operator interface to supervisors (restart/stop, refusals), a leaf
 //!   the registry and the supervisor both use;
 //! * [`bus`]: the kernel event bus (broadcast, never blocks);
+//! * [`clock`]: the kernel's one clock (wall, or virtual and driven by evals and tests);
 //! * [`modgraph`]: kernel assembly as a dependency graph of modules and facilities;
 //! * [`config`]: the settings registry (SQLite) and its actor;
 //! * [`firewall`]: tool policy and the sandbox of tools that touch the machine;
@@ -22,6 +23,7 @@
 pub mod addr;
 pub mod agent;
 pub mod bus;
+pub mod clock;
 pub mod config;
 pub mod control;
 pub mod fault;

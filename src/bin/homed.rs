@@ -146,6 +146,8 @@ fn main() -> std::process::ExitCode {
                     live: true,
                     window,
                     limit_conversations,
+                    lifecycle,
+                    months,
                     ..
                 },
         }) => system.block_on(homeagent::eval_live::run(
@@ -154,6 +156,7 @@ fn main() -> std::process::ExitCode {
                 window,
                 json,
                 limit: limit_conversations,
+                lifecycle_months: lifecycle.then_some(months),
             },
         )),
         Some(Command::Selftest) => unreachable!("answered above"),

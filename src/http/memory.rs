@@ -12,23 +12,19 @@ use super::error::{ApiError, ErrorBody};
 
 #[utoipa::path(delete, path = "/api/v1/memory/documents/{id}", tag = "memory",
     params(("id" = String, Path, description = "A document id from GET /api/v1/memory/documents")),
-    responses((status = 200, description = "`{\"id\", \"deleted\": true}`"), (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
+    responses((status = 200, description = "`{\"id\", \"deleted\": true, \"facts\": n}`: the document, its passages and vectors are gone, and the `facts` graph relations derived from it alone"), (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn delete_document(state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
     let id = id.into_inner();
-    let existed = state
-        .agent
-        .deps
-        .documents
-        .send(homeagent_actors::memory::documents::DeleteDoc(id.clone()))
-        .await?
+    let gone = homeagent_actors::memory::forget::forget_document(&state.agent.deps.documents, state.graph.as_ref(), &id)
+        .await
         .map_err(|e| ApiError::unavailable(e.to_string()))?;
-    if !existed {
+    if !gone.existed {
         return Err(ApiError::not_found(format!(
             "no document `{id}`; GET /api/v1/memory/documents lists them"
         )));
     }
-    tracing::info!(document = %id, "document deleted from the memory page");
-    Ok(HttpResponse::Ok().json(json!({"id": id, "deleted": true})))
+    tracing::info!(document = %id, facts = gone.facts, "document deleted by the owner, with the facts derived from it");
+    Ok(HttpResponse::Ok().json(json!({"id": id, "deleted": true, "facts": gone.facts})))
 }
 
 fn graph(

@@ -82,9 +82,7 @@ fn migrations() -> Migrations<'static> {
 }
 
 fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+    crate::clock::now_ms()
 }
 
 /// The inbox table.

@@ -788,6 +788,19 @@ pub async fn recall(
             timeline: budget.tail,
         },
     );
+    // What the prompt shows of the documents counts as read (batched by the tier, off
+    // this path): coldness is by last access.
+    let read: Vec<String> = recollection
+        .relevant
+        .iter()
+        .filter_map(|i| match &i.origin {
+            crate::memory::recall::Origin::Passage { doc_id } => Some(doc_id.clone()),
+            _ => None,
+        })
+        .collect();
+    if !read.is_empty() {
+        let _ = deps.documents.do_send(crate::memory::documents::RecordReads(read));
+    }
     (recollection, recorded)
 }
 

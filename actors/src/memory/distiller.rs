@@ -42,7 +42,7 @@ pub struct RulesRound {
     pub relations: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// `timer` or `operator`.
+    /// `timer`, `clock` (the virtual clock) or `operator`.
     pub trigger: &'static str,
 }
 
@@ -54,12 +54,37 @@ pub struct RuleDistiller {
     text_dir: PathBuf,
     cursor_file: PathBuf,
     graph: TAddr<GraphActor>,
-    every: Duration,
+    period: super::heartbeat::Period,
     /// The last round, shared with the status API.
     last: Arc<Mutex<Option<RulesRound>>>,
     /// Held for a whole round: a timer round and an operator round never read the same
     /// records (mention counts would rise twice).
     serial: Arc<tokio::sync::Mutex<()>>,
+    /// The text log's files as the last timer round saw them (name, length, mtime):
+    /// unchanged means no new record, and the round reads nothing. Why: the rules run
+    /// every 10 minutes for the daemon's whole life, and a virtual clock makes a year
+    /// of them (52k rounds) in one advance; re-parsing the log each time was the
+    /// lifecycle's largest cost.
+    seen: Arc<Mutex<Option<u64>>>,
+}
+
+/// A digest of the text log's files (names, lengths, modification times).
+fn log_signature(dir: &Path) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut files: Vec<(std::ffi::OsString, u64, Option<SystemTime>)> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .filter_map(|e| {
+                    let m = e.metadata().ok()?;
+                    Some((e.file_name(), m.len(), m.modified().ok()))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    files.hash(&mut h);
+    h.finish()
 }
 
 /// The records newer than the cursor and inside the retention, oldest first.
@@ -100,18 +125,27 @@ impl RuleDistiller {
             text_dir,
             cursor_file,
             graph,
-            every,
+            period: super::heartbeat::Period::new(Arc::new(Mutex::new(every))),
             last,
             serial: Arc::default(),
+            seen: Arc::default(),
         }
     }
 
     fn round(&self, trigger: &'static str) -> impl std::future::Future<Output = RulesRound> + 'static {
         let (graph, cursor, last) = (self.graph.clone(), self.cursor_file.clone(), self.last.clone());
         let (text_dir, serial) = (self.text_dir.clone(), self.serial.clone());
+        // An operator's round always reads; a scheduled one only when the log changed.
+        let signature = log_signature(&self.text_dir);
+        let unchanged = trigger != "operator" && *self.seen.lock() == Some(signature);
+        let seen = self.seen.clone();
         async move {
             let _one_at_a_time = serial.lock().await;
-            let records = pending(&text_dir, &cursor);
+            let records = if unchanged {
+                Vec::new()
+            } else {
+                pending(&text_dir, &cursor)
+            };
             let mut round = RulesRound {
                 at_ms: now_ms(),
                 records: records.len(),
@@ -121,6 +155,10 @@ impl RuleDistiller {
                 trigger,
             };
             distill_records(&graph, &records, Some(&cursor), &mut round).await;
+            // Read through without an error: this state of the log needs no other round.
+            if round.error.is_none() {
+                *seen.lock() = Some(signature);
+            }
             match &round.error {
                 None => tracing::info!(
                     records = round.records,
@@ -149,7 +187,7 @@ async fn distill_records(
     for batch in records.chunks(BATCH) {
         let triples: Vec<_> = batch
             .iter()
-            .flat_map(|e| super::rules::extract_triples(&e.input))
+            .flat_map(|e| super::rules::extract_triples(&super::rules::said_by(&e.source, &e.input)))
             .collect();
         round.triples += triples.len();
         if !triples.is_empty() {
@@ -180,8 +218,8 @@ impl KernelActor for RuleDistiller {
     const KIND: &'static str = "heartbeat";
 
     fn started(&mut self, ctx: &mut HostContext<Self>) {
-        tracing::info!(every = ?self.every, "rule distiller armed");
-        ctx.run_interval(self.every, |host, ctx| host.notify(ctx, DistillTick));
+        let every = self.period.arm(ctx, || DistillTick);
+        tracing::info!(every = ?every, "rule distiller armed");
     }
 }
 
@@ -198,10 +236,21 @@ pub struct RunRules;
 impl Handles<DistillTick> for RuleDistiller {
     type Reply = ();
     fn handle(&mut self, _: DistillTick, ctx: &mut HostContext<Self>) {
+        self.period.ticked();
         let round = self.round("timer");
         ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(async move {
             round.await;
         }));
+    }
+}
+
+impl Handles<super::heartbeat::ClockDue> for RuleDistiller {
+    type Reply = ResponseFuture<crate::clock::Due>;
+    fn handle(&mut self, super::heartbeat::ClockDue(now): super::heartbeat::ClockDue, _: &mut HostContext<Self>) -> Self::Reply {
+        let round = self.round("clock");
+        super::heartbeat::on_clock(&mut self.period, now, move || Box::pin(round), |r: &RulesRound| {
+            r.error.is_some()
+        })
     }
 }
 

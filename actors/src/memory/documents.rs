@@ -11,7 +11,8 @@
 //! per-turn recall ([`RecallPassages`], sent beside the context actor's `Recall`, not
 //! after it), the `doc_query` / `doc_commit` tools ([`document_tools`]), the plugin
 //! services (`doc.*`), the HTTP memory browser, the archive heartbeat ([`ColdDocs`],
-//! [`DeleteDoc`]) and the status API ([`CountDocuments`]).
+//! [`MarkArchived`]), the owner's deletions ([`DeleteDoc`]) and the status API
+//! ([`CountDocuments`]).
 //!
 //! A crash here is invisible to the context tier: recall goes on without passages
 //! for that moment (logged), and an archive asked meanwhile fails, so the context
@@ -39,11 +40,69 @@ pub enum DocError {
 /// The documents actor: its store (own connection) with the indexes it builds.
 pub struct DocumentsActor {
     store: MemoryStore,
+    /// Recall hits not written yet: document id → passages of it recalled. Written in
+    /// one transaction a moment after the turn that read them ([`FlushAccess`]), so a
+    /// turn's recall never waits on a write.
+    hits: std::collections::HashMap<String, u32>,
+    /// A flush is scheduled.
+    flush_armed: bool,
 }
+
+/// How long recall hits wait before they are written (they are batched meanwhile).
+const ACCESS_FLUSH: std::time::Duration = std::time::Duration::from_millis(500);
 
 impl DocumentsActor {
     pub fn new(store: MemoryStore) -> Self {
-        Self { store }
+        Self {
+            store,
+            hits: Default::default(),
+            flush_armed: false,
+        }
+    }
+
+    /// Counts the documents as read and schedules the write.
+    fn record_hits(&mut self, ids: Vec<String>, ctx: &mut HostContext<Self>) {
+        for id in ids {
+            *self.hits.entry(id).or_default() += 1;
+        }
+        if !self.hits.is_empty() && !self.flush_armed {
+            self.flush_armed = true;
+            ctx.run_later(ACCESS_FLUSH, |host, ctx| host.notify(ctx, FlushAccess));
+        }
+    }
+
+    fn flush_access(&mut self) {
+        self.flush_armed = false;
+        let hits = std::mem::take(&mut self.hits);
+        if let Err(e) = self.store.touch_documents(&hits, super::now_ms()) {
+            // Only coldness depends on it: the documents stay documents a while longer.
+            tracing::warn!(documents = hits.len(), "recording recall hits failed: {e}");
+        }
+    }
+}
+
+/// A turn's prompt showed passages of these documents (one id per passage): they were
+/// read. Batched: written a moment later, in one transaction with the other hits.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct RecordReads(pub Vec<String>);
+
+impl Handles<RecordReads> for DocumentsActor {
+    type Reply = ();
+    fn handle(&mut self, RecordReads(ids): RecordReads, ctx: &mut HostContext<Self>) {
+        self.record_hits(ids, ctx);
+    }
+}
+
+/// Writes the recall hits gathered since the last flush.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct FlushAccess;
+
+impl Handles<FlushAccess> for DocumentsActor {
+    type Reply = ();
+    fn handle(&mut self, _: FlushAccess, _: &mut HostContext<Self>) {
+        self.flush_access();
     }
 }
 
@@ -61,6 +120,7 @@ impl KernelActor for DocumentsActor {
     }
 
     fn stopped(&mut self, _: &mut HostContext<Self>) {
+        self.flush_access();
         if let Err(e) = self.store.checkpoint() {
             tracing::warn!("memory checkpoint of the document tier at shutdown failed: {e}");
         }
@@ -76,8 +136,9 @@ pub struct ArchiveEvents(pub Vec<Event>);
 
 /// The document half of per-turn recall: the passages most relevant to `query`, with
 /// their scores (merged with the context actor's events by `docindex::merge`).
-/// Read-only: access counts decide when a document is cold, and recall touches many.
-/// A failing lookup answers nothing (logged): the prompt goes without passages.
+/// Read-only: the passages that make it into the prompt are reported back with
+/// [`RecordReads`] (coldness is by last access). A failing lookup answers nothing
+/// (logged): the prompt goes without passages.
 #[derive(Message)]
 #[rtype(result = "Ranked<Item>")]
 pub struct RecallPassages {
@@ -121,21 +182,45 @@ pub struct CommitDocument {
     pub content: String,
 }
 
-/// Documents cold enough for the graph (the archive heartbeat).
+/// Documents cold enough for the graph (the archive heartbeat), with their passages.
 #[derive(Message)]
-#[rtype(result = "Result<Vec<Document>, DocError>")]
+#[rtype(result = "Result<Vec<(Document, Vec<super::store::Passage>)>, DocError>")]
 pub struct ColdDocs {
-    /// Created before this time (Unix ms).
-    pub before_ms: i64,
+    /// Not read since this time (Unix ms).
+    pub idle_before_ms: i64,
     /// Read at most this many times.
     pub max_access: i64,
+    /// At most this many.
+    pub limit: usize,
 }
 
-/// Deletes a document (it now lives in the graph, or an operator removed it); answers
-/// whether it existed.
+/// The archive heartbeat distilled these documents into the graph at `at_ms`: they are
+/// marked (never deleted) so they are not distilled again.
+#[derive(Message)]
+#[rtype(result = "Result<usize, DocError>")]
+pub struct MarkArchived {
+    pub ids: Vec<String>,
+    pub at_ms: i64,
+}
+
+/// Deletes a document with its passages and their vectors (the owner asked: the HTTP
+/// API, the memory page, a plugin's `doc.remove`); answers whether it existed. The facts
+/// derived from it alone leave the graph with it ([`super::forget::forget_document`]).
 #[derive(Message)]
 #[rtype(result = "Result<bool, DocError>")]
 pub struct DeleteDoc(pub String);
+
+/// A document's passages (none when it does not exist), oldest first.
+#[derive(Message)]
+#[rtype(result = "Result<Vec<super::store::Passage>, DocError>")]
+pub struct DocPassages(pub String);
+
+impl Handles<DocPassages> for DocumentsActor {
+    type Reply = Result<Vec<super::store::Passage>, DocError>;
+    fn handle(&mut self, DocPassages(id): DocPassages, _: &mut HostContext<Self>) -> Self::Reply {
+        Ok(self.store.doc_passages(&id)?)
+    }
+}
 
 /// How many documents there are (the status API).
 #[derive(Message)]
@@ -263,9 +348,16 @@ impl Handles<CommitDocument> for DocumentsActor {
 }
 
 impl Handles<ColdDocs> for DocumentsActor {
-    type Reply = Result<Vec<Document>, DocError>;
+    type Reply = Result<Vec<(Document, Vec<super::store::Passage>)>, DocError>;
     fn handle(&mut self, m: ColdDocs, _: &mut HostContext<Self>) -> Self::Reply {
-        Ok(self.store.cold_documents(m.before_ms, m.max_access)?)
+        Ok(self.store.cold_documents(m.idle_before_ms, m.max_access, m.limit)?)
+    }
+}
+
+impl Handles<MarkArchived> for DocumentsActor {
+    type Reply = Result<usize, DocError>;
+    fn handle(&mut self, m: MarkArchived, _: &mut HostContext<Self>) -> Self::Reply {
+        Ok(self.store.mark_archived(&m.ids, m.at_ms)?)
     }
 }
 

@@ -162,6 +162,7 @@ fn migrations() -> Migrations<'static> {
     Migrations::new(vec![
         M::up(include_str!("../../../migrations/graph/0001_init.sql")),
         M::up(include_str!("../../../migrations/graph/0002_no_merge.sql")),
+        M::up(include_str!("../../../migrations/graph/0003_provenance.sql")),
     ])
 }
 
@@ -654,19 +655,21 @@ impl GraphStore {
         })
     }
 
-    /// Active relations that still carry their source sentence, lowest confidence
-    /// first: what the review heartbeat asks the model to check.
+    /// Active relations with a source sentence that were never reviewed, lowest
+    /// confidence first: what the review heartbeat asks the model to check.
     pub fn review_candidates(&self, limit: usize) -> Result<Vec<Relation>, GraphError> {
         let mut stmt = self.conn.prepare_cached(&format!(
-            "{RELATION_SELECT} WHERE r.status = 'active' AND r.sentence_id != 0 ORDER BY r.confidence, r.id LIMIT ?1"
+            "{RELATION_SELECT} WHERE r.status = 'active' AND r.sentence_id != 0 AND r.reviewed_at = 0 ORDER BY r.confidence, r.id LIMIT ?1"
         ))?;
         Ok(stmt.query_map([limit], relation_row)?.collect::<Result<_, _>>()?)
     }
 
-    /// Detaches a relation from its sentence (it has been reviewed).
-    pub fn clear_sentence(&mut self, relation_id: i64) -> Result<(), GraphError> {
-        self.conn
-            .execute("UPDATE relations SET sentence_id = 0 WHERE id = ?1", [relation_id])?;
+    /// Marks a relation as reviewed at `at_ms` (its sentence stays: provenance).
+    pub fn mark_reviewed(&mut self, relation_id: i64, at_ms: i64) -> Result<(), GraphError> {
+        self.conn.execute(
+            "UPDATE relations SET reviewed_at = ?2 WHERE id = ?1",
+            rusqlite::params![relation_id, at_ms.max(1)],
+        )?;
         Ok(())
     }
 
@@ -676,6 +679,87 @@ impl GraphStore {
             "DELETE FROM sentences WHERE id NOT IN (SELECT sentence_id FROM relations WHERE sentence_id != 0)",
             [],
         )?)
+    }
+
+    /// The entity pairs merge rounds proposed (keys of [`no_merge_key`]) and when.
+    pub fn proposed_pairs(&self) -> Result<HashMap<String, i64>, GraphError> {
+        let mut st = self.conn.prepare("SELECT pair, at_ms FROM merge_proposed")?;
+        let rows = st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// A merge round proposed these pairs at `at_ms`.
+    pub fn record_proposed(&mut self, pairs: &[String], at_ms: i64) -> Result<(), GraphError> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        for p in pairs {
+            tx.execute(
+                "INSERT INTO merge_proposed (pair, at_ms) VALUES (?1, ?2)
+                 ON CONFLICT (pair) DO UPDATE SET at_ms = excluded.at_ms",
+                params![p, at_ms],
+            )?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Deletes every relation committed under `session` (the facts derived from one
+    /// source, e.g. `doc:<id>`), then the sentences and entities nothing refers to any
+    /// more among those it touched. Answers the relations deleted.
+    pub fn forget_session(&mut self, session: &str) -> Result<usize, GraphError> {
+        self.forget_where("session_id = ?1", &[session])
+    }
+
+    /// Deletes every relation learnt from one of `texts` (its source sentence, exactly),
+    /// then what was left without a relation among what they touched. Answers the
+    /// relations deleted.
+    pub fn forget_sentences(&mut self, texts: &[String]) -> Result<usize, GraphError> {
+        let mut n = 0;
+        for t in texts {
+            n += self.forget_where(
+                "sentence_id != 0 AND sentence_id = (SELECT id FROM sentences WHERE text = ?1)",
+                &[t.trim()],
+            )?;
+        }
+        Ok(n)
+    }
+
+    /// Deletes the relations matching `cond` (one parameter, `?1`), then the entities and
+    /// sentences among theirs that no relation refers to any more.
+    fn forget_where(&mut self, cond: &str, arg: &[&str]) -> Result<usize, GraphError> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let touched: Vec<(i64, i64, i64)> = {
+            let mut st = tx.prepare(&format!(
+                "SELECT source_id, target_id, sentence_id FROM relations WHERE {cond}"
+            ))?;
+            st.query_map(params_from_iter(arg), |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .collect::<Result<_, _>>()?
+        };
+        if touched.is_empty() {
+            return Ok(0);
+        }
+        let n = tx.execute(&format!("DELETE FROM relations WHERE {cond}"), params_from_iter(arg))?;
+        for (s, t, sentence) in touched {
+            for e in [s, t] {
+                tx.execute(
+                    "DELETE FROM entities WHERE id = ?1
+                     AND NOT EXISTS (SELECT 1 FROM relations WHERE source_id = ?1 OR target_id = ?1)",
+                    [e],
+                )?;
+            }
+            if sentence != 0 {
+                tx.execute(
+                    "DELETE FROM sentences WHERE id = ?1
+                     AND NOT EXISTS (SELECT 1 FROM relations WHERE sentence_id = ?1)",
+                    [sentence],
+                )?;
+            }
+        }
+        tx.commit()?;
+        Ok(n)
     }
 }
 
@@ -888,9 +972,45 @@ mod tests {
             q.iter().map(|r| r.target.as_str()).collect::<Vec<_>>(),
             vec!["北京", "围棋"]
         );
-        g.clear_sentence(q[0].id).unwrap();
-        assert_eq!(g.cleanup_orphaned_sentences().unwrap(), 1);
+        g.mark_reviewed(q[0].id, 1_000).unwrap();
+        assert_eq!(g.cleanup_orphaned_sentences().unwrap(), 0, "a reviewed relation keeps its sentence");
         assert_eq!(g.review_candidates(5).unwrap().len(), 1);
+        let kept = g.recall(&kw(&["北京"]), &[], 1, None, RecallSort::Relevance).unwrap();
+        assert!(
+            kept.relations.iter().any(|r| r.sentence.as_deref() == Some("我住在北京")),
+            "{kept:?}"
+        );
+    }
+
+    #[test]
+    fn forgetting_a_source_takes_only_what_came_from_it_alone() {
+        let mut g = GraphStore::open_in_memory().unwrap();
+        let mut a = t("Caroline", "lives_in", "Boston");
+        a.sentence = "[2023-05-08] Caroline: I live in Boston".into();
+        let mut b = t("Caroline", "likes", "pottery");
+        b.sentence = "[2023-05-08] Caroline: I like pottery".into();
+        g.commit(&[a.clone(), b], "doc:1", 0).unwrap();
+        // The same fact from another document: its own relation, kept.
+        g.commit(&[a], "doc:2", 0).unwrap();
+        assert_eq!(g.forget_session("doc:1").unwrap(), 2);
+        let r = g.recall(&kw(&["caroline"]), &[], 1, None, RecallSort::Relevance).unwrap();
+        let targets: Vec<&str> = r.relations.iter().map(|r| r.target.as_str()).collect();
+        assert_eq!(targets, vec!["Boston"], "{r:?}");
+        assert_eq!(
+            g.recall(&kw(&["pottery"]), &[], 1, None, RecallSort::Relevance).unwrap().entities.len(),
+            0,
+            "an entity only that source mentioned is gone"
+        );
+        let sentences: i64 = g.conn.query_row("SELECT COUNT(*) FROM sentences", [], |r| r.get(0)).unwrap();
+        assert_eq!(sentences, 1, "only the kept relation's sentence stays");
+        // By sentence: what the rule distiller learnt from a turn goes with the turn.
+        let mut c = t("用户", "居住地", "上海");
+        c.sentence = "我住在上海".into();
+        g.commit(&[c], "http", 0).unwrap();
+        assert_eq!(g.forget_sentences(&["我住在上海".into(), "never said".into()]).unwrap(), 1);
+        assert!(
+            g.recall(&kw(&["上海"]), &[], 1, None, RecallSort::Relevance).unwrap().relations.is_empty()
+        );
     }
 
     #[test]

@@ -208,8 +208,36 @@ impl Handles<MergeNames> for GraphActor {
     }
 }
 
+/// Forgets the facts derived from one source alone: every relation committed under
+/// `session` (the archive heartbeat commits a document's facts under `doc:<id>`), with
+/// the entities and sentences left without any relation. Answers the relations deleted.
+#[derive(Message)]
+#[rtype(result = "Result<usize, String>")]
+pub struct ForgetSession(pub String);
+
+impl Handles<ForgetSession> for GraphActor {
+    type Reply = Result<usize, String>;
+    fn handle(&mut self, ForgetSession(session): ForgetSession, _: &mut HostContext<Self>) -> Self::Reply {
+        self.store.forget_session(&session).map_err(|e| e.to_string())
+    }
+}
+
+/// Forgets the facts learnt from these sentences (exactly as stored): the relations whose
+/// source sentence is one of them, with the entities and sentences left without any
+/// relation. Answers the relations deleted.
+#[derive(Message)]
+#[rtype(result = "Result<usize, String>")]
+pub struct ForgetSentences(pub Vec<String>);
+
+impl Handles<ForgetSentences> for GraphActor {
+    type Reply = Result<usize, String>;
+    fn handle(&mut self, ForgetSentences(texts): ForgetSentences, _: &mut HostContext<Self>) -> Self::Reply {
+        self.store.forget_sentences(&texts).map_err(|e| e.to_string())
+    }
+}
+
 /// The review heartbeat's tasks: one per relation to re-check; the relations are
-/// detached from their sentences (so each is reviewed once) and orphans deleted.
+/// marked reviewed (so each is reviewed once; their sentences stay: provenance).
 #[derive(Message)]
 #[rtype(result = "Result<Vec<String>, String>")]
 pub struct ProposeReviews;
@@ -223,7 +251,17 @@ impl Handles<ProposeMerges> for GraphActor {
             .recall(&[], &[], 0, None, RecallSort::Relevance)
             .map_err(|e| e.to_string())?;
         let blocked = self.store.no_merge_pairs().map_err(|e| e.to_string())?;
-        let (chosen, skipped) = merge_candidates_except(&all.entities, PER_ROUND, &blocked, &m.vectors);
+        // A pair proposed before comes again only once one of its entities changed: a
+        // graph without new material proposes nothing (and costs no model call).
+        let proposed = self.store.proposed_pairs().map_err(|e| e.to_string())?;
+        let (chosen, skipped) = merge_candidates_except(&all.entities, PER_ROUND, &blocked, &m.vectors, Some(&proposed));
+        let keys: Vec<String> = chosen
+            .iter()
+            .map(|(a, b, _)| super::graph::no_merge_key(&a.name, &b.name))
+            .collect();
+        self.store
+            .record_proposed(&keys, super::now_ms())
+            .map_err(|e| e.to_string())?;
         if !skipped.is_empty() {
             tracing::info!(pairs = ?skipped, "merge candidates skipped: blocked by memory_block_merge");
             self.store.tick_no_merge(&skipped).map_err(|e| e.to_string())?;
@@ -237,10 +275,10 @@ impl Handles<ProposeReviews> for GraphActor {
     fn handle(&mut self, _: ProposeReviews, _: &mut HostContext<Self>) -> Self::Reply {
         use super::maintenance::{PER_ROUND, review_task};
         let rels = self.store.review_candidates(PER_ROUND).map_err(|e| e.to_string())?;
+        let now = super::now_ms();
         for r in &rels {
-            self.store.clear_sentence(r.id).map_err(|e| e.to_string())?;
+            self.store.mark_reviewed(r.id, now).map_err(|e| e.to_string())?;
         }
-        self.store.cleanup_orphaned_sentences().map_err(|e| e.to_string())?;
         Ok(rels.iter().map(review_task).collect())
     }
 }
@@ -268,6 +306,33 @@ impl Handles<CommitTriples> for GraphActor {
     type Reply = Result<(usize, usize), String>;
     fn handle(&mut self, m: CommitTriples, _: &mut HostContext<Self>) -> Self::Reply {
         self.store.commit(&m.triples, &m.session, 0).map_err(|e| e.to_string())
+    }
+}
+
+/// Commit facts each learnt at its own time (the archive heartbeat: a fact is dated
+/// by the turn it was said in, not by the round that found it). Answers (entities,
+/// relations) written.
+#[derive(Message)]
+#[rtype(result = "Result<(usize, usize), String>")]
+pub struct CommitDated {
+    /// (Unix ms, the facts said then).
+    pub groups: Vec<(i64, Vec<Triple>)>,
+    pub session: String,
+}
+
+impl Handles<CommitDated> for GraphActor {
+    type Reply = Result<(usize, usize), String>;
+    fn handle(&mut self, m: CommitDated, _: &mut HostContext<Self>) -> Self::Reply {
+        let (mut entities, mut relations) = (0, 0);
+        for (at, triples) in &m.groups {
+            let (e, r) = self
+                .store
+                .commit_at(triples, &m.session, 0, *at)
+                .map_err(|e| e.to_string())?;
+            entities += e;
+            relations += r;
+        }
+        Ok((entities, relations))
     }
 }
 

@@ -2,8 +2,8 @@
 //! `kernel/memory/heartbeat-review`) ask the graph for proposals
 //! ([`super::maintenance`]) and hand every one to the agent as kernel self-input, so
 //! the model decides on the `_consolidation_` channel, never preempting the user.
-//! Archive (`kernel/memory/heartbeat-archive`) moves the facts of cold documents into
-//! the graph and deletes a document only once a relation from it was written.
+//! Archive (`kernel/memory/heartbeat-archive`) distils the facts of cold documents into
+//! the graph and marks the documents archived; it never deletes one.
 
 use std::sync::Arc;
 
@@ -11,8 +11,8 @@ use actix::prelude::*;
 use parking_lot::Mutex;
 use serde::Serialize;
 
-use super::documents::{ColdDocs, DeleteDoc, DocumentsActor};
-use super::graph_actor::{CommitTriples, GraphActor, ProposeMerges, ProposeReviews};
+use super::documents::{ColdDocs, DocumentsActor, MarkArchived};
+use super::graph_actor::{CommitDated, GraphActor, ProposeMerges, ProposeReviews};
 use crate::addr::TAddr;
 use crate::host::{Handles, Host, HostContext, KernelActor};
 
@@ -31,7 +31,7 @@ pub enum Maintenance {
     Merge,
     /// Relations with their sentence → `memory_edit` review tasks.
     Review,
-    /// Cold documents (≥ 72 h, read ≤ 2 times) → graph facts.
+    /// Cold documents (idle ≥ 72 h, read ≤ 2 times) → graph facts (documents kept).
     Archive,
 }
 
@@ -41,12 +41,12 @@ pub struct MaintenanceRound {
     /// Unix milliseconds.
     pub at_ms: i64,
     pub kind: Maintenance,
-    /// Tasks handed to the agent (merge, review) or documents moved into the graph
+    /// Tasks handed to the agent (merge, review) or documents distilled into the graph
     /// (archive).
     pub items: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// `timer` or `operator`.
+    /// `timer`, `clock` (the virtual clock) or `operator`.
     pub trigger: &'static str,
 }
 
@@ -104,7 +104,7 @@ impl GraphHeartbeat {
         let documents = self.documents.clone();
         let embedder = self.embedder.clone();
         async move {
-            let now = super::now_ms();
+            let now = crate::clock::now_ms();
             let mut round = MaintenanceRound {
                 at_ms: now,
                 kind,
@@ -171,43 +171,56 @@ async fn name_vectors(
     }
 }
 
-/// One archive round: each cold document's facts are committed; the document is
-/// deleted once at least one of its relations was written. Counts moved documents.
+/// One archive round: the facts of each cold document (idle for [`COLD_AGE_MS`], read
+/// at most [`COLD_MAX_ACCESS`] times, not archived before) are committed to the graph
+/// under the document's own session, dated by the turns they were said in, and the
+/// document is marked archived. **Nothing is deleted**: the document and its passages
+/// stay recallable verbatim (see `docs/DECISIONS.md`, "archiving keeps what it
+/// archives"). Counts the documents archived.
+///
+/// [`COLD_AGE_MS`]: super::maintenance::COLD_AGE_MS
+/// [`COLD_MAX_ACCESS`]: super::maintenance::COLD_MAX_ACCESS
 async fn archive(
     graph: &TAddr<GraphActor>,
     documents: &TAddr<DocumentsActor>,
     now: i64,
     moved: &mut usize,
 ) -> Result<(), String> {
-    use super::maintenance::{ARCHIVAL_SESSION, COLD_AGE_MS, COLD_MAX_ACCESS, doc_to_triples};
+    use super::maintenance::{ARCHIVE_PER_ROUND, COLD_AGE_MS, COLD_MAX_ACCESS, doc_session, doc_to_triples};
     let docs = documents
         .send(ColdDocs {
-            before_ms: now - COLD_AGE_MS,
+            idle_before_ms: now - COLD_AGE_MS,
             max_access: COLD_MAX_ACCESS,
+            limit: ARCHIVE_PER_ROUND,
         })
         .await
         .map_err(|e| e.to_string())?
         .map_err(|e| e.to_string())?;
-    for doc in docs {
-        let triples = doc_to_triples(&doc);
-        if triples.is_empty() {
-            tracing::debug!(doc = %doc.id, "archive: no facts found, the document stays");
-            continue;
-        }
-        let session = ARCHIVAL_SESSION.to_owned();
-        let (_, relations) = graph
-            .send(CommitTriples { triples, session })
-            .await
-            .map_err(|e| e.to_string())??;
-        if relations > 0 {
-            documents
-                .send(DeleteDoc(doc.id.clone()))
+    let mut done = Vec::with_capacity(docs.len());
+    for (doc, passages) in docs {
+        let groups = doc_to_triples(&doc, &passages);
+        let relations = if groups.is_empty() {
+            0
+        } else {
+            graph
+                .send(CommitDated {
+                    groups,
+                    session: doc_session(&doc.id),
+                })
                 .await
-                .map_err(|e| e.to_string())?
-                .map_err(|e| e.to_string())?;
-            tracing::info!(doc = %doc.id, relations, "archive: document moved into the graph");
-            *moved += 1;
-        }
+                .map_err(|e| e.to_string())??
+                .1
+        };
+        tracing::debug!(doc = %doc.id, passages = passages.len(), relations, "archive: document's facts in the graph; the document stays");
+        done.push(doc.id);
+    }
+    if !done.is_empty() {
+        *moved += documents
+            .send(MarkArchived { ids: done, at_ms: now })
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+        tracing::info!(documents = *moved, "archive: cold documents distilled into the graph (kept as documents)");
     }
     Ok(())
 }
@@ -233,6 +246,7 @@ pub struct RunMaintenance;
 impl Handles<MaintenanceTick> for GraphHeartbeat {
     type Reply = ();
     fn handle(&mut self, _: MaintenanceTick, ctx: &mut HostContext<Self>) {
+        self.period.ticked();
         let round = self.round("timer");
         ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(async move {
             round.await;
@@ -244,6 +258,16 @@ impl Handles<RunMaintenance> for GraphHeartbeat {
     type Reply = ResponseFuture<MaintenanceRound>;
     fn handle(&mut self, _: RunMaintenance, _: &mut HostContext<Self>) -> Self::Reply {
         Box::pin(self.round("operator"))
+    }
+}
+
+impl Handles<super::heartbeat::ClockDue> for GraphHeartbeat {
+    type Reply = ResponseFuture<crate::clock::Due>;
+    fn handle(&mut self, super::heartbeat::ClockDue(now): super::heartbeat::ClockDue, _: &mut HostContext<Self>) -> Self::Reply {
+        let round = self.round("clock");
+        super::heartbeat::on_clock(&mut self.period, now, move || Box::pin(round), |r: &MaintenanceRound| {
+            r.error.is_some()
+        })
     }
 }
 

@@ -25,7 +25,7 @@ pub struct Round {
     pub archived: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// `timer` or `operator`.
+    /// `timer`, `clock` (the virtual clock) or `operator`.
     pub trigger: &'static str,
 }
 
@@ -36,19 +36,29 @@ pub type DistillHandle = (TAddr<DistillHeartbeat>, Arc<Mutex<Option<Round>>>);
 /// changed setting survives a restart of the actor.
 pub type IntervalCell = Arc<Mutex<Duration>>;
 
-/// A heartbeat's timer: its period (shared, see [`IntervalCell`]) and the interval
-/// running now. The distill and graph heartbeats both keep one.
+/// A heartbeat's schedule: its period (shared, see [`IntervalCell`]), when it is due
+/// next on the kernel's clock, and (wall clock only) the interval timer running now.
+/// The distill, rules and graph heartbeats all keep one.
+///
+/// Under a virtual clock ([`crate::clock`]) no timer is armed: the clock asks the
+/// heartbeat with [`ClockDue`] whenever it passes `next_ms`.
 pub struct Period {
     every: IntervalCell,
     timer: Option<SpawnHandle>,
+    next_ms: i64,
 }
 
 impl Period {
     pub fn new(every: IntervalCell) -> Self {
-        Self { every, timer: None }
+        Self {
+            every,
+            timer: None,
+            next_ms: i64::MAX,
+        }
     }
 
-    /// (Re-)arms the timer: `tick()` is sent to the actor every period. Answers the period.
+    /// (Re-)arms the schedule: the next round is one period from now; on the wall clock
+    /// `tick()` is also sent to the actor every period. Answers the period.
     pub fn arm<A, M>(&mut self, ctx: &mut HostContext<A>, tick: fn() -> M) -> Duration
     where
         A: KernelActor + Handles<M>,
@@ -58,14 +68,89 @@ impl Period {
             ctx.cancel_future(t);
         }
         let every = *self.every.lock();
-        self.timer = Some(ctx.run_interval(every, move |host, ctx| host.notify(ctx, tick())));
+        self.next_ms = crate::clock::now_ms().saturating_add(every.as_millis() as i64);
+        if !crate::clock::is_virtual() {
+            self.timer = Some(ctx.run_interval(every, move |host, ctx| host.notify(ctx, tick())));
+        }
         every
+    }
+
+    /// A timer tick: the next round is one period from now.
+    pub fn ticked(&mut self) {
+        self.next_ms = crate::clock::now_ms().saturating_add(self.every.lock().as_millis() as i64);
+    }
+
+    /// The clock asks at `now`: is a round due? If so the next one is scheduled one
+    /// period later. Answers (due, next due time).
+    pub fn take_due(&mut self, now: i64) -> (bool, i64) {
+        if now < self.next_ms {
+            return (false, self.next_ms);
+        }
+        self.next_ms = now.saturating_add(self.every.lock().as_millis() as i64);
+        (true, self.next_ms)
     }
 
     /// A new period (applies at the next [`Period::arm`]; survives restarts).
     pub fn set(&mut self, every: Duration) {
         *self.every.lock() = every;
     }
+}
+
+/// The virtual clock reached `0` (Unix ms): run the round if it is due, answer when the
+/// next one is (see [`crate::clock::Beats`]).
+#[derive(Message)]
+#[rtype(result = "crate::clock::Due")]
+pub struct ClockDue(pub i64);
+
+/// The clock's view of a heartbeat actor: a [`crate::clock::DueFn`] sending it
+/// [`ClockDue`]. An actor that is down (restarting) is asked again in a minute.
+pub fn due_fn<A>(addr: TAddr<A>) -> crate::clock::DueFn
+where
+    A: KernelActor + Handles<ClockDue>,
+{
+    std::sync::Arc::new(move |now| {
+        let addr = addr.clone();
+        Box::pin(async move {
+            match addr.send(ClockDue(now)).await {
+                Ok(d) => d,
+                Err(e) => {
+                    tracing::warn!("a heartbeat did not answer the clock: {e}");
+                    crate::clock::Due {
+                        ran: false,
+                        failed: true,
+                        next_ms: now + 60_000,
+                    }
+                }
+            }
+        })
+    })
+}
+
+/// The shared body of every heartbeat's [`ClockDue`] handler: when due, `round` runs and
+/// is waited for; `failed` reads its result.
+pub fn on_clock<R: 'static>(
+    period: &mut Period,
+    now: i64,
+    round: impl FnOnce() -> std::pin::Pin<Box<dyn std::future::Future<Output = R>>>,
+    failed: fn(&R) -> bool,
+) -> ResponseFuture<crate::clock::Due> {
+    let (due, next_ms) = period.take_due(now);
+    if !due {
+        return Box::pin(std::future::ready(crate::clock::Due {
+            ran: false,
+            failed: false,
+            next_ms,
+        }));
+    }
+    let round = round();
+    Box::pin(async move {
+        let r = round.await;
+        crate::clock::Due {
+            ran: true,
+            failed: failed(&r),
+            next_ms,
+        }
+    })
 }
 
 /// A heartbeat's period changed (a `core.agent.*_interval` setting): re-arm the timer.
@@ -113,7 +198,7 @@ impl DistillHeartbeat {
                 _ => crate::config::AgentConfig::defaults().max_context_size,
             };
             let result = context.send(DistillContext { max_context_size: max }).await;
-            let at_ms = super::now_ms();
+            let at_ms = crate::clock::now_ms();
             let round = match result {
                 Ok(Ok(archived)) => Round {
                     at_ms,
@@ -165,6 +250,7 @@ pub struct RunNow;
 impl Handles<Tick> for DistillHeartbeat {
     type Reply = ();
     fn handle(&mut self, _: Tick, ctx: &mut HostContext<Self>) {
+        self.period.ticked();
         let round = self.round("timer");
         ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(async move {
             round.await;
@@ -176,6 +262,14 @@ impl Handles<RunNow> for DistillHeartbeat {
     type Reply = ResponseFuture<Round>;
     fn handle(&mut self, _: RunNow, _: &mut HostContext<Self>) -> Self::Reply {
         Box::pin(self.round("operator"))
+    }
+}
+
+impl Handles<ClockDue> for DistillHeartbeat {
+    type Reply = ResponseFuture<crate::clock::Due>;
+    fn handle(&mut self, ClockDue(now): ClockDue, _: &mut HostContext<Self>) -> Self::Reply {
+        let round = self.round("clock");
+        on_clock(&mut self.period, now, move || Box::pin(round), |r: &Round| r.error.is_some())
     }
 }
 

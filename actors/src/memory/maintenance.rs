@@ -8,47 +8,73 @@
 use std::collections::{HashMap, HashSet};
 
 use super::graph::{Entity, Relation, Triple};
-use super::store::Document;
+use super::store::{Document, Passage};
 use crate::i18n::Msg;
 
-/// Documents older than this are cold (if rarely read).
+/// Documents not read for this long are cold (if rarely read).
 pub const COLD_AGE_MS: i64 = 72 * 3600 * 1000;
-/// Documents read more often than this stay documents.
+/// Documents read more often than this stay documents only.
 pub const COLD_MAX_ACCESS: i64 = 2;
-/// The session archived documents' facts are committed under.
-pub const ARCHIVAL_SESSION: &str = "agent_doc_archival";
+/// Cold documents distilled per archive round (the rest wait for the next round).
+pub const ARCHIVE_PER_ROUND: usize = 100;
 
-/// The facts of a cold document: the user's self-statements in it (the rule
-/// distiller's rules, line by line) plus, when there is at least one, its topic and
-/// source. A document without facts yields nothing and stays a document — without a
-/// language model extractor we never trade a text for an empty graph node.
-pub fn doc_to_triples(doc: &Document) -> Vec<Triple> {
-    if doc.source.is_empty() || doc.source == "graph" {
+/// The graph session a document's facts are committed under: deleting the document
+/// finds them by it (`GraphStore::forget_session`).
+pub fn doc_session(doc_id: &str) -> String {
+    format!("doc:{doc_id}")
+}
+
+/// Speakers whose turns are the agent's own words: no facts about anyone are taken
+/// from them.
+fn is_agent(speaker: &str) -> bool {
+    matches!(speaker, "assistant" | "agent")
+}
+
+/// The facts in a cold document, each group with the time it was said: the
+/// self-statements the rule distiller finds ([`super::rules::extract_triples`], Chinese
+/// and English). An archived conversation's passages are said by a named speaker (an
+/// imported conversation's `Caroline`) or, on the owner's channels, by the user; a
+/// written document (`doc_commit`, source `manual`) is the owner's, line by line, at its
+/// writing. Each fact keeps its source sentence as `[YYYY-MM-DD] Speaker: text`, so a
+/// recalled fact brings when and by whom it was said.
+///
+/// No document metadata becomes a fact (the reference's `文档 →主题→ …` and `→来源→`
+/// triples tied every document's topic to one entity, in Chinese whatever the language).
+pub fn doc_to_triples(doc: &Document, passages: &[Passage]) -> Vec<(i64, Vec<Triple>)> {
+    if doc.source == "graph" {
         return Vec::new();
     }
-    let mut out: Vec<Triple> = Vec::new();
-    for line in doc.content.lines() {
-        for mut t in super::rules::extract_triples(line) {
-            t.sentence = t.sentence.chars().take(200).collect();
-            out.push(t);
-        }
-    }
-    if out.is_empty() {
-        return out;
-    }
-    let doc_triple = |relation: &str, object: &str| Triple {
-        subject: "文档".into(),
-        relation: relation.into(),
-        object: object.into(),
-        ..Default::default()
+    let said: Vec<(i64, String, String)> = if doc.source == "manual" {
+        doc.content
+            .lines()
+            .map(|l| (doc.created_at_ms, String::new(), l.trim().to_owned()))
+            .collect()
+    } else {
+        passages
+            .iter()
+            .filter(|p| !is_agent(&p.speaker))
+            .map(|p| (p.ts_ms, p.speaker.trim().to_owned(), p.text.trim().to_owned()))
+            .collect()
     };
-    let summary = doc.summary.trim();
-    let generated = super::summary::is_generated(summary);
-    if !summary.is_empty() && summary.chars().count() < 80 && !generated {
-        out.push(doc_triple("主题", summary));
-    }
-    if doc.source != "context" && doc.source != "context_archived" {
-        out.push(doc_triple("来源", &doc.source));
+    let mut out = Vec::new();
+    for (ts, speaker, text) in said {
+        if text.is_empty() {
+            continue;
+        }
+        let input = super::rules::said_by(&speaker, &text);
+        let (y, m, d) = super::civil_from_days(ts.div_euclid(86_400_000));
+        let who = if speaker.is_empty() { String::new() } else { format!("{speaker}: ") };
+        let sentence = format!("[{y:04}-{m:02}-{d:02}] {}", super::truncate_chars(&format!("{who}{text}"), 300, "…"));
+        let triples: Vec<Triple> = super::rules::extract_triples(&input)
+            .into_iter()
+            .map(|mut t| {
+                t.sentence = sentence.clone();
+                t
+            })
+            .collect();
+        if !triples.is_empty() {
+            out.push((ts, triples));
+        }
     }
     out
 }
@@ -82,7 +108,7 @@ pub fn bigram_jaccard(a: &str, b: &str) -> f64 {
 /// [`MERGE_THRESHOLD`], most similar first. Only pairs sharing a bigram are compared
 /// (a pair sharing none has similarity 0), so this stays fast on large graphs.
 pub fn merge_candidates(entities: &[Entity], max: usize) -> Vec<(Entity, Entity, f64)> {
-    merge_candidates_except(entities, max, &HashSet::new(), &HashMap::new()).0
+    merge_candidates_except(entities, max, &HashSet::new(), &HashMap::new(), None).0
 }
 
 /// Entities whose names are embedded for the merge round (the most mentioned first):
@@ -95,11 +121,16 @@ pub const MERGE_EMBED_LIMIT: usize = 400;
 ///
 /// `vectors` (name → unit vector of one space) add the spec's second measure: a pair's
 /// similarity is the larger of the bigram Jaccard and the names' cosine.
+///
+/// `proposed` (pair key → when a round proposed it): such a pair counts again only once
+/// one of its entities was updated after that — what the model was asked about and did
+/// not merge is not asked again until it changes.
 pub fn merge_candidates_except(
     entities: &[Entity],
     max: usize,
     blocked: &HashSet<String>,
     vectors: &HashMap<String, Vec<f32>>,
+    proposed: Option<&HashMap<String, i64>>,
 ) -> (Vec<(Entity, Entity, f64)>, Vec<String>) {
     let grams: Vec<HashSet<(char, char)>> = entities.iter().map(|e| bigrams(&e.name)).collect();
     let mut index: HashMap<(char, char), Vec<usize>> = HashMap::new();
@@ -141,6 +172,14 @@ pub fn merge_candidates_except(
                 None => out.push((key.0, key.1, cos)),
             }
         }
+    }
+    if let Some(proposed) = proposed {
+        out.retain(|&(i, j, _)| {
+            let key = super::graph::no_merge_key(&entities[i].name, &entities[j].name);
+            proposed
+                .get(&key)
+                .is_none_or(|at| entities[i].updated_at_ms.max(entities[j].updated_at_ms) > *at)
+        });
     }
     out.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)).then(a.1.cmp(&b.1)));
     let mut skipped = Vec::new();
@@ -222,7 +261,7 @@ mod tests {
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
         .collect();
-        let (chosen, skipped) = merge_candidates_except(&es, 5, &HashSet::new(), &vectors);
+        let (chosen, skipped) = merge_candidates_except(&es, 5, &HashSet::new(), &vectors, None);
         let names: Vec<(String, String)> = chosen
             .iter()
             .map(|(a, b, _)| (a.name.clone(), b.name.clone()))
@@ -235,9 +274,26 @@ mod tests {
         assert!(!names.iter().any(|(a, b)| a == "banana" || b == "banana"));
         assert!(skipped.is_empty());
         let blocked: HashSet<String> = [super::super::graph::no_merge_key("New York City", "NYC")].into();
-        let (chosen, skipped) = merge_candidates_except(&es, 5, &blocked, &vectors);
+        let (chosen, skipped) = merge_candidates_except(&es, 5, &blocked, &vectors, None);
         assert_eq!(chosen.len(), 1);
         assert_eq!(skipped, vec!["NYC||New York City".to_string()]);
+    }
+
+    #[test]
+    fn a_pair_proposed_before_is_proposed_again_only_once_it_changed() {
+        let mut es = vec![e(1, "Visual Studio Code"), e(2, "Visual Studio Code!")];
+        es[0].updated_at_ms = 100;
+        es[1].updated_at_ms = 200;
+        let none = (&HashSet::new(), &HashMap::new());
+        let key = super::super::graph::no_merge_key("Visual Studio Code", "Visual Studio Code!");
+        let at = |t: i64| HashMap::from([(key.clone(), t)]);
+        assert_eq!(merge_candidates_except(&es, 5, none.0, none.1, Some(&at(100))).0.len(), 1);
+        assert!(
+            merge_candidates_except(&es, 5, none.0, none.1, Some(&at(200))).0.is_empty(),
+            "proposed before and unchanged since: not again"
+        );
+        es[0].updated_at_ms = 300;
+        assert_eq!(merge_candidates_except(&es, 5, none.0, none.1, Some(&at(200))).0.len(), 1);
     }
 
     #[test]
@@ -258,46 +314,70 @@ mod tests {
         assert_eq!(merge_candidates(&es, 1).len(), 1);
     }
 
-    fn doc(source: &str, summary: &str, content: &str) -> Document {
-        Document {
-            id: "d".into(),
-            created_at_ms: 0,
-            source: source.into(),
-            summary: summary.into(),
-            content: content.into(),
-            access_count: 1,
+    fn passage(ts_ms: i64, speaker: &str, text: &str) -> Passage {
+        Passage {
+            id: 1,
+            doc_id: "d".into(),
+            ts_ms,
+            speaker: speaker.into(),
+            text: text.into(),
+            tokens: 0,
         }
     }
 
     #[test]
-    fn cold_documents_give_their_facts_or_nothing() {
-        let d = doc(
-            "context",
-            "来自 1 个来源的 2 条对话 (http)",
-            "[10:00:00] http: 我叫李四，我住在上海\n[10:00:01] agent: 好的",
-        );
-        let ts = doc_to_triples(&d);
-        let got: Vec<(&str, &str)> = ts.iter().map(|t| (t.relation.as_str(), t.object.as_str())).collect();
+    fn cold_passages_give_their_speakers_facts_dated_with_their_sentence() {
+        let day = 19_485 * 86_400_000; // 2023-05-08
+        let ps = [
+            passage(day, "Caroline", "I live in Boston and my dog is called Rex"),
+            passage(day + 1, "assistant", "I am an assistant"),
+            passage(day + 2, "http", "我叫李四，我住在上海"),
+            passage(day + 3, "Melanie", "Nice weather today"),
+        ];
+        let conversation = Document {
+            id: "d".into(),
+            created_at_ms: day,
+            source: "context_archived".into(),
+            summary: String::new(),
+            content: String::new(),
+            access_count: 1,
+        };
+        let got = doc_to_triples(&conversation, &ps);
+        assert_eq!(got.len(), 2, "the agent's words and turns without facts give nothing: {got:?}");
+        assert_eq!(got[0].0, day);
+        let caroline: Vec<(&str, &str)> = got[0].1.iter().map(|t| (t.subject.as_str(), t.object.as_str())).collect();
+        assert!(caroline.iter().all(|(s, _)| *s == "Caroline"), "{caroline:?}");
+        assert!(caroline.iter().any(|(_, o)| o.contains("Boston")), "{caroline:?}");
         assert_eq!(
-            got,
-            vec![("姓名", "李四"), ("居住地", "上海")],
-            "no topic for generated summaries, no source for context"
+            got[0].1[0].sentence,
+            "[2023-05-08] Caroline: I live in Boston and my dog is called Rex"
         );
-        let m = doc("manual", "读书计划", "我喜欢历史书\n下个月读三本");
-        let got: Vec<(String, String)> = doc_to_triples(&m).into_iter().map(|t| (t.relation, t.object)).collect();
-        assert_eq!(
-            got,
-            vec![
-                ("喜好".into(), "历史书".into()),
-                ("主题".into(), "读书计划".into()),
-                ("来源".into(), "manual".into())
-            ]
-        );
+        let owner: Vec<(&str, &str, &str)> = got[1]
+            .1
+            .iter()
+            .map(|t| (t.subject.as_str(), t.relation.as_str(), t.object.as_str()))
+            .collect();
+        assert_eq!(owner, vec![("用户", "姓名", "李四"), ("用户", "居住地", "上海")]);
         assert!(
-            doc_to_triples(&doc("manual", "随笔", "今天天气很好")).is_empty(),
-            "no facts: stays a document"
+            got.iter().flat_map(|(_, ts)| ts).all(|t| t.subject != "文档"),
+            "no document metadata facts"
         );
-        assert!(doc_to_triples(&doc("graph", "x", "我叫王五")).is_empty());
+        // A written document is the owner's, line by line, whatever its summary.
+        let written = Document {
+            source: "manual".into(),
+            summary: "个人信息".into(),
+            content: "我叫李四，我住在上海\n今天天气很好".into(),
+            ..conversation
+        };
+        let got = doc_to_triples(&written, &[passage(day, "document", "个人信息: 我叫李四，我住在上海")]);
+        let facts: Vec<(&str, &str, &str)> = got[0]
+            .1
+            .iter()
+            .map(|t| (t.subject.as_str(), t.relation.as_str(), t.object.as_str()))
+            .collect();
+        assert_eq!(facts, vec![("用户", "姓名", "李四"), ("用户", "居住地", "上海")]);
+        assert_eq!(got[0].1[0].sentence, "[2023-05-08] 我叫李四，我住在上海");
+        assert!(doc_to_triples(&Document { source: "graph".into(), ..written }, &[]).is_empty());
     }
 
     #[test]

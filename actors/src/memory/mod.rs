@@ -13,6 +13,7 @@
 //! * [`maintenance`] + [`graph_heartbeat`]: the archive, merge and review heartbeats;
 //! * [`social`]: people's traits and ties on the graph (`person_*` tools);
 //! * [`store`]: `DATA/memory/memory.db` (write-through);
+//! * [`forget`]: the owner's deletion of a document, complete across the tiers;
 //! * [`docindex`]: the in-memory search index of the document tier (BM25 + vectors);
 //! * [`quant`]: those vectors as `i8` codes, and the scan over them;
 //! * [`actor`]: the `kernel/memory/context` actor (the context window);
@@ -30,6 +31,7 @@ pub mod distiller;
 pub mod docindex;
 pub mod documents;
 pub mod embed;
+pub mod forget;
 pub mod graph;
 pub mod graph_actor;
 pub mod graph_heartbeat;
@@ -56,12 +58,10 @@ pub mod tokens;
 
 pub use context::Event;
 
-/// Unix milliseconds now (0 if the clock is before 1970): the unit of every memory
-/// timestamp.
+/// Unix milliseconds now on the kernel's clock ([`crate::clock`]): the unit of every
+/// memory timestamp.
 pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+    crate::clock::now_ms()
 }
 
 /// The first `n` characters of `s`, with `ellipsis` appended when something was cut.

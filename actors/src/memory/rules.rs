@@ -93,6 +93,20 @@ pub fn speaker(text: &str) -> Option<(&str, &str)> {
     ((english || chinese) && !label).then_some((name, rest))
 }
 
+/// What `speaker` said, as [`extract_triples`] reads it: `Name: text` when the speaker
+/// has a person's name (an imported conversation's `Caroline`), so the facts are the
+/// speaker's; the text alone when the speaker is a channel (`http`, `webui/tab-1`, a
+/// plugin), so they are the user's.
+pub fn said_by(who: &str, text: &str) -> String {
+    let who = who.trim();
+    let named = format!("{who}: {text}");
+    if !who.is_empty() && speaker(&named).is_some_and(|(name, _)| name == who) {
+        named
+    } else {
+        text.to_owned()
+    }
+}
+
 /// The facts stated in `text` (one message), in order: the speaker's when it starts
 /// with `Name: `, else the user's. Chinese clauses go through the prefix rules below,
 /// English ones through [`super::rules_en`].

@@ -148,6 +148,7 @@ fn migrations() -> Migrations<'static> {
         M::up(include_str!("../../../migrations/memory/0004_imports.sql")),
         M::up(include_str!("../../../migrations/memory/0005_media.sql")),
         M::up(include_str!("../../../migrations/memory/0006_archived_events.sql")),
+        M::up(include_str!("../../../migrations/memory/0007_archive_keeps.sql")),
     ])
 }
 
@@ -384,17 +385,76 @@ impl MemoryStore {
         Ok(n)
     }
 
-    /// Documents created before `before_ms` and read at most `max_access` times: cold
-    /// enough to be distilled into the graph. Oldest first.
-    pub fn cold_documents(&self, before_ms: i64, max_access: i64) -> Result<Vec<Document>, MemoryError> {
+    /// Documents not read since `idle_before_ms`, read at most `max_access` times and
+    /// not yet distilled into the graph: cold enough for the archive heartbeat. Each
+    /// comes with its passages (who said what, when: what its facts are taken from).
+    /// Least recently read first, at most `limit`.
+    pub fn cold_documents(
+        &self,
+        idle_before_ms: i64,
+        max_access: i64,
+        limit: usize,
+    ) -> Result<Vec<(Document, Vec<Passage>)>, MemoryError> {
         let mut stmt = self.conn.prepare_cached(&format!(
             "SELECT {DOCUMENT_COLS} FROM documents
-             WHERE created_at_ms < ?1 AND access_count <= ?2 ORDER BY created_at_ms LIMIT 100"
+             WHERE archived_at_ms IS NULL AND last_access_ms < ?1 AND access_count <= ?2
+             ORDER BY last_access_ms, id LIMIT ?3"
         ))?;
-        let docs = stmt
-            .query_map(params![before_ms, max_access], document_row)?
+        let docs: Vec<Document> = stmt
+            .query_map(params![idle_before_ms, max_access, limit as i64], document_row)?
             .collect::<Result<_, _>>()?;
-        Ok(docs)
+        let mut out = Vec::with_capacity(docs.len());
+        for d in docs {
+            let ps = self.doc_passages(&d.id)?;
+            out.push((d, ps));
+        }
+        Ok(out)
+    }
+
+    /// A document's passages, oldest first (none when it does not exist).
+    pub fn doc_passages(&self, doc_id: &str) -> Result<Vec<Passage>, MemoryError> {
+        let ids = self.passage_ids(doc_id)?;
+        let mut ps = self.passages(&ids)?;
+        ps.sort_by_key(|p| (p.ts_ms, p.id));
+        Ok(ps)
+    }
+
+    /// Marks documents as distilled into the graph at `at_ms` (they stay where they are).
+    pub fn mark_archived(&mut self, ids: &[String], at_ms: i64) -> Result<usize, MemoryError> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let mut n = 0;
+        {
+            let mut st = tx.prepare_cached("UPDATE documents SET archived_at_ms = ?1 WHERE id = ?2")?;
+            for id in ids {
+                n += st.execute(params![at_ms, id])?;
+            }
+        }
+        tx.commit()?;
+        Ok(n)
+    }
+
+    /// Records reads of documents (recall hits, batched by the documents actor): each
+    /// id's access count grows by its number of hits and its last access becomes `at_ms`.
+    /// Unknown ids (deleted meanwhile) are ignored.
+    pub fn touch_documents(&mut self, hits: &std::collections::HashMap<String, u32>, at_ms: i64) -> Result<(), MemoryError> {
+        if hits.is_empty() {
+            return Ok(());
+        }
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        {
+            let mut st = tx.prepare_cached(
+                "UPDATE documents SET access_count = access_count + ?1, last_access_ms = MAX(last_access_ms, ?2) WHERE id = ?3",
+            )?;
+            for (id, n) in hits {
+                st.execute(params![i64::from(*n), at_ms, id])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
     }
 
     /// Deletes a document; false when it was not there.

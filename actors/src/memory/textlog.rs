@@ -300,7 +300,7 @@ impl Handles<ReplaceText> for TextLogActor {
 impl Handles<LogText> for TextLogActor {
     type Reply = ();
     fn handle(&mut self, LogText(e): LogText, _: &mut HostContext<Self>) {
-        match self.log.append(&e, SystemTime::now()) {
+        match self.log.append(&e, crate::clock::now_system()) {
             Ok(()) => self.failures = 0,
             Err(err) => {
                 if self.failures == 0 {
@@ -321,7 +321,7 @@ pub struct LogTexts(pub Vec<TextEvent>);
 impl Handles<LogTexts> for TextLogActor {
     type Reply = Result<(), String>;
     fn handle(&mut self, LogTexts(events): LogTexts, _: &mut HostContext<Self>) -> Self::Reply {
-        let now = SystemTime::now();
+        let now = crate::clock::now_system();
         for e in &events {
             self.log
                 .append(e, now)

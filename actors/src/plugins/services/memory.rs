@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::{KernelServices, bad, need, unavailable};
 use crate::memory::actor::CountEvents;
-use crate::memory::documents::{CommitDocument, CountDocuments, DeleteDoc, GetDocuments};
+use crate::memory::documents::{CommitDocument, CountDocuments, GetDocuments};
 use crate::memory::graph::{PurgeCriteria, RecallSort, Triple};
 use crate::memory::graph_actor::{CommitTriples, GraphCall, GraphQuery, GraphStats, SocialQuery};
 use crate::memory::knowledge::KnowledgeQuery;
@@ -171,14 +171,12 @@ impl KernelServices {
                 Ok(json!({ "id": id }))
             }
             R::DocRemove(p) => {
-                let ctx = need("document memory", &self.documents)?;
+                let docs = need("document memory", &self.documents)?;
                 let id = nonempty(method, "id", p.id)?;
-                let removed = ctx
-                    .send(DeleteDoc(id))
+                let removed = crate::memory::forget::forget_document(&docs, self.graph.as_ref(), &id)
                     .await
-                    .map_err(gone)?
                     .map_err(|e| unavailable(method, e))?;
-                Ok(json!({ "removed": removed }))
+                Ok(json!({ "removed": removed.existed }))
             }
             R::DocStats(_) => {
                 let ctx = need("document memory", &self.context)?;
