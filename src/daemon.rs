@@ -415,6 +415,7 @@ fn app_state(state: &KernelState) -> anyhow::Result<AppState> {
         graph: Some(memory.graph.clone()),
         rules: Some(memory.rules.clone()),
         maintenance: agent.maintenance.clone(),
+        maintenance_budget: Some(agent.maintenance_budget.clone()),
         media: Some(memory.media.clone()),
         embed_status: Some(memory.embedder.status.clone()),
         importer: homeagent_actors::memory::importer::Importer {

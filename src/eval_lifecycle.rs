@@ -65,7 +65,10 @@ impl Storage {
             archived_documents: one(&mem, "SELECT COUNT(*) FROM documents WHERE archived_at_ms IS NOT NULL")?,
             passages: one(&mem, "SELECT COUNT(*) FROM passages")?,
             vectors: one(&mem, "SELECT COUNT(*) FROM vectors")?,
-            event_bytes: one(&mem, "SELECT SUM(LENGTH(CAST(input AS BLOB)) + LENGTH(CAST(response AS BLOB))) FROM context_events")?,
+            event_bytes: one(
+                &mem,
+                "SELECT SUM(LENGTH(CAST(input AS BLOB)) + LENGTH(CAST(response AS BLOB))) FROM context_events",
+            )?,
             document_bytes: one(
                 &mem,
                 "SELECT SUM(LENGTH(CAST(content AS BLOB)) + LENGTH(CAST(summary AS BLOB)) + LENGTH(CAST(events AS BLOB))) FROM documents",
@@ -207,7 +210,8 @@ impl LifecycleReport {
         }
         let overall = Figures::of(&all);
         let fresh_overall = Figures::of(fresh);
-        let by_cat_figs: BTreeMap<String, Figures> = by_cat.iter().map(|(c, m)| (c.to_string(), Figures::of(m))).collect();
+        let by_cat_figs: BTreeMap<String, Figures> =
+            by_cat.iter().map(|(c, m)| (c.to_string(), Figures::of(m))).collect();
         let recall_by_category = by_cat_figs
             .iter()
             .map(|(c, f)| {
@@ -419,7 +423,12 @@ pub fn print_table(out: &mut impl std::io::Write, l: &LifecycleReport) -> std::i
     writeln!(
         out,
         "{:<10}{:>10.3}{:>12.3}{:>8.3}{:>12.0}{:>12.0}",
-        "overall", l.recall.fresh, l.recall.lifecycle, l.recall.ratio, l.overall.memory_tokens.p50, l.overall.memory_tokens.p95
+        "overall",
+        l.recall.fresh,
+        l.recall.lifecycle,
+        l.recall.ratio,
+        l.overall.memory_tokens.p50,
+        l.overall.memory_tokens.p95
     )?;
     writeln!(
         out,
@@ -430,7 +439,14 @@ pub fn print_table(out: &mut impl std::io::Write, l: &LifecycleReport) -> std::i
         writeln!(
             out,
             "storage {name}: {} events, {} documents ({} archived), {} passages, {} vectors, {} relations; {} bytes on disk, {:.0} per turn",
-            s.events, s.documents, s.archived_documents, s.passages, s.vectors, s.relations, s.file_bytes, s.bytes_per_turn
+            s.events,
+            s.documents,
+            s.archived_documents,
+            s.passages,
+            s.vectors,
+            s.relations,
+            s.file_bytes,
+            s.bytes_per_turn
         )?;
     }
     Ok(())

@@ -160,7 +160,11 @@ impl Drop for LiveDaemon {
 }
 
 /// An authorised client of a healthy daemon with the scripted source loaded.
-pub(crate) async fn configure(d: &LiveDaemon, vendor: &ScriptedVendor, window: u64) -> anyhow::Result<(awc::Client, String)> {
+pub(crate) async fn configure(
+    d: &LiveDaemon,
+    vendor: &ScriptedVendor,
+    window: u64,
+) -> anyhow::Result<(awc::Client, String)> {
     let probe = awc::Client::builder().timeout(Duration::from_secs(5)).finish();
     let deadline = Instant::now() + Duration::from_secs(60);
     while probe
@@ -290,9 +294,9 @@ pub async fn run(file: &Path, opts: LiveOptions) -> anyhow::Result<()> {
         by_category: by_cat.iter().map(|(c, m)| (c.to_string(), Figures::of(m))).collect(),
         imported_turns,
         import_ms,
-        lifecycle: opts.lifecycle_months.map(|months| {
-            crate::eval_lifecycle::LifecycleReport::of(&all, &by_cat, lifecycle).with_months(months)
-        }),
+        lifecycle: opts
+            .lifecycle_months
+            .map(|months| crate::eval_lifecycle::LifecycleReport::of(&all, &by_cat, lifecycle).with_months(months)),
         seconds: round3(started.elapsed().as_secs_f64()),
     };
     let mut out = std::io::stdout().lock();

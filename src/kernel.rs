@@ -132,6 +132,8 @@ pub struct KernelState {
 pub struct AgentModuleOutput {
     pub agent: AgentHandles,
     pub maintenance: Vec<MaintenanceHandle>,
+    /// The day's allowance of model tasks of the merge and review heartbeats.
+    pub maintenance_budget: homeagent_actors::memory::graph_heartbeat::BudgetCell,
 }
 
 /// The plugin host.
@@ -783,9 +785,15 @@ fn heartbeat_for(changed: &str) -> Option<(Option<Maintenance>, Key<Duration>)> 
 /// ([`HeartbeatConfig`](homeagent_actors::config::HeartbeatConfig)) to the running
 /// heartbeats (they re-arm their timers; the new period also survives their restarts).
 /// Listens on the kernel bus for as long as the kernel runs.
-fn follow_heartbeat_intervals(bus: &EventBus, memory: &MemoryHandles, maintenance: &[MaintenanceHandle]) {
+fn follow_heartbeat_intervals(
+    bus: &EventBus,
+    memory: &MemoryHandles,
+    maintenance: &[MaintenanceHandle],
+    budget: &homeagent_actors::memory::graph_heartbeat::BudgetCell,
+) {
     use homeagent_actors::memory::heartbeat::SetInterval;
     let distill = memory.distill.0.clone();
+    let budget = budget.clone();
     let maintenance: Vec<_> = maintenance.iter().map(|(k, a, _)| (*k, a.clone())).collect();
     let mut rx = bus.subscribe_settings();
     actix_rt::spawn(async move {
@@ -799,6 +807,13 @@ fn follow_heartbeat_intervals(bus: &EventBus, memory: &MemoryHandles, maintenanc
             let Some((key, value)) = ev.changed_setting() else {
                 continue;
             };
+            if keys::AGENT_MAINTENANCE_DAILY_TASKS.is(key) {
+                if let Some(n) = keys::AGENT_MAINTENANCE_DAILY_TASKS.decode(value) {
+                    tracing::info!(tasks = n, "memory upkeep budget changed");
+                    budget.lock().set_limit(n);
+                }
+                continue;
+            }
             let Some((kind, key)) = heartbeat_for(key) else {
                 continue;
             };
@@ -855,9 +870,14 @@ impl Module<KernelState> for AgentModule {
                         .and_then(|r| r.map_err(|e| e.to_string()))
                 })
             });
-            let maintenance = homeagent_actors::memory::start::start_maintenance(memory, tasks, config).await?;
-            follow_heartbeat_intervals(&s.bus, memory, &maintenance);
-            s.agent.provide(AgentModuleOutput { agent, maintenance })?;
+            let (maintenance, maintenance_budget) =
+                homeagent_actors::memory::start::start_maintenance(memory, tasks, config).await?;
+            follow_heartbeat_intervals(&s.bus, memory, &maintenance, &maintenance_budget);
+            s.agent.provide(AgentModuleOutput {
+                agent,
+                maintenance,
+                maintenance_budget,
+            })?;
             Ok(())
         })
     }

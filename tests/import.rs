@@ -302,3 +302,59 @@ fn the_live_evaluation_measures_the_requests_the_vendor_received() {
         "{stderr}"
     );
 }
+
+#[test]
+fn the_lifecycle_evaluation_lives_the_conversation_through_months_and_compares() {
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/locomo-zh.json");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_homed"))
+        .args([
+            "eval",
+            "locomo",
+            fixture,
+            "--live",
+            "--lifecycle",
+            "--months",
+            "2",
+            "--json",
+            "--window",
+            "8192",
+            "--limit-conversations",
+            "1",
+        ])
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let r: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let l = &r["lifecycle"];
+    assert_eq!(l["months"], 2, "{l}");
+    assert_eq!(l["questions"], r["questions"], "the same questions: {l}");
+    assert_eq!(
+        (l["failed"].as_u64(), l["over_window"].as_u64()),
+        (Some(0), Some(0)),
+        "{l}"
+    );
+    assert_eq!(l["recall"]["fresh"], r["overall"]["evidence_recall"], "{l}");
+    // Living through time (every heartbeat, as often as its interval says) loses nothing
+    // the fresh import finds.
+    let ratio = l["recall"]["ratio"].as_f64().unwrap();
+    assert!(ratio >= 0.98, "recall after the lifecycle / fresh = {ratio}: {l}");
+    for k in ["distill", "rules", "archive", "merge", "review"] {
+        assert!(l["rounds"][k].as_u64().unwrap() > 0, "{k} ran: {l}");
+    }
+    assert_eq!(l["round_failures"], 0, "{l}");
+    let s = &l["storage"];
+    assert!(s["documents"].as_u64().unwrap() >= 1, "{s}");
+    assert_eq!(
+        s["documents"], s["archived_documents"],
+        "cold documents distilled and kept: {s}"
+    );
+    assert!(
+        s["passages"].as_u64().unwrap() >= 100,
+        "every archived turn kept verbatim: {s}"
+    );
+    assert!(s["bytes_per_turn"].as_f64().unwrap() > 0.0, "{s}");
+    assert!(stderr.contains("month 2/2 lived"), "{stderr}");
+}

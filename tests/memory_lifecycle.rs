@@ -152,7 +152,10 @@ fn a_year_of_heartbeats_loses_no_evidence_that_a_fresh_import_finds() {
     let (_l, lived, lv) = daemon(Some(LAST + 3600));
     let (status, refused) = post(&fresh, "/api/v1/clock/advance", json!({"by": "1d"}));
     assert_eq!(status, 409, "the wall clock is not driven: {refused}");
-    assert!(refused["error"].as_str().unwrap().contains("--virtual-clock"), "{refused}");
+    assert!(
+        refused["error"].as_str().unwrap().contains("--virtual-clock"),
+        "{refused}"
+    );
     for d in [&fresh, &lived] {
         let r = import(d, history());
         assert_eq!(r["imported"], 480, "{r}");
@@ -182,7 +185,11 @@ fn a_year_of_heartbeats_loses_no_evidence_that_a_fresh_import_finds() {
     assert!(archive["error"].is_null(), "{status}");
     // The documents were distilled into the graph, and all of them are still there.
     let fresh_docs = get(&fresh, "/api/v1/memory/status")["documents"].as_u64().unwrap();
-    assert_eq!(status["documents"].as_u64().unwrap(), fresh_docs, "no document deleted: {status}");
+    assert_eq!(
+        status["documents"].as_u64().unwrap(),
+        fresh_docs,
+        "no document deleted: {status}"
+    );
     assert!(
         status["graph"]["relation_count"].as_u64().unwrap() >= 1,
         "the archive put facts into the graph: {status}"
@@ -242,7 +249,10 @@ fn a_document_the_owner_deletes_leaves_no_passage_vector_or_fact() {
     let graph = get(&d, "/api/v1/memory/graph?q=Ingrid");
     assert!(graph.to_string().contains("Tromsø"), "{graph}");
     // The document holding the first session.
-    let docs = get(&d, "/api/v1/memory/documents?q=sister Ingrid moved to Tromsø marine biology");
+    let docs = get(
+        &d,
+        "/api/v1/memory/documents?q=sister Ingrid moved to Tromsø marine biology",
+    );
     let doc = docs["documents"][0].clone();
     assert!(doc["content"].as_str().unwrap().contains("Ingrid"), "{docs}");
     let id = doc["id"].as_str().unwrap().to_owned();
@@ -254,10 +264,17 @@ fn a_document_the_owner_deletes_leaves_no_passage_vector_or_fact() {
     };
     assert!(count("SELECT COUNT(*) FROM passages WHERE doc_id = ?1") >= 1);
 
-    let r = d.client().delete(d.url(&format!("/api/v1/memory/documents/{id}"))).send().unwrap();
+    let r = d
+        .client()
+        .delete(d.url(&format!("/api/v1/memory/documents/{id}")))
+        .send()
+        .unwrap();
     assert_eq!(r.status().as_u16(), 200);
     let body: Value = r.json().unwrap();
-    assert!(body["facts"].as_u64().unwrap() >= 1, "the facts derived from it went with it: {body}");
+    assert!(
+        body["facts"].as_u64().unwrap() >= 1,
+        "the facts derived from it went with it: {body}"
+    );
     assert_eq!(count("SELECT COUNT(*) FROM documents WHERE id = ?1"), 0);
     assert_eq!(count("SELECT COUNT(*) FROM passages WHERE doc_id = ?1"), 0);
     assert_eq!(
@@ -278,11 +295,39 @@ fn a_document_the_owner_deletes_leaves_no_passage_vector_or_fact() {
     assert_eq!(left, 0, "no fact derived from the document is left");
     let graph = get(&d, "/api/v1/memory/graph?q=Ingrid");
     assert!(!graph.to_string().contains("Tromsø"), "{graph}");
-    let (status, body) = post(&d, "/api/v1/messages", json!({"text": "Where did Melanie's sister Ingrid move to?"}));
+    let (status, body) = post(
+        &d,
+        "/api/v1/messages",
+        json!({"text": "Where did Melanie's sister Ingrid move to?"}),
+    );
     assert_eq!(status, 200, "{body}");
     let prompt = v.last.lock().unwrap()["messages"].to_string();
     assert!(
         !prompt.contains("Tromsø"),
         "the deleted conversation does not come back through any tier: {prompt}"
     );
+}
+
+#[test]
+fn upkeep_never_spends_more_model_calls_a_day_than_its_budget() {
+    let (_dir, d, v) = daemon(Some(LAST + 3600));
+    put_settings(&d, json!({"core.agent.maintenance_daily_tasks": 2}));
+    let r = import(&d, history());
+    assert_eq!(r["imported"], 480, "{r}");
+    let calls = || v.calls.load(std::sync::atomic::Ordering::SeqCst);
+    let mut per_day = Vec::new();
+    for _ in 0..10 {
+        let before = calls();
+        advance(&d, "1d");
+        wait_idle(&d);
+        per_day.push(calls() - before);
+    }
+    assert!(per_day.iter().all(|n| *n <= 2), "at most 2 a day: {per_day:?}");
+    assert!(
+        per_day.iter().sum::<usize>() >= 2,
+        "the budget is used when there is work: {per_day:?}"
+    );
+    let budget = &get(&d, "/api/v1/memory/status")["heartbeats"]["budget"];
+    assert_eq!(budget["daily_tasks"], 2, "{budget}");
+    assert!(budget["used_today"].as_u64().unwrap() <= 2, "{budget}");
 }

@@ -12,7 +12,6 @@
 
 use std::sync::Arc;
 
-
 use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::broadcast;

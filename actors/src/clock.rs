@@ -68,7 +68,9 @@ pub fn parse_start(s: &str) -> Result<i64, String> {
     }
     time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
         .map(|t| (t.unix_timestamp_nanos() / 1_000_000) as i64)
-        .map_err(|e| format!("{s:?} is not a time: give `now`, RFC 3339 (e.g. 2023-05-08T13:56:00Z) or Unix seconds ({e})"))
+        .map_err(|e| {
+            format!("{s:?} is not a time: give `now`, RFC 3339 (e.g. 2023-05-08T13:56:00Z) or Unix seconds ({e})")
+        })
 }
 
 /// Why the clock cannot be moved.

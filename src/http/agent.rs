@@ -590,7 +590,7 @@ pub async fn run_heartbeat(state: web::Data<AppState>, name: web::Path<String>) 
 }
 
 #[utoipa::path(get, path = "/api/v1/memory/status", tag = "memory",
-    responses((status = 200, description = "`{context_events, documents, graph: {entity_count, relation_count, relations_total, memory_hotspots}, embedder: {configured, active, space, fallback, rows, embedded, recompute: {done, total} | null, last_error}, heartbeats: {...: last round | null}}`")))]
+    responses((status = 200, description = "`{context_events, documents, graph: {entity_count, relation_count, relations_total, memory_hotspots}, embedder: {configured, active, space, fallback, rows, embedded, recompute: {done, total} | null, last_error}, heartbeats: {...: last round | null, budget: {daily_tasks, used_today}}}`")))]
 pub async fn memory_status(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     let deps = &state.agent.deps;
     let (events, documents) = futures_util::join!(
@@ -625,6 +625,10 @@ pub async fn memory_status(state: web::Data<AppState>) -> Result<HttpResponse, A
             "merge": maintenance(homeagent_actors::memory::graph_heartbeat::Maintenance::Merge),
             "review": maintenance(homeagent_actors::memory::graph_heartbeat::Maintenance::Review),
             "archive": maintenance(homeagent_actors::memory::graph_heartbeat::Maintenance::Archive),
+            "budget": state.maintenance_budget.as_ref().map(|b| {
+                let (limit, used) = b.lock().view(homeagent_actors::clock::now_ms());
+                json!({"daily_tasks": limit, "used_today": used})
+            }),
         },
     })))
 }

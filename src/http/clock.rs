@@ -40,12 +40,18 @@ pub async fn advance(state: web::Data<AppState>, body: web::Json<Advance>) -> Re
         return Err(ApiError::conflict(clock::ClockError::NotVirtual.to_string()));
     }
     let to_ms = match body.into_inner() {
-        Advance { by: Some(by), to_ms: None } => {
+        Advance {
+            by: Some(by),
+            to_ms: None,
+        } => {
             let d = homeagent_actors::config::parse_duration(&by)
                 .map_err(|e| ApiError::bad_request(format!("`by`: {e}")))?;
             clock::now_ms().saturating_add(d.as_millis() as i64)
         }
-        Advance { by: None, to_ms: Some(t) } => t,
+        Advance {
+            by: None,
+            to_ms: Some(t),
+        } => t,
         _ => {
             return Err(ApiError::bad_request(
                 "give exactly one of `by` (a duration such as \"3d\") and `to_ms` (Unix milliseconds)",

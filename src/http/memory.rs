@@ -15,9 +15,10 @@ use super::error::{ApiError, ErrorBody};
     responses((status = 200, description = "`{\"id\", \"deleted\": true, \"facts\": n}`: the document, its passages and vectors are gone, and the `facts` graph relations derived from it alone"), (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn delete_document(state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
     let id = id.into_inner();
-    let gone = homeagent_actors::memory::forget::forget_document(&state.agent.deps.documents, state.graph.as_ref(), &id)
-        .await
-        .map_err(|e| ApiError::unavailable(e.to_string()))?;
+    let gone =
+        homeagent_actors::memory::forget::forget_document(&state.agent.deps.documents, state.graph.as_ref(), &id)
+            .await
+            .map_err(|e| ApiError::unavailable(e.to_string()))?;
     if !gone.existed {
         return Err(ApiError::not_found(format!(
             "no document `{id}`; GET /api/v1/memory/documents lists them"

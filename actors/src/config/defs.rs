@@ -757,6 +757,12 @@ pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
             "How often duplicate memories are merged",
         ),
         SettingDef::new(
+            key::AGENT_MAINTENANCE_DAILY_TASKS.name(),
+            int(0, 100_000),
+            json!(40),
+            "Most memory upkeep tasks (merge and review) handed to the model per day; each is one model call, 0 means none",
+        ),
+        SettingDef::new(
             key::AGENT_SYSTEM_PROMPT.name(),
             K::String,
             json!(DEFAULT_SYSTEM_PROMPT),

@@ -140,6 +140,7 @@ pub const AGENT_DISTILL_INTERVAL: Key<Duration> = Key::new("core.agent.distill_i
 pub const AGENT_ARCHIVE_INTERVAL: Key<Duration> = Key::new("core.agent.archive_interval");
 pub const AGENT_REVIEW_INTERVAL: Key<Duration> = Key::new("core.agent.review_interval");
 pub const AGENT_MERGE_INTERVAL: Key<Duration> = Key::new("core.agent.merge_interval");
+pub const AGENT_MAINTENANCE_DAILY_TASKS: Key<usize> = Key::new("core.agent.maintenance_daily_tasks");
 pub const AGENT_SYSTEM_PROMPT: Key<String> = Key::new("core.agent.system_prompt");
 pub const AGENT_PERSONAL_PROMPT: Key<String> = Key::new("core.agent.personal_prompt");
 /// `en` or `zh`: the message catalog's language (`crate::i18n`).

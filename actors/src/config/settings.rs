@@ -366,6 +366,8 @@ settings_group! {
         pub archive_interval: Duration = AGENT_ARCHIVE_INTERVAL,
         pub merge_interval: Duration = AGENT_MERGE_INTERVAL,
         pub review_interval: Duration = AGENT_REVIEW_INTERVAL,
+        /// Model tasks the merge and review rounds may hand out per day, together.
+        pub maintenance_daily_tasks: usize = AGENT_MAINTENANCE_DAILY_TASKS,
     }
 }
 
@@ -478,6 +480,7 @@ mod tests {
             d(AGENT_ARCHIVE_INTERVAL),
             d(AGENT_REVIEW_INTERVAL),
             d(AGENT_MERGE_INTERVAL),
+            d(AGENT_MAINTENANCE_DAILY_TASKS),
             d(AGENT_SYSTEM_PROMPT),
             d(AGENT_PERSONAL_PROMPT),
             d(AGENT_LANGUAGE),

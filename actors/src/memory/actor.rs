@@ -333,7 +333,7 @@ impl Handles<RestoreDocuments> for ContextActor {
             let event = Event {
                 id: 0,
                 ts_ms: d.created_at_ms,
-                source: "cold_storage".into(),
+                source: super::store::COLD_STORAGE.into(),
                 input: Msg::DocLoadEvent { query: &msg.query }.text(),
                 response: cut_bytes(&d.content, 2000),
                 tools_used: vec![],

@@ -246,11 +246,18 @@ impl Handles<DistillTick> for RuleDistiller {
 
 impl Handles<super::heartbeat::ClockDue> for RuleDistiller {
     type Reply = ResponseFuture<crate::clock::Due>;
-    fn handle(&mut self, super::heartbeat::ClockDue(now): super::heartbeat::ClockDue, _: &mut HostContext<Self>) -> Self::Reply {
+    fn handle(
+        &mut self,
+        super::heartbeat::ClockDue(now): super::heartbeat::ClockDue,
+        _: &mut HostContext<Self>,
+    ) -> Self::Reply {
         let round = self.round("clock");
-        super::heartbeat::on_clock(&mut self.period, now, move || Box::pin(round), |r: &RulesRound| {
-            r.error.is_some()
-        })
+        super::heartbeat::on_clock(
+            &mut self.period,
+            now,
+            move || Box::pin(round),
+            |r: &RulesRound| r.error.is_some(),
+        )
     }
 }
 

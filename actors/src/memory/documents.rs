@@ -157,7 +157,7 @@ pub struct GetDocuments {
 }
 
 /// `doc_query`'s lookup: the `top_k` documents matching `query`, best first, left in
-/// place (they are taken with [`ConsumeDocuments`] once they are back in the timeline).
+/// place (`doc_query` shows them in the timeline and records the read).
 #[derive(Message)]
 #[rtype(result = "Result<Vec<Document>, DocError>")]
 pub struct FindDocuments {
@@ -165,12 +165,6 @@ pub struct FindDocuments {
     pub top_k: usize,
     pub qv: Option<QueryVector>,
 }
-
-/// Removes documents that went back into the timeline (consume-on-read); answers how
-/// many existed.
-#[derive(Message)]
-#[rtype(result = "Result<usize, DocError>")]
-pub struct ConsumeDocuments(pub Vec<String>);
 
 /// Stores a written document (`doc_commit`, a plugin's `doc.insert`); the same content
 /// again answers the existing id. An empty summary becomes the content's first 100
@@ -321,17 +315,6 @@ impl Handles<FindDocuments> for DocumentsActor {
     }
 }
 
-impl Handles<ConsumeDocuments> for DocumentsActor {
-    type Reply = Result<usize, DocError>;
-    fn handle(&mut self, ConsumeDocuments(ids): ConsumeDocuments, _: &mut HostContext<Self>) -> Self::Reply {
-        let mut n = 0;
-        for id in &ids {
-            n += usize::from(self.store.delete_document(id)?);
-        }
-        Ok(n)
-    }
-}
-
 impl Handles<CommitDocument> for DocumentsActor {
     type Reply = Result<String, DocError>;
     fn handle(&mut self, m: CommitDocument, _: &mut HostContext<Self>) -> Self::Reply {
@@ -375,9 +358,11 @@ impl Handles<CountDocuments> for DocumentsActor {
     }
 }
 
-/// `doc_query`: finds the documents, puts them back into the timeline at their
-/// original time (the context actor), and only then takes them out of the document
-/// store — a failure in between leaves the document where it was, never lost.
+/// `doc_query`: finds the documents and shows them in the timeline at their original
+/// time (the context actor). They stay in the document store, counted as read: the
+/// reference consumed them here, but the timeline gets only their first 2000 bytes, so
+/// a consumed document lost the rest of its turns (`docs/DECISIONS.md`, "archiving keeps
+/// what it archives"). The shown copy is not archived as passages again.
 async fn query_documents(
     documents: &TAddr<DocumentsActor>,
     context: &TAddr<super::actor::ContextActor>,
@@ -412,12 +397,7 @@ async fn query_documents(
         .send(super::actor::RestoreDocuments { query, docs })
         .await
         .map_err(|_| Msg::DocsUnavailable.text())??;
-    match documents.send(ConsumeDocuments(ids)).await {
-        Ok(Ok(_)) => {}
-        // Back in the timeline already: the copy left in the store is found again later.
-        Ok(Err(e)) => tracing::warn!("doc_query: documents restored but not removed from the store: {e}"),
-        Err(e) => tracing::warn!("doc_query: documents restored but not removed from the store: {e}"),
-    }
+    let _ = documents.do_send(RecordReads(ids));
     Ok(Msg::DocsLoaded {
         count,
         refs: &refs.join(", "),
@@ -436,7 +416,7 @@ pub fn document_tools(
     use serde_json::{Value, json};
     let mut query = crate::stages::ToolSpec::new(
         "doc_query",
-        "Load archived conversation documents matching a query back into the timeline (they leave the document store).",
+        "Load archived conversation documents matching a query back into the timeline (they stay stored).",
         json!({"type": "object", "properties": {
             "query": {"type": "string", "description": "what to look for"},
             "top_k": {"type": "integer", "description": "how many documents (default 3)"}

@@ -973,11 +973,17 @@ mod tests {
             vec!["北京", "围棋"]
         );
         g.mark_reviewed(q[0].id, 1_000).unwrap();
-        assert_eq!(g.cleanup_orphaned_sentences().unwrap(), 0, "a reviewed relation keeps its sentence");
+        assert_eq!(
+            g.cleanup_orphaned_sentences().unwrap(),
+            0,
+            "a reviewed relation keeps its sentence"
+        );
         assert_eq!(g.review_candidates(5).unwrap().len(), 1);
         let kept = g.recall(&kw(&["北京"]), &[], 1, None, RecallSort::Relevance).unwrap();
         assert!(
-            kept.relations.iter().any(|r| r.sentence.as_deref() == Some("我住在北京")),
+            kept.relations
+                .iter()
+                .any(|r| r.sentence.as_deref() == Some("我住在北京")),
             "{kept:?}"
         );
     }
@@ -993,23 +999,37 @@ mod tests {
         // The same fact from another document: its own relation, kept.
         g.commit(&[a], "doc:2", 0).unwrap();
         assert_eq!(g.forget_session("doc:1").unwrap(), 2);
-        let r = g.recall(&kw(&["caroline"]), &[], 1, None, RecallSort::Relevance).unwrap();
+        let r = g
+            .recall(&kw(&["caroline"]), &[], 1, None, RecallSort::Relevance)
+            .unwrap();
         let targets: Vec<&str> = r.relations.iter().map(|r| r.target.as_str()).collect();
         assert_eq!(targets, vec!["Boston"], "{r:?}");
         assert_eq!(
-            g.recall(&kw(&["pottery"]), &[], 1, None, RecallSort::Relevance).unwrap().entities.len(),
+            g.recall(&kw(&["pottery"]), &[], 1, None, RecallSort::Relevance)
+                .unwrap()
+                .entities
+                .len(),
             0,
             "an entity only that source mentioned is gone"
         );
-        let sentences: i64 = g.conn.query_row("SELECT COUNT(*) FROM sentences", [], |r| r.get(0)).unwrap();
+        let sentences: i64 = g
+            .conn
+            .query_row("SELECT COUNT(*) FROM sentences", [], |r| r.get(0))
+            .unwrap();
         assert_eq!(sentences, 1, "only the kept relation's sentence stays");
         // By sentence: what the rule distiller learnt from a turn goes with the turn.
         let mut c = t("用户", "居住地", "上海");
         c.sentence = "我住在上海".into();
         g.commit(&[c], "http", 0).unwrap();
-        assert_eq!(g.forget_sentences(&["我住在上海".into(), "never said".into()]).unwrap(), 1);
+        assert_eq!(
+            g.forget_sentences(&["我住在上海".into(), "never said".into()]).unwrap(),
+            1
+        );
         assert!(
-            g.recall(&kw(&["上海"]), &[], 1, None, RecallSort::Relevance).unwrap().relations.is_empty()
+            g.recall(&kw(&["上海"]), &[], 1, None, RecallSort::Relevance)
+                .unwrap()
+                .relations
+                .is_empty()
         );
     }
 

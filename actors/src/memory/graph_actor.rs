@@ -188,6 +188,8 @@ pub struct ProposeMerges {
     /// Entity name → embedding (one space), for the cosine side of the similarity;
     /// empty without an embedder.
     pub vectors: std::collections::HashMap<String, Vec<f32>>,
+    /// At most this many (the day's budget left, at most a round's worth).
+    pub limit: usize,
 }
 
 /// The names of the most mentioned entities (at most `0`), to embed for a merge round.
@@ -240,12 +242,15 @@ impl Handles<ForgetSentences> for GraphActor {
 /// marked reviewed (so each is reviewed once; their sentences stay: provenance).
 #[derive(Message)]
 #[rtype(result = "Result<Vec<String>, String>")]
-pub struct ProposeReviews;
+pub struct ProposeReviews {
+    /// At most this many (the day's budget left, at most a round's worth).
+    pub limit: usize,
+}
 
 impl Handles<ProposeMerges> for GraphActor {
     type Reply = Result<Vec<String>, String>;
     fn handle(&mut self, m: ProposeMerges, _: &mut HostContext<Self>) -> Self::Reply {
-        use super::maintenance::{PER_ROUND, merge_candidates_except, merge_task};
+        use super::maintenance::{merge_candidates_except, merge_task};
         let all = self
             .store
             .recall(&[], &[], 0, None, RecallSort::Relevance)
@@ -254,7 +259,7 @@ impl Handles<ProposeMerges> for GraphActor {
         // A pair proposed before comes again only once one of its entities changed: a
         // graph without new material proposes nothing (and costs no model call).
         let proposed = self.store.proposed_pairs().map_err(|e| e.to_string())?;
-        let (chosen, skipped) = merge_candidates_except(&all.entities, PER_ROUND, &blocked, &m.vectors, Some(&proposed));
+        let (chosen, skipped) = merge_candidates_except(&all.entities, m.limit, &blocked, &m.vectors, Some(&proposed));
         let keys: Vec<String> = chosen
             .iter()
             .map(|(a, b, _)| super::graph::no_merge_key(&a.name, &b.name))
@@ -272,9 +277,9 @@ impl Handles<ProposeMerges> for GraphActor {
 
 impl Handles<ProposeReviews> for GraphActor {
     type Reply = Result<Vec<String>, String>;
-    fn handle(&mut self, _: ProposeReviews, _: &mut HostContext<Self>) -> Self::Reply {
-        use super::maintenance::{PER_ROUND, review_task};
-        let rels = self.store.review_candidates(PER_ROUND).map_err(|e| e.to_string())?;
+    fn handle(&mut self, m: ProposeReviews, _: &mut HostContext<Self>) -> Self::Reply {
+        use super::maintenance::review_task;
+        let rels = self.store.review_candidates(m.limit).map_err(|e| e.to_string())?;
         let now = super::now_ms();
         for r in &rels {
             self.store.mark_reviewed(r.id, now).map_err(|e| e.to_string())?;

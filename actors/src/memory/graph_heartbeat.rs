@@ -23,6 +23,61 @@ use crate::host::{Handles, Host, HostContext, KernelActor};
 pub type TaskSink =
     Arc<dyn Fn(String) -> futures_util::future::LocalBoxFuture<'static, Result<u64, String>> + Send + Sync>;
 
+/// The day's allowance of model tasks for the merge and review rounds, shared by both
+/// (`core.agent.maintenance_daily_tasks`): each task is one model call the owner pays
+/// for, so upkeep never spends more than this a day, whatever the graph holds. A plain
+/// struct; days are UTC days of the kernel's clock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DailyBudget {
+    limit: usize,
+    day: i64,
+    used: usize,
+}
+
+impl DailyBudget {
+    pub fn new(limit: usize) -> Self {
+        Self {
+            limit,
+            day: i64::MIN,
+            used: 0,
+        }
+    }
+
+    /// A changed setting: applies at once (what was spent today stays spent).
+    pub fn set_limit(&mut self, limit: usize) {
+        self.limit = limit;
+    }
+
+    fn roll(&mut self, now_ms: i64) {
+        let day = now_ms.div_euclid(86_400_000);
+        if day != self.day {
+            self.day = day;
+            self.used = 0;
+        }
+    }
+
+    /// Tasks that may still be handed out on the day of `now_ms`.
+    pub fn remaining(&mut self, now_ms: i64) -> usize {
+        self.roll(now_ms);
+        self.limit.saturating_sub(self.used)
+    }
+
+    /// `n` tasks were handed out at `now_ms`.
+    pub fn spend(&mut self, now_ms: i64, n: usize) {
+        self.roll(now_ms);
+        self.used += n;
+    }
+
+    /// (limit, used today) as of `now_ms`, for the status API.
+    pub fn view(&mut self, now_ms: i64) -> (usize, usize) {
+        self.roll(now_ms);
+        (self.limit, self.used)
+    }
+}
+
+/// The budget shared by the merge and review heartbeats (and the settings follower).
+pub type BudgetCell = Arc<Mutex<DailyBudget>>;
+
 /// Which maintenance a heartbeat does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -63,6 +118,8 @@ pub struct GraphHeartbeat {
     documents: Option<TAddr<DocumentsActor>>,
     /// Embeds entity names for the merge round's cosine side (merge only; optional).
     embedder: Option<TAddr<super::embed::actor::EmbedderActor>>,
+    /// The day's allowance of model tasks (merge and review).
+    budget: BudgetCell,
     period: super::heartbeat::Period,
     /// The last round, shared with the status API.
     last: Arc<Mutex<Option<MaintenanceRound>>>,
@@ -83,9 +140,16 @@ impl GraphHeartbeat {
             agent,
             documents,
             embedder: None,
+            budget: Arc::new(Mutex::new(DailyBudget::new(usize::MAX))),
             period: super::heartbeat::Period::new(every),
             last,
         }
+    }
+
+    /// Shares the day's task allowance (merge and review).
+    pub fn with_budget(mut self, budget: BudgetCell) -> Self {
+        self.budget = budget;
+        self
     }
 
     fn arm(&mut self, ctx: &mut HostContext<Self>) {
@@ -103,6 +167,7 @@ impl GraphHeartbeat {
         let (kind, graph, agent, last) = (self.kind, self.graph.clone(), self.agent.clone(), self.last.clone());
         let documents = self.documents.clone();
         let embedder = self.embedder.clone();
+        let budget = self.budget.clone();
         async move {
             let now = crate::clock::now_ms();
             let mut round = MaintenanceRound {
@@ -116,25 +181,34 @@ impl GraphHeartbeat {
                 (Maintenance::Archive, Some(documents)) => archive(&graph, &documents, now, &mut round.items).await,
                 (Maintenance::Archive, None) => Err("the archive heartbeat has no document tier".to_owned()),
                 (Maintenance::Merge | Maintenance::Review, _) => {
-                    let proposals = match kind {
-                        Maintenance::Merge => {
-                            let vectors = name_vectors(&graph, embedder.as_ref()).await;
-                            graph.send(ProposeMerges { vectors }).await
-                        }
-                        _ => graph.send(ProposeReviews).await,
-                    };
-                    match proposals.map_err(|e| e.to_string()).and_then(|r| r) {
-                        Ok(tasks) => {
-                            let mut result = Ok(());
-                            for text in tasks {
-                                match agent(text).await {
-                                    Ok(_) => round.items += 1,
-                                    Err(e) => result = Err(e),
-                                }
+                    let limit = budget.lock().remaining(now).min(super::maintenance::PER_ROUND);
+                    if limit == 0 {
+                        tracing::debug!(?kind, "maintenance round skipped: today's task budget is spent");
+                        Ok(())
+                    } else {
+                        let proposals = match kind {
+                            Maintenance::Merge => {
+                                let vectors = name_vectors(&graph, embedder.as_ref()).await;
+                                graph.send(ProposeMerges { vectors, limit }).await
                             }
-                            result
+                            _ => graph.send(ProposeReviews { limit }).await,
+                        };
+                        match proposals.map_err(|e| e.to_string()).and_then(|r| r) {
+                            Ok(tasks) => {
+                                let mut result = Ok(());
+                                for text in tasks {
+                                    match agent(text).await {
+                                        Ok(_) => {
+                                            round.items += 1;
+                                            budget.lock().spend(now, 1);
+                                        }
+                                        Err(e) => result = Err(e),
+                                    }
+                                }
+                                result
+                            }
+                            Err(e) => Err(e),
                         }
-                        Err(e) => Err(e),
                     }
                 }
             };
@@ -220,7 +294,10 @@ async fn archive(
             .await
             .map_err(|e| e.to_string())?
             .map_err(|e| e.to_string())?;
-        tracing::info!(documents = *moved, "archive: cold documents distilled into the graph (kept as documents)");
+        tracing::info!(
+            documents = *moved,
+            "archive: cold documents distilled into the graph (kept as documents)"
+        );
     }
     Ok(())
 }
@@ -237,6 +314,28 @@ impl KernelActor for GraphHeartbeat {
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct MaintenanceTick;
+
+#[cfg(test)]
+mod tests {
+    use super::DailyBudget;
+
+    #[test]
+    fn the_daily_budget_is_shared_spent_and_renewed_each_day() {
+        const DAY: i64 = 86_400_000;
+        let mut b = DailyBudget::new(5);
+        assert_eq!(b.remaining(10 * DAY), 5);
+        b.spend(10 * DAY + 1, 3);
+        assert_eq!(b.remaining(10 * DAY + 2), 2);
+        b.spend(10 * DAY + 3, 2);
+        assert_eq!(b.remaining(11 * DAY - 1), 0, "spent for today");
+        assert_eq!(b.remaining(11 * DAY), 5, "a new day");
+        b.spend(11 * DAY, 4);
+        b.set_limit(2);
+        assert_eq!(b.remaining(11 * DAY + 5), 0, "a lower limit applies at once");
+        assert_eq!(b.view(11 * DAY + 5), (2, 4));
+        assert_eq!(DailyBudget::new(0).remaining(0), 0, "0: no task at all");
+    }
+}
 
 /// An operator asked for a round now; answers what it did.
 #[derive(Message)]
@@ -263,11 +362,18 @@ impl Handles<RunMaintenance> for GraphHeartbeat {
 
 impl Handles<super::heartbeat::ClockDue> for GraphHeartbeat {
     type Reply = ResponseFuture<crate::clock::Due>;
-    fn handle(&mut self, super::heartbeat::ClockDue(now): super::heartbeat::ClockDue, _: &mut HostContext<Self>) -> Self::Reply {
+    fn handle(
+        &mut self,
+        super::heartbeat::ClockDue(now): super::heartbeat::ClockDue,
+        _: &mut HostContext<Self>,
+    ) -> Self::Reply {
         let round = self.round("clock");
-        super::heartbeat::on_clock(&mut self.period, now, move || Box::pin(round), |r: &MaintenanceRound| {
-            r.error.is_some()
-        })
+        super::heartbeat::on_clock(
+            &mut self.period,
+            now,
+            move || Box::pin(round),
+            |r: &MaintenanceRound| r.error.is_some(),
+        )
     }
 }
 

@@ -269,7 +269,12 @@ impl Handles<ClockDue> for DistillHeartbeat {
     type Reply = ResponseFuture<crate::clock::Due>;
     fn handle(&mut self, ClockDue(now): ClockDue, _: &mut HostContext<Self>) -> Self::Reply {
         let round = self.round("clock");
-        on_clock(&mut self.period, now, move || Box::pin(round), |r: &Round| r.error.is_some())
+        on_clock(
+            &mut self.period,
+            now,
+            move || Box::pin(round),
+            |r: &Round| r.error.is_some(),
+        )
     }
 }
 

@@ -63,8 +63,15 @@ pub fn doc_to_triples(doc: &Document, passages: &[Passage]) -> Vec<(i64, Vec<Tri
         }
         let input = super::rules::said_by(&speaker, &text);
         let (y, m, d) = super::civil_from_days(ts.div_euclid(86_400_000));
-        let who = if speaker.is_empty() { String::new() } else { format!("{speaker}: ") };
-        let sentence = format!("[{y:04}-{m:02}-{d:02}] {}", super::truncate_chars(&format!("{who}{text}"), 300, "…"));
+        let who = if speaker.is_empty() {
+            String::new()
+        } else {
+            format!("{speaker}: ")
+        };
+        let sentence = format!(
+            "[{y:04}-{m:02}-{d:02}] {}",
+            super::truncate_chars(&format!("{who}{text}"), 300, "…")
+        );
         let triples: Vec<Triple> = super::rules::extract_triples(&input)
             .into_iter()
             .map(|mut t| {
@@ -287,13 +294,21 @@ mod tests {
         let none = (&HashSet::new(), &HashMap::new());
         let key = super::super::graph::no_merge_key("Visual Studio Code", "Visual Studio Code!");
         let at = |t: i64| HashMap::from([(key.clone(), t)]);
-        assert_eq!(merge_candidates_except(&es, 5, none.0, none.1, Some(&at(100))).0.len(), 1);
+        assert_eq!(
+            merge_candidates_except(&es, 5, none.0, none.1, Some(&at(100))).0.len(),
+            1
+        );
         assert!(
-            merge_candidates_except(&es, 5, none.0, none.1, Some(&at(200))).0.is_empty(),
+            merge_candidates_except(&es, 5, none.0, none.1, Some(&at(200)))
+                .0
+                .is_empty(),
             "proposed before and unchanged since: not again"
         );
         es[0].updated_at_ms = 300;
-        assert_eq!(merge_candidates_except(&es, 5, none.0, none.1, Some(&at(200))).0.len(), 1);
+        assert_eq!(
+            merge_candidates_except(&es, 5, none.0, none.1, Some(&at(200))).0.len(),
+            1
+        );
     }
 
     #[test]
@@ -343,9 +358,17 @@ mod tests {
             access_count: 1,
         };
         let got = doc_to_triples(&conversation, &ps);
-        assert_eq!(got.len(), 2, "the agent's words and turns without facts give nothing: {got:?}");
+        assert_eq!(
+            got.len(),
+            2,
+            "the agent's words and turns without facts give nothing: {got:?}"
+        );
         assert_eq!(got[0].0, day);
-        let caroline: Vec<(&str, &str)> = got[0].1.iter().map(|t| (t.subject.as_str(), t.object.as_str())).collect();
+        let caroline: Vec<(&str, &str)> = got[0]
+            .1
+            .iter()
+            .map(|t| (t.subject.as_str(), t.object.as_str()))
+            .collect();
         assert!(caroline.iter().all(|(s, _)| *s == "Caroline"), "{caroline:?}");
         assert!(caroline.iter().any(|(_, o)| o.contains("Boston")), "{caroline:?}");
         assert_eq!(
@@ -377,7 +400,16 @@ mod tests {
             .collect();
         assert_eq!(facts, vec![("用户", "姓名", "李四"), ("用户", "居住地", "上海")]);
         assert_eq!(got[0].1[0].sentence, "[2023-05-08] 我叫李四，我住在上海");
-        assert!(doc_to_triples(&Document { source: "graph".into(), ..written }, &[]).is_empty());
+        assert!(
+            doc_to_triples(
+                &Document {
+                    source: "graph".into(),
+                    ..written
+                },
+                &[]
+            )
+            .is_empty()
+        );
     }
 
     #[test]

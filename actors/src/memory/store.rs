@@ -25,6 +25,9 @@ pub enum MemoryError {
     Migration(#[from] rusqlite_migration::Error),
 }
 
+/// The source of an event that shows a stored document in the timeline (`doc_query`).
+pub const COLD_STORAGE: &str = "cold_storage";
+
 /// A document of the cold tier.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Document {
@@ -310,7 +313,10 @@ impl MemoryStore {
             })?;
         for e in &archived {
             let said = e.said();
-            if !has_passages && !said.trim().is_empty() {
+            // A document `doc_query` showed in the timeline is a copy of one that is still
+            // stored: it is not made a passage twice.
+            let copy = e.source == COLD_STORAGE;
+            if !has_passages && !copy && !said.trim().is_empty() {
                 let tokens = super::tokens::count(said);
                 tx.execute(
                     "INSERT INTO passages (doc_id, ts_ms, speaker, text, tokens) VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -438,7 +444,11 @@ impl MemoryStore {
     /// Records reads of documents (recall hits, batched by the documents actor): each
     /// id's access count grows by its number of hits and its last access becomes `at_ms`.
     /// Unknown ids (deleted meanwhile) are ignored.
-    pub fn touch_documents(&mut self, hits: &std::collections::HashMap<String, u32>, at_ms: i64) -> Result<(), MemoryError> {
+    pub fn touch_documents(
+        &mut self,
+        hits: &std::collections::HashMap<String, u32>,
+        at_ms: i64,
+    ) -> Result<(), MemoryError> {
         if hits.is_empty() {
             return Ok(());
         }
