@@ -315,27 +315,6 @@ impl KernelActor for GraphHeartbeat {
 #[rtype(result = "()")]
 pub struct MaintenanceTick;
 
-#[cfg(test)]
-mod tests {
-    use super::DailyBudget;
-
-    #[test]
-    fn the_daily_budget_is_shared_spent_and_renewed_each_day() {
-        const DAY: i64 = 86_400_000;
-        let mut b = DailyBudget::new(5);
-        assert_eq!(b.remaining(10 * DAY), 5);
-        b.spend(10 * DAY + 1, 3);
-        assert_eq!(b.remaining(10 * DAY + 2), 2);
-        b.spend(10 * DAY + 3, 2);
-        assert_eq!(b.remaining(11 * DAY - 1), 0, "spent for today");
-        assert_eq!(b.remaining(11 * DAY), 5, "a new day");
-        b.spend(11 * DAY, 4);
-        b.set_limit(2);
-        assert_eq!(b.remaining(11 * DAY + 5), 0, "a lower limit applies at once");
-        assert_eq!(b.view(11 * DAY + 5), (2, 4));
-        assert_eq!(DailyBudget::new(0).remaining(0), 0, "0: no task at all");
-    }
-}
 
 /// An operator asked for a round now; answers what it did.
 #[derive(Message)]
@@ -382,5 +361,27 @@ impl Handles<super::heartbeat::SetInterval> for GraphHeartbeat {
     fn handle(&mut self, super::heartbeat::SetInterval(d): super::heartbeat::SetInterval, ctx: &mut HostContext<Self>) {
         self.period.set(d);
         self.arm(ctx);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DailyBudget;
+
+    #[test]
+    fn the_daily_budget_is_shared_spent_and_renewed_each_day() {
+        const DAY: i64 = 86_400_000;
+        let mut b = DailyBudget::new(5);
+        assert_eq!(b.remaining(10 * DAY), 5);
+        b.spend(10 * DAY + 1, 3);
+        assert_eq!(b.remaining(10 * DAY + 2), 2);
+        b.spend(10 * DAY + 3, 2);
+        assert_eq!(b.remaining(11 * DAY - 1), 0, "spent for today");
+        assert_eq!(b.remaining(11 * DAY), 5, "a new day");
+        b.spend(11 * DAY, 4);
+        b.set_limit(2);
+        assert_eq!(b.remaining(11 * DAY + 5), 0, "a lower limit applies at once");
+        assert_eq!(b.view(11 * DAY + 5), (2, 4));
+        assert_eq!(DailyBudget::new(0).remaining(0), 0, "0: no task at all");
     }
 }
