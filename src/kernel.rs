@@ -133,7 +133,7 @@ pub struct AgentModuleOutput {
     pub agent: AgentHandles,
     pub maintenance: Vec<MaintenanceHandle>,
     /// The day's allowance of model tasks of the merge and review heartbeats.
-    pub maintenance_budget: homeagent_actors::memory::graph_heartbeat::BudgetCell,
+    pub maintenance_budget: homeagent_actors::memory::lifecycle::policy::PolicyCell,
 }
 
 /// The plugin host.
@@ -789,7 +789,7 @@ fn follow_heartbeat_intervals(
     bus: &EventBus,
     memory: &MemoryHandles,
     maintenance: &[MaintenanceHandle],
-    budget: &homeagent_actors::memory::graph_heartbeat::BudgetCell,
+    budget: &homeagent_actors::memory::lifecycle::policy::PolicyCell,
 ) {
     use homeagent_actors::memory::heartbeat::SetInterval;
     let distill = memory.distill.0.clone();
@@ -810,7 +810,7 @@ fn follow_heartbeat_intervals(
             if keys::AGENT_MAINTENANCE_DAILY_TASKS.is(key) {
                 if let Some(n) = keys::AGENT_MAINTENANCE_DAILY_TASKS.decode(value) {
                     tracing::info!(tasks = n, "memory upkeep budget changed");
-                    budget.lock().set_limit(n);
+                    budget.lock().set_daily_tasks(n);
                 }
                 continue;
             }

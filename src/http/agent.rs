@@ -626,7 +626,7 @@ pub async fn memory_status(state: web::Data<AppState>) -> Result<HttpResponse, A
             "review": maintenance(homeagent_actors::memory::graph_heartbeat::Maintenance::Review),
             "archive": maintenance(homeagent_actors::memory::graph_heartbeat::Maintenance::Archive),
             "budget": state.maintenance_budget.as_ref().map(|b| {
-                let (limit, used) = b.lock().view(homeagent_actors::clock::now_ms());
+                let (limit, used) = b.lock().budget(homeagent_actors::clock::now_ms());
                 json!({"daily_tasks": limit, "used_today": used})
             }),
         },

@@ -59,7 +59,7 @@ pub struct AppState {
     /// The rule distiller and its last round.
     pub rules: Option<homeagent_actors::memory::distiller::DistillerHandle>,
     /// The day's allowance of model tasks of the merge and review heartbeats.
-    pub maintenance_budget: Option<homeagent_actors::memory::graph_heartbeat::BudgetCell>,
+    pub maintenance_budget: Option<homeagent_actors::memory::lifecycle::policy::PolicyCell>,
     /// The merge and review heartbeats.
     pub maintenance: Vec<homeagent_actors::memory::graph_heartbeat::MaintenanceHandle>,
     /// The media memory (images): attachments are stored there, the browser reads it.

@@ -1,60 +1,46 @@
-//! Memory tiers: the context window and documents (`memory.db`), the graph
-//! (`graph.db`), the knowledge base, the text log, the distillers and heartbeats.
+//! Memory: three tiers (the context window → documents → the graph) plus the knowledge
+//! base, media, the text log, embeddings and search indexes, and the lifecycle that
+//! moves what was said between them as time passes. One folder per tier or role:
 //!
-//! * [`tfidf`]: character 1-2 gram TF-IDF vectors and cosine;
-//! * [`context`]: events, relevance pruning, budgets and the timeline block;
-//! * [`graph`]: the graph tier (entities, relations, sentences) in `DATA/memory/graph.db`;
-//! * [`graph_actor`]: `kernel/memory/graph` and the `memory_*` tools;
-//! * [`keywords`]: jieba keyword extraction for recall queries;
-//! * [`names`] + [`dates`]: names and absolute dates mentioned in English and Chinese text;
-//! * [`summary`]: extractive document summaries (topics, names, dates, key sentences);
-//! * [`rules`] (Chinese) + [`rules_en`] (English) + [`distiller`]: the rule distiller
-//!   (self-statements in the text log → graph);
-//! * [`maintenance`] + [`graph_heartbeat`]: the archive, merge and review heartbeats;
-//! * [`social`]: people's traits and ties on the graph (`person_*` tools);
-//! * [`store`]: `DATA/memory/memory.db` (write-through);
-//! * [`forget`]: the owner's deletion of a document, complete across the tiers;
-//! * [`docindex`]: the in-memory search index of the document tier (BM25 + vectors);
-//! * [`quant`]: those vectors as `i8` codes, and the scan over them;
-//! * [`actor`]: the `kernel/memory/context` actor (the context window);
-//! * [`documents`]: the `kernel/memory/documents` actor (documents, passages, their indexes);
-//! * [`embed`]: dense embedders (ONNX MiniLM, remote `/v1/embeddings`) and `kernel/memory/embedder`;
-//! * [`retrieve`]: BM25, dense and hybrid ranking (agent document lookup, `homed eval`);
-//! * [`import`] + [`importer`]: importing a history (validation and plan; its execution);
+//! * [`context`]: the window (`kernel/memory/context`), history import;
+//! * [`documents`]: documents and their passages (`kernel/memory/documents`);
+//! * [`graph`]: entities, relations, sentences (`kernel/memory/graph`), social ties;
+//! * [`knowledge`]: the knowledge base (plain files);
+//! * [`media`]: images as memory blocks;
+//! * [`embed`]: dense embedders and `kernel/memory/embedder`;
+//! * [`index`]: the search indexes and rankers shared by the tiers;
+//! * [`text`]: token counts, keywords, names, dates, the distiller's rules (en + zh);
+//! * [`lifecycle`]: heartbeats on the kernel clock, their policy core, the owner's deletion;
+//! * [`recall`]: per-turn recall across the tiers (a plain core);
+//! * [`store`]: `DATA/memory/memory.db` (write-through), shared by the context and
+//!   document tiers (one connection each);
+//! * [`textlog`]: the raw record of every turn (`DATA/memory/text`);
 //! * [`start`]: starts the subsystem and answers its typed [`start::MemoryHandles`].
+//!
+//! The flat names the rest of the kernel uses (`memory::graph_actor`, `memory::tokens`,
+//! …) are re-exports of these modules.
 
-pub mod actor;
-pub mod bpe;
 pub mod context;
-pub mod dates;
-pub mod distiller;
-pub mod docindex;
 pub mod documents;
 pub mod embed;
-pub mod forget;
 pub mod graph;
-pub mod graph_actor;
-pub mod graph_heartbeat;
-pub mod heartbeat;
-pub mod import;
-pub mod importer;
-pub mod keywords;
+pub mod index;
 pub mod knowledge;
-pub mod maintenance;
+pub mod lifecycle;
 pub mod media;
-pub mod names;
-pub mod quant;
 pub mod recall;
-pub mod retrieve;
-pub mod rules;
-pub mod rules_en;
-pub mod social;
 pub mod start;
 pub mod store;
-pub mod summary;
+pub mod text;
 pub mod textlog;
-pub mod tfidf;
-pub mod tokens;
+
+pub use context::{actor, import, importer};
+pub use documents::summary;
+pub use graph::actor as graph_actor;
+pub use graph::social;
+pub use index::{docindex, quant, retrieve, tfidf};
+pub use lifecycle::{distiller, forget, graph_heartbeat, heartbeat, maintenance};
+pub use text::{bpe, dates, keywords, names, rules, rules_en, tokens};
 
 pub use context::Event;
 

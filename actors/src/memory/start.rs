@@ -21,9 +21,10 @@ use super::distiller::DistillerHandle;
 use super::documents::DocumentsActor;
 use super::embed::actor::EmbedderHandle;
 use super::graph_actor::GraphActor;
-use super::graph_heartbeat::{BudgetCell, DailyBudget, GraphHeartbeat, Maintenance, MaintenanceHandle, TaskSink};
+use super::graph_heartbeat::{GraphHeartbeat, Maintenance, MaintenanceHandle, TaskSink};
 use super::heartbeat::{DistillHandle, DistillHeartbeat, IntervalCell};
 use super::knowledge::KnowledgeActor;
+use super::lifecycle::policy::{Policy, PolicyCell};
 use super::store::MemoryStore;
 use super::textlog::TextLogActor;
 use crate::addr::TAddr;
@@ -247,9 +248,9 @@ pub async fn start_maintenance(
     memory: &MemoryHandles,
     tasks: TaskSink,
     config: &TAddr<ConfigActor>,
-) -> Result<(Vec<MaintenanceHandle>, BudgetCell), ModuleError> {
+) -> Result<(Vec<MaintenanceHandle>, PolicyCell), ModuleError> {
     let periods = HeartbeatConfig::read(&config.send(ReadSettings).await??);
-    let budget: BudgetCell = Arc::new(Mutex::new(DailyBudget::new(periods.maintenance_daily_tasks)));
+    let policy: PolicyCell = Arc::new(Mutex::new(Policy::new(periods.maintenance_daily_tasks)));
     let mut handles = Vec::new();
     for kind in [Maintenance::Archive, Maintenance::Merge, Maintenance::Review] {
         let (period, name) = maintenance_period(kind, &periods);
@@ -258,18 +259,18 @@ pub async fn start_maintenance(
         let (g, t, l) = (memory.graph.clone(), tasks.clone(), last.clone());
         let c = (kind == Maintenance::Archive).then(|| memory.documents.clone());
         let em = (kind == Maintenance::Merge).then(|| memory.embedder.addr.clone());
-        let b = budget.clone();
+        let p = policy.clone();
         let hb = memory
             .sup
             .worker(name, RestartPolicy::Permanent, move || {
                 Ok(
                     GraphHeartbeat::new(kind, g.clone(), t.clone(), c.clone(), every.clone(), l.clone())
                         .with_embedder(em.clone())
-                        .with_budget(b.clone()),
+                        .with_policy(p.clone()),
                 )
             })
             .await?;
         handles.push((kind, hb, last));
     }
-    Ok((handles, budget))
+    Ok((handles, policy))
 }

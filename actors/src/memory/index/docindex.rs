@@ -18,7 +18,7 @@ use std::hash::Hash;
 
 use rusqlite::Connection;
 
-use super::retrieve::{self, Bm25};
+use crate::memory::retrieve::{self, Bm25};
 
 /// Rebuild the BM25 postings when this share of its rows has been removed.
 const REBUILD_REMOVED: f64 = 0.25;
@@ -145,13 +145,13 @@ impl RecallIndex {
         let mut ix = Self::default();
         let mut st = conn.prepare(&format!(
             "SELECT {} FROM context_events ORDER BY ts_ms, id",
-            super::store::EVENT_COLS
+            crate::memory::store::EVENT_COLS
         ))?;
-        for e in st.query_map([], super::store::event_row)? {
+        for e in st.query_map([], crate::memory::store::event_row)? {
             let e = e?;
             ix.add(
                 &Unit::Event(e.id),
-                &super::recall::unit_text(e.ts_ms, e.speaker(), e.said()),
+                &crate::memory::recall::unit_text(e.ts_ms, e.speaker(), e.said()),
             );
         }
         tracing::debug!(units = ix.number.len(), "event recall index built");
@@ -172,7 +172,10 @@ impl RecallIndex {
         })?;
         for row in rows {
             let (id, ts, speaker, text) = row?;
-            ix.add(&Unit::Passage(id), &super::recall::unit_text(ts, &speaker, &text));
+            ix.add(
+                &Unit::Passage(id),
+                &crate::memory::recall::unit_text(ts, &speaker, &text),
+            );
         }
         tracing::debug!(units = ix.number.len(), "passage recall index built");
         Ok(ix)
@@ -337,9 +340,9 @@ impl<K: IndexKey> SearchIndex<K> {
             return;
         }
         let mut v = v.to_vec();
-        super::embed::normalize(&mut v);
+        crate::memory::embed::normalize(&mut v);
         let mut codes = Vec::with_capacity(self.dim);
-        let scale = super::quant::quantize(&v, &mut codes);
+        let scale = crate::memory::quant::quantize(&v, &mut codes);
         match self.dense_row.get(&n) {
             Some(&r) => {
                 self.dense[r * self.dim..(r + 1) * self.dim].copy_from_slice(&codes);
@@ -382,7 +385,7 @@ impl<K: IndexKey> SearchIndex<K> {
             let (rowid, kind, r, blob) = row?;
             self.rowid = self.rowid.max(rowid);
             let Some(id) = K::from_vector(&kind, &r) else { continue };
-            if let Some(v) = super::embed::from_blob(&blob) {
+            if let Some(v) = crate::memory::embed::from_blob(&blob) {
                 self.put_vector(id, &v);
             }
         }
@@ -441,12 +444,12 @@ impl<K: IndexKey> SearchIndex<K> {
         match qv {
             Some(q) if !self.dense_doc.is_empty() && q.len() == self.dim => {
                 let mut q = q.to_vec();
-                super::embed::normalize(&mut q);
+                crate::memory::embed::normalize(&mut q);
                 let mut d: Vec<(usize, f32)> = Vec::new();
-                super::quant::scan(
+                crate::memory::quant::scan(
                     &self.dense,
                     &self.dense_scale,
-                    &super::quant::Query::new(&q),
+                    &crate::memory::quant::Query::new(&q),
                     |r, cos| {
                         let n = self.dense_doc[r];
                         if n != usize::MAX && cos >= dense_min {

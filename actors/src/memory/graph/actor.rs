@@ -8,11 +8,11 @@ use actix::prelude::*;
 use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 
-use super::graph::{GraphStore, Introspection, PurgeCriteria, Recall, RecallSort, Triple};
-use super::keywords::Keywords;
 use crate::addr::TAddr;
 use crate::host::{Handles, HostContext, KernelActor};
 use crate::i18n::Msg;
+use crate::memory::graph::{GraphStore, Introspection, PurgeCriteria, Recall, RecallSort, Triple};
+use crate::memory::keywords::Keywords;
 use crate::stages::{ToolHandler, ToolSpec};
 
 /// The session graph facts are committed under (the reference used the agent id).
@@ -250,7 +250,7 @@ pub struct ProposeReviews {
 impl Handles<ProposeMerges> for GraphActor {
     type Reply = Result<Vec<String>, String>;
     fn handle(&mut self, m: ProposeMerges, _: &mut HostContext<Self>) -> Self::Reply {
-        use super::maintenance::{merge_candidates_except, merge_task};
+        use crate::memory::maintenance::{merge_candidates_except, merge_task};
         let all = self
             .store
             .recall(&[], &[], 0, None, RecallSort::Relevance)
@@ -262,10 +262,10 @@ impl Handles<ProposeMerges> for GraphActor {
         let (chosen, skipped) = merge_candidates_except(&all.entities, m.limit, &blocked, &m.vectors, Some(&proposed));
         let keys: Vec<String> = chosen
             .iter()
-            .map(|(a, b, _)| super::graph::no_merge_key(&a.name, &b.name))
+            .map(|(a, b, _)| crate::memory::graph::no_merge_key(&a.name, &b.name))
             .collect();
         self.store
-            .record_proposed(&keys, super::now_ms())
+            .record_proposed(&keys, crate::memory::now_ms())
             .map_err(|e| e.to_string())?;
         if !skipped.is_empty() {
             tracing::info!(pairs = ?skipped, "merge candidates skipped: blocked by memory_block_merge");
@@ -278,9 +278,9 @@ impl Handles<ProposeMerges> for GraphActor {
 impl Handles<ProposeReviews> for GraphActor {
     type Reply = Result<Vec<String>, String>;
     fn handle(&mut self, m: ProposeReviews, _: &mut HostContext<Self>) -> Self::Reply {
-        use super::maintenance::review_task;
+        use crate::memory::maintenance::review_task;
         let rels = self.store.review_candidates(m.limit).map_err(|e| e.to_string())?;
-        let now = super::now_ms();
+        let now = crate::memory::now_ms();
         for r in &rels {
             self.store.mark_reviewed(r.id, now).map_err(|e| e.to_string())?;
         }
@@ -510,7 +510,7 @@ impl Handles<GraphCall> for GraphActor {
                 if name.trim().is_empty() {
                     return Err(Msg::PersonNameRequired.text());
                 }
-                super::social::profile(&self.store, name.trim())
+                crate::memory::social::profile(&self.store, name.trim())
                     .map_err(|e| Msg::PersonQueryFailed { error: &e.to_string() }.text())
             }
             GraphCall::PersonSetTrait { name, trait_, value } => {
@@ -518,7 +518,7 @@ impl Handles<GraphCall> for GraphActor {
                 if n.is_empty() || t.is_empty() || v.is_empty() {
                     return Err(Msg::TraitArgsRequired.text());
                 }
-                match super::social::set_trait(&mut self.store, n, t, v) {
+                match crate::memory::social::set_trait(&mut self.store, n, t, v) {
                     Ok(_) => Ok(Msg::TraitRecorded {
                         name: n,
                         trait_: t,
@@ -533,7 +533,7 @@ impl Handles<GraphCall> for GraphActor {
                 if a.is_empty() || r.is_empty() || b.is_empty() {
                     return Err(Msg::RelateArgsRequired.text());
                 }
-                match super::social::relate(&mut self.store, a, r, b) {
+                match crate::memory::social::relate(&mut self.store, a, r, b) {
                     Ok(_) => Ok(Msg::Related { a, relation: r, b }.text()),
                     Err(e) => Err(Msg::RecordFailed { error: &e.to_string() }.text()),
                 }
@@ -542,7 +542,7 @@ impl Handles<GraphCall> for GraphActor {
                 if name.trim().is_empty() {
                     return Err(Msg::PersonNameRequired.text());
                 }
-                super::social::network(&self.store, name.trim(), depth)
+                crate::memory::social::network(&self.store, name.trim(), depth)
                     .map_err(|e| Msg::PersonNetworkFailed { error: &e.to_string() }.text())
             }
             GraphCall::Edit { old, new } => {
@@ -594,9 +594,9 @@ impl Handles<GraphCall> for GraphActor {
 }
 
 /// An entity's name as prompts and tool replies show it: the user's entity (stored as
-/// [`super::rules::USER`]) in the session's language, every other name as stored.
+/// [`crate::memory::rules::USER`]) in the session's language, every other name as stored.
 fn shown(name: &str) -> std::borrow::Cow<'_, str> {
-    if name == super::rules::USER {
+    if name == crate::memory::rules::USER {
         Msg::UserEntity.text().into()
     } else {
         name.into()
@@ -604,7 +604,7 @@ fn shown(name: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// The index block for the prompt: `【记忆索引】 关联 N 个记忆实体，高频：A、B、C 索引: X, Y(Type), … | …`.
-pub fn format_index(entities: &[super::graph::Entity]) -> String {
+pub fn format_index(entities: &[crate::memory::graph::Entity]) -> String {
     if entities.is_empty() {
         return String::new();
     }
@@ -657,7 +657,7 @@ pub struct RecallFacts {
 /// The answer of [`RecallFacts`].
 #[derive(Debug, Default)]
 pub struct GraphRecall {
-    pub facts: Vec<super::recall::Item>,
+    pub facts: Vec<crate::memory::recall::Item>,
     /// Empty when the input names no entity.
     pub index: String,
 }
@@ -685,12 +685,18 @@ impl GraphActor {
                 index,
             };
         };
+        // The same fact learnt from two sources (the import's distillation and the
+        // archive of the document holding the same turn) is one fact in the prompt.
+        let mut seen = std::collections::HashSet::new();
         let facts = r
             .relations
             .iter()
+            .filter(|rel| seen.insert((rel.source.as_str(), rel.relation.as_str(), rel.target.as_str())))
             .take(limit)
             .map(|rel| {
-                let text = match rel.sentence.as_deref().map(str::trim) {
+                // An archived fact's sentence starts with its date; the item carries it.
+                let sentence = rel.sentence.as_deref().map(|s| strip_date(s.trim()));
+                let text = match sentence {
                     Some(s) if !s.is_empty() => {
                         format!(
                             "{} ({} →{}→ {})",
@@ -702,11 +708,34 @@ impl GraphActor {
                     }
                     _ => format!("{} →{}→ {}", shown(&rel.source), rel.relation, shown(&rel.target)),
                 };
-                super::recall::Item::counted(super::recall::Origin::Fact, Some(rel.created_at_ms), "graph", &text)
+                crate::memory::recall::Item::counted(
+                    crate::memory::recall::Origin::Fact,
+                    Some(rel.created_at_ms),
+                    "graph",
+                    &text,
+                )
             })
             .collect();
         GraphRecall { facts, index }
     }
+}
+
+/// `text` without a leading `[YYYY-MM-DD] ` (the date an archived fact's sentence is
+/// stored with).
+fn strip_date(text: &str) -> &str {
+    let b = text.as_bytes();
+    let dated = b.len() > 13
+        && b[0] == b'['
+        && b[11] == b']'
+        && b[12] == b' '
+        && b[1..11].iter().enumerate().all(|(i, c)| {
+            if i == 4 || i == 7 {
+                *c == b'-'
+            } else {
+                c.is_ascii_digit()
+            }
+        });
+    if dated { &text[13..] } else { text }
 }
 
 /// The `memory_recall` reply.
@@ -777,7 +806,7 @@ fn s(v: &Value, k: &str) -> String {
 /// The `memory_*` tools over the actor.
 pub fn graph_tools(
     graph: TAddr<GraphActor>,
-    textlog: Option<TAddr<super::textlog::TextLogActor>>,
+    textlog: Option<TAddr<crate::memory::textlog::TextLogActor>>,
     overlays: GraphOverlays,
 ) -> Vec<(ToolSpec, Arc<dyn ToolHandler>)> {
     type Make = fn(&Value) -> GraphCall;
@@ -970,9 +999,11 @@ pub fn graph_tools(
                             return Ok(reply);
                         };
                         let (n, purged) = match follow {
-                            TextFollowUp::Purge(needle) => (log.send(super::textlog::PurgeText(needle)).await, true),
+                            TextFollowUp::Purge(needle) => {
+                                (log.send(crate::memory::textlog::PurgeText(needle)).await, true)
+                            }
                             TextFollowUp::Replace { old, new } => {
-                                (log.send(super::textlog::ReplaceText { old, new }).await, false)
+                                (log.send(crate::memory::textlog::ReplaceText { old, new }).await, false)
                             }
                         };
                         Ok(match n {
@@ -997,6 +1028,19 @@ pub fn graph_tools(
             (spec, handler)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod strip_date_tests {
+    #[test]
+    fn a_stored_date_prefix_is_left_to_the_item() {
+        assert_eq!(
+            super::strip_date("[2023-05-08] Caroline: I live in Boston"),
+            "Caroline: I live in Boston"
+        );
+        assert_eq!(super::strip_date("[note] not a date here"), "[note] not a date here");
+        assert_eq!(super::strip_date("我住在北京"), "我住在北京");
+    }
 }
 
 #[cfg(test)]

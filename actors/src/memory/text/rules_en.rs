@@ -9,7 +9,7 @@
 //! connective ("with", "because", …) and rejected when it is longer than a fact.
 //! A relative without a name becomes the entity "<subject>'s <relative>".
 
-use super::graph::Triple;
+use crate::memory::graph::Triple;
 
 /// Relatives, partners, pets and the like that "my …" may introduce.
 const RELATIVES: &[&str] = &[
@@ -364,7 +364,11 @@ fn my_statement(rest: &str, subject: &str, out: &mut Out<'_>) {
         }
         return;
     }
-    let display = if subject == super::rules::USER { "user" } else { subject };
+    let display = if subject == crate::memory::rules::USER {
+        "user"
+    } else {
+        subject
+    };
     let who = name.clone().unwrap_or_else(|| format!("{display}'s {rel}"));
     let before = out.triples.len();
     predicate(after, &who, false, out);

@@ -1,4 +1,4 @@
-//! Executing an import plan ([`super::import`]) against the memory actors.
+//! Executing an import plan ([`crate::memory::import`]) against the memory actors.
 //!
 //! For each batch of the plan: the context actor stores the turns as events at their
 //! own times, in one transaction, skipping digests imported before
@@ -15,13 +15,13 @@
 
 use std::time::{Duration, Instant};
 
-use super::actor::{ContextActor, DistillContext, ImportEvents};
-use super::distiller::{DistillRecords, RuleDistiller};
-use super::import::{self, ImportLine};
-use super::textlog::{LogTexts, TextLogActor};
 use crate::addr::TAddr;
 use crate::bus::{self, EventBus};
 use crate::config::{AgentConfig, ConfigActor, HeartbeatConfig, ReadSettings};
+use crate::memory::actor::{ContextActor, DistillContext, ImportEvents};
+use crate::memory::distiller::{DistillRecords, RuleDistiller};
+use crate::memory::import::{self, ImportLine};
+use crate::memory::textlog::{LogTexts, TextLogActor};
 
 /// How often a long import logs its progress at `info`.
 const LOG_EVERY: Duration = Duration::from_secs(5);
@@ -153,7 +153,7 @@ impl Importer {
         chunk: Vec<ImportLine>,
         distill_after: bool,
         max_context_size: usize,
-    ) -> Result<(super::store::ImportedBatch, usize), BatchError> {
+    ) -> Result<(crate::memory::store::ImportedBatch, usize), BatchError> {
         let stored = self
             .context
             .send(ImportEvents(chunk))

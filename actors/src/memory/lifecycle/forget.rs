@@ -14,9 +14,9 @@
 //! sentence, and go too. The raw text log (`DATA/memory/text`, the chat history) is a
 //! record of what was said, not memory the agent recalls from; it is left as it is.
 
-use super::documents::{DeleteDoc, DocError, DocPassages, DocumentsActor};
-use super::graph_actor::{ForgetSentences, ForgetSession, GraphActor};
 use crate::addr::TAddr;
+use crate::memory::documents::{DeleteDoc, DocError, DocPassages, DocumentsActor};
+use crate::memory::graph_actor::{ForgetSentences, ForgetSession, GraphActor};
 
 /// What forgetting a document did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
@@ -51,14 +51,14 @@ pub async fn forget_document(
         Some(g) => {
             let graph_err = |e: String| ForgetError::Graph(e);
             let by_session = g
-                .send(ForgetSession(super::maintenance::doc_session(id)))
+                .send(ForgetSession(crate::memory::maintenance::doc_session(id)))
                 .await
                 .map_err(|e| graph_err(e.to_string()))?
                 .map_err(graph_err)?;
             // The sentences the rule distiller keeps: the text as it read it.
             let sentences: Vec<String> = passages
                 .iter()
-                .flat_map(|p| [p.text.clone(), super::rules::said_by(&p.speaker, &p.text)])
+                .flat_map(|p| [p.text.clone(), crate::memory::rules::said_by(&p.speaker, &p.text)])
                 .collect();
             let by_sentence = g
                 .send(ForgetSentences(sentences))

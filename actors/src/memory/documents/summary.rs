@@ -8,12 +8,12 @@
 //!
 //! * **topics** — jieba's TF-IDF keywords (it segments Chinese and passes English words
 //!   through), minus names, fillers and function words;
-//! * **entities** — [`super::names`]: capitalised runs in English, jieba's proper-noun
+//! * **entities** — [`crate::memory::names`]: capitalised runs in English, jieba's proper-noun
 //!   and HMM-discovered words in Chinese;
 //! * **dates** — the span of the turns' own times plus every date the text mentions,
-//!   made absolute against the moment it was said ([`super::dates`]);
+//!   made absolute against the moment it was said ([`crate::memory::dates`]);
 //! * **key sentences** — TextRank (PageRank over a sentence-similarity graph, Mihalcea
-//!   & Tarau 2004) on the analyser's terms ([`super::retrieve::analyze`]: stemmed
+//!   & Tarau 2004) on the analyser's terms ([`crate::memory::retrieve::analyze`]: stemmed
 //!   English words, CJK bigrams), 2–4 of them, redundant ones skipped, in time order.
 //!
 //! [`DocSummary::render`] writes the line in the conversation's language (Chinese
@@ -21,10 +21,10 @@
 
 use std::collections::HashSet;
 
-use super::context::Event;
-use super::dates::{self, Day};
-use super::keywords::Keywords;
-use super::retrieve::{analyze, is_stop_word};
+use crate::memory::context::Event;
+use crate::memory::dates::{self, Day};
+use crate::memory::keywords::Keywords;
+use crate::memory::retrieve::{analyze, is_stop_word};
 
 /// One thing said: who, when, what.
 #[derive(Debug, Clone, PartialEq)]
@@ -244,7 +244,7 @@ pub fn summarize(items: &[Utterance]) -> DocSummary {
     let kw = Keywords::shared();
     let texts: Vec<&str> = items.iter().map(|u| u.text.as_str()).collect();
     let speakers_lower: HashSet<String> = s.speakers.iter().map(|x| x.to_lowercase()).collect();
-    s.entities = super::names::names(kw.jieba(), texts.iter().copied())
+    s.entities = crate::memory::names::names(kw.jieba(), texts.iter().copied())
         .into_iter()
         .map(|(n, _)| n)
         .filter(|n| !speakers_lower.contains(&n.to_lowercase()))
@@ -408,7 +408,7 @@ fn key_sentences(items: &[Utterance], salient: &[String]) -> Vec<KeySentence> {
         .map(|i| KeySentence {
             ts_ms: units[i].ts_ms,
             speaker: units[i].speaker.to_owned(),
-            text: super::truncate_chars(units[i].text, KEY_CHARS, "…"),
+            text: crate::memory::truncate_chars(units[i].text, KEY_CHARS, "…"),
         })
         .collect()
 }

@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet};
 
 use jieba_rs::Jieba;
 
-use super::retrieve::is_stop_word;
+use crate::memory::retrieve::is_stop_word;
 
 /// Capitalised words that are not names even mid-sentence, and sentence openers that
 /// are not names (interjections, fillers, titles without a name).

@@ -20,13 +20,13 @@
 
 use actix::prelude::*;
 
-use super::context::Event;
-use super::docindex::{Ranked, Unit};
-use super::recall::{Item, Origin};
-use super::store::{Document, MemoryError, MemoryStore, QueryVector, Tier};
 use crate::addr::TAddr;
 use crate::host::{Handles, Host, HostContext, KernelActor};
 use crate::i18n::Msg;
+use crate::memory::context::Event;
+use crate::memory::docindex::{Ranked, Unit};
+use crate::memory::recall::{Item, Origin};
+use crate::memory::store::{Document, MemoryError, MemoryStore, QueryVector, Tier};
 
 /// Why the document tier refused or failed a request.
 #[derive(Debug, thiserror::Error)]
@@ -74,7 +74,7 @@ impl DocumentsActor {
     fn flush_access(&mut self) {
         self.flush_armed = false;
         let hits = std::mem::take(&mut self.hits);
-        if let Err(e) = self.store.touch_documents(&hits, super::now_ms()) {
+        if let Err(e) = self.store.touch_documents(&hits, crate::memory::now_ms()) {
             // Only coldness depends on it: the documents stay documents a while longer.
             tracing::warn!(documents = hits.len(), "recording recall hits failed: {e}");
         }
@@ -144,7 +144,7 @@ pub struct ArchiveEvents(pub Vec<Event>);
 pub struct RecallPassages {
     pub query: String,
     /// The query's embedding on its way (see `memory::actor::Recall::qv`).
-    pub qv: Option<super::embed::actor::PendingVector>,
+    pub qv: Option<crate::memory::embed::actor::PendingVector>,
 }
 
 /// The documents: all of them (newest first) or, with a query, the 20 most similar
@@ -178,7 +178,7 @@ pub struct CommitDocument {
 
 /// Documents cold enough for the graph (the archive heartbeat), with their passages.
 #[derive(Message)]
-#[rtype(result = "Result<Vec<(Document, Vec<super::store::Passage>)>, DocError>")]
+#[rtype(result = "Result<Vec<(Document, Vec<crate::memory::store::Passage>)>, DocError>")]
 pub struct ColdDocs {
     /// Not read since this time (Unix ms).
     pub idle_before_ms: i64,
@@ -199,18 +199,18 @@ pub struct MarkArchived {
 
 /// Deletes a document with its passages and their vectors (the owner asked: the HTTP
 /// API, the memory page, a plugin's `doc.remove`); answers whether it existed. The facts
-/// derived from it alone leave the graph with it ([`super::forget::forget_document`]).
+/// derived from it alone leave the graph with it ([`crate::memory::forget::forget_document`]).
 #[derive(Message)]
 #[rtype(result = "Result<bool, DocError>")]
 pub struct DeleteDoc(pub String);
 
 /// A document's passages (none when it does not exist), oldest first.
 #[derive(Message)]
-#[rtype(result = "Result<Vec<super::store::Passage>, DocError>")]
+#[rtype(result = "Result<Vec<crate::memory::store::Passage>, DocError>")]
 pub struct DocPassages(pub String);
 
 impl Handles<DocPassages> for DocumentsActor {
-    type Reply = Result<Vec<super::store::Passage>, DocError>;
+    type Reply = Result<Vec<crate::memory::store::Passage>, DocError>;
     fn handle(&mut self, DocPassages(id): DocPassages, _: &mut HostContext<Self>) -> Self::Reply {
         Ok(self.store.doc_passages(&id)?)
     }
@@ -235,7 +235,7 @@ impl Handles<ArchiveEvents> for DocumentsActor {
 impl Handles<RecallPassages> for DocumentsActor {
     type Reply = ResponseActFuture<Host<Self>, Ranked<Item>>;
     fn handle(&mut self, m: RecallPassages, _: &mut HostContext<Self>) -> Self::Reply {
-        use super::recall::{DENSE_MIN, UNIT_CANDIDATES};
+        use crate::memory::recall::{DENSE_MIN, UNIT_CANDIDATES};
         crate::fault::point(crate::fault::site::DOCUMENTS_RECALL, &m.query);
         let Some(pending) = m.qv else {
             let units = self
@@ -277,7 +277,10 @@ impl DocumentsActor {
                 Unit::Event(_) => None,
             })
             .collect();
-        let mut passages: std::collections::HashMap<i64, super::store::Passage> = match self.store.passages(&ids) {
+        let mut passages: std::collections::HashMap<i64, crate::memory::store::Passage> = match self
+            .store
+            .passages(&ids)
+        {
             Ok(ps) => ps.into_iter().map(|p| (p.id, p)).collect(),
             Err(e) => {
                 tracing::warn!("reading recalled passages failed, the prompt goes without documents this turn: {e}");
@@ -331,7 +334,7 @@ impl Handles<CommitDocument> for DocumentsActor {
 }
 
 impl Handles<ColdDocs> for DocumentsActor {
-    type Reply = Result<Vec<(Document, Vec<super::store::Passage>)>, DocError>;
+    type Reply = Result<Vec<(Document, Vec<crate::memory::store::Passage>)>, DocError>;
     fn handle(&mut self, m: ColdDocs, _: &mut HostContext<Self>) -> Self::Reply {
         Ok(self.store.cold_documents(m.idle_before_ms, m.max_access, m.limit)?)
     }
@@ -365,7 +368,7 @@ impl Handles<CountDocuments> for DocumentsActor {
 /// what it archives"). The shown copy is not archived as passages again.
 async fn query_documents(
     documents: &TAddr<DocumentsActor>,
-    context: &TAddr<super::actor::ContextActor>,
+    context: &TAddr<crate::memory::actor::ContextActor>,
     query: String,
     top_k: usize,
     qv: Option<QueryVector>,
@@ -394,7 +397,7 @@ async fn query_documents(
     let ids: Vec<String> = docs.iter().map(|d| d.id.clone()).collect();
     let count = docs.len();
     context
-        .send(super::actor::RestoreDocuments { query, docs })
+        .send(crate::memory::actor::RestoreDocuments { query, docs })
         .await
         .map_err(|_| Msg::DocsUnavailable.text())??;
     let _ = documents.do_send(RecordReads(ids));
@@ -409,8 +412,8 @@ async fn query_documents(
 /// context actor, where `doc_query` puts what it found).
 pub fn document_tools(
     documents: TAddr<DocumentsActor>,
-    context: TAddr<super::actor::ContextActor>,
-    embedder: Option<super::embed::actor::EmbedderHandle>,
+    context: TAddr<crate::memory::actor::ContextActor>,
+    embedder: Option<crate::memory::embed::actor::EmbedderHandle>,
 ) -> Vec<(crate::stages::ToolSpec, std::sync::Arc<dyn crate::stages::ToolHandler>)> {
     use futures_util::future::BoxFuture;
     use serde_json::{Value, json};
@@ -439,7 +442,12 @@ pub fn document_tools(
             Box::pin(async move {
                 let query = args.get("query").and_then(Value::as_str).unwrap_or("").to_owned();
                 let top_k = args.get("top_k").and_then(Value::as_u64).unwrap_or(3) as usize;
-                let qv = super::embed::actor::embed_query(e.as_ref(), &query, super::actor::QUERY_EMBED_WAIT).await;
+                let qv = crate::memory::embed::actor::embed_query(
+                    e.as_ref(),
+                    &query,
+                    crate::memory::actor::QUERY_EMBED_WAIT,
+                )
+                .await;
                 query_documents(&d, &c, query, top_k, qv).await
             })
         });

@@ -24,11 +24,11 @@
 
 use std::sync::LazyLock;
 
-use super::bpe::Bpe;
+use crate::memory::bpe::Bpe;
 
 /// The o200k ranks: `[len][bytes]` per token, in rank order, zstd-compressed (0.17 MB
 /// smaller than gzip -9, and the kernel has zstd for jieba's data already).
-static RANKS_ZST: &[u8] = include_bytes!("../../assets/o200k_base.ranks.zst");
+static RANKS_ZST: &[u8] = include_bytes!("../../../assets/o200k_base.ranks.zst");
 /// Tokens in `RANKS_ZST` (ranks 0..N; the special tokens, never counted here, follow).
 const RANKS: usize = 199_998;
 /// Bytes of `RANKS_ZST` unpacked. Known up front so it unpacks in one pass into its
@@ -181,9 +181,9 @@ mod tests {
         texts.push("数据库连接池配置参数说明".repeat(30));
         // The repository's own docs: prose, code, tables, both languages.
         for doc in [
-            include_str!("../../../docs/ARCHITECTURE.md"),
-            include_str!("../../../docs/DECISIONS.md"),
-            include_str!("../agent/turn.rs"),
+            include_str!("../../../../docs/ARCHITECTURE.md"),
+            include_str!("../../../../docs/DECISIONS.md"),
+            include_str!("../../agent/turn.rs"),
         ] {
             texts.push(doc.to_owned());
         }

@@ -12,9 +12,9 @@ use actix::prelude::*;
 use parking_lot::Mutex;
 use serde::Serialize;
 
-use super::actor::{ContextActor, DistillContext};
 use crate::addr::TAddr;
 use crate::host::{Handles, Host, HostContext, KernelActor};
+use crate::memory::actor::{ContextActor, DistillContext};
 
 /// What one round did.
 #[derive(Debug, Clone, Serialize)]

@@ -8,14 +8,14 @@
 
 use actix::prelude::*;
 
-use super::context::{self, Event};
-use super::docindex::{Ranked, Unit};
-use super::documents::{ArchiveEvents, DocumentsActor};
-use super::recall::{Item, Origin, WindowRecall};
-use super::store::{Document, MemoryError, MemoryStore, Tier};
 use crate::addr::TAddr;
 use crate::host::{Handles, Host, HostContext, KernelActor};
 use crate::i18n::Msg;
+use crate::memory::context::{self, Event};
+use crate::memory::docindex::{Ranked, Unit};
+use crate::memory::documents::{ArchiveEvents, DocumentsActor};
+use crate::memory::recall::{Item, Origin, WindowRecall};
+use crate::memory::store::{Document, MemoryError, MemoryStore, Tier};
 
 /// The context actor: the store plus the events in memory.
 pub struct ContextActor {
@@ -80,7 +80,7 @@ pub struct Recall {
     pub query: String,
     /// The input's embedding on its way (`None`: no dense side this turn). The BM25
     /// half is ranked on arrival, the fusion once the vector is there.
-    pub qv: Option<super::embed::actor::PendingVector>,
+    pub qv: Option<crate::memory::embed::actor::PendingVector>,
     /// An event to append after the read ([`AppendEvent`]'s work and answer).
     pub record: Option<Event>,
 }
@@ -145,7 +145,7 @@ impl ContextActor {
 /// A window event as a recall item, its token count cached in `tokens`.
 fn item_of(tokens: &mut rustc_hash::FxHashMap<i64, usize>, e: &Event) -> Item {
     let said = e.said();
-    let tokens = *tokens.entry(e.id).or_insert_with(|| super::tokens::count(said));
+    let tokens = *tokens.entry(e.id).or_insert_with(|| crate::memory::tokens::count(said));
     Item {
         origin: Origin::Window,
         ts_ms: Some(e.ts_ms),
@@ -194,8 +194,11 @@ impl ContextActor {
 impl Handles<Recall> for ContextActor {
     type Reply = ResponseActFuture<Host<Self>, (WindowRecall, Option<Result<Event, String>>)>;
     fn handle(&mut self, msg: Recall, _: &mut HostContext<Self>) -> Self::Reply {
-        use super::recall::{DENSE_MIN, UNIT_CANDIDATES};
-        let start = self.events.len().saturating_sub(2 * super::recall::RECENT_EVENTS);
+        use crate::memory::recall::{DENSE_MIN, UNIT_CANDIDATES};
+        let start = self
+            .events
+            .len()
+            .saturating_sub(2 * crate::memory::recall::RECENT_EVENTS);
         let tokens = &mut self.tokens;
         let recent: Vec<Item> = self.events[start..].iter().map(|e| item_of(tokens, e)).collect();
         let Some(pending) = msg.qv else {
@@ -333,7 +336,7 @@ impl Handles<RestoreDocuments> for ContextActor {
             let event = Event {
                 id: 0,
                 ts_ms: d.created_at_ms,
-                source: super::store::COLD_STORAGE.into(),
+                source: crate::memory::store::COLD_STORAGE.into(),
                 input: Msg::DocLoadEvent { query: &msg.query }.text(),
                 response: cut_bytes(&d.content, 2000),
                 tools_used: vec![],
@@ -377,11 +380,11 @@ impl Handles<CountEvents> for ContextActor {
 /// event at its own time, unless its digest was imported before. Answers what was
 /// stored.
 #[derive(Message)]
-#[rtype(result = "Result<super::store::ImportedBatch, String>")]
-pub struct ImportEvents(pub Vec<super::import::ImportLine>);
+#[rtype(result = "Result<crate::memory::store::ImportedBatch, String>")]
+pub struct ImportEvents(pub Vec<crate::memory::import::ImportLine>);
 
 impl Handles<ImportEvents> for ContextActor {
-    type Reply = Result<super::store::ImportedBatch, String>;
+    type Reply = Result<crate::memory::store::ImportedBatch, String>;
     fn handle(&mut self, ImportEvents(lines): ImportEvents, _: &mut HostContext<Self>) -> Self::Reply {
         let batch = self.store.import_batch(&lines).map_err(|e| e.to_string())?;
         // Into the window where they happened (after equal times, spec §5.2); the
@@ -433,7 +436,7 @@ mod tests {
                 .unwrap();
         }
         let (tx, rx) = tokio::sync::oneshot::channel::<Option<QueryVectorOf>>();
-        let pending: super::super::embed::actor::PendingVector =
+        let pending: crate::memory::embed::actor::PendingVector =
             async move { rx.await.ok().flatten() }.boxed().shared();
         let answer = context.request(Recall {
             query: "what is the greyhound called".into(),
@@ -464,5 +467,5 @@ mod tests {
         );
     }
 
-    type QueryVectorOf = super::super::store::QueryVector;
+    type QueryVectorOf = crate::memory::store::QueryVector;
 }

@@ -2,8 +2,8 @@
 //! value, their ties to other people plain relations. Used by the `person_*` tools;
 //! replies follow the reference's formats.
 
-use super::graph::{GraphError, GraphStore, Recall, RecallSort, Relation, Triple};
 use crate::i18n::Msg;
+use crate::memory::graph::{GraphError, GraphStore, Recall, RecallSort, Relation, Triple};
 
 /// Traits are relations with this prefix.
 const TRAIT_PREFIX: &str = "trait:";

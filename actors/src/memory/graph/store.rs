@@ -17,7 +17,7 @@ use std::path::Path;
 use rusqlite::{Connection, OptionalExtension, Transaction, params, params_from_iter};
 use rusqlite_migration::{M, Migrations};
 
-use super::now_ms;
+use crate::memory::now_ms;
 
 /// Why a graph operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -160,9 +160,9 @@ pub fn valid_entity_name(name: &str) -> bool {
 
 fn migrations() -> Migrations<'static> {
     Migrations::new(vec![
-        M::up(include_str!("../../../migrations/graph/0001_init.sql")),
-        M::up(include_str!("../../../migrations/graph/0002_no_merge.sql")),
-        M::up(include_str!("../../../migrations/graph/0003_provenance.sql")),
+        M::up(include_str!("../../../../migrations/graph/0001_init.sql")),
+        M::up(include_str!("../../../../migrations/graph/0002_no_merge.sql")),
+        M::up(include_str!("../../../../migrations/graph/0003_provenance.sql")),
     ])
 }
 
@@ -226,7 +226,7 @@ pub struct GraphStore {
 impl GraphStore {
     /// Opens (creating) `path` with WAL and foreign keys on, and applies migrations.
     pub fn open(path: &Path) -> Result<Self, GraphError> {
-        Self::init(super::open_db(path)?)
+        Self::init(crate::memory::open_db(path)?)
     }
 
     /// An in-memory graph (tests, evaluation).

@@ -3,20 +3,13 @@
 //! against the sentence they came from. Both only *write a task* (kernel self-input);
 //! the model decides and acts through `memory_merge` / `memory_edit`.
 //!
-//! Plain functions; the heartbeat actor is in [`super::graph_heartbeat`].
+//! Plain functions; the heartbeat actor is in [`crate::memory::graph_heartbeat`].
 
 use std::collections::{HashMap, HashSet};
 
-use super::graph::{Entity, Relation, Triple};
-use super::store::{Document, Passage};
 use crate::i18n::Msg;
-
-/// Documents not read for this long are cold (if rarely read).
-pub const COLD_AGE_MS: i64 = 72 * 3600 * 1000;
-/// Documents read more often than this stay documents only.
-pub const COLD_MAX_ACCESS: i64 = 2;
-/// Cold documents distilled per archive round (the rest wait for the next round).
-pub const ARCHIVE_PER_ROUND: usize = 100;
+use crate::memory::graph::{Entity, Relation, Triple};
+use crate::memory::store::{Document, Passage};
 
 /// The graph session a document's facts are committed under: deleting the document
 /// finds them by it (`GraphStore::forget_session`).
@@ -31,7 +24,7 @@ fn is_agent(speaker: &str) -> bool {
 }
 
 /// The facts in a cold document, each group with the time it was said: the
-/// self-statements the rule distiller finds ([`super::rules::extract_triples`], Chinese
+/// self-statements the rule distiller finds ([`crate::memory::rules::extract_triples`], Chinese
 /// and English). An archived conversation's passages are said by a named speaker (an
 /// imported conversation's `Caroline`) or, on the owner's channels, by the user; a
 /// written document (`doc_commit`, source `manual`) is the owner's, line by line, at its
@@ -61,8 +54,8 @@ pub fn doc_to_triples(doc: &Document, passages: &[Passage]) -> Vec<(i64, Vec<Tri
         if text.is_empty() {
             continue;
         }
-        let input = super::rules::said_by(&speaker, &text);
-        let (y, m, d) = super::civil_from_days(ts.div_euclid(86_400_000));
+        let input = crate::memory::rules::said_by(&speaker, &text);
+        let (y, m, d) = crate::memory::civil_from_days(ts.div_euclid(86_400_000));
         let who = if speaker.is_empty() {
             String::new()
         } else {
@@ -70,9 +63,9 @@ pub fn doc_to_triples(doc: &Document, passages: &[Passage]) -> Vec<(i64, Vec<Tri
         };
         let sentence = format!(
             "[{y:04}-{m:02}-{d:02}] {}",
-            super::truncate_chars(&format!("{who}{text}"), 300, "…")
+            crate::memory::truncate_chars(&format!("{who}{text}"), 300, "…")
         );
-        let triples: Vec<Triple> = super::rules::extract_triples(&input)
+        let triples: Vec<Triple> = crate::memory::rules::extract_triples(&input)
             .into_iter()
             .map(|mut t| {
                 t.sentence = sentence.clone();
@@ -88,8 +81,6 @@ pub fn doc_to_triples(doc: &Document, passages: &[Passage]) -> Vec<(i64, Vec<Tri
 
 /// Similarity above which two entities are proposed for a merge.
 pub const MERGE_THRESHOLD: f64 = 0.75;
-/// Proposals per round (merge and review alike).
-pub const PER_ROUND: usize = 5;
 
 fn bigrams(s: &str) -> HashSet<(char, char)> {
     let cs: Vec<char> = s.chars().collect();
@@ -123,7 +114,7 @@ pub fn merge_candidates(entities: &[Entity], max: usize) -> Vec<(Entity, Entity,
 pub const MERGE_EMBED_LIMIT: usize = 400;
 
 /// [`merge_candidates`] skipping pairs under a no-merge marker (keys of
-/// [`super::graph::no_merge_key`]); also returns the blocked pairs that came up, whose
+/// [`crate::memory::graph::no_merge_key`]); also returns the blocked pairs that came up, whose
 /// markers then count one round down.
 ///
 /// `vectors` (name → unit vector of one space) add the spec's second measure: a pair's
@@ -169,7 +160,7 @@ pub fn merge_candidates_except(
         .collect();
     for (k, &(i, vi)) in embedded.iter().enumerate() {
         for &(j, vj) in &embedded[k + 1..] {
-            let cos = f64::from(super::embed::cosine(vi, vj));
+            let cos = f64::from(crate::memory::embed::cosine(vi, vj));
             if cos <= MERGE_THRESHOLD {
                 continue;
             }
@@ -182,7 +173,7 @@ pub fn merge_candidates_except(
     }
     if let Some(proposed) = proposed {
         out.retain(|&(i, j, _)| {
-            let key = super::graph::no_merge_key(&entities[i].name, &entities[j].name);
+            let key = crate::memory::graph::no_merge_key(&entities[i].name, &entities[j].name);
             proposed
                 .get(&key)
                 .is_none_or(|at| entities[i].updated_at_ms.max(entities[j].updated_at_ms) > *at)
@@ -192,7 +183,7 @@ pub fn merge_candidates_except(
     let mut skipped = Vec::new();
     let mut chosen = Vec::new();
     for (i, j, s) in out {
-        let key = super::graph::no_merge_key(&entities[i].name, &entities[j].name);
+        let key = crate::memory::graph::no_merge_key(&entities[i].name, &entities[j].name);
         if blocked.contains(&key) {
             skipped.push(key);
         } else if chosen.len() < max {
@@ -280,7 +271,7 @@ mod tests {
         );
         assert!(!names.iter().any(|(a, b)| a == "banana" || b == "banana"));
         assert!(skipped.is_empty());
-        let blocked: HashSet<String> = [super::super::graph::no_merge_key("New York City", "NYC")].into();
+        let blocked: HashSet<String> = [crate::memory::graph::no_merge_key("New York City", "NYC")].into();
         let (chosen, skipped) = merge_candidates_except(&es, 5, &blocked, &vectors, None);
         assert_eq!(chosen.len(), 1);
         assert_eq!(skipped, vec!["NYC||New York City".to_string()]);
@@ -292,7 +283,7 @@ mod tests {
         es[0].updated_at_ms = 100;
         es[1].updated_at_ms = 200;
         let none = (&HashSet::new(), &HashMap::new());
-        let key = super::super::graph::no_merge_key("Visual Studio Code", "Visual Studio Code!");
+        let key = crate::memory::graph::no_merge_key("Visual Studio Code", "Visual Studio Code!");
         let at = |t: i64| HashMap::from([(key.clone(), t)]);
         assert_eq!(
             merge_candidates_except(&es, 5, none.0, none.1, Some(&at(100))).0.len(),

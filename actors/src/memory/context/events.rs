@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::tfidf::{Tfidf, cosine};
+use crate::memory::tfidf::{Tfidf, cosine};
 
 /// The most recent events a prune never removes.
 pub const PROTECTED: usize = 10;
@@ -85,12 +85,12 @@ impl Event {
 
     /// o200k tokens of what the event holds (the overflow prune's size per event).
     fn tokens(&self) -> usize {
-        super::tokens::count(&self.input)
-            + super::tokens::count(&self.response)
+        crate::memory::tokens::count(&self.input)
+            + crate::memory::tokens::count(&self.response)
             + self
                 .tool_results
                 .iter()
-                .map(|r| super::tokens::count(&r.output))
+                .map(|r| crate::memory::tokens::count(&r.output))
                 .sum::<usize>()
     }
 }
@@ -201,7 +201,7 @@ mod tests {
     #[test]
     fn budget_rules() {
         let text = "The quick brown fox jumps over the lazy dog. ".repeat(50);
-        let per = super::super::tokens::count(&text);
+        let per = crate::memory::tokens::count(&text);
         assert!((400..600).contains(&per), "{per}");
         let events: Vec<Event> = (0..3).map(|i| ev(i, &text)).collect();
         let (top_k, protected) = top_k_and_protected(&events, 10 * per, 30);

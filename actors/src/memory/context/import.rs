@@ -13,14 +13,14 @@
 //! and says after which batch the distill heartbeat would have fired had the turns been
 //! said live: a history is remembered exactly as if it had been said then, so the
 //! window is pruned at the same points of its timeline. The shell that executes a plan
-//! is [`super::importer`].
+//! is [`crate::memory::importer`].
 
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
-use super::context::Event;
-use super::textlog::TextEvent;
+use crate::memory::context::Event;
+use crate::memory::textlog::TextEvent;
 
 /// Largest accepted body: 32 MiB, about 200k turns of chat. Bigger histories are sent
 /// in parts (each part is validated on its own; lines already imported are skipped).

@@ -8,7 +8,7 @@
 //! reference's byte limits are rejected (they are more likely a whole sentence than a
 //! fact).
 
-use super::graph::Triple;
+use crate::memory::graph::Triple;
 
 /// The subject of every extracted fact.
 pub const USER: &str = "用户";
@@ -109,7 +109,7 @@ pub fn said_by(who: &str, text: &str) -> String {
 
 /// The facts stated in `text` (one message), in order: the speaker's when it starts
 /// with `Name: `, else the user's. Chinese clauses go through the prefix rules below,
-/// English ones through [`super::rules_en`].
+/// English ones through [`crate::memory::rules_en`].
 pub fn extract_triples(text: &str) -> Vec<Triple> {
     let (subject, body) = speaker(text).unwrap_or_else(|| {
         // "Note: I like tea": a label, not a speaker; the statement is the user's.
@@ -124,8 +124,8 @@ pub fn extract_triples(text: &str) -> Vec<Triple> {
         .map(str::trim)
         .filter(|c| !c.is_empty())
     {
-        if super::rules_en::is_english(part) {
-            out.extend(super::rules_en::extract_clause(part, subject, text));
+        if crate::memory::rules_en::is_english(part) {
+            out.extend(crate::memory::rules_en::extract_clause(part, subject, text));
             continue;
         }
         for clause in clauses(part) {

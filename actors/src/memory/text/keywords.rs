@@ -70,7 +70,7 @@ impl Default for Keywords {
 /// The crate's own embedded copy is off (`default-features = false`): deflated, the two
 /// files took 1.2 MB more of the binary (`homed` <= 25 MB). Same data, same
 /// segmentation, same keywords.
-static JIEBA_ZST: &[u8] = include_bytes!("../../assets/jieba.zst");
+static JIEBA_ZST: &[u8] = include_bytes!("../../../assets/jieba.zst");
 
 /// The dictionary's and the IDF table's texts, rebuilt from [`JIEBA_ZST`].
 fn unpack() -> (Vec<u8>, Vec<u8>) {

@@ -1,6 +1,6 @@
 //! `kernel/memory/distiller`: every 10 minutes, reads the text log records written
 //! since its last round (at most 7 days back), extracts the user's self-statements
-//! with [`super::rules`] and commits them to the graph in batches of 50 records.
+//! with [`crate::memory::rules`] and commits them to the graph in batches of 50 records.
 //!
 //! Unlike the reference (which only distilled records *older* than the retention, a
 //! week-long delay), new records are processed at the next round. Progress is a cursor
@@ -16,11 +16,11 @@ use actix::prelude::*;
 use parking_lot::Mutex;
 use serde::Serialize;
 
-use super::graph_actor::{CommitTriples, GraphActor};
-use super::now_ms;
-use super::textlog::{TextEvent, TextLog};
 use crate::addr::TAddr;
 use crate::host::{Handles, Host, HostContext, KernelActor};
+use crate::memory::graph_actor::{CommitTriples, GraphActor};
+use crate::memory::now_ms;
+use crate::memory::textlog::{TextEvent, TextLog};
 
 /// How often a round runs.
 pub const INTERVAL: Duration = Duration::from_secs(600);
@@ -54,7 +54,7 @@ pub struct RuleDistiller {
     text_dir: PathBuf,
     cursor_file: PathBuf,
     graph: TAddr<GraphActor>,
-    period: super::heartbeat::Period,
+    period: crate::memory::heartbeat::Period,
     /// The last round, shared with the status API.
     last: Arc<Mutex<Option<RulesRound>>>,
     /// Held for a whole round: a timer round and an operator round never read the same
@@ -125,7 +125,7 @@ impl RuleDistiller {
             text_dir,
             cursor_file,
             graph,
-            period: super::heartbeat::Period::new(Arc::new(Mutex::new(every))),
+            period: crate::memory::heartbeat::Period::new(Arc::new(Mutex::new(every))),
             last,
             serial: Arc::default(),
             seen: Arc::default(),
@@ -187,7 +187,7 @@ async fn distill_records(
     for batch in records.chunks(BATCH) {
         let triples: Vec<_> = batch
             .iter()
-            .flat_map(|e| super::rules::extract_triples(&super::rules::said_by(&e.source, &e.input)))
+            .flat_map(|e| crate::memory::rules::extract_triples(&crate::memory::rules::said_by(&e.source, &e.input)))
             .collect();
         round.triples += triples.len();
         if !triples.is_empty() {
@@ -244,15 +244,15 @@ impl Handles<DistillTick> for RuleDistiller {
     }
 }
 
-impl Handles<super::heartbeat::ClockDue> for RuleDistiller {
+impl Handles<crate::memory::heartbeat::ClockDue> for RuleDistiller {
     type Reply = ResponseFuture<crate::clock::Due>;
     fn handle(
         &mut self,
-        super::heartbeat::ClockDue(now): super::heartbeat::ClockDue,
+        crate::memory::heartbeat::ClockDue(now): crate::memory::heartbeat::ClockDue,
         _: &mut HostContext<Self>,
     ) -> Self::Reply {
         let round = self.round("clock");
-        super::heartbeat::on_clock(
+        crate::memory::heartbeat::on_clock(
             &mut self.period,
             now,
             move || Box::pin(round),

@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 
 use regex::Regex;
 
-use super::civil_from_days;
+use crate::memory::civil_from_days;
 
 /// A calendar day (UTC).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -1,0 +1,10 @@
+//! What memory reads in a text, in English and Chinese alike: token counts (o200k),
+//! keywords (jieba), names, dates, and the rule distiller's statements.
+
+pub mod bpe;
+pub mod dates;
+pub mod keywords;
+pub mod names;
+pub mod rules;
+pub mod rules_en;
+pub mod tokens;
