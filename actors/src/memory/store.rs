@@ -442,13 +442,9 @@ impl MemoryStore {
     }
 
     /// Records reads of documents (recall hits, batched by the documents actor): each
-    /// id's access count grows by its number of hits and its last access becomes `at_ms`.
-    /// Unknown ids (deleted meanwhile) are ignored.
-    pub fn touch_documents(
-        &mut self,
-        hits: &std::collections::HashMap<String, u32>,
-        at_ms: i64,
-    ) -> Result<(), MemoryError> {
+    /// id's access count grows by its number of hits and its last access becomes the
+    /// time of its latest hit (if later). Unknown ids (deleted meanwhile) are ignored.
+    pub fn touch_documents(&mut self, hits: &std::collections::HashMap<String, (u32, i64)>) -> Result<(), MemoryError> {
         if hits.is_empty() {
             return Ok(());
         }
@@ -459,7 +455,7 @@ impl MemoryStore {
             let mut st = tx.prepare_cached(
                 "UPDATE documents SET access_count = access_count + ?1, last_access_ms = MAX(last_access_ms, ?2) WHERE id = ?3",
             )?;
-            for (id, n) in hits {
+            for (id, (n, at_ms)) in hits {
                 st.execute(params![i64::from(*n), at_ms, id])?;
             }
         }

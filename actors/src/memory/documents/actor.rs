@@ -40,10 +40,11 @@ pub enum DocError {
 /// The documents actor: its store (own connection) with the indexes it builds.
 pub struct DocumentsActor {
     store: MemoryStore,
-    /// Recall hits not written yet: document id → passages of it recalled. Written in
-    /// one transaction a moment after the turn that read them ([`FlushAccess`]), so a
-    /// turn's recall never waits on a write.
-    hits: std::collections::HashMap<String, u32>,
+    /// Recall hits not written yet: document id → (passages of it shown, when last
+    /// shown). Written in one transaction a moment after the turn that read them
+    /// ([`FlushAccess`]), so a turn's recall never waits on a write; the time is the
+    /// read's, not the write's (a virtual clock may have moved in between).
+    hits: std::collections::HashMap<String, (u32, i64)>,
     /// A flush is scheduled.
     flush_armed: bool,
 }
@@ -62,8 +63,11 @@ impl DocumentsActor {
 
     /// Counts the documents as read and schedules the write.
     fn record_hits(&mut self, ids: Vec<String>, ctx: &mut HostContext<Self>) {
+        let now = crate::memory::now_ms();
         for id in ids {
-            *self.hits.entry(id).or_default() += 1;
+            let hit = self.hits.entry(id).or_insert((0, now));
+            hit.0 += 1;
+            hit.1 = hit.1.max(now);
         }
         if !self.hits.is_empty() && !self.flush_armed {
             self.flush_armed = true;
@@ -74,7 +78,7 @@ impl DocumentsActor {
     fn flush_access(&mut self) {
         self.flush_armed = false;
         let hits = std::mem::take(&mut self.hits);
-        if let Err(e) = self.store.touch_documents(&hits, crate::memory::now_ms()) {
+        if let Err(e) = self.store.touch_documents(&hits) {
             // Only coldness depends on it: the documents stay documents a while longer.
             tracing::warn!(documents = hits.len(), "recording recall hits failed: {e}");
         }

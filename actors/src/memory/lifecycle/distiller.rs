@@ -244,20 +244,16 @@ impl Handles<DistillTick> for RuleDistiller {
     }
 }
 
-impl Handles<crate::memory::heartbeat::ClockDue> for RuleDistiller {
-    type Reply = ResponseFuture<crate::clock::Due>;
-    fn handle(
-        &mut self,
-        crate::memory::heartbeat::ClockDue(now): crate::memory::heartbeat::ClockDue,
-        _: &mut HostContext<Self>,
-    ) -> Self::Reply {
-        let round = self.round("clock");
-        crate::memory::heartbeat::on_clock(
-            &mut self.period,
-            now,
-            move || Box::pin(round),
-            |r: &RulesRound| r.error.is_some(),
-        )
+impl crate::memory::heartbeat::Scheduled for RuleDistiller {
+    type Round = RulesRound;
+    fn period(&mut self) -> &mut crate::memory::heartbeat::Period {
+        &mut self.period
+    }
+    fn run(&self, trigger: &'static str) -> std::pin::Pin<Box<dyn std::future::Future<Output = RulesRound>>> {
+        Box::pin(self.round(trigger))
+    }
+    fn failed(r: &RulesRound) -> bool {
+        r.error.is_some()
     }
 }
 

@@ -286,20 +286,16 @@ impl Handles<RunMaintenance> for GraphHeartbeat {
     }
 }
 
-impl Handles<crate::memory::heartbeat::ClockDue> for GraphHeartbeat {
-    type Reply = ResponseFuture<crate::clock::Due>;
-    fn handle(
-        &mut self,
-        crate::memory::heartbeat::ClockDue(now): crate::memory::heartbeat::ClockDue,
-        _: &mut HostContext<Self>,
-    ) -> Self::Reply {
-        let round = self.round("clock");
-        crate::memory::heartbeat::on_clock(
-            &mut self.period,
-            now,
-            move || Box::pin(round),
-            |r: &MaintenanceRound| r.error.is_some(),
-        )
+impl crate::memory::heartbeat::Scheduled for GraphHeartbeat {
+    type Round = MaintenanceRound;
+    fn period(&mut self) -> &mut crate::memory::heartbeat::Period {
+        &mut self.period
+    }
+    fn run(&self, trigger: &'static str) -> std::pin::Pin<Box<dyn std::future::Future<Output = MaintenanceRound>>> {
+        Box::pin(self.round(trigger))
+    }
+    fn failed(r: &MaintenanceRound) -> bool {
+        r.error.is_some()
     }
 }
 

@@ -126,31 +126,40 @@ where
     })
 }
 
-/// The shared body of every heartbeat's [`ClockDue`] handler: when due, `round` runs and
-/// is waited for; `failed` reads its result.
-pub fn on_clock<R: 'static>(
-    period: &mut Period,
-    now: i64,
-    round: impl FnOnce() -> std::pin::Pin<Box<dyn std::future::Future<Output = R>>>,
-    failed: fn(&R) -> bool,
-) -> ResponseFuture<crate::clock::Due> {
-    let (due, next_ms) = period.take_due(now);
-    if !due {
-        return Box::pin(std::future::ready(crate::clock::Due {
-            ran: false,
-            failed: false,
-            next_ms,
-        }));
-    }
-    let round = round();
-    Box::pin(async move {
-        let r = round.await;
-        crate::clock::Due {
-            ran: true,
-            failed: failed(&r),
-            next_ms,
+/// A heartbeat as the virtual clock drives it: its schedule and its round. Every
+/// heartbeat (distill, rules, archive, merge, review) implements it, and so answers
+/// [`ClockDue`] the same way: when due, the round runs and is waited for.
+pub trait Scheduled: KernelActor {
+    /// What a round answers.
+    type Round: 'static;
+    fn period(&mut self) -> &mut Period;
+    /// A round now; `trigger` is `timer`, `clock` or `operator`.
+    fn run(&self, trigger: &'static str) -> std::pin::Pin<Box<dyn std::future::Future<Output = Self::Round>>>;
+    /// Whether the round failed.
+    fn failed(round: &Self::Round) -> bool;
+}
+
+impl<A: Scheduled> Handles<ClockDue> for A {
+    type Reply = ResponseFuture<crate::clock::Due>;
+    fn handle(&mut self, ClockDue(now): ClockDue, _: &mut HostContext<Self>) -> Self::Reply {
+        let (due, next_ms) = self.period().take_due(now);
+        if !due {
+            return Box::pin(std::future::ready(crate::clock::Due {
+                ran: false,
+                failed: false,
+                next_ms,
+            }));
         }
-    })
+        let round = self.run("clock");
+        Box::pin(async move {
+            let r = round.await;
+            crate::clock::Due {
+                ran: true,
+                failed: A::failed(&r),
+                next_ms,
+            }
+        })
+    }
 }
 
 /// A heartbeat's period changed (a `core.agent.*_interval` setting): re-arm the timer.
@@ -265,16 +274,16 @@ impl Handles<RunNow> for DistillHeartbeat {
     }
 }
 
-impl Handles<ClockDue> for DistillHeartbeat {
-    type Reply = ResponseFuture<crate::clock::Due>;
-    fn handle(&mut self, ClockDue(now): ClockDue, _: &mut HostContext<Self>) -> Self::Reply {
-        let round = self.round("clock");
-        on_clock(
-            &mut self.period,
-            now,
-            move || Box::pin(round),
-            |r: &Round| r.error.is_some(),
-        )
+impl Scheduled for DistillHeartbeat {
+    type Round = Round;
+    fn period(&mut self) -> &mut Period {
+        &mut self.period
+    }
+    fn run(&self, trigger: &'static str) -> std::pin::Pin<Box<dyn std::future::Future<Output = Round>>> {
+        Box::pin(self.round(trigger))
+    }
+    fn failed(r: &Round) -> bool {
+        r.error.is_some()
     }
 }
 
