@@ -789,7 +789,9 @@ pub async fn recall(
         },
     );
     // What the prompt shows of the documents counts as read (batched by the tier, off
-    // this path): coldness is by last access.
+    // this path): coldness is by last access. The kernel's own upkeep turns (merge and
+    // review tasks) read nothing on anyone's behalf.
+    let upkeep = channel == super::input::CONSOLIDATION_CHANNEL;
     let read: Vec<String> = recollection
         .relevant
         .iter()
@@ -798,7 +800,7 @@ pub async fn recall(
             _ => None,
         })
         .collect();
-    if !read.is_empty() {
+    if !read.is_empty() && !upkeep {
         let _ = deps.documents.do_send(crate::memory::documents::RecordReads(read));
     }
     (recollection, recorded)

@@ -20,6 +20,8 @@ pub const AGENT_SESSION: &str = "agent";
 
 /// Names `memory_recall` already returned, left out of later index blocks.
 const RECALLED_CAPACITY: usize = 1024;
+/// Entities a turn's input may seed the recall of facts with.
+const MENTIONED: usize = 20;
 
 /// The actor (runs on the blocking arbiter: every call is SQLite work).
 pub struct GraphActor {
@@ -27,6 +29,9 @@ pub struct GraphActor {
     /// FIFO of names the model already fetched with `memory_recall` (the index block
     /// does not repeat them).
     recalled: std::collections::VecDeque<String>,
+    /// Which entities a turn's input mentions, by the words of their names (kept up
+    /// with the entities committed since it last looked).
+    mentions: super::mentions::Mentions,
 }
 
 impl GraphActor {
@@ -34,7 +39,22 @@ impl GraphActor {
         Self {
             store,
             recalled: Default::default(),
+            mentions: Default::default(),
         }
+    }
+
+    /// The entities `input` mentions (see [`super::mentions`]), the index first brought
+    /// up to date with what was committed since.
+    fn mentioned(&mut self, input: &str) -> Vec<String> {
+        match self.store.entities_after(self.mentions.last_id) {
+            Ok(new) => {
+                for (id, name) in new {
+                    self.mentions.add(id, &name);
+                }
+            }
+            Err(e) => tracing::warn!("graph: the mention index could not catch up: {e}"),
+        }
+        self.mentions.find(input, MENTIONED)
     }
 
     fn mark_recalled(&mut self, names: impl IntoIterator<Item = String>) {
@@ -674,7 +694,7 @@ impl GraphActor {
         if input.trim().is_empty() {
             return GraphRecall::default();
         }
-        let seeds = self.store.names_in(input).unwrap_or_default();
+        let seeds = self.mentioned(input);
         if seeds.is_empty() {
             return GraphRecall::default();
         }
@@ -685,13 +705,38 @@ impl GraphActor {
                 index,
             };
         };
-        // The same fact learnt from two sources (the import's distillation and the
-        // archive of the document holding the same turn) is one fact in the prompt.
+        // A fact competes with the passages for the prompt (reciprocal-rank fusion), so
+        // it must be about what the input asks, not only about someone it names: it is
+        // kept when its words share one with the input beyond the mentioned names, and
+        // ranked by how many they share. The same fact learnt from two sources (the
+        // import's distillation and the archive of the document holding the same turn)
+        // is one fact in the prompt.
+        use crate::memory::retrieve::analyze;
+        let named: std::collections::HashSet<String> = seeds.iter().flat_map(|s| analyze(s)).collect();
+        let asked: std::collections::HashSet<String> =
+            analyze(input).into_iter().filter(|t| !named.contains(t)).collect();
         let mut seen = std::collections::HashSet::new();
-        let facts = r
+        let mut scored: Vec<(usize, &super::Relation)> = r
             .relations
             .iter()
             .filter(|rel| seen.insert((rel.source.as_str(), rel.relation.as_str(), rel.target.as_str())))
+            .filter_map(|rel| {
+                let text = format!(
+                    "{} {} {} {}",
+                    rel.sentence.as_deref().unwrap_or(""),
+                    rel.source,
+                    rel.relation.replace('_', " "),
+                    rel.target
+                );
+                let words: std::collections::HashSet<String> = analyze(&text).into_iter().collect();
+                let shared = words.intersection(&asked).count();
+                (shared > 0).then_some((shared, rel))
+            })
+            .collect();
+        scored.sort_by(|a, b| b.0.cmp(&a.0));
+        let facts = scored
+            .into_iter()
+            .map(|(_, rel)| rel)
             .take(limit)
             .map(|rel| {
                 // An archived fact's sentence starts with its date; the item carries it.

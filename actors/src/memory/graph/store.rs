@@ -434,6 +434,16 @@ impl GraphStore {
             .collect())
     }
 
+    /// Entities with an id above `id` (those committed since), by id: how the mention
+    /// index keeps up.
+    pub fn entities_after(&self, id: i64) -> Result<Vec<(i64, String)>, GraphError> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT id, name FROM entities WHERE id > ?1 ORDER BY id")?;
+        let rows = st.query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     fn full_recall(&self) -> Result<Recall, GraphError> {
         let mut stmt = self.conn.prepare_cached(&format!(
             "SELECT {ENTITY_COLS} FROM entities ORDER BY mention_count DESC, id LIMIT {MAX_FULL_ENTITIES}"
