@@ -116,6 +116,9 @@ pub struct Due {
 #[derive(Clone, Default)]
 pub struct Beats {
     beats: Vec<(&'static str, DueFn)>,
+    /// Held for a whole advance: two callers moving the clock at once would interleave
+    /// their stops (one finding the other's time already passed).
+    one_at_a_time: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
 /// What an advance did.
@@ -146,6 +149,7 @@ impl Beats {
         if !is_virtual() {
             return Err(ClockError::NotVirtual);
         }
+        let _one_at_a_time = self.one_at_a_time.lock().await;
         let start = now_ms();
         if to_ms < start {
             return Err(ClockError::Backwards { to_ms, now_ms: start });
