@@ -286,12 +286,19 @@ async fn turn_inner(
         let body = synthetic_history(remembered, homeagent_actors::memory::now_ms());
         let t = Instant::now();
         let long = awc::Client::builder().timeout(Duration::from_secs(3600)).finish();
-        let r = crate::import::post(&long, base, &token, body).await?;
+        // In parts under the import limit, as a user would send a long history.
+        let (mut imported, mut archived) = (0, 0);
+        for part in import_parts(&body, homeagent_actors::memory::import::MAX_IMPORT_BYTES - 1024) {
+            let r = crate::import::post(&long, base, &token, part.to_vec()).await?;
+            imported += r.imported;
+            archived += r.archived;
+            if remembered > 100_000 {
+                eprintln!("  remembered: {imported}/{remembered} turns imported");
+            }
+        }
         println!(
-            "remembered: {} synthetic turns imported through POST /api/v1/memory/import in {:.1} s ({} moved into documents)",
-            r.imported,
+            "remembered: {imported} synthetic turns imported through POST /api/v1/memory/import in {:.1} s ({archived} moved into documents)",
             t.elapsed().as_secs_f64(),
-            r.archived
         );
     }
     println!("turn benchmark: {turns} turns (+50 warm-up) through a real homed against a local fake vendor");
@@ -495,6 +502,22 @@ async fn embedder_idle(client: &awc::Client, base: &str, rows: &mut Option<u64>)
 
 /// `n` synthetic turns of two speakers, one a minute, ending an hour before `now_ms`,
 /// as an import body: varied enough (a rotating vocabulary) that ranking has work to do.
+/// `body` (NDJSON) cut at line ends into parts of at most `max` bytes.
+fn import_parts(body: &[u8], max: usize) -> Vec<&[u8]> {
+    let mut parts = Vec::new();
+    let mut rest = body;
+    while !rest.is_empty() {
+        if rest.len() <= max {
+            parts.push(rest);
+            break;
+        }
+        let cut = rest[..max].iter().rposition(|b| *b == b'\n').map_or(max, |i| i + 1);
+        parts.push(&rest[..cut]);
+        rest = &rest[cut..];
+    }
+    parts
+}
+
 fn synthetic_history(n: usize, now_ms: i64) -> Vec<u8> {
     const TOPICS: &[&str] = &[
         "the garden",
@@ -875,4 +898,16 @@ pub async fn plugin(calls: usize, kills: u32) -> anyhow::Result<()> {
     }
     let _ = std::fs::remove_dir_all(&data);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_long_history_is_cut_at_line_ends_under_the_limit() {
+        let body = b"aaaa\nbbbb\ncc\nd\n";
+        let parts = super::import_parts(body, 10);
+        assert_eq!(parts, vec![&b"aaaa\nbbbb\n"[..], &b"cc\nd\n"[..]]);
+        assert_eq!(parts.concat(), body.to_vec());
+        assert_eq!(super::import_parts(b"", 10).len(), 0);
+    }
 }
