@@ -236,7 +236,6 @@ pub struct RunRules;
 impl Handles<DistillTick> for RuleDistiller {
     type Reply = ();
     fn handle(&mut self, _: DistillTick, ctx: &mut HostContext<Self>) {
-        self.period.ticked();
         let round = self.round("timer");
         ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(async move {
             round.await;

@@ -271,7 +271,6 @@ pub struct RunMaintenance;
 impl Handles<MaintenanceTick> for GraphHeartbeat {
     type Reply = ();
     fn handle(&mut self, _: MaintenanceTick, ctx: &mut HostContext<Self>) {
-        self.period.ticked();
         let round = self.round("timer");
         ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(async move {
             round.await;

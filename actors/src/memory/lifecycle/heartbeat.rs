@@ -37,7 +37,7 @@ pub type DistillHandle = (TAddr<DistillHeartbeat>, Arc<Mutex<Option<Round>>>);
 pub type IntervalCell = Arc<Mutex<Duration>>;
 
 /// A heartbeat's schedule: its period (shared, see [`IntervalCell`]), when it is due
-/// next on the kernel's clock, and (wall clock only) the interval timer running now.
+/// next on a virtual clock, and (wall clock only) the interval timer running now.
 /// The distill, rules and graph heartbeats all keep one.
 ///
 /// Under a virtual clock ([`crate::clock`]) no timer is armed: the clock asks the
@@ -73,11 +73,6 @@ impl Period {
             self.timer = Some(ctx.run_interval(every, move |host, ctx| host.notify(ctx, tick())));
         }
         every
-    }
-
-    /// A timer tick: the next round is one period from now.
-    pub fn ticked(&mut self) {
-        self.next_ms = crate::clock::now_ms().saturating_add(self.every.lock().as_millis() as i64);
     }
 
     /// The clock asks at `now`: is a round due? If so the next one is scheduled one
@@ -259,7 +254,6 @@ pub struct RunNow;
 impl Handles<Tick> for DistillHeartbeat {
     type Reply = ();
     fn handle(&mut self, _: Tick, ctx: &mut HostContext<Self>) {
-        self.period.ticked();
         let round = self.round("timer");
         ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(async move {
             round.await;
