@@ -230,31 +230,24 @@ impl Handles<MergeNames> for GraphActor {
     }
 }
 
-/// Forgets the facts derived from one source alone: every relation committed under
-/// `session` (the archive heartbeat commits a document's facts under `doc:<id>`), with
-/// the entities and sentences left without any relation. Answers the relations deleted.
+/// Forgets what one source alone taught the graph (a document the owner deleted): the
+/// relations committed under `session` (the archive heartbeat commits a document's facts
+/// under `doc:<id>`) and those learnt from one of `sentences` (its turns as the rule
+/// distiller stored them), with the entities and sentences left without any relation.
+/// Answers the relations deleted.
 #[derive(Message)]
 #[rtype(result = "Result<usize, String>")]
-pub struct ForgetSession(pub String);
-
-impl Handles<ForgetSession> for GraphActor {
-    type Reply = Result<usize, String>;
-    fn handle(&mut self, ForgetSession(session): ForgetSession, _: &mut HostContext<Self>) -> Self::Reply {
-        self.store.forget_session(&session).map_err(|e| e.to_string())
-    }
+pub struct ForgetSource {
+    pub session: String,
+    pub sentences: Vec<String>,
 }
 
-/// Forgets the facts learnt from these sentences (exactly as stored): the relations whose
-/// source sentence is one of them, with the entities and sentences left without any
-/// relation. Answers the relations deleted.
-#[derive(Message)]
-#[rtype(result = "Result<usize, String>")]
-pub struct ForgetSentences(pub Vec<String>);
-
-impl Handles<ForgetSentences> for GraphActor {
+impl Handles<ForgetSource> for GraphActor {
     type Reply = Result<usize, String>;
-    fn handle(&mut self, ForgetSentences(texts): ForgetSentences, _: &mut HostContext<Self>) -> Self::Reply {
-        self.store.forget_sentences(&texts).map_err(|e| e.to_string())
+    fn handle(&mut self, m: ForgetSource, _: &mut HostContext<Self>) -> Self::Reply {
+        self.store
+            .forget_source(&m.session, &m.sentences)
+            .map_err(|e| e.to_string())
     }
 }
 

@@ -714,45 +714,39 @@ impl GraphStore {
         Ok(())
     }
 
-    /// Deletes every relation committed under `session` (the facts derived from one
-    /// source, e.g. `doc:<id>`), then the sentences and entities nothing refers to any
-    /// more among those it touched. Answers the relations deleted.
-    pub fn forget_session(&mut self, session: &str) -> Result<usize, GraphError> {
-        self.forget_where("session_id = ?1", &[session])
-    }
-
-    /// Deletes every relation learnt from one of `texts` (its source sentence, exactly),
-    /// then what was left without a relation among what they touched. Answers the
+    /// Deletes, in one transaction, what one source alone taught the graph: every
+    /// relation committed under `session` (e.g. `doc:<id>`) and every relation learnt
+    /// from one of `sentences` (its source sentence, exactly), then the entities and
+    /// sentences among theirs that no relation refers to any more. Answers the
     /// relations deleted.
-    pub fn forget_sentences(&mut self, texts: &[String]) -> Result<usize, GraphError> {
-        let mut n = 0;
-        for t in texts {
-            n += self.forget_where(
-                "sentence_id != 0 AND sentence_id = (SELECT id FROM sentences WHERE text = ?1)",
-                &[t.trim()],
-            )?;
-        }
-        Ok(n)
-    }
-
-    /// Deletes the relations matching `cond` (one parameter, `?1`), then the entities and
-    /// sentences among theirs that no relation refers to any more.
-    fn forget_where(&mut self, cond: &str, arg: &[&str]) -> Result<usize, GraphError> {
+    pub fn forget_source(&mut self, session: &str, sentences: &[String]) -> Result<usize, GraphError> {
         let tx = self
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let touched: Vec<(i64, i64, i64)> = {
-            let mut st = tx.prepare(&format!(
-                "SELECT source_id, target_id, sentence_id FROM relations WHERE {cond}"
-            ))?;
-            st.query_map(params_from_iter(arg), |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-                .collect::<Result<_, _>>()?
-        };
-        if touched.is_empty() {
-            return Ok(0);
+        let mut touched: Vec<(i64, i64, i64, i64)> = Vec::new();
+        {
+            let row = |r: &rusqlite::Row<'_>| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?));
+            let mut by_session =
+                tx.prepare("SELECT id, source_id, target_id, sentence_id FROM relations WHERE session_id = ?1")?;
+            for t in by_session.query_map([session], row)? {
+                touched.push(t?);
+            }
+            let mut by_sentence = tx.prepare(
+                "SELECT r.id, r.source_id, r.target_id, r.sentence_id FROM relations r
+                 JOIN sentences s ON s.id = r.sentence_id WHERE s.text = ?1",
+            )?;
+            for text in sentences {
+                for t in by_sentence.query_map([text.trim()], row)? {
+                    touched.push(t?);
+                }
+            }
         }
-        let n = tx.execute(&format!("DELETE FROM relations WHERE {cond}"), params_from_iter(arg))?;
-        for (s, t, sentence) in touched {
+        touched.sort_unstable();
+        touched.dedup();
+        for &(id, ..) in &touched {
+            tx.execute("DELETE FROM relations WHERE id = ?1", [id])?;
+        }
+        for &(_, s, t, sentence) in &touched {
             for e in [s, t] {
                 tx.execute(
                     "DELETE FROM entities WHERE id = ?1
@@ -769,7 +763,7 @@ impl GraphStore {
             }
         }
         tx.commit()?;
-        Ok(n)
+        Ok(touched.len())
     }
 }
 
@@ -1008,7 +1002,7 @@ mod tests {
         g.commit(&[a.clone(), b], "doc:1", 0).unwrap();
         // The same fact from another document: its own relation, kept.
         g.commit(&[a], "doc:2", 0).unwrap();
-        assert_eq!(g.forget_session("doc:1").unwrap(), 2);
+        assert_eq!(g.forget_source("doc:1", &[]).unwrap(), 2);
         let r = g
             .recall(&kw(&["caroline"]), &[], 1, None, RecallSort::Relevance)
             .unwrap();
@@ -1032,7 +1026,8 @@ mod tests {
         c.sentence = "我住在上海".into();
         g.commit(&[c], "http", 0).unwrap();
         assert_eq!(
-            g.forget_sentences(&["我住在上海".into(), "never said".into()]).unwrap(),
+            g.forget_source("doc:none", &["我住在上海".into(), "never said".into()])
+                .unwrap(),
             1
         );
         assert!(

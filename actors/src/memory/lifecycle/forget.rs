@@ -16,7 +16,7 @@
 
 use crate::addr::TAddr;
 use crate::memory::documents::{DeleteDoc, DocError, DocPassages, DocumentsActor};
-use crate::memory::graph_actor::{ForgetSentences, ForgetSession, GraphActor};
+use crate::memory::graph_actor::{ForgetSource, GraphActor};
 
 /// What forgetting a document did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
@@ -48,25 +48,18 @@ pub async fn forget_document(
     let passages = documents.send(DocPassages(id.to_owned())).await??;
     let existed = documents.send(DeleteDoc(id.to_owned())).await??;
     let facts = match graph {
-        Some(g) => {
-            let graph_err = |e: String| ForgetError::Graph(e);
-            let by_session = g
-                .send(ForgetSession(crate::memory::maintenance::doc_session(id)))
-                .await
-                .map_err(|e| graph_err(e.to_string()))?
-                .map_err(graph_err)?;
-            // The sentences the rule distiller keeps: the text as it read it.
-            let sentences: Vec<String> = passages
-                .iter()
-                .flat_map(|p| [p.text.clone(), crate::memory::rules::said_by(&p.speaker, &p.text)])
-                .collect();
-            let by_sentence = g
-                .send(ForgetSentences(sentences))
-                .await
-                .map_err(|e| graph_err(e.to_string()))?
-                .map_err(graph_err)?;
-            by_session + by_sentence
-        }
+        Some(g) => g
+            .send(ForgetSource {
+                session: crate::memory::maintenance::doc_session(id),
+                // The sentences the rule distiller keeps: the text as it read it.
+                sentences: passages
+                    .iter()
+                    .flat_map(|p| [p.text.clone(), crate::memory::rules::said_by(&p.speaker, &p.text)])
+                    .collect(),
+            })
+            .await
+            .map_err(|e| ForgetError::Graph(e.to_string()))?
+            .map_err(ForgetError::Graph)?,
         None => 0,
     };
     Ok(Forgotten { existed, facts })

@@ -12,7 +12,7 @@ use crate::memory::graph::{Entity, Relation, Triple};
 use crate::memory::store::{Document, Passage};
 
 /// The graph session a document's facts are committed under: deleting the document
-/// finds them by it (`GraphStore::forget_session`).
+/// finds them by it (`GraphStore::forget_source`).
 pub fn doc_session(doc_id: &str) -> String {
     format!("doc:{doc_id}")
 }
