@@ -337,48 +337,11 @@ impl Bm25 {
     /// the lexical ranking's time.
     pub fn ranked_terms(&self, terms: &[String], top_k: usize) -> Vec<(usize, f32)> {
         let order = |a: &(usize, f32), b: &(usize, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-        let scored = self.scored_terms(terms);
-        let mut v: Vec<(usize, f32)> = if top_k.saturating_mul(8) < scored.len() {
-            // Few wanted of many: a bounded heap of the best so far, whose worst is
-            // compared with each row (most are worse and cost that one comparison), in
-            // place of partitioning all of them (half of a turn's ranking at 300k rows).
-            // The order is total (score, then row), so the best `top_k` are the same.
-            use std::cmp::Reverse;
-            #[derive(PartialEq)]
-            struct Better((usize, f32));
-            impl Eq for Better {}
-            impl PartialOrd for Better {
-                fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-                    Some(self.cmp(o))
-                }
-            }
-            impl Ord for Better {
-                // Greater is better: a higher score, then a lower row.
-                fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-                    self.0.1.total_cmp(&o.0.1).then(o.0.0.cmp(&self.0.0))
-                }
-            }
-            let mut heap: std::collections::BinaryHeap<Reverse<Better>> =
-                std::collections::BinaryHeap::with_capacity(top_k + 1);
-            for row in scored.into_iter().filter(|(_, s)| *s > 0.0) {
-                if heap.len() < top_k {
-                    heap.push(Reverse(Better(row)));
-                } else if let Some(Reverse(worst)) = heap.peek()
-                    && Better(row) > *worst
-                {
-                    heap.pop();
-                    heap.push(Reverse(Better(row)));
-                }
-            }
-            heap.into_iter().map(|Reverse(Better(row))| row).collect()
-        } else {
-            let mut v: Vec<(usize, f32)> = scored.into_iter().filter(|(_, s)| *s > 0.0).collect();
-            if top_k < v.len() {
-                v.select_nth_unstable_by(top_k, order);
-                v.truncate(top_k);
-            }
-            v
-        };
+        let mut v: Vec<(usize, f32)> = self.scored_terms(terms).into_iter().filter(|(_, s)| *s > 0.0).collect();
+        if top_k < v.len() {
+            v.select_nth_unstable_by(top_k, order);
+            v.truncate(top_k);
+        }
         v.sort_by(order);
         v
     }
