@@ -394,28 +394,12 @@ fn app_state(state: &KernelState) -> anyhow::Result<AppState> {
         llm_sources: state.llm_sources.clone(),
         agent: agent.agent.clone(),
         plugins: state.plugins.get().context(boot_bug)?.set.clone(),
-        beats: {
-            use homeagent_actors::memory::graph_heartbeat::Maintenance;
-            use homeagent_actors::memory::heartbeat::due_fn;
-            let mut beats = homeagent_actors::clock::Beats::default();
-            beats.add("distill", due_fn(memory.distill.0.clone()));
-            beats.add("rules", due_fn(memory.rules.0.clone()));
-            for (kind, name) in [
-                (Maintenance::Archive, "archive"),
-                (Maintenance::Merge, "merge"),
-                (Maintenance::Review, "review"),
-            ] {
-                if let Some((_, a, _)) = agent.maintenance.iter().find(|(k, _, _)| *k == kind) {
-                    beats.add(name, due_fn(a.clone()));
-                }
-            }
-            beats
-        },
+        beats: homeagent_actors::memory::start::clock_beats(memory, &agent.maintenance),
         distill: Some(memory.distill.clone()),
         graph: Some(memory.graph.clone()),
         rules: Some(memory.rules.clone()),
         maintenance: agent.maintenance.clone(),
-        maintenance_budget: Some(agent.maintenance_budget.clone()),
+        maintenance_policy: Some(agent.maintenance_policy.clone()),
         media: Some(memory.media.clone()),
         embed_status: Some(memory.embedder.status.clone()),
         importer: homeagent_actors::memory::importer::Importer {

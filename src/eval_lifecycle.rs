@@ -86,15 +86,20 @@ impl Storage {
         for f in ["memory.db", "memory.db-wal", "graph.db", "graph.db-wal"] {
             s.file_bytes += std::fs::metadata(data.join("memory").join(f)).map_or(0, |m| m.len());
         }
-        s.bytes_per_turn = if turns == 0 {
-            0.0
-        } else {
-            round3(s.file_bytes as f64 / turns as f64)
-        };
+        s.per_turn(turns);
         Ok(s)
     }
 
-    fn add(&mut self, o: &Self, turns_total: usize) {
+    /// Sets `bytes_per_turn` for `turns` remembered turns.
+    fn per_turn(&mut self, turns: usize) {
+        self.bytes_per_turn = if turns == 0 {
+            0.0
+        } else {
+            round3(self.file_bytes as f64 / turns as f64)
+        };
+    }
+
+    fn add(&mut self, o: &Self) {
         self.events += o.events;
         self.documents += o.documents;
         self.archived_documents += o.archived_documents;
@@ -107,11 +112,6 @@ impl Storage {
         self.passage_bytes += o.passage_bytes;
         self.vector_bytes += o.vector_bytes;
         self.file_bytes += o.file_bytes;
-        self.bytes_per_turn = if turns_total == 0 {
-            0.0
-        } else {
-            round3(self.file_bytes as f64 / turns_total as f64)
-        };
     }
 }
 
@@ -180,18 +180,16 @@ pub struct LifecycleReport {
 }
 
 impl LifecycleReport {
-    /// Puts the fresh figures (`fresh`, by category) beside the lived ones.
-    pub fn of(fresh: &[Measure], fresh_by_cat: &BTreeMap<u32, Vec<Measure>>, lived: Vec<Lived>) -> Self {
-        let months = 0;
+    /// Puts the fresh figures (`fresh`, by category) beside the ones lived through
+    /// `months` months.
+    pub fn of(months: u32, fresh: &[Measure], fresh_by_cat: &BTreeMap<u32, Vec<Measure>>, lived: Vec<Lived>) -> Self {
         let mut all = Vec::new();
         let mut by_cat: BTreeMap<u32, Vec<Measure>> = BTreeMap::new();
         let (mut requests, mut failed, mut over_window, mut calls, mut tokens, mut round_failures) = (0, 0, 0, 0, 0, 0);
         let (mut turns, mut rounds) = (0, BTreeMap::<String, u64>::new());
         let (mut s1, mut sn) = (Storage::default(), Storage::default());
-        for l in &lived {
-            turns += l.turns;
-        }
         for l in lived {
+            turns += l.turns;
             for (c, m) in l.measures {
                 by_cat.entry(c).or_default().push(m);
                 all.push(m);
@@ -205,9 +203,11 @@ impl LifecycleReport {
             for (k, v) in l.rounds {
                 *rounds.entry(k).or_default() += v;
             }
-            s1.add(&l.storage_1m, turns);
-            sn.add(&l.storage, turns);
+            s1.add(&l.storage_1m);
+            sn.add(&l.storage);
         }
+        s1.per_turn(turns);
+        sn.per_turn(turns);
         let overall = Figures::of(&all);
         let fresh_overall = Figures::of(fresh);
         let by_cat_figs: BTreeMap<String, Figures> =
@@ -240,12 +240,6 @@ impl LifecycleReport {
             storage_after_1_month: s1,
             storage: sn,
         }
-    }
-
-    /// The months lived after the last session.
-    pub fn with_months(mut self, months: u32) -> Self {
-        self.months = months;
-        self
     }
 }
 

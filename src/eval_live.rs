@@ -296,7 +296,7 @@ pub async fn run(file: &Path, opts: LiveOptions) -> anyhow::Result<()> {
         import_ms,
         lifecycle: opts
             .lifecycle_months
-            .map(|months| crate::eval_lifecycle::LifecycleReport::of(&all, &by_cat, lifecycle).with_months(months)),
+            .map(|months| crate::eval_lifecycle::LifecycleReport::of(months, &all, &by_cat, lifecycle)),
         seconds: round3(started.elapsed().as_secs_f64()),
     };
     let mut out = std::io::stdout().lock();

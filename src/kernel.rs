@@ -132,8 +132,9 @@ pub struct KernelState {
 pub struct AgentModuleOutput {
     pub agent: AgentHandles,
     pub maintenance: Vec<MaintenanceHandle>,
-    /// The day's allowance of model tasks of the merge and review heartbeats.
-    pub maintenance_budget: homeagent_actors::memory::lifecycle::policy::PolicyCell,
+    /// The lifecycle policy the maintenance heartbeats share (the settings follower
+    /// changes its daily budget).
+    pub maintenance_policy: homeagent_actors::memory::lifecycle::policy::PolicyCell,
 }
 
 /// The plugin host.
@@ -789,11 +790,11 @@ fn follow_heartbeat_intervals(
     bus: &EventBus,
     memory: &MemoryHandles,
     maintenance: &[MaintenanceHandle],
-    budget: &homeagent_actors::memory::lifecycle::policy::PolicyCell,
+    policy: &homeagent_actors::memory::lifecycle::policy::PolicyCell,
 ) {
     use homeagent_actors::memory::heartbeat::SetInterval;
     let distill = memory.distill.0.clone();
-    let budget = budget.clone();
+    let policy = policy.clone();
     let maintenance: Vec<_> = maintenance.iter().map(|(k, a, _)| (*k, a.clone())).collect();
     let mut rx = bus.subscribe_settings();
     actix_rt::spawn(async move {
@@ -810,7 +811,7 @@ fn follow_heartbeat_intervals(
             if keys::AGENT_MAINTENANCE_DAILY_TASKS.is(key) {
                 if let Some(n) = keys::AGENT_MAINTENANCE_DAILY_TASKS.decode(value) {
                     tracing::info!(tasks = n, "memory upkeep budget changed");
-                    budget.lock().set_daily_tasks(n);
+                    policy.lock().set_daily_tasks(n);
                 }
                 continue;
             }
@@ -870,13 +871,13 @@ impl Module<KernelState> for AgentModule {
                         .and_then(|r| r.map_err(|e| e.to_string()))
                 })
             });
-            let (maintenance, maintenance_budget) =
+            let (maintenance, maintenance_policy) =
                 homeagent_actors::memory::start::start_maintenance(memory, tasks, config).await?;
-            follow_heartbeat_intervals(&s.bus, memory, &maintenance, &maintenance_budget);
+            follow_heartbeat_intervals(&s.bus, memory, &maintenance, &maintenance_policy);
             s.agent.provide(AgentModuleOutput {
                 agent,
                 maintenance,
-                maintenance_budget,
+                maintenance_policy,
             })?;
             Ok(())
         })

@@ -570,16 +570,11 @@ pub async fn run_heartbeat(state: web::Data<AppState>, name: web::Path<String>) 
             Ok(HttpResponse::Ok().json(round))
         }
         ("merge" | "review" | "archive", _) => {
-            use homeagent_actors::memory::graph_heartbeat::{Maintenance, RunMaintenance};
-            let kind = match name.as_str() {
-                "merge" => Maintenance::Merge,
-                "review" => Maintenance::Review,
-                _ => Maintenance::Archive,
-            };
+            use homeagent_actors::memory::graph_heartbeat::RunMaintenance;
             let (_, hb, _) = state
                 .maintenance
                 .iter()
-                .find(|(k, _, _)| *k == kind)
+                .find(|(k, _, _)| k.name() == name.as_str())
                 .ok_or_else(|| ApiError::unavailable(format!("the {name} heartbeat is not running")))?;
             Ok(HttpResponse::Ok().json(hb.send(RunMaintenance).await?))
         }
@@ -625,7 +620,7 @@ pub async fn memory_status(state: web::Data<AppState>) -> Result<HttpResponse, A
             "merge": maintenance(homeagent_actors::memory::graph_heartbeat::Maintenance::Merge),
             "review": maintenance(homeagent_actors::memory::graph_heartbeat::Maintenance::Review),
             "archive": maintenance(homeagent_actors::memory::graph_heartbeat::Maintenance::Archive),
-            "budget": state.maintenance_budget.as_ref().map(|b| {
+            "budget": state.maintenance_policy.as_ref().map(|b| {
                 let (limit, used) = b.lock().budget(homeagent_actors::clock::now_ms());
                 json!({"daily_tasks": limit, "used_today": used})
             }),

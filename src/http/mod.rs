@@ -58,8 +58,8 @@ pub struct AppState {
     pub graph: Option<TAddr<homeagent_actors::memory::graph_actor::GraphActor>>,
     /// The rule distiller and its last round.
     pub rules: Option<homeagent_actors::memory::distiller::DistillerHandle>,
-    /// The day's allowance of model tasks of the merge and review heartbeats.
-    pub maintenance_budget: Option<homeagent_actors::memory::lifecycle::policy::PolicyCell>,
+    /// The lifecycle policy of the maintenance heartbeats (its budget is shown).
+    pub maintenance_policy: Option<homeagent_actors::memory::lifecycle::policy::PolicyCell>,
     /// The merge and review heartbeats.
     pub maintenance: Vec<homeagent_actors::memory::graph_heartbeat::MaintenanceHandle>,
     /// The media memory (images): attachments are stored there, the browser reads it.

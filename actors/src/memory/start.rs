@@ -233,6 +233,20 @@ async fn start_media(
     Ok(MediaHandle { addr, status, config })
 }
 
+/// The heartbeats a virtual clock drives, in the order material flows from the window
+/// to the graph: distill, rules, then archive, merge and review as `maintenance` holds
+/// them (see [`crate::clock::Beats`]).
+pub fn clock_beats(memory: &MemoryHandles, maintenance: &[MaintenanceHandle]) -> crate::clock::Beats {
+    use super::heartbeat::due_fn;
+    let mut beats = crate::clock::Beats::default();
+    beats.add("distill", due_fn(memory.distill.0.clone()));
+    beats.add("rules", due_fn(memory.rules.0.clone()));
+    for (kind, addr, _) in maintenance {
+        beats.add(kind.name(), due_fn(addr.clone()));
+    }
+    beats
+}
+
 /// Which heartbeat period a maintenance kind follows, and its actor's name.
 pub fn maintenance_period(kind: Maintenance, periods: &HeartbeatConfig) -> (std::time::Duration, &'static str) {
     match kind {

@@ -1068,16 +1068,54 @@ pub fn graph_tools(
         .collect()
 }
 
-#[cfg(test)]
-mod strip_date_tests {
-    #[test]
-    fn a_stored_date_prefix_is_left_to_the_item() {
-        assert_eq!(
-            super::strip_date("[2023-05-08] Caroline: I live in Boston"),
-            "Caroline: I live in Boston"
-        );
-        assert_eq!(super::strip_date("[note] not a date here"), "[note] not a date here");
-        assert_eq!(super::strip_date("我住在北京"), "我住在北京");
+/// Structured social reads for plugins (`social.*` of the plugin protocol).
+#[derive(Message)]
+#[rtype(result = "Result<serde_json::Value, String>")]
+pub enum SocialQuery {
+    Person {
+        name: String,
+    },
+    Trait {
+        name: String,
+        trait_: String,
+    },
+    Network {
+        name: String,
+        depth: usize,
+    },
+    Persons,
+    /// Writes (the `person_set_trait` / `person_relate` semantics): `{"relations"}` written.
+    SetTrait {
+        name: String,
+        trait_: String,
+        value: String,
+    },
+    Relate {
+        a: String,
+        relation: String,
+        b: String,
+    },
+}
+
+impl Handles<SocialQuery> for GraphActor {
+    type Reply = Result<serde_json::Value, String>;
+    fn handle(&mut self, q: SocialQuery, _: &mut HostContext<Self>) -> Self::Reply {
+        use super::social;
+        let r = match q {
+            SocialQuery::Person { name } => social::person(&self.store, name.trim()),
+            SocialQuery::Trait { name, trait_ } => social::get_trait(&self.store, name.trim(), trait_.trim()),
+            SocialQuery::Network { name, depth } => social::network_json(&self.store, name.trim(), depth),
+            SocialQuery::Persons => social::persons(&self.store).map(|p| serde_json::json!({ "persons": p })),
+            SocialQuery::SetTrait { name, trait_, value } => {
+                social::set_trait(&mut self.store, name.trim(), trait_.trim(), value.trim())
+                    .map(|n| serde_json::json!({ "relations": n }))
+            }
+            SocialQuery::Relate { a, relation, b } => {
+                social::relate(&mut self.store, a.trim(), relation.trim(), b.trim())
+                    .map(|n| serde_json::json!({ "relations": n }))
+            }
+        };
+        r.map_err(|e| e.to_string())
     }
 }
 
@@ -1142,55 +1180,14 @@ mod tests {
         assert!(out.ends_with("...more relations were cut off"));
         assert_eq!(out.lines().filter(|l| l.contains("→(")).count(), 10);
     }
-}
 
-/// Structured social reads for plugins (`social.*` of the plugin protocol).
-#[derive(Message)]
-#[rtype(result = "Result<serde_json::Value, String>")]
-pub enum SocialQuery {
-    Person {
-        name: String,
-    },
-    Trait {
-        name: String,
-        trait_: String,
-    },
-    Network {
-        name: String,
-        depth: usize,
-    },
-    Persons,
-    /// Writes (the `person_set_trait` / `person_relate` semantics): `{"relations"}` written.
-    SetTrait {
-        name: String,
-        trait_: String,
-        value: String,
-    },
-    Relate {
-        a: String,
-        relation: String,
-        b: String,
-    },
-}
-
-impl Handles<SocialQuery> for GraphActor {
-    type Reply = Result<serde_json::Value, String>;
-    fn handle(&mut self, q: SocialQuery, _: &mut HostContext<Self>) -> Self::Reply {
-        use super::social;
-        let r = match q {
-            SocialQuery::Person { name } => social::person(&self.store, name.trim()),
-            SocialQuery::Trait { name, trait_ } => social::get_trait(&self.store, name.trim(), trait_.trim()),
-            SocialQuery::Network { name, depth } => social::network_json(&self.store, name.trim(), depth),
-            SocialQuery::Persons => social::persons(&self.store).map(|p| serde_json::json!({ "persons": p })),
-            SocialQuery::SetTrait { name, trait_, value } => {
-                social::set_trait(&mut self.store, name.trim(), trait_.trim(), value.trim())
-                    .map(|n| serde_json::json!({ "relations": n }))
-            }
-            SocialQuery::Relate { a, relation, b } => {
-                social::relate(&mut self.store, a.trim(), relation.trim(), b.trim())
-                    .map(|n| serde_json::json!({ "relations": n }))
-            }
-        };
-        r.map_err(|e| e.to_string())
+    #[test]
+    fn a_stored_date_prefix_is_left_to_the_item() {
+        assert_eq!(
+            strip_date("[2023-05-08] Caroline: I live in Boston"),
+            "Caroline: I live in Boston"
+        );
+        assert_eq!(strip_date("[note] not a date here"), "[note] not a date here");
+        assert_eq!(strip_date("我住在北京"), "我住在北京");
     }
 }

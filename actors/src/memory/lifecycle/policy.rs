@@ -38,6 +38,17 @@ pub enum Maintenance {
     Archive,
 }
 
+impl Maintenance {
+    /// Its name in the API (`/heartbeats/{name}/run`) and in the clock's reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Merge => "merge",
+            Self::Review => "review",
+            Self::Archive => "archive",
+        }
+    }
+}
+
 /// What a round is to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
