@@ -264,15 +264,7 @@ fn homed_memory_import_sends_a_locomo_file() {
 #[test]
 fn the_live_evaluation_measures_the_requests_the_vendor_received() {
     let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/locomo-mini.json");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_homed"))
-        .args(["eval", "locomo", fixture, "--live", "--json", "--window", "8192"])
-        .env("RUST_LOG", "warn")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
-    let r: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let (r, stderr) = eval_live(&[fixture]);
     assert_eq!(r["conversations"], 1);
     assert_eq!(r["questions"], 4, "{r}");
     assert_eq!(
@@ -306,28 +298,7 @@ fn the_live_evaluation_measures_the_requests_the_vendor_received() {
 #[test]
 fn the_lifecycle_evaluation_lives_the_conversation_through_months_and_compares() {
     let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/locomo-zh.json");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_homed"))
-        .args([
-            "eval",
-            "locomo",
-            fixture,
-            "--live",
-            "--lifecycle",
-            "--months",
-            "2",
-            "--json",
-            "--window",
-            "8192",
-            "--limit-conversations",
-            "1",
-        ])
-        .env("RUST_LOG", "warn")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
-    let r: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let (r, stderr) = eval_live(&[fixture, "--lifecycle", "--months", "2", "--limit-conversations", "1"]);
     let l = &r["lifecycle"];
     assert_eq!(l["months"], 2, "{l}");
     assert_eq!(l["questions"], r["questions"], "the same questions: {l}");
@@ -361,4 +332,21 @@ fn the_lifecycle_evaluation_lives_the_conversation_through_months_and_compares()
     );
     assert!(s["bytes_per_turn"].as_f64().unwrap() > 0.0, "{s}");
     assert!(stderr.contains("month 2/2 lived"), "{stderr}");
+}
+
+/// `homed eval locomo <args> --live --json --window 8192`: its report and its stderr
+/// (progress), once it succeeded.
+fn eval_live(args: &[&str]) -> (Value, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_homed"))
+        .args(["eval", "locomo"])
+        .args(args)
+        .args(["--live", "--json", "--window", "8192"])
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let r: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    (r, stderr)
 }
