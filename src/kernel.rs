@@ -448,6 +448,8 @@ impl Module<KernelState> for PluginHostModule {
                 .supervisor("plugins", RestartPolicy::Permanent, s.boot.supervisor)
                 .await?;
             let deps = plugin_deps(s, agent, stages, config)?;
+            let confiner = deps.confiner.clone();
+            confiner.set_owner_settings(config.send(homeagent_actors::config::ReadSettings).await??.raw());
             let dir = s.data_dir.join("plugins");
             install_bundled(&dir);
             let disabled = config.send(DisabledPlugins).await?.unwrap_or_default();
@@ -496,6 +498,7 @@ impl Module<KernelState> for PluginHostModule {
                     e.clone(),
                     r.clone(),
                     std::time::Duration::from_secs(2),
+                    confiner.clone(),
                 ))
             })
             .await?;
@@ -532,6 +535,11 @@ fn plugin_deps(
             llm: Some(s.llm.get()?.clone()),
             media: Some(memory.media.clone()),
         },
+        confiner: Arc::new(homeagent_actors::plugins::confine::Confiner::new(
+            s.data_dir.clone(),
+            s.firewall.clone(),
+        )),
+        registry: s.registry.clone(),
     })
 }
 
@@ -935,7 +943,7 @@ async fn start_agent(
         .await??;
     // The default write root (the tools' working directory) exists from the start: a
     // sandbox skips roots that do not.
-    let _ = std::fs::create_dir_all(s.data_dir.join("workspace"));
+    let _ = std::fs::create_dir_all(s.data_dir.join(homeagent_actors::firewall::WORKSPACE_DIR));
     s.firewall
         .configure(homeagent_actors::firewall::FirewallConfig::from_settings(&settings));
     let me: Arc<OnceLock<TAddr<SchedulerActor>>> = Arc::default();

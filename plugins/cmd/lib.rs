@@ -238,7 +238,15 @@ fn kill_group(pgid: u32) {
 
 /// Runs `cmd` in `cwd` (already checked) for at most `timeout`, killing its process
 /// group on timeout or when `call` is cancelled.
-pub fn execute(cmd: &Cmd, cwd: &Path, timeout: Duration, stdin: Option<&str>, call: &Call) -> Result<Run, String> {
+/// `network` false (the sandbox's switch) runs it without any network.
+pub fn execute(
+    cmd: &Cmd,
+    cwd: &Path,
+    timeout: Duration,
+    stdin: Option<&str>,
+    network: bool,
+    call: &Call,
+) -> Result<Run, String> {
     let mut c = match cmd {
         Cmd::Argv(argv) => {
             let mut c = Command::new(&argv[0]);
@@ -258,6 +266,12 @@ pub fn execute(cmd: &Cmd, cwd: &Path, timeout: Duration, stdin: Option<&str>, ca
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
+    if !network {
+        // SAFETY: one system call between fork and exec.
+        unsafe {
+            c.pre_exec(homeagent_confine::isolate_network);
+        }
+    }
     let mut child = c.spawn().map_err(|e| match cmd {
         Cmd::Argv(argv) => format!("cannot run `{}`: {e} (is it installed and on PATH?)", argv[0]),
         Cmd::Shell(_) => format!("cannot start /bin/sh: {e}"),
@@ -349,7 +363,7 @@ pub fn run_tool(args: &Value, call: &Call, deny: &[String]) -> Result<String, St
             "`stdin` is over {MAX_STDIN} bytes; write it to a file and redirect from it"
         ));
     }
-    execute(&cmd, &cwd, timeout, stdin, call)?.answer()
+    execute(&cmd, &cwd, timeout, stdin, sb.network, call)?.answer()
 }
 
 /// The tool, for `homed plugin cmd` and tests.

@@ -180,6 +180,7 @@ impl Tools {
                 env,
                 rows,
                 cols,
+                network: sb.network,
             },
             &self.limits(),
         )?;

@@ -26,8 +26,16 @@ pub struct Spawned {
     pub master: File,
 }
 
-/// Starts `argv` on a new PTY of `rows` x `cols` in `cwd` with exactly `env`.
-pub fn spawn(argv: &[String], cwd: &Path, env: &[(String, OsString)], rows: u16, cols: u16) -> io::Result<Spawned> {
+/// Starts `argv` on a new PTY of `rows` x `cols` in `cwd` with exactly `env`; without
+/// `network`, in a private network namespace.
+pub fn spawn(
+    argv: &[String],
+    cwd: &Path,
+    env: &[(String, OsString)],
+    rows: u16,
+    cols: u16,
+    network: bool,
+) -> io::Result<Spawned> {
     let (program, args) = argv
         .split_first()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty argv"))?;
@@ -58,10 +66,13 @@ pub fn spawn(argv: &[String], cwd: &Path, env: &[(String, OsString)], rows: u16,
         .stdin(Stdio::from(slave.try_clone()?))
         .stdout(Stdio::from(slave.try_clone()?))
         .stderr(Stdio::from(slave));
-    // SAFETY: only async-signal-safe system calls (setsid, ioctl) run between fork
+    // SAFETY: only async-signal-safe system calls (unshare, setsid, ioctl) run between fork
     // and exec; stdin is already the slave there.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
+            if !network {
+                homeagent_confine::isolate_network()?;
+            }
             rustix::process::setsid()?;
             rustix::process::ioctl_tiocsctty(BorrowedFd::borrow_raw(0))?;
             Ok(())

@@ -274,6 +274,8 @@ pub struct Spec {
     pub env: Vec<(String, OsString)>,
     pub rows: u16,
     pub cols: u16,
+    /// The sandbox's network switch; off: a private network namespace.
+    pub network: bool,
 }
 
 impl Terminals {
@@ -331,8 +333,9 @@ impl Terminals {
                 ));
             }
         }
-        let pty::Spawned { mut child, master } = pty::spawn(&spec.argv, &spec.cwd, &spec.env, spec.rows, spec.cols)
-            .map_err(|e| format!("cannot start `{}` on a terminal: {e} (is it installed?)", spec.argv[0]))?;
+        let pty::Spawned { mut child, master } =
+            pty::spawn(&spec.argv, &spec.cwd, &spec.env, spec.rows, spec.cols, spec.network)
+                .map_err(|e| format!("cannot start `{}` on a terminal: {e} (is it installed?)", spec.argv[0]))?;
         let reader = master
             .try_clone()
             .map_err(|e| format!("cannot use the terminal: {e}"))?;

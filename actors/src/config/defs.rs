@@ -685,7 +685,7 @@ pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
         SettingDef::new(
             key::SECURITY_WRITE_ROOTS.name(),
             K::String,
-            path_default(data_dir, "workspace"),
+            path_default(data_dir, crate::firewall::WORKSPACE_DIR),
             "Directories tools may read and write (comma-separated absolute paths); the first is the tools' working directory",
         ),
         SettingDef::new(
@@ -693,6 +693,12 @@ pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
             K::Bool,
             json!(true),
             "Whether tools may use the network",
+        ),
+        SettingDef::new(
+            key::SECURITY_CONFINEMENT.name(),
+            K::Bool,
+            json!(true),
+            "Confine every subprocess plugin and the commands it runs by the kernel (Landlock): only the sandbox roots, the plugin's own directories and the system's read-only directories, never the daemon's data, port or environment. Turning it off runs them with the daemon's full rights; it takes effect when plugins restart",
         ),
         SettingDef::new(
             key::SECURITY_SECRETS.name(),

@@ -415,6 +415,8 @@ settings_group! {
         /// Comma-separated absolute paths; the first is the tools' working directory.
         pub write_roots: String = SECURITY_WRITE_ROOTS,
         pub network: bool = SECURITY_NETWORK,
+        /// Subprocess plugins (and every command they run) confined by the kernel.
+        pub confinement: bool = SECURITY_CONFINEMENT,
         pub secrets: SecretMap = SECURITY_SECRETS,
         pub review: bool = SECURITY_REVIEW,
         /// Comma-separated tool globs only the owner's inputs may call.
@@ -494,6 +496,7 @@ mod tests {
             d(SECURITY_TOOL_DENY),
             d(SECURITY_READ_ROOTS),
             d(SECURITY_WRITE_ROOTS),
+            d(SECURITY_CONFINEMENT),
             d(SECURITY_NETWORK),
             d(SECURITY_SECRETS),
             d(SECURITY_REVIEW),

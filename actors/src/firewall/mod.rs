@@ -82,6 +82,10 @@ impl DecisionLog {
     }
 }
 
+/// `DATA/workspace`: the default write root, the one place inside the data dir that
+/// tools and confined plugins may use.
+pub const WORKSPACE_DIR: &str = "workspace";
+
 /// Everything the owner configures about the firewall (`core.security.*` plus the
 /// secret settings the gate masks), applied at once by [`Firewall::configure`].
 #[derive(Debug, Clone, Default)]
@@ -93,6 +97,9 @@ pub struct FirewallConfig {
     pub review: bool,
     /// Tool-name globs only the owner's inputs may call (`core.security.owner_only_tools`).
     pub owner_only: Vec<String>,
+    /// `core.security.confinement` turned off by the owner: subprocess plugins run
+    /// unconfined. Named for the exception so a default configuration confines.
+    pub unconfined: bool,
 }
 
 /// What `GET /api/v1/security` shows: the configuration (secret names, never values)
@@ -141,6 +148,7 @@ impl FirewallConfig {
             gate: CredentialGate::new(&c.secrets.0, &secret_settings),
             review: c.review,
             owner_only: policy::split(&c.owner_only_tools),
+            unconfined: !c.confinement,
         }
     }
 }

@@ -66,12 +66,16 @@ pub fn file_hash(path: &Path) -> Option<[u8; 32]> {
 impl PluginEntry {
     fn new(name: &str, dir: &Path, parent: &str) -> Self {
         let supervisor_id = format!("{parent}/{name}");
+        let info = PluginInfo {
+            supervisor_id: supervisor_id.clone(),
+            ..PluginInfo::default()
+        };
         Self {
             name: name.to_owned(),
             dir: dir.to_owned(),
             kind: None,
             problem: None,
-            info: Arc::default(),
+            info: Arc::new(info),
             process_id: format!("{supervisor_id}/process"),
             supervisor_id,
             entry_path: None,

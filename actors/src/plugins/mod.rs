@@ -2,12 +2,14 @@
 //!
 //! * [`conn`]: one plugin's stdio connection (NDJSON frames, call correlation);
 //! * [`process`]: the actor around one subprocess plugin;
+//! * [`confine`]: what each subprocess plugin may touch, enforced by the kernel;
 //! * [`host`]: discovery in `DATA/plugins` and the per-plugin supervisors;
 //! * [`watch`]: hot reload when an entry file changes;
 //! * [`package`]: `.hmap` package install (checked, unpacked, renamed into place);
 //! * [`manager`]: the built-in `pluginmgr` tools (list, enable, disable, reload,
 //!   install, the LLM source switch) and `get_plugin_tools`.
 
+pub mod confine;
 pub mod conn;
 pub mod host;
 pub mod lua;

@@ -57,6 +57,10 @@ pub struct PluginDeps {
     pub bus: crate::bus::EventBus,
     /// Memory, documents, knowledge, text memory, social, channels and events.
     pub services: super::services::KernelServices,
+    /// What the process may touch, enforced by the kernel ([`super::confine`]).
+    pub confiner: Arc<super::confine::Confiner>,
+    /// To restart itself through its supervisor (new grants).
+    pub registry: Arc<crate::registry::Registry>,
 }
 
 /// Live facts about a plugin for the API (survive restarts of its actor).
@@ -69,6 +73,11 @@ pub struct PluginInfo {
     pub apis: Mutex<PluginApis>,
     /// How the first start ended (an install waits for it and rolls back on failure).
     pub readiness: Readiness,
+    /// What its running process was granted ([`super::confine`]); the watcher restarts
+    /// it when the settings grant something else.
+    pub grants: Mutex<Option<super::confine::Grants>>,
+    /// `kernel/plugins/<name>`: the supervisor that restarts it.
+    pub supervisor_id: String,
 }
 
 /// The outcome of a plugin's first start: ready (handshake answered, Lua `start()`
@@ -228,20 +237,33 @@ impl PluginProcess {
 
     fn spawn(&mut self, ctx: &mut HostContext<Self>) -> Result<(), String> {
         let _ = std::fs::create_dir_all(&self.data_dir);
+        // Built here, in the daemon; applied in the child before the exec.
+        let confiner = &self.deps.confiner;
+        let grants = confiner.grants(self.name(), &self.dir);
+        let confinement = confiner
+            .prepare(self.name(), &self.dir, &grants)
+            .map_err(|e| e.to_string())?;
+        *self.info.grants.lock() = Some(grants);
         let mut cmd = tokio::process::Command::new(&self.entry);
         cmd.current_dir(&self.dir)
+            .env_clear()
+            .envs(super::confine::Confiner::environment(&self.data_dir))
             .env("HOMEAGENT_PLUGIN", self.name())
             .env("HOMEAGENT_PLUGIN_DATA", &self.data_dir)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        // SAFETY: prctl is async-signal-safe; it only sets this child's parent-death
-        // signal, so the plugin dies with the daemon even on `kill -9`.
+        // SAFETY: prctl and the confinement's `apply` only make system calls (no
+        // allocation, no locks). The parent-death signal ends the plugin with the daemon
+        // even on `kill -9`.
         unsafe {
-            cmd.pre_exec(|| {
+            cmd.pre_exec(move || {
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
+                match &confinement {
+                    Some(c) => c.apply(),
+                    None => Ok(()),
+                }
             });
         }
         let mut child = cmd.spawn().map_err(|e| {

@@ -1,6 +1,8 @@
 //! `kernel/plugins/watcher`: hot reload. Every few seconds it hashes each running
 //! plugin's entry file; when the content changed (a new build, an edited script), the
-//! plugin is restarted through its supervisor.
+//! plugin is restarted through its supervisor. It also restarts a running subprocess
+//! plugin whose confinement the settings changed (a sandbox root added or removed):
+//! a running process can only be narrowed, so the new grants need a new process.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -8,6 +10,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 
+use super::confine::Confiner;
 use super::host::{PluginEntry, PluginSet, file_hash};
 use crate::host::{Handles, HostContext, KernelActor};
 use crate::registry::Registry;
@@ -17,15 +20,36 @@ pub struct PluginWatcher {
     plugins: Arc<PluginSet>,
     registry: Arc<Registry>,
     every: Duration,
+    confiner: Arc<Confiner>,
 }
 
 impl PluginWatcher {
-    pub fn new(plugins: Arc<PluginSet>, registry: Arc<Registry>, every: Duration) -> Self {
+    pub fn new(plugins: Arc<PluginSet>, registry: Arc<Registry>, every: Duration, confiner: Arc<Confiner>) -> Self {
         Self {
             plugins,
             registry,
             every,
+            confiner,
         }
+    }
+
+    /// Running plugins whose grants differ from what the settings grant now.
+    fn regranted(&self) -> Vec<Arc<PluginEntry>> {
+        let mut out = Vec::new();
+        for e in self.plugins.list() {
+            let mut granted = e.info.grants.lock();
+            let Some(old) = granted.as_ref() else { continue };
+            if e.disabled.load(Ordering::SeqCst) || e.info.pid.lock().is_none() {
+                continue;
+            }
+            let now = self.confiner.grants(&e.name, &e.dir);
+            if *old != now {
+                // Taken: one restart per change, whatever the restart's outcome.
+                *granted = None;
+                out.push(e.clone());
+            }
+        }
+        out
     }
 
     /// Plugins whose entry file changed since they were (re)started.
@@ -70,6 +94,15 @@ impl Handles<Check> for PluginWatcher {
             actix::spawn(async move {
                 if let Err(e) = entry.restart(&registry).await {
                     tracing::warn!(plugin = %entry.name, "hot reload failed: {e}");
+                }
+            });
+        }
+        for entry in self.regranted() {
+            let registry = self.registry.clone();
+            tracing::info!(plugin = %entry.name, "its confinement changed: restarting the plugin");
+            actix::spawn(async move {
+                if let Err(e) = entry.restart(&registry).await {
+                    tracing::warn!(plugin = %entry.name, "restart with the new confinement failed: {e}");
                 }
             });
         }

@@ -118,6 +118,8 @@ impl PluginProcess {
             self.deps.config.clone(),
             self.name().to_owned(),
         );
+        let (confiner, registry) = (self.deps.confiner.clone(), self.deps.registry.clone());
+        let supervisor = self.info.supervisor_id.clone();
         let prefix = format!("{}{plugin}.", crate::config::PLUGIN_PREFIX);
         ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(async move {
             loop {
@@ -142,6 +144,14 @@ impl PluginProcess {
                         continue;
                     }
                 };
+                if confiner.owner_setting_changed(&plugin, key, &value) {
+                    // A new process with the new grants reads the setting at start.
+                    tracing::info!(%plugin, %key, "the change grants other paths: restarting the plugin");
+                    if let Err(e) = crate::supervisor::restart_actor(&registry, &supervisor).await {
+                        tracing::warn!(%plugin, "cannot restart for new grants: {e}");
+                    }
+                    return;
+                }
                 let note = SettingValue {
                     key: short.to_owned(),
                     value,

@@ -1,0 +1,195 @@
+//! The attacks from the inside, replayed through the real daemon: the scripted vendor
+//! plays a hostile model that asks `cmd_run` for the owner token, the settings
+//! database, the daemon's environment and its API. The operating system refuses each
+//! one (Landlock, see `homeagent_confine`), whatever trick the command line uses, while
+//! the workspace keeps working.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::Daemon;
+use common::api::ask;
+use serde_json::{Value, json};
+
+/// An environment variable the daemon runs with, standing for an exported API key.
+const ENV_CANARY: &str = "env-canary-5f1e0c";
+
+fn call(d: &Daemon, tool: &str, args: Value) -> String {
+    let reply = ask(d, &format!("call-tool {tool} {args}"));
+    reply
+        .strip_prefix("tool said: ")
+        .unwrap_or_else(|| panic!("the model did not get a tool result: {reply}"))
+        .to_owned()
+}
+
+fn sh(d: &Daemon, line: &str) -> String {
+    call(d, "cmd_run", json!({ "command": line }))
+}
+
+/// A daemon with the scripted vendor and the bundled `cmd` plugin running, started
+/// with a canary in its environment.
+fn daemon() -> (tempfile::TempDir, Daemon, common::vendor::Vendor) {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = Daemon::start_env(&data, None, &[("HOMEAGENT_TEST_CANARY", ENV_CANARY)]);
+    let v = common::vendor::start();
+    common::api::put_settings(&d, common::vendor::source_settings("fake", &v.url, 0));
+    common::api::wait_sources(&d, 1);
+    common::api::wait_for(&d, "/api/v1/plugins", "cmd running", |v| {
+        v["plugins"].as_array().is_some_and(|ps| {
+            ps.iter()
+                .any(|x| x["name"] == "cmd" && x["tools"].as_array().is_some_and(|t| !t.is_empty()))
+        })
+    });
+    (dir, d, v)
+}
+
+fn confined() -> bool {
+    let s = homeagent_confine::Support::probe();
+    if !s.complete() {
+        eprintln!("SKIPPED: this kernel lacks {:?}", s.missing());
+    }
+    s.complete()
+}
+
+#[test]
+fn a_command_cannot_read_the_control_files_the_environment_or_reach_the_api() {
+    if !confined() {
+        return;
+    }
+    let (_dir, d, _v) = daemon();
+    let data = d.data.canonicalize().unwrap();
+    let token = d.token();
+    let daemon_pid = d.child.id();
+
+    // The owner token, by every road a deny list misses.
+    for line in [
+        format!("cat {}/api-token", data.display()),
+        format!("$(echo ca)t {}/api-token", data.display()),
+        format!("eval 'cat {}/api-tok''en'", data.display()),
+        format!("sh -c 'cat {}/api-*'", data.display()),
+        format!("find {} -name api-token -exec cat {{}} +", data.display()),
+        "cat ../api-token".to_owned(),
+        format!("ls -la {}", data.display()),
+    ] {
+        let out = sh(&d, &line);
+        assert!(!out.contains(&token), "`{line}` read the owner token: {out}");
+        assert!(!out.contains("config.db"), "`{line}` listed the data dir: {out}");
+    }
+    // The settings database (the LLM key lives there).
+    let out = sh(&d, &format!("cat {}/config.db | wc -c; echo done", data.display()));
+    assert!(out.contains("Permission denied"), "{out}");
+    // The daemon's environment, directly and through the parent chain.
+    for line in [
+        format!("cat /proc/{daemon_pid}/environ"),
+        "cat /proc/$PPID/environ".to_owned(),
+        "env".to_owned(),
+        "for p in /proc/[0-9]*; do cat $p/environ 2>/dev/null; done; echo".to_owned(),
+    ] {
+        let out = sh(&d, &line);
+        assert!(
+            !out.contains(ENV_CANARY),
+            "`{line}` read the daemon's environment: {out}"
+        );
+    }
+    // The owner's API on the daemon's own port: no connection at all.
+    let out = sh(
+        &d,
+        &format!(
+            "python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {}), timeout=3); print(\"CONNECTED\")'",
+            d.port
+        ),
+    );
+    assert!(!out.contains("CONNECTED"), "{out}");
+    assert!(
+        out.contains("PermissionError") || out.contains("Permission denied"),
+        "{out}"
+    );
+    // Signals to the daemon are refused too.
+    let out = sh(&d, &format!("kill -STOP {daemon_pid}; echo sent=$?"));
+    assert!(!out.contains("sent=0"), "{out}");
+    // The owner's settings did not move.
+    let s = common::api::get(&d, "/api/v1/settings");
+    assert_eq!(s["settings"]["core.security.review"], json!(true), "{s}");
+
+    // The owner's day is unchanged: the workspace reads, writes and runs.
+    let out = sh(&d, "echo 'echo from a script' > s.sh && sh s.sh && ls");
+    assert!(out.contains("from a script") && out.contains("s.sh"), "{out}");
+}
+
+#[test]
+fn a_new_sandbox_root_restarts_the_plugin_with_the_new_grant() {
+    if !confined() {
+        return;
+    }
+    let (dir, d, _v) = daemon();
+    let docs = dir.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    std::fs::write(docs.join("note.txt"), "granted later").unwrap();
+    let line = format!("cat {}/note.txt", docs.display());
+    assert!(!sh(&d, &line).contains("granted later"));
+    common::api::put_settings(
+        &d,
+        json!({"core.security.sandbox.read_roots": docs.display().to_string()}),
+    );
+    // The watcher restarts `cmd` within a few seconds; until then the old grants hold.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for attempt in 0.. {
+        // Numbered: the same text twice within 10 s is dropped as a duplicate.
+        let out = sh(&d, &format!("{line} # {attempt}"));
+        if out.contains("granted later") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the new read root never reached cmd: {out}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    // A root that names the data dir grants none of it.
+    let data = d.data.canonicalize().unwrap();
+    common::api::put_settings(&d, json!({"core.security.sandbox.read_roots": "/"}));
+    std::thread::sleep(Duration::from_secs(3));
+    let out = sh(&d, &format!("cat {}/api-token; cat /etc/hostname", data.display()));
+    assert!(!out.contains(&d.token()), "{out}");
+}
+
+#[test]
+fn with_the_network_switch_off_commands_and_terminals_have_no_network() {
+    if !confined() {
+        return;
+    }
+    let (_dir, d, _v) = daemon();
+    common::api::wait_for(&d, "/api/v1/plugins", "terminal running", |v| {
+        v["plugins"].as_array().is_some_and(|ps| {
+            ps.iter()
+                .any(|x| x["name"] == "terminal" && x["tools"].as_array().is_some_and(|t| !t.is_empty()))
+        })
+    });
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let connect = format!(
+        "python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), timeout=3); print(\"CONNECTED\")'"
+    );
+    assert!(
+        sh(&d, &connect).contains("CONNECTED"),
+        "the switch on: other ports are reachable"
+    );
+    common::api::put_settings(&d, json!({"core.security.sandbox.network": false}));
+    common::api::wait_for(&d, "/api/v1/security", "the switch off", |s| {
+        s["network"] == json!(false)
+    });
+    let out = sh(&d, &format!("{connect} # off"));
+    assert!(!out.contains("CONNECTED"), "{out}");
+    // A terminal: the same switch, and the same walls around the data dir.
+    let data = d.data.canonicalize().unwrap();
+    let line = format!("cat {}/api-token; {connect}", data.display());
+    let started = call(&d, "terminal_create", json!({ "command": line }));
+    assert!(started.starts_with("terminal session"), "{started}");
+    let out = call(
+        &d,
+        "terminal_read",
+        json!({"session": 1, "until": "Error", "timeout_ms": 20000}),
+    );
+    assert!(!out.contains(&d.token()), "{out}");
+    assert!(out.contains("Permission denied"), "{out}");
+    assert!(!out.contains("CONNECTED"), "{out}");
+}
