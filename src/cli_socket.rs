@@ -7,7 +7,8 @@
 //! is answered with the list of commands, never sent to the model); anything
 //! else is a message to the agent (source and channel `cli`), answered when the agent
 //! has answered. The socket is created with mode 0600: only the daemon's user may talk
-//! to the agent this way.
+//! to the agent this way, and never a confined process (a plugin's command running as
+//! the same user): such a peer is refused before it can send a line.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
@@ -79,7 +80,16 @@ impl KernelActor for CliSocket {
         ctx.spawn(actix::fut::wrap_future(async move {
             loop {
                 match listener.accept().await {
-                    Ok((stream, _)) => {
+                    Ok((mut stream, _)) => {
+                        // Landlock (before ABI 9) cannot close a path socket to the
+                        // confined: the socket checks its peer instead.
+                        if let Some(pid) = stream.peer_cred().ok().and_then(|c| c.pid())
+                            && homeagent_confine::is_confined(pid as u32)
+                        {
+                            tracing::warn!(pid, "CLI socket: refused a confined process");
+                            let _ = stream.write_all(&frame(Err(Msg::CliConfinedPeer.text()))).await;
+                            continue;
+                        }
                         actix::spawn(session(stream, deps.clone()));
                     }
                     Err(e) => {

@@ -106,6 +106,16 @@ fn a_command_cannot_read_the_control_files_the_environment_or_reach_the_api() {
         out.contains("PermissionError") || out.contains("Permission denied"),
         "{out}"
     );
+    // The CLI socket (same user, a path Landlock cannot close before ABI 9) refuses a
+    // confined peer before it reads a line: no `/set` of the owner's settings.
+    let out = sh(
+        &d,
+        &format!(
+            "python3 -c 'import socket; s=socket.socket(socket.AF_UNIX); s.connect(\"{}/cli.sock\"); print(s.recv(4096)); s.sendall(b\"/set core.security.review false\\n\")'; echo",
+            data.display()
+        ),
+    );
+    assert!(out.contains("confined"), "{out}");
     // Signals to the daemon are refused too.
     let out = sh(&d, &format!("kill -STOP {daemon_pid}; echo sent=$?"));
     assert!(!out.contains("sent=0"), "{out}");

@@ -264,3 +264,18 @@ fn the_terminal_panel_shows_a_session_live_and_types_into_it() {
         "terminal e2e: PASS",
     );
 }
+
+#[test]
+fn a_page_on_another_port_of_the_same_host_cannot_act_with_the_owners_cookie() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    if !browser_ready(root) {
+        return;
+    }
+    let (_dir, _data, d, _v) = common::api::daemon_with_plugins(&[], &[]);
+    run_script(&d, "csrf.mjs", &root.join("target/e2e-csrf.png"), &[], "csrf e2e: PASS");
+    // The gate's refusals are what stopped it (not a failure elsewhere).
+    assert!(
+        !common::api::ask(&d, "hello").is_empty(),
+        "the daemon still answers its owner"
+    );
+}

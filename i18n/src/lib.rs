@@ -610,6 +610,7 @@ pub enum Msg<'a> {
         command: &'a str,
     },
     CliUnauthorized,
+    CliConfinedPeer,
     CliAuthenticated,
     CliLineTooLong {
         max: usize,
@@ -1272,6 +1273,11 @@ impl Msg<'_> {
                 "unauthorized: start the session with /auth <key> (plugin.cli.api_key)",
                 "未授权：请先发送 /auth <key>（plugin.cli.api_key）"
             ),
+            M::CliConfinedPeer => tr!(
+                lang,
+                "refused: this socket does not serve confined processes (a plugin's commands); run waiter from your own shell",
+                "已拒绝：此套接字不为受限进程（插件运行的命令）服务；请在你自己的终端里运行 waiter"
+            ),
             M::CliAuthenticated => tr!(lang, "authenticated", "已认证"),
             M::CliLineTooLong { max } => tr!(
                 lang,
@@ -1649,6 +1655,7 @@ mod tests {
             Msg::CliPlugins { count: 1, names: "n" },
             Msg::CliUnknownCommand { command: "/bogus" },
             Msg::CliUnauthorized,
+            Msg::CliConfinedPeer,
             Msg::CliAuthenticated,
             Msg::CliLineTooLong { max: 10 },
             Msg::CliNotRun { reason: "r" },

@@ -331,5 +331,19 @@ pub fn isolate_network() -> std::io::Result<()> {
     Ok(())
 }
 
+/// Whether process `pid` runs with `no_new_privs`, which every process confined here
+/// has (Landlock requires it without `CAP_SYS_ADMIN`) and which nothing can clear. A
+/// daemon's local sockets use it to refuse confined peers; a process that cannot be
+/// read (gone already) counts as confined.
+pub fn is_confined(pid: u32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return true;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("NoNewPrivs:"))
+        .is_none_or(|v| v.trim() != "0")
+}
+
 #[cfg(test)]
 mod tests;

@@ -155,3 +155,25 @@ fn capabilities_are_gone_even_for_root() {
         assert!(line.ends_with("0000000000000000"), "{line}");
     }
 }
+
+#[test]
+fn a_confined_process_is_recognised() {
+    if !supported() {
+        return;
+    }
+    assert!(!is_confined(std::process::id()), "the test itself is not confined");
+    let t = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(t.path().join("work")).unwrap();
+    let prepared = base(t.path()).prepare(Support::probe()).unwrap();
+    let mut cmd = Command::new("/bin/sleep");
+    cmd.arg("5");
+    // SAFETY: `apply` only makes system calls.
+    unsafe {
+        cmd.pre_exec(move || prepared.apply());
+    }
+    let mut child = cmd.spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert!(is_confined(child.id()));
+    child.kill().unwrap();
+    let _ = child.wait();
+}

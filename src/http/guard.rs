@@ -7,12 +7,19 @@
 //!    or one of `core.daemon.allowed_hosts`. A page on `attacker.example` whose name was
 //!    rebound to 127.0.0.1 (DNS rebinding) sends `Host: attacker.example` and is refused.
 //! 2. **Origin**: a state-changing request (anything but GET/HEAD/OPTIONS) that comes
-//!    from a browser page of another site (`Origin` not this daemon, or
-//!    `Sec-Fetch-Site: cross-site`) is refused — the cross-site `text/plain` or form POST
-//!    that needs no CORS preflight.
+//!    from a browser page of another *origin* is refused — the `text/plain` or form
+//!    POST that needs no CORS preflight. Origins are compared whole (host *and* port,
+//!    against the `Host` the request was sent to): a page on another port of
+//!    127.0.0.1 is the same *site* as the WebUI, and the owner's `SameSite=Strict`
+//!    cookie goes along with its requests, but it is not the WebUI. `Sec-Fetch-Site`
+//!    other than `same-origin` or `none` (typed by the user) is refused as well.
 //! 3. **The owner token**: `Authorization: Bearer <token>`, or the WebUI's session cookie
-//!    (`HttpOnly`, `SameSite=Strict`, obtained at `/login`). Without it the API answers
-//!    401 with where the token is, and the WebUI shows its login page.
+//!    (`HttpOnly`, `SameSite=Strict`, obtained at `/login`). A write authenticated by
+//!    the cookie alone must also prove it comes from the WebUI's own pages: an `Origin`
+//!    equal to this daemon's or `Sec-Fetch-Site: same-origin` (every current browser
+//!    sends one of them; a client without either uses the bearer token). Without the
+//!    token the API answers 401 with where the token is, and the WebUI shows its login
+//!    page.
 //!
 //! No CORS headers are ever sent, so no other origin can read an answer.
 
@@ -97,6 +104,31 @@ fn host_of(authority: &str) -> String {
         .map_or(a.clone(), |(h, _)| h.to_owned())
 }
 
+/// Whether the page `origin` (`scheme://authority`) is the one the request was sent to
+/// (`host`, the `Host` header): same host and same port, a missing port being the
+/// scheme's default. The scheme itself is not compared: behind a TLS proxy the page is
+/// `https://name` while the daemon is reached as plain `name`.
+fn same_origin(origin: &str, host: &str) -> bool {
+    let Some((scheme, authority)) = origin.split_once("://") else {
+        return false;
+    };
+    let default = match scheme.to_ascii_lowercase().as_str() {
+        "https" => "443",
+        "http" => "80",
+        _ => return false,
+    };
+    let split = |a: &str| -> (String, String) {
+        let a = a.trim().to_ascii_lowercase();
+        let port = match a.rsplit_once(':') {
+            Some((h, p)) if !h.ends_with(':') && !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()) => p.to_owned(),
+            _ => default.to_owned(),
+        };
+        (host_of(&a), port)
+    };
+    let (o, h) = (split(authority), split(host));
+    !o.0.is_empty() && o == h
+}
+
 impl Gate {
     /// Whether `host` (no port) names this daemon.
     fn host_allowed(&self, host: &str) -> bool {
@@ -123,16 +155,14 @@ impl Gate {
             return Some(Refusal::ForeignHost(host));
         }
         let safe = matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS);
+        let origin = text("origin");
+        let fetch_site = text("sec-fetch-site");
         if !safe {
-            let origin = text("origin");
-            if text("sec-fetch-site") == "cross-site" {
+            if !matches!(fetch_site, "" | "same-origin" | "none") {
                 return Some(Refusal::CrossSite(origin.to_owned()));
             }
-            if !origin.is_empty() {
-                let authority = origin.split_once("://").map_or("", |(_, a)| a);
-                if origin == "null" || !self.host_allowed(&host_of(authority)) {
-                    return Some(Refusal::CrossSite(origin.to_owned()));
-                }
+            if !origin.is_empty() && !same_origin(origin, text("host")) {
+                return Some(Refusal::CrossSite(origin.to_owned()));
             }
         }
         if path == "/healthz" || path == "/readyz" || path == "/login" {
@@ -148,7 +178,12 @@ impl Gate {
             .find(|(k, _)| *k == SESSION_COOKIE)
             .map_or("", |(_, v)| v);
         if !cookie.is_empty() && self.owner.session_ok(cookie) {
-            return None;
+            // A cookie rides along with any request the browser makes; a write needs
+            // the browser's word that the WebUI's own page made it (checked above).
+            if safe || !origin.is_empty() || fetch_site == "same-origin" {
+                return None;
+            }
+            return Some(Refusal::CrossSite(String::new()));
         }
         Some(Refusal::NoToken)
     }
@@ -339,11 +374,47 @@ mod tests {
             ),
             None
         );
+        // Another port of the same host is the same site, not the same origin.
+        for (origin, site) in [("http://127.0.0.1:9999", ""), ("http://127.0.0.1:8080", "same-site")] {
+            let mut h = vec![
+                ("host", "127.0.0.1:8080"),
+                ("origin", origin),
+                ("authorization", &bearer),
+            ];
+            if !site.is_empty() {
+                h.push(("sec-fetch-site", site));
+            }
+            assert_eq!(
+                ok(Method::POST, "/api/v1/messages", &h),
+                Some(Refusal::CrossSite(origin.into())),
+                "{origin} {site}"
+            );
+        }
         let cookie = format!("a=b; {SESSION_COOKIE}={}", crate::auth::session_value(&token));
+        // The cookie alone does not make a write: the browser must say whose page it is.
         assert_eq!(
             ok(
                 Method::PUT,
                 "/api/v1/settings",
+                &[("host", "localhost"), ("cookie", &cookie)]
+            ),
+            Some(Refusal::CrossSite(String::new()))
+        );
+        for proof in [("origin", "http://localhost"), ("sec-fetch-site", "same-origin")] {
+            assert_eq!(
+                ok(
+                    Method::PUT,
+                    "/api/v1/settings",
+                    &[("host", "localhost"), ("cookie", &cookie), proof]
+                ),
+                None,
+                "{proof:?}"
+            );
+        }
+        assert_eq!(
+            ok(
+                Method::GET,
+                "/api/v1/actors",
                 &[("host", "localhost"), ("cookie", &cookie)]
             ),
             None
