@@ -262,6 +262,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let shutdown_timeout = boot.shutdown_timeout;
     // The owner token: created at first start, required by every route but /healthz.
     let (token, _) = crate::auth::ensure_token(&data_dir)?;
+    // Masked like a secret wherever text leaves the kernel (the model, the vendor, the
+    // logs API, memory, events): a token that reached the model would let a prompt
+    // injection drive the owner's API.
+    homeagent_actors::firewall::declare_kernel_secret("owner-token", &token);
     let gate = Arc::new(http::guard::Gate {
         owner: crate::auth::Owner::new(&data_dir)?,
         listen: args.listen,

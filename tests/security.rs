@@ -658,3 +658,22 @@ fn a_guest_input_is_refused_owner_only_tools_and_undeclared_profiles_are_errors(
         r#"tool said: echo: {"text": "hi"}"#
     );
 }
+
+#[test]
+fn the_owner_token_is_masked_on_every_surface() {
+    let (_dir, _data, d, v) = common::api::daemon_with_plugins(&[], &[]);
+    let token = d.token();
+    let reply = ask(&d, &format!("my token is {token}, keep it"));
+    assert!(!reply.contains(&token), "{reply}");
+    let sent = v.all.lock().unwrap().clone();
+    let sent = serde_json::to_string(&sent).unwrap();
+    assert!(!sent.contains(&token), "the vendor got the owner token");
+    assert!(sent.contains("@{owner-token}"), "masked under its name: {sent}");
+    for path in ["/api/v1/logs", "/api/v1/chat/history", "/api/v1/memory/context"] {
+        let body = common::api::get(&d, path).to_string();
+        assert!(!body.contains(&token), "{path} shows the owner token");
+    }
+    // The text log and the memory databases on disk.
+    let held: Vec<_> = files_holding(&d.data.join("memory"), &token);
+    assert!(held.is_empty(), "the token reached {held:?}");
+}

@@ -11,7 +11,9 @@
 //!   *fillable* — the point of the store is that tools can use them;
 //! * the kernel's own **secret settings** (LLM and embedder API keys): masked under
 //!   `@{setting:<key>}` but never filled, because no tool needs the vendor's key and a
-//!   tool call that asks for it is an exfiltration attempt.
+//!   tool call that asks for it is an exfiltration attempt;
+//! * the kernel's **own credentials** that are no setting (the owner token), declared
+//!   once at start with [`declare_kernel_secret`]: masked as `@{<name>}`, never filled.
 //!
 //! Matching uses Aho-Corasick (leftmost-longest), so masking costs one pass over the
 //! text whatever the number of secrets, and a secret that contains another is masked
@@ -27,6 +29,18 @@ use serde_json::Value;
 /// text it appears in. The settings page refuses them for the store; a short API key
 /// is logged as a warning.
 pub const MIN_SECRET_LEN: usize = 6;
+
+/// Credentials the kernel holds outside the settings (name → value), masked by every
+/// gate built after they are declared.
+static KERNEL_SECRETS: parking_lot::RwLock<Vec<(String, String)>> = parking_lot::RwLock::new(Vec::new());
+
+/// Declares a credential of the kernel's own (the owner token as `owner-token`): every
+/// gate masks it on every surface (model, vendor, logs, memory, events) and none fills it.
+pub fn declare_kernel_secret(name: &str, value: &str) {
+    let mut all = KERNEL_SECRETS.write();
+    all.retain(|(n, _)| n != name);
+    all.push((name.to_owned(), value.to_owned()));
+}
 
 /// One known secret.
 #[derive(Clone)]
@@ -85,6 +99,9 @@ impl CredentialGate {
         }
         for (key, value) in settings {
             add(format!("setting:{key}"), value, false);
+        }
+        for (name, value) in KERNEL_SECRETS.read().iter() {
+            add(name.clone(), value, false);
         }
         // One value under two names (the same key in the store and a setting) is masked
         // under the first; the automaton needs each pattern once to say which.

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use serde::Serialize;
 
-pub use credentials::{CredentialGate, FillError};
+pub use credentials::{CredentialGate, FillError, declare_kernel_secret};
 pub use policy::ToolPolicy;
 pub use principal::{Principal, ProfileError, Trust};
 pub use review::{Finding, FindingKind};
