@@ -1025,7 +1025,12 @@ fn lua_plugins_use_settings_across_namespaces_pick_llm_sources_and_offer_named_a
         err_text(&out, "typo").contains("did you mean `core.llm.model`"),
         "{out}"
     );
+    for refused in ["retarget", "unreview"] {
+        assert!(err_text(&out, refused).contains("only the owner changes it"), "{out}");
+    }
     let s = settings(&d);
+    assert_eq!(s["core.llm.sources.fake.base_url"], json!(v.url), "{s}");
+    assert_eq!(s["core.security.review"], json!(true));
     assert_eq!(
         (
             &s["core.agent.max_tool_turns"],

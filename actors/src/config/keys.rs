@@ -177,3 +177,60 @@ pub const SUPERVISOR_STUCK_THRESHOLD: Key<Duration> = Key::new("core.supervisor.
 // type's empty value).
 /// `plugin.cli.api_key`: when set, a CLI session must start with `/auth <key>`.
 pub const CLI_API_KEY: Key<Secret> = Key::new("plugin.cli.api_key");
+
+/// Settings only the owner may change (through the HTTP API, the WebUI or the CLI),
+/// never a plugin: those that decide where credentials go (a source's `base_url`,
+/// `adapter` and key, the embedder's and image space's endpoints), what confines and
+/// reviews tools (`core.security.*`, the MCP bridge's server commands, which run
+/// programs and grant paths), who may reach the daemon (`core.daemon.*`, the CLI key)
+/// and where plugins are loaded from. A plugin that could change them could send the
+/// owner's LLM key to itself on the next turn, or switch off its own walls.
+pub fn owner_only_setting(key: &str) -> bool {
+    const CREDENTIAL_ROUTES: &[&str] = &[
+        "base_url",
+        "api_key",
+        "adapter",
+        "adapter_path",
+        "embed_url",
+        "embed_api_key",
+    ];
+    let last = key.rsplit('.').next().unwrap_or(key);
+    key.starts_with("core.security.")
+        || key.starts_with("core.daemon.")
+        || key == CLI_API_KEY.name()
+        || key == "core.plugin.dir"
+        || key == "plugin.mcp.servers"
+        || ((key.starts_with("core.llm.") || key.starts_with("core.memory.")) && CREDENTIAL_ROUTES.contains(&last))
+}
+
+#[cfg(test)]
+mod owner_only_tests {
+    use super::owner_only_setting;
+
+    #[test]
+    fn credential_routes_and_walls_are_owner_only() {
+        for k in [
+            "core.llm.sources.main.base_url",
+            "core.llm.base_url",
+            "core.llm.sources.x.api_key",
+            "core.llm.sources.x.adapter_path",
+            "core.memory.embed_url",
+            "core.memory.multimodal_space.base_url",
+            "core.security.review",
+            "core.security.sandbox.read_roots",
+            "core.daemon.allowed_hosts",
+            "plugin.cli.api_key",
+            "plugin.mcp.servers",
+        ] {
+            assert!(owner_only_setting(k), "{k}");
+        }
+        for k in [
+            "core.llm.model",
+            "core.agent.language",
+            "plugin.onebot.url",
+            "core.llm.sources.x.priority",
+        ] {
+            assert!(!owner_only_setting(k), "{k}");
+        }
+    }
+}

@@ -15,6 +15,9 @@ sdk.register_tool("la_settings", {description = "Read and write core and other p
   out.typo = select(2, sdk.settings.get_core("core.llm.modle"))
   out.set_probe = sdk.settings.set_plugin("luaprobe", "greeting", "set by admin")
   out.own = sdk.set_setting("note", "admin note")
+  -- Owner-only: pointing a source at itself would send it the owner's LLM key.
+  out.retarget = select(2, sdk.settings.set_core("core.llm.sources.fake.base_url", "http://127.0.0.1:9/v1"))
+  out.unreview = select(2, sdk.settings.set_core("core.security.review", false))
   return out
 end)
 

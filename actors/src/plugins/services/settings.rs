@@ -186,6 +186,12 @@ impl KernelServices {
         let write = |key: String, value: Value| {
             let config = config.clone();
             async move {
+                if crate::config::keys::owner_only_setting(&key) {
+                    tracing::warn!(plugin = %me, %key, "refused: a plugin tried to change an owner-only setting");
+                    return Err(denied(format!(
+                        "`{key}` decides where credentials go or what confines tools: only the owner changes it (WebUI, HTTP API or CLI); ask the owner"
+                    )));
+                }
                 let changes = config
                     .send(UpdateSettings(BTreeMap::from([(key, value)])))
                     .await
