@@ -358,7 +358,7 @@ fn a_lua_plugin_offers_tools_and_stage_handlers_and_a_runaway_script_is_stopped(
     install(&data, "greeter");
     let d = Daemon::start(&data);
     let p = wait_plugin(&d, "greeter", Duration::from_secs(10), "ran", |p| {
-        p["tools"].as_array().is_some_and(|t| t.len() == 2)
+        p["tools"].as_array().is_some_and(|t| t.len() == 4)
     });
     assert_eq!(
         (p["kind"].as_str(), p["state"].as_str()),
@@ -375,6 +375,17 @@ fn a_lua_plugin_offers_tools_and_stage_handlers_and_a_runaway_script_is_stopped(
     assert!(
         text.contains("instruction budget"),
         "the runaway tool was stopped: {reply}"
+    );
+    // No pcall swallows the abort; the C matcher is never asked for hours of work.
+    let reply = ask(&d, "call-tool greeter_pcall_spin {}");
+    assert!(
+        reply["reply"].as_str().unwrap().contains("instruction budget"),
+        "{reply}"
+    );
+    let reply = ask(&d, "call-tool greeter_pattern {}");
+    assert!(
+        reply["reply"].as_str().unwrap().contains("simplify the pattern"),
+        "{reply}"
     );
     // Still alive and serving.
     assert_eq!(

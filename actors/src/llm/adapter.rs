@@ -20,6 +20,14 @@ const INSTRUCTION_BUDGET: u64 = 50_000_000;
 const HOOK_STEP: u32 = 10_000;
 /// Memory one adapter state may use.
 const MEMORY_LIMIT: usize = 64 * 1024 * 1024;
+/// Added to a call's step counter when its budget is spent: from then on every hook
+/// tick and every `pcall`/`xpcall` return raises again, so no `pcall` loop can swallow
+/// the abort. Resetting the counter to 0 (the next call) clears it.
+const ABORTED: u64 = 1 << 62;
+/// The most work (steps of Lua's pattern matcher, estimated as `len^quantifiers`) one
+/// `string.find/match/gmatch/gsub` may be asked for. The matcher is C code the
+/// instruction hook never interrupts, so a catastrophic pattern is refused up front.
+const PATTERN_WORK: f64 = 1e10;
 
 /// How a vendor frames its stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -322,13 +330,118 @@ pub fn sandbox(name: &str) -> mlua::Result<(Lua, Arc<AtomicU64>)> {
     let used = Arc::new(AtomicU64::new(0));
     let counter = used.clone();
     lua.set_global_hook(HookTriggers::new().every_nth_instruction(HOOK_STEP), move |_, _| {
-        if counter.fetch_add(1, Ordering::Relaxed) * u64::from(HOOK_STEP) > INSTRUCTION_BUDGET {
-            return Err(mlua::Error::runtime("instruction budget exhausted (runaway loop?)"));
+        let steps = counter.fetch_add(1, Ordering::Relaxed);
+        if steps >= ABORTED || steps * u64::from(HOOK_STEP) > INSTRUCTION_BUDGET {
+            counter.fetch_or(ABORTED, Ordering::Relaxed);
+            return Err(budget_error());
         }
         Ok(VmState::Continue)
     })?;
+    uncatchable_abort(&lua, &used)?;
     used.store(0, Ordering::Relaxed);
     Ok((lua, used))
+}
+
+fn budget_error() -> mlua::Error {
+    mlua::Error::runtime("instruction budget exhausted (runaway loop?)")
+}
+
+/// `pcall` and `xpcall` that pass an aborted call's error on instead of returning it:
+/// `while true do pcall(spin) end` ends with the first abort. Written in Lua around the
+/// originals so a data API can still yield through them (a Rust `pcall` is a C
+/// boundary a coroutine cannot yield across).
+fn uncatchable_abort(lua: &Lua, used: &Arc<AtomicU64>) -> mlua::Result<()> {
+    let counter = used.clone();
+    let check = lua.create_function(move |_, rest: mlua::MultiValue| {
+        if counter.load(Ordering::Relaxed) >= ABORTED {
+            return Err(budget_error());
+        }
+        Ok(rest)
+    })?;
+    let g = lua.globals();
+    let (p, x): (Function, Function) = lua
+        .load(
+            r#"local check, pcall, xpcall = ...
+            return function(...) return check(pcall(...)) end,
+                   function(...) return check(xpcall(...)) end"#,
+        )
+        .set_name("=sandbox")
+        .call((check, g.get::<Function>("pcall")?, g.get::<Function>("xpcall")?))?;
+    g.set("pcall", p)?;
+    g.set("xpcall", x)?;
+    Ok(())
+}
+
+/// The estimated worst-case work of matching `pattern` against `len` bytes: each
+/// single-character repetition (`*`, `+`, `-`) can backtrack over the whole subject,
+/// each `?` doubles the tries, and an unanchored search may start at every position
+/// (Lua patterns have no nested repetition, so this bounds them:
+/// `len^(reps + unanchored) * 2^optional`).
+/// Escapes (`%*`) and sets (`[a-z]`) are skipped. Conservative by design: a search
+/// with one repetition over more than ~100 KB is refused, even where the real matcher
+/// would be fast; a plugin splits such text first.
+fn pattern_work(pattern: &[u8], len: usize) -> f64 {
+    let anchored = pattern.first() == Some(&b'^');
+    let (mut reps, mut optional) = (0i32, 0i32);
+    let mut i = 0;
+    while i < pattern.len() {
+        match pattern[i] {
+            b'%' => i += 1,
+            b'[' => {
+                // A set: `]` right after `[` or `[^` is a member, not the end.
+                i += 1;
+                if pattern.get(i) == Some(&b'^') {
+                    i += 1;
+                }
+                if pattern.get(i) == Some(&b']') {
+                    i += 1;
+                }
+                while i < pattern.len() && pattern[i] != b']' {
+                    if pattern[i] == b'%' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+            }
+            // `.*` or `.-` with nothing after it but captures and `$` cannot fail, so
+            // it never backtracks: linear, not a factor.
+            b'*' | b'-'
+                if i > 0 && pattern[i - 1] == b'.' && pattern[i + 1..].iter().all(|c| matches!(c, b')' | b'$')) => {}
+            b'*' | b'+' | b'-' if i > 0 => reps += 1,
+            b'?' if i > 0 => optional += 1,
+            _ => {}
+        }
+        i += 1;
+    }
+    let n = (len.max(2)) as f64;
+    let starts = if anchored { 0 } else { 1 };
+    n.powi(reps + starts) * 2f64.powi(optional)
+}
+
+/// Wraps the pattern functions of `string` so a pattern whose worst case is over
+/// [`PATTERN_WORK`] on this subject is refused with an error saying what to do. For
+/// Lua plugins (third-party code); the adapters are the owner's and parse whole
+/// responses with patterns this estimate would refuse.
+pub fn guard_patterns(lua: &Lua) -> mlua::Result<()> {
+    let string: Table = lua.globals().get("string")?;
+    for name in ["find", "match", "gmatch", "gsub"] {
+        let original: Function = string.get(name)?;
+        let guarded = lua.create_function(move |_, args: mlua::MultiValue| {
+            let subject = args.front().and_then(|v| v.as_string()).map(|s| s.as_bytes().len());
+            let pattern = args.get(1).and_then(|v| v.as_string()).map(|s| s.as_bytes().to_vec());
+            let plain = name == "find" && args.get(3).is_some_and(|v| v.as_boolean() == Some(true));
+            if let (Some(len), Some(pattern), false) = (subject, pattern, plain)
+                && pattern_work(&pattern, len) > PATTERN_WORK
+            {
+                return Err(mlua::Error::runtime(format!(
+                    "string.{name}: this pattern could take minutes on {len} bytes (too many repetitions for a subject this long); simplify the pattern or match a shorter piece"
+                )));
+            }
+            original.call::<mlua::MultiValue>(args)
+        })?;
+        string.set(name, guarded)?;
+    }
+    Ok(())
 }
 
 impl Adapter {
@@ -803,6 +916,45 @@ mod tests {
         )
         .unwrap();
         assert!(no_io.transform_request(&req()).is_err(), "no io library");
+    }
+
+    /// `pcall` catches ordinary errors, never the abort; a catastrophic pattern is
+    /// refused before the C matcher (which no hook interrupts) starts.
+    #[test]
+    fn pcall_cannot_swallow_the_abort_and_catastrophic_patterns_are_refused() {
+        let (lua, used) = sandbox("hostile").unwrap();
+        guard_patterns(&lua).unwrap();
+        let run = |src: &str| {
+            used.store(0, Ordering::Relaxed);
+            lua.load(src).eval::<LuaValue>().map_err(|e| e.to_string())
+        };
+        let ok = run("local ok, e = pcall(error, 'boom'); return tostring(ok) .. ' ' .. e").unwrap();
+        assert_eq!(ok.as_string().unwrap().to_str().unwrap(), "false boom");
+        for spin in [
+            "while true do pcall(function() while true do end end) end",
+            "while true do xpcall(function() while true do end end, function(e) return e end) end",
+            "for i = 1, 1e12 do pcall(function() for j = 1, 100 do end end) end",
+        ] {
+            let err = run(spin).unwrap_err();
+            assert!(err.contains("instruction budget"), "{spin}: {err}");
+        }
+        // The next call starts with a fresh budget.
+        assert_eq!(run("return 1 + 1").unwrap().as_integer(), Some(2));
+        let err = run(r#"return string.find(string.rep("a", 40), string.rep("a*", 40) .. "b")"#).unwrap_err();
+        assert!(err.contains("simplify the pattern"), "{err}");
+        let err = run(r#"return string.find(string.rep(" ", 1000000), "%s+x")"#).unwrap_err();
+        assert!(err.contains("simplify the pattern"), "{err}");
+        // Everyday patterns and plain finds still work.
+        let v = run(r#"return (string.gsub("  a  b  ", "^%s*(.-)%s*$", "%1"))"#).unwrap();
+        assert_eq!(v.as_string().unwrap().to_str().unwrap(), "a  b");
+        let v = run(r#"return string.find(string.rep("a", 1000000) .. "*+", "*+", 1, true)"#).unwrap();
+        assert_eq!(v.as_integer(), Some(1_000_001));
+        let v = run(r#"local n = 0 for k, v in string.gmatch("a=1, b=2", "(%w+)=(%w+)") do n = n + 1 end return n"#)
+            .unwrap();
+        assert_eq!(v.as_integer(), Some(2));
+        // A 4 MB data URL split by the adapters' own pattern: anchored, linear.
+        let v = run(r#"local u = "data:image/png;base64," .. string.rep("A", 4000000) return #select(2, u:match("^data:([^;,]+);base64,(.*)$"))"#).unwrap();
+        assert_eq!(v.as_integer(), Some(4_000_000));
     }
 
     /// Every route to a file, a process or bytecode named by the security review is

@@ -466,6 +466,7 @@ impl LuaPlugin {
     pub fn load(manifest: &Manifest, source: &str, deps: PluginDeps, info: Arc<PluginInfo>) -> Result<Self, String> {
         let name = manifest.name.as_str();
         let (lua, budget) = crate::llm::adapter::sandbox(name).map_err(lua_err)?;
+        crate::llm::adapter::guard_patterns(&lua).map_err(lua_err)?;
         let regs: Pending<Registrations> = Arc::default();
         let events: EventSlot = Arc::default();
         let env = Arc::new(Env {

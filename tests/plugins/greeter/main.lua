@@ -14,6 +14,16 @@ sdk.register_tool("greeter_spin", {description = "Never returns"}, function(args
   while true do end
 end)
 
+-- A hostile script's two ways around the budget: a pcall loop that would swallow the
+-- abort, and a catastrophic pattern inside the C matcher (no hook runs there).
+sdk.register_tool("greeter_pcall_spin", {description = "Never returns, catching every error"}, function(args)
+  while true do pcall(function() while true do end end) end
+end)
+
+sdk.register_tool("greeter_pattern", {description = "A pattern that backtracks for hours"}, function(args)
+  return tostring(string.find(string.rep("a", 60), string.rep("a*", 60) .. "b"))
+end)
+
 sdk.register_stage("before_output", function(ctx)
   ctx.final_text = ctx.final_text .. " (greeted)"
 end)
