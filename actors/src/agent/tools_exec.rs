@@ -179,7 +179,11 @@ impl ToolRunner {
             return (None, Value::String(text), ok);
         }
         // Aliases become values only in the copy the tool receives.
-        let mut args = match self.firewall.outbound(&call.name, &args) {
+        let network = self.tools.get(&call.name).is_some_and(|t| t.spec.network);
+        let mut args = match self
+            .firewall
+            .outbound(&call.name, network, self.principal.is_owner(), &args)
+        {
             Ok(a) => a,
             Err(e) => return denied(e.to_string()),
         };

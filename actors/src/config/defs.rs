@@ -708,6 +708,12 @@ pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
         )
         .secret(),
         SettingDef::new(
+            key::SECURITY_SECRET_DESTINATIONS.name(),
+            K::Any,
+            json!({}),
+            "Where each secret may go: {\"<name>\": {\"hosts\": [\"api.example.com\", \"*.example.com\"], \"tools\": [\"web_fetch\"], \"in_query\": false}}. A secret goes over the network only to its hosts, into a command line only for tools listed, and never for a guest",
+        ),
+        SettingDef::new(
             key::SECURITY_REVIEW.name(),
             K::Bool,
             json!(true),

@@ -35,6 +35,14 @@ pub trait SettingValue: Sized + Default {
     fn decode(value: &Value) -> Option<Self>;
 }
 
+/// Settings whose shape their reader parses itself (`core.security.secret_destinations`).
+impl SettingValue for Value {
+    const EXPECTED: &'static str = "any JSON value";
+    fn decode(value: &Value) -> Option<Self> {
+        Some(value.clone())
+    }
+}
+
 impl SettingValue for String {
     const EXPECTED: &'static str = "a string";
     fn decode(value: &Value) -> Option<Self> {
@@ -418,6 +426,8 @@ settings_group! {
         /// Subprocess plugins (and every command they run) confined by the kernel.
         pub confinement: bool = SECURITY_CONFINEMENT,
         pub secrets: SecretMap = SECURITY_SECRETS,
+        /// Alias → `{hosts, tools, in_query}` (see `firewall::destinations`).
+        pub secret_destinations: Value = SECURITY_SECRET_DESTINATIONS,
         pub review: bool = SECURITY_REVIEW,
         /// Comma-separated tool globs only the owner's inputs may call.
         pub owner_only_tools: String = SECURITY_OWNER_ONLY_TOOLS,
@@ -499,6 +509,7 @@ mod tests {
             d(SECURITY_CONFINEMENT),
             d(SECURITY_NETWORK),
             d(SECURITY_SECRETS),
+            d(SECURITY_SECRET_DESTINATIONS),
             d(SECURITY_REVIEW),
             d(SECURITY_OWNER_ONLY_TOOLS),
             d(SUPERVISOR_MAX_RESTARTS),

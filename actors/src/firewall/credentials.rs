@@ -42,6 +42,45 @@ pub fn declare_kernel_secret(name: &str, value: &str) {
     all.push((name.to_owned(), value.to_owned()));
 }
 
+/// The forms of `value` a command can print without the value itself appearing:
+/// reversed, hex (both cases), and base64 (standard and URL-safe, at each of the three
+/// alignments a value can have inside a longer encoded text; only the characters that
+/// do not depend on the neighbours are kept). Short values get none (their encodings
+/// would be too short to mask without shredding unrelated text).
+fn encodings(value: &str) -> Vec<String> {
+    use base64::Engine as _;
+    let bytes = value.as_bytes();
+    if bytes.len() < 12 {
+        return Vec::new();
+    }
+    let mut out = vec![value.chars().rev().collect::<String>()];
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    out.push(hex.to_ascii_uppercase());
+    out.push(hex);
+    for engine in [
+        &base64::engine::general_purpose::STANDARD_NO_PAD,
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+    ] {
+        for lead in 0..3usize {
+            let mut padded = vec![0u8; lead];
+            padded.extend_from_slice(bytes);
+            let enc = engine.encode(&padded);
+            // Characters touched by the lead bytes, and the last group (which depends
+            // on what follows the value), are not stable.
+            let skip = if lead == 0 { 0 } else { 4 };
+            let stable_bytes = (padded.len() / 3) * 3;
+            let end = stable_bytes / 3 * 4;
+            if end > skip + 8 {
+                out.push(enc[skip..end].to_owned());
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out.retain(|f| f != value);
+    out
+}
+
 /// One known secret.
 #[derive(Clone)]
 struct Entry {
@@ -49,6 +88,8 @@ struct Entry {
     value: String,
     /// May be filled into a tool's arguments.
     fillable: bool,
+    /// An encoding of another entry's value (reversed, hex, base64): masked, not counted.
+    derived: bool,
 }
 
 /// The gate, built once per settings change (the automaton is immutable).
@@ -80,7 +121,7 @@ impl CredentialGate {
     /// (`key → value`). Empty and too-short values are skipped with a warning.
     pub fn new(store: &BTreeMap<String, String>, settings: &BTreeMap<String, String>) -> Self {
         let mut entries = Vec::new();
-        let mut add = |alias: String, value: &str, fillable: bool| {
+        let mut add = |alias: String, value: &str, fillable: bool, derived: bool| {
             if value.trim().is_empty() {
                 return;
             }
@@ -92,16 +133,36 @@ impl CredentialGate {
                 alias,
                 value: value.to_owned(),
                 fillable,
+                derived,
             });
         };
         for (alias, value) in store {
-            add(alias.clone(), value, true);
+            add(alias.clone(), value, true, false);
+        }
+        // What a command can turn a secret into and print (`rev`, `base64`, `xxd -p`):
+        // masked under the same name, never filled.
+        let mut encoded = Vec::new();
+        for (alias, value) in store.iter().chain(settings.iter()) {
+            let alias = if store.contains_key(alias) {
+                alias.clone()
+            } else {
+                format!("setting:{alias}")
+            };
+            for form in encodings(value) {
+                encoded.push((alias.clone(), form));
+            }
         }
         for (key, value) in settings {
-            add(format!("setting:{key}"), value, false);
+            add(format!("setting:{key}"), value, false, false);
         }
         for (name, value) in KERNEL_SECRETS.read().iter() {
-            add(name.clone(), value, false);
+            add(name.clone(), value, false, false);
+            for form in encodings(value) {
+                encoded.push((name.clone(), form));
+            }
+        }
+        for (alias, form) in encoded {
+            add(alias, &form, false, true);
         }
         // One value under two names (the same key in the store and a setting) is masked
         // under the first; the automaton needs each pattern once to say which.
@@ -117,8 +178,9 @@ impl CredentialGate {
     }
 
     /// How many secrets are masked.
+    /// How many secrets it masks (their encodings not counted).
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.entries.iter().filter(|e| !e.derived).count()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -176,24 +238,34 @@ impl CredentialGate {
     /// call is refused rather than run with a literal `@{…}`, and the message says what
     /// the owner can do.
     pub fn fill(&self, args: &Value) -> Result<Value, FillError> {
+        self.fill_checked(args, &|_, _| Ok(()))
+    }
+
+    /// [`Self::fill`], asking `allow(alias, the string it sits in)` before each value
+    /// goes in (the secret's destinations); a refusal refuses the whole call.
+    pub fn fill_checked(
+        &self,
+        args: &Value,
+        allow: &dyn Fn(&str, &str) -> Result<(), String>,
+    ) -> Result<Value, FillError> {
         let mut out = args.clone();
-        self.fill_in(&mut out)?;
+        self.fill_in(&mut out, allow)?;
         Ok(out)
     }
 
-    fn fill_in(&self, v: &mut Value) -> Result<(), FillError> {
+    fn fill_in(&self, v: &mut Value, allow: &dyn Fn(&str, &str) -> Result<(), String>) -> Result<(), FillError> {
         match v {
             Value::String(s) if s.contains("@{") => {
-                *s = self.fill_str(s)?;
+                *s = self.fill_str(s, allow)?;
                 Ok(())
             }
-            Value::Array(a) => a.iter_mut().try_for_each(|x| self.fill_in(x)),
-            Value::Object(o) => o.values_mut().try_for_each(|x| self.fill_in(x)),
+            Value::Array(a) => a.iter_mut().try_for_each(|x| self.fill_in(x, allow)),
+            Value::Object(o) => o.values_mut().try_for_each(|x| self.fill_in(x, allow)),
             _ => Ok(()),
         }
     }
 
-    fn fill_str(&self, s: &str) -> Result<String, FillError> {
+    fn fill_str(&self, s: &str, allow: &dyn Fn(&str, &str) -> Result<(), String>) -> Result<String, FillError> {
         let mut out = String::with_capacity(s.len());
         let mut rest = s;
         while let Some(start) = rest.find("@{") {
@@ -205,7 +277,10 @@ impl CredentialGate {
             };
             let alias = &after[..end];
             match self.entries.iter().find(|e| e.alias == alias) {
-                Some(e) if e.fillable => out.push_str(&e.value),
+                Some(e) if e.fillable => {
+                    allow(alias, s).map_err(FillError::NotAllowed)?;
+                    out.push_str(&e.value)
+                }
                 Some(_) => return Err(FillError::NotFillable(alias.to_owned())),
                 // Not an alias we know: leave the text alone unless it looks like one.
                 None if valid_alias(alias) => return Err(FillError::Unknown(alias.to_owned())),
@@ -221,6 +296,9 @@ impl CredentialGate {
 /// Why a tool call's aliases could not be filled.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FillError {
+    /// The secret's destinations do not include this call (the reason says which).
+    #[error("{0}")]
+    NotAllowed(String),
     #[error(
         "`@{{{0}}}` is a kernel credential; it is never handed to tools. Use a secret the owner stored for this purpose (core.security.secrets)"
     )]
@@ -234,6 +312,25 @@ pub enum FillError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_a_command_turns_a_secret_into_is_masked_too() {
+        use base64::Engine as _;
+        const SECRET: &str = "ghp_SECRETCANARY0123456789";
+        let g = CredentialGate::new(
+            &BTreeMap::from([("github".to_owned(), SECRET.to_owned())]),
+            &BTreeMap::new(),
+        );
+        assert_eq!(g.len(), 1);
+        let rev: String = SECRET.chars().rev().collect();
+        let hex: String = SECRET.bytes().map(|b| format!("{b:02x}")).collect();
+        let b64 = base64::engine::general_purpose::STANDARD.encode(format!("{SECRET}\n"));
+        let inner = base64::engine::general_purpose::STANDARD.encode(format!("token={SECRET}&x=1"));
+        for shown in [rev, hex.clone(), hex.to_uppercase(), b64, inner] {
+            let masked = g.mask(&shown);
+            assert!(masked.contains("@{github}"), "{shown} → {masked}");
+        }
+    }
     use serde_json::json;
 
     fn gate() -> CredentialGate {

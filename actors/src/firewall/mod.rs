@@ -20,6 +20,7 @@
 //! it with `tracing` and keeps it in a [`DecisionLog`] the API shows.
 
 pub mod credentials;
+pub mod destinations;
 pub mod policy;
 pub mod principal;
 pub mod review;
@@ -100,6 +101,11 @@ pub struct FirewallConfig {
     /// `core.security.confinement` turned off by the owner: subprocess plugins run
     /// unconfined. Named for the exception so a default configuration confines.
     pub unconfined: bool,
+    /// Where each stored secret may go (`core.security.secret_destinations`).
+    pub destinations: destinations::Destinations,
+    /// Why that setting could not be read (then no secret goes over the network or
+    /// into a command line until it is fixed).
+    pub destinations_error: Option<String>,
 }
 
 /// What `GET /api/v1/security` shows: the configuration (secret names, never values)
@@ -117,6 +123,8 @@ pub struct FirewallStatus {
     pub masked_values: usize,
     pub review: bool,
     pub owner_only_tools: Vec<String>,
+    /// Why `core.security.secret_destinations` could not be read, if it could not.
+    pub destinations_error: Option<String>,
     /// Oldest first.
     pub decisions: Vec<Decision>,
 }
@@ -135,6 +143,10 @@ impl FirewallConfig {
                 .collect()
         };
         let defs = core_defs(std::path::Path::new(""));
+        let destinations = destinations::Destinations::parse(&c.secret_destinations);
+        if let Err(e) = &destinations {
+            tracing::warn!("{e}");
+        }
         let secret_settings: std::collections::BTreeMap<String, String> = s
             .raw()
             .iter()
@@ -149,6 +161,8 @@ impl FirewallConfig {
             review: c.review,
             owner_only: policy::split(&c.owner_only_tools),
             unconfined: !c.confinement,
+            destinations: destinations.clone().unwrap_or_default(),
+            destinations_error: destinations.err(),
         }
     }
 }
@@ -211,6 +225,7 @@ impl Firewall {
             masked_values: c.gate.len(),
             review: c.review,
             owner_only_tools: c.owner_only.clone(),
+            destinations_error: c.destinations_error.clone(),
             decisions: self.log.recent(),
         }
     }
@@ -288,11 +303,21 @@ impl Firewall {
     }
 
     /// A call on its way to a tool (after [`Self::check_tool_for`] let it through): the
-    /// arguments with the store's aliases filled, the copy only the tool sees.
-    pub fn outbound(&self, tool: &str, args: &serde_json::Value) -> Result<serde_json::Value, FillError> {
-        self.config()
-            .gate
-            .fill(args)
+    /// arguments with the store's aliases filled where each secret's destinations allow
+    /// (see [`destinations`]), the copy only the tool sees. `network`: the tool declared
+    /// network use; `owner`: the calling input is the owner's.
+    pub fn outbound(
+        &self,
+        tool: &str,
+        network: bool,
+        owner: bool,
+        args: &serde_json::Value,
+    ) -> Result<serde_json::Value, FillError> {
+        let cfg = self.config();
+        let urls = destinations::urls_in(args);
+        let target = destinations::FillTarget { tool, network, owner };
+        cfg.gate
+            .fill_checked(args, &|alias, text| cfg.destinations.check(alias, text, &urls, target))
             .inspect_err(|e| self.refuse("credentials", tool, e.to_string()))
     }
 
@@ -382,7 +407,9 @@ mod tests {
             review: true,
             ..FirewallConfig::default()
         });
-        let args = fw.outbound("http_get", &serde_json::json!({"token": "@{gh}"})).unwrap();
+        let args = fw
+            .outbound("http_get", false, true, &serde_json::json!({"token": "@{gh}"}))
+            .unwrap();
         assert_eq!(args["token"], "ghp_realvalue42");
         let back = fw.inbound(
             "http_get",
@@ -400,7 +427,7 @@ mod tests {
             "decisions never carry the text"
         );
         assert!(matches!(
-            fw.outbound("x", &serde_json::json!("@{missing}")),
+            fw.outbound("x", false, true, &serde_json::json!("@{missing}")),
             Err(FillError::Unknown(_))
         ));
     }
