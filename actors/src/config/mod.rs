@@ -53,6 +53,7 @@ mod actor;
 mod defs;
 mod duration;
 pub mod keys;
+pub mod seal;
 mod settings;
 mod store;
 
@@ -131,6 +132,9 @@ pub enum ConfigError {
         /// The JSON parse error.
         source: serde_json::Error,
     },
+    /// A secret setting could not be sealed or opened (see [`seal`]).
+    #[error(transparent)]
+    Seal(#[from] seal::SealError),
     /// SQLite failed.
     #[error("config database error: {0}; check that the data directory is writable and that no other daemon uses it")]
     Database(#[from] rusqlite::Error),

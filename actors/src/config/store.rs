@@ -175,6 +175,9 @@ impl ConfigStore {
         // be there after a crash, so the extra fsync per commit is worth it.
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", true)?;
+        // Replaced values are zeroed, not left in free pages: a secret rewritten sealed
+        // leaves no plain copy behind.
+        conn.pragma_update(None, "secure_delete", true)?;
         MIGRATIONS.to_latest(&mut conn)?;
         Ok(Self {
             conn,
@@ -215,6 +218,8 @@ impl ConfigStore {
         if inserted > 0 {
             tracing::info!(inserted, "seeded default settings");
         }
+        // Secrets written by an older version (or the defaults just seeded) are sealed.
+        self.seal_core_secrets()?;
         Ok(inserted)
     }
 
@@ -251,7 +256,77 @@ impl ConfigStore {
     /// Records a plugin setting's description and whether it is a secret (see
     /// [`PluginMeta`]); call after [`register_plugin_def`](Self::register_plugin_def).
     pub fn describe_plugin_setting(&mut self, plugin: &str, key: &str, meta: PluginMeta) {
+        let secret = meta.secret;
         self.plugin_meta.insert((plugin.to_owned(), key.to_owned()), meta);
+        if secret && let Err(e) = self.seal_stored(&format!("{PLUGIN_PREFIX}{plugin}.{key}")).map(|_| ()) {
+            tracing::warn!(%plugin, %key, "cannot seal a stored secret: {e}");
+        }
+    }
+
+    /// Seals `key`'s stored value if it is a secret still stored in plain text (written
+    /// before sealing existed, or before its plugin declared it secret).
+    fn seal_stored(&mut self, key: &str) -> Result<bool, ConfigError> {
+        let info = defs::lookup(&self.defs, key)?;
+        let (table, inner) = match &info {
+            KeyInfo::Plugin { plugin, key: k } => match plugin_table(&self.conn, plugin)? {
+                Some(t) => (t, (*k).to_owned()),
+                None => return Ok(false),
+            },
+            _ => ("config".to_owned(), key.to_owned()),
+        };
+        let text: Option<String> = self
+            .conn
+            .query_row(
+                &format!("SELECT value FROM \"{table}\" WHERE key = ?1"),
+                [&inner],
+                |row| row.get(0),
+            )
+            .optional()?;
+        let Some(text) = text else { return Ok(false) };
+        let stored: Value = serde_json::from_str(&text).map_err(|source| ConfigError::Corrupt {
+            key: key.to_owned(),
+            source,
+        })?;
+        if super::seal::is_sealed(&stored) {
+            return Ok(false);
+        }
+        let sealed = super::seal::seal(&inner, &stored)?;
+        self.conn.execute(
+            &format!("UPDATE \"{table}\" SET value = ?1 WHERE key = ?2"),
+            params![sealed.to_string(), inner],
+        )?;
+        Ok(true)
+    }
+
+    /// Seals every core secret still stored in plain text (at each start; a no-op once
+    /// done) and answers how many it sealed. With `secure_delete` on, the old text is
+    /// zeroed in the file; a checkpoint moves it out of the WAL.
+    pub fn seal_core_secrets(&mut self) -> Result<usize, ConfigError> {
+        let keys: Vec<String> = read_raw_keys(&self.conn, "config")?
+            .into_iter()
+            .filter(|k| self.is_secret(k))
+            .collect();
+        let mut sealed = 0;
+        for k in &keys {
+            match self.seal_stored(k) {
+                Ok(done) => sealed += usize::from(done),
+                // No key on this machine: start anyway (a write of a secret will say
+                // what to do); the values stay as they are.
+                Err(ConfigError::Seal(e @ super::seal::SealError::NoKey(_))) => {
+                    tracing::error!("secrets stay unsealed: {e}");
+                    return Ok(0);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if sealed > 0 {
+            tracing::info!(
+                sealed,
+                "sealed secret settings stored in plain text by an older version"
+            );
+            self.checkpoint()?;
+        }
+        Ok(sealed)
     }
 
     /// The settings `plugin` registered in this process, by key.
@@ -386,7 +461,7 @@ impl ConfigStore {
         let mut changes = Vec::with_capacity(plan.len());
         for p in plan {
             let old = effective(&tx, &self.defs, &self.plugin_defaults, &p.key, &p.target)?;
-            write(&tx, &p.target, &p.key, &p.value, now)?;
+            write(&tx, &p.target, &p.key, &p.value, p.secret, now)?;
             let new = effective(&tx, &self.defs, &self.plugin_defaults, &p.key, &p.target)?;
             changes.push(Change {
                 reset: p.value.is_null(),
@@ -628,7 +703,7 @@ impl ConfigStore {
                 Some((v, secret)) => (v.clone(), *secret),
                 None => (Value::Null, defs::lookup(&self.defs, &key).map_or(true, |i| i.secret())),
             };
-            write(&tx, &Target::Core, &key, &value, now)?;
+            write(&tx, &Target::Core, &key, &value, secret, now)?;
             let new = effective(&tx, &self.defs, &self.plugin_defaults, &key, &Target::Core)?;
             if old != new {
                 changes.push(Change {
@@ -672,10 +747,11 @@ fn unix_now() -> i64 {
 }
 
 fn parse_stored(key: &str, text: &str) -> Result<Value, ConfigError> {
-    serde_json::from_str(text).map_err(|source| ConfigError::Corrupt {
+    let stored: Value = serde_json::from_str(text).map_err(|source| ConfigError::Corrupt {
         key: key.to_owned(),
         source,
-    })
+    })?;
+    Ok(super::seal::open(key, stored)?)
 }
 
 /// All rows of a settings table (`config` or a plugin table). `table` is never user
@@ -690,6 +766,13 @@ fn read_table(conn: &Connection, table: &str) -> Result<BTreeMap<String, Value>,
         out.insert(key, value);
     }
     Ok(out)
+}
+
+/// The keys of a settings table.
+fn read_raw_keys(conn: &Connection, table: &str) -> Result<Vec<String>, ConfigError> {
+    let mut stmt = conn.prepare(&format!("SELECT key FROM \"{table}\""))?;
+    let rows = stmt.query_map([], |row| row.get::<_, String>(0))?;
+    Ok(rows.collect::<Result<_, _>>()?)
 }
 
 fn read_row(conn: &Connection, table: &str, key: &str) -> Result<Option<Value>, ConfigError> {
@@ -725,7 +808,15 @@ fn effective(
 }
 
 /// Stores (or, for `Null`, deletes) one normalised value.
-fn write(conn: &Connection, target: &Target, key: &str, value: &Value, now: i64) -> Result<(), ConfigError> {
+/// A secret value is sealed under its row's key ([`super::seal`]).
+fn write(
+    conn: &Connection,
+    target: &Target,
+    key: &str,
+    value: &Value,
+    secret: bool,
+    now: i64,
+) -> Result<(), ConfigError> {
     let (table, inner_key) = match target {
         Target::Core => ("config".to_owned(), key),
         Target::Plugin { plugin, key: k } => {
@@ -748,7 +839,15 @@ fn write(conn: &Connection, target: &Target, key: &str, value: &Value, now: i64)
                 "INSERT INTO \"{table}\" (key, value, updated_at) VALUES (?1, ?2, ?3)
                  ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at"
             ),
-            params![inner_key, value.to_string(), now],
+            params![
+                inner_key,
+                if secret {
+                    super::seal::seal(inner_key, value)?.to_string()
+                } else {
+                    value.to_string()
+                },
+                now
+            ],
         )?;
     }
     Ok(())
@@ -890,6 +989,45 @@ mod tests {
         assert_eq!(fk, 1);
         let sync: i64 = store.conn.query_row("PRAGMA synchronous", [], |r| r.get(0)).unwrap();
         assert_eq!(sync, 2, "synchronous=FULL");
+    }
+
+    /// Secrets are sealed in the file (also the ones an older version wrote in plain
+    /// text, at the next start) and read back in clear.
+    #[test]
+    fn secrets_are_sealed_at_rest_and_old_plain_ones_at_the_next_start() {
+        const KEY: &str = "sk-sealed-canary-123456";
+        let dir = tempfile::tempdir().unwrap();
+        let raw = |dir: &Path| {
+            let mut bytes = std::fs::read(dir.join("config.db")).unwrap();
+            bytes.extend(std::fs::read(dir.join("config.db-wal")).unwrap_or_default());
+            String::from_utf8_lossy(&bytes).contains(KEY)
+        };
+        {
+            let mut store = open(dir.path());
+            store.seed_defaults().unwrap();
+            store.set("core.llm.sources.main.api_key", json!(KEY)).unwrap();
+            assert_eq!(store.get("core.llm.sources.main.api_key").unwrap(), Some(json!(KEY)));
+            store.checkpoint().unwrap();
+        }
+        assert!(!raw(dir.path()), "the key is in the file in clear");
+        // A value from before sealing existed.
+        {
+            let store = open(dir.path());
+            store
+                .conn
+                .execute(
+                    "UPDATE config SET value = ?1 WHERE key = 'core.llm.sources.main.api_key'",
+                    [json!(KEY).to_string()],
+                )
+                .unwrap();
+            store.checkpoint().unwrap();
+        }
+        assert!(raw(dir.path()));
+        let mut store = open(dir.path());
+        store.seed_defaults().unwrap();
+        assert_eq!(store.get("core.llm.sources.main.api_key").unwrap(), Some(json!(KEY)));
+        drop(store);
+        assert!(!raw(dir.path()), "sealed at the next start");
     }
 
     #[test]
