@@ -711,6 +711,7 @@ pub fn memory(sizes: &[usize], queries: usize) -> anyhow::Result<()> {
                 response: if i % 2 == 1 { rng.sentence(20) } else { String::new() },
                 tools_used: Vec::new(),
                 tool_results: Vec::new(),
+                principal: String::new(),
             })
             .collect();
         let qs: Vec<String> = (0..queries + 3).map(|_| rng.sentence(4)).collect();

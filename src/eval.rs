@@ -310,6 +310,7 @@ pub fn locomo(file: &Path, opts: Options) -> anyhow::Result<()> {
                 response: String::new(),
                 tools_used: Vec::new(),
                 tool_results: Vec::new(),
+                principal: String::new(),
             })?;
             dia_of.insert(e.id, t.dia_id.clone());
             if (i + 1) % 100 == 0 || i + 1 == turns.len() {

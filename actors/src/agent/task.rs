@@ -249,6 +249,7 @@ impl TaskActor {
                 record,
             } => {
                 self.offer_for = Some((window, fixed, query.clone()));
+                let guest = (!self.input.principal.is_owner()).then(|| self.input.principal.name.clone());
                 let fut = recall(
                     self.deps.clone(),
                     query,
@@ -256,6 +257,7 @@ impl TaskActor {
                     fixed,
                     self.input.channel.clone(),
                     record,
+                    guest,
                 );
                 ctx.spawn(
                     actix::fut::wrap_future::<_, Host<Self>>(fut).map(|(r, recorded), host, ctx| {
@@ -719,6 +721,7 @@ pub async fn recall(
     fixed: usize,
     channel: String,
     record: Option<crate::memory::context::Event>,
+    guest: Option<String>,
 ) -> (Recollection, Option<InputRecord>) {
     let recording = record.is_some();
     let qv = crate::memory::embed::actor::query_vector_soon(
@@ -730,7 +733,7 @@ pub async fn recall(
     // The tiers' answers are joined where the tiers live (`recall_thread`): their four
     // replies then wake that thread, which is running them anyway, and the turn's
     // thread is woken once, by the joined answer, instead of once per tier.
-    let ask = ask_tiers(deps.clone(), query.clone(), qv, record);
+    let ask = ask_tiers(deps.clone(), query.clone(), qv, record, guest);
     let tiers = async {
         match &deps.recall_thread {
             Some(thread) => {
@@ -836,18 +839,33 @@ impl TierAnswers {
 
 /// Asks every memory tier at once and joins their answers (graph and knowledge
 /// within [`TIER_WAIT`]); where it runs is the caller's choice (see [`recall`]).
+/// A guest's turn (`guest`: its principal) asks the context tier for its own events
+/// only and no other tier: the owner's documents, facts and knowledge are not a
+/// guest's to recall.
 async fn ask_tiers(
     deps: Arc<TaskDeps>,
     query: String,
     qv: Option<crate::memory::embed::actor::PendingVector>,
     record: Option<crate::memory::context::Event>,
+    guest: Option<String>,
 ) -> TierAnswers {
     // Delivered now (`request`), so the tiers work while the others are asked.
+    let scoped = guest.is_some();
     let window = deps.context.request(Recall {
         query: query.clone(),
         qv: qv.clone(),
         record,
+        only_principal: guest,
     });
+    if scoped {
+        let window = window.await.map_err(|e| e.to_string());
+        return TierAnswers {
+            facts: (Vec::new(), String::new()),
+            knowledge: Vec::new(),
+            window,
+            passages: Ok(Default::default()),
+        };
+    }
     let passages = deps.documents.request(crate::memory::documents::RecallPassages {
         query: query.clone(),
         qv,

@@ -48,6 +48,9 @@ pub struct TurnInput {
     pub no_memory: bool,
     /// Images the input carries (blocks of the media memory), put on its message.
     pub media: Vec<crate::memory::media::parts::MediaRef>,
+    /// The principal's name when not the owner (`onebot.guest`); empty for the owner.
+    /// Recorded on the turn's events and scoping its recall.
+    pub principal: String,
 }
 
 impl From<&super::input::Input> for TurnInput {
@@ -60,6 +63,11 @@ impl From<&super::input::Input> for TurnInput {
             level: i.level,
             consolidation: i.is_consolidation(),
             no_memory: i.no_memory,
+            principal: if i.principal.is_owner() {
+                String::new()
+            } else {
+                i.principal.name.clone()
+            },
             media: crate::memory::media::parts::from_payload(&i.payload),
         }
     }
@@ -686,6 +694,7 @@ impl TurnCore {
             response: String::new(),
             tools_used: vec![],
             tool_results: vec![],
+            principal: self.input.principal.clone(),
         });
         let cmd = Cmd::ReadTimeline {
             query: self.input.text.clone(),
@@ -947,6 +956,7 @@ impl TurnCore {
             response: text.clone(),
             tools_used: self.tools_used.clone(),
             tool_results,
+            principal: self.input.principal.clone(),
         };
         if !self.input.no_memory {
             out.push(Cmd::LogText(TextEvent {

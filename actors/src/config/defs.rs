@@ -381,7 +381,16 @@ about the user or about what a tool returned.";
 
 /// The default owner-only tools: what touches the machine, the plugins, or changes
 /// and deletes what the agent remembers.
-pub const OWNER_ONLY_TOOLS: &str = "files_*, cmd_*, terminal_*, plugin_*, mcp__*, seq_*, llm_source_use, selftest, memory_commit, memory_edit, memory_merge, memory_block_merge, memory_delete_entity, memory_purge, doc_commit, doc_query, knowledge_create, knowledge_delete, person_set_trait, person_relate, spawn_child, child_result, resident_agents";
+pub const OWNER_ONLY_TOOLS: &str = "files_*, cmd_*, terminal_*, plugin_*, mcp__*, seq_*, llm_source_use, selftest, memory_*, doc_*, knowledge_*, person_*, spawn_child, child_result, resident_agents";
+
+/// Defaults of earlier versions that a data dir stored at its first start and that
+/// are replaced at the next start when still unchanged (the owner never edited them):
+/// `(key, old default, why)`. The owner-only list once let a guest read the owner's
+/// memory and knowledge (`knowledge_search`, `memory_recall`, `person_query`).
+pub const SUPERSEDED_DEFAULTS: &[(&str, &str)] = &[(
+    "core.security.owner_only_tools",
+    "files_*, cmd_*, terminal_*, plugin_*, mcp__*, seq_*, llm_source_use, selftest, memory_commit, memory_edit, memory_merge, memory_block_merge, memory_delete_entity, memory_purge, doc_commit, doc_query, knowledge_create, knowledge_delete, person_set_trait, person_relate, spawn_child, child_result, resident_agents",
+)];
 
 fn path_default(data_dir: &Path, rel: &str) -> Value {
     let path = if rel.is_empty() {

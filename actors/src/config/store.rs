@@ -214,6 +214,24 @@ impl ConfigStore {
                 inserted += stmt.execute(params![def.key, def.default.to_string(), now])?;
             }
         }
+        // A default an older version stored, still untouched: the current one replaces it.
+        for (key, old) in defs::SUPERSEDED_DEFAULTS {
+            let Some(def) = self.defs.iter().find(|d| d.key == *key) else {
+                continue;
+            };
+            let n = tx.execute(
+                "UPDATE config SET value = ?1, updated_at = ?2 WHERE key = ?3 AND value = ?4",
+                params![
+                    def.default.to_string(),
+                    now,
+                    key,
+                    Value::String((*old).to_owned()).to_string()
+                ],
+            )?;
+            if n > 0 {
+                tracing::info!(%key, "replaced an older version's default that was never changed");
+            }
+        }
         tx.commit()?;
         if inserted > 0 {
             tracing::info!(inserted, "seeded default settings");

@@ -734,6 +734,7 @@ mod tests {
             response: String::new(),
             tools_used: vec![],
             tool_results: vec![],
+            principal: String::new(),
         };
         let a = s.append(ev(0, "Mel", "I went hiking in the mountains")).unwrap();
         let b = s
@@ -803,6 +804,7 @@ mod tests {
             response: String::new(),
             tools_used: vec![],
             tool_results: vec![],
+            principal: String::new(),
         };
         let ids: Vec<i64> = (0..4)
             .map(|i| s.append(ev(i, &format!("line {i}"))).unwrap().id)

@@ -54,7 +54,7 @@ fn document_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Document> {
 }
 
 /// The columns [`event_row`] reads, in its order.
-pub(crate) const EVENT_COLS: &str = "id, ts_ms, source, input, response, tools_used, tool_results";
+pub(crate) const EVENT_COLS: &str = "id, ts_ms, source, input, response, tools_used, tool_results, principal";
 
 pub(crate) fn event_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Event> {
     let tools_used: String = r.get(5)?;
@@ -67,6 +67,7 @@ pub(crate) fn event_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Event> {
         response: r.get(4)?,
         tools_used: serde_json::from_str(&tools_used).unwrap_or_default(),
         tool_results: serde_json::from_str::<Vec<ToolOutput>>(&tool_results).unwrap_or_default(),
+        principal: r.get(7)?,
     })
 }
 
@@ -152,6 +153,7 @@ fn migrations() -> Migrations<'static> {
         M::up(include_str!("../../../migrations/memory/0005_media.sql")),
         M::up(include_str!("../../../migrations/memory/0006_archived_events.sql")),
         M::up(include_str!("../../../migrations/memory/0007_archive_keeps.sql")),
+        M::up(include_str!("../../../migrations/memory/0008_event_principal.sql")),
     ])
 }
 
@@ -196,7 +198,7 @@ impl MemoryStore {
         // Cached: every turn appends, and parsing the statement cost as much as running it.
         self.conn
             .prepare_cached(
-                "INSERT INTO context_events (ts_ms, source, input, response, tools_used, tool_results) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                "INSERT INTO context_events (ts_ms, source, input, response, tools_used, tool_results, principal) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             )?
             .execute(params![
                 e.ts_ms,
@@ -205,6 +207,7 @@ impl MemoryStore {
                 e.response,
                 serde_json::to_string(&e.tools_used).unwrap_or_else(|_| "[]".into()),
                 serde_json::to_string(&e.tool_results).unwrap_or_else(|_| "[]".into()),
+                e.principal,
             ])?;
         e.id = self.conn.last_insert_rowid();
         if let Some(ix) = self.events_ix.as_mut() {
@@ -1129,6 +1132,7 @@ mod tests {
             response: "ok".into(),
             tools_used: vec![],
             tool_results: vec![],
+            principal: String::new(),
         }
     }
 

@@ -83,6 +83,9 @@ pub struct Recall {
     pub qv: Option<crate::memory::embed::actor::PendingVector>,
     /// An event to append after the read ([`AppendEvent`]'s work and answer).
     pub record: Option<Event>,
+    /// A guest's turn: only this principal's own events, and no search of the rest
+    /// (`None`: the owner's turn, everything).
+    pub only_principal: Option<String>,
 }
 
 /// `doc_query`'s second step: documents found in the document tier go back into the
@@ -146,10 +149,21 @@ impl ContextActor {
 fn item_of(tokens: &mut rustc_hash::FxHashMap<i64, usize>, e: &Event) -> Item {
     let said = e.said();
     let tokens = *tokens.entry(e.id).or_insert_with(|| crate::memory::tokens::count(said));
+    // A guest's words (and the replies to them) are labelled with whose they were: in
+    // the owner's prompt they are quoted data, never the owner speaking.
+    let speaker = if e.principal.is_empty() {
+        e.speaker().to_owned()
+    } else {
+        crate::i18n::Msg::GuestSpeaker {
+            speaker: e.speaker(),
+            principal: &e.principal,
+        }
+        .text()
+    };
     Item {
         origin: Origin::Window,
         ts_ms: Some(e.ts_ms),
-        speaker: e.speaker().to_owned(),
+        speaker,
         text: said.to_owned(),
         tokens,
     }
@@ -200,6 +214,26 @@ impl Handles<Recall> for ContextActor {
             .len()
             .saturating_sub(2 * crate::memory::recall::RECENT_EVENTS);
         let tokens = &mut self.tokens;
+        if let Some(principal) = &msg.only_principal {
+            // Its own conversation only: the last events of this principal, oldest first.
+            let mut own: Vec<Item> = self
+                .events
+                .iter()
+                .rev()
+                .filter(|e| &e.principal == principal)
+                .take(2 * crate::memory::recall::RECENT_EVENTS)
+                .map(|e| item_of(tokens, e))
+                .collect();
+            own.reverse();
+            let recorded = msg.record.map(|e| self.append(e));
+            return Box::pin(actix::fut::ready((
+                WindowRecall {
+                    recent: own,
+                    units: Default::default(),
+                },
+                recorded,
+            )));
+        }
         let recent: Vec<Item> = self.events[start..].iter().map(|e| item_of(tokens, e)).collect();
         let Some(pending) = msg.qv else {
             let units = self
@@ -341,6 +375,7 @@ impl Handles<RestoreDocuments> for ContextActor {
                 response: cut_bytes(&d.content, 2000),
                 tools_used: vec![],
                 tool_results: vec![],
+                principal: String::new(),
             };
             let stored = self.store.append(event).map_err(|e| e.to_string())?;
             let pos = self.events.partition_point(|e| e.ts_ms <= stored.ts_ms);
@@ -409,6 +444,7 @@ mod tests {
             response: String::new(),
             tools_used: vec![],
             tool_results: vec![],
+            principal: String::new(),
         }
     }
 

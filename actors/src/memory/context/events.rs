@@ -41,6 +41,11 @@ pub struct Event {
     pub tools_used: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_results: Vec<ToolOutput>,
+    /// Whose input it was when not the owner's (`onebot.guest`): empty for the owner
+    /// (and the kernel). A guest's turn recalls only its own principal's events, and
+    /// the owner's prompt shows a guest's words labelled as such.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub principal: String,
 }
 
 impl Event {
@@ -180,6 +185,7 @@ mod tests {
             response: String::new(),
             tools_used: vec![],
             tool_results: vec![],
+            principal: String::new(),
         }
     }
 

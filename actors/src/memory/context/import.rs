@@ -125,6 +125,7 @@ impl ImportLine {
             response: String::new(),
             tools_used: vec![],
             tool_results: vec![],
+            principal: String::new(),
         }
     }
 }

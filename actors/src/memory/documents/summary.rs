@@ -627,6 +627,7 @@ mod tests {
             response: response.into(),
             tools_used: vec![],
             tool_results: vec![],
+            principal: String::new(),
         };
         let us = utterances(&[
             ev("locomo", "Ana: I love Lisbon.", ""),
