@@ -478,6 +478,7 @@ mod tests {
             query: "what is the greyhound called".into(),
             qv: Some(pending),
             record: Some(said(5000, "what is the greyhound called")),
+            only_principal: None,
         });
         // Not blocked by the wait, and the input is already on disk and in the window.
         assert_eq!(context.send(CountEvents).await.unwrap(), 3);
