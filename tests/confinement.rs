@@ -123,6 +123,9 @@ fn a_command_cannot_read_the_control_files_the_environment_or_reach_the_api() {
     let s = common::api::get(&d, "/api/v1/settings");
     assert_eq!(s["settings"]["core.security.review"], json!(true), "{s}");
 
+    // Bounded: CPU time by the call's timeout (default 30 s, plus a margin), file size.
+    let out = sh(&d, "ulimit -t; ulimit -f");
+    assert!(out.contains("\n35\n") && out.contains("8388608"), "{out}");
     // The owner's day is unchanged: the workspace reads, writes and runs.
     let out = sh(&d, "echo 'echo from a script' > s.sh && sh s.sh && ls");
     assert!(out.contains("from a script") && out.contains("s.sh"), "{out}");

@@ -266,11 +266,17 @@ pub fn execute(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
-    if !network {
-        // SAFETY: one system call between fork and exec.
-        unsafe {
-            c.pre_exec(homeagent_confine::isolate_network);
-        }
+    // CPU, file size, processes and descriptors bounded; without `network`, none.
+    let limits = homeagent_confine::Limits::for_command(timeout);
+    // SAFETY: system calls only between fork and exec.
+    unsafe {
+        c.pre_exec(move || {
+            limits.apply()?;
+            if !network {
+                homeagent_confine::isolate_network()?;
+            }
+            Ok(())
+        });
     }
     let mut child = c.spawn().map_err(|e| match cmd {
         Cmd::Argv(argv) => format!("cannot run `{}`: {e} (is it installed and on PATH?)", argv[0]),

@@ -331,6 +331,66 @@ pub fn isolate_network() -> std::io::Result<()> {
     Ok(())
 }
 
+/// Resource limits for one command and what it starts (`setrlimit`, inherited across
+/// `fork` and `exec`). `None` leaves a limit as it is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Limits {
+    /// CPU seconds (the process gets SIGXCPU, then SIGKILL a second later).
+    pub cpu_secs: Option<u64>,
+    /// The largest file it may write.
+    pub file_bytes: Option<u64>,
+    /// Processes of this user (not enforced for root, whose capabilities are gone but
+    /// whose uid the kernel exempts).
+    pub processes: Option<u64>,
+    /// Open file descriptors.
+    pub open_files: Option<u64>,
+}
+
+impl Limits {
+    /// What `cmd_run` gives a command that may run `timeout`: CPU for that long (plus
+    /// a margin), files up to 4 GiB, 512 processes, 1,024 descriptors.
+    pub fn for_command(timeout: std::time::Duration) -> Self {
+        Self {
+            cpu_secs: Some(timeout.as_secs() + 5),
+            file_bytes: Some(4 << 30),
+            processes: Some(512),
+            open_files: Some(1024),
+        }
+    }
+
+    /// Applies them to the calling process. Meant for `pre_exec` (system calls only).
+    /// A limit is only ever lowered: a value above the current hard limit is clamped.
+    pub fn apply(&self) -> std::io::Result<()> {
+        let set = |resource: libc::__rlimit_resource_t, value: Option<u64>| -> std::io::Result<()> {
+            let Some(v) = value else { return Ok(()) };
+            let mut cur = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            // SAFETY: plain system calls on a local struct.
+            unsafe {
+                if libc::getrlimit(resource, &mut cur) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                let v = v.min(cur.rlim_max);
+                let new = libc::rlimit {
+                    rlim_cur: v,
+                    rlim_max: v,
+                };
+                if libc::setrlimit(resource, &new) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        };
+        set(libc::RLIMIT_CPU, self.cpu_secs)?;
+        set(libc::RLIMIT_FSIZE, self.file_bytes)?;
+        set(libc::RLIMIT_NPROC, self.processes)?;
+        set(libc::RLIMIT_NOFILE, self.open_files)?;
+        Ok(())
+    }
+}
+
 /// Whether process `pid` runs with `no_new_privs`, which every process confined here
 /// has (Landlock requires it without `CAP_SYS_ADMIN`) and which nothing can clear. A
 /// daemon's local sockets use it to refuse confined peers; a process that cannot be

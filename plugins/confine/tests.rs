@@ -177,3 +177,33 @@ fn a_confined_process_is_recognised() {
     child.kill().unwrap();
     let _ = child.wait();
 }
+
+#[test]
+fn limits_bound_a_commands_cpu_and_file_size() {
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg("-c")
+        .arg("ulimit -t; ulimit -f; head -c 2000000 /dev/zero > /dev/null && echo small-ok");
+    let limits = Limits {
+        cpu_secs: Some(7),
+        file_bytes: Some(1 << 20),
+        ..Limits::default()
+    };
+    // SAFETY: `apply` only makes system calls.
+    unsafe {
+        cmd.pre_exec(move || limits.apply());
+    }
+    let out = String::from_utf8_lossy(&cmd.output().unwrap().stdout).into_owned();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "7", "{out}");
+    assert_eq!(lines[1], "2048", "1 MiB in 512-byte blocks: {out}");
+    assert_eq!(lines[2], "small-ok", "writing to /dev/null is not a file size: {out}");
+    let t = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg("-c")
+        .arg(format!("head -c 3000000 /dev/zero > {}/big", t.path().display()));
+    unsafe {
+        cmd.pre_exec(move || limits.apply());
+    }
+    assert!(!cmd.status().unwrap().success(), "a file over the limit was written");
+    assert!(std::fs::metadata(t.path().join("big")).unwrap().len() <= 1 << 20);
+}
