@@ -358,7 +358,7 @@ fn a_lua_plugin_offers_tools_and_stage_handlers_and_a_runaway_script_is_stopped(
     install(&data, "greeter");
     let d = Daemon::start(&data);
     let p = wait_plugin(&d, "greeter", Duration::from_secs(10), "ran", |p| {
-        p["tools"].as_array().is_some_and(|t| t.len() == 4)
+        p["tools"].as_array().is_some_and(|t| t.len() == 5)
     });
     assert_eq!(
         (p["kind"].as_str(), p["state"].as_str()),
@@ -393,6 +393,57 @@ fn a_lua_plugin_offers_tools_and_stage_handlers_and_a_runaway_script_is_stopped(
         "tool said: hello, stranger (greeted)"
     );
     assert_eq!(plugin(&d, "greeter")["restarts"], 0);
+}
+
+/// A Lua call stuck in C code (within every guard, minutes of pattern matching) meets
+/// its deadline: the caller gets an error, the plugin is restarted on a fresh thread
+/// while the old one is abandoned, and the kernel answers all along.
+#[test]
+fn a_lua_call_stuck_in_c_code_meets_its_deadline_and_the_chat_keeps_answering() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    install(&data, "greeter");
+    let d = Daemon::start(&data);
+    wait_plugin(&d, "greeter", Duration::from_secs(10), "ran", |p| {
+        p["tools"].as_array().is_some_and(|t| t.len() == 5)
+    });
+    let _v = with_vendor(&d);
+    let slow = {
+        let (client, url) = (d.client(), d.url("/api/v1/messages"));
+        std::thread::spawn(move || {
+            client
+                .post(url)
+                .timeout(Duration::from_secs(120))
+                .json(&json!({"text": "call-tool greeter_slow {}"}))
+                .send()
+                .unwrap()
+                .json::<Value>()
+                .unwrap()
+        })
+    };
+    // The kernel is not frozen while the plugin's thread is stuck (before, a Lua
+    // plugin's C call stalled the thread every turn and plugin shared). The stuck turn
+    // itself holds the agent until the call's deadline, then the chat goes on.
+    std::thread::sleep(Duration::from_millis(500));
+    let r = d
+        .client()
+        .get(d.url("/api/v1/plugins"))
+        .timeout(Duration::from_secs(5))
+        .send()
+        .unwrap();
+    assert!(r.status().is_success(), "the API answers while a Lua call is stuck");
+    let reply = slow.join().unwrap();
+    let text = reply["reply"].as_str().unwrap_or_default();
+    assert!(text.contains("did not answer within 10 s"), "{reply}");
+    // Restarted on a fresh thread: it answers again.
+    let p = wait_plugin(&d, "greeter", Duration::from_secs(30), "restarted", |p| {
+        p["restarts"].as_u64().unwrap_or(0) >= 1 && p["state"] == "running"
+    });
+    assert_eq!(p["kind"], "lua");
+    assert_eq!(
+        ask(&d, r#"call-tool greeter_hello {"name":"again"}"#)["reply"],
+        "tool said: hello, again (greeted)"
+    );
 }
 
 /// Builds a zip (an `.hmap` package) from `(path, body, unix mode)` entries.

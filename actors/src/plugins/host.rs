@@ -100,7 +100,16 @@ impl PluginEntry {
         let child = self.process_id.rsplit('/').next().unwrap_or("process").to_owned();
         let started = match &launch.factory {
             LaunchKind::Process(f) => start_child(&launch.sup, &child, f.clone()).await,
-            LaunchKind::Lua(f) => start_child(&launch.sup, &child, f.clone()).await,
+            // Each Lua instance on a thread of its own: a call stuck in C code stalls
+            // only that plugin, and its restart does not wait behind it.
+            LaunchKind::Lua(f) => {
+                let f = f.clone();
+                launch
+                    .sup
+                    .worker_on_own_thread(&child, RestartPolicy::Permanent, move || f())
+                    .await
+                    .map(|_| ())
+            }
         };
         started.map_err(|e| e.to_string())
     }

@@ -53,6 +53,27 @@ use crate::stages::{
 };
 
 type Pending<T> = Arc<Mutex<T>>;
+
+/// The longest one call into a Lua plugin may take. Its caller gets an error then, and
+/// the plugin watcher restarts the plugin on a fresh thread (a call stuck in C code —
+/// a pattern match, a sort — cannot be interrupted, only abandoned). Lua code itself
+/// is stopped much earlier by the instruction budget.
+pub const CALL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// `call` bounded by [`CALL_DEADLINE`], on the caller's side (the plugin's own thread
+/// may be the one that is stuck).
+async fn bounded<T>(
+    plugin: String,
+    call: impl std::future::Future<Output = Result<Result<T, String>, crate::addr::SendError>>,
+) -> Result<T, String> {
+    match tokio::time::timeout(CALL_DEADLINE, call).await {
+        Ok(r) => r.map_err(|e| e.to_string())?,
+        Err(_) => Err(format!(
+            "plugin `{plugin}` did not answer within {} s; it is being restarted",
+            CALL_DEADLINE.as_secs()
+        )),
+    }
+}
 /// The script's event subscription: types and handler.
 type EventSlot = Arc<Mutex<Option<(Vec<String>, Function)>>>;
 /// The script's named APIs (`sdk.register_api`), by name.
@@ -680,11 +701,14 @@ impl LuaPlugin {
     /// Calls `f` as a coroutine (data APIs may await), one call at a time, under a
     /// fresh instruction budget. `nil, err` becomes `Err(err)`.
     fn call_async(&self, f: Function, arg: LuaValue) -> BoxFuture<'static, Result<LuaValue, String>> {
-        let (gate, budget) = (self.gate.clone(), self.budget.clone());
+        let (gate, budget, info) = (self.gate.clone(), self.budget.clone(), self.info.clone());
         Box::pin(async move {
             let _one = gate.lock().await;
             budget.store(0, std::sync::atomic::Ordering::Relaxed);
-            let mut rets = f.call_async::<mlua::MultiValue>(arg).await.map_err(lua_err)?;
+            *info.busy_since.lock() = Some(std::time::Instant::now());
+            let rets = f.call_async::<mlua::MultiValue>(arg).await;
+            *info.busy_since.lock() = None;
+            let mut rets = rets.map_err(lua_err)?;
             let first = rets.pop_front().unwrap_or(LuaValue::Nil);
             match (&first, rets.pop_front()) {
                 (LuaValue::Nil, Some(LuaValue::String(err))) => Err(err.to_string_lossy()),
@@ -835,12 +859,19 @@ impl LuaPlugin {
     /// Hands the registrations to the kernel (after `start` succeeded).
     fn attach(&mut self, me: &TAddr<Self>) {
         let stages = self.deps.stages.clone();
+        // An instance abandoned while stuck never ran `stopped`: its registrations still
+        // point at it. Cleared first (in order with what follows: one sender, one mailbox).
+        let _ = stages.do_send(UnregisterPlugin(self.name.clone()));
+        self.deps.services.channels.unregister_plugin(&self.name);
         for (i, (spec, _)) in self.tools.iter().enumerate() {
-            let m = me.clone();
+            let (m, plugin) = (me.clone(), self.name.clone());
             let handler: Arc<dyn ToolHandler> =
                 Arc::new(move |args: Value| -> BoxFuture<'static, Result<String, String>> {
                     let m = m.clone();
-                    Box::pin(async move { m.send(CallLuaTool(i, args)).await.map_err(|e| e.to_string())? })
+                    Box::pin(bounded(
+                        plugin.clone(),
+                        async move { m.send(CallLuaTool(i, args)).await },
+                    ))
                 });
             self.info.tools.lock().push(spec.name.clone());
             let _ = stages.do_send(RegisterTool {
@@ -849,11 +880,11 @@ impl LuaPlugin {
             });
         }
         for (i, (stage, scope, _)) in self.stages.iter().enumerate() {
-            let m = me.clone();
+            let (m, plugin) = (me.clone(), self.name.clone());
             let handler: Arc<dyn StageHandler> = Arc::new(
                 move |_s: Stage, c: StageContext| -> BoxFuture<'static, Result<Patch, String>> {
                     let m = m.clone();
-                    Box::pin(async move { m.send(CallLuaStage(i, c)).await.map_err(|e| e.to_string())? })
+                    Box::pin(bounded(plugin.clone(), async move { m.send(CallLuaStage(i, c)).await }))
                 },
             );
             let _ = stages.do_send(RegisterStage {
@@ -864,21 +895,27 @@ impl LuaPlugin {
             });
         }
         for (i, (reg, _)) in self.outputs.iter().enumerate() {
-            let m = me.clone();
+            let (m, plugin) = (me.clone(), self.name.clone());
             let deliver: super::services::Deliver =
                 Arc::new(move |msg: Value| -> BoxFuture<'static, Result<String, String>> {
                     let m = m.clone();
-                    Box::pin(async move { m.send(CallLuaOutput(i, msg)).await.map_err(|e| e.to_string())? })
+                    Box::pin(bounded(
+                        plugin.clone(),
+                        async move { m.send(CallLuaOutput(i, msg)).await },
+                    ))
                 });
             if let Err(e) = self.deps.services.register_output(&self.name, reg, deliver) {
                 tracing::warn!(plugin = %self.name, "output channel `{}` refused: {}", reg.name, e.message);
             }
         }
-        let m = me.clone();
+        let (m, plugin) = (me.clone(), self.name.clone());
         let call: super::process::ApiCall = Arc::new(
             move |name: String, body: Value| -> BoxFuture<'static, Result<Value, String>> {
                 let m = m.clone();
-                Box::pin(async move { m.send(CallLuaApi(name, body)).await.map_err(|e| e.to_string())? })
+                Box::pin(bounded(
+                    plugin.clone(),
+                    async move { m.send(CallLuaApi(name, body)).await },
+                ))
             },
         );
         self.info.apis.lock().call = Some(call);
@@ -940,6 +977,9 @@ impl KernelActor for LuaPlugin {
         if let Some(Err(e)) = self.stop.clone().map(|stop| self.call_sync(&stop, LuaValue::Nil)) {
             tracing::warn!(plugin = %self.name, "stop() failed: {e}");
         }
+        *self.info.busy_since.lock() = None;
+        // The thread was this instance's alone (`worker_on_own_thread`).
+        actix::Arbiter::current().stop();
         self.sub = EventSub::default();
         self.info.tools.lock().clear();
         *self.info.apis.lock() = Default::default();

@@ -78,6 +78,9 @@ pub struct PluginInfo {
     pub grants: Mutex<Option<super::confine::Grants>>,
     /// `kernel/plugins/<name>`: the supervisor that restarts it.
     pub supervisor_id: String,
+    /// A Lua plugin inside a call since then (the watcher restarts one past
+    /// [`super::lua::CALL_DEADLINE`]).
+    pub busy_since: Mutex<Option<std::time::Instant>>,
 }
 
 /// The outcome of a plugin's first start: ready (handshake answered, Lua `start()`

@@ -33,6 +33,21 @@ impl PluginWatcher {
         }
     }
 
+    /// Lua plugins inside one call for longer than [`super::lua::CALL_DEADLINE`]: a call
+    /// stuck where the instruction budget cannot reach (C code).
+    fn wedged(&self) -> Vec<Arc<PluginEntry>> {
+        let mut out = Vec::new();
+        for e in self.plugins.list() {
+            let mut busy = e.info.busy_since.lock();
+            if busy.is_some_and(|t| t.elapsed() > super::lua::CALL_DEADLINE) {
+                // Taken: one restart per stuck call.
+                *busy = None;
+                out.push(e.clone());
+            }
+        }
+        out
+    }
+
     /// Running plugins whose grants differ from what the settings grant now.
     fn regranted(&self) -> Vec<Arc<PluginEntry>> {
         let mut out = Vec::new();
@@ -94,6 +109,15 @@ impl Handles<Check> for PluginWatcher {
             actix::spawn(async move {
                 if let Err(e) = entry.restart(&registry).await {
                     tracing::warn!(plugin = %entry.name, "hot reload failed: {e}");
+                }
+            });
+        }
+        for entry in self.wedged() {
+            let registry = self.registry.clone();
+            tracing::warn!(plugin = %entry.name, "a call has run past its deadline: restarting the plugin on a fresh thread");
+            actix::spawn(async move {
+                if let Err(e) = entry.restart(&registry).await {
+                    tracing::warn!(plugin = %entry.name, "restart of a stuck plugin failed: {e}");
                 }
             });
         }

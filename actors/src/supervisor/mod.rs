@@ -193,6 +193,28 @@ impl SupervisorRef {
         .await
     }
 
+    /// Like [`worker_on`](Self::worker_on), on a thread of its own that each (re)start
+    /// creates anew: for actors running untrusted code (Lua plugins) whose thread may be
+    /// stuck in a call nothing can interrupt. A stuck instance is abandoned after the
+    /// shutdown timeout and its successor does not queue behind it; the actor stops its
+    /// own thread when it stops (`actix::Arbiter::current().stop()`).
+    pub async fn worker_on_own_thread<A, F>(
+        &self,
+        name: &str,
+        restart: RestartPolicy,
+        factory: F,
+    ) -> Result<TAddr<A>, SpawnError>
+    where
+        A: KernelActor,
+        F: Fn() -> Result<A, String> + Send + Sync + 'static,
+    {
+        self.worker_with(name, restart, factory, move |factory, stats, tx| {
+            let arbiter = actix::Arbiter::new();
+            start_on(&arbiter.handle(), factory, stats, tx)
+        })
+        .await
+    }
+
     async fn worker_with<A, F, L>(
         &self,
         name: &str,

@@ -24,6 +24,14 @@ sdk.register_tool("greeter_pattern", {description = "A pattern that backtracks f
   return tostring(string.find(string.rep("a", 60), string.rep("a*", 60) .. "b"))
 end)
 
+-- Within every guard and still minutes of C code (the matcher is never interrupted):
+-- only the call's deadline and a restart on a fresh thread end it.
+sdk.register_tool("greeter_slow", {description = "A long search in C code"}, function(args)
+  local s = string.rep("a", 99999)
+  for i = 1, 20 do string.find(s, ".-b") end
+  return "done"
+end)
+
 sdk.register_stage("before_output", function(ctx)
   ctx.final_text = ctx.final_text .. " (greeted)"
 end)
