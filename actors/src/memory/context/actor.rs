@@ -151,10 +151,17 @@ fn item_of(tokens: &mut rustc_hash::FxHashMap<i64, usize>, e: &Event) -> Item {
     let tokens = *tokens.entry(e.id).or_insert_with(|| crate::memory::tokens::count(said));
     // A guest's words (and the replies to them) are labelled with whose they were: in
     // the owner's prompt they are quoted data, never the owner speaking.
+    // Reviewed as a tool result is: an injection attempt in a guest's words is named.
     let speaker = if e.principal.is_empty() {
         e.speaker().to_owned()
-    } else {
+    } else if crate::firewall::review::review(said).is_empty() {
         crate::i18n::Msg::GuestSpeaker {
+            speaker: e.speaker(),
+            principal: &e.principal,
+        }
+        .text()
+    } else {
+        crate::i18n::Msg::GuestSpeakerFlagged {
             speaker: e.speaker(),
             principal: &e.principal,
         }
