@@ -252,6 +252,13 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 256)]
         image_kib: usize,
     },
+    /// What the kernel's confinement costs (rules per plugin, the closed-port layer,
+    /// a short program started confined) beside the unconfined baseline.
+    Confine {
+        /// Measured starts per variant.
+        #[arg(long, default_value_t = 200)]
+        runs: usize,
+    },
     /// Tool-call round trip through the agent's tool runner (firewall included) for
     /// the bundled capabilities (files, cmd, web, seq) beside the in-process baseline.
     Tools {

@@ -23,6 +23,7 @@
 
 pub mod auth;
 pub mod bench;
+pub mod bench_confine;
 pub mod bench_mcp;
 pub mod bench_media;
 pub mod bench_residents;

@@ -124,6 +124,9 @@ fn main() -> std::process::ExitCode {
             what: BenchCommand::Tools { calls },
         }) => system.block_on(homeagent::bench_tools::tools(calls)),
         Some(Command::Bench {
+            what: BenchCommand::Confine { runs },
+        }) => homeagent::bench_confine::confine(runs),
+        Some(Command::Bench {
             what:
                 BenchCommand::Residents {
                     residents,
