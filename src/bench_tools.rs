@@ -78,6 +78,7 @@ pub async fn tools(calls: usize) -> anyhow::Result<()> {
         firewall: state.firewall.clone(),
         principal: homeagent_actors::firewall::Principal::owner(),
         agent: String::new(),
+        untrusted: Default::default(),
     };
     std::fs::write(data.join("workspace/bench.txt"), "one\ntwo\nthree\n")?;
     let url = page_server()?;
@@ -163,6 +164,9 @@ pub async fn tools(calls: usize) -> anyhow::Result<()> {
 
 /// One tool call's text, or its failure.
 async fn run_one(runner: &ToolRunner, name: &str, args: Value) -> anyhow::Result<String> {
+    // Each measured call is a turn of its own: a web_fetch before must not make the
+    // next cmd_run wait for the owner's approval.
+    runner.untrusted.lock().take();
     let call = ToolCall {
         id: "bench".into(),
         name: name.into(),

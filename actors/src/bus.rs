@@ -35,6 +35,8 @@ pub mod kinds {
     pub const AGENT_OUTPUT: &str = "agent_output";
     pub const MEMORY_IMPORT: &str = "memory_import";
     pub const PLUGIN_EVENT: &str = "plugin_event";
+    pub const APPROVAL_REQUESTED: &str = "approval_requested";
+    pub const APPROVAL_RESOLVED: &str = "approval_resolved";
     /// Every kernel event type, in the order of [`super::Event`].
     pub const ALL: &[&str] = &[
         ACTOR_STARTED,
@@ -53,6 +55,8 @@ pub mod kinds {
         AGENT_OUTPUT,
         MEMORY_IMPORT,
         PLUGIN_EVENT,
+        APPROVAL_REQUESTED,
+        APPROVAL_RESOLVED,
     ];
 }
 
@@ -228,6 +232,19 @@ pub enum Event {
     /// An event a plugin published (`events.publish`): `plugin` is stamped by the
     /// kernel, `topic` and `data` are the plugin's (e.g. the terminal's output).
     PluginEvent { plugin: String, topic: String, data: Value },
+    /// A call waits for the owner's yes (`firewall::approval`): answer with
+    /// `POST /api/v1/approvals/<id>`.
+    ApprovalRequested {
+        #[serde(flatten)]
+        question: crate::firewall::approval::Question,
+    },
+    /// A question was answered (`allowed`) or timed out (`allowed: false`, `by: "timeout"`).
+    ApprovalResolved {
+        id: u64,
+        task_id: u64,
+        allowed: bool,
+        by: &'static str,
+    },
 }
 
 impl Event {
@@ -251,6 +268,8 @@ impl Event {
             Self::AgentOutput { .. } => AGENT_OUTPUT,
             Self::MemoryImport { .. } => MEMORY_IMPORT,
             Self::PluginEvent { .. } => PLUGIN_EVENT,
+            Self::ApprovalRequested { .. } => APPROVAL_REQUESTED,
+            Self::ApprovalResolved { .. } => APPROVAL_RESOLVED,
         }
     }
 }

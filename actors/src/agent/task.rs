@@ -131,6 +131,8 @@ pub struct TaskActor {
     settings: Option<Arc<AgentSettings>>,
     /// The turn committed rows the embedder should vector once the reply is out.
     embed_after_reply: bool,
+    /// Why the turn is untrusted, once it is (see `ToolRunner::untrusted`).
+    untrusted: Arc<parking_lot::Mutex<Option<String>>>,
 }
 
 impl TaskActor {
@@ -149,6 +151,8 @@ impl TaskActor {
             input.text = masked;
         }
         let core = TurnCore::new(id, TurnInput::from(&input));
+        // A guest's words are untrusted from the start.
+        let untrusted = (!input.principal.is_owner()).then(|| format!("the input came from {}", input.principal.name));
         Self {
             id,
             input,
@@ -162,6 +166,7 @@ impl TaskActor {
             expanded: Default::default(),
             settings: None,
             embed_after_reply: false,
+            untrusted: Arc::new(parking_lot::Mutex::new(untrusted)),
         }
     }
 
@@ -305,6 +310,7 @@ impl TaskActor {
                     firewall: self.deps.firewall.clone(),
                     principal: self.input.principal.clone(),
                     agent: self.deps.agent.clone(),
+                    untrusted: self.untrusted.clone(),
                 };
                 // A running tool is never interrupted: no safe point until the batch is done.
                 let fut = async move { runner.run_batch(&calls).await };

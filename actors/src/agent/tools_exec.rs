@@ -41,6 +41,10 @@ pub struct ToolRunner {
     pub principal: crate::firewall::Principal,
     /// Which agent runs the calls (`TaskDeps::agent`; `""` for the main agent).
     pub agent: String,
+    /// Why the task is untrusted, once it is (a guest's input, a fetched page, an MCP
+    /// answer, a flagged result): its risky calls then ask the owner
+    /// (`firewall::approval`). Shared by the task's batches.
+    pub untrusted: std::sync::Arc<parking_lot::Mutex<Option<String>>>,
 }
 
 /// Runs a stage, or returns the context unchanged when the stage host is down.
@@ -178,6 +182,11 @@ impl ToolRunner {
             let (text, ok) = self.run_seq(&call.id, &args).await;
             return (None, Value::String(text), ok);
         }
+        // What the owner is shown if asked: the arguments as the model wrote them.
+        let mut shown = args.clone();
+        if let Some(obj) = shown.as_object_mut() {
+            obj.remove(crate::stages::ORIGIN_ARG);
+        }
         // Aliases become values only in the copy the tool receives.
         let network = self.tools.get(&call.name).is_some_and(|t| t.spec.network);
         let mut args = match self
@@ -194,9 +203,30 @@ impl ToolRunner {
         {
             return denied(format!("firewall (sandbox) refused {}: {reason}", call.name));
         }
+        // After untrusted content, a risky call waits for the owner's yes.
+        let why = self.untrusted.lock().clone();
+        if let Err(reason) = self
+            .firewall
+            .approve(&self.bus, self.task_id, &call.name, &shown, why.as_deref())
+            .await
+        {
+            return denied(reason);
+        }
         let (text, ok) = self.execute(&call.name, args).await;
         // Masked and reviewed before anything else (after_toolcall plugins included) sees it.
-        let text = self.firewall.inbound(&call.name, text);
+        let (text, flagged) = self.firewall.inbound_reviewed(&call.name, text);
+        // What the turn read from outside makes it untrusted from here on.
+        let outside = network || call.name.starts_with("mcp__");
+        if flagged || outside {
+            let mut untrusted = self.untrusted.lock();
+            if untrusted.is_none() {
+                *untrusted = Some(if flagged {
+                    format!("the review flagged the result of {}", call.name)
+                } else {
+                    format!("it read the result of {}", call.name)
+                });
+            }
+        }
         (None, Value::String(text), ok)
     }
 

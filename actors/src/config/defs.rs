@@ -383,6 +383,12 @@ about the user or about what a tool returned.";
 /// and deletes what the agent remembers.
 pub const OWNER_ONLY_TOOLS: &str = "files_*, cmd_*, terminal_*, plugin_*, mcp__*, seq_*, llm_source_use, selftest, memory_*, doc_*, knowledge_*, person_*, spawn_child, child_result, resident_agents";
 
+/// The words of `core.security.approval`.
+pub const APPROVAL_MODES: &[&str] = &["untrusted", "always", "never"];
+/// The side-effecting tools that ask the owner once a turn read untrusted content.
+pub const APPROVAL_TOOLS: &str =
+    "cmd_*, terminal_create, terminal_send, files_write, files_edit, plugin_install, plugin_enable";
+
 /// Defaults of earlier versions that a data dir stored at its first start and that
 /// are replaced at the next start when still unchanged (the owner never edited them):
 /// `(key, old default, why)`. The owner-only list once let a guest read the owner's
@@ -727,6 +733,18 @@ pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
             K::Bool,
             json!(true),
             "Warn the model about prompt injections and sensitive data found in tool results",
+        ),
+        SettingDef::new(
+            key::SECURITY_APPROVAL.name(),
+            K::Enum(APPROVAL_MODES),
+            json!("untrusted"),
+            "When a risky tool call waits for your yes (WebUI, CLI /approve, POST /api/v1/approvals/<id>): untrusted = once the turn read a web page, an MCP answer, a flagged tool result or a guest's words; always; never",
+        ),
+        SettingDef::new(
+            key::SECURITY_APPROVAL_TOOLS.name(),
+            K::String,
+            json!(APPROVAL_TOOLS),
+            "The tools that ask first (comma-separated globs)",
         ),
         SettingDef::new(
             key::SECURITY_OWNER_ONLY_TOOLS.name(),

@@ -164,6 +164,8 @@ pub const SECURITY_CONFINEMENT: Key<bool> = Key::new("core.security.confinement"
 pub const SECURITY_SECRETS: Key<SecretMap> = Key::new("core.security.secrets");
 pub const SECURITY_SECRET_DESTINATIONS: Key<serde_json::Value> = Key::new("core.security.secret_destinations");
 pub const SECURITY_REVIEW: Key<bool> = Key::new("core.security.review");
+pub const SECURITY_APPROVAL: Key<String> = Key::new("core.security.approval");
+pub const SECURITY_APPROVAL_TOOLS: Key<String> = Key::new("core.security.approval_tools");
 pub const SECURITY_OWNER_ONLY_TOOLS: Key<String> = Key::new("core.security.owner_only_tools");
 
 // Supervision.

@@ -429,6 +429,10 @@ settings_group! {
         /// Alias → `{hosts, tools, in_query}` (see `firewall::destinations`).
         pub secret_destinations: Value = SECURITY_SECRET_DESTINATIONS,
         pub review: bool = SECURITY_REVIEW,
+        /// `untrusted`, `always` or `never` (see `firewall::approval`).
+        pub approval: String = SECURITY_APPROVAL,
+        /// Comma-separated tool globs that ask the owner first.
+        pub approval_tools: String = SECURITY_APPROVAL_TOOLS,
         /// Comma-separated tool globs only the owner's inputs may call.
         pub owner_only_tools: String = SECURITY_OWNER_ONLY_TOOLS,
     }
@@ -511,6 +515,8 @@ mod tests {
             d(SECURITY_SECRETS),
             d(SECURITY_SECRET_DESTINATIONS),
             d(SECURITY_REVIEW),
+            d(SECURITY_APPROVAL),
+            d(SECURITY_APPROVAL_TOOLS),
             d(SECURITY_OWNER_ONLY_TOOLS),
             d(SUPERVISOR_MAX_RESTARTS),
             d(SUPERVISOR_RESTART_WINDOW),

@@ -19,6 +19,7 @@
 //! Every refusal is a [`Decision`] with a reason the model can act on; the caller logs
 //! it with `tracing` and keeps it in a [`DecisionLog`] the API shows.
 
+pub mod approval;
 pub mod credentials;
 pub mod destinations;
 pub mod policy;
@@ -106,6 +107,8 @@ pub struct FirewallConfig {
     /// Why that setting could not be read (then no secret goes over the network or
     /// into a command line until it is fixed).
     pub destinations_error: Option<String>,
+    /// Which calls wait for the owner (`core.security.approval*`).
+    pub approval: approval::ApprovalPolicy,
 }
 
 /// What `GET /api/v1/security` shows: the configuration (secret names, never values)
@@ -163,6 +166,10 @@ impl FirewallConfig {
             unconfined: !c.confinement,
             destinations: destinations.clone().unwrap_or_default(),
             destinations_error: destinations.err(),
+            approval: approval::ApprovalPolicy {
+                mode: approval::Mode::parse(&c.approval),
+                tools: policy::split(&c.approval_tools),
+            },
         }
     }
 }
@@ -173,6 +180,8 @@ impl FirewallConfig {
 pub struct Firewall {
     config: parking_lot::RwLock<Arc<FirewallConfig>>,
     pub log: DecisionLog,
+    /// Calls waiting for the owner's yes.
+    pub approvals: approval::Approvals,
 }
 
 impl Default for Firewall {
@@ -183,6 +192,7 @@ impl Default for Firewall {
                 ..FirewallConfig::default()
             })),
             log: DecisionLog::default(),
+            approvals: Default::default(),
         }
     }
 }
@@ -324,6 +334,12 @@ impl Firewall {
     /// A tool's result on its way back to the model: secrets masked, then reviewed;
     /// a finding adds a kernel notice after the text and is logged (kinds only).
     pub fn inbound(&self, tool: &str, text: String) -> String {
+        self.inbound_reviewed(tool, text).0
+    }
+
+    /// [`Self::inbound`], and whether the review found something (which makes the
+    /// turn untrusted: see [`approval`]).
+    pub fn inbound_reviewed(&self, tool: &str, text: String) -> (String, bool) {
         let cfg = self.config();
         let text = match cfg.gate.mask(&text) {
             std::borrow::Cow::Owned(m) => {
@@ -339,11 +355,11 @@ impl Firewall {
             std::borrow::Cow::Borrowed(_) => text,
         };
         if !cfg.review {
-            return text;
+            return (text, false);
         }
         let findings = review::review(&text);
         let Some(notice) = review::notice(tool, &findings) else {
-            return text;
+            return (text, false);
         };
         let kinds: Vec<String> = findings.iter().map(|f| format!("{:?}×{}", f.kind, f.count)).collect();
         self.log.record(Decision {
@@ -353,7 +369,59 @@ impl Firewall {
             allowed: true,
             reason: format!("findings: {}", kinds.join(", ")),
         });
-        format!("{text}\n\n{notice}")
+        (format!("{text}\n\n{notice}"), true)
+    }
+
+    /// Waits for the owner's answer when `tool` must ask (see [`approval`]); `Err` is
+    /// the refusal the model reads. The question is published on `bus` and logged
+    /// with its answer.
+    pub async fn approve(
+        &self,
+        bus: &crate::bus::EventBus,
+        task_id: u64,
+        tool: &str,
+        shown_args: &serde_json::Value,
+        untrusted: Option<&str>,
+    ) -> Result<(), String> {
+        let cfg = self.config();
+        if !cfg.approval.needs(tool, untrusted.is_some()) {
+            return Ok(());
+        }
+        let why = untrusted.unwrap_or("core.security.approval is `always`");
+        let (question, answer) = self.approvals.ask(task_id, tool, shown_args, why);
+        let id = question.id;
+        bus.publish(crate::bus::Event::ApprovalRequested { question });
+        let (allowed, by) = match tokio::time::timeout(approval::WAIT, answer).await {
+            Ok(Ok(allowed)) => (allowed, "owner"),
+            _ => {
+                self.approvals.withdraw(id);
+                (false, "timeout")
+            }
+        };
+        bus.publish(crate::bus::Event::ApprovalResolved {
+            id,
+            task_id,
+            allowed,
+            by,
+        });
+        self.log.record(Decision {
+            at_ms: now_ms(),
+            gate: "approval",
+            tool: tool.to_owned(),
+            allowed,
+            reason: match (allowed, by) {
+                (true, _) => format!("allowed by the owner (asked because: {why})"),
+                (false, "timeout") => format!("no answer within {} s (asked because: {why})", approval::WAIT.as_secs()),
+                (false, _) => format!("denied by the owner (asked because: {why})"),
+            },
+        });
+        if allowed {
+            Ok(())
+        } else if by == "timeout" {
+            Err(crate::i18n::Msg::ApprovalTimedOut { tool, why }.text())
+        } else {
+            Err(crate::i18n::Msg::ApprovalDenied { tool, why }.text())
+        }
     }
 
     /// `text` with every known secret replaced by its `@{alias}`.
