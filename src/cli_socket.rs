@@ -245,6 +245,36 @@ async fn handle(line: &str, deps: &CliDeps) -> Result<String, String> {
                 }
             }
         },
+        "/approvals" => {
+            let open = deps.agent.deps.firewall.approvals.list();
+            if open.is_empty() {
+                return Ok(Msg::CliNoApprovals.text());
+            }
+            Ok(open
+                .iter()
+                .map(|q| format!("#{} {} {} — {}", q.id, q.tool, q.summary, q.why))
+                .collect::<Vec<_>>()
+                .join("\n"))
+        }
+        verb @ ("/approve" | "/deny") => {
+            let Some(id) = words.next().and_then(|w| w.trim_start_matches('#').parse::<u64>().ok()) else {
+                return Err(Msg::CliApprovalUsage.text());
+            };
+            let allowed = verb == "/approve";
+            let q = deps
+                .agent
+                .deps
+                .firewall
+                .approvals
+                .answer(id, allowed)
+                .map_err(|e| e.to_string())?;
+            Ok(Msg::CliApprovalAnswered {
+                id,
+                tool: &q.tool,
+                allowed,
+            }
+            .text())
+        }
         "/plugin" if line.trim() == "/plugin list" => {
             if deps.plugins.is_empty() {
                 Ok(Msg::CliNoPlugins.text())

@@ -824,7 +824,19 @@ fn a_risky_call_after_a_web_page_waits_for_the_owners_answer() {
 
     turn("allowed-file");
     let q = open_question();
-    answer(&q["id"], true);
+    // This time from the terminal client's socket, as `waiter` would.
+    let cli = |line: &str| -> Value {
+        use std::io::{BufRead as _, Write as _};
+        let mut s = std::os::unix::net::UnixStream::connect(data.join("cli.sock")).unwrap();
+        writeln!(s, "{line}").unwrap();
+        let mut reply = String::new();
+        std::io::BufReader::new(s).read_line(&mut reply).unwrap();
+        serde_json::from_str(&reply).unwrap()
+    };
+    let listed = cli("/approvals");
+    assert!(listed["content"].as_str().unwrap().contains("cmd_run"), "{listed}");
+    let said = cli(&format!("/approve {}", q["id"]));
+    assert!(said["content"].as_str().unwrap().contains("allowed"), "{said}");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while !workspace.join("allowed-file").exists() {
         assert!(std::time::Instant::now() < deadline, "the allowed command never ran");

@@ -631,6 +631,16 @@ pub enum Msg<'a> {
     },
     CliUnauthorized,
     CliConfinedPeer,
+    /// `/approvals` with nothing waiting.
+    CliNoApprovals,
+    /// `/approve` or `/deny` without a number.
+    CliApprovalUsage,
+    /// An answer given.
+    CliApprovalAnswered {
+        id: u64,
+        tool: &'a str,
+        allowed: bool,
+    },
     CliAuthenticated,
     CliLineTooLong {
         max: usize,
@@ -703,6 +713,8 @@ const CLI_HELP_EN: &str = "Commands:
   /settings [prefix]          list settings (secrets masked)
   /settings set <key> <value> set a setting (the value is JSON if it parses, else a string)
   /plugin list                loaded plugins
+  /approvals                  risky calls waiting for your yes
+  /approve <id>, /deny <id>   answer one
 Anything else is a message to the agent; an unknown /command is answered here and never sent to the agent.";
 
 const CLI_HELP_ZH: &str = "命令 (commands):
@@ -711,6 +723,8 @@ const CLI_HELP_ZH: &str = "命令 (commands):
   /settings [prefix]          列出配置（密钥已遮盖）
   /settings set <key> <value> 设置配置项（能解析为 JSON 则按 JSON，否则按字符串）
   /plugin list                已加载插件
+  /approvals                  等待你同意的高风险调用
+  /approve <id>, /deny <id>   回答其中一个
 其他内容都是发给智能体的消息；未知的 /命令 在本地回答，不会发给智能体。";
 
 impl Msg<'_> {
@@ -1313,6 +1327,18 @@ impl Msg<'_> {
                 "unauthorized: start the session with /auth <key> (plugin.cli.api_key)",
                 "未授权：请先发送 /auth <key>（plugin.cli.api_key）"
             ),
+            M::CliNoApprovals => tr!(lang, "nothing is waiting for your approval", "没有等待你同意的调用"),
+            M::CliApprovalUsage => tr!(
+                lang,
+                "usage: /approve <id> or /deny <id> (/approvals lists them)",
+                "用法：/approve <id> 或 /deny <id>（/approvals 列出）"
+            ),
+            M::CliApprovalAnswered { id, tool, allowed } => match (allowed, lang) {
+                (true, Lang::En) => format!("approval {id}: {tool} allowed"),
+                (false, Lang::En) => format!("approval {id}: {tool} denied"),
+                (true, Lang::Zh) => format!("审批 {id}：已允许 {tool}"),
+                (false, Lang::Zh) => format!("审批 {id}：已拒绝 {tool}"),
+            },
             M::CliConfinedPeer => tr!(
                 lang,
                 "refused: this socket does not serve confined processes (a plugin's commands); run waiter from your own shell",
@@ -1402,7 +1428,16 @@ impl fmt::Display for Msg<'_> {
 
 /// The commands the CLI knows (`/help` lists them; anything else starting with `/` is
 /// answered with [`Msg::CliUnknownCommand`]).
-pub const CLI_COMMANDS: &[&str] = &["/help", "/status", "/settings", "/plugin", "/auth"];
+pub const CLI_COMMANDS: &[&str] = &[
+    "/help",
+    "/status",
+    "/settings",
+    "/plugin",
+    "/approvals",
+    "/approve",
+    "/deny",
+    "/auth",
+];
 
 #[cfg(test)]
 mod tests {
@@ -1712,6 +1747,13 @@ mod tests {
             Msg::CliUnknownCommand { command: "/bogus" },
             Msg::CliUnauthorized,
             Msg::CliConfinedPeer,
+            Msg::CliNoApprovals,
+            Msg::CliApprovalUsage,
+            Msg::CliApprovalAnswered {
+                id: 1,
+                tool: "cmd_run",
+                allowed: true,
+            },
             Msg::CliAuthenticated,
             Msg::CliLineTooLong { max: 10 },
             Msg::CliNotRun { reason: "r" },
