@@ -45,6 +45,7 @@
     // agent
     "task", "stream_delta", "agent_output", "tool_call", "agent_llm_chain",
     "output", "stage", "stage_handler_error", "lagged",
+    "approval_requested", "approval_resolved",
   ];
 
   const $ = (sel) => document.querySelector(sel);
@@ -607,6 +608,8 @@
         else if (name === "tool_call") chatOnToolCall(data);
         else if (name === "agent_llm_chain") chatOnLlmChain(data);
         else if (name === "agent_output") chatOnOutput(data);
+        else if (name === "approval_requested") approvalCard(data);
+        else if (name === "approval_resolved") approvalResolved(data);
         else if (/^actor_/.test(name) && typeof data.id === "string" && data.id.startsWith("kernel/plugins/")) {
           pluginsSoon();
         }
@@ -623,6 +626,7 @@
       if (es !== src) return;
       stopPolling();
       setMode("live");
+      loadApprovals();
     };
     for (const name of KNOWN_EVENTS) {
       if (name === "error") continue; // shared with connection errors, below
@@ -978,6 +982,82 @@
     chatLog.append(li);
     chatScroll(stick);
     return li;
+  }
+
+  // ---- approvals: a risky call waits for the owner's yes (firewall::approval)
+
+  const API_APPROVALS = "/api/v1/approvals";
+  /** question id -> its card */
+  const approvalCards = new Map();
+
+  function approvalCard(q) {
+    if (!q || approvalCards.has(q.id)) return;
+    const stick = chatNearBottom();
+    const li = el("li", "msg approval");
+    li.dataset.role = "approval";
+    li.dataset.approvalId = String(q.id);
+    li.setAttribute("role", "group");
+    const head = el("div", "msg-head");
+    head.append(el("span", "approval-title", tx("approval.title", { tool: q.tool })));
+    const time = el("time", "msg-time", fmtDateTime(q.at_ms || Date.now()));
+    head.append(time);
+    const args = el("pre", "approval-args", q.summary || "");
+    const why = el("div", "approval-why", tx("approval.why", { why: q.why || "" }));
+    const actions = el("div", "approval-actions");
+    const allow = el("button", "btn primary", tx("approval.allow"));
+    const deny = el("button", "btn danger", tx("approval.deny"));
+    allow.type = deny.type = "button";
+    const status = el("span", "approval-status");
+    status.setAttribute("role", "status");
+    actions.append(allow, deny, status);
+    li.append(head, why, args, actions);
+    const send = async (yes) => {
+      allow.disabled = deny.disabled = true;
+      try {
+        const res = await fetch(API_APPROVALS + "/" + encodeURIComponent(q.id), {
+          method: "POST",
+          headers: { "Content-Type": "application/json", "Accept": "application/json" },
+          body: JSON.stringify({ allow: yes }),
+        });
+        if (!res.ok) {
+          let msg = res.statusText;
+          try { msg = (await res.json()).error || msg; } catch (_) { /* not JSON */ }
+          throw new Error(msg);
+        }
+        settleApproval(li, yes ? "allowed" : "denied");
+      } catch (e) {
+        allow.disabled = deny.disabled = false;
+        status.textContent = tx("approval.failed", { e: e && e.message ? e.message : e });
+      }
+    };
+    allow.addEventListener("click", () => send(true));
+    deny.addEventListener("click", () => send(false));
+    approvalCards.set(q.id, li);
+    chatLog.append(li);
+    chatScroll(stick);
+  }
+
+  function settleApproval(li, how) {
+    li.dataset.settled = how;
+    li.querySelectorAll(".approval-actions button").forEach((b) => b.remove());
+    const status = li.querySelector(".approval-status");
+    if (status) status.textContent = tx("approval." + how);
+  }
+
+  function approvalResolved(d) {
+    const li = approvalCards.get(d.id);
+    if (!li || li.dataset.settled) return;
+    settleApproval(li, d.by === "timeout" ? "timeout" : d.allowed ? "allowed" : "denied");
+  }
+
+  /** The questions already waiting when the page opens (or the stream comes back). */
+  async function loadApprovals() {
+    try {
+      const res = await fetch(API_APPROVALS, { cache: "no-store", headers: { "Accept": "application/json" } });
+      if (!res.ok) return;
+      const body = await res.json();
+      (body.approvals || []).forEach(approvalCard);
+    } catch (_) { /* the stream will bring new ones */ }
   }
 
   // ---- tool-call cards
