@@ -12,16 +12,8 @@ use std::sync::{Arc, Mutex};
 
 use common::Daemon;
 use common::api::ask;
+use common::api::call_tool as call;
 use serde_json::{Value, json};
-
-/// `call-tool NAME ARGS` through the scripted vendor: the reply is `tool said: RESULT`.
-fn call(d: &Daemon, tool: &str, args: Value) -> String {
-    let reply = ask(d, &format!("call-tool {tool} {args}"));
-    reply
-        .strip_prefix("tool said: ")
-        .unwrap_or_else(|| panic!("the model did not get a tool result: {reply}"))
-        .to_owned()
-}
 
 /// A daemon with the scripted vendor, once `plugins` have registered their tools.
 fn daemon(plugins: &[&str]) -> (tempfile::TempDir, Daemon, common::vendor::Vendor) {

@@ -10,18 +10,11 @@ use std::time::{Duration, Instant};
 
 use common::Daemon;
 use common::api::ask;
+use common::api::call_tool as call;
 use serde_json::{Value, json};
 
 /// An environment variable the daemon runs with, standing for an exported API key.
 const ENV_CANARY: &str = "env-canary-5f1e0c";
-
-fn call(d: &Daemon, tool: &str, args: Value) -> String {
-    let reply = ask(d, &format!("call-tool {tool} {args}"));
-    reply
-        .strip_prefix("tool said: ")
-        .unwrap_or_else(|| panic!("the model did not get a tool result: {reply}"))
-        .to_owned()
-}
 
 fn sh(d: &Daemon, line: &str) -> String {
     call(d, "cmd_run", json!({ "command": line }))

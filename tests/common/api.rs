@@ -139,6 +139,16 @@ pub fn ask(d: &Daemon, text: &str) -> String {
     body["reply"].as_str().unwrap_or_default().to_owned()
 }
 
+/// The scripted model calls `tool` with `args`; answers the tool's result as the model
+/// read it (panics with the reply when there was none).
+pub fn call_tool(d: &Daemon, tool: &str, args: Value) -> String {
+    let reply = ask(d, &format!("call-tool {tool} {args}"));
+    reply
+        .strip_prefix("tool said: ")
+        .unwrap_or_else(|| panic!("the model did not get a tool result: {reply}"))
+        .to_owned()
+}
+
 /// Installs the test plugin `name` (from tests/plugins) into `data/plugins` (the copy
 /// keeps the executable bit).
 pub fn install_test_plugin(data: &std::path::Path, name: &str) {

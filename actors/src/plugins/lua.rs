@@ -519,6 +519,7 @@ impl LuaPlugin {
             _ => (None, None),
         };
         let r = std::mem::take(&mut *regs.lock());
+        *info.lua_budget.lock() = Some(budget.clone());
         Ok(Self {
             name: name.to_owned(),
             lua,

@@ -81,6 +81,9 @@ pub struct PluginInfo {
     /// A Lua plugin inside a call since then (the watcher restarts one past
     /// [`super::lua::CALL_DEADLINE`]).
     pub busy_since: Mutex<Option<std::time::Instant>>,
+    /// A Lua plugin's instruction counter, to abort a call its abandoned thread is
+    /// still running (`llm::adapter::abort`).
+    pub lua_budget: Mutex<Option<Arc<std::sync::atomic::AtomicU64>>>,
 }
 
 /// The outcome of a plugin's first start: ready (handshake answered, Lua `start()`

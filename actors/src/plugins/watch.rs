@@ -33,6 +33,19 @@ impl PluginWatcher {
         }
     }
 
+    /// Restarts each of `entries` through its supervisor, saying `why` in the log.
+    fn restart(&self, entries: Vec<Arc<PluginEntry>>, why: &'static str) {
+        for entry in entries {
+            let registry = self.registry.clone();
+            tracing::info!(plugin = %entry.name, "{why}");
+            actix::spawn(async move {
+                if let Err(e) = entry.restart(&registry).await {
+                    tracing::warn!(plugin = %entry.name, "restart failed ({why}): {e}");
+                }
+            });
+        }
+    }
+
     /// Lua plugins inside one call for longer than [`super::lua::CALL_DEADLINE`]: a call
     /// stuck where the instruction budget cannot reach (C code).
     fn wedged(&self) -> Vec<Arc<PluginEntry>> {
@@ -40,8 +53,12 @@ impl PluginWatcher {
         for e in self.plugins.list() {
             let mut busy = e.info.busy_since.lock();
             if busy.is_some_and(|t| t.elapsed() > super::lua::CALL_DEADLINE) {
-                // Taken: one restart per stuck call.
+                // Taken: one restart per stuck call. The abandoned thread stops at its
+                // next instruction tick, once the C function it is in returns.
                 *busy = None;
+                if let Some(budget) = e.info.lua_budget.lock().as_ref() {
+                    crate::llm::adapter::abort(budget);
+                }
                 out.push(e.clone());
             }
         }
@@ -103,32 +120,11 @@ impl KernelActor for PluginWatcher {
 impl Handles<Check> for PluginWatcher {
     type Reply = ();
     fn handle(&mut self, _: Check, _: &mut HostContext<Self>) {
-        for entry in self.changed() {
-            let registry = self.registry.clone();
-            tracing::info!(plugin = %entry.name, "entry file changed: reloading the plugin");
-            actix::spawn(async move {
-                if let Err(e) = entry.restart(&registry).await {
-                    tracing::warn!(plugin = %entry.name, "hot reload failed: {e}");
-                }
-            });
-        }
-        for entry in self.wedged() {
-            let registry = self.registry.clone();
-            tracing::warn!(plugin = %entry.name, "a call has run past its deadline: restarting the plugin on a fresh thread");
-            actix::spawn(async move {
-                if let Err(e) = entry.restart(&registry).await {
-                    tracing::warn!(plugin = %entry.name, "restart of a stuck plugin failed: {e}");
-                }
-            });
-        }
-        for entry in self.regranted() {
-            let registry = self.registry.clone();
-            tracing::info!(plugin = %entry.name, "its confinement changed: restarting the plugin");
-            actix::spawn(async move {
-                if let Err(e) = entry.restart(&registry).await {
-                    tracing::warn!(plugin = %entry.name, "restart with the new confinement failed: {e}");
-                }
-            });
-        }
+        self.restart(self.changed(), "entry file changed: reloading the plugin");
+        self.restart(
+            self.wedged(),
+            "a call has run past its deadline: restarting the plugin on a fresh thread",
+        );
+        self.restart(self.regranted(), "its confinement changed: restarting the plugin");
     }
 }
