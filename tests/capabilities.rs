@@ -11,7 +11,6 @@ use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 
 use common::Daemon;
-use common::api::ask;
 use common::api::call_tool as call;
 use serde_json::{Value, json};
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use common::Daemon;
 use common::api::ask;
 use common::api::call_tool as call;
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// An environment variable the daemon runs with, standing for an exported API key.
 const ENV_CANARY: &str = "env-canary-5f1e0c";

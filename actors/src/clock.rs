@@ -160,10 +160,7 @@ impl Beats {
         for (name, due) in &self.beats {
             next.push(self.check(name, due, start, &mut out).await);
         }
-        loop {
-            let Some(&t) = next.iter().filter(|t| **t <= to_ms).min() else {
-                break;
-            };
+        while let Some(&t) = next.iter().filter(|t| **t <= to_ms).min() {
             advance_to(t.max(now_ms()))?;
             let now = now_ms();
             for (i, (name, due)) in self.beats.iter().enumerate() {

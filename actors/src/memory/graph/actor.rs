@@ -726,7 +726,7 @@ impl GraphActor {
                 (shared > 0).then_some((shared, rel))
             })
             .collect();
-        scored.sort_by(|a, b| b.0.cmp(&a.0));
+        scored.sort_by_key(|s| std::cmp::Reverse(s.0));
         let facts = scored
             .into_iter()
             .map(|(_, rel)| rel)
