@@ -156,6 +156,11 @@ fn a_new_sandbox_root_restarts_the_plugin_with_the_new_grant() {
     std::thread::sleep(Duration::from_secs(3));
     let out = sh(&d, &format!("cat {}/api-token; cat /etc/hostname", data.display()));
     assert!(!out.contains(&d.token()), "{out}");
+    // Nor the key that seals the secrets, kept outside the data dir.
+    let key_file = std::path::PathBuf::from(std::env::var("HOME").unwrap()).join(".config/homeagent/secret.key");
+    let key = std::fs::read_to_string(&key_file).unwrap();
+    let out = sh(&d, &format!("cat {} # key", key_file.display()));
+    assert!(!out.contains(key.trim()), "{out}");
 }
 
 #[test]

@@ -97,8 +97,13 @@ impl Destinations {
             return Err(hint("a command line"));
         }
         if target.network {
-            if urls.is_empty() && d.hosts.is_empty() {
+            if d.hosts.is_empty() {
                 return Err(hint("the network"));
+            }
+            // A network call whose destination is not a URL we can read (a host in
+            // some other argument) cannot be checked: refused.
+            if urls.is_empty() {
+                return Err(hint("a network call that names no URL"));
             }
             for url in urls {
                 let Some(host) = host_of(url) else {
@@ -116,10 +121,13 @@ impl Destinations {
     }
 }
 
-/// The lower-case host of an `http(s)://` URL.
+/// The lower-case host of a URL, read the way browsers and the `url` crate do for
+/// `http(s)` (a `\` ends the authority like `/`: `https://evil.io\@good.com/` goes to
+/// `evil.io`). Anything unusual (percent-encoding, a trailing dot) simply fails to
+/// match an allowed host, which refuses.
 fn host_of(url: &str) -> Option<String> {
     let rest = url.split_once("://")?.1;
-    let authority = rest.split(['/', '?', '#']).next()?;
+    let authority = rest.split(['/', '\\', '?', '#']).next()?;
     let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
     let host = if let Some(v6) = authority.strip_prefix('[') {
         v6.split(']').next()?
@@ -146,14 +154,15 @@ fn in_query(text: &str, alias: &str) -> bool {
         .any(|url| url.split_once('?').is_some_and(|(_, q)| q.contains(&needle)))
 }
 
-/// The strings among `args` that look like URLs (what a network tool will fetch).
+/// The strings among `args` that look like URLs, whatever their scheme's case (what a
+/// network tool will fetch): every one must go to an allowed host.
 pub fn urls_in(args: &serde_json::Value) -> Vec<&str> {
     let mut out = Vec::new();
     fn walk<'v>(v: &'v serde_json::Value, out: &mut Vec<&'v str>) {
         match v {
             serde_json::Value::String(s) => {
-                let t = s.trim_start();
-                if t.starts_with("http://") || t.starts_with("https://") {
+                let t = s.trim();
+                if t.contains("://") {
                     out.push(t);
                 }
             }
@@ -207,6 +216,19 @@ mod tests {
         assert!(d.check("github", q, &[q], OWNER_NET).unwrap_err().contains("query"));
         // No entry: never over the network.
         assert!(d.check("other", "x", &["https://api.github.com/"], OWNER_NET).is_err());
+        // What a URL parser reads, not what a regex would.
+        assert!(
+            d.check("github", "x", &["https://evil.io\\@api.github.com/"], OWNER_NET)
+                .is_err()
+        );
+        let args = serde_json::json!({"url": "HTTPS://evil.io/", "ref": "https://api.github.com/"});
+        assert!(d.check("github", "x", &urls_in(&args), OWNER_NET).is_err());
+        // A network call with its host in some other argument cannot be checked.
+        assert!(
+            d.check("github", "x", &[], OWNER_NET)
+                .unwrap_err()
+                .contains("names no URL")
+        );
     }
 
     #[test]

@@ -121,6 +121,16 @@ impl Confiner {
         true
     }
 
+    /// What no plugin may touch even beneath a granted root: the data dir, the key that
+    /// seals the secrets (`config::seal`) and where service managers put credentials.
+    fn forbidden(&self) -> Vec<PathBuf> {
+        let mut out = vec![self.data_dir.clone()];
+        out.extend(crate::config::seal::key_file().and_then(|f| f.parent().map(Path::to_path_buf)));
+        out.extend(std::env::var_os("CREDENTIALS_DIRECTORY").map(PathBuf::from));
+        out.extend(["/run/credentials", "/run/secrets"].map(PathBuf::from));
+        out
+    }
+
     /// `DATA/plugin_data/<name>`.
     pub fn data_of(&self, name: &str) -> PathBuf {
         self.data_dir.join("plugin_data").join(name)
@@ -168,7 +178,7 @@ impl Confiner {
             read,
             write: grants.write.clone(),
             devices: homeagent_confine::system_devices(),
-            forbidden: vec![self.data_dir.clone()],
+            forbidden: self.forbidden(),
             exempt: vec![
                 plugin_dir.to_owned(),
                 data,
