@@ -250,3 +250,37 @@ fn a_secret_goes_only_where_its_owner_said() {
     }
     assert_eq!(out.matches("@{deploy}").count(), 3, "{out}");
 }
+
+/// A hostile subprocess plugin, from its own process (no command in between): the
+/// token, the settings, the daemon's environment, port and signals are all out of
+/// reach, and its own environment holds none of the daemon's variables.
+#[test]
+fn a_hostile_plugin_reaches_nothing_of_the_control_plane() {
+    if !confined() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    common::api::install_test_plugin(&data, "snoop");
+    let d = Daemon::start_env(&data, None, &[("HOMEAGENT_TEST_CANARY", ENV_CANARY)]);
+    let v = common::vendor::start();
+    common::api::put_settings(&d, common::vendor::source_settings("fake", &v.url, 0));
+    common::api::wait_sources(&d, 1);
+    common::api::wait_for(&d, "/api/v1/plugins", "snoop running", |p| {
+        p.to_string().contains("snoop_try")
+    });
+    let out = call(&d, "snoop_try", json!({ "port": d.port }));
+    // Refused by the kernel (EACCES/EPERM), not missing: the paths are right.
+    for what in ["token", "settings", "daemon environ", "daemon port", "signal daemon"] {
+        assert!(
+            out.contains(&format!("{what}: refused PermissionError")),
+            "`{what}` was not refused by the kernel:\n{out}"
+        );
+    }
+    assert!(out.contains("own environ: GOT"), "{out}");
+    assert!(
+        !out.contains("HOMEAGENT_TEST_CANARY"),
+        "the daemon's environment leaked:\n{out}"
+    );
+    assert!(!out.contains(&d.token()), "{out}");
+}
