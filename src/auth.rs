@@ -31,7 +31,14 @@ pub enum TokenError {
     Missing(PathBuf),
     #[error("cannot get random bytes for a token: {0}")]
     Random(std::io::Error),
+    #[error(
+        "the API token in {path} is only {len} characters long (a damaged file?); it would be trivial to guess, so homed refuses it: run `homed token --rotate` for a new one"
+    )]
+    Weak { path: PathBuf, len: usize },
 }
+
+/// The shortest token accepted from the file (a generated one has 64 characters).
+pub const MIN_TOKEN_LEN: usize = 32;
 
 /// The token file of `data_dir`.
 pub fn token_path(data_dir: &Path) -> PathBuf {
@@ -73,7 +80,11 @@ fn write_token(path: &Path, token: &str) -> Result<(), TokenError> {
 pub fn read_token(data_dir: &Path) -> Result<String, TokenError> {
     let path = token_path(data_dir);
     match std::fs::read_to_string(&path) {
-        Ok(s) if !s.trim().is_empty() => Ok(s.trim().to_owned()),
+        Ok(s) if s.trim().chars().count() >= MIN_TOKEN_LEN => Ok(s.trim().to_owned()),
+        Ok(s) if !s.trim().is_empty() => Err(TokenError::Weak {
+            path,
+            len: s.trim().chars().count(),
+        }),
         Ok(_) => Err(TokenError::Missing(path)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(TokenError::Missing(path)),
         Err(source) => Err(TokenError::Read { path, source }),
@@ -175,6 +186,22 @@ impl Owner {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt as _;
+
+    /// A damaged token file (cut to a few bytes) is refused with what to do, never
+    /// taken as the owner's token.
+    #[test]
+    fn a_truncated_token_is_refused_not_trusted() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(token_path(dir.path()), "x\n").unwrap();
+        let e = ensure_token(dir.path()).unwrap_err().to_string();
+        assert!(
+            e.contains("only 1 characters") && e.contains("homed token --rotate"),
+            "{e}"
+        );
+        assert!(Owner::new(dir.path()).is_err());
+        let t = rotate_token(dir.path()).unwrap();
+        assert_eq!(ensure_token(dir.path()).unwrap(), (t, false));
+    }
 
     #[test]
     fn created_once_private_rotated_and_followed() {
