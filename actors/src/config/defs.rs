@@ -383,6 +383,10 @@ about the user or about what a tool returned.";
 /// and deletes what the agent remembers.
 pub const OWNER_ONLY_TOOLS: &str = "files_*, cmd_*, terminal_*, plugin_*, mcp__*, seq_*, llm_source_use, selftest, memory_*, doc_*, knowledge_*, person_*, spawn_child, child_result, resident_agents";
 
+/// `DATA/workspace`: the default write root, the one place inside the data dir that
+/// tools and confined plugins may use.
+pub const WORKSPACE_DIR: &str = "workspace";
+
 /// The words of `core.security.approval`.
 pub const APPROVAL_MODES: &[&str] = &["untrusted", "always", "never"];
 /// The side-effecting tools that ask the owner once a turn read untrusted content.
@@ -700,7 +704,7 @@ pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
         SettingDef::new(
             key::SECURITY_WRITE_ROOTS.name(),
             K::String,
-            path_default(data_dir, crate::firewall::WORKSPACE_DIR),
+            path_default(data_dir, WORKSPACE_DIR),
             "Directories tools may read and write (comma-separated absolute paths); the first is the tools' working directory",
         ),
         SettingDef::new(

@@ -63,7 +63,7 @@ pub use actor::{
 };
 pub use defs::{
     DEFAULT_SYSTEM_PROMPT, KeyInfo, LLM_PREFIX, LOG_LEVELS, PLUGIN_PREFIX, SOURCE_FIELDS, SOURCES_PREFIX, SettingDef,
-    SourceField, ValueKind, core_defs, is_valid_name, is_valid_plugin_key, lookup, validate,
+    SourceField, ValueKind, WORKSPACE_DIR, core_defs, is_valid_name, is_valid_plugin_key, lookup, validate,
 };
 pub use duration::{DurationError, format_duration, parse_duration};
 pub use keys::Key;

@@ -84,9 +84,7 @@ impl DecisionLog {
     }
 }
 
-/// `DATA/workspace`: the default write root, the one place inside the data dir that
-/// tools and confined plugins may use.
-pub const WORKSPACE_DIR: &str = "workspace";
+pub use crate::config::WORKSPACE_DIR;
 
 /// Everything the owner configures about the firewall (`core.security.*` plus the
 /// secret settings the gate masks), applied at once by [`Firewall::configure`].
