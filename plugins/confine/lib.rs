@@ -116,8 +116,6 @@ pub struct Confinement {
     pub exempt: Vec<PathBuf>,
     /// A TCP port confined processes may not connect to (the daemon's own).
     pub closed_port: Option<ClosedPort>,
-    /// No network at all: a private network namespace.
-    pub no_network: bool,
 }
 
 /// Read and execute access to the usual system locations that exist on this machine
@@ -244,10 +242,7 @@ impl Confinement {
         let mut layers: Vec<Arc<OwnedFd>> = Vec::new();
         layers.extend(Option::<OwnedFd>::from(fs).map(Arc::new));
         layers.extend(self.closed_port.as_ref().and_then(|p| p.layer.clone()));
-        Ok(Prepared {
-            layers,
-            no_network: self.no_network,
-        })
+        Ok(Prepared { layers })
     }
 }
 
@@ -283,12 +278,11 @@ impl ClosedPort {
 #[derive(Debug)]
 pub struct Prepared {
     layers: Vec<Arc<OwnedFd>>,
-    no_network: bool,
 }
 
 impl Prepared {
-    /// Confines the calling process: a private network when asked, no capabilities,
-    /// `no_new_privs`, then every Landlock layer. Meant for `pre_exec`: it makes only
+    /// Confines the calling process: no capabilities, `no_new_privs`, then every
+    /// Landlock layer ([`isolate_network`] is the separate step for no network). Meant for `pre_exec`: it makes only
     /// system calls (no allocation, no locks), which is what `fork` in a threaded
     /// process allows.
     pub fn apply(&self) -> std::io::Result<()> {
@@ -301,9 +295,6 @@ impl Prepared {
         };
         // SAFETY: plain system calls on values owned by `self`; see the doc comment.
         unsafe {
-            if self.no_network {
-                isolate_network()?;
-            }
             // Capabilities: an empty bounding set means an exec (even as root) gains
             // none. EINVAL past the last capability, EPERM without CAP_SETPCAP: both fine.
             for cap in 0..64 {

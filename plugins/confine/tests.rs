@@ -7,12 +7,23 @@ use super::*;
 
 /// Runs `script` under `c` and returns (exit code, stdout+stderr).
 fn run(c: &Confinement, script: &str) -> (i32, String) {
+    run_with(c, script, false)
+}
+
+/// [`run`], off the network too when `offline` (as `cmd_run` with the switch off).
+fn run_with(c: &Confinement, script: &str, offline: bool) -> (i32, String) {
     let prepared = c.prepare(Support::probe()).expect("prepare");
     let mut cmd = Command::new("/bin/sh");
     cmd.arg("-c").arg(script).env_clear().env("PATH", "/usr/bin:/bin");
-    // SAFETY: `apply` only makes system calls.
+    // SAFETY: `apply` and `isolate_network` only make system calls.
     unsafe {
-        cmd.pre_exec(move || prepared.apply());
+        cmd.pre_exec(move || {
+            prepared.apply()?;
+            if offline {
+                isolate_network()?;
+            }
+            Ok(())
+        });
     }
     let out = cmd.output().expect("run sh");
     let text = format!(
@@ -137,8 +148,7 @@ fn the_closed_port_refuses_and_no_network_refuses_all() {
     assert_ne!(code, 0, "connected to the closed port: {out}");
     let (code, out) = run(&c, &connect(port(&open)));
     assert_eq!(code, 0, "another port: {out}");
-    c.no_network = true;
-    let (code, _) = run(&c, &connect(port(&open)));
+    let (code, _) = run_with(&c, &connect(port(&open)), true);
     assert_ne!(code, 0, "no network still connected");
 }
 

@@ -730,11 +730,16 @@ pub async fn recall(
     guest: Option<String>,
 ) -> (Recollection, Option<InputRecord>) {
     let recording = record.is_some();
-    let qv = crate::memory::embed::actor::query_vector_soon(
-        deps.embedder.as_ref(),
-        &query,
-        crate::memory::actor::QUERY_EMBED_WAIT,
-    );
+    // A guest's turn searches nothing by meaning (`ask_tiers`): no query vector.
+    let qv = if guest.is_some() {
+        None
+    } else {
+        crate::memory::embed::actor::query_vector_soon(
+            deps.embedder.as_ref(),
+            &query,
+            crate::memory::actor::QUERY_EMBED_WAIT,
+        )
+    };
     let dense = qv.is_some();
     // The tiers' answers are joined where the tiers live (`recall_thread`): their four
     // replies then wake that thread, which is running them anyway, and the turn's

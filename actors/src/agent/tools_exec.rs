@@ -182,16 +182,14 @@ impl ToolRunner {
             let (text, ok) = self.run_seq(&call.id, &args).await;
             return (None, Value::String(text), ok);
         }
-        // What the owner is shown if asked: the arguments as the model wrote them.
-        let mut shown = args.clone();
-        if let Some(obj) = shown.as_object_mut() {
-            obj.remove(crate::stages::ORIGIN_ARG);
-        }
+        // Kept for the owner's eyes if the call must be approved: the arguments as the
+        // model wrote them (aliases, not values).
+        let written = args;
         // Aliases become values only in the copy the tool receives.
         let network = self.tools.get(&call.name).is_some_and(|t| t.spec.network);
         let mut args = match self
             .firewall
-            .outbound(&call.name, network, self.principal.is_owner(), &args)
+            .outbound(&call.name, network, self.principal.is_owner(), &written)
         {
             Ok(a) => a,
             Err(e) => return denied(e.to_string()),
@@ -207,7 +205,7 @@ impl ToolRunner {
         let why = self.untrusted.lock().clone();
         if let Err(reason) = self
             .firewall
-            .approve(&self.bus, self.task_id, &call.name, &shown, why.as_deref())
+            .approve(&self.bus, self.task_id, &call.name, &written, why.as_deref())
             .await
         {
             return denied(reason);

@@ -276,7 +276,7 @@ impl ConfigStore {
     pub fn describe_plugin_setting(&mut self, plugin: &str, key: &str, meta: PluginMeta) {
         let secret = meta.secret;
         self.plugin_meta.insert((plugin.to_owned(), key.to_owned()), meta);
-        if secret && let Err(e) = self.seal_stored(&format!("{PLUGIN_PREFIX}{plugin}.{key}")).map(|_| ()) {
+        if secret && let Err(e) = self.seal_stored(&format!("{PLUGIN_PREFIX}{plugin}.{key}")) {
             tracing::warn!(%plugin, %key, "cannot seal a stored secret: {e}");
         }
     }
@@ -292,15 +292,9 @@ impl ConfigStore {
             },
             _ => ("config".to_owned(), key.to_owned()),
         };
-        let text: Option<String> = self
-            .conn
-            .query_row(
-                &format!("SELECT value FROM \"{table}\" WHERE key = ?1"),
-                [&inner],
-                |row| row.get(0),
-            )
-            .optional()?;
-        let Some(text) = text else { return Ok(false) };
+        let Some(text) = read_stored_text(&self.conn, &table, &inner)? else {
+            return Ok(false);
+        };
         let stored: Value = serde_json::from_str(&text).map_err(|source| ConfigError::Corrupt {
             key: key.to_owned(),
             source,
@@ -793,13 +787,19 @@ fn read_raw_keys(conn: &Connection, table: &str) -> Result<Vec<String>, ConfigEr
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
-fn read_row(conn: &Connection, table: &str, key: &str) -> Result<Option<Value>, ConfigError> {
-    let text: Option<String> = conn
+/// One row's value as stored (JSON text, sealed if a secret).
+fn read_stored_text(conn: &Connection, table: &str, key: &str) -> Result<Option<String>, ConfigError> {
+    Ok(conn
         .query_row(&format!("SELECT value FROM \"{table}\" WHERE key = ?1"), [key], |row| {
             row.get(0)
         })
-        .optional()?;
-    text.map(|t| parse_stored(key, &t)).transpose()
+        .optional()?)
+}
+
+fn read_row(conn: &Connection, table: &str, key: &str) -> Result<Option<Value>, ConfigError> {
+    read_stored_text(conn, table, key)?
+        .map(|t| parse_stored(key, &t))
+        .transpose()
 }
 
 /// The stored value, else the default.

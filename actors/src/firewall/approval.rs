@@ -79,7 +79,8 @@ pub struct Question {
     pub id: u64,
     pub task_id: u64,
     pub tool: String,
-    /// The call's arguments as the model wrote them (secrets as `@{alias}`), cut.
+    /// The call's arguments as the model wrote them (secrets as `@{alias}`, without the
+    /// kernel's `__origin`), cut.
     pub summary: String,
     /// What made the turn untrusted (or `always`).
     pub why: String,
@@ -119,8 +120,17 @@ impl Approvals {
         why: &str,
     ) -> (Question, tokio::sync::oneshot::Receiver<bool>) {
         let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
-        let mut summary: String = args.to_string().chars().take(SUMMARY_CHARS).collect();
-        if summary.len() < args.to_string().len() {
+        // The kernel's own `__origin` is no part of what the model asked for.
+        let shown = match args {
+            serde_json::Value::Object(o) if o.contains_key(crate::stages::ORIGIN_ARG) => {
+                let mut o = o.clone();
+                o.remove(crate::stages::ORIGIN_ARG);
+                serde_json::Value::Object(o).to_string()
+            }
+            other => other.to_string(),
+        };
+        let mut summary: String = shown.chars().take(SUMMARY_CHARS).collect();
+        if summary.len() < shown.len() {
             summary.push('…');
         }
         let question = Question {

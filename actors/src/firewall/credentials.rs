@@ -121,7 +121,7 @@ impl CredentialGate {
     /// (`key → value`). Empty and too-short values are skipped with a warning.
     pub fn new(store: &BTreeMap<String, String>, settings: &BTreeMap<String, String>) -> Self {
         let mut entries = Vec::new();
-        let mut add = |alias: String, value: &str, fillable: bool, derived: bool| {
+        let mut add = |alias: String, value: &str, fillable: bool| {
             if value.trim().is_empty() {
                 return;
             }
@@ -133,37 +133,32 @@ impl CredentialGate {
                 alias,
                 value: value.to_owned(),
                 fillable,
-                derived,
+                derived: false,
             });
         };
         for (alias, value) in store {
-            add(alias.clone(), value, true, false);
+            add(alias.clone(), value, true);
+        }
+        for (key, value) in settings {
+            add(format!("setting:{key}"), value, false);
+        }
+        for (name, value) in KERNEL_SECRETS.read().iter() {
+            add(name.clone(), value, false);
         }
         // What a command can turn a secret into and print (`rev`, `base64`, `xxd -p`):
         // masked under the same name, never filled.
-        let mut encoded = Vec::new();
-        for (alias, value) in store.iter().chain(settings.iter()) {
-            let alias = if store.contains_key(alias) {
-                alias.clone()
-            } else {
-                format!("setting:{alias}")
-            };
-            for form in encodings(value) {
-                encoded.push((alias.clone(), form));
-            }
-        }
-        for (key, value) in settings {
-            add(format!("setting:{key}"), value, false, false);
-        }
-        for (name, value) in KERNEL_SECRETS.read().iter() {
-            add(name.clone(), value, false, false);
-            for form in encodings(value) {
-                encoded.push((name.clone(), form));
-            }
-        }
-        for (alias, form) in encoded {
-            add(alias, &form, false, true);
-        }
+        let derived: Vec<Entry> = entries
+            .iter()
+            .flat_map(|e| {
+                encodings(&e.value).into_iter().map(|value| Entry {
+                    alias: e.alias.clone(),
+                    value,
+                    fillable: false,
+                    derived: true,
+                })
+            })
+            .collect();
+        entries.extend(derived);
         // One value under two names (the same key in the store and a setting) is masked
         // under the first; the automaton needs each pattern once to say which.
         let mut seen = std::collections::HashSet::new();
@@ -177,7 +172,6 @@ impl CredentialGate {
         Self { entries, values }
     }
 
-    /// How many secrets are masked.
     /// How many secrets it masks (their encodings not counted).
     pub fn len(&self) -> usize {
         self.entries.iter().filter(|e| !e.derived).count()

@@ -144,10 +144,13 @@ impl FirewallConfig {
                 .collect()
         };
         let defs = core_defs(std::path::Path::new(""));
-        let destinations = destinations::Destinations::parse(&c.secret_destinations);
-        if let Err(e) = &destinations {
-            tracing::warn!("{e}");
-        }
+        let (destinations, destinations_error) = match destinations::Destinations::parse(&c.secret_destinations) {
+            Ok(d) => (d, None),
+            Err(e) => {
+                tracing::warn!("{e}");
+                (Default::default(), Some(e))
+            }
+        };
         let secret_settings: std::collections::BTreeMap<String, String> = s
             .raw()
             .iter()
@@ -162,8 +165,8 @@ impl FirewallConfig {
             review: c.review,
             owner_only: policy::split(&c.owner_only_tools),
             unconfined: !c.confinement,
-            destinations: destinations.clone().unwrap_or_default(),
-            destinations_error: destinations.err(),
+            destinations,
+            destinations_error,
             approval: approval::ApprovalPolicy {
                 mode: approval::Mode::parse(&c.approval),
                 tools: policy::split(&c.approval_tools),

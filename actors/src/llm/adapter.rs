@@ -25,12 +25,6 @@ const MEMORY_LIMIT: usize = 64 * 1024 * 1024;
 /// the abort. Resetting the counter to 0 (the next call) clears it.
 const ABORTED: u64 = 1 << 62;
 
-/// Marks the call running under `counter` (a [`sandbox`]'s) aborted: it raises at its
-/// next instruction tick, which comes as soon as a C function it is inside returns.
-/// How an abandoned Lua plugin's thread is told to stop.
-pub fn abort(counter: &AtomicU64) {
-    counter.fetch_or(ABORTED, Ordering::Relaxed);
-}
 /// The most work (steps of Lua's pattern matcher, estimated as `len^quantifiers`) one
 /// `string.find/match/gmatch/gsub` may be asked for. The matcher is C code the
 /// instruction hook never interrupts, so a catastrophic pattern is refused up front.
@@ -347,6 +341,13 @@ pub fn sandbox(name: &str) -> mlua::Result<(Lua, Arc<AtomicU64>)> {
     uncatchable_abort(&lua, &used)?;
     used.store(0, Ordering::Relaxed);
     Ok((lua, used))
+}
+
+/// Marks the call running under `counter` (a [`sandbox`]'s) aborted: it raises at its
+/// next instruction tick, which comes as soon as a C function it is inside returns.
+/// How an abandoned Lua plugin's thread is told to stop.
+pub fn abort(counter: &AtomicU64) {
+    counter.fetch_or(ABORTED, Ordering::Relaxed);
 }
 
 fn budget_error() -> mlua::Error {

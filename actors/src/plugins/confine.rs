@@ -12,7 +12,7 @@
 //! databases, other plugins), even when a sandbox root contains it; never the daemon's
 //! environment (it is not passed, and `/proc/<daemon>/environ` is out of reach), never a
 //! signal or `ptrace` to anything outside. The sandbox roots are read when the process
-//! starts; a change to them restarts the plugins (see `agent::relay`).
+//! starts; a change to them restarts the plugins (see `plugins::watch`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -83,11 +83,6 @@ impl Confiner {
         }
     }
 
-    /// What the kernel enforces.
-    pub fn support(&self) -> Support {
-        self.support
-    }
-
     /// The environment a plugin process starts with.
     pub fn environment(plugin_data: &Path) -> Vec<(String, std::ffi::OsString)> {
         let mut env: Vec<(String, std::ffi::OsString)> = KEPT_ENV
@@ -131,9 +126,8 @@ impl Confiner {
         out
     }
 
-    /// `DATA/plugin_data/<name>`.
-    pub fn data_of(&self, name: &str) -> PathBuf {
-        self.data_dir.join("plugin_data").join(name)
+    fn data_of(&self, name: &str) -> PathBuf {
+        super::host::plugin_data_dir(&self.data_dir, name)
     }
 
     /// What the plugin `name` in `plugin_dir` may touch under the current settings.
@@ -185,7 +179,6 @@ impl Confiner {
                 self.data_dir.join(crate::firewall::WORKSPACE_DIR),
             ],
             closed_port,
-            no_network: false,
         }
         .prepare(self.support)
         .map(Some)

@@ -254,6 +254,11 @@ fn discover(plugins_dir: &Path) -> Vec<PathBuf> {
     dirs
 }
 
+/// `DATA/plugin_data/<name>`: a plugin's own data (its `HOME` too, see `confine`).
+pub fn plugin_data_dir(data_dir: &Path, name: &str) -> PathBuf {
+    data_dir.join("plugin_data").join(name)
+}
+
 /// Reads one plugin directory and prepares its supervisor (does not start it).
 async fn load_one(
     sup: &SupervisorRef,
@@ -302,7 +307,7 @@ async fn load_one(
     let (info, deps, data) = (
         entry.info.clone(),
         deps.clone(),
-        data_dir.join("plugin_data").join(&manifest.name),
+        plugin_data_dir(data_dir, &manifest.name),
     );
     let factory = if kind == EntryKind::Lua {
         entry.process_id = format!("{}/script", entry.supervisor_id);

@@ -74,6 +74,7 @@ async fn bounded<T>(
         )),
     }
 }
+
 /// The script's event subscription: types and handler.
 type EventSlot = Arc<Mutex<Option<(Vec<String>, Function)>>>;
 /// The script's named APIs (`sdk.register_api`), by name.
@@ -706,9 +707,16 @@ impl LuaPlugin {
         Box::pin(async move {
             let _one = gate.lock().await;
             budget.store(0, std::sync::atomic::Ordering::Relaxed);
-            *info.busy_since.lock() = Some(std::time::Instant::now());
+            let started = std::time::Instant::now();
+            *info.busy_since.lock() = Some(started);
             let rets = f.call_async::<mlua::MultiValue>(arg).await;
-            *info.busy_since.lock() = None;
+            // Only its own mark: an abandoned instance finishing late must not clear
+            // the successor's.
+            let mut busy = info.busy_since.lock();
+            if *busy == Some(started) {
+                *busy = None;
+            }
+            drop(busy);
             let mut rets = rets.map_err(lua_err)?;
             let first = rets.pop_front().unwrap_or(LuaValue::Nil);
             match (&first, rets.pop_front()) {
