@@ -119,6 +119,10 @@ pub struct KnowledgeItem {
     /// `category/name` or `name`.
     pub name: String,
     pub content: String,
+    /// Guests may recall it too: the item is stored under the `public/` category
+    /// (moving an item there or out of it with any tool has the same effect).
+    #[serde(default)]
+    pub public: bool,
 }
 
 #[utoipa::path(post, path = "/api/v1/memory/knowledge", tag = "memory", request_body = KnowledgeItem,
@@ -127,10 +131,16 @@ pub async fn add_knowledge(
     state: web::Data<AppState>,
     body: web::Json<KnowledgeItem>,
 ) -> Result<HttpResponse, ApiError> {
-    let KnowledgeItem { name, content } = body.into_inner();
+    let KnowledgeItem { name, content, public } = body.into_inner();
     if name.trim().is_empty() {
         return Err(ApiError::bad_request("`name` must not be empty"));
     }
+    let public_category = homeagent_actors::memory::knowledge::PUBLIC_CATEGORY;
+    let name = if public && !homeagent_actors::memory::knowledge::is_public(name.trim()) {
+        format!("{public_category}/{}", name.trim())
+    } else {
+        name
+    };
     let v = knowledge(&state)?
         .send(KnowledgeQuery::Add { name, content })
         .await?

@@ -4,6 +4,7 @@ use super::channels::Channels;
 use super::input::Input;
 use crate::i18n::Msg;
 use crate::llm::Message;
+use crate::memory::recall::MemoryText;
 
 // The interrupt mark ([`Msg::InterruptMark`]) and the continuation placeholders
 // ([`Msg::ContinueAfterTools`], [`Msg::ContinueAfterSend`]) come from the catalog.
@@ -96,18 +97,28 @@ pub fn origin_context(o: &Origin) -> String {
     }
 }
 
-/// The prefix of a task: system prompt, the timeline of recent events (if any), the
-/// source context, and the input itself (a `system` message marked [`Msg::InterruptMark`] for
-/// interrupts).
-pub fn prefix(s: &PromptSettings, channels: &Channels, input: &Input, timeline: &str) -> Vec<Message> {
-    prefix_of(s, channels, &Origin::of(input), &input.text, timeline)
+/// The prefix of a task: system prompt, the recalled memory and timeline (if any), the
+/// guests' words recalled (if any, quoted in a `user` message: data, never system
+/// text), the source context, and the input itself (a `system` message marked
+/// [`Msg::InterruptMark`] for interrupts).
+pub fn prefix(s: &PromptSettings, channels: &Channels, input: &Input, memory: &MemoryText) -> Vec<Message> {
+    prefix_of(s, channels, &Origin::of(input), &input.text, memory)
 }
 
 /// [`prefix`] from the input's origin and (stage-rewritten) text.
-pub fn prefix_of(s: &PromptSettings, channels: &Channels, origin: &Origin, text: &str, timeline: &str) -> Vec<Message> {
+pub fn prefix_of(
+    s: &PromptSettings,
+    channels: &Channels,
+    origin: &Origin,
+    text: &str,
+    memory: &MemoryText,
+) -> Vec<Message> {
     let mut msgs = vec![Message::text("system", system_prompt(s, channels))];
-    if !timeline.is_empty() {
-        msgs.push(Message::text("system", timeline));
+    if !memory.system.is_empty() {
+        msgs.push(Message::text("system", memory.system.as_str()));
+    }
+    if !memory.quoted.is_empty() {
+        msgs.push(Message::text("user", memory.quoted.as_str()));
     }
     msgs.push(Message::text("system", origin_context(origin)));
     if origin.interrupt {
@@ -152,7 +163,7 @@ mod tests {
         };
         let mut i = Input::text("timer", "wake up");
         i.level = Some(Level::L3);
-        let m = prefix(&s, &Channels::builtin(), &i, "");
+        let m = prefix(&s, &Channels::builtin(), &i, &MemoryText::default());
         assert_eq!(m.len(), 3);
         assert_eq!(m[2].role, "system");
         assert_eq!(m[2].content, "[Interrupt] wake up");
@@ -161,11 +172,16 @@ mod tests {
             &s,
             &Channels::builtin(),
             &Input::text("http", "hi"),
-            "[Conversation timeline]\n[00:00:01] http: earlier\n",
+            &"[Conversation timeline]\n[00:00:01] http: earlier\n".into(),
         );
         assert_eq!(q.len(), 4, "the timeline is the second system message");
         assert!(q[1].content.as_str().unwrap().starts_with("[Conversation timeline]"));
-        let q = prefix(&s, &Channels::builtin(), &Input::text("http", "hi"), "");
+        let q = prefix(
+            &s,
+            &Channels::builtin(),
+            &Input::text("http", "hi"),
+            &MemoryText::default(),
+        );
         assert_eq!((q[2].role.as_str(), q[2].content.as_str().unwrap()), ("user", "hi"));
         assert_eq!(q.len(), 3);
         assert!(q[0].content.as_str().unwrap().contains("`http` is synchronous"));

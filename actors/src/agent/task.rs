@@ -851,8 +851,8 @@ impl TierAnswers {
 /// Asks every memory tier at once and joins their answers (graph and knowledge
 /// within [`TIER_WAIT`]); where it runs is the caller's choice (see [`recall`]).
 /// A guest's turn (`guest`: its principal) asks the context tier for its own events
-/// only and no other tier: the owner's documents, facts and knowledge are not a
-/// guest's to recall.
+/// only, and the knowledge base for what the owner made public: the owner's
+/// documents, facts and other knowledge are not a guest's to recall.
 async fn ask_tiers(
     deps: Arc<TaskDeps>,
     query: String,
@@ -869,10 +869,26 @@ async fn ask_tiers(
         only_principal: guest,
     });
     if scoped {
+        // What the owner made public is a guest's to recall too (`knowledge::PUBLIC_CATEGORY`).
+        let public = deps.knowledge.as_ref().map(|kb| {
+            kb.request(crate::memory::knowledge::RecallKnowledge {
+                input: query,
+                limit: TIER_ITEMS,
+                public_only: true,
+            })
+        });
         let window = window.await.map_err(|e| e.to_string());
+        let knowledge = match public {
+            Some(ask) => tokio::time::timeout(TIER_WAIT, ask)
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .unwrap_or_default(),
+            None => Vec::new(),
+        };
         return TierAnswers {
             facts: (Vec::new(), String::new()),
-            knowledge: Vec::new(),
+            knowledge,
             window,
             passages: Ok(Default::default()),
         };
@@ -891,6 +907,7 @@ async fn ask_tiers(
         kb.request(crate::memory::knowledge::RecallKnowledge {
             input: query,
             limit: TIER_ITEMS,
+            public_only: false,
         })
     });
     let graph = async {

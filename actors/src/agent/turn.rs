@@ -178,7 +178,7 @@ pub enum Event {
     OnInput(StageContext),
     /// The answer of [`Cmd::ReadTimeline`]: the recalled memory and the recency
     /// timeline, rendered (`memory::recall::Recollection::render`).
-    Timeline(String),
+    Timeline(crate::memory::recall::MemoryText),
     /// The answer of [`Cmd::ReadTimeline`]'s `record`. `Err(Ok(e))`: the store refused it;
     /// `Err(Err(e))`: the context actor is unavailable.
     InputRecorded(Result<(), Result<String, String>>),
@@ -707,8 +707,8 @@ impl TurnCore {
 
     /// Builds (or rebuilds) the prefix from committed state and keeps the tail
     /// (stage-injected context, tool rounds, placeholders).
-    fn build_prefix(&mut self, timeline: &str, env: &Env) {
-        let mut prefix = prompt::prefix_of(env.prompt, env.channels, &self.origin(), &self.input.text, timeline);
+    fn build_prefix(&mut self, memory: &crate::memory::recall::MemoryText, env: &Env) {
+        let mut prefix = prompt::prefix_of(env.prompt, env.channels, &self.origin(), &self.input.text, memory);
         crate::memory::media::parts::attach(&mut prefix, &self.input.media);
         let tail = self.msgs.split_off(self.prefix_len.min(self.msgs.len()));
         self.prefix_len = prefix.len();

@@ -82,6 +82,8 @@ pub struct Passage {
     pub text: String,
     /// o200k tokens of `text`.
     pub tokens: usize,
+    /// Whose words they were when not the owner's (see `Event::principal`).
+    pub principal: String,
 }
 
 /// One of the two recall indexes a store keeps: the context window's events (the
@@ -154,6 +156,7 @@ fn migrations() -> Migrations<'static> {
         M::up(include_str!("../../../migrations/memory/0006_archived_events.sql")),
         M::up(include_str!("../../../migrations/memory/0007_archive_keeps.sql")),
         M::up(include_str!("../../../migrations/memory/0008_event_principal.sql")),
+        M::up(include_str!("../../../migrations/memory/0009_passage_principal.sql")),
     ])
 }
 
@@ -322,8 +325,8 @@ impl MemoryStore {
             if !has_passages && !copy && !said.trim().is_empty() {
                 let tokens = super::tokens::count(said);
                 tx.execute(
-                    "INSERT INTO passages (doc_id, ts_ms, speaker, text, tokens) VALUES (?1, ?2, ?3, ?4, ?5)",
-                    params![id, e.ts_ms, e.speaker(), said, tokens as i64],
+                    "INSERT INTO passages (doc_id, ts_ms, speaker, text, tokens, principal) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    params![id, e.ts_ms, e.speaker(), said, tokens as i64, e.principal],
                 )?;
                 let pid = tx.last_insert_rowid();
                 tx.execute(
@@ -706,7 +709,7 @@ impl MemoryStore {
     pub fn passages(&self, ids: &[i64]) -> Result<Vec<Passage>, MemoryError> {
         let mut st = self
             .conn
-            .prepare_cached("SELECT id, doc_id, ts_ms, speaker, text, tokens FROM passages WHERE id = ?1")?;
+            .prepare_cached("SELECT id, doc_id, ts_ms, speaker, text, tokens, principal FROM passages WHERE id = ?1")?;
         let mut out = Vec::with_capacity(ids.len());
         let mut cache = self.passage_cache.borrow_mut();
         for id in ids {
@@ -723,6 +726,7 @@ impl MemoryStore {
                         speaker: r.get(3)?,
                         text: r.get(4)?,
                         tokens: r.get::<_, i64>(5)? as usize,
+                        principal: r.get(6)?,
                     })
                 })
                 .optional()?;

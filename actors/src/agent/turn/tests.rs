@@ -427,7 +427,7 @@ fn nothing_pruned_means_no_notice_and_the_third_overflow_fails_naming_the_settin
             matches!(c[..], [Cmd::ReadTimeline { record: None, .. }]),
             "no notice when nothing moved, and a rebuilt timeline records nothing: {c:?}"
         );
-        t.feed(Event::Timeline(huge()));
+        t.feed(Event::Timeline(huge().into()));
     }
     let c = t.feed(Event::SafePoint(Ok(false)));
     let r = reply_of(&c);
@@ -467,7 +467,7 @@ fn a_vendor_context_full_recovers_twice_then_fails_with_both_messages() {
         });
         assert!(matches!(c[..], [Cmd::Prune { .. }]), "{c:?}");
         t.feed(Event::Pruned(Ok(2)));
-        let c = t.feed(Event::Timeline(String::new()));
+        let c = t.feed(Event::Timeline(Default::default()));
         assert!(is_safe_point(&c));
         request(t.feed(Event::SafePoint(Ok(false))));
     }
@@ -564,7 +564,7 @@ fn a_cancel_while_the_prompt_is_built_is_honoured_before_the_call() {
         );
         let c = t.echo(c, Stage::OnInput);
         assert!(matches!(c[..], [Cmd::ReadTimeline { .. }]));
-        t.feed(Event::Timeline(String::new()));
+        t.feed(Event::Timeline(Default::default()));
         let c = t.feed(Event::InputRecorded(Ok(())));
         let c = t.echo(c, Stage::PreAction);
         t.feed(Event::StopBudget(false));
@@ -590,7 +590,7 @@ fn an_input_waiting_when_stop_was_pressed_ends_at_pre_action() {
     let c = t.feed(Event::Started);
     let c = t.echo(c, Stage::OnInput);
     let _ = c;
-    t.feed(Event::Timeline(String::new()));
+    t.feed(Event::Timeline(Default::default()));
     let c = t.feed(Event::InputRecorded(Ok(())));
     let mut pre = stage(&c, Stage::PreAction);
     pre.context_msgs.push(ContextMsg {
@@ -654,7 +654,7 @@ fn a_parked_tool_step_runs_the_batch_after_resume() {
     assert!(matches!(t.feed(Event::SafePoint(Ok(true)))[..], [Cmd::Park]));
     assert!(t.feed(Event::ToolsDone(vec![])).is_empty(), "stale events are ignored");
     t.feed(Event::Resume);
-    t.feed(Event::Timeline(String::new()));
+    t.feed(Event::Timeline(Default::default()));
     assert!(matches!(t.feed(Event::SafePoint(Ok(false)))[..], [Cmd::RunTools(_)]));
 }
 
@@ -779,7 +779,7 @@ fn failures_end_the_task_once_with_the_reason() {
     let mut t = Turn::new(input("hello"));
     let c = t.feed(Event::Started);
     t.echo(c, Stage::OnInput);
-    t.feed(Event::Timeline(String::new()));
+    t.feed(Event::Timeline(Default::default()));
     let c = t.feed(Event::InputRecorded(Err(Ok("database is locked".into()))));
     assert_eq!(
         reply_of(&c).error.as_deref(),
@@ -820,7 +820,7 @@ fn interrupt_inputs_are_not_recorded_but_their_reply_is() {
     let c = t.feed(Event::Started);
     let c = t.echo(c, Stage::OnInput);
     assert!(matches!(c[..], [Cmd::ReadTimeline { record: None, .. }]), "{c:?}");
-    let c = t.feed(Event::Timeline(String::new()));
+    let c = t.feed(Event::Timeline(Default::default()));
     stage(&c, Stage::PreAction);
     let c = t.echo(c, Stage::PreAction);
     t.feed(Event::StopBudget(false));
@@ -851,7 +851,7 @@ fn consolidation_records_nothing_and_no_memory_skips_the_text_log() {
     });
     let c = t.feed(Event::Started);
     t.echo(c, Stage::OnInput);
-    let c = t.feed(Event::Timeline(String::new()));
+    let c = t.feed(Event::Timeline(Default::default()));
     t.echo(c, Stage::PreAction);
     let c = t.feed(Event::StopBudget(false));
     assert!(matches!(c[..], [Cmd::AskSafePoint { consolidation: true }]));

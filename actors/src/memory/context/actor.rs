@@ -149,8 +149,9 @@ impl ContextActor {
 fn item_of(tokens: &mut rustc_hash::FxHashMap<i64, usize>, e: &Event) -> Item {
     let said = e.said();
     let tokens = *tokens.entry(e.id).or_insert_with(|| crate::memory::tokens::count(said));
-    // A guest's words (and the replies to them) are labelled with whose they were: in
-    // the owner's prompt they are quoted data, never the owner speaking.
+    // A guest's words (and the replies to them) are labelled with whose they were and
+    // carry the principal: the prompt quotes them as data (`MemoryText::quoted`), never
+    // as the owner's memory.
     // Reviewed as a tool result is: an injection attempt in a guest's words is named.
     let speaker = if e.principal.is_empty() {
         e.speaker().to_owned()
@@ -173,6 +174,7 @@ fn item_of(tokens: &mut rustc_hash::FxHashMap<i64, usize>, e: &Event) -> Item {
         speaker,
         text: said.to_owned(),
         tokens,
+        principal: e.principal.clone(),
     }
 }
 

@@ -300,6 +300,7 @@ impl DocumentsActor {
                 speaker: p.speaker,
                 text: p.text,
                 tokens: p.tokens,
+                principal: p.principal,
             })
         })
     }

@@ -21,6 +21,17 @@ pub enum KnowledgeError {
     Io(#[from] std::io::Error),
 }
 
+/// The category of the items the owner made public: a guest's turn recalls these (and
+/// only these) of the knowledge base. A category rather than a flag, so the mark is
+/// where the owner can see and change it with ordinary tools (`mv`).
+pub const PUBLIC_CATEGORY: &str = "public";
+
+/// Whether item `name` (sanitized) is public.
+pub fn is_public(name: &str) -> bool {
+    name.strip_prefix(PUBLIC_CATEGORY)
+        .is_some_and(|rest| rest.starts_with('/'))
+}
+
 /// The knowledge base over a directory.
 pub struct KnowledgeBase {
     root: PathBuf,
@@ -233,22 +244,28 @@ impl Handles<KnowledgeCall> for KnowledgeActor {
 pub struct RecallKnowledge {
     pub input: String,
     pub limit: usize,
+    /// A guest's turn: only the [`PUBLIC_CATEGORY`] items.
+    pub public_only: bool,
 }
 
 impl Handles<RecallKnowledge> for KnowledgeActor {
     type Reply = actix::MessageResult<crate::host::Envelope<RecallKnowledge>>;
     fn handle(&mut self, m: RecallKnowledge, _: &mut HostContext<Self>) -> Self::Reply {
-        actix::MessageResult(self.kb.recall(&m.input, m.limit))
+        actix::MessageResult(self.kb.recall(&m.input, m.limit, m.public_only))
     }
 }
 
 impl KnowledgeBase {
-    /// The items BM25 ranks for `input` (name and content), at most `limit`.
-    pub fn recall(&self, input: &str, limit: usize) -> Vec<super::recall::Item> {
+    /// The items BM25 ranks for `input` (name and content), at most `limit`; with
+    /// `public_only`, among the public ones only.
+    pub fn recall(&self, input: &str, limit: usize, public_only: bool) -> Vec<super::recall::Item> {
         if input.trim().is_empty() || limit == 0 {
             return Vec::new();
         }
-        let items = self.items();
+        let mut items = self.items();
+        if public_only {
+            items.retain(|(name, _)| is_public(name));
+        }
         if items.is_empty() {
             return Vec::new();
         }
@@ -398,6 +415,32 @@ mod tests {
         for bad in ["../etc", "/abs", "a//b", ".hidden", ""] {
             assert!(sanitize(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_guest_recalls_only_public_items() {
+        let dir = tempfile::tempdir().unwrap();
+        let kb = KnowledgeBase::new(dir.path());
+        kb.create("bank", "the bank PIN is 4921").unwrap();
+        kb.create("public/hours", "the shop opens at nine; ask about the bank holiday")
+            .unwrap();
+        kb.create("publicity", "bank campaign notes").unwrap();
+        assert!(is_public("public/hours") && !is_public("publicity") && !is_public("public"));
+        let names = |items: Vec<crate::memory::recall::Item>| -> Vec<String> {
+            items
+                .into_iter()
+                .map(|i| match i.origin {
+                    crate::memory::recall::Origin::Knowledge { name } => name,
+                    o => panic!("{o:?}"),
+                })
+                .collect()
+        };
+        let all = names(kb.recall("bank", 10, false));
+        assert!(
+            all.contains(&"bank".to_owned()) && all.contains(&"publicity".to_owned()),
+            "{all:?}"
+        );
+        assert_eq!(names(kb.recall("bank", 10, true)), vec!["public/hours".to_owned()]);
     }
 
     #[test]

@@ -328,6 +328,7 @@ mod tests {
             speaker: speaker.into(),
             text: text.into(),
             tokens: 0,
+            principal: String::new(),
         }
     }
 
