@@ -946,6 +946,7 @@ async fn start_agent(
     let _ = std::fs::create_dir_all(s.data_dir.join(homeagent_actors::firewall::WORKSPACE_DIR));
     s.firewall
         .configure(homeagent_actors::firewall::FirewallConfig::from_settings(&settings));
+    s.firewall.audit.open(s.data_dir.join("audit").join("approvals.jsonl"));
     let me: Arc<OnceLock<TAddr<SchedulerActor>>> = Arc::default();
     let (d, m) = (deps.clone(), me.clone());
     let scheduler = sup

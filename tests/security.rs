@@ -786,7 +786,8 @@ fn a_guest_recalls_only_its_own_conversation_and_the_owner_sees_it_labelled() {
 
 /// After a turn read a web page, its command waits for the owner: a no keeps it from
 /// running, a yes runs it, and both answers are in the decision log. Through the
-/// daemon: the scripted model fetches the page, then calls `cmd_run`.
+/// daemon: the scripted model fetches the page, then calls `cmd_run`. The owner's
+/// per-tool rules override that, and every outcome is in the audit log on disk.
 #[test]
 fn a_risky_call_after_a_web_page_waits_for_the_owners_answer() {
     let (_dir, data, d, v) = common::api::daemon_with_plugins(&[], &["cmd", "web"]);
@@ -867,4 +868,44 @@ fn a_risky_call_after_a_web_page_waits_for_the_owners_answer() {
     assert_eq!(status, 404, "{body}");
     // A turn that read nothing from outside runs its command without asking.
     assert!(ask(&d, r#"call-tool cmd_run {"command": "echo direct"}"#).contains("direct"));
+
+    // Per-tool rules: `never` refuses without asking, `ask` asks even a trusted turn.
+    common::api::put_settings(
+        &d,
+        json!({"core.security.approval_rules": "cmd_run=never, files_write=ask"}),
+    );
+    let refused = ask(&d, r#"call-tool cmd_run {"command": "touch ruled-out"}"#);
+    assert!(refused.contains("approval_rules says never"), "{refused}");
+    assert!(!workspace.join("ruled-out").exists());
+    let (status, body) = common::api::post(
+        &d,
+        "/api/v1/messages",
+        json!({"text": r#"call-tool files_write {"path": "asked.txt", "content": "hi"}"#, "sync": false}),
+    );
+    assert_eq!(status, 202, "{body}");
+    let q = open_question();
+    assert_eq!(q["tool"], "files_write", "{q}");
+    assert!(q["why"].as_str().unwrap().contains("approval_rules"), "{q}");
+    answer(&q["id"], true);
+
+    // Every outcome is in the audit log on disk, which outlives the process.
+    let wanted = ["denied", "allowed", "refused_by_rule"];
+    common::api::wait_for(
+        &d,
+        "/api/v1/approvals/audit",
+        "the audit log holds every outcome",
+        |a| {
+            let outcomes: Vec<&str> = a["records"]
+                .as_array()
+                .map(|rs| rs.iter().filter_map(|r| r["outcome"].as_str()).collect())
+                .unwrap_or_default();
+            wanted.iter().all(|w| outcomes.contains(w)) && outcomes.iter().filter(|o| **o == "allowed").count() == 2
+        },
+    );
+    let on_disk = std::fs::read_to_string(data.join("audit/approvals.jsonl")).unwrap();
+    assert_eq!(on_disk.lines().count(), 4, "{on_disk}");
+    assert!(
+        on_disk.contains("touch refused-file") && on_disk.contains("asked.txt"),
+        "{on_disk}"
+    );
 }

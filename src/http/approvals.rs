@@ -15,6 +15,21 @@ pub async fn list(state: web::Data<AppState>) -> HttpResponse {
     HttpResponse::Ok().json(json!({ "approvals": state.agent.deps.firewall.approvals.list() }))
 }
 
+/// Query of `GET /api/v1/approvals/audit`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct AuditQuery {
+    /// How many of the newest records (default 100, at most 1,000).
+    pub limit: Option<usize>,
+}
+
+#[utoipa::path(get, path = "/api/v1/approvals/audit", tag = "agent", params(AuditQuery),
+    responses((status = 200, description = "`{records: [{at_ms, id?, task_id, tool, summary, why, outcome}]}`, oldest first: every question, its answer (`allowed`, `denied`, `timed_out`) and every call a `never` rule refused (`refused_by_rule`), kept in DATA/audit/approvals.jsonl")))]
+pub async fn audit(state: web::Data<AppState>, q: web::Query<AuditQuery>) -> HttpResponse {
+    let n = q.limit.unwrap_or(100).min(1_000);
+    HttpResponse::Ok().json(json!({ "records": state.agent.deps.firewall.audit.tail(n) }))
+}
+
 /// Body of `POST /api/v1/approvals/{id}`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]

@@ -751,6 +751,12 @@ pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
             "The tools that ask first (comma-separated globs)",
         ),
         SettingDef::new(
+            key::SECURITY_APPROVAL_RULES.name(),
+            K::String,
+            json!(""),
+            "Per-tool rules over the two above, first match wins: `glob=always|ask|never, …` (always = never asks, ask = asks every time, never = refused); e.g. `cmd_run=ask, plugin_install=never`",
+        ),
+        SettingDef::new(
             key::SECURITY_OWNER_ONLY_TOOLS.name(),
             K::String,
             json!(OWNER_ONLY_TOOLS),

@@ -166,6 +166,7 @@ pub const SECURITY_SECRET_DESTINATIONS: Key<serde_json::Value> = Key::new("core.
 pub const SECURITY_REVIEW: Key<bool> = Key::new("core.security.review");
 pub const SECURITY_APPROVAL: Key<String> = Key::new("core.security.approval");
 pub const SECURITY_APPROVAL_TOOLS: Key<String> = Key::new("core.security.approval_tools");
+pub const SECURITY_APPROVAL_RULES: Key<String> = Key::new("core.security.approval_rules");
 pub const SECURITY_OWNER_ONLY_TOOLS: Key<String> = Key::new("core.security.owner_only_tools");
 
 // Supervision.

@@ -433,6 +433,8 @@ settings_group! {
         pub approval: String = SECURITY_APPROVAL,
         /// Comma-separated tool globs that ask the owner first.
         pub approval_tools: String = SECURITY_APPROVAL_TOOLS,
+        /// `glob=always|ask|never, …`: per-tool rules over the two above.
+        pub approval_rules: String = SECURITY_APPROVAL_RULES,
         /// Comma-separated tool globs only the owner's inputs may call.
         pub owner_only_tools: String = SECURITY_OWNER_ONLY_TOOLS,
     }
@@ -517,6 +519,7 @@ mod tests {
             d(SECURITY_REVIEW),
             d(SECURITY_APPROVAL),
             d(SECURITY_APPROVAL_TOOLS),
+            d(SECURITY_APPROVAL_RULES),
             d(SECURITY_OWNER_ONLY_TOOLS),
             d(SUPERVISOR_MAX_RESTARTS),
             d(SUPERVISOR_RESTART_WINDOW),

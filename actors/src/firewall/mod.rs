@@ -170,6 +170,7 @@ impl FirewallConfig {
             approval: approval::ApprovalPolicy {
                 mode: approval::Mode::parse(&c.approval),
                 tools: policy::split(&c.approval_tools),
+                rules: approval::parse_rules(&c.approval_rules),
             },
         }
     }
@@ -183,6 +184,8 @@ pub struct Firewall {
     pub log: DecisionLog,
     /// Calls waiting for the owner's yes.
     pub approvals: approval::Approvals,
+    /// Every question, answer and rule refusal, on disk.
+    pub audit: approval::AuditLog,
 }
 
 impl Default for Firewall {
@@ -194,6 +197,7 @@ impl Default for Firewall {
             })),
             log: DecisionLog::default(),
             approvals: Default::default(),
+            audit: Default::default(),
         }
     }
 }
@@ -385,10 +389,36 @@ impl Firewall {
         untrusted: Option<&str>,
     ) -> Result<(), String> {
         let cfg = self.config();
-        if !cfg.approval.needs(tool, untrusted.is_some()) {
-            return Ok(());
-        }
-        let why = untrusted.unwrap_or("core.security.approval is `always`");
+        let audit = |id, why: &str, outcome| {
+            self.audit.append(&approval::AuditRecord {
+                at_ms: now_ms(),
+                id,
+                task_id,
+                tool: tool.to_owned(),
+                summary: approval::summary_of(shown_args),
+                why: why.to_owned(),
+                outcome,
+            })
+        };
+        let why = match cfg.approval.verdict(tool, untrusted.is_some()) {
+            approval::Verdict::Run => return Ok(()),
+            approval::Verdict::Refuse => {
+                self.log.record(Decision {
+                    at_ms: now_ms(),
+                    gate: "approval",
+                    tool: tool.to_owned(),
+                    allowed: false,
+                    reason: "the owner's rule says never (core.security.approval_rules)".into(),
+                });
+                audit(None, "core.security.approval_rules", approval::Outcome::RefusedByRule);
+                return Err(crate::i18n::Msg::ApprovalNever { tool }.text());
+            }
+            approval::Verdict::Ask => untrusted.unwrap_or(if cfg.approval.mode == approval::Mode::Always {
+                "core.security.approval is `always`"
+            } else {
+                "core.security.approval_rules says ask"
+            }),
+        };
         let (question, answer) = self.approvals.ask(task_id, tool, shown_args, why);
         let id = question.id;
         bus.publish(crate::bus::Event::ApprovalRequested { question });
@@ -416,6 +446,15 @@ impl Firewall {
                 (false, _) => format!("denied by the owner (asked because: {why})"),
             },
         });
+        audit(
+            Some(id),
+            why,
+            match (allowed, by) {
+                (true, _) => approval::Outcome::Allowed,
+                (false, "timeout") => approval::Outcome::TimedOut,
+                (false, _) => approval::Outcome::Denied,
+            },
+        );
         if allowed {
             Ok(())
         } else if by == "timeout" {
