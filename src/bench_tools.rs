@@ -78,6 +78,7 @@ pub async fn tools(calls: usize) -> anyhow::Result<()> {
         firewall: state.firewall.clone(),
         principal: homeagent_actors::firewall::Principal::owner(),
         agent: String::new(),
+        meta: serde_json::Value::Null,
         untrusted: Default::default(),
     };
     std::fs::write(data.join("workspace/bench.txt"), "one\ntwo\nthree\n")?;

@@ -335,17 +335,24 @@ pub struct Limits {
     pub processes: Option<u64>,
     /// Open file descriptors.
     pub open_files: Option<u64>,
+    /// Memory a process may allocate (`RLIMIT_DATA`: heap and private writable
+    /// mappings, since Linux 4.7). Not `RLIMIT_AS`: runtimes that reserve large virtual
+    /// ranges up front (V8, Go, the JVM) would fail to start under any useful bound.
+    pub data_bytes: Option<u64>,
 }
 
 impl Limits {
     /// What `cmd_run` gives a command that may run `timeout`: CPU for that long (plus
-    /// a margin), files up to 4 GiB, 512 processes, 1,024 descriptors.
+    /// a margin), files up to 4 GiB, 512 processes, 1,024 descriptors, 4 GiB of memory
+    /// per process (a runaway allocation fails in the command, not in the daemon's
+    /// machine).
     pub fn for_command(timeout: std::time::Duration) -> Self {
         Self {
             cpu_secs: Some(timeout.as_secs() + 5),
             file_bytes: Some(4 << 30),
             processes: Some(512),
             open_files: Some(1024),
+            data_bytes: Some(4 << 30),
         }
     }
 
@@ -378,6 +385,7 @@ impl Limits {
         set(libc::RLIMIT_FSIZE, self.file_bytes)?;
         set(libc::RLIMIT_NPROC, self.processes)?;
         set(libc::RLIMIT_NOFILE, self.open_files)?;
+        set(libc::RLIMIT_DATA, self.data_bytes)?;
         Ok(())
     }
 }

@@ -217,3 +217,26 @@ fn limits_bound_a_commands_cpu_and_file_size() {
     assert!(!cmd.status().unwrap().success(), "a file over the limit was written");
     assert!(std::fs::metadata(t.path().join("big")).unwrap().len() <= 1 << 20);
 }
+
+#[test]
+fn limits_bound_a_commands_memory() {
+    // python3 allocates 300 MB under a 100 MiB data limit: a MemoryError, not the
+    // machine's memory.
+    let script = "import sys\ntry:\n    b = bytearray(300 * 1024 * 1024)\n    print('allocated')\nexcept MemoryError:\n    print('refused')";
+    let mut cmd = Command::new("python3");
+    cmd.arg("-c").arg(script);
+    let limits = Limits {
+        data_bytes: Some(100 << 20),
+        ..Limits::default()
+    };
+    // SAFETY: `apply` only makes system calls.
+    unsafe {
+        cmd.pre_exec(move || limits.apply());
+    }
+    let out = String::from_utf8_lossy(&cmd.output().unwrap().stdout).into_owned();
+    assert_eq!(out.trim(), "refused", "{out}");
+    assert_eq!(
+        Limits::for_command(std::time::Duration::from_secs(1)).data_bytes,
+        Some(4 << 30)
+    );
+}

@@ -46,6 +46,18 @@ pub fn is_builtin_source(source: &str) -> bool {
     BUILTIN_SOURCES.contains(&source_root(source))
 }
 
+/// `/approve N` or `/deny N` (the whole input): the question's id and the answer.
+pub fn parse_approval_command(text: &str) -> Option<(u64, bool)> {
+    let mut words = text.split_whitespace();
+    let allow = match words.next()? {
+        "/approve" => true,
+        "/deny" => false,
+        _ => return None,
+    };
+    let id = words.next()?.trim_start_matches('#').parse().ok()?;
+    words.next().is_none().then_some((id, allow))
+}
+
 /// Whether an input is kept in the inbox until it ran (see the module docs).
 fn is_durable(input: &Input) -> bool {
     !input.kernel && !input.reply.is_waiting()
@@ -149,6 +161,38 @@ impl EventLoop {
     pub fn with_firewall(mut self, firewall: Arc<crate::firewall::Firewall>) -> Self {
         self.firewall = Some(firewall);
         self
+    }
+
+    /// The owner's `/approve N` or `/deny N` from any channel (a chat bridge, the
+    /// WebUI's chat): answered here, never a turn. Only the owner's inputs — a guest
+    /// of the same chat cannot answer the owner's question (its words run as a turn,
+    /// and the model cannot answer questions at all).
+    fn answer_approval(&self, input: &mut Input) -> Option<Result<Accepted, Refusal>> {
+        if input.kernel || !input.principal.is_owner() {
+            return None;
+        }
+        let (id, allow) = parse_approval_command(&input.text)?;
+        let firewall = self.firewall.as_ref()?;
+        let text = match firewall.approvals.answer(id, allow) {
+            Ok(q) => {
+                tracing::info!(id, tool = %q.tool, allowed = allow, source = %input.source, "the owner answered an approval");
+                crate::i18n::Msg::ApprovalAnswered {
+                    id,
+                    tool: &q.tool,
+                    allowed: allow,
+                }
+                .text()
+            }
+            Err(e) => e.to_string(),
+        };
+        input.reply.send(super::input::Reply {
+            content: text,
+            ..Default::default()
+        });
+        Some(Ok(Accepted {
+            task_id: None,
+            input_id: None,
+        }))
     }
 
     /// The guard's verdict on a queued input (its refusal already answered).
@@ -357,6 +401,9 @@ impl Handles<Inject> for EventLoop {
     type Reply = ResponseActFuture<Host<Self>, Result<Accepted, Refusal>>;
     fn handle(&mut self, Inject(mut input): Inject, _: &mut HostContext<Self>) -> Self::Reply {
         input.level = None;
+        if let Some(answered) = self.answer_approval(&mut input) {
+            return Box::pin(actix::fut::ready(answered));
+        }
         let ticket = match self.admit(&mut input) {
             Ok(t) => t,
             Err(r) => return Box::pin(actix::fut::ready(Err(r))),
@@ -624,6 +671,16 @@ impl Handles<KernelInterrupt> for InterceptLoop {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn approval_commands_are_whole_inputs() {
+        assert_eq!(parse_approval_command("/approve 3"), Some((3, true)));
+        assert_eq!(parse_approval_command("  /deny #12 "), Some((12, false)));
+        assert_eq!(parse_approval_command("/approve"), None);
+        assert_eq!(parse_approval_command("/approve 3 and also rm -rf"), None);
+        assert_eq!(parse_approval_command("please /approve 3"), None);
+        assert_eq!(parse_approval_command("/approve three"), None);
+    }
 
     #[test]
     fn builtin_sources_are_privileged() {

@@ -310,6 +310,7 @@ impl TaskActor {
                     firewall: self.deps.firewall.clone(),
                     principal: self.input.principal.clone(),
                     agent: self.deps.agent.clone(),
+                    meta: serde_json::Value::Object(self.input.payload.clone()),
                     untrusted: self.untrusted.clone(),
                 };
                 // A running tool is never interrupted: no safe point until the batch is done.

@@ -41,6 +41,9 @@ pub struct ToolRunner {
     pub principal: crate::firewall::Principal,
     /// Which agent runs the calls (`TaskDeps::agent`; `""` for the main agent).
     pub agent: String,
+    /// The routing fields the input came with (a chat bridge's user or group id):
+    /// the `meta` of what the kernel itself sends back there (an approval question).
+    pub meta: Value,
     /// Why the task is untrusted, once it is (a guest's input, a fetched page, an MCP
     /// answer, a flagged result): its risky calls then ask the owner
     /// (`firewall::approval`). Shared by the task's batches.
@@ -64,6 +67,33 @@ pub async fn run_stage(stages: &TAddr<StageHost>, stage: Stage, mut ctx: StageCo
 }
 
 impl ToolRunner {
+    /// Shows an approval question on the plugin channel the owner's input came from
+    /// (a chat bridge), so the owner can answer there with `/approve N` or `/deny N`
+    /// (the intake takes those from the owner's inputs). Never on a guest's turn: the
+    /// question is the owner's to answer, not the chat's.
+    fn ask_on_channel(&self, q: &crate::firewall::approval::Question) {
+        if !self.principal.is_owner() {
+            return;
+        }
+        let Some(deliver) = self.channels.deliver(&self.channel) else {
+            return;
+        };
+        let msg = json!({
+            "channel": self.channel,
+            "payload": Msg::ApprovalAsk { id: q.id, tool: &q.tool, summary: &q.summary, why: &q.why }.text(),
+            "type": "text",
+            "meta": self.meta,
+            "task_id": self.task_id,
+            "source": self.source,
+        });
+        let channel = self.channel.clone();
+        actix::spawn(async move {
+            if let Err(e) = deliver.call(msg).await {
+                tracing::warn!(%channel, "the approval question could not be shown on the channel: {e}; answer it in the WebUI or with waiter");
+            }
+        });
+    }
+
     fn plugin_of(&self, name: &str) -> String {
         self.tools.get(name).map(|t| t.spec.plugin.clone()).unwrap_or_default()
     }
@@ -205,7 +235,9 @@ impl ToolRunner {
         let why = self.untrusted.lock().clone();
         if let Err(reason) = self
             .firewall
-            .approve(&self.bus, self.task_id, &call.name, &written, why.as_deref())
+            .approve(&self.bus, self.task_id, &call.name, &written, why.as_deref(), |q| {
+                self.ask_on_channel(q)
+            })
             .await
         {
             return denied(reason);

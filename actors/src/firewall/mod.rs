@@ -378,8 +378,9 @@ impl Firewall {
     }
 
     /// Waits for the owner's answer when `tool` must ask (see [`approval`]); `Err` is
-    /// the refusal the model reads. The question is published on `bus` and logged
-    /// with its answer.
+    /// the refusal the model reads. The question is published on `bus`, handed to
+    /// `on_ask` (the caller shows it where the owner is, e.g. on a chat bridge), and
+    /// logged with its answer.
     pub async fn approve(
         &self,
         bus: &crate::bus::EventBus,
@@ -387,6 +388,7 @@ impl Firewall {
         tool: &str,
         shown_args: &serde_json::Value,
         untrusted: Option<&str>,
+        on_ask: impl FnOnce(&approval::Question),
     ) -> Result<(), String> {
         let cfg = self.config();
         let audit = |id, why: &str, outcome| {
@@ -421,6 +423,7 @@ impl Firewall {
         };
         let (question, answer) = self.approvals.ask(task_id, tool, shown_args, why);
         let id = question.id;
+        on_ask(&question);
         bus.publish(crate::bus::Event::ApprovalRequested { question });
         let (allowed, by) = match tokio::time::timeout(approval::WAIT, answer).await {
             Ok(Ok(allowed)) => (allowed, "owner"),
