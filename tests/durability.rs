@@ -350,3 +350,84 @@ fn kill_9_during_a_burst_of_1001() {
     );
     assert_eq!(lost, 0);
 }
+
+/// The only vendor fails for a few seconds while 60 acknowledged inputs wait: every one
+/// is answered once it is back, none twice, and the inbox is empty after. (Before
+/// issue 30, 49 of 60 were deleted unanswered.)
+#[test]
+fn acknowledged_inputs_outlive_a_vendor_outage_and_each_runs_once() {
+    let (_dir, data, d, v) = daemon_with_vendor();
+    v.failing.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (statuses, _) = send_async(&d, 60, 4, |i| format!("outage-{i}"));
+    assert!(statuses.iter().all(|s| *s == 202), "{statuses:?}");
+    std::thread::sleep(Duration::from_secs(3));
+    v.failing.store(false, std::sync::atomic::Ordering::SeqCst);
+    let want: Vec<String> = (0..60).map(|i| format!("outage-{i}")).collect();
+    let ran = wait_log(&d, &data, "all 60 answered after the outage", |ran| {
+        want.iter().all(|w| ran.contains(w))
+    });
+    for w in &want {
+        assert_eq!(ran.iter().filter(|r| *r == w).count(), 1, "{w} ran more than once");
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while inbox_rows(&data) > 0 {
+        assert!(Instant::now() < deadline, "answered inputs left in the inbox");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        common::api::get(&d, "/api/v1/inbox/dead")["dead"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+}
+
+/// An outage longer than `core.agent.outage_wait` puts the input on the dead-letter
+/// list with why; the owner's retry runs it once the vendor is back, a discard drops
+/// it, and neither works twice.
+#[test]
+fn an_input_that_outlasts_its_wait_is_kept_for_the_owner_to_retry() {
+    let (_dir, data, d, v) = daemon_with_vendor();
+    common::api::put_settings(&d, json!({"core.agent.outage_wait": "2s"}));
+    v.failing.store(true, std::sync::atomic::Ordering::SeqCst);
+    for text in ["kept for later", "given up on"] {
+        let (status, body) = post(&d, "/api/v1/messages", json!({"text": text, "sync": false}));
+        assert_eq!(status, 202, "{body}");
+    }
+    common::api::wait_for(&d, "/api/v1/inbox/dead", "both inputs on the dead-letter list", |b| {
+        b["dead"].as_array().is_some_and(|a| a.len() == 2)
+    });
+    let dead = common::api::get(&d, "/api/v1/inbox/dead")["dead"].clone();
+    let find = |text: &str| {
+        dead.as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["text"] == text)
+            .unwrap()
+            .clone()
+    };
+    let (kept, dropped) = (find("kept for later"), find("given up on"));
+    assert!(kept["error"].as_str().unwrap().contains("LLM"), "{kept}");
+
+    v.failing.store(false, std::sync::atomic::Ordering::SeqCst);
+    common::api::put_settings(&d, json!({"core.agent.outage_wait": "1h"}));
+    let (status, body) = post(&d, &format!("/api/v1/inbox/dead/{}/retry", kept["id"]), Value::Null);
+    assert_eq!(status, 202, "{body}");
+    let (status, body) = post(&d, &format!("/api/v1/inbox/dead/{}/retry", kept["id"]), Value::Null);
+    assert_eq!(status, 404, "a second retry of the same: {body}");
+    let r = d
+        .client()
+        .delete(d.url(&format!("/api/v1/inbox/dead/{}", dropped["id"])))
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let ran = wait_log(&d, &data, "the retried input answered", |ran| {
+        ran.iter().any(|r| r == "kept for later")
+    });
+    assert!(!ran.iter().any(|r| r == "given up on"), "a discarded input ran");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while inbox_rows(&data) > 0 {
+        assert!(Instant::now() < deadline, "rows left in the inbox");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -14,6 +14,7 @@ mod error;
 pub mod guard;
 mod history;
 mod import;
+mod inbox;
 mod logs;
 mod media;
 mod memory;
@@ -81,7 +82,7 @@ pub struct AppState {
     paths(
         api::healthz, ready::readyz, api::actors, api::restart, api::get_settings, api::put_settings, sse::events,
         agent::post_message, agent::post_stop, agent::get_tasks, agent::get_sources, agent::get_security,
-        agent::get_context, agent::get_documents, agent::get_plugins, agent::plugin_action, agent::plugin_api, agent::install_plugin, agent::run_heartbeat, clock::get_clock, clock::advance, approvals::list, approvals::audit, approvals::answer, agent::memory_status, agent::get_graph, import::import_history, history::history, logs::logs,
+        agent::get_context, agent::get_documents, agent::get_plugins, agent::plugin_action, agent::plugin_api, agent::install_plugin, agent::run_heartbeat, clock::get_clock, clock::advance, approvals::list, approvals::audit, approvals::answer, inbox::list, inbox::retry, inbox::discard, agent::memory_status, agent::get_graph, import::import_history, history::history, logs::logs,
         settings::definitions, settings::test_source, plugins::plugin_tools, plugins::uninstall,
         memory::delete_document, memory::edit_relation, memory::delete_relation, memory::get_knowledge, memory::add_knowledge, memory::delete_knowledge,
         residents::list, residents::restart, residents::destroy,
@@ -214,6 +215,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/heartbeats/{name}/run", web::post().to(agent::run_heartbeat))
                 .route("/approvals", web::get().to(approvals::list))
                 .route("/approvals/audit", web::get().to(approvals::audit))
+                .route("/inbox/dead", web::get().to(inbox::list))
+                .route("/inbox/dead/{id}/retry", web::post().to(inbox::retry))
+                .route("/inbox/dead/{id}", web::delete().to(inbox::discard))
                 .route("/approvals/{id}", web::post().to(approvals::answer))
                 .route("/clock", web::get().to(clock::get_clock))
                 .route("/clock/advance", web::post().to(clock::advance))

@@ -15,7 +15,7 @@
 use std::path::Path;
 
 use actix::prelude::*;
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, OptionalExtension as _, params};
 use rusqlite_migration::{M, Migrations};
 use tokio::sync::oneshot;
 
@@ -65,6 +65,21 @@ pub struct StoredInput {
     pub starts: u32,
 }
 
+/// An input on the dead-letter list, as the owner sees it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DeadInput {
+    pub id: InboxId,
+    pub request_id: String,
+    pub source: String,
+    pub text: String,
+    pub accepted_at_ms: i64,
+    /// Times its task started.
+    pub starts: u32,
+    pub dead_at_ms: i64,
+    /// Why it failed (what to do next included).
+    pub error: String,
+}
+
 /// What [`InboxStore::take_pending`] found.
 #[derive(Debug, Default)]
 pub struct Replay {
@@ -78,6 +93,7 @@ fn migrations() -> Migrations<'static> {
     Migrations::new(vec![
         M::up(include_str!("../../../migrations/inbox/0001_init.sql")),
         M::up(include_str!("../../../migrations/inbox/0002_principal.sql")),
+        M::up(include_str!("../../../migrations/inbox/0003_dead_letter.sql")),
     ])
 }
 
@@ -130,12 +146,14 @@ impl InboxStore {
     }
 
     /// One transaction: stores `accepts` (returning their ids, in order), counts a start
-    /// for `started`, deletes `ended`. Nothing of it is applied if anything fails.
+    /// for `started`, deletes `ended`, moves `dead` to the dead-letter list with why.
+    /// Nothing of it is applied if anything fails.
     pub fn write(
         &mut self,
         accepts: &[&InputRecord],
         started: &[InboxId],
         ended: &[InboxId],
+        dead: &[(InboxId, String)],
     ) -> Result<Vec<InboxId>, InboxError> {
         let tx = self.conn.transaction()?;
         let mut ids = Vec::with_capacity(accepts.len());
@@ -166,6 +184,11 @@ impl InboxStore {
             let mut end = tx.prepare_cached("DELETE FROM inbox WHERE id = ?1")?;
             for id in ended {
                 end.execute([id.0])?;
+            }
+            let mut bury = tx.prepare_cached("UPDATE inbox SET given_up_at_ms = ?2, last_error = ?3 WHERE id = ?1")?;
+            let now = now_ms();
+            for (id, why) in dead {
+                bury.execute(params![id.0, now, why])?;
             }
         }
         tx.commit()?;
@@ -214,14 +237,71 @@ impl InboxStore {
                     replay.pending.push(row);
                 }
             }
-            let mut give_up = tx.prepare("UPDATE inbox SET given_up_at_ms = ?2 WHERE id = ?1")?;
+            let mut give_up = tx.prepare("UPDATE inbox SET given_up_at_ms = ?2, last_error = ?3 WHERE id = ?1")?;
             let now = now_ms();
             for g in &replay.given_up {
-                give_up.execute(params![g.id.0, now])?;
+                let why = format!(
+                    "it started {} times and the daemon died each time; retry it only once the cause is fixed",
+                    g.starts
+                );
+                give_up.execute(params![g.id.0, now, why])?;
             }
         }
         tx.commit()?;
         Ok(replay)
+    }
+
+    /// The dead-letter list, newest first (at most `limit`).
+    pub fn dead(&self, limit: usize) -> Result<Vec<DeadInput>, InboxError> {
+        let mut q = self.conn.prepare_cached(
+            "SELECT id, request_id, source, text, accepted_at_ms, starts, given_up_at_ms, coalesce(last_error, '')
+             FROM inbox WHERE given_up_at_ms IS NOT NULL ORDER BY id DESC LIMIT ?1",
+        )?;
+        let rows = q.query_map([limit as i64], |r| {
+            Ok(DeadInput {
+                id: InboxId(r.get(0)?),
+                request_id: r.get(1)?,
+                source: r.get(2)?,
+                text: r.get(3)?,
+                accepted_at_ms: r.get(4)?,
+                starts: r.get(5)?,
+                dead_at_ms: r.get(6)?,
+                error: r.get(7)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Takes dead input `id` off the list: its record (to run again) — or `None` when
+    /// no such dead input exists. With `discard`, the record is dropped for good.
+    pub fn revive(&mut self, id: InboxId) -> Result<Option<InputRecord>, InboxError> {
+        let tx = self.conn.transaction()?;
+        let record = tx
+            .query_row(
+                "SELECT request_id, source, channel, text, level, no_memory, payload, principal
+                 FROM inbox WHERE id = ?1 AND given_up_at_ms IS NOT NULL",
+                [id.0],
+                |r| {
+                    let payload: String = r.get(6)?;
+                    let level: Option<u8> = r.get(4)?;
+                    Ok(InputRecord {
+                        request_id: r.get(0)?,
+                        source: r.get(1)?,
+                        channel: r.get(2)?,
+                        text: r.get(3)?,
+                        level: level.and_then(Level::from_u8),
+                        no_memory: r.get(5)?,
+                        payload: serde_json::from_str(&payload).unwrap_or_default(),
+                        principal: stored_principal(r.get::<_, Option<String>>(7)?.as_deref()),
+                    })
+                },
+            )
+            .optional()?;
+        if record.is_some() {
+            tx.execute("DELETE FROM inbox WHERE id = ?1", [id.0])?;
+        }
+        tx.commit()?;
+        Ok(record)
     }
 
     /// Inputs waiting to run (not given up).
@@ -240,11 +320,12 @@ struct Batch {
     accepts: Vec<(InputRecord, oneshot::Sender<Result<InboxId, InboxError>>)>,
     started: Vec<InboxId>,
     ended: Vec<InboxId>,
+    dead: Vec<(InboxId, String)>,
 }
 
 impl Batch {
     fn is_empty(&self) -> bool {
-        self.accepts.is_empty() && self.started.is_empty() && self.ended.is_empty()
+        self.accepts.is_empty() && self.started.is_empty() && self.ended.is_empty() && self.dead.is_empty()
     }
 }
 
@@ -283,7 +364,7 @@ impl InboxActor {
         }
         let batch = std::mem::take(&mut self.batch);
         let records: Vec<&InputRecord> = batch.accepts.iter().map(|(r, _)| r).collect();
-        match self.store.write(&records, &batch.started, &batch.ended) {
+        match self.store.write(&records, &batch.started, &batch.ended, &batch.dead) {
             Ok(ids) => {
                 tracing::debug!(
                     accepted = ids.len(),
@@ -305,8 +386,8 @@ impl InboxActor {
                 }
                 // The bookkeeping of running inputs is retried alone: losing it would
                 // run finished inputs again after a restart.
-                if !(batch.started.is_empty() && batch.ended.is_empty())
-                    && let Err(e) = self.store.write(&[], &batch.started, &batch.ended)
+                if !(batch.started.is_empty() && batch.ended.is_empty() && batch.dead.is_empty())
+                    && let Err(e) = self.store.write(&[], &batch.started, &batch.ended, &batch.dead)
                 {
                     tracing::error!("inbox bookkeeping lost ({e}); finished inputs may run again after a restart");
                 }
@@ -344,6 +425,21 @@ pub struct Started(pub InboxId);
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Ended(pub InboxId);
+
+/// A stored input's task failed for good: keep it on the dead-letter list with why.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Dead(pub InboxId, pub String);
+
+/// The dead-letter list, newest first.
+#[derive(Message)]
+#[rtype(result = "Result<Vec<DeadInput>, InboxError>")]
+pub struct ListDead(pub usize);
+
+/// Takes a dead input off the list: its record, to run again or to drop.
+#[derive(Message)]
+#[rtype(result = "Result<Option<InputRecord>, InboxError>")]
+pub struct Revive(pub InboxId);
 
 /// At boot: the inputs left by the previous run (see [`InboxStore::take_pending`]).
 #[derive(Message)]
@@ -387,6 +483,30 @@ impl Handles<Ended> for InboxActor {
     fn handle(&mut self, Ended(id): Ended, ctx: &mut HostContext<Self>) {
         self.batch.ended.push(id);
         self.arm(ctx);
+    }
+}
+
+impl Handles<Dead> for InboxActor {
+    type Reply = ();
+    fn handle(&mut self, Dead(id, why): Dead, ctx: &mut HostContext<Self>) {
+        self.batch.dead.push((id, why));
+        self.arm(ctx);
+    }
+}
+
+impl Handles<ListDead> for InboxActor {
+    type Reply = Result<Vec<DeadInput>, InboxError>;
+    fn handle(&mut self, ListDead(n): ListDead, _: &mut HostContext<Self>) -> Self::Reply {
+        self.flush();
+        self.store.dead(n)
+    }
+}
+
+impl Handles<Revive> for InboxActor {
+    type Reply = Result<Option<InputRecord>, InboxError>;
+    fn handle(&mut self, Revive(id): Revive, _: &mut HostContext<Self>) -> Self::Reply {
+        self.flush();
+        self.store.revive(id)
     }
 }
 
@@ -435,16 +555,16 @@ mod tests {
         c.level = Some(Level::L3);
         let ids = {
             let mut s = InboxStore::open(&path).unwrap();
-            let ids = s.write(&[&a, &b, &c], &[], &[]).unwrap();
+            let ids = s.write(&[&a, &b, &c], &[], &[], &[]).unwrap();
             assert_eq!(ids.len(), 3);
             assert!(ids[0] < ids[1] && ids[1] < ids[2], "ids in arrival order");
-            s.write(&[], &[ids[0]], &[ids[1]]).unwrap();
+            s.write(&[], &[ids[0]], &[ids[1]], &[]).unwrap();
             ids
         };
         // "kill -9": the connection is simply gone; a new one sees the commits.
         let mut s = InboxStore::open(&path).unwrap();
         // Accepted by the new run before its replay: not part of it.
-        s.write(&[&record("new")], &[], &[]).unwrap();
+        s.write(&[&record("new")], &[], &[], &[]).unwrap();
         let replay = s.take_pending().unwrap();
         assert!(replay.given_up.is_empty());
         let got: Vec<_> = replay
@@ -465,7 +585,7 @@ mod tests {
         guest.principal = crate::firewall::Principal::plugin_guest("bridge");
         {
             let mut s = InboxStore::open(&path).unwrap();
-            s.write(&[&guest, &record("owner")], &[], &[]).unwrap();
+            s.write(&[&guest, &record("owner")], &[], &[], &[]).unwrap();
             // A row written before principals existed.
             s.conn
                 .execute(
@@ -482,19 +602,49 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_input_waits_on_the_dead_letter_list_until_retried_or_discarded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("inbox.db");
+        let (a, b) = (record("vendor down"), record("other"));
+        {
+            let mut s = InboxStore::open(&path).unwrap();
+            let ids = s.write(&[&a, &b], &[], &[], &[]).unwrap();
+            s.write(&[], &[], &[], &[(ids[0], "all LLM sources failed: 503".into())])
+                .unwrap();
+            s.write(&[], &[], &[], &[(ids[1], "also failed".into())]).unwrap();
+        }
+        let mut s = InboxStore::open(&path).unwrap();
+        assert!(
+            s.take_pending().unwrap().pending.is_empty(),
+            "dead inputs are not replayed"
+        );
+        let dead = s.dead(10).unwrap();
+        assert_eq!(dead.len(), 2);
+        assert_eq!(
+            (dead[1].text.as_str(), dead[1].error.as_str()),
+            ("vendor down", "all LLM sources failed: 503")
+        );
+        let revived = s.revive(dead[1].id).unwrap().expect("on the list");
+        assert_eq!(revived.text, "vendor down");
+        assert_eq!(s.revive(dead[1].id).unwrap(), None, "taken off once");
+        assert_eq!(s.dead(10).unwrap().len(), 1);
+        assert_eq!(s.pending_count().unwrap(), 0);
+    }
+
+    #[test]
     fn an_input_that_keeps_killing_the_daemon_is_given_up() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("inbox.db");
         let r = record("poison");
         let ids = InboxStore::open(&path)
             .unwrap()
-            .write(&[&r, &record("fine")], &[], &[])
+            .write(&[&r, &record("fine")], &[], &[], &[])
             .unwrap();
         for _ in 0..MAX_STARTS {
             // A boot: replay, the poison starts, the daemon dies.
             let mut s = InboxStore::open(&path).unwrap();
             assert_eq!(s.take_pending().unwrap().pending.len(), 2);
-            s.write(&[], &[ids[0]], &[]).unwrap();
+            s.write(&[], &[ids[0]], &[], &[]).unwrap();
         }
         let replay = InboxStore::open(&path).unwrap().take_pending().unwrap();
         assert_eq!(replay.given_up.len(), 1);
@@ -511,7 +661,7 @@ mod tests {
         s.conn
             .execute_batch("CREATE TRIGGER no_b BEFORE INSERT ON inbox WHEN NEW.text = 'b' BEGIN SELECT RAISE(ABORT, 'disk full'); END;")
             .unwrap();
-        let err = s.write(&[&record("a"), &record("b")], &[], &[]).unwrap_err();
+        let err = s.write(&[&record("a"), &record("b")], &[], &[], &[]).unwrap_err();
         assert!(err.to_string().contains("check disk space"), "{err}");
         assert_eq!(s.pending_count().unwrap(), 0, "all or nothing");
     }

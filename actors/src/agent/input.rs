@@ -262,11 +262,14 @@ impl Outcome {
 }
 
 /// A step in an accepted input's life, as reported to its [`Settle`] hook.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Lifecycle {
     /// Its task started running (counted, so an input that kills the daemon every time
     /// it runs is given up after a few starts instead of looping forever).
     Started,
+    /// Why its task failed, just before [`Lifecycle::Ended`] with [`Outcome::Failed`]
+    /// (kept with the input on the inbox's dead-letter list).
+    Error(String),
     /// Its task ended (or it was dropped or abandoned unrun).
     Ended(Outcome),
 }
@@ -298,6 +301,14 @@ impl Settle {
         if let Some(f) = &mut self.0 {
             f(Lifecycle::Started);
         }
+    }
+
+    /// The input's task failed with `error`; then it ended.
+    pub fn fail(&mut self, error: String) {
+        if let Some(f) = &mut self.0 {
+            f(Lifecycle::Error(error));
+        }
+        self.end(Outcome::Failed);
     }
 
     /// The input ended; later calls do nothing.

@@ -28,7 +28,7 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 use super::dedupe::{DuplicateGuard, Ticket, Verdict};
-use super::inbox::{Accept, Ended, InboxActor, InboxId, Started, TakePending};
+use super::inbox::{Accept, Dead, Ended, InboxActor, InboxId, Started, TakePending};
 use super::input::{CONSOLIDATION_CHANNEL, Input, InputRecord, Lifecycle, Outcome, Refusal, Settle};
 use super::scheduler::{SchedulerActor, Stop, Submit};
 use crate::addr::TAddr;
@@ -71,18 +71,34 @@ fn settle_hook(guard: Option<(Guard, Ticket)>, stored: Option<(TAddr<InboxActor>
     if guard.is_none() && stored.is_none() {
         return Settle::none();
     }
+    let mut error = None;
     Settle::new(move |step| match step {
         Lifecycle::Started => {
             if let Some((inbox, id)) = &stored {
                 let _ = inbox.do_send(Started(*id));
             }
         }
+        Lifecycle::Error(e) => error = Some(e),
         Lifecycle::Ended(outcome) => {
             if let Some((g, ticket)) = &guard {
                 g.lock().finished(ticket, outcome == Outcome::Succeeded);
             }
             if let Some((inbox, id)) = &stored {
-                if outcome.is_final() {
+                // A failed or dropped input is kept for the owner to retry or
+                // discard; an answered or stopped one is done.
+                let dead = match outcome {
+                    Outcome::Failed => Some(
+                        error
+                            .take()
+                            .unwrap_or_else(|| "its task failed; see the daemon log".into()),
+                    ),
+                    Outcome::Dropped => Some("dropped unrun: the interrupt queues overflowed".into()),
+                    _ => None,
+                };
+                if let Some(why) = dead {
+                    tracing::warn!(input = %id, "a stored input failed; it waits on the dead-letter list (GET /api/v1/inbox/dead): {why}");
+                    let _ = inbox.do_send(Dead(*id, why));
+                } else if outcome.is_final() {
                     let _ = inbox.do_send(Ended(*id));
                 } else {
                     tracing::info!(input = %id, ?outcome, "stored input not finished; it runs after the next start");
@@ -492,6 +508,75 @@ impl Handles<ReplayInbox> for EventLoop {
             me.feed(ctx);
             Ok(n)
         }))
+    }
+}
+
+/// The inbox's dead-letter list, newest first (at most the count).
+#[derive(Message)]
+#[rtype(result = "Result<Vec<super::inbox::DeadInput>, String>")]
+pub struct ListDeadInputs(pub usize);
+
+/// The owner's decision on a dead input: run it again (`retry`) or drop it for good.
+/// Answers whether it was on the list (`Ok(None)`: no such dead input) and, for a
+/// retry, how the intake took it.
+#[derive(Message)]
+#[rtype(result = "Result<Option<Accepted>, String>")]
+pub struct SettleDead {
+    pub id: InboxId,
+    pub retry: bool,
+}
+
+impl Handles<ListDeadInputs> for EventLoop {
+    type Reply = ResponseFuture<Result<Vec<super::inbox::DeadInput>, String>>;
+    fn handle(&mut self, ListDeadInputs(n): ListDeadInputs, _: &mut HostContext<Self>) -> Self::Reply {
+        let inbox = self.inbox.clone();
+        Box::pin(async move {
+            let Some(inbox) = inbox else { return Ok(Vec::new()) };
+            inbox
+                .send(super::inbox::ListDead(n))
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())
+        })
+    }
+}
+
+impl Handles<SettleDead> for EventLoop {
+    type Reply = ResponseActFuture<Host<Self>, Result<Option<Accepted>, String>>;
+    fn handle(&mut self, m: SettleDead, _: &mut HostContext<Self>) -> Self::Reply {
+        let Some(inbox) = self.inbox.clone() else {
+            return Box::pin(actix::fut::ready(Ok(None)));
+        };
+        let fut = async move { inbox.send(super::inbox::Revive(m.id)).await };
+        Box::pin(
+            actix::fut::wrap_future::<_, Host<Self>>(fut).then(move |res, host, ctx| {
+                let record = match res {
+                    Ok(Ok(r)) => r,
+                    Ok(Err(e)) => return Box::pin(actix::fut::ready(Err(e.to_string()))) as Self::Reply,
+                    Err(e) => return Box::pin(actix::fut::ready(Err(e.to_string()))),
+                };
+                match record {
+                    None => Box::pin(actix::fut::ready(Ok(None))),
+                    Some(r) if !m.retry => {
+                        tracing::info!(input = %m.id, source = %r.source, "the owner discarded a dead input");
+                        Box::pin(actix::fut::ready(Ok(Some(Accepted {
+                            task_id: None,
+                            input_id: None,
+                        }))))
+                    }
+                    Some(r) => {
+                        tracing::info!(input = %m.id, source = %r.source, "the owner retries a dead input");
+                        // A new acknowledged input: stored again (under a new row) before
+                        // it runs, so a crash now loses nothing either.
+                        let input = r.to_input();
+                        Box::pin(
+                            <Self as Handles<Inject>>::handle(host.inner(), Inject(input), ctx)
+                                .map(|r, _, _| r.map(Some).map_err(|e| e.to_string())),
+                        )
+                    }
+                }
+            }),
+        )
     }
 }
 

@@ -43,6 +43,8 @@ pub struct ConsumeCancel(pub u64);
 pub struct Finished {
     pub task: u64,
     pub state: crate::bus::TaskState,
+    /// Why it failed (the error its reply carried).
+    pub error: Option<String>,
 }
 
 /// To a task: cancel the in-flight LLM call, if any (preemption or stop).

@@ -30,6 +30,7 @@ pub fn agent_settings(s: &Settings) -> AgentSettings {
         max_tokens: l.max_tokens,
         temperature: l.temperature,
         tool_timeout: a.tool_timeout,
+        outage_wait: a.outage_wait,
         max_context_size: a.max_context_size,
         window: window(s, &l),
     }

@@ -357,7 +357,15 @@ impl Handles<ConsumeCancel> for SchedulerActor {
 impl Handles<Finished> for SchedulerActor {
     type Reply = ();
     fn handle(&mut self, msg: Finished, ctx: &mut HostContext<Self>) {
-        self.settle(msg.task, Outcome::from_state(msg.state));
+        match (Outcome::from_state(msg.state), msg.error) {
+            (Outcome::Failed, Some(error)) => {
+                self.enqueued.remove(&msg.task);
+                if let Some(mut s) = self.settles.remove(&msg.task) {
+                    s.fail(error);
+                }
+            }
+            (outcome, _) => self.settle(msg.task, outcome),
+        }
         if self.running.as_ref().is_some_and(|r| r.id == msg.task) {
             let level = self.core.running().and_then(|m| m.level());
             self.running = None;

@@ -45,6 +45,8 @@ pub struct AgentSettings {
     pub temperature: f64,
     /// How long one tool may run before the model is told it timed out.
     pub tool_timeout: std::time::Duration,
+    /// How long a durable input's turn waits out an LLM outage (`core.agent.outage_wait`).
+    pub outage_wait: std::time::Duration,
     /// Events the context window holds before a prune (`core.agent.max_context_size`).
     pub max_context_size: usize,
     /// The context window of the source requests go to first (`llm::window`).
@@ -59,6 +61,7 @@ impl Default for AgentSettings {
             max_tokens: 4096,
             temperature: 0.7,
             tool_timeout: super::tools_exec::TOOL_TIMEOUT,
+            outage_wait: std::time::Duration::from_secs(3600),
             max_context_size: 30,
             window: crate::llm::window::DEFAULT_WINDOW,
         }
@@ -129,6 +132,8 @@ pub struct TaskActor {
     expanded: std::collections::BTreeSet<String>,
     /// See [`Self::settings`].
     settings: Option<Arc<AgentSettings>>,
+    /// The error of the reply sent, for the scheduler (and the inbox's dead-letter list).
+    error: Option<String>,
     /// The turn committed rows the embedder should vector once the reply is out.
     embed_after_reply: bool,
     /// Why the turn is untrusted, once it is (see `ToolRunner::untrusted`).
@@ -165,6 +170,7 @@ impl TaskActor {
             offer_for: None,
             expanded: Default::default(),
             settings: None,
+            error: None,
             embed_after_reply: false,
             untrusted: Arc::new(parking_lot::Mutex::new(untrusted)),
         }
@@ -214,6 +220,7 @@ impl TaskActor {
                 max_context_size: s.max_context_size,
                 window: s.window,
                 media_reserve: media_reserve(&self.deps, s.window),
+                outage_wait_ms: s.outage_wait.as_millis() as i64,
             },
             now_ms: now_ms(),
         };
@@ -370,6 +377,7 @@ impl TaskActor {
                 });
             }
             Cmd::Reply(reply) => {
+                self.error.clone_from(&reply.error);
                 self.input.reply.send(reply);
                 if std::mem::take(&mut self.embed_after_reply)
                     && let Some(e) = &self.deps.embedder
@@ -377,10 +385,14 @@ impl TaskActor {
                     let _ = e.addr.do_send(crate::memory::embed::actor::Fill);
                 }
             }
+            Cmd::Backoff(wait) => {
+                self.await_event(ctx, tokio::time::sleep(wait), |()| Event::BackoffOver);
+            }
             Cmd::Finish(end) => {
                 let _ = self.scheduler.finished(Finished {
                     task: self.id,
                     state: end.into(),
+                    error: self.error.take(),
                 });
                 ctx.stop();
             }

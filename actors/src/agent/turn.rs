@@ -51,6 +51,10 @@ pub struct TurnInput {
     /// The principal's name when not the owner (`onebot.guest`); empty for the owner.
     /// Recorded on the turn's events and scoping its recall.
     pub principal: String,
+    /// An acknowledged input nobody waits on (the inbox holds it): its turn waits out
+    /// an LLM outage ([`Limits::outage_wait_ms`]) instead of failing at once. A
+    /// synchronous caller is there to see the error and resend.
+    pub durable: bool,
 }
 
 impl From<&super::input::Input> for TurnInput {
@@ -69,6 +73,7 @@ impl From<&super::input::Input> for TurnInput {
                 i.principal.name.clone()
             },
             media: crate::memory::media::parts::from_payload(&i.payload),
+            durable: !i.kernel && !i.reply.is_waiting(),
         }
     }
 }
@@ -91,6 +96,9 @@ pub struct Limits {
     /// [`crate::memory::media::parts::recall_reserve`] while some image can be
     /// recalled, else 0.
     pub media_reserve: usize,
+    /// How long a durable input's turn waits for an LLM source while none answers
+    /// (`core.agent.outage_wait`), counted from the first failure.
+    pub outage_wait_ms: i64,
 }
 
 /// What the core reads with every event (the current settings, the channels and the
@@ -109,6 +117,10 @@ pub enum LlmFailure {
     Cancelled,
     /// The vendor said the prompt does not fit (the text is the error's own message).
     ContextFull(String),
+    /// No source could answer now (every one failed or is paused, or none is up
+    /// yet): a durable input waits and tries again. `retry_in_s`: when the first
+    /// paused source is available again, when known.
+    Unavailable { error: String, retry_in_s: Option<u64> },
     /// Anything else: the task fails with this message.
     Other(String),
 }
@@ -118,7 +130,14 @@ impl From<LlmError> for LlmFailure {
         match e {
             LlmError::Cancelled => Self::Cancelled,
             e @ LlmError::ContextFull(_) => Self::ContextFull(e.to_string()),
-            e => Self::Other(e.to_string()),
+            LlmError::AllPaused { wait_s, .. } => Self::Unavailable {
+                retry_in_s: Some(wait_s),
+                error: e.to_string(),
+            },
+            e @ (LlmError::AllFailed(_) | LlmError::NoSource(_)) => Self::Unavailable {
+                error: e.to_string(),
+                retry_in_s: None,
+            },
         }
     }
 }
@@ -205,6 +224,8 @@ pub enum Event {
     BeforeOutput(StageContext),
     /// The answer of [`Cmd::Commit`] (an error is logged; the reply goes out anyway).
     Committed(Result<(), String>),
+    /// The wait of [`Cmd::Backoff`] is over.
+    BackoffOver,
     /// Preemption or stop: cancel the LLM call, or remember to before the next one.
     Cancel,
     /// The scheduler resumed this parked task.
@@ -232,6 +253,7 @@ impl std::fmt::Debug for Event {
             Event::Committed(_) => "Committed",
             Event::Cancel => "Cancel",
             Event::Resume => "Resume",
+            Event::BackoffOver => "BackoffOver",
         };
         f.write_str(name)
     }
@@ -302,6 +324,8 @@ pub enum Cmd {
     Reply(Reply),
     /// Tell the scheduler the task ended, and stop the actor.
     Finish(End),
+    /// Wait this long, then answer [`Event::BackoffOver`] (an LLM outage).
+    Backoff(std::time::Duration),
 }
 
 /// The step that runs after the next safe point.
@@ -333,6 +357,8 @@ enum Wait {
     SafePoint,
     /// Yielded; waiting for a resume.
     Parked,
+    /// Waiting out an LLM outage before the next attempt.
+    Backoff,
     Llm,
     /// post_action, with the completion's vendor and model.
     PostAction(Completion),
@@ -382,6 +408,9 @@ pub struct TurnCore {
     overflow: Guard,
     /// Finish or fail has begun: the second attempt is ignored.
     done: bool,
+    /// When the current LLM outage began for this turn (its first unavailable answer),
+    /// and how many attempts failed since.
+    outage: Option<(i64, u32)>,
 }
 
 impl TurnCore {
@@ -405,6 +434,7 @@ impl TurnCore {
             tools: ToolRegistry::default(),
             overflow: Guard::default(),
             done: false,
+            outage: None,
         }
     }
 
@@ -437,6 +467,12 @@ impl TurnCore {
     pub fn handle(&mut self, event: Event, env: &Env) -> Vec<Cmd> {
         let mut out = Vec::new();
         match (event, std::mem::replace(&mut self.wait, Wait::Done)) {
+            (Event::Cancel, Wait::Backoff) => {
+                // A stop (or a preemption) need not wait for the next attempt: the
+                // safe point comes now, and the next LLM step honours the cancel.
+                self.cancel_pending = true;
+                self.advance(&mut out);
+            }
             (Event::Cancel, wait) => {
                 self.wait = wait;
                 if self.in_flight {
@@ -510,6 +546,9 @@ impl TurnCore {
             (Event::Llm { tools, result }, Wait::Llm) => {
                 self.in_flight = false;
                 self.tools = tools;
+                if result.is_ok() {
+                    self.outage = None;
+                }
                 match result {
                     Ok(c) => self.post_action(c, &mut out),
                     Err(LlmFailure::Cancelled) => self.cancelled(true, &mut out),
@@ -517,9 +556,23 @@ impl TurnCore {
                         Verdict::Fail(guard) => return self.fail(TurnError::OverflowAtVendor { guard, vendor }, out),
                         _ => self.recover_overflow(env, &mut out),
                     },
+                    Err(LlmFailure::Unavailable { error, retry_in_s }) => {
+                        if let Some(wait) = self.outage_backoff(retry_in_s, env) {
+                            tracing::warn!(
+                                task = self.id,
+                                attempt = self.outage.map_or(0, |o| o.1),
+                                wait_ms = wait.as_millis() as u64,
+                                "no LLM source answers; the input waits and tries again: {error}"
+                            );
+                            self.await_(Wait::Backoff, Cmd::Backoff(wait), &mut out);
+                        } else {
+                            return self.fail(TurnError::Llm(error), out);
+                        }
+                    }
                     Err(LlmFailure::Other(e)) => return self.fail(TurnError::Llm(e), out),
                 }
             }
+            (Event::BackoffOver, Wait::Backoff) => self.advance(&mut out),
             (Event::PostAction(after), Wait::PostAction(mut c)) => {
                 if let Some(r) = after.response {
                     return self.finish(r, End::Done, out);
@@ -616,6 +669,28 @@ impl TurnCore {
             }
         }
         out
+    }
+
+    /// The wait before the next LLM attempt in an outage, or `None` when the turn
+    /// gives up (a synchronous input, a pending stop, or `outage_wait` spent since the
+    /// outage's first failure). The paused sources' own hint when there is one, else
+    /// doubling from 2 s; between 0.5 and 60 s, never past the limit.
+    fn outage_backoff(&mut self, retry_in_s: Option<u64>, env: &Env) -> Option<std::time::Duration> {
+        if !self.input.durable || self.cancel_pending {
+            return None;
+        }
+        let (since, attempts) = self.outage.get_or_insert((env.now_ms, 0));
+        *attempts += 1;
+        let left = env.limits.outage_wait_ms - (env.now_ms - *since);
+        if left <= 0 {
+            return None;
+        }
+        let doubling = 1_000i64 << (*attempts).min(6);
+        let wait = retry_in_s
+            .map_or(doubling, |s| s as i64 * 1_000)
+            .clamp(500, 60_000)
+            .min(left);
+        Some(std::time::Duration::from_millis(wait as u64))
     }
 
     fn await_(&mut self, wait: Wait, cmd: Cmd, out: &mut Vec<Cmd>) {

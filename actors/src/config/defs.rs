@@ -770,6 +770,12 @@ pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
             "How long one tool call may run before the model is told it timed out (the call is cancelled)",
         ),
         SettingDef::new(
+            key::AGENT_OUTAGE_WAIT.name(),
+            at_least(Duration::ZERO),
+            json!("1h"),
+            "How long an acknowledged (asynchronous) input waits for an LLM source while every source is failing or paused, retrying as sources come back, before it goes to the dead-letter list (0 = fail at once)",
+        ),
+        SettingDef::new(
             key::AGENT_MAX_TOOL_TURNS.name(),
             int(0, 10_000),
             json!(10),

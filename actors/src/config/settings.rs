@@ -362,6 +362,8 @@ settings_group! {
         /// 0 means unlimited.
         pub max_tool_turns: u32 = AGENT_MAX_TOOL_TURNS,
         pub tool_timeout: Duration = AGENT_TOOL_TIMEOUT,
+        /// How long a durable input waits out an LLM outage.
+        pub outage_wait: Duration = AGENT_OUTAGE_WAIT,
         /// Events kept in the model's context window.
         pub max_context_size: usize = AGENT_MAX_CONTEXT_SIZE,
     }
@@ -492,6 +494,7 @@ mod tests {
             d(MEMORY_EMBED_MODEL),
             d(MEMORY_EMBED_API_KEY),
             d(AGENT_TOOL_TIMEOUT),
+            d(AGENT_OUTAGE_WAIT),
             d(AGENT_MAX_TOOL_TURNS),
             d(AGENT_MAX_CONTEXT_SIZE),
             d(AGENT_DISTILL_INTERVAL),

@@ -22,6 +22,7 @@ fn limits() -> Limits {
         max_context_size: 30,
         window: 8192,
         media_reserve: 0,
+        outage_wait_ms: 3_600_000,
     }
 }
 
@@ -494,6 +495,82 @@ fn other_llm_errors_fail_the_task_with_the_error() {
     let e = reply_of(&c).error.clone().unwrap();
     assert!(e.starts_with("all LLM sources failed: boom"), "{e}");
     assert_eq!(ended(&c), Some(End::Failed));
+}
+
+#[test]
+fn a_durable_input_waits_out_an_outage_and_then_answers() {
+    let mut t = Turn::new(TurnInput {
+        durable: true,
+        ..input("hello")
+    });
+    let first = t.first_request();
+    let unavailable = |t: &mut Turn, e: LlmError| {
+        t.feed(Event::Llm {
+            tools: ToolRegistry::default(),
+            result: Err(LlmFailure::from(e)),
+        })
+    };
+    // No hint: doubling from 2 s.
+    let c = unavailable(&mut t, LlmError::AllFailed("503".into()));
+    assert!(matches!(c[..], [Cmd::Backoff(w)] if w.as_millis() == 2_000), "{c:?}");
+    assert!(is_safe_point(&t.feed(Event::BackoffOver)));
+    assert_eq!(
+        request(t.feed(Event::SafePoint(Ok(false)))).messages,
+        first.messages,
+        "the same request again"
+    );
+    // The paused sources' hint wins.
+    let c = unavailable(
+        &mut t,
+        LlmError::AllPaused {
+            wait_s: 7,
+            detail: String::new(),
+        },
+    );
+    assert!(matches!(c[..], [Cmd::Backoff(w)] if w.as_millis() == 7_000), "{c:?}");
+    t.feed(Event::BackoffOver);
+    t.feed(Event::SafePoint(Ok(false)));
+    let c = t.answer(completion("hi there", &[]));
+    assert_eq!(ended(&t.output(c)), Some(End::Done));
+}
+
+#[test]
+fn an_outage_fails_a_synchronous_input_at_once_and_a_durable_one_after_its_limit() {
+    let mut t = Turn::new(input("hello"));
+    t.first_request();
+    let c = t.feed(Event::Llm {
+        tools: ToolRegistry::default(),
+        result: Err(LlmFailure::from(LlmError::NoSource("no source is configured".into()))),
+    });
+    assert_eq!(ended(&c), Some(End::Failed), "a caller waits: it sees the error");
+
+    let mut t = Turn::new(TurnInput {
+        durable: true,
+        ..input("hello")
+    });
+    t.limits.outage_wait_ms = 0;
+    t.first_request();
+    let c = t.feed(Event::Llm {
+        tools: ToolRegistry::default(),
+        result: Err(LlmFailure::from(LlmError::AllFailed("503".into()))),
+    });
+    assert_eq!(ended(&c), Some(End::Failed));
+}
+
+#[test]
+fn a_stop_during_an_outage_wait_does_not_wait_for_it() {
+    let mut t = Turn::new(TurnInput {
+        durable: true,
+        ..input("hello")
+    });
+    t.first_request();
+    let c = t.feed(Event::Llm {
+        tools: ToolRegistry::default(),
+        result: Err(LlmFailure::from(LlmError::AllFailed("503".into()))),
+    });
+    assert!(matches!(c[..], [Cmd::Backoff(_)]));
+    assert!(is_safe_point(&t.feed(Event::Cancel)), "the safe point comes at once");
+    assert!(t.feed(Event::BackoffOver).is_empty(), "the wait's end is moot now");
 }
 
 #[test]
