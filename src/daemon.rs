@@ -123,6 +123,9 @@ fn prepare(args: &RunArgs) -> anyhow::Result<(DataLock, BootSettings, Settings)>
         std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
     make_private(&args.data);
+    // Before anything opens them: a damaged database, or one that held data and is
+    // gone, stops the start here with the file and the way out (`integrity`).
+    crate::integrity::check_data_dir(&args.data)?;
     let mut store = ConfigStore::open(&args.data.join("config.db"), &args.data)
         .context("cannot open the settings database; is the disk full or the file corrupt?")?;
     let seeded = store.seed_defaults().context("cannot seed default settings")?;
@@ -340,6 +343,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
     });
     readiness.set(app_state(&state)?);
+    // Every tier opened: what each database holds now is what the next start expects.
+    if let Err(e) = crate::integrity::write_manifest(&data_dir) {
+        tracing::warn!("{e}");
+    }
     tracing::info!(
         listen = %args.listen,
         data = %data_dir.display(),
