@@ -126,6 +126,10 @@ fn prepare(args: &RunArgs) -> anyhow::Result<(DataLock, BootSettings, Settings)>
     // Before anything opens them: a damaged database, or one that held data and is
     // gone, stops the start here with the file and the way out (`integrity`).
     crate::integrity::check_data_dir(&args.data)?;
+    // A plugin install killed mid-unpack left its staging folder: nothing else will.
+    for (path, bytes) in homeagent_actors::plugins::package::clean_staging(&args.data.join("plugins")) {
+        tracing::info!(path = %path.display(), bytes, "removed a plugin install's leftover staging folder");
+    }
     let mut store = ConfigStore::open(&args.data.join("config.db"), &args.data)
         .context("cannot open the settings database; is the disk full or the file corrupt?")?;
     let seeded = store.seed_defaults().context("cannot seed default settings")?;
