@@ -297,6 +297,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             .app_data(gate_data.clone())
             .wrap(actix_web::middleware::from_fn(http::ready::wait_for_boot))
             .wrap(actix_web::middleware::from_fn(http::guard::gate))
+            .wrap(actix_web::middleware::from_fn(http::slow::body_idle_timeout))
             .configure(http::configure)
     })
     .workers(1)

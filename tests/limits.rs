@@ -104,3 +104,54 @@ fn an_import_line_over_the_cap_is_413_naming_the_line_and_nothing_is_imported() 
     assert!(v["error"].as_str().unwrap().contains("262144"), "{v}");
     assert!(context_inputs(&d).is_empty(), "nothing imported");
 }
+
+/// A body shorter than its `Content-Length` does not hold the connection: the daemon
+/// answers 408 once no byte came for its idle limit (10 s), and serves on.
+#[test]
+fn a_body_shorter_than_its_content_length_is_answered_408_not_held() {
+    use std::io::{Read as _, Write as _};
+    let dir = tempfile::tempdir().unwrap();
+    let d = common::Daemon::start(&dir.path().join("data"));
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", d.port)).unwrap();
+    // Bounds the test, not the daemon: a daemon that held the connection fails here.
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(
+        s,
+        "PUT /api/v1/settings HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"core.",
+        d.port,
+        d.token()
+    )
+    .unwrap();
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                answer.extend_from_slice(&buf[..n]);
+                if answer.windows(4).any(|w| w == b"\r\n\r\n") && answer.ends_with(b"}") {
+                    break;
+                }
+            }
+            Err(e) => panic!(
+                "no answer while the body never came ({e}); got {:?}",
+                String::from_utf8_lossy(&answer)
+            ),
+        }
+    }
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(
+        text.contains("send the whole body"),
+        "the error names the cause: {text}"
+    );
+    assert_eq!(
+        d.client()
+            .get(d.url("/api/v1/settings"))
+            .send()
+            .unwrap()
+            .status()
+            .as_u16(),
+        200
+    );
+}
