@@ -35,6 +35,10 @@ pub enum TokenError {
         "the API token in {path} is only {len} characters long (a damaged file?); it would be trivial to guess, so homed refuses it: run `homed token --rotate` for a new one"
     )]
     Weak { path: PathBuf, len: usize },
+    #[error(
+        "the API token in {path} holds characters no client can send (a damaged file?), so homed refuses it: run `homed token --rotate` for a new one"
+    )]
+    Malformed { path: PathBuf },
 }
 
 /// The shortest token accepted from the file (a generated one has 64 characters).
@@ -79,16 +83,32 @@ fn write_token(path: &Path, token: &str) -> Result<(), TokenError> {
 /// Reads the token of `data_dir`.
 pub fn read_token(data_dir: &Path) -> Result<String, TokenError> {
     let path = token_path(data_dir);
-    match std::fs::read_to_string(&path) {
-        Ok(s) if s.trim().chars().count() >= MIN_TOKEN_LEN => Ok(s.trim().to_owned()),
-        Ok(s) if !s.trim().is_empty() => Err(TokenError::Weak {
-            path,
-            len: s.trim().chars().count(),
-        }),
-        Ok(_) => Err(TokenError::Missing(path)),
+    match std::fs::read(&path) {
+        Ok(bytes) => parse_token(path, &bytes),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(TokenError::Missing(path)),
         Err(source) => Err(TokenError::Read { path, source }),
     }
+}
+
+/// The token in a token file's bytes: one line of visible ASCII (what a header, a
+/// cookie and the login URL can carry), at least [`MIN_TOKEN_LEN`] long. Anything else
+/// is a damaged file, refused rather than trusted: a cut-off or garbled token would be
+/// easy to guess or impossible to send.
+fn parse_token(path: PathBuf, bytes: &[u8]) -> Result<String, TokenError> {
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return Err(TokenError::Malformed { path });
+    };
+    let t = text.trim();
+    if t.is_empty() {
+        return Err(TokenError::Missing(path));
+    }
+    if !t.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(TokenError::Malformed { path });
+    }
+    if t.len() < MIN_TOKEN_LEN {
+        return Err(TokenError::Weak { path, len: t.len() });
+    }
+    Ok(t.to_owned())
 }
 
 /// The token of `data_dir`, created on first use. Returns it and whether it is new.
@@ -150,9 +170,16 @@ impl Owner {
         let mtime = std::fs::metadata(&self.path).and_then(|m| m.modified()).ok();
         let mut c = self.cached.lock();
         if mtime.is_some() && mtime != c.0 {
-            match std::fs::read_to_string(&self.path) {
-                Ok(t) if !t.trim().is_empty() => {
-                    let t = t.trim().to_owned();
+            // The same rules as at start: a file cut short while the daemon runs never
+            // becomes the owner's token.
+            let read = std::fs::read(&self.path)
+                .map_err(|source| TokenError::Read {
+                    path: self.path.clone(),
+                    source,
+                })
+                .and_then(|b| parse_token(self.path.clone(), &b));
+            match read {
+                Ok(t) => {
                     if t != c.1 {
                         tracing::info!("the owner API token changed; clients must use the new one");
                     }
@@ -160,7 +187,10 @@ impl Owner {
                     *c = (mtime, t, session);
                 }
                 // A failed read keeps the last good token rather than locking the owner out.
-                _ => tracing::warn!(path = %self.path.display(), "cannot re-read the API token; keeping the last one"),
+                Err(e) => {
+                    tracing::warn!("keeping the last good API token: {e}");
+                    c.0 = mtime;
+                }
             }
         }
         (c.1.clone(), c.2.clone())
@@ -200,7 +230,26 @@ mod tests {
         );
         assert!(Owner::new(dir.path()).is_err());
         let t = rotate_token(dir.path()).unwrap();
-        assert_eq!(ensure_token(dir.path()).unwrap(), (t, false));
+        assert_eq!(ensure_token(dir.path()).unwrap(), (t.clone(), false));
+
+        // Garbled bytes of a full length are refused too.
+        std::fs::write(token_path(dir.path()), [0xffu8; 64]).unwrap();
+        let e = ensure_token(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("characters no client can send"), "{e}");
+        std::fs::write(token_path(dir.path()), format!("{}\u{7}{}", &t[..40], &t[40..])).unwrap();
+        assert!(matches!(ensure_token(dir.path()), Err(TokenError::Malformed { .. })));
+
+        // Cut short while the daemon runs: the last good token stays the owner's.
+        std::fs::write(token_path(dir.path()), format!("{t}\n")).unwrap();
+        let owner = Owner::new(dir.path()).unwrap();
+        std::fs::write(token_path(dir.path()), "x\n").unwrap();
+        let f = std::fs::File::options()
+            .write(true)
+            .open(token_path(dir.path()))
+            .unwrap();
+        f.set_modified(SystemTime::now() + std::time::Duration::from_secs(1))
+            .unwrap();
+        assert!(owner.token_ok(&t) && !owner.token_ok("x"));
     }
 
     #[test]

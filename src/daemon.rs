@@ -123,6 +123,13 @@ fn prepare(args: &RunArgs) -> anyhow::Result<(DataLock, BootSettings, Settings)>
         std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
     make_private(&args.data);
+    // Before anything opens them: a damaged database, or one that held data and is
+    // gone, stops the start here with the file and the way out (`integrity`).
+    crate::integrity::check_data_dir(&args.data)?;
+    // A plugin install killed mid-unpack left its staging folder: nothing else will.
+    for (path, bytes) in homeagent_actors::plugins::package::clean_staging(&args.data.join("plugins")) {
+        tracing::info!(path = %path.display(), bytes, "removed a plugin install's leftover staging folder");
+    }
     let mut store = ConfigStore::open(&args.data.join("config.db"), &args.data)
         .context("cannot open the settings database; is the disk full or the file corrupt?")?;
     let seeded = store.seed_defaults().context("cannot seed default settings")?;
@@ -290,6 +297,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             .app_data(gate_data.clone())
             .wrap(actix_web::middleware::from_fn(http::ready::wait_for_boot))
             .wrap(actix_web::middleware::from_fn(http::guard::gate))
+            .wrap(actix_web::middleware::from_fn(http::slow::body_idle_timeout))
             .configure(http::configure)
     })
     .workers(1)
@@ -340,6 +348,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
     });
     readiness.set(app_state(&state)?);
+    // Every tier opened: what each database holds now is what the next start expects.
+    if let Err(e) = crate::integrity::write_manifest(&data_dir) {
+        tracing::warn!("{e}");
+    }
     tracing::info!(
         listen = %args.listen,
         data = %data_dir.display(),

@@ -16,6 +16,8 @@
 //!   what of an imported conversation reaches the model's prompt on a real daemon;
 //! * [`eval_lifecycle`]: `--live --lifecycle` — the same after the conversation was lived
 //!   through simulated months on a virtual clock, every heartbeat included;
+//! * [`integrity`]: the start's database checks (quick_check, the manifest of what
+//!   each database held);
 //! * [`import`]: `homed memory import FILE` (NDJSON or LoCoMo) to the running daemon.
 //!
 //! The shell knows the kernel only through its public messages and handles: HTTP
@@ -39,6 +41,7 @@ pub mod eval_metrics;
 pub mod http;
 pub mod import;
 pub mod install;
+pub mod integrity;
 pub mod kernel;
 mod lockfile;
 pub mod logring;

@@ -144,6 +144,13 @@ pub enum Msg<'a> {
         recoveries: usize,
         pruned: usize,
     },
+    /// An input that cannot fit the model's window even without memory: refused before
+    /// it is recorded.
+    InputOverWindow {
+        tokens: usize,
+        target: usize,
+        window: usize,
+    },
     /// The L4 notice after a recovery moved events out of the window.
     OverflowNotice {
         pruned: usize,
@@ -764,6 +771,11 @@ impl Msg<'_> {
                 lang,
                 "Context overflow: pruned {recoveries} times ({pruned} events moved out) and still over the window; lower core.agent.max_context_size or shorten the input or the tool output",
                 "上下文超限：已裁剪 {recoveries} 次（移出 {pruned} 条事件）仍超出窗口；请调小 core.agent.max_context_size 或缩短输入/工具输出"
+            ),
+            M::InputOverWindow { tokens, target, window } => tr!(
+                lang,
+                "The message does not fit the model: with the system prompt it is {tokens} tokens, over the {target} a prompt may use of the {window}-token window; it was not stored. Send it in parts or save it as a knowledge document",
+                "消息超出模型容量：连同系统提示共 {tokens} 个 token，超过 {window} token 窗口中提示可用的 {target}；未保存。请分段发送，或存为知识库文档"
             ),
             M::OverflowNotice { pruned } => tr!(
                 lang,
@@ -1522,6 +1534,11 @@ mod tests {
                 pruned: 7,
             },
             Msg::OverflowNotice { pruned: 3 },
+            Msg::InputOverWindow {
+                tokens: 9,
+                target: 8,
+                window: 10,
+            },
             Msg::InterruptMark,
             Msg::ContinueAfterTools,
             Msg::ContinueAfterSend,

@@ -77,6 +77,7 @@ pub(super) fn refused(reason: Refusal) -> ApiError {
     let text = reason.to_string();
     match reason {
         Refusal::EmptyInput => ApiError::bad_request(text),
+        Refusal::TooLarge { .. } => ApiError::too_large(text),
         Refusal::Duplicate | Refusal::ResidualDropped => ApiError::conflict(text),
         Refusal::QueueFull | Refusal::AgentStopped | Refusal::NotStored(_) | Refusal::Unavailable(_) => {
             ApiError::unavailable(text)
@@ -91,6 +92,7 @@ pub(super) fn refused(reason: Refusal) -> ApiError {
         (status = 200, description = "Synchronous reply", body = MessageReply),
         (status = 202, description = "Accepted (sync=false) and stored in DATA/inbox.db before this answer: `{\"task_id\", \"input_id\"}`; `task_id` is null while the input waits on disk for room in the ready queue (256)"),
         (status = 400, body = ErrorBody), (status = 409, description = "Duplicate input", body = ErrorBody),
+        (status = 413, description = "`text` is over `core.input_processing.text.max_bytes` (default 256 KiB; the message names the limit): nothing was stored", body = ErrorBody),
         (status = 502, description = "The task failed (LLM errors...)", body = ErrorBody),
         (status = 503, description = "No LLM source configured (the message names the settings to set)", body = ErrorBody),
         (status = 504, description = "No reply within timeout_ms (the task goes on)", body = ErrorBody),
@@ -121,6 +123,9 @@ pub(super) async fn send_message(
     if req.text.trim().is_empty() {
         return Err(ApiError::bad_request("`text` must not be empty"));
     }
+    // Before the images are stored: an oversized text leaves nothing behind (the intake
+    // asks the same again for every other way in).
+    Refusal::check_size(&req.text).map_err(refused)?;
     let priority = req
         .priority
         .as_deref()

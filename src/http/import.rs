@@ -54,7 +54,11 @@ fn too_large() -> HttpResponse {
 }
 
 fn invalid(e: &ImportError) -> HttpResponse {
-    HttpResponse::BadRequest().json(ImportErrorBody {
+    let status = match e {
+        ImportError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+        _ => StatusCode::BAD_REQUEST,
+    };
+    HttpResponse::build(status).json(ImportErrorBody {
         error: format!("{e}; nothing was imported: fix the line and send the whole body again"),
         line: e.line(),
         field: e.field().map(str::to_owned),
@@ -63,11 +67,11 @@ fn invalid(e: &ImportError) -> HttpResponse {
 
 #[utoipa::path(post, path = "/api/v1/memory/import", tag = "memory",
     request_body(content = String, content_type = "application/x-ndjson",
-        description = "One turn a line: `{\"time\": \"<RFC 3339>\" | <unix seconds>, \"speaker\": \"…\", \"text\": \"…\"}`, optional `\"source\"` (where the history comes from) and `\"id\"` (the turn's id there). At most 32 MiB."),
+        description = "One turn a line: `{\"time\": \"<RFC 3339>\" | <unix seconds>, \"speaker\": \"…\", \"text\": \"…\"}`, optional `\"source\"` (where the history comes from) and `\"id\"` (the turn's id there). At most 32 MiB; each `text` at most `core.input_processing.text.max_bytes`; each `time` not before `core.memory.import.earliest` (default 1970-01-02) nor more than `core.memory.import.max_future` (default 5 min) ahead. Commit semantics: the body is validated whole first (a bad line imports nothing), then written in batches of 500 lines, each one transaction. A daemon killed mid-import keeps the batches it committed; sending the same body again completes it, since a turn already imported (same time, speaker and text) is skipped."),
     responses(
         (status = 200, description = "Imported: `imported` new turns, `skipped` lines imported before (same time, speaker and text), `archived` events the import's distill rounds moved into documents, `facts` committed to the graph", body = ImportReport),
         (status = 400, description = "A bad line: nothing was imported; `line` and `field` say where", body = ImportErrorBody),
-        (status = 413, description = "Over 32 MiB", body = ImportErrorBody),
+        (status = 413, description = "Over 32 MiB, or a line's `text` over `core.input_processing.text.max_bytes` (`line` says which): nothing was imported", body = ImportErrorBody),
         (status = 415, description = "Not sent as NDJSON (`Content-Type: application/x-ndjson`)", body = ImportErrorBody),
         (status = 500, description = "The memory store failed mid-import: what earlier batches committed stays; send the body again", body = ImportErrorBody),
         (status = 503, description = "The memory actors are not running (restarting): what earlier batches committed stays; send the body again", body = ImportErrorBody),
@@ -113,9 +117,18 @@ pub async fn import_history(state: web::Data<AppState>, req: HttpRequest, mut pa
         }
         body.extend_from_slice(&chunk);
     }
+    // The bounds as committed now (a settings write that answered applies here).
+    let settings = match state.config.send(homeagent_actors::config::ReadSettings).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return refuse(StatusCode::SERVICE_UNAVAILABLE, format!("{e}; retry")),
+        Err(e) => return refuse(StatusCode::SERVICE_UNAVAILABLE, format!("{e}; retry")),
+    };
+    let bounds = import::Bounds::new(
+        homeagent_actors::memory::now_ms(),
+        &homeagent_actors::config::InputLimits::read(&settings),
+    );
     // Parsing megabytes of JSON would stall this HTTP worker: the blocking pool does it.
-    let now = homeagent_actors::memory::now_ms();
-    let lines = match web::block(move || import::decode(&body, now)).await {
+    let lines = match web::block(move || import::decode_within(&body, &bounds)).await {
         Ok(Ok(lines)) => lines,
         Ok(Err(e)) => {
             tracing::info!("history import refused: {e}");

@@ -102,7 +102,12 @@ pub async fn post_message_multipart(
             || matches!(name.as_str(), "attachment" | "attachments" | "image");
         let declared = field.content_type().map(|m| m.essence_str().to_owned());
         let index = images.len();
-        let cap = if is_file { limits.max_bytes } else { MAX_FIELD };
+        let text_cap = homeagent_actors::config::live::max_text_bytes();
+        let cap = match (is_file, name.as_str()) {
+            (true, _) => limits.max_bytes,
+            (false, "text") => text_cap,
+            (false, _) => MAX_FIELD,
+        };
         let mut data = Vec::new();
         while let Some(chunk) = field.next().await {
             let chunk = chunk.map_err(|e| ApiError::bad_request(format!("malformed multipart body: {e}")))?;
@@ -113,6 +118,10 @@ pub async fn post_message_multipart(
                         size: data.len() + chunk.len(),
                         limit: cap,
                     })
+                } else if name == "text" {
+                    ApiError::too_large(format!(
+                        "the message is over the limit of {text_cap} bytes (core.input_processing.text.max_bytes); send it in parts, save it as a knowledge document, or raise the setting"
+                    ))
                 } else {
                     ApiError::bad_request(format!("field `{name}` is over {MAX_FIELD} bytes"))
                 });

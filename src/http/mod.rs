@@ -23,6 +23,7 @@ mod plugins;
 pub mod ready;
 mod residents;
 mod settings;
+pub mod slow;
 mod sse;
 mod terminals;
 
@@ -128,6 +129,7 @@ fn json_config(limit: usize) -> web::JsonConfig {
                 JsonPayloadError::OverflowKnownLength { .. } | JsonPayloadError::Overflow { .. } => {
                     StatusCode::PAYLOAD_TOO_LARGE
                 }
+                JsonPayloadError::Payload(p) if slow::is_stalled(p) => StatusCode::REQUEST_TIMEOUT,
                 JsonPayloadError::ContentType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 _ => StatusCode::BAD_REQUEST,
             };

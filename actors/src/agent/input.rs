@@ -191,6 +191,12 @@ pub enum Refusal {
     /// An intake or the scheduler did not answer (restarting, or the daemon is stopping).
     #[error("the agent did not take the input ({0}); it may be restarting: retry in a moment")]
     Unavailable(String),
+    /// The text is over `core.input_processing.text.max_bytes`: refused before anything
+    /// is stored, so one oversized message cannot sit in the window and slow every turn.
+    #[error(
+        "the message is {bytes} bytes, over the limit of {limit} bytes (core.input_processing.text.max_bytes); send it in parts, save it as a knowledge document, or raise the setting"
+    )]
+    TooLarge { bytes: usize, limit: usize },
     /// It waited in a resident sub-agent that the main agent destroyed with
     /// `residual=drop` (spec §6.2).
     #[error("the sub-agent holding this input was removed and its waiting work dropped; send it again")]
@@ -198,6 +204,19 @@ pub enum Refusal {
 }
 
 impl Refusal {
+    /// [`Refusal::TooLarge`] when `text` is over the text cap as committed now
+    /// ([`crate::config::live::max_text_bytes`]); every way in asks this before storing.
+    pub fn check_size(text: &str) -> Result<(), Refusal> {
+        let limit = crate::config::live::max_text_bytes();
+        if text.len() > limit {
+            return Err(Refusal::TooLarge {
+                bytes: text.len(),
+                limit,
+            });
+        }
+        Ok(())
+    }
+
     /// The short machine-readable code (`empty_input`, `duplicate`, `queue_full`,
     /// `agent_stopped`, `not_stored`, `unavailable`), as serialized in a [`Reply`].
     pub fn code(&self) -> &'static str {
@@ -209,6 +228,7 @@ impl Refusal {
             Refusal::NotStored(_) => "not_stored",
             Refusal::Unavailable(_) => "unavailable",
             Refusal::ResidualDropped => "residual_dropped_by_parent",
+            Refusal::TooLarge { .. } => "too_large",
         }
     }
 }

@@ -63,6 +63,19 @@ fn is_durable(input: &Input) -> bool {
     !input.kernel && !input.reply.is_waiting()
 }
 
+/// A channel's input over the text cap is refused (and its waiting caller answered)
+/// before the guard, the inbox or the scheduler see it; the kernel's own input is not
+/// capped.
+fn size_ok(input: &mut Input) -> Result<(), Refusal> {
+    if input.kernel {
+        return Ok(());
+    }
+    Refusal::check_size(&input.text).inspect_err(|r| {
+        tracing::info!(source = %input.source, request = %input.request_id, "input refused: {r}");
+        input.reply.skip(r.clone());
+    })
+}
+
 /// The guard shared by the event loop and the hooks it puts on its inputs.
 type Guard = Arc<Mutex<DuplicateGuard>>;
 
@@ -218,6 +231,7 @@ impl EventLoop {
             input.reply.skip(Refusal::EmptyInput);
             return Err(Refusal::EmptyInput);
         }
+        size_ok(input)?;
         // The same words with other images are another input.
         let key = crate::memory::media::parts::dedupe_text(&input.text, &input.payload);
         match self.guard.lock().seen(&input.source, &key, Instant::now()) {
@@ -700,6 +714,7 @@ impl Handles<InjectInterrupt> for InterceptLoop {
                 input.reply.skip(Refusal::EmptyInput);
                 return Err(Refusal::EmptyInput);
             }
+            size_ok(&mut input)?;
             if stop {
                 s.send(Stop).await?;
                 if let Some(el) = &event_loop {

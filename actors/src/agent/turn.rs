@@ -154,6 +154,10 @@ pub enum TurnError {
     /// The overflow budget is spent (the guard's message names the setting to lower).
     #[error("{0}")]
     Overflow(String),
+    /// The input alone (with the system prompt) is over the window's target: refused
+    /// before it was recorded ([`Msg::InputOverWindow`]).
+    #[error("{0}")]
+    InputOverWindow(String),
     /// The budget is spent and the vendor said "context full" once more.
     #[error("{guard} ({vendor})")]
     OverflowAtVendor { guard: String, vendor: String },
@@ -492,6 +496,19 @@ impl TurnCore {
                     return self.finish(r, End::Done, out);
                 }
                 self.input.text = c.raw_message;
+                // An input whose text cannot fit the window is refused before it is
+                // recorded: kept in the window it would overflow every later turn too.
+                // (Images are not kept in the window; the overflow guard weighs them.)
+                let (fixed, target) = (self.fixed_text_tokens(env), Budget::new(env.limits.window, 0).target);
+                if fixed > target {
+                    let m = Msg::InputOverWindow {
+                        tokens: fixed,
+                        target,
+                        window: env.limits.window,
+                    }
+                    .text();
+                    return self.fail(TurnError::InputOverWindow(m), out);
+                }
                 self.read_timeline(Rebuild::Prepare, env, &mut out);
             }
             (Event::Timeline(t), Wait::Timeline(why)) => {
@@ -723,13 +740,18 @@ impl TurnCore {
     /// The input's images count what a vendor charges for them, and the images the
     /// media memory may still add are reserved ([`Limits::media_reserve`]).
     fn fixed_tokens(&self, env: &Env) -> usize {
+        self.fixed_text_tokens(env)
+            + crate::memory::media::parts::input_image_tokens(&self.input.media)
+            + env.limits.media_reserve
+    }
+
+    /// The text part of [`Self::fixed_tokens`]: what the window would keep of the input.
+    fn fixed_text_tokens(&self, env: &Env) -> usize {
         tokens::count_memo(&prompt::system_prompt(env.prompt, env.channels))
             // The same few lines per channel pair, turn after turn.
             + tokens::count_memo(&prompt::origin_context(&self.origin()))
             + tokens::count(&self.input.text)
             + PER_MESSAGE_TOKENS * 3
-            + crate::memory::media::parts::input_image_tokens(&self.input.media)
-            + env.limits.media_reserve
     }
 
     /// What an image part of the frame costs: the input's images by their size, any

@@ -27,7 +27,16 @@ impl ConfigActor {
     pub fn new(store: ConfigStore, bus: EventBus) -> Self {
         let me = Self { store, bus };
         me.apply_language();
+        me.apply_input_cap();
         me
+    }
+
+    /// Sets the intake's text cap from `core.input_processing.text.max_bytes` (here,
+    /// before a write is answered, like the language: see [`super::live`]).
+    fn apply_input_cap(&self) {
+        let key = super::keys::TEXT_MAX_BYTES;
+        let bytes = self.store.get(key.name()).ok().flatten().and_then(|v| key.decode(&v));
+        super::live::set_max_text_bytes(bytes.unwrap_or(super::live::DEFAULT_MAX_TEXT_BYTES));
     }
 
     /// Sets the message catalog's language from `core.agent.language` (here, before
@@ -243,6 +252,9 @@ impl Handles<UpdateSettings> for ConfigActor {
         let changes: Vec<_> = changes.into_iter().filter(|c| !c.is_noop()).collect();
         if changes.iter().any(|c| super::keys::AGENT_LANGUAGE.is(&c.key)) {
             self.apply_language();
+        }
+        if changes.iter().any(|c| super::keys::TEXT_MAX_BYTES.is(&c.key)) {
+            self.apply_input_cap();
         }
         for c in &changes {
             let shown = if c.secret {

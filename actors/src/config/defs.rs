@@ -614,6 +614,25 @@ pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
             "API key for the remote embeddings server (sent as a bearer token)",
         )
         .secret(),
+        // Text inputs: one message's cap, checked before anything is stored.
+        SettingDef::new(
+            key::TEXT_MAX_BYTES.name(),
+            int(1024, 4 << 20),
+            json!(super::live::DEFAULT_MAX_TEXT_BYTES),
+            "Largest text accepted in one message (and one import line), in bytes of UTF-8; a bigger one is refused with a 413 naming this limit and nothing is stored",
+        ),
+        SettingDef::new(
+            key::IMPORT_EARLIEST.name(),
+            int(0, 253_402_300_799),
+            json!(86_400),
+            "Earliest time a history import accepts for a turn, in unix seconds (default 1970-01-02: a turn dated 0 or year 1 is a broken export, not a memory)",
+        ),
+        SettingDef::new(
+            key::IMPORT_MAX_FUTURE.name(),
+            at_least(Duration::ZERO),
+            json!("5m"),
+            "How far in the future a history import accepts a turn (clock skew between machines); a later one would sort after turns said live afterwards",
+        ),
         // Images: input checks, the vision fallback, the media memory's own space.
         SettingDef::new(
             key::IMAGE_MAX_BYTES.name(),

@@ -121,7 +121,11 @@ pub const MEMORY_EMBED_URL: Key<String> = Key::new("core.memory.embed_url");
 pub const MEMORY_EMBED_MODEL: Key<String> = Key::new("core.memory.embed_model");
 pub const MEMORY_EMBED_API_KEY: Key<Secret> = Key::new("core.memory.embed_api_key");
 
-// Images (the media memory and the input checks).
+// Inputs: the text cap, the import's time bounds; images (the media memory and the
+// input checks).
+pub const TEXT_MAX_BYTES: Key<usize> = Key::new("core.input_processing.text.max_bytes");
+pub const IMPORT_EARLIEST: Key<i64> = Key::new("core.memory.import.earliest");
+pub const IMPORT_MAX_FUTURE: Key<Duration> = Key::new("core.memory.import.max_future");
 pub const IMAGE_MAX_BYTES: Key<usize> = Key::new("core.input_processing.image.max_bytes");
 pub const IMAGE_MAX_COUNT: Key<usize> = Key::new("core.input_processing.image.max_count");
 pub const IMAGE_FALLBACK_PROVIDER: Key<String> = Key::new("core.input_processing.image.fallback_provider");

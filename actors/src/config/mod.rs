@@ -53,6 +53,7 @@ mod actor;
 mod defs;
 mod duration;
 pub mod keys;
+pub mod live;
 pub mod seal;
 mod settings;
 mod store;
@@ -68,8 +69,8 @@ pub use defs::{
 pub use duration::{DurationError, format_duration, parse_duration};
 pub use keys::Key;
 pub use settings::{
-    AgentConfig, CliConfig, DaemonConfig, EmbedderKind, HeartbeatConfig, LlmConfig, MediaConfig, MemoryConfig, Secret,
-    SecretMap, SecurityConfig, SettingValue, Settings, SupervisionConfig,
+    AgentConfig, CliConfig, DaemonConfig, EmbedderKind, HeartbeatConfig, InputLimits, LlmConfig, MediaConfig,
+    MemoryConfig, Secret, SecretMap, SecurityConfig, SettingValue, Settings, SupervisionConfig,
 };
 pub use store::{Change, ConfigStore, DisabledPlugin, LLM_SNAPSHOT_FILE, PluginDef, PluginMeta};
 

@@ -414,6 +414,19 @@ settings_group! {
 }
 
 settings_group! {
+    /// The bounds of what one input may be (`core.input_processing.text.*`,
+    /// `core.memory.import.*`).
+    pub struct InputLimits {
+        /// Largest text of one message or import line, in bytes.
+        pub max_text_bytes: usize = TEXT_MAX_BYTES,
+        /// Earliest accepted time of an imported turn, unix seconds.
+        pub import_earliest: i64 = IMPORT_EARLIEST,
+        /// How far ahead of now an imported turn may be dated.
+        pub import_max_future: Duration = IMPORT_MAX_FUTURE,
+    }
+}
+
+settings_group! {
     /// The firewall (`core.security.*`).
     pub struct SecurityConfig {
         /// Comma-separated tool names or globs; empty allows all not denied.
@@ -530,6 +543,9 @@ mod tests {
             d(SUPERVISOR_BACKOFF_MAX),
             d(SUPERVISOR_BACKOFF_RESET_AFTER),
             d(SUPERVISOR_STUCK_THRESHOLD),
+            d(TEXT_MAX_BYTES),
+            d(IMPORT_EARLIEST),
+            d(IMPORT_MAX_FUTURE),
             d(IMAGE_MAX_BYTES),
             d(IMAGE_MAX_COUNT),
             d(IMAGE_FALLBACK_PROVIDER),

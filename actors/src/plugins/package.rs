@@ -232,6 +232,49 @@ impl Drop for Staging {
     }
 }
 
+/// Removes the staging folders (`.install-*`) a previous run left in `plugins_dir`:
+/// an install killed mid-unpack (`kill -9`) never reached its own cleanup. Called at
+/// start while the data dir's lock is held, so no install of this daemon is under way.
+/// Answers what was removed and its bytes (for the log); a folder that cannot be
+/// removed is logged and left.
+pub fn clean_staging(plugins_dir: &Path) -> Vec<(PathBuf, u64)> {
+    let Ok(entries) = std::fs::read_dir(plugins_dir) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for e in entries.flatten() {
+        if !e.file_name().to_string_lossy().starts_with(STAGING_PREFIX) {
+            continue;
+        }
+        let path = e.path();
+        let bytes = tree_bytes(&path);
+        match std::fs::remove_dir_all(&path) {
+            Ok(()) => removed.push((path, bytes)),
+            Err(err) => {
+                tracing::warn!(path = %path.display(), "cannot remove a stale install staging folder: {err}; remove it by hand")
+            }
+        }
+    }
+    removed
+}
+
+/// Bytes of the files under `dir` (links not followed).
+fn tree_bytes(dir: &Path) -> u64 {
+    let mut total = 0;
+    let mut stack = vec![dir.to_owned()];
+    while let Some(p) = stack.pop() {
+        let Ok(meta) = std::fs::symlink_metadata(&p) else {
+            continue;
+        };
+        if meta.is_dir() {
+            stack.extend(std::fs::read_dir(&p).into_iter().flatten().flatten().map(|e| e.path()));
+        } else {
+            total += meta.len();
+        }
+    }
+    total
+}
+
 fn tempdir_in(dir: &Path) -> std::io::Result<Staging> {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
@@ -316,6 +359,23 @@ fn unpack_and_check<R: Read + std::io::Seek>(
 mod tests {
     use super::*;
     use zip::write::SimpleFileOptions;
+
+    /// What a `kill -9` mid-install leaves is removed at the next start; plugins and
+    /// other hidden entries stay.
+    #[test]
+    fn leftover_staging_folders_are_removed_with_their_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let stale = dir.path().join(format!("{STAGING_PREFIX}123-0"));
+        std::fs::create_dir_all(stale.join("bin")).unwrap();
+        std::fs::write(stale.join("bin/big"), vec![0u8; 5000]).unwrap();
+        std::fs::create_dir_all(dir.path().join("units")).unwrap();
+        std::fs::create_dir_all(dir.path().join(".cache")).unwrap();
+        let removed = clean_staging(dir.path());
+        assert_eq!(removed, vec![(stale.clone(), 5000)]);
+        assert!(!stale.exists());
+        assert!(dir.path().join("units").exists() && dir.path().join(".cache").exists());
+        assert!(clean_staging(dir.path()).is_empty());
+    }
 
     fn package(files: &[(&str, &str, u32)]) -> Vec<u8> {
         let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));

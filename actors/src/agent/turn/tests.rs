@@ -1086,3 +1086,19 @@ fn images_count_in_the_budget_at_what_a_vendor_charges_and_recall_room_is_kept()
             .any(|p| crate::memory::media::parts::placeholder_of(p).is_some())
     );
 }
+
+/// An input that cannot fit the window even alone fails before it is recorded: no
+/// `ReadTimeline` with a record, so the window never keeps it (issue 30, item 4).
+#[test]
+fn an_input_over_the_window_fails_before_it_is_recorded() {
+    let mut t = Turn::new(input(&"word ".repeat(10_000)));
+    let c = t.feed(Event::Started);
+    let c = t.echo(c, Stage::OnInput);
+    assert!(
+        !c.iter().any(|c| matches!(c, Cmd::ReadTimeline { .. })),
+        "nothing read, nothing recorded: {c:?}"
+    );
+    assert_eq!(ended(&c), Some(End::Failed), "{c:?}");
+    let error = reply_of(&c).error.clone().unwrap_or_default();
+    assert!(error.contains("does not fit") && error.contains("8192"), "{error}");
+}

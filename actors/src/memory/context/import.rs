@@ -29,9 +29,41 @@ pub const MAX_IMPORT_BYTES: usize = 32 * 1024 * 1024;
 pub const MAX_SPEAKER_CHARS: usize = 200;
 /// Most lines one store transaction writes.
 pub const BATCH_LINES: usize = 500;
-/// How far in the future a turn may be dated (clock skew between machines); a turn
-/// beyond it cannot have been said yet.
-pub const FUTURE_SLACK_MS: i64 = 24 * 3600 * 1000;
+
+/// What a line may be: its text's size and its time's bounds (the settings of
+/// [`crate::config::InputLimits`]), with the time it is now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    pub now_ms: i64,
+    /// Earliest accepted time (`core.memory.import.earliest`, default 1970-01-02: a
+    /// turn dated 0 or year 1 is a broken export, not a memory).
+    pub earliest_ms: i64,
+    /// How far ahead of `now_ms` a turn may be dated (`core.memory.import.max_future`,
+    /// clock skew): a later one would sort after turns said live afterwards.
+    pub max_future_ms: i64,
+    /// Largest text of one line (`core.input_processing.text.max_bytes`).
+    pub max_text_bytes: usize,
+}
+
+impl Bounds {
+    /// The bounds of `limits` at `now_ms`.
+    pub fn new(now_ms: i64, limits: &crate::config::InputLimits) -> Self {
+        Self {
+            now_ms,
+            earliest_ms: limits.import_earliest.saturating_mul(1000),
+            max_future_ms: limits.import_max_future.as_millis().min(i64::MAX as u128) as i64,
+            max_text_bytes: limits.max_text_bytes,
+        }
+    }
+
+    /// The default settings' bounds at `now_ms`.
+    pub fn defaults(now_ms: i64) -> Self {
+        Self::new(
+            now_ms,
+            &crate::config::InputLimits::read(&crate::config::Settings::default()),
+        )
+    }
+}
 
 /// The fields a line may have.
 const FIELDS: &[&str] = &["time", "speaker", "text", "source", "id"];
@@ -58,6 +90,11 @@ pub enum ImportError {
     },
     #[error("line {line}: unknown field `{field}`; a line may only have time, speaker, text, source and id")]
     Unknown { line: usize, field: String },
+    /// The line's text is over the text cap of one input (answered 413).
+    #[error(
+        "line {line}: field `text` is {bytes} bytes, over the limit of {limit} bytes (core.input_processing.text.max_bytes); split the turn into several lines or raise the setting"
+    )]
+    TooLarge { line: usize, bytes: usize, limit: usize },
 }
 
 impl ImportError {
@@ -69,7 +106,8 @@ impl ImportError {
             | Self::NotJson { line, .. }
             | Self::Missing { line, .. }
             | Self::Invalid { line, .. }
-            | Self::Unknown { line, .. } => Some(*line),
+            | Self::Unknown { line, .. }
+            | Self::TooLarge { line, .. } => Some(*line),
         }
     }
 
@@ -78,6 +116,7 @@ impl ImportError {
         match self {
             Self::Missing { field, .. } | Self::Invalid { field, .. } => Some(field),
             Self::Unknown { field, .. } => Some(field),
+            Self::TooLarge { .. } => Some("text"),
             _ => None,
         }
     }
@@ -145,9 +184,14 @@ pub fn text_event(e: &Event) -> TextEvent {
     }
 }
 
-/// Validates a whole NDJSON body (blank lines are allowed and skipped). `now_ms` bounds
-/// the times: a turn cannot be dated more than [`FUTURE_SLACK_MS`] ahead.
+/// [`decode_within`] the default settings' [`Bounds`] at `now_ms`.
 pub fn decode(body: &[u8], now_ms: i64) -> Result<Vec<ImportLine>, ImportError> {
+    decode_within(body, &Bounds::defaults(now_ms))
+}
+
+/// Validates a whole NDJSON body (blank lines are allowed and skipped) within `bounds`:
+/// each text at most the text cap, each time between the floor and a little ahead of now.
+pub fn decode_within(body: &[u8], bounds: &Bounds) -> Result<Vec<ImportLine>, ImportError> {
     let mut out = Vec::new();
     for (i, raw) in body.split(|b| *b == b'\n').enumerate() {
         let line = i + 1;
@@ -156,7 +200,7 @@ pub fn decode(body: &[u8], now_ms: i64) -> Result<Vec<ImportLine>, ImportError> 
         if text.trim().is_empty() {
             continue;
         }
-        out.push(decode_line(line, text, now_ms)?);
+        out.push(decode_line(line, text, bounds)?);
     }
     if out.is_empty() {
         return Err(ImportError::Empty);
@@ -164,7 +208,7 @@ pub fn decode(body: &[u8], now_ms: i64) -> Result<Vec<ImportLine>, ImportError> 
     Ok(out)
 }
 
-fn decode_line(line: usize, text: &str, now_ms: i64) -> Result<ImportLine, ImportError> {
+fn decode_line(line: usize, text: &str, bounds: &Bounds) -> Result<ImportLine, ImportError> {
     use serde_json::Value;
     let obj = match serde_json::from_str::<Value>(text) {
         Ok(Value::Object(m)) => m,
@@ -200,11 +244,22 @@ fn decode_line(line: usize, text: &str, now_ms: i64) -> Result<ImportLine, Impor
         TimeError::Missing => ImportError::Missing { line, field: "time" },
         TimeError::Invalid(r) => invalid("time", r),
     })?;
-    if ts_ms > now_ms.saturating_add(FUTURE_SLACK_MS) {
+    if ts_ms > bounds.now_ms.saturating_add(bounds.max_future_ms) {
         return Err(invalid(
             "time",
-            "is more than a day in the future; a remembered turn must have been said already (check the time zone)"
-                .into(),
+            format!(
+                "is more than {} in the future (core.memory.import.max_future); a remembered turn must have been said already (check the time zone)",
+                crate::config::format_duration(std::time::Duration::from_millis(bounds.max_future_ms.max(0) as u64))
+            ),
+        ));
+    }
+    if ts_ms < bounds.earliest_ms {
+        return Err(invalid(
+            "time",
+            format!(
+                "is before unix second {} (core.memory.import.earliest); a turn of 1970 or earlier is a broken export: fix its time",
+                bounds.earliest_ms / 1000
+            ),
         ));
     }
     let speaker = string("speaker", true)?.unwrap_or_default().trim().to_owned();
@@ -218,6 +273,13 @@ fn decode_line(line: usize, text: &str, now_ms: i64) -> Result<ImportLine, Impor
         ));
     }
     let text = string("text", true)?.unwrap_or_default();
+    if text.len() > bounds.max_text_bytes {
+        return Err(ImportError::TooLarge {
+            line,
+            bytes: text.len(),
+            limit: bounds.max_text_bytes,
+        });
+    }
     if text.trim().is_empty() {
         return Err(invalid(
             "text",
@@ -418,26 +480,50 @@ mod tests {
                 Some("time"),
                 "boolean",
             ),
-            (r#"{"time": 1, "speaker": "", "text": "x"}"#, Some("speaker"), "empty"),
             (
-                r#"{"time": 1, "speaker": 3, "text": "x"}"#,
+                r#"{"time": 1683554161, "speaker": "", "text": "x"}"#,
+                Some("speaker"),
+                "empty",
+            ),
+            (
+                r#"{"time": 1683554161, "speaker": 3, "text": "x"}"#,
                 Some("speaker"),
                 "must be a string",
             ),
-            (r#"{"time": 1, "speaker": "A", "text": "  "}"#, Some("text"), "empty"),
-            (r#"{"time": 1, "speaker": "A"}"#, Some("text"), "missing"),
             (
-                r#"{"time": 1, "speaker": "A", "text": "x", "txt": "y"}"#,
+                r#"{"time": 1683554161, "speaker": "A", "text": "  "}"#,
+                Some("text"),
+                "empty",
+            ),
+            (r#"{"time": 1683554161, "speaker": "A"}"#, Some("text"), "missing"),
+            (
+                r#"{"time": 1683554161, "speaker": "A", "text": "x", "txt": "y"}"#,
                 Some("txt"),
                 "unknown field",
             ),
             (
-                r#"{"time": 1, "speaker": "A", "text": "x", "id": [1]}"#,
+                r#"{"time": 1683554161, "speaker": "A", "text": "x", "id": [1]}"#,
                 Some("id"),
                 "array",
             ),
+            (
+                r#"{"time": "0001-01-01T00:00:00Z", "speaker": "A", "text": "x"}"#,
+                Some("time"),
+                "core.memory.import.earliest",
+            ),
+            (
+                r#"{"time": 0, "speaker": "A", "text": "x"}"#,
+                Some("time"),
+                "broken export",
+            ),
+            // 23 h ahead: past the 5 minutes of skew.
+            (
+                r#"{"time": 1764543600, "speaker": "A", "text": "x"}"#,
+                Some("time"),
+                "more than 5m in the future",
+            ),
             (r#"[1, 2]"#, None, "found a JSON array"),
-            (r#"{"time": 1, "#, None, "not a JSON object"),
+            (r#"{"time": 1683554161, "#, None, "not a JSON object"),
         ];
         for (bad, field, words) in cases {
             ls.push(bad);
@@ -449,6 +535,23 @@ mod tests {
             assert!(msg.starts_with("line 7: "), "{msg}");
             assert!(msg.contains(words), "{bad}: {msg}");
         }
+        // Over the text cap: its own error (the edge answers 413), naming the limit.
+        let long = format!(
+            r#"{{"time": 1683554161, "speaker": "A", "text": "{}"}}"#,
+            "x".repeat(300 << 10)
+        );
+        ls.push(&long);
+        let err = decode(&body(&ls), NOW).unwrap_err();
+        ls.pop();
+        assert!(matches!(err, ImportError::TooLarge { line: 7, .. }), "{err}");
+        assert!(err.to_string().contains("262144 bytes"), "{err}");
+        let within = Bounds {
+            max_text_bytes: 400 << 10,
+            ..Bounds::defaults(NOW)
+        };
+        ls.push(&long);
+        assert!(decode_within(&body(&ls), &within).is_ok(), "the setting raises it");
+        ls.pop();
         let mut bytes = body(&ls);
         bytes.extend_from_slice(b"\n{\"time\": 1, \"speaker\": \"\xff\", \"text\": \"x\"}");
         assert_eq!(decode(&bytes, NOW).unwrap_err(), ImportError::NotUtf8 { line: 7 });
@@ -458,11 +561,11 @@ mod tests {
     #[test]
     fn the_digest_is_who_said_what_when() {
         let b = body(&[
-            r#"{"time": 100, "speaker": "A", "text": "hello"}"#,
-            r#"{"time": 100, "speaker": "A", "text": "hello", "source": "elsewhere", "id": "x"}"#,
-            r#"{"time": 101, "speaker": "A", "text": "hello"}"#,
-            r#"{"time": 100, "speaker": "B", "text": "hello"}"#,
-            r#"{"time": 100, "speaker": "Ah", "text": "ello"}"#,
+            r#"{"time": 1683554100, "speaker": "A", "text": "hello"}"#,
+            r#"{"time": 1683554100, "speaker": "A", "text": "hello", "source": "elsewhere", "id": "x"}"#,
+            r#"{"time": 1683554101, "speaker": "A", "text": "hello"}"#,
+            r#"{"time": 1683554100, "speaker": "B", "text": "hello"}"#,
+            r#"{"time": 1683554100, "speaker": "Ah", "text": "ello"}"#,
         ]);
         let d: Vec<String> = decode(&b, NOW).unwrap().iter().map(ImportLine::digest).collect();
         assert_eq!(d[0], d[1], "source and id are not identity");

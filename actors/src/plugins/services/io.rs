@@ -178,6 +178,8 @@ fn prepare_input(
             tracing::warn!(%plugin, "injection refused: {e}");
             IoError::Refused(e.to_string())
         })?;
+    // Before the images are stored (the intake checks again for the rest).
+    crate::agent::input::Refusal::check_size(&p.text).map_err(|r| IoError::Refused(r.to_string()))?;
     let images = match media {
         None => None,
         Some(attachments) => {
