@@ -50,7 +50,10 @@ pub async fn body_idle_timeout(
             Err(_) => Some((Err(stalled()), None)),
         }
     });
-    let boxed: std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<Bytes, PayloadError>>>> = Box::pin(stream);
+    // Fused: readers such as the multipart parser poll again after the end, which a
+    // bare `unfold` answers with a panic.
+    let boxed: std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<Bytes, PayloadError>>>> =
+        Box::pin(stream.fuse());
     req.set_payload(Payload::from(boxed));
     next.call(req).await.map(ServiceResponse::map_into_boxed_body)
 }
