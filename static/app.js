@@ -45,7 +45,7 @@
     // agent
     "task", "stream_delta", "agent_output", "tool_call", "agent_llm_chain",
     "output", "stage", "stage_handler_error", "lagged",
-    "approval_requested", "approval_resolved",
+    "approval_requested", "approval_resolved", "task_waiting",
   ];
 
   const $ = (sel) => document.querySelector(sel);
@@ -610,6 +610,7 @@
         else if (name === "agent_output") chatOnOutput(data);
         else if (name === "approval_requested") approvalCard(data);
         else if (name === "approval_resolved") approvalResolved(data);
+        else if (name === "task_waiting") chatOnWaiting(data);
         else if (/^actor_/.test(name) && typeof data.id === "string" && data.id.startsWith("kernel/plugins/")) {
           pluginsSoon();
         }
@@ -627,6 +628,7 @@
       stopPolling();
       setMode("live");
       loadApprovals();
+      loadDead();
     };
     for (const name of KNOWN_EVENTS) {
       if (name === "error") continue; // shared with connection errors, below
@@ -1060,6 +1062,88 @@
     } catch (_) { /* the stream will bring new ones */ }
   }
 
+  // ---- inputs that wait out an outage, and those that failed for good (issue 30)
+
+  const API_DEAD = "/api/v1/inbox/dead";
+  /** dead input id -> its card */
+  const deadCards = new Map();
+
+  /** A turn waits for an LLM source: say so where the chat's status is. */
+  function chatOnWaiting(d) {
+    const text = tx("chat.waiting", {
+      attempt: d.attempt,
+      s: Math.max(1, Math.round(num(d.retry_in_ms) / 1000)),
+      error: d.error || "",
+    });
+    chatStatus.textContent = text;
+    chatStatus.title = d.error || "";
+    chatStatus.dataset.waiting = "1";
+    setTimeout(() => { if (chatStatus.textContent === text) clearWaiting(); }, num(d.retry_in_ms) + 1500);
+  }
+
+  function clearWaiting() {
+    if (!chatStatus.dataset.waiting) return;
+    delete chatStatus.dataset.waiting;
+    chatStatus.textContent = "";
+    chatStatus.title = "";
+  }
+
+  /** One acknowledged input that was not answered: what it was, why, Retry / Discard. */
+  function deadCard(d) {
+    if (!d || deadCards.has(d.id)) return;
+    const stick = chatNearBottom();
+    const li = el("li", "msg approval dead");
+    li.dataset.role = "dead";
+    li.dataset.deadId = String(d.id);
+    li.setAttribute("role", "group");
+    const head = el("div", "msg-head");
+    head.append(el("span", "approval-title", tx("dead.title", { source: d.source || "" })));
+    head.append(el("time", "msg-time", fmtDateTime(num(d.accepted_at_ms) || Date.now())));
+    const text = el("pre", "approval-args", d.text || "");
+    const why = el("div", "approval-why", tx("dead.why", { error: d.error || "" }));
+    const actions = el("div", "approval-actions");
+    const retry = el("button", "btn primary", tx("dead.retry"));
+    const discard = el("button", "btn", tx("dead.discard"));
+    retry.type = discard.type = "button";
+    const status = el("span", "approval-status");
+    status.setAttribute("role", "status");
+    actions.append(retry, discard, status);
+    li.append(head, why, text, actions);
+    const act = async (again) => {
+      retry.disabled = discard.disabled = true;
+      try {
+        const url = API_DEAD + "/" + encodeURIComponent(d.id) + (again ? "/retry" : "");
+        const res = await fetch(url, { method: again ? "POST" : "DELETE", headers: { "Accept": "application/json" } });
+        if (!res.ok && res.status !== 404) {
+          let msg = res.statusText;
+          try { msg = (await res.json()).error || msg; } catch (_) { /* not JSON */ }
+          throw new Error(msg);
+        }
+        li.dataset.settled = again ? "retried" : "discarded";
+        actions.querySelectorAll("button").forEach((b) => b.remove());
+        status.textContent = tx(again ? "dead.retried" : "dead.discarded");
+      } catch (e) {
+        retry.disabled = discard.disabled = false;
+        status.textContent = tx("approval.failed", { e: e && e.message ? e.message : e });
+      }
+    };
+    retry.addEventListener("click", () => act(true));
+    discard.addEventListener("click", () => act(false));
+    deadCards.set(d.id, li);
+    chatLog.append(li);
+    chatScroll(stick);
+  }
+
+  /** The dead-letter list, oldest first, as cards (on open, and after a failed turn). */
+  async function loadDead() {
+    try {
+      const res = await fetch(API_DEAD, { cache: "no-store", headers: { "Accept": "application/json" } });
+      if (!res.ok) return;
+      const body = await res.json();
+      (body.dead || []).slice().reverse().forEach(deadCard);
+    } catch (_) { /* shown next time */ }
+  }
+
   // ---- tool-call cards
 
   function capText(t) {
@@ -1383,6 +1467,10 @@
   // Turns of this page's own channel are already on screen and are skipped.
   let syncTimer = null;
   function chatOnOutput(d) {
+    // The turn ended: it no longer waits. A failed turn of a stored input lands on the
+    // dead-letter list a moment later.
+    clearWaiting();
+    if (d.error) setTimeout(loadDead, 500);
     if (d.channel === CHAT_CHANNEL || d.error || !chatLog.dataset.historyLoaded || syncTimer) return;
     // The text log is written as the turn ends: give its actor a moment.
     syncTimer = setTimeout(() => { syncTimer = null; syncNewest(); }, 400);

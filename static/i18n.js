@@ -232,6 +232,13 @@
       "approval.denied": "Denied",
       "approval.timeout": "No answer in time: not run",
       "approval.failed": "answer not sent: {e}",
+      "chat.waiting": "no LLM source answers (attempt {attempt}); trying again in {s} s — nothing is lost",
+      "dead.title": "Not answered (from {source})",
+      "dead.why": "Why: {error}",
+      "dead.retry": "Retry",
+      "dead.discard": "Discard",
+      "dead.retried": "Sent again",
+      "dead.discarded": "Discarded",
     },
     zh: {
       "nav.label": "视图",
@@ -453,6 +460,13 @@
       "approval.denied": "已拒绝",
       "approval.timeout": "未及时回答：未执行",
       "approval.failed": "回答未发送：{e}",
+      "chat.waiting": "没有可用的 LLM 源（第 {attempt} 次尝试）；{s} 秒后重试——不会丢失",
+      "dead.title": "未回答（来自 {source}）",
+      "dead.why": "原因：{error}",
+      "dead.retry": "重试",
+      "dead.discard": "丢弃",
+      "dead.retried": "已重新发送",
+      "dead.discarded": "已丢弃",
     },
   };
 

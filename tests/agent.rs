@@ -131,7 +131,7 @@ fn interrupt_preempts_a_running_task_which_resumes_after() {
 }
 
 #[test]
-fn stop_ends_the_current_inference_and_the_waiting_inputs_only() {
+fn stop_ends_the_current_inference_and_with_clear_queue_the_waiting_inputs_only() {
     let dir = tempfile::tempdir().unwrap();
     let d = Daemon::start(&dir.path().join("data"));
     common::api::chinese(&d); // the reference's texts are asserted below
@@ -159,8 +159,8 @@ fn stop_ends_the_current_inference_and_the_waiting_inputs_only() {
     let c = send("c");
     std::thread::sleep(Duration::from_millis(300));
     let t = Instant::now();
-    let (status, _) = post(&d, "/api/v1/stop", json!({}));
-    assert_eq!(status, 200);
+    let (status, body) = post(&d, "/api/v1/stop", json!({"clear_queue": true}));
+    assert_eq!((status, &body["cleared_queue"]), (200, &json!(true)), "{body}");
     let later = post(&d, "/api/v1/messages", json!({"text": "after the stop"}));
     assert_eq!(a.join().unwrap()["reply"], "已停止生成。");
     assert!(
@@ -173,6 +173,16 @@ fn stop_ends_the_current_inference_and_the_waiting_inputs_only() {
         later.1["reply"], "echo: after the stop",
         "inputs after the stop are unaffected"
     );
+
+    // A plain stop ends the turn in front of the owner; what the owner queued runs.
+    let a = send("slow 5000 a2");
+    std::thread::sleep(Duration::from_millis(300));
+    let b = send("b2");
+    std::thread::sleep(Duration::from_millis(300));
+    let (status, body) = post(&d, "/api/v1/stop", Value::Null);
+    assert_eq!((status, &body["cleared_queue"]), (200, &json!(false)), "{body}");
+    assert_eq!(a.join().unwrap()["reply"], "已停止生成。");
+    assert_eq!(b.join().unwrap()["reply"], "echo: b2", "the queued input ran");
 }
 
 #[test]

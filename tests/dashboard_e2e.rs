@@ -312,3 +312,20 @@ fn the_owner_answers_a_risky_call_from_the_chat() {
     }
     assert!(!data.join("workspace/denied-file").exists(), "the denied command ran");
 }
+
+#[test]
+fn the_owner_sees_a_waiting_and_a_failed_input_and_retries_or_discards_it() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    if !browser_ready(root) {
+        return;
+    }
+    let (_dir, _data, d, _v) = common::api::daemon_with_plugins(&[], &[]);
+    common::api::put_settings(&d, serde_json::json!({"core.agent.outage_wait": "4s"}));
+    run_script(
+        &d,
+        "dead.mjs",
+        &root.join("target/e2e-dead"),
+        &[],
+        "dead-letter e2e: PASS",
+    );
+}

@@ -234,12 +234,12 @@ fn a_resend_after_a_failure_runs_and_a_resend_while_the_first_runs_is_refused() 
 }
 
 #[test]
-fn stop_cancels_the_inputs_waiting_on_disk_too() {
+fn stop_with_clear_queue_cancels_the_inputs_waiting_on_disk_too() {
     let (_dir, data, d, v) = daemon_with_vendor();
     let (statuses, _) = send_async(&d, 300, 8, |i| format!("slow 20 stop {i}"));
     assert!(statuses.iter().all(|s| *s == 202), "{statuses:?}");
     let at_stop = v.calls.load(std::sync::atomic::Ordering::SeqCst);
-    let (status, body) = post(&d, "/api/v1/stop", json!({}));
+    let (status, body) = post(&d, "/api/v1/stop", json!({"clear_queue": true}));
     assert_eq!(status, 200, "{body}");
     // The ready queue's inputs end `cancelled`, the backlog's are dropped: none is left.
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -380,6 +380,49 @@ fn acknowledged_inputs_outlive_a_vendor_outage_and_each_runs_once() {
             .unwrap()
             .is_empty()
     );
+}
+
+/// The same outage across a `kill -9`: the daemon dies while 60 acknowledged inputs
+/// wait for the vendor, starts again while it is still down (the boot-time outage),
+/// and once the vendor is back every input is answered, none twice. (Before issue 30,
+/// all 77 replayed inputs of such a boot failed in 52 ms and were deleted.)
+#[test]
+fn an_outage_across_a_restart_loses_nothing() {
+    let (_dir, data, d, v) = daemon_with_vendor();
+    v.failing.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (statuses, _) = send_async(&d, 60, 4, |i| format!("restart-outage-{i}"));
+    assert!(statuses.iter().all(|s| *s == 202), "{statuses:?}");
+    // The first turn has met the outage (the vendor saw it) before the kill.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while v.calls.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        assert!(Instant::now() < deadline, "no turn reached the vendor");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    d.kill9();
+    let d = common::Daemon::start(&data);
+    // Booted into the outage: the replayed inputs wait instead of failing.
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        common::api::get(&d, "/api/v1/inbox/dead")["dead"]
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "an input was given up during the outage"
+    );
+    assert_eq!(inbox_rows(&data), 60, "every input still stored");
+    v.failing.store(false, std::sync::atomic::Ordering::SeqCst);
+    let want: Vec<String> = (0..60).map(|i| format!("restart-outage-{i}")).collect();
+    let ran = wait_log(&d, &data, "all 60 answered after the restart", |ran| {
+        want.iter().all(|w| ran.contains(w))
+    });
+    for w in &want {
+        assert_eq!(ran.iter().filter(|r| *r == w).count(), 1, "{w} answered more than once");
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while inbox_rows(&data) > 0 {
+        assert!(Instant::now() < deadline, "answered inputs left in the inbox");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// An outage longer than `core.agent.outage_wait` puts the input on the dead-letter

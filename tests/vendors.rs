@@ -1,8 +1,8 @@
 //! A real `homed` against vendor doubles on loopback that misbehave the way real
 //! vendors and proxies do (tests/common/vendor/raw.rs writes the exact bytes): every
 //! HTTP/1.x framing answers, a hung source falls back within its first-byte timeout, a
-//! cut-off stream is a 502 naming the cause, and a paused source answers at once after
-//! its settings are corrected.
+//! cut-off stream is a 502 naming the cause, a paused source answers at once after its
+//! settings are corrected, a dripping source counts as down, and `Retry-After` holds.
 
 mod common;
 
@@ -140,4 +140,83 @@ fn a_source_paused_after_failures_answers_at_once_after_its_base_url_is_correcte
         d.log_text().contains("failure count and pause are reset"),
         "the reset is logged"
     );
+}
+
+/// A primary that drips a byte every 200 ms is a slow source, not a working one: with
+/// a 2 s idle limit it fails once (no second try), pauses, and the healthy backup
+/// answers.
+#[test]
+fn a_dripping_primary_falls_back_to_a_healthy_backup_within_its_idle_limit() {
+    let (_dir, d) = daemon();
+    let primary = raw::start("primary", Mode::Drip(Framing::Chunked));
+    let backup = raw::start("backup", Mode::Answer(Framing::Chunked));
+    put_settings(
+        &d,
+        merged(&[
+            source_settings("primary", &primary.url, 10),
+            json!({"core.llm.sources.primary.idle_timeout": "2s"}),
+            source_settings("backup", &backup.url, 0),
+        ]),
+    );
+    wait_sources(&d, 2);
+    let t = Instant::now();
+    let (status, body) = post(&d, "/api/v1/messages", json!({"text": "drip drip"}));
+    eprintln!("reply with a dripping primary (idle_timeout 2s): {:?}", t.elapsed());
+    assert_eq!(status, 200, "{body}\nlog:\n{}", d.log_text());
+    assert_eq!(body["reply"], "backup answered");
+    assert_eq!(primary.calls(), 1, "a slow source is not tried twice");
+    let sources = get(&d, "/api/v1/llm/sources");
+    let p = sources["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "primary")
+        .unwrap()
+        .clone();
+    assert!(p["last_error"].as_str().unwrap().contains("trickle"), "{p}");
+    assert_eq!(p["available"], false, "the slow source is paused: {p}");
+    // The next message goes to the backup at once: the primary is paused.
+    let (status, body) = post(&d, "/api/v1/messages", json!({"text": "again"}));
+    assert_eq!(
+        (status, body["reply"].as_str()),
+        (200, Some("backup answered")),
+        "{body}"
+    );
+    assert_eq!(primary.calls(), 1);
+}
+
+/// A 429 with `Retry-After: 120` pauses the source that long (its own first pause
+/// would be 30 s), without the 2 s retry a plain error gets; the backup answers
+/// meanwhile.
+#[test]
+fn retry_after_is_respected() {
+    let (_dir, d) = daemon();
+    let primary = raw::start("primary", Mode::RateLimited(120));
+    let backup = raw::start("backup", Mode::Answer(Framing::Chunked));
+    put_settings(
+        &d,
+        merged(&[
+            source_settings("primary", &primary.url, 10),
+            source_settings("backup", &backup.url, 0),
+        ]),
+    );
+    wait_sources(&d, 2);
+    let (status, body) = post(&d, "/api/v1/messages", json!({"text": "busy?"}));
+    assert_eq!(status, 200, "{body}\nlog:\n{}", d.log_text());
+    assert_eq!(body["reply"], "backup answered");
+    assert_eq!(primary.calls(), 1, "not asked again before its Retry-After");
+    let sources = get(&d, "/api/v1/llm/sources");
+    let p = sources["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "primary")
+        .unwrap()
+        .clone();
+    let paused = p["paused_for_s"].as_u64().unwrap_or(0);
+    assert!(
+        (110..=120).contains(&paused),
+        "paused for {paused} s, not the asked 120: {p}"
+    );
+    assert!(p["last_error"].as_str().unwrap().contains("rate limited"), "{p}");
 }

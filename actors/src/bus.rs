@@ -37,6 +37,7 @@ pub mod kinds {
     pub const PLUGIN_EVENT: &str = "plugin_event";
     pub const APPROVAL_REQUESTED: &str = "approval_requested";
     pub const APPROVAL_RESOLVED: &str = "approval_resolved";
+    pub const TASK_WAITING: &str = "task_waiting";
     /// Every kernel event type, in the order of [`super::Event`].
     pub const ALL: &[&str] = &[
         ACTOR_STARTED,
@@ -57,6 +58,7 @@ pub mod kinds {
         PLUGIN_EVENT,
         APPROVAL_REQUESTED,
         APPROVAL_RESOLVED,
+        TASK_WAITING,
     ];
 }
 
@@ -245,6 +247,15 @@ pub enum Event {
         allowed: bool,
         by: &'static str,
     },
+    /// An acknowledged input's turn waits out an LLM outage: attempt `attempt` failed
+    /// with `error`, the next comes in `retry_in_ms` (`core.agent.outage_wait` bounds it).
+    TaskWaiting {
+        task_id: u64,
+        channel: String,
+        attempt: u32,
+        retry_in_ms: u64,
+        error: String,
+    },
 }
 
 impl Event {
@@ -270,6 +281,7 @@ impl Event {
             Self::PluginEvent { .. } => PLUGIN_EVENT,
             Self::ApprovalRequested { .. } => APPROVAL_REQUESTED,
             Self::ApprovalResolved { .. } => APPROVAL_RESOLVED,
+            Self::TaskWaiting { .. } => TASK_WAITING,
         }
     }
 }

@@ -160,6 +160,7 @@ pub(super) async fn send_message(
             input,
             priority: priority.map(|l| Value::String(l.to_string())),
             stop: false,
+            clear_queue: false,
         };
         let task = state
             .agent
@@ -224,26 +225,31 @@ pub struct StopRequest {
     /// Optional remark: handled as an L4 interrupt after the stop.
     #[serde(default)]
     pub text: Option<String>,
+    /// Also cancel every input waiting to run (the queue and the inputs stored for
+    /// it). Without it a stop ends only the running turn and the queue goes on.
+    #[serde(default)]
+    pub clear_queue: bool,
 }
 
 #[utoipa::path(
     post, path = "/api/v1/stop", tag = "agent",
-    request_body(content = StopRequest, description = "Optional; an empty body stops without a remark"),
-    responses((status = 200, description = "`{\"stopped\": true, \"remark_task_id\": n|null}`"))
+    request_body(content = StopRequest, description = "Optional; an empty body stops the running turn only, without a remark; `clear_queue: true` cancels the waiting inputs too"),
+    responses((status = 200, description = "`{\"stopped\": true, \"cleared_queue\": bool, \"remark_task_id\": n|null}`"))
 )]
 pub async fn post_stop(
     state: web::Data<AppState>,
     body: Option<web::Json<StopRequest>>,
 ) -> Result<HttpResponse, ApiError> {
-    let text = body.and_then(|b| b.into_inner().text).unwrap_or_default();
-    let input = Input::text("http", &text);
+    let StopRequest { text, clear_queue } = body.map(web::Json::into_inner).unwrap_or_default();
+    let input = Input::text("http", &text.unwrap_or_default());
     let msg = InjectInterrupt {
         input,
         priority: Some(json!("L4")),
         stop: true,
+        clear_queue,
     };
     let remark = state.agent.intercept_loop.send(msg).await?.map_err(refused)?;
-    Ok(HttpResponse::Ok().json(json!({"stopped": true, "remark_task_id": remark})))
+    Ok(HttpResponse::Ok().json(json!({"stopped": true, "cleared_queue": clear_queue, "remark_task_id": remark})))
 }
 
 #[utoipa::path(get, path = "/api/v1/tasks", tag = "agent",
@@ -296,6 +302,7 @@ pub async fn get_context(state: web::Data<AppState>) -> Result<HttpResponse, Api
 
 /// Query of `GET /api/v1/memory/documents`.
 #[derive(serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct DocumentsParams {
     /// Text to rank documents by (BM25 fused with embeddings when an embedder is active);
     /// without it every document, newest first.
@@ -332,6 +339,7 @@ pub async fn get_documents(
 
 /// Query of `GET /api/v1/memory/graph`.
 #[derive(serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct GraphParams {
     /// Keywords (comma-separated) or a phrase; empty is a full recall.
     #[serde(default)]

@@ -105,6 +105,8 @@ pub struct Updated {
         (status = 200, body = Updated),
         (status = 400, description = "Unknown key, wrong type or malformed JSON; nothing was written", body = ErrorBody),
         (status = 413, description = "Body over 64 KiB", body = ErrorBody),
+        (status = 500, description = "The settings store failed (damaged or unwritable file); nothing was written", body = ErrorBody),
+        (status = 507, description = "The disk is full; nothing was written: free space and send it again", body = ErrorBody),
     )
 )]
 pub async fn put_settings(
@@ -123,7 +125,7 @@ pub async fn put_settings(
         .config
         .send(UpdateSettings(updates))
         .await?
-        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        .map_err(config_error)?;
     let settings = state
         .config
         .send(GetSettings)
@@ -140,4 +142,22 @@ pub async fn not_found(req: actix_web::HttpRequest) -> HttpResponse {
     HttpResponse::NotFound().json(ErrorBody {
         error: format!("no route {} {}; see GET /api/v1/openapi.json", req.method(), req.path()),
     })
+}
+
+/// A settings error as the HTTP edge answers it: 400 for the request's fault, 507 for
+/// a full disk, 500 for any other failure of the store (issue 30: a full disk was a
+/// 400, which tells a client to change a request that was fine).
+pub fn config_error(e: homeagent_actors::config::ConfigError) -> ApiError {
+    use actix_web::http::StatusCode;
+    if e.is_request_error() {
+        ApiError::bad_request(e.to_string())
+    } else if e.is_disk_full() {
+        ApiError::new(
+            StatusCode::INSUFFICIENT_STORAGE,
+            format!("{e} (the disk is full: free space, then send the change again)"),
+        )
+    } else {
+        tracing::error!("the settings store failed: {e}");
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+    }
 }

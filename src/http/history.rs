@@ -25,6 +25,7 @@ pub const MAX_LIMIT: usize = 500;
 
 /// Query of `GET /api/v1/chat/history`.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct HistoryQuery {
     /// Only items with an id below this one (the `next_before` of the previous page);
     /// omitted: the newest items.

@@ -14,6 +14,7 @@ use crate::logring::{DEFAULT_LIMIT, LogQuery};
 
 /// Query of `GET /api/v1/logs`.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct LogsQuery {
     /// Minimum level: `error`, `warn`, `info`, `debug` or `trace` (default: all kept).
     pub level: Option<String>,

@@ -166,6 +166,7 @@ pub fn is_multipart(ctx: &actix_web::guard::GuardContext<'_>) -> bool {
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
     /// At most this many blocks (default 50, at most 500).
     pub limit: Option<usize>,

@@ -93,6 +93,7 @@ fn knowledge(
 
 /// Query of `GET /api/v1/memory/knowledge`.
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct KnowledgeParams {
     /// Text to search (BM25); without it every item with its size.
     q: Option<String>,

@@ -234,3 +234,42 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(openai::scope())
         .default_service(web::to(assets::serve));
 }
+
+#[cfg(test)]
+mod tests {
+    /// Every parameter the document calls a path parameter is in its path's template,
+    /// and every template variable is one: a query struct without
+    /// `#[into_params(parameter_in = Query)]` is listed as a path parameter (issue 30).
+    #[test]
+    fn openapi_path_and_query_parameters_are_where_they_are() {
+        let doc = serde_json::to_value(super::openapi()).unwrap();
+        let mut checked = 0;
+        for (path, ops) in doc["paths"].as_object().unwrap() {
+            for (method, op) in ops.as_object().unwrap() {
+                let params = op["parameters"].as_array().cloned().unwrap_or_default();
+                for p in &params {
+                    let (name, place) = (p["name"].as_str().unwrap(), p["in"].as_str().unwrap());
+                    let templated = path.contains(&format!("{{{name}}}"));
+                    assert_eq!(
+                        place == "path",
+                        templated,
+                        "{method} {path}: parameter `{name}` is `in: {place}`"
+                    );
+                    checked += 1;
+                }
+                for var in path
+                    .split('{')
+                    .skip(1)
+                    .filter_map(|s| s.split_once('}'))
+                    .map(|(v, _)| v)
+                {
+                    assert!(
+                        params.iter().any(|p| p["name"] == var && p["in"] == "path"),
+                        "{method} {path}: `{{{var}}}` is not documented"
+                    );
+                }
+            }
+        }
+        assert!(checked > 10, "only {checked} parameters found");
+    }
+}

@@ -68,6 +68,7 @@ pub async fn restart(state: web::Data<AppState>, id: web::Path<String>) -> Resul
 
 /// Query of `DELETE /api/v1/residents/{id}`.
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct DestroyQuery {
     /// `keep` (default): its waiting work goes back to the main agent's queue;
     /// `drop`: discarded, each item logged, waiting callers answered.

@@ -162,7 +162,7 @@ pub async fn unmask_update(
             .config
             .send(GetSetting(key.clone()))
             .await?
-            .map_err(|e| ApiError::bad_request(e.to_string()))?;
+            .map_err(super::api::config_error)?;
         let old = match stored {
             Some(Value::Object(old)) => old,
             _ => serde_json::Map::new(),

@@ -19,6 +19,7 @@ use super::error::ApiError;
 
 /// Query of `GET /api/v1/events`.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct EventsQuery {
     /// Milliseconds between `actors` snapshots (default 1000, minimum 100).
     pub interval_ms: Option<u64>,

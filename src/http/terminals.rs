@@ -53,6 +53,7 @@ pub async fn list(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> 
 
 /// Query of `GET /api/v1/terminals/{id}/output`.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct OutputQuery {
     /// Byte offset to read from (default 0: the oldest kept byte).
     pub offset: Option<u64>,

@@ -689,6 +689,8 @@ pub struct InjectInterrupt {
     pub input: Input,
     pub priority: Option<Value>,
     pub stop: bool,
+    /// With `stop`: cancel the waiting inputs too (the queue and the stored backlog).
+    pub clear_queue: bool,
 }
 
 /// An interrupt raised by the kernel itself: always L4.
@@ -703,6 +705,7 @@ impl Handles<InjectInterrupt> for InterceptLoop {
             mut input,
             priority,
             stop,
+            clear_queue,
         } = msg;
         mask_input(self.firewall.as_deref(), &mut input);
         let s = self.scheduler.clone();
@@ -716,8 +719,8 @@ impl Handles<InjectInterrupt> for InterceptLoop {
             }
             size_ok(&mut input)?;
             if stop {
-                s.send(Stop).await?;
-                if let Some(el) = &event_loop {
+                s.send(Stop { clear_queue }).await?;
+                if clear_queue && let Some(el) = &event_loop {
                     let _ = el.send(CancelBacklog).await;
                 }
                 if input.text.trim().is_empty() {

@@ -292,7 +292,10 @@ impl KernelActor for SchedulerActor {
 /// The user pressed stop: cancel the current inference and the inputs waiting now.
 #[derive(Message)]
 #[rtype(result = "usize")]
-pub struct Stop;
+pub struct Stop {
+    /// Cancel the inputs waiting in the ready queue too.
+    pub clear_queue: bool,
+}
 
 /// The scheduler's whole state.
 #[derive(Message)]
@@ -309,11 +312,12 @@ impl Handles<Submit> for SchedulerActor {
 
 impl Handles<Stop> for SchedulerActor {
     type Reply = usize;
-    fn handle(&mut self, _: Stop, _: &mut HostContext<Self>) -> usize {
-        let n = self.core.arm_stop();
+    fn handle(&mut self, Stop { clear_queue }: Stop, _: &mut HostContext<Self>) -> usize {
+        let n = self.core.arm_stop(clear_queue);
         tracing::info!(
             queued = n,
-            "stop: cancelling the current inference and the waiting inputs"
+            clear_queue,
+            "stop: cancelling the current inference (and, with clear_queue, the waiting inputs)"
         );
         if let Some(r) = &self.running {
             let _ = r.addr.do_send(CancelLlm);

@@ -575,12 +575,20 @@ impl TurnCore {
                     },
                     Err(LlmFailure::Unavailable { error, retry_in_s }) => {
                         if let Some(wait) = self.outage_backoff(retry_in_s, env) {
+                            let attempt = self.outage.map_or(0, |o| o.1);
                             tracing::warn!(
                                 task = self.id,
-                                attempt = self.outage.map_or(0, |o| o.1),
+                                attempt,
                                 wait_ms = wait.as_millis() as u64,
                                 "no LLM source answers; the input waits and tries again: {error}"
                             );
+                            out.push(Cmd::Publish(BusEvent::TaskWaiting {
+                                task_id: self.id,
+                                channel: self.input.channel.clone(),
+                                attempt,
+                                retry_in_ms: wait.as_millis() as u64,
+                                error,
+                            }));
                             self.await_(Wait::Backoff, Cmd::Backoff(wait), &mut out);
                         } else {
                             return self.fail(TurnError::Llm(error), out);

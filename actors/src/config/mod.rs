@@ -171,3 +171,55 @@ pub enum ConfigError {
         reason: String,
     },
 }
+
+impl ConfigError {
+    /// Whether the request was at fault (a key or value to fix), as opposed to the
+    /// daemon's storage (a full disk, a damaged or unwritable file): the HTTP edge
+    /// answers 4xx for the first and 5xx for the second, so a client retries only what
+    /// can succeed unchanged.
+    pub fn is_request_error(&self) -> bool {
+        matches!(
+            self,
+            Self::UnknownKey { .. }
+                | Self::InvalidKey { .. }
+                | Self::InvalidValue { .. }
+                | Self::Missing { .. }
+                | Self::WrongType { .. }
+                | Self::NoSnapshot { .. }
+                | Self::BadSnapshot { .. }
+        )
+    }
+
+    /// The storage is full (SQLite's `SQLITE_FULL`, or `ENOSPC` on a file next to it).
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            Self::Database(rusqlite::Error::SqliteFailure(e, _)) => e.code == rusqlite::ErrorCode::DiskFull,
+            Self::Io { source, .. } => source.raw_os_error() == Some(28),
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod error_kind_tests {
+    use super::ConfigError;
+
+    #[test]
+    fn a_full_disk_is_the_stores_fault_not_the_requests() {
+        let full = ConfigError::Database(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL),
+            None,
+        ));
+        assert!(!full.is_request_error() && full.is_disk_full());
+        let locked = ConfigError::Database(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY),
+            None,
+        ));
+        assert!(!locked.is_request_error() && !locked.is_disk_full());
+        let unknown = ConfigError::UnknownKey {
+            key: "core.nope".into(),
+            hint: String::new(),
+        };
+        assert!(unknown.is_request_error());
+    }
+}

@@ -53,8 +53,13 @@ impl SourceHealth {
 
     /// A failed round; returns the pause now in force.
     pub fn record_failure(&mut self, now: Instant, error: String) -> Duration {
+        self.record_failure_at_least(now, error, None)
+    }
+
+    /// [`Self::record_failure`], paused at least `asked` (the vendor's `Retry-After`).
+    pub fn record_failure_at_least(&mut self, now: Instant, error: String, asked: Option<Duration>) -> Duration {
         self.failures += 1;
-        let pause = pause_for(self.failures);
+        let pause = pause_for(self.failures).max(asked.unwrap_or_default());
         self.paused_until = Some(now + pause);
         self.last_error = Some(error);
         pause

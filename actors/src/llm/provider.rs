@@ -131,6 +131,15 @@ pub enum AttemptError {
         bytes: usize,
         source_name: String,
     },
+    /// Bytes kept coming, but no progress: less than [`PROGRESS_BYTES`] and no complete
+    /// stream line in `after` (a vendor dripping a byte a second holds nobody).
+    #[error("the vendor sent only a trickle ({recent} bytes in {after}, {bytes} in all) and no complete answer line: treated as down; raise `{key}` if this model streams that slowly", after = human(*after), key = setting(source_name, "idle_timeout"))]
+    Slow {
+        after: Duration,
+        recent: usize,
+        bytes: usize,
+        source_name: String,
+    },
     #[error("the call ran longer than {} and was abandoned after {bytes} bytes", human(MAX_CALL))]
     TooLong { bytes: usize },
     #[error("closed after {bytes} bytes without {marker}: the answer was cut off")]
@@ -139,9 +148,12 @@ pub enum AttemptError {
     Broken { bytes: usize, detail: String },
     #[error("the response is larger than {} MiB", MAX_BODY / (1024 * 1024))]
     TooLarge,
-    /// An HTTP error status, in the adapter's words.
-    #[error("{0}")]
-    Status(String),
+    /// An HTTP error status, in the adapter's words, with the vendor's `Retry-After`.
+    #[error("{message}")]
+    Status {
+        message: String,
+        retry_after: Option<Duration>,
+    },
     #[error("the adapter produced an invalid HTTP header `{name}`; fix its `headers` or `build_headers`")]
     InvalidHeader { name: String },
     /// The adapter could not build the request or read the response.
@@ -167,10 +179,37 @@ impl AttemptError {
             AttemptError::ConnectTimeout { .. }
                 | AttemptError::NoFirstByte { .. }
                 | AttemptError::Idle { .. }
+                | AttemptError::Slow { .. }
                 | AttemptError::TooLong { .. }
         )
     }
+
+    /// How long the vendor asked us to wait (`Retry-After` on a 429 or 503).
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            AttemptError::Status { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
 }
+
+/// The wait a `Retry-After` header asks for: delay-seconds or an HTTP date (RFC 9110
+/// §10.2.3); capped at a day, so a hostile header cannot park a source for good.
+pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+    let v = value.trim();
+    let wait = match v.parse::<u64>() {
+        Ok(secs) => Duration::from_secs(secs),
+        Err(_) => httpdate::parse_http_date(v)
+            .ok()?
+            .duration_since(now)
+            .unwrap_or(Duration::ZERO),
+    };
+    Some(wait.min(Duration::from_secs(24 * 3600)))
+}
+
+/// Received bytes that count as progress of a body whose lines do not complete (a
+/// large JSON answer arriving in pieces): see [`AttemptError::Slow`].
+const PROGRESS_BYTES: usize = 256;
 
 /// A duration as the settings page writes it (`3s`, `2m`).
 fn human(d: Duration) -> String {
@@ -543,6 +582,9 @@ async fn complete(pool: Rc<RefCell<Pool>>, msg: Complete) -> Result<Completion, 
         let request: &CompletionRequest = &request;
         let mut last = String::new();
         let mut auth = false;
+        // The vendor's `Retry-After`, when it sent one: the source pauses at least that
+        // long, and is not asked again sooner.
+        let mut asked_wait = None;
         for attempt in 0..health::ATTEMPTS {
             if attempt > 0 {
                 tokio::select! {
@@ -595,6 +637,10 @@ async fn complete(pool: Rc<RefCell<Pool>>, msg: Complete) -> Result<Completion, 
                 Err(CallError::Failed(e)) => {
                     tracing::warn!(source = %name, attempt = attempt + 1, "LLM call failed: {e}");
                     last = e.to_string();
+                    asked_wait = e.retry_after();
+                    if asked_wait.is_some_and(|w| w > health::RETRY_DELAY) {
+                        break;
+                    }
                 }
             }
         }
@@ -604,7 +650,7 @@ async fn complete(pool: Rc<RefCell<Pool>>, msg: Complete) -> Result<Completion, 
                 .health
                 .entry(name.clone())
                 .or_default()
-                .record_failure(Instant::now(), last.clone());
+                .record_failure_at_least(Instant::now(), last.clone(), asked_wait);
             tracing::warn!(source = %name, ?pause, "LLM source paused; trying the next one");
         }
         errors.push(format!("{name}: {last}"));
@@ -721,8 +767,15 @@ async fn call_source(
         cfg,
         deadline: started + MAX_CALL,
         bytes: 0,
+        progress_at: Instant::now(),
+        since_progress: 0,
     };
     let status = resp.status().as_u16();
+    let retry_after = resp
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| parse_retry_after(v, SystemTime::now()));
     if status != 200 {
         // The error body helps the message; a broken or silent one is not worth waiting for.
         let mut text = Vec::new();
@@ -743,7 +796,11 @@ async fn call_source(
         return Err(if status == 401 || status == 403 {
             CallError::Auth(msg)
         } else {
-            AttemptError::Status(msg).into()
+            AttemptError::Status {
+                message: msg,
+                retry_after,
+            }
+            .into()
         });
     }
     if !stream {
@@ -775,6 +832,7 @@ async fn call_source(
         while let Some(pos) = lines.buf.iter().position(|&b| b == b'\n') {
             let line: Vec<u8> = lines.buf.drain(..=pos).collect();
             lines.line(src, &line, &mut acc, deltas, body.bytes)?;
+            body.progressed();
         }
         if lines.buf.len() > MAX_BODY {
             return Err(AttemptError::TooLarge.into());
@@ -794,22 +852,37 @@ async fn call_source(
 }
 
 /// Reads a response body piece by piece under the source's idle timeout and the
-/// overall call limit, counting bytes for the error messages.
+/// overall call limit, counting bytes for the error messages. The idle clock runs
+/// from the last *progress* — a complete stream line, or [`PROGRESS_BYTES`] of body —
+/// not from the last byte, so a vendor that drips bytes is as down as a silent one.
 struct BodyReader<'a> {
     cfg: &'a SourceConfig,
     deadline: Instant,
     bytes: usize,
+    progress_at: Instant,
+    since_progress: usize,
 }
 
 impl BodyReader<'_> {
+    /// A complete unit (a stream line) arrived.
+    fn progressed(&mut self) {
+        self.progress_at = Instant::now();
+        self.since_progress = 0;
+    }
+
     /// The next piece; `None` at the body's end (for a close-delimited body: the close).
     async fn next(
         &mut self,
         resp: &mut reqwest::Response,
         cancel: &CancellationToken,
     ) -> Result<Option<impl AsRef<[u8]> + use<>>, CallError> {
-        let left = self.deadline.saturating_duration_since(Instant::now());
-        let wait = self.cfg.idle_timeout.min(left);
+        let now = Instant::now();
+        let left = self.deadline.saturating_duration_since(now);
+        let idle_left = self
+            .cfg
+            .idle_timeout
+            .saturating_sub(now.saturating_duration_since(self.progress_at));
+        let wait = idle_left.min(left);
         let piece = tokio::select! {
             r = tokio::time::timeout(wait, resp.chunk()) => r,
             _ = cancel.cancelled() => return Err(CallError::Cancelled),
@@ -817,6 +890,10 @@ impl BodyReader<'_> {
         match piece {
             Ok(Ok(Some(p))) => {
                 self.bytes += p.len();
+                self.since_progress += p.len();
+                if self.since_progress >= PROGRESS_BYTES {
+                    self.progressed();
+                }
                 Ok(Some(p))
             }
             Ok(Ok(None)) => Ok(None),
@@ -825,7 +902,14 @@ impl BodyReader<'_> {
                 detail: chain(&e),
             }
             .into()),
-            Err(_) if wait < self.cfg.idle_timeout => Err(AttemptError::TooLong { bytes: self.bytes }.into()),
+            Err(_) if left < idle_left => Err(AttemptError::TooLong { bytes: self.bytes }.into()),
+            Err(_) if self.since_progress > 0 => Err(AttemptError::Slow {
+                after: self.cfg.idle_timeout,
+                recent: self.since_progress,
+                bytes: self.bytes,
+                source_name: self.cfg.name.clone(),
+            }
+            .into()),
             Err(_) => Err(AttemptError::Idle {
                 after: self.cfg.idle_timeout,
                 bytes: self.bytes,
@@ -941,4 +1025,30 @@ fn is_error_only(c: &StreamChunk) -> bool {
         )
         && c.content.is_empty()
         && c.tool_calls.is_empty()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_reads_seconds_and_dates_and_is_capped() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        assert_eq!(parse_retry_after(" 120 ", now), Some(Duration::from_secs(120)));
+        let later = httpdate::fmt_http_date(now + Duration::from_secs(90));
+        assert_eq!(parse_retry_after(&later, now), Some(Duration::from_secs(90)));
+        let past = httpdate::fmt_http_date(now - Duration::from_secs(90));
+        assert_eq!(parse_retry_after(&past, now), Some(Duration::ZERO));
+        assert_eq!(
+            parse_retry_after("999999999", now),
+            Some(Duration::from_secs(24 * 3600))
+        );
+        assert_eq!(parse_retry_after("soon", now), None);
+        let e = AttemptError::Status {
+            message: "429".into(),
+            retry_after: Some(Duration::from_secs(120)),
+        };
+        assert_eq!(e.retry_after(), Some(Duration::from_secs(120)));
+        assert!(!e.is_timeout());
+    }
 }

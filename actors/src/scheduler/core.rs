@@ -469,15 +469,19 @@ impl<P, F> Core<P, F> {
     }
 
     /// The user pressed stop. The running task's LLM call ends it (see
-    /// [`take_stop`](Self::take_stop)); the tasks waiting in the ready queue right now
-    /// are answered `已取消（用户停止）` when they reach pre-action. Later inputs are not
+    /// [`take_stop`](Self::take_stop)); with `clear_queue`, the tasks waiting in the
+    /// ready queue right now are answered `已取消（用户停止）` when they reach
+    /// pre-action too (without it they run: a stop is about the turn in front of the
+    /// owner, not the inputs the owner queued — issue 30). Later inputs are not
     /// affected. Returns how many waiting tasks will be cancelled.
     ///
     /// Unlike the reference (a bare counter consumed by whichever tasks come next), the
     /// cancellation is bound to the ids that were waiting, and the stop to the task that
     /// was running, so a stop pressed while idle cannot end some later task.
-    pub fn arm_stop(&mut self) -> usize {
-        self.cancel_ids.extend(self.ready.iter().map(|t| t.meta.id));
+    pub fn arm_stop(&mut self, clear_queue: bool) -> usize {
+        if clear_queue {
+            self.cancel_ids.extend(self.ready.iter().map(|t| t.meta.id));
+        }
         self.stop_task = self.running.as_ref().map(|r| r.id);
         self.cancel_ids.len()
     }
@@ -832,8 +836,8 @@ mod tests {
         };
         let b = c.enqueue("b", Kind::Input).unwrap();
         let d = c.enqueue("d", Kind::Input).unwrap();
-        assert_eq!(c.arm_stop(), 2);
-        assert_eq!(c.arm_stop(), 2, "a second stop takes the max, not the sum");
+        assert_eq!(c.arm_stop(true), 2);
+        assert_eq!(c.arm_stop(true), 2, "a second stop takes the max, not the sum");
         let later = c.enqueue("later", Kind::Input).unwrap();
         assert!(c.take_stop(running), "the running task's cancelled call ends it");
         assert!(!c.take_stop(running), "consumed");
@@ -843,9 +847,24 @@ mod tests {
     }
 
     #[test]
+    fn a_plain_stop_ends_the_running_task_and_leaves_the_queue() {
+        let mut c = C::default();
+        c.enqueue("running", Kind::Input).unwrap();
+        let running = match c.pick_next().unwrap() {
+            Pick::Start(t) => t.meta.id,
+            _ => unreachable!(),
+        };
+        let waiting = c.enqueue("waiting", Kind::Input).unwrap();
+        assert_eq!(c.arm_stop(false), 0);
+        assert!(c.take_stop(running));
+        c.finish();
+        assert!(!c.consume_cancel(waiting), "the queued input runs");
+    }
+
+    #[test]
     fn stop_while_idle_does_not_end_a_later_task() {
         let mut c = C::default();
-        assert_eq!(c.arm_stop(), 0);
+        assert_eq!(c.arm_stop(true), 0);
         let id = c.enqueue("x", Kind::Input).unwrap();
         run_next(&mut c);
         assert!(!c.take_stop(id), "a preemption of this task stays a preemption");

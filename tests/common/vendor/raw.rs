@@ -51,7 +51,15 @@ pub enum Mode {
     Hang,
     /// HTTP 500 with a JSON error.
     Fail,
+    /// The headers at once, then the answer one byte every [`DRIP_GAP`]: always
+    /// "sending", never getting anywhere.
+    Drip(Framing),
+    /// HTTP 429 with `Retry-After: <seconds>`.
+    RateLimited(u64),
 }
+
+/// The gap between two bytes of [`Mode::Drip`].
+pub const DRIP_GAP: Duration = Duration::from_millis(200);
 
 /// A running raw vendor. It lives until the test process ends.
 pub struct RawVendor {
@@ -199,6 +207,46 @@ fn respond(w: &mut TcpStream, mode: Mode, stream: bool, label: &str) -> bool {
             let _ = w.write_all(head.as_bytes());
             let _ = w.write_all(body.as_bytes());
             return true;
+        }
+        Mode::RateLimited(secs) => {
+            let body = json!({"error": {"message": "rate limited: slow down", "type": "rate_limit_error"}}).to_string();
+            let head = format!(
+                "HTTP/1.1 429 Too Many Requests\r\nRetry-After: {secs}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            );
+            let _ = w.write_all(head.as_bytes());
+            let _ = w.write_all(body.as_bytes());
+            return true;
+        }
+        Mode::Drip(f) => {
+            let content_type = if stream {
+                "text/event-stream"
+            } else {
+                "application/json"
+            };
+            let mut head = format!("HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\n");
+            if f == Framing::Chunked {
+                head.push_str("Transfer-Encoding: chunked\r\n");
+            } else {
+                head.push_str("Connection: close\r\n");
+            }
+            head.push_str("\r\n");
+            if w.write_all(head.as_bytes()).is_err() {
+                return false;
+            }
+            let _ = w.flush();
+            for b in full_pieces(&text, stream).concat().bytes() {
+                std::thread::sleep(DRIP_GAP);
+                let ok = if f == Framing::Chunked {
+                    w.write_all(format!("1\r\n{}\r\n", b as char).as_bytes())
+                } else {
+                    w.write_all(&[b])
+                };
+                if ok.is_err() || w.flush().is_err() {
+                    return false;
+                }
+            }
+            return false;
         }
         Mode::Answer(f) => (f, full_pieces(&text, stream), false, false),
         Mode::Cut(f) => (f, full_pieces(&text, stream), true, false),

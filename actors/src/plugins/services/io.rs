@@ -244,6 +244,7 @@ impl Prepared {
                     input,
                     priority: priority.map(Value::String),
                     stop: false,
+                    clear_queue: false,
                 };
                 il.send(msg)
                     .await
