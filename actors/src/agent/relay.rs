@@ -31,6 +31,7 @@ pub fn agent_settings(s: &Settings) -> AgentSettings {
         temperature: l.temperature,
         tool_timeout: a.tool_timeout,
         outage_wait: a.outage_wait,
+        max_turn_time: a.max_turn_time,
         max_context_size: a.max_context_size,
         window: window(s, &l),
     }

@@ -47,6 +47,8 @@ pub struct AgentSettings {
     pub tool_timeout: std::time::Duration,
     /// How long a durable input's turn waits out an LLM outage (`core.agent.outage_wait`).
     pub outage_wait: std::time::Duration,
+    /// Longest a turn may work (`core.agent.max_turn_time`; zero: no limit).
+    pub max_turn_time: std::time::Duration,
     /// Events the context window holds before a prune (`core.agent.max_context_size`).
     pub max_context_size: usize,
     /// The context window of the source requests go to first (`llm::window`).
@@ -62,6 +64,7 @@ impl Default for AgentSettings {
             temperature: 0.7,
             tool_timeout: super::tools_exec::TOOL_TIMEOUT,
             outage_wait: std::time::Duration::from_secs(3600),
+            max_turn_time: std::time::Duration::from_secs(1800),
             max_context_size: 30,
             window: crate::llm::window::DEFAULT_WINDOW,
         }
@@ -221,8 +224,10 @@ impl TaskActor {
                 window: s.window,
                 media_reserve: media_reserve(&self.deps, s.window),
                 outage_wait_ms: s.outage_wait.as_millis() as i64,
+                max_turn_ms: s.max_turn_time.as_millis() as i64,
             },
             now_ms: now_ms(),
+            mono_ms: mono_ms(),
         };
         let cmds = self.core.handle(event, &env);
         for cmd in cmds {
@@ -981,4 +986,11 @@ impl crate::host::Handles<Resume> for TaskActor {
     fn handle(&mut self, _: Resume, ctx: &mut HostContext<Self>) {
         self.feed(Event::Resume, ctx);
     }
+}
+
+/// Milliseconds on the process's monotonic clock (origin: its first call), for the
+/// turn's own time limit (`turn::Env::mono_ms`).
+fn mono_ms() -> i64 {
+    static ORIGIN: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    ORIGIN.get_or_init(std::time::Instant::now).elapsed().as_millis() as i64
 }

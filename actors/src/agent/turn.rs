@@ -99,6 +99,9 @@ pub struct Limits {
     /// How long a durable input's turn waits for an LLM source while none answers
     /// (`core.agent.outage_wait`), counted from the first failure.
     pub outage_wait_ms: i64,
+    /// Longest a turn may work (`core.agent.max_turn_time`; 0 = no limit), outage
+    /// waits not counted: checked before each LLM call.
+    pub max_turn_ms: i64,
 }
 
 /// What the core reads with every event (the current settings, the channels and the
@@ -108,6 +111,9 @@ pub struct Env<'a> {
     pub channels: &'a Channels,
     pub limits: Limits,
     pub now_ms: i64,
+    /// Real milliseconds on a monotonic clock (any origin): what the turn's own time
+    /// limit counts, so a virtual clock moved forward by days ends no turn.
+    pub mono_ms: i64,
 }
 
 /// Why an LLM call came back without a completion, as the turn distinguishes it.
@@ -164,6 +170,11 @@ pub enum TurnError {
     /// The LLM call failed (every source, or the LLM actor itself).
     #[error("{0}")]
     Llm(String),
+    /// The turn worked longer than `core.agent.max_turn_time`.
+    #[error(
+        "the turn ran longer than {limit_s} s (core.agent.max_turn_time) and was ended before its next step; ask again in smaller steps, or raise the setting"
+    )]
+    TooLong { limit_s: i64 },
 }
 
 /// Why a prune did not report a count.
@@ -415,6 +426,10 @@ pub struct TurnCore {
     /// When the current LLM outage began for this turn (its first unavailable answer),
     /// and how many attempts failed since.
     outage: Option<(i64, u32)>,
+    /// When the turn started (`Env::mono_ms`) and how long it has waited out outages
+    /// since: the turn's working time is the difference.
+    started_mono: Option<i64>,
+    waited_ms: i64,
 }
 
 impl TurnCore {
@@ -439,6 +454,8 @@ impl TurnCore {
             overflow: Guard::default(),
             done: false,
             outage: None,
+            started_mono: None,
+            waited_ms: 0,
         }
     }
 
@@ -589,6 +606,7 @@ impl TurnCore {
                                 retry_in_ms: wait.as_millis() as u64,
                                 error,
                             }));
+                            self.waited_ms += wait.as_millis() as i64;
                             self.await_(Wait::Backoff, Cmd::Backoff(wait), &mut out);
                         } else {
                             return self.fail(TurnError::Llm(error), out);
@@ -857,6 +875,12 @@ impl TurnCore {
             return self.cancelled(false, out);
         }
         let limits = env.limits;
+        let started = *self.started_mono.get_or_insert(env.mono_ms);
+        if limits.max_turn_ms > 0 && env.mono_ms - started - self.waited_ms > limits.max_turn_ms {
+            let limit_s = limits.max_turn_ms / 1_000;
+            out.extend(self.fail(TurnError::TooLong { limit_s }, Vec::new()));
+            return;
+        }
         if limits.max_tool_turns > 0 && self.turn >= limits.max_tool_turns {
             let text = if self.last_text.trim().is_empty() {
                 Msg::MaxToolTurns {

@@ -795,6 +795,12 @@ pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
             "How long an acknowledged (asynchronous) input waits for an LLM source while every source is failing or paused, retrying as sources come back, before it goes to the dead-letter list (0 = fail at once)",
         ),
         SettingDef::new(
+            key::AGENT_MAX_TURN_TIME.name(),
+            at_least(Duration::ZERO),
+            json!("30m"),
+            "Longest one turn may work, LLM calls and tools together (waiting out an outage not counted); checked before each LLM call (0 = no limit)",
+        ),
+        SettingDef::new(
             key::AGENT_MAX_TOOL_TURNS.name(),
             int(0, 10_000),
             json!(10),

@@ -364,6 +364,8 @@ settings_group! {
         pub tool_timeout: Duration = AGENT_TOOL_TIMEOUT,
         /// How long a durable input waits out an LLM outage.
         pub outage_wait: Duration = AGENT_OUTAGE_WAIT,
+        /// Longest a turn may work.
+        pub max_turn_time: Duration = AGENT_MAX_TURN_TIME,
         /// Events kept in the model's context window.
         pub max_context_size: usize = AGENT_MAX_CONTEXT_SIZE,
     }
@@ -508,6 +510,7 @@ mod tests {
             d(MEMORY_EMBED_API_KEY),
             d(AGENT_TOOL_TIMEOUT),
             d(AGENT_OUTAGE_WAIT),
+            d(AGENT_MAX_TURN_TIME),
             d(AGENT_MAX_TOOL_TURNS),
             d(AGENT_MAX_CONTEXT_SIZE),
             d(AGENT_DISTILL_INTERVAL),

@@ -12,6 +12,8 @@ struct Turn {
     prompt: PromptSettings,
     channels: Channels,
     limits: Limits,
+    /// What `Env::mono_ms` says.
+    mono_ms: i64,
 }
 
 fn limits() -> Limits {
@@ -23,6 +25,7 @@ fn limits() -> Limits {
         window: 8192,
         media_reserve: 0,
         outage_wait_ms: 3_600_000,
+        max_turn_ms: 1_800_000,
     }
 }
 
@@ -45,6 +48,7 @@ impl Turn {
             },
             channels: Channels::builtin(),
             limits: limits(),
+            mono_ms: 0,
         }
     }
 
@@ -54,6 +58,7 @@ impl Turn {
             channels: &self.channels,
             limits: self.limits,
             now_ms: 1_000,
+            mono_ms: self.mono_ms,
         };
         self.core.handle(e, &env)
     }
@@ -557,6 +562,38 @@ fn an_outage_fails_a_synchronous_input_at_once_and_a_durable_one_after_its_limit
         tools: ToolRegistry::default(),
         result: Err(LlmFailure::from(LlmError::AllFailed("503".into()))),
     });
+    assert_eq!(ended(&c), Some(End::Failed));
+}
+
+#[test]
+fn a_turn_past_its_time_limit_ends_before_its_next_llm_call_outage_waits_aside() {
+    let mut t = Turn::new(TurnInput {
+        durable: true,
+        ..input("long job")
+    });
+    t.limits.max_turn_ms = 10_000;
+    t.first_request();
+    // 30 s of outage wait do not count...
+    t.mono_ms = 30_000;
+    let c = t.feed(Event::Llm {
+        tools: ToolRegistry::default(),
+        result: Err(LlmFailure::from(LlmError::AllPaused {
+            wait_s: 30,
+            detail: String::new(),
+        })),
+    });
+    assert!(matches!(c[..], [_, Cmd::Backoff(_)]), "{c:?}");
+    t.feed(Event::BackoffOver);
+    let c = t.feed(Event::SafePoint(Ok(false)));
+    assert!(matches!(c[..], [Cmd::CallLlm(_)]), "waiting is not working: {c:?}");
+    // ...but working past the limit does.
+    t.mono_ms = 45_000;
+    let c = t.answer(completion("", &[("c1", "demo_tool")]));
+    assert!(is_safe_point(&c));
+    assert!(matches!(t.feed(Event::SafePoint(Ok(false)))[..], [Cmd::RunTools(_)]));
+    let c = t.tools_ran(&["r1"]);
+    let e = reply_of(&c).error.clone().unwrap();
+    assert!(e.contains("core.agent.max_turn_time"), "{e}");
     assert_eq!(ended(&c), Some(End::Failed));
 }
 
