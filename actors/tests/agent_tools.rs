@@ -607,7 +607,7 @@ async fn stop_while_the_prompt_is_being_built_ends_the_task_before_any_llm_call(
     input.reply = reply;
     s.event_loop.send(Inject(input)).await.unwrap().unwrap();
     entered.notified().await;
-    s.scheduler.send(Stop).await.unwrap();
+    s.scheduler.send(Stop { clear_queue: false }).await.unwrap();
     let answer = tokio::time::timeout(Duration::from_secs(20), rx)
         .await
         .unwrap()
