@@ -474,3 +474,87 @@ fn an_input_that_outlasts_its_wait_is_kept_for_the_owner_to_retry() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// Unmounts the tmpfs when the test ends, however it ends.
+struct Mounted(std::path::PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// `DATA/memory` on a 16 MiB tmpfs that fills up while the inbox (elsewhere) has room:
+/// the acknowledged inputs cannot be recorded, so they wait — none is given up, none
+/// runs — and once space is freed each is answered once. (Before issue 30, 20 of 20
+/// such inputs never ran, not even after a restart.) Needs root for `mount`; skipped
+/// with a message otherwise.
+#[test]
+fn inputs_wait_for_a_full_memory_disk_and_run_once_it_has_room() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let memory = data.join("memory");
+    std::fs::create_dir_all(&memory).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=16m", "tmpfs"])
+        .arg(&memory)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        eprintln!("skipped: mounting a tmpfs needs root (run the suite as root to include the full-disk test)");
+        return;
+    }
+    let _unmount = Mounted(memory.clone());
+    let d = common::Daemon::start(&data);
+    let v = common::vendor::start();
+    common::api::put_settings(&d, common::vendor::source_settings("fake", &v.url, 0));
+    common::api::wait_sources(&d, 1);
+    let (status, body) = post(&d, "/api/v1/messages", json!({"text": "before the disk fills"}));
+    assert_eq!(status, 200, "{body}");
+
+    // Fill the memory disk to the last byte.
+    let filler = memory.join("filler");
+    {
+        use std::io::Write as _;
+        let mut f = std::fs::File::create(&filler).unwrap();
+        let block = vec![0u8; 64 * 1024];
+        while f.write_all(&block).is_ok() {}
+        let _ = f.write_all(&[0u8; 512]);
+        let _ = f.sync_all();
+    }
+    let (statuses, _) = send_async(&d, 20, 2, |i| format!("disk-full-{i}"));
+    assert!(statuses.iter().all(|s| *s == 202), "{statuses:?}");
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        inbox_rows(&data),
+        20,
+        "every input still stored; log:\n{}",
+        d.log_text()
+    );
+    assert!(
+        common::api::get(&d, "/api/v1/inbox/dead")["dead"]
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "an input was given up on a full disk"
+    );
+
+    std::fs::remove_file(&filler).unwrap();
+    let want: Vec<String> = (0..20).map(|i| format!("disk-full-{i}")).collect();
+    let ran = wait_log(&d, &data, "all 20 answered once the disk had room", |ran| {
+        want.iter().all(|w| ran.contains(w))
+    });
+    for w in &want {
+        assert_eq!(ran.iter().filter(|r| *r == w).count(), 1, "{w} answered more than once");
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while inbox_rows(&data) > 0 {
+        assert!(Instant::now() < deadline, "answered inputs left in the inbox");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let log = d.log_text();
+    assert!(
+        log.contains("could not be recorded"),
+        "the inputs did not wait for the disk:\n{log}"
+    );
+}

@@ -66,7 +66,7 @@ async fn heartbeats_run_as_often_as_their_period_at_the_simulated_moments() {
     assert_eq!(done.failed, 0);
     assert_eq!(stops, 7 * 48, "one stop per moment something was due");
 
-    let log = log.lock().unwrap();
+    let log = log.lock().unwrap().clone();
     // Every round saw the simulated time it was due at (a few ms of wall time later).
     let archive: Vec<i64> = log.iter().filter(|(n, _)| *n == "archive").map(|(_, t)| *t).collect();
     for (i, t) in archive.iter().enumerate() {

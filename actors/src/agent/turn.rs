@@ -359,6 +359,15 @@ enum Rebuild {
     Rebase,
 }
 
+/// What a [`Wait::Backoff`] tries again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Retry {
+    /// The LLM call (through a safe point).
+    Llm,
+    /// Recording the input (the prepare phase's read and commit).
+    Record,
+}
+
 /// The one answer the core waits for.
 #[derive(Debug)]
 enum Wait {
@@ -372,8 +381,9 @@ enum Wait {
     SafePoint,
     /// Yielded; waiting for a resume.
     Parked,
-    /// Waiting out an LLM outage before the next attempt.
-    Backoff,
+    /// Waiting out an outage before trying again: of the LLM sources, or of the
+    /// memory store the input must be recorded in (a full disk).
+    Backoff(Retry),
     Llm,
     /// post_action, with the completion's vendor and model.
     PostAction(Completion),
@@ -488,11 +498,15 @@ impl TurnCore {
     pub fn handle(&mut self, event: Event, env: &Env) -> Vec<Cmd> {
         let mut out = Vec::new();
         match (event, std::mem::replace(&mut self.wait, Wait::Done)) {
-            (Event::Cancel, Wait::Backoff) => {
-                // A stop (or a preemption) need not wait for the next attempt: the
-                // safe point comes now, and the next LLM step honours the cancel.
+            (Event::Cancel, Wait::Backoff(retry)) => {
+                // A stop (or a preemption) need not wait for the next attempt: it comes
+                // now (a record that fails again then fails the turn), and the next LLM
+                // step honours the cancel.
                 self.cancel_pending = true;
-                self.advance(&mut out);
+                match retry {
+                    Retry::Llm => self.advance(&mut out),
+                    Retry::Record => self.read_timeline(Rebuild::Prepare, env, &mut out),
+                }
             }
             (Event::Cancel, wait) => {
                 self.wait = wait;
@@ -538,9 +552,38 @@ impl TurnCore {
                 }
             }
             (Event::InputRecorded(r), Wait::InputRecorded) => match r {
-                Ok(()) => self.pre_action(&mut out),
-                Err(Ok(e)) => return self.fail(TurnError::RecordInput(e), out),
-                Err(Err(e)) => return self.fail(TurnError::StoreUnavailable(e), out),
+                Ok(()) => {
+                    self.outage = None;
+                    self.pre_action(&mut out)
+                }
+                Err(e) => {
+                    let error = match e {
+                        Ok(e) => TurnError::RecordInput(e),
+                        Err(e) => TurnError::StoreUnavailable(e),
+                    };
+                    // A full disk or a restarting store is an outage too: a durable
+                    // input waits for it (nothing was recorded, so trying again
+                    // records it once).
+                    let Some(wait) = self.outage_backoff(None, env) else {
+                        return self.fail(error, out);
+                    };
+                    let attempt = self.outage.map_or(0, |o| o.1);
+                    let error = error.to_string();
+                    tracing::warn!(
+                        task = self.id,
+                        attempt,
+                        "the input could not be recorded; it waits and tries again: {error}"
+                    );
+                    out.push(Cmd::Publish(BusEvent::TaskWaiting {
+                        task_id: self.id,
+                        channel: self.input.channel.clone(),
+                        attempt,
+                        retry_in_ms: wait.as_millis() as u64,
+                        error,
+                    }));
+                    self.waited_ms += wait.as_millis() as i64;
+                    self.await_(Wait::Backoff(Retry::Record), Cmd::Backoff(wait), &mut out);
+                }
             },
             (Event::PreAction(c), Wait::PreAction) => {
                 if let Some(r) = c.response {
@@ -607,7 +650,7 @@ impl TurnCore {
                                 error,
                             }));
                             self.waited_ms += wait.as_millis() as i64;
-                            self.await_(Wait::Backoff, Cmd::Backoff(wait), &mut out);
+                            self.await_(Wait::Backoff(Retry::Llm), Cmd::Backoff(wait), &mut out);
                         } else {
                             return self.fail(TurnError::Llm(error), out);
                         }
@@ -615,7 +658,8 @@ impl TurnCore {
                     Err(LlmFailure::Other(e)) => return self.fail(TurnError::Llm(e), out),
                 }
             }
-            (Event::BackoffOver, Wait::Backoff) => self.advance(&mut out),
+            (Event::BackoffOver, Wait::Backoff(Retry::Llm)) => self.advance(&mut out),
+            (Event::BackoffOver, Wait::Backoff(Retry::Record)) => self.read_timeline(Rebuild::Prepare, env, &mut out),
             (Event::PostAction(after), Wait::PostAction(mut c)) => {
                 if let Some(r) = after.response {
                     return self.finish(r, End::Done, out);

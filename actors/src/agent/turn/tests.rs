@@ -598,6 +598,39 @@ fn a_turn_past_its_time_limit_ends_before_its_next_llm_call_outage_waits_aside()
 }
 
 #[test]
+fn a_durable_input_waits_for_a_full_disk_and_is_recorded_once() {
+    let mut t = Turn::new(TurnInput {
+        durable: true,
+        ..input("remember this")
+    });
+    let c = t.feed(Event::Started);
+    let c = t.echo(c, Stage::OnInput);
+    assert!(matches!(c[..], [Cmd::ReadTimeline { record: Some(_), .. }]), "{c:?}");
+    t.feed(Event::Timeline(Default::default()));
+    let c = t.feed(Event::InputRecorded(Err(Ok("database or disk is full".into()))));
+    assert!(
+        matches!(&c[..], [Cmd::Publish(BusEvent::TaskWaiting { error, .. }), Cmd::Backoff(_)] if error.contains("disk is full")),
+        "{c:?}"
+    );
+    let c = t.feed(Event::BackoffOver);
+    assert!(
+        matches!(c[..], [Cmd::ReadTimeline { record: Some(_), .. }]),
+        "recorded again: {c:?}"
+    );
+    t.feed(Event::Timeline(Default::default()));
+    let c = t.feed(Event::InputRecorded(Ok(())));
+    stage(&c, Stage::PreAction);
+
+    // Not for a caller who waits: it sees the error.
+    let mut t = Turn::new(input("remember this"));
+    let c = t.feed(Event::Started);
+    t.echo(c, Stage::OnInput);
+    t.feed(Event::Timeline(Default::default()));
+    let c = t.feed(Event::InputRecorded(Err(Ok("database or disk is full".into()))));
+    assert_eq!(ended(&c), Some(End::Failed));
+}
+
+#[test]
 fn a_stop_during_an_outage_wait_does_not_wait_for_it() {
     let mut t = Turn::new(TurnInput {
         durable: true,
