@@ -178,7 +178,8 @@ local function usage_of(u)
     return {prompt_tokens = 0, completion_tokens = c, total_tokens = 0}
   end
   local p = int(u.input_tokens) + int(u.cache_creation_input_tokens) + int(u.cache_read_input_tokens)
-  return {prompt_tokens = p, completion_tokens = c, total_tokens = p + c}
+  return {prompt_tokens = p, completion_tokens = c, total_tokens = p + c,
+    cached_tokens = int(u.cache_read_input_tokens)}
 end
 
 local function error_text(e)

@@ -408,6 +408,7 @@ fn app_state(state: &KernelState) -> anyhow::Result<AppState> {
         config: state.config.get().context(boot_bug)?.clone(),
         llm: state.llm.get().context(boot_bug)?.clone(),
         llm_sources: state.llm_sources.clone(),
+        usage: state.usage.get().ok().cloned(),
         agent: agent.agent.clone(),
         plugins: state.plugins.get().context(boot_bug)?.set.clone(),
         beats: homeagent_actors::memory::start::clock_beats(memory, &agent.maintenance),

@@ -110,6 +110,9 @@ pub struct KernelState {
     pub heartbeat: Slot<TAddr<Heartbeat>>,
     /// `kernel/llm` ([`facility::LLM`]).
     pub llm: Slot<TAddr<LlmActor>>,
+    /// `kernel/usage`, the usage ledger the LLM actor records every call in (made by
+    /// the llm module; nothing depends on it but the HTTP API).
+    pub usage: Slot<TAddr<homeagent_actors::usage::UsageActor>>,
     /// `kernel/stages` ([`facility::STAGEHOST`]).
     pub stages: Slot<TAddr<StageHost>>,
     /// `kernel/memory` and its tiers ([`facility::MEMORY`]).
@@ -164,6 +167,7 @@ impl KernelState {
             config: Slot::new(facility::CONFIG),
             heartbeat: Slot::new("heartbeat"),
             llm: Slot::new(facility::LLM),
+            usage: Slot::new("usage"),
             stages: Slot::new(facility::STAGEHOST),
             memory: Slot::new(facility::MEMORY),
             agent: Slot::new(facility::AGENT),
@@ -373,13 +377,24 @@ impl Module<KernelState> for LlmModule {
     fn init<'a>(&'a self, s: &'a KernelState) -> LocalBoxFuture<'a, Result<(), ModuleError>> {
         Box::pin(async move {
             let (data_dir, gauge) = (s.data_dir.clone(), s.llm_sources.clone());
+            let usage_path = s.data_dir.join("usage.db");
+            let usage = s
+                .root
+                .get()?
+                .worker_on(s.blocking.handle(), "usage", RestartPolicy::Permanent, move || {
+                    let store = homeagent_actors::usage::UsageStore::open(&usage_path).map_err(|e| e.to_string())?;
+                    Ok(homeagent_actors::usage::UsageActor::new(store))
+                })
+                .await?;
+            let ledger = usage.clone();
             let addr = s
                 .root
                 .get()?
                 .worker_on(s.llm_thread.handle(), "llm", RestartPolicy::Permanent, move || {
-                    Ok(LlmActor::with_gauge(data_dir.clone(), gauge.clone()))
+                    Ok(LlmActor::with_gauge(data_dir.clone(), gauge.clone()).with_usage(ledger.clone()))
                 })
                 .await?;
+            s.usage.provide(usage)?;
             s.llm.provide(addr)?;
             Ok(())
         })

@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 fn complete(stream: bool) -> Complete {
     Complete {
+        purpose: Default::default(),
         request: request("hi"),
         stream,
         deltas: None,
@@ -97,6 +98,7 @@ async fn a_truncating_primary_falls_back_to_the_backup() {
     llm.send(Configure(two(&primary.url, &backup.url))).await.unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let msg = Complete {
+        purpose: Default::default(),
         request: request("hi"),
         stream: true,
         deltas: Some(tx),

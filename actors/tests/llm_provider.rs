@@ -100,6 +100,7 @@ fn fake() -> Fake {
 
 fn complete(req: CompletionRequest, stream: bool) -> Complete {
     Complete {
+        purpose: Default::default(),
         request: req,
         stream,
         deltas: None,
@@ -152,6 +153,7 @@ async fn json_and_stream_completions() {
     f.script.lock().replies.push_back(Reply::Sse(chunks));
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let msg = Complete {
+        purpose: Default::default(),
         request: request("hi"),
         stream: true,
         deltas: Some(tx),
@@ -247,6 +249,7 @@ async fn cancellation_stops_the_call_at_once() {
     });
     let t = Instant::now();
     let msg = Complete {
+        purpose: Default::default(),
         request: request("hi"),
         stream: false,
         deltas: None,

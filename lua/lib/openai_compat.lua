@@ -16,7 +16,11 @@ return function(CFG, prepare)
   local function usage_of(u)
     if type(u) ~= "table" then return nil end
     local p, c, t = int(u.prompt_tokens), int(u.completion_tokens), int(u.total_tokens)
-    return {prompt_tokens = p, completion_tokens = c, total_tokens = t > 0 and t or p + c}
+    -- OpenAI: prompt_tokens_details.cached_tokens; DeepSeek: prompt_cache_hit_tokens
+    local d = type(u.prompt_tokens_details) == "table" and u.prompt_tokens_details or {}
+    local cached = int(d.cached_tokens) + int(u.prompt_cache_hit_tokens)
+    return {prompt_tokens = p, completion_tokens = c, total_tokens = t > 0 and t or p + c,
+      cached_tokens = cached}
   end
   -- content is a string, or (Mistral reasoning models, some gateways) a list of parts
   local function split_content(c)

@@ -26,6 +26,7 @@ mod settings;
 pub mod slow;
 mod sse;
 mod terminals;
+mod usage;
 
 use std::sync::Arc;
 
@@ -51,6 +52,8 @@ pub struct AppState {
     pub llm: TAddr<LlmActor>,
     /// How many sources `llm` has configured (read without a round trip).
     pub llm_sources: homeagent_actors::llm::provider::SourceGauge,
+    /// The usage ledger (`GET /api/v1/usage`).
+    pub usage: Option<TAddr<homeagent_actors::usage::UsageActor>>,
     pub agent: homeagent_actors::agent::AgentHandles,
     pub plugins: Arc<homeagent_actors::plugins::host::PluginSet>,
     /// The heartbeats a virtual clock drives (`POST /api/v1/clock/advance`), in order.
@@ -83,7 +86,7 @@ pub struct AppState {
     paths(
         api::healthz, ready::readyz, api::actors, api::restart, api::get_settings, api::put_settings, sse::events,
         agent::post_message, agent::post_stop, agent::get_tasks, agent::get_sources, agent::get_security,
-        agent::get_context, agent::get_documents, agent::get_plugins, agent::plugin_action, agent::plugin_api, agent::install_plugin, agent::run_heartbeat, clock::get_clock, clock::advance, approvals::list, approvals::audit, approvals::answer, inbox::list, inbox::retry, inbox::discard, agent::memory_status, agent::get_graph, import::import_history, history::history, logs::logs,
+        agent::get_context, agent::get_documents, agent::get_plugins, agent::plugin_action, agent::plugin_api, agent::install_plugin, agent::run_heartbeat, clock::get_clock, clock::advance, approvals::list, approvals::audit, approvals::answer, inbox::list, inbox::retry, inbox::discard, usage::usage, agent::memory_status, agent::get_graph, import::import_history, history::history, logs::logs,
         settings::definitions, settings::test_source, plugins::plugin_tools, plugins::uninstall,
         memory::delete_document, memory::edit_relation, memory::delete_relation, memory::get_knowledge, memory::add_knowledge, memory::delete_knowledge,
         residents::list, residents::restart, residents::destroy,
@@ -218,6 +221,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/approvals", web::get().to(approvals::list))
                 .route("/approvals/audit", web::get().to(approvals::audit))
                 .route("/inbox/dead", web::get().to(inbox::list))
+                .route("/usage", web::get().to(usage::usage))
                 .route("/inbox/dead/{id}/retry", web::post().to(inbox::retry))
                 .route("/inbox/dead/{id}", web::delete().to(inbox::discard))
                 .route("/approvals/{id}", web::post().to(approvals::answer))

@@ -404,6 +404,29 @@ impl TaskActor {
         }
     }
 
+    /// What this task's model calls are for, in the usage ledger.
+    fn purpose(&self) -> crate::usage::Purpose {
+        use crate::usage::{Kind, Purpose};
+        let guest = !self.input.principal.is_owner();
+        let kind = if self.input.is_consolidation() {
+            Kind::Heartbeat
+        } else if !self.deps.agent.is_empty() {
+            Kind::SubAgent
+        } else if guest {
+            Kind::GuestTurn
+        } else {
+            Kind::OwnerTurn
+        };
+        Purpose {
+            kind,
+            principal: if guest {
+                self.input.principal.name.clone()
+            } else {
+                String::new()
+            },
+        }
+    }
+
     /// Sends the core's request with the tools registered by now (a tool registered
     /// since the last round is offered from this round on), streaming its deltas.
     fn call_llm(&mut self, mut request: crate::llm::CompletionRequest, ctx: &mut HostContext<Self>) {
@@ -434,6 +457,7 @@ impl TaskActor {
             }
         }
         let (media, prepared) = (self.deps.media.clone(), self.media.clone());
+        let purpose = self.purpose();
         // Recall by the input's own text; kernel self-talk recalls no images.
         let query = if self.input.is_consolidation() {
             String::new()
@@ -477,6 +501,7 @@ impl TaskActor {
             }
             let msg = Complete {
                 request,
+                purpose,
                 stream: true,
                 deltas: Some(tx),
                 cancel: token,

@@ -472,6 +472,12 @@ pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
             "Name of the LLM source used for requests",
         ),
         SettingDef::new(
+            key::LLM_PRICES.name(),
+            K::Any,
+            json!({}),
+            "What each model costs, US dollars per million tokens, for the usage ledger: {\"<model or glob>\": {\"input\": 0.15, \"output\": 0.6, \"cached\": 0.075}}; a model without a price has its tokens counted and its cost shown as unknown",
+        ),
+        SettingDef::new(
             key::LLM_MODEL.name(),
             K::String,
             json!("deepseek-v4-flash"),

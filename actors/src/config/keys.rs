@@ -97,6 +97,7 @@ pub const WEBUI_LISTEN_ADDR: Key<String> = Key::new("webui.listen_addr");
 
 // LLM (the global knobs; each source's fields are the `core.llm.sources.*` family).
 pub const LLM_PROVIDER: Key<String> = Key::new("core.llm.provider");
+pub const LLM_PRICES: Key<serde_json::Value> = Key::new("core.llm.prices");
 pub const LLM_MODEL: Key<String> = Key::new("core.llm.model");
 pub const LLM_BASE_URL: Key<String> = Key::new("core.llm.base_url");
 pub const LLM_API_KEY: Key<Secret> = Key::new("core.llm.api_key");

@@ -351,6 +351,8 @@ settings_group! {
         pub temperature: f64 = LLM_TEMPERATURE,
         pub max_tokens: u32 = LLM_MAX_TOKENS,
         pub thinking_enabled: bool = LLM_THINKING_ENABLED,
+        /// Model → price (see `usage::Prices`).
+        pub prices: Value = LLM_PRICES,
     }
 }
 
@@ -489,6 +491,7 @@ mod tests {
             d(DAEMON_ALLOWED_HOSTS),
             d(WEBUI_LISTEN_ADDR),
             d(LLM_PROVIDER),
+            d(LLM_PRICES),
             d(LLM_MODEL),
             d(LLM_BASE_URL),
             d(LLM_API_KEY),

@@ -265,6 +265,51 @@ struct Pool {
     default: String,
     /// `core.input_processing.image.fallback_provider` (see `llm::vision`).
     describe_with: String,
+    /// The owner's price table (`core.llm.prices`).
+    prices: crate::usage::Prices,
+    /// Where every answered call is recorded (`None`: actor tests, no ledger).
+    usage: Option<crate::addr::TAddr<crate::usage::UsageActor>>,
+}
+
+impl Pool {
+    /// Records an answered call in the usage ledger: the vendor's token counts, or the
+    /// daemon's own count of the request and answer when the vendor sent none.
+    fn record(&self, purpose: &crate::usage::Purpose, c: &Completion, request: &CompletionRequest) {
+        let Some(usage) = &self.usage else { return };
+        let u = &c.response.usage;
+        let estimated = u.prompt_tokens == 0 && u.completion_tokens == 0;
+        let (input, output) = if estimated {
+            let text = |v: &Value| match v {
+                Value::String(s) => crate::memory::tokens::count(s),
+                Value::Null => 0,
+                other => crate::memory::tokens::count(&other.to_string()),
+            };
+            let input: usize = request.messages.iter().map(|m| text(&m.content) + 4).sum();
+            let tools = crate::memory::tokens::count(&serde_json::to_string(&request.tools).unwrap_or_default());
+            (
+                (input + tools) as u64,
+                crate::memory::tokens::count(&c.response.content) as u64,
+            )
+        } else {
+            (u.prompt_tokens, u.completion_tokens)
+        };
+        let cached = u.cached_tokens.min(input);
+        let call = crate::usage::Call {
+            ts_ms: crate::clock::now_ms(),
+            source: c.source.clone(),
+            model: c.model.clone(),
+            kind: purpose.kind,
+            principal: purpose.principal.clone(),
+            input,
+            output,
+            cached,
+            estimated,
+            cost_micros: self.prices.cost_micros(&c.model, input, cached, output),
+        };
+        if let Err(e) = usage.do_send(crate::usage::RecordCall(call)) {
+            tracing::warn!("a model call was not recorded in the usage ledger: {e}");
+        }
+    }
 }
 
 impl Pool {
@@ -322,6 +367,12 @@ pub struct LlmActor {
 }
 
 impl LlmActor {
+    /// Records every answered call in `usage` from now on.
+    pub fn with_usage(self, usage: crate::addr::TAddr<crate::usage::UsageActor>) -> Self {
+        self.pool.borrow_mut().usage = Some(usage);
+        self
+    }
+
     /// An actor with no sources yet (send [`Configure`]). Must be built on the thread
     /// it runs on (`SupervisorRef::worker_on` does that).
     pub fn new(data_dir: PathBuf) -> Self {
@@ -421,6 +472,13 @@ impl LlmActor {
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_owned();
+        pool.prices = match crate::usage::Prices::parse(settings.get(keys::LLM_PRICES.name()).unwrap_or(&Value::Null)) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!("{e}; costs are not computed until it is fixed");
+                crate::usage::Prices::default()
+            }
+        };
     }
 
     /// Source list and health.
@@ -466,6 +524,8 @@ pub struct Configure(pub BTreeMap<String, Value>);
 #[rtype(result = "Result<Completion, LlmError>")]
 pub struct Complete {
     pub request: CompletionRequest,
+    /// What the call is for, and for whom (the usage ledger's kind and principal).
+    pub purpose: crate::usage::Purpose,
     pub stream: bool,
     /// Receives text as it streams (content and reasoning deltas).
     pub deltas: Option<UnboundedSender<Delta>>,
@@ -513,14 +573,21 @@ impl Handles<ProbeSource> for LlmActor {
             .filter(|s| s.config.name == msg.name)
             .cloned()
             .collect();
+        let (prices, usage) = {
+            let p = self.pool.borrow();
+            (p.prices.clone(), p.usage.clone())
+        };
         let pool = Rc::new(RefCell::new(Pool {
             sources: one,
+            prices,
+            usage,
             ..Pool::default()
         }));
         Box::pin(complete(
             pool,
             Complete {
                 request: msg.request,
+                purpose: crate::usage::Purpose::of(crate::usage::Kind::Selftest),
                 stream: false,
                 deltas: None,
                 cancel: CancellationToken::new(),
@@ -541,6 +608,7 @@ impl Handles<Complete> for LlmActor {
 async fn complete(pool: Rc<RefCell<Pool>>, msg: Complete) -> Result<Completion, LlmError> {
     let Complete {
         request,
+        purpose,
         stream,
         deltas,
         cancel,
@@ -604,11 +672,13 @@ async fn complete(pool: Rc<RefCell<Pool>>, msg: Complete) -> Result<Completion, 
                     } else {
                         request.model.clone()
                     };
-                    return Ok(Completion {
+                    let done = Completion {
                         response,
                         source: name,
                         model,
-                    });
+                    };
+                    pool.borrow().record(&purpose, &done, request);
+                    return Ok(done);
                 }
                 Err(CallError::Cancelled) => return Err(LlmError::Cancelled),
                 Err(CallError::Auth(e)) => {
@@ -681,7 +751,17 @@ async fn describe_images(
     if let Some(src) = describer {
         for url in vision::image_urls(request) {
             let ask = vision::describe_request(&url, request.max_tokens);
-            match call_source(&src, &ask, false, None, cancel).await {
+            let answer = call_source(&src, &ask, false, None, cancel).await;
+            if let Ok(r) = &answer {
+                let done = Completion {
+                    response: r.clone(),
+                    source: src.config.name.clone(),
+                    model: src.config.model.clone(),
+                };
+                pool.borrow()
+                    .record(&crate::usage::Purpose::of(crate::usage::Kind::Vision), &done, &ask);
+            }
+            match answer {
                 Ok(r) if !r.content.trim().is_empty() => {
                     tracing::info!(describer = %src.config.name, chars = r.content.len(), "image described for a source without vision");
                     descriptions.insert(url, r.content);

@@ -273,6 +273,7 @@ mod tests {
                 prompt_tokens: 3,
                 completion_tokens: 2,
                 total_tokens: 0,
+                cached_tokens: 0,
             }),
             ..Default::default()
         });

@@ -106,6 +106,14 @@ pub struct Usage {
     pub completion_tokens: u64,
     #[serde(default)]
     pub total_tokens: u64,
+    /// Input tokens served from the vendor's prompt cache (part of `prompt_tokens`);
+    /// 0 when the vendor does not say.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Usage {
@@ -115,6 +123,7 @@ impl Usage {
             (&mut self.prompt_tokens, other.prompt_tokens),
             (&mut self.completion_tokens, other.completion_tokens),
             (&mut self.total_tokens, other.total_tokens),
+            (&mut self.cached_tokens, other.cached_tokens),
         ] {
             if theirs != 0 {
                 *mine = theirs;
@@ -227,7 +236,8 @@ mod tests {
             Usage {
                 prompt_tokens: 10,
                 completion_tokens: 5,
-                total_tokens: 15
+                total_tokens: 15,
+                cached_tokens: 0,
             }
         );
         u.merge(&Usage {

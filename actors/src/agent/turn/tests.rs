@@ -148,6 +148,7 @@ fn completion(text: &str, calls: &[(&str, &str)]) -> Completion {
                 prompt_tokens: 10,
                 completion_tokens: 5,
                 total_tokens: 15,
+                cached_tokens: 0,
             },
             tool_calls: calls
                 .iter()

@@ -1,0 +1,59 @@
+//! The usage ledger, black box: a real daemon, the scripted vendor (which reports 10
+//! prompt and 5 completion tokens per answer), the owner's price table.
+
+mod common;
+
+use common::api::{daemon_with_vendor, get, post, put_settings};
+use serde_json::json;
+
+/// Every answered call is in `GET /api/v1/usage` with its kind, tokens and cost, by day
+/// and by kind, and the ledger survives `kill -9`.
+#[test]
+fn every_model_call_is_accounted_with_its_kind_tokens_and_cost() {
+    let (_dir, data, d, _v) = daemon_with_vendor();
+    put_settings(&d, json!({"core.llm.prices": {"*": {"input": 1.0, "output": 2.0}}}));
+    for i in 0..3 {
+        let (status, body) = post(&d, "/api/v1/messages", json!({"text": format!("count me {i}")}));
+        assert_eq!(status, 200, "{body}");
+    }
+    let (status, body) = post(&d, "/api/v1/llm/sources/fake/test", serde_json::Value::Null);
+    assert_eq!(status, 200, "{body}");
+
+    let by_kind = |d: &common::Daemon| get(d, "/api/v1/usage?by=kind");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let usage = loop {
+        let u = by_kind(&d);
+        if u["total"]["calls"] == 4 {
+            break u;
+        }
+        assert!(std::time::Instant::now() < deadline, "not every call was recorded: {u}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let rows = usage["rows"].as_array().unwrap();
+    let owner = rows.iter().find(|r| r["key"] == "owner_turn").expect("owner turns");
+    assert_eq!(
+        (
+            owner["calls"].as_u64(),
+            owner["input"].as_u64(),
+            owner["output"].as_u64()
+        ),
+        (Some(3), Some(30), Some(15)),
+        "{usage}"
+    );
+    // 30 × $1/Mtok + 15 × $2/Mtok.
+    assert!((owner["cost_usd"].as_f64().unwrap() - 60e-6).abs() < 1e-12, "{owner}");
+    assert_eq!(owner["estimated_calls"], 0, "the vendor's own counts: {owner}");
+    assert!(
+        rows.iter().any(|r| r["key"] == "selftest" && r["calls"] == 1),
+        "{usage}"
+    );
+    let by_day = get(&d, "/api/v1/usage");
+    assert_eq!(by_day["rows"].as_array().unwrap().len(), 1, "{by_day}");
+    assert_eq!(by_day["total"]["calls"], 4);
+    let bad = d.client().get(d.url("/api/v1/usage?from=2026-99-01")).send().unwrap();
+    assert_eq!(bad.status().as_u16(), 400);
+
+    d.kill9();
+    let d = common::Daemon::start(&data);
+    assert_eq!(by_kind(&d)["total"]["calls"], 4, "the ledger survives kill -9");
+}
