@@ -394,6 +394,36 @@ impl Module<KernelState> for LlmModule {
                     Ok(LlmActor::with_gauge(data_dir.clone(), gauge.clone()).with_usage(ledger.clone()))
                 })
                 .await?;
+            // Today's spending so far, so a restart does not hand out the day's budget
+            // again (the ledger holds every answered call).
+            const DAY_MS: i64 = 86_400_000;
+            let today = homeagent_actors::clock::now_ms().div_euclid(DAY_MS) * DAY_MS;
+            let asked = usage
+                .send(homeagent_actors::usage::GetUsage {
+                    from_ms: today,
+                    to_ms: today + DAY_MS,
+                    by: homeagent_actors::usage::GroupBy::Kind,
+                    kind: None,
+                })
+                .await;
+            match asked {
+                Ok(Ok((rows, total))) => {
+                    let background = rows
+                        .iter()
+                        .filter(|r| r.key == homeagent_actors::usage::Kind::Heartbeat.as_str())
+                        .map(|r| r.input + r.output)
+                        .sum();
+                    let _ = addr
+                        .send(homeagent_actors::llm::provider::SeedBudget {
+                            spent: total.input + total.output,
+                            spent_background: background,
+                        })
+                        .await;
+                }
+                other => {
+                    tracing::warn!("today's model usage could not be read ({other:?}); the budget counts from zero")
+                }
+            }
             s.usage.provide(usage)?;
             s.llm.provide(addr)?;
             Ok(())

@@ -57,3 +57,39 @@ fn every_model_call_is_accounted_with_its_kind_tokens_and_cost() {
     let d = common::Daemon::start(&data);
     assert_eq!(by_kind(&d)["total"]["calls"], 4, "the ledger survives kill -9");
 }
+
+/// A daily token budget is enforced before the call: once the day's limit cannot hold
+/// the next call, the owner's turn is answered with the limit, the setting and when it
+/// resets, and no request reaches the vendor.
+#[test]
+fn a_spent_daily_budget_answers_without_calling_the_vendor() {
+    let (_dir, _data, d, v) = daemon_with_vendor();
+    let (status, body) = post(&d, "/api/v1/messages", json!({"text": "within budget"}));
+    assert_eq!(status, 200, "{body}");
+    put_settings(&d, json!({"core.llm.budget.daily_tokens": 20}));
+    common::api::wait_for(&d, "/api/v1/llm/sources", "the budget applied", |s| {
+        s["budget"]["daily_tokens"] == 20 && s["budget"]["spent_today"] == 15
+    });
+    let calls = v.calls.load(std::sync::atomic::Ordering::SeqCst);
+    let (status, body) = post(&d, "/api/v1/messages", json!({"text": "over budget"}));
+    assert_ne!(status, 200, "{body}");
+    let text = body.to_string();
+    assert!(
+        text.contains("daily token budget")
+            && text.contains("core.llm.budget.daily_tokens")
+            && text.contains("resets in"),
+        "{body}"
+    );
+    assert_eq!(
+        v.calls.load(std::sync::atomic::Ordering::SeqCst),
+        calls,
+        "a call reached the vendor"
+    );
+    // Lifting the limit lets the next turn through.
+    put_settings(&d, json!({"core.llm.budget.daily_tokens": 0}));
+    common::api::wait_for(&d, "/api/v1/llm/sources", "the budget lifted", |s| {
+        s["budget"]["daily_tokens"] == 0
+    });
+    let (status, body) = post(&d, "/api/v1/messages", json!({"text": "budget lifted"}));
+    assert_eq!(status, 200, "{body}");
+}

@@ -341,6 +341,13 @@ pub enum Msg<'a> {
         tool: &'a str,
         allowed: bool,
     },
+    /// A model call the owner's daily token budget refused (`usage::budget`).
+    BudgetExhausted {
+        setting: &'a str,
+        limit: u64,
+        spent: u64,
+        resets_in_min: i64,
+    },
     /// An approval question shown on a chat bridge (the owner answers there).
     ApprovalAsk {
         id: u64,
@@ -1027,6 +1034,16 @@ impl Msg<'_> {
                     "#{id} 已拒绝：{tool} 不会运行。"
                 )
             }
+            M::BudgetExhausted {
+                setting,
+                limit,
+                spent,
+                resets_in_min,
+            } => tr!(
+                lang,
+                "the daily token budget is spent ({spent} of {limit} tokens, {setting}); no model call was made. It resets in {resets_in_min} min (midnight UTC), or raise {setting}",
+                "今日的 token 预算已用完（{spent} / {limit}，{setting}）；未调用模型。{resets_in_min} 分钟后（UTC 午夜）重置，或调高 {setting}"
+            ),
             M::ApprovalAsk { id, tool, summary, why } => tr!(
                 lang,
                 "Approval #{id}: {tool} {summary} is waiting for your yes (asked because: {why}). Reply /approve {id} or /deny {id} (within 5 minutes).",
@@ -1650,6 +1667,12 @@ mod tests {
                 principal: "onebot.guest",
             },
             Msg::ApprovalNever { tool: "cmd_run" },
+            Msg::BudgetExhausted {
+                setting: "core.llm.budget.daily_tokens",
+                limit: 10,
+                spent: 9,
+                resets_in_min: 5,
+            },
             Msg::ApprovalAnswered {
                 id: 3,
                 tool: "cmd_run",

@@ -144,6 +144,8 @@ impl From<LlmError> for LlmFailure {
                 error: e.to_string(),
                 retry_in_s: None,
             },
+            // The owner's limit, not an outage: waiting would only spend tomorrow's.
+            e @ LlmError::Budget(_) => Self::Other(e.to_string()),
         }
     }
 }

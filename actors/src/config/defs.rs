@@ -472,6 +472,18 @@ pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
             "Name of the LLM source used for requests",
         ),
         SettingDef::new(
+            key::LLM_BUDGET_DAILY_TOKENS.name(),
+            int(0, i64::MAX),
+            json!(0),
+            "Most tokens (prompt and answer) all model calls together may use in a UTC day, checked before each call; 0 = no limit",
+        ),
+        SettingDef::new(
+            key::LLM_BUDGET_BACKGROUND_DAILY_TOKENS.name(),
+            int(0, i64::MAX),
+            json!(0),
+            "Most tokens a UTC day the background work (the heartbeats' model tasks) may use, within the daily limit; 0 = no limit of its own",
+        ),
+        SettingDef::new(
             key::LLM_PRICES.name(),
             K::Any,
             json!({}),

@@ -353,6 +353,10 @@ settings_group! {
         pub thinking_enabled: bool = LLM_THINKING_ENABLED,
         /// Model → price (see `usage::Prices`).
         pub prices: Value = LLM_PRICES,
+        /// Tokens a UTC day, all calls (0 = none).
+        pub budget_daily_tokens: u64 = LLM_BUDGET_DAILY_TOKENS,
+        /// Tokens a UTC day of background work (0 = none).
+        pub budget_background_daily_tokens: u64 = LLM_BUDGET_BACKGROUND_DAILY_TOKENS,
     }
 }
 
@@ -492,6 +496,8 @@ mod tests {
             d(WEBUI_LISTEN_ADDR),
             d(LLM_PROVIDER),
             d(LLM_PRICES),
+            d(LLM_BUDGET_DAILY_TOKENS),
+            d(LLM_BUDGET_BACKGROUND_DAILY_TOKENS),
             d(LLM_MODEL),
             d(LLM_BASE_URL),
             d(LLM_API_KEY),

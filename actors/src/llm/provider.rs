@@ -66,6 +66,10 @@ pub enum LlmError {
     AllPaused { wait_s: u64, detail: String },
     #[error("all LLM sources failed: {0}; check GET /api/v1/llm/sources and the vendors' status")]
     AllFailed(String),
+    /// The owner's daily token budget refused the call before any vendor saw it (the
+    /// text names the limit, the setting and when it resets).
+    #[error("{0}")]
+    Budget(String),
     /// The vendor said the prompt does not fit its context window. Not the source's
     /// fault: it is neither retried nor paused; the task prunes and tries again.
     #[error("the prompt is larger than the model's context window ({0}); lower core.agent.max_context_size")]
@@ -255,6 +259,21 @@ pub struct LlmStatus {
     /// The source a request without a model asks first: the first available one by
     /// priority (then the default source, then name); `None` when none is available.
     pub current: Option<String>,
+    /// The daily token budget: its limits, and today's spending and reservations.
+    pub budget: BudgetStatus,
+}
+
+/// The budget as `GET /api/v1/llm/sources` shows it.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct BudgetStatus {
+    /// `core.llm.budget.daily_tokens` (0 = none).
+    pub daily_tokens: u64,
+    /// `core.llm.budget.background_daily_tokens` (0 = none).
+    pub background_daily_tokens: u64,
+    /// Tokens the answered calls used today (UTC, the kernel's clock).
+    pub spent_today: u64,
+    /// Tokens held by calls in flight.
+    pub held: u64,
 }
 
 #[derive(Default)]
@@ -269,6 +288,8 @@ struct Pool {
     prices: crate::usage::Prices,
     /// Where every answered call is recorded (`None`: actor tests, no ledger).
     usage: Option<crate::addr::TAddr<crate::usage::UsageActor>>,
+    /// The owner's daily token limits and today's spending (`core.llm.budget.*`).
+    budgets: crate::usage::budget::Budgets,
 }
 
 impl Pool {
@@ -472,6 +493,11 @@ impl LlmActor {
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_owned();
+        let tokens = |k: &str| settings.get(k).and_then(Value::as_u64).unwrap_or(0);
+        pool.budgets.limits = crate::usage::budget::Limits {
+            daily_tokens: tokens(keys::LLM_BUDGET_DAILY_TOKENS.name()),
+            background_daily_tokens: tokens(keys::LLM_BUDGET_BACKGROUND_DAILY_TOKENS.name()),
+        };
         pool.prices = match crate::usage::Prices::parse(settings.get(keys::LLM_PRICES.name()).unwrap_or(&Value::Null)) {
             Ok(p) => p,
             Err(e) => {
@@ -502,10 +528,17 @@ impl LlmActor {
             })
             .collect();
         let current = pool.ordered("", now).0.first().map(|s| s.config.name.clone());
+        let (spent_today, held) = pool.budgets.today();
         LlmStatus {
             sources,
             skipped: pool.skipped.clone(),
             current,
+            budget: BudgetStatus {
+                daily_tokens: pool.budgets.limits.daily_tokens,
+                background_daily_tokens: pool.budgets.limits.background_daily_tokens,
+                spent_today,
+                held,
+            },
         }
     }
 }
@@ -605,7 +638,73 @@ impl Handles<Complete> for LlmActor {
     }
 }
 
+/// What a request may spend at most: its prompt (counted) and its answer's cap.
+fn reserve_estimate(request: &CompletionRequest) -> u64 {
+    let text = |v: &Value| match v {
+        Value::String(s) => crate::memory::tokens::count(s),
+        Value::Null => 0,
+        other => crate::memory::tokens::count(&other.to_string()),
+    };
+    let prompt: usize = request.messages.iter().map(|m| text(&m.content) + 4).sum();
+    let tools = crate::memory::tokens::count(&serde_json::to_string(&request.tools).unwrap_or_default());
+    (prompt + tools) as u64 + u64::from(request.max_tokens)
+}
+
+/// One completion under the budget: a reservation before any vendor is asked, settled
+/// to what the answer used (the vendor's count, else the estimate) or released when no
+/// source answered.
 async fn complete(pool: Rc<RefCell<Pool>>, msg: Complete) -> Result<Completion, LlmError> {
+    let estimate = reserve_estimate(&msg.request);
+    let reservation = {
+        let mut p = pool.borrow_mut();
+        match p.budgets.reserve(msg.purpose.kind, estimate, crate::clock::now_ms()) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(
+                    kind = msg.purpose.kind.as_str(),
+                    "model call refused by the budget: {e}"
+                );
+                return Err(LlmError::Budget(e.to_string()));
+            }
+        }
+    };
+    let result = complete_unbudgeted(pool.clone(), msg).await;
+    let mut p = pool.borrow_mut();
+    match &result {
+        Ok(c) => {
+            let u = &c.response.usage;
+            let used = u.prompt_tokens + u.completion_tokens;
+            p.budgets.settle(
+                reservation,
+                if used > 0 { used } else { estimate },
+                crate::clock::now_ms(),
+            );
+        }
+        Err(_) => p.budgets.release(reservation),
+    }
+    result
+}
+
+/// Budget updates from outside the actor: today's spending read from the ledger at
+/// start (so a restart does not reset the day).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SeedBudget {
+    pub spent: u64,
+    pub spent_background: u64,
+}
+
+impl Handles<SeedBudget> for LlmActor {
+    type Reply = ();
+    fn handle(&mut self, m: SeedBudget, _: &mut HostContext<Self>) {
+        self.pool
+            .borrow_mut()
+            .budgets
+            .seed(crate::clock::now_ms(), m.spent, m.spent_background);
+    }
+}
+
+async fn complete_unbudgeted(pool: Rc<RefCell<Pool>>, msg: Complete) -> Result<Completion, LlmError> {
     let Complete {
         request,
         purpose,

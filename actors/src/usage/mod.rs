@@ -2,6 +2,8 @@
 //! (`DATA/usage.db`) with its tokens, what it was for and, from the owner's price
 //! table, what it cost.
 //!
+//! * [`budget`]: daily token limits enforced before a call (reserve, settle,
+//!   release), plain data the LLM actor owns;
 //! * [`ledger`]: the plain data — [`Kind`], [`Purpose`], [`Call`], [`Prices`] and the
 //!   cost rule — unit-tested without SQLite or actix;
 //! * [`store`]: the SQLite table and its summaries (by day, source, model, kind,
@@ -14,6 +16,7 @@
 //! place sees them all, with the source and model that actually answered.
 
 pub mod actor;
+pub mod budget;
 pub mod ledger;
 pub mod store;
 
