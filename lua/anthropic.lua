@@ -178,8 +178,9 @@ local function usage_of(u)
     return {prompt_tokens = 0, completion_tokens = c, total_tokens = 0}
   end
   local p = int(u.input_tokens) + int(u.cache_creation_input_tokens) + int(u.cache_read_input_tokens)
+  local cached = int(u.cache_read_input_tokens)
   return {prompt_tokens = p, completion_tokens = c, total_tokens = p + c,
-    cached_tokens = int(u.cache_read_input_tokens)}
+    cached_tokens = cached > 0 and cached or nil}
 end
 
 local function error_text(e)

@@ -409,6 +409,11 @@ fn app_state(state: &KernelState) -> anyhow::Result<AppState> {
         llm: state.llm.get().context(boot_bug)?.clone(),
         llm_sources: state.llm_sources.clone(),
         usage: state.usage.get().ok().cloned(),
+        metrics: {
+            let m = crate::metrics::Counted::default();
+            m.observe(&state.bus);
+            m
+        },
         agent: agent.agent.clone(),
         plugins: state.plugins.get().context(boot_bug)?.set.clone(),
         beats: homeagent_actors::memory::start::clock_beats(memory, &agent.maintenance),

@@ -45,5 +45,6 @@ pub mod integrity;
 pub mod kernel;
 mod lockfile;
 pub mod logring;
+pub mod metrics;
 pub mod scripted_vendor;
 pub mod selftest;

@@ -20,7 +20,7 @@ return function(CFG, prepare)
     local d = type(u.prompt_tokens_details) == "table" and u.prompt_tokens_details or {}
     local cached = int(d.cached_tokens) + int(u.prompt_cache_hit_tokens)
     return {prompt_tokens = p, completion_tokens = c, total_tokens = t > 0 and t or p + c,
-      cached_tokens = cached}
+      cached_tokens = cached > 0 and cached or nil}
   end
   -- content is a string, or (Mistral reasoning models, some gateways) a list of parts
   local function split_content(c)

@@ -161,3 +161,12 @@ pub fn config_error(e: homeagent_actors::config::ConfigError) -> ApiError {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
     }
 }
+
+/// `GET /metrics`: Prometheus / OpenMetrics text (see `crate::metrics`), behind the
+/// owner's token like every route but the health checks.
+pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
+    let body = crate::metrics::render(&state, &state.metrics).await;
+    HttpResponse::Ok()
+        .content_type("application/openmetrics-text; version=1.0.0; charset=utf-8")
+        .body(body)
+}

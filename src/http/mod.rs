@@ -54,6 +54,8 @@ pub struct AppState {
     pub llm_sources: homeagent_actors::llm::provider::SourceGauge,
     /// The usage ledger (`GET /api/v1/usage`).
     pub usage: Option<TAddr<homeagent_actors::usage::UsageActor>>,
+    /// What `GET /metrics` counts from the bus.
+    pub metrics: crate::metrics::Counted,
     pub agent: homeagent_actors::agent::AgentHandles,
     pub plugins: Arc<homeagent_actors::plugins::host::PluginSet>,
     /// The heartbeats a virtual clock drives (`POST /api/v1/clock/advance`), in order.
@@ -162,6 +164,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .app_data(path)
         .route("/healthz", web::get().to(api::healthz))
         .route("/readyz", web::get().to(ready::readyz))
+        .route("/metrics", web::get().to(api::metrics))
         .route("/login", web::get().to(guard::login))
         .route("/login", web::post().to(guard::login))
         .service(
