@@ -110,7 +110,7 @@
 
   // ---------------------------------------------------------------- router
 
-  const VIEWS = ["dashboard", "settings", "plugins", "memory", "tasks", "terminals"];
+  const VIEWS = ["dashboard", "settings", "plugins", "memory", "tasks", "usage", "terminals"];
   const hooks = {};   // view -> {show(), hide()}
   let current = null;
 
@@ -1150,6 +1150,122 @@
   hooks.tasks = {
     show() { refreshTasks(); tasksTimer = setInterval(refreshTasks, 1000); },
     hide() { clearInterval(tasksTimer); tasksTimer = null; },
+  };
+
+  // ================================================================ usage
+  //
+  // What the model calls cost (GET /api/v1/usage, the ledger every call that answered
+  // is recorded in) and the day's budget (GET /api/v1/llm/sources). The chart is plain
+  // DOM bars — one per day, tokens in and out stacked — so it needs no library and
+  // reads the same at 375 and 1440 px.
+
+  const USAGE = "/api/v1/usage";
+  let usageTimer = null;
+
+  function fmtTokens(n) {
+    n = Number(n) || 0;
+    if (n >= 1e6) return (n / 1e6).toFixed(n >= 1e7 ? 0 : 1) + "M";
+    if (n >= 1e3) return (n / 1e3).toFixed(n >= 1e4 ? 0 : 1) + "k";
+    return String(n);
+  }
+
+  function fmtCost(row) {
+    const usd = Number(row.cost_usd) || 0;
+    const cost = usd === 0 ? "$0" : usd < 0.01 ? "<$0.01" : "$" + usd.toFixed(2);
+    return row.unpriced_calls ? t("usage.unpriced", { cost, n: row.unpriced_calls }) : cost;
+  }
+
+  function usageChart(rows, days) {
+    const byDay = new Map(rows.map((r) => [r.key, r]));
+    const max = Math.max(1, ...rows.map((r) => (r.input || 0) + (r.output || 0)));
+    const chart = el("div", "usage-chart");
+    chart.setAttribute("role", "img");
+    chart.setAttribute("aria-label", t("usage.chart_label", { n: days.length }));
+    for (const day of days) {
+      const r = byDay.get(day) || { input: 0, output: 0, calls: 0, cost_usd: 0, unpriced_calls: 0 };
+      const col = el("div", "usage-col");
+      const total = (r.input || 0) + (r.output || 0);
+      col.title = t("usage.day_title", { day, calls: r.calls || 0, input: fmtTokens(r.input), output: fmtTokens(r.output), cost: fmtCost(r) });
+      const bar = el("div", "usage-bar");
+      bar.style.height = (100 * total / max).toFixed(1) + "%";
+      const out = el("div", "usage-bar-out");
+      out.style.height = total ? (100 * (r.output || 0) / total).toFixed(1) + "%" : "0";
+      bar.append(out);
+      col.append(bar);
+      chart.append(col);
+    }
+    return chart;
+  }
+
+  /** A ledger key as a person reads it: a kind's name from the catalog, "(owner)" for
+   *  the empty principal, anything else (a model, a source) as it is. */
+  function usageKeyLabel(key) {
+    if (!key) return t("usage.owner");
+    const k = "usage.kind." + key;
+    const l = t(k);
+    return l === k ? key : l;
+  }
+
+  function usageTable(rows, keyLabel, label = usageKeyLabel) {
+    const table = el("table", "usage-table");
+    const head = el("tr");
+    for (const h of [keyLabel, t("usage.calls"), t("usage.col_input"), t("usage.col_output"), t("usage.cost")]) head.append(el("th", null, h));
+    table.append(el("thead"));
+    table.firstChild.append(head);
+    const body = el("tbody");
+    for (const r of rows) {
+      const tr = el("tr");
+      tr.append(el("td", "usage-key", label(r.key)), el("td", "num", String(r.calls)),
+        el("td", "num", fmtTokens(r.input)), el("td", "num", fmtTokens(r.output)), el("td", "num", fmtCost(r)));
+      body.append(tr);
+    }
+    if (!rows.length) {
+      const tr = el("tr");
+      const td = el("td", "muted", t("usage.none"));
+      td.colSpan = 5;
+      tr.append(td);
+      body.append(tr);
+    }
+    table.append(body);
+    return table;
+  }
+
+  async function refreshUsage() {
+    const err = $("#usage-error");
+    let byDay, byKind, byModel, llm;
+    try {
+      [byDay, byKind, byModel, llm] = await Promise.all([
+        getJson(USAGE + "?by=day"), getJson(USAGE + "?by=kind"), getJson(USAGE + "?by=model"), getJson("/api/v1/llm/sources"),
+      ]);
+    } catch (e) { err.textContent = e.message; return; }
+    err.textContent = "";
+    // Every day of the range, empty ones too, so gaps read as gaps.
+    const days = [];
+    const start = Date.parse(byDay.from + "T00:00:00Z");
+    const end = Date.parse(byDay.to + "T00:00:00Z");
+    for (let d = start; d <= end; d += 86400000) days.push(new Date(d).toISOString().slice(0, 10));
+    const total = byDay.total || {};
+    $("#usage-total").textContent = t("usage.total", {
+      from: byDay.from, to: byDay.to, calls: total.calls || 0,
+      input: fmtTokens(total.input), output: fmtTokens(total.output), cost: fmtCost(total),
+    });
+    $("#usage-chart").replaceChildren(usageChart(byDay.rows || [], days));
+    $("#usage-axis").replaceChildren(el("span", null, days[0] || ""), el("span", null, days[days.length - 1] || ""));
+    $("#usage-by-kind").replaceChildren(usageTable(byKind.rows || [], t("usage.kind")));
+    $("#usage-by-model").replaceChildren(usageTable(byModel.rows || [], t("usage.model"), (k) => k || "?"));
+    const b = (llm && llm.budget) || {};
+    const kv = [
+      [t("usage.spent_today"), t("usage.tokens", { n: fmtTokens(b.spent_today) }) + (b.held ? " (+" + fmtTokens(b.held) + " " + t("usage.held") + ")" : "")],
+      [t("usage.daily_limit"), b.daily_tokens ? t("usage.tokens", { n: fmtTokens(b.daily_tokens) }) : t("usage.no_limit")],
+      [t("usage.background_limit"), b.background_daily_tokens ? t("usage.tokens", { n: fmtTokens(b.background_daily_tokens) }) : t("usage.no_limit")],
+    ];
+    $("#usage-budget").replaceChildren(...kv.flatMap(([k, v]) => [el("dt", null, k), el("dd", null, v)]));
+    $("#view-usage").dataset.loaded = "1";
+  }
+
+  hooks.usage = {
+    show() { refreshUsage(); usageTimer = setInterval(refreshUsage, 5000); },
+    hide() { clearInterval(usageTimer); usageTimer = null; },
   };
 
   // ================================================================ terminals

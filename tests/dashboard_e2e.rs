@@ -329,3 +329,26 @@ fn the_owner_sees_a_waiting_and_a_failed_input_and_retries_or_discards_it() {
         "dead-letter e2e: PASS",
     );
 }
+
+#[test]
+fn the_usage_view_shows_what_the_calls_cost() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    if !browser_ready(root) {
+        return;
+    }
+    let (_dir, _data, d, _v) = common::api::daemon_with_plugins(&[], &[]);
+    common::api::put_settings(
+        &d,
+        serde_json::json!({"core.llm.prices": {"*": {"input": 2.5, "output": 10.0}}}),
+    );
+    for i in 0..3 {
+        assert!(!common::api::ask(&d, &format!("hello {i}")).is_empty());
+    }
+    run_script(
+        &d,
+        "usage.mjs",
+        &root.join("target/e2e-usage"),
+        &[],
+        "usage e2e: PASS",
+    );
+}

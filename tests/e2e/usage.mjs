@@ -1,0 +1,39 @@
+#!/usr/bin/env node
+// The usage view: the days' tokens as bars, the calls by kind and by model with their
+// cost, and today's budget — read by a person at 1440 and 375 px.
+//
+//   node usage.mjs http://127.0.0.1:PORT [screenshot-prefix]
+//
+// tests/dashboard_e2e.rs prepares the daemon: a few answered turns on the scripted
+// vendor and a price table, so there is something to show.
+import { harness } from './lib.mjs';
+
+const h = harness('usage e2e');
+const { base, shotPath, token, log, fail, waitHealthy, launch, signIn, pollPage, run } = h;
+
+async function main() {
+  await waitHealthy(Date.now() + 10_000);
+  const { context, page } = await launch();
+  await signIn(page, token);
+  await page.goto(`${base}/#/usage`);
+  const got = await pollPage(page, 'the usage view never loaded', 20_000, () => {
+    const v = document.querySelector('#view-usage');
+    if (!v || v.hidden || !v.dataset.loaded) return { ok: false, why: 'not loaded' };
+    const cols = document.querySelectorAll('#usage-chart .usage-col').length;
+    const kinds = [...document.querySelectorAll('#usage-by-kind td.usage-key')].map((td) => td.textContent);
+    const total = document.querySelector('#usage-total')?.textContent || '';
+    return kinds.includes('your turns') ? { ok: true, cols, kinds, total } : { ok: false, why: JSON.stringify({ cols, kinds, total }) };
+  });
+  if (got.cols < 28) fail(`the chart shows ${got.cols} days, not the month`);
+  if (!/\$/.test(got.total) || !/calls/.test(got.total)) fail(`the total does not say calls and cost: ${got.total}`);
+  log(`chart of ${got.cols} days; kinds ${got.kinds.join(', ')}; ${got.total}`);
+  if (shotPath) await page.screenshot({ path: `${shotPath}-1440.png`, fullPage: true });
+  await page.setViewportSize({ width: 375, height: 812 });
+  const overflow = await page.evaluate(() => document.scrollingElement.scrollWidth);
+  if (overflow > 376) fail(`the page is ${overflow} px wide on a 375 px phone`);
+  if (shotPath) await page.screenshot({ path: `${shotPath}-375.png`, fullPage: true });
+  await context.close();
+  return 'the usage view shows the days, the kinds and the cost';
+}
+
+run(main);
