@@ -344,11 +344,5 @@ fn the_usage_view_shows_what_the_calls_cost() {
     for i in 0..3 {
         assert!(!common::api::ask(&d, &format!("hello {i}")).is_empty());
     }
-    run_script(
-        &d,
-        "usage.mjs",
-        &root.join("target/e2e-usage"),
-        &[],
-        "usage e2e: PASS",
-    );
+    run_script(&d, "usage.mjs", &root.join("target/e2e-usage"), &[], "usage e2e: PASS");
 }

@@ -93,3 +93,47 @@ fn a_spent_daily_budget_answers_without_calling_the_vendor() {
     let (status, body) = post(&d, "/api/v1/messages", json!({"text": "budget lifted"}));
     assert_eq!(status, 200, "{body}");
 }
+
+/// Background work pinned to its own source uses it alone: the merge heartbeat's task
+/// goes to the cheap source, never to the owner's, and the ledger says so.
+#[test]
+fn background_work_pinned_to_a_cheap_source_never_reaches_the_owners() {
+    let (_dir, _data, d, main) = daemon_with_vendor();
+    let cheap = common::vendor::start();
+    put_settings(&d, common::vendor::source_settings("cheap", &cheap.url, -1));
+    common::api::wait_sources(&d, 2);
+    put_settings(&d, json!({"core.llm.background_source": "cheap"}));
+    let commit = r#"call-tool memory_commit {"triples":[{"subject":"machine learning","relation":"is","object":"statistics"},{"subject":"machine learnings","relation":"needs","object":"data"}]}"#;
+    let (status, body) = post(&d, "/api/v1/messages", json!({ "text": commit }));
+    assert_eq!(status, 200, "{body}");
+    let main_calls = main.calls.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(
+        cheap.calls.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the owner's turn went to the main source"
+    );
+
+    let (status, round) = post(&d, "/api/v1/heartbeats/merge/run", json!({}));
+    assert_eq!((status, round["items"].as_u64()), (200, Some(1)), "{round}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while cheap.calls.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the background task never reached the cheap source"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        cheap.last.lock().unwrap().to_string().contains("entity_merge"),
+        "not the merge task"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_eq!(
+        main.calls.load(std::sync::atomic::Ordering::SeqCst),
+        main_calls,
+        "background work reached the owner's source"
+    );
+    let by_source = get(&d, "/api/v1/usage?by=source&kind=heartbeat");
+    let rows = by_source["rows"].as_array().unwrap();
+    assert!(rows.len() == 1 && rows[0]["key"] == "cheap", "{by_source}");
+}

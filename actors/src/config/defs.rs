@@ -472,6 +472,12 @@ pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
             "Name of the LLM source used for requests",
         ),
         SettingDef::new(
+            key::LLM_BACKGROUND_SOURCE.name(),
+            K::String,
+            json!(""),
+            "The one LLM source background work (the heartbeats' model tasks) uses, e.g. a cheap or local model; it never falls back to another. Empty: the usual order",
+        ),
+        SettingDef::new(
             key::LLM_BUDGET_DAILY_TOKENS.name(),
             int(0, i64::MAX),
             json!(0),

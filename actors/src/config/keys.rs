@@ -98,6 +98,7 @@ pub const WEBUI_LISTEN_ADDR: Key<String> = Key::new("webui.listen_addr");
 // LLM (the global knobs; each source's fields are the `core.llm.sources.*` family).
 pub const LLM_PROVIDER: Key<String> = Key::new("core.llm.provider");
 pub const LLM_PRICES: Key<serde_json::Value> = Key::new("core.llm.prices");
+pub const LLM_BACKGROUND_SOURCE: Key<String> = Key::new("core.llm.background_source");
 pub const LLM_BUDGET_DAILY_TOKENS: Key<u64> = Key::new("core.llm.budget.daily_tokens");
 pub const LLM_BUDGET_BACKGROUND_DAILY_TOKENS: Key<u64> = Key::new("core.llm.budget.background_daily_tokens");
 pub const LLM_MODEL: Key<String> = Key::new("core.llm.model");

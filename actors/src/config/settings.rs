@@ -353,6 +353,8 @@ settings_group! {
         pub thinking_enabled: bool = LLM_THINKING_ENABLED,
         /// Model → price (see `usage::Prices`).
         pub prices: Value = LLM_PRICES,
+        /// The one source background work uses (empty: the usual order).
+        pub background_source: String = LLM_BACKGROUND_SOURCE,
         /// Tokens a UTC day, all calls (0 = none).
         pub budget_daily_tokens: u64 = LLM_BUDGET_DAILY_TOKENS,
         /// Tokens a UTC day of background work (0 = none).
@@ -496,6 +498,7 @@ mod tests {
             d(WEBUI_LISTEN_ADDR),
             d(LLM_PROVIDER),
             d(LLM_PRICES),
+            d(LLM_BACKGROUND_SOURCE),
             d(LLM_BUDGET_DAILY_TOKENS),
             d(LLM_BUDGET_BACKGROUND_DAILY_TOKENS),
             d(LLM_MODEL),

@@ -290,6 +290,9 @@ struct Pool {
     usage: Option<crate::addr::TAddr<crate::usage::UsageActor>>,
     /// The owner's daily token limits and today's spending (`core.llm.budget.*`).
     budgets: crate::usage::budget::Budgets,
+    /// `core.llm.background_source`: the one source background work uses (empty: the
+    /// usual order).
+    background_source: String,
 }
 
 impl Pool {
@@ -492,6 +495,12 @@ impl LlmActor {
             .get(keys::IMAGE_FALLBACK_PROVIDER.name())
             .and_then(Value::as_str)
             .unwrap_or("")
+            .to_owned();
+        pool.background_source = settings
+            .get(keys::LLM_BACKGROUND_SOURCE.name())
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .trim()
             .to_owned();
         let tokens = |k: &str| settings.get(k).and_then(Value::as_u64).unwrap_or(0);
         pool.budgets.limits = crate::usage::budget::Limits {
@@ -717,7 +726,19 @@ async fn complete_unbudgeted(pool: Rc<RefCell<Pool>>, msg: Complete) -> Result<C
         if p.sources.is_empty() {
             return Err(LlmError::NoSource(no_source_message(&p.skipped)));
         }
-        p.ordered(&request.model, Instant::now())
+        let (mut order, soonest) = p.ordered(&request.model, Instant::now());
+        // Background work pinned to its own (cheap or local) source uses it alone: a
+        // heartbeat's task never falls back to the owner's expensive source.
+        if purpose.kind == crate::usage::Kind::Heartbeat && !p.background_source.is_empty() {
+            let pin = &p.background_source;
+            if !p.sources.iter().any(|s| &s.config.name == pin) {
+                return Err(LlmError::NoSource(format!(
+                    "core.llm.background_source is `{pin}`, which is not a configured LLM source; name one of GET /api/v1/llm/sources, or empty it to use the usual order"
+                )));
+            }
+            order.retain(|s| &s.config.name == pin);
+        }
+        (order, soonest)
     };
     if order.is_empty() {
         let detail = pool
