@@ -1301,6 +1301,11 @@
     if (u && typeof u === "object" && Number.isFinite(Number(u.total_tokens)) && Number(u.total_tokens) > 0) {
       parts.push(tx("chat.tokens", { n: u.total_tokens }));
     }
+    const micros = u && typeof u === "object" ? Number(u.cost_micros) : 0;
+    if (Number.isFinite(micros) && micros > 0) {
+      const usd = micros / 1e6;
+      parts.push(usd < 0.0001 ? "<$0.0001" : "$" + (usd < 0.01 ? usd.toFixed(4) : usd.toFixed(2)));
+    }
     return parts.join(" · ");
   }
 

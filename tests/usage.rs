@@ -15,6 +15,8 @@ fn every_model_call_is_accounted_with_its_kind_tokens_and_cost() {
     for i in 0..3 {
         let (status, body) = post(&d, "/api/v1/messages", json!({"text": format!("count me {i}")}));
         assert_eq!(status, 200, "{body}");
+        // The answer says what it cost: 10 × $1/Mtok + 5 × $2/Mtok = 20 µ$.
+        assert_eq!(body["usage"]["cost_micros"], 20, "{body}");
     }
     let (status, body) = post(&d, "/api/v1/llm/sources/fake/test", serde_json::Value::Null);
     assert_eq!(status, 200, "{body}");

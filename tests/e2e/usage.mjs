@@ -15,6 +15,19 @@ async function main() {
   await waitHealthy(Date.now() + 10_000);
   const { context, page } = await launch();
   await signIn(page, token);
+  // An answer in the chat says what it cost.
+  await page.locator('#chat-input').fill('what does this cost');
+  await page.keyboard.press('Enter');
+  const meta = await pollPage(page, 'the answer does not say its cost', 15_000, () => {
+    const li = [...document.querySelectorAll('#chat-log li')].find((l) => l.dataset.role === 'assistant' && !l.dataset.pending
+      && (l.querySelector('.msg-text') || l).textContent.includes('what does this cost'));
+    const m = li && li.querySelector('.msg-meta') ? li.querySelector('.msg-meta').textContent : '';
+    return /\$/.test(m) ? { ok: true, meta: m } : { ok: false, why: m || 'no reply yet' };
+  });
+  log(`the answer's line: ${meta.meta}`);
+  const reply = page.locator('#chat-log li[data-role="assistant"]').last();
+  await reply.scrollIntoViewIfNeeded();
+  if (shotPath) await page.screenshot({ path: `${shotPath}-chat-1440.png` });
   await page.goto(`${base}/#/usage`);
   const got = await pollPage(page, 'the usage view never loaded', 20_000, () => {
     const v = document.querySelector('#view-usage');
@@ -33,7 +46,7 @@ async function main() {
   if (overflow > 376) fail(`the page is ${overflow} px wide on a 375 px phone`);
   if (shotPath) await page.screenshot({ path: `${shotPath}-375.png`, fullPage: true });
   await context.close();
-  return 'the usage view shows the days, the kinds and the cost';
+  return 'an answer says its cost; the usage view shows the days, the kinds and the cost';
 }
 
 run(main);

@@ -1018,6 +1018,7 @@ impl TurnCore {
         self.usage.prompt_tokens += r.usage.prompt_tokens;
         self.usage.completion_tokens += r.usage.completion_tokens;
         self.usage.total_tokens += r.usage.total_tokens;
+        self.usage.cost_micros += r.usage.cost_micros;
         if !r.reasoning_content.is_empty() {
             self.reasoning = r.reasoning_content.clone();
         }

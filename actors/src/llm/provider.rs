@@ -298,8 +298,13 @@ struct Pool {
 impl Pool {
     /// Records an answered call in the usage ledger: the vendor's token counts, or the
     /// daemon's own count of the request and answer when the vendor sent none.
-    fn record(&self, purpose: &crate::usage::Purpose, c: &Completion, request: &CompletionRequest) {
-        let Some(usage) = &self.usage else { return };
+    fn record(&self, purpose: &crate::usage::Purpose, c: &Completion, request: &CompletionRequest) -> Option<i64> {
+        let Some(usage) = &self.usage else {
+            let u = &c.response.usage;
+            return self
+                .prices
+                .cost_micros(&c.model, u.prompt_tokens, u.cached_tokens, u.completion_tokens);
+        };
         let u = &c.response.usage;
         let estimated = u.prompt_tokens == 0 && u.completion_tokens == 0;
         let (input, output) = if estimated {
@@ -330,9 +335,11 @@ impl Pool {
             estimated,
             cost_micros: self.prices.cost_micros(&c.model, input, cached, output),
         };
+        let cost = call.cost_micros;
         if let Err(e) = usage.do_send(crate::usage::RecordCall(call)) {
             tracing::warn!("a model call was not recorded in the usage ledger: {e}");
         }
+        cost
     }
 }
 
@@ -792,12 +799,13 @@ async fn complete_unbudgeted(pool: Rc<RefCell<Pool>>, msg: Complete) -> Result<C
                     } else {
                         request.model.clone()
                     };
-                    let done = Completion {
+                    let mut done = Completion {
                         response,
                         source: name,
                         model,
                     };
-                    pool.borrow().record(&purpose, &done, request);
+                    let cost = pool.borrow().record(&purpose, &done, request);
+                    done.response.usage.cost_micros = cost.unwrap_or(0).max(0) as u64;
                     return Ok(done);
                 }
                 Err(CallError::Cancelled) => return Err(LlmError::Cancelled),

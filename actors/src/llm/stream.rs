@@ -274,6 +274,7 @@ mod tests {
                 completion_tokens: 2,
                 total_tokens: 0,
                 cached_tokens: 0,
+                cost_micros: 0,
             }),
             ..Default::default()
         });

@@ -110,6 +110,10 @@ pub struct Usage {
     /// 0 when the vendor does not say.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cached_tokens: u64,
+    /// What the call cost by the owner's price table, in millionths of a dollar (0:
+    /// no price); set by the LLM actor, summed over a turn's calls.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cost_micros: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -238,6 +242,7 @@ mod tests {
                 completion_tokens: 5,
                 total_tokens: 15,
                 cached_tokens: 0,
+                cost_micros: 0,
             }
         );
         u.merge(&Usage {

@@ -149,6 +149,7 @@ fn completion(text: &str, calls: &[(&str, &str)]) -> Completion {
                 completion_tokens: 5,
                 total_tokens: 15,
                 cached_tokens: 0,
+                cost_micros: 0,
             },
             tool_calls: calls
                 .iter()
