@@ -90,6 +90,19 @@ fn inbox_rows(data: &std::path::Path) -> i64 {
     db.query_row("SELECT count(*) FROM inbox", [], |r| r.get(0)).unwrap()
 }
 
+/// Waits (20 s at most) until every stored input has left the inbox.
+fn wait_inbox_empty(data: &std::path::Path) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while inbox_rows(data) > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "{} inputs left in the inbox",
+            inbox_rows(data)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// Waits (120 s at most) until `ok` holds for the inputs the text log recorded.
 fn wait_log(d: &common::Daemon, data: &std::path::Path, what: &str, ok: impl Fn(&[String]) -> bool) -> Vec<String> {
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -369,11 +382,7 @@ fn acknowledged_inputs_outlive_a_vendor_outage_and_each_runs_once() {
     for w in &want {
         assert_eq!(ran.iter().filter(|r| *r == w).count(), 1, "{w} ran more than once");
     }
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while inbox_rows(&data) > 0 {
-        assert!(Instant::now() < deadline, "answered inputs left in the inbox");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_inbox_empty(&data);
     assert!(
         common::api::get(&d, "/api/v1/inbox/dead")["dead"]
             .as_array()
@@ -418,11 +427,7 @@ fn an_outage_across_a_restart_loses_nothing() {
     for w in &want {
         assert_eq!(ran.iter().filter(|r| *r == w).count(), 1, "{w} answered more than once");
     }
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while inbox_rows(&data) > 0 {
-        assert!(Instant::now() < deadline, "answered inputs left in the inbox");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_inbox_empty(&data);
 }
 
 /// An outage longer than `core.agent.outage_wait` puts the input on the dead-letter
@@ -547,14 +552,10 @@ fn inputs_wait_for_a_full_memory_disk_and_run_once_it_has_room() {
     for w in &want {
         assert_eq!(ran.iter().filter(|r| *r == w).count(), 1, "{w} answered more than once");
     }
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while inbox_rows(&data) > 0 {
-        assert!(Instant::now() < deadline, "answered inputs left in the inbox");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_inbox_empty(&data);
     let log = d.log_text();
     assert!(
-        log.contains("could not be recorded"),
+        log.contains("retry=Record") && log.contains("database or disk is full"),
         "the inputs did not wait for the disk:\n{log}"
     );
 }

@@ -569,22 +569,7 @@ impl TurnCore {
                     let Some(wait) = self.outage_backoff(None, env) else {
                         return self.fail(error, out);
                     };
-                    let attempt = self.outage.map_or(0, |o| o.1);
-                    let error = error.to_string();
-                    tracing::warn!(
-                        task = self.id,
-                        attempt,
-                        "the input could not be recorded; it waits and tries again: {error}"
-                    );
-                    out.push(Cmd::Publish(BusEvent::TaskWaiting {
-                        task_id: self.id,
-                        channel: self.input.channel.clone(),
-                        attempt,
-                        retry_in_ms: wait.as_millis() as u64,
-                        error,
-                    }));
-                    self.waited_ms += wait.as_millis() as i64;
-                    self.await_(Wait::Backoff(Retry::Record), Cmd::Backoff(wait), &mut out);
+                    self.wait_out(Retry::Record, wait, error.to_string(), &mut out);
                 }
             },
             (Event::PreAction(c), Wait::PreAction) => {
@@ -637,22 +622,7 @@ impl TurnCore {
                     },
                     Err(LlmFailure::Unavailable { error, retry_in_s }) => {
                         if let Some(wait) = self.outage_backoff(retry_in_s, env) {
-                            let attempt = self.outage.map_or(0, |o| o.1);
-                            tracing::warn!(
-                                task = self.id,
-                                attempt,
-                                wait_ms = wait.as_millis() as u64,
-                                "no LLM source answers; the input waits and tries again: {error}"
-                            );
-                            out.push(Cmd::Publish(BusEvent::TaskWaiting {
-                                task_id: self.id,
-                                channel: self.input.channel.clone(),
-                                attempt,
-                                retry_in_ms: wait.as_millis() as u64,
-                                error,
-                            }));
-                            self.waited_ms += wait.as_millis() as i64;
-                            self.await_(Wait::Backoff(Retry::Llm), Cmd::Backoff(wait), &mut out);
+                            self.wait_out(Retry::Llm, wait, error, &mut out);
                         } else {
                             return self.fail(TurnError::Llm(error), out);
                         }
@@ -780,6 +750,29 @@ impl TurnCore {
             .clamp(500, 60_000)
             .min(left);
         Some(std::time::Duration::from_millis(wait as u64))
+    }
+
+    /// Waits `wait` out before trying `retry` again: says so on the bus
+    /// (`task_waiting`, which the chat shows) and keeps the wait out of the turn's
+    /// working time.
+    fn wait_out(&mut self, retry: Retry, wait: std::time::Duration, error: String, out: &mut Vec<Cmd>) {
+        let attempt = self.outage.map_or(0, |o| o.1);
+        tracing::warn!(
+            task = self.id,
+            attempt,
+            ?retry,
+            wait_ms = wait.as_millis() as u64,
+            "an outage (no LLM source, or the memory store) holds the input; it waits and tries again: {error}"
+        );
+        out.push(Cmd::Publish(BusEvent::TaskWaiting {
+            task_id: self.id,
+            channel: self.input.channel.clone(),
+            attempt,
+            retry_in_ms: wait.as_millis() as u64,
+            error,
+        }));
+        self.waited_ms += wait.as_millis() as i64;
+        self.await_(Wait::Backoff(retry), Cmd::Backoff(wait), out);
     }
 
     fn await_(&mut self, wait: Wait, cmd: Cmd, out: &mut Vec<Cmd>) {
