@@ -95,6 +95,19 @@ pub fn advance_to(to_ms: i64) -> Result<(), ClockError> {
     Ok(())
 }
 
+/// Moves a virtual clock forward to `to_ms`, or leaves it where it is when it has
+/// already passed that (the wall clock ticks under a virtual one: reading "now" and then
+/// moving to it could find it a millisecond in the past — a race `advance_to` would
+/// refuse as going backwards).
+fn advance_to_at_least(to_ms: i64) -> Result<(), ClockError> {
+    if !is_virtual() {
+        return Err(ClockError::NotVirtual);
+    }
+    let now = now_ms();
+    OFFSET_MS.fetch_add(to_ms.max(now) - now, Ordering::Relaxed);
+    Ok(())
+}
+
 /// A heartbeat as the clock drives it: asked with the current time, it runs its round
 /// when that round is due (and waits for it), then answers when it is due next.
 pub type DueFn = std::sync::Arc<dyn Fn(i64) -> LocalBoxFuture<'static, Due> + Send + Sync>;
@@ -161,7 +174,7 @@ impl Beats {
             next.push(self.check(name, due, start, &mut out).await);
         }
         while let Some(&t) = next.iter().filter(|t| **t <= to_ms).min() {
-            advance_to(t.max(now_ms()))?;
+            advance_to_at_least(t)?;
             let now = now_ms();
             for (i, (name, due)) in self.beats.iter().enumerate() {
                 if next[i] <= now {
@@ -170,7 +183,7 @@ impl Beats {
             }
             progress(now);
         }
-        advance_to(to_ms.max(now_ms()))?;
+        advance_to_at_least(to_ms)?;
         out.now_ms = now_ms();
         Ok(out)
     }
