@@ -308,15 +308,8 @@ impl Pool {
         let u = &c.response.usage;
         let estimated = u.prompt_tokens == 0 && u.completion_tokens == 0;
         let (input, output) = if estimated {
-            let text = |v: &Value| match v {
-                Value::String(s) => crate::memory::tokens::count(s),
-                Value::Null => 0,
-                other => crate::memory::tokens::count(&other.to_string()),
-            };
-            let input: usize = request.messages.iter().map(|m| text(&m.content) + 4).sum();
-            let tools = crate::memory::tokens::count(&serde_json::to_string(&request.tools).unwrap_or_default());
             (
-                (input + tools) as u64,
+                prompt_tokens(request),
                 crate::memory::tokens::count(&c.response.content) as u64,
             )
         } else {
@@ -654,8 +647,10 @@ impl Handles<Complete> for LlmActor {
     }
 }
 
-/// What a request may spend at most: its prompt (counted) and its answer's cap.
-fn reserve_estimate(request: &CompletionRequest) -> u64 {
+/// The daemon's own count (o200k) of what a request sends: its messages (with the
+/// per-message framing) and its tool schemas. For a vendor that reports no usage, and
+/// for a budget's reservation.
+fn prompt_tokens(request: &CompletionRequest) -> u64 {
     let text = |v: &Value| match v {
         Value::String(s) => crate::memory::tokens::count(s),
         Value::Null => 0,
@@ -663,7 +658,12 @@ fn reserve_estimate(request: &CompletionRequest) -> u64 {
     };
     let prompt: usize = request.messages.iter().map(|m| text(&m.content) + 4).sum();
     let tools = crate::memory::tokens::count(&serde_json::to_string(&request.tools).unwrap_or_default());
-    (prompt + tools) as u64 + u64::from(request.max_tokens)
+    (prompt + tools) as u64
+}
+
+/// What a request may spend at most: its prompt (counted) and its answer's cap.
+fn reserve_estimate(request: &CompletionRequest) -> u64 {
+    prompt_tokens(request) + u64::from(request.max_tokens)
 }
 
 /// One completion under the budget: a reservation before any vendor is asked, settled
