@@ -966,6 +966,7 @@ async fn start_agent(
         knowledge: Some(memory.knowledge.clone()),
         recall_thread: Some(memory.thread.clone()),
         tool_list: Default::default(),
+        recent_tools: Default::default(),
         channels: Channels::builtin(),
         skills_index: Default::default(),
         settings: parking_lot::RwLock::new(agent_settings(&settings)),

@@ -115,6 +115,7 @@ fn waiter_has_its_own_help_answers_unknown_commands_itself_and_counts_the_models
     let d = Daemon::start(&data);
     let v = vendor::start();
     common::api::put_settings(&d, vendor::source_settings("fake", &v.url, 0));
+    common::api::offer_every_tool(&d);
     common::api::wait_sources(&d, 1);
     let socket = data.join("cli.sock");
 

@@ -67,6 +67,7 @@ fn the_model_disables_a_plugin_and_its_tool_leaves_the_next_request() {
     common::api::put_settings(&d, common::vendor::source_settings("fake", &v.url, 0));
     common::api::wait_sources(&d, 1);
     common::api::wait_for(&d, "/api/v1/plugins", "echo running", echo_running);
+    common::api::offer_every_tool(&d);
 
     let reply = ask(&d, "call-tool plugin_list {}");
     let listed: Value = serde_json::from_str(reply.strip_prefix("tool said: ").unwrap()).unwrap();

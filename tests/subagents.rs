@@ -77,6 +77,7 @@ fn tool_names(request: &Value) -> Vec<String> {
 #[test]
 fn two_helpers_run_in_parallel_announce_their_end_and_deliver_their_result_once() {
     let (_dir, _data, d, v) = daemon_with_vendor();
+    common::api::offer_every_tool(&d);
     let events = listen(&d);
     // The parent's model starts two helpers in one parallel group; each helper's model
     // takes a while (the vendor's `slow` script) and answers `slow done: <name>`.
@@ -201,6 +202,7 @@ fn restarts_outside_residents(d: &common::Daemon) -> Vec<(String, u64)> {
 #[test]
 fn a_resident_is_created_sent_work_inspected_and_destroyed_keeping_or_dropping_its_residual() {
     let (_dir, data, d, v) = daemon_with_vendor();
+    common::api::offer_every_tool(&d);
     let created = resident(&d, r#"{"action":"create","id":"scout","task":"slow 100 scouting"}"#);
     assert!(created.contains("Resident scout created"), "{created}");
     // Its subtree, its directory, its first round reported to the parent as an interrupt.
@@ -453,6 +455,7 @@ fn a_previous_run_s_resident_memory_is_deleted_at_start() {
 #[test]
 fn a_resident_notifies_its_parent_mid_task_and_the_main_agent_is_told_it_has_no_parent() {
     let (_dir, _data, d, v) = daemon_with_vendor();
+    common::api::offer_every_tool(&d);
     let task = r#"call-tool notify_parent {\"text\":\"halfway there\"}"#;
     resident(&d, &format!(r#"{{"action":"create","id":"herald","task":"{task}"}}"#));
     let notice = wait_request(&d, &v, "Notice from resident herald: halfway there");

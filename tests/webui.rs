@@ -377,6 +377,7 @@ fn a_plugin_lists_its_tool_schemas_and_uninstalls_out_of_the_tree_the_disk_and_t
     let d = Daemon::start(&data);
     let v = vendor::start();
     api::put_settings(&d, vendor::source_settings("fake", &v.url, 0));
+    api::offer_every_tool(&d);
     api::wait_sources(&d, 1);
     api::wait_for(&d, "/api/v1/plugins", "greeter running", |p| {
         p.to_string().contains("greeter_hello")

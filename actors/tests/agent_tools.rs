@@ -137,6 +137,7 @@ async fn stack(settings: AgentSettings) -> Stack {
         knowledge: None,
         recall_thread: None,
         tool_list: Default::default(),
+        recent_tools: Default::default(),
         channels: Channels::builtin(),
         skills_index: Default::default(),
         settings: parking_lot::RwLock::new(settings),

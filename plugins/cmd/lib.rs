@@ -394,7 +394,12 @@ pub fn plugin() -> Plugin {
         }}),
         paths: vec![PathArg::new("cwd", Access::Read)],
         ..ToolRegister::default()
-    };
+    }
+    .with_keywords(
+        "command, shell, execute, script, program, install, installed, version, check, compress, archive, \
+         zip, tar, unzip, disk, space, df, du, ps, uptime, process, git, python, pip, npm, make, build, \
+         命令, 运行, 执行, 脚本, 安装, 版本, 压缩",
+    );
     Plugin::new("cmd").tool_with_call(reg, |args, call| {
         let setting = KERNEL.get().and_then(|k| k.setting("deny").ok()).unwrap_or(Value::Null);
         run_tool(&args, call, &deny_list(&setting))

@@ -388,6 +388,19 @@ fn tool(name: &str, description: &str, parameters: Value, access: Access, parall
         paths: vec![PathArg::new("path", access)],
         ..ToolRegister::default()
     }
+    .with_keywords(keywords_of(name))
+}
+
+/// Words a person may use when they need each tool (`ToolRegister::keywords`).
+fn keywords_of(name: &str) -> &'static str {
+    match name {
+        "files_read" => "open, show, view, cat, contents, look at, what is in, 读取, 打开, 查看, 文件, 内容",
+        "files_write" => "save, create, new file, write down, store, put into, 保存, 写入, 新建, 文件",
+        "files_edit" => "change, modify, replace, update, fix, patch, set, 修改, 替换, 编辑, 改成",
+        "files_list" => "directory, folder, ls, tree, contents of, 目录, 文件夹, 列出",
+        "files_search" => "find, grep, mentions, contains, look for, occurrences, where, 查找, 搜索, 包含",
+        _ => "",
+    }
 }
 
 /// Runs `f` with the call's sandbox (refusing a call that came without one).

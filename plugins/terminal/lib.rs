@@ -388,6 +388,27 @@ pub fn registrations() -> Vec<ToolRegister> {
             ..ToolRegister::default()
         },
     ]
+    .into_iter()
+    .map(|r| {
+        let words = keywords_of(&r.name);
+        r.with_keywords(words)
+    })
+    .collect()
+}
+
+/// Words a person may use when they need each tool (`ToolRegister::keywords`).
+fn keywords_of(name: &str) -> &'static str {
+    match name {
+        "terminal_create" => {
+            "open, start, interactive, shell, session, console, repl, ssh, htop, top, vim, \
+             python shell, 终端, 交互, 打开, 控制台"
+        }
+        "terminal_send" => "type, press, keys, key, ctrl, enter, input, send, run in, 输入, 按键, 按下",
+        "terminal_read" => "output, screen, showing, shows, see, display, printed, result, 输出, 屏幕, 显示",
+        "terminal_close" => "close, exit, quit, kill, end, 关闭, 退出, 结束",
+        "terminal_list" => "sessions, open terminals, running, 会话",
+        _ => "",
+    }
 }
 
 static KERNEL: OnceLock<Kernel> = OnceLock::new();

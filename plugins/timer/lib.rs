@@ -195,6 +195,20 @@ fn tool(name: &str, description: &str, parameters: Value) -> ToolRegister {
         no_memory: true,
         ..ToolRegister::default()
     }
+    .with_keywords(keywords_of(name))
+}
+
+/// Words a person may use when they need each tool (`ToolRegister::keywords`).
+fn keywords_of(name: &str) -> &'static str {
+    match name {
+        "timer_set" => {
+            "remind, reminder, alarm, later, minutes, hours, tomorrow, wake, schedule, every day, \
+             countdown, in an hour, 提醒, 闹钟, 定时, 分钟后, 小时后, 稍后, 明天"
+        }
+        "timer_list" => "reminders, timers, alarms, scheduled, pending, upcoming, 提醒, 定时器, 闹钟",
+        "timer_cancel" => "cancel, stop, remove, delete, call off, 取消, 删除提醒",
+        _ => "",
+    }
 }
 
 /// Runs the plugin on stdin/stdout until the kernel stops it; the process exit code.

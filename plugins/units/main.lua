@@ -101,6 +101,12 @@ end
 
 sdk.register_tool("units_convert", {
   description = "Convert a quantity between units exactly (length, mass, volume, area, temperature, speed, data size, time). Use it instead of converting in your head.",
+  -- Words a person may use (matched to decide whether a request offers the tool; not sent).
+  keywords = { "convert", "how many", "how much is", "km", "kilometres", "kilometers", "miles", "metres", "meters",
+    "feet", "foot", "inches", "cm", "kg", "kilograms", "pounds", "lbs", "ounces", "grams", "litres", "liters",
+    "gallons", "cups", "tablespoons", "millilitres", "milliliters", "ml", "celsius", "fahrenheit", "degrees",
+    "mph", "knots", "bytes", "gb", "mb", "acres", "hectares", "换算", "转换", "英里", "公里", "米", "英尺",
+    "英寸", "公斤", "千克", "磅", "摄氏", "华氏", "升", "毫升", "多少" },
   parameters = {
     type = "object",
     properties = {
@@ -121,6 +127,7 @@ end)
 
 sdk.register_tool("units_list", {
   description = "List the units units_convert knows, by dimension.",
+  keywords = { "units", "measures", "which units", "单位" },
   parameters = { type = "object", properties = {} },
   parallel_safe = true,
   no_memory = true,

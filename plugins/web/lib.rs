@@ -331,6 +331,19 @@ fn tool(name: &str, description: &str, parameters: Value) -> ToolRegister {
         network: true,
         ..ToolRegister::default()
     }
+    .with_keywords(keywords_of(name))
+}
+
+/// Words a person may use when they need each tool (`ToolRegister::keywords`).
+fn keywords_of(name: &str) -> &'static str {
+    match name {
+        "web_search" => {
+            "google, look up, online, internet, news, weather, latest, find out, current, today, \
+             price, 搜索, 网上, 上网, 新闻, 天气, 查一下, 最新"
+        }
+        "web_fetch" => "url, link, website, site, page, download, http, https, article, 网页, 网站, 链接, 打开网页",
+        _ => "",
+    }
 }
 
 /// The tools, for `homed plugin web` and tests.

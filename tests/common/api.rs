@@ -25,6 +25,14 @@ pub fn put_settings(d: &Daemon, body: Value) {
     assert_eq!(r.status().as_u16(), 200, "{:?}", r.text());
 }
 
+/// Offers the model every tool on each request (`core.agent.tool_tokens` = 0), as a
+/// test of what a plugin, helper or resident registers reads the request's list: by
+/// default a request offers only the tools relevant to its input and names the rest
+/// (`tests/lean.rs` tests that policy).
+pub fn offer_every_tool(d: &Daemon) {
+    put_settings(d, serde_json::json!({"core.agent.tool_tokens": 0}));
+}
+
 /// Waits until the LLM actor picked up the configured sources.
 pub fn wait_sources(d: &Daemon, n: usize) {
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -33,6 +33,7 @@ pub fn agent_settings(s: &Settings) -> AgentSettings {
         outage_wait: a.outage_wait,
         max_turn_time: a.max_turn_time,
         max_context_size: a.max_context_size,
+        tool_tokens: a.tool_tokens,
         window: window(s, &l),
     }
 }

@@ -395,7 +395,7 @@ pub fn spec() -> crate::stages::ToolSpec {
     );
     s.plugin = "builtin.healthcheck".into();
     s.no_memory = true;
-    s
+    s.with_keywords("self-test, selftest, health, diagnose, diagnosis, broken, working, status, 自检, 诊断, 健康")
 }
 
 /// The tool's handler over the live handles.

@@ -168,7 +168,7 @@ pub fn spec() -> crate::stages::ToolSpec {
     );
     s.plugin = "seq".into();
     s.no_memory = true;
-    s
+    s.with_keywords("sequence, steps, one after another, batch, chain, 依次, 步骤")
 }
 
 /// The registry's handler: never reached, since the runner runs `seq_run` itself.

@@ -53,6 +53,9 @@ pub struct AgentSettings {
     pub max_context_size: usize,
     /// The context window of the source requests go to first (`llm::window`).
     pub window: usize,
+    /// Most tokens a request's tool offer may take (`core.agent.tool_tokens`; 0: the
+    /// window's share only), see [`super::toolset::Room`].
+    pub tool_tokens: usize,
 }
 
 impl Default for AgentSettings {
@@ -67,6 +70,7 @@ impl Default for AgentSettings {
             max_turn_time: std::time::Duration::from_secs(1800),
             max_context_size: 30,
             window: crate::llm::window::DEFAULT_WINDOW,
+            tool_tokens: 1500,
         }
     }
 }
@@ -93,6 +97,9 @@ pub struct TaskDeps {
     pub recall_thread: Option<actix::ArbiterHandle>,
     /// The tool list last offered and its token count (see [`tool_list`]).
     pub tool_list: parking_lot::Mutex<Option<ToolListCache>>,
+    /// Owners whose tools the owner's last turns used: offered to the next turns too
+    /// ([`super::toolset::Recent`]).
+    pub recent_tools: parking_lot::Mutex<super::toolset::Recent>,
     pub channels: Channels,
     /// The skill index for the system prompt (filled when SKILL.md plugins load).
     pub skills_index: RwLock<String>,
@@ -131,8 +138,12 @@ pub struct TaskActor {
     /// query of its timeline read (the budget the memory was cut to).
     offer_for: Option<(usize, usize, String)>,
     /// Owners whose tools the model asked for (`get_plugin_tools`) or called by name in
-    /// this turn: offered from the next step on when only a subset fits.
+    /// this turn: offered from the next step on when only a subset fits. An owner's
+    /// turn starts with the owners its last turns used ([`TaskDeps::recent_tools`]).
     expanded: std::collections::BTreeSet<String>,
+    /// The owners this turn reached for, told to [`TaskDeps::recent_tools`] when it
+    /// replies (`None`: a guest's or the kernel's own turn, which leaves no trace there).
+    reached: Option<std::collections::BTreeSet<String>>,
     /// See [`Self::settings`].
     settings: Option<Arc<AgentSettings>>,
     /// The error of the reply sent, for the scheduler (and the inbox's dead-letter list).
@@ -161,6 +172,14 @@ impl TaskActor {
         let core = TurnCore::new(id, TurnInput::from(&input));
         // A guest's words are untrusted from the start.
         let untrusted = (!input.principal.is_owner()).then(|| format!("the input came from {}", input.principal.name));
+        // A conversation goes on with the tools it used ("now the next one"), whose
+        // words the new input need not repeat.
+        let owners_turn = input.principal.is_owner() && !input.is_consolidation();
+        let expanded = if owners_turn {
+            deps.recent_tools.lock().owners()
+        } else {
+            Default::default()
+        };
         Self {
             id,
             input,
@@ -171,7 +190,8 @@ impl TaskActor {
             cancel: None,
             media: Arc::default(),
             offer_for: None,
-            expanded: Default::default(),
+            expanded,
+            reached: owners_turn.then(Default::default),
             settings: None,
             error: None,
             embed_after_reply: false,
@@ -189,9 +209,13 @@ impl TaskActor {
             } else {
                 tools.get(&c.name).map(|t| t.spec.plugin.clone())
             };
-            if let Some(o) = owner.filter(|o| !o.is_empty())
-                && self.expanded.insert(o.clone())
-            {
+            let Some(o) = owner.filter(|o| !o.is_empty()) else {
+                continue;
+            };
+            if let Some(r) = &mut self.reached {
+                r.insert(o.clone());
+            }
+            if self.expanded.insert(o.clone()) {
                 tracing::debug!(task = self.id, owner = %o, "tools of this owner offered from the next step");
             }
         }
@@ -382,6 +406,9 @@ impl TaskActor {
                 });
             }
             Cmd::Reply(reply) => {
+                if let Some(reached) = self.reached.take() {
+                    self.deps.recent_tools.lock().push(reached);
+                }
                 self.error.clone_from(&reply.error);
                 self.input.reply.send(reply);
                 if std::mem::take(&mut self.embed_after_reply)
@@ -594,17 +621,17 @@ fn cached_tools(
         .iter()
         .map(|d| {
             let f = &d.function;
-            let owner = match registry.get(&f.name) {
-                Some(t) => t.spec.plugin.clone(),
-                None => "channels".to_owned(),
+            let (owner, keywords) = match registry.get(&f.name) {
+                Some(t) => (t.spec.plugin.clone(), t.spec.keywords.join(" ")),
+                None => (super::toolset::CHANNELS.to_owned(), String::new()),
             };
             super::toolset::ToolMeta {
                 name: f.name.clone(),
                 owner,
                 tokens: serde_json::to_string(d).map_or(0, |s| crate::memory::tokens::count(&s)),
                 name_terms: analyze(&f.name),
+                key_terms: analyze(&keywords),
                 desc_terms: analyze(&f.description),
-                summary: super::toolset::summary_of(&f.description),
             }
         })
         .collect();
@@ -654,7 +681,7 @@ pub fn offer(
     use super::toolset::{ALWAYS, Choice, Room, choose, relevance};
     let (list, tokens, metas) = cached_tools(deps, registry);
     let available = Budget::new(window, fixed).target.saturating_sub(fixed);
-    let room = Room::of(available);
+    let room = Room::of(available, deps.settings.read().tool_tokens);
     if tokens <= room.full {
         return Offered {
             list,

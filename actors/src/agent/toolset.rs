@@ -31,22 +31,48 @@ pub struct ToolMeta {
     pub owner: String,
     /// Tokens of its schema as sent.
     pub tokens: usize,
-    /// Analysed terms of its name (weighted double) and description.
+    /// Analysed terms of its name, its keywords (never sent, see
+    /// `ToolSpec::keywords`) and its description, weighted in that order.
     pub name_terms: Vec<String>,
+    pub key_terms: Vec<String>,
     pub desc_terms: Vec<String>,
-    /// Its description's first sentence, for the catalogue.
-    pub summary: String,
 }
 
 /// Tools offered whatever the input, when a subset is offered: the catalogue's own
 /// tool, the channel list, the skill bodies and the two read paths into memory.
 pub const ALWAYS: &[&str] = &[
     crate::plugins::manager::PLUGIN_TOOLS,
-    "output_list_channels",
     "skill_info",
     "memory_recall",
     "knowledge_search",
 ];
+
+/// The owners of the tools the owner's last [`Recent::TURNS`] turns reached for (called,
+/// or asked `get_plugin_tools` about): their tools join the next turns' offers as an
+/// expansion does, so "and the next one" after a terminal or file turn still has the
+/// tools at hand. A turn that used none counts too: three turns on other things and the
+/// owner is no longer offered for that alone.
+#[derive(Debug, Default)]
+pub struct Recent {
+    turns: std::collections::VecDeque<BTreeSet<String>>,
+}
+
+impl Recent {
+    pub const TURNS: usize = 3;
+
+    /// A turn ended having reached for these owners.
+    pub fn push(&mut self, owners: BTreeSet<String>) {
+        if self.turns.len() == Self::TURNS {
+            self.turns.pop_front();
+        }
+        self.turns.push_back(owners);
+    }
+
+    /// The owners of the last turns, to start the next turn's expansions with.
+    pub fn owners(&self) -> BTreeSet<String> {
+        self.turns.iter().flatten().cloned().collect()
+    }
+}
 
 /// The room a request's tools get.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,12 +86,15 @@ pub struct Room {
 }
 
 impl Room {
-    /// The room out of `available` tokens (target − fixed).
-    pub fn of(available: usize) -> Self {
+    /// The room out of `available` tokens (target − fixed), held to `cap` tokens
+    /// (`core.agent.tool_tokens`; 0: no cap) for the first offer and twice that with
+    /// expansions (one owner's schemas on top of a full first offer).
+    pub fn of(available: usize, cap: usize) -> Self {
+        let held = |share: usize, to: usize| if cap == 0 { share } else { share.min(to) };
         Self {
-            full: available * 2 / 3,
-            first: available / 2,
-            expanded: available * 2 / 3,
+            full: held(available * 2 / 3, cap),
+            first: held(available / 2, cap),
+            expanded: held(available * 2 / 3, cap.saturating_mul(2)),
         }
     }
 }
@@ -111,12 +140,14 @@ pub fn choose(
             used += m.tokens;
         }
     }
-    // By relevance to the input, then in registry order: what fits the first offer.
+    // By relevance to the input, then in registry order: the relevant ones that fit the
+    // first offer (a tool the input does not touch is one call away, not sent).
     let mut order: Vec<(usize, usize)> = metas
         .iter()
         .enumerate()
         .filter(|(i, _)| !chosen[*i])
         .map(|(i, _)| (i, scores.get(i).copied().unwrap_or(0)))
+        .filter(|&(_, s)| s > 0)
         .collect();
     order.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     let mut added = Vec::new();
@@ -171,35 +202,56 @@ pub fn choose(
 }
 
 /// Each tool's relevance to the input's analysed terms
-/// ([`crate::memory::retrieve::analyze`]), in the order of `metas`.
+/// ([`crate::memory::retrieve::analyze`]), in the order of `metas`; 0 = unrelated.
+///
+/// A shared term counts by where the tool has it (name 3, keyword 2, description 1)
+/// times its rarity among the tools (`ln(1 + N / tools having it)`): "timer" points at
+/// the timer's tools, "get" or "file" — in a dozen tools' texts — hardly at any. A
+/// tool scoring under a quarter of the best is dropped: it shares only a stray word.
 pub fn relevance(metas: &[ToolMeta], query: &[String]) -> Vec<usize> {
     let mut terms: Vec<&str> = query.iter().map(String::as_str).collect();
     terms.sort_unstable();
     terms.dedup();
-    metas.iter().map(|m| score(m, &terms)).collect()
-}
-
-/// How well a tool matches the input's distinct terms: a term of its name counts twice,
-/// one of its description once.
-fn score(m: &ToolMeta, terms: &[&str]) -> usize {
-    terms
+    let n = metas.len() as f64;
+    let idf: Vec<f64> = terms
         .iter()
         .map(|t| {
-            if m.name_terms.iter().any(|n| n == t) {
-                2
-            } else if m.desc_terms.iter().any(|d| d == t) {
-                1
-            } else {
-                0
-            }
+            let df = metas.iter().filter(|m| weight(m, t) > 0).count();
+            if df == 0 { 0.0 } else { (1.0 + n / df as f64).ln() }
         })
-        .sum()
+        .collect();
+    let scores: Vec<usize> = metas
+        .iter()
+        .map(|m| {
+            let s: f64 = terms.iter().zip(&idf).map(|(t, w)| f64::from(weight(m, t)) * w).sum();
+            (s * 100.0).round() as usize
+        })
+        .collect();
+    let best = scores.iter().copied().max().unwrap_or(0);
+    scores.into_iter().map(|s| if s * 4 < best { 0 } else { s }).collect()
 }
+
+/// Where a tool has the term: its name 3, a keyword 2, its description 1, else 0.
+fn weight(m: &ToolMeta, t: &str) -> u8 {
+    if m.name_terms.iter().any(|n| n == t) {
+        3
+    } else if m.key_terms.iter().any(|k| k == t) {
+        2
+    } else if m.desc_terms.iter().any(|d| d == t) {
+        1
+    } else {
+        0
+    }
+}
+
+/// The owner of the channels' send tools. The catalogue leaves them out: the system
+/// prompt's output section names every channel and its `output_send__<channel>_help`.
+pub const CHANNELS: &str = "channels";
 
 /// The deferred tools by owner, in registry order.
 fn deferred<'a>(metas: &'a [ToolMeta], chosen: &[bool]) -> Vec<(&'a str, Vec<&'a ToolMeta>)> {
     let mut owners: Vec<(&str, Vec<&ToolMeta>)> = Vec::new();
-    for (m, _) in metas.iter().zip(chosen).filter(|(_, c)| !**c) {
+    for (m, _) in metas.iter().zip(chosen).filter(|(m, c)| !**c && m.owner != CHANNELS) {
         match owners.iter_mut().find(|(o, _)| *o == m.owner) {
             Some((_, list)) => list.push(m),
             None => owners.push((&m.owner, vec![m])),
@@ -208,14 +260,14 @@ fn deferred<'a>(metas: &'a [ToolMeta], chosen: &[bool]) -> Vec<(&'a str, Vec<&'a
     owners
 }
 
-const CATALOGUE_HEAD: &str = "\n\n# More tools\nTo save room, these tools are not listed with their parameters. Call \
-     get_plugin_tools with {\"plugin\": \"<owner>\"} to see an owner's tools; from your next \
-     step on they are offered.\n";
+const CATALOGUE_HEAD: &str = "\n\n# More tools\nAlso available, by owner; get_plugin_tools {\"plugin\": \"<owner>\"} \
+     shows their parameters and offers them from your next step.\n";
 
-/// One owner's line of the catalogue.
+/// One owner's line of the catalogue: its tools' names, which say what they do (a
+/// description per owner cost ~15 tokens each and read as noise beside the names).
 fn catalogue_line(owner: &str, list: &[&ToolMeta]) -> String {
     let names: Vec<&str> = list.iter().map(|m| m.name.as_str()).collect();
-    format!("- {owner}: {} — {}\n", names.join(", "), list[0].summary)
+    format!("- {owner}: {}\n", names.join(", "))
 }
 
 /// The catalogue of deferred tools, grouped by owner in registry order.
@@ -243,23 +295,6 @@ fn catalogue_estimate(metas: &[ToolMeta], chosen: &[bool]) -> usize {
     count(CATALOGUE_HEAD) + owners.iter().map(|(o, l)| count(&catalogue_line(o, l))).sum::<usize>()
 }
 
-/// A description's first sentence, at most 60 bytes (cut at a character boundary).
-pub fn summary_of(description: &str) -> String {
-    let first = description
-        .split_terminator(['.', '\n', '。'])
-        .next()
-        .unwrap_or("")
-        .trim();
-    if first.len() <= 60 {
-        return first.to_owned();
-    }
-    let mut end = 60;
-    while !first.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &first[..end])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -271,8 +306,8 @@ mod tests {
             owner: owner.into(),
             tokens,
             name_terms: analyze(name),
+            key_terms: Vec::new(),
             desc_terms: analyze(desc),
-            summary: summary_of(desc),
         }
     }
 
@@ -309,7 +344,7 @@ mod tests {
     fn everything_is_offered_while_it_fits_two_thirds() {
         let t = tools();
         let total: usize = t.iter().map(|m| m.tokens).sum();
-        let room = Room::of(total * 3 / 2);
+        let room = Room::of(total * 3 / 2, 0);
         assert_eq!(room.full, total);
         let c = choose(&t, total, room, &relevance(&t, &[]), &always, &BTreeSet::new());
         assert_eq!(c, Choice::All);
@@ -319,7 +354,7 @@ mod tests {
     fn a_small_window_offers_the_relevant_tools_and_lists_the_rest() {
         let t = tools();
         let total: usize = t.iter().map(|m| m.tokens).sum();
-        let room = Room::of(1400);
+        let room = Room::of(1400, 0);
         let query = crate::memory::retrieve::analyze("please read the file notes.txt");
         let c = choose(&t, total, room, &relevance(&t, &query), &always, &BTreeSet::new());
         let offered = names(&t, &c);
@@ -378,10 +413,61 @@ mod tests {
     }
 
     #[test]
-    fn summaries_are_short_and_cut_on_a_character() {
-        assert_eq!(summary_of("Read a file. Then more."), "Read a file");
-        let long = "读".repeat(40);
-        let s = summary_of(&long);
-        assert!(s.len() <= 64 && s.ends_with('…'), "{s}");
+    fn the_last_turns_owners_stay_and_fade_after_three_turns() {
+        let mut r = Recent::default();
+        r.push(["terminal".to_owned()].into());
+        assert_eq!(r.owners(), ["terminal".to_owned()].into());
+        r.push(["files".to_owned()].into());
+        r.push(BTreeSet::new());
+        assert_eq!(r.owners(), ["files".to_owned(), "terminal".to_owned()].into());
+        r.push(BTreeSet::new());
+        assert_eq!(
+            r.owners(),
+            ["files".to_owned()].into(),
+            "three turns later the terminal is no longer sticky"
+        );
+    }
+
+    #[test]
+    fn a_cap_holds_the_offer_at_any_window_and_unrelated_tools_stay_out() {
+        let t = tools();
+        let total: usize = t.iter().map(|m| m.tokens).sum();
+        // A window where everything would fit its share, held to a cap.
+        let room = Room::of(100_000, 500);
+        assert_eq!((room.full, room.first, room.expanded), (500, 500, 1000));
+        let query = crate::memory::retrieve::analyze("remind me at noon");
+        let c = choose(&t, total, room, &relevance(&t, &query), &always, &BTreeSet::new());
+        let offered = names(&t, &c);
+        assert!(offered.contains(&"timer_set".to_owned()), "{offered:?}");
+        for n in ["files_read", "files_write", "terminal_create", "web_fetch"] {
+            assert!(
+                !offered.contains(&n.to_owned()),
+                "{n} shares no word with the input: {offered:?}"
+            );
+        }
+        let Choice::Subset { tokens, .. } = c else { panic!() };
+        assert!(tokens <= 500);
+        // No cap: the window's share decides, and everything fits.
+        assert_eq!(
+            choose(
+                &t,
+                total,
+                Room::of(100_000, 0),
+                &relevance(&t, &query),
+                &always,
+                &BTreeSet::new()
+            ),
+            Choice::All
+        );
+    }
+
+    #[test]
+    fn a_rare_word_outweighs_a_common_one() {
+        let t = tools();
+        // Both in a description: "text" in three tools', "reminder" in one.
+        let s = relevance(&t, &crate::memory::retrieve::analyze("a text reminder"));
+        let timer = t.iter().position(|m| m.name == "timer_set").unwrap();
+        let read = t.iter().position(|m| m.name == "files_read").unwrap();
+        assert!(s[timer] > s[read], "{s:?}");
     }
 }

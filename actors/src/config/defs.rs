@@ -825,6 +825,12 @@ pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
             "Longest one turn may work, LLM calls and tools together (waiting out an outage not counted); checked before each LLM call (0 = no limit)",
         ),
         SettingDef::new(
+            key::AGENT_TOOL_TOKENS.name(),
+            int(0, 1_000_000),
+            json!(1500),
+            "Most tokens one request's tool schemas may take, with the list of the tools left out: the tools relevant to the input are offered, the rest are one get_plugin_tools call away (0 = offer every tool that fits the window's share)",
+        ),
+        SettingDef::new(
             key::AGENT_MAX_TOOL_TURNS.name(),
             int(0, 10_000),
             json!(10),

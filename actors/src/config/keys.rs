@@ -144,6 +144,7 @@ pub const MEDIA_RECALL_MIN_SCORE: Key<f64> = Key::new("core.memory.media.recall_
 pub const AGENT_TOOL_TIMEOUT: Key<Duration> = Key::new("core.agent.tool_timeout");
 pub const AGENT_OUTAGE_WAIT: Key<Duration> = Key::new("core.agent.outage_wait");
 pub const AGENT_MAX_TURN_TIME: Key<Duration> = Key::new("core.agent.max_turn_time");
+pub const AGENT_TOOL_TOKENS: Key<usize> = Key::new("core.agent.tool_tokens");
 pub const AGENT_MAX_TOOL_TURNS: Key<u32> = Key::new("core.agent.max_tool_turns");
 pub const AGENT_MAX_CONTEXT_SIZE: Key<usize> = Key::new("core.agent.max_context_size");
 pub const AGENT_DISTILL_INTERVAL: Key<Duration> = Key::new("core.agent.distill_interval");

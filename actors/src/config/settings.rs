@@ -374,6 +374,8 @@ settings_group! {
         pub outage_wait: Duration = AGENT_OUTAGE_WAIT,
         /// Longest a turn may work.
         pub max_turn_time: Duration = AGENT_MAX_TURN_TIME,
+        /// Tokens of tool schemas a request may carry (0: the window's share only).
+        pub tool_tokens: usize = AGENT_TOOL_TOKENS,
         /// Events kept in the model's context window.
         pub max_context_size: usize = AGENT_MAX_CONTEXT_SIZE,
     }
@@ -523,6 +525,7 @@ mod tests {
             d(AGENT_TOOL_TIMEOUT),
             d(AGENT_OUTAGE_WAIT),
             d(AGENT_MAX_TURN_TIME),
+            d(AGENT_TOOL_TOKENS),
             d(AGENT_MAX_TOOL_TURNS),
             d(AGENT_MAX_CONTEXT_SIZE),
             d(AGENT_DISTILL_INTERVAL),

@@ -479,6 +479,7 @@ pub fn specs() -> Vec<ToolSpec> {
         ),
     ];
     for s in &mut out {
+        s.keywords = crate::stages::tools::keywords(keywords_of(&s.name));
         s.plugin = OWNER.into();
         s.no_memory = true;
         // Changing plugins or sources mid-batch must not interleave with other calls.
@@ -489,6 +490,20 @@ pub fn specs() -> Vec<ToolSpec> {
         }
     }
     out
+}
+
+/// Words a person may use for each manager tool (`ToolSpec::keywords`).
+fn keywords_of(name: &str) -> &'static str {
+    match name {
+        LIST => "plugins, installed, extensions, 插件, 已安装",
+        ENABLE => "enable, turn on, switch on, activate, 启用, 打开插件",
+        DISABLE => "disable, turn off, switch off, deactivate, 禁用, 关闭插件, 停用",
+        RELOAD => "restart, reload, quarantined, crashed, 重启, 重新加载",
+        INSTALL => "install, package, hmap, add a plugin, 安装, 插件包",
+        SOURCE_USE => "switch, model, llm, provider, primary, deepseek, openai, anthropic, 切换, 模型",
+        LIST_CHANNELS => "channels, where to send, deliver, 渠道, 发送到",
+        _ => "",
+    }
 }
 
 /// Registers every manager tool with the stage host.

@@ -165,6 +165,7 @@ pub fn tool_spec(plugin: &str, t: &m::ToolRegister) -> ToolSpec {
     spec.no_memory = t.no_memory;
     spec.paths = t.paths.clone();
     spec.network = t.network;
+    spec.keywords = t.keywords.clone();
     spec
 }
 

@@ -61,6 +61,10 @@ pub struct ToolSpec {
     /// the kernel's own agent and memory tools act for, or on behalf of, their caller.
     /// Only kernel code sets it; a plugin's tool never learns who called it.
     pub origin: bool,
+    /// Words a person may use when they need it ([`homeagent_plugin_protocol::methods::
+    /// ToolRegister::keywords`]): matched against the input to decide whether a request
+    /// offers the tool; never sent.
+    pub keywords: Vec<String>,
 }
 
 impl std::fmt::Debug for ToolSpec {
@@ -91,7 +95,15 @@ impl ToolSpec {
             paths: Vec::new(),
             network: false,
             origin: false,
+            keywords: Vec::new(),
         }
+    }
+
+    /// Sets [`Self::keywords`] (a builder for the kernel's own tools).
+    #[must_use]
+    pub fn with_keywords(mut self, words: &str) -> Self {
+        self.keywords = keywords(words);
+        self
     }
 
     pub fn def(&self) -> ToolDef {
@@ -104,6 +116,15 @@ impl ToolSpec {
             },
         }
     }
+}
+
+/// Comma-separated words as [`ToolSpec::keywords`].
+pub fn keywords(words: &str) -> Vec<String> {
+    words
+        .split(',')
+        .map(|w| w.trim().to_owned())
+        .filter(|w| !w.is_empty())
+        .collect()
 }
 
 /// A registered tool.

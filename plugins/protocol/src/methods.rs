@@ -69,6 +69,25 @@ pub struct ToolRegister {
     /// and the call carries the sandbox (with the daemon's own addresses to refuse).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub network: bool,
+    /// Words a person may use when they need this tool (any language), beyond its name
+    /// and description: a request offers the tools whose words the input shares, the
+    /// rest are listed by name, so these decide whether the tool is at hand. Never sent
+    /// to the model (they cost no prompt tokens).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keywords: Vec<String>,
+}
+
+impl ToolRegister {
+    /// Sets [`Self::keywords`] from comma-separated words.
+    #[must_use]
+    pub fn with_keywords(mut self, words: &str) -> Self {
+        self.keywords = words
+            .split(',')
+            .map(|w| w.trim().to_owned())
+            .filter(|w| !w.is_empty())
+            .collect();
+        self
+    }
 }
 
 /// One path argument of a tool (see [`ToolRegister::paths`]).

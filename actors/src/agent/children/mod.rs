@@ -119,6 +119,7 @@ pub fn derived_deps(
         knowledge: None,
         recall_thread: parent.recall_thread.clone(),
         tool_list: Default::default(),
+        recent_tools: Default::default(),
         channels,
         skills_index: parking_lot::RwLock::new(parent.skills_index.read().clone()),
         settings: parking_lot::RwLock::new(settings),
@@ -313,6 +314,10 @@ impl Children {
         );
         spawn.plugin = OWNER.into();
         spawn.origin = true;
+        spawn = spawn.with_keywords(
+            "parallel, helper, helpers, sub-agent, delegate, split, fan out, at the same time, concurrently, \
+             independent, 并行, 助手, 同时, 分头",
+        );
         // Starting helpers does not touch shared state: several may start in one batch.
         spawn.parallel_safe = true;
         let mut result = ToolSpec::new(

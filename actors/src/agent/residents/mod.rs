@@ -857,6 +857,10 @@ impl Residents {
         spec.plugin = super::children::OWNER.into();
         spec.serial = true;
         spec.origin = true;
+        spec = spec.with_keywords(
+            "resident, background agent, watch, watches, monitor, keep an eye, standing task, every round, \
+             常驻, 监控, 后台, 盯着",
+        );
         let me = self.clone();
         let handler = move |args: Value| -> BoxFuture<'static, Result<String, String>> {
             let me = me.clone();

@@ -431,6 +431,7 @@ pub fn document_tools(
         }, "required": ["query"]}),
     );
     query.plugin = "memory".into();
+    query = query.with_keywords("archived, old conversation, earlier conversation, back then, 以前, 聊过");
     let mut commit = crate::stages::ToolSpec::new(
         "doc_commit",
         "Store a document in long-term document memory.",
@@ -440,6 +441,7 @@ pub fn document_tools(
         }, "required": ["content"]}),
     );
     commit.plugin = "memory".into();
+    commit = commit.with_keywords("keep this document, archive, store text, 存档");
     let d1 = documents.clone();
     let q: std::sync::Arc<dyn crate::stages::ToolHandler> =
         std::sync::Arc::new(move |args: Value| -> BoxFuture<'static, Result<String, String>> {

@@ -841,6 +841,25 @@ fn s(v: &Value, k: &str) -> String {
     v.get(k).and_then(Value::as_str).unwrap_or("").to_owned()
 }
 
+/// Words a person may use for each memory tool (`ToolSpec::keywords`).
+fn keywords_of(name: &str) -> &'static str {
+    match name {
+        "memory_commit" => "remember, keep in mind, don't forget, note that, fact, birthday, likes, 记住, 记下, 别忘了",
+        "memory_recall" => "remember, recall, what do you know, 记得, 回忆",
+        "memory_delete_entity" => "forget, erase, remove, delete, 忘记, 忘掉, 删除",
+        "memory_edit" => "correct, wrong, mistake, actually, update, fix, 更正, 纠正, 记错",
+        "memory_purge" => "forget, erase, wipe, clear, 清除, 抹掉",
+        "memory_merge" => "same person, duplicate, same thing, merge, 合并, 同一个",
+        "memory_block_merge" => "different people, not the same, 不是同一个",
+        "memory_introspect" => "statistics, stats, how much do you remember, memory size, 统计",
+        "person_query" => "who is, person, profile, 是谁, 人物",
+        "person_network" => "people, friends, family, relationships, circle, 朋友, 家人, 关系网",
+        "person_relate" => "relationship, related, married, sister, brother, friend of, 关系, 是他的",
+        "person_set_trait" => "trait, personality, likes, allergic, job, 性格, 特点",
+        _ => "",
+    }
+}
+
 /// The `memory_*` tools over the actor.
 pub fn graph_tools(
     graph: TAddr<GraphActor>,
@@ -994,7 +1013,7 @@ pub fn graph_tools(
     ];
     defs.into_iter()
         .map(|(name, description, parameters, parallel, make)| {
-            let mut spec = ToolSpec::new(name, description, parameters);
+            let mut spec = ToolSpec::new(name, description, parameters).with_keywords(keywords_of(name));
             spec.plugin = "memory".into();
             spec.parallel_safe = parallel;
             // Which agent calls decides which graph: a resident's own (see GraphOverlays).

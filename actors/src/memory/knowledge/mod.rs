@@ -343,6 +343,19 @@ impl Handles<KnowledgeQuery> for KnowledgeActor {
     }
 }
 
+/// Words a person may use for each knowledge tool (`ToolSpec::keywords`).
+fn keywords_of(name: &str) -> &'static str {
+    match name {
+        "knowledge_create" => {
+            "note, save a note, write down, notes, knowledge base, how to, procedure, 笔记, 知识库, 记录, 保存"
+        }
+        "knowledge_search" => "notes, look up my notes, knowledge base, 笔记, 知识库, 查找",
+        "knowledge_list" => "notes, all notes, knowledge base, everything, 笔记, 知识库, 列出",
+        "knowledge_delete" => "delete note, remove note, 删除笔记",
+        _ => "",
+    }
+}
+
 /// The knowledge tools over the actor.
 pub fn knowledge_tools(
     kb: crate::addr::TAddr<KnowledgeActor>,
@@ -390,7 +403,7 @@ pub fn knowledge_tools(
     ];
     defs.into_iter()
         .map(|(name, description, parameters, parallel, make)| {
-            let mut spec = crate::stages::ToolSpec::new(name, description, parameters);
+            let mut spec = crate::stages::ToolSpec::new(name, description, parameters).with_keywords(keywords_of(name));
             spec.plugin = "knowledge".into();
             spec.parallel_safe = parallel;
             let kb = kb.clone();
