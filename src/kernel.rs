@@ -394,34 +394,19 @@ impl Module<KernelState> for LlmModule {
                     Ok(LlmActor::with_gauge(data_dir.clone(), gauge.clone()).with_usage(ledger.clone()))
                 })
                 .await?;
-            // Today's spending so far, so a restart does not hand out the day's budget
-            // again (the ledger holds every answered call).
-            const DAY_MS: i64 = 86_400_000;
-            let today = homeagent_actors::clock::now_ms().div_euclid(DAY_MS) * DAY_MS;
+            // What the budget's periods spent so far, so a restart does not hand out a
+            // day's or a month's budget again (the ledger holds every answered call).
             let asked = usage
-                .send(homeagent_actors::usage::GetUsage {
-                    from_ms: today,
-                    to_ms: today + DAY_MS,
-                    by: homeagent_actors::usage::GroupBy::Kind,
-                    kind: None,
+                .send(homeagent_actors::usage::GetSpent {
+                    now_ms: homeagent_actors::clock::now_ms(),
                 })
                 .await;
             match asked {
-                Ok(Ok((rows, total))) => {
-                    let background = rows
-                        .iter()
-                        .filter(|r| r.key == homeagent_actors::usage::Kind::Heartbeat.as_str())
-                        .map(|r| r.input + r.output)
-                        .sum();
-                    let _ = addr
-                        .send(homeagent_actors::llm::provider::SeedBudget {
-                            spent: total.input + total.output,
-                            spent_background: background,
-                        })
-                        .await;
+                Ok(Ok(spent)) => {
+                    let _ = addr.send(homeagent_actors::llm::provider::SeedBudget(spent)).await;
                 }
                 other => {
-                    tracing::warn!("today's model usage could not be read ({other:?}); the budget counts from zero")
+                    tracing::warn!("the model usage so far could not be read ({other:?}); the budget counts from zero")
                 }
             }
             s.usage.provide(usage)?;

@@ -1257,7 +1257,10 @@
     const kv = [
       [t("usage.spent_today"), t("usage.tokens", { n: fmtTokens(b.spent_today) }) + (b.held ? " (+" + fmtTokens(b.held) + " " + t("usage.held") + ")" : "")],
       [t("usage.daily_limit"), b.daily_tokens ? t("usage.tokens", { n: fmtTokens(b.daily_tokens) }) : t("usage.no_limit")],
+      [t("usage.spent_month"), t("usage.tokens", { n: fmtTokens(b.spent_month) })],
+      [t("usage.monthly_limit"), b.monthly_tokens ? t("usage.tokens", { n: fmtTokens(b.monthly_tokens) }) : t("usage.no_limit")],
       [t("usage.background_limit"), b.background_daily_tokens ? t("usage.tokens", { n: fmtTokens(b.background_daily_tokens) }) : t("usage.no_limit")],
+      [t("usage.guest_limit"), b.guest_daily_tokens ? t("usage.tokens", { n: fmtTokens(b.guest_daily_tokens) }) : t("usage.no_limit")],
     ];
     $("#usage-budget").replaceChildren(...kv.flatMap(([k, v]) => [el("dt", null, k), el("dd", null, v)]));
     $("#view-usage").dataset.loaded = "1";

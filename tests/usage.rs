@@ -96,6 +96,37 @@ fn a_spent_daily_budget_answers_without_calling_the_vendor() {
     assert_eq!(status, 200, "{body}");
 }
 
+/// A monthly limit holds across a restart: the month's spending is read back from the
+/// ledger at start, so a new process does not hand the month's budget out again.
+#[test]
+fn a_spent_monthly_budget_stays_spent_after_a_restart() {
+    let (_dir, data, d, v) = daemon_with_vendor();
+    let (status, body) = post(&d, "/api/v1/messages", json!({"text": "within the month"}));
+    assert_eq!(status, 200, "{body}");
+    put_settings(&d, json!({"core.llm.budget.monthly_tokens": 20}));
+    d.kill9();
+    let d = common::Daemon::start(&data);
+    common::api::wait_sources(&d, 1);
+    common::api::wait_for(&d, "/api/v1/llm/sources", "the month's spending read back", |s| {
+        s["budget"]["monthly_tokens"] == 20 && s["budget"]["spent_month"] == 15
+    });
+    let calls = v.calls.load(std::sync::atomic::Ordering::SeqCst);
+    let (status, body) = post(&d, "/api/v1/messages", json!({"text": "over the month"}));
+    assert_ne!(status, 200, "{body}");
+    let text = body.to_string();
+    assert!(
+        text.contains("monthly token budget")
+            && text.contains("core.llm.budget.monthly_tokens")
+            && text.contains("1st of the month"),
+        "{body}"
+    );
+    assert_eq!(
+        v.calls.load(std::sync::atomic::Ordering::SeqCst),
+        calls,
+        "a call reached the vendor"
+    );
+}
+
 /// Background work pinned to its own source uses it alone: the merge heartbeat's task
 /// goes to the cheap source, never to the owner's, and the ledger says so.
 #[test]

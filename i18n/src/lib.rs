@@ -341,12 +341,14 @@ pub enum Msg<'a> {
         tool: &'a str,
         allowed: bool,
     },
-    /// A model call the owner's daily token budget refused (`usage::budget`).
+    /// A model call the owner's token budget refused (`usage::budget`): a day's limit,
+    /// or the month's (`monthly`).
     BudgetExhausted {
         setting: &'a str,
         limit: u64,
         spent: u64,
         resets_in_min: i64,
+        monthly: bool,
     },
     /// An approval question shown on a chat bridge (the owner answers there).
     ApprovalAsk {
@@ -1039,11 +1041,26 @@ impl Msg<'_> {
                 limit,
                 spent,
                 resets_in_min,
+                monthly: false,
             } => tr!(
                 lang,
                 "the daily token budget is spent ({spent} of {limit} tokens, {setting}); no model call was made. It resets in {resets_in_min} min (midnight UTC), or raise {setting}",
                 "今日的 token 预算已用完（{spent} / {limit}，{setting}）；未调用模型。{resets_in_min} 分钟后（UTC 午夜）重置，或调高 {setting}"
             ),
+            M::BudgetExhausted {
+                setting,
+                limit,
+                spent,
+                resets_in_min,
+                monthly: true,
+            } => {
+                let hours = (resets_in_min + 59) / 60;
+                tr!(
+                    lang,
+                    "the monthly token budget is spent ({spent} of {limit} tokens, {setting}); no model call was made. It resets in {hours} h (the 1st of the month, UTC), or raise {setting}",
+                    "本月的 token 预算已用完（{spent} / {limit}，{setting}）；未调用模型。{hours} 小时后（UTC 每月 1 日）重置，或调高 {setting}"
+                )
+            }
             M::ApprovalAsk { id, tool, summary, why } => tr!(
                 lang,
                 "Approval #{id}: {tool} {summary} is waiting for your yes (asked because: {why}). Reply /approve {id} or /deny {id} (within 5 minutes).",
@@ -1672,6 +1689,14 @@ mod tests {
                 limit: 10,
                 spent: 9,
                 resets_in_min: 5,
+                monthly: false,
+            },
+            Msg::BudgetExhausted {
+                setting: "core.llm.budget.monthly_tokens",
+                limit: 10,
+                spent: 9,
+                resets_in_min: 500,
+                monthly: true,
             },
             Msg::ApprovalAnswered {
                 id: 3,

@@ -484,6 +484,18 @@ pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
             "Most tokens (prompt and answer) all model calls together may use in a UTC day, checked before each call; 0 = no limit",
         ),
         SettingDef::new(
+            key::LLM_BUDGET_MONTHLY_TOKENS.name(),
+            int(0, i64::MAX),
+            json!(0),
+            "Most tokens (prompt and answer) all model calls together may use in a UTC calendar month, checked before each call; 0 = no limit",
+        ),
+        SettingDef::new(
+            key::LLM_BUDGET_GUEST_DAILY_TOKENS.name(),
+            int(0, i64::MAX),
+            json!(0),
+            "Most tokens each guest (a person on a chat bridge who is not the owner) may use in a UTC day, within the daily limit; 0 = no limit of their own",
+        ),
+        SettingDef::new(
             key::LLM_BUDGET_BACKGROUND_DAILY_TOKENS.name(),
             int(0, i64::MAX),
             json!(0),

@@ -268,10 +268,16 @@ pub struct LlmStatus {
 pub struct BudgetStatus {
     /// `core.llm.budget.daily_tokens` (0 = none).
     pub daily_tokens: u64,
+    /// `core.llm.budget.monthly_tokens` (0 = none).
+    pub monthly_tokens: u64,
     /// `core.llm.budget.background_daily_tokens` (0 = none).
     pub background_daily_tokens: u64,
+    /// `core.llm.budget.guest_daily_tokens` (0 = none).
+    pub guest_daily_tokens: u64,
     /// Tokens the answered calls used today (UTC, the kernel's clock).
     pub spent_today: u64,
+    /// Tokens the answered calls used this UTC month.
+    pub spent_month: u64,
     /// Tokens held by calls in flight.
     pub held: u64,
 }
@@ -505,7 +511,9 @@ impl LlmActor {
         let tokens = |k: &str| settings.get(k).and_then(Value::as_u64).unwrap_or(0);
         pool.budgets.limits = crate::usage::budget::Limits {
             daily_tokens: tokens(keys::LLM_BUDGET_DAILY_TOKENS.name()),
+            monthly_tokens: tokens(keys::LLM_BUDGET_MONTHLY_TOKENS.name()),
             background_daily_tokens: tokens(keys::LLM_BUDGET_BACKGROUND_DAILY_TOKENS.name()),
+            guest_daily_tokens: tokens(keys::LLM_BUDGET_GUEST_DAILY_TOKENS.name()),
         };
         pool.prices = match crate::usage::Prices::parse(settings.get(keys::LLM_PRICES.name()).unwrap_or(&Value::Null)) {
             Ok(p) => p,
@@ -544,8 +552,11 @@ impl LlmActor {
             current,
             budget: BudgetStatus {
                 daily_tokens: pool.budgets.limits.daily_tokens,
+                monthly_tokens: pool.budgets.limits.monthly_tokens,
                 background_daily_tokens: pool.budgets.limits.background_daily_tokens,
+                guest_daily_tokens: pool.budgets.limits.guest_daily_tokens,
                 spent_today,
+                spent_month: pool.budgets.this_month(),
                 held,
             },
         }
@@ -672,14 +683,20 @@ fn reserve_estimate(request: &CompletionRequest) -> u64 {
 async fn complete(pool: Rc<RefCell<Pool>>, msg: Complete) -> Result<Completion, LlmError> {
     // Counting a whole prompt costs milliseconds (`homed bench turn`: 0.8 → 3.4 ms of
     // kernel overhead when every call counted): only a limit that applies needs it.
-    let limited = {
-        let l = pool.borrow().budgets.limits;
-        l.daily_tokens > 0 || (msg.purpose.kind == crate::usage::Kind::Heartbeat && l.background_daily_tokens > 0)
-    };
+    let limited = pool
+        .borrow()
+        .budgets
+        .limits
+        .apply_to(msg.purpose.kind, &msg.purpose.principal);
     let estimate = if limited { reserve_estimate(&msg.request) } else { 0 };
     let reservation = {
         let mut p = pool.borrow_mut();
-        match p.budgets.reserve(msg.purpose.kind, estimate, crate::clock::now_ms()) {
+        match p.budgets.reserve(
+            msg.purpose.kind,
+            &msg.purpose.principal,
+            estimate,
+            crate::clock::now_ms(),
+        ) {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(
@@ -711,18 +728,12 @@ async fn complete(pool: Rc<RefCell<Pool>>, msg: Complete) -> Result<Completion, 
 /// start (so a restart does not reset the day).
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct SeedBudget {
-    pub spent: u64,
-    pub spent_background: u64,
-}
+pub struct SeedBudget(pub crate::usage::budget::Spent);
 
 impl Handles<SeedBudget> for LlmActor {
     type Reply = ();
-    fn handle(&mut self, m: SeedBudget, _: &mut HostContext<Self>) {
-        self.pool
-            .borrow_mut()
-            .budgets
-            .seed(crate::clock::now_ms(), m.spent, m.spent_background);
+    fn handle(&mut self, SeedBudget(spent): SeedBudget, _: &mut HostContext<Self>) {
+        self.pool.borrow_mut().budgets.seed(crate::clock::now_ms(), spent);
     }
 }
 

@@ -36,6 +36,20 @@ impl Handles<RecordCall> for UsageActor {
     }
 }
 
+/// What the budget's periods around `now_ms` spent so far ([`UsageStore::spent`]).
+#[derive(Message)]
+#[rtype(result = "Result<super::budget::Spent, UsageError>")]
+pub struct GetSpent {
+    pub now_ms: i64,
+}
+
+impl Handles<GetSpent> for UsageActor {
+    type Reply = Result<super::budget::Spent, UsageError>;
+    fn handle(&mut self, m: GetSpent, _: &mut HostContext<Self>) -> Self::Reply {
+        self.store.spent(m.now_ms)
+    }
+}
+
 /// A summary of `[from_ms, to_ms)` (see [`UsageStore::summary`]).
 #[derive(Message)]
 #[rtype(result = "Result<(Vec<UsageRow>, UsageRow), UsageError>")]

@@ -1,7 +1,11 @@
-//! Daily token budgets, enforced **before** a call: a call reserves what it may spend
-//! (its prompt plus `max_tokens`), settles to what it did spend, or releases the
-//! reservation when it failed. Reservations count against the limit while calls are in
-//! flight, so however many run at once the day's spending never passes it.
+//! Token budgets, enforced **before** a call: a call reserves what it may spend (its
+//! prompt plus `max_tokens`), settles to what it did spend, or releases the reservation
+//! when it failed. Reservations count against every limit that applies while calls are
+//! in flight, so however many run at once no period's spending passes its limit.
+//!
+//! The limits: a UTC day of all calls, a UTC month of all calls, a day of background
+//! work (the heartbeats' tasks), and a day of each guest (a chat bridge's person: one
+//! guest cannot spend the owner's day).
 //!
 //! Plain data: the LLM actor owns one [`Budgets`] and asks it on its own thread (no
 //! lock, no await between check and reserve); the tests drive it directly.
@@ -17,27 +21,45 @@ const DAY_MS: i64 = 86_400_000;
 pub struct Limits {
     /// Tokens a day, every call together.
     pub daily_tokens: u64,
+    /// Tokens a UTC calendar month, every call together.
+    pub monthly_tokens: u64,
     /// Tokens a day of background work (the heartbeats' model tasks).
     pub background_daily_tokens: u64,
+    /// Tokens a day of each guest's turns.
+    pub guest_daily_tokens: u64,
+}
+
+impl Limits {
+    /// Whether any limit applies to a call of `kind` for `principal` (a prompt is
+    /// counted for the reservation only then: counting costs the turn time).
+    pub fn apply_to(&self, kind: Kind, principal: &str) -> bool {
+        self.daily_tokens > 0
+            || self.monthly_tokens > 0
+            || (kind == Kind::Heartbeat && self.background_daily_tokens > 0)
+            || (!principal.is_empty() && self.guest_daily_tokens > 0)
+    }
 }
 
 /// Which limit stopped a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Which {
     Daily,
+    Monthly,
     Background,
+    Guest,
 }
 
 /// A call the budget refused: which limit, what is spent, when it resets.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}", crate::i18n::Msg::BudgetExhausted { setting: self.setting(), limit: self.limit, spent: self.spent, resets_in_min: self.resets_in_min() }.text())]
+#[error("{}", crate::i18n::Msg::BudgetExhausted { setting: self.setting(), limit: self.limit, spent: self.spent, resets_in_min: self.resets_in_min(), monthly: self.which == Which::Monthly }.text())]
 pub struct Exhausted {
     pub which: Which,
     pub limit: u64,
-    /// Spent and reserved today.
+    /// Spent and reserved in the limit's period.
     pub spent: u64,
     pub now_ms: i64,
-    /// The next UTC midnight (by the kernel's clock).
+    /// When the period ends (the next UTC midnight or first of the month, by the
+    /// kernel's clock).
     pub resets_at_ms: i64,
 }
 
@@ -45,7 +67,9 @@ impl Exhausted {
     pub fn setting(&self) -> &'static str {
         match self.which {
             Which::Daily => "core.llm.budget.daily_tokens",
+            Which::Monthly => "core.llm.budget.monthly_tokens",
             Which::Background => "core.llm.budget.background_daily_tokens",
+            Which::Guest => "core.llm.budget.guest_daily_tokens",
         }
     }
 
@@ -60,18 +84,44 @@ impl Exhausted {
 pub struct Reservation {
     id: u64,
     day: i64,
+    month: i64,
+}
+
+/// What one reservation holds, and for whom.
+#[derive(Debug)]
+struct Held {
     background: bool,
+    guest: Option<String>,
     tokens: u64,
 }
 
-/// Today's spending and the reservations in flight.
+/// The UTC month of `ms` as months since 1970-01 and the start of the next one.
+pub(crate) fn month_of(ms: i64) -> (i64, i64) {
+    let t = time::OffsetDateTime::from_unix_timestamp(ms.div_euclid(1000)).unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    let index = i64::from(t.year() - 1970) * 12 + i64::from(u8::from(t.month())) - 1;
+    let (y, m) = (index.div_euclid(12) + 1970, index.rem_euclid(12) + 2);
+    let (y, m) = if m == 13 { (y + 1, 1) } else { (y, m) };
+    let next = time::Date::from_calendar_date(
+        y as i32,
+        time::Month::try_from(m as u8).unwrap_or(time::Month::January),
+        1,
+    )
+    .map_or(i64::MAX, |d| d.midnight().assume_utc().unix_timestamp() * 1000);
+    (index, next)
+}
+
+/// Today's and this month's spending and the reservations in flight.
 #[derive(Debug, Default)]
 pub struct Budgets {
     pub limits: Limits,
     day: i64,
+    month: i64,
     spent: u64,
+    spent_month: u64,
     spent_background: u64,
-    held: HashMap<u64, (bool, u64)>,
+    /// Each guest's spending today.
+    spent_guest: HashMap<String, u64>,
+    held: HashMap<u64, Held>,
     next: u64,
 }
 
@@ -79,39 +129,56 @@ fn is_background(kind: Kind) -> bool {
     kind == Kind::Heartbeat
 }
 
+/// What the ledger says was spent so far, for [`Budgets::seed`].
+#[derive(Debug, Default, Clone)]
+pub struct Spent {
+    pub today: u64,
+    pub month: u64,
+    pub background_today: u64,
+    /// Each guest principal's tokens today.
+    pub guests_today: HashMap<String, u64>,
+}
+
 impl Budgets {
-    /// Starts the day at `now_ms` with what the ledger says was spent so far today.
-    pub fn seed(&mut self, now_ms: i64, spent: u64, spent_background: u64) {
+    /// Starts the period at `now_ms` with what the ledger says was spent so far.
+    pub fn seed(&mut self, now_ms: i64, spent: Spent) {
         self.roll(now_ms);
-        self.spent = spent;
-        self.spent_background = spent_background;
+        self.spent = spent.today;
+        self.spent_month = spent.month;
+        self.spent_background = spent.background_today;
+        self.spent_guest = spent.guests_today;
     }
 
-    /// A new UTC day forgets yesterday (reservations of yesterday settle into nothing).
+    /// A new UTC day forgets yesterday, a new month last month (the reservations of a
+    /// past period settle into nothing).
     fn roll(&mut self, now_ms: i64) {
         let day = now_ms.div_euclid(DAY_MS);
         if day != self.day {
             self.day = day;
             self.spent = 0;
             self.spent_background = 0;
+            self.spent_guest.clear();
             self.held.clear();
+            let month = month_of(now_ms).0;
+            if month != self.month {
+                self.month = month;
+                self.spent_month = 0;
+            }
         }
     }
 
-    fn held(&self, background_only: bool) -> u64 {
-        self.held
-            .values()
-            .filter(|(bg, _)| !background_only || *bg)
-            .map(|(_, t)| t)
-            .sum()
+    fn held(&self, only: impl Fn(&Held) -> bool) -> u64 {
+        self.held.values().filter(|h| only(h)).map(|h| h.tokens).sum()
     }
 
-    /// Holds `tokens` for a call of `kind`, or says which limit it would pass.
-    pub fn reserve(&mut self, kind: Kind, tokens: u64, now_ms: i64) -> Result<Reservation, Exhausted> {
+    /// Holds `tokens` for a call of `kind` for `principal` (empty: the owner or the
+    /// kernel), or says which limit it would pass.
+    pub fn reserve(&mut self, kind: Kind, principal: &str, tokens: u64, now_ms: i64) -> Result<Reservation, Exhausted> {
         self.roll(now_ms);
         let background = is_background(kind);
-        let resets_at_ms = (self.day + 1) * DAY_MS;
-        let check = |which, limit: u64, spent: u64| {
+        let guest = (!principal.is_empty()).then(|| principal.to_owned());
+        let day_end = (self.day + 1) * DAY_MS;
+        let check = |which, limit: u64, spent: u64, resets_at_ms: i64| {
             if limit > 0 && spent + tokens > limit {
                 Err(Exhausted {
                     which,
@@ -124,31 +191,64 @@ impl Budgets {
                 Ok(())
             }
         };
-        check(Which::Daily, self.limits.daily_tokens, self.spent + self.held(false))?;
+        let all_held = self.held(|_| true);
+        check(Which::Daily, self.limits.daily_tokens, self.spent + all_held, day_end)?;
+        if self.limits.monthly_tokens > 0 {
+            check(
+                Which::Monthly,
+                self.limits.monthly_tokens,
+                self.spent_month + all_held,
+                month_of(now_ms).1,
+            )?;
+        }
         if background {
             check(
                 Which::Background,
                 self.limits.background_daily_tokens,
-                self.spent_background + self.held(true),
+                self.spent_background + self.held(|h| h.background),
+                day_end,
+            )?;
+        }
+        if let Some(g) = &guest {
+            check(
+                Which::Guest,
+                self.limits.guest_daily_tokens,
+                self.spent_guest.get(g).copied().unwrap_or(0) + self.held(|h| h.guest.as_ref() == Some(g)),
+                day_end,
             )?;
         }
         self.next += 1;
-        self.held.insert(self.next, (background, tokens));
+        self.held.insert(
+            self.next,
+            Held {
+                background,
+                guest,
+                tokens,
+            },
+        );
         Ok(Reservation {
             id: self.next,
             day: self.day,
-            background,
-            tokens,
+            month: self.month,
         })
     }
 
     /// The call is done: it spent `tokens` (what the vendor reported).
     pub fn settle(&mut self, r: Reservation, tokens: u64, now_ms: i64) {
         self.roll(now_ms);
-        if self.held.remove(&r.id).is_some() && r.day == self.day {
+        let Some(h) = self.held.remove(&r.id) else {
+            return;
+        };
+        if r.month == self.month {
+            self.spent_month += tokens;
+        }
+        if r.day == self.day {
             self.spent += tokens;
-            if r.background {
+            if h.background {
                 self.spent_background += tokens;
+            }
+            if let Some(g) = h.guest {
+                *self.spent_guest.entry(g).or_default() += tokens;
             }
         }
     }
@@ -160,7 +260,12 @@ impl Budgets {
 
     /// Spent today (settled) and held, for the API.
     pub fn today(&self) -> (u64, u64) {
-        (self.spent, self.held(false))
+        (self.spent, self.held(|_| true))
+    }
+
+    /// Spent this month (settled).
+    pub fn this_month(&self) -> u64 {
+        self.spent_month
     }
 }
 
@@ -173,7 +278,7 @@ mod tests {
         let mut b = Budgets {
             limits: Limits {
                 daily_tokens: 100_000,
-                background_daily_tokens: 0,
+                ..Default::default()
             },
             ..Default::default()
         };
@@ -182,7 +287,7 @@ mod tests {
         let mut held = Vec::new();
         let mut refused = 0;
         for _ in 0..1_000 {
-            match b.reserve(Kind::OwnerTurn, 4_096, now) {
+            match b.reserve(Kind::OwnerTurn, "", 4_096, now) {
                 Ok(r) => held.push(r),
                 Err(e) => {
                     assert_eq!(e.which, Which::Daily);
@@ -206,13 +311,14 @@ mod tests {
             limits: Limits {
                 daily_tokens: 10_000,
                 background_daily_tokens: 1_000,
+                ..Default::default()
             },
             ..Default::default()
         };
         let now = 5 * DAY_MS + 3_600_000;
-        let r = b.reserve(Kind::Heartbeat, 800, now).unwrap();
+        let r = b.reserve(Kind::Heartbeat, "", 800, now).unwrap();
         b.settle(r, 700, now);
-        let e = b.reserve(Kind::Heartbeat, 400, now).unwrap_err();
+        let e = b.reserve(Kind::Heartbeat, "", 400, now).unwrap_err();
         assert_eq!((e.which, e.spent, e.resets_at_ms), (Which::Background, 700, 6 * DAY_MS));
         assert!(e.to_string().contains("core.llm.budget.background_daily_tokens"), "{e}");
         assert!(
@@ -220,22 +326,84 @@ mod tests {
             "{e}"
         );
         // The owner's turn is not background work.
-        let r = b.reserve(Kind::OwnerTurn, 5_000, now).unwrap();
+        let r = b.reserve(Kind::OwnerTurn, "", 5_000, now).unwrap();
         b.release(r);
         assert_eq!(b.today(), (700, 0));
         // Tomorrow starts empty.
-        assert!(b.reserve(Kind::Heartbeat, 900, 6 * DAY_MS).is_ok());
+        assert!(b.reserve(Kind::Heartbeat, "", 900, 6 * DAY_MS).is_ok());
         // A failed call gives its reservation back.
         let mut c = Budgets {
             limits: Limits {
                 daily_tokens: 1_000,
-                background_daily_tokens: 0,
+                ..Default::default()
             },
             ..Default::default()
         };
-        let r = c.reserve(Kind::OwnerTurn, 1_000, 0).unwrap();
-        assert!(c.reserve(Kind::OwnerTurn, 1, 0).is_err());
+        let r = c.reserve(Kind::OwnerTurn, "", 1_000, 0).unwrap();
+        assert!(c.reserve(Kind::OwnerTurn, "", 1, 0).is_err());
         c.release(r);
-        assert!(c.reserve(Kind::OwnerTurn, 1_000, 0).is_ok());
+        assert!(c.reserve(Kind::OwnerTurn, "", 1_000, 0).is_ok());
+    }
+
+    #[test]
+    fn a_month_has_its_own_limit_and_resets_on_the_first() {
+        let mut b = Budgets {
+            limits: Limits {
+                monthly_tokens: 10_000,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        // 2026-12-30T12:00Z: two days a month apart from the same month's limit.
+        let dec30 = 1_798_632_000_000;
+        b.seed(
+            dec30,
+            Spent {
+                month: 9_000,
+                ..Default::default()
+            },
+        );
+        let e = b.reserve(Kind::OwnerTurn, "", 2_000, dec30).unwrap_err();
+        assert_eq!(e.which, Which::Monthly);
+        // 2027-01-01T00:00Z.
+        assert_eq!(e.resets_at_ms, 1_798_761_600_000);
+        assert!(e.to_string().contains("core.llm.budget.monthly_tokens"), "{e}");
+        // The next day is the same month: still refused; the 1st starts afresh.
+        assert!(b.reserve(Kind::OwnerTurn, "", 2_000, dec30 + DAY_MS).is_err());
+        let r = b.reserve(Kind::OwnerTurn, "", 2_000, 1_798_761_600_000).unwrap();
+        b.settle(r, 1_500, 1_798_761_600_000);
+        assert_eq!(b.this_month(), 1_500);
+    }
+
+    #[test]
+    fn each_guest_has_a_day_of_their_own_and_the_owner_is_not_one() {
+        let mut b = Budgets {
+            limits: Limits {
+                guest_daily_tokens: 1_000,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let r = b.reserve(Kind::GuestTurn, "qq:42", 900, 0).unwrap();
+        b.settle(r, 900, 0);
+        let e = b.reserve(Kind::GuestTurn, "qq:42", 200, 0).unwrap_err();
+        assert_eq!((e.which, e.spent), (Which::Guest, 900));
+        // Another guest and the owner are not held by that guest's spending.
+        assert!(b.reserve(Kind::GuestTurn, "qq:7", 900, 0).is_ok());
+        assert!(b.reserve(Kind::OwnerTurn, "", 50_000, 0).is_ok());
+        assert!(
+            Limits {
+                guest_daily_tokens: 1,
+                ..Default::default()
+            }
+            .apply_to(Kind::GuestTurn, "qq:42")
+        );
+        assert!(
+            !Limits {
+                guest_daily_tokens: 1,
+                ..Default::default()
+            }
+            .apply_to(Kind::OwnerTurn, "")
+        );
     }
 }

@@ -2,7 +2,7 @@
 //! (`DATA/usage.db`) with its tokens, what it was for and, from the owner's price
 //! table, what it cost.
 //!
-//! * [`budget`]: daily token limits enforced before a call (reserve, settle,
+//! * [`budget`]: token limits (day, month, background, each guest) enforced before a call (reserve, settle,
 //!   release), plain data the LLM actor owns;
 //! * [`ledger`]: the plain data — [`Kind`], [`Purpose`], [`Call`], [`Prices`] and the
 //!   cost rule — unit-tested without SQLite or actix;
@@ -20,6 +20,6 @@ pub mod budget;
 pub mod ledger;
 pub mod store;
 
-pub use actor::{GetUsage, RecordCall, UsageActor};
+pub use actor::{GetSpent, GetUsage, RecordCall, UsageActor};
 pub use ledger::{Call, Kind, Prices, Purpose};
 pub use store::{GroupBy, UsageRow, UsageStore};

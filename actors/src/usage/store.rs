@@ -125,6 +125,40 @@ impl UsageStore {
         Ok(())
     }
 
+    /// What the budget's periods around `now_ms` have spent so far (tokens, in and out):
+    /// the UTC day, background work today, each guest today, the UTC month. Read at start,
+    /// so a restart does not hand a period's budget out again.
+    pub fn spent(&self, now_ms: i64) -> Result<super::budget::Spent, UsageError> {
+        const DAY_MS: i64 = 86_400_000;
+        let day = now_ms.div_euclid(DAY_MS) * DAY_MS;
+        let (month_index, _) = super::budget::month_of(now_ms);
+        let (y, m) = (month_index.div_euclid(12) + 1970, month_index.rem_euclid(12) + 1);
+        let month = time::Date::from_calendar_date(
+            y as i32,
+            time::Month::try_from(m as u8).unwrap_or(time::Month::January),
+            1,
+        )
+        .map_or(day, |d| d.midnight().assume_utc().unix_timestamp() * 1000);
+        let tokens = |r: &UsageRow| r.input + r.output;
+        let (kinds, today) = self.summary(day, day + DAY_MS, GroupBy::Kind, None)?;
+        let (guests, _) = self.summary(day, day + DAY_MS, GroupBy::Principal, None)?;
+        let (_, this_month) = self.summary(month, day + DAY_MS, GroupBy::Kind, None)?;
+        Ok(super::budget::Spent {
+            today: tokens(&today),
+            month: tokens(&this_month),
+            background_today: kinds
+                .iter()
+                .filter(|r| r.key == Kind::Heartbeat.as_str())
+                .map(tokens)
+                .sum(),
+            guests_today: guests
+                .iter()
+                .filter(|r| !r.key.is_empty())
+                .map(|r| (r.key.clone(), tokens(r)))
+                .collect(),
+        })
+    }
+
     /// The calls in `[from_ms, to_ms)` grouped by `by`, ordered by key, and their total
     /// (key `""`). `kind` keeps only calls of that kind.
     pub fn summary(
