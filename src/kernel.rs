@@ -386,12 +386,14 @@ impl Module<KernelState> for LlmModule {
                     Ok(homeagent_actors::usage::UsageActor::new(store))
                 })
                 .await?;
-            let ledger = usage.clone();
+            let (ledger, bus) = (usage.clone(), s.bus.clone());
             let addr = s
                 .root
                 .get()?
                 .worker_on(s.llm_thread.handle(), "llm", RestartPolicy::Permanent, move || {
-                    Ok(LlmActor::with_gauge(data_dir.clone(), gauge.clone()).with_usage(ledger.clone()))
+                    Ok(LlmActor::with_gauge(data_dir.clone(), gauge.clone())
+                        .with_usage(ledger.clone())
+                        .with_bus(bus.clone()))
                 })
                 .await?;
             // What the budget's periods spent so far, so a restart does not hand out a

@@ -45,7 +45,7 @@
     // agent
     "task", "stream_delta", "agent_output", "tool_call", "agent_llm_chain",
     "output", "stage", "stage_handler_error", "lagged",
-    "approval_requested", "approval_resolved", "task_waiting",
+    "approval_requested", "approval_resolved", "task_waiting", "budget_reached",
   ];
 
   const $ = (sel) => document.querySelector(sel);
@@ -611,6 +611,7 @@
         else if (name === "approval_requested") approvalCard(data);
         else if (name === "approval_resolved") approvalResolved(data);
         else if (name === "task_waiting") chatOnWaiting(data);
+        else if (name === "budget_reached") budgetCard(data);
         else if (/^actor_/.test(name) && typeof data.id === "string" && data.id.startsWith("kernel/plugins/")) {
           pluginsSoon();
         }
@@ -1130,6 +1131,24 @@
     retry.addEventListener("click", () => act(true));
     discard.addEventListener("click", () => act(false));
     deadCards.set(d.id, li);
+    chatLog.append(li);
+    chatScroll(stick);
+  }
+
+  /** A budget limit reached (told once per limit and period): which, and where to change it. */
+  function budgetCard(d) {
+    if (!d || !d.message) return;
+    const stick = chatNearBottom();
+    const li = el("li", "msg approval budget");
+    li.dataset.role = "budget";
+    li.setAttribute("role", "status");
+    const head = el("div", "msg-head");
+    head.append(el("span", "approval-title", tx("budget.title")));
+    head.append(el("time", "msg-time", fmtDateTime(Date.now())));
+    const link = el("a", null, tx("budget.open_usage"));
+    link.href = "#/usage";
+    li.append(head, el("div", "approval-why", d.message), el("div", "approval-actions", null));
+    li.lastChild.append(link);
     chatLog.append(li);
     chatScroll(stick);
   }

@@ -1261,6 +1261,8 @@
       [t("usage.monthly_limit"), b.monthly_tokens ? t("usage.tokens", { n: fmtTokens(b.monthly_tokens) }) : t("usage.no_limit")],
       [t("usage.background_limit"), b.background_daily_tokens ? t("usage.tokens", { n: fmtTokens(b.background_daily_tokens) }) : t("usage.no_limit")],
       [t("usage.guest_limit"), b.guest_daily_tokens ? t("usage.tokens", { n: fmtTokens(b.guest_daily_tokens) }) : t("usage.no_limit")],
+      [t("usage.money_today"), "$" + Number(b.spent_usd_today || 0).toFixed(4) + (b.daily_usd ? " / $" + Number(b.daily_usd).toFixed(2) : "")],
+      [t("usage.money_month"), "$" + Number(b.spent_usd_month || 0).toFixed(4) + (b.monthly_usd ? " / $" + Number(b.monthly_usd).toFixed(2) : "")],
     ];
     $("#usage-budget").replaceChildren(...kv.flatMap(([k, v]) => [el("dt", null, k), el("dd", null, v)]));
     $("#view-usage").dataset.loaded = "1";

@@ -4,7 +4,7 @@
 mod common;
 
 use common::api::{daemon_with_vendor, get, post, put_settings};
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// Every answered call is in `GET /api/v1/usage` with its kind, tokens and cost, by day
 /// and by kind, and the ledger survives `kill -9`.
@@ -125,6 +125,75 @@ fn a_spent_monthly_budget_stays_spent_after_a_restart() {
         calls,
         "a call reached the vendor"
     );
+}
+
+/// A money limit is checked per source at its own price: the expensive primary's worst
+/// case no longer fits the day's dollars, so the cheap source answers — the owner's
+/// turn goes on, and the owner hears of the limit once, not once per call. A source's
+/// own daily tokens skip it the same way.
+#[test]
+fn at_a_money_limit_the_cheaper_source_answers_and_the_owner_is_told_once() {
+    let (_dir, _data, d, dear) = daemon_with_vendor();
+    let cheap = common::vendor::start();
+    let mut cheap_source = common::vendor::source_settings("cheap", &cheap.url, -1);
+    cheap_source["core.llm.sources.cheap.model"] = json!("cheap-model");
+    put_settings(&d, cheap_source);
+    common::api::wait_sources(&d, 2);
+    put_settings(
+        &d,
+        json!({
+            "core.llm.prices": {"fake-model": {"input": 1000, "output": 1000}, "cheap-model": {"input": 1, "output": 1}},
+            "core.llm.budget.daily_usd": 1.0,
+        }),
+    );
+    common::api::wait_for(&d, "/api/v1/llm/sources", "the money limit applied", |s| {
+        s["budget"]["daily_usd"] == 1.0
+    });
+    let events = common::api::listen(&d);
+    for text in ["first turn under the money limit", "second turn under the money limit"] {
+        let (status, body) = post(&d, "/api/v1/messages", json!({ "text": text }));
+        assert_eq!(status, 200, "{body}");
+    }
+    assert_eq!(
+        dear.calls.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the dear source was skipped"
+    );
+    assert_eq!(cheap.calls.load(std::sync::atomic::Ordering::SeqCst), 2);
+    let by_source = get(&d, "/api/v1/usage?by=source");
+    let rows = by_source["rows"].as_array().unwrap();
+    assert!(rows.iter().all(|r| r["key"] == "cheap"), "{by_source}");
+    let notices: Vec<Value> = events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(n, _)| n == "budget_reached")
+        .map(|(_, v)| v.clone())
+        .collect();
+    assert_eq!(notices.len(), 1, "told once: {notices:?}");
+    assert_eq!(notices[0]["setting"], "core.llm.budget.daily_usd", "{notices:?}");
+    assert!(
+        notices[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("daily money budget cannot cover"),
+        "{notices:?}"
+    );
+
+    // The cheap source's own day: once it cannot hold a call, no source can — the turn
+    // is answered with that limit, no vendor reached.
+    put_settings(&d, json!({"core.llm.sources.cheap.daily_tokens": 40}));
+    common::api::wait_sources(&d, 2);
+    let calls = cheap.calls.load(std::sync::atomic::Ordering::SeqCst);
+    let (status, body) = post(&d, "/api/v1/messages", json!({"text": "over the cheap source's day"}));
+    assert_ne!(status, 200, "{body}");
+    assert!(
+        body.to_string().contains("cheap: the daily token budget is spent")
+            && body.to_string().contains("core.llm.sources.cheap.daily_tokens"),
+        "{body}"
+    );
+    assert_eq!(cheap.calls.load(std::sync::atomic::Ordering::SeqCst), calls);
+    assert_eq!(dear.calls.load(std::sync::atomic::Ordering::SeqCst), 0);
 }
 
 /// Background work pinned to its own source uses it alone: the merge heartbeat's task

@@ -38,6 +38,7 @@ pub mod kinds {
     pub const APPROVAL_REQUESTED: &str = "approval_requested";
     pub const APPROVAL_RESOLVED: &str = "approval_resolved";
     pub const TASK_WAITING: &str = "task_waiting";
+    pub const BUDGET_REACHED: &str = "budget_reached";
     /// Every kernel event type, in the order of [`super::Event`].
     pub const ALL: &[&str] = &[
         ACTOR_STARTED,
@@ -59,6 +60,7 @@ pub mod kinds {
         APPROVAL_REQUESTED,
         APPROVAL_RESOLVED,
         TASK_WAITING,
+        BUDGET_REACHED,
     ];
 }
 
@@ -256,6 +258,10 @@ pub enum Event {
         retry_in_ms: u64,
         error: String,
     },
+    /// A budget limit refused a model call, or made the order skip a source, for the
+    /// first time in its period: the owner hears of it once (`message` says which
+    /// limit, what is spent and when it resets), not once per refused call.
+    BudgetReached { setting: String, message: String },
 }
 
 impl Event {
@@ -282,6 +288,7 @@ impl Event {
             Self::ApprovalRequested { .. } => APPROVAL_REQUESTED,
             Self::ApprovalResolved { .. } => APPROVAL_RESOLVED,
             Self::TaskWaiting { .. } => TASK_WAITING,
+            Self::BudgetReached { .. } => BUDGET_REACHED,
         }
     }
 }

@@ -350,6 +350,14 @@ pub enum Msg<'a> {
         resets_in_min: i64,
         monthly: bool,
     },
+    /// A model call a money limit refused (`usage::budget`; dollars).
+    MoneyBudgetExhausted {
+        setting: &'a str,
+        limit_usd: f64,
+        spent_usd: f64,
+        resets_in_min: i64,
+        monthly: bool,
+    },
     /// An approval question shown on a chat bridge (the owner answers there).
     ApprovalAsk {
         id: u64,
@@ -1061,6 +1069,37 @@ impl Msg<'_> {
                     "本月的 token 预算已用完（{spent} / {limit}，{setting}）；未调用模型。{hours} 小时后（UTC 每月 1 日）重置，或调高 {setting}"
                 )
             }
+            M::MoneyBudgetExhausted {
+                setting,
+                limit_usd,
+                spent_usd,
+                resets_in_min,
+                monthly,
+            } => {
+                let hours = (resets_in_min + 59) / 60;
+                // Cents for real limits; a tiny one (a test, a cautious owner) shows its digits.
+                let usd = |x: f64| {
+                    if x == 0.0 || x >= 0.01 {
+                        format!("{x:.2}")
+                    } else {
+                        format!("{x:.6}")
+                    }
+                };
+                let (spent_usd, limit_usd) = (usd(spent_usd), usd(limit_usd));
+                if monthly {
+                    tr!(
+                        lang,
+                        "the monthly money budget cannot cover this call's worst case at this source's price (${spent_usd} of ${limit_usd} spent or held, {setting}); no model call was made. It resets in {hours} h (the 1st of the month, UTC), or raise {setting}",
+                        "本月的费用预算不足以支付此来源价格下本次调用的最坏情况（已用或占用 ${spent_usd} / ${limit_usd}，{setting}）；未调用模型。{hours} 小时后（UTC 每月 1 日）重置，或调高 {setting}"
+                    )
+                } else {
+                    tr!(
+                        lang,
+                        "the daily money budget cannot cover this call's worst case at this source's price (${spent_usd} of ${limit_usd} spent or held, {setting}); no model call was made. It resets in {resets_in_min} min (midnight UTC), or raise {setting}",
+                        "今日的费用预算不足以支付此来源价格下本次调用的最坏情况（已用或占用 ${spent_usd} / ${limit_usd}，{setting}）；未调用模型。{resets_in_min} 分钟后（UTC 午夜）重置，或调高 {setting}"
+                    )
+                }
+            }
             M::ApprovalAsk { id, tool, summary, why } => tr!(
                 lang,
                 "Approval #{id}: {tool} {summary} is waiting for your yes (asked because: {why}). Reply /approve {id} or /deny {id} (within 5 minutes).",
@@ -1690,6 +1729,20 @@ mod tests {
                 spent: 9,
                 resets_in_min: 5,
                 monthly: false,
+            },
+            Msg::MoneyBudgetExhausted {
+                setting: "core.llm.budget.daily_usd",
+                limit_usd: 1.0,
+                spent_usd: 0.99,
+                resets_in_min: 5,
+                monthly: false,
+            },
+            Msg::MoneyBudgetExhausted {
+                setting: "core.llm.budget.monthly_usd",
+                limit_usd: 20.0,
+                spent_usd: 19.5,
+                resets_in_min: 500,
+                monthly: true,
             },
             Msg::BudgetExhausted {
                 setting: "core.llm.budget.monthly_tokens",

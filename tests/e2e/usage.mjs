@@ -9,7 +9,7 @@
 import { harness } from './lib.mjs';
 
 const h = harness('usage e2e');
-const { base, shotPath, token, log, fail, waitHealthy, launch, signIn, pollPage, run } = h;
+const { base, shotPath, token, log, fail, waitHealthy, launch, signIn, pollPage, putJson, fetchJson, run } = h;
 
 async function main() {
   await waitHealthy(Date.now() + 10_000);
@@ -28,6 +28,25 @@ async function main() {
   const reply = page.locator('#chat-log li[data-role="assistant"]').last();
   await reply.scrollIntoViewIfNeeded();
   if (shotPath) await page.screenshot({ path: `${shotPath}-chat-1440.png` });
+  // A money limit the next answer cannot fit: the owner is told once, in the chat, which
+  // limit and where to change it.
+  await putJson(`${base}/api/v1/settings`, { 'core.llm.budget.daily_usd': 0.000001 });
+  for (let i = 0; i < 50; i++) {
+    const s = await fetchJson(`${base}/api/v1/llm/sources`);
+    if (s.budget && s.budget.daily_usd > 0) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  await page.locator('#chat-input').fill('one more, over the money limit');
+  await page.keyboard.press('Enter');
+  const card = await pollPage(page, 'no budget notice in the chat', 15_000, () => {
+    const li = document.querySelector('#chat-log li[data-role="budget"]');
+    return li ? { ok: true, text: li.textContent } : { ok: false, why: 'no card' };
+  });
+  if (!/core\.llm\.budget\.daily_usd/.test(card.text)) fail(`the notice does not name its setting: ${card.text}`);
+  log(`the budget notice: ${card.text.slice(0, 160)}`);
+  await page.locator('#chat-log li[data-role="budget"]').scrollIntoViewIfNeeded();
+  if (shotPath) await page.screenshot({ path: `${shotPath}-budget-1440.png` });
+  await putJson(`${base}/api/v1/settings`, { 'core.llm.budget.daily_usd': 0 });
   await page.goto(`${base}/#/usage`);
   const got = await pollPage(page, 'the usage view never loaded', 20_000, () => {
     const v = document.querySelector('#view-usage');

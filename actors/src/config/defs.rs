@@ -330,6 +330,12 @@ pub const SOURCE_FIELDS: &[SourceField] = &[
         secret: false,
     },
     SourceField {
+        name: "daily_tokens",
+        kind: ValueKind::Int { min: 0, max: i64::MAX },
+        description: "Most tokens this source may use in a UTC day; at the limit the next source in the order answers (0 = no limit of its own)",
+        secret: false,
+    },
+    SourceField {
         name: "context_window",
         kind: ValueKind::Int { min: 0, max: i64::MAX },
         description: "Model context size in tokens; 0 means unknown",
@@ -482,6 +488,18 @@ pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
             int(0, i64::MAX),
             json!(0),
             "Most tokens (prompt and answer) all model calls together may use in a UTC day, checked before each call; 0 = no limit",
+        ),
+        SettingDef::new(
+            key::LLM_BUDGET_DAILY_USD.name(),
+            K::Float { min: 0.0, max: 1e12 },
+            json!(0),
+            "Most dollars all model calls may cost in a UTC day, priced by core.llm.prices; a source whose worst case no longer fits is skipped for the next (cheaper) one. 0 = no limit",
+        ),
+        SettingDef::new(
+            key::LLM_BUDGET_MONTHLY_USD.name(),
+            K::Float { min: 0.0, max: 1e12 },
+            json!(0),
+            "Most dollars all model calls may cost in a UTC calendar month, as core.llm.budget.daily_usd; 0 = no limit",
         ),
         SettingDef::new(
             key::LLM_BUDGET_MONTHLY_TOKENS.name(),

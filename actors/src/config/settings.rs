@@ -357,6 +357,10 @@ settings_group! {
         pub background_source: String = LLM_BACKGROUND_SOURCE,
         /// Tokens a UTC day, all calls (0 = none).
         pub budget_daily_tokens: u64 = LLM_BUDGET_DAILY_TOKENS,
+        /// Dollars a UTC day, all calls (0 = none).
+        pub budget_daily_usd: f64 = LLM_BUDGET_DAILY_USD,
+        /// Dollars a UTC month, all calls (0 = none).
+        pub budget_monthly_usd: f64 = LLM_BUDGET_MONTHLY_USD,
         /// Tokens a UTC month, all calls (0 = none).
         pub budget_monthly_tokens: u64 = LLM_BUDGET_MONTHLY_TOKENS,
         /// Tokens a UTC day of each guest (0 = none).
@@ -507,6 +511,8 @@ mod tests {
             d(LLM_BACKGROUND_SOURCE),
             d(LLM_BUDGET_DAILY_TOKENS),
             d(LLM_BUDGET_MONTHLY_TOKENS),
+            d(LLM_BUDGET_DAILY_USD),
+            d(LLM_BUDGET_MONTHLY_USD),
             d(LLM_BUDGET_GUEST_DAILY_TOKENS),
             d(LLM_BUDGET_BACKGROUND_DAILY_TOKENS),
             d(LLM_MODEL),

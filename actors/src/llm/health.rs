@@ -175,6 +175,7 @@ mod tests {
             adapter_path: String::new(),
             priority: 0,
             max_concurrent: 8,
+            daily_tokens: 0,
             context_window: 0,
             thinking_enabled: false,
             connect_timeout: Duration::from_secs(10),

@@ -278,6 +278,12 @@ pub struct BudgetStatus {
     pub spent_today: u64,
     /// Tokens the answered calls used this UTC month.
     pub spent_month: u64,
+    /// `core.llm.budget.daily_usd` and `.monthly_usd` (0 = none).
+    pub daily_usd: f64,
+    pub monthly_usd: f64,
+    /// Dollars the priced calls cost today and this month.
+    pub spent_usd_today: f64,
+    pub spent_usd_month: f64,
     /// Tokens held by calls in flight.
     pub held: u64,
 }
@@ -299,6 +305,50 @@ struct Pool {
     /// `core.llm.background_source`: the one source background work uses (empty: the
     /// usual order).
     background_source: String,
+    /// Where the owner hears of a limit reached (`None`: actor tests).
+    bus: Option<crate::bus::EventBus>,
+}
+
+impl Pool {
+    /// Tells the owner of `e` on the bus, the first time in its period only.
+    fn notice(&mut self, e: &crate::usage::budget::Exhausted) {
+        if self.budgets.first_notice(e)
+            && let Some(bus) = &self.bus
+        {
+            bus.publish(crate::bus::Event::BudgetReached {
+                setting: e.setting(),
+                message: e.to_string(),
+            });
+        }
+    }
+}
+
+/// An attempt's hold on the per-source and money limits, given back unless settled
+/// (every way out of an attempt — a failure, a cancel, a full context — releases it).
+struct AttemptHold {
+    pool: Rc<RefCell<Pool>>,
+    reservation: Option<crate::usage::budget::AttemptReservation>,
+}
+
+impl AttemptHold {
+    fn settle(mut self, tokens: u64, micros: u64) {
+        if let Some(r) = self.reservation.take() {
+            self.pool
+                .borrow_mut()
+                .budgets
+                .settle_attempt(r, tokens, micros, crate::clock::now_ms());
+        }
+    }
+}
+
+impl Drop for AttemptHold {
+    fn drop(&mut self) {
+        if let Some(r) = self.reservation.take()
+            && let Ok(mut p) = self.pool.try_borrow_mut()
+        {
+            p.budgets.release_attempt(r);
+        }
+    }
 }
 
 impl Pool {
@@ -400,6 +450,13 @@ impl LlmActor {
     /// Records every answered call in `usage` from now on.
     pub fn with_usage(self, usage: crate::addr::TAddr<crate::usage::UsageActor>) -> Self {
         self.pool.borrow_mut().usage = Some(usage);
+        self
+    }
+
+    /// Publishes the first refusal of each limit in its period ([`crate::bus::Event::
+    /// BudgetReached`]).
+    pub fn with_bus(self, bus: crate::bus::EventBus) -> Self {
+        self.pool.borrow_mut().bus = Some(bus);
         self
     }
 
@@ -509,12 +566,24 @@ impl LlmActor {
             .trim()
             .to_owned();
         let tokens = |k: &str| settings.get(k).and_then(Value::as_u64).unwrap_or(0);
+        let dollars = |k: &str| {
+            let usd = settings.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+            (usd * 1e6).round().max(0.0) as u64
+        };
         pool.budgets.limits = crate::usage::budget::Limits {
             daily_tokens: tokens(keys::LLM_BUDGET_DAILY_TOKENS.name()),
             monthly_tokens: tokens(keys::LLM_BUDGET_MONTHLY_TOKENS.name()),
             background_daily_tokens: tokens(keys::LLM_BUDGET_BACKGROUND_DAILY_TOKENS.name()),
             guest_daily_tokens: tokens(keys::LLM_BUDGET_GUEST_DAILY_TOKENS.name()),
+            daily_micros: dollars(keys::LLM_BUDGET_DAILY_USD.name()),
+            monthly_micros: dollars(keys::LLM_BUDGET_MONTHLY_USD.name()),
         };
+        pool.budgets.source_limits = pool
+            .sources
+            .iter()
+            .filter(|s| s.config.daily_tokens > 0)
+            .map(|s| (s.config.name.clone(), s.config.daily_tokens))
+            .collect();
         pool.prices = match crate::usage::Prices::parse(settings.get(keys::LLM_PRICES.name()).unwrap_or(&Value::Null)) {
             Ok(p) => p,
             Err(e) => {
@@ -557,6 +626,10 @@ impl LlmActor {
                 guest_daily_tokens: pool.budgets.limits.guest_daily_tokens,
                 spent_today,
                 spent_month: pool.budgets.this_month(),
+                daily_usd: pool.budgets.limits.daily_micros as f64 / 1e6,
+                monthly_usd: pool.budgets.limits.monthly_micros as f64 / 1e6,
+                spent_usd_today: pool.budgets.money().0 as f64 / 1e6,
+                spent_usd_month: pool.budgets.money().1 as f64 / 1e6,
                 held,
             },
         }
@@ -703,6 +776,7 @@ async fn complete(pool: Rc<RefCell<Pool>>, msg: Complete) -> Result<Completion, 
                     kind = msg.purpose.kind.as_str(),
                     "model call refused by the budget: {e}"
                 );
+                p.notice(&e);
                 return Err(LlmError::Budget(e.to_string()));
             }
         }
@@ -778,10 +852,49 @@ async fn complete_unbudgeted(pool: Rc<RefCell<Pool>>, msg: Complete) -> Result<C
         });
     }
     let mut errors = Vec::new();
+    // Sources the per-source or money limits skipped, with the limit: all of them and
+    // the call fails naming each one's.
+    let mut refused: Vec<String> = Vec::new();
+    // The request's worst case (prompt, answer cap), counted once if a limit needs it.
+    let mut worst: Option<(u64, u64)> = None;
     // Descriptions of this request's images, made at most once (see `llm::vision`).
     let mut described: Option<CompletionRequest> = None;
     for src in order {
         let name = src.config.name.clone();
+        // The source's own day and the money limits, priced at this source's model: a
+        // source whose worst case no longer fits is skipped, and the next (cheaper or
+        // local) one in the order answers.
+        let hold = {
+            let mut p = pool.borrow_mut();
+            if p.budgets.attempt_limited(&name) {
+                let (prompt, answer) =
+                    *worst.get_or_insert_with(|| (prompt_tokens(&request), u64::from(request.max_tokens)));
+                let model = if request.model.is_empty() || request.model == "AUTO" {
+                    src.config.model.as_str()
+                } else {
+                    request.model.as_str()
+                };
+                let micros = p.prices.cost_micros(model, prompt, 0, answer).map(|m| m.max(0) as u64);
+                match p
+                    .budgets
+                    .reserve_attempt(&name, prompt + answer, micros, crate::clock::now_ms())
+                {
+                    Ok(r) => Some(r),
+                    Err(e) => {
+                        tracing::warn!(source = %name, "source skipped by the budget: {e}");
+                        p.notice(&e);
+                        refused.push(format!("{name}: {e}"));
+                        continue;
+                    }
+                }
+            } else {
+                None
+            }
+        };
+        let hold = AttemptHold {
+            pool: pool.clone(),
+            reservation: hold,
+        };
         let request = if !src.config.vision && super::vision::has_images(&request) {
             if described.is_none() {
                 described = Some(describe_images(&pool, &request, &cancel).await?);
@@ -823,6 +936,14 @@ async fn complete_unbudgeted(pool: Rc<RefCell<Pool>>, msg: Complete) -> Result<C
                     };
                     let cost = pool.borrow().record(&purpose, &done, request);
                     done.response.usage.cost_micros = cost.unwrap_or(0).max(0) as u64;
+                    let u = &done.response.usage;
+                    let used = u.prompt_tokens + u.completion_tokens;
+                    let used = if used > 0 {
+                        used
+                    } else {
+                        worst.map_or(0, |(p, a)| p + a)
+                    };
+                    hold.settle(used, done.response.usage.cost_micros);
                     return Ok(done);
                 }
                 Err(CallError::Cancelled) => return Err(LlmError::Cancelled),
@@ -870,6 +991,10 @@ async fn complete_unbudgeted(pool: Rc<RefCell<Pool>>, msg: Complete) -> Result<C
         }
         errors.push(format!("{name}: {last}"));
     }
+    if errors.is_empty() && !refused.is_empty() {
+        return Err(LlmError::Budget(refused.join("; ")));
+    }
+    errors.extend(refused);
     Err(LlmError::AllFailed(errors.join("; ")))
 }
 

@@ -41,6 +41,8 @@ pub struct SourceConfig {
     /// Larger is tried first.
     pub priority: i64,
     pub max_concurrent: u32,
+    /// Tokens this source may use in a UTC day (0 = no limit of its own).
+    pub daily_tokens: u64,
     /// Tokens the model accepts (0 = unknown).
     pub context_window: u64,
     pub thinking_enabled: bool,
@@ -124,6 +126,7 @@ pub fn sources_from_settings(
             adapter_path: s("adapter_path"),
             priority: i("priority").unwrap_or(0),
             max_concurrent: i("max_concurrent").unwrap_or(8).clamp(1, 1024) as u32,
+            daily_tokens: i("daily_tokens").unwrap_or(0).max(0) as u64,
             context_window: i("context_window").unwrap_or(0).max(0) as u64,
             thinking_enabled: f.get("thinking_enabled").and_then(|v| v.as_bool()).unwrap_or(false),
             vision: f

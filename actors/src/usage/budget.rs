@@ -27,6 +27,10 @@ pub struct Limits {
     pub background_daily_tokens: u64,
     /// Tokens a day of each guest's turns.
     pub guest_daily_tokens: u64,
+    /// Micro-dollars a day and a month, every call together (priced per attempt, see
+    /// [`Budgets::reserve_attempt`]).
+    pub daily_micros: u64,
+    pub monthly_micros: u64,
 }
 
 impl Limits {
@@ -41,19 +45,25 @@ impl Limits {
 }
 
 /// Which limit stopped a call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Which {
     Daily,
     Monthly,
     Background,
     Guest,
+    /// One source's own day (`core.llm.sources.<name>.daily_tokens`).
+    Source,
+    /// Money: a day's or a month's dollars (limit and spent in micro-dollars).
+    DailyUsd,
+    MonthlyUsd,
 }
 
 /// A call the budget refused: which limit, what is spent, when it resets.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}", crate::i18n::Msg::BudgetExhausted { setting: self.setting(), limit: self.limit, spent: self.spent, resets_in_min: self.resets_in_min(), monthly: self.which == Which::Monthly }.text())]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Exhausted {
     pub which: Which,
+    /// The source whose own limit it is ([`Which::Source`]; else empty).
+    pub source: String,
     pub limit: u64,
     /// Spent and reserved in the limit's period.
     pub spent: u64,
@@ -63,13 +73,45 @@ pub struct Exhausted {
     pub resets_at_ms: i64,
 }
 
+impl std::error::Error for Exhausted {}
+
+impl std::fmt::Display for Exhausted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (setting, resets_in_min) = (self.setting(), self.resets_in_min());
+        let monthly = matches!(self.which, Which::Monthly | Which::MonthlyUsd);
+        let text = if matches!(self.which, Which::DailyUsd | Which::MonthlyUsd) {
+            crate::i18n::Msg::MoneyBudgetExhausted {
+                setting: &setting,
+                limit_usd: self.limit as f64 / 1e6,
+                spent_usd: self.spent as f64 / 1e6,
+                resets_in_min,
+                monthly,
+            }
+            .text()
+        } else {
+            crate::i18n::Msg::BudgetExhausted {
+                setting: &setting,
+                limit: self.limit,
+                spent: self.spent,
+                resets_in_min,
+                monthly,
+            }
+            .text()
+        };
+        f.write_str(&text)
+    }
+}
+
 impl Exhausted {
-    pub fn setting(&self) -> &'static str {
+    pub fn setting(&self) -> String {
         match self.which {
-            Which::Daily => "core.llm.budget.daily_tokens",
-            Which::Monthly => "core.llm.budget.monthly_tokens",
-            Which::Background => "core.llm.budget.background_daily_tokens",
-            Which::Guest => "core.llm.budget.guest_daily_tokens",
+            Which::Daily => "core.llm.budget.daily_tokens".into(),
+            Which::Monthly => "core.llm.budget.monthly_tokens".into(),
+            Which::Background => "core.llm.budget.background_daily_tokens".into(),
+            Which::Guest => "core.llm.budget.guest_daily_tokens".into(),
+            Which::Source => format!("core.llm.sources.{}.daily_tokens", self.source),
+            Which::DailyUsd => "core.llm.budget.daily_usd".into(),
+            Which::MonthlyUsd => "core.llm.budget.monthly_usd".into(),
         }
     }
 
@@ -123,6 +165,34 @@ pub struct Budgets {
     spent_guest: HashMap<String, u64>,
     held: HashMap<u64, Held>,
     next: u64,
+    /// Each source's own daily limit (`core.llm.sources.<name>.daily_tokens`; absent or
+    /// 0 = none).
+    pub source_limits: HashMap<String, u64>,
+    /// Each source's tokens today.
+    spent_source: HashMap<String, u64>,
+    /// Micro-dollars today and this month.
+    micros_day: u64,
+    micros_month: u64,
+    /// Attempts in flight on a chosen source: their tokens and worst-case cost.
+    attempts: HashMap<u64, AttemptHeld>,
+    /// Limits the owner was told about (which, source, when it resets): once each.
+    noticed: std::collections::HashSet<(Which, String, i64)>,
+}
+
+#[derive(Debug)]
+struct AttemptHeld {
+    source: String,
+    tokens: u64,
+    micros: u64,
+}
+
+/// A held attempt on one source (settle or release it exactly once).
+#[derive(Debug, PartialEq, Eq)]
+#[must_use = "an attempt's reservation is settled or released"]
+pub struct AttemptReservation {
+    id: u64,
+    day: i64,
+    month: i64,
 }
 
 fn is_background(kind: Kind) -> bool {
@@ -137,6 +207,11 @@ pub struct Spent {
     pub background_today: u64,
     /// Each guest principal's tokens today.
     pub guests_today: HashMap<String, u64>,
+    /// Each source's tokens today.
+    pub sources_today: HashMap<String, u64>,
+    /// Micro-dollars today and this month (priced calls only).
+    pub micros_today: u64,
+    pub micros_month: u64,
 }
 
 impl Budgets {
@@ -147,6 +222,9 @@ impl Budgets {
         self.spent_month = spent.month;
         self.spent_background = spent.background_today;
         self.spent_guest = spent.guests_today;
+        self.spent_source = spent.sources_today;
+        self.micros_day = spent.micros_today;
+        self.micros_month = spent.micros_month;
     }
 
     /// A new UTC day forgets yesterday, a new month last month (the reservations of a
@@ -158,11 +236,15 @@ impl Budgets {
             self.spent = 0;
             self.spent_background = 0;
             self.spent_guest.clear();
+            self.spent_source.clear();
+            self.micros_day = 0;
             self.held.clear();
+            self.attempts.clear();
             let month = month_of(now_ms).0;
             if month != self.month {
                 self.month = month;
                 self.spent_month = 0;
+                self.micros_month = 0;
             }
         }
     }
@@ -182,6 +264,7 @@ impl Budgets {
             if limit > 0 && spent + tokens > limit {
                 Err(Exhausted {
                     which,
+                    source: String::new(),
                     limit,
                     spent,
                     now_ms,
@@ -266,6 +349,119 @@ impl Budgets {
     /// Spent this month (settled).
     pub fn this_month(&self) -> u64 {
         self.spent_month
+    }
+
+    /// Micro-dollars spent today and this month (settled, priced calls).
+    pub fn money(&self) -> (u64, u64) {
+        (self.micros_day, self.micros_month)
+    }
+
+    /// Whether an attempt on `source` is checked at all: its own limit or a money limit
+    /// applies (the prompt is counted only then).
+    pub fn attempt_limited(&self, source: &str) -> bool {
+        self.limits.daily_micros > 0
+            || self.limits.monthly_micros > 0
+            || self.source_limits.get(source).is_some_and(|l| *l > 0)
+    }
+
+    /// Holds an attempt on `source` of at most `tokens` costing at most `micros` (its
+    /// worst case at the source's price; `None`: unpriced, which a money limit cannot
+    /// check and lets through). Refused when the source's own day or a money limit
+    /// would be passed: the caller moves on to the next source in the order, so a
+    /// cheaper one answers while the budget still holds it.
+    pub fn reserve_attempt(
+        &mut self,
+        source: &str,
+        tokens: u64,
+        micros: Option<u64>,
+        now_ms: i64,
+    ) -> Result<AttemptReservation, Exhausted> {
+        self.roll(now_ms);
+        let day_end = (self.day + 1) * DAY_MS;
+        let refuse = |which, limit, spent, resets_at_ms| Exhausted {
+            which,
+            source: if which == Which::Source {
+                source.to_owned()
+            } else {
+                String::new()
+            },
+            limit,
+            spent,
+            now_ms,
+            resets_at_ms,
+        };
+        let source_limit = self.source_limits.get(source).copied().unwrap_or(0);
+        if source_limit > 0 {
+            let spent = self.spent_source.get(source).copied().unwrap_or(0)
+                + self
+                    .attempts
+                    .values()
+                    .filter(|a| a.source == source)
+                    .map(|a| a.tokens)
+                    .sum::<u64>();
+            if spent + tokens > source_limit {
+                return Err(refuse(Which::Source, source_limit, spent, day_end));
+            }
+        }
+        let micros = micros.unwrap_or(0);
+        let held_micros: u64 = self.attempts.values().map(|a| a.micros).sum();
+        let l = self.limits;
+        if l.daily_micros > 0 && self.micros_day + held_micros + micros > l.daily_micros {
+            return Err(refuse(
+                Which::DailyUsd,
+                l.daily_micros,
+                self.micros_day + held_micros,
+                day_end,
+            ));
+        }
+        if l.monthly_micros > 0 && self.micros_month + held_micros + micros > l.monthly_micros {
+            return Err(refuse(
+                Which::MonthlyUsd,
+                l.monthly_micros,
+                self.micros_month + held_micros,
+                month_of(now_ms).1,
+            ));
+        }
+        self.next += 1;
+        self.attempts.insert(
+            self.next,
+            AttemptHeld {
+                source: source.to_owned(),
+                tokens,
+                micros,
+            },
+        );
+        Ok(AttemptReservation {
+            id: self.next,
+            day: self.day,
+            month: self.month,
+        })
+    }
+
+    /// The attempt answered: it spent `tokens` costing `micros` (0 when unpriced).
+    pub fn settle_attempt(&mut self, r: AttemptReservation, tokens: u64, micros: u64, now_ms: i64) {
+        self.roll(now_ms);
+        let Some(a) = self.attempts.remove(&r.id) else {
+            return;
+        };
+        if r.month == self.month {
+            self.micros_month += micros;
+        }
+        if r.day == self.day {
+            self.micros_day += micros;
+            *self.spent_source.entry(a.source).or_default() += tokens;
+        }
+    }
+
+    /// The attempt failed: nothing spent.
+    pub fn release_attempt(&mut self, r: AttemptReservation) {
+        self.attempts.remove(&r.id);
+    }
+
+    /// Whether the owner is yet to hear of this refusal's limit in its period (true
+    /// once per limit, source and period).
+    pub fn first_notice(&mut self, e: &Exhausted) -> bool {
+        self.noticed.insert((e.which, e.source.clone(), e.resets_at_ms))
     }
 }
 
@@ -405,5 +601,58 @@ mod tests {
             }
             .apply_to(Kind::OwnerTurn, "")
         );
+    }
+
+    #[test]
+    fn attempts_never_overshoot_a_source_or_the_money_and_a_cheaper_one_still_fits() {
+        let mut b = Budgets {
+            limits: Limits {
+                daily_micros: 1_000_000,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        b.source_limits.insert("dear".into(), 10_000);
+        // 100 concurrent attempts on the dear source: its day holds 10,000 tokens.
+        let held: Vec<_> = (0..100)
+            .filter_map(|_| b.reserve_attempt("dear", 3_000, Some(1_000), 0).ok())
+            .collect();
+        assert_eq!(held.len(), 3);
+        let e = b.reserve_attempt("dear", 3_000, Some(1_000), 0).unwrap_err();
+        assert_eq!(
+            (e.which, e.setting()),
+            (Which::Source, "core.llm.sources.dear.daily_tokens".to_owned())
+        );
+        // Money: a worst case over what is left is refused, a cheap one fits.
+        let e = b.reserve_attempt("other", 100, Some(999_000), 0).unwrap_err();
+        assert_eq!(e.which, Which::DailyUsd);
+        assert!(e.to_string().contains("core.llm.budget.daily_usd"), "{e}");
+        let cheap = b.reserve_attempt("other", 100, Some(10), 0).unwrap();
+        // Settled at what the vendor reported; released attempts give all back.
+        b.settle_attempt(cheap, 80, 8, 0);
+        for r in held {
+            b.release_attempt(r);
+        }
+        assert_eq!(b.money(), (8, 8));
+        assert!(b.reserve_attempt("dear", 10_000, Some(1_000), 0).is_ok());
+        // Unpriced: a money limit cannot check it and lets it through.
+        assert!(b.reserve_attempt("local", 1, None, 0).is_ok());
+    }
+
+    #[test]
+    fn the_owner_is_told_of_a_limit_once_per_period() {
+        let mut b = Budgets {
+            limits: Limits {
+                daily_tokens: 10,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let e1 = b.reserve(Kind::OwnerTurn, "", 20, 0).unwrap_err();
+        let e2 = b.reserve(Kind::OwnerTurn, "", 30, 60_000).unwrap_err();
+        assert!(b.first_notice(&e1));
+        assert!(!b.first_notice(&e2), "the same limit, the same day");
+        let tomorrow = b.reserve(Kind::OwnerTurn, "", 20, DAY_MS).unwrap_err();
+        assert!(b.first_notice(&tomorrow));
     }
 }

@@ -142,7 +142,9 @@ impl UsageStore {
         let tokens = |r: &UsageRow| r.input + r.output;
         let (kinds, today) = self.summary(day, day + DAY_MS, GroupBy::Kind, None)?;
         let (guests, _) = self.summary(day, day + DAY_MS, GroupBy::Principal, None)?;
+        let (sources, _) = self.summary(day, day + DAY_MS, GroupBy::Source, None)?;
         let (_, this_month) = self.summary(month, day + DAY_MS, GroupBy::Kind, None)?;
+        let micros = |r: &UsageRow| (r.cost_usd * 1e6).round().max(0.0) as u64;
         Ok(super::budget::Spent {
             today: tokens(&today),
             month: tokens(&this_month),
@@ -156,6 +158,9 @@ impl UsageStore {
                 .filter(|r| !r.key.is_empty())
                 .map(|r| (r.key.clone(), tokens(r)))
                 .collect(),
+            sources_today: sources.iter().map(|r| (r.key.clone(), tokens(r))).collect(),
+            micros_today: micros(&today),
+            micros_month: micros(&this_month),
         })
     }
 
