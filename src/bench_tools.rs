@@ -80,6 +80,7 @@ pub async fn tools(calls: usize) -> anyhow::Result<()> {
         agent: String::new(),
         meta: serde_json::Value::Null,
         untrusted: Default::default(),
+        span: tracing::Span::none(),
     };
     std::fs::write(data.join("workspace/bench.txt"), "one\ntwo\nthree\n")?;
     let url = page_server()?;

@@ -27,30 +27,37 @@ pub fn init_logging() {
     use tracing_subscriber::{EnvFilter, reload};
     let from_env = EnvFilter::try_from_default_env().ok();
     let explicit = from_env.is_some();
-    let (filter, handle) = reload::Layer::new(from_env.unwrap_or_else(|| EnvFilter::new("info")));
+    let (filter, handle) = reload::Layer::new(from_env.unwrap_or_else(|| log_filter("info")));
     let ring = std::sync::Arc::new(crate::logring::LogRing::new(crate::logring::CAPACITY));
-    let ok = tracing_subscriber::registry()
-        .with(filter)
-        .with(
-            tracing_subscriber::fmt::layer()
-                .with_writer(std::io::stderr)
-                .with_ansi(std::io::stderr().is_terminal()),
-        )
-        .with(crate::logring::RingLayer(ring.clone()))
-        .try_init()
-        .is_ok();
+    // The log (stderr and the ring) under the level filter; the turn traces
+    // (`homeagent_actors::trace`) under their own, to the exporter alone.
+    let log = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .and_then(crate::logring::RingLayer(ring.clone()))
+        .with_filter(filter);
+    let traces = crate::telemetry::layer().with_filter(
+        tracing_subscriber::filter::Targets::new().with_target(homeagent_actors::trace::TARGET, tracing::Level::TRACE),
+    );
+    let ok = tracing_subscriber::registry().with(traces).with(log).try_init().is_ok();
     if ok {
-        let _ = LOG_FILTER.set((handle, explicit));
+        let reload: LogReload = Box::new(move |f| handle.reload(f).map_err(|e| e.to_string()));
+        let _ = LOG_FILTER.set((reload, explicit));
         let _ = LOG_RING.set(ring);
     }
+}
+
+/// The log's filter for a level: the turn traces' spans are not log lines.
+fn log_filter(level: &str) -> tracing_subscriber::EnvFilter {
+    tracing_subscriber::EnvFilter::new(format!("{level},{}=off", homeagent_actors::trace::TARGET))
 }
 
 /// The ring of recent log lines, once [`init_logging`] installed it.
 static LOG_RING: std::sync::OnceLock<std::sync::Arc<crate::logring::LogRing>> = std::sync::OnceLock::new();
 
 /// The live log filter, and whether `RUST_LOG` chose it (then it wins over the setting).
-type LogHandle = tracing_subscriber::reload::Handle<tracing_subscriber::EnvFilter, tracing_subscriber::Registry>;
-static LOG_FILTER: std::sync::OnceLock<(LogHandle, bool)> = std::sync::OnceLock::new();
+type LogReload = Box<dyn Fn(tracing_subscriber::EnvFilter) -> Result<(), String> + Send + Sync>;
+static LOG_FILTER: std::sync::OnceLock<(LogReload, bool)> = std::sync::OnceLock::new();
 
 /// Applies `core.daemon.log_level` (at start and whenever it changes), unless the
 /// operator chose a filter with `RUST_LOG`.
@@ -66,9 +73,27 @@ pub fn apply_log_level(level: &str) {
         );
         return;
     }
-    match handle.reload(tracing_subscriber::EnvFilter::new(level)) {
+    match handle(log_filter(level)) {
         Ok(()) => tracing::info!(level, "log level set ({})", keys::DAEMON_LOG_LEVEL.name()),
         Err(e) => tracing::warn!("cannot change the log level to {level}: {e}"),
+    }
+}
+
+/// Applies `core.telemetry.otlp_endpoint` (at start and whenever it changes); a bad
+/// value is logged with what to do and leaves the traces off.
+fn apply_otlp_endpoint(endpoint: &str) {
+    let endpoint = endpoint.trim();
+    let checked = if endpoint.is_empty() || endpoint.starts_with("http://") {
+        crate::telemetry::apply(endpoint)
+    } else {
+        Err(format!(
+            "`{endpoint}` is not a plain http:// address; point {} at a local OpenTelemetry Collector (e.g. http://127.0.0.1:4318), which can forward to a TLS one",
+            keys::TELEMETRY_OTLP_ENDPOINT.name()
+        ))
+    };
+    if let Err(e) = checked {
+        tracing::warn!("turn traces stay off: {e}");
+        let _ = crate::telemetry::apply("");
     }
 }
 
@@ -143,6 +168,7 @@ fn prepare(args: &RunArgs) -> anyhow::Result<(DataLock, BootSettings, Settings)>
         .snapshot()
         .context("cannot read the settings database; is the disk full or the file corrupt?")?;
     apply_log_level(&DaemonConfig::read(&settings).log_level);
+    apply_otlp_endpoint(&settings.get(keys::TELEMETRY_OTLP_ENDPOINT));
     if seeded > 0 {
         tracing::info!(seeded, "default settings written");
     }
@@ -335,6 +361,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
                             apply_log_level(&level);
                         }
                     }
+                    Some((key, value)) if keys::TELEMETRY_OTLP_ENDPOINT.is(key) => {
+                        apply_otlp_endpoint(&keys::TELEMETRY_OTLP_ENDPOINT.decode(value).unwrap_or_default());
+                    }
                     Some((key, value)) if keys::DAEMON_ALLOWED_HOSTS.is(key) => {
                         let hosts = parse_hosts(&keys::DAEMON_ALLOWED_HOSTS.decode(value).unwrap_or_default());
                         tracing::info!(?hosts, "allowed hosts changed");
@@ -389,6 +418,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     state.blocking.stop();
     state.llm_thread.stop();
+    // The last turns' traces go out before the process does (the exporter's own thread
+    // may block on a slow collector: bounded by its timeout).
+    tokio::task::spawn_blocking(crate::telemetry::shutdown).await.ok();
     if let Some(exit) = fatal {
         bail!(
             "the kernel's root supervisor exited ({exit}); see the log above for the failing actor, then restart homed"

@@ -48,3 +48,4 @@ pub mod logring;
 pub mod metrics;
 pub mod scripted_vendor;
 pub mod selftest;
+pub mod telemetry;

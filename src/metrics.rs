@@ -53,6 +53,10 @@ struct KindLabel {
 /// Turn latencies, seconds (a reply within a second to a long tool chain).
 const TURN_BUCKETS: [f64; 12] = [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0];
 
+/// Recall takes a millisecond on a small memory and tens at 100k turns; the embedder
+/// can add a few more.
+const RECALL_BUCKETS: [f64; 10] = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0];
+
 fn turn_histogram() -> Histogram {
     Histogram::new(TURN_BUCKETS)
 }
@@ -65,6 +69,7 @@ pub struct Counted {
     tools: Family<Status, Counter>,
     approvals: Counter,
     waits: Counter,
+    recall_seconds: Histogram,
 }
 
 impl Default for Counted {
@@ -75,6 +80,7 @@ impl Default for Counted {
             tools: Family::default(),
             approvals: Counter::default(),
             waits: Counter::default(),
+            recall_seconds: Histogram::new(RECALL_BUCKETS),
         }
     }
 }
@@ -124,6 +130,9 @@ impl Counted {
                     Event::TaskWaiting { .. } => {
                         me.waits.inc();
                     }
+                    Event::Recalled { ms, .. } => {
+                        me.recall_seconds.observe(ms / 1e3);
+                    }
                     _ => {}
                 }
                 // A task that never ends (a daemon bug) must not grow the map forever.
@@ -157,6 +166,11 @@ pub async fn render(state: &crate::http::AppState, counted: &Counted) -> String 
         "approvals_asked",
         "Risky calls that asked the owner",
         counted.approvals.clone(),
+    );
+    reg.register(
+        "recall_duration_seconds",
+        "Seconds a turn's recall took, every memory tier together",
+        counted.recall_seconds.clone(),
     );
     reg.register(
         "outage_waits",

@@ -65,4 +65,10 @@ fn metrics_parse_as_prometheus_text_and_count_the_turns() {
         text.contains("homed_turn_duration_seconds_bucket"),
         "the latency histogram is exported:\n{text}"
     );
+    // Each turn's recall is timed: two turns, two observations.
+    let recalls = text
+        .lines()
+        .find_map(|l| l.strip_prefix("homed_recall_duration_seconds_count "))
+        .and_then(|v| v.trim().parse::<f64>().ok());
+    assert!(recalls.is_some_and(|n| n >= 2.0), "recall latency counted:\n{text}");
 }

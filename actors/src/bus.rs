@@ -39,6 +39,7 @@ pub mod kinds {
     pub const APPROVAL_RESOLVED: &str = "approval_resolved";
     pub const TASK_WAITING: &str = "task_waiting";
     pub const BUDGET_REACHED: &str = "budget_reached";
+    pub const RECALLED: &str = "recalled";
     /// Every kernel event type, in the order of [`super::Event`].
     pub const ALL: &[&str] = &[
         ACTOR_STARTED,
@@ -61,6 +62,7 @@ pub mod kinds {
         APPROVAL_RESOLVED,
         TASK_WAITING,
         BUDGET_REACHED,
+        RECALLED,
     ];
 }
 
@@ -262,6 +264,9 @@ pub enum Event {
     /// first time in its period: the owner hears of it once (`message` says which
     /// limit, what is spent and when it resets), not once per refused call.
     BudgetReached { setting: String, message: String },
+    /// A turn's recall answered: how long every tier took together (the query's
+    /// embedding included), for the latency metric.
+    Recalled { task_id: u64, ms: f64 },
 }
 
 impl Event {
@@ -289,6 +294,7 @@ impl Event {
             Self::ApprovalResolved { .. } => APPROVAL_RESOLVED,
             Self::TaskWaiting { .. } => TASK_WAITING,
             Self::BudgetReached { .. } => BUDGET_REACHED,
+            Self::Recalled { .. } => RECALLED,
         }
     }
 }

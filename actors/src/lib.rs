@@ -40,6 +40,7 @@ pub mod registry;
 pub mod scheduler;
 pub mod stages;
 pub mod supervisor;
+pub mod trace;
 pub mod usage;
 
 pub use addr::{SendError, TAddr};

@@ -11,6 +11,7 @@
 //! (plus the streamed deltas, published as they arrive).
 
 use std::sync::Arc;
+use tracing::Instrument as _;
 
 use actix::prelude::*;
 use parking_lot::RwLock;
@@ -152,6 +153,9 @@ pub struct TaskActor {
     embed_after_reply: bool,
     /// Why the turn is untrusted, once it is (see `ToolRunner::untrusted`).
     untrusted: Arc<parking_lot::Mutex<Option<String>>>,
+    /// The turn's trace span ([`crate::trace`]): recall, each LLM call and each tool
+    /// call are its children; it ends when the task does.
+    span: tracing::Span,
 }
 
 impl TaskActor {
@@ -180,6 +184,12 @@ impl TaskActor {
         } else {
             Default::default()
         };
+        let span = crate::trace_span!(
+            "turn",
+            task = id,
+            channel = %input.channel,
+            guest = !input.principal.is_owner()
+        );
         Self {
             id,
             input,
@@ -196,6 +206,7 @@ impl TaskActor {
             error: None,
             embed_after_reply: false,
             untrusted: Arc::new(parking_lot::Mutex::new(untrusted)),
+            span,
         }
     }
 
@@ -299,10 +310,16 @@ impl TaskActor {
                     self.input.channel.clone(),
                     record,
                     guest,
-                );
+                )
+                .instrument(crate::trace_span!(parent: &self.span, "recall"));
+                let started = std::time::Instant::now();
                 ctx.spawn(
-                    actix::fut::wrap_future::<_, Host<Self>>(fut).map(|(r, recorded), host, ctx| {
+                    actix::fut::wrap_future::<_, Host<Self>>(fut).map(move |(r, recorded), host, ctx| {
                         let me = host.inner();
+                        me.deps.bus.publish(crate::bus::Event::Recalled {
+                            task_id: me.id,
+                            ms: started.elapsed().as_secs_f64() * 1e3,
+                        });
                         me.feed(Event::Timeline(r.render()), ctx);
                         if let Some(res) = recorded {
                             me.feed(Event::InputRecorded(res), ctx);
@@ -348,6 +365,7 @@ impl TaskActor {
                     agent: self.deps.agent.clone(),
                     meta: serde_json::Value::Object(self.input.payload.clone()),
                     untrusted: self.untrusted.clone(),
+                    span: self.span.clone(),
                 };
                 // A running tool is never interrupted: no safe point until the batch is done.
                 let fut = async move { runner.run_batch(&calls).await };
@@ -497,6 +515,16 @@ impl TaskActor {
             .unwrap_or_else(|| (self.settings().window, 0, self.input.text.clone()));
         let (channel_for_tools, expanded) = (self.input.channel.clone(), self.expanded.clone());
         let room = media_reserve(&self.deps, window);
+        let span = crate::trace_span!(
+            parent: &self.span,
+            "llm_call",
+            purpose = purpose.kind.as_str(),
+            source = tracing::field::Empty,
+            model = tracing::field::Empty,
+            input_tokens = tracing::field::Empty,
+            output_tokens = tracing::field::Empty,
+            error = tracing::field::Empty
+        );
         let fut = async move {
             if let Some(media) = media {
                 crate::memory::media::parts::prepare(&media, &prepared, &mut request, &query, room).await;
@@ -538,8 +566,21 @@ impl TaskActor {
                 Ok(Err(e)) => Err(LlmFailure::from(e)),
                 Err(e) => Err(LlmFailure::Other(e.to_string())),
             };
+            let span = tracing::Span::current();
+            match &result {
+                Ok(c) => {
+                    span.record("source", c.source.as_str());
+                    span.record("model", c.model.as_str());
+                    span.record("input_tokens", c.response.usage.prompt_tokens);
+                    span.record("output_tokens", c.response.usage.completion_tokens);
+                }
+                Err(e) => {
+                    span.record("error", tracing::field::debug(e));
+                }
+            }
             (tools, result)
-        };
+        }
+        .instrument(span);
         ctx.spawn(
             actix::fut::wrap_future::<_, Host<Self>>(fut).map(|(tools, result), host, ctx| {
                 let me = host.inner();

@@ -48,6 +48,8 @@ pub struct ToolRunner {
     /// answer, a flagged result): its risky calls then ask the owner
     /// (`firewall::approval`). Shared by the task's batches.
     pub untrusted: std::sync::Arc<parking_lot::Mutex<Option<String>>>,
+    /// The turn's span ([`crate::trace`]): each call's `tool_call` span is its child.
+    pub span: tracing::Span,
 }
 
 /// Runs a stage, or returns the context unchanged when the stage host is down.
@@ -108,12 +110,14 @@ impl ToolRunner {
     /// Runs a batch; outcomes are in call order.
     pub async fn run_batch(&self, calls: &[ToolCall]) -> Vec<Outcome> {
         let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
+        use tracing::Instrument as _;
+        let traced = |c: &ToolCall| crate::trace_span!(parent: &self.span, "tool_call", tool = %c.name);
         let pre: Vec<(Option<Outcome>, Value, bool)> = if self.tools.batch_is_parallel(&names) {
-            futures_util::future::join_all(calls.iter().map(|c| self.before_and_exec(c))).await
+            futures_util::future::join_all(calls.iter().map(|c| self.before_and_exec(c).instrument(traced(c)))).await
         } else {
             let mut v = Vec::with_capacity(calls.len());
             for c in calls {
-                v.push(self.before_and_exec(c).await);
+                v.push(self.before_and_exec(c).instrument(traced(c)).await);
             }
             v
         };

@@ -447,6 +447,12 @@ pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
             "Least severe log level that is recorded",
         ),
         SettingDef::new(
+            key::TELEMETRY_OTLP_ENDPOINT.name(),
+            K::String,
+            json!(""),
+            "An OpenTelemetry collector's OTLP/HTTP address (e.g. http://127.0.0.1:4318): each turn's trace (recall, model calls, tool calls) is sent there; empty = off. Plain http: reach a remote or TLS collector through a local OpenTelemetry Collector",
+        ),
+        SettingDef::new(
             key::DAEMON_SHUTDOWN_TIMEOUT.name(),
             at_least(ms(100)),
             json!("10s"),
@@ -492,13 +498,13 @@ pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
         SettingDef::new(
             key::LLM_BUDGET_DAILY_USD.name(),
             K::Float { min: 0.0, max: 1e12 },
-            json!(0),
+            json!(0.0),
             "Most dollars all model calls may cost in a UTC day, priced by core.llm.prices; a source whose worst case no longer fits is skipped for the next (cheaper) one. 0 = no limit",
         ),
         SettingDef::new(
             key::LLM_BUDGET_MONTHLY_USD.name(),
             K::Float { min: 0.0, max: 1e12 },
-            json!(0),
+            json!(0.0),
             "Most dollars all model calls may cost in a UTC calendar month, as core.llm.budget.daily_usd; 0 = no limit",
         ),
         SettingDef::new(

@@ -89,6 +89,7 @@ impl<T: SettingValue> Key<T> {
 // Daemon.
 pub const DAEMON_DATA_DIR: Key<PathBuf> = Key::new("core.daemon.data_dir");
 pub const DAEMON_LOG_LEVEL: Key<String> = Key::new("core.daemon.log_level");
+pub const TELEMETRY_OTLP_ENDPOINT: Key<String> = Key::new("core.telemetry.otlp_endpoint");
 pub const DAEMON_SHUTDOWN_TIMEOUT: Key<Duration> = Key::new("core.daemon.shutdown_timeout");
 pub const DAEMON_HEARTBEAT_INTERVAL: Key<Duration> = Key::new("core.daemon.heartbeat_interval");
 /// Comma-separated extra host names the HTTP API answers to.

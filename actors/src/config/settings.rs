@@ -502,6 +502,7 @@ mod tests {
         vec![
             d(DAEMON_DATA_DIR),
             d(DAEMON_LOG_LEVEL),
+            d(TELEMETRY_OTLP_ENDPOINT),
             d(DAEMON_SHUTDOWN_TIMEOUT),
             d(DAEMON_HEARTBEAT_INTERVAL),
             d(DAEMON_ALLOWED_HOSTS),
