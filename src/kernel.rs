@@ -954,6 +954,7 @@ async fn start_agent(
         recall_thread: Some(memory.thread.clone()),
         tool_list: Default::default(),
         recent_tools: Default::default(),
+        owner_route: Default::default(),
         channels: Channels::builtin(),
         skills_index: Default::default(),
         settings: parking_lot::RwLock::new(agent_settings(&settings)),
@@ -980,6 +981,8 @@ async fn start_agent(
     s.firewall
         .configure(homeagent_actors::firewall::FirewallConfig::from_settings(&settings));
     s.firewall.audit.open(s.data_dir.join("audit").join("approvals.jsonl"));
+    // A budget limit reached is told to the owner on the chat bridge they last wrote from.
+    homeagent_actors::agent::notice::forward_notices(&s.bus, deps.channels.clone(), deps.owner_route.clone());
     let me: Arc<OnceLock<TAddr<SchedulerActor>>> = Arc::default();
     let (d, m) = (deps.clone(), me.clone());
     let scheduler = sup

@@ -331,3 +331,64 @@ fn upkeep_never_spends_more_model_calls_a_day_than_its_budget() {
     assert_eq!(budget["daily_tasks"], 2, "{budget}");
     assert!(budget["used_today"].as_u64().unwrap() <= 2, "{budget}");
 }
+
+/// A busy day: 50 owner turns through HTTP, each teaching the memory something, then the
+/// day's heartbeats. The background model calls the ledger counts for the day stay
+/// within `core.agent.maintenance_daily_tasks` whatever the material.
+#[test]
+fn a_day_of_fifty_owner_turns_costs_at_most_the_configured_background_calls() {
+    let (_dir, d, _v) = daemon(Some(LAST + 3600));
+    put_settings(&d, json!({"core.agent.maintenance_daily_tasks": 3}));
+    const PEOPLE: [&str; 10] = [
+        "Alice", "Bob", "Carol", "Dan", "Erin", "Frank", "Grace", "Heidi", "Ivan", "Judy",
+    ];
+    for i in 0..50 {
+        let (a, b) = (PEOPLE[i % 10], PEOPLE[(i * 3 + 1) % 10]);
+        let text = format!(
+            r#"call-tool memory_commit {{"triples":[{{"subject":"{a}","relation":"knows","object":"{b} {i}"}},{{"subject":"{a}s","relation":"likes","object":"topic {i}"}}]}}"#
+        );
+        let (status, body) = post(&d, "/api/v1/messages", json!({ "text": text }));
+        assert_eq!(status, 200, "{body}");
+    }
+    let owner_calls = get(&d, "/api/v1/usage?by=kind")["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["key"] == "owner_turn")
+        .map_or(0, |r| r["calls"].as_u64().unwrap());
+    assert_eq!(owner_calls, 100, "two model calls per turn (the tool, then the answer)");
+    let background = |d: &Daemon| {
+        get(d, "/api/v1/usage?by=kind&from=2000-01-01&to=2100-01-01")["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["key"] == "heartbeat")
+            .map_or(0, |r| r["calls"].as_u64().unwrap())
+    };
+    let mut per_day = Vec::new();
+    for _ in 0..3 {
+        let before = background(&d);
+        advance(&d, "1d");
+        wait_idle(&d);
+        per_day.push(background(&d) - before);
+    }
+    // The cap is on the tasks handed out in a UTC day of the kernel clock. A jump of the
+    // virtual clock runs a day's rounds first and their calls after it, so the ledger
+    // stamps some of a day's tasks with the next day: what the cap bounds is the total
+    // over the days the jumps spanned (four UTC days: the first jump starts mid-day).
+    let by_day: Vec<(String, u64)> =
+        get(&d, "/api/v1/usage?by=day&kind=heartbeat&from=2000-01-01&to=2100-01-01")["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| (r["key"].as_str().unwrap().to_owned(), r["calls"].as_u64().unwrap()))
+            .collect();
+    let total: u64 = by_day.iter().map(|(_, n)| n).sum();
+    eprintln!(
+        "MEASURE background model calls after 50 owner turns: per 24 h advanced {per_day:?}, per ledger day {by_day:?}, {total} in all (cap 3 tasks a UTC day, 4 days spanned)"
+    );
+    assert!(total <= 3 * 4, "{by_day:?}");
+    assert!(total >= 1, "the cap is used when there is work: {by_day:?}");
+    let budget = &get(&d, "/api/v1/memory/status")["heartbeats"]["budget"];
+    assert!(budget["used_today"].as_u64().unwrap() <= 3, "{budget}");
+}

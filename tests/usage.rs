@@ -196,6 +196,61 @@ fn at_a_money_limit_the_cheaper_source_answers_and_the_owner_is_told_once() {
     assert_eq!(dear.calls.load(std::sync::atomic::Ordering::SeqCst), 0);
 }
 
+/// The owner hears of a limit where they are: the chat bridge their last input came
+/// from gets the notice (once), beside the WebUI.
+#[test]
+fn a_budget_notice_reaches_the_owners_chat_bridge() {
+    let (_dir, _data, d, _v) = common::api::daemon_with_plugins(&["bridge"], &["bridge"]);
+    let body = json!({"text": "hello from my phone", "profile": "owner", "channel": "bridge"});
+    let (status, r) = post(&d, "/api/v1/plugins/bridge/api/inject", body);
+    assert_eq!(status, 200, "{r}");
+    common::api::wait_for(&d, "/api/v1/usage?by=kind", "the bridged turn answered", |u| {
+        u["total"]["calls"] == 1
+    });
+    put_settings(&d, json!({"core.llm.budget.daily_tokens": 20}));
+    common::api::wait_for(&d, "/api/v1/llm/sources", "the budget applied", |s| {
+        s["budget"]["daily_tokens"] == 20
+    });
+    for text in ["over the day's budget", "again over the day's budget"] {
+        let (status, _) = post(&d, "/api/v1/messages", json!({ "text": text }));
+        assert_ne!(status, 200);
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let notices = loop {
+        let (_, r) = post(&d, "/api/v1/plugins/bridge/api/outbox", json!({}));
+        let notices: Vec<Value> = r["result"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|m| m["payload"].as_str().is_some_and(|p| p.contains("daily token budget")))
+            .cloned()
+            .collect();
+        if !notices.is_empty() {
+            break notices;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no notice reached the bridge: {r}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let (_, r) = post(&d, "/api/v1/plugins/bridge/api/outbox", json!({}));
+    let count = r["result"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["payload"].as_str().is_some_and(|p| p.contains("daily token budget")))
+        .count();
+    assert_eq!(count, 1, "told once, not per refused turn: {r}");
+    assert!(
+        notices[0]["payload"]
+            .as_str()
+            .unwrap()
+            .contains("core.llm.budget.daily_tokens")
+    );
+}
+
 /// Background work pinned to its own source uses it alone: the merge heartbeat's task
 /// goes to the cheap source, never to the owner's, and the ledger says so.
 #[test]

@@ -138,6 +138,7 @@ async fn stack(settings: AgentSettings) -> Stack {
         recall_thread: None,
         tool_list: Default::default(),
         recent_tools: Default::default(),
+        owner_route: Default::default(),
         channels: Channels::builtin(),
         skills_index: Default::default(),
         settings: parking_lot::RwLock::new(settings),

@@ -27,6 +27,7 @@ pub mod handles;
 pub mod inbox;
 pub mod input;
 pub mod intake;
+pub mod notice;
 pub mod offload;
 pub mod overflow;
 pub mod prompt;

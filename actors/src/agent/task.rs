@@ -101,6 +101,9 @@ pub struct TaskDeps {
     /// Owners whose tools the owner's last turns used: offered to the next turns too
     /// ([`super::toolset::Recent`]).
     pub recent_tools: parking_lot::Mutex<super::toolset::Recent>,
+    /// Where the owner's last input from a chat bridge came from: the kernel's own
+    /// notices go there ([`super::notice`]).
+    pub owner_route: Arc<super::notice::OwnerRoute>,
     pub channels: Channels,
     /// The skill index for the system prompt (filled when SKILL.md plugins load).
     pub skills_index: RwLock<String>,
@@ -179,6 +182,12 @@ impl TaskActor {
         // A conversation goes on with the tools it used ("now the next one"), whose
         // words the new input need not repeat.
         let owners_turn = input.principal.is_owner() && !input.is_consolidation();
+        if owners_turn && deps.channels.deliver(&input.channel).is_some() {
+            deps.owner_route.set(super::notice::Route {
+                channel: input.channel.clone(),
+                meta: serde_json::Value::Object(input.payload.clone()),
+            });
+        }
         let expanded = if owners_turn {
             deps.recent_tools.lock().owners()
         } else {

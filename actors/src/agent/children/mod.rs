@@ -120,6 +120,7 @@ pub fn derived_deps(
         recall_thread: parent.recall_thread.clone(),
         tool_list: Default::default(),
         recent_tools: Default::default(),
+        owner_route: parent.owner_route.clone(),
         channels,
         skills_index: parking_lot::RwLock::new(parent.skills_index.read().clone()),
         settings: parking_lot::RwLock::new(settings),
