@@ -209,7 +209,13 @@ pub fn choose(
 /// the timer's tools, "get" or "file" — in a dozen tools' texts — hardly at any. A
 /// tool scoring under a quarter of the best is dropped: it shares only a stray word.
 pub fn relevance(metas: &[ToolMeta], query: &[String]) -> Vec<usize> {
-    let mut terms: Vec<&str> = query.iter().map(String::as_str).collect();
+    // A number says nothing of the tool it needs ("5 miles" is not web_search's "default
+    // 5 results").
+    let mut terms: Vec<&str> = query
+        .iter()
+        .map(String::as_str)
+        .filter(|t| !t.chars().all(|c| c.is_ascii_digit()))
+        .collect();
     terms.sort_unstable();
     terms.dedup();
     let n = metas.len() as f64;
@@ -469,5 +475,8 @@ mod tests {
         let timer = t.iter().position(|m| m.name == "timer_set").unwrap();
         let read = t.iter().position(|m| m.name == "files_read").unwrap();
         assert!(s[timer] > s[read], "{s:?}");
+        // Numbers match nothing.
+        let t = vec![meta("web_search", "web", 80, "Search the web: 5 results by default.")];
+        assert_eq!(relevance(&t, &crate::memory::retrieve::analyze("5 miles")), vec![0]);
     }
 }
