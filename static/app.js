@@ -1320,10 +1320,15 @@
     if (u && typeof u === "object" && Number.isFinite(Number(u.total_tokens)) && Number(u.total_tokens) > 0) {
       parts.push(tx("chat.tokens", { n: u.total_tokens }));
     }
+    if (body && Number(body.memory_tokens) > 0) parts.push(tx("chat.memory_tokens", { n: body.memory_tokens }));
     const micros = u && typeof u === "object" ? Number(u.cost_micros) : 0;
     if (Number.isFinite(micros) && micros > 0) {
       const usd = micros / 1e6;
       parts.push(usd < 0.0001 ? "<$0.0001" : "$" + (usd < 0.01 ? usd.toFixed(4) : usd.toFixed(2)));
+    }
+    if (body && Number(body.elapsed_ms) > 0) {
+      const ms = Number(body.elapsed_ms);
+      parts.push(ms < 1000 ? tx("chat.ms", { n: Math.round(ms) }) : tx("chat.seconds", { n: (ms / 1000).toFixed(1) }));
     }
     return parts.join(" · ");
   }
@@ -1362,6 +1367,7 @@
         for (const f of files) form.append("attachment", f, f.name || "image");
         init = { method: "POST", headers: { "Accept": "application/json" }, cache: "no-store", body: form };
       }
+      const sentAt = performance.now();
       const res = await fetch(API_MESSAGES, init);
       const raw = await res.text();
       let body = null;
@@ -1377,7 +1383,8 @@
       }
       if (body && body.task_id !== undefined && body.task_id !== null) p.taskId = body.task_id;
       if (res.ok && body && typeof body.reply === "string") {
-        finishChat(p, "assistant", body.reply, replyMeta(body));
+        // The time is what the owner waited: from sending to the whole answer.
+        finishChat(p, "assistant", body.reply, replyMeta({ ...body, elapsed_ms: performance.now() - sentAt }));
       } else if (body && typeof body.error === "string") {
         finishChat(p, "error", body.error, "HTTP " + res.status + (body.task_id !== undefined ? " · " + tx("chat.task", { id: body.task_id }) : ""));
       } else {

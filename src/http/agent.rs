@@ -58,6 +58,8 @@ pub struct MessageReply {
     pub tools_used: Vec<String>,
     #[schema(value_type = Object)]
     pub usage: Value,
+    /// Tokens of recalled memory (and timeline) the answer's prompt carried.
+    pub memory_tokens: usize,
 }
 
 pub(super) async fn ensure_llm(state: &AppState) -> Result<(), ApiError> {
@@ -191,6 +193,7 @@ pub(super) async fn send_message(
         reply: reply.content,
         tools_used: reply.tools_used,
         usage: serde_json::to_value(reply.usage).unwrap_or_default(),
+        memory_tokens: reply.memory_tokens,
     }))
 }
 

@@ -25,6 +25,8 @@ async function main() {
     return /\$/.test(m) ? { ok: true, meta: m } : { ok: false, why: m || 'no reply yet' };
   });
   log(`the answer's line: ${meta.meta}`);
+  if (!/memory tokens/.test(meta.meta)) fail(`the answer's line does not say how much memory it carried: ${meta.meta}`);
+  if (!/\d+(\.\d)? (ms|s)\b/.test(meta.meta)) fail(`the answer's line does not say how long it took: ${meta.meta}`);
   const reply = page.locator('#chat-log li[data-role="assistant"]').last();
   await reply.scrollIntoViewIfNeeded();
   if (shotPath) await page.screenshot({ path: `${shotPath}-chat-1440.png` });

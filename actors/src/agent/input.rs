@@ -95,6 +95,8 @@ pub struct Reply {
     pub error: Option<String>,
     pub tools_used: Vec<String>,
     pub usage: Usage,
+    /// Tokens of recalled memory (and timeline) the answer's prompt carried.
+    pub memory_tokens: usize,
 }
 
 /// The reply path of a synchronous caller. Dropping it unanswered (a task that

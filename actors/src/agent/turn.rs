@@ -420,6 +420,8 @@ pub struct TurnCore {
     turn: u32,
     tools_used: Vec<String>,
     usage: Usage,
+    /// Tokens of recalled memory the last prefix carried (told with the reply).
+    memory_tokens: usize,
     last_text: String,
     reasoning: String,
     last_batch_reply_only: bool,
@@ -455,6 +457,7 @@ impl TurnCore {
             step: Step::Llm,
             turn: 0,
             tools_used: Vec::new(),
+            memory_tokens: 0,
             usage: Usage::default(),
             last_text: String::new(),
             reasoning: String::new(),
@@ -870,6 +873,7 @@ impl TurnCore {
     /// Builds (or rebuilds) the prefix from committed state and keeps the tail
     /// (stage-injected context, tool rounds, placeholders).
     fn build_prefix(&mut self, memory: &crate::memory::recall::MemoryText, env: &Env) {
+        self.memory_tokens = memory.tokens;
         let mut prefix = prompt::prefix_of(env.prompt, env.channels, &self.origin(), &self.input.text, memory);
         crate::memory::media::parts::attach(&mut prefix, &self.input.media);
         let tail = self.msgs.split_off(self.prefix_len.min(self.msgs.len()));
@@ -1151,6 +1155,7 @@ impl TurnCore {
             reasoning_content: self.reasoning.clone(),
             tools_used: self.tools_used.clone(),
             usage: self.usage,
+            memory_tokens: self.memory_tokens,
             ..Default::default()
         }));
         out.push(Cmd::Publish(BusEvent::AgentOutput {

@@ -355,7 +355,11 @@ impl Recollection {
             i.push_line(&mut quoted);
             quoted.push('\n');
         }
-        MemoryText { system: out, quoted }
+        MemoryText {
+            system: out,
+            quoted,
+            tokens: self.memory_tokens + self.timeline_tokens,
+        }
     }
 }
 
@@ -369,6 +373,9 @@ pub struct MemoryText {
     pub system: String,
     /// Guests' words recalled, under [`Msg::GuestQuoteHeader`] (empty: none).
     pub quoted: String,
+    /// Tokens of what was recalled (memory and timeline, as the budget counted them):
+    /// each answer says how much memory it carried.
+    pub tokens: usize,
 }
 
 impl From<String> for MemoryText {
@@ -376,6 +383,7 @@ impl From<String> for MemoryText {
         Self {
             system,
             quoted: String::new(),
+            tokens: 0,
         }
     }
 }
