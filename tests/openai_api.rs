@@ -210,6 +210,32 @@ fn the_wire_format_is_openais_and_the_agents_tool_calls_stay_inside() {
     assert_eq!(r.status().as_u16(), 403, "a cross-site page cannot drive the agent");
 }
 
+/// A spent budget answers as OpenAI answers a spent quota: 429 `insufficient_quota`,
+/// with the limit and when it resets; no vendor is called.
+#[test]
+fn a_spent_budget_is_a_429_insufficient_quota() {
+    let (_dir, _data, d, v) = daemon_with_vendor();
+    common::api::put_settings(&d, json!({"core.llm.budget.daily_tokens": 1}));
+    common::api::wait_for(&d, "/api/v1/llm/sources", "the budget applied", |s| {
+        s["budget"]["daily_tokens"] == 1
+    });
+    let r = chat(
+        &d,
+        json!({"model": "homeagent", "messages": [{"role": "user", "content": "hi"}]}),
+    );
+    assert_eq!(r.status().as_u16(), 429);
+    let body: Value = r.json().unwrap();
+    assert_eq!(body["error"]["code"], "insufficient_quota", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("core.llm.budget.daily_tokens"),
+        "{body}"
+    );
+    assert_eq!(v.calls.load(std::sync::atomic::Ordering::SeqCst), 0);
+}
+
 #[test]
 fn a_token_reaches_the_client_while_the_vendor_is_still_answering() {
     let dir = tempfile::tempdir().unwrap();

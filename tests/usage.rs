@@ -74,7 +74,7 @@ fn a_spent_daily_budget_answers_without_calling_the_vendor() {
     });
     let calls = v.calls.load(std::sync::atomic::Ordering::SeqCst);
     let (status, body) = post(&d, "/api/v1/messages", json!({"text": "over budget"}));
-    assert_ne!(status, 200, "{body}");
+    assert_eq!(status, 429, "a limit, not a failed vendor: {body}");
     let text = body.to_string();
     assert!(
         text.contains("daily token budget")
@@ -112,7 +112,7 @@ fn a_spent_monthly_budget_stays_spent_after_a_restart() {
     });
     let calls = v.calls.load(std::sync::atomic::Ordering::SeqCst);
     let (status, body) = post(&d, "/api/v1/messages", json!({"text": "over the month"}));
-    assert_ne!(status, 200, "{body}");
+    assert_eq!(status, 429, "{body}");
     let text = body.to_string();
     assert!(
         text.contains("monthly token budget")
@@ -186,7 +186,7 @@ fn at_a_money_limit_the_cheaper_source_answers_and_the_owner_is_told_once() {
     common::api::wait_sources(&d, 2);
     let calls = cheap.calls.load(std::sync::atomic::Ordering::SeqCst);
     let (status, body) = post(&d, "/api/v1/messages", json!({"text": "over the cheap source's day"}));
-    assert_ne!(status, 200, "{body}");
+    assert_eq!(status, 429, "{body}");
     assert!(
         body.to_string().contains("cheap: the daily token budget is spent")
             && body.to_string().contains("core.llm.sources.cheap.daily_tokens"),
@@ -213,7 +213,7 @@ fn a_budget_notice_reaches_the_owners_chat_bridge() {
     });
     for text in ["over the day's budget", "again over the day's budget"] {
         let (status, _) = post(&d, "/api/v1/messages", json!({ "text": text }));
-        assert_ne!(status, 200);
+        assert_eq!(status, 429);
     }
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     let notices = loop {

@@ -186,7 +186,14 @@ pub(super) async fn send_message(
         return Err(refused(reason));
     }
     if let Some(err) = reply.error {
-        return Ok(HttpResponse::BadGateway().json(json!({"task_id": task_id, "error": err})));
+        // A budget limit is the owner's choice, not a failed vendor: 429, as a vendor
+        // whose quota is spent answers.
+        let mut res = if reply.over_budget {
+            HttpResponse::TooManyRequests()
+        } else {
+            HttpResponse::BadGateway()
+        };
+        return Ok(res.json(json!({"task_id": task_id, "error": err})));
     }
     Ok(HttpResponse::Ok().json(MessageReply {
         task_id,

@@ -211,13 +211,19 @@ fn usage_json(r: &Reply) -> Value {
     })
 }
 
-/// The agent's failure as an OpenAI error (502: the vendors behind it failed).
-fn failed(error: &str) -> OpenAiError {
+/// The agent's failure as an OpenAI error: 502 when the vendors behind it failed, 429
+/// `insufficient_quota` when the owner's budget refused the call (as OpenAI answers a
+/// spent quota).
+fn failed(error: &str, over_budget: bool) -> OpenAiError {
     OpenAiError {
-        status: StatusCode::BAD_GATEWAY,
+        status: if over_budget {
+            StatusCode::TOO_MANY_REQUESTS
+        } else {
+            StatusCode::BAD_GATEWAY
+        },
         message: error.to_owned(),
         param: None,
-        code: None,
+        code: over_budget.then_some("insufficient_quota"),
     }
 }
 
@@ -262,7 +268,7 @@ pub async fn chat_completions(
         return Err(refused(reason).into());
     }
     if let Some(err) = &reply.error {
-        return Err(failed(err));
+        return Err(failed(err, reply.over_budget));
     }
     Ok(HttpResponse::Ok().json(json!({
         "id": id,

@@ -97,6 +97,9 @@ pub struct Reply {
     pub usage: Usage,
     /// Tokens of recalled memory (and timeline) the answer's prompt carried.
     pub memory_tokens: usize,
+    /// The `error` is the owner's budget refusing the call (HTTP callers get 429).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub over_budget: bool,
 }
 
 /// The reply path of a synchronous caller. Dropping it unanswered (a task that

@@ -127,6 +127,9 @@ pub enum LlmFailure {
     /// yet): a durable input waits and tries again. `retry_in_s`: when the first
     /// paused source is available again, when known.
     Unavailable { error: String, retry_in_s: Option<u64> },
+    /// The owner's budget refused the call (which limit, when it resets): the task
+    /// fails with it, and its caller is told it is a limit, not a failure.
+    OverBudget(String),
     /// Anything else: the task fails with this message.
     Other(String),
 }
@@ -145,7 +148,7 @@ impl From<LlmError> for LlmFailure {
                 retry_in_s: None,
             },
             // The owner's limit, not an outage: waiting would only spend tomorrow's.
-            e @ LlmError::Budget(_) => Self::Other(e.to_string()),
+            e @ LlmError::Budget(_) => Self::OverBudget(e.to_string()),
         }
     }
 }
@@ -172,6 +175,9 @@ pub enum TurnError {
     /// The LLM call failed (every source, or the LLM actor itself).
     #[error("{0}")]
     Llm(String),
+    /// The owner's budget refused the call.
+    #[error("{0}")]
+    OverBudget(String),
     /// The turn worked longer than `core.agent.max_turn_time`.
     #[error(
         "the turn ran longer than {limit_s} s (core.agent.max_turn_time) and was ended before its next step; ask again in smaller steps, or raise the setting"
@@ -630,6 +636,7 @@ impl TurnCore {
                             return self.fail(TurnError::Llm(error), out);
                         }
                     }
+                    Err(LlmFailure::OverBudget(e)) => return self.fail(TurnError::OverBudget(e), out),
                     Err(LlmFailure::Other(e)) => return self.fail(TurnError::Llm(e), out),
                 }
             }
@@ -1181,11 +1188,13 @@ impl TurnCore {
         self.done = true;
         self.wait = Wait::Done;
         self.in_flight = false;
+        let over_budget = matches!(error, TurnError::OverBudget(_));
         let error = error.to_string();
         let text = Msg::TaskFailed { error: &error }.text();
         out.push(Cmd::Reply(Reply {
             content: text.clone(),
             error: Some(error),
+            over_budget,
             tools_used: self.tools_used.clone(),
             usage: self.usage,
             ..Default::default()
