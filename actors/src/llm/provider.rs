@@ -307,6 +307,9 @@ struct Pool {
     background_source: String,
     /// Where the owner hears of a limit reached (`None`: actor tests).
     bus: Option<crate::bus::EventBus>,
+    /// The tool schemas' count for the shared list counted last (see
+    /// [`Pool::prompt_tokens`]). Holding the list keeps its address from being reused.
+    tools_tokens: Option<(super::types::ToolList, u64)>,
 }
 
 impl Pool {
@@ -354,8 +357,8 @@ impl Drop for AttemptHold {
 impl Pool {
     /// Records an answered call in the usage ledger: the vendor's token counts, or the
     /// daemon's own count of the request and answer when the vendor sent none.
-    fn record(&self, purpose: &crate::usage::Purpose, c: &Completion, request: &CompletionRequest) -> Option<i64> {
-        let Some(usage) = &self.usage else {
+    fn record(&mut self, purpose: &crate::usage::Purpose, c: &Completion, request: &CompletionRequest) -> Option<i64> {
+        let Some(usage) = self.usage.clone() else {
             let u = &c.response.usage;
             return self
                 .prices
@@ -365,7 +368,7 @@ impl Pool {
         let estimated = u.prompt_tokens == 0 && u.completion_tokens == 0;
         let (input, output) = if estimated {
             (
-                prompt_tokens(request),
+                self.prompt_tokens(request),
                 crate::memory::tokens::count(&c.response.content) as u64,
             )
         } else {
@@ -731,37 +734,62 @@ impl Handles<Complete> for LlmActor {
     }
 }
 
-/// The daemon's own count (o200k) of what a request sends: its messages (with the
-/// per-message framing) and its tool schemas. For a vendor that reports no usage, and
-/// for a budget's reservation.
-fn prompt_tokens(request: &CompletionRequest) -> u64 {
-    let text = |v: &Value| match v {
-        Value::String(s) => crate::memory::tokens::count(s),
-        Value::Null => 0,
-        other => crate::memory::tokens::count(&other.to_string()),
-    };
-    let prompt: usize = request.messages.iter().map(|m| text(&m.content) + 4).sum();
-    let tools = crate::memory::tokens::count(&serde_json::to_string(&request.tools).unwrap_or_default());
-    (prompt + tools) as u64
-}
+impl Pool {
+    /// The daemon's own count (o200k) of what a request sends: its messages (with the
+    /// per-message framing) and its tool schemas. For a vendor that reports no usage, and
+    /// for a budget's reservation.
+    ///
+    /// Encoding the whole request on every call took about half of a turn's kernel time
+    /// (`homed bench turn`, a vendor that reports no usage: 2.4 ms p50), yet most of it
+    /// is the same call after call: the system prompt, the source context, a turn's
+    /// earlier steps, the recalled memory but for a few lines, and the tool schemas
+    /// (~16 KB of JSON). So each message's text is counted line by line through the
+    /// token memo (`tokens::count_memo_lines`), and the schemas' count is kept for the
+    /// shared list seen last (the same `Arc` until a plugin changes the registry: no
+    /// serialising, no hashing); another list (a turn's subset) is serialised and
+    /// memoised. The counts are the same as encoding everything anew.
+    fn prompt_tokens(&mut self, request: &CompletionRequest) -> u64 {
+        let text = |v: &Value| match v {
+            Value::String(s) => crate::memory::tokens::count_memo_lines(s),
+            Value::Null => 0,
+            other => crate::memory::tokens::count_memo(&other.to_string()),
+        };
+        let prompt: usize = request.messages.iter().map(|m| text(&m.content) + 4).sum();
+        let tools = match &self.tools_tokens {
+            Some((list, n)) if std::sync::Arc::ptr_eq(list, &request.tools) => *n,
+            _ => {
+                let json = serde_json::to_string(&request.tools).unwrap_or_default();
+                let n = crate::memory::tokens::count_memo(&json) as u64;
+                self.tools_tokens = Some((request.tools.clone(), n));
+                n
+            }
+        };
+        prompt as u64 + tools
+    }
 
-/// What a request may spend at most: its prompt (counted) and its answer's cap.
-fn reserve_estimate(request: &CompletionRequest) -> u64 {
-    prompt_tokens(request) + u64::from(request.max_tokens)
+    /// What a request may spend at most: its prompt (counted) and its answer's cap.
+    fn reserve_estimate(&mut self, request: &CompletionRequest) -> u64 {
+        self.prompt_tokens(request) + u64::from(request.max_tokens)
+    }
 }
 
 /// One completion under the budget: a reservation before any vendor is asked, settled
 /// to what the answer used (the vendor's count, else the estimate) or released when no
 /// source answered.
 async fn complete(pool: Rc<RefCell<Pool>>, msg: Complete) -> Result<Completion, LlmError> {
-    // Counting a whole prompt costs milliseconds (`homed bench turn`: 0.8 → 3.4 ms of
-    // kernel overhead when every call counted): only a limit that applies needs it.
+    // Counting a prompt is not free (a whole prompt encoded anew took `homed bench
+    // turn` from 0.8 to 3.4 ms; remembered, each call still encodes its new lines):
+    // only a limit that applies needs it.
     let limited = pool
         .borrow()
         .budgets
         .limits
         .apply_to(msg.purpose.kind, &msg.purpose.principal);
-    let estimate = if limited { reserve_estimate(&msg.request) } else { 0 };
+    let estimate = if limited {
+        pool.borrow_mut().reserve_estimate(&msg.request)
+    } else {
+        0
+    };
     let reservation = {
         let mut p = pool.borrow_mut();
         match p.budgets.reserve(
@@ -867,8 +895,14 @@ async fn complete_unbudgeted(pool: Rc<RefCell<Pool>>, msg: Complete) -> Result<C
         let hold = {
             let mut p = pool.borrow_mut();
             if p.budgets.attempt_limited(&name) {
-                let (prompt, answer) =
-                    *worst.get_or_insert_with(|| (prompt_tokens(&request), u64::from(request.max_tokens)));
+                let (prompt, answer) = match worst {
+                    Some(w) => w,
+                    None => {
+                        let w = (p.prompt_tokens(&request), u64::from(request.max_tokens));
+                        worst = Some(w);
+                        w
+                    }
+                };
                 let model = if request.model.is_empty() || request.model == "AUTO" {
                     src.config.model.as_str()
                 } else {
@@ -934,7 +968,7 @@ async fn complete_unbudgeted(pool: Rc<RefCell<Pool>>, msg: Complete) -> Result<C
                         source: name,
                         model,
                     };
-                    let cost = pool.borrow().record(&purpose, &done, request);
+                    let cost = pool.borrow_mut().record(&purpose, &done, request);
                     done.response.usage.cost_micros = cost.unwrap_or(0).max(0) as u64;
                     let u = &done.response.usage;
                     let used = u.prompt_tokens + u.completion_tokens;
@@ -1028,7 +1062,7 @@ async fn describe_images(
                     source: src.config.name.clone(),
                     model: src.config.model.clone(),
                 };
-                pool.borrow()
+                pool.borrow_mut()
                     .record(&crate::usage::Purpose::of(crate::usage::Kind::Vision), &done, &ask);
             }
             match answer {
@@ -1400,5 +1434,45 @@ mod tests {
         };
         assert_eq!(e.retry_after(), Some(Duration::from_secs(120)));
         assert!(!e.is_timeout());
+    }
+
+    #[test]
+    fn the_remembered_prompt_count_is_the_count_anew() {
+        use super::super::types::{Message, ToolDef, ToolFunction, ToolList};
+        use crate::memory::tokens::count;
+        let tool = |name: &str| ToolDef {
+            kind: "function".into(),
+            function: ToolFunction {
+                name: name.into(),
+                description: format!("{name}: reads a page.\nSays what it found."),
+                parameters: Value::Null,
+            },
+        };
+        let mut request = crate::agent::selftest::probe_request();
+        request.tools = ToolList::new(vec![tool("web_fetch"), tool("cmd_run")]);
+        let anew = |r: &CompletionRequest| {
+            let text: usize = r
+                .messages
+                .iter()
+                .map(|m| count(m.content.as_str().unwrap_or("")) + 4)
+                .sum();
+            (text + count(&serde_json::to_string(&r.tools).unwrap())) as u64
+        };
+        let mut pool = Pool::default();
+        for turn in 0..3 {
+            request.messages = vec![
+                Message::text("system", "You are HomeAgent.\n\nBe brief."),
+                Message::text(
+                    "system",
+                    format!("## Timeline\n- [12:0{turn}] owner: turn {turn}\n/cmd\n  indented\n"),
+                ),
+                Message::text("user", format!("turn {turn}")),
+            ];
+            assert_eq!(pool.prompt_tokens(&request), anew(&request), "turn {turn}");
+            // The same list again, then another list: the other's schemas count.
+            assert_eq!(pool.prompt_tokens(&request), anew(&request));
+            request.tools = ToolList::new(vec![tool(&format!("tool_{turn}"))]);
+            assert_eq!(pool.prompt_tokens(&request), anew(&request));
+        }
     }
 }

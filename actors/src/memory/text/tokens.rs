@@ -105,6 +105,34 @@ pub fn count_memo(text: &str) -> usize {
     n
 }
 
+/// [`count`] of a long text that changes a little from call to call, line by line
+/// through [`count_memo`]: a prompt's recalled memory (the timeline moves on by a
+/// turn, the relevant items mostly stay), where only the new lines need encoding.
+///
+/// The sum is the whole text's count. The text is cut only after a line break that is
+/// followed by neither white space nor `/`, and no piece of o200k's pre-tokenizing
+/// pattern spans such a cut: the only pieces that hold a line break are white space
+/// (`\s*[\r\n]+`, `\s+(?!\S)`, `\s+`) or punctuation followed by line breaks and
+/// slashes (` ?[^\s\p{L}\p{N}]+[\r\n/]*`). Nor does a cut change how the text before
+/// it splits: the one lookahead, `\s+(?!\S)`, never ends a piece at a line break,
+/// which `\s*[\r\n]+` (tried first) takes. Merges stay within pieces.
+pub fn count_memo_lines(text: &str) -> usize {
+    let (mut n, mut start) = (0, 0);
+    for (i, _) in text.match_indices('\n') {
+        // A line break is one byte: the next char starts right after it.
+        let after = i + 1;
+        if text[after..]
+            .chars()
+            .next()
+            .is_some_and(|c| !c.is_whitespace() && c != '/')
+        {
+            n += count_memo(&text[start..after]);
+            start = after;
+        }
+    }
+    n + count_memo(&text[start..])
+}
+
 /// Loads the tokenizer's tables (about 100 ms the first time), so the first turn does
 /// not pay for it. Idempotent.
 pub fn warm_up() {
@@ -224,6 +252,49 @@ mod tests {
                 }
             }
             assert_eq!(count(&text), crate_bpe.count_ordinary(&text), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn counting_by_lines_is_counting_the_whole() {
+        let mut texts: Vec<String> = [
+            "line one.\n/slash after punctuation\n",
+            "end.\n\n/two breaks, then a slash",
+            "spaces before  \n  and after\n\tand a tab\n",
+            "a\n\nb\r\nc\r\n\r\nd\n \n e",
+            "trailing breaks\n\n\n",
+            "\nleading break",
+            "wide\u{3000}\nspace\n\u{3000}ideographic",
+            "mark\n\u{301}combining\n'quote\n's\n123\n中文\n🙂",
+            "",
+            "\n",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        texts.push(include_str!("../../../../docs/DECISIONS.md").to_owned());
+        texts.push(include_str!("../../agent/turn.rs").to_owned());
+        // Random runs with many line breaks; a fixed-seed LCG picks them.
+        let alphabet: Vec<char> = "aZé中7 \t\n\n\n\r's.,!-/🙂\u{301}\u{3000}".chars().collect();
+        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = move |n: usize| {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) as usize % n
+        };
+        for _ in 0..3000 {
+            let mut text = String::new();
+            for _ in 0..next(16) + 1 {
+                let c = alphabet[next(alphabet.len())];
+                for _ in 0..next(4) + 1 {
+                    text.push(c);
+                }
+            }
+            texts.push(text);
+        }
+        for text in &texts {
+            assert_eq!(count_memo_lines(text), count(text), "{text:?}");
         }
     }
 
