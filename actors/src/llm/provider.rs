@@ -839,6 +839,16 @@ impl Handles<SeedBudget> for LlmActor {
     }
 }
 
+/// The model a request runs on at `src`: the one it names, or the source's own for
+/// an empty or `AUTO` model (what the call is priced and recorded at).
+fn model_for<'a>(src: &'a Source, request: &'a CompletionRequest) -> &'a str {
+    if request.model.is_empty() || request.model == "AUTO" {
+        &src.config.model
+    } else {
+        &request.model
+    }
+}
+
 async fn complete_unbudgeted(pool: Rc<RefCell<Pool>>, msg: Complete) -> Result<Completion, LlmError> {
     let Complete {
         request,
@@ -903,11 +913,7 @@ async fn complete_unbudgeted(pool: Rc<RefCell<Pool>>, msg: Complete) -> Result<C
                         w
                     }
                 };
-                let model = if request.model.is_empty() || request.model == "AUTO" {
-                    src.config.model.as_str()
-                } else {
-                    request.model.as_str()
-                };
+                let model = model_for(&src, &request);
                 let micros = p.prices.cost_micros(model, prompt, 0, answer).map(|m| m.max(0) as u64);
                 match p
                     .budgets
@@ -958,11 +964,7 @@ async fn complete_unbudgeted(pool: Rc<RefCell<Pool>>, msg: Complete) -> Result<C
                         .entry(name.clone())
                         .or_default()
                         .record_success();
-                    let model = if request.model.is_empty() || request.model == "AUTO" {
-                        src.config.model.clone()
-                    } else {
-                        request.model.clone()
-                    };
+                    let model = model_for(&src, request).to_owned();
                     let mut done = Completion {
                         response,
                         source: name,

@@ -137,19 +137,20 @@ struct Held {
     tokens: u64,
 }
 
-/// The UTC month of `ms` as months since 1970-01 and the start of the next one.
-pub(crate) fn month_of(ms: i64) -> (i64, i64) {
-    let t = time::OffsetDateTime::from_unix_timestamp(ms.div_euclid(1000)).unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
-    let index = i64::from(t.year() - 1970) * 12 + i64::from(u8::from(t.month())) - 1;
-    let (y, m) = (index.div_euclid(12) + 1970, index.rem_euclid(12) + 2);
-    let (y, m) = if m == 13 { (y + 1, 1) } else { (y, m) };
-    let next = time::Date::from_calendar_date(
-        y as i32,
-        time::Month::try_from(m as u8).unwrap_or(time::Month::January),
-        1,
-    )
-    .map_or(i64::MAX, |d| d.midnight().assume_utc().unix_timestamp() * 1000);
-    (index, next)
+/// The UTC month of `ms`: its index (months since 1970-01), its first and the next
+/// month's first millisecond.
+pub(crate) fn month_of(ms: i64) -> (i64, i64, i64) {
+    let date = time::OffsetDateTime::from_unix_timestamp(ms.div_euclid(1000))
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH)
+        .date();
+    let index = i64::from(date.year() - 1970) * 12 + i64::from(u8::from(date.month())) - 1;
+    let first = date.replace_day(1).unwrap_or(date);
+    let next = match date.month() {
+        time::Month::December => time::Date::from_calendar_date(date.year() + 1, time::Month::January, 1),
+        m => time::Date::from_calendar_date(date.year(), m.next(), 1),
+    };
+    let ms_of = |d: time::Date| d.midnight().assume_utc().unix_timestamp() * 1000;
+    (index, ms_of(first), next.map_or(i64::MAX, ms_of))
 }
 
 /// Today's and this month's spending and the reservations in flight.
@@ -281,7 +282,7 @@ impl Budgets {
                 Which::Monthly,
                 self.limits.monthly_tokens,
                 self.spent_month + all_held,
-                month_of(now_ms).1,
+                month_of(now_ms).2,
             )?;
         }
         if background {
@@ -419,7 +420,7 @@ impl Budgets {
                 Which::MonthlyUsd,
                 l.monthly_micros,
                 self.micros_month + held_micros,
-                month_of(now_ms).1,
+                month_of(now_ms).2,
             ));
         }
         self.next += 1;

@@ -131,14 +131,7 @@ impl UsageStore {
     pub fn spent(&self, now_ms: i64) -> Result<super::budget::Spent, UsageError> {
         const DAY_MS: i64 = 86_400_000;
         let day = now_ms.div_euclid(DAY_MS) * DAY_MS;
-        let (month_index, _) = super::budget::month_of(now_ms);
-        let (y, m) = (month_index.div_euclid(12) + 1970, month_index.rem_euclid(12) + 1);
-        let month = time::Date::from_calendar_date(
-            y as i32,
-            time::Month::try_from(m as u8).unwrap_or(time::Month::January),
-            1,
-        )
-        .map_or(day, |d| d.midnight().assume_utc().unix_timestamp() * 1000);
+        let (_, month, _) = super::budget::month_of(now_ms);
         let tokens = |r: &UsageRow| r.input + r.output;
         let (kinds, today) = self.summary(day, day + DAY_MS, GroupBy::Kind, None)?;
         let (guests, _) = self.summary(day, day + DAY_MS, GroupBy::Principal, None)?;

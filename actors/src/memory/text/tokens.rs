@@ -231,26 +231,36 @@ mod tests {
         }
     }
 
-    #[test]
-    fn random_texts_count_like_the_crate() {
-        let crate_bpe = tiktoken_rs::o200k_base_singleton();
-        // Characters of every class the pattern splits on; a fixed-seed LCG picks runs.
-        let alphabet: Vec<char> = "aZéß中文ёЖ٣7 \t\n\r'sLL.,!?-_/🙂\u{301}\u{0}x".chars().collect();
-        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    /// 3,000 texts of runs of `alphabet`'s characters (at most `runs.0` runs of at most
+    /// `runs.1` repeats each), picked by a fixed-seed LCG so a failure replays.
+    fn random_texts(alphabet: &str, mut seed: u64, runs: (usize, usize)) -> Vec<String> {
+        let alphabet: Vec<char> = alphabet.chars().collect();
         let mut next = move |n: usize| {
             seed = seed
                 .wrapping_mul(6_364_136_223_846_793_005)
                 .wrapping_add(1_442_695_040_888_963_407);
             (seed >> 33) as usize % n
         };
-        for _ in 0..3000 {
-            let mut text = String::new();
-            for _ in 0..next(12) + 1 {
-                let c = alphabet[next(alphabet.len())];
-                for _ in 0..next(6) + 1 {
-                    text.push(c);
+        (0..3000)
+            .map(|_| {
+                let mut text = String::new();
+                for _ in 0..next(runs.0) + 1 {
+                    let c = alphabet[next(alphabet.len())];
+                    for _ in 0..next(runs.1) + 1 {
+                        text.push(c);
+                    }
                 }
-            }
+                text
+            })
+            .collect()
+    }
+
+    #[test]
+    fn random_texts_count_like_the_crate() {
+        let crate_bpe = tiktoken_rs::o200k_base_singleton();
+        // Characters of every class the pattern splits on.
+        let alphabet = "aZéß中文ёЖ٣7 \t\n\r'sLL.,!?-_/🙂\u{301}\u{0}x";
+        for text in random_texts(alphabet, 0x9e37_79b9_7f4a_7c15, (12, 6)) {
             assert_eq!(count(&text), crate_bpe.count_ordinary(&text), "{text:?}");
         }
     }
@@ -274,25 +284,12 @@ mod tests {
         .collect();
         texts.push(include_str!("../../../../docs/DECISIONS.md").to_owned());
         texts.push(include_str!("../../agent/turn.rs").to_owned());
-        // Random runs with many line breaks; a fixed-seed LCG picks them.
-        let alphabet: Vec<char> = "aZé中7 \t\n\n\n\r's.,!-/🙂\u{301}\u{3000}".chars().collect();
-        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut next = move |n: usize| {
-            seed = seed
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            (seed >> 33) as usize % n
-        };
-        for _ in 0..3000 {
-            let mut text = String::new();
-            for _ in 0..next(16) + 1 {
-                let c = alphabet[next(alphabet.len())];
-                for _ in 0..next(4) + 1 {
-                    text.push(c);
-                }
-            }
-            texts.push(text);
-        }
+        // Random runs with many line breaks.
+        texts.extend(random_texts(
+            "aZé中7 \t\n\n\n\r's.,!-/🙂\u{301}\u{3000}",
+            0x2545_f491_4f6c_dd1d,
+            (16, 4),
+        ));
         for text in &texts {
             assert_eq!(count_memo_lines(text), count(text), "{text:?}");
         }
