@@ -1230,6 +1230,55 @@
     return table;
   }
 
+  function fmtUsd(x) {
+    x = Number(x) || 0;
+    return "$" + (x === 0 || x >= 0.01 ? x.toFixed(2) : x.toFixed(4));
+  }
+
+  // Every limit that is set, one row per cell of the matrix (whom × day/month ×
+  // tokens/dollars): how much of it the period used, and when it starts afresh.
+  function limitsTable(rows) {
+    const table = el("table", "usage-table usage-limits");
+    const head = el("tr");
+    for (const h of [t("usage.col_limit"), t("usage.col_used"), t("usage.col_resets")]) head.append(el("th", null, h));
+    table.append(el("thead"));
+    table.firstChild.append(head);
+    const body = el("tbody");
+    const now = Date.now();
+    for (const r of rows) {
+      const [kind, ...rest] = String(r.scope).split(":");
+      const who = rest.join(":");
+      const scope = kind === "source" ? t("usage.scope.source", { name: who })
+        : kind === "guest" && who ? t("usage.scope.guest_one", { who })
+        : t("usage.scope." + kind);
+      const amount = (x) => (r.unit === "micros" ? fmtUsd(x) : fmtTokens(x));
+      const used = Math.min(1, (r.spent + r.held) / (r.limit || 1));
+      const meter = el("span", "meter" + (used >= 1 ? " full" : used >= 0.8 ? " near" : ""));
+      const fill = el("span");
+      fill.style.width = (used * 100).toFixed(1) + "%";
+      meter.append(fill);
+      const text = t("usage.limit_of", { spent: amount(r.spent), limit: amount(r.limit) })
+        + (r.held ? " (+" + amount(r.held) + " " + t("usage.held") + ")" : "");
+      const hours = Math.max(1, Math.round((r.resets_at_ms - now) / 3600000));
+      const resets = hours <= 48 ? t("usage.resets_in", { h: hours }) : new Date(r.resets_at_ms).toISOString().slice(0, 10);
+      const tr = el("tr", used >= 1 ? "limit-full" : null);
+      const usedCell = el("td", "usage-used");
+      usedCell.append(meter, el("span", null, text));
+      tr.append(el("td", "usage-key", scope + " · " + t("usage.period." + r.period) + " · " + t("usage.unit." + r.unit)),
+        usedCell, el("td", "num", resets));
+      body.append(tr);
+    }
+    if (!rows.length) {
+      const tr = el("tr");
+      const td = el("td", "muted", t("usage.no_limits"));
+      td.colSpan = 3;
+      tr.append(td);
+      body.append(tr);
+    }
+    table.append(body);
+    return table;
+  }
+
   async function refreshUsage() {
     const err = $("#usage-error");
     let byDay, byKind, byModel, llm;
@@ -1254,17 +1303,12 @@
     $("#usage-by-kind").replaceChildren(usageTable(byKind.rows || [], t("usage.kind")));
     $("#usage-by-model").replaceChildren(usageTable(byModel.rows || [], t("usage.model"), (k) => k || "?"));
     const b = (llm && llm.budget) || {};
-    const kv = [
-      [t("usage.spent_today"), t("usage.tokens", { n: fmtTokens(b.spent_today) }) + (b.held ? " (+" + fmtTokens(b.held) + " " + t("usage.held") + ")" : "")],
-      [t("usage.daily_limit"), b.daily_tokens ? t("usage.tokens", { n: fmtTokens(b.daily_tokens) }) : t("usage.no_limit")],
-      [t("usage.spent_month"), t("usage.tokens", { n: fmtTokens(b.spent_month) })],
-      [t("usage.monthly_limit"), b.monthly_tokens ? t("usage.tokens", { n: fmtTokens(b.monthly_tokens) }) : t("usage.no_limit")],
-      [t("usage.background_limit"), b.background_daily_tokens ? t("usage.tokens", { n: fmtTokens(b.background_daily_tokens) }) : t("usage.no_limit")],
-      [t("usage.guest_limit"), b.guest_daily_tokens ? t("usage.tokens", { n: fmtTokens(b.guest_daily_tokens) }) : t("usage.no_limit")],
-      [t("usage.money_today"), "$" + Number(b.spent_usd_today || 0).toFixed(4) + (b.daily_usd ? " / $" + Number(b.daily_usd).toFixed(2) : "")],
-      [t("usage.money_month"), "$" + Number(b.spent_usd_month || 0).toFixed(4) + (b.monthly_usd ? " / $" + Number(b.monthly_usd).toFixed(2) : "")],
-    ];
-    $("#usage-budget").replaceChildren(...kv.flatMap(([k, v]) => [el("dt", null, k), el("dd", null, v)]));
+    $("#usage-spent").textContent = t("usage.spent_line", {
+      today: t("usage.tokens", { n: fmtTokens(b.spent_today) }) + " · " + fmtUsd(b.spent_usd_today)
+        + (b.held ? " (+" + fmtTokens(b.held) + " " + t("usage.held") + ")" : ""),
+      month: t("usage.tokens", { n: fmtTokens(b.spent_month) }) + " · " + fmtUsd(b.spent_usd_month),
+    });
+    $("#usage-limits").replaceChildren(limitsTable(b.limits || []));
     $("#view-usage").dataset.loaded = "1";
   }
 

@@ -230,6 +230,14 @@ fn a_resident_is_created_sent_work_inspected_and_destroyed_keeping_or_dropping_i
         !tools.contains(&"resident_agents".to_owned()) && tools.iter().any(|t| t.starts_with("output_send__")),
         "{tools:?}"
     );
+    // Its rounds are background work in the ledger (its own limits, the background
+    // source), not the owner's turns.
+    common::api::wait_for(&d, "/api/v1/usage?by=kind", "the resident's round accounted", |u| {
+        u["rows"].as_array().is_some_and(|rows| {
+            rows.iter()
+                .any(|r| r["key"] == "resident" && r["calls"].as_u64() >= Some(1))
+        })
+    });
 
     // send: an L4 interrupt into it; a second one waits behind (equal levels never preempt).
     assert!(

@@ -127,6 +127,69 @@ fn a_spent_monthly_budget_stays_spent_after_a_restart() {
     );
 }
 
+/// Every cell of the limits matrix is one setting and survives a restart: a source's
+/// own month of dollars, spent before the restart, is read back from the ledger, so the
+/// next turn skips that source for the cheaper one, and the status lists the cell with
+/// what it spent.
+#[test]
+fn a_sources_month_of_money_stays_spent_after_a_restart_and_the_cheaper_source_answers() {
+    let (_dir, data, d, dear) = daemon_with_vendor();
+    put_settings(
+        &d,
+        json!({"core.llm.prices": {"fake-model": {"input": 1000, "output": 1000}, "cheap-model": {"input": 1, "output": 1}}}),
+    );
+    // 10 + 5 tokens at $1,000/Mtok: $0.015 this month on the dear source.
+    let (status, body) = post(&d, "/api/v1/messages", json!({"text": "a dear answer"}));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["usage"]["cost_micros"], 15_000, "{body}");
+    d.kill9();
+    let d = common::Daemon::start(&data);
+    let cheap = common::vendor::start();
+    let mut cheap_source = common::vendor::source_settings("cheap", &cheap.url, -1);
+    cheap_source["core.llm.sources.cheap.model"] = json!("cheap-model");
+    cheap_source["core.llm.sources.fake.monthly_usd"] = json!(0.01);
+    put_settings(&d, cheap_source);
+    common::api::wait_sources(&d, 2);
+    let status = common::api::wait_for(&d, "/api/v1/llm/sources", "the source's month read back", |s| {
+        s["budget"]["limits"]
+            .as_array()
+            .is_some_and(|rows| rows.iter().any(|r| r["setting"] == "core.llm.sources.fake.monthly_usd"))
+    });
+    let row = status["budget"]["limits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["setting"] == "core.llm.sources.fake.monthly_usd")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (
+            row["scope"].as_str(),
+            row["period"].as_str(),
+            row["unit"].as_str(),
+            row["limit"].as_f64(),
+            row["spent"].as_f64()
+        ),
+        (
+            Some("source:fake"),
+            Some("month"),
+            Some("micros"),
+            Some(0.01),
+            Some(0.015)
+        ),
+        "{row}"
+    );
+    let dear_calls = dear.calls.load(std::sync::atomic::Ordering::SeqCst);
+    let (status, body) = post(&d, "/api/v1/messages", json!({"text": "the cheap one, please"}));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        dear.calls.load(std::sync::atomic::Ordering::SeqCst),
+        dear_calls,
+        "the dear source was skipped"
+    );
+    assert_eq!(cheap.calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
 /// A money limit is checked per source at its own price: the expensive primary's worst
 /// case no longer fits the day's dollars, so the cheap source answers — the owner's
 /// turn goes on, and the owner hears of the limit once, not once per call. A source's

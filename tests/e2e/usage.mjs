@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // The usage view: the days' tokens as bars, the calls by kind and by model with their
-// cost, and today's budget — read by a person at 1440 and 375 px.
+// cost, and every limit that is set with its period's spending — read by a person at
+// 1440 and 375 px.
 //
 //   node usage.mjs http://127.0.0.1:PORT [screenshot-prefix]
 //
@@ -48,7 +49,15 @@ async function main() {
   log(`the budget notice: ${card.text.slice(0, 160)}`);
   await page.locator('#chat-log li[data-role="budget"]').scrollIntoViewIfNeeded();
   if (shotPath) await page.screenshot({ path: `${shotPath}-budget-1440.png` });
-  await putJson(`${base}/api/v1/settings`, { 'core.llm.budget.daily_usd': 0 });
+  // Limits from every corner of the matrix: they read as one row each, with what the
+  // period spent and when it resets.
+  await putJson(`${base}/api/v1/settings`, {
+    'core.llm.budget.daily_usd': 0,
+    'core.llm.budget.monthly_tokens': 2000000,
+    'core.llm.budget.background_daily_tokens': 50000,
+    'core.llm.budget.guest_monthly_usd': 5,
+    'core.llm.sources.fake.monthly_usd': 20,
+  });
   await page.goto(`${base}/#/usage`);
   const got = await pollPage(page, 'the usage view never loaded', 20_000, () => {
     const v = document.querySelector('#view-usage');
@@ -56,8 +65,14 @@ async function main() {
     const cols = document.querySelectorAll('#usage-chart .usage-col').length;
     const kinds = [...document.querySelectorAll('#usage-by-kind td.usage-key')].map((td) => td.textContent);
     const total = document.querySelector('#usage-total')?.textContent || '';
-    return kinds.includes('your turns') ? { ok: true, cols, kinds, total } : { ok: false, why: JSON.stringify({ cols, kinds, total }) };
+    const limits = [...document.querySelectorAll('#usage-limits tbody tr')].map((tr) => [...tr.cells].map((c) => c.textContent).join(' = '));
+    const ok = kinds.includes('your turns') && limits.some((l) => l.startsWith('Source fake · month · dollars'));
+    return ok ? { ok: true, cols, kinds, total, limits } : { ok: false, why: JSON.stringify({ cols, kinds, total, limits }) };
   });
+  log(`limits: ${got.limits.join(' | ')}`);
+  for (const want of ['All calls · month · tokens', 'Background work · day · tokens', 'Each guest · month · dollars', 'Source fake · month · dollars']) {
+    if (!got.limits.some((l) => l.startsWith(want) && /= (in \d+ h|\d{4}-\d\d-\d\d)$/.test(l))) fail(`no "${want}" row with its reset: ${got.limits.join(' | ')}`);
+  }
   if (got.cols < 28) fail(`the chart shows ${got.cols} days, not the month`);
   if (!/\$/.test(got.total) || !/calls/.test(got.total)) fail(`the total does not say calls and cost: ${got.total}`);
   log(`chart of ${got.cols} days; kinds ${got.kinds.join(', ')}; ${got.total}`);

@@ -464,6 +464,8 @@ impl TaskActor {
         let guest = !self.input.principal.is_owner();
         let kind = if self.input.is_consolidation() {
             Kind::Heartbeat
+        } else if self.deps.agent.starts_with(super::residents::AGENT_PREFIX) {
+            Kind::Resident
         } else if !self.deps.agent.is_empty() {
             Kind::SubAgent
         } else if guest {

@@ -336,6 +336,24 @@ pub const SOURCE_FIELDS: &[SourceField] = &[
         secret: false,
     },
     SourceField {
+        name: "monthly_tokens",
+        kind: ValueKind::Int { min: 0, max: i64::MAX },
+        description: "Most tokens this source may use in a UTC calendar month; at the limit the next source in the order answers (0 = no limit of its own)",
+        secret: false,
+    },
+    SourceField {
+        name: "daily_usd",
+        kind: ValueKind::Float { min: 0.0, max: 1e12 },
+        description: "Most dollars this source may cost in a UTC day, priced by core.llm.prices; a call whose worst case no longer fits goes to the next source in the order (0 = no limit of its own)",
+        secret: false,
+    },
+    SourceField {
+        name: "monthly_usd",
+        kind: ValueKind::Float { min: 0.0, max: 1e12 },
+        description: "Most dollars this source may cost in a UTC calendar month, as daily_usd (0 = no limit of its own)",
+        secret: false,
+    },
+    SourceField {
         name: "context_window",
         kind: ValueKind::Int { min: 0, max: i64::MAX },
         description: "Model context size in tokens; 0 means unknown",
@@ -487,7 +505,7 @@ pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
             key::LLM_BACKGROUND_SOURCE.name(),
             K::String,
             json!(""),
-            "The one LLM source background work (the heartbeats' model tasks) uses, e.g. a cheap or local model; it never falls back to another. Empty: the usual order",
+            "The one LLM source background work (the heartbeats' model tasks and the resident agents' rounds) uses, e.g. a cheap or local model; it never falls back to another. Empty: the usual order",
         ),
         SettingDef::new(
             key::LLM_BUDGET_DAILY_TOKENS.name(),
@@ -523,7 +541,43 @@ pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
             key::LLM_BUDGET_BACKGROUND_DAILY_TOKENS.name(),
             int(0, i64::MAX),
             json!(0),
-            "Most tokens a UTC day the background work (the heartbeats' model tasks) may use, within the daily limit; 0 = no limit of its own",
+            "Most tokens a UTC day the background work (the heartbeats' model tasks and the resident agents' rounds) may use, within the daily limit; 0 = no limit of its own",
+        ),
+        SettingDef::new(
+            key::LLM_BUDGET_BACKGROUND_MONTHLY_TOKENS.name(),
+            int(0, i64::MAX),
+            json!(0),
+            "Most tokens the background work (the heartbeats' model tasks and the resident agents' rounds) may use in a UTC calendar month, within the monthly limit; 0 = no limit of its own",
+        ),
+        SettingDef::new(
+            key::LLM_BUDGET_BACKGROUND_DAILY_USD.name(),
+            K::Float { min: 0.0, max: 1e12 },
+            json!(0.0),
+            "Most dollars the background work (the heartbeats' model tasks and the resident agents' rounds) may cost in a UTC day, priced by core.llm.prices; 0 = no limit of its own",
+        ),
+        SettingDef::new(
+            key::LLM_BUDGET_BACKGROUND_MONTHLY_USD.name(),
+            K::Float { min: 0.0, max: 1e12 },
+            json!(0.0),
+            "Most dollars the background work (the heartbeats' model tasks and the resident agents' rounds) may cost in a UTC calendar month, priced by core.llm.prices; 0 = no limit of its own",
+        ),
+        SettingDef::new(
+            key::LLM_BUDGET_GUEST_MONTHLY_TOKENS.name(),
+            int(0, i64::MAX),
+            json!(0),
+            "Most tokens each guest (a person on a chat bridge who is not the owner) may use in a UTC calendar month, within the monthly limit; 0 = no limit of its own",
+        ),
+        SettingDef::new(
+            key::LLM_BUDGET_GUEST_DAILY_USD.name(),
+            K::Float { min: 0.0, max: 1e12 },
+            json!(0.0),
+            "Most dollars each guest (a person on a chat bridge who is not the owner) may cost in a UTC day, priced by core.llm.prices; 0 = no limit of its own",
+        ),
+        SettingDef::new(
+            key::LLM_BUDGET_GUEST_MONTHLY_USD.name(),
+            K::Float { min: 0.0, max: 1e12 },
+            json!(0.0),
+            "Most dollars each guest (a person on a chat bridge who is not the owner) may cost in a UTC calendar month, priced by core.llm.prices; 0 = no limit of its own",
         ),
         SettingDef::new(
             key::LLM_PRICES.name(),

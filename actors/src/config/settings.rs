@@ -367,6 +367,14 @@ settings_group! {
         pub budget_guest_daily_tokens: u64 = LLM_BUDGET_GUEST_DAILY_TOKENS,
         /// Tokens a UTC day of background work (0 = none).
         pub budget_background_daily_tokens: u64 = LLM_BUDGET_BACKGROUND_DAILY_TOKENS,
+        /// The rest of the background cells (0 = none).
+        pub budget_background_monthly_tokens: u64 = LLM_BUDGET_BACKGROUND_MONTHLY_TOKENS,
+        pub budget_background_daily_usd: f64 = LLM_BUDGET_BACKGROUND_DAILY_USD,
+        pub budget_background_monthly_usd: f64 = LLM_BUDGET_BACKGROUND_MONTHLY_USD,
+        /// The rest of the guest cells (0 = none).
+        pub budget_guest_monthly_tokens: u64 = LLM_BUDGET_GUEST_MONTHLY_TOKENS,
+        pub budget_guest_daily_usd: f64 = LLM_BUDGET_GUEST_DAILY_USD,
+        pub budget_guest_monthly_usd: f64 = LLM_BUDGET_GUEST_MONTHLY_USD,
     }
 }
 
@@ -516,6 +524,12 @@ mod tests {
             d(LLM_BUDGET_MONTHLY_USD),
             d(LLM_BUDGET_GUEST_DAILY_TOKENS),
             d(LLM_BUDGET_BACKGROUND_DAILY_TOKENS),
+            d(LLM_BUDGET_BACKGROUND_MONTHLY_TOKENS),
+            d(LLM_BUDGET_BACKGROUND_DAILY_USD),
+            d(LLM_BUDGET_BACKGROUND_MONTHLY_USD),
+            d(LLM_BUDGET_GUEST_MONTHLY_TOKENS),
+            d(LLM_BUDGET_GUEST_DAILY_USD),
+            d(LLM_BUDGET_GUEST_MONTHLY_USD),
             d(LLM_MODEL),
             d(LLM_BASE_URL),
             d(LLM_API_KEY),

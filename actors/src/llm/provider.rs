@@ -286,6 +286,9 @@ pub struct BudgetStatus {
     pub spent_usd_month: f64,
     /// Tokens held by calls in flight.
     pub held: u64,
+    /// Every limit that is set (the whole matrix: every call, background, each guest,
+    /// each source × day, month × tokens, dollars) with its period's spending.
+    pub limits: Vec<crate::usage::budget::LimitRow>,
 }
 
 #[derive(Default)]
@@ -573,20 +576,49 @@ impl LlmActor {
             let usd = settings.get(k).and_then(Value::as_f64).unwrap_or(0.0);
             (usd * 1e6).round().max(0.0) as u64
         };
-        pool.budgets.limits = crate::usage::budget::Limits {
-            daily_tokens: tokens(keys::LLM_BUDGET_DAILY_TOKENS.name()),
-            monthly_tokens: tokens(keys::LLM_BUDGET_MONTHLY_TOKENS.name()),
-            background_daily_tokens: tokens(keys::LLM_BUDGET_BACKGROUND_DAILY_TOKENS.name()),
-            guest_daily_tokens: tokens(keys::LLM_BUDGET_GUEST_DAILY_TOKENS.name()),
-            daily_micros: dollars(keys::LLM_BUDGET_DAILY_USD.name()),
-            monthly_micros: dollars(keys::LLM_BUDGET_MONTHLY_USD.name()),
+        let micros = |usd: f64| (usd * 1e6).round().max(0.0) as u64;
+        use crate::usage::budget::Caps;
+        let caps = |daily_tokens: &str, monthly_tokens: &str, daily_usd: &str, monthly_usd: &str| Caps {
+            daily_tokens: tokens(daily_tokens),
+            monthly_tokens: tokens(monthly_tokens),
+            daily_micros: dollars(daily_usd),
+            monthly_micros: dollars(monthly_usd),
         };
-        pool.budgets.source_limits = pool
-            .sources
-            .iter()
-            .filter(|s| s.config.daily_tokens > 0)
-            .map(|s| (s.config.name.clone(), s.config.daily_tokens))
-            .collect();
+        pool.budgets.limits = crate::usage::budget::Limits {
+            all: caps(
+                keys::LLM_BUDGET_DAILY_TOKENS.name(),
+                keys::LLM_BUDGET_MONTHLY_TOKENS.name(),
+                keys::LLM_BUDGET_DAILY_USD.name(),
+                keys::LLM_BUDGET_MONTHLY_USD.name(),
+            ),
+            background: caps(
+                keys::LLM_BUDGET_BACKGROUND_DAILY_TOKENS.name(),
+                keys::LLM_BUDGET_BACKGROUND_MONTHLY_TOKENS.name(),
+                keys::LLM_BUDGET_BACKGROUND_DAILY_USD.name(),
+                keys::LLM_BUDGET_BACKGROUND_MONTHLY_USD.name(),
+            ),
+            guest: caps(
+                keys::LLM_BUDGET_GUEST_DAILY_TOKENS.name(),
+                keys::LLM_BUDGET_GUEST_MONTHLY_TOKENS.name(),
+                keys::LLM_BUDGET_GUEST_DAILY_USD.name(),
+                keys::LLM_BUDGET_GUEST_MONTHLY_USD.name(),
+            ),
+            sources: pool
+                .sources
+                .iter()
+                .map(|s| {
+                    let c = &s.config;
+                    let own = Caps {
+                        daily_tokens: c.daily_tokens,
+                        monthly_tokens: c.monthly_tokens,
+                        daily_micros: micros(c.daily_usd),
+                        monthly_micros: micros(c.monthly_usd),
+                    };
+                    (c.name.clone(), own)
+                })
+                .filter(|(_, own)| !own.is_empty())
+                .collect(),
+        };
         pool.prices = match crate::usage::Prices::parse(settings.get(keys::LLM_PRICES.name()).unwrap_or(&Value::Null)) {
             Ok(p) => p,
             Err(e) => {
@@ -617,23 +649,28 @@ impl LlmActor {
             })
             .collect();
         let current = pool.ordered("", now).0.first().map(|s| s.config.name.clone());
-        let (spent_today, held) = pool.budgets.today();
+        let now_ms = crate::clock::now_ms();
+        let b = &pool.budgets;
+        let (spent_today, held) = b.today(now_ms);
+        let (micros_today, micros_month) = b.money(now_ms);
+        let all = b.limits.all;
         LlmStatus {
             sources,
             skipped: pool.skipped.clone(),
             current,
             budget: BudgetStatus {
-                daily_tokens: pool.budgets.limits.daily_tokens,
-                monthly_tokens: pool.budgets.limits.monthly_tokens,
-                background_daily_tokens: pool.budgets.limits.background_daily_tokens,
-                guest_daily_tokens: pool.budgets.limits.guest_daily_tokens,
+                daily_tokens: all.daily_tokens,
+                monthly_tokens: all.monthly_tokens,
+                background_daily_tokens: b.limits.background.daily_tokens,
+                guest_daily_tokens: b.limits.guest.daily_tokens,
                 spent_today,
-                spent_month: pool.budgets.this_month(),
-                daily_usd: pool.budgets.limits.daily_micros as f64 / 1e6,
-                monthly_usd: pool.budgets.limits.monthly_micros as f64 / 1e6,
-                spent_usd_today: pool.budgets.money().0 as f64 / 1e6,
-                spent_usd_month: pool.budgets.money().1 as f64 / 1e6,
+                spent_month: b.this_month(now_ms),
+                daily_usd: all.daily_micros as f64 / 1e6,
+                monthly_usd: all.monthly_micros as f64 / 1e6,
+                spent_usd_today: micros_today as f64 / 1e6,
+                spent_usd_month: micros_month as f64 / 1e6,
                 held,
+                limits: b.rows(now_ms),
             },
         }
     }
@@ -865,7 +902,7 @@ async fn complete_unbudgeted(pool: Rc<RefCell<Pool>>, msg: Complete) -> Result<C
         let (mut order, soonest) = p.ordered(&request.model, Instant::now());
         // Background work pinned to its own (cheap or local) source uses it alone: a
         // heartbeat's task never falls back to the owner's expensive source.
-        if purpose.kind == crate::usage::Kind::Heartbeat && !p.background_source.is_empty() {
+        if purpose.kind.is_background() && !p.background_source.is_empty() {
             let pin = &p.background_source;
             if !p.sources.iter().any(|s| &s.config.name == pin) {
                 return Err(LlmError::NoSource(format!(
@@ -904,7 +941,7 @@ async fn complete_unbudgeted(pool: Rc<RefCell<Pool>>, msg: Complete) -> Result<C
         // local) one in the order answers.
         let hold = {
             let mut p = pool.borrow_mut();
-            if p.budgets.attempt_limited(&name) {
+            if p.budgets.attempt_limited(purpose.kind, &purpose.principal, &name) {
                 let (prompt, answer) = match worst {
                     Some(w) => w,
                     None => {
@@ -915,10 +952,14 @@ async fn complete_unbudgeted(pool: Rc<RefCell<Pool>>, msg: Complete) -> Result<C
                 };
                 let model = model_for(&src, &request);
                 let micros = p.prices.cost_micros(model, prompt, 0, answer).map(|m| m.max(0) as u64);
-                match p
-                    .budgets
-                    .reserve_attempt(&name, prompt + answer, micros, crate::clock::now_ms())
-                {
+                match p.budgets.reserve_attempt(
+                    purpose.kind,
+                    &purpose.principal,
+                    &name,
+                    prompt + answer,
+                    micros,
+                    crate::clock::now_ms(),
+                ) {
                     Ok(r) => Some(r),
                     Err(e) => {
                         tracing::warn!(source = %name, "source skipped by the budget: {e}");

@@ -41,8 +41,12 @@ pub struct SourceConfig {
     /// Larger is tried first.
     pub priority: i64,
     pub max_concurrent: u32,
-    /// Tokens this source may use in a UTC day (0 = no limit of its own).
+    /// Tokens this source may use in a UTC day and month (0 = no limit of its own).
     pub daily_tokens: u64,
+    pub monthly_tokens: u64,
+    /// Dollars this source may cost in a UTC day and month (0 = no limit of its own).
+    pub daily_usd: f64,
+    pub monthly_usd: f64,
     /// Tokens the model accepts (0 = unknown).
     pub context_window: u64,
     pub thinking_enabled: bool,
@@ -127,6 +131,9 @@ pub fn sources_from_settings(
             priority: i("priority").unwrap_or(0),
             max_concurrent: i("max_concurrent").unwrap_or(8).clamp(1, 1024) as u32,
             daily_tokens: i("daily_tokens").unwrap_or(0).max(0) as u64,
+            monthly_tokens: i("monthly_tokens").unwrap_or(0).max(0) as u64,
+            daily_usd: f.get("daily_usd").and_then(|v| v.as_f64()).unwrap_or(0.0).max(0.0),
+            monthly_usd: f.get("monthly_usd").and_then(|v| v.as_f64()).unwrap_or(0.0).max(0.0),
             context_window: i("context_window").unwrap_or(0).max(0) as u64,
             thinking_enabled: f.get("thinking_enabled").and_then(|v| v.as_bool()).unwrap_or(false),
             vision: f

@@ -13,8 +13,11 @@ pub enum Kind {
     GuestTurn,
     /// The kernel's own upkeep (the merge and review heartbeats' tasks).
     Heartbeat,
-    /// A helper or resident sub-agent's turn.
+    /// A helper's turn (a sub-agent a turn spawned and waits for: the turn's work).
     SubAgent,
+    /// A resident sub-agent's round (its own schedule, the triage offload): background
+    /// work, like the heartbeats'.
+    Resident,
     /// Describing an image for a source without vision.
     Vision,
     /// `homed selftest` and the settings page's "test this source".
@@ -22,12 +25,19 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// Work nobody waits on: it counts in the background limits and runs on
+    /// `core.llm.background_source` when one is set.
+    pub fn is_background(self) -> bool {
+        matches!(self, Kind::Heartbeat | Kind::Resident)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::OwnerTurn => "owner_turn",
             Kind::GuestTurn => "guest_turn",
             Kind::Heartbeat => "heartbeat",
             Kind::SubAgent => "sub_agent",
+            Kind::Resident => "resident",
             Kind::Vision => "vision",
             Kind::Selftest => "selftest",
         }

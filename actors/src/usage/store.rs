@@ -125,36 +125,48 @@ impl UsageStore {
         Ok(())
     }
 
-    /// What the budget's periods around `now_ms` have spent so far (tokens, in and out):
-    /// the UTC day, background work today, each guest today, the UTC month. Read at start,
-    /// so a restart does not hand a period's budget out again.
+    /// What each scope of the budget spent so far in the periods around `now_ms` (the
+    /// UTC day and month; tokens in and out, and dollars of the priced calls): every
+    /// call, background work, each guest, each source. Read at start, so a restart does
+    /// not hand a period's budget out again.
     pub fn spent(&self, now_ms: i64) -> Result<super::budget::Spent, UsageError> {
+        use super::budget::{Scope, Totals};
         const DAY_MS: i64 = 86_400_000;
         let day = now_ms.div_euclid(DAY_MS) * DAY_MS;
-        let (_, month, _) = super::budget::month_of(now_ms);
-        let tokens = |r: &UsageRow| r.input + r.output;
-        let (kinds, today) = self.summary(day, day + DAY_MS, GroupBy::Kind, None)?;
-        let (guests, _) = self.summary(day, day + DAY_MS, GroupBy::Principal, None)?;
-        let (sources, _) = self.summary(day, day + DAY_MS, GroupBy::Source, None)?;
-        let (_, this_month) = self.summary(month, day + DAY_MS, GroupBy::Kind, None)?;
+        let (_, month, next_month) = super::budget::month_of(now_ms);
+        let mut by_scope: std::collections::HashMap<Scope, Totals> = Default::default();
         let micros = |r: &UsageRow| (r.cost_usd * 1e6).round().max(0.0) as u64;
-        Ok(super::budget::Spent {
-            today: tokens(&today),
-            month: tokens(&this_month),
-            background_today: kinds
+        for (from, today) in [(day, true), (month, false)] {
+            let to = if today { day + DAY_MS } else { next_month };
+            let mut add = |scope: Scope, r: &UsageRow| {
+                let t = by_scope.entry(scope).or_default();
+                let (tokens, m) = (r.input + r.output, micros(r));
+                if today {
+                    t.day_tokens += tokens;
+                    t.day_micros += m;
+                } else {
+                    t.month_tokens += tokens;
+                    t.month_micros += m;
+                }
+            };
+            let (kinds, all) = self.summary(from, to, GroupBy::Kind, None)?;
+            add(Scope::All, &all);
+            for r in kinds
                 .iter()
-                .filter(|r| r.key == Kind::Heartbeat.as_str())
-                .map(tokens)
-                .sum(),
-            guests_today: guests
-                .iter()
-                .filter(|r| !r.key.is_empty())
-                .map(|r| (r.key.clone(), tokens(r)))
-                .collect(),
-            sources_today: sources.iter().map(|r| (r.key.clone(), tokens(r))).collect(),
-            micros_today: micros(&today),
-            micros_month: micros(&this_month),
-        })
+                .filter(|r| [Kind::Heartbeat, Kind::Resident].iter().any(|k| r.key == k.as_str()))
+            {
+                add(Scope::Background, r);
+            }
+            for r in self.summary(from, to, GroupBy::Principal, None)?.0 {
+                if !r.key.is_empty() {
+                    add(Scope::Guest(r.key.clone()), &r);
+                }
+            }
+            for r in self.summary(from, to, GroupBy::Source, None)?.0 {
+                add(Scope::Source(r.key.clone()), &r);
+            }
+        }
+        Ok(super::budget::Spent { by_scope })
     }
 
     /// The calls in `[from_ms, to_ms)` grouped by `by`, ordered by key, and their total
@@ -263,5 +275,42 @@ mod tests {
         );
         let (none, t) = s.summary(2 * DAY, 3 * DAY, GroupBy::Day, None).unwrap();
         assert!(none.is_empty() && t.calls == 0);
+    }
+
+    #[test]
+    fn a_restart_reads_each_scopes_day_and_month_from_the_ledger() {
+        use crate::usage::budget::{Scope, Totals};
+        const DAY: i64 = 86_400_000;
+        // 2026-12-30T12:00Z; the 2nd of the month and the month before are read apart.
+        let now = 1_798_632_000_000;
+        let mut s = UsageStore::open_in_memory().unwrap();
+        let mut guest = call(now - 1_000, "a", Kind::GuestTurn, 90, Some(3_000));
+        guest.principal = "qq:1".into();
+        s.insert(&[
+            call(now - 100, "a", Kind::OwnerTurn, 100, Some(1_000)),
+            call(now - 200, "b", Kind::Heartbeat, 40, None),
+            guest,
+            call(now - 28 * DAY, "a", Kind::OwnerTurn, 1_000, Some(10_000)),
+            call(now - 40 * DAY, "a", Kind::OwnerTurn, 99_999, Some(99_999)),
+        ])
+        .unwrap();
+        let spent = s.spent(now).unwrap().by_scope;
+        let t = |scope: Scope| spent.get(&scope).copied().unwrap_or_default();
+        assert_eq!(
+            t(Scope::All),
+            Totals {
+                day_tokens: 110 + 50 + 100,
+                month_tokens: 110 + 50 + 100 + 1_010,
+                day_micros: 4_000,
+                month_micros: 14_000,
+            }
+        );
+        assert_eq!(
+            (t(Scope::Background).day_tokens, t(Scope::Background).day_micros),
+            (50, 0)
+        );
+        assert_eq!(t(Scope::Guest("qq:1".into())).month_micros, 3_000);
+        assert_eq!(t(Scope::Source("a".into())).month_tokens, 110 + 100 + 1_010);
+        assert_eq!(t(Scope::Source("b".into())).day_tokens, 50);
     }
 }

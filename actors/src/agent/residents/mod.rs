@@ -121,8 +121,11 @@ fn input_channels(args: &Value) -> Result<Vec<String>, String> {
 
 /// A resident's agent id, as its tools see it (`__origin.agent`).
 pub fn agent_id(id: &str) -> String {
-    format!("resident/{id}")
+    format!("{AGENT_PREFIX}{id}")
 }
+
+/// What every resident's agent id starts with.
+pub const AGENT_PREFIX: &str = "resident/";
 
 /// The resident a task belongs to, from its channel (`child/<id>`, `sub/<id>`).
 pub fn resident_of_channel(channel: &str) -> Option<&str> {
