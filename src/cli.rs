@@ -15,22 +15,24 @@ pub struct Cli {
     pub command: Option<Command>,
 }
 
-/// Where the daemon keeps its state and where it listens.
+/// Where the daemon keeps its state and where it listens. Global: `homed --data D token`
+/// and `homed token --data D` mean the same (a subcommand's own help shows these flags,
+/// and a person types them after it).
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
     /// Data directory (created if missing): settings, memory, plugins, logs.
-    #[arg(long, default_value = "./data", env = "HOMED_DATA")]
+    #[arg(long, global = true, default_value = "./data", env = "HOMED_DATA")]
     pub data: PathBuf,
     /// HTTP listen address for the API and the dashboard.
-    #[arg(long, default_value = "127.0.0.1:8080", env = "HOMED_LISTEN")]
+    #[arg(long, global = true, default_value = "127.0.0.1:8080", env = "HOMED_LISTEN")]
     pub listen: SocketAddr,
     /// Unix socket for the `waiter` CLI client [default: DATA/cli.sock].
-    #[arg(long, env = "HOMED_SOCKET")]
+    #[arg(long, global = true, env = "HOMED_SOCKET")]
     pub socket: Option<PathBuf>,
     /// For evaluations and tests: run on a virtual clock starting at TIME (`now`, RFC 3339
     /// or Unix seconds). Heartbeats then run only when `POST /api/v1/clock/advance` moves
     /// the clock past their due times; every timestamp the kernel writes follows it.
-    #[arg(long, value_name = "TIME", env = "HOMED_VIRTUAL_CLOCK")]
+    #[arg(long, global = true, value_name = "TIME", env = "HOMED_VIRTUAL_CLOCK")]
     pub virtual_clock: Option<String>,
 }
 

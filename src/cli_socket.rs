@@ -2,7 +2,10 @@
 //!
 //! One connection is one session. The client sends text lines; the daemon answers
 //! each with one JSON line, `{"type":"response","content":…}` or
-//! `{"type":"error","error":…}`. When `plugin.cli.api_key` is set, the first line must
+//! `{"type":"error","error":…}`. A message to the agent is streamed first: zero or
+//! more `{"type":"delta","content":…}` lines as the model writes (a new round after
+//! tool calls starts with a `"\n\n"` delta) and `{"type":"tool","name":…,"status":…}`
+//! when a tool call ends, then the final line, whose content is the whole answer. When `plugin.cli.api_key` is set, the first line must
 //! be `/auth <key>`. Lines starting with a `/command` are handled here (an unknown one
 //! is answered with the list of commands, never sent to the model); anything
 //! else is a message to the agent (source and channel `cli`), answered when the agent
@@ -155,7 +158,14 @@ async fn session(stream: UnixStream, deps: CliDeps) {
             let _ = write.write_all(&frame(Err(Msg::CliUnauthorized.text()))).await;
             return;
         }
-        let answer = handle(&line, &deps).await;
+        let answer = if line.starts_with('/') {
+            handle(&line, &deps).await
+        } else {
+            match converse(&line, &deps, &mut write).await {
+                Some(answer) => answer,
+                None => return, // the client went away; the task goes on
+            }
+        };
         if write.write_all(&frame(answer)).await.is_err() {
             return;
         }
@@ -291,35 +301,123 @@ async fn handle(line: &str, deps: &CliDeps) -> Result<String, String> {
             tracing::info!(command, "unknown CLI command answered locally");
             Err(Msg::CliUnknownCommand { command }.text())
         }
-        _ => {
-            let mut input = Input::text("cli", line);
-            input.channel = "cli".into();
-            let (reply, rx) = ReplyTo::channel(&input.request_id);
-            input.reply = reply;
-            deps.agent
-                .event_loop
-                .send(Inject(input))
-                .await
-                .map_err(|e| {
-                    Msg::CliNotRun {
-                        reason: &Refusal::from(e).to_string(),
-                    }
-                    .text()
-                })?
-                .map_err(|reason: Refusal| {
-                    Msg::CliNotRun {
-                        reason: &reason.to_string(),
-                    }
-                    .text()
-                })?;
-            let r = rx.await.map_err(|_| Msg::CliAgentUnavailable.text())?;
-            if let Some(s) = r.skipped {
-                return Err(Msg::CliNotRun { reason: &s.to_string() }.text());
+        _ => Err(Msg::CliUnknownCommand { command: line }.text()),
+    }
+}
+
+/// One JSON line of the stream before the answer.
+fn event_frame(v: Value) -> Vec<u8> {
+    let mut line = v.to_string().into_bytes();
+    line.push(b'\n');
+    line
+}
+
+/// What one bus event of task `task` adds to the client's stream.
+fn stream_frame(
+    ev: &homeagent_actors::bus::KernelEvent,
+    task: u64,
+    separate: &mut bool,
+    streamed: &mut bool,
+) -> Option<Vec<u8>> {
+    use homeagent_actors::bus::Event;
+    match &ev.event {
+        Event::StreamDelta {
+            task_id,
+            content,
+            reset: false,
+            ..
+        } if *task_id == task && !content.is_empty() => {
+            let content = if std::mem::take(separate) {
+                format!("\n\n{content}")
+            } else {
+                content.clone()
+            };
+            *streamed = true;
+            Some(event_frame(json!({"type": "delta", "content": content})))
+        }
+        Event::AgentLlmChain {
+            task_id, tool_calls, ..
+        } if *task_id == task && !tool_calls.is_empty() => {
+            *separate = *streamed;
+            None
+        }
+        Event::ToolCall {
+            task_id, name, status, ..
+        } if *task_id == task => Some(event_frame(json!({"type": "tool", "name": name, "status": status}))),
+        _ => None,
+    }
+}
+
+/// A message to the agent (source and channel `cli`): its deltas and tool calls
+/// streamed to the client as they happen, then the answer. `None` when the client
+/// went away.
+async fn converse(
+    line: &str,
+    deps: &CliDeps,
+    write: &mut tokio::net::unix::OwnedWriteHalf,
+) -> Option<Result<String, String>> {
+    let mut input = Input::text("cli", line);
+    input.channel = "cli".into();
+    let (reply, rx) = ReplyTo::channel(&input.request_id);
+    input.reply = reply;
+    // Subscribed before the input is queued, so no delta of its task is missed.
+    let mut bus = deps.agent.deps.bus.subscribe();
+    let accepted = match deps.agent.event_loop.send(Inject(input)).await {
+        Ok(Ok(a)) => a,
+        Ok(Err(reason)) => {
+            return Some(Err(Msg::CliNotRun {
+                reason: &reason.to_string(),
             }
-            match r.error {
-                Some(e) => Err(e),
-                None => Ok(r.content),
+            .text()));
+        }
+        Err(e) => {
+            return Some(Err(Msg::CliNotRun {
+                reason: &Refusal::from(e).to_string(),
+            }
+            .text()));
+        }
+    };
+    let task = accepted.task_id;
+    let (mut separate, mut streamed) = (false, false);
+    tokio::pin!(rx);
+    let reply = loop {
+        use tokio::sync::broadcast::error::RecvError;
+        tokio::select! {
+            biased;
+            ev = bus.recv(), if task.is_some() => match ev {
+                Ok(ev) => {
+                    if let Some(f) = stream_frame(&ev, task.unwrap_or_default(), &mut separate, &mut streamed)
+                        && write.write_all(&f).await.is_err()
+                    {
+                        return None;
+                    }
+                }
+                Err(RecvError::Lagged(n)) => tracing::warn!(missed = n, "CLI stream lagged behind the bus"),
+                Err(RecvError::Closed) => {}
+            },
+            r = &mut rx => {
+                // Deltas still queued go out before the answer.
+                while let Some(t) = task
+                    && let Ok(ev) = bus.try_recv()
+                {
+                    if let Some(f) = stream_frame(&ev, t, &mut separate, &mut streamed)
+                        && write.write_all(&f).await.is_err()
+                    {
+                        return None;
+                    }
+                }
+                break r;
             }
         }
+    };
+    let Ok(r) = reply else {
+        return Some(Err(Msg::CliAgentUnavailable.text()));
+    };
+    if let Some(s) = r.skipped {
+        return Some(Err(Msg::CliNotRun { reason: &s.to_string() }.text()));
     }
+    Some(match r.error {
+        Some(e) => Err(e),
+        None => Ok(r.content),
+    })
 }

@@ -381,14 +381,22 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Err(e) = crate::integrity::write_manifest(&data_dir) {
         tracing::warn!("{e}");
     }
+    let login = format!("http://{}/login?token={token}", local_address(args.listen));
     tracing::info!(
         listen = %args.listen,
         data = %data_dir.display(),
         actors = state.registry.len(),
         startup_ms = t0.elapsed().as_millis() as u64,
-        "homed ready: open http://{}/login?token={token}",
-        local_address(args.listen)
+        "homed ready: open {login}",
     );
+    // The one line a person needs, alone on stdout (the log goes to stderr): it is
+    // the first thing they see however much the start logged.
+    {
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{}", homeagent_actors::i18n::Msg::Ready { url: &login }.text());
+        let _ = out.flush();
+    }
     state.bus.publish(Event::Daemon {
         phase: DaemonPhase::Ready,
     });

@@ -155,3 +155,57 @@ fn waiter_has_its_own_help_answers_unknown_commands_itself_and_counts_the_models
         std::thread::sleep(Duration::from_millis(300));
     }
 }
+
+/// A message streams before its answer: the socket sends the model's deltas as they
+/// come and a line for each tool call, then the answer; `waiter` prints the deltas as
+/// they arrive and shows the tool call on stderr, the answer once.
+#[test]
+fn a_message_streams_its_deltas_and_tool_calls_before_the_answer() {
+    use std::io::{BufRead, BufReader};
+    let (_dir, data, _d, _v) = common::api::daemon_with_vendor();
+    let socket = data.join("cli.sock");
+    let mut s = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+    writeln!(s, "call-tool get_plugin_tools {{}}").unwrap();
+    let mut reader = BufReader::new(s.try_clone().unwrap());
+    let mut frames = Vec::new();
+    loop {
+        let mut line = String::new();
+        assert!(
+            reader.read_line(&mut line).unwrap() > 0,
+            "the socket closed: {frames:?}"
+        );
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        let last = v["type"] == "response" || v["type"] == "error";
+        frames.push(v);
+        if last {
+            break;
+        }
+    }
+    let answer = frames.last().unwrap().clone();
+    assert_eq!(answer["type"], "response", "{frames:?}");
+    let content = answer["content"].as_str().unwrap();
+    assert!(content.starts_with("tool said: "), "{content}");
+    let deltas: String = frames
+        .iter()
+        .filter(|f| f["type"] == "delta")
+        .map(|f| f["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(deltas, content, "the deltas are the answer: {frames:?}");
+    let tool = frames.iter().position(|f| f["type"] == "tool").expect("a tool line");
+    let first_delta = frames.iter().position(|f| f["type"] == "delta").unwrap();
+    assert!(tool < first_delta, "the tool ran before the answer's text: {frames:?}");
+    assert_eq!(
+        (&frames[tool]["name"], &frames[tool]["status"]),
+        (&json!("get_plugin_tools"), &json!("ok"))
+    );
+
+    let (ok, out, err) = waiter(&socket, None, "call-tool get_plugin_tools { }\nplain after\n");
+    assert!(ok, "{err}");
+    assert!(err.contains("[get_plugin_tools · ok]"), "{err}");
+    assert!(
+        out.starts_with("tool said: ")
+            && out.matches("tool said: ").count() == 1
+            && out.ends_with("\necho: plain after\n"),
+        "{out}"
+    );
+}

@@ -296,3 +296,47 @@ fn the_log_level_setting_applies_at_start_and_live_unless_rust_log_is_set() {
     let d2 = common::Daemon::start_with(&dir2.path().join("data"), Some("info"));
     assert!(!d2.log_text().contains("log level set (core.daemon.log_level)"));
 }
+
+/// A person who runs `homed` sees where to sign in first: the login URL is the first
+/// line on stdout (the log goes to stderr), with the port really bound and the owner's
+/// token, and it signs a browser in.
+#[test]
+fn the_login_url_is_the_first_line_on_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_homed"))
+        .args(["run", "--data", data.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let token = std::fs::read_to_string(data.join("api-token")).unwrap();
+    let url = first
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no URL in the first line: {first:?}"))
+        .to_owned();
+    assert!(
+        url.ends_with(&format!("/login?token={}", token.trim())) && !url.contains(":0/"),
+        "{first:?}"
+    );
+    let signed_in = reqwest::blocking::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .get(&url)
+        .send()
+        .unwrap();
+    assert!(
+        signed_in.status().is_redirection() && signed_in.headers().contains_key("set-cookie"),
+        "{:?}",
+        signed_in.status()
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}

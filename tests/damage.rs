@@ -132,13 +132,19 @@ fn a_cut_off_token_file_is_refused_never_the_owners_token() {
         err.contains("only 1 characters long") && err.contains("homed token --rotate"),
         "{err}"
     );
+    // The flags go after the subcommand too, as its help shows them.
     let out = Command::new(env!("CARGO_BIN_EXE_homed"))
-        .args(["--data", data.to_str().unwrap(), "token", "--rotate"])
+        .args(["token", "--rotate", "--data", data.to_str().unwrap()])
         .output()
         .unwrap();
-    assert!(out.status.success());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let d = Daemon::start(&data);
     assert_eq!(d.token().len(), 64);
+    let printed = Command::new(env!("CARGO_BIN_EXE_homed"))
+        .args(["token", "--data", data.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&printed.stdout).trim(), d.token());
     assert_eq!(
         d.client()
             .get(d.url("/api/v1/actors"))

@@ -341,6 +341,10 @@ pub enum Msg<'a> {
         tool: &'a str,
         allowed: bool,
     },
+    /// `homed`'s first line on stdout once it serves: where the owner signs in.
+    Ready {
+        url: &'a str,
+    },
     /// A model call the owner's token budget refused (`usage::budget`): a day's limit,
     /// or the month's (`monthly`).
     BudgetExhausted {
@@ -1044,6 +1048,11 @@ impl Msg<'_> {
                     "#{id} 已拒绝：{tool} 不会运行。"
                 )
             }
+            M::Ready { url } => tr!(
+                lang,
+                "HomeAgent is ready. Open {url} in your browser (it signs you in; keep the link private).",
+                "HomeAgent 已就绪。在浏览器中打开 {url}（此链接会直接登录，请勿外传）。"
+            ),
             M::BudgetExhausted {
                 setting,
                 limit,

@@ -34,30 +34,68 @@ struct Args {
     api_key: Option<String>,
 }
 
-/// Sends one line and reads its one-line answer: `Ok(content)` or `Err(error)`.
+/// Sends one line and reads its answer: `Ok(content)` or `Err(error)`. A message to
+/// the agent streams first: each delta is printed as it comes, each tool call that
+/// ends as a line on stderr; what the answer holds beyond the streamed text is printed
+/// with the answer (`Ok` then carries only that rest).
 fn exchange(
     stream: &mut UnixStream,
     reader: &mut BufReader<UnixStream>,
     line: &str,
 ) -> std::io::Result<Result<String, String>> {
     writeln!(stream, "{line}")?;
-    let mut answer = String::new();
-    if reader.read_line(&mut answer)? == 0 {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::UnexpectedEof,
-            "the daemon closed the connection",
-        ));
+    let mut streamed = String::new();
+    let mut out = std::io::stdout();
+    loop {
+        let mut answer = String::new();
+        if reader.read_line(&mut answer)? == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the daemon closed the connection",
+            ));
+        }
+        let v: Value = serde_json::from_str(&answer).map_err(|e| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("bad answer from the daemon: {e}"),
+            )
+        })?;
+        let text = |k: &str| v[k].as_str().unwrap_or("").to_owned();
+        match v["type"].as_str() {
+            Some("delta") => {
+                let t = text("content");
+                streamed.push_str(&t);
+                write!(out, "{t}")?;
+                out.flush()?;
+            }
+            Some("tool") => {
+                if !streamed.is_empty() && !streamed.ends_with('\n') {
+                    writeln!(out)?;
+                    streamed.push('\n');
+                }
+                out.flush()?;
+                eprintln!("  [{} · {}]", text("name"), text("status"));
+            }
+            Some("response") => {
+                let content = text("content");
+                return Ok(Ok(if streamed.is_empty() {
+                    content
+                } else {
+                    content.strip_prefix(streamed.as_str()).unwrap_or_default().to_owned()
+                }));
+            }
+            _ => {
+                if !streamed.is_empty() {
+                    writeln!(out)?;
+                }
+                return Ok(Err(if v["error"].is_string() {
+                    text("error")
+                } else {
+                    "unknown error".to_owned()
+                }));
+            }
+        }
     }
-    let v: Value = serde_json::from_str(&answer).map_err(|e| {
-        std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("bad answer from the daemon: {e}"),
-        )
-    })?;
-    Ok(match v["type"].as_str() {
-        Some("response") => Ok(v["content"].as_str().unwrap_or("").to_owned()),
-        _ => Err(v["error"].as_str().unwrap_or("unknown error").to_owned()),
-    })
 }
 
 fn main() -> ExitCode {
