@@ -837,3 +837,59 @@ fn an_operator_restart_of_the_stage_host_keeps_every_tool() {
     assert!(body["reply"].as_str().unwrap_or("").contains("记忆统计"), "{body}");
     assert!(d.log_text().contains("stage host restored its registrations"));
 }
+
+/// Stop keeps what the owner already saw: a long answer stopped half-way answers with
+/// the words that streamed, marked as stopped, and nothing the model would have
+/// written after the stop.
+#[test]
+fn a_stop_keeps_the_words_already_written_marked_as_stopped() {
+    let (_dir, _data, d, _v) = common::api::daemon_with_vendor();
+    let events = common::api::listen(&d);
+    let (url, client) = (d.url("/api/v1/messages"), d.client());
+    let asked = std::thread::spawn(move || {
+        client
+            .post(url)
+            .timeout(std::time::Duration::from_secs(60))
+            .json(&serde_json::json!({"text": "trickle 300 alpha beta gamma delta epsilon zeta eta theta iota kappa"}))
+            .send()
+            .unwrap()
+            .json::<serde_json::Value>()
+            .unwrap()
+    });
+    // Two words on the screen, then Stop.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let shown: String = events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(n, _)| n == "stream_delta")
+            .filter_map(|(_, v)| v["content"].as_str().map(str::to_owned))
+            .collect();
+        if shown.contains("beta") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "nothing streamed: {shown:?}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let r = d
+        .client()
+        .post(d.url("/api/v1/stop"))
+        .json(&serde_json::json!({}))
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let reply = asked.join().unwrap();
+    let text = reply["reply"].as_str().unwrap_or_default();
+    assert!(text.starts_with("alpha beta"), "{reply}");
+    assert!(text.trim_end().ends_with("[stopped]"), "{reply}");
+    assert!(!text.contains("kappa"), "nothing after the stop: {reply}");
+    assert!(
+        !events
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(n, v)| n == "stream_delta" && v["reset"] == true),
+        "the stream is not taken back"
+    );
+}

@@ -129,6 +129,10 @@ pub enum Msg<'a> {
     // ---- The turn ----
     /// Reply when a stop ends the running task.
     Stopped,
+    /// Reply when a stop ends a task mid-answer: what it had written, marked.
+    StoppedPartial {
+        partial: &'a str,
+    },
     /// Reply of an input that was waiting when stop was pressed.
     CancelledByStop,
     /// The tool-round cap was reached before any text.
@@ -781,6 +785,7 @@ impl Msg<'_> {
         use Msg as M;
         match *self {
             M::Stopped => tr!(lang, "Generation stopped.", "已停止生成。"),
+            M::StoppedPartial { partial } => tr!(lang, "{partial}\n\n[stopped]", "{partial}\n\n[已停止]"),
             M::CancelledByStop => tr!(lang, "Cancelled (stopped by the user).", "已取消（用户停止）。"),
             M::MaxToolTurns { limit } => tr!(
                 lang,

@@ -3,6 +3,8 @@
 //! text of the last input message, so every test scenario is deterministic:
 //!
 //! * `slow <ms> ...` — waits that long, then answers `slow done: ...`;
+//! * `trickle <ms> w1 w2 ...` — streams the words one delta each, `<ms>` apart (a
+//!   long answer a person watches being written, and may stop half-way);
 //! * `call-tool NAME ARGS` — calls one tool, then answers `tool said: RESULT`;
 //! * `call-tools [{"tool", "args"}, ...]` — calls them one per answer, then answers
 //!   `tools said: R1 | R2 | ...`;
@@ -217,6 +219,34 @@ async fn chat_answer(
         return HttpResponse::BadRequest().json(json!({"error": {
             "message": "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.",
             "type": "invalid_request_error", "code": "context_length_exceeded"}}));
+    }
+    if let Some(rest) = text.strip_prefix("trickle ")
+        && stream
+    {
+        let (ms, words) = rest.split_once(' ').unwrap_or((rest, ""));
+        let gap = Duration::from_millis(ms.parse().unwrap_or(500));
+        let words: Vec<String> = words.split_whitespace().map(|w| format!("{w} ")).collect();
+        let chunks = futures_util::stream::unfold((0usize, words), move |(i, words)| async move {
+            let event = match i.cmp(&words.len()) {
+                std::cmp::Ordering::Less => {
+                    if i > 0 {
+                        actix_web::rt::time::sleep(gap).await;
+                    }
+                    json!({"choices": [{"index": 0, "delta": {"content": words[i]}, "finish_reason": null}]})
+                        .to_string()
+                }
+                std::cmp::Ordering::Equal => {
+                    json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}).to_string()
+                }
+                std::cmp::Ordering::Greater if i == words.len() + 1 => "[DONE]".to_owned(),
+                std::cmp::Ordering::Greater => return None,
+            };
+            Some((
+                Ok::<_, std::convert::Infallible>(actix_web::web::Bytes::from(format!("data: {event}\n\n"))),
+                (i + 1, words),
+            ))
+        });
+        return HttpResponse::Ok().content_type("text/event-stream").streaming(chunks);
     }
     if let Some(rest) = text.strip_prefix("slow ") {
         let (ms, what) = rest.split_once(' ').unwrap_or((rest, ""));

@@ -491,8 +491,12 @@ impl TaskActor {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<crate::llm::stream::Delta>();
         let bus = self.deps.bus.clone();
         let (task_id, channel) = (self.id, self.input.channel.clone());
+        // What this call streamed so far, as published: a stopped call's answer keeps it.
+        let shown = std::sync::Arc::new(parking_lot::Mutex::new(String::new()));
+        let shown_by_forwarder = shown.clone();
         actix::spawn(async move {
             while let Some(d) = rx.recv().await {
+                shown_by_forwarder.lock().push_str(&d.content);
                 bus.publish(crate::bus::Event::StreamDelta {
                     task_id,
                     channel: channel.clone(),
@@ -574,6 +578,9 @@ impl TaskActor {
             };
             let result = match llm.send(msg).await {
                 Ok(Ok(c)) => Ok(c),
+                Ok(Err(crate::llm::provider::LlmError::Cancelled)) => Err(LlmFailure::Cancelled {
+                    partial: std::mem::take(&mut *shown.lock()),
+                }),
                 Ok(Err(e)) => Err(LlmFailure::from(e)),
                 Err(e) => Err(LlmFailure::Other(e.to_string())),
             };

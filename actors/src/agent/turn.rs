@@ -119,8 +119,9 @@ pub struct Env<'a> {
 /// Why an LLM call came back without a completion, as the turn distinguishes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LlmFailure {
-    /// Cancelled by a preemption or a stop.
-    Cancelled,
+    /// Cancelled by a preemption or a stop; `partial`: the text the call had streamed
+    /// (what the owner saw), which a stop keeps as the answer.
+    Cancelled { partial: String },
     /// The vendor said the prompt does not fit (the text is the error's own message).
     ContextFull(String),
     /// No source could answer now (every one failed or is paused, or none is up
@@ -137,7 +138,7 @@ pub enum LlmFailure {
 impl From<LlmError> for LlmFailure {
     fn from(e: LlmError) -> Self {
         match e {
-            LlmError::Cancelled => Self::Cancelled,
+            LlmError::Cancelled => Self::Cancelled { partial: String::new() },
             e @ LlmError::ContextFull(_) => Self::ContextFull(e.to_string()),
             LlmError::AllPaused { wait_s, .. } => Self::Unavailable {
                 retry_in_s: Some(wait_s),
@@ -395,9 +396,11 @@ enum Wait {
     Llm,
     /// post_action, with the completion's vendor and model.
     PostAction(Completion),
-    /// `in_flight`: the cancelled call was sent (rather than one about to be sent).
+    /// `in_flight`: the cancelled call was sent (rather than one about to be sent);
+    /// `partial`: what it had streamed.
     StopTaken {
         in_flight: bool,
+        partial: String,
     },
     Tools {
         reply_only: bool,
@@ -624,7 +627,7 @@ impl TurnCore {
                 }
                 match result {
                     Ok(c) => self.post_action(c, &mut out),
-                    Err(LlmFailure::Cancelled) => self.cancelled(true, &mut out),
+                    Err(LlmFailure::Cancelled { partial }) => self.cancelled(true, partial, &mut out),
                     Err(LlmFailure::ContextFull(vendor)) => match self.overflow.detected() {
                         Verdict::Fail(guard) => return self.fail(TurnError::OverflowAtVendor { guard, vendor }, out),
                         _ => self.recover_overflow(env, &mut out),
@@ -660,13 +663,27 @@ impl TurnCore {
                     .collect();
                 return self.after_post_action(c, out);
             }
-            (Event::StopTaken(stop), Wait::StopTaken { in_flight }) => {
+            (Event::StopTaken(stop), Wait::StopTaken { in_flight, partial }) => {
                 if stop {
-                    return self.finish(Msg::Stopped.text(), End::Cancelled, out);
+                    // Stopped: the words the owner saw stay, marked as stopped.
+                    let text = if partial.trim().is_empty() {
+                        Msg::Stopped.text()
+                    } else {
+                        Msg::StoppedPartial { partial: &partial }.text()
+                    };
+                    return self.finish(text, End::Cancelled, out);
                 }
-                // Preempted: the partial output is discarded, the call counts as a turn,
-                // and it is re-sent after the safe point (maybe after a resume).
+                // Preempted: the partial output is discarded (the stream is reset), the
+                // call counts as a turn, and it is re-sent after the safe point (maybe
+                // after a resume).
                 if in_flight {
+                    out.push(Cmd::Publish(BusEvent::StreamDelta {
+                        task_id: self.id,
+                        channel: self.input.channel.clone(),
+                        content: String::new(),
+                        reasoning: None,
+                        reset: true,
+                    }));
                     self.turn += 1;
                 }
                 self.step = Step::Llm;
@@ -922,7 +939,7 @@ impl TurnCore {
 
     fn llm_step(&mut self, env: &Env, out: &mut Vec<Cmd>) {
         if std::mem::take(&mut self.cancel_pending) {
-            return self.cancelled(false, out);
+            return self.cancelled(false, String::new(), out);
         }
         let limits = env.limits;
         let started = *self.started_mono.get_or_insert(env.mono_ms);
@@ -980,18 +997,10 @@ impl TurnCore {
     }
 
     /// A cancel took effect: ask whether it was a stop. `in_flight`: a sent call was
-    /// cancelled (its partial stream is reset), rather than one about to be sent.
-    fn cancelled(&mut self, in_flight: bool, out: &mut Vec<Cmd>) {
-        if in_flight {
-            out.push(Cmd::Publish(BusEvent::StreamDelta {
-                task_id: self.id,
-                channel: self.input.channel.clone(),
-                content: String::new(),
-                reasoning: None,
-                reset: true,
-            }));
-        }
-        self.await_(Wait::StopTaken { in_flight }, Cmd::TakeStop, out);
+    /// cancelled, rather than one about to be sent; `partial`: what it had streamed
+    /// (kept by a stop, reset by a preemption).
+    fn cancelled(&mut self, in_flight: bool, partial: String, out: &mut Vec<Cmd>) {
+        self.await_(Wait::StopTaken { in_flight, partial }, Cmd::TakeStop, out);
     }
 
     /// post_action: plugins see the model's text and calls; may rewrite or answer.

@@ -649,29 +649,32 @@ fn a_stop_during_an_outage_wait_does_not_wait_for_it() {
 }
 
 #[test]
-fn a_stop_in_flight_resets_the_stream_and_ends_with_the_stopped_text() {
-    let mut t = Turn::new(input("long answer"));
-    t.first_request();
-    assert!(matches!(t.feed(Event::Cancel)[..], [Cmd::CancelLlm]));
-    let c = t.feed(Event::Llm {
-        tools: ToolRegistry::default(),
-        result: Err(LlmFailure::Cancelled),
-    });
-    match &c[..] {
-        [Cmd::Publish(reset), Cmd::TakeStop] => assert_eq!(
-            bus(reset),
-            (
-                "stream_delta",
-                json!({"task_id": 7, "channel": "http", "content": "", "reset": true})
-            )
-        ),
-        _ => panic!("{c:?}"),
+fn a_stop_in_flight_keeps_what_streamed_marked_as_stopped() {
+    for (partial, want) in [
+        ("half an ans", Msg::StoppedPartial { partial: "half an ans" }.text()),
+        ("", Msg::Stopped.text()),
+    ] {
+        let mut t = Turn::new(input("long answer"));
+        t.first_request();
+        assert!(matches!(t.feed(Event::Cancel)[..], [Cmd::CancelLlm]));
+        let c = t.feed(Event::Llm {
+            tools: ToolRegistry::default(),
+            result: Err(LlmFailure::Cancelled {
+                partial: partial.into(),
+            }),
+        });
+        assert!(matches!(c[..], [Cmd::TakeStop]), "the stream is not reset: {c:?}");
+        let c = t.feed(Event::StopTaken(true));
+        assert_eq!(final_text(&c), want);
+        let c = t.output(c);
+        assert_eq!(reply_of(&c).content, want);
+        assert_eq!(ended(&c), Some(End::Cancelled));
     }
-    let c = t.feed(Event::StopTaken(true));
-    assert_eq!(final_text(&c), Msg::Stopped.text());
-    let c = t.output(c);
-    assert_eq!(reply_of(&c).content, Msg::Stopped.text());
-    assert_eq!(ended(&c), Some(End::Cancelled));
+    assert!(
+        Msg::StoppedPartial { partial: "half an ans" }
+            .text()
+            .starts_with("half an ans")
+    );
 }
 
 #[test]
@@ -681,9 +684,22 @@ fn a_preemption_in_flight_discards_the_output_counts_a_turn_and_resends_after_re
     t.feed(Event::Cancel);
     t.feed(Event::Llm {
         tools: ToolRegistry::default(),
-        result: Err(LlmFailure::Cancelled),
+        result: Err(LlmFailure::Cancelled {
+            partial: "the first words".into(),
+        }),
     });
     let c = t.feed(Event::StopTaken(false));
+    match &c[..] {
+        [Cmd::Publish(reset), Cmd::AskSafePoint { .. }] => assert_eq!(
+            bus(reset),
+            (
+                "stream_delta",
+                json!({"task_id": 7, "channel": "http", "content": "", "reset": true})
+            ),
+            "a preemption discards what streamed"
+        ),
+        _ => panic!("{c:?}"),
+    }
     assert!(is_safe_point(&c));
     assert_eq!(t.core.turn(), 1, "the cancelled call counts toward the cap");
     assert!(matches!(t.feed(Event::SafePoint(Ok(true)))[..], [Cmd::Park]));
