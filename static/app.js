@@ -1386,6 +1386,7 @@
         // The time is what the owner waited: from sending to the whole answer.
         finishChat(p, "assistant", body.reply, replyMeta({ ...body, elapsed_ms: performance.now() - sentAt }));
       } else if (body && typeof body.error === "string") {
+        if (res.status === 503) checkSetup();
         finishChat(p, "error", body.error, "HTTP " + res.status + (body.task_id !== undefined ? " · " + tx("chat.task", { id: body.task_id }) : ""));
       } else {
         finishChat(p, "error", raw || res.statusText || tx("app.request_failed"), "HTTP " + res.status);
@@ -1526,6 +1527,133 @@
   });
   chatMore.addEventListener("click", () => loadHistory(false));
   loadHistory(true);
+
+  // ---------------------------------------------------------------- first run
+  //
+  // With no usable model the chat opens a setup card: pick a provider (the bundled
+  // adapters' presets; a local Ollama with the models it has), paste a key, Connect.
+  // Connect saves the source (PUT /api/v1/settings) and asks it one real question
+  // (POST /api/v1/llm/sources/<name>/test); the card goes once that answered.
+
+  let setupEl = null;
+
+  async function checkSetup() {
+    let p;
+    try { p = await getJson("/api/v1/llm/presets"); } catch (_) { return; }
+    if (p.configured) { if (setupEl) { setupEl.remove(); setupEl = null; } return; }
+    if (setupEl) return;
+    setupEl = setupCard(p);
+    chatLog.before(setupEl);
+  }
+
+  function setupCard(p) {
+    const box = el("section", "setup-card");
+    box.id = "setup";
+    box.setAttribute("aria-labelledby", "setup-title");
+    const h = el("h3", null, tx("setup.title"));
+    h.id = "setup-title";
+    box.append(h, el("p", "muted", tx("setup.intro")));
+    const form = el("form", "setup-form");
+    form.noValidate = true;
+    const field = (label, input) => {
+      const w = el("label", "setup-field");
+      w.append(el("span", "field-label", label), input);
+      form.append(w);
+      return w;
+    };
+    const provider = el("select");
+    provider.id = "setup-provider";
+    for (const pr of p.presets || []) {
+      const o = el("option", null, pr.label + (pr.adapter === "ollama" ? " — " + (p.ollama_found ? tx("setup.ollama_found", { n: pr.models.length }) : tx("setup.ollama_missing")) : ""));
+      o.value = pr.adapter;
+      provider.append(o);
+    }
+    field(tx("setup.provider"), provider);
+    const key = el("input");
+    key.id = "setup-key";
+    key.type = "password";
+    key.autocomplete = "off";
+    key.spellcheck = false;
+    const keyWrap = field(tx("setup.key"), key);
+    const keyLink = el("a", "setup-keylink", tx("setup.key_get"));
+    keyLink.target = "_blank";
+    keyLink.rel = "noopener noreferrer";
+    keyWrap.append(keyLink);
+    const model = el("input");
+    model.id = "setup-model";
+    model.spellcheck = false;
+    const models = el("datalist");
+    models.id = "setup-models";
+    model.setAttribute("list", models.id);
+    field(tx("setup.model"), model).append(models);
+    const url = el("input");
+    url.id = "setup-url";
+    url.type = "url";
+    url.spellcheck = false;
+    const more = el("details", "setup-more");
+    more.append(el("summary", null, tx("setup.url")));
+    const urlWrap = el("label", "setup-field");
+    urlWrap.append(el("span", "field-label sr-only", tx("setup.url")), url);
+    more.append(urlWrap);
+    form.append(more);
+    const connect = el("button", "btn primary", tx("setup.connect"));
+    connect.type = "submit";
+    const status = el("p", "setup-status");
+    status.setAttribute("role", "status");
+    form.append(connect, status);
+    box.append(form);
+    const pick = () => {
+      const pr = (p.presets || []).find((x) => x.adapter === provider.value) || {};
+      keyWrap.hidden = !pr.needs_key;
+      keyLink.href = pr.key_url || "#";
+      keyLink.hidden = !pr.key_url;
+      url.value = pr.base_url || "";
+      models.replaceChildren(...(pr.models || []).map((m) => { const o = el("option"); o.value = m; return o; }));
+      model.value = (pr.models || [])[0] || "";
+      status.textContent = "";
+      delete status.dataset.state;
+    };
+    provider.addEventListener("change", pick);
+    for (const i of [key, model, url]) i.addEventListener("input", () => { if (status.dataset.state === "error") { status.textContent = ""; delete status.dataset.state; } });
+    pick();
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const pr = (p.presets || []).find((x) => x.adapter === provider.value) || {};
+      const say = (state, text) => { status.dataset.state = state; status.textContent = text; };
+      if (pr.needs_key && !key.value.trim()) { say("error", tx("setup.key_missing")); key.focus(); return; }
+      if (!model.value.trim()) { say("error", tx("setup.model_missing")); model.focus(); return; }
+      const name = pr.adapter;
+      const prefix = "core.llm.sources." + name + ".";
+      const update = { [prefix + "base_url"]: url.value.trim(), [prefix + "model"]: model.value.trim(), [prefix + "adapter"]: pr.adapter };
+      if (pr.needs_key) update[prefix + "api_key"] = key.value.trim();
+      connect.disabled = true;
+      say("pending", tx("setup.connecting"));
+      const call = async (method, path, body) => {
+        try {
+          const res = await fetch(path, { method, cache: "no-store", headers: { "Content-Type": "application/json", "Accept": "application/json" }, body: JSON.stringify(body) });
+          let b = null;
+          try { b = await res.json(); } catch (_) { b = null; }
+          return { ok: res.ok, body: b, error: b && typeof b.error === "string" ? b.error : "HTTP " + res.status };
+        } catch (e) {
+          return { ok: false, body: null, error: tx("app.network_error", { e: e && e.message ? e.message : e }) };
+        }
+      };
+      const saved = await call("PUT", "/api/v1/settings", update);
+      if (!saved.ok) { connect.disabled = false; say("error", saved.error); return; }
+      const test = await call("POST", "/api/v1/llm/sources/" + encodeURIComponent(name) + "/test", {});
+      connect.disabled = false;
+      if (test.ok && test.body && test.body.ok) {
+        key.value = "";
+        say("ok", tx("setup.ok", { model: test.body.model, ms: test.body.elapsed_ms }));
+        setTimeout(() => { if (setupEl === box) { box.remove(); setupEl = null; } chatInput.focus(); }, 1500);
+      } else {
+        say("error", tx("setup.failed", { error: test.error || (test.body && test.body.error) || "" }));
+      }
+    });
+    return box;
+  }
+
+  checkSetup();
 
   // ---------------------------------------------------------------- backlog
 

@@ -541,7 +541,7 @@
     const known = new Set();
     for (const d of defs.definitions) {
       known.add(d.key);
-      // A built-in source's keys (core.llm.sources.deepseek.*) live in its card.
+      // Every source's keys live in its card.
       if (!d.key.startsWith(SRC_PREFIX)) add(d.key, d);
     }
     const pluginDefs = new Map(defs.plugins.map((p) => ["plugin." + p.plugin + "." + p.key, p]));

@@ -340,3 +340,56 @@ fn the_login_url_is_the_first_line_on_stdout() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// A fresh daemon seeds no model source (the first comes from the setup or the owner),
+/// so nothing reappears that the owner removed: a source deleted is gone after a
+/// restart, and the message without a model says where to connect one.
+#[test]
+fn no_source_is_seeded_and_a_removed_source_stays_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = Daemon::start(&data);
+    let (_, s) = get(&d, "/api/v1/llm/sources");
+    assert_eq!(
+        (
+            s["sources"].as_array().map(Vec::len),
+            s["skipped"].as_array().map(Vec::len)
+        ),
+        (Some(0), Some(0)),
+        "{s}"
+    );
+    let (status, body) = send(
+        &d,
+        reqwest::Method::POST,
+        "/api/v1/messages",
+        Some(r#"{"text":"hello?"}"#),
+    );
+    assert_eq!(status, 503, "{body}");
+    assert!(body["error"].as_str().unwrap_or("").contains("setup card"), "{body}");
+    let (_, presets) = get(&d, "/api/v1/llm/presets");
+    assert_eq!(presets["configured"], false);
+    assert!(
+        presets["presets"]
+            .as_array()
+            .is_some_and(|p| p.iter().any(|p| p["adapter"] == "deepseek")),
+        "{presets}"
+    );
+
+    let put = |body: &str| send(&d, reqwest::Method::PUT, "/api/v1/settings", Some(body));
+    let (status, _) = put(
+        r#"{"core.llm.sources.deepseek.base_url":"https://api.deepseek.com","core.llm.sources.deepseek.model":"deepseek-chat","core.llm.sources.deepseek.adapter":"deepseek"}"#,
+    );
+    assert_eq!(status, 200);
+    let (status, _) = put(
+        r#"{"core.llm.sources.deepseek.base_url":null,"core.llm.sources.deepseek.model":null,"core.llm.sources.deepseek.adapter":null}"#,
+    );
+    assert_eq!(status, 200);
+    d.terminate();
+    let d = Daemon::start(&data);
+    let (_, s) = get(&d, "/api/v1/llm/sources");
+    assert_eq!(
+        s["skipped"].as_array().map(Vec::len),
+        Some(0),
+        "the removed source came back: {s}"
+    );
+}

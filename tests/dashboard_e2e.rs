@@ -346,3 +346,29 @@ fn the_usage_view_shows_what_the_calls_cost() {
     }
     run_script(&d, "usage.mjs", &root.join("target/e2e-usage"), &[], "usage e2e: PASS");
 }
+
+/// A new user's first minutes: a fresh daemon has no model (none is seeded), the page
+/// offers the setup, and the first message after it is answered.
+#[test]
+fn a_fresh_daemon_is_set_up_in_the_page() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    if !browser_ready(root) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&dir.path().join("data"));
+    let status = common::api::get(&d, "/api/v1/llm/presets");
+    assert_eq!(status["configured"], false, "{status}");
+    let v = vendor::start();
+    run_script(
+        &d,
+        "setup.mjs",
+        &root.join("target/e2e-setup"),
+        &[("VENDOR_URL", v.url.clone())],
+        "setup e2e: PASS",
+    );
+    assert!(
+        v.calls.load(std::sync::atomic::Ordering::SeqCst) >= 2,
+        "the test call and the answer"
+    );
+}

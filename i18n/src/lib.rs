@@ -345,6 +345,8 @@ pub enum Msg<'a> {
         tool: &'a str,
         allowed: bool,
     },
+    /// A message arrived and no model is connected yet: where to connect one.
+    NoLlmSource,
     /// `homed`'s first line on stdout once it serves: where the owner signs in.
     Ready {
         url: &'a str,
@@ -1053,6 +1055,11 @@ impl Msg<'_> {
                     "#{id} 已拒绝：{tool} 不会运行。"
                 )
             }
+            M::NoLlmSource => tr!(
+                lang,
+                "no model is connected yet. In the WebUI, connect one with the setup card on the chat page (or under Settings, LLM sources); an API client sets core.llm.sources.<name>.base_url, .model, .adapter and .api_key with PUT /api/v1/settings",
+                "尚未连接任何模型。请在 WebUI 聊天页的设置卡片中连接一个（或在 设置 → LLM 来源 中）；API 客户端可用 PUT /api/v1/settings 设置 core.llm.sources.<名称>.base_url、.model、.adapter 与 .api_key"
+            ),
             M::Ready { url } => tr!(
                 lang,
                 "HomeAgent is ready. Open {url} in your browser (it signs you in; keep the link private).",

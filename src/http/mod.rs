@@ -87,7 +87,7 @@ pub struct AppState {
     info(title = "HomeAgent daemon API", description = "Control and observe a running homed: the actor tree, settings and live events."),
     paths(
         api::healthz, ready::readyz, api::actors, api::restart, api::get_settings, api::put_settings, sse::events,
-        agent::post_message, agent::post_stop, agent::get_tasks, agent::get_sources, agent::get_security,
+        agent::post_message, agent::post_stop, agent::get_tasks, agent::get_sources, agent::get_presets, agent::get_security,
         agent::get_context, agent::get_documents, agent::get_plugins, agent::plugin_action, agent::plugin_api, agent::install_plugin, agent::run_heartbeat, clock::get_clock, clock::advance, approvals::list, approvals::audit, approvals::answer, inbox::list, inbox::retry, inbox::discard, usage::usage, agent::memory_status, agent::get_graph, import::import_history, history::history, logs::logs,
         settings::definitions, settings::test_source, plugins::plugin_tools, plugins::uninstall,
         memory::delete_document, memory::edit_relation, memory::delete_relation, memory::get_knowledge, memory::add_knowledge, memory::delete_knowledge,
@@ -197,6 +197,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/residents/{id}/restart", web::post().to(residents::restart))
                 .route("/residents/{id}", web::delete().to(residents::destroy))
                 .route("/llm/sources", web::get().to(agent::get_sources))
+                .route("/llm/presets", web::get().to(agent::get_presets))
                 .route("/llm/sources/{name}/test", web::post().to(settings::test_source))
                 .route("/security", web::get().to(agent::get_security))
                 .route("/memory/context", web::get().to(agent::get_context))

@@ -498,8 +498,8 @@ pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
         SettingDef::new(
             key::LLM_PROVIDER.name(),
             K::String,
-            json!("deepseek"),
-            "Name of the LLM source used for requests",
+            json!(""),
+            "The LLM source asked first among those of the same priority (empty: by priority, then name)",
         ),
         SettingDef::new(
             key::LLM_BACKGROUND_SOURCE.name(),
@@ -601,7 +601,7 @@ pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
             key::LLM_API_KEY.name(),
             K::String,
             json!(""),
-            "Default API key; empty falls back to the LLM_API_KEY or DEEPSEEK_API_KEY environment variables",
+            "The API key a source without its own uses",
         )
         .secret(),
         SettingDef::new(
@@ -627,44 +627,6 @@ pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
             K::Bool,
             json!(false),
             "Ask the model for its reasoning output when it supports it",
-        ),
-        // The seeded default source, so that a fresh install has one working entry.
-        SettingDef::new(
-            "core.llm.sources.deepseek.base_url",
-            K::Url,
-            json!("https://api.deepseek.com"),
-            "HTTP endpoint of the DeepSeek API",
-        ),
-        SettingDef::new(
-            "core.llm.sources.deepseek.model",
-            K::String,
-            json!("deepseek-v4-flash"),
-            "Model used with the DeepSeek source",
-        ),
-        SettingDef::new(
-            "core.llm.sources.deepseek.api_key",
-            K::String,
-            json!(""),
-            "API key for DeepSeek; empty falls back to core.llm.api_key",
-        )
-        .secret(),
-        SettingDef::new(
-            "core.llm.sources.deepseek.adapter",
-            K::String,
-            json!("deepseek"),
-            "Lua adapter for DeepSeek",
-        ),
-        SettingDef::new(
-            "core.llm.sources.deepseek.adapter_path",
-            K::String,
-            json!("adapters/deepseek.lua"),
-            "Adapter script for DeepSeek, relative to the data directory",
-        ),
-        SettingDef::new(
-            "core.llm.sources.deepseek.max_concurrent",
-            int(1, i64::MAX),
-            json!(8),
-            "Largest number of DeepSeek requests in flight at once",
         ),
         // Locations.
         SettingDef::new(
@@ -1242,15 +1204,15 @@ fn unknown_key_hint(defs: &[SettingDef], key: &str) -> String {
     let listing = match namespace {
         Some(ns) => {
             let mut children: Vec<String> = Vec::new();
+            // The sources family has no definitions of its own (no source is seeded).
+            if ns == LLM_PREFIX {
+                children.push("sources.<name>.<field>".to_owned());
+            }
             for def in defs.iter().filter(|d| d.key.starts_with(ns)) {
                 let rest = &def.key[ns.len()..];
-                let child = if ns == LLM_PREFIX && def.key.starts_with(SOURCES_PREFIX) {
-                    "sources.<name>.<field>".to_owned()
-                } else {
-                    match rest.split_once('.') {
-                        Some((head, _)) => format!("{head}.*"),
-                        None => rest.to_owned(),
-                    }
+                let child = match rest.split_once('.') {
+                    Some((head, _)) => format!("{head}.*"),
+                    None => rest.to_owned(),
                 };
                 if !children.contains(&child) {
                     children.push(child);
@@ -1526,8 +1488,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(msg.contains("did you mean `core.llm.sources.x.model`?"), "{msg}");
-        // The seeded source has real definitions.
-        assert!(matches!(
+        // No source is seeded (a fresh daemon's first source comes from the setup):
+        // every source, a first `deepseek` too, is the family's and can be removed.
+        assert!(!matches!(
             lookup(&d, "core.llm.sources.deepseek.model"),
             Ok(KeyInfo::Defined(_))
         ));

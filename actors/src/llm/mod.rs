@@ -10,6 +10,7 @@ pub mod bundled;
 pub mod health;
 pub mod lua_json;
 pub mod opaque;
+pub mod presets;
 pub mod provider;
 pub mod source;
 pub mod stream;

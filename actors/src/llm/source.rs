@@ -177,11 +177,7 @@ pub fn sources_from_settings(
 
 /// The message every request gets while no source is usable.
 pub fn no_source_message(skipped: &[Skipped]) -> String {
-    let mut msg = String::from(
-        "no LLM source is configured. Set one with PUT /api/v1/settings, e.g. \
-         {\"core.llm.sources.main.base_url\": \"https://api.openai.com/v1\", \"core.llm.sources.main.model\": \"gpt-4o-mini\", \
-         \"core.llm.sources.main.adapter\": \"openai\", \"core.llm.sources.main.api_key\": \"sk-...\"}",
-    );
+    let mut msg = crate::i18n::Msg::NoLlmSource.text();
     for s in skipped {
         msg.push_str(&format!("; source `{}` skipped: {}", s.name, s.reason));
     }
@@ -229,7 +225,7 @@ mod tests {
             ok.iter().any(|s| s.name == "nokey" && s.api_key == "sk-global"),
             "core.llm.api_key is the fallback"
         );
-        assert!(no_source_message(&skipped).contains("core.llm.sources.main.base_url"));
+        assert!(no_source_message(&skipped).contains("core.llm.sources.<name>.base_url"));
     }
 
     #[test]

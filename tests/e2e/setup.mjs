@@ -1,0 +1,63 @@
+#!/usr/bin/env node
+// First run in the page: a fresh daemon with no model shows the setup card above the
+// chat; a person picks a provider, pastes a key, names the model (the address points
+// at the scripted vendor, as a self-hosted server's would), connects, and the first
+// message is answered — no curl, no Settings page. At 1440 and 375 px.
+//
+//   VENDOR_URL=http://127.0.0.1:PORT/v1 node setup.mjs http://127.0.0.1:PORT [screenshot-prefix]
+import { harness } from './lib.mjs';
+
+const h = harness('setup e2e');
+const { base, shotPath, token, log, fail, waitHealthy, launch, signIn, pollPage, fetchJson, run } = h;
+const vendorUrl = process.env.VENDOR_URL || fail('VENDOR_URL is not set');
+
+async function main() {
+  await waitHealthy(Date.now() + 10_000);
+  const { context, page } = await launch();
+  await page.setViewportSize({ width: 375, height: 812 });
+  await signIn(page, token);
+  await pollPage(page, 'no setup card on a daemon without a model', 10_000, () => {
+    const card = document.querySelector('#setup');
+    const providers = card ? card.querySelectorAll('#setup-provider option').length : 0;
+    return providers >= 5 ? { ok: true } : { ok: false, why: `card=${!!card} providers=${providers}` };
+  });
+  const wide = await page.evaluate(() => document.scrollingElement.scrollWidth);
+  if (wide > 376) fail(`the page is ${wide} px wide on a 375 px phone`);
+  if (shotPath) await page.screenshot({ path: `${shotPath}-375.png`, fullPage: true });
+  await page.setViewportSize({ width: 1440, height: 900 });
+  // A key is asked for before anything is saved.
+  await page.selectOption('#setup-provider', 'openai');
+  await page.locator('#setup form button[type="submit"]').click();
+  const missing = await page.locator('#setup .setup-status').textContent();
+  if (!/key/i.test(missing)) fail(`Connect without a key said: ${missing}`);
+  await page.locator('#setup-key').fill('sk-first-run');
+  await page.locator('#setup-model').fill('fake-model');
+  await page.locator('#setup details summary').click();
+  await page.locator('#setup-url').fill(vendorUrl);
+  if (shotPath) await page.screenshot({ path: `${shotPath}-1440.png` });
+  await page.locator('#setup form button[type="submit"]').click();
+  const ok = await pollPage(page, 'the setup never connected', 20_000, () => {
+    const s = document.querySelector('#setup .setup-status');
+    if (!s) return { ok: true, text: '(card gone)' };
+    return s.dataset.state === 'ok' ? { ok: true, text: s.textContent } : { ok: s.dataset.state === 'error' ? false : false, why: s.textContent };
+  });
+  log(`setup: ${ok.text}`);
+  if (shotPath) await page.screenshot({ path: `${shotPath}-connected-1440.png` });
+  await pollPage(page, 'the setup card stayed after connecting', 5_000, () => (
+    document.querySelector('#setup') ? { ok: false, why: 'still there' } : { ok: true }
+  ));
+  const sources = await fetchJson(`${base}/api/v1/llm/sources`);
+  if (sources.current !== 'openai') fail(`the connected source is not current: ${JSON.stringify(sources.current)}`);
+  await page.locator('#chat-input').fill('hello after setup');
+  await page.keyboard.press('Enter');
+  const reply = await pollPage(page, 'the first message was not answered', 15_000, () => {
+    const li = [...document.querySelectorAll('#chat-log li[data-role="assistant"]')].pop();
+    const text = li && !li.dataset.pending ? (li.querySelector('.msg-text') || li).textContent : '';
+    return /echo: hello after setup/.test(text) ? { ok: true, text } : { ok: false, why: text || 'no reply yet' };
+  });
+  log(`first answer: ${reply.text.trim().slice(0, 80)}`);
+  await context.close();
+  return 'a fresh daemon is set up in the page and answers its first message';
+}
+
+run(main);
