@@ -14,6 +14,7 @@
   const STRINGS = {
     en: {
       "nav.label": "Views",
+      "nav.chat": "Chat",
       "nav.dashboard": "Dashboard",
       "nav.settings": "Settings",
       "nav.plugins": "Plugins",
@@ -308,6 +309,7 @@
     },
     zh: {
       "nav.label": "视图",
+      "nav.chat": "对话",
       "nav.dashboard": "总览",
       "nav.settings": "设置",
       "nav.plugins": "插件",

@@ -110,13 +110,13 @@
 
   // ---------------------------------------------------------------- router
 
-  const VIEWS = ["dashboard", "settings", "plugins", "memory", "tasks", "usage", "terminals"];
+  const VIEWS = ["chat", "dashboard", "settings", "plugins", "memory", "tasks", "usage", "terminals"];
   const hooks = {};   // view -> {show(), hide()}
   let current = null;
 
   function viewFromHash() {
     const m = /^#\/?([a-z]+)/.exec(location.hash || "");
-    return m && VIEWS.includes(m[1]) ? m[1] : "dashboard";
+    return m && VIEWS.includes(m[1]) ? m[1] : "chat";
   }
 
   function route() {

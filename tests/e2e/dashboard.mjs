@@ -45,8 +45,8 @@ async function main() {
   });
   await page.fill('#t', token);
   await page.click('button');
-  await page.waitForSelector('tr[data-actor-id]', { timeout: 10_000 })
-    .catch(() => fail('signing in with the right token did not lead to the dashboard'));
+  await page.waitForSelector('tr[data-actor-id]', { state: 'attached', timeout: 10_000 })
+    .catch(() => fail('signing in with the right token did not lead to the app'));
   log('signed in with the owner token');
   const resp = await page.goto(`${base}/`, { waitUntil: 'domcontentloaded', timeout: 15_000 });
   if (!resp || !resp.ok()) fail(`GET / -> HTTP ${resp ? resp.status() : 'no response'}`);
@@ -54,7 +54,17 @@ async function main() {
   const session = cookies.find((c) => c.name === 'homed_session');
   if (!session || !session.httpOnly || session.sameSite !== 'Strict') fail(`session cookie is ${JSON.stringify(session)}; expected HttpOnly, SameSite=Strict`);
   const h1 = (await page.textContent('h1').catch(() => '')) || '';
-  if (!h1.includes('HomeAgent — actors')) fail(`header is ${JSON.stringify(h1)}, expected "HomeAgent — actors"`);
+  if (h1.trim() !== 'HomeAgent') fail(`header is ${JSON.stringify(h1)}, expected "HomeAgent"`);
+  // The chat is the home page; the operator console is its own view.
+  const show = async (view) => {
+    await page.evaluate((v) => { location.hash = v === 'chat' ? '#/' : '#/' + v; }, view);
+    await pollPage(page, `the ${view} view was not shown`, 5_000, (v) => (
+      document.body.dataset.view === v && !document.getElementById('view-' + v).hidden
+        ? { ok: true } : { ok: false, why: `view ${document.body.dataset.view}` }), view);
+  };
+  const home = await page.evaluate(() => document.body.dataset.view);
+  if (home !== 'chat') fail(`the home page is ${home}, not the chat`);
+  await show('dashboard');
 
   await pollPage(page, 'rows for "kernel" and a child never rendered', 15_000, () => {
     const rows = [...document.querySelectorAll('tr[data-actor-id]')].map((r) => r.dataset.actorId);
@@ -131,6 +141,7 @@ async function main() {
   const btnBack = await row.locator('button.restart').isEnabled().catch(() => false);
   if (!btnBack) fail(`button.restart of ${target.id} stayed disabled after the response`);
 
+  await show('chat');
   // 6. Chat: Shift+Enter is a new line, Enter sends; the reply from the
   //    (fake) LLM replaces the pending assistant bubble.
   const input = page.locator('#chat-input');
@@ -215,6 +226,7 @@ async function main() {
   });
   log(`stop: reply cut short after ${((Date.now() - stopT0) / 1000).toFixed(1)} s (${stopped.role}: ${stopped.text})`);
 
+  await show('dashboard');
   // 8. Plugins: the echo plugin runs with its tool; its Restart button restarts it.
   const plug = await pollPage(page, 'plugins panel never showed "echo" running with tool echo_say', 10_000, () => {
     const row = document.querySelector('[data-plugin="echo"]');
@@ -246,6 +258,7 @@ async function main() {
   }, plug.restarts);
   log(`plugin echo restarted: restarts ${plug.restarts} -> ${pUpd.n}, running again`);
 
+  await show('chat');
   // 8b. Chat as a person lives in it: Markdown rendered, hostile markup inert,
   //     tool calls as cards, other channels visible, history across a reload.
   const replyOf = async (what, text, timeoutMs = 10_000) => {
@@ -339,7 +352,9 @@ async function main() {
     const img = li && li.querySelector('.media-row img.media-thumb');
     return img && img.complete && img.naturalWidth === 2 && img.naturalHeight === 3
       ? { ok: true, src: img.getAttribute('src') }
-      : { ok: false, why: li ? (img ? `image ${img.naturalWidth}×${img.naturalHeight}, complete ${img.complete}` : 'no image') : 'no message' };
+      : { ok: false, why: (li ? (img ? `image ${img.naturalWidth}×${img.naturalHeight}, complete ${img.complete}, at ${JSON.stringify(img.getBoundingClientRect())}` : 'no image') : 'no message')
+        + ` (log scroll ${document.querySelector('#chat-log').scrollTop}/${document.querySelector('#chat-log').scrollHeight}/${document.querySelector('#chat-log').clientHeight}, view ${document.body.dataset.view}, setup ${!!document.querySelector('#setup')}, inner ${innerWidth}x${innerHeight}, `
+        + ['body', '#view-chat', '.chat-panel'].map((q) => q + ' ' + Math.round(document.querySelector(q).getBoundingClientRect().height) + ' ' + getComputedStyle(document.querySelector(q)).display).join(', ') + ')' };
   });
   if (!/^\/api\/v1\/memory\/media\/blk_media_[0-9a-f]{12}\/data$/.test(photo.src)) fail(`the history image is not the stored block: ${photo.src}`);
   log(`after a reload the earlier turn's photo is shown from the media memory (${photo.src})`);
@@ -369,6 +384,7 @@ async function main() {
   if (still.xss !== undefined || still.handlers || still.imgs) fail(`the hostile reply is not inert in the history: ${JSON.stringify(still)}`);
   log(`after a reload: ${first.n} newest history items, scrolled up to ${paged.n} (back to "hello browser"); hostile reply still inert`);
 
+  await show('dashboard');
   // 8c. The daemon's log in the page: the Log tab, a level filter and a search box.
   await page.locator('#tab-logs').click();
   const logs = await pollPage(page, 'the Log tab showed no log lines', 10_000, () => {
@@ -399,16 +415,17 @@ async function main() {
   await page.locator('#tab-events').click();
   log(`log tab: ${logs.n} lines (${logs.levels}); warn and up: ${warn.n}; search "plugin READY": ${found.n}`);
 
-  // 9. Layout: on 1440x900 the page does not scroll, the four panels are on
-  //    screen, and the tables fit their panels without a horizontal scrollbar.
-  const lay = await page.evaluate(() => {
+  // 9. Layout: on 1440x900 the page does not scroll; the console's three panels
+  //    are on screen with their tables fitting without a horizontal scrollbar, and
+  //    the chat fills its own view.
+  const layout = (sels) => page.evaluate((sels) => {
     const out = { problems: [] };
     const vw = window.innerWidth;
     const vh = window.innerHeight;
     const doc = document.scrollingElement;
     if (doc.scrollHeight > vh + 1) out.problems.push(`page scrolls vertically (${doc.scrollHeight} > ${vh})`);
     if (doc.scrollWidth > vw + 1) out.problems.push(`page scrolls horizontally (${doc.scrollWidth} > ${vw})`);
-    for (const sel of ['.tree-panel', '.plugins-panel', '.chat-panel', '.log-panel', '#chat-input', '#chat-send', '#chat-stop']) {
+    for (const sel of sels) {
       const r = document.querySelector(sel)?.getBoundingClientRect();
       if (!r || r.width < 1 || r.height < 1) out.problems.push(`${sel} not shown`);
       else if (r.left < 0 || r.top < 0 || r.right > vw + 1 || r.bottom > vh + 1) {
@@ -417,12 +434,18 @@ async function main() {
     }
     for (const sel of ['.tree-panel .table-wrap', '.plugins-panel .table-wrap']) {
       const w = document.querySelector(sel);
-      if (w && w.scrollWidth > w.clientWidth + 1) out.problems.push(`${sel} overflows horizontally (${w.scrollWidth} > ${w.clientWidth})`);
+      if (w && w.offsetParent && w.scrollWidth > w.clientWidth + 1) out.problems.push(`${sel} overflows horizontally (${w.scrollWidth} > ${w.clientWidth})`);
     }
     return out;
-  });
+  }, sels);
+  const lay = await layout(['.tree-panel', '.plugins-panel', '.log-panel']);
+  await show('chat');
+  const chatLay = await layout(['.chat-panel', '#chat-input', '#chat-send', '#chat-stop']);
+  lay.problems.push(...chatLay.problems);
+  const chatWidth = await page.evaluate(() => document.querySelector('.chat-panel').getBoundingClientRect().width);
+  if (chatWidth < 800) lay.problems.push(`the chat is ${Math.round(chatWidth)} px wide at 1440`);
   if (lay.problems.length) fail(`layout at 1440x900: ${lay.problems.join('; ')}`);
-  log('layout fits 1440x900: four panels on screen, no page or table scrollbars');
+  log('layout fits 1440x900: the console\'s panels on screen, the chat across its view, no page or table scrollbars');
 
   if (shotPath) {
     await page.screenshot({ path: shotPath, fullPage: true, timeout: 10_000 });
@@ -431,7 +454,7 @@ async function main() {
   // 10. A phone (375 px wide): nothing is cut off horizontally; the chat is usable.
   await page.setViewportSize({ width: 375, height: 812 });
   await page.waitForTimeout(200);
-  const phone = await page.evaluate(() => {
+  const phoneCheck = (sels) => page.evaluate((sels) => {
     const vw = window.innerWidth;
     const problems = [];
     const doc = document.scrollingElement;
@@ -444,17 +467,21 @@ async function main() {
       }).slice(0, 5).map((e) => `${e.tagName.toLowerCase()}${e.id ? '#' + e.id : ''}.${e.className} (${Math.round(e.getBoundingClientRect().right)})`);
       problems.push(`page is ${doc.scrollWidth} px wide: ${out.join(', ')}`);
     }
-    for (const sel of ['.tree-panel', '.plugins-panel', '.chat-panel', '.log-panel', '#chat-input', '#chat-send', '#chat-stop', '#tab-logs']) {
+    for (const sel of sels) {
       const r = document.querySelector(sel)?.getBoundingClientRect();
       if (!r || r.width < 1) problems.push(`${sel} not shown`);
       else if (r.left < 0 || r.right > vw + 0.5) problems.push(`${sel} cut off (${Math.round(r.left)} to ${Math.round(r.right)})`);
     }
     for (const m of document.querySelectorAll('#chat-log li.msg')) {
       const r = m.getBoundingClientRect();
-      if (r.right > vw + 0.5) { problems.push(`a chat message reaches ${Math.round(r.right)} px`); break; }
+      if (r.width && r.right > vw + 0.5) { problems.push(`a chat message reaches ${Math.round(r.right)} px`); break; }
     }
     return problems;
-  });
+  }, sels);
+  const phone = await phoneCheck(['.chat-panel', '#chat-input', '#chat-send', '#chat-stop']);
+  if (shotPath) await page.screenshot({ path: shotPath.replace(/\.png$/, '') + '-chat-375.png', timeout: 10_000 });
+  await show('dashboard');
+  phone.push(...await phoneCheck(['.tree-panel', '.plugins-panel', '.log-panel', '#tab-logs']));
   if (phone.length) fail(`layout at 375 px: ${phone.join('; ')}`);
   if (shotPath) {
     const phoneShot = shotPath.replace(/\.png$/, '') + '-375.png';
@@ -464,6 +491,7 @@ async function main() {
 
   // 11. Dark: the page follows the system's colour scheme, text stays readable.
   await page.setViewportSize({ width: 1440, height: 900 });
+  await show('chat');
   await page.emulateMedia({ colorScheme: 'dark' });
   await page.waitForTimeout(200);
   const dark = await page.evaluate(() => {

@@ -120,8 +120,8 @@ export function harness(name) {
     const gate = await page.goto(`${base}/`, { waitUntil: 'domcontentloaded', timeout: 15_000 });
     await page.fill('#t', tok);
     await page.click('button');
-    await page.waitForSelector('tr[data-actor-id]', { timeout: 10_000 })
-      .catch(() => fail('signing in with the right token did not lead to the dashboard'));
+    await page.waitForSelector('tr[data-actor-id]', { state: 'attached', timeout: 10_000 })
+      .catch(() => fail('signing in with the right token did not lead to the app'));
     return gate;
   }
 

@@ -21,7 +21,7 @@ const hmapPath = process.env.E2E_HMAP || '';
 const KEY = 'sk-browser-typed-key-0123';
 
 async function goView(page, view) {
-  await page.evaluate((v) => { location.hash = v === 'dashboard' ? '#/' : '#/' + v; }, view);
+  await page.evaluate((v) => { location.hash = v === 'chat' ? '#/' : '#/' + v; }, view);
   await pollPage(page, `view ${view} not shown`, 5_000, (v) => {
     const sec = document.getElementById('view-' + v);
     return sec && !sec.hidden ? { ok: true } : { ok: false, why: `body data-view=${document.body.dataset.view}` };
@@ -140,7 +140,7 @@ async function settings(page) {
   if (!/echo: /.test(test.text)) fail(`the test answer is not the vendor's: ${test.text}`);
   log(`Test: ${test.text}`);
 
-  await goView(page, 'dashboard');
+  await goView(page, 'chat');
   await page.locator('#chat-input').click();
   await page.keyboard.type('hello from the settings page');
   await page.keyboard.press('Enter');
@@ -336,7 +336,7 @@ async function language(page) {
 
 async function screenshots(page) {
   const stem = shotPath ? shotPath.replace(/\.png$/, '') : '';
-  for (const view of ['settings', 'plugins', 'memory', 'tasks']) {
+  for (const view of ['chat', 'dashboard', 'settings', 'plugins', 'memory', 'tasks']) {
     for (const width of [1440, 375]) {
       await page.setViewportSize({ width, height: width === 375 ? 812 : 900 });
       await goView(page, view);
