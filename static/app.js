@@ -1528,6 +1528,37 @@
   chatMore.addEventListener("click", () => loadHistory(false));
   loadHistory(true);
 
+  // ---------------------------------------------------------------- theme, keys
+  //
+  // The header's switch cycles follow-the-system → light → dark; the choice stays in
+  // this browser (localStorage), nothing is stored on the daemon.
+
+  const THEMES = ["auto", "light", "dark"];
+  const themeBtn = document.getElementById("theme");
+  function applyTheme(t) {
+    if (t === "auto") delete document.documentElement.dataset.theme;
+    else document.documentElement.dataset.theme = t;
+    if (themeBtn) themeBtn.textContent = tx("theme." + t);
+  }
+  let theme = "auto";
+  try { theme = THEMES.includes(localStorage.getItem("ha-theme")) ? localStorage.getItem("ha-theme") : "auto"; } catch (_) { /* private mode */ }
+  applyTheme(theme);
+  if (themeBtn) {
+    themeBtn.addEventListener("click", () => {
+      theme = THEMES[(THEMES.indexOf(theme) + 1) % THEMES.length];
+      try { localStorage.setItem("ha-theme", theme); } catch (_) { /* private mode */ }
+      applyTheme(theme);
+    });
+    document.addEventListener("ha:lang", () => applyTheme(theme));
+  }
+  // Esc stops the answer being written (as the Stop button does).
+  document.addEventListener("keydown", (ev) => {
+    if (ev.key === "Escape" && !ev.defaultPrevented && !chatStop.disabled && document.body.dataset.view === "chat") {
+      ev.preventDefault();
+      stopChat();
+    }
+  });
+
   // ---------------------------------------------------------------- first run
   //
   // With no usable model the chat opens a setup card: pick a provider (the bundled

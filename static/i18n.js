@@ -284,6 +284,10 @@
       "approval.failed": "answer not sent: {e}",
       "chat.waiting": "no LLM source answers (attempt {attempt}); trying again in {s} s — nothing is lost",
       "dead.title": "Not answered (from {source})",
+      "theme.auto": "Theme: auto",
+      "theme.light": "Theme: light",
+      "theme.dark": "Theme: dark",
+      "theme.title": "Colour scheme: follow the system, light or dark",
       "setup.title": "Connect a model",
       "setup.intro": "HomeAgent needs a language model to answer. Pick a provider, paste its API key and connect; it is asked one short question to check. You can add more, and set their order, under Settings.",
       "setup.provider": "Provider",
@@ -579,6 +583,10 @@
       "approval.failed": "回答未发送：{e}",
       "chat.waiting": "没有可用的 LLM 源（第 {attempt} 次尝试）；{s} 秒后重试——不会丢失",
       "dead.title": "未回答（来自 {source}）",
+      "theme.auto": "主题：自动",
+      "theme.light": "主题：浅色",
+      "theme.dark": "主题：深色",
+      "theme.title": "配色：跟随系统、浅色或深色",
       "setup.title": "连接一个模型",
       "setup.intro": "HomeAgent 需要一个语言模型来回答。选择服务商，粘贴其 API 密钥并连接；连接时会向它提一个简短的问题来检验。之后可在 设置 中添加更多来源并设定顺序。",
       "setup.provider": "服务商",
@@ -627,6 +635,8 @@
     lang = c;
     document.documentElement.lang = c === "zh" ? "zh-CN" : "en";
     applyI18n(document);
+    // What the scripts drew (tables, cards, the theme switch) is drawn again.
+    document.dispatchEvent(new CustomEvent("ha:lang", { detail: c }));
     return true;
   }
 

@@ -1484,5 +1484,12 @@
   window.HA.applyI18n(document);
   loadLanguage();
   window.addEventListener("hashchange", route);
+  // A language switch draws the current view again in the new language (no reload).
+  document.addEventListener("ha:lang", () => {
+    const h = current && hooks[current];
+    if (!h || !h.show) return;
+    if (h.hide) h.hide();
+    h.show();
+  });
   route();
 })();

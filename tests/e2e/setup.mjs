@@ -56,6 +56,36 @@ async function main() {
     return /echo: hello after setup/.test(text) ? { ok: true, text } : { ok: false, why: text || 'no reply yet' };
   });
   log(`first answer: ${reply.text.trim().slice(0, 80)}`);
+  // Esc stops an answer being written; the words already shown stay, marked.
+  await page.locator('#chat-input').fill('trickle 400 one two three four five six seven eight nine ten');
+  await page.keyboard.press('Enter');
+  await pollPage(page, 'the trickled answer never started', 15_000, () => {
+    const li = [...document.querySelectorAll('#chat-log li[data-role="assistant"]')].pop();
+    return li && /two/.test(li.textContent) ? { ok: true } : { ok: false, why: li ? li.textContent : 'none' };
+  });
+  await page.locator('#chat-input').press('Escape');
+  const stopped = await pollPage(page, 'Esc did not stop the answer, keeping its words', 15_000, () => {
+    const li = [...document.querySelectorAll('#chat-log li[data-role="assistant"]')].pop();
+    const text = li && !li.dataset.pending ? (li.querySelector('.msg-text') || li).textContent : '';
+    return /one two/.test(text) && /\[stopped\]/.test(text) && !/ten/.test(text) ? { ok: true, text } : { ok: false, why: text || 'pending' };
+  });
+  log(`Esc: ${stopped.text.trim().replace(/\s+/g, ' ')}`);
+  // The theme switch: auto → light → dark, kept across a reload.
+  const scheme = () => page.evaluate(() => ({
+    theme: document.documentElement.dataset.theme || 'auto',
+    bg: getComputedStyle(document.body).backgroundColor,
+    label: document.querySelector('#theme').textContent,
+  }));
+  await page.locator('#theme').click();
+  await page.locator('#theme').click();
+  const dark = await scheme();
+  if (dark.theme !== 'dark' || !/rgb\(2\d, 2\d, 2\d\)/.test(dark.bg) || !/dark/.test(dark.label)) fail(`the theme switch did not make it dark: ${JSON.stringify(dark)}`);
+  await page.reload({ waitUntil: 'domcontentloaded' });
+  await page.waitForTimeout(300);
+  const kept = await scheme();
+  if (kept.theme !== 'dark') fail(`the dark theme was not kept across a reload: ${JSON.stringify(kept)}`);
+  if (shotPath) await page.screenshot({ path: `${shotPath}-dark-1440.png` });
+  log(`theme: ${kept.label}, background ${kept.bg}`);
   await context.close();
   return 'a fresh daemon is set up in the page and answers its first message';
 }
