@@ -974,9 +974,50 @@
     else textEl.textContent = String(text);
     const extraEl = el("div", "msg-extra");
     const metaEl = el("div", "msg-meta");
-    li.append(head, textEl, extraEl, metaEl);
+    li._raw = String(text);
+    li.append(head, textEl, extraEl, metaEl, messageActions(li));
     li._parts = { textEl, extraEl, metaEl, who };
     return li;
+  }
+
+  // Copy any message; edit one of yours (back into the box, to change and send);
+  // ask an answer again (its question is sent anew, past the duplicate guard).
+  function messageActions(li) {
+    const bar = el("div", "msg-actions");
+    const act = (label, fn) => {
+      const b = el("button", "link msg-act", tx(label));
+      b.type = "button";
+      b.dataset.act = label.split(".").pop();
+      b.addEventListener("click", () => fn(b));
+      bar.append(b);
+    };
+    act("chat.copy", async (b) => {
+      // The clipboard API may wait on a permission that never comes (a headless or
+      // locked-down browser): a selection copy is the fallback.
+      const viaApi = navigator.clipboard
+        ? Promise.race([navigator.clipboard.writeText(li._raw || ""), new Promise((_, no) => setTimeout(no, 800))])
+        : Promise.reject(new Error("no clipboard API"));
+      try { await viaApi; } catch (_) {
+        const r = document.createRange();
+        r.selectNodeContents(li._parts.textEl);
+        const sel = getSelection(); sel.removeAllRanges(); sel.addRange(r);
+        document.execCommand("copy");
+        sel.removeAllRanges();
+      }
+      b.textContent = tx("chat.copied");
+      setTimeout(() => { b.textContent = tx("chat.copy"); }, 1500);
+    });
+    act("chat.edit", () => {
+      chatInput.value = li._raw || "";
+      chatInput.focus();
+      chatInput.setSelectionRange(chatInput.value.length, chatInput.value.length);
+    });
+    act("chat.regenerate", () => {
+      let q = li.previousElementSibling;
+      while (q && q.dataset.role !== "user") q = q.previousElementSibling;
+      if (q && q._raw) sendChat({ text: q._raw, again: true });
+    });
+    return bar;
   }
 
   function chatMessage(role, text, opts) {
@@ -1303,6 +1344,7 @@
     delete p.li.dataset.pending;
     p.li.classList.remove("thinking");
     p.li._parts.who.textContent = role === "error" ? "error" : "agent";
+    p.li._raw = String(text);
     if (role === "assistant") renderMarkdown(textEl, text);
     else setText(textEl, text);
     // The tool cards (and the reasoning) stay with the reply, collapsed.
@@ -1333,15 +1375,16 @@
     return parts.join(" · ");
   }
 
-  async function sendChat() {
-    const text = chatInput.value;
+  async function sendChat(opts) {
+    const again = !!(opts && opts.again);
+    const text = opts && typeof opts.text === "string" ? opts.text : chatInput.value;
     if (!text.trim()) {
       chatInput.focus();
       return;
     }
-    chatInput.value = "";
+    if (!again) chatInput.value = "";
     // Images pasted, dropped or picked (static/media.js) go as a multipart form.
-    const files = window.HA && window.HA.media ? window.HA.media.take() : [];
+    const files = !again && window.HA && window.HA.media ? window.HA.media.take() : [];
     const userLi = chatMessage("user", text);
     if (files.length) window.HA.media.showIn(userLi, files);
     const li = chatMessage("assistant", "");
@@ -1356,7 +1399,7 @@
         method: "POST",
         headers: { "Content-Type": "application/json", "Accept": "application/json" },
         cache: "no-store",
-        body: JSON.stringify({ text, source: CHAT_CHANNEL, channel: CHAT_CHANNEL, sync: true }),
+        body: JSON.stringify({ text, source: CHAT_CHANNEL, channel: CHAT_CHANNEL, sync: true, again }),
       };
       if (files.length) {
         const form = new FormData();

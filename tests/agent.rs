@@ -893,3 +893,22 @@ fn a_stop_keeps_the_words_already_written_marked_as_stopped() {
         "the stream is not taken back"
     );
 }
+
+/// The same words twice within the duplicate window are a re-delivery and refused;
+/// asked again on purpose (`again`, the WebUI's Regenerate) they are answered again.
+#[test]
+fn asked_again_on_purpose_is_not_a_duplicate() {
+    let (_dir, _data, d, v) = daemon_with_vendor();
+    let (status, _) = post(&d, "/api/v1/messages", json!({"text": "one more time"}));
+    assert_eq!(status, 200);
+    let (status, body) = post(&d, "/api/v1/messages", json!({"text": "one more time"}));
+    assert_eq!(status, 409, "a re-delivery: {body}");
+    let calls = v.calls.load(std::sync::atomic::Ordering::SeqCst);
+    let (status, body) = post(&d, "/api/v1/messages", json!({"text": "one more time", "again": true}));
+    assert_eq!(
+        (status, body["reply"].as_str()),
+        (200, Some("echo: one more time")),
+        "{body}"
+    );
+    assert_eq!(v.calls.load(std::sync::atomic::Ordering::SeqCst), calls + 1);
+}

@@ -48,6 +48,10 @@ pub struct MessageRequest {
     #[serde(default)]
     #[schema(value_type = Vec<Object>)]
     pub attachments: Vec<homeagent_actors::memory::media::check::Attachment>,
+    /// Asked again on purpose (the WebUI's Regenerate): not taken for a re-delivery of
+    /// the same text, however soon it follows.
+    #[serde(default)]
+    pub again: bool,
 }
 
 /// A synchronous reply.
@@ -143,6 +147,12 @@ pub(super) async fn send_message(
     let media = super::media::store(state, &source, images).await?;
     let mut input = Input::text(&source, &req.text);
     homeagent_actors::memory::media::parts::to_payload(&mut input.payload, &media);
+    if req.again {
+        input.payload.insert(
+            homeagent_actors::memory::media::parts::AGAIN_KEY.into(),
+            serde_json::Value::String(input.request_id.clone()),
+        );
+    }
     input.channel = req
         .channel
         .clone()

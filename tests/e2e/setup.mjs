@@ -56,6 +56,36 @@ async function main() {
     return /echo: hello after setup/.test(text) ? { ok: true, text } : { ok: false, why: text || 'no reply yet' };
   });
   log(`first answer: ${reply.text.trim().slice(0, 80)}`);
+  // Regenerate asks the same question again (no duplicate refusal), Edit puts a
+  // question back in the box, Copy says it copied.
+  const answers = () => page.evaluate(() => [...document.querySelectorAll('#chat-log li[data-role="assistant"]')]
+    .filter((li) => !li.dataset.pending && /echo: hello after setup/.test(li.textContent)).length);
+  const lastAnswer = page.locator('#chat-log li[data-role="assistant"]').last();
+  await lastAnswer.hover();
+  await lastAnswer.locator('.msg-act[data-act="regenerate"]').click();
+  const n = await (async () => {
+    const t0 = Date.now();
+    while (Date.now() - t0 < 15_000) {
+      const k = await answers();
+      if (k >= 2) return k;
+      await page.waitForTimeout(100);
+    }
+    return answers();
+  })();
+  if (n < 2) fail(`Regenerate gave ${n} answers to the question, not 2`);
+  const question = page.locator('#chat-log li[data-role="user"]').last();
+  await question.hover();
+  await question.locator('.msg-act[data-act="edit"]').click();
+  const boxed = await page.locator('#chat-input').inputValue();
+  if (boxed !== 'hello after setup') fail(`Edit put ${JSON.stringify(boxed)} in the box`);
+  await page.locator('#chat-input').fill('');
+  await lastAnswer.hover();
+  await lastAnswer.locator('.msg-act[data-act="copy"]').click();
+  await pollPage(page, 'Copy never said it copied', 5_000, () => {
+    const b = [...document.querySelectorAll('#chat-log li[data-role="assistant"] .msg-act[data-act="copy"]')].pop();
+    return b && b.textContent === 'Copied' ? { ok: true } : { ok: false, why: b ? b.textContent : 'no button' };
+  });
+  log('regenerate answered again, edit filled the box, copy copied');
   // Esc stops an answer being written; the words already shown stay, marked.
   await page.locator('#chat-input').fill('trickle 400 one two three four five six seven eight nine ten');
   await page.keyboard.press('Enter');

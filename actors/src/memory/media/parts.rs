@@ -68,14 +68,21 @@ pub fn from_payload(payload: &serde_json::Map<String, Value>) -> Vec<MediaRef> {
         .unwrap_or_default()
 }
 
+/// The payload key of an input the owner asked again on purpose (the WebUI's
+/// Regenerate): its value, the request's own id, makes it another input for the
+/// duplicate guard, however soon it follows the first.
+pub const AGAIN_KEY: &str = "again";
+
 /// What the duplicate guard compares: the text, plus the images' ids when there are
-/// any (the same question about another photo is not a duplicate).
+/// any (the same question about another photo is not a duplicate), plus the request's
+/// id when the owner asked again on purpose ([`AGAIN_KEY`]).
 pub fn dedupe_text<'a>(text: &'a str, payload: &serde_json::Map<String, Value>) -> std::borrow::Cow<'a, str> {
-    if !payload.contains_key(PAYLOAD_KEY) {
+    let again = payload.get(AGAIN_KEY).and_then(Value::as_str);
+    if !payload.contains_key(PAYLOAD_KEY) && again.is_none() {
         return std::borrow::Cow::Borrowed(text);
     }
     let ids: Vec<String> = from_payload(payload).into_iter().map(|r| r.id).collect();
-    std::borrow::Cow::Owned(format!("{text}\0{}", ids.join(",")))
+    std::borrow::Cow::Owned(format!("{text}\0{}\0{}", ids.join(","), again.unwrap_or("")))
 }
 
 /// What one recalled image may cost, reserved in a turn's budget before the recall has
