@@ -200,9 +200,10 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 1000)]
         turns: u32,
         /// Run the daemon on this data directory (kept) instead of a fresh temporary
-        /// one, e.g. to measure with some plugins removed.
-        #[arg(long)]
-        data: Option<std::path::PathBuf>,
+        /// one, e.g. to measure with some plugins removed. (Not `--data`: that global
+        /// flag always has a value, and the benchmark must not run in the owner's data.)
+        #[arg(long, value_name = "DIR")]
+        keep_data: Option<std::path::PathBuf>,
         /// Import this many synthetic remembered turns first (through
         /// `POST /api/v1/memory/import`), to measure the overhead with a long memory.
         #[arg(long, default_value_t = 0)]

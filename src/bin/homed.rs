@@ -95,10 +95,10 @@ fn main() -> std::process::ExitCode {
             what:
                 BenchCommand::Turn {
                     turns,
-                    data,
+                    keep_data,
                     remembered,
                 },
-        }) => system.block_on(homeagent::bench::turn(turns, data, remembered)),
+        }) => system.block_on(homeagent::bench::turn(turns, keep_data, remembered)),
         Some(Command::Bench {
             what: BenchCommand::Tokens { rounds },
         }) => homeagent::bench_tokens::tokens(rounds),
