@@ -1383,6 +1383,8 @@
       return;
     }
     if (!again) chatInput.value = "";
+    // Viewing an earlier conversation: the new message belongs to now.
+    if (chatLog.dataset.viewing) backToNow();
     // Images pasted, dropped or picked (static/media.js) go as a multipart form.
     const files = !again && window.HA && window.HA.media ? window.HA.media.take() : [];
     const userLi = chatMessage("user", text);
@@ -1570,6 +1572,100 @@
   });
   chatMore.addEventListener("click", () => loadHistory(false));
   loadHistory(true);
+
+  // ---------------------------------------------------------------- conversations
+  //
+  // History: the conversations (a channel's turns of a day, newest first) and a search
+  // over every turn; picking one shows it in the log, read-only, until "Back to now".
+  // New chat: the context window becomes a document (POST /api/v1/chat/new) — the next
+  // prompt's timeline starts empty while recall still finds every word.
+
+  const chatSide = $("#chat-side");
+  const chatFound = $("#chat-found");
+  const chatQ = $("#chat-q");
+  const chatViewing = $("#chat-viewing");
+  const historyBtn = $("#chat-history");
+
+  function listItem(label, sub, onPick) {
+    const li = el("li");
+    const b = el("button", "chat-pick");
+    b.type = "button";
+    b.append(el("span", "chat-pick-title", label), el("span", "chat-pick-sub muted", sub));
+    b.addEventListener("click", onPick);
+    li.append(b);
+    return li;
+  }
+
+  async function showConversations() {
+    let body;
+    try { body = await getJson("/api/v1/chat/conversations"); } catch (e) { chatFound.replaceChildren(el("li", "muted", String(e && e.message ? e.message : e))); return; }
+    const list = Array.isArray(body.conversations) ? body.conversations : [];
+    if (!list.length) { chatFound.replaceChildren(el("li", "muted", tx("chat.no_history"))); return; }
+    chatFound.replaceChildren(...list.map((c) => listItem(
+      c.day + " · " + whoLabel("user", c.source) + " · " + tx("chat.turns", { n: c.turns }),
+      c.first,
+      () => viewRange(c.to, Math.min(500, c.to - c.from), c.day + " · " + whoLabel("user", c.source)),
+    )));
+  }
+
+  async function searchHistory(q) {
+    let body;
+    try { body = await getJson(API_HISTORY + "?limit=100&q=" + encodeURIComponent(q)); } catch (_) { return; }
+    const items = (Array.isArray(body.items) ? body.items : []).slice().reverse();
+    if (!items.length) { chatFound.replaceChildren(el("li", "muted", tx("chat.no_match", { q }))); return; }
+    chatFound.replaceChildren(...items.map((it) => listItem(
+      fmtDateTime(it.ts_ms) + " · " + whoLabel(it.role === "assistant" ? "assistant" : "user", it.source),
+      String(it.text).slice(0, 160),
+      () => viewRange(Number(it.id) + 11, 20, tx("chat.around", { q })),
+    )));
+  }
+
+  async function viewRange(before, limit, label) {
+    let body;
+    try { body = await getJson(API_HISTORY + "?before=" + before + "&limit=" + Math.max(1, limit)); } catch (e) { chatStatus.textContent = String(e && e.message ? e.message : e); return; }
+    chatLog.replaceChildren(...historyElements(Array.isArray(body.items) ? body.items : []));
+    chatLog.dataset.viewing = "1";
+    chatMore.hidden = true;
+    chatViewing.firstElementChild.textContent = tx("chat.viewing", { what: label });
+    chatViewing.hidden = false;
+    chatLog.scrollTop = chatLog.scrollHeight;
+  }
+
+  function backToNow() {
+    chatViewing.hidden = true;
+    delete chatLog.dataset.viewing;
+    chatLog.replaceChildren();
+    historyBefore = null;
+    loadHistory(true);
+  }
+  chatViewing.querySelector("button").addEventListener("click", backToNow);
+
+  historyBtn.addEventListener("click", () => {
+    const open = chatSide.hidden;
+    chatSide.hidden = !open;
+    historyBtn.setAttribute("aria-expanded", String(open));
+    if (open) { chatQ.value = ""; showConversations(); chatQ.focus(); }
+  });
+  let searchTimer = null;
+  chatQ.addEventListener("input", () => {
+    clearTimeout(searchTimer);
+    searchTimer = setTimeout(() => (chatQ.value.trim() ? searchHistory(chatQ.value.trim()) : showConversations()), 250);
+  });
+  $("#chat-search").addEventListener("submit", (ev) => { ev.preventDefault(); if (chatQ.value.trim()) searchHistory(chatQ.value.trim()); });
+
+  $("#chat-new").addEventListener("click", async () => {
+    const btn = $("#chat-new");
+    btn.disabled = true;
+    try {
+      const res = await fetch("/api/v1/chat/new", { method: "POST", cache: "no-store", headers: { "Content-Type": "application/json", "Accept": "application/json" }, body: "{}" });
+      const body = await res.json().catch(() => null);
+      if (!res.ok) { chatStatus.textContent = (body && body.error) || "HTTP " + res.status; return; }
+      if (chatLog.dataset.viewing) { chatViewing.hidden = true; delete chatLog.dataset.viewing; }
+      chatLog.replaceChildren(el("li", "chat-divider", tx("chat.new_started")));
+      chatMore.hidden = true;
+      chatInput.focus();
+    } finally { btn.disabled = false; }
+  });
 
   // ---------------------------------------------------------------- theme, keys
   //

@@ -912,3 +912,33 @@ fn asked_again_on_purpose_is_not_a_duplicate() {
     );
     assert_eq!(v.calls.load(std::sync::atomic::Ordering::SeqCst), calls + 1);
 }
+
+/// A new conversation starts an empty timeline and forgets nothing: the window
+/// becomes a document, and the next question's prompt still recalls what was said.
+#[test]
+fn a_new_conversation_starts_an_empty_timeline_and_memory_stays_one() {
+    let (_dir, _data, d, v) = daemon_with_vendor();
+    let (status, _) = post(
+        &d,
+        "/api/v1/messages",
+        json!({"text": "my cat is called Mittens and she likes tuna"}),
+    );
+    assert_eq!(status, 200);
+    let (status, body) = post(&d, "/api/v1/chat/new", json!({}));
+    assert_eq!(status, 200, "{body}");
+    assert!(body["archived"].as_u64() >= Some(1), "{body}");
+    let context = common::api::get(&d, "/api/v1/memory/context");
+    assert_eq!(context["events"].as_array().map(Vec::len), Some(0), "{context}");
+    let (status, _) = post(&d, "/api/v1/messages", json!({"text": "what does my cat like to eat?"}));
+    assert_eq!(status, 200);
+    let sent = v.last.lock().unwrap().to_string();
+    assert!(sent.contains("tuna"), "recall still finds it: {sent}");
+    // The chat's list and search see both turns.
+    let list = common::api::get(&d, "/api/v1/chat/conversations");
+    assert_eq!(list["conversations"][0]["turns"], 2, "{list}");
+    let found = common::api::get(&d, "/api/v1/chat/history?q=MITTENS");
+    assert_eq!(
+        found["items"][0]["text"], "my cat is called Mittens and she likes tuna",
+        "{found}"
+    );
+}

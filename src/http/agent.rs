@@ -706,3 +706,17 @@ pub async fn get_presets(state: web::Data<AppState>) -> Result<HttpResponse, Api
         "configured": status.current.is_some(),
     })))
 }
+
+#[utoipa::path(post, path = "/api/v1/chat/new", tag = "agent",
+    responses((status = 200, description = "A new conversation: the context window became a document (memory keeps every word; recall finds it), the next prompt's timeline starts empty. `{\"archived\": n}`"),
+        (status = 503, description = "the document tier could not store it; the window is unchanged")))]
+pub async fn post_new_chat(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    let n = state
+        .agent
+        .deps
+        .context
+        .send(homeagent_actors::memory::context::actor::ArchiveAll)
+        .await?
+        .map_err(ApiError::unavailable)?;
+    Ok(HttpResponse::Ok().json(json!({ "archived": n })))
+}

@@ -32,6 +32,9 @@ pub struct HistoryQuery {
     pub before: Option<u64>,
     /// Items per page (default 50, at most 500).
     pub limit: Option<usize>,
+    /// Only the turns whose words contain this text (either side, any case): the
+    /// newest `limit` of them.
+    pub q: Option<String>,
 }
 
 /// Who said an item.
@@ -124,6 +127,99 @@ pub fn page(events: &[TextEvent], before: Option<u64>, limit: Option<usize>) -> 
     })
 }
 
+/// The items of the turns whose input or reply contains `q` (case-insensitive), the
+/// newest `limit` matches, oldest first; `total` counts every match.
+pub fn search(events: &[TextEvent], q: &str, limit: Option<usize>) -> Result<HistoryPage, HistoryError> {
+    let limit = limit.unwrap_or(DEFAULT_LIMIT);
+    if limit == 0 || limit > MAX_LIMIT {
+        return Err(HistoryError::Limit(limit));
+    }
+    let needle = q.trim().to_lowercase();
+    let hits: Vec<u64> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| {
+            !needle.is_empty()
+                && (e.input.to_lowercase().contains(&needle) || e.response.to_lowercase().contains(&needle))
+        })
+        .map(|(i, _)| i as u64)
+        .collect();
+    let total = hits.len() as u64 * 2;
+    let mut items = Vec::new();
+    for &turn in hits.iter().rev().take(limit.div_ceil(2)).rev() {
+        let p = page(events, Some(turn * 2 + 2), Some(2))?;
+        items.extend(p.items);
+    }
+    Ok(HistoryPage {
+        items,
+        next_before: None,
+        total,
+    })
+}
+
+/// One conversation of the list: a channel's turns on one UTC day.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct Conversation {
+    /// `YYYY-MM-DD` (UTC).
+    pub day: String,
+    pub source: String,
+    pub turns: u64,
+    /// The first item's id and the id after the last one: `GET /api/v1/chat/history?
+    /// before=<to>&limit=<to - from>` shows it (items of other channels in between too).
+    pub from: u64,
+    pub to: u64,
+    /// The first input's words (at most 80 characters).
+    pub first: String,
+    /// When its last turn was.
+    pub last_ts_ms: i64,
+}
+
+/// The conversations of the log, newest first: consecutive days of one channel's
+/// turns grouped by (UTC day, channel).
+pub fn conversations(events: &[TextEvent], limit: usize) -> Vec<Conversation> {
+    let mut out: Vec<Conversation> = Vec::new();
+    let mut index: std::collections::HashMap<(String, String), usize> = std::collections::HashMap::new();
+    for (i, e) in events.iter().enumerate() {
+        let (y, m, d) = homeagent_actors::memory::civil_from_days(e.ts.div_euclid(86_400_000));
+        let day = format!("{y:04}-{m:02}-{d:02}");
+        let key = (day.clone(), e.source.clone());
+        let id = i as u64 * 2;
+        match index.get(&key) {
+            Some(&k) => {
+                let c = &mut out[k];
+                c.turns += 1;
+                c.to = id + 2;
+                c.last_ts_ms = e.ts;
+            }
+            None => {
+                index.insert(key, out.len());
+                out.push(Conversation {
+                    day,
+                    source: e.source.clone(),
+                    turns: 1,
+                    from: id,
+                    to: id + 2,
+                    first: e.input.chars().take(80).collect(),
+                    last_ts_ms: e.ts,
+                });
+            }
+        }
+    }
+    out.sort_by_key(|c| std::cmp::Reverse(c.last_ts_ms));
+    out.truncate(limit);
+    out
+}
+
+#[utoipa::path(get, path = "/api/v1/chat/conversations", tag = "agent",
+    responses((status = 200, description = "`{\"conversations\": [...]}`: each channel's turns of each UTC day, newest first (at most 200)")))]
+pub async fn list_conversations(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    let dir: PathBuf = state.text_dir.clone();
+    let events = web::block(move || TextLog::replay(&dir))
+        .await
+        .map_err(|e| ApiError::unavailable(format!("reading the text log failed ({e}); try again")))?;
+    Ok(HttpResponse::Ok().json(serde_json::json!({ "conversations": conversations(&events, 200) })))
+}
+
 #[utoipa::path(get, path = "/api/v1/chat/history", tag = "agent", params(HistoryQuery),
     responses(
         (status = 200, description = "A page of the conversation (every channel), oldest first", body = HistoryPage),
@@ -136,7 +232,11 @@ pub async fn history(state: web::Data<AppState>, q: web::Query<HistoryQuery>) ->
     let events = web::block(move || TextLog::replay(&dir))
         .await
         .map_err(|e| ApiError::unavailable(format!("reading the text log failed ({e}); try again")))?;
-    let p = page(&events, q.before, q.limit).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let p = match q.q.as_deref() {
+        Some(words) if !words.trim().is_empty() => search(&events, words, q.limit),
+        _ => page(&events, q.before, q.limit),
+    }
+    .map_err(|e| ApiError::bad_request(e.to_string()))?;
     Ok(HttpResponse::Ok().json(p))
 }
 
@@ -209,5 +309,35 @@ mod tests {
         assert!(page(&events, None, Some(MAX_LIMIT + 1)).is_err());
         assert_eq!(page(&events, Some(u64::MAX), None).unwrap().items.len(), 2);
         assert!(page(&[], Some(0), None).unwrap().items.is_empty());
+    }
+
+    #[test]
+    fn search_finds_either_side_newest_first_and_conversations_group_by_day_and_channel() {
+        let day = 86_400_000;
+        let mut log = vec![
+            ev(1, "webui", "the Paris trip"),
+            ev(2, "cli", "ok"),
+            ev(day + 3, "webui", "paris again"),
+        ];
+        log[1].input = "PARIS by train?".into();
+        let found = search(&log, "paris", Some(2)).unwrap();
+        assert_eq!(found.total, 6, "three turns match");
+        assert_eq!(
+            found.items.iter().map(|i| i.id).collect::<Vec<_>>(),
+            vec![4, 5],
+            "the newest match"
+        );
+        assert!(search(&log, "  ", None).unwrap().items.is_empty());
+        let c = conversations(&log, 10);
+        assert_eq!(
+            c.iter()
+                .map(|c| (c.day.as_str(), c.source.as_str(), c.turns, c.from, c.to))
+                .collect::<Vec<_>>(),
+            vec![
+                ("1970-01-02", "webui", 1, 4, 6),
+                ("1970-01-01", "cli", 1, 2, 4),
+                ("1970-01-01", "webui", 1, 0, 2)
+            ]
+        );
     }
 }

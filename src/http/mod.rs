@@ -88,7 +88,7 @@ pub struct AppState {
     paths(
         api::healthz, ready::readyz, api::actors, api::restart, api::get_settings, api::put_settings, sse::events,
         agent::post_message, agent::post_stop, agent::get_tasks, agent::get_sources, agent::get_presets, agent::get_security,
-        agent::get_context, agent::get_documents, agent::get_plugins, agent::plugin_action, agent::plugin_api, agent::install_plugin, agent::run_heartbeat, clock::get_clock, clock::advance, approvals::list, approvals::audit, approvals::answer, inbox::list, inbox::retry, inbox::discard, usage::usage, agent::memory_status, agent::get_graph, import::import_history, history::history, logs::logs,
+        agent::get_context, agent::get_documents, agent::get_plugins, agent::plugin_action, agent::plugin_api, agent::install_plugin, agent::run_heartbeat, clock::get_clock, clock::advance, approvals::list, approvals::audit, approvals::answer, inbox::list, inbox::retry, inbox::discard, usage::usage, agent::memory_status, agent::get_graph, import::import_history, history::history, history::list_conversations, agent::post_new_chat, logs::logs,
         settings::definitions, settings::test_source, plugins::plugin_tools, plugins::uninstall,
         memory::delete_document, memory::edit_relation, memory::delete_relation, memory::get_knowledge, memory::add_knowledge, memory::delete_knowledge,
         residents::list, residents::restart, residents::destroy,
@@ -187,6 +187,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                         .route(web::post().to(agent::post_message)),
                 )
                 .route("/chat/history", web::get().to(history::history))
+                .route("/chat/conversations", web::get().to(history::list_conversations))
+                .route("/chat/new", web::post().to(agent::post_new_chat))
                 .route("/logs", web::get().to(logs::logs))
                 .route("/stop", web::post().to(agent::post_stop))
                 .route("/tasks", web::get().to(agent::get_tasks))

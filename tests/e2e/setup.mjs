@@ -86,6 +86,30 @@ async function main() {
     return b && b.textContent === 'Copied' ? { ok: true } : { ok: false, why: b ? b.textContent : 'no button' };
   });
   log('regenerate answered again, edit filled the box, copy copied');
+  // History: the day's conversation is listed, a search finds a turn, and picking it
+  // shows it until "Back to now"; New chat starts an empty timeline.
+  await page.locator('#chat-history').click();
+  await pollPage(page, 'no conversation listed', 5_000, () => {
+    const items = [...document.querySelectorAll('#chat-found .chat-pick')].map((b) => b.textContent);
+    return items.some((t) => /hello after setup/.test(t)) ? { ok: true } : { ok: false, why: items.join(' | ') || 'none' };
+  });
+  await page.locator('#chat-q').fill('AFTER SETUP');
+  await pollPage(page, 'the search found nothing', 5_000, () => {
+    const items = [...document.querySelectorAll('#chat-found .chat-pick')];
+    return items.length >= 2 && /after setup/i.test(items[0].textContent) ? { ok: true } : { ok: false, why: String(items.length) };
+  });
+  if (shotPath) await page.screenshot({ path: `${shotPath}-history-1440.png` });
+  await page.locator('#chat-found .chat-pick').first().click();
+  await pollPage(page, 'picking a search result did not show it', 5_000, () => (
+    !document.querySelector('#chat-viewing').hidden && /hello after setup/.test(document.querySelector('#chat-log').textContent) ? { ok: true } : { ok: false }));
+  await page.locator('#chat-viewing button').click();
+  await page.locator('#chat-history').click();
+  await page.locator('#chat-new').click();
+  await pollPage(page, 'New chat did not start a new conversation', 5_000, () => (
+    document.querySelector('#chat-log .chat-divider') ? { ok: true } : { ok: false }));
+  const ctx = await fetchJson(`${base}/api/v1/memory/context`);
+  if (ctx.events.length) fail(`after New chat the timeline still holds ${ctx.events.length} events`);
+  log('history listed the conversation, search found it, New chat emptied the timeline');
   // Esc stops an answer being written; the words already shown stay, marked.
   await page.locator('#chat-input').fill('trickle 400 one two three four five six seven eight nine ten');
   await page.keyboard.press('Enter');

@@ -348,6 +348,20 @@ impl ContextActor {
     }
 }
 
+/// A new conversation: the whole window becomes a document (recall still finds every
+/// word of it), and the timeline the next prompt shows starts empty. Answers how many
+/// events were set aside.
+#[derive(Message)]
+#[rtype(result = "Result<usize, String>")]
+pub struct ArchiveAll;
+
+impl Handles<ArchiveAll> for ContextActor {
+    type Reply = Archived;
+    fn handle(&mut self, _: ArchiveAll, _: &mut HostContext<Self>) -> Self::Reply {
+        self.archive(self.events.clone(), "set aside for a new conversation")
+    }
+}
+
 impl Handles<PruneContext> for ContextActor {
     type Reply = Archived;
     fn handle(&mut self, msg: PruneContext, _: &mut HostContext<Self>) -> Self::Reply {
