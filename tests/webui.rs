@@ -173,8 +173,18 @@ fn live_log_is_filtered_masked_and_plain_text() {
         .unwrap();
     assert!(!raw.contains(SECRET), "the secret is in GET /api/v1/logs");
 
-    // A level is a minimum: the missing default source's key is a warning.
-    let warn = get(&d, "/api/v1/logs?level=warn");
+    // A level is a minimum: a source without its key is a warning.
+    api::put_settings(
+        &d,
+        json!({
+            "core.llm.sources.keyless.base_url": "https://api.example.com/v1",
+            "core.llm.sources.keyless.model": "m",
+            "core.llm.sources.keyless.adapter": "openai",
+        }),
+    );
+    let warn = api::wait_for(&d, "/api/v1/logs?level=warn", "the keyless source's warning", |w| {
+        w["lines"].as_array().is_some_and(|l| !l.is_empty())
+    });
     let lines = warn["lines"].as_array().unwrap();
     assert!(!lines.is_empty(), "{warn}");
     assert!(
