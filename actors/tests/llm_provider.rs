@@ -114,7 +114,7 @@ async fn no_source_is_a_clear_error() {
     llm.send(Configure(BTreeMap::new())).await.unwrap();
     let err = llm.send(complete(request("hi"), false)).await.unwrap().unwrap_err();
     assert!(
-        matches!(&err, LlmError::NoSource(m) if m.contains("core.llm.sources.main.base_url")),
+        matches!(&err, LlmError::NoSource(m) if m.contains("core.llm.sources.<name>.base_url")),
         "{err}"
     );
 }
