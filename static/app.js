@@ -1674,11 +1674,15 @@
 
   const THEMES = ["auto", "light", "dark"];
   const themeBtn = document.getElementById("theme");
+  const systemDark = window.matchMedia ? window.matchMedia("(prefers-color-scheme: dark)") : null;
+  // The stylesheet has one dark block, keyed on data-theme: "auto" resolves here.
   function applyTheme(t) {
-    if (t === "auto") delete document.documentElement.dataset.theme;
-    else document.documentElement.dataset.theme = t;
+    const dark = t === "dark" || (t === "auto" && systemDark && systemDark.matches);
+    document.documentElement.dataset.theme = dark ? "dark" : "light";
+    document.documentElement.dataset.themeChoice = t;
     if (themeBtn) themeBtn.textContent = tx("theme." + t);
   }
+  if (systemDark) systemDark.addEventListener("change", () => applyTheme(theme));
   let theme = "auto";
   try { theme = THEMES.includes(localStorage.getItem("ha-theme")) ? localStorage.getItem("ha-theme") : "auto"; } catch (_) { /* private mode */ }
   applyTheme(theme);

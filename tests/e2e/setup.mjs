@@ -126,7 +126,7 @@ async function main() {
   log(`Esc: ${stopped.text.trim().replace(/\s+/g, ' ')}`);
   // The theme switch: auto → light → dark, kept across a reload.
   const scheme = () => page.evaluate(() => ({
-    theme: document.documentElement.dataset.theme || 'auto',
+    theme: document.documentElement.dataset.themeChoice || 'auto',
     bg: getComputedStyle(document.body).backgroundColor,
     label: document.querySelector('#theme').textContent,
   }));
