@@ -1206,28 +1206,36 @@
     return l === k ? key : l;
   }
 
-  function usageTable(rows, keyLabel, label = usageKeyLabel) {
-    const table = el("table", "usage-table");
+  // A table of `headers` and rows (each a list of cells), `empty` in one cell when
+  // there are none.
+  function dataTable(cls, headers, rows, empty) {
+    const table = el("table", cls);
     const head = el("tr");
-    for (const h of [keyLabel, t("usage.calls"), t("usage.col_input"), t("usage.col_output"), t("usage.cost")]) head.append(el("th", null, h));
+    for (const h of headers) head.append(el("th", null, h));
     table.append(el("thead"));
     table.firstChild.append(head);
     const body = el("tbody");
-    for (const r of rows) {
+    for (const cells of rows) {
       const tr = el("tr");
-      tr.append(el("td", "usage-key", label(r.key)), el("td", "num", String(r.calls)),
-        el("td", "num", fmtTokens(r.input)), el("td", "num", fmtTokens(r.output)), el("td", "num", fmtCost(r)));
+      tr.append(...cells);
       body.append(tr);
     }
     if (!rows.length) {
+      const td = el("td", "muted", empty);
+      td.colSpan = headers.length;
       const tr = el("tr");
-      const td = el("td", "muted", t("usage.none"));
-      td.colSpan = 5;
       tr.append(td);
       body.append(tr);
     }
     table.append(body);
     return table;
+  }
+
+  function usageTable(rows, keyLabel, label = usageKeyLabel) {
+    return dataTable("usage-table", [keyLabel, t("usage.calls"), t("usage.col_input"), t("usage.col_output"), t("usage.cost")],
+      rows.map((r) => [el("td", "usage-key", label(r.key)), el("td", "num", String(r.calls)),
+        el("td", "num", fmtTokens(r.input)), el("td", "num", fmtTokens(r.output)), el("td", "num", fmtCost(r))]),
+      t("usage.none"));
   }
 
   function fmtUsd(x) {
@@ -1238,14 +1246,8 @@
   // Every limit that is set, one row per cell of the matrix (whom × day/month ×
   // tokens/dollars): how much of it the period used, and when it starts afresh.
   function limitsTable(rows) {
-    const table = el("table", "usage-table usage-limits");
-    const head = el("tr");
-    for (const h of [t("usage.col_limit"), t("usage.col_used"), t("usage.col_resets")]) head.append(el("th", null, h));
-    table.append(el("thead"));
-    table.firstChild.append(head);
-    const body = el("tbody");
     const now = Date.now();
-    for (const r of rows) {
+    const table = dataTable("usage-table usage-limits", [t("usage.col_limit"), t("usage.col_used"), t("usage.col_resets")], rows.map((r) => {
       const [kind, ...rest] = String(r.scope).split(":");
       const who = rest.join(":");
       const scope = kind === "source" ? t("usage.scope.source", { name: who })
@@ -1261,23 +1263,17 @@
         + (r.held ? " (+" + amount(r.held) + " " + t("usage.held") + ")" : "");
       const hours = Math.max(1, Math.round((r.resets_at_ms - now) / 3600000));
       const resets = hours <= 48 ? t("usage.resets_in", { h: hours }) : new Date(r.resets_at_ms).toISOString().slice(0, 10);
-      const tr = el("tr", used >= 1 ? "limit-full" : null);
       const usedCell = el("td", "usage-used");
       usedCell.append(meter, el("span", null, text));
-      tr.append(el("td", "usage-key", scope + " · " + t("usage.period." + r.period) + " · " + t("usage.unit." + r.unit)),
-        usedCell, el("td", "num", resets));
-      body.append(tr);
-    }
-    if (!rows.length) {
-      const tr = el("tr");
-      const td = el("td", "muted", t("usage.no_limits"));
-      td.colSpan = 3;
-      tr.append(td);
-      body.append(tr);
-    }
-    table.append(body);
+      const first = el("td", "usage-key", scope + " · " + t("usage.period." + r.period) + " · " + t("usage.unit." + r.unit));
+      if (used >= 1) first.dataset.full = "1";
+      return [first, usedCell, el("td", "num", resets)];
+    }), t("usage.no_limits"));
+    // A spent limit's whole row reads as such.
+    for (const td of table.querySelectorAll('td[data-full="1"]')) td.parentElement.classList.add("limit-full");
     return table;
   }
+
 
   async function refreshUsage() {
     const err = $("#usage-error");
