@@ -8,9 +8,12 @@ use std::sync::{Arc, Mutex};
 
 use homeagent_actors::clock::{self, Beats, ClockError, Due};
 
-/// A heartbeat with a period that records the clock at each round.
-fn beat(period_ms: i64, log: Arc<Mutex<Vec<(&'static str, i64)>>>, name: &'static str) -> clock::DueFn {
-    let next = Arc::new(Mutex::new(clock::now_ms() + period_ms));
+/// A heartbeat with a period, first due a period after `start`, that records the clock
+/// at each round. (`start`, not the clock read here: the virtual clock moves with wall
+/// time between advances, and a beat made a millisecond after `start` would be due a
+/// millisecond after the week ends.)
+fn beat(start: i64, period_ms: i64, log: Arc<Mutex<Vec<(&'static str, i64)>>>, name: &'static str) -> clock::DueFn {
+    let next = Arc::new(Mutex::new(start + period_ms));
     Arc::new(move |now| {
         let (next, log) = (next.clone(), log.clone());
         Box::pin(async move {
@@ -53,8 +56,8 @@ async fn heartbeats_run_as_often_as_their_period_at_the_simulated_moments() {
 
     let log: Arc<Mutex<Vec<(&'static str, i64)>>> = Arc::default();
     let mut beats = Beats::default();
-    beats.add("distill", beat(30 * 60_000, log.clone(), "distill"));
-    beats.add("archive", beat(2 * HOUR, log.clone(), "archive"));
+    beats.add("distill", beat(t0, 30 * 60_000, log.clone(), "distill"));
+    beats.add("archive", beat(t0, 2 * HOUR, log.clone(), "archive"));
     assert_eq!(beats.names(), vec!["distill", "archive"]);
 
     let mut stops = 0;
