@@ -603,7 +603,26 @@
   for (const a of ADAPTERS) { const o = el("option"); o.value = a; adapterList.append(o); }
   document.body.append(adapterList);
 
-  hooks.settings = { show: renderSettings };
+  // Find a setting: every field whose key, label or description holds the words stays,
+  // the rest (and groups left empty) are hidden until the box is cleared.
+  function filterSettings() {
+    const words = $("#settings-q").value.trim().toLowerCase().split(/\s+/).filter(Boolean);
+    const view = $("#view-settings");
+    let shown = 0;
+    for (const f of view.querySelectorAll(".field")) {
+      const text = ((f.dataset.key || "") + " " + f.textContent).toLowerCase();
+      const hit = words.every((w) => text.includes(w));
+      f.hidden = !hit;
+      if (hit) shown += 1;
+    }
+    for (const g of view.querySelectorAll(".settings-group, .source-card")) {
+      g.hidden = words.length > 0 && !g.querySelector(".field:not([hidden])");
+    }
+    $("#settings-found").textContent = words.length ? t("settings.found", { n: shown }) : "";
+  }
+  $("#settings-q").addEventListener("input", filterSettings);
+
+  hooks.settings = { show: async () => { await renderSettings(); filterSettings(); } };
 
   // ================================================================ plugins
 

@@ -52,6 +52,16 @@ async function settings(page) {
   if (form.secret !== 'password' || form.secretValue !== '') fail(`core.llm.api_key is not an empty password field: ${JSON.stringify(form)}`);
   if (!/30s/.test(form.help)) fail(`tool_timeout shows no unit: ${form.help}`);
 
+  // Find: words narrow the page to the fields that hold them.
+  await page.fill('#settings-q', 'tool turns');
+  const found = await pollPage(page, 'the find box did not narrow the settings', 5_000, () => {
+    const shown = [...document.querySelectorAll('#view-settings .field')].filter((f) => !f.hidden).map((f) => f.dataset.key);
+    return shown.includes('core.agent.max_tool_turns') && shown.length < 10 ? { ok: true, shown } : { ok: false, why: shown.length + ' shown' };
+  });
+  log(`find "tool turns": ${found.shown.join(', ')}`);
+  await page.fill('#settings-q', '');
+  await page.locator('#settings-q').dispatchEvent('input');
+
   // A refused value shows the daemon's reason under its field; nothing is written.
   await page.fill('#set-core-agent-max_tool_turns', '20000');
   await page.locator('.settings-group[data-ns="core.agent"] .group-save').click();
