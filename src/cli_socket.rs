@@ -312,40 +312,13 @@ fn event_frame(v: Value) -> Vec<u8> {
     line
 }
 
-/// What one bus event of task `task` adds to the client's stream.
-fn stream_frame(
-    ev: &homeagent_actors::bus::KernelEvent,
-    task: u64,
-    separate: &mut bool,
-    streamed: &mut bool,
-) -> Option<Vec<u8>> {
-    use homeagent_actors::bus::Event;
-    match &ev.event {
-        Event::StreamDelta {
-            task_id,
-            content,
-            reset: false,
-            ..
-        } if *task_id == task && !content.is_empty() => {
-            let content = if std::mem::take(separate) {
-                format!("\n\n{content}")
-            } else {
-                content.clone()
-            };
-            *streamed = true;
-            Some(event_frame(json!({"type": "delta", "content": content})))
-        }
-        Event::AgentLlmChain {
-            task_id, tool_calls, ..
-        } if *task_id == task && !tool_calls.is_empty() => {
-            *separate = *streamed;
-            None
-        }
-        Event::ToolCall {
-            task_id, name, status, ..
-        } if *task_id == task => Some(event_frame(json!({"type": "tool", "name": name, "status": status}))),
-        _ => None,
-    }
+/// The line a streamed piece of the answer is sent as.
+fn piece_frame(piece: crate::turn_stream::Piece) -> Vec<u8> {
+    use crate::turn_stream::Piece;
+    event_frame(match piece {
+        Piece::Text(content) => json!({"type": "delta", "content": content}),
+        Piece::Tool { name, status } => json!({"type": "tool", "name": name, "status": status}),
+    })
 }
 
 /// A message to the agent (source and channel `cli`): its deltas and tool calls
@@ -378,7 +351,7 @@ async fn converse(
         }
     };
     let task = accepted.task_id;
-    let (mut separate, mut streamed) = (false, false);
+    let mut turn = crate::turn_stream::TurnStream::new(task.unwrap_or_default());
     tokio::pin!(rx);
     let reply = loop {
         use tokio::sync::broadcast::error::RecvError;
@@ -386,8 +359,8 @@ async fn converse(
             biased;
             ev = bus.recv(), if task.is_some() => match ev {
                 Ok(ev) => {
-                    if let Some(f) = stream_frame(&ev, task.unwrap_or_default(), &mut separate, &mut streamed)
-                        && write.write_all(&f).await.is_err()
+                    if let Some(p) = turn.next(&ev)
+                        && write.write_all(&piece_frame(p)).await.is_err()
                     {
                         return None;
                     }
@@ -397,11 +370,11 @@ async fn converse(
             },
             r = &mut rx => {
                 // Deltas still queued go out before the answer.
-                while let Some(t) = task
+                while task.is_some()
                     && let Ok(ev) = bus.try_recv()
                 {
-                    if let Some(f) = stream_frame(&ev, t, &mut separate, &mut streamed)
-                        && write.write_all(&f).await.is_err()
+                    if let Some(p) = turn.next(&ev)
+                        && write.write_all(&piece_frame(p)).await.is_err()
                     {
                         return None;
                     }

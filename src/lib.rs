@@ -49,3 +49,4 @@ pub mod metrics;
 pub mod scripted_vendor;
 pub mod selftest;
 pub mod telemetry;
+pub mod turn_stream;

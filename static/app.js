@@ -1573,6 +1573,18 @@
   chatMore.addEventListener("click", () => loadHistory(false));
   loadHistory(true);
 
+  /** A JSON request: `{ok, body, error}` (the daemon's error text, or why it failed). */
+  async function sendJson(method, path, body) {
+    try {
+      const res = await fetch(path, { method, cache: "no-store", headers: { "Content-Type": "application/json", "Accept": "application/json" }, body: JSON.stringify(body) });
+      let b = null;
+      try { b = await res.json(); } catch (_) { b = null; }
+      return { ok: res.ok, body: b, error: b && typeof b.error === "string" ? b.error : "HTTP " + res.status };
+    } catch (e) {
+      return { ok: false, body: null, error: tx("app.network_error", { e: e && e.message ? e.message : e }) };
+    }
+  }
+
   // ---------------------------------------------------------------- conversations
   //
   // History: the conversations (a channel's turns of a day, newest first) and a search
@@ -1657,9 +1669,8 @@
     const btn = $("#chat-new");
     btn.disabled = true;
     try {
-      const res = await fetch("/api/v1/chat/new", { method: "POST", cache: "no-store", headers: { "Content-Type": "application/json", "Accept": "application/json" }, body: "{}" });
-      const body = await res.json().catch(() => null);
-      if (!res.ok) { chatStatus.textContent = (body && body.error) || "HTTP " + res.status; return; }
+      const r = await sendJson("POST", "/api/v1/chat/new", {});
+      if (!r.ok) { chatStatus.textContent = r.error; return; }
       if (chatLog.dataset.viewing) { chatViewing.hidden = true; delete chatLog.dataset.viewing; }
       chatLog.replaceChildren(el("li", "chat-divider", tx("chat.new_started")));
       chatMore.hidden = true;
@@ -1802,19 +1813,9 @@
       if (pr.needs_key) update[prefix + "api_key"] = key.value.trim();
       connect.disabled = true;
       say("pending", tx("setup.connecting"));
-      const call = async (method, path, body) => {
-        try {
-          const res = await fetch(path, { method, cache: "no-store", headers: { "Content-Type": "application/json", "Accept": "application/json" }, body: JSON.stringify(body) });
-          let b = null;
-          try { b = await res.json(); } catch (_) { b = null; }
-          return { ok: res.ok, body: b, error: b && typeof b.error === "string" ? b.error : "HTTP " + res.status };
-        } catch (e) {
-          return { ok: false, body: null, error: tx("app.network_error", { e: e && e.message ? e.message : e }) };
-        }
-      };
-      const saved = await call("PUT", "/api/v1/settings", update);
+      const saved = await sendJson("PUT", "/api/v1/settings", update);
       if (!saved.ok) { connect.disabled = false; say("error", saved.error); return; }
-      const test = await call("POST", "/api/v1/llm/sources/" + encodeURIComponent(name) + "/test", {});
+      const test = await sendJson("POST", "/api/v1/llm/sources/" + encodeURIComponent(name) + "/test", {});
       connect.disabled = false;
       if (test.ok && test.body && test.body.ok) {
         key.value = "";

@@ -78,11 +78,7 @@ fn exchange(
             }
             Some("response") => {
                 let content = text("content");
-                return Ok(Ok(if streamed.is_empty() {
-                    content
-                } else {
-                    content.strip_prefix(streamed.as_str()).unwrap_or_default().to_owned()
-                }));
+                return Ok(Ok(homeagent::turn_stream::remainder(&streamed, &content).to_owned()));
             }
             _ => {
                 if !streamed.is_empty() {

@@ -34,7 +34,7 @@ use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
 use actix_web_lab::sse::{self, Sse};
 use homeagent_actors::agent::input::{Input, Reply, ReplyTo, new_request_id};
 use homeagent_actors::agent::intake::Inject;
-use homeagent_actors::bus::{Event, KernelEvent};
+use homeagent_actors::bus::KernelEvent;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
@@ -318,32 +318,6 @@ impl Chunks {
     }
 }
 
-/// What the streaming loop does with one bus event of its task.
-#[derive(Debug, PartialEq)]
-enum Step {
-    /// Send this text.
-    Text(String),
-    /// A round of the model ended with its own tool calls: separate the next text.
-    RoundEnded,
-    Nothing,
-}
-
-/// The step for `ev` when streaming task `task`.
-fn step(ev: &KernelEvent, task: u64) -> Step {
-    match &ev.event {
-        Event::StreamDelta {
-            task_id,
-            content,
-            reset: false,
-            ..
-        } if *task_id == task && !content.is_empty() => Step::Text(content.clone()),
-        Event::AgentLlmChain {
-            task_id, tool_calls, ..
-        } if *task_id == task && !tool_calls.is_empty() => Step::RoundEnded,
-        _ => Step::Nothing,
-    }
-}
-
 /// The SSE answer of a `stream: true` request: the task's deltas as chunks until its
 /// reply, then the rest of the reply (what did not stream: a stop text, or everything
 /// when the input waited on disk without a task id), the final chunk and `[DONE]`.
@@ -362,27 +336,17 @@ fn stream(
         let _ = tx
             .send(chunks.chunk(json!({"role": "assistant", "content": ""}), None))
             .await;
-        let mut streamed = String::new();
-        let mut separate = false;
+        let mut turn = crate::turn_stream::TurnStream::new(task_id.unwrap_or_default());
         let deadline = tokio::time::sleep(DEFAULT_TIMEOUT);
         tokio::pin!(deadline, rx);
-        // What one bus event adds to the stream; `false` when the client went away.
-        let mut on_event = async |ev: &KernelEvent, streamed: &mut String| -> bool {
-            match step(ev, task_id.unwrap_or_default()) {
-                Step::Text(t) => {
-                    let t = if std::mem::take(&mut separate) {
-                        format!("\n\n{t}")
-                    } else {
-                        t
-                    };
-                    streamed.push_str(&t);
+        // What one bus event adds to the stream (its text; tool calls are not part of
+        // a chat completion's content); `false` when the client went away.
+        let on_event = async |ev: &KernelEvent, turn: &mut crate::turn_stream::TurnStream| -> bool {
+            match turn.next(ev) {
+                Some(crate::turn_stream::Piece::Text(t)) => {
                     tx.send(chunks.chunk(json!({"content": t}), None)).await.is_ok()
                 }
-                Step::RoundEnded => {
-                    separate = !streamed.is_empty();
-                    true
-                }
-                Step::Nothing => true,
+                _ => true,
             }
         };
         // `biased`: deltas already on the bus go out before the reply is taken, and
@@ -394,7 +358,7 @@ fn stream(
                 biased;
                 () = &mut deadline => break None,
                 ev = bus.recv(), if task_id.is_some() => match ev {
-                    Ok(ev) => if !on_event(&ev, &mut streamed).await {
+                    Ok(ev) => if !on_event(&ev, &mut turn).await {
                         return; // the client went away; the task goes on
                     },
                     Err(RecvError::Lagged(n)) => tracing::warn!(missed = n, "OpenAI stream lagged behind the bus"),
@@ -402,7 +366,7 @@ fn stream(
                 },
                 r = &mut rx => {
                     while task_id.is_some() && let Ok(ev) = bus.try_recv() {
-                        if !on_event(&ev, &mut streamed).await {
+                        if !on_event(&ev, &mut turn).await {
                             return;
                         }
                     }
@@ -430,7 +394,7 @@ fn stream(
                 .await;
             return;
         }
-        let rest = remainder(&streamed, &reply.content);
+        let rest = turn.rest(&reply.content);
         if !rest.is_empty() {
             let _ = tx.send(chunks.chunk(json!({"content": rest}), None)).await;
         }
@@ -447,17 +411,6 @@ fn stream(
         .insert_header(("cache-control", "no-store"))
         .respond_to(http)
         .map_into_boxed_body()
-}
-
-/// What of the final reply did not stream: all of it when nothing streamed, its tail
-/// when the stream was its beginning, nothing when the stream already carried it (or
-/// the rounds' texts, of which the reply is the last).
-fn remainder<'a>(streamed: &str, reply: &'a str) -> &'a str {
-    if streamed.is_empty() {
-        reply
-    } else {
-        reply.strip_prefix(streamed).unwrap_or_default()
-    }
 }
 
 /// `GET /v1/models`: the agent as the one model.
@@ -570,32 +523,6 @@ mod tests {
         }
         let ok = req(json!({"messages": [{"role": "user", "content": "hi"}], "n": 1, "tools": []}));
         assert_eq!(input_of(&ok).unwrap(), "hi");
-    }
-
-    #[test]
-    fn only_the_tasks_text_deltas_and_tool_rounds_count() {
-        let ev = |event| KernelEvent { event, ts_ms: 0 };
-        let delta = |task_id, content: &str, reset| {
-            ev(Event::StreamDelta {
-                task_id,
-                channel: "http".into(),
-                content: content.into(),
-                reasoning: None,
-                reset,
-            })
-        };
-        assert_eq!(step(&delta(3, "hi", false), 3), Step::Text("hi".into()));
-        assert_eq!(step(&delta(4, "hi", false), 3), Step::Nothing, "another task");
-        assert_eq!(step(&delta(3, "", true), 3), Step::Nothing, "a reset is not text");
-        assert_eq!(step(&delta(3, "", false), 3), Step::Nothing, "reasoning only");
-    }
-
-    #[test]
-    fn the_remainder_is_what_did_not_stream() {
-        assert_eq!(remainder("", "all of it"), "all of it");
-        assert_eq!(remainder("Hello", "Hello world"), " world");
-        assert_eq!(remainder("Hello world", "Hello world"), "");
-        assert_eq!(remainder("Let me check\n\nAnswer", "Answer"), "");
     }
 
     #[test]

@@ -58,21 +58,14 @@ async function main() {
   log(`first answer: ${reply.text.trim().slice(0, 80)}`);
   // Regenerate asks the same question again (no duplicate refusal), Edit puts a
   // question back in the box, Copy says it copied.
-  const answers = () => page.evaluate(() => [...document.querySelectorAll('#chat-log li[data-role="assistant"]')]
-    .filter((li) => !li.dataset.pending && /echo: hello after setup/.test(li.textContent)).length);
   const lastAnswer = page.locator('#chat-log li[data-role="assistant"]').last();
   await lastAnswer.hover();
   await lastAnswer.locator('.msg-act[data-act="regenerate"]').click();
-  const n = await (async () => {
-    const t0 = Date.now();
-    while (Date.now() - t0 < 15_000) {
-      const k = await answers();
-      if (k >= 2) return k;
-      await page.waitForTimeout(100);
-    }
-    return answers();
-  })();
-  if (n < 2) fail(`Regenerate gave ${n} answers to the question, not 2`);
+  await pollPage(page, 'Regenerate did not answer the question again', 15_000, () => {
+    const n = [...document.querySelectorAll('#chat-log li[data-role="assistant"]')]
+      .filter((li) => !li.dataset.pending && /echo: hello after setup/.test(li.textContent)).length;
+    return n >= 2 ? { ok: true } : { ok: false, why: `${n} answers` };
+  });
   const question = page.locator('#chat-log li[data-role="user"]').last();
   await question.hover();
   await question.locator('.msg-act[data-act="edit"]').click();

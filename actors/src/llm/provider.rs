@@ -572,11 +572,8 @@ impl LlmActor {
             .trim()
             .to_owned();
         let tokens = |k: &str| settings.get(k).and_then(Value::as_u64).unwrap_or(0);
-        let dollars = |k: &str| {
-            let usd = settings.get(k).and_then(Value::as_f64).unwrap_or(0.0);
-            (usd * 1e6).round().max(0.0) as u64
-        };
         let micros = |usd: f64| (usd * 1e6).round().max(0.0) as u64;
+        let dollars = |k: &str| micros(settings.get(k).and_then(Value::as_f64).unwrap_or(0.0));
         use crate::usage::budget::Caps;
         let caps = |daily_tokens: &str, monthly_tokens: &str, daily_usd: &str, monthly_usd: &str| Caps {
             daily_tokens: tokens(daily_tokens),

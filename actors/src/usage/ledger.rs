@@ -25,6 +25,21 @@ pub enum Kind {
 }
 
 impl Kind {
+    pub const ALL: [Kind; 7] = [
+        Kind::OwnerTurn,
+        Kind::GuestTurn,
+        Kind::Heartbeat,
+        Kind::SubAgent,
+        Kind::Resident,
+        Kind::Vision,
+        Kind::Selftest,
+    ];
+
+    /// The kind a ledger row names ([`Kind::as_str`]).
+    pub fn named(name: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+
     /// Work nobody waits on: it counts in the background limits and runs on
     /// `core.llm.background_source` when one is set.
     pub fn is_background(self) -> bool {

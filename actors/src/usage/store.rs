@@ -153,7 +153,7 @@ impl UsageStore {
             add(Scope::All, &all);
             for r in kinds
                 .iter()
-                .filter(|r| [Kind::Heartbeat, Kind::Resident].iter().any(|k| r.key == k.as_str()))
+                .filter(|r| Kind::named(&r.key).is_some_and(Kind::is_background))
             {
                 add(Scope::Background, r);
             }
