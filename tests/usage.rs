@@ -134,10 +134,16 @@ fn a_spent_monthly_budget_stays_spent_after_a_restart() {
 #[test]
 fn a_sources_month_of_money_stays_spent_after_a_restart_and_the_cheaper_source_answers() {
     let (_dir, data, d, dear) = daemon_with_vendor();
+    // The prices with a change the status shows, so the LLM actor has them before
+    // the first call (one reload applies both).
     put_settings(
         &d,
-        json!({"core.llm.prices": {"fake-model": {"input": 1000, "output": 1000}, "cheap-model": {"input": 1, "output": 1}}}),
+        json!({"core.llm.prices": {"fake-model": {"input": 1000, "output": 1000}, "cheap-model": {"input": 1, "output": 1}},
+               "core.llm.sources.fake.context_window": 64000}),
     );
+    common::api::wait_for(&d, "/api/v1/llm/sources", "the prices applied", |s| {
+        s["sources"][0]["context_window"] == 64000
+    });
     // 10 + 5 tokens at $1,000/Mtok: $0.015 this month on the dear source.
     let (status, body) = post(&d, "/api/v1/messages", json!({"text": "a dear answer"}));
     assert_eq!(status, 200, "{body}");
@@ -251,7 +257,7 @@ fn at_a_money_limit_the_cheaper_source_answers_and_the_owner_is_told_once() {
     let (status, body) = post(&d, "/api/v1/messages", json!({"text": "over the cheap source's day"}));
     assert_eq!(status, 429, "{body}");
     assert!(
-        body.to_string().contains("cheap: the daily token budget is spent")
+        body.to_string().contains("cheap: the daily token budget")
             && body.to_string().contains("core.llm.sources.cheap.daily_tokens"),
         "{body}"
     );

@@ -360,6 +360,16 @@ pub enum Msg<'a> {
         resets_in_min: i64,
         monthly: bool,
     },
+    /// A model call whose worst case (its prompt and its answer's cap) does not fit what
+    /// is left of a token limit that is not spent yet.
+    BudgetTooSmall {
+        setting: &'a str,
+        limit: u64,
+        spent: u64,
+        asked: u64,
+        resets_in_min: i64,
+        monthly: bool,
+    },
     /// A model call a money limit refused (`usage::budget`; dollars).
     MoneyBudgetExhausted {
         setting: &'a str,
@@ -1089,6 +1099,29 @@ impl Msg<'_> {
                     "the monthly token budget is spent ({spent} of {limit} tokens, {setting}); no model call was made. It resets in {hours} h (the 1st of the month, UTC), or raise {setting}",
                     "本月的 token 预算已用完（{spent} / {limit}，{setting}）；未调用模型。{hours} 小时后（UTC 每月 1 日）重置，或调高 {setting}"
                 )
+            }
+            M::BudgetTooSmall {
+                setting,
+                limit,
+                spent,
+                asked,
+                resets_in_min,
+                monthly,
+            } => {
+                let hours = (resets_in_min + 59) / 60;
+                if monthly {
+                    tr!(
+                        lang,
+                        "the monthly token budget cannot hold this call's worst case of {asked} tokens (its prompt and the answer's cap; {spent} of {limit} spent or held, {setting}); no model call was made. It resets in {hours} h (the 1st of the month, UTC), or raise {setting} or lower core.llm.max_tokens",
+                        "本月的 token 预算容不下本次调用的最坏情况 {asked} tokens（提示词加回答上限；已用或占用 {spent} / {limit}，{setting}）；未调用模型。{hours} 小时后（UTC 每月 1 日）重置，或调高 {setting}、调低 core.llm.max_tokens"
+                    )
+                } else {
+                    tr!(
+                        lang,
+                        "the daily token budget cannot hold this call's worst case of {asked} tokens (its prompt and the answer's cap; {spent} of {limit} spent or held, {setting}); no model call was made. It resets in {resets_in_min} min (midnight UTC), or raise {setting} or lower core.llm.max_tokens",
+                        "今日的 token 预算容不下本次调用的最坏情况 {asked} tokens（提示词加回答上限；已用或占用 {spent} / {limit}，{setting}）；未调用模型。{resets_in_min} 分钟后（UTC 午夜）重置，或调高 {setting}、调低 core.llm.max_tokens"
+                    )
+                }
             }
             M::MoneyBudgetExhausted {
                 setting,

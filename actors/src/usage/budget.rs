@@ -170,6 +170,8 @@ pub struct Exhausted {
     pub limit: u64,
     /// Spent and reserved in the limit's period.
     pub spent: u64,
+    /// What the refused call would have held (its worst case).
+    pub asked: u64,
     pub now_ms: i64,
     /// When the period ends (the next UTC midnight or first of the month, by the
     /// kernel's clock).
@@ -187,6 +189,16 @@ impl std::fmt::Display for Exhausted {
                 setting: &setting,
                 limit_usd: self.limit as f64 / 1e6,
                 spent_usd: self.spent as f64 / 1e6,
+                resets_in_min,
+                monthly,
+            }
+            .text(),
+            // Not spent, yet too small for this call: say so, not "spent".
+            Unit::Tokens if self.spent < self.limit => crate::i18n::Msg::BudgetTooSmall {
+                setting: &setting,
+                limit: self.limit,
+                spent: self.spent,
+                asked: self.asked,
                 resets_in_min,
                 monthly,
             }
@@ -397,6 +409,7 @@ impl Budgets {
                     unit,
                     limit,
                     spent,
+                    asked: amount,
                     now_ms,
                     resets_at_ms: self.resets_at(period, now_ms),
                 });
@@ -961,6 +974,12 @@ mod tests {
             ..Default::default()
         });
         let e1 = b.reserve(Kind::OwnerTurn, "", 20, 0).unwrap_err();
+        // Nothing spent yet: the call is too big for the limit, which is not "spent".
+        assert!(
+            e1.to_string()
+                .contains("cannot hold this call's worst case of 20 tokens"),
+            "{e1}"
+        );
         let e2 = b.reserve(Kind::OwnerTurn, "", 30, 60_000).unwrap_err();
         assert!(b.first_notice(&e1));
         assert!(!b.first_notice(&e2), "the same limit, the same day");
