@@ -271,6 +271,23 @@ fn the_settings_page_gets_definitions_never_a_secret_and_tests_a_source_with_a_r
     ] {
         assert!(fields.contains(&f), "source field {f} missing: {fields:?}");
     }
+    // Each description comes with its Chinese (`description_zh`, from the one catalog).
+    let turns = def("core.agent.max_tool_turns");
+    assert_eq!(
+        turns["description"],
+        "Most tool-call rounds in one task before it is stopped; 0 means unlimited"
+    );
+    assert_eq!(
+        turns["description_zh"],
+        "单个任务最多的工具调用轮数，超出即停止；0 表示不限"
+    );
+    let base_url = defs["source_fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "base_url")
+        .unwrap();
+    assert_eq!(base_url["description_zh"], "服务商 API 的 HTTP 端点");
 
     // Secrets: a source key and the secret map are listed masked, and sending the mask
     // back changes nothing (the page never has the real value).
@@ -401,6 +418,8 @@ fn a_plugin_lists_its_tool_schemas_and_uninstalls_out_of_the_tree_the_disk_and_t
         .cloned()
         .unwrap_or_else(|| panic!("{tools}"));
     assert_eq!(hello["description"], "Say hello to someone");
+    // A third-party plugin's tool has no Chinese in the catalog.
+    assert_eq!(hello["description_zh"], Value::Null, "{hello}");
     assert_eq!(hello["parameters"]["properties"]["name"]["type"], "string");
     assert_eq!(
         get(&d, "/api/v1/plugins/nosuch/tools")["error"]
@@ -511,4 +530,133 @@ fn the_memory_page_deletes_a_document_and_a_relation_edits_one_and_keeps_knowled
             .contains("howto/watering")
     );
     assert_eq!(delete(&d, "/api/v1/memory/knowledge/howto/watering").0, 404);
+}
+
+/// `get_plugin_tools` called by the scripted model with `args` (the registry's own
+/// listing, as the model gets it), parsed. `n` varies the message so the duplicate
+/// guard lets a repeat through.
+fn plugin_tools(d: &Daemon, args: &str, n: usize) -> Value {
+    let reply = api::ask(d, &format!("call-tool get_plugin_tools {{{args}{}}}", " ".repeat(n)));
+    let text = reply
+        .strip_prefix("tool said: ")
+        .unwrap_or_else(|| panic!("no tool result: {reply}"));
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// Every setting and tool description the pages show has its Chinese beside it, and
+/// each Chinese keeps its English's numbers and names (`check_zh`): the settings page's
+/// definitions (core settings, source fields, the settings the bundled plugins declare)
+/// and every tool a fresh daemon registers, the kernel's and the bundled plugins'. The
+/// tools are the registry's own list (`get_plugin_tools`, which also names the tools
+/// only residents are offered), not a copy: the bundled subprocess plugins declare
+/// theirs only when they run. Not covered: `mcp__*` (an MCP server's own tools; none
+/// run here) and `output_send__*` (made per channel, not in the registry). The other
+/// way round, every catalog entry must be registered or declared here, so a renamed
+/// tool or setting leaves no stale Chinese behind.
+#[test]
+fn every_description_the_pages_show_is_also_in_chinese() {
+    use homeagent_actors::i18n::describe::{SETTINGS_ZH, TOOLS_ZH};
+    use homeagent_actors::i18n::{check_zh, tool_zh};
+    fn check(what: &str, en: &Value, zh: &Value) -> Option<String> {
+        match (en.as_str(), zh.as_str()) {
+            (Some(en), Some(zh)) => check_zh(en, zh).err().map(|e| format!("{what}: {e}")),
+            _ => Some(format!("{what}: no description_zh beside {en}")),
+        }
+    }
+    let (_dir, _data, d, _v) = api::daemon_with_vendor();
+    let mut wrong = Vec::new();
+
+    // The settings page; the QQ bridge declares its settings as it starts.
+    let declared = |defs: &Value| -> Vec<String> {
+        defs["plugins"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|p| {
+                format!(
+                    "plugin.{}.{}",
+                    p["plugin"].as_str().unwrap(),
+                    p["key"].as_str().unwrap()
+                )
+            })
+            .collect()
+    };
+    let defs = api::wait_for(
+        &d,
+        "/api/v1/settings/definitions",
+        "the bundled plugins' settings in the catalog declared",
+        |defs| {
+            let have = declared(defs);
+            SETTINGS_ZH
+                .iter()
+                .filter(|(k, _)| k.starts_with("plugin."))
+                .all(|(k, _)| have.iter().any(|h| h == k))
+        },
+    );
+    for x in defs["definitions"].as_array().unwrap() {
+        wrong.extend(check(
+            x["key"].as_str().unwrap(),
+            &x["description"],
+            &x["description_zh"],
+        ));
+    }
+    for x in defs["source_fields"].as_array().unwrap() {
+        let what = format!("source field {}", x["name"]);
+        wrong.extend(check(&what, &x["description"], &x["description_zh"]));
+    }
+    for (x, key) in defs["plugins"].as_array().unwrap().iter().zip(declared(&defs)) {
+        wrong.extend(check(&key, &x["description"], &x["description_zh"]));
+    }
+
+    // The tools, once every tool of the catalog is registered (plugins start a moment
+    // after the daemon answers).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut n = 0;
+    let listing = loop {
+        let listing = plugin_tools(&d, r#""plugin": """#, n);
+        n += 1;
+        let names = listing.to_string();
+        let missing: Vec<&str> = TOOLS_ZH
+            .iter()
+            .map(|(t, _)| *t)
+            .filter(|t| !names.contains(&format!("\"{t}\"")))
+            .collect();
+        if missing.is_empty() {
+            break listing;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "in the catalog, never registered: {missing:?}\n{listing}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    let mut seen = 0;
+    for owner in listing["plugins"].as_array().unwrap() {
+        let name = owner["plugin"].as_str().unwrap();
+        n += 1;
+        let tools = plugin_tools(&d, &format!(r#""plugin": "{name}""#), n);
+        for t in tools["tools"].as_array().unwrap() {
+            let tool = t["name"].as_str().unwrap();
+            if tool.starts_with("mcp__") {
+                continue;
+            }
+            seen += 1;
+            let zh = tool_zh(tool).map_or(Value::Null, |z| json!(z));
+            wrong.extend(check(&format!("tool {tool} ({name})"), &t["description"], &zh));
+        }
+    }
+    assert!(seen >= TOOLS_ZH.len(), "{seen} tools checked: {listing}");
+
+    // The plugins page reads it beside each plugin's tools.
+    for p in get(&d, "/api/v1/plugins")["plugins"].as_array().unwrap() {
+        let name = p["name"].as_str().unwrap();
+        for t in get(&d, &format!("/api/v1/plugins/{name}/tools"))["tools"]
+            .as_array()
+            .unwrap()
+        {
+            let what = format!("GET /api/v1/plugins/{name}/tools: {}", t["name"]);
+            wrong.extend(check(&what, &t["description"], &t["description_zh"]));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }

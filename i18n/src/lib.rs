@@ -22,12 +22,19 @@
 //!
 //! Chinese that is data (dictionaries, rule patterns, stored conversations) is not here.
 //!
+//! The descriptions of settings and tools a person reads on the WebUI's pages are
+//! English where they are defined; their Chinese is in [`describe`] ([`setting_zh`],
+//! [`source_field_zh`], [`tool_zh`]).
+//!
 //! This crate has no dependencies so that subprocess plugins (the timer) can use the
 //! same catalog as the kernel.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
+
+pub mod describe;
+pub use describe::{check_zh, has_cjk, setting_zh, source_field_zh, tool_zh};
 
 /// A language of the catalog.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -1638,14 +1645,6 @@ pub const CLI_COMMANDS: &[&str] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn has_cjk(s: &str) -> bool {
-        s.chars().any(|c| {
-            ('\u{4e00}'..='\u{9fff}').contains(&c)
-                || ('\u{3000}'..='\u{303f}').contains(&c)
-                || ('\u{ff00}'..='\u{ffef}').contains(&c)
-        })
-    }
 
     /// One of every variant, with values that contain no CJK themselves.
     fn samples() -> Vec<Msg<'static>> {

@@ -2,6 +2,7 @@
 //! with their parameter schemas, and uninstall.
 
 use actix_web::{HttpResponse, web};
+use homeagent_actors::i18n::tool_zh;
 use homeagent_actors::stages::GetTools;
 use serde_json::json;
 
@@ -21,7 +22,7 @@ fn entry(
 #[utoipa::path(get, path = "/api/v1/plugins/{name}/tools", tag = "plugins",
     params(("name" = String, Path, description = "Plugin name")),
     responses(
-        (status = 200, description = "`{\"tools\": [{name, description, parameters}]}`: the tools the plugin registered, as the model sees them (parameters is the JSON Schema of the arguments); empty while it is stopped or disabled"),
+        (status = 200, description = "`{\"tools\": [{name, description, description_zh, parameters}]}`: the tools the plugin registered, as the model sees them (parameters is the JSON Schema of the arguments); empty while it is stopped or disabled. `description_zh` is the description in Simplified Chinese, `null` for a tool the catalog does not know (a third-party plugin's)"),
         (status = 404, body = ErrorBody),
     ))]
 pub async fn plugin_tools(state: web::Data<AppState>, name: web::Path<String>) -> Result<HttpResponse, ApiError> {
@@ -31,7 +32,10 @@ pub async fn plugin_tools(state: web::Data<AppState>, name: web::Path<String>) -
     let tools: Vec<_> = names
         .iter()
         .filter_map(|n| registry.get(n))
-        .map(|t| json!({"name": t.spec.name, "description": t.spec.description, "parameters": t.spec.parameters}))
+        .map(|t| {
+            json!({"name": t.spec.name, "description": t.spec.description,
+                "description_zh": tool_zh(&t.spec.name), "parameters": t.spec.parameters})
+        })
         .collect();
     Ok(HttpResponse::Ok().json(json!({ "tools": tools })))
 }

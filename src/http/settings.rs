@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 
 use actix_web::{HttpResponse, web};
 use homeagent_actors::config::{
-    GetDefs, GetPluginDefs, GetSetting, GetSettings, MASKED, SOURCE_FIELDS, SettingDef, ValueKind,
+    GetDefs, GetPluginDefs, GetSetting, GetSettings, MASKED, PLUGIN_PREFIX, SOURCE_FIELDS, SettingDef, ValueKind,
 };
+use homeagent_actors::i18n::{setting_zh, source_field_zh};
 use homeagent_actors::llm::provider::{GetLlmStatus, ProbeSource};
 use serde_json::{Value, json};
 
@@ -72,13 +73,14 @@ fn def_json(d: &SettingDef) -> Value {
     v["namespace"] = json!(namespace);
     v["default"] = shown_default(d.secret, &d.default);
     v["description"] = json!(d.description);
+    v["description_zh"] = json!(setting_zh(d.key));
     v["secret"] = json!(d.secret);
     v["unit"] = json!(unit(d.key, &d.kind));
     v
 }
 
 #[utoipa::path(get, path = "/api/v1/settings/definitions", tag = "settings",
-    responses((status = 200, description = "`{definitions: [{key, namespace, type, min?, max?, min_ms?, options?, default, description, secret, unit}], source_fields: [{name, type, …, description, secret, unit}], plugins: [{plugin, key, default, description, secret}]}`: what the settings page builds its forms from (secret defaults masked)"),
+    responses((status = 200, description = "`{definitions: [{key, namespace, type, min?, max?, min_ms?, options?, default, description, description_zh, secret, unit}], source_fields: [{name, type, …, description, description_zh, secret, unit}], plugins: [{plugin, key, default, description, description_zh, secret}]}`: what the settings page builds its forms from (secret defaults masked). `description` is English; `description_zh` is its Simplified Chinese, `null` where the catalog has none (a third-party plugin's setting)"),
         (status = 503, body = ErrorBody)))]
 pub async fn definitions(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     let defs = state.config.send(GetDefs).await?;
@@ -89,6 +91,7 @@ pub async fn definitions(state: web::Data<AppState>) -> Result<HttpResponse, Api
             let mut v = kind_json(&f.kind);
             v["name"] = json!(f.name);
             v["description"] = json!(f.description);
+            v["description_zh"] = json!(source_field_zh(f.name));
             v["secret"] = json!(f.secret);
             v["unit"] = json!(unit(f.name, &f.kind));
             v
@@ -100,6 +103,7 @@ pub async fn definitions(state: web::Data<AppState>) -> Result<HttpResponse, Api
             plugins.push(json!({
                 "plugin": name, "key": d.key, "default": shown_default(d.secret, &d.default),
                 "description": d.description, "secret": d.secret,
+                "description_zh": setting_zh(&format!("{PLUGIN_PREFIX}{name}.{}", d.key)),
             }));
         }
     }

@@ -1519,6 +1519,42 @@ mod tests {
         assert!(validate(&d, &format!("plugin.web.{}", "k".repeat(129)), &json!(1)).is_err());
     }
 
+    /// The settings page shows each description in English and Chinese: every core
+    /// setting and every source field has its Chinese in the catalog
+    /// (`homeagent_i18n::describe`), keeping the English's numbers and names, and the
+    /// catalog names no setting that is gone. (The bundled plugins' declared settings
+    /// are checked in `tests/webui.rs`, against a daemon that declared them.)
+    #[test]
+    fn every_setting_has_its_chinese_description() {
+        use crate::i18n::describe::{SETTINGS_ZH, SOURCE_FIELDS_ZH};
+        use crate::i18n::{check_zh, setting_zh, source_field_zh};
+        let defs = defs();
+        let mut wrong = Vec::new();
+        for d in &defs {
+            match setting_zh(d.key) {
+                Some(zh) => wrong.extend(check_zh(d.description, zh).err().map(|e| format!("{}: {e}", d.key))),
+                None => wrong.push(format!("{}: no Chinese description", d.key)),
+            }
+        }
+        for f in SOURCE_FIELDS {
+            match source_field_zh(f.name) {
+                Some(zh) => wrong.extend(check_zh(f.description, zh).err().map(|e| format!("{}: {e}", f.name))),
+                None => wrong.push(format!("source field {}: no Chinese description", f.name)),
+            }
+        }
+        for (key, _) in SETTINGS_ZH.iter().filter(|(k, _)| !k.starts_with(PLUGIN_PREFIX)) {
+            if !defs.iter().any(|d| d.key == *key) {
+                wrong.push(format!("{key}: in the catalog, but no such setting"));
+            }
+        }
+        for (name, _) in SOURCE_FIELDS_ZH {
+            if !SOURCE_FIELDS.iter().any(|f| f.name == *name) {
+                wrong.push(format!("source field {name}: in the catalog, but no such field"));
+            }
+        }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
     #[test]
     fn edit_distance_basics() {
         assert_eq!(edit_distance("kitten", "sitting"), 3);
