@@ -125,6 +125,11 @@
     return s === key ? fallback : s;
   }
 
+  /** A state word (running, backoff, …) in the page's language; an unknown one as itself. */
+  function stateWord(st) {
+    return trOr("state." + st, st);
+  }
+
   function setMode(m, detail) {
     mode = m;
     connEl.dataset.state = m;
@@ -132,6 +137,7 @@
     const label = ["live", "stale", "connecting", "disconnected", "polling"].includes(m) ? tx("conn." + m) : m;
     connText.textContent = label;
     connEl.title = detail || tx("conn.title", { label });
+    connEl.dataset.detail = detail || "";
     bannerEl.hidden = !(m === "disconnected");
     if (m === "disconnected") bannerEl.textContent = tx("conn.retrying") + (detail ? " (" + detail + ")" : "");
   }
@@ -178,12 +184,12 @@
 
     const tdId = el("td", "id");
     const wrap = el("span", "tree");
-    const prefix = el("span", "id-prefix");
-    const leaf = el("span", "id-leaf");
+    const prefix = el("span", "id-prefix data");
+    const leaf = el("span", "id-leaf data");
     wrap.append(prefix, leaf);
     tdId.append(wrap);
 
-    const tdKind = el("td", "kind");
+    const tdKind = el("td", "kind data");
     const tdState = el("td", "state");
     const badge = el("span", "badge");
     const extra = el("span", "state-extra");
@@ -200,7 +206,7 @@
     const tdOldest = el("td", "num oldest");
     const tdBusy = el("td", "num busy");
     const tdRestarts = el("td", "num restarts");
-    const tdExit = el("td", "last-exit");
+    const tdExit = el("td", "last-exit data");
 
     const tdAct = el("td", "actions");
     const btn = el("button", "restart", tx("app.restart"));
@@ -236,7 +242,7 @@
 
     const state = String(a.state || "unknown");
     const stuck = !!a.stuck;
-    setText(c.badge, stuck ? state + " · stuck" : state);
+    setText(c.badge, stuck ? stateWord(state) + " · " + stateWord("stuck") : stateWord(state));
     c.badge.className = "badge b-" + state.replace(/[^a-z0-9_-]/gi, "") + (stuck ? " b-stuck" : "");
     c.tdState.dataset.state = state;
 
@@ -253,6 +259,7 @@
 
     const prevRestarts = c.tdRestarts.textContent;
     const restarts = String(num(a.restarts));
+    c.tdRestarts.dataset.n = restarts;
     if (prevRestarts !== restarts) {
       c.tdRestarts.textContent = restarts;
       if (prevRestarts !== "") flash(tr);
@@ -306,17 +313,21 @@
       counts[a.state] = (counts[a.state] || 0) + 1;
       if (a.stuck) stuck++;
     }
-    const parts = [list.length + (list.length === 1 ? " actor" : " actors")];
+    const parts = [tx(list.length === 1 ? "app.actors_one" : "app.actors_n", { n: list.length })];
     for (const s of ["running", "busy", "starting", "backoff", "stopped", "failed"]) {
-      if (counts[s]) parts.push(counts[s] + " " + s);
+      if (counts[s]) parts.push(tx("app.count_state", { n: counts[s], state: stateWord(s) }));
     }
-    if (stuck) parts.push(stuck + " stuck");
+    if (stuck) parts.push(tx("app.count_state", { n: stuck, state: stateWord("stuck") }));
     summaryEl.textContent = parts.join(" · ");
+    lastSummary = list;
   }
+  let lastSummary = null;
 
+  let lastActorsData = null;
   function applySnapshot(data) {
     const list = data && Array.isArray(data.actors) ? data.actors : null;
     if (!list) return;
+    lastActorsData = data;
     snapshotAt = performance.now();
     lastSnapshotWall = Date.now();
     if (mode === "stale") setMode("live");
@@ -422,6 +433,7 @@
         d.reasoning += typeof rest.reasoning === "string" ? rest.reasoning : "";
         top.querySelector(".ev-type").textContent = "stream_delta ×" + d.chunks;
         top.querySelector(".ev-data").textContent = JSON.stringify(d.view());
+        top.querySelector(".ev-text").replaceChildren(...eventSentence("stream_delta", Object.assign({ chunks: d.chunks }, d.view())));
         const t = top.querySelector(".ev-time");
         t.textContent = fmtTime(ts);
         t.dateTime = new Date(ts).toISOString();
@@ -437,11 +449,18 @@
     else if (/start/i.test(kind)) li.classList.add("ev-ok");
     const time = el("time", "ev-time", fmtTime(ts));
     time.dateTime = new Date(ts).toISOString();
-    const t = el("span", "ev-type", evType);
+    // A sentence a person reads (with links to the actor or task it is about), the
+    // event's own name and fields folded below it for whoever needs them.
+    const text = el("span", "ev-text");
+    text.append(...eventSentence(evType, rest));
+    const more = el("details", "ev-more");
+    const t = el("summary", "ev-type", evType);
     let json;
     try { json = typeof rest === "string" ? rest : JSON.stringify(rest); } catch (_) { json = String(rest); }
     const code = el("code", "ev-data", json === "{}" ? "" : json);
-    li.append(time, t, code);
+    more.append(t, code);
+    li.append(time, text, more);
+    li._ev = { type: evType, rest };
     if (evType === "stream_delta" && rest && typeof rest === "object" && !rest.reset) {
       const d = {
         task_id: rest.task_id, channel: rest.channel, chunks: 1,
@@ -458,6 +477,77 @@
     logEl.insertBefore(li, logEl.firstChild);
     while (logEl.children.length > LOG_CAP) logEl.lastElementChild.remove();
     countEl.textContent = "(" + logEl.children.length + ")";
+  }
+
+  /** A link that shows an actor's row on the Dashboard (and flashes it). */
+  function actorLink(id) {
+    const a = el("a", "ev-link data", String(id));
+    a.href = "#/dashboard";
+    a.addEventListener("click", () => {
+      setTimeout(() => {
+        const tr = rows.get(String(id));
+        if (tr) { tr.scrollIntoView({ block: "center" }); flash(tr); }
+      }, 50);
+    });
+    return a;
+  }
+  /** A link to a task: its message in the chat when it is there, else the queues. */
+  function taskLink(id) {
+    const a = el("a", "ev-link", tx("ev.task_ref", { id }));
+    a.href = "#/tasks";
+    return a;
+  }
+
+  /** Nodes of the sentence for one event, in the page's language. Values that are
+   *  names (an actor, a tool, a setting) are links or code; an event this page does
+   *  not know is named as it is. */
+  function eventSentence(type, r) {
+    const o = r && typeof r === "object" ? r : {};
+    const code = (v) => el("code", null, String(v));
+    // Fill a catalog text whose {slots} are nodes or plain values.
+    const fill = (key, vars) => {
+      const out = [];
+      const textOf = tx(key);
+      let last = 0;
+      textOf.replace(/\{(\w+)\}/g, (m, k, at) => {
+        out.push(textOf.slice(last, at));
+        const v = vars[k];
+        out.push(v instanceof Node ? v : String(v === undefined || v === null ? "" : v));
+        last = at + m.length;
+        return m;
+      });
+      out.push(textOf.slice(last));
+      return out.filter((x) => x !== "");
+    };
+    const task = o.task_id !== undefined && o.task_id !== null ? taskLink(o.task_id) : "";
+    switch (type) {
+      case "task": return fill("ev.task", { task, state: stateWord(String(o.state)) });
+      case "recalled": return fill("ev.recalled", { task, ms: Math.round(num(o.ms)) });
+      case "stream_delta": return fill("ev.stream_delta", { task, n: o.chunks || 1 });
+      case "agent_llm_chain": {
+        const u = o.usage || {};
+        return fill(o.tool_calls && o.tool_calls.length ? "ev.llm_tools" : "ev.llm", { task, source: code(o.source || "?"), model: code(o.model || "?"), input: num(u.prompt), output: num(u.completion), n: (o.tool_calls || []).length });
+      }
+      case "agent_output": return fill(o.error ? "ev.output_error" : "ev.output", { task, channel: whoLabel("user", o.channel) });
+      case "output": return fill("ev.output", { task, channel: whoLabel("user", o.channel) });
+      case "tool_call": return fill("ev.tool", { task, tool: code(o.name), status: trOr("tool." + o.status, String(o.status)) });
+      case "actor_started": return fill("ev.actor_started", { actor: actorLink(o.id) });
+      case "actor_exit": return fill(o.abnormal ? "ev.actor_crashed" : "ev.actor_exit", { actor: actorLink(o.id), reason: el("span", "data", trOr("ev.reason." + o.reason, String(o.reason))) });
+      case "actor_restart": return fill("ev.actor_restart", { actor: actorLink(o.id), n: o.restarts });
+      case "actor_stopped": return fill("ev.actor_stopped", { actor: actorLink(o.id) });
+      case "actor_stuck": return fill("ev.actor_stuck", { actor: actorLink(o.id) });
+      case "actor_failed": return fill("ev.actor_failed", { actor: actorLink(o.id), reason: el("span", "data", String(o.reason || "")) });
+      case "supervisor_escalated": return fill("ev.escalated", { actor: actorLink(o.id), reason: el("span", "data", String(o.reason || "")) });
+      case "setting_changed": return fill(o.reset || o.value === null ? "ev.setting_reset" : "ev.setting", { key: code(o.key) });
+      case "daemon": return fill("ev.daemon", { phase: trOr("ev.phase." + o.phase, String(o.phase)) });
+      case "approval_requested": return fill("ev.approval_requested", { task, tool: code(o.tool) });
+      case "approval_resolved": return fill(o.allowed ? "ev.approval_allowed" : "ev.approval_denied", { task });
+      case "task_waiting": return fill("ev.task_waiting", { task, s: Math.round(num(o.retry_in_ms) / 1000), n: o.attempt });
+      case "budget_reached": return fill("ev.budget", { key: code(o.setting) });
+      case "stage_handler_error": return fill("ev.stage_error", { handler: code(o.handler), stage: code(o.stage) });
+      case "lagged": return fill("ev.lagged", { n: o.skipped || o.n || "?" });
+      default: return [code(type)];
+    }
   }
 
   $("#clear-log").addEventListener("click", () => {
@@ -485,14 +575,60 @@
   let logsBusy = false;
   let logsTimer = null;
 
+  /** A log line's message split into its sentence and its `key=value` fields
+   *  (tracing writes the fields after the text). The `log` bridge's source
+   *  position (`log.file`, `log.line`, `log.module_path`) says nothing to a reader
+   *  and is dropped; `log.target` stands in for the target. */
+  function splitLogMessage(msg, target) {
+    const m = /(^|\s)[a-z_][a-z0-9_.]*=/.exec(msg);
+    const text = m ? msg.slice(0, m.index).trim() : msg;
+    const fields = [];
+    let tgt = target;
+    if (m) {
+      const rest = msg.slice(m.index).trim();
+      // Split before each ` key=` that is not inside quotes or braces.
+      let depth = 0, quote = false, start = 0;
+      for (let i = 0; i <= rest.length; i++) {
+        const c = rest[i];
+        if (i === rest.length || (!quote && depth === 0 && c === " " && /^ [a-z_][a-z0-9_.]*=/.test(rest.slice(i, i + 40)))) {
+          const f = rest.slice(start, i).trim();
+          if (f) fields.push(f);
+          start = i + 1;
+          continue;
+        }
+        if (c === '"' && rest[i - 1] !== "\\") quote = !quote;
+        else if (!quote && (c === "{" || c === "[" || c === "(")) depth++;
+        else if (!quote && (c === "}" || c === "]" || c === ")")) depth = Math.max(0, depth - 1);
+      }
+    }
+    const kept = [];
+    for (const f of fields) {
+      const eq = f.indexOf("=");
+      const k = f.slice(0, eq);
+      if (k === "log.file" || k === "log.line" || k === "log.module_path") continue;
+      if (k === "log.target") { tgt = f.slice(eq + 1).replace(/^"|"$/g, ""); continue; }
+      kept.push([k, f.slice(eq + 1)]);
+    }
+    return { text: text || msg, fields: kept, target: tgt };
+  }
+
+  // One line: time, level (coloured), the sentence wrapped; a click opens its
+  // details (where it came from, every field) under it.
   function logLineEl(l) {
     const li = el("li", "log-line");
     const level = String(l.level || "").toUpperCase().replace(/[^A-Z]/g, "");
     li.dataset.level = level;
+    const parts = splitLogMessage(String(l.message || ""), String(l.target || ""));
+    const d = el("details", "log-details");
+    const sum = el("summary", "log-sum");
     const time = el("time", "ev-time", fmtTime(l.ts_ms));
     time.dateTime = new Date(num(l.ts_ms) || Date.now()).toISOString();
-    li.append(time, el("span", "log-level lv-" + level.toLowerCase(), level),
-      el("span", "log-target", l.target || ""), el("span", "log-msg", l.message || ""));
+    sum.append(time, el("span", "log-level lv-" + level.toLowerCase(), level), el("span", "log-msg data", parts.text));
+    const dl = el("dl", "log-fields data");
+    dl.append(el("dt", null, "target"), el("dd", null, parts.target));
+    for (const [k, v] of parts.fields) dl.append(el("dt", null, k), el("dd", null, v));
+    d.append(sum, dl);
+    li.append(d);
     return li;
   }
 
@@ -693,17 +829,17 @@
   function buildPluginRow(name) {
     const tr = el("tr", "plugin");
     tr.dataset.plugin = name;
-    const tdName = el("td", "plugin-name", name);
-    const tdKind = el("td", "kind");
+    const tdName = el("td", "plugin-name data", name);
+    const tdKind = el("td", "kind data");
     const tdState = el("td", "state");
     const badge = el("span", "badge plugin-state");
-    const problem = el("span", "plugin-problem");
+    const problem = el("span", "plugin-problem data");
     tdState.append(badge, problem);
     const tdPid = el("td", "num plugin-pid");
     const tdRestarts = el("td", "num plugin-restarts");
     const tdTools = el("td", "plugin-tools");
-    const tdExit = el("td", "last-exit plugin-exit");
-    const tdErr = el("td", "plugin-stderr");
+    const tdExit = el("td", "last-exit plugin-exit data");
+    const tdErr = el("td", "plugin-stderr data");
     const tdAct = el("td", "actions");
     const btn = el("button", "plugin-restart", tx("app.restart"));
     btn.dataset.i18n = "app.restart";
@@ -719,9 +855,10 @@
 
   function updatePluginRow(tr, p) {
     const c = tr._cells;
-    setText(c.tdKind, p.kind || "");
+    tr._last = p;
+    setText(c.tdKind, p.kind ? trOr("plugins.kind." + p.kind, p.kind) : "");
     const state = String(p.state || "unknown");
-    setText(c.badge, state);
+    setText(c.badge, stateWord(state));
     c.badge.className = "badge plugin-state b-" + state.replace(/[^a-z0-9_-]/gi, "");
     c.tdState.dataset.state = state;
     tr.dataset.state = state;
@@ -734,6 +871,7 @@
     const restarts = String(pluginRestarts(p));
     const prev = c.tdRestarts.textContent;
     setText(c.tdRestarts, restarts);
+    c.tdRestarts.dataset.n = String(restarts);
     if (prev !== "" && prev !== restarts) flash(tr);
 
     const tools = Array.isArray(p.tools) ? p.tools.map(String) : [];
@@ -791,7 +929,7 @@
     }
     const counts = {};
     for (const p of list) if (p && p.state) counts[p.state] = (counts[p.state] || 0) + 1;
-    const parts = Object.keys(counts).sort().map((s) => counts[s] + " " + s);
+    const parts = Object.keys(counts).sort().map((s) => tx("app.count_state", { n: counts[s], state: stateWord(s) }));
     pluginCountEl.textContent = order.length ? "(" + order.length + (parts.length ? ": " + parts.join(", ") : "") + ")" : "";
   }
 
@@ -948,7 +1086,14 @@
   function whoLabel(role, source) {
     if (role === "error") return tx("chat.error");
     if (role !== "user") return tx("chat.agent");
-    return !source || source === CHAT_CHANNEL ? tx("chat.you") : String(source);
+    return !source || source === CHAT_CHANNEL ? tx("chat.you") : trOr("channel." + source, String(source));
+  }
+  /** The catalog key of a `whoLabel`, or null when it is a channel's own name (data). */
+  function whoKey(role, source) {
+    if (role === "error") return "chat.error";
+    if (role !== "user") return "chat.agent";
+    if (!source || source === CHAT_CHANNEL) return "chat.you";
+    return tx("channel." + source) !== "channel." + source ? "channel." + source : null;
   }
 
   // opts: {source, ts, id, markdown, level}
@@ -960,6 +1105,8 @@
     if (o.id !== undefined) li.dataset.historyId = String(o.id);
     const head = el("div", "msg-head");
     const who = el("span", "msg-who", whoLabel(role, o.source));
+    const wk = whoKey(role, o.source);
+    if (wk) who.dataset.i18n = wk; else who.classList.add("data");
     // An interrupt (a timer reminder, an urgent message) says so beside its source.
     if (o.level) who.append(" ", el("span", "badge msg-interrupt", tx("chat.interrupt", { level: o.level })));
     if (role === "user" && o.source && o.source !== CHAT_CHANNEL) {
@@ -986,6 +1133,7 @@
     const bar = el("div", "msg-actions");
     const act = (label, fn) => {
       const b = el("button", "link msg-act", tx(label));
+      b.dataset.i18n = label;
       b.type = "button";
       b.dataset.act = label.split(".").pop();
       b.addEventListener("click", () => fn(b));
@@ -1343,7 +1491,8 @@
     p.li.dataset.role = role;
     delete p.li.dataset.pending;
     p.li.classList.remove("thinking");
-    p.li._parts.who.textContent = role === "error" ? "error" : "agent";
+    p.li._parts.who.textContent = tx(role === "error" ? "chat.error" : "chat.agent");
+    p.li._parts.who.dataset.i18n = role === "error" ? "chat.error" : "chat.agent";
     p.li._raw = String(text);
     if (role === "assistant") renderMarkdown(textEl, text);
     else setText(textEl, text);
@@ -1705,12 +1854,66 @@
     });
     document.addEventListener("ha:lang", () => applyTheme(theme));
   }
-  // Esc stops the answer being written (as the Stop button does).
+  // The header's language switch: the page redraws at once (HA.setLang), and the
+  // daemon's `core.agent.language` follows, so the agent answers in it too.
+  // What the scripts wrote with values (the connection, the counts, state words in
+  // the tables) is written again in the new language; plain labels carry data-i18n.
+  logEl.dataset.empty = tx("dash.no_events");
+  document.addEventListener("ha:lang", () => {
+    logEl.dataset.empty = tx("dash.no_events");
+    for (const li of logEl.children) {
+      if (li._ev) li.querySelector(".ev-text").replaceChildren(...eventSentence(li._ev.type, li._delta ? Object.assign({ chunks: li._delta.chunks }, li._delta.view()) : li._ev.rest));
+    }
+    setMode(mode, connEl.dataset.detail || "");
+    if (lastSummary) renderSummary(lastSummary);
+    if (lastActorsData) applySnapshot(lastActorsData);
+    for (const [, tr] of pluginRows) if (tr._last) updatePluginRow(tr, tr._last);
+    refreshPlugins();
+  });
+  const langBtn = document.getElementById("lang");
+  if (langBtn) {
+    langBtn.addEventListener("click", async () => {
+      const next = window.HA.lang() === "zh" ? "en" : "zh";
+      const before = window.HA.lang();
+      window.HA.setLang(next);
+      const r = await sendJson("PUT", "/api/v1/settings", { "core.agent.language": next });
+      if (!r.ok) {
+        window.HA.setLang(before);
+        bannerEl.textContent = tx("lang.failed", { error: r.error });
+        bannerEl.hidden = false;
+        setTimeout(() => { if (bannerEl.textContent.startsWith(tx("lang.failed", { error: "" }).slice(0, 6))) bannerEl.hidden = true; }, 8000);
+      }
+    });
+  }
+
+  // Keys: Esc stops the answer being written (as the Stop button does); "/" goes to
+  // the message box; "g" then a view's letter opens it; "?" lists them all. Letters
+  // act only when no field has the keyboard, so typing is never taken.
+  const keysDialog = document.getElementById("keys");
+  const GO = { c: "", d: "dashboard", s: "settings", p: "plugins", m: "memory", t: "tasks", u: "usage", x: "terminals" };
+  let pendingG = 0;
+  function openKeys() { if (keysDialog && !keysDialog.open) keysDialog.showModal(); }
+  const keysBtn = document.getElementById("keys-open");
+  if (keysBtn) keysBtn.addEventListener("click", openKeys);
   document.addEventListener("keydown", (ev) => {
     if (ev.key === "Escape" && !ev.defaultPrevented && !chatStop.disabled && document.body.dataset.view === "chat") {
       ev.preventDefault();
       stopChat();
+      return;
     }
+    const t = ev.target;
+    const typing = t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName) || t.closest && t.closest(".xterm"));
+    if (typing || ev.ctrlKey || ev.metaKey || ev.altKey || ev.defaultPrevented) return;
+    if (pendingG && Date.now() - pendingG < 1500 && Object.prototype.hasOwnProperty.call(GO, ev.key)) {
+      pendingG = 0;
+      ev.preventDefault();
+      location.hash = "#/" + GO[ev.key];
+      return;
+    }
+    pendingG = 0;
+    if (ev.key === "g") pendingG = Date.now();
+    else if (ev.key === "?") { ev.preventDefault(); openKeys(); }
+    else if (ev.key === "/" && document.body.dataset.view === "chat") { ev.preventDefault(); chatInput.focus(); }
   });
 
   // ---------------------------------------------------------------- first run

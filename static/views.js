@@ -12,6 +12,18 @@
 
 (function () {
   const t = (k, v) => window.HA.t(k, v);
+  /** `t(key)`, or `fallback` when the catalog has no such key (a word the daemon
+   *  added later shows as itself, not as its key). */
+  const trOr = (key, fallback) => { const s = t(key); return s === key ? fallback : s; };
+  const stateWord = (st) => trOr("state." + st, st);
+  const desc = (o) => window.HA.desc(o);
+  /** A description as nodes: `names` in backticks become code (they are names of
+   *  arguments, settings or commands, written the same in every language). */
+  function rich(text) {
+    const out = [];
+    String(text || "").split("`").forEach((part, i) => { if (part) out.push(i % 2 ? el("code", null, part) : part); });
+    return out;
+  }
   const $ = (sel) => document.querySelector(sel);
 
   // ---------------------------------------------------------------- helpers
@@ -72,7 +84,7 @@
   function fmtWhen(ms) {
     const n = Number(ms);
     if (!Number.isFinite(n) || n <= 0) return "";
-    return new Date(n).toLocaleString();
+    return new Date(n).toLocaleString(window.HA.locale());
   }
 
   function pretty(v) {
@@ -151,7 +163,7 @@
     const wrap = el("div", "field");
     wrap.dataset.key = key;
     const id = idBase.replace(/[^A-Za-z0-9_-]/g, "-");
-    const label = el("label", "field-label", key.split(".").pop());
+    const label = el("label", "field-label data", key.split(".").pop());
     label.htmlFor = id;
     label.title = key;
     wrap.append(label);
@@ -174,12 +186,13 @@
     } else if (type === "enum") {
       input = el("select");
       for (const o of spec.options || []) {
-        const opt = el("option", null, o);
+        const opt = el("option", null, o === "" ? t("settings.choose") : o);
         opt.value = o;
         input.append(opt);
       }
       if (value !== undefined && value !== null) input.value = String(value);
-      read = () => ({ changed: input.value !== String(value), value: input.value });
+      read = () => (input.value === "" && (value === undefined || value === null) ? { changed: false }
+        : { changed: input.value !== String(value), value: input.value });
     } else if (type === "int" || type === "float") {
       input = el("input");
       input.type = "number";
@@ -237,14 +250,21 @@
       read = () => (reset ? { changed: true, value: null } : inner());
       wrap.append(r);
     }
+    // What it does (in the page's language), its unit, its default (a value: code).
     const help = [];
-    if (spec.description) help.push(spec.description);
-    if (spec.unit) help.push("[" + spec.unit + "]");
+    if (desc(spec)) { const d = el("span"); d.append(...rich(desc(spec))); help.push(d); }
+    if (spec.unit) help.push("[" + trOr("unit." + spec.unit, spec.unit) + "]");
     if (spec.default !== undefined && spec.default !== null && spec.default !== "" && !spec.secret) {
       const d = typeof spec.default === "string" ? spec.default : JSON.stringify(spec.default);
-      help.push(t("common.default") + ": " + (d.length > 60 ? d.slice(0, 60) + "…" : d));
+      const dflt = el("span", "field-default", t("common.default") + ": ");
+      dflt.append(el("code", null, d.length > 60 ? d.slice(0, 60) + "…" : d));
+      help.push(dflt);
     }
-    if (help.length) wrap.append(el("div", "field-help", help.join(" · ")));
+    if (help.length) {
+      const h = el("div", "field-help");
+      help.forEach((x, i) => h.append(...(i ? [" · "] : []), x));
+      wrap.append(h);
+    }
     const err = alertEl("div");
     wrap.append(err);
     return { wrap, key, read, setError: (m) => { err.textContent = m || ""; wrap.classList.toggle("has-error", !!m); } };
@@ -271,7 +291,7 @@
     };
     for (const name of Object.keys(value)) addRow(name, true);
     wrap.append(rows, button(t("settings.secret.add"), "small", () => addRow("", false)));
-    if (spec.description) wrap.append(el("div", "field-help", spec.description));
+    if (desc(spec)) wrap.append(el("div", "field-help", desc(spec)));
     const err = alertEl("div");
     wrap.append(err);
     const read = () => {
@@ -327,6 +347,42 @@
     return true;
   }
 
+  /** The fields of a source card shown before "More". */
+  const SOURCE_ESSENTIALS = ["adapter", "base_url", "model", "api_key", "priority", "context_window", "vision"];
+
+  /** A yes/no setting that may be left unset: "automatic" names the value in force
+   *  (`effective`, from the daemon), so the form never shows "no" for a model the
+   *  daemon treats as "yes". Unset is sent as `null` (the key deleted). */
+  function autoBoolField(key, spec, value, effective, idBase) {
+    const wrap = el("div", "field");
+    wrap.dataset.key = key;
+    const id = idBase.replace(/[^A-Za-z0-9_-]/g, "-");
+    const label = el("label", "field-label data", key.split(".").pop());
+    label.htmlFor = id;
+    label.title = key;
+    const input = el("select");
+    const auto = effective === true ? t("settings.auto_yes") : effective === false ? t("settings.auto_no") : t("settings.auto");
+    for (const [v, text] of [["", auto], ["true", t("common.yes")], ["false", t("common.no")]]) {
+      const o = el("option", null, text);
+      o.value = v;
+      input.append(o);
+    }
+    input.value = value === true ? "true" : value === false ? "false" : "";
+    input.id = id;
+    input.className = "field-input";
+    input.dataset.key = key;
+    wrap.append(label, input);
+    if (desc(spec)) wrap.append(el("div", "field-help", desc(spec)));
+    const err = alertEl("div");
+    wrap.append(err);
+    const read = () => {
+      const v = input.value === "" ? null : input.value === "true";
+      const was = value === true || value === false ? value : null;
+      return { changed: v !== was, value: v };
+    };
+    return { wrap, key, read, setError: (m) => { err.textContent = m || ""; wrap.classList.toggle("has-error", !!m); } };
+  }
+
   function sourceNames() {
     const names = new Set();
     for (const k of Object.keys(values)) {
@@ -338,26 +394,44 @@
   function sourceCard(name, health) {
     const card = el("article", "card source-card");
     card.dataset.source = name;
-    const head = el("h3", "card-title", name);
+    const head = el("h3", "card-title");
+    head.append(el("span", "data", name));
     if (health) {
-      const b = el("span", "badge source-health", health.state);
+      const b = el("span", "badge source-health", health.label);
+      b.dataset.state = health.state;
       b.title = t("settings.source.health");
       head.append(" ", b);
+      if (health.error) head.append(" ", el("span", "source-error data", health.error));
     }
     card.append(head);
+    // What a person sets for every source first; the rest folded under "More".
     const grid = el("div", "fields");
+    const more = el("details", "more-fields");
+    more.append(el("summary", null, t("settings.source.more")));
+    const moreGrid = el("div", "fields");
+    more.append(moreGrid);
     const fields = [];
+    const eff = health && health.effective ? health.effective : {};
     for (const f of defs.source_fields) {
       const key = SRC_PREFIX + name + "." + f.name;
-      const field = fieldFor(key, f, values[key], "src-" + name + "-" + f.name);
+      let spec = f;
+      // The adapter is a choice among the bundled ones (a custom one stays listed).
       if (f.name === "adapter") {
-        const input = field.wrap.querySelector("input");
-        input.setAttribute("list", "adapter-list");
+        const cur = values[key];
+        spec = Object.assign({}, f, { type: "enum", options: [...new Set([...(cur ? [String(cur)] : [""]), ...ADAPTERS])] });
+      }
+      const field = f.type === "bool" ? autoBoolField(key, f, values[key], eff[f.name], "src-" + name + "-" + f.name)
+        : fieldFor(key, spec, values[key], "src-" + name + "-" + f.name);
+      // An unset field shows the value in force (a default or what the daemon
+      // found out), so nothing on the card pretends to be off or empty.
+      const input = field.wrap.querySelector("input:not([type=checkbox]):not([type=password])");
+      if (input && !input.value && eff[f.name] !== undefined && eff[f.name] !== null && eff[f.name] !== "") {
+        input.placeholder = t("settings.effective", { v: String(eff[f.name]) });
       }
       fields.push(field);
-      grid.append(field.wrap);
+      (SOURCE_ESSENTIALS.includes(f.name) ? grid : moreGrid).append(field.wrap);
     }
-    card.append(grid);
+    card.append(grid, more);
     const bar = el("div", "card-actions");
     const status = el("span", "result");
     status.setAttribute("role", "status");
@@ -405,10 +479,12 @@
     const health = new Map();
     for (const s of (status && status.sources) || []) {
       if (typeof s.name !== "string") continue;
-      const state = !s.available ? "unavailable" : Number(s.paused_for_s) > 0 ? "paused " + s.paused_for_s + " s" : "available";
-      health.set(s.name, { state: state + (s.last_error ? " · " + s.last_error : "") });
+      const paused = Number(s.paused_for_s) > 0;
+      const state = !s.available ? "unavailable" : paused ? "paused" : "available";
+      const label = paused ? t("settings.source.paused", { s: s.paused_for_s }) : stateWord(state);
+      health.set(s.name, { state, label, error: s.last_error ? String(s.last_error) : "", effective: s });
     }
-    for (const s of (status && status.skipped) || []) health.set(s.name, { state: "skipped: " + s.reason });
+    for (const s of (status && status.skipped) || []) health.set(s.name, { state: "skipped", label: t("settings.source.skipped"), error: String(s.reason || "") });
     const keep = [...list.querySelectorAll(".source-card.unsaved")].map((c) => c.dataset.source);
     list.replaceChildren(...sourceNames().map((n) => sourceCard(n, health.get(n))));
     for (const n of keep) if (!sourceNames().includes(n)) list.append(unsavedCard(n));
@@ -531,10 +607,30 @@
     return i > 0 ? key.slice(0, i) : key;
   }
 
+  // The groups in the order of what a person comes for: how the model answers and
+  // what it may cost, the agent, its memory, safety, then the machinery. A group is
+  // mostly one namespace; the memory heartbeats' intervals (core.agent.*_interval)
+  // join the memory's upkeep, the prices join the spending limits.
+  const GROUP_ORDER = [
+    "core.llm", "core.llm.budget", "core.agent", "core.memory", "core.memory.upkeep", "core.knowledge",
+    "core.memory.import", "core.memory.media", "core.memory.multimodal_space", "core.security",
+    "core.security.sandbox", "core.input_processing.text", "core.input_processing.image", "plugin",
+    "webui", "core.daemon", "core.log", "core.telemetry", "core.plugin", "core.supervisor",
+  ];
+  function groupOf(key) {
+    if (/^core\.agent\.(archive|distill|merge|review)_interval$|^core\.agent\.maintenance_daily_tasks$/.test(key)) return "core.memory.upkeep";
+    if (key === "core.llm.prices") return "core.llm.budget";
+    return namespaceOf(key);
+  }
+  const groupRank = (ns) => {
+    const i = GROUP_ORDER.indexOf(ns.startsWith("plugin.") ? "plugin" : ns);
+    return i < 0 ? GROUP_ORDER.length : i;
+  };
+
   function renderGroups() {
     const groups = new Map();
     const add = (key, spec) => {
-      const ns = namespaceOf(key);
+      const ns = groupOf(key);
       if (!groups.has(ns)) groups.set(ns, []);
       groups.get(ns).push({ key, spec });
     };
@@ -548,13 +644,19 @@
     for (const k of Object.keys(values).sort()) {
       if (known.has(k) || k.startsWith(SRC_PREFIX) || k === MCP_KEY) continue;
       const pd = pluginDefs.get(k);
-      add(k, { type: pd && pd.secret ? "string" : "json", secret: !!(pd && pd.secret), description: pd ? pd.description : "", default: pd ? pd.default : undefined });
+      add(k, { type: pd && pd.secret ? "string" : "json", secret: !!(pd && pd.secret), description: pd ? pd.description : "", description_zh: pd ? pd.description_zh : null, default: pd ? pd.default : undefined });
     }
     const out = [];
-    for (const [ns, items] of groups) {
+    const ordered = [...groups.entries()].sort((a, b) => groupRank(a[0]) - groupRank(b[0]) || a[0].localeCompare(b[0]));
+    for (const [ns, items] of ordered) {
       const sec = el("section", "panel settings-group");
       sec.dataset.ns = ns;
-      const h = el("h2", null, ns);
+      // What the group is for, in words; its namespace beside it for whoever
+      // writes settings through the API.
+      const h = el("h2");
+      if (ns.startsWith("plugin.")) h.append(el("span", null, t("settings.group.plugin")), " ", el("span", "data", ns.slice(7)));
+      else h.append(el("span", null, trOr("settings.group." + ns, ns)));
+      h.append(" ", el("code", "group-ns", ns));
       sec.append(h);
       const grid = el("div", "fields");
       const fields = items.map(({ key, spec }) => fieldFor(key, spec, values[key], "set-" + key));
@@ -598,10 +700,6 @@
     }
   }
 
-  const adapterList = el("datalist");
-  adapterList.id = "adapter-list";
-  for (const a of ADAPTERS) { const o = el("option"); o.value = a; adapterList.append(o); }
-  document.body.append(adapterList);
 
   // Find a setting: every field whose key, label or description holds the words stays,
   // the rest (and groups left empty) are hidden until the box is cleared.
@@ -658,7 +756,7 @@
     card.dataset.plugin = name;
     const head = el("h3", "card-title");
     const badge = el("span", "badge plugin-state");
-    head.append(el("span", "plugin-title", name), " ", el("span", "muted plugin-kind"), " ", badge);
+    head.append(el("span", "plugin-title data", name), " ", el("span", "muted plugin-kind"), " ", badge);
     const kv = el("dl", "kv");
     const cell = (label, cls) => {
       kv.append(el("dt", null, label));
@@ -668,8 +766,10 @@
     };
     const pid = cell(t("plugins.pid"), "plugin-pid");
     const restarts = cell(t("plugins.restarts"), "plugin-restarts");
-    const exit = cell(t("plugins.lastexit"), "plugin-exit");
-    const problem = el("p", "plugin-problem");
+    // The daemon's own diagnostics (an exit status, an error chain) are shown as
+    // it wrote them: data, in the language of the logs.
+    const exit = cell(t("plugins.lastexit"), "plugin-exit data");
+    const problem = el("p", "plugin-problem data");
     const stderr = el("details", "plugin-stderr");
     stderr.append(el("summary", null, t("plugins.stderr")), el("pre", "stderr-tail"));
     const toolsHead = el("h4", null, t("plugins.tools"));
@@ -696,10 +796,12 @@
       const d = el("details", "tool-schema");
       d.dataset.tool = tool.name;
       const s = el("summary");
-      s.append(el("code", "tool-name", tool.name), " ", el("span", "muted", tool.description || ""));
+      const about = el("span", "muted");
+      about.append(...rich(desc(tool)));
+      s.append(el("code", "tool-name", tool.name), " ", about);
       const params = tool.parameters && tool.parameters.properties ? tool.parameters.properties : {};
       const required = new Set(Array.isArray(tool.parameters && tool.parameters.required) ? tool.parameters.required : []);
-      const table = el("table", "grid-table params");
+      const table = el("table", "grid-table params data");
       for (const [p, sch] of Object.entries(params)) {
         const tr = el("tr");
         tr.append(el("td", null, p + (required.has(p) ? " *" : "")), el("td", null, sch && sch.type ? String(sch.type) : ""),
@@ -716,10 +818,10 @@
   async function updatePluginCard(card, p) {
     const c = card._c;
     const state = String(p.state || "unknown");
-    c.badge.textContent = state;
+    c.badge.textContent = stateWord(state);
     c.badge.className = "badge plugin-state b-" + state.replace(/[^a-z0-9_-]/gi, "");
     card.dataset.state = state;
-    c.kind.textContent = p.kind || "";
+    c.kind.textContent = p.kind ? trOr("plugins.kind." + p.kind, p.kind) : "";
     c.pid.textContent = p.pid === null || p.pid === undefined ? "—" : String(p.pid);
     c.restarts.textContent = String(Number(p.restarts) || 0);
     c.exit.textContent = p.last_exit ? String(p.last_exit) : "—";
@@ -735,8 +837,13 @@
     const names = Array.isArray(p.tools) ? p.tools.map(String) : [];
     const key = names.join("\n");
     const known = toolSchemas.get(p.name);
-    if (!known || known.key !== key) {
+    if (known && known.key === key && known.tools && c.toolsKey !== key) {
+      // A card drawn again (a language switch) with the schemas already fetched.
+      c.toolsKey = key;
+      renderToolSchemas(c.tools, known.tools);
+    } else if (!known || known.key !== key) {
       toolSchemas.set(p.name, { key, tools: null });
+      c.toolsKey = key;
       if (!names.length) renderToolSchemas(c.tools, []);
       else {
         const r = await api("GET", plUrl(p.name, "tools"));
@@ -818,19 +925,39 @@
     const g = s.graph || {};
     const parts = [el("p", null, t("memory.counts", { events: s.context_events, docs: s.documents, entities: g.entity_count ?? "—", relations: g.relation_count ?? "—" }))];
     const emb = s.embedder || {};
-    const space = emb.space && typeof emb.space === "object" ? emb.space.model + " (" + emb.space.dim + " dims)" : "";
-    const progress = emb.recompute ? "recomputing " + emb.recompute.done + "/" + emb.recompute.total : "";
-    const embText = [emb.active, space, Number.isFinite(emb.rows) ? emb.embedded + "/" + emb.rows + " embedded" : "", progress,
-      emb.fallback ? "fallback: " + emb.fallback : "", emb.last_error ? "error: " + emb.last_error : ""].filter(Boolean).join(" · ");
-    parts.push(el("p", null, t("memory.embedder") + ": " + (embText || "—")));
+    // The embedder in words: which one, its model (a name: code), how far it got.
+    const embLine = el("p", "mem-embedder", t("memory.embedder") + ": ");
+    const embBits = [];
+    if (emb.active) embBits.push(trOr("memory.emb." + emb.active, emb.active));
+    if (emb.space && typeof emb.space === "object") {
+      const sp = el("span");
+      sp.append(el("code", null, String(emb.space.model)), " " + t("memory.emb.dims", { n: emb.space.dim }));
+      embBits.push(sp);
+    }
+    if (Number.isFinite(emb.rows)) embBits.push(t("memory.emb.embedded", { done: emb.embedded, rows: emb.rows }));
+    if (emb.recompute) embBits.push(t("memory.emb.recomputing", { done: emb.recompute.done, total: emb.recompute.total }));
+    if (emb.fallback) embBits.push(t("memory.emb.fallback", { why: emb.fallback }));
+    if (emb.last_error) embBits.push(t("memory.emb.error", { error: emb.last_error }));
+    if (!embBits.length) embBits.push("—");
+    embBits.forEach((x, i) => embLine.append(...(i ? [" · "] : []), x));
+    parts.push(embLine);
     const table = el("table", "grid-table hb-table");
-    for (const [name, last] of Object.entries(s.heartbeats || {})) {
+    const hbs = Object.assign({}, s.heartbeats || {});
+    // Not a heartbeat: the day's allowance of background model calls they share.
+    const budget = hbs.budget;
+    delete hbs.budget;
+    if (budget && typeof budget === "object") parts.push(el("p", "muted hb-budget", t("memory.hb.budget", { used: budget.used_today, max: budget.daily_tasks })));
+    // A round's figures in words ("3 records · run by hand"), not the API's names.
+    const figure = (k, v) => {
+      if (k === "trigger") return trOr("memory.hb.trigger." + v, String(v));
+      const label = trOr("memory.hb.fig." + k, k.replace(/_/g, " "));
+      return t("memory.hb.fig", { label, n: v !== null && typeof v === "object" ? JSON.stringify(v) : String(v) });
+    };
+    const figures = (o) => Object.entries(o).filter(([k]) => k !== "at_ms" && k !== "kind").map(([k, v]) => figure(k, v)).join(" · ");
+    for (const [name, last] of Object.entries(hbs)) {
       const tr = el("tr");
       tr.dataset.heartbeat = name;
-      // The round's figures as "name value" pairs (not raw JSON): items 3 · trigger operator.
-      const figures = (o) => Object.entries(o).filter(([k]) => k !== "at_ms")
-        .map(([k, v]) => k.replace(/_/g, " ") + " " + (v !== null && typeof v === "object" ? JSON.stringify(v) : String(v))).join(" · ");
-      const result = el("td", "hb-last", last ? [fmtWhen(last.at_ms), last.error ? "error: " + last.error : figures(last)].join(" · ") : t("memory.heartbeat.never"));
+      const result = el("td", "hb-last", last ? [fmtWhen(last.at_ms), last.error ? t("memory.emb.error", { error: last.error }) : figures(last)].join(" · ") : t("memory.heartbeat.never"));
       const err = alertEl("span");
       const run = button(t("memory.heartbeat.run"), "small hb-run", async () => {
         run.disabled = true;
@@ -843,7 +970,9 @@
       });
       const act = el("td");
       act.append(run, err);
-      tr.append(el("th", null, name), result, act);
+      const th = el("th", null, trOr("memory.hb." + name, name));
+      th.title = name;
+      tr.append(th, result, act);
       table.append(tr);
     }
     parts.push(el("h4", null, t("memory.heartbeats")), table);
@@ -861,11 +990,13 @@
     // the turn it began with its reply.
     list.replaceChildren(...events.slice(-200).reverse().map((e) => {
       const li = el("li", "ctx-item");
-      li.append(el("span", "badge", e.source || "?"), el("time", "muted", fmtWhen(e.ts_ms)));
-      if (typeof e.input === "string") li.append(el("div", "ctx-text", clip(e.input)));
-      if (typeof e.response === "string") li.append(el("div", "ctx-text ctx-response", "→ " + clip(e.response)));
+      // Who said it: the agent in words, a channel by its own name (data).
+      const who = e.source === "agent" ? el("span", "badge", t("chat.agent")) : el("span", "badge data", e.source || "?");
+      li.append(who, el("time", "muted", fmtWhen(e.ts_ms)));
+      if (typeof e.input === "string") li.append(el("div", "ctx-text data", clip(e.input)));
+      if (typeof e.response === "string") li.append(el("div", "ctx-text ctx-response data", "→ " + clip(e.response)));
       if (Array.isArray(e.tools_used) && e.tools_used.length) li.append(el("div", "muted", "tools: " + e.tools_used.join(", ")));
-      if (typeof e.input !== "string" && typeof e.response !== "string") li.append(el("div", "ctx-text", clip(JSON.stringify(e))));
+      if (typeof e.input !== "string" && typeof e.response !== "string") li.append(el("div", "ctx-text data", clip(JSON.stringify(e))));
       return li;
     }));
   }
@@ -963,7 +1094,8 @@
     canvas.dataset.nodes = String(cy.nodes().length);
     canvas.dataset.edges = String(cy.edges().length);
     $("#graph-count").textContent = entities.length || relations.length
-      ? t("memory.graph.count", { nodes: cy.nodes().length, edges: cy.edges().length }) : t("memory.graph.none");
+      ? t("memory.graph.count", { nodes: cy.nodes().length, edges: cy.edges().length })
+      : t($("#graph-q").value.trim() ? "memory.graph.none" : "memory.graph.empty");
   }
 
   function relationRow(r) {
@@ -1003,8 +1135,13 @@
     const err = $("#graph-error");
     err.textContent = "";
     let g;
-    try { g = await getJson(MEM + "/graph?q=" + encodeURIComponent(q) + "&depth=" + encodeURIComponent($("#graph-depth").value)); } catch (e) { err.textContent = e.message; return; }
+    // No name typed: the 30 most connected entities and how they relate, so the
+    // graph shows what the memory holds the moment it opens.
+    const url = q ? MEM + "/graph?q=" + encodeURIComponent(q) + "&depth=" + encodeURIComponent($("#graph-depth").value)
+      : MEM + "/graph?top=30";
+    try { g = await getJson(url); } catch (e) { err.textContent = e.message; return; }
     const rels = Array.isArray(g.relations) ? g.relations : [];
+    $("#graph-what").textContent = q ? "" : t("memory.graph.top");
     $("#graph-rels").replaceChildren(...rels.map(relationRow));
     try { await drawGraph(g); } catch (e) { err.textContent = e.message; }
     $("#graph-canvas").dataset.query = q;
@@ -1051,6 +1188,7 @@
   hooks.memory = {
     show() {
       renderMemStatus(); renderContext(); searchDocs(); renderKnowledge();
+      if (!$("#graph-q").value.trim()) searchGraph();
       if (window.HA.media) window.HA.media.renderBrowser();
       // Drawn while hidden, the graph has no size: fit it to its box again.
       if (cy) requestAnimationFrame(() => { cy.resize(); cy.fit(undefined, 20); });
@@ -1109,7 +1247,7 @@
     $("#subagents-error").textContent = "";
     const residents = Array.isArray(s.residents) ? s.residents : [];
     const helpers = Array.isArray(s.helpers) ? s.helpers : [];
-    const sig = JSON.stringify([residents.map((r) => [r.id, r.state, r.rounds, r.tasks && r.tasks.ready && r.tasks.ready.length,
+    const sig = JSON.stringify([window.HA.lang(), residents.map((r) => [r.id, r.state, r.rounds, r.tasks && r.tasks.ready && r.tasks.ready.length,
       r.tasks && (r.tasks.interrupts || []).map((q) => (q || []).length)]), helpers]);
     if (sig === subagentsSig) return;
     subagentsSig = sig;
@@ -1151,7 +1289,7 @@
     const stats = $("#tasks-stats");
     const kv = [];
     for (const [k, v] of Object.entries(s.stats || {})) kv.push([k, Array.isArray(v) ? v.join(" / ") : String(v)]);
-    kv.push(["max_frames", String(s.max_frames)], ["preempt_armed", String(s.preempt_armed)]);
+    kv.push(["max_frames", String(s.max_frames)], ["preempt_armed", s.preempt_armed ? t("common.yes") : t("common.no")]);
     // A label from the catalog for the counters it knows; the API's name otherwise.
     const label = (k) => { const key = "tasks.stat." + k; const l = t(key); return l === key ? k : l; };
     stats.replaceChildren(...kv.flatMap(([k, v]) => [el("dt", null, label(k)), el("dd", null, v)]));
@@ -1252,7 +1390,8 @@
 
   function usageTable(rows, keyLabel, label = usageKeyLabel) {
     return dataTable("usage-table", [keyLabel, t("usage.calls"), t("usage.col_input"), t("usage.col_output"), t("usage.cost")],
-      rows.map((r) => [el("td", "usage-key", label(r.key)), el("td", "num", String(r.calls)),
+      // A key the catalog names (a kind of call) is words; a model or a day is data.
+      rows.map((r) => [el("td", "usage-key" + (label(r.key) === String(r.key) ? " data" : ""), label(r.key)), el("td", "num", String(r.calls)),
         el("td", "num", fmtTokens(r.input)), el("td", "num", fmtTokens(r.output)), el("td", "num", fmtCost(r))]),
       t("usage.none"));
   }
@@ -1348,17 +1487,38 @@
   let termActive = null;   // {id, term, next, painted, pending, sending, unadopt}
 
   function loadXterm() {
+    shimStyleElements();
     if (!xtermLoading) xtermLoading = import("/vendor/xterm.mjs").catch((e) => { xtermLoading = null; throw e; });
     return xtermLoading;
   }
 
-  // xterm.js's DOM renderer writes its theme and cell sizes into <style> elements,
-  // which the page's CSP (style-src 'self') does not apply; their text is mirrored
-  // into constructed style sheets, which it does.
+  // The page's CSP (style-src 'self') refuses <style> elements, and each refusal is
+  // a console error. xterm.js writes its theme and cell sizes into <style> elements
+  // it makes with document.createElement("style"): from the first terminal on, such
+  // an element is made as an inert, hidden <ha-style> instead (nothing for the CSP
+  // to refuse), and adoptStyles() gives its text to a constructed style sheet, which
+  // the CSP allows. No other code of the page makes <style> elements.
+  let styleShimmed = false;
+  function shimStyleElements() {
+    if (styleShimmed) return;
+    styleShimmed = true;
+    const create = document.createElement;
+    document.createElement = function (tag, options) {
+      if (String(tag).toLowerCase() === "style") {
+        const e = create.call(document, "ha-style", options);
+        e.hidden = true;
+        return e;
+      }
+      return create.call(document, tag, options);
+    };
+  }
+
+  // The text of xterm.js's style elements (<ha-style>, see shimStyleElements) in
+  // constructed style sheets, kept in step as it rewrites them.
   function adoptStyles(root) {
     const sheets = new Map();
     const sync = () => {
-      for (const st of root.querySelectorAll("style")) {
+      for (const st of root.querySelectorAll("ha-style, style")) {
         let sh = sheets.get(st);
         if (!sh) {
           sh = { sheet: new CSSStyleSheet(), text: null };
@@ -1382,7 +1542,7 @@
   }
 
   function termLabel(s) {
-    return "#" + s.id + " · " + s.command + " · " + s.status;
+    return "#" + s.id + " · " + s.command + " · " + stateWord(s.status);
   }
 
   async function renderTermList() {
@@ -1501,6 +1661,9 @@
   window.addEventListener("hashchange", route);
   // A language switch draws the current view again in the new language (no reload).
   document.addEventListener("ha:lang", () => {
+    // Cards kept between refreshes were written in the old language: built anew.
+    for (const card of plCards.values()) card.remove();
+    plCards.clear();
     const h = current && hooks[current];
     if (!h || !h.show) return;
     if (h.hide) h.hide();

@@ -372,3 +372,21 @@ fn a_fresh_daemon_is_set_up_in_the_page() {
         "the test call and the answer"
     );
 }
+
+/// Every view as a person meets it: at 1440 and 375 px, in English and (switched in
+/// the page) in Chinese, nothing wider than the window, no console error, no English
+/// left in the Chinese pages (tour.mjs; screenshots `target/e2e-tour-<view>-<width>-<lang>.png`).
+#[test]
+fn every_view_fits_a_phone_and_a_desktop_in_both_languages() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    if !browser_ready(root) {
+        return;
+    }
+    let (_dir, _data, d, _v) = common::api::daemon_with_plugins(&[], &["terminal"]);
+    let reply = common::api::ask(&d, "call-tool terminal_create {}");
+    assert!(reply.starts_with("tool said: terminal session 1 started"), "{reply}");
+    for q in ["hello there", "what did I say about the garden last week?"] {
+        assert!(!common::api::ask(&d, q).is_empty());
+    }
+    run_script(&d, "tour.mjs", &root.join("target/e2e-tour"), &[], "tour e2e: PASS");
+}

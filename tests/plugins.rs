@@ -805,7 +805,7 @@ fn a_subprocess_plugin_uses_memory_documents_knowledge_social_stages_channels_an
     let denied = via_tool(
         &d,
         "probe_call",
-        json!({"method": "settings.getCore", "params": {"key": "core.llm.model"}}),
+        json!({"method": "settings.getCore", "params": {"key": "core.llm.max_tokens"}}),
     );
     assert!(
         denied.starts_with("ERROR -32001") && denied.contains("`settings_cross` capability"),
@@ -1084,7 +1084,7 @@ fn lua_plugins_use_settings_across_namespaces_pick_llm_sources_and_offer_named_a
         "{out}"
     );
     assert!(
-        err_text(&out, "typo").contains("did you mean `core.llm.model`"),
+        err_text(&out, "typo").contains("did you mean `core.llm.max_tokens`"),
         "{out}"
     );
     for refused in ["retarget", "unreview"] {

@@ -31,7 +31,7 @@ pub const SETTINGS_ZH: &[(&str, &str)] = &[
     ),
     (
         "core.daemon.shutdown_timeout",
-        "正常关闭最多可用的时间，超时后其余 actor 被强制停止",
+        "正常关闭最多可用的时间，超时后其余组件被强制停止",
     ),
     (
         "core.daemon.heartbeat_interval",
@@ -106,10 +106,7 @@ pub const SETTINGS_ZH: &[(&str, &str)] = &[
         "core.llm.prices",
         r#"各模型的价格，单位为美元/百万 token，供用量账本计费：{"<模型名或通配>": {"input": 0.15, "output": 0.6, "cached": 0.075}}；没有价格的模型照样计 token，费用显示为未知"#,
     ),
-    ("core.llm.model", "默认模型名"),
-    ("core.llm.base_url", "默认的服务商端点"),
     ("core.llm.api_key", "没有自己密钥的来源所用的 API 密钥"),
-    ("core.llm.adapter", "默认的 Lua 适配器"),
     ("core.llm.temperature", "采样温度：越低越确定"),
     ("core.llm.max_tokens", "单条回复最多的 token 数"),
     ("core.llm.thinking_enabled", "模型支持时，要求它输出推理过程"),
@@ -123,7 +120,7 @@ pub const SETTINGS_ZH: &[(&str, &str)] = &[
     // Embeddings.
     (
         "core.memory.embedder",
-        "记忆检索用的稠密向量：auto（装了 ONNX 就用它，否则用 TF-IDF/BM25）、onnx、remote（OpenAI 风格的 /v1/embeddings 服务）或 tfidf（不用向量）",
+        "记忆检索用的稠密向量：`auto`（装了 ONNX 就用它，否则用 TF-IDF/BM25）、`onnx`、`remote`（OpenAI 风格的 /v1/embeddings 服务）或 `tfidf`（不用向量）",
     ),
     (
         "core.memory.onnx_dir",
@@ -132,7 +129,7 @@ pub const SETTINGS_ZH: &[(&str, &str)] = &[
     ("core.memory.onnx_threads", "ONNX Runtime 计算向量可用的线程数"),
     (
         "core.memory.embed_url",
-        "远程向量服务的基础 URL（OpenAI /v1/embeddings 格式），用于 core.memory.embedder = remote",
+        "远程向量服务的基础 URL（OpenAI /v1/embeddings 格式），用于 `core.memory.embedder = remote`",
     ),
     ("core.memory.embed_model", "发给远程向量服务的模型名"),
     (
@@ -159,16 +156,16 @@ pub const SETTINGS_ZH: &[(&str, &str)] = &[
     ("core.input_processing.image.max_count", "单条消息最多可带的图片数"),
     (
         "core.input_processing.image.fallback_provider",
-        "对标记为 vision = false 的来源：先由哪个能看图的来源描述它的图片；留空则任取一个 vision = true 的来源，`none` 表示从不描述（模型会被告知来了一张它看不到的图片）",
+        "对标记为 `vision = false` 的来源：先由哪个能看图的来源描述它的图片；留空则任取一个 `vision = true` 的来源，`none` 表示从不描述（模型会被告知来了一张它看不到的图片）",
     ),
     // The media memory.
     (
         "core.memory.multimodal_space.provider",
-        r#"回忆媒体块所用的多模态空间（文本与图片在同一空间）：none，或 remote（接受 {"image": base64} 输入的 Jina 风格 /v1/embeddings 服务）"#,
+        r#"回忆媒体块所用的多模态空间（文本与图片在同一空间）：`none`，或 `remote`（接受 {"image": base64} 输入的 Jina 风格 /v1/embeddings 服务）"#,
     ),
     (
         "core.memory.multimodal_space.base_url",
-        "多模态向量服务的基础 URL，用于 core.memory.multimodal_space.provider = remote",
+        "多模态向量服务的基础 URL，用于 `core.memory.multimodal_space.provider = remote`",
     ),
     (
         "core.memory.multimodal_space.model",
@@ -214,17 +211,17 @@ pub const SETTINGS_ZH: &[(&str, &str)] = &[
     ),
     (
         "core.security.secret_destinations",
-        r#"每个密钥可去往何处：{"<name>": {"hosts": ["api.example.com", "*.example.com"], "tools": ["web_fetch"], "in_query": false}}。密钥只经网络发往它的 hosts，只为所列工具写进命令行，且从不为访客使用"#,
+        r#"每个密钥可去往何处：{"<name>": {"hosts": ["api.example.com", "*.example.com"], "tools": ["web_fetch"], "in_query": false}}。密钥只经网络发往它的 `hosts`，只为所列工具写进命令行，且从不为访客使用"#,
     ),
     ("core.security.review", "在工具结果中发现提示注入或敏感数据时提醒模型"),
     (
         "core.security.approval",
-        "有风险的工具调用何时要等你同意（WebUI、CLI /approve、POST /api/v1/approvals/<id>）：untrusted = 本轮读过网页、MCP 回答、被标记的工具结果或访客的话之后；always = 总是；never = 从不",
+        "有风险的工具调用何时要等你同意（WebUI、CLI /approve、POST /api/v1/approvals/<id>）：`untrusted` = 本轮读过网页、MCP 回答、被标记的工具结果或访客的话之后；`always` = 总是；`never` = 从不",
     ),
     ("core.security.approval_tools", "调用前先询问的工具（逗号分隔的通配符）"),
     (
         "core.security.approval_rules",
-        "按工具覆盖上面两项的规则，先匹配的生效：`glob=always|ask|never, …`（always = 从不询问，ask = 每次都问，never = 拒绝）；如 `cmd_run=ask, plugin_install=never`",
+        "按工具覆盖上面两项的规则，先匹配的生效：`glob=always|ask|never, …`（`always` = 从不询问，`ask` = 每次都问，`never` = 拒绝）；如 `cmd_run=ask, plugin_install=never`",
     ),
     (
         "core.security.owner_only_tools",
@@ -268,7 +265,7 @@ pub const SETTINGS_ZH: &[(&str, &str)] = &[
     ),
     (
         "core.agent.max_residents",
-        "同时存在的常驻子代理上限（resident_agents create 创建的，以及分流助手）",
+        "同时存在的常驻子代理上限（`resident_agents` `create` 创建的，以及分流助手）",
     ),
     (
         "core.agent.resident_max_tool_turns",
@@ -299,15 +296,15 @@ pub const SETTINGS_ZH: &[(&str, &str)] = &[
         "core.supervisor.restart_window",
         "统计重启次数（与 max_restarts 比较）的时间窗口",
     ),
-    ("core.supervisor.backoff_initial", "失败的 actor 第一次重启前的延迟"),
+    ("core.supervisor.backoff_initial", "失败的组件第一次重启前的延迟"),
     ("core.supervisor.backoff_max", "两次重启之间的最长延迟"),
     (
         "core.supervisor.backoff_reset_after",
-        "actor 连续运行多久之后，其重启延迟重新从 backoff_initial 算起",
+        "组件连续运行多久之后，其重启延迟重新从 backoff_initial 算起",
     ),
     (
         "core.supervisor.stuck_threshold",
-        "actor 在一个处理函数里停留多久即报告为卡住",
+        "组件在一个处理函数里停留多久即报告为卡住",
     ),
     // The QQ bridge (`plugins/onebot`, declared with `settings.registerDef`).
     (
@@ -318,7 +315,7 @@ pub const SETTINGS_ZH: &[(&str, &str)] = &[
     ("plugin.onebot.owner_id", "主人的 QQ 号：其私聊消息以主人身份处理"),
     (
         "plugin.onebot.group_trigger",
-        "回复哪些群消息：mention（默认，被 @ 时）、all 或 off",
+        "回复哪些群消息：`mention`（默认，被 @ 时）、`all` 或 `off`",
     ),
 ];
 
@@ -515,11 +512,11 @@ pub const TOOLS_ZH: &[(&str, &str)] = &[
     ),
     (
         "terminal_send",
-        r"向终端会话输入：`text` 原样发送（shell 命令以 \n 结尾），再按名称发送 `keys`：Enter、Tab、Esc、Backspace、Up、Down、Left、Right、Home、End、PageUp、PageDown、Delete、C-a..C-z（C-c 中断，C-d 结束输入）。用 terminal_read 查看效果。",
+        r"向终端会话输入：`text` 原样发送（shell 命令以 \n 结尾），再按名称发送 `keys`：Enter、Tab、Esc、Backspace、Up、Down、Left、Right、Home、End、PageUp、PageDown、Delete、`C-a`..`C-z`（`C-c` 中断，`C-d` 结束输入）。用 terminal_read 查看效果。",
     ),
     (
         "terminal_read",
-        r#"读取终端会话自你上次读取以来的输出。最多等待 `timeout_ms`（默认 2000，最多 30000），直到输出到达并稳定下来；给了 `until` 则等到输出中出现该文字（如提示符或命令打印的某个词）。每次最多读 `max_bytes`（默认 8192，最多 65536），后面还有时会说明。除非 `ansi` 为 true，转义序列会先生效再去除。`offset` 从更早的字节位置重读，不移动你的读取位置；`format: "json"` 返回 {data, offset, next, ...}。"#,
+        r#"读取终端会话自你上次读取以来的输出。最多等待 `timeout_ms`（默认 2000，最多 30000），直到输出到达并稳定下来；给了 `until` 则等到输出中出现该文字（如提示符或命令打印的某个词）。每次最多读 `max_bytes`（默认 8192，最多 65536），后面还有时会说明。除非 `ansi` 为 `true`，转义序列会先生效再去除。`offset` 从更早的字节位置重读，不移动你的读取位置；`format: "json"` 返回 {data, offset, next, ...}。"#,
     ),
     (
         "terminal_close",
@@ -527,7 +524,7 @@ pub const TOOLS_ZH: &[(&str, &str)] = &[
     ),
     (
         "terminal_list",
-        "列出打开的终端会话（编号、命令、cwd、状态、输出字节数、未读字节数）。",
+        "列出打开的终端会话（编号、命令、工作目录、状态、输出字节数、未读字节数）。",
     ),
     // units (Lua)
     (
@@ -630,7 +627,7 @@ mod tests {
         assert!(setting_zh("plugin.onebot.url").is_some_and(|t| t.contains("WebSocket")));
         assert_eq!(setting_zh("plugin.someone.else"), None);
         assert!(source_field_zh("base_url").is_some_and(has_cjk));
-        assert_eq!(source_field_zh("core.llm.model"), None);
+        assert_eq!(source_field_zh("core.llm.max_tokens"), None);
         assert!(tool_zh("files_read").is_some_and(has_cjk));
         assert_eq!(tool_zh("mcp__everything__echo"), None);
     }

@@ -354,6 +354,14 @@ pub enum Msg<'a> {
     },
     /// A message arrived and no model is connected yet: where to connect one.
     NoLlmSource,
+    /// The sign-in page: what to paste and where to find it.
+    LoginIntro,
+    /// The sign-in page's field placeholder.
+    LoginField,
+    /// The sign-in page's button.
+    LoginButton,
+    /// The sign-in page, when the token was wrong.
+    LoginWrong,
     /// `homed`'s first line on stdout once it serves: where the owner signs in.
     Ready {
         url: &'a str,
@@ -1077,6 +1085,18 @@ impl Msg<'_> {
                 "no model is connected yet. In the WebUI, connect one with the setup card on the chat page (or under Settings, LLM sources); an API client sets core.llm.sources.<name>.base_url, .model, .adapter and .api_key with PUT /api/v1/settings",
                 "尚未连接任何模型。请在 WebUI 聊天页的设置卡片中连接一个（或在 设置 → LLM 来源 中）；API 客户端可用 PUT /api/v1/settings 设置 core.llm.sources.<名称>.base_url、.model、.adapter 与 .api_key"
             ),
+            M::LoginIntro => tr!(
+                lang,
+                "Paste the owner token: the file DATA/api-token, or what `homed token` prints. The login link homed printed when it started signs you in without it.",
+                "粘贴主人令牌：即 DATA/api-token 文件的内容，或 `homed token` 的输出。homed 启动时打印的登录链接可直接登录。"
+            ),
+            M::LoginField => tr!(lang, "owner token", "主人令牌"),
+            M::LoginButton => tr!(lang, "Sign in", "登录"),
+            M::LoginWrong => tr!(
+                lang,
+                "That is not the owner token. Copy it again from DATA/api-token (or run `homed token`).",
+                "这不是主人令牌。请从 DATA/api-token 重新复制（或运行 `homed token`）。"
+            ),
             M::Ready { url } => tr!(
                 lang,
                 "HomeAgent is ready. Open {url} in your browser (it signs you in; keep the link private).",
@@ -1652,6 +1672,10 @@ mod tests {
         let d = Duration::from_secs(60);
         vec![
             Msg::Stopped,
+            Msg::LoginIntro,
+            Msg::LoginField,
+            Msg::LoginButton,
+            Msg::LoginWrong,
             Msg::CancelledByStop,
             Msg::MaxToolTurns { limit: 2 },
             Msg::TaskFailed { error: "e" },

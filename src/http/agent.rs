@@ -369,6 +369,9 @@ pub struct GraphParams {
     /// `relevance` (default) or `recent`.
     #[serde(default)]
     sort: String,
+    /// With `q` empty: the `top` most connected entities (at most 200) and the
+    /// relations among them, instead of every entity.
+    top: Option<usize>,
 }
 
 #[utoipa::path(get, path = "/api/v1/memory/graph", tag = "memory", params(GraphParams),
@@ -385,6 +388,7 @@ pub async fn get_graph(state: web::Data<AppState>, q: web::Query<GraphParams>) -
             q: q.q,
             depth: q.depth.unwrap_or(2).min(5),
             sort: homeagent_actors::memory::graph::RecallSort::parse(&q.sort),
+            top: q.top.map(|n| n.clamp(1, 200)),
         })
         .await?
         .map_err(ApiError::unavailable)?;

@@ -81,7 +81,7 @@ impl Refusal {
                     return HttpResponse::Unauthorized()
                         .content_type("text/html; charset=utf-8")
                         .insert_header((header::CACHE_CONTROL, "no-store"))
-                        .body(LOGIN_PAGE);
+                        .body(login_page());
                 }
                 (
                     StatusCode::UNAUTHORIZED,
@@ -226,7 +226,7 @@ pub async fn login(
     if token.is_empty() || !gate.owner.token_ok(token.trim()) {
         tracing::warn!("a login with a wrong token was refused");
         return HttpResponse::Unauthorized().json(serde_json::json!({
-            "error": "wrong token; the token is in DATA/api-token (`homed token` prints it)"
+            "error": homeagent_actors::i18n::Msg::LoginWrong.text()
         }));
     }
     // The value is hex, so it needs no quoting; written by hand rather than pulling in
@@ -242,10 +242,29 @@ pub async fn login(
         .finish()
 }
 
+/// The sign-in page in the daemon's language (`core.agent.language`, from the
+/// catalog). Its texts have no markup of their own, but are escaped all the same.
+fn login_page() -> String {
+    use homeagent_actors::i18n::{Lang, Msg, language};
+    let esc = |m: Msg| {
+        m.text()
+            .replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+            .replace('"', "&quot;")
+    };
+    LOGIN_PAGE
+        .replace("{lang}", if language() == Lang::Zh { "zh-CN" } else { "en" })
+        .replace("{intro}", &esc(Msg::LoginIntro))
+        .replace("{field}", &esc(Msg::LoginField))
+        .replace("{button}", &esc(Msg::LoginButton))
+}
+
 /// Shown instead of the WebUI without a session: one field for the token.
 const LOGIN_PAGE: &str = r#"<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>HomeAgent — sign in</title>
+<html lang="{lang}"><head><meta charset="utf-8"><title>HomeAgent — sign in</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="data:,">
 <style>
 body{font:15px system-ui,sans-serif;background:#111418;color:#e6e6e6;display:grid;place-items:center;height:100vh;margin:0}
 form{background:#1b2026;padding:2rem;border-radius:10px;min-width:22rem}
@@ -254,9 +273,9 @@ button{padding:.6rem 1.2rem;border:0;border-radius:6px;background:#3b82f6;color:
 p{color:#9aa4ae;font-size:13px} #err{color:#f87171}
 </style></head><body>
 <form id="f"><h2>HomeAgent</h2>
-<p>Paste the owner token (the file <code>DATA/api-token</code>, or run <code>homed token</code>).</p>
-<input id="t" type="password" autocomplete="current-password" placeholder="token" autofocus>
-<button>Sign in</button><p id="err"></p></form>
+<p>{intro}</p>
+<input id="t" type="password" autocomplete="current-password" placeholder="{field}" aria-label="{field}" autofocus>
+<button>{button}</button><p id="err"></p></form>
 <script>
 document.getElementById('f').addEventListener('submit', async (e) => {
   e.preventDefault();

@@ -41,7 +41,7 @@ async function main() {
   await page.click('button');
   await pollPage(page, 'a wrong token was not refused on the sign-in page', 5_000, () => {
     const e = document.querySelector('#err');
-    return e && /wrong token/.test(e.textContent) ? { ok: true } : { ok: false, why: `#err=${e && e.textContent}` };
+    return e && /not the owner token/.test(e.textContent) ? { ok: true } : { ok: false, why: `#err=${e && e.textContent}` };
   });
   await page.fill('#t', token);
   await page.click('button');
@@ -327,10 +327,10 @@ async function main() {
   await pollPage(page, 'the CLI\'s turn never appeared in the chat with its source', 10_000, (n) => {
     const li = [...document.querySelectorAll('#chat-log li.msg[data-source="cli"]')].pop();
     const who = li ? li.querySelector('.msg-who').textContent : '';
-    return li && who === 'cli' && li.querySelector('.msg-text').textContent === `from the cli ${n - 1}`
+    return li && who === 'command line' && li.querySelector('.msg-text').textContent === `from the cli ${n - 1}`
       ? { ok: true } : { ok: false, why: li ? `last cli: ${who}: ${li.textContent}` : 'no cli message' };
   }, N);
-  log(`${N} turns sent by source "cli" appeared live, labelled "cli"`);
+  log(`${N} turns sent by source "cli" appeared live, labelled "command line"`);
   // One more with a photo (a red 2×3 PNG): after the reload the history shows it again,
   // from the media memory.
   const RED_PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAIAAAADCAIAAAA2iEnWAAAAEElEQVR4nGM4IScHRAwoFABEDQYZFCZhYwAAAABJRU5ErkJggg==';

@@ -125,16 +125,25 @@ async function settings(page) {
   await card.waitFor({ timeout: 5_000 });
   await page.fill('#src-fakevendor-base_url', vendorUrl);
   await page.fill('#src-fakevendor-model', 'fake-model');
-  await page.fill('#src-fakevendor-adapter', 'openai');
+  // The adapter is a choice of the bundled ones, not a free text box.
+  const adapters = await page.evaluate(() => [...document.querySelectorAll('#src-fakevendor-adapter option')].map((o) => o.value));
+  if (!adapters.includes('openai') || !adapters.includes('anthropic')) fail(`the adapter is not a choice of the bundled adapters: ${adapters}`);
+  await page.selectOption('#src-fakevendor-adapter', 'openai');
   await page.fill('#src-fakevendor-api_key', KEY);
   await page.fill('#src-fakevendor-priority', '5');
+  // Timeouts and limits are folded under "More options".
+  await card.locator('.more-fields > summary').click();
   await page.fill('#src-fakevendor-first_byte_timeout', '30s');
   await card.locator('.source-save').click();
-  await pollPage(page, 'the saved source never came back as a stored card', 10_000, () => {
+  const saved = await pollPage(page, 'the saved source never came back as a stored card', 10_000, () => {
     const c = document.querySelector('.source-card[data-source="fakevendor"]');
     return c && !c.classList.contains('unsaved') && c.querySelector('#src-fakevendor-model')?.value === 'fake-model'
-      ? { ok: true } : { ok: false, why: c ? c.className : 'no card' };
+      ? { ok: true, vision: c.querySelector('#src-fakevendor-vision')?.selectedOptions[0]?.textContent, conc: c.querySelector('#src-fakevendor-max_concurrent')?.placeholder }
+      : { ok: false, why: c ? c.className : 'no card' };
   });
+  // Unset fields say what is in force, not "off" or empty.
+  if (!/\d/.test(saved.conc || '')) fail(`max_concurrent left empty shows no value in force: ${JSON.stringify(saved)}`);
+  log(`stored source card: vision "${saved.vision}", max_concurrent "${saved.conc}"`);
   const leak = await page.evaluate((key) => {
     const inputs = [...document.querySelectorAll('input, textarea')].some((i) => i.value.includes(key));
     return inputs || document.documentElement.outerHTML.includes(key);
@@ -235,6 +244,13 @@ async function memory(page) {
   if (!doc.includes('tomatoes need water')) fail(`the opened document shows ${JSON.stringify(doc)}`);
   log('document found by search and opened');
 
+  // Before any name is typed the graph shows the most connected entities.
+  const overview = await pollPage(page, 'the graph showed nothing on opening the memory view', 60_000, () => {
+    const rows = [...document.querySelectorAll('#graph-rels tr.rel-row')];
+    return rows.some((r) => r.textContent.includes('Alice')) && document.querySelector('#graph-what').textContent
+      ? { ok: true, n: rows.length } : { ok: false, why: `${rows.length} relation rows; ${document.querySelector('#graph-error').textContent}` };
+  });
+  log(`graph on opening: the most connected entities, ${overview.n} relations among them`);
   await page.fill('#graph-q', 'Alice');
   await page.selectOption('#graph-depth', '1');
   await page.locator('#graph-form button[type=submit]').click();

@@ -236,7 +236,7 @@ impl ValueKind {
 /// until someone changes it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SettingDef {
-    /// Flat dotted key, e.g. `core.llm.model`.
+    /// Flat dotted key, e.g. `core.llm.max_tokens`.
     pub key: &'static str,
     /// The rule every written value is checked against.
     pub kind: ValueKind,
@@ -426,6 +426,13 @@ pub const SUPERSEDED_DEFAULTS: &[(&str, &str)] = &[(
     "files_*, cmd_*, terminal_*, plugin_*, mcp__*, seq_*, llm_source_use, selftest, memory_commit, memory_edit, memory_merge, memory_block_merge, memory_delete_entity, memory_purge, doc_commit, doc_query, knowledge_create, knowledge_delete, person_set_trait, person_relate, spawn_child, child_result, resident_agents",
 )];
 
+/// Settings earlier versions defined and this one no longer has, deleted from a data
+/// dir at start (they would otherwise be listed as values nothing reads).
+/// `core.llm.model`, `.base_url` and `.adapter` described a "default source" that no
+/// code read since sources became the `core.llm.sources.<name>.*` family: a person
+/// who set them saw no effect, and the settings page showed the LLM in two places.
+pub const RETIRED_KEYS: &[&str] = &["core.llm.model", "core.llm.base_url", "core.llm.adapter"];
+
 fn path_default(data_dir: &Path, rel: &str) -> Value {
     let path = if rel.is_empty() {
         data_dir.to_path_buf()
@@ -586,30 +593,12 @@ pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
             "What each model costs, US dollars per million tokens, for the usage ledger: {\"<model or glob>\": {\"input\": 0.15, \"output\": 0.6, \"cached\": 0.075}}; a model without a price has its tokens counted and its cost shown as unknown",
         ),
         SettingDef::new(
-            key::LLM_MODEL.name(),
-            K::String,
-            json!("deepseek-v4-flash"),
-            "Default model name",
-        ),
-        SettingDef::new(
-            key::LLM_BASE_URL.name(),
-            K::Url,
-            json!("https://api.deepseek.com"),
-            "Default provider endpoint",
-        ),
-        SettingDef::new(
             key::LLM_API_KEY.name(),
             K::String,
             json!(""),
             "The API key a source without its own uses",
         )
         .secret(),
-        SettingDef::new(
-            key::LLM_ADAPTER.name(),
-            K::String,
-            json!("deepseek"),
-            "Default Lua adapter",
-        ),
         SettingDef::new(
             key::LLM_TEMPERATURE.name(),
             K::Float { min: 0.0, max: 2.0 },
@@ -1374,10 +1363,10 @@ mod tests {
 
     #[test]
     fn unknown_core_key_suggests_closest() {
-        let err = validate(&defs(), "core.llm.modle", &json!("x")).unwrap_err();
+        let err = validate(&defs(), "core.llm.max_tokns", &json!("x")).unwrap_err();
         let msg = err.to_string();
         assert!(matches!(err, ConfigError::UnknownKey { .. }));
-        assert!(msg.contains("did you mean `core.llm.model`?"), "{msg}");
+        assert!(msg.contains("did you mean `core.llm.max_tokens`?"), "{msg}");
         assert!(msg.contains("settings under `core.llm.*`"), "{msg}");
         assert!(msg.contains("sources.<name>.<field>"), "{msg}");
 
@@ -1422,7 +1411,7 @@ mod tests {
         assert!(validate(&d, "core.agent.max_tool_turns", &json!(-1)).is_err());
         assert!(validate(&d, "core.agent.review_interval", &json!("0s")).is_err());
         assert!(validate(&d, "core.daemon.log_level", &json!("loud")).is_err());
-        assert!(validate(&d, "core.llm.base_url", &json!("api.deepseek.com")).is_err());
+        assert!(validate(&d, "core.llm.sources.x.base_url", &json!("api.deepseek.com")).is_err());
         assert!(validate(&d, "webui.listen_addr", &json!("localhost")).is_err());
     }
 
@@ -1447,7 +1436,7 @@ mod tests {
             validate(&d, "webui.listen_addr", &json!("[::1]:8080")).unwrap(),
             json!("[::1]:8080")
         );
-        assert_eq!(validate(&d, "core.llm.model", &Value::Null).unwrap(), Value::Null);
+        assert_eq!(validate(&d, "core.llm.provider", &Value::Null).unwrap(), Value::Null);
     }
 
     #[test]

@@ -112,10 +112,7 @@ pub const LLM_BUDGET_BACKGROUND_MONTHLY_USD: Key<f64> = Key::new("core.llm.budge
 pub const LLM_BUDGET_GUEST_MONTHLY_TOKENS: Key<u64> = Key::new("core.llm.budget.guest_monthly_tokens");
 pub const LLM_BUDGET_GUEST_DAILY_USD: Key<f64> = Key::new("core.llm.budget.guest_daily_usd");
 pub const LLM_BUDGET_GUEST_MONTHLY_USD: Key<f64> = Key::new("core.llm.budget.guest_monthly_usd");
-pub const LLM_MODEL: Key<String> = Key::new("core.llm.model");
-pub const LLM_BASE_URL: Key<String> = Key::new("core.llm.base_url");
 pub const LLM_API_KEY: Key<Secret> = Key::new("core.llm.api_key");
-pub const LLM_ADAPTER: Key<String> = Key::new("core.llm.adapter");
 pub const LLM_TEMPERATURE: Key<f64> = Key::new("core.llm.temperature");
 pub const LLM_MAX_TOKENS: Key<u32> = Key::new("core.llm.max_tokens");
 pub const LLM_THINKING_ENABLED: Key<bool> = Key::new("core.llm.thinking_enabled");
@@ -237,7 +234,7 @@ mod owner_only_tests {
     fn credential_routes_and_walls_are_owner_only() {
         for k in [
             "core.llm.sources.main.base_url",
-            "core.llm.base_url",
+            "core.llm.api_key",
             "core.llm.sources.x.api_key",
             "core.llm.sources.x.adapter_path",
             "core.memory.embed_url",
@@ -251,7 +248,7 @@ mod owner_only_tests {
             assert!(owner_only_setting(k), "{k}");
         }
         for k in [
-            "core.llm.model",
+            "core.llm.max_tokens",
             "core.agent.language",
             "plugin.onebot.url",
             "core.llm.sources.x.priority",

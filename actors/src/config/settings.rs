@@ -343,11 +343,8 @@ settings_group! {
     pub struct LlmConfig {
         /// The source preferred for requests.
         pub provider: String = LLM_PROVIDER,
-        pub model: String = LLM_MODEL,
-        pub base_url: String = LLM_BASE_URL,
         /// The key a source without its own falls back to.
         pub api_key: Secret = LLM_API_KEY,
-        pub adapter: String = LLM_ADAPTER,
         pub temperature: f64 = LLM_TEMPERATURE,
         pub max_tokens: u32 = LLM_MAX_TOKENS,
         pub thinking_enabled: bool = LLM_THINKING_ENABLED,
@@ -530,10 +527,7 @@ mod tests {
             d(LLM_BUDGET_GUEST_MONTHLY_TOKENS),
             d(LLM_BUDGET_GUEST_DAILY_USD),
             d(LLM_BUDGET_GUEST_MONTHLY_USD),
-            d(LLM_MODEL),
-            d(LLM_BASE_URL),
             d(LLM_API_KEY),
-            d(LLM_ADAPTER),
             d(LLM_TEMPERATURE),
             d(LLM_MAX_TOKENS),
             d(LLM_THINKING_ENABLED),

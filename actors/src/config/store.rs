@@ -214,6 +214,12 @@ impl ConfigStore {
                 inserted += stmt.execute(params![def.key, def.default.to_string(), now])?;
             }
         }
+        // Settings an older version had and this one retired.
+        for key in defs::RETIRED_KEYS {
+            if tx.execute("DELETE FROM config WHERE key = ?1", [key])? > 0 {
+                tracing::info!(%key, "removed a setting this version no longer has");
+            }
+        }
         // A default an older version stored, still untouched: the current one replaces it.
         for (key, old) in defs::SUPERSEDED_DEFAULTS {
             let Some(def) = self.defs.iter().find(|d| d.key == *key) else {
@@ -1052,10 +1058,10 @@ mod tests {
     fn seeding_never_overwrites_and_is_idempotent() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = open(dir.path());
-        store.set("core.llm.model", json!("my-model")).unwrap();
+        store.set("core.llm.provider", json!("my-model")).unwrap();
         let n = store.seed_defaults().unwrap();
         assert_eq!(n, store.defs().len() - 1);
-        assert_eq!(store.get("core.llm.model").unwrap(), Some(json!("my-model")));
+        assert_eq!(store.get("core.llm.provider").unwrap(), Some(json!("my-model")));
         assert_eq!(store.seed_defaults().unwrap(), 0, "second seed is a no-op");
 
         store.set("core.agent.max_tool_turns", json!(3)).unwrap();
@@ -1129,11 +1135,11 @@ mod tests {
     fn unknown_key_is_rejected_with_suggestion() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = open(dir.path());
-        let err = store.set("core.llm.modle", json!("x")).unwrap_err();
+        let err = store.set("core.llm.max_tokns", json!("x")).unwrap_err();
         assert!(matches!(err, ConfigError::UnknownKey { .. }));
         let msg = err.to_string();
         assert!(
-            msg.starts_with("unknown setting `core.llm.modle`; did you mean `core.llm.model`?"),
+            msg.starts_with("unknown setting `core.llm.max_tokns`; did you mean `core.llm.max_tokens`?"),
             "{msg}"
         );
         assert!(matches!(
@@ -1235,7 +1241,7 @@ mod tests {
         );
         store.register_plugin_def("lamp", "color", json!("warm")).unwrap();
         assert!(store.is_secret("plugin.lamp.token") && !store.is_secret("plugin.lamp.color"));
-        assert!(store.is_secret("core.llm.api_key") && !store.is_secret("core.llm.model"));
+        assert!(store.is_secret("core.llm.api_key") && !store.is_secret("core.llm.provider"));
         assert!(store.is_secret("core.llm.sources.x.api_key") && !store.is_secret("plugin.other.token"));
         assert!(!store.is_secret("no.such.key"));
         let change = store.set("plugin.lamp.token", json!("s3cret")).unwrap();
@@ -1341,10 +1347,10 @@ mod tests {
             let err = store.set("core.supervisor.restart_window", bad.clone()).unwrap_err();
             assert!(matches!(err, ConfigError::InvalidValue { .. }), "{bad}: {err}");
         }
-        let err = store.get_duration("core.llm.model").unwrap_err();
+        let err = store.get_duration("core.llm.provider").unwrap_err();
         assert!(matches!(err, ConfigError::WrongType { .. }), "{err}");
         assert!(matches!(
-            store.get_bool("core.llm.model"),
+            store.get_bool("core.llm.provider"),
             Err(ConfigError::WrongType { .. })
         ));
         assert!(!store.get_bool("core.llm.thinking_enabled").unwrap());
@@ -1365,7 +1371,7 @@ mod tests {
         store.set("core.agent.max_tool_turns", json!(4)).unwrap();
         assert!(!path.exists());
 
-        store.set("core.llm.model", json!("broken-model")).unwrap();
+        store.set("core.llm.provider", json!("broken-model")).unwrap();
         store.set("core.llm.sources.extra.model", json!("x")).unwrap();
         #[cfg(unix)]
         {
@@ -1375,7 +1381,7 @@ mod tests {
         }
         // The snapshot holds the state before the last write.
         let doc: Value = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
-        assert_eq!(doc["settings"]["core.llm.model"], json!("broken-model"));
+        assert_eq!(doc["settings"]["core.llm.provider"], json!("broken-model"));
         assert!(doc["settings"].get("core.llm.sources.extra.model").is_none());
         assert!(doc["settings"].get("core.agent.max_tool_turns").is_none());
 
@@ -1385,7 +1391,7 @@ mod tests {
         assert_eq!(changes[0].key, "core.llm.sources.extra.model");
         assert!(changes[0].reset);
         assert_eq!(store.get("core.llm.sources.extra.model").unwrap(), None);
-        assert_eq!(store.get_string("core.llm.model").unwrap(), "broken-model");
+        assert_eq!(store.get_string("core.llm.provider").unwrap(), "broken-model");
         assert!(
             store.restore_llm_snapshot().unwrap().is_empty(),
             "restore is idempotent"
@@ -1433,6 +1439,28 @@ mod tests {
         let changes = store.restore_llm_snapshot().unwrap();
         assert_eq!(changes.len(), 1);
         assert_eq!(store.get_u64("core.llm.max_tokens").unwrap(), 99);
+    }
+
+    #[test]
+    fn retired_settings_are_removed_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = open(dir.path());
+        store.seed_defaults().unwrap();
+        store
+            .conn
+            .execute(
+                "INSERT INTO config (key, value, updated_at) VALUES ('core.llm.model', '\"m\"', 0)",
+                [],
+            )
+            .unwrap();
+        store.seed_defaults().unwrap();
+        let left: i64 = store
+            .conn
+            .query_row("SELECT COUNT(*) FROM config WHERE key = 'core.llm.model'", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(left, 0);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 sdk.register_tool("la_settings", {description = "Read and write core and other plugins' settings"}, function()
   local out = {}
-  out.model = sdk.settings.get_core("core.llm.model")
+  out.model = sdk.settings.get_core("core.agent.system_prompt")
   out.api_key = sdk.settings.get_core("core.llm.api_key")
   out.source_key = sdk.settings.get_core("core.llm.sources.fake.api_key")
   out.llm_list = sdk.settings.list_core("core.llm.")
@@ -12,7 +12,7 @@ sdk.register_tool("la_settings", {description = "Read and write core and other p
   out.plugins = sdk.settings.plugins()
   out.set_core = sdk.settings.set_core("core.agent.max_tool_turns", 7)
   out.bad_core = select(2, sdk.settings.set_core("core.agent.max_tool_turns", "lots"))
-  out.typo = select(2, sdk.settings.get_core("core.llm.modle"))
+  out.typo = select(2, sdk.settings.get_core("core.llm.max_tokns"))
   out.set_probe = sdk.settings.set_plugin("luaprobe", "greeting", "set by admin")
   out.own = sdk.set_setting("note", "admin note")
   -- Owner-only: pointing a source at itself would send it the owner's LLM key.

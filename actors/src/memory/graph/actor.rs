@@ -184,13 +184,15 @@ pub enum GraphCall {
     },
 }
 
-/// Recall for the API: `q` empty is a full recall.
+/// Recall for the API: `q` empty is a full recall, or with `top` the most connected
+/// entities and the relations among them.
 #[derive(Message)]
 #[rtype(result = "Result<Recall, String>")]
 pub struct GraphQuery {
     pub q: String,
     pub depth: usize,
     pub sort: RecallSort,
+    pub top: Option<usize>,
 }
 
 /// Commit triples (the rule distiller, the archive heartbeat).
@@ -309,6 +311,9 @@ pub struct GraphStats;
 impl Handles<GraphQuery> for GraphActor {
     type Reply = Result<Recall, String>;
     fn handle(&mut self, m: GraphQuery, _: &mut HostContext<Self>) -> Self::Reply {
+        if let (true, Some(top)) = (m.q.trim().is_empty(), m.top) {
+            return self.store.most_connected(top).map_err(|e| e.to_string());
+        }
         let (kws, seeds) = if m.q.trim().is_empty() {
             Default::default()
         } else {

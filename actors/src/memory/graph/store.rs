@@ -444,6 +444,34 @@ impl GraphStore {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// The `limit` most connected entities (most active relations, then most
+    /// mentioned) and the active relations among them: what a person sees first when
+    /// opening the graph, before typing a name. Entities without relations fill the
+    /// rest of the `limit` by mentions, so a young graph still shows what it has.
+    pub fn most_connected(&self, limit: usize) -> Result<Recall, GraphError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT e.id, e.name, e.type, e.mention_count, e.updated_at FROM entities e
+             LEFT JOIN (SELECT id, COUNT(*) AS n FROM (
+                 SELECT source_id AS id FROM relations WHERE status = 'active'
+                 UNION ALL SELECT target_id FROM relations WHERE status = 'active') GROUP BY id) d
+               ON d.id = e.id
+             ORDER BY COALESCE(d.n, 0) DESC, e.mention_count DESC, e.id LIMIT ?1",
+        )?;
+        let entities: Vec<Entity> = stmt.query_map([limit as i64], entity_row)?.collect::<Result<_, _>>()?;
+        // The ids are the database's own integers: safe to write into the statement.
+        let ids = entities.iter().map(|e| e.id.to_string()).collect::<Vec<_>>().join(",");
+        let relations = if ids.is_empty() {
+            Vec::new()
+        } else {
+            let mut stmt = self.conn.prepare(&format!(
+                "{RELATION_SELECT} WHERE r.status = 'active' AND r.source_id IN ({ids}) AND r.target_id IN ({ids})
+                 ORDER BY r.confidence DESC, r.id DESC LIMIT {MAX_RELATIONS_PER_HOP}"
+            ))?;
+            stmt.query_map([], relation_row)?.collect::<Result<_, _>>()?
+        };
+        Ok(Recall { entities, relations })
+    }
+
     fn full_recall(&self) -> Result<Recall, GraphError> {
         let mut stmt = self.conn.prepare_cached(&format!(
             "SELECT {ENTITY_COLS} FROM entities ORDER BY mention_count DESC, id LIMIT {MAX_FULL_ENTITIES}"
@@ -881,6 +909,44 @@ mod tests {
                 count: 2,
                 kind: "Concept".into()
             }
+        );
+    }
+
+    #[test]
+    fn the_overview_is_the_most_connected_entities_and_the_relations_among_them() {
+        let mut g = GraphStore::open_in_memory().unwrap();
+        g.commit(
+            &[
+                t("Caroline", "attends", "support group"),
+                t("Caroline", "lives in", "Boston"),
+                t("Caroline", "friend of", "Melanie"),
+                t("Melanie", "paints", "sunsets"),
+                t("Melanie", "lives in", "Boston"),
+            ],
+            "s",
+            1,
+        )
+        .unwrap();
+        let o = g.most_connected(3).unwrap();
+        let names: Vec<&str> = o.entities.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["Caroline", "Melanie", "Boston"]);
+        let mut rels: Vec<(&str, &str)> = o
+            .relations
+            .iter()
+            .map(|r| (r.source.as_str(), r.target.as_str()))
+            .collect();
+        rels.sort();
+        assert_eq!(
+            rels,
+            [("Caroline", "Boston"), ("Caroline", "Melanie"), ("Melanie", "Boston")]
+        );
+        assert!(
+            GraphStore::open_in_memory()
+                .unwrap()
+                .most_connected(30)
+                .unwrap()
+                .entities
+                .is_empty()
         );
     }
 

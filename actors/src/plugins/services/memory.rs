@@ -67,6 +67,7 @@ impl KernelServices {
                         q,
                         depth,
                         sort: RecallSort::Relevance,
+                        top: None,
                     })
                     .await
                     .map_err(gone)?

@@ -440,8 +440,8 @@ mod tests {
         assert!(plugin_key(&wide, "settings.getPlugin", "other", "plugin.third.k").is_err());
 
         assert_eq!(
-            core_key("settings.getCore", "core.llm.model").unwrap(),
-            "core.llm.model"
+            core_key("settings.getCore", "core.llm.max_tokens").unwrap(),
+            "core.llm.max_tokens"
         );
         assert!(
             core_key("settings.getCore", "plugin.x.k")
@@ -454,7 +454,7 @@ mod tests {
     #[test]
     fn sections_names_and_preferred_priority() {
         let all: BTreeMap<String, Value> = [
-            ("core.llm.model", json!("m")),
+            ("core.llm.max_tokens", json!(9)),
             ("plugin.a.x", json!(1)),
             ("plugin.a.y.z", json!(2)),
             ("plugin.ab.x", json!(3)),
