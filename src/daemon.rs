@@ -464,6 +464,7 @@ fn app_state(state: &KernelState) -> anyhow::Result<AppState> {
         maintenance_policy: Some(agent.maintenance_policy.clone()),
         media: Some(memory.media.clone()),
         embed_status: Some(memory.embedder.status.clone()),
+        embed_install: Default::default(),
         importer: homeagent_actors::memory::importer::Importer {
             context: memory.context.clone(),
             textlog: memory.textlog.clone(),
@@ -472,6 +473,7 @@ fn app_state(state: &KernelState) -> anyhow::Result<AppState> {
             bus: state.bus.clone(),
         },
         text_dir: state.data_dir.join("memory").join("text"),
+        data_dir: state.data_dir.clone(),
         logs: LOG_RING.get().cloned(),
     })
 }

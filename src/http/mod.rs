@@ -74,8 +74,12 @@ pub struct AppState {
     pub media: Option<homeagent_actors::memory::media::actor::MediaHandle>,
     /// What the embedder is doing (active space, fallback reason, recompute progress).
     pub embed_status: Option<homeagent_actors::memory::embed::actor::StatusHandle>,
+    /// A set-up of the local embedder from the page (`POST /api/v1/memory/embedder/install`).
+    pub embed_install: homeagent_actors::memory::embed::install::ProgressCell,
     /// Where `POST /api/v1/memory/import` writes (the context, text log and distiller).
     pub importer: homeagent_actors::memory::importer::Importer,
+    /// The data directory (`--data`).
+    pub data_dir: std::path::PathBuf,
     /// The text log's directory (`DATA/memory/text`), read by the chat history.
     pub text_dir: std::path::PathBuf,
     /// The recent log lines (none when logging was set up by someone else, e.g. a test).
@@ -234,6 +238,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/clock", web::get().to(clock::get_clock))
                 .route("/clock/advance", web::post().to(clock::advance))
                 .route("/memory/status", web::get().to(agent::memory_status))
+                .route("/memory/embedder/install", web::post().to(agent::install_embedder))
                 .route("/plugins/install", web::post().to(agent::install_plugin))
                 .route("/plugins/{name}/api/{api}", web::post().to(agent::plugin_api))
                 .route("/plugins/{name}/tools", web::get().to(plugins::plugin_tools))

@@ -29,7 +29,7 @@ const ALLOWED = new Set([
   'ms', 's', 'm', 'h', 'd', 'KB', 'MB', 'GB', 'KiB', 'MiB', 'GiB', 'B', 'USD', 'UTC', 'px', 'k',
   'L1', 'L2', 'L3', 'L4', 'en', 'zh', 'token', 'tokens',
   // Technical terms Chinese technical writing keeps as they are.
-  'TCP', 'TLS', 'OAuth', 'CLI', 'HTML', 'Collector', 'OpenTelemetry', 'Jina', 'Lagrange', 'Landlock', 'NapCat', 'POST', 'GET', 'WebSocket', 'v11', 'unix', 'http', 'https', 'MiniLM', 'Runtime', 'Bearer', 'WordPiece', 'Chromium', 'bash', 'Backspace', 'Delete', 'Up', 'Down', 'Left', 'Right', 'Home', 'End', 'PageUp', 'PageDown', 'Space', 'stdio', 'stdin', 'stdout', 'stderr', 'shell', 'KEY', 'VALUE', 'PTY', 'SDK', 'PDF', 'UI', 'SSH', 'DNS', 'IP', 'WAL', 'UTF-8', 'Markdown', 'cron', 'English', 'Esc', 'Enter', 'Shift', 'Ctrl', 'Alt', 'Tab', 'SSE', 'WebUI',
+  'TCP', 'TLS', 'OAuth', 'CLI', 'HTML', 'PyPI', 'SHA-256', 'Collector', 'OpenTelemetry', 'Jina', 'Lagrange', 'Landlock', 'NapCat', 'POST', 'GET', 'WebSocket', 'v11', 'unix', 'http', 'https', 'MiniLM', 'Runtime', 'Bearer', 'WordPiece', 'Chromium', 'bash', 'Backspace', 'Delete', 'Up', 'Down', 'Left', 'Right', 'Home', 'End', 'PageUp', 'PageDown', 'Space', 'stdio', 'stdin', 'stdout', 'stderr', 'shell', 'KEY', 'VALUE', 'PTY', 'SDK', 'PDF', 'UI', 'SSH', 'DNS', 'IP', 'WAL', 'UTF-8', 'Markdown', 'cron', 'English', 'Esc', 'Enter', 'Shift', 'Ctrl', 'Alt', 'Tab', 'SSE', 'WebUI',
 ]);
 
 async function goView(page, view) {

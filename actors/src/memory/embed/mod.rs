@@ -12,6 +12,7 @@
 //! one's (the embedder actor recomputes them in the background).
 
 pub mod actor;
+pub mod install;
 pub mod onnx;
 pub mod remote;
 
