@@ -149,7 +149,7 @@ pub fn pick_wheel(pkg: &Package, listing: &Value, arch: &str) -> Result<Wheel, I
     };
     files
         .iter()
-        .filter(|f| !f.get("yanked").is_some_and(|y| y.as_bool() != Some(false)))
+        .filter(|f| f.get("yanked").is_none_or(|y| y.as_bool() == Some(false)))
         .find_map(|f| {
             let filename = f.get("filename")?.as_str()?.to_owned();
             if !fits(&filename) {
