@@ -490,6 +490,22 @@
     for (const n of keep) if (!sourceNames().includes(n)) list.append(unsavedCard(n));
   }
 
+  // A source saved a moment ago may not be configured yet when the page asks (the
+  // LLM actor applies settings after they are written): ask again shortly, so its
+  // card shows its health and the values in force.
+  function followNewSources(st, tries) {
+    const known = new Set([...((st && st.sources) || []), ...((st && st.skipped) || [])].map((s) => s.name));
+    if (tries >= 10 || sourceNames().every((n) => known.has(n))) return;
+    setTimeout(async () => {
+      if (current !== "settings") return;
+      let next;
+      try { next = await getJson("/api/v1/llm/sources"); } catch (_) { return; }
+      const nowKnown = new Set([...(next.sources || []), ...(next.skipped || [])].map((s) => s.name));
+      if (sourceNames().some((n) => !known.has(n) && nowKnown.has(n))) renderSources(next);
+      followNewSources(next, tries + 1);
+    }, 300);
+  }
+
   function unsavedCard(name) {
     const c = sourceCard(name, null);
     c.classList.add("unsaved");
@@ -627,6 +643,9 @@
     return i < 0 ? GROUP_ORDER.length : i;
   };
 
+  /** The groups a person opened (kept across the re-render after a save). */
+  const openGroups = new Set(["core.llm"]);
+
   function renderGroups() {
     const groups = new Map();
     const add = (key, spec) => {
@@ -652,11 +671,23 @@
       const sec = el("section", "panel settings-group");
       sec.dataset.ns = ns;
       // What the group is for, in words; its namespace beside it for whoever
-      // writes settings through the API.
+      // writes settings through the API. Groups are folded (the page is a list of
+      // purposes, not 5,000 px of fields) except the model's, or what was opened.
       const h = el("h2");
-      if (ns.startsWith("plugin.")) h.append(el("span", null, t("settings.group.plugin")), " ", el("span", "data", ns.slice(7)));
-      else h.append(el("span", null, trOr("settings.group." + ns, ns)));
-      h.append(" ", el("code", "group-ns", ns));
+      const tog = el("button", "group-toggle");
+      tog.type = "button";
+      if (ns.startsWith("plugin.")) tog.append(el("span", null, t("settings.group.plugin")), " ", el("span", "data", ns.slice(7)));
+      else tog.append(el("span", null, trOr("settings.group." + ns, ns)));
+      tog.append(" ", el("code", "group-ns", ns), " ", el("span", "muted group-n", t("settings.group.n", { n: items.length })));
+      const open = openGroups.has(ns);
+      sec.classList.toggle("folded", !open);
+      tog.setAttribute("aria-expanded", String(open));
+      tog.addEventListener("click", () => {
+        const folded = sec.classList.toggle("folded");
+        tog.setAttribute("aria-expanded", String(!folded));
+        if (folded) openGroups.delete(ns); else openGroups.add(ns);
+      });
+      h.append(tog);
       sec.append(h);
       const grid = el("div", "fields");
       const fields = items.map(({ key, spec }) => fieldFor(key, spec, values[key], "set-" + key));
@@ -692,6 +723,7 @@
       values = s.settings || {};
       errEl.textContent = "";
       renderSources(st);
+      followNewSources(st, 0);
       renderMcp();
       renderGroups();
       $("#view-settings").dataset.loaded = "1";
@@ -715,6 +747,8 @@
     }
     for (const g of view.querySelectorAll(".settings-group, .source-card")) {
       g.hidden = words.length > 0 && !g.querySelector(".field:not([hidden])");
+      // A search shows its matches, folded groups included.
+      g.classList.toggle("searching", words.length > 0);
     }
     $("#settings-found").textContent = words.length ? t("settings.found", { n: shown }) : "";
   }

@@ -143,7 +143,12 @@ async function main() {
       if (now !== lang) {
         await page.click('#lang');
         await pollPage(page, `the page did not switch to ${lang}`, 5_000, (l) => (window.HA.lang() === l ? { ok: true } : { ok: false, why: window.HA.lang() }), lang);
-        const stored = (await fetchJson(`${base}/api/v1/settings`)).settings['core.agent.language'];
+        // The page switches at once; the daemon's setting follows its PUT.
+        let stored = '';
+        for (let i = 0; i < 50 && stored !== lang; i++) {
+          stored = (await fetchJson(`${base}/api/v1/settings`)).settings['core.agent.language'];
+          if (stored !== lang) await page.waitForTimeout(100);
+        }
         if (stored !== lang) problems.push(`the language switch did not reach the daemon: core.agent.language=${stored}`);
       }
       await tour(page, w, lang, problems);

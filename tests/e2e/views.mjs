@@ -63,6 +63,10 @@ async function settings(page) {
   await page.locator('#settings-q').dispatchEvent('input');
 
   // A refused value shows the daemon's reason under its field; nothing is written.
+  // Groups are folded to their titles; the agent's opens with a click.
+  const folded = await page.evaluate(() => document.querySelector('.settings-group[data-ns="core.agent"]').classList.contains('folded'));
+  if (!folded) fail('the agent settings group is not folded on opening the page');
+  await page.locator('.settings-group[data-ns="core.agent"] .group-toggle').click();
   await page.fill('#set-core-agent-max_tool_turns', '20000');
   await page.locator('.settings-group[data-ns="core.agent"] .group-save').click();
   const inline = await pollPage(page, 'no inline error under max_tool_turns', 5_000, () => {
@@ -135,11 +139,12 @@ async function settings(page) {
   await card.locator('.more-fields > summary').click();
   await page.fill('#src-fakevendor-first_byte_timeout', '30s');
   await card.locator('.source-save').click();
-  const saved = await pollPage(page, 'the saved source never came back as a stored card', 10_000, () => {
+  const saved = await pollPage(page, 'the saved source never came back as a stored card with its values in force', 10_000, () => {
     const c = document.querySelector('.source-card[data-source="fakevendor"]');
-    return c && !c.classList.contains('unsaved') && c.querySelector('#src-fakevendor-model')?.value === 'fake-model'
-      ? { ok: true, vision: c.querySelector('#src-fakevendor-vision')?.selectedOptions[0]?.textContent, conc: c.querySelector('#src-fakevendor-max_concurrent')?.placeholder }
-      : { ok: false, why: c ? c.className : 'no card' };
+    const conc = c && c.querySelector('#src-fakevendor-max_concurrent')?.placeholder;
+    return c && !c.classList.contains('unsaved') && c.querySelector('#src-fakevendor-model')?.value === 'fake-model' && conc
+      ? { ok: true, vision: c.querySelector('#src-fakevendor-vision')?.selectedOptions[0]?.textContent, conc }
+      : { ok: false, why: c ? `${c.className}; max_concurrent placeholder "${conc}"` : 'no card' };
   });
   // Unset fields say what is in force, not "off" or empty.
   if (!/\d/.test(saved.conc || '')) fail(`max_concurrent left empty shows no value in force: ${JSON.stringify(saved)}`);
