@@ -924,6 +924,18 @@
     box.dataset.loaded = "1";
   }
 
+  // The file field is hidden (the browser would label it in its own language); a
+  // label in the page's language opens it and the chosen name shows beside it.
+  $("#pl-file").addEventListener("change", () => {
+    const f = $("#pl-file").files[0];
+    const n = $("#pl-file-name");
+    if (f) { delete n.dataset.i18n; n.textContent = f.name; n.classList.add("data"); }
+    else { n.dataset.i18n = "plugins.install.none"; n.textContent = t("plugins.install.none"); n.classList.remove("data"); }
+  });
+  $("#pl-file-pick").addEventListener("keydown", (ev) => {
+    if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); $("#pl-file").click(); }
+  });
+
   $("#pl-install").addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const file = $("#pl-file").files[0];
@@ -940,6 +952,7 @@
     res.textContent = t("plugins.install.done", { name: r.body.name, version: r.body.version, kind: r.body.kind });
     res.dataset.installed = r.body.name;
     $("#pl-file").value = "";
+    $("#pl-file").dispatchEvent(new Event("change"));
     refreshPluginsView();
   });
 

@@ -209,3 +209,30 @@ fn a_message_streams_its_deltas_and_tool_calls_before_the_answer() {
         "{out}"
     );
 }
+
+/// The command-line clients speak their locale's language: `waiter` and `homed`'s
+/// client subcommands in Chinese under `LANG=zh_CN.UTF-8`, English otherwise.
+#[test]
+fn the_clients_speak_the_language_of_their_locale() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no.sock");
+    let run = |bin: &str, args: &[&str], lang: &str| {
+        let out = Command::new(bin)
+            .args(args)
+            .env_remove("LC_ALL")
+            .env_remove("LC_MESSAGES")
+            .env("LANG", lang)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let sock = missing.to_str().unwrap();
+    let zh = run(env!("CARGO_BIN_EXE_waiter"), &["--socket", sock], "zh_CN.UTF-8");
+    assert!(zh.contains("无法连接") && zh.contains(sock), "{zh}");
+    let en = run(env!("CARGO_BIN_EXE_waiter"), &["--socket", sock], "en_US.UTF-8");
+    assert!(en.contains("cannot connect to") && en.contains(sock), "{en}");
+    let zh = run(env!("CARGO_BIN_EXE_homed"), &["plugin", "nope"], "zh_CN.UTF-8");
+    assert!(zh.contains("没有名为 `nope` 的内置插件"), "{zh}");
+}

@@ -52,6 +52,27 @@ impl Lang {
     /// The codes `core.agent.language` accepts.
     pub const CODES: &'static [&'static str] = &["en", "zh"];
 
+    /// The language of a POSIX locale name (`zh_CN.UTF-8`, `en_US`, `C`): Chinese
+    /// for any `zh…`, English otherwise.
+    pub fn from_locale(locale: &str) -> Self {
+        if locale.trim().to_ascii_lowercase().starts_with("zh") {
+            Self::Zh
+        } else {
+            Self::En
+        }
+    }
+
+    /// The language a command-line client speaks: the first set of `LC_ALL`,
+    /// `LC_MESSAGES`, `LANG` (as every Unix tool reads them). The daemon itself
+    /// follows `core.agent.language` instead.
+    pub fn from_env() -> Self {
+        ["LC_ALL", "LC_MESSAGES", "LANG"]
+            .iter()
+            .filter_map(|k| std::env::var(k).ok())
+            .find(|v| !v.trim().is_empty())
+            .map_or(Self::En, |v| Self::from_locale(&v))
+    }
+
     /// The code as stored in settings (`en`, `zh`).
     pub const fn code(self) -> &'static str {
         match self {
@@ -362,6 +383,33 @@ pub enum Msg<'a> {
     LoginButton,
     /// The sign-in page, when the token was wrong.
     LoginWrong,
+    /// `waiter` found no daemon on its socket.
+    WaiterNoDaemon {
+        path: &'a str,
+        error: &'a str,
+    },
+    /// `waiter`'s key was refused by the daemon.
+    WaiterBadKey {
+        error: &'a str,
+    },
+    /// `waiter` lost the daemon or could not read its own input.
+    WaiterFailed {
+        error: &'a str,
+    },
+    /// A turn sent by a command-line client ended with an error.
+    AnswerError {
+        error: &'a str,
+    },
+    /// `homed plugin install` without a file.
+    PluginInstallUsage,
+    /// `homed plugin NAME` for a name that is not bundled.
+    NoBundledPlugin {
+        name: &'a str,
+    },
+    /// `homed selftest` could not reach or read what it checks.
+    SelftestCouldNotRun {
+        error: &'a str,
+    },
     /// `homed`'s first line on stdout once it serves: where the owner signs in.
     Ready {
         url: &'a str,
@@ -1097,6 +1145,33 @@ impl Msg<'_> {
                 "That is not the owner token. Copy it again from DATA/api-token (or run `homed token`).",
                 "这不是主人令牌。请从 DATA/api-token 重新复制（或运行 `homed token`）。"
             ),
+            M::WaiterNoDaemon { path, error } => tr!(
+                lang,
+                "waiter: cannot connect to {path}: {error}; is homed running with this data directory? (pass --socket PATH to pick another daemon)",
+                "waiter：无法连接 {path}：{error}；homed 是否正以这个数据目录运行？（用 --socket PATH 指定另一个守护进程）"
+            ),
+            M::WaiterBadKey { error } => tr!(
+                lang,
+                "waiter: {error}; check --api-key (plugin.cli.api_key on the daemon)",
+                "waiter：{error}；请检查 --api-key（守护进程上的 plugin.cli.api_key）"
+            ),
+            M::WaiterFailed { error } => tr!(lang, "waiter: {error}", "waiter：{error}"),
+            M::AnswerError { error } => tr!(lang, "error: {error}", "错误：{error}"),
+            M::PluginInstallUsage => tr!(
+                lang,
+                "homed: usage: homed [--listen ADDR of the running daemon] plugin install FILE.hmap",
+                "homed：用法：homed [--listen 运行中守护进程的地址] plugin install 文件.hmap"
+            ),
+            M::NoBundledPlugin { name } => tr!(
+                lang,
+                "homed: no bundled plugin `{name}` (bundled: timer, mcp, files, cmd, web, terminal, onebot; or `homed plugin install FILE`)",
+                "homed：没有名为 `{name}` 的内置插件（内置：timer、mcp、files、cmd、web、terminal、onebot；或用 `homed plugin install 文件`）"
+            ),
+            M::SelftestCouldNotRun { error } => tr!(
+                lang,
+                "homed: selftest could not run: {error}",
+                "homed：自检无法运行：{error}"
+            ),
             M::Ready { url } => tr!(
                 lang,
                 "HomeAgent is ready. Open {url} in your browser (it signs you in; keep the link private).",
@@ -1666,6 +1741,15 @@ pub const CLI_COMMANDS: &[&str] = &[
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_client_speaks_the_language_of_its_locale() {
+        assert_eq!(Lang::from_locale("zh_CN.UTF-8"), Lang::Zh);
+        assert_eq!(Lang::from_locale("zh_TW"), Lang::Zh);
+        assert_eq!(Lang::from_locale("en_GB.UTF-8"), Lang::En);
+        assert_eq!(Lang::from_locale("C.UTF-8"), Lang::En);
+        assert_eq!(Lang::from_locale(""), Lang::En);
+    }
+
     /// One of every variant, with values that contain no CJK themselves.
     fn samples() -> Vec<Msg<'static>> {
         const HOT: &[String] = &[];
@@ -1676,6 +1760,16 @@ mod tests {
             Msg::LoginField,
             Msg::LoginButton,
             Msg::LoginWrong,
+            Msg::WaiterNoDaemon {
+                path: "/d/cli.sock",
+                error: "e",
+            },
+            Msg::WaiterBadKey { error: "e" },
+            Msg::WaiterFailed { error: "e" },
+            Msg::AnswerError { error: "e" },
+            Msg::PluginInstallUsage,
+            Msg::NoBundledPlugin { name: "x" },
+            Msg::SelftestCouldNotRun { error: "e" },
             Msg::CancelledByStop,
             Msg::MaxToolTurns { limit: 2 },
             Msg::TaskFailed { error: "e" },

@@ -3,7 +3,13 @@
 use homeagent::cli::{BenchCommand, Cli, Command, EvalCommand, MemoryCommand};
 
 fn main() -> std::process::ExitCode {
+    use homeagent_actors::i18n::{Lang, Msg, set_language};
     let (cli, listen_given) = Cli::parse_noting_listen();
+    // The client subcommands speak their locale's language (LANG); the daemon sets
+    // its own from core.agent.language once its settings are read.
+    if !matches!(cli.command, None | Some(Command::Run)) {
+        set_language(Lang::from_env());
+    }
     // The client subcommands reach the running daemon here (see `daemon_address`).
     let daemon_at = cli.run.daemon_address(listen_given);
     if let Some(Command::Plugin { name, file }) = &cli.command {
@@ -34,13 +40,11 @@ fn main() -> std::process::ExitCode {
                 }
             }
             ("install", None) => {
-                eprintln!("homed: usage: homed [--listen ADDR of the running daemon] plugin install FILE.hmap");
+                eprintln!("{}", Msg::PluginInstallUsage.text());
                 std::process::ExitCode::FAILURE
             }
             (other, _) => {
-                eprintln!(
-                    "homed: no bundled plugin `{other}` (bundled: timer, mcp, files, cmd, web, terminal, onebot; or `homed plugin install FILE`)"
-                );
+                eprintln!("{}", Msg::NoBundledPlugin { name: other }.text());
                 std::process::ExitCode::FAILURE
             }
         };
@@ -79,7 +83,13 @@ fn main() -> std::process::ExitCode {
                 }
             }
             Err(e) => {
-                eprintln!("homed: selftest could not run: {e:#}");
+                eprintln!(
+                    "{}",
+                    Msg::SelftestCouldNotRun {
+                        error: &format!("{e:#}")
+                    }
+                    .text()
+                );
                 std::process::ExitCode::from(2)
             }
         };

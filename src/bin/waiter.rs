@@ -95,13 +95,21 @@ fn exchange(
 }
 
 fn main() -> ExitCode {
+    use homeagent_actors::i18n::{Lang, Msg, set_language};
     let args = Args::parse();
+    // A command-line client speaks its locale's language (LANG), as Unix tools do.
+    set_language(Lang::from_env());
     let mut stream = match UnixStream::connect(&args.socket) {
         Ok(s) => s,
         Err(e) => {
+            let path = args.socket.display().to_string();
             eprintln!(
-                "waiter: cannot connect to {}: {e}; is homed running with this data directory? (pass --socket PATH to pick another daemon)",
-                args.socket.display()
+                "{}",
+                Msg::WaiterNoDaemon {
+                    path: &path,
+                    error: &e.to_string()
+                }
+                .text()
             );
             return ExitCode::FAILURE;
         }
@@ -111,11 +119,11 @@ fn main() -> ExitCode {
         match exchange(&mut stream, &mut reader, &format!("/auth {key}")) {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => {
-                eprintln!("waiter: {e}; check --api-key (plugin.cli.api_key on the daemon)");
+                eprintln!("{}", Msg::WaiterBadKey { error: &e }.text());
                 return ExitCode::FAILURE;
             }
             Err(e) => {
-                eprintln!("waiter: {e}");
+                eprintln!("{}", Msg::WaiterFailed { error: &e.to_string() }.text());
                 return ExitCode::FAILURE;
             }
         }
@@ -133,7 +141,7 @@ fn main() -> ExitCode {
             Ok(0) => break,
             Ok(_) => {}
             Err(e) => {
-                eprintln!("waiter: cannot read input: {e}");
+                eprintln!("{}", Msg::WaiterFailed { error: &e.to_string() }.text());
                 return ExitCode::FAILURE;
             }
         }
@@ -144,11 +152,11 @@ fn main() -> ExitCode {
         match exchange(&mut stream, &mut reader, line) {
             Ok(Ok(content)) => println!("{content}"),
             Ok(Err(e)) => {
-                eprintln!("error: {e}");
+                eprintln!("{}", Msg::AnswerError { error: &e }.text());
                 failed = true;
             }
             Err(e) => {
-                eprintln!("waiter: {e}");
+                eprintln!("{}", Msg::WaiterFailed { error: &e.to_string() }.text());
                 return ExitCode::FAILURE;
             }
         }
