@@ -78,6 +78,14 @@
     return e;
   }
 
+  /** An element whose text is the catalog's `key`, drawn again when the language
+   *  changes (applyI18n reads data-i18n). */
+  function elT(tag, cls, key) {
+    const e = el(tag, cls, tx(key));
+    e.dataset.i18n = key;
+    return e;
+  }
+
   function num(v) {
     const n = Number(v);
     return Number.isFinite(n) ? n : 0;
@@ -209,7 +217,7 @@
     const tdExit = el("td", "last-exit data");
 
     const tdAct = el("td", "actions");
-    const btn = el("button", "restart", tx("app.restart"));
+    const btn = elT("button", "restart", "app.restart");
     btn.dataset.i18n = "app.restart";
     btn.type = "button";
     btn.addEventListener("click", () => restart(id, tr));
@@ -357,7 +365,7 @@
     }
     if (frag.length === 0) {
       const ph = el("tr", "placeholder");
-      const td = el("td", null, tx("app.no_actors"));
+      const td = elT("td", null, "app.no_actors");
       td.colSpan = 10;
       ph.append(td);
       rowsEl.append(ph);
@@ -841,7 +849,7 @@
     const tdExit = el("td", "last-exit plugin-exit data");
     const tdErr = el("td", "plugin-stderr data");
     const tdAct = el("td", "actions");
-    const btn = el("button", "plugin-restart", tx("app.restart"));
+    const btn = elT("button", "plugin-restart", "app.restart");
     btn.dataset.i18n = "app.restart";
     btn.type = "button";
     btn.addEventListener("click", () => restartPlugin(name, tr));
@@ -913,7 +921,7 @@
       if (!ph || ph.dataset.empty !== "1") {
         const row = el("tr", "placeholder");
         row.dataset.empty = "1";
-        const td = el("td", null, tx("app.no_plugins"));
+        const td = elT("td", null, "app.no_plugins");
         td.title = "DATA is the directory given to homed with --data";
         td.colSpan = 9;
         row.append(td);
@@ -1196,8 +1204,8 @@
     const args = el("pre", "approval-args", q.summary || "");
     const why = el("div", "approval-why", tx("approval.why", { why: q.why || "" }));
     const actions = el("div", "approval-actions");
-    const allow = el("button", "btn primary", tx("approval.allow"));
-    const deny = el("button", "btn danger", tx("approval.deny"));
+    const allow = elT("button", "btn primary", "approval.allow");
+    const deny = elT("button", "btn danger", "approval.deny");
     allow.type = deny.type = "button";
     const status = el("span", "approval-status");
     status.setAttribute("role", "status");
@@ -1292,8 +1300,8 @@
     const text = el("pre", "approval-args", d.text || "");
     const why = el("div", "approval-why", tx("dead.why", { error: d.error || "" }));
     const actions = el("div", "approval-actions");
-    const retry = el("button", "btn primary", tx("dead.retry"));
-    const discard = el("button", "btn", tx("dead.discard"));
+    const retry = elT("button", "btn primary", "dead.retry");
+    const discard = elT("button", "btn", "dead.discard");
     retry.type = discard.type = "button";
     const status = el("span", "approval-status");
     status.setAttribute("role", "status");
@@ -1332,9 +1340,9 @@
     li.dataset.role = "budget";
     li.setAttribute("role", "status");
     const head = el("div", "msg-head");
-    head.append(el("span", "approval-title", tx("budget.title")));
+    head.append(elT("span", "approval-title", "budget.title"));
     head.append(el("time", "msg-time", fmtDateTime(Date.now())));
-    const link = el("a", null, tx("budget.open_usage"));
+    const link = elT("a", null, "budget.open_usage");
     link.href = "#/usage";
     li.append(head, el("div", "approval-why", d.message), el("div", "approval-actions", null));
     li.lastChild.append(link);
@@ -1377,7 +1385,7 @@
     let args;
     try { args = typeof t.arguments === "string" ? t.arguments : JSON.stringify(t.arguments, null, 2); } catch (_) { args = String(t.arguments); }
     d.append(sum,
-      el("div", "tool-label", tx("tool.arguments")), el("pre", "tool-args", capText(args === undefined ? "" : args)),
+      elT("div", "tool-label", "tool.arguments"), el("pre", "tool-args", capText(args === undefined ? "" : args)),
       el("div", "tool-label", tx(status === "denied" ? "tool.refused" : "tool.result")), el("pre", "tool-result", capText(t.result || "")));
     return d;
   }
@@ -1400,7 +1408,7 @@
     const extra = [];
     if (p.reasoning) {
       const r = el("details", "msg-reasoning");
-      r.append(el("summary", null, tx("chat.reasoning")), el("div", "msg-reasoning-text", p.reasoning));
+      r.append(elT("summary", null, "chat.reasoning"), el("div", "msg-reasoning-text", p.reasoning));
       extra.push(r);
     }
     for (const t of p.tools) {
@@ -1761,7 +1769,7 @@
     let body;
     try { body = await getJson("/api/v1/chat/conversations"); } catch (e) { chatFound.replaceChildren(el("li", "muted", String(e && e.message ? e.message : e))); return; }
     const list = Array.isArray(body.conversations) ? body.conversations : [];
-    if (!list.length) { chatFound.replaceChildren(el("li", "muted", tx("chat.no_history"))); return; }
+    if (!list.length) { chatFound.replaceChildren(elT("li", "muted", "chat.no_history")); return; }
     chatFound.replaceChildren(...list.map((c) => listItem(
       c.day + " · " + whoLabel("user", c.source) + " · " + tx("chat.turns", { n: c.turns }),
       c.first,
@@ -1821,7 +1829,7 @@
       const r = await sendJson("POST", "/api/v1/chat/new", {});
       if (!r.ok) { chatStatus.textContent = r.error; return; }
       if (chatLog.dataset.viewing) { chatViewing.hidden = true; delete chatLog.dataset.viewing; }
-      chatLog.replaceChildren(el("li", "chat-divider", tx("chat.new_started")));
+      chatLog.replaceChildren(elT("li", "chat-divider", "chat.new_started"));
       chatMore.hidden = true;
       chatInput.focus();
     } finally { btn.disabled = false; }
@@ -1938,9 +1946,9 @@
     const box = el("section", "setup-card");
     box.id = "setup";
     box.setAttribute("aria-labelledby", "setup-title");
-    const h = el("h3", null, tx("setup.title"));
+    const h = elT("h3", null, "setup.title");
     h.id = "setup-title";
-    box.append(h, el("p", "muted", tx("setup.intro")));
+    box.append(h, elT("p", "muted", "setup.intro"));
     const form = el("form", "setup-form");
     form.noValidate = true;
     const field = (label, input) => {
@@ -1963,7 +1971,7 @@
     key.autocomplete = "off";
     key.spellcheck = false;
     const keyWrap = field(tx("setup.key"), key);
-    const keyLink = el("a", "setup-keylink", tx("setup.key_get"));
+    const keyLink = elT("a", "setup-keylink", "setup.key_get");
     keyLink.target = "_blank";
     keyLink.rel = "noopener noreferrer";
     keyWrap.append(keyLink);
@@ -1979,12 +1987,12 @@
     url.type = "url";
     url.spellcheck = false;
     const more = el("details", "setup-more");
-    more.append(el("summary", null, tx("setup.url")));
+    more.append(elT("summary", null, "setup.url"));
     const urlWrap = el("label", "setup-field");
-    urlWrap.append(el("span", "field-label sr-only", tx("setup.url")), url);
+    urlWrap.append(elT("span", "field-label sr-only", "setup.url"), url);
     more.append(urlWrap);
     form.append(more);
-    const connect = el("button", "btn primary", tx("setup.connect"));
+    const connect = elT("button", "btn primary", "setup.connect");
     connect.type = "submit";
     const status = el("p", "setup-status");
     status.setAttribute("role", "status");

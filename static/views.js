@@ -35,6 +35,14 @@
     return e;
   }
 
+  /** An element whose text is the catalog's `key`, drawn again when the language
+   *  changes (applyI18n reads data-i18n). */
+  function elT(tag, cls, key) {
+    const e = el(tag, cls, t(key));
+    e.dataset.i18n = key;
+    return e;
+  }
+
   /** An error line read out when it changes (empty: hidden by CSS). */
   function alertEl(tag, cls) {
     const e = el(tag, "field-error" + (cls ? " " + cls : ""));
@@ -407,7 +415,7 @@
     // What a person sets for every source first; the rest folded under "More".
     const grid = el("div", "fields");
     const more = el("details", "more-fields");
-    more.append(el("summary", null, t("settings.source.more")));
+    more.append(elT("summary", null, "settings.source.more"));
     const moreGrid = el("div", "fields");
     more.append(moreGrid);
     const fields = [];
@@ -544,7 +552,7 @@
     const installed = Object.prototype.hasOwnProperty.call(values, MCP_KEY)
       || (window.HA.pluginNames || []).includes("mcp");
     if (!installed) {
-      body.replaceChildren(el("p", "muted pad", t("settings.mcp.none")));
+      body.replaceChildren(elT("p", "muted pad", "settings.mcp.none"));
       return;
     }
     const rows = el("div", "mcp-rows");
@@ -676,7 +684,7 @@
       const h = el("h2");
       const tog = el("button", "group-toggle");
       tog.type = "button";
-      if (ns.startsWith("plugin.")) tog.append(el("span", null, t("settings.group.plugin")), " ", el("span", "data", ns.slice(7)));
+      if (ns.startsWith("plugin.")) tog.append(elT("span", null, "settings.group.plugin"), " ", el("span", "data", ns.slice(7)));
       else tog.append(el("span", null, trOr("settings.group." + ns, ns)));
       tog.append(" ", el("code", "group-ns", ns), " ", el("span", "muted group-n", t("settings.group.n", { n: items.length })));
       const open = openGroups.has(ns);
@@ -805,8 +813,8 @@
     const exit = cell(t("plugins.lastexit"), "plugin-exit data");
     const problem = el("p", "plugin-problem data");
     const stderr = el("details", "plugin-stderr");
-    stderr.append(el("summary", null, t("plugins.stderr")), el("pre", "stderr-tail"));
-    const toolsHead = el("h4", null, t("plugins.tools"));
+    stderr.append(elT("summary", null, "plugins.stderr"), el("pre", "stderr-tail"));
+    const toolsHead = elT("h4", null, "plugins.tools");
     const tools = el("div", "plugin-tools");
     const bar = el("div", "card-actions");
     const toggle = button(t("plugins.disable"), "plugin-toggle");
@@ -823,7 +831,7 @@
 
   function renderToolSchemas(container, list) {
     if (!list.length) {
-      container.replaceChildren(el("span", "muted", t("plugins.notools")));
+      container.replaceChildren(elT("span", "muted", "plugins.notools"));
       return;
     }
     container.replaceChildren(...list.map((tool) => {
@@ -919,7 +927,7 @@
     }
     for (const [n, card] of plCards) if (!seen.has(n)) { card.remove(); plCards.delete(n); toolSchemas.delete(n); }
     let empty = box.querySelector(".empty");
-    if (!list.length && !empty) box.append(el("p", "muted empty pad", t("plugins.empty")));
+    if (!list.length && !empty) box.append(elT("p", "muted empty pad", "plugins.empty"));
     else if (list.length && empty) empty.remove();
     box.dataset.loaded = "1";
   }
@@ -1006,7 +1014,7 @@
       setTimeout(() => { if (current === "memory") renderMemStatus(); }, 700);
     } else if (emb.active !== "onnx" && emb.active !== "remote") {
       const offer = el("div", "emb-offer");
-      offer.append(el("p", null, t("memory.emb.offer")));
+      offer.append(elT("p", null, "memory.emb.offer"));
       const err = alertEl("span");
       const go = button(t("memory.emb.install"), "primary emb-install-btn", async () => {
         go.disabled = true;
@@ -1018,7 +1026,7 @@
       if (inst.state === "failed") offer.append(el("p", "field-error", t("memory.emb.install_failed", { error: inst.error })));
       parts.push(offer);
     } else if (inst.state === "done") {
-      parts.push(el("p", "muted", t("memory.emb.installed")));
+      parts.push(elT("p", "muted", "memory.emb.installed"));
     }
     const table = el("table", "grid-table hb-table");
     const hbs = Object.assign({}, s.heartbeats || {});
@@ -1054,7 +1062,7 @@
       tr.append(th, result, act);
       table.append(tr);
     }
-    parts.push(el("h4", null, t("memory.heartbeats")), table);
+    parts.push(elT("h4", null, "memory.heartbeats"), table);
     box.replaceChildren(...parts);
   }
 
@@ -1063,14 +1071,14 @@
     let body;
     try { body = await getJson(MEM + "/context"); } catch (e) { list.replaceChildren(el("li", "field-error", e.message)); return; }
     const events = Array.isArray(body.events) ? body.events : [];
-    if (!events.length) { list.replaceChildren(el("li", "muted", t("memory.context.none"))); return; }
+    if (!events.length) { list.replaceChildren(elT("li", "muted", "memory.context.none")); return; }
     const clip = (x) => (x.length > 600 ? x.slice(0, 600) + "…" : x);
     // Events are `{id, input, response?, source, ts_ms, tools_used?}`: an input, or
     // the turn it began with its reply.
     list.replaceChildren(...events.slice(-200).reverse().map((e) => {
       const li = el("li", "ctx-item");
       // Who said it: the agent in words, a channel by its own name (data).
-      const who = e.source === "agent" ? el("span", "badge", t("chat.agent")) : el("span", "badge data", e.source || "?");
+      const who = e.source === "agent" ? elT("span", "badge", "chat.agent") : el("span", "badge data", e.source || "?");
       li.append(who, el("time", "muted", fmtWhen(e.ts_ms)));
       if (typeof e.input === "string") li.append(el("div", "ctx-text data", clip(e.input)));
       if (typeof e.response === "string") li.append(el("div", "ctx-text ctx-response data", "→ " + clip(e.response)));
@@ -1099,12 +1107,18 @@
     let body;
     try { body = await getJson(MEM + "/documents" + (q ? "?q=" + encodeURIComponent(q) : "")); } catch (e) { err.textContent = e.message; return; }
     const docs = Array.isArray(body.documents) ? body.documents : [];
-    if (!docs.length) { list.replaceChildren(el("li", "muted", t("memory.docs.none"))); list.dataset.loaded = "1"; return; }
+    if (!docs.length) { list.replaceChildren(elT("li", "muted", "memory.docs.none")); list.dataset.loaded = "1"; return; }
     list.replaceChildren(...docs.slice(0, 100).map((d) => {
       const li = el("li", "doc-item");
       li.dataset.id = d.id;
-      const title = el("span", "doc-summary", d.summary || d.id);
-      const meta = el("span", "muted", " " + [d.source, fmtWhen(d.created_at_ms)].filter(Boolean).join(" · "));
+      const title = el("span", "doc-summary data", d.summary || d.id);
+      // Where it came from in words (a kind the catalog knows), else as stored.
+      const meta = el("span", "muted", " ");
+      if (d.source) {
+        const k = "memory.docs.source." + d.source;
+        meta.append(t(k) !== k ? t(k) : el("span", "data", d.source), " · ");
+      }
+      meta.append(fmtWhen(d.created_at_ms));
       const open = button(t("common.open"), "small doc-open", () => openDoc(d));
       const del = confirmButton(t("common.delete"), "small danger doc-delete", async () => {
         const r = await api("DELETE", MEM + "/documents/" + encodeURIComponent(d.id));
@@ -1239,7 +1253,7 @@
     let body;
     try { body = await getJson(MEM + "/knowledge" + (q ? "?q=" + encodeURIComponent(q) : "")); } catch (e) { err.textContent = e.message; return; }
     const items = Array.isArray(body.results) ? body.results : Array.isArray(body.items) ? body.items : [];
-    if (!items.length) { list.replaceChildren(el("li", "muted", t("memory.kb.none"))); return; }
+    if (!items.length) { list.replaceChildren(elT("li", "muted", "memory.kb.none")); return; }
     list.replaceChildren(...items.map((it) => {
       const li = el("li", "kb-item");
       li.dataset.name = it.name;
@@ -1333,7 +1347,7 @@
     if (sig === subagentsSig) return;
     subagentsSig = sig;
     const rl = $("#tasks-residents");
-    rl.replaceChildren(...(residents.length ? residents.map(residentItem) : [el("li", "muted", t("tasks.none"))]));
+    rl.replaceChildren(...(residents.length ? residents.map(residentItem) : [elT("li", "muted", "tasks.none")]));
     rl.dataset.count = String(residents.length);
     const hl = $("#tasks-helpers");
     hl.replaceChildren(...(helpers.length ? helpers.map((h) => {
@@ -1342,12 +1356,12 @@
       li.append(el("span", "task-meta", [h.id, h.state, h.delivered ? t("tasks.delivered") : ""].filter(Boolean).join(" · ")));
       li.append(el("div", "task-text muted", h.task || ""));
       return li;
-    }) : [el("li", "muted", t("tasks.none"))]));
+    }) : [elT("li", "muted", "tasks.none")]));
     hl.dataset.count = String(helpers.length);
   }
 
   function fill(listEl, tasks, extra) {
-    if (!tasks.length) listEl.replaceChildren(el("li", "muted", t("tasks.empty")));
+    if (!tasks.length) listEl.replaceChildren(elT("li", "muted", "tasks.empty"));
     else listEl.replaceChildren(...tasks.map((x, i) => taskItem(x, extra ? extra(x, i) : "")));
     listEl.dataset.count = String(tasks.length);
   }
@@ -1358,7 +1372,7 @@
     $("#tasks-error").textContent = "";
     const running = s.running ? [s.running] : [];
     fill($("#tasks-running"), running);
-    if (!running.length) $("#tasks-running").replaceChildren(el("li", "muted", t("tasks.idle")));
+    if (!running.length) $("#tasks-running").replaceChildren(elT("li", "muted", "tasks.idle"));
     fill($("#tasks-immediate"), s.immediate ? [s.immediate] : []);
     const ready = Array.isArray(s.ready) ? s.ready : [];
     fill($("#tasks-ready"), ready, (_, i) => String(i + 1) + ".");
@@ -1633,7 +1647,7 @@
     const sessions = Array.isArray(body.sessions) ? body.sessions : [];
     const list = $("#term-list");
     list.dataset.count = String(sessions.length);
-    if (!sessions.length) { list.replaceChildren(el("li", "muted", t("term.none"))); return; }
+    if (!sessions.length) { list.replaceChildren(elT("li", "muted", "term.none")); return; }
     list.replaceChildren(...sessions.map((s) => {
       const li = el("li");
       const b = button(termLabel(s), "term-pick", () => openTerminal(s));

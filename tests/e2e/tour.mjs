@@ -135,6 +135,9 @@ async function main() {
   // The sign-in page itself is answered 401 (it is the gate's answer to a request
   // without a session), which Chromium logs; the app's pages start clean.
   consoleErrors.length = 0;
+  // Something drawn before the language switch: a new conversation's divider.
+  await page.locator('#chat-new').click();
+  await pollPage(page, 'New chat drew no divider', 10_000, () => (document.querySelector('#chat-log .chat-divider') ? { ok: true } : { ok: false }));
   for (const [w, hgt] of [[1440, 900], [375, 812]]) {
     await page.setViewportSize({ width: w, height: hgt });
     for (const lang of ['en', 'zh']) {
