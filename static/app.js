@@ -1080,14 +1080,14 @@
     node.classList.add("md");
   }
 
+  /** A message's time: the hour today, the date and hour before, in the page's locale. */
   function fmtDateTime(tsMs) {
     const d = new Date(Number(tsMs));
     if (!Number.isFinite(d.getTime())) return "";
-    const p = (n) => String(n).padStart(2, "0");
-    const today = new Date();
-    const time = p(d.getHours()) + ":" + p(d.getMinutes());
-    return d.toDateString() === today.toDateString() ? time
-      : d.getFullYear() + "-" + p(d.getMonth() + 1) + "-" + p(d.getDate()) + " " + time;
+    const loc = window.HA.locale();
+    const time = d.toLocaleTimeString(loc, { hour: "2-digit", minute: "2-digit" });
+    return d.toDateString() === new Date().toDateString() ? time
+      : d.toLocaleDateString(loc, { year: "numeric", month: "short", day: "numeric" }) + " " + time;
   }
 
   /** Who a message is from: "you" for this page's channel, else the source itself. */
@@ -1873,6 +1873,9 @@
       if (li._ev) li.querySelector(".ev-text").replaceChildren(...eventSentence(li._ev.type, li._delta ? Object.assign({ chunks: li._delta.chunks }, li._delta.view()) : li._ev.rest));
     }
     setMode(mode, connEl.dataset.detail || "");
+    for (const tm of document.querySelectorAll("time.msg-time")) {
+      if (tm.dateTime) tm.textContent = fmtDateTime(Date.parse(tm.dateTime));
+    }
     if (lastSummary) renderSummary(lastSummary);
     if (lastActorsData) applySnapshot(lastActorsData);
     for (const [, tr] of pluginRows) if (tr._last) updatePluginRow(tr, tr._last);

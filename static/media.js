@@ -153,7 +153,7 @@
       img.alt = id;
       img.src = "/api/v1/memory/media/" + id + "/data";
       const meta = el("div", "muted", [b.mime, (b.width | 0) + "×" + (b.height | 0), fmtBytes(b.size | 0),
-        new Date(b.created_ms).toLocaleString(), b.fingerprint ? t("media.embedded") : t("media.notembedded")].join(" · "));
+        new Date(b.created_ms).toLocaleString(window.HA.locale()), b.fingerprint ? t("media.embedded") : t("media.notembedded")].join(" · "));
       const links = (b.links || []).map((l) => el("div", "media-link", l));
       const del = el("button", "btn small danger", t("common.delete"));
       del.type = "button";

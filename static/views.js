@@ -1414,11 +1414,14 @@
   const USAGE = "/api/v1/usage";
   let usageTimer = null;
 
+  /** A count in the page's locale, short: 1.2K / 1.2万. */
   function fmtTokens(n) {
     n = Number(n) || 0;
-    if (n >= 1e6) return (n / 1e6).toFixed(n >= 1e7 ? 0 : 1) + "M";
-    if (n >= 1e3) return (n / 1e3).toFixed(n >= 1e4 ? 0 : 1) + "k";
-    return String(n);
+    try {
+      return new Intl.NumberFormat(window.HA.locale(), { notation: "compact", maximumFractionDigits: 1 }).format(n);
+    } catch (_) {
+      return String(n);
+    }
   }
 
   function fmtCost(row) {
