@@ -92,6 +92,9 @@ pub enum Command {
         /// The package, for `install`.
         file: Option<PathBuf>,
     },
+    /// `homed rollback [--data DIR]`: put the newest snapshot back (the one taken before
+    /// the last upgrade, in DATA/snapshots); the daemon must be stopped.
+    Rollback,
     /// `homed token [--data DIR]`: print the owner API token (created at first start in
     /// DATA/api-token); `--rotate` replaces it (clients and browsers must sign in again).
     Token {

@@ -151,6 +151,16 @@ fn prepare(args: &RunArgs) -> anyhow::Result<(DataLock, BootSettings, Settings)>
     // Before anything opens them: a damaged database, or one that held data and is
     // gone, stops the start here with the file and the way out (`integrity`).
     crate::integrity::check_data_dir(&args.data)?;
+    // Before any database is opened (each migrates itself when opened): a newer data
+    // dir is refused, an older one is snapshotted and migrated here, all or nothing.
+    let upgraded = crate::upgrade::prepare(&args.data)?;
+    if !upgraded.migrated.is_empty() {
+        tracing::warn!(
+            migrated = ?upgraded.migrated,
+            snapshot = %upgraded.snapshot.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
+            "the data directory was upgraded; `homed rollback` puts the snapshot back"
+        );
+    }
     // A plugin install killed mid-unpack left its staging folder: nothing else will.
     for (path, bytes) in homeagent_actors::plugins::package::clean_staging(&args.data.join("plugins")) {
         tracing::info!(path = %path.display(), bytes, "removed a plugin install's leftover staging folder");

@@ -6,9 +6,10 @@
 //! it opens a missing or zero-length file as a new empty database. Either way the daemon
 //! would serve on, and the owner would find out (if ever) when a memory is gone. A
 //! refusal that names the file and the way out costs one restart; a silent empty tier
-//! costs the memory. The project keeps no snapshots of its own, so the way out is the
-//! owner's backup, or moving the file aside to start that tier empty — a choice the
-//! owner makes, never the daemon.
+//! costs the memory. The daemon's own snapshots are taken only before an upgrade
+//! (`crate::upgrade`, `homed rollback`), so the way out is the owner's backup, such a
+//! snapshot, or moving the file aside to start that tier empty — a choice the owner
+//! makes, never the daemon.
 //!
 //! How the daemon knows a file held data: after every successful start it writes
 //! `DATA/databases.json`, the size of each kernel database (main file and WAL). A file

@@ -13,6 +13,7 @@
 //! * [`clock`]: the kernel's one clock (wall, or virtual and driven by evals and tests);
 //! * [`modgraph`]: kernel assembly as a dependency graph of modules and facilities;
 //! * [`config`]: the settings registry (SQLite) and its actor;
+//! * [`schema`]: the kernel's databases and the schema version this build expects;
 //! * [`firewall`]: tool policy and the sandbox of tools that touch the machine;
 //! * [`panic`]: the panic hook that gives vanished actors an exit reason.
 //!
@@ -38,6 +39,7 @@ pub mod panic;
 pub mod plugins;
 pub mod registry;
 pub mod scheduler;
+pub mod schema;
 pub mod stages;
 pub mod supervisor;
 pub mod trace;

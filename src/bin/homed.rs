@@ -49,6 +49,27 @@ fn main() -> std::process::ExitCode {
             }
         };
     }
+    if let Some(Command::Rollback) = &cli.command {
+        let data = &cli.run.data;
+        // Never under a running daemon: it holds the data dir's lock.
+        let _lock = match homeagent::lockfile::DataLock::acquire(data) {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("homed: {e}");
+                return std::process::ExitCode::FAILURE;
+            }
+        };
+        return match homeagent::upgrade::rollback(data) {
+            Ok(done) => {
+                println!("{done}");
+                std::process::ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("homed: {e}");
+                std::process::ExitCode::FAILURE
+            }
+        };
+    }
     if let Some(Command::Token { rotate }) = &cli.command {
         let data = &cli.run.data;
         let result = if *rotate {
@@ -208,7 +229,7 @@ fn main() -> std::process::ExitCode {
                 },
             )
         }
-        Some(Command::Plugin { .. } | Command::Token { .. }) => unreachable!("handled above"),
+        Some(Command::Plugin { .. } | Command::Token { .. } | Command::Rollback) => unreachable!("handled above"),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

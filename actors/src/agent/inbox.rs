@@ -89,7 +89,7 @@ pub struct Replay {
     pub given_up: Vec<StoredInput>,
 }
 
-fn migrations() -> Migrations<'static> {
+pub(crate) fn migrations() -> Migrations<'static> {
     Migrations::new(vec![
         M::up(include_str!("../../../migrations/inbox/0001_init.sql")),
         M::up(include_str!("../../../migrations/inbox/0002_principal.sql")),

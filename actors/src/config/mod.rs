@@ -56,7 +56,7 @@ pub mod keys;
 pub mod live;
 pub mod seal;
 mod settings;
-mod store;
+pub(crate) mod store;
 
 pub use actor::{
     ConfigActor, DisabledPlugins, GetDefs, GetMaskedSetting, GetPluginDefs, GetRawSettings, GetSetting, GetSettings,

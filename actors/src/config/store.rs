@@ -30,6 +30,11 @@ const SNAPSHOT_FORMAT: u64 = 1;
 const MIGRATION_LIST: &[M<'static>] = &[M::up(include_str!("../../../migrations/config/0001_init.sql"))];
 const MIGRATIONS: Migrations<'static> = Migrations::from_slice(MIGRATION_LIST);
 
+/// The settings database's migrations (for [`crate::schema`]).
+pub(crate) fn migrations() -> Migrations<'static> {
+    Migrations::from_slice(MIGRATION_LIST)
+}
+
 /// The effect of one write, so that the caller can publish a `setting_changed` event.
 ///
 /// `old` and `new` are *effective* values, i.e. what [`ConfigStore::get`] returned

@@ -146,7 +146,7 @@ pub struct MemoryStore {
 /// Passages kept in [`MemoryStore::passages`]' cache before it starts afresh.
 const PASSAGE_CACHE: usize = 8192;
 
-fn migrations() -> Migrations<'static> {
+pub(crate) fn migrations() -> Migrations<'static> {
     Migrations::new(vec![
         M::up(include_str!("../../../migrations/memory/0001_init.sql")),
         M::up(include_str!("../../../migrations/memory/0002_vectors.sql")),

@@ -66,7 +66,7 @@ pub struct UsageRow {
     pub unpriced_calls: u64,
 }
 
-fn migrations() -> Migrations<'static> {
+pub(crate) fn migrations() -> Migrations<'static> {
     Migrations::new(vec![M::up(include_str!("../../../migrations/usage/0001_init.sql"))])
 }
 

@@ -7,7 +7,7 @@
 //! * [`mentions`]: which entities a text mentions, by the words of their names;
 //! * [`social`]: traits and ties on the graph.
 
-mod store;
+pub(crate) mod store;
 pub use store::*;
 
 pub mod actor;

@@ -158,7 +158,7 @@ pub fn valid_entity_name(name: &str) -> bool {
             .any(|c| c.is_ascii_alphanumeric() || ('\u{4E00}'..='\u{9FFF}').contains(&c) || c == '-' || c == '_')
 }
 
-fn migrations() -> Migrations<'static> {
+pub(crate) fn migrations() -> Migrations<'static> {
     Migrations::new(vec![
         M::up(include_str!("../../../../migrations/graph/0001_init.sql")),
         M::up(include_str!("../../../../migrations/graph/0002_no_merge.sql")),
