@@ -92,6 +92,18 @@ pub enum Command {
         /// The package, for `install`.
         file: Option<PathBuf>,
     },
+    /// `homed backup FILE [--data DIR]`: the whole data dir as one archive (databases
+    /// copied consistently, also while the daemon runs).
+    Backup {
+        /// The archive to write (a zip).
+        file: std::path::PathBuf,
+    },
+    /// `homed restore FILE --data NEW`: unpack a backup into a new or empty data dir,
+    /// checked before it is used.
+    Restore {
+        /// The archive `homed backup` wrote.
+        file: std::path::PathBuf,
+    },
     /// `homed rollback [--data DIR]`: put the newest snapshot back (the one taken before
     /// the last upgrade, in DATA/snapshots); the daemon must be stopped.
     Rollback,

@@ -24,6 +24,7 @@
 //! handlers never touch kernel state directly, they send typed messages to actors.
 
 pub mod auth;
+pub mod backup;
 pub mod bench;
 pub mod bench_confine;
 pub mod bench_mcp;

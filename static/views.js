@@ -1236,7 +1236,8 @@
       : MEM + "/graph?top=30";
     try { g = await getJson(url); } catch (e) { err.textContent = e.message; return; }
     const rels = Array.isArray(g.relations) ? g.relations : [];
-    $("#graph-what").textContent = q ? "" : t("memory.graph.top");
+    // (Said only when there is something to show.)
+    $("#graph-what").textContent = q || !(g.entities || []).length ? "" : t("memory.graph.top");
     $("#graph-rels").replaceChildren(...rels.map(relationRow));
     try { await drawGraph(g); } catch (e) { err.textContent = e.message; }
     $("#graph-canvas").dataset.query = q;

@@ -49,6 +49,42 @@ fn main() -> std::process::ExitCode {
             }
         };
     }
+    if let Some(Command::Backup { file }) = &cli.command {
+        return match homeagent::backup::backup(&cli.run.data, file) {
+            Ok(m) => {
+                println!(
+                    "wrote {}: {} files, {} databases copied consistently (homed {})",
+                    file.display(),
+                    m.files,
+                    m.databases.len(),
+                    m.homed
+                );
+                std::process::ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("homed: {e}");
+                std::process::ExitCode::FAILURE
+            }
+        };
+    }
+    if let Some(Command::Restore { file }) = &cli.command {
+        return match homeagent::backup::restore(file, &cli.run.data) {
+            Ok(m) => {
+                println!(
+                    "restored {} files into {} (written by homed {}); start homed with --data {}",
+                    m.files,
+                    cli.run.data.display(),
+                    m.homed,
+                    cli.run.data.display()
+                );
+                std::process::ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("homed: {e}");
+                std::process::ExitCode::FAILURE
+            }
+        };
+    }
     if let Some(Command::Rollback) = &cli.command {
         let data = &cli.run.data;
         // Never under a running daemon: it holds the data dir's lock.
@@ -229,7 +265,13 @@ fn main() -> std::process::ExitCode {
                 },
             )
         }
-        Some(Command::Plugin { .. } | Command::Token { .. } | Command::Rollback) => unreachable!("handled above"),
+        Some(
+            Command::Plugin { .. }
+            | Command::Token { .. }
+            | Command::Rollback
+            | Command::Backup { .. }
+            | Command::Restore { .. },
+        ) => unreachable!("handled above"),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
