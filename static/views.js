@@ -167,7 +167,8 @@
   let defs = null;
 
   /** An input for one setting; `spec` has type/options/min/max/secret/description/unit/default. */
-  function fieldFor(key, spec, value, idBase) {
+  /** A field's box and its label (the key's last part: a name, so data). */
+  function fieldShell(key, idBase) {
     const wrap = el("div", "field");
     wrap.dataset.key = key;
     const id = idBase.replace(/[^A-Za-z0-9_-]/g, "-");
@@ -175,6 +176,11 @@
     label.htmlFor = id;
     label.title = key;
     wrap.append(label);
+    return { wrap, id };
+  }
+
+  function fieldFor(key, spec, value, idBase) {
+    const { wrap, id } = fieldShell(key, idBase);
     let input;
     let read;
     const type = spec.type;
@@ -362,12 +368,7 @@
    *  (`effective`, from the daemon), so the form never shows "no" for a model the
    *  daemon treats as "yes". Unset is sent as `null` (the key deleted). */
   function autoBoolField(key, spec, value, effective, idBase) {
-    const wrap = el("div", "field");
-    wrap.dataset.key = key;
-    const id = idBase.replace(/[^A-Za-z0-9_-]/g, "-");
-    const label = el("label", "field-label data", key.split(".").pop());
-    label.htmlFor = id;
-    label.title = key;
+    const { wrap, id } = fieldShell(key, idBase);
     const input = el("select");
     const auto = effective === true ? t("settings.auto_yes") : effective === false ? t("settings.auto_no") : t("settings.auto");
     for (const [v, text] of [["", auto], ["true", t("common.yes")], ["false", t("common.no")]]) {
@@ -379,7 +380,7 @@
     input.id = id;
     input.className = "field-input";
     input.dataset.key = key;
-    wrap.append(label, input);
+    wrap.append(input);
     if (desc(spec)) wrap.append(el("div", "field-help", desc(spec)));
     const err = alertEl("div");
     wrap.append(err);

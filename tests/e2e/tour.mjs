@@ -32,12 +32,9 @@ const ALLOWED = new Set([
   'TCP', 'TLS', 'OAuth', 'CLI', 'HTML', 'PyPI', 'SHA-256', 'Collector', 'OpenTelemetry', 'Jina', 'Lagrange', 'Landlock', 'NapCat', 'POST', 'GET', 'WebSocket', 'v11', 'unix', 'http', 'https', 'MiniLM', 'Runtime', 'Bearer', 'WordPiece', 'Chromium', 'bash', 'Backspace', 'Delete', 'Up', 'Down', 'Left', 'Right', 'Home', 'End', 'PageUp', 'PageDown', 'Space', 'stdio', 'stdin', 'stdout', 'stderr', 'shell', 'KEY', 'VALUE', 'PTY', 'SDK', 'PDF', 'UI', 'SSH', 'DNS', 'IP', 'WAL', 'UTF-8', 'Markdown', 'cron', 'English', 'Esc', 'Enter', 'Shift', 'Ctrl', 'Alt', 'Tab', 'SSE', 'WebUI',
 ]);
 
-async function goView(page, view) {
-  await page.evaluate((v) => { location.hash = v === 'chat' ? '#/' : '#/' + v; }, view);
-  await pollPage(page, `view ${view} not shown`, 5_000, (v) => {
-    const sec = document.getElementById('view-' + v);
-    return sec && !sec.hidden ? { ok: true } : { ok: false, why: `body data-view=${document.body.dataset.view}` };
-  }, view);
+/** The view, shown and loaded (and a terminal drawn on the terminals view). */
+async function openView(page, view) {
+  await h.goView(page, view);
   // Each view fetches what it shows; wait until it says it has it.
   await pollPage(page, `view ${view} never finished loading`, 10_000, (v) => {
     const sec = document.getElementById('view-' + v);
@@ -113,7 +110,7 @@ function englishLeft(page, allowed) {
 
 async function tour(page, width, lang, problems) {
   for (const view of VIEWS) {
-    await goView(page, view);
+    await openView(page, view);
     const errsBefore = consoleErrors.length;
     const o = await overflow(page);
     if (o.page > o.vw + 1) problems.push(`${view} @${width} ${lang}: the page is ${o.page} px wide in a ${o.vw} px window`);

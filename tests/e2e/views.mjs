@@ -15,18 +15,10 @@
 import { harness } from './lib.mjs';
 
 const h = harness('views e2e');
-const { base, shotPath, token, log, fail, fetchJson, postJson, putJson, waitHealthy, pollPage, launch, signIn } = h;
+const { base, shotPath, token, log, fail, fetchJson, postJson, putJson, waitHealthy, pollPage, launch, signIn, goView } = h;
 const vendorUrl = process.env.E2E_VENDOR_URL || '';
 const hmapPath = process.env.E2E_HMAP || '';
 const KEY = 'sk-browser-typed-key-0123';
-
-async function goView(page, view) {
-  await page.evaluate((v) => { location.hash = v === 'chat' ? '#/' : '#/' + v; }, view);
-  await pollPage(page, `view ${view} not shown`, 5_000, (v) => {
-    const sec = document.getElementById('view-' + v);
-    return sec && !sec.hidden ? { ok: true } : { ok: false, why: `body data-view=${document.body.dataset.view}` };
-  }, view);
-}
 
 async function settings(page) {
   await goView(page, 'settings');
