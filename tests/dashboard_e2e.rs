@@ -43,6 +43,15 @@ fn browser_ready(root: &Path) -> bool {
     true
 }
 
+/// A daemon with the fake vendor and the bundled terminal plugin, in which the model
+/// opened terminal session 1 (terminal_create through the tool loop).
+fn daemon_with_a_terminal() -> (tempfile::TempDir, std::path::PathBuf, Daemon, vendor::Vendor) {
+    let (dir, data, d, v) = common::api::daemon_with_plugins(&[], &["terminal"]);
+    let reply = common::api::ask(&d, "call-tool terminal_create {}");
+    assert!(reply.starts_with("tool said: terminal session 1 started"), "{reply}");
+    (dir, data, d, v)
+}
+
 /// Runs `node tests/e2e/<script> <daemon url> <shot>` with the owner token (and
 /// `env`), bounded by a 150 s backstop (the scripts stop themselves earlier);
 /// asserts it printed `<pass>` and answers its stdout.
@@ -248,9 +257,7 @@ fn the_terminal_panel_shows_a_session_live_and_types_into_it() {
     if !browser_ready(root) {
         return;
     }
-    let (_dir, _data, d, _v) = common::api::daemon_with_plugins(&[], &["terminal"]);
-    let reply = common::api::ask(&d, "call-tool terminal_create {}");
-    assert!(reply.starts_with("tool said: terminal session 1 started"), "{reply}");
+    let (_dir, _data, d, _v) = daemon_with_a_terminal();
     let reply = common::api::ask(
         &d,
         r#"call-tool terminal_send {"session": 1, "text": "echo before-$((2+3))\n"}"#,
@@ -382,9 +389,7 @@ fn every_view_fits_a_phone_and_a_desktop_in_both_languages() {
     if !browser_ready(root) {
         return;
     }
-    let (_dir, _data, d, _v) = common::api::daemon_with_plugins(&[], &["terminal"]);
-    let reply = common::api::ask(&d, "call-tool terminal_create {}");
-    assert!(reply.starts_with("tool said: terminal session 1 started"), "{reply}");
+    let (_dir, _data, d, _v) = daemon_with_a_terminal();
     for q in ["hello there", "what did I say about the garden last week?"] {
         assert!(!common::api::ask(&d, q).is_empty());
     }
