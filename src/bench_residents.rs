@@ -67,7 +67,9 @@ pub async fn residents(residents: usize, trips: usize, idle: Duration) -> anyhow
     ]
     .into_iter()
     .collect();
-    config.send(UpdateSettings(settings)).await??;
+    config
+        .send(UpdateSettings(settings, homeagent_actors::config::Author::Kernel))
+        .await??;
     let agent = state.agent.get().cloned().context("no agent")?.agent;
 
     // A plain turn, as the HTTP API submits one.

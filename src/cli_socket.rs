@@ -224,7 +224,10 @@ async fn handle(line: &str, deps: &CliDeps) -> Result<String, String> {
                     return Err(Msg::CliSettingUsage.text());
                 }
                 let value = serde_json::from_str(&rest).unwrap_or(Value::String(rest.clone()));
-                let update = UpdateSettings([(key.to_owned(), value)].into_iter().collect());
+                let update = UpdateSettings(
+                    [(key.to_owned(), value)].into_iter().collect(),
+                    homeagent_actors::config::Author::Cli,
+                );
                 deps.config
                     .send(update)
                     .await

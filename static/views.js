@@ -358,6 +358,7 @@
     statusEl.textContent = t("common.saved") + (changed.length ? ": " + changed.join(", ") : "");
     statusEl.dataset.saved = String(Date.now());
     if (changed.includes("core.agent.language")) window.HA.setLang(values["core.agent.language"]);
+    renderHistory();
     return true;
   }
 
@@ -735,6 +736,7 @@
       followNewSources(st, 0);
       renderMcp();
       renderGroups();
+      renderHistory();
       $("#view-settings").dataset.loaded = "1";
     } catch (e) {
       errEl.textContent = e.message;
@@ -762,6 +764,48 @@
     $("#settings-found").textContent = words.length ? t("settings.found", { n: shown }) : "";
   }
   $("#settings-q").addEventListener("input", filterSettings);
+
+  // ---- history: the latest changes, who made them, Revert
+
+  /** Who made a change, in words (a plugin's name as data). */
+  function whoChanged(author) {
+    const a = String(author || "");
+    if (a.startsWith("plugin:")) { const s = el("span", null, t("settings.who.plugin") + " "); s.append(el("span", "data", a.slice(7))); return s; }
+    if (a.startsWith("revert:")) return el("span", null, t("settings.who.revert", { id: a.slice(7) }));
+    return el("span", null, trOr("settings.who." + a, a));
+  }
+
+  async function renderHistory() {
+    const list = $("#settings-history");
+    const err = $("#settings-history-error");
+    let body;
+    try { body = await getJson(SETTINGS + "/history?limit=20"); } catch (e) { err.textContent = e.message; return; }
+    err.textContent = "";
+    const items = Array.isArray(body.changes) ? body.changes : [];
+    if (!items.length) { list.replaceChildren(elT("li", "muted", "settings.history.none")); return; }
+    const val = (v, secret) => (secret ? el("span", "muted", t("settings.history.secret")) : el("code", null, v === null || v === undefined ? "—" : JSON.stringify(v)));
+    list.replaceChildren(...items.map((c) => {
+      const li = el("li", "history-item");
+      li.dataset.id = String(c.id);
+      const line = el("div", "history-line");
+      line.append(el("span", "muted", fmtWhen(c.at_ms)), " · ", whoChanged(c.author), " · ", el("code", "history-key", c.key));
+      const change = el("div", "history-change");
+      change.append(val(c.old, c.secret), " → ", val(c.new, c.secret));
+      li.append(line, change);
+      if (!c.secret) {
+        const e = alertEl("span");
+        const b = button(t("settings.history.revert"), "small history-revert", async () => {
+          b.disabled = true;
+          const r = await api("POST", SETTINGS + "/history/" + c.id + "/revert", {});
+          if (!r.ok) { e.textContent = r.error; b.disabled = false; return; }
+          await renderSettings();
+          filterSettings();
+        });
+        li.append(b, e);
+      }
+      return li;
+    }));
+  }
 
   hooks.settings = { show: async () => { await renderSettings(); filterSettings(); } };
 

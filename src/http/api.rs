@@ -123,7 +123,7 @@ pub async fn put_settings(
     let updates = super::settings::unmask_update(&state, updates).await?;
     let changes = state
         .config
-        .send(UpdateSettings(updates))
+        .send(UpdateSettings(updates, homeagent_actors::config::Author::Owner))
         .await?
         .map_err(config_error)?;
     let settings = state

@@ -79,6 +79,63 @@ fn def_json(d: &SettingDef) -> Value {
     v
 }
 
+/// Query of `GET /api/v1/settings/history`.
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+pub struct HistoryParams {
+    /// Only this setting's changes.
+    key: Option<String>,
+    /// At most this many (default 100, at most 1000).
+    limit: Option<usize>,
+}
+
+#[utoipa::path(get, path = "/api/v1/settings/history", tag = "settings", params(HistoryParams),
+    responses((status = 200, description = "`{changes: [{id, at_ms, key, old, new, secret, author}]}`, newest first: every settings change with who made it (`owner` = the API or WebUI, `cli`, `plugin:<name>`, `model` = an owner-only tool, `revert:<id>`). A secret's values are never kept (`old`/`new` null)"),
+        (status = 503, body = ErrorBody)))]
+pub async fn history(state: web::Data<AppState>, q: web::Query<HistoryParams>) -> Result<HttpResponse, ApiError> {
+    let q = q.into_inner();
+    let changes = state
+        .config
+        .send(homeagent_actors::config::GetHistory {
+            key: q.key.filter(|k| !k.is_empty()),
+            limit: q.limit.unwrap_or(100).clamp(1, 1000),
+        })
+        .await?
+        .map_err(super::api::config_error)?;
+    Ok(HttpResponse::Ok().json(json!({ "changes": changes })))
+}
+
+#[utoipa::path(post, path = "/api/v1/settings/history/{id}/revert", tag = "settings",
+    params(("id" = i64, Path, description = "A change's id from GET /api/v1/settings/history")),
+    responses((status = 200, description = "`{changed: [keys]}`: the setting is back to its value before that change (recorded as `revert:<id>`)"),
+        (status = 400, description = "No such change, or a secret's (its old value is not kept)", body = ErrorBody)))]
+pub async fn revert_one(state: web::Data<AppState>, id: web::Path<i64>) -> Result<HttpResponse, ApiError> {
+    let changes = state
+        .config
+        .send(homeagent_actors::config::Revert::Change(id.into_inner()))
+        .await?
+        .map_err(super::api::config_error)?;
+    Ok(HttpResponse::Ok().json(json!({ "changed": changes.iter().map(|c| &c.key).collect::<Vec<_>>() })))
+}
+
+/// Query of `POST /api/v1/settings/history/revert`.
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+pub struct RevertSince {
+    /// Go back to this moment (Unix ms): every change after it is undone.
+    to: i64,
+}
+
+#[utoipa::path(post, path = "/api/v1/settings/history/revert", tag = "settings", params(RevertSince),
+    responses((status = 200, description = "`{changed: [keys]}`: every setting changed after `to` is back to its value then"),
+        (status = 400, description = "A secret changed since then (its old value is not kept): nothing was changed", body = ErrorBody)))]
+pub async fn revert_since(state: web::Data<AppState>, q: web::Query<RevertSince>) -> Result<HttpResponse, ApiError> {
+    let changes = state
+        .config
+        .send(homeagent_actors::config::Revert::Since(q.to))
+        .await?
+        .map_err(super::api::config_error)?;
+    Ok(HttpResponse::Ok().json(json!({ "changed": changes.iter().map(|c| &c.key).collect::<Vec<_>>() })))
+}
+
 #[utoipa::path(get, path = "/api/v1/settings/definitions", tag = "settings",
     responses((status = 200, description = "`{definitions: [{key, namespace, type, min?, max?, min_ms?, options?, default, description, description_zh, secret, unit}], source_fields: [{name, type, …, description, description_zh, secret, unit}], plugins: [{plugin, key, default, description, description_zh, secret}]}`: what the settings page builds its forms from (secret defaults masked). `description` is English; `description_zh` is its Simplified Chinese, `null` where the catalog has none (a third-party plugin's setting)"),
         (status = 503, body = ErrorBody)))]

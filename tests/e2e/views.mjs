@@ -84,6 +84,20 @@ async function settings(page) {
   if ((await readTurns()) !== 10) fail('reset to default did not bring max_tool_turns back to 10');
   log('a valid value saved, then reset to its default');
 
+  // The history lists both changes, by "you"; Revert on the reset puts 12 back.
+  const hist = await pollPage(page, 'the settings history does not list the two changes', 10_000, () => {
+    const items = [...document.querySelectorAll('#settings-history li.history-item')]
+      .filter((li) => li.querySelector('.history-key')?.textContent === 'core.agent.max_tool_turns');
+    return items.length >= 2 ? { ok: true, first: items[0].textContent } : { ok: false, why: `${items.length} items` };
+  });
+  if (!/you/.test(hist.first) || !/12/.test(hist.first)) fail(`the newest change reads ${hist.first}`);
+  await page.locator('#settings-history li.history-item .history-revert').first().click();
+  const back = Date.now() + 5_000;
+  while ((await readTurns()) !== 12 && Date.now() < back) await page.waitForTimeout(100);
+  if ((await readTurns()) !== 12) fail('Revert in the history did not put max_tool_turns back to 12');
+  await putJson(`${base}/api/v1/settings`, { 'core.agent.max_tool_turns': null });
+  log(`history: "${hist.first.replace(/\s+/g, ' ').slice(0, 90)}"; Revert put 12 back`);
+
   // The MCP server list (the bundled bridge is installed): a row becomes an entry of
   // plugin.mcp.servers; removing it empties the list again.
   await page.locator('#mcp-body .card-actions button').first().click();

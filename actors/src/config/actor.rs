@@ -158,10 +158,62 @@ pub struct SetPluginDisabled {
 #[rtype(result = "Result<Vec<String>, ConfigError>")]
 pub struct DisabledPlugins;
 
-/// Sets several settings at once, all or nothing; `null` deletes.
+/// Who changed a setting, as the history records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Author {
+    /// The owner, through the HTTP API or the WebUI.
+    Owner,
+    /// The owner, through the CLI socket (`waiter`'s `/set`).
+    Cli,
+    /// A plugin, through its settings capability.
+    Plugin(String),
+    /// The model, through an owner-only tool (`llm_source_use`).
+    Model,
+    /// The daemon itself (benchmarks, set-up).
+    Kernel,
+    /// The owner undoing history entry `id`.
+    Revert(i64),
+}
+
+impl Author {
+    /// The history's spelling: `owner`, `cli`, `plugin:<name>`, `model`, `kernel`,
+    /// `revert:<id>`.
+    pub fn label(&self) -> String {
+        match self {
+            Self::Owner => "owner".into(),
+            Self::Cli => "cli".into(),
+            Self::Plugin(p) => format!("plugin:{p}"),
+            Self::Model => "model".into(),
+            Self::Kernel => "kernel".into(),
+            Self::Revert(id) => format!("revert:{id}"),
+        }
+    }
+}
+
+/// Sets several settings at once, all or nothing; `null` deletes. Each real change is
+/// recorded in the history with its author.
 #[derive(Message)]
 #[rtype(result = "Result<Vec<super::Change>, ConfigError>")]
-pub struct UpdateSettings(pub BTreeMap<String, Value>);
+pub struct UpdateSettings(pub BTreeMap<String, Value>, pub Author);
+
+/// The settings history, newest first (`key` alone, or every key).
+#[derive(Message)]
+#[rtype(result = "Result<Vec<super::HistoryEntry>, ConfigError>")]
+pub struct GetHistory {
+    pub key: Option<String>,
+    pub limit: usize,
+}
+
+/// Undoes history entry `id` (its key set back to the value before it), or every
+/// change after `id`'s moment when `since` (going back to a point in time).
+#[derive(Message)]
+#[rtype(result = "Result<Vec<super::Change>, ConfigError>")]
+pub enum Revert {
+    /// One change.
+    Change(i64),
+    /// Every change after this moment (Unix ms), newest undone last.
+    Since(i64),
+}
 
 impl Handles<GetSettings> for ConfigActor {
     type Reply = Result<BTreeMap<String, Value>, ConfigError>;
@@ -245,10 +297,41 @@ impl Handles<GetSetting> for ConfigActor {
     }
 }
 
+impl Handles<GetHistory> for ConfigActor {
+    type Reply = Result<Vec<super::HistoryEntry>, ConfigError>;
+    fn handle(&mut self, m: GetHistory, _: &mut HostContext<Self>) -> Self::Reply {
+        self.store.history(m.key.as_deref(), m.limit)
+    }
+}
+
+impl Handles<Revert> for ConfigActor {
+    type Reply = Result<Vec<super::Change>, ConfigError>;
+    fn handle(&mut self, m: Revert, ctx: &mut HostContext<Self>) -> Self::Reply {
+        let (entries, id) = match m {
+            Revert::Change(id) => (
+                vec![self.store.history_entry(id)?.ok_or(ConfigError::NoSuchChange { id })?],
+                id,
+            ),
+            Revert::Since(at_ms) => (self.store.history_since(at_ms)?, 0),
+        };
+        // Per key, the value before the earliest change undone; secrets cannot be.
+        let mut back: BTreeMap<String, Value> = BTreeMap::new();
+        for e in &entries {
+            if e.secret {
+                return Err(ConfigError::SecretNotKept { key: e.key.clone() });
+            }
+            back.entry(e.key.clone())
+                .or_insert_with(|| e.old.clone().unwrap_or(Value::Null));
+        }
+        let by = Author::Revert(entries.first().map_or(id, |e| e.id));
+        self.handle(UpdateSettings(back, by), ctx)
+    }
+}
+
 impl Handles<UpdateSettings> for ConfigActor {
     type Reply = Result<Vec<super::Change>, ConfigError>;
-    fn handle(&mut self, UpdateSettings(map): UpdateSettings, _: &mut HostContext<Self>) -> Self::Reply {
-        let changes = self.store.set_many(map)?;
+    fn handle(&mut self, UpdateSettings(map, by): UpdateSettings, _: &mut HostContext<Self>) -> Self::Reply {
+        let changes = self.store.set_many_by(map, &by.label())?;
         let changes: Vec<_> = changes.into_iter().filter(|c| !c.is_noop()).collect();
         if changes.iter().any(|c| super::keys::AGENT_LANGUAGE.is(&c.key)) {
             self.apply_language();

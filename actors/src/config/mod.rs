@@ -59,8 +59,8 @@ mod settings;
 pub(crate) mod store;
 
 pub use actor::{
-    ConfigActor, DisabledPlugins, GetDefs, GetMaskedSetting, GetPluginDefs, GetRawSettings, GetSetting, GetSettings,
-    MASKED, ReadSettings, RegisterPluginDef, SetPluginDisabled, UpdateSettings,
+    Author, ConfigActor, DisabledPlugins, GetDefs, GetHistory, GetMaskedSetting, GetPluginDefs, GetRawSettings,
+    GetSetting, GetSettings, MASKED, ReadSettings, RegisterPluginDef, Revert, SetPluginDisabled, UpdateSettings,
 };
 pub use defs::{
     DEFAULT_SYSTEM_PROMPT, KeyInfo, LLM_PREFIX, LOG_LEVELS, PLUGIN_PREFIX, SOURCE_FIELDS, SOURCES_PREFIX, SettingDef,
@@ -72,7 +72,7 @@ pub use settings::{
     AgentConfig, CliConfig, DaemonConfig, EmbedderKind, HeartbeatConfig, InputLimits, LlmConfig, MediaConfig,
     MemoryConfig, Secret, SecretMap, SecurityConfig, SettingValue, Settings, SupervisionConfig,
 };
-pub use store::{Change, ConfigStore, DisabledPlugin, LLM_SNAPSHOT_FILE, PluginDef, PluginMeta};
+pub use store::{Change, ConfigStore, DisabledPlugin, HistoryEntry, LLM_SNAPSHOT_FILE, PluginDef, PluginMeta};
 
 /// Everything that can go wrong in the configuration registry. Messages are shown to the
 /// user as they are, so each one says what to do next.
@@ -154,6 +154,12 @@ pub enum ConfigError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// A history entry asked for by id does not exist.
+    #[error("no settings change #{id}; GET /api/v1/settings/history lists them")]
+    NoSuchChange { id: i64 },
+    /// A secret's old value is not kept, so its change cannot be undone.
+    #[error("`{key}` is a secret: its old value is not kept, so the change cannot be reverted; set it again instead")]
+    SecretNotKept { key: String },
     /// [`ConfigStore::restore_llm_snapshot`] found no snapshot.
     #[error(
         "no LLM settings snapshot at `{path}`; one is written automatically before every change to a `core.llm.*` setting"
@@ -187,6 +193,8 @@ impl ConfigError {
                 | Self::WrongType { .. }
                 | Self::NoSnapshot { .. }
                 | Self::BadSnapshot { .. }
+                | Self::NoSuchChange { .. }
+                | Self::SecretNotKept { .. }
         )
     }
 

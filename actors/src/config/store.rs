@@ -27,7 +27,10 @@ const SNAPSHOT_FORMAT: u64 = 1;
 
 /// Schema migrations, in order. Append new files; never edit a released one
 /// (rusqlite_migration tracks the applied count in `PRAGMA user_version`).
-const MIGRATION_LIST: &[M<'static>] = &[M::up(include_str!("../../../migrations/config/0001_init.sql"))];
+const MIGRATION_LIST: &[M<'static>] = &[
+    M::up(include_str!("../../../migrations/config/0001_init.sql")),
+    M::up(include_str!("../../../migrations/config/0002_history.sql")),
+];
 const MIGRATIONS: Migrations<'static> = Migrations::from_slice(MIGRATION_LIST);
 
 /// The settings database's migrations (for [`crate::schema`]).
@@ -58,6 +61,33 @@ impl Change {
     pub fn is_noop(&self) -> bool {
         self.old == self.new
     }
+}
+
+/// One recorded settings change (`GET /api/v1/settings/history`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct HistoryEntry {
+    pub id: i64,
+    pub at_ms: i64,
+    pub key: String,
+    /// The value in force before (`None`: a secret, whose values are not kept, or none).
+    pub old: Option<Value>,
+    pub new: Option<Value>,
+    pub secret: bool,
+    /// Who: `owner`, `cli`, `plugin:<name>`, `model`, `revert:<id>`, `kernel`.
+    pub author: String,
+}
+
+fn history_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<HistoryEntry> {
+    let json = |s: Option<String>| s.and_then(|s| serde_json::from_str(&s).ok());
+    Ok(HistoryEntry {
+        id: r.get(0)?,
+        at_ms: r.get(1)?,
+        key: r.get(2)?,
+        old: json(r.get(3)?),
+        new: json(r.get(4)?),
+        secret: r.get(5)?,
+        author: r.get(6)?,
+    })
 }
 
 /// What a plugin declared about one of its settings besides the default.
@@ -467,6 +497,52 @@ impl ConfigStore {
         I: IntoIterator<Item = (K, Value)>,
         K: Into<String>,
     {
+        self.write_many(entries, None)
+    }
+
+    /// [`ConfigStore::set_many`], recording each real change in the history with its
+    /// author (`owner`, `cli`, `plugin:<name>`, `model`, …), in the same transaction.
+    pub fn set_many_by<I, K>(&mut self, entries: I, author: &str) -> Result<Vec<Change>, ConfigError>
+    where
+        I: IntoIterator<Item = (K, Value)>,
+        K: Into<String>,
+    {
+        self.write_many(entries, Some(author))
+    }
+
+    /// The history, newest first: every change of `key` (or of any key), at most `limit`.
+    pub fn history(&self, key: Option<&str>, limit: usize) -> Result<Vec<HistoryEntry>, ConfigError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id, at_ms, key, old, new, secret, author FROM history
+             WHERE (?1 IS NULL OR key = ?1) ORDER BY id DESC LIMIT ?2",
+        )?;
+        let rows = stmt.query_map(params![key, limit as i64], history_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// One history entry.
+    pub fn history_entry(&self, id: i64) -> Result<Option<HistoryEntry>, ConfigError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT id, at_ms, key, old, new, secret, author FROM history WHERE id = ?1")?;
+        let mut rows = stmt.query_map([id], history_row)?;
+        Ok(rows.next().transpose()?)
+    }
+
+    /// The entries after `at_ms`, oldest first (what going back to that moment undoes).
+    pub fn history_since(&self, at_ms: i64) -> Result<Vec<HistoryEntry>, ConfigError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id, at_ms, key, old, new, secret, author FROM history WHERE at_ms > ?1 ORDER BY id",
+        )?;
+        let rows = stmt.query_map([at_ms], history_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn write_many<I, K>(&mut self, entries: I, author: Option<&str>) -> Result<Vec<Change>, ConfigError>
+    where
+        I: IntoIterator<Item = (K, Value)>,
+        K: Into<String>,
+    {
         let mut plan = Vec::new();
         for (key, value) in entries {
             let key = key.into();
@@ -486,13 +562,29 @@ impl ConfigStore {
             let old = effective(&tx, &self.defs, &self.plugin_defaults, &p.key, &p.target)?;
             write(&tx, &p.target, &p.key, &p.value, p.secret, now)?;
             let new = effective(&tx, &self.defs, &self.plugin_defaults, &p.key, &p.target)?;
-            changes.push(Change {
+            let change = Change {
                 reset: p.value.is_null(),
                 key: p.key,
                 old,
                 new,
                 secret: p.secret,
-            });
+            };
+            if let Some(author) = author.filter(|_| !change.is_noop()) {
+                // A secret's values stay out of the history (they would outlive a rotation).
+                let text = |v: &Option<Value>| v.as_ref().filter(|_| !change.secret).map(Value::to_string);
+                tx.execute(
+                    "INSERT INTO history (at_ms, key, old, new, secret, author) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    params![
+                        crate::clock::now_ms(),
+                        change.key,
+                        text(&change.old),
+                        text(&change.new),
+                        change.secret,
+                        author
+                    ],
+                )?;
+            }
+            changes.push(change);
         }
         tx.commit()?;
         Ok(changes)

@@ -358,7 +358,7 @@ impl Manager {
                     .map(|s| s.config.model.clone())
                     .unwrap_or_default();
                 self.config
-                    .send(crate::config::UpdateSettings(changes))
+                    .send(crate::config::UpdateSettings(changes, crate::config::Author::Model))
                     .await
                     .map_err(unavailable("settings actor"))?
                     .map_err(|e| MgrError::Unavailable {

@@ -177,7 +177,7 @@ impl KernelServices {
     pub(super) async fn settings(&self, manifest: &Manifest, req: R) -> Result<Value, RpcError> {
         let method = req.method();
         if method.starts_with("llm.") {
-            return self.llm_sources(req).await;
+            return self.llm_sources(manifest, req).await;
         }
         let config = need("the settings", &self.config)?;
         let gone = |e: crate::addr::SendError| unavailable(method, e);
@@ -193,7 +193,10 @@ impl KernelServices {
                     )));
                 }
                 let changes = config
-                    .send(UpdateSettings(BTreeMap::from([(key, value)])))
+                    .send(UpdateSettings(
+                        BTreeMap::from([(key, value)]),
+                        crate::config::Author::Plugin(me.to_owned()),
+                    ))
                     .await
                     .map_err(gone)?
                     .map_err(cfg)?;
@@ -315,7 +318,7 @@ impl KernelServices {
         }
     }
 
-    async fn llm_sources(&self, req: R) -> Result<Value, RpcError> {
+    async fn llm_sources(&self, manifest: &Manifest, req: R) -> Result<Value, RpcError> {
         let method = req.method();
         let llm = need("the LLM sources", &self.llm)?;
         let gone = |e: crate::addr::SendError| unavailable(method, e);
@@ -359,7 +362,10 @@ impl KernelServices {
                     let config = need("the settings", &self.config)?;
                     let key = format!("{SOURCES_PREFIX}{name}.priority");
                     config
-                        .send(UpdateSettings(BTreeMap::from([(key, json!(priority))])))
+                        .send(UpdateSettings(
+                            BTreeMap::from([(key, json!(priority))]),
+                            crate::config::Author::Plugin(manifest.name.clone()),
+                        ))
                         .await
                         .map_err(gone)?
                         .map_err(|e| config_error(method, e))?;
