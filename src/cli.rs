@@ -79,6 +79,15 @@ impl RunArgs {
     }
 }
 
+/// What `homed service` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ServiceAction {
+    /// Write the unit and start it (or print it where no user systemd answers).
+    Install,
+    /// Stop, disable and remove the unit.
+    Uninstall,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the daemon (the default when no subcommand is given).
@@ -103,6 +112,15 @@ pub enum Command {
     Restore {
         /// The archive `homed backup` wrote.
         file: std::path::PathBuf,
+    },
+    /// `homed service install|uninstall [--print]`: run homed as a systemd user service
+    /// (a `Type=notify` unit with a watchdog fed by the heartbeat), or print the unit.
+    Service {
+        /// install or uninstall.
+        action: ServiceAction,
+        /// Print the unit instead of installing it.
+        #[arg(long)]
+        print: bool,
     },
     /// `homed rollback [--data DIR]`: put the newest snapshot back (the one taken before
     /// the last upgrade, in DATA/snapshots); the daemon must be stopped.

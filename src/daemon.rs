@@ -198,6 +198,44 @@ pub async fn boot(args: &RunArgs) -> anyhow::Result<(DataLock, Arc<KernelState>)
 
 /// `args` with its data dir made absolute (plugins and the CLI socket get paths that
 /// do not depend on the working directory).
+/// The systemd unit for this binary on `args`' data dir and address, with the data
+/// dir's heartbeat interval and shutdown budget (read without opening it for writing;
+/// the defaults when it has none yet).
+pub fn service_unit(args: &RunArgs) -> anyhow::Result<String> {
+    let exe = std::env::current_exe().context("cannot tell where this homed binary is")?;
+    let args = with_absolute_data(args.clone());
+    let settings =
+        rusqlite::Connection::open_with_flags(args.data.join("config.db"), rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .ok()
+            .and_then(|c| {
+                let mut stmt = c.prepare("SELECT key, value FROM config").ok()?;
+                let rows: Vec<(String, String)> = stmt
+                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .ok()?
+                    .filter_map(Result::ok)
+                    .collect();
+                Some(rows)
+            })
+            .unwrap_or_default();
+    let mut s = Settings::default();
+    for (k, v) in settings {
+        let Ok(v) = serde_json::from_str(&v) else { continue };
+        if keys::DAEMON_HEARTBEAT_INTERVAL.is(&k) {
+            s = s.with(keys::DAEMON_HEARTBEAT_INTERVAL, v);
+        } else if keys::DAEMON_SHUTDOWN_TIMEOUT.is(&k) {
+            s = s.with(keys::DAEMON_SHUTDOWN_TIMEOUT, v);
+        }
+    }
+    let d = DaemonConfig::read(&s);
+    Ok(crate::service::unit(
+        &exe,
+        &args.data,
+        &args.listen.to_string(),
+        d.heartbeat_interval,
+        d.shutdown_timeout,
+    ))
+}
+
 fn with_absolute_data(args: RunArgs) -> RunArgs {
     RunArgs {
         data: std::path::absolute(&args.data).unwrap_or_else(|_| args.data.clone()),
@@ -410,6 +448,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     state.bus.publish(Event::Daemon {
         phase: DaemonPhase::Ready,
     });
+    // A service manager that started us (Type=notify) learns we serve.
+    crate::service::notify("READY=1");
 
     let mut root_exit = state.root_exit.lock().take().context("root supervisor missing")?;
     let fatal = tokio::select! {
@@ -423,6 +463,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     state.bus.publish(Event::Daemon {
         phase: DaemonPhase::Stopping,
     });
+    crate::service::notify("STOPPING=1");
     server_handle.stop(true).await;
     let _ = server_task.await;
     if fatal.is_none() {

@@ -320,6 +320,8 @@ impl Handles<Beat> for Heartbeat {
                     tracing::info!(path = %self.path.display(), "heartbeat file writable again");
                 }
                 self.failures = 0;
+                // The service manager's watchdog is fed by the same proof of life.
+                crate::service::notify("WATCHDOG=1");
             }
             Err(e) => {
                 if self.failures == 0 {

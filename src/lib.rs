@@ -49,6 +49,7 @@ pub mod logring;
 pub mod metrics;
 pub mod scripted_vendor;
 pub mod selftest;
+pub mod service;
 pub mod telemetry;
 pub mod turn_stream;
 pub mod upgrade;

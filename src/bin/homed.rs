@@ -85,6 +85,24 @@ fn main() -> std::process::ExitCode {
             }
         };
     }
+    if let Some(Command::Service { action, print }) = &cli.command {
+        let result = match action {
+            homeagent::cli::ServiceAction::Install => homeagent::daemon::service_unit(&cli.run)
+                .map_err(|e| format!("{e:#}"))
+                .and_then(|unit| homeagent::service::install(&unit, *print)),
+            homeagent::cli::ServiceAction::Uninstall => homeagent::service::uninstall(),
+        };
+        return match result {
+            Ok(text) => {
+                println!("{text}");
+                std::process::ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("homed: {e}");
+                std::process::ExitCode::FAILURE
+            }
+        };
+    }
     if let Some(Command::Rollback) = &cli.command {
         let data = &cli.run.data;
         // Never under a running daemon: it holds the data dir's lock.
@@ -269,6 +287,7 @@ fn main() -> std::process::ExitCode {
             Command::Plugin { .. }
             | Command::Token { .. }
             | Command::Rollback
+            | Command::Service { .. }
             | Command::Backup { .. }
             | Command::Restore { .. },
         ) => unreachable!("handled above"),

@@ -81,6 +81,7 @@ fn def_json(d: &SettingDef) -> Value {
 
 /// Query of `GET /api/v1/settings/history`.
 #[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct HistoryParams {
     /// Only this setting's changes.
     key: Option<String>,
@@ -119,6 +120,7 @@ pub async fn revert_one(state: web::Data<AppState>, id: web::Path<i64>) -> Resul
 
 /// Query of `POST /api/v1/settings/history/revert`.
 #[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct RevertSince {
     /// Go back to this moment (Unix ms): every change after it is undone.
     to: i64,
