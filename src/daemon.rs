@@ -458,6 +458,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             None
         }
         exit = &mut root_exit => Some(exit.unwrap_or(Exit::Panic("root supervisor vanished".into()))),
+        () = crate::service::restart_requested() => {
+            tracing::info!("restart requested: shutting down (at most {shutdown_timeout:?}), then exiting with {} for the service manager", crate::service::RESTART_EXIT_CODE);
+            None
+        }
     };
 
     state.bus.publish(Event::Daemon {

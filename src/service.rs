@@ -138,6 +138,32 @@ pub fn uninstall() -> Result<String, String> {
     Ok(format!("removed {}", path.display()))
 }
 
+/// Set once a restart was asked for (`POST /api/v1/daemon/restart`).
+static RESTART_ASKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static RESTART: std::sync::LazyLock<tokio::sync::Notify> = std::sync::LazyLock::new(tokio::sync::Notify::new);
+
+/// Asks the daemon to stop gracefully and exit with [`RESTART_EXIT_CODE`], which a
+/// service manager (the unit's `RestartForceExitStatus`) answers by starting it again.
+pub fn request_restart() {
+    RESTART_ASKED.store(true, std::sync::atomic::Ordering::SeqCst);
+    RESTART.notify_one();
+}
+
+/// Resolves once a restart was asked for.
+pub async fn restart_requested() {
+    RESTART.notified().await;
+}
+
+/// Whether the daemon stopped to be restarted.
+pub fn restart_was_requested() -> bool {
+    RESTART_ASKED.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// Whether a service manager that listens to us started this process.
+pub fn under_service_manager() -> bool {
+    std::env::var_os("NOTIFY_SOCKET").is_some()
+}
+
 /// Tells the service manager `state` (`READY=1`, `WATCHDOG=1`, `STOPPING=1`) when it
 /// asked to be told (`NOTIFY_SOCKET`); silent otherwise. Errors are not the daemon's
 /// problem: a manager that stopped listening restarts it anyway.

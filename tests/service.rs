@@ -96,3 +96,56 @@ fn the_daemon_tells_a_service_manager_it_is_ready_alive_and_stopping() {
     }
     assert!(stopping, "no STOPPING=1 after SIGTERM");
 }
+
+/// `POST /api/v1/daemon/restart`: the daemon stops gracefully and exits with 75, the
+/// status its unit's `RestartForceExitStatus` answers by starting it again.
+#[test]
+fn a_restart_asked_for_ends_the_process_with_the_status_the_unit_restarts_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_homed"))
+        .args(["--data", data.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let addr = loop {
+        if let Ok(a) = std::fs::read_to_string(data.join("http-address")) {
+            if !a.trim().is_empty() && std::fs::metadata(data.join("api-token")).is_ok() {
+                break a.trim().to_owned();
+            }
+        }
+        assert!(Instant::now() < deadline, "homed never named its address");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let token = std::fs::read_to_string(data.join("api-token")).unwrap();
+    let client = reqwest::blocking::Client::new();
+    let url = format!("http://{addr}/api/v1/daemon/restart");
+    let r = loop {
+        match client.post(&url).bearer_auth(token.trim()).send() {
+            Ok(r) => break r,
+            Err(e) => {
+                assert!(Instant::now() < deadline, "{e}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    };
+    assert_eq!(r.status().as_u16(), 202);
+    let body: serde_json::Value = r.json().unwrap();
+    assert_eq!(body["service_manager"], false, "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("start it again yourself"),
+        "{body}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(Instant::now() < deadline, "homed did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(75));
+}

@@ -172,7 +172,13 @@ fn main() -> std::process::ExitCode {
     homeagent::daemon::init_logging();
     let system = actix_rt::System::new();
     let result = match cli.command {
-        None | Some(Command::Run) => system.block_on(homeagent::daemon::run(cli.run)),
+        None | Some(Command::Run) => {
+            let r = system.block_on(homeagent::daemon::run(cli.run));
+            if r.is_ok() && homeagent::service::restart_was_requested() {
+                return std::process::ExitCode::from(homeagent::service::RESTART_EXIT_CODE as u8);
+            }
+            r
+        }
         Some(Command::Bench {
             what: BenchCommand::Mailbox { messages, rounds },
         }) => system.block_on(homeagent::bench::mailbox(messages, rounds)),

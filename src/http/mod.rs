@@ -93,7 +93,7 @@ pub struct AppState {
         api::healthz, ready::readyz, api::actors, api::restart, api::get_settings, api::put_settings, sse::events,
         agent::post_message, agent::post_stop, agent::get_tasks, agent::get_sources, agent::get_presets, agent::get_security,
         agent::get_context, agent::get_documents, agent::get_plugins, agent::plugin_action, agent::plugin_api, agent::install_plugin, agent::run_heartbeat, clock::get_clock, clock::advance, approvals::list, approvals::audit, approvals::answer, inbox::list, inbox::retry, inbox::discard, usage::usage, agent::memory_status, agent::get_graph, import::import_history, history::history, history::list_conversations, agent::post_new_chat, logs::logs,
-        settings::definitions, settings::history, settings::revert_one, settings::revert_since, settings::test_source, plugins::plugin_tools, plugins::uninstall,
+        api::restart_daemon, settings::definitions, settings::history, settings::revert_one, settings::revert_since, settings::test_source, plugins::plugin_tools, plugins::uninstall,
         memory::delete_document, memory::edit_relation, memory::delete_relation, memory::get_knowledge, memory::add_knowledge, memory::delete_knowledge,
         residents::list, residents::restart, residents::destroy,
         media::list, media::get, media::data, media::delete,
@@ -180,6 +180,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/settings", web::put().to(api::put_settings))
                 .route("/settings/definitions", web::get().to(settings::definitions))
                 .route("/settings/history", web::get().to(settings::history))
+                .route("/daemon/restart", web::post().to(api::restart_daemon))
                 .route("/settings/history/{id}/revert", web::post().to(settings::revert_one))
                 .route("/settings/history/revert", web::post().to(settings::revert_since))
                 .route("/events", web::get().to(sse::events))
