@@ -112,10 +112,11 @@ fn a_restart_asked_for_ends_the_process_with_the_status_the_unit_restarts_on() {
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     let addr = loop {
-        if let Ok(a) = std::fs::read_to_string(data.join("http-address")) {
-            if !a.trim().is_empty() && std::fs::metadata(data.join("api-token")).is_ok() {
-                break a.trim().to_owned();
-            }
+        if let Ok(a) = std::fs::read_to_string(data.join("http-address"))
+            && !a.trim().is_empty()
+            && std::fs::metadata(data.join("api-token")).is_ok()
+        {
+            break a.trim().to_owned();
         }
         assert!(Instant::now() < deadline, "homed never named its address");
         std::thread::sleep(Duration::from_millis(50));
