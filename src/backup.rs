@@ -100,6 +100,20 @@ fn files_under(root: &Path) -> Vec<PathBuf> {
     out
 }
 
+fn rerr(p: &Path, reason: String) -> BackupError {
+    BackupError::Read {
+        path: p.display().to_string(),
+        reason,
+    }
+}
+
+fn werr(p: &Path, reason: String) -> BackupError {
+    BackupError::Write {
+        path: p.display().to_string(),
+        reason,
+    }
+}
+
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -108,14 +122,6 @@ fn now_ms() -> u64 {
 
 /// Writes the archive of `data` to `file`; answers what it holds.
 pub fn backup(data: &Path, file: &Path) -> Result<Manifest, BackupError> {
-    let werr = |p: &Path, e: String| BackupError::Write {
-        path: p.display().to_string(),
-        reason: e,
-    };
-    let rerr = |p: &Path, e: String| BackupError::Read {
-        path: p.display().to_string(),
-        reason: e,
-    };
     if !data.join("config.db").is_file() {
         return Err(rerr(
             &data.join("config.db"),
@@ -179,14 +185,6 @@ fn inside(name: &str) -> Option<PathBuf> {
 
 /// Unpacks the archive `file` into `data` (new or empty), checked before it is used.
 pub fn restore(file: &Path, data: &Path) -> Result<Manifest, BackupError> {
-    let rerr = |p: &Path, e: String| BackupError::Read {
-        path: p.display().to_string(),
-        reason: e,
-    };
-    let werr = |p: &Path, e: String| BackupError::Write {
-        path: p.display().to_string(),
-        reason: e,
-    };
     if data.exists() && std::fs::read_dir(data).map(|mut d| d.next().is_some()).unwrap_or(true) {
         return Err(BackupError::NotEmpty(data.display().to_string()));
     }

@@ -161,6 +161,12 @@ fn prepare(args: &RunArgs) -> anyhow::Result<(DataLock, BootSettings, Settings)>
             "the data directory was upgraded; `homed rollback` puts the snapshot back"
         );
     }
+    if upgraded.pruned > 0 {
+        tracing::info!(
+            pruned = upgraded.pruned,
+            "old upgrade snapshots removed (the newest are kept)"
+        );
+    }
     // A plugin install killed mid-unpack left its staging folder: nothing else will.
     for (path, bytes) in homeagent_actors::plugins::package::clean_staging(&args.data.join("plugins")) {
         tracing::info!(path = %path.display(), bytes, "removed a plugin install's leftover staging folder");
@@ -204,28 +210,7 @@ pub async fn boot(args: &RunArgs) -> anyhow::Result<(DataLock, Arc<KernelState>)
 pub fn service_unit(args: &RunArgs) -> anyhow::Result<String> {
     let exe = std::env::current_exe().context("cannot tell where this homed binary is")?;
     let args = with_absolute_data(args.clone());
-    let settings =
-        rusqlite::Connection::open_with_flags(args.data.join("config.db"), rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .ok()
-            .and_then(|c| {
-                let mut stmt = c.prepare("SELECT key, value FROM config").ok()?;
-                let rows: Vec<(String, String)> = stmt
-                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-                    .ok()?
-                    .filter_map(Result::ok)
-                    .collect();
-                Some(rows)
-            })
-            .unwrap_or_default();
-    let mut s = Settings::default();
-    for (k, v) in settings {
-        let Ok(v) = serde_json::from_str(&v) else { continue };
-        if keys::DAEMON_HEARTBEAT_INTERVAL.is(&k) {
-            s = s.with(keys::DAEMON_HEARTBEAT_INTERVAL, v);
-        } else if keys::DAEMON_SHUTDOWN_TIMEOUT.is(&k) {
-            s = s.with(keys::DAEMON_SHUTDOWN_TIMEOUT, v);
-        }
-    }
+    let s = ConfigStore::peek(&args.data.join("config.db")).unwrap_or_default();
     let d = DaemonConfig::read(&s);
     Ok(crate::service::unit(
         &exe,

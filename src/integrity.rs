@@ -27,13 +27,13 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 /// The kernel's databases, relative to the data dir, with the part of the daemon each
-/// one holds (named in the refusal, so the owner knows what starting it empty loses).
-pub const KERNEL_DATABASES: &[(&str, &str)] = &[
-    ("config.db", "settings"),
-    ("inbox.db", "inbox of acknowledged inputs"),
-    ("memory/memory.db", "memory (context window, documents, images)"),
-    ("memory/graph.db", "graph memory"),
-];
+/// one holds (named in the refusal, so the owner knows what starting it empty loses):
+/// the one list the upgrade gate uses too (`homeagent_actors::schema`).
+fn kernel_databases() -> impl Iterator<Item = (&'static str, &'static str)> {
+    homeagent_actors::schema::databases()
+        .into_iter()
+        .map(|d| (d.file, d.holds))
+}
 
 /// The manifest of what each kernel database held at the last successful start.
 pub const MANIFEST: &str = "databases.json";
@@ -179,7 +179,7 @@ pub fn check_data_dir(data: &Path) -> Result<(), IntegrityError> {
             }
         })
         .unwrap_or_default();
-    for &(name, tier) in KERNEL_DATABASES {
+    for (name, tier) in kernel_databases() {
         let path = data.join(name);
         let recorded = manifest.databases.get(name).copied().unwrap_or(0);
         let state = match std::fs::metadata(&path) {
@@ -280,9 +280,8 @@ fn plugin_databases(data: &Path) -> Vec<PathBuf> {
 /// the manifest whole (a temporary file renamed), so a crash never leaves half of it.
 pub fn write_manifest(data: &Path) -> Result<(), IntegrityError> {
     let manifest = Manifest {
-        databases: KERNEL_DATABASES
-            .iter()
-            .filter_map(|&(name, _)| size_of(&data.join(name)).map(|b| (name.to_owned(), b)))
+        databases: kernel_databases()
+            .filter_map(|(name, _)| size_of(&data.join(name)).map(|b| (name.to_owned(), b)))
             .collect(),
     };
     let path = data.join(MANIFEST);

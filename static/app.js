@@ -126,16 +126,14 @@
     return window.HA ? window.HA.t(key, vars) : key;
   }
 
-  /** Like `tx`, with `fallback` for a key the catalog does not have (a status the
-   *  daemon added later shows as itself, not as its key). */
+  /** The catalog's `HA.trOr` (a key it lacks shows as `fallback`). */
   function trOr(key, fallback) {
-    const s = tx(key);
-    return s === key ? fallback : s;
+    return window.HA ? window.HA.trOr(key, fallback) : fallback;
   }
 
-  /** A state word (running, backoff, …) in the page's language; an unknown one as itself. */
+  /** The catalog's `HA.stateWord` (running, backoff, … in the page's language). */
   function stateWord(st) {
-    return trOr("state." + st, st);
+    return window.HA ? window.HA.stateWord(st) : st;
   }
 
   function setMode(m, detail) {
@@ -1890,9 +1888,10 @@
       const r = await sendJson("PUT", "/api/v1/settings", { "core.agent.language": next });
       if (!r.ok) {
         window.HA.setLang(before);
-        bannerEl.textContent = tx("lang.failed", { error: r.error });
+        const said = tx("lang.failed", { error: r.error });
+        bannerEl.textContent = said;
         bannerEl.hidden = false;
-        setTimeout(() => { if (bannerEl.textContent.startsWith(tx("lang.failed", { error: "" }).slice(0, 6))) bannerEl.hidden = true; }, 8000);
+        setTimeout(() => { if (bannerEl.textContent === said) bannerEl.hidden = true; }, 8000);
       }
     });
   }

@@ -1043,6 +1043,18 @@
     return nav || (lang === "zh" ? "zh-CN" : "en");
   }
 
+  /** `t(key)`, or `fallback` when the catalog has no such key (a word the daemon
+   *  added later shows as itself, not as its key). */
+  function trOr(key, fallback) {
+    const s = t(key);
+    return s === key ? fallback : s;
+  }
+
+  /** A state word (running, backoff, …) in the page's language; an unknown one as itself. */
+  function stateWord(st) {
+    return trOr("state." + st, st);
+  }
+
   /** A description in the page's language: `o.description_zh` in Chinese when the
    *  daemon's catalog has one, the English otherwise. */
   function desc(o) {
@@ -1051,6 +1063,6 @@
   }
 
   window.HA = Object.assign(window.HA || {}, {
-    t, applyI18n, setLang, lang: () => lang, locale, desc, STRINGS,
+    t, trOr, stateWord, applyI18n, setLang, lang: () => lang, locale, desc, STRINGS,
   });
 })();

@@ -12,10 +12,8 @@
 
 (function () {
   const t = (k, v) => window.HA.t(k, v);
-  /** `t(key)`, or `fallback` when the catalog has no such key (a word the daemon
-   *  added later shows as itself, not as its key). */
-  const trOr = (key, fallback) => { const s = t(key); return s === key ? fallback : s; };
-  const stateWord = (st) => trOr("state." + st, st);
+  const trOr = window.HA.trOr;
+  const stateWord = window.HA.stateWord;
   const desc = (o) => window.HA.desc(o);
   /** A description as nodes: `names` in backticks become code (they are names of
    *  arguments, settings or commands, written the same in every language). */

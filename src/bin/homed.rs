@@ -49,91 +49,60 @@ fn main() -> std::process::ExitCode {
             }
         };
     }
-    if let Some(Command::Backup { file }) = &cli.command {
-        return match homeagent::backup::backup(&cli.run.data, file) {
-            Ok(m) => {
-                println!(
-                    "wrote {}: {} files, {} databases copied consistently (homed {})",
-                    file.display(),
-                    m.files,
-                    m.databases.len(),
-                    m.homed
-                );
-                std::process::ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("homed: {e}");
-                std::process::ExitCode::FAILURE
-            }
-        };
-    }
-    if let Some(Command::Restore { file }) = &cli.command {
-        return match homeagent::backup::restore(file, &cli.run.data) {
-            Ok(m) => {
-                println!(
-                    "restored {} files into {} (written by homed {}); start homed with --data {}",
-                    m.files,
-                    cli.run.data.display(),
-                    m.homed,
-                    cli.run.data.display()
-                );
-                std::process::ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("homed: {e}");
-                std::process::ExitCode::FAILURE
-            }
-        };
-    }
-    if let Some(Command::Service { action, print }) = &cli.command {
-        let result = match action {
+    // The one-shot subcommands: their answer on stdout, or `homed: <why>` and failure.
+    let one_shot: Option<Result<String, String>> = match &cli.command {
+        Some(Command::Backup { file }) => Some(
+            homeagent::backup::backup(&cli.run.data, file)
+                .map(|m| {
+                    format!(
+                        "wrote {}: {} files, {} databases copied consistently (homed {})",
+                        file.display(),
+                        m.files,
+                        m.databases.len(),
+                        m.homed
+                    )
+                })
+                .map_err(|e| e.to_string()),
+        ),
+        Some(Command::Restore { file }) => Some(
+            homeagent::backup::restore(file, &cli.run.data)
+                .map(|m| {
+                    format!(
+                        "restored {} files into {} (written by homed {}); start homed with --data {}",
+                        m.files,
+                        cli.run.data.display(),
+                        m.homed,
+                        cli.run.data.display()
+                    )
+                })
+                .map_err(|e| e.to_string()),
+        ),
+        Some(Command::Service { action, print }) => Some(match action {
             homeagent::cli::ServiceAction::Install => homeagent::daemon::service_unit(&cli.run)
                 .map_err(|e| format!("{e:#}"))
                 .and_then(|unit| homeagent::service::install(&unit, *print)),
             homeagent::cli::ServiceAction::Uninstall => homeagent::service::uninstall(),
-        };
+        }),
+        // Never under a running daemon: it holds the data dir's lock.
+        Some(Command::Rollback) => Some(
+            homeagent::lockfile::DataLock::acquire(&cli.run.data)
+                .map_err(|e| e.to_string())
+                .and_then(|_lock| homeagent::upgrade::rollback(&cli.run.data).map_err(|e| e.to_string())),
+        ),
+        Some(Command::Token { rotate }) => Some(
+            if *rotate {
+                homeagent::auth::rotate_token(&cli.run.data)
+            } else {
+                homeagent::auth::read_token(&cli.run.data)
+            }
+            .map_err(|e| e.to_string()),
+        ),
+        _ => None,
+    };
+    if let Some(result) = one_shot {
         return match result {
             Ok(text) => {
                 println!("{text}");
-                std::process::ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("homed: {e}");
-                std::process::ExitCode::FAILURE
-            }
-        };
-    }
-    if let Some(Command::Rollback) = &cli.command {
-        let data = &cli.run.data;
-        // Never under a running daemon: it holds the data dir's lock.
-        let _lock = match homeagent::lockfile::DataLock::acquire(data) {
-            Ok(l) => l,
-            Err(e) => {
-                eprintln!("homed: {e}");
-                return std::process::ExitCode::FAILURE;
-            }
-        };
-        return match homeagent::upgrade::rollback(data) {
-            Ok(done) => {
-                println!("{done}");
-                std::process::ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("homed: {e}");
-                std::process::ExitCode::FAILURE
-            }
-        };
-    }
-    if let Some(Command::Token { rotate }) = &cli.command {
-        let data = &cli.run.data;
-        let result = if *rotate {
-            homeagent::auth::rotate_token(data)
-        } else {
-            homeagent::auth::read_token(data)
-        };
-        return match result {
-            Ok(token) => {
-                println!("{token}");
                 std::process::ExitCode::SUCCESS
             }
             Err(e) => {

@@ -691,19 +691,7 @@ pub async fn install_embedder(state: web::Data<AppState>) -> Result<HttpResponse
                 tracing::info!(dir = %dir.display(), "the local embedder is set up; loading it");
                 // The same path a settings change takes: the embedder looks again and
                 // finds DATA/models/embedder.
-                match config.send(homeagent_actors::config::ReadSettings).await {
-                    Ok(Ok(all)) => {
-                        let cfg = homeagent_actors::memory::embed::embed_config(
-                            &homeagent_actors::config::MemoryConfig::read(&all),
-                        );
-                        let _ = embedder
-                            .send(homeagent_actors::memory::embed::actor::Reconfigure(cfg))
-                            .await;
-                    }
-                    _ => tracing::error!(
-                        "the embedder was set up but the settings could not be read to load it; restart homed"
-                    ),
-                }
+                homeagent_actors::memory::embed::actor::reload_from_settings(&config, &embedder).await;
             }
             Err(e) => tracing::warn!("setting up the local embedder failed: {e}"),
         }

@@ -157,15 +157,8 @@ impl SettingsRelay {
         };
         let config = self.config.clone();
         ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(async move {
-            match config.send(ReadSettings).await {
-                Ok(Ok(all)) => {
-                    tracing::info!("embedder settings changed: reconfiguring");
-                    let cfg = crate::memory::embed::embed_config(&MemoryConfig::read(&all));
-                    let _ = embedder.send(crate::memory::embed::actor::Reconfigure(cfg)).await;
-                }
-                Ok(Err(e)) => tracing::error!("cannot read settings to apply a change: {e}"),
-                Err(e) => tracing::error!("cannot reach the settings actor to apply a change: {e}"),
-            }
+            tracing::info!("embedder settings changed: reconfiguring");
+            crate::memory::embed::actor::reload_from_settings(&config, &embedder).await;
         }));
     }
 

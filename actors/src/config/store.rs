@@ -188,6 +188,16 @@ impl ConfigStore {
         Self::init(conn, data_dir, true)
     }
 
+    /// The core settings stored in the database at `path`, read without writing: no
+    /// migration, no seeding (a key not stored reads as its default). `None` when it
+    /// cannot be read. For command-line questions about a data dir that a daemon may be
+    /// using, or that the upgrade gate has not looked at yet (`open` would migrate it
+    /// without the snapshot the gate takes first).
+    pub fn peek(path: &Path) -> Option<super::Settings> {
+        let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).ok()?;
+        read_table(&conn, "config").ok().map(super::Settings::new)
+    }
+
     /// Opens a private in-memory database (tests, and runs that must not persist).
     /// The LLM snapshot is still written to `data_dir`.
     pub fn open_in_memory(data_dir: &Path) -> Result<Self, ConfigError> {

@@ -486,6 +486,23 @@ impl Handles<EmbedTexts> for EmbedderActor {
     }
 }
 
+/// Has the embedder look again with the settings in force now: what a change of its
+/// settings does, and what a finished set-up of the local model needs (the files it
+/// looks for are there now). Logs instead of failing: the caller has nobody to tell.
+pub async fn reload_from_settings(
+    config: &crate::addr::TAddr<crate::config::ConfigActor>,
+    embedder: &crate::addr::TAddr<EmbedderActor>,
+) {
+    match config.send(crate::config::ReadSettings).await {
+        Ok(Ok(all)) => {
+            let cfg = super::embed_config(&crate::config::MemoryConfig::read(&all));
+            let _ = embedder.send(Reconfigure(cfg)).await;
+        }
+        Ok(Err(e)) => tracing::error!("cannot read settings to reconfigure the embedder: {e}"),
+        Err(e) => tracing::error!("cannot reach the settings actor to reconfigure the embedder: {e}"),
+    }
+}
+
 /// New settings: rebuild the embedder; a new space starts a background recompute.
 #[derive(Message)]
 #[rtype(result = "()")]

