@@ -942,6 +942,7 @@ async fn start_agent(
         .await?;
     // The current settings from the start (the relay keeps them current).
     let settings = config.send(ReadSettings).await??;
+    let persona = Arc::new(homeagent_actors::agent::persona::PersonaFile::new(&s.data_dir));
     let deps = Arc::new(TaskDeps {
         registry: s.registry.clone(),
         bus: s.bus.clone(),
@@ -960,6 +961,7 @@ async fn start_agent(
         channels: Channels::builtin(),
         skills_index: Default::default(),
         settings: parking_lot::RwLock::new(agent_settings(&settings)),
+        persona: Some(persona.clone()),
         firewall: s.firewall.clone(),
         media: Some(memory.media.clone()),
         // None: the main agent's tool snapshot stays the registry's own, so the tool
@@ -975,6 +977,13 @@ async fn start_agent(
         .send(homeagent_actors::stages::RegisterTool {
             spec: homeagent_actors::agent::seq::spec(),
             handler: homeagent_actors::agent::seq::handler(),
+        })
+        .await??;
+    // `persona_set` writes DATA/personal/personal.md (owner-only, the owner confirms).
+    stages
+        .send(homeagent_actors::stages::RegisterTool {
+            spec: homeagent_actors::agent::persona::spec(),
+            handler: homeagent_actors::agent::persona::handler(persona),
         })
         .await??;
     // The default write root (the tools' working directory) exists from the start: a

@@ -735,6 +735,7 @@
       renderMcp();
       renderGroups();
       renderHistory();
+      renderPersona();
       $("#view-settings").dataset.loaded = "1";
     } catch (e) {
       errEl.textContent = e.message;
@@ -762,6 +763,30 @@
     $("#settings-found").textContent = words.length ? t("settings.found", { n: shown }) : "";
   }
   $("#settings-q").addEventListener("input", filterSettings);
+
+  // ---- persona: DATA/personal/personal.md, the agent's name, how it addresses you, its tone
+
+  async function renderPersona() {
+    const status = $("#persona-status");
+    const err = $("#persona-error");
+    err.textContent = "";
+    try {
+      const p = await getJson("/api/v1/persona");
+      $("#persona-text").value = p.text || "";
+      status.textContent = p.set ? "" : t("settings.persona.unset");
+    } catch (e) { err.textContent = e.message; }
+  }
+  $("#persona-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const status = $("#persona-status");
+    const err = $("#persona-error");
+    err.textContent = "";
+    status.textContent = "";
+    try {
+      await api("PUT", "/api/v1/persona", { text: $("#persona-text").value });
+      status.textContent = t("settings.persona.saved");
+    } catch (e) { err.textContent = e.message; }
+  });
 
   // ---- history: the latest changes, who made them, Revert
 

@@ -142,6 +142,7 @@ async fn stack(settings: AgentSettings) -> Stack {
         channels: Channels::builtin(),
         skills_index: Default::default(),
         settings: parking_lot::RwLock::new(settings),
+        persona: None,
         firewall: Default::default(),
         media: None,
         refused_tools: &[],

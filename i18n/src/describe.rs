@@ -439,6 +439,10 @@ pub const TOOLS_ZH: &[(&str, &str)] = &[
         r#"把多个工具调用合成一次：各步按顺序运行，遇到第一个失败就停；{"parallel": [steps]} 这样的一步会同时运行其中各步。每一步都像直接调用一样受检查。返回 JSON {ok, steps: [{step, tool, status, result}], stopped_at?, not_run?}。示例：{"steps": [{"tool": "files_write", "args": {"path": "a.txt", "content": "hi"}}, {"tool": "files_read", "args": {"path": "a.txt"}}]}"#,
     ),
     (
+        "persona_set",
+        "设定你的人格：你的名字、你怎么称呼主人、你的语气，以及关于你是谁的其他文字。会替换整个人格设定（要保留的内容请一并传入）。这次调用需要主人确认。",
+    ),
+    (
         "selftest",
         "检查智能体自身：每个 LLM 来源回答一次最小调用，向量模型生成一次测试向量，每个数据库通过完整性检查，每个插件带着它的工具在运行。每部分一行（OK、FAIL、N/C = 未配置、OFF = 已禁用），最后给出结论。无参数；需要几秒钟（失败的来源会重试一次）。",
     ),

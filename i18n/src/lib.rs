@@ -232,6 +232,33 @@ pub enum Msg<'a> {
         id: &'a str,
         kept: usize,
     },
+    /// The first-run block of the main agent's system prompt while no persona exists.
+    PersonaGate,
+    /// One line of a persona file: what the agent is called.
+    PersonaName {
+        name: &'a str,
+    },
+    /// One line of a persona file: how it addresses the owner.
+    PersonaAddress {
+        address: &'a str,
+    },
+    /// One line of a persona file: its tone.
+    PersonaTone {
+        tone: &'a str,
+    },
+    /// `persona_set` wrote the persona.
+    PersonaSaved,
+    /// `persona_set` or `PUT /api/v1/persona` with nothing in it.
+    PersonaEmpty,
+    /// A persona over the size limit.
+    PersonaTooLong {
+        chars: usize,
+        max: usize,
+    },
+    /// The persona file could not be written.
+    PersonaWriteFailed {
+        error: &'a str,
+    },
     /// A resident's task, appended to its system prompt.
     ResidentTask {
         task: &'a str,
@@ -923,6 +950,36 @@ impl Msg<'_> {
                 lang,
                 "Helper {id} failed: {preview}\nDecide whether to retry with spawn_child or do the job yourself.",
                 "子任务 {id} 失败：{preview}\n请决定是用 spawn_child 重试，还是自己完成。"
+            ),
+            M::PersonaGate => tr!(
+                lang,
+                "# First run\nYou have no persona yet. The first time the owner writes to you, help with what they asked, then ask in one short message what you should be called, how to address them, and which tone they like. When they answer, call persona_set with name, address and tone (the owner confirms the call). If they would rather not say, call persona_set with a name of your choice. Do not ask again once it is set.",
+                "# 首次运行\n你还没有人格设定。主人第一次给你写消息时，先处理他的请求，再用一句简短的话问：你该叫什么名字、怎么称呼他、他喜欢什么语气。得到回答后调用 persona_set，填 name、address、tone（主人会确认这次调用）。如果他不想说，就用你自己选的名字调用 persona_set。设定完成后不要再问。"
+            ),
+            M::PersonaName { name } => tr!(lang, "- Your name: {name}", "- 你的名字：{name}"),
+            M::PersonaAddress { address } => {
+                tr!(lang, "- Address the owner as: {address}", "- 对主人的称呼：{address}")
+            }
+            M::PersonaTone { tone } => tr!(lang, "- Tone: {tone}", "- 语气：{tone}"),
+            M::PersonaSaved => tr!(
+                lang,
+                "Persona saved; it applies from the next turn.",
+                "人格设定已保存，从下一轮起生效。"
+            ),
+            M::PersonaEmpty => tr!(
+                lang,
+                "The persona is empty: give at least a name, an address, a tone or some text.",
+                "人格设定为空：请至少给出名字、称呼、语气或一段文字。"
+            ),
+            M::PersonaTooLong { chars, max } => tr!(
+                lang,
+                "The persona is {chars} characters long; keep it under {max} (it is part of every prompt).",
+                "人格设定有 {chars} 个字符，请控制在 {max} 以内（它会出现在每一次提示词里）。"
+            ),
+            M::PersonaWriteFailed { error } => tr!(
+                lang,
+                "Cannot write the persona file: {error}. Check that the data directory is writable and has free space.",
+                "无法写入人格设定文件：{error}。请检查数据目录是否可写、空间是否充足。"
             ),
             M::ResidentTask { task } => tr!(lang, "[Task] {task}", "【任务】{task}"),
             M::ResidentRound { input, output } => tr!(
@@ -1815,6 +1872,14 @@ mod tests {
                 id: "child_1",
                 kept: 20,
             },
+            Msg::PersonaGate,
+            Msg::PersonaName { name: "n" },
+            Msg::PersonaAddress { address: "a" },
+            Msg::PersonaTone { tone: "t" },
+            Msg::PersonaSaved,
+            Msg::PersonaEmpty,
+            Msg::PersonaTooLong { chars: 9, max: 4 },
+            Msg::PersonaWriteFailed { error: "e" },
             Msg::ResidentTask { task: "t" },
             Msg::ResidentRound {
                 input: "i",

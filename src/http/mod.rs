@@ -19,6 +19,7 @@ mod logs;
 mod media;
 mod memory;
 pub mod openai;
+mod persona;
 mod plugins;
 pub mod ready;
 mod residents;
@@ -93,7 +94,7 @@ pub struct AppState {
         api::healthz, ready::readyz, api::actors, api::restart, api::get_settings, api::put_settings, sse::events,
         agent::post_message, agent::post_stop, agent::get_tasks, agent::get_sources, agent::get_presets, agent::get_security,
         agent::get_context, agent::get_documents, agent::get_plugins, agent::plugin_action, agent::plugin_api, agent::install_plugin, agent::run_heartbeat, clock::get_clock, clock::advance, approvals::list, approvals::audit, approvals::answer, inbox::list, inbox::retry, inbox::discard, usage::usage, agent::memory_status, agent::get_graph, import::import_history, history::history, history::list_conversations, agent::post_new_chat, logs::logs,
-        api::restart_daemon, settings::definitions, settings::history, settings::revert_one, settings::revert_since, settings::test_source, plugins::plugin_tools, plugins::uninstall,
+        api::restart_daemon, persona::get, persona::put, settings::definitions, settings::history, settings::revert_one, settings::revert_since, settings::test_source, plugins::plugin_tools, plugins::uninstall,
         memory::delete_document, memory::edit_relation, memory::delete_relation, memory::get_knowledge, memory::add_knowledge, memory::delete_knowledge,
         residents::list, residents::restart, residents::destroy,
         media::list, media::get, media::data, media::delete,
@@ -197,6 +198,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/chat/history", web::get().to(history::history))
                 .route("/chat/conversations", web::get().to(history::list_conversations))
                 .route("/chat/new", web::post().to(agent::post_new_chat))
+                .route("/persona", web::get().to(persona::get))
+                .route("/persona", web::put().to(persona::put))
                 .route("/logs", web::get().to(logs::logs))
                 .route("/stop", web::post().to(agent::post_stop))
                 .route("/tasks", web::get().to(agent::get_tasks))

@@ -20,6 +20,18 @@ pub fn post(d: &Daemon, path: &str, body: Value) -> (u16, Value) {
     (status, r.json().unwrap_or(Value::Null))
 }
 
+pub fn put(d: &Daemon, path: &str, body: Value) -> (u16, Value) {
+    let r = d
+        .client()
+        .put(d.url(path))
+        .timeout(Duration::from_secs(60))
+        .json(&body)
+        .send()
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().unwrap_or(Value::Null))
+}
+
 pub fn put_settings(d: &Daemon, body: Value) {
     let r = d.client().put(d.url("/api/v1/settings")).json(&body).send().unwrap();
     assert_eq!(r.status().as_u16(), 200, "{:?}", r.text());

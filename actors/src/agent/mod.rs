@@ -30,6 +30,7 @@ pub mod intake;
 pub mod notice;
 pub mod offload;
 pub mod overflow;
+pub mod persona;
 pub mod prompt;
 pub mod protocol;
 pub mod relay;

@@ -13,15 +13,33 @@ use crate::memory::recall::MemoryText;
 #[derive(Debug, Clone, Default)]
 pub struct PromptSettings {
     pub system_prompt: String,
+    /// The owner's standing instructions (`core.agent.personal_prompt`; a resident's
+    /// task is appended to its copy).
     pub personal_prompt: String,
+    /// The persona (`DATA/personal/personal.md`), read when the task starts.
+    pub persona: Option<std::sync::Arc<str>>,
+    /// No persona and no instructions yet, and this is the main agent: the prompt
+    /// carries the first-run block ([`Msg::PersonaGate`]).
+    pub first_run: bool,
     /// The skill index (name: description per line); the bodies come via `skill_info`.
     pub skills: String,
 }
 
-/// The system prompt: persona, standing rules, and the output rules for the channels.
+/// The system prompt, in the seed's layering: the base rules, the persona (who the
+/// agent is), the owner's standing instructions (a resident's task among them), the
+/// first-run block while there is no persona, then the kernel's own rules and the
+/// output rules for the channels.
 pub fn system_prompt(s: &PromptSettings, channels: &Channels) -> String {
     let mut p = String::new();
     p.push_str(s.system_prompt.trim());
+    if let Some(persona) = s.persona.as_deref() {
+        p.push_str("\n\n# Persona\n");
+        p.push_str(persona.trim());
+    }
+    if s.first_run {
+        p.push_str("\n\n");
+        p.push_str(&Msg::PersonaGate.text());
+    }
     if !s.personal_prompt.trim().is_empty() {
         p.push_str("\n\n# Personality\n");
         p.push_str(s.personal_prompt.trim());
@@ -159,7 +177,7 @@ mod tests {
         let s = PromptSettings {
             skills: String::new(),
             system_prompt: "You are HomeAgent.".into(),
-            personal_prompt: String::new(),
+            ..Default::default()
         };
         let mut i = Input::text("timer", "wake up");
         i.level = Some(Level::L3);

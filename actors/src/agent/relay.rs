@@ -25,6 +25,7 @@ pub fn agent_settings(s: &Settings) -> AgentSettings {
             skills: String::new(),
             system_prompt: a.system_prompt,
             personal_prompt: a.personal_prompt,
+            ..PromptSettings::default()
         },
         max_tool_turns: a.max_tool_turns,
         max_tokens: l.max_tokens,

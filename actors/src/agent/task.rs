@@ -108,6 +108,8 @@ pub struct TaskDeps {
     /// The skill index for the system prompt (filled when SKILL.md plugins load).
     pub skills_index: RwLock<String>,
     pub settings: RwLock<AgentSettings>,
+    /// The persona file (none in kernels without a data dir): read when a task starts.
+    pub persona: Option<Arc<super::persona::PersonaFile>>,
     /// The security firewall every tool call and model request passes.
     pub firewall: Arc<crate::firewall::Firewall>,
     /// The media memory: images of the input and recalled ones join the request just
@@ -249,6 +251,13 @@ impl TaskActor {
             .get_or_insert_with(|| {
                 let mut s = self.deps.settings.read().clone();
                 s.prompt.skills = self.deps.skills_index.read().clone();
+                if let Some(persona) = &self.deps.persona {
+                    s.prompt.persona = persona.text();
+                    // Only the main agent asks: a helper or resident talks to no one.
+                    s.prompt.first_run = s.prompt.persona.is_none()
+                        && self.deps.agent.is_empty()
+                        && s.prompt.personal_prompt.trim().is_empty();
+                }
                 Arc::new(s)
             })
             .clone()

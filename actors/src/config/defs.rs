@@ -405,7 +405,10 @@ about the user or about what a tool returned.";
 
 /// The default owner-only tools: what touches the machine, the plugins, or changes
 /// and deletes what the agent remembers.
-pub const OWNER_ONLY_TOOLS: &str = "files_*, cmd_*, terminal_*, plugin_*, mcp__*, seq_*, llm_source_use, selftest, memory_*, doc_*, knowledge_*, person_*, spawn_child, child_result, resident_agents";
+pub const OWNER_ONLY_TOOLS: &str = "files_*, cmd_*, terminal_*, plugin_*, mcp__*, seq_*, llm_source_use, selftest, memory_*, doc_*, knowledge_*, person_*, persona_set, settings_*, spawn_child, child_result, resident_agents";
+
+/// The default per-tool approval rules: the persona is the owner's to confirm.
+pub const APPROVAL_RULES: &str = "persona_set=ask";
 
 /// `DATA/workspace`: the default write root, the one place inside the data dir that
 /// tools and confined plugins may use.
@@ -421,10 +424,19 @@ pub const APPROVAL_TOOLS: &str =
 /// are replaced at the next start when still unchanged (the owner never edited them):
 /// `(key, old default, why)`. The owner-only list once let a guest read the owner's
 /// memory and knowledge (`knowledge_search`, `memory_recall`, `person_query`).
-pub const SUPERSEDED_DEFAULTS: &[(&str, &str)] = &[(
-    "core.security.owner_only_tools",
-    "files_*, cmd_*, terminal_*, plugin_*, mcp__*, seq_*, llm_source_use, selftest, memory_commit, memory_edit, memory_merge, memory_block_merge, memory_delete_entity, memory_purge, doc_commit, doc_query, knowledge_create, knowledge_delete, person_set_trait, person_relate, spawn_child, child_result, resident_agents",
-)];
+/// `persona_set` and the settings tools joined the owner-only list (and the persona
+/// the approval rules) later.
+pub const SUPERSEDED_DEFAULTS: &[(&str, &str)] = &[
+    (
+        "core.security.owner_only_tools",
+        "files_*, cmd_*, terminal_*, plugin_*, mcp__*, seq_*, llm_source_use, selftest, memory_commit, memory_edit, memory_merge, memory_block_merge, memory_delete_entity, memory_purge, doc_commit, doc_query, knowledge_create, knowledge_delete, person_set_trait, person_relate, spawn_child, child_result, resident_agents",
+    ),
+    (
+        "core.security.owner_only_tools",
+        "files_*, cmd_*, terminal_*, plugin_*, mcp__*, seq_*, llm_source_use, selftest, memory_*, doc_*, knowledge_*, person_*, spawn_child, child_result, resident_agents",
+    ),
+    ("core.security.approval_rules", ""),
+];
 
 /// Settings earlier versions defined and this one no longer has, deleted from a data
 /// dir at start (they would otherwise be listed as values nothing reads).
@@ -837,7 +849,7 @@ pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
         SettingDef::new(
             key::SECURITY_APPROVAL_RULES.name(),
             K::String,
-            json!(""),
+            json!(APPROVAL_RULES),
             "Per-tool rules over the two above, first match wins: `glob=always|ask|never, …` (always = never asks, ask = asks every time, never = refused); e.g. `cmd_run=ask, plugin_install=never`",
         ),
         SettingDef::new(

@@ -124,6 +124,7 @@ pub fn derived_deps(
         channels,
         skills_index: parking_lot::RwLock::new(parent.skills_index.read().clone()),
         settings: parking_lot::RwLock::new(settings),
+        persona: parent.persona.clone(),
         firewall: parent.firewall.clone(),
         // A sub-agent recalls nothing from the main memory, images included.
         media: None,
