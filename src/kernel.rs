@@ -979,6 +979,10 @@ async fn start_agent(
             handler: homeagent_actors::agent::seq::handler(),
         })
         .await??;
+    // `settings_get`/`settings_set`: the owner's model reads and changes knobs, never doors.
+    homeagent_actors::config::tool::register(config.clone(), stages)
+        .await
+        .map_err(|e| format!("cannot register the settings tools: {e}"))?;
     // `persona_set` writes DATA/personal/personal.md (owner-only, the owner confirms).
     stages
         .send(homeagent_actors::stages::RegisterTool {

@@ -101,3 +101,51 @@ fn changes_are_listed_with_their_author_and_can_be_reverted() {
     assert_eq!(setting(&d, "core.agent.max_tool_turns"), json!(10));
     assert_eq!(setting(&d, "core.agent.personal_prompt"), json!(""));
 }
+
+/// The model's settings tool (issue 33 item 7), through the real path (the scripted
+/// model calls it in an owner's turn): a knob changes and is listed as the model's
+/// change, which the owner can revert; a security key, a secret and a destination are
+/// refused with what to do instead, and nothing of a mixed change is written.
+#[test]
+fn the_model_changes_knobs_in_the_owners_turn_but_never_doors() {
+    let (_dir, _data, d, _v) = common::api::daemon_with_vendor();
+    let said = common::api::call_tool(&d, "settings_set", json!({"values": {"core.agent.max_tool_turns": 7}}));
+    assert!(said.contains("core.agent.max_tool_turns"), "{said}");
+    assert_eq!(setting(&d, "core.agent.max_tool_turns"), 7);
+    let top = &changes(&d, "")[0];
+    assert_eq!(
+        (top["key"].as_str(), top["author"].as_str()),
+        (Some("core.agent.max_tool_turns"), Some("model")),
+        "{top}"
+    );
+    let (status, body) = post(&d, &format!("/api/v1/settings/history/{}/revert", top["id"]), json!({}));
+    assert_eq!(status, 200, "{body}");
+
+    let listed = common::api::call_tool(&d, "settings_get", json!({"prefix": "core.security.sandbox"}));
+    assert!(listed.contains("\"agent_may_change\":false"), "{listed}");
+    for (key, value, why) in [
+        ("core.security.sandbox.network", json!(true), "security setting"),
+        ("core.llm.api_key", json!("sk-evil"), "secret"),
+        (
+            "core.telemetry.otlp_endpoint",
+            json!("http://evil.example"),
+            "destination",
+        ),
+    ] {
+        let said = common::api::call_tool(
+            &d,
+            "settings_set",
+            json!({"values": {"core.llm.temperature": 0.1, key: value}}),
+        );
+        assert!(said.contains(why), "{key}: {said}");
+    }
+    assert_ne!(
+        setting(&d, "core.llm.temperature"),
+        0.1,
+        "a refused change writes nothing"
+    );
+    assert!(
+        changes(&d, "").iter().all(|c| c["key"] != "core.llm.temperature"),
+        "nothing of a refused change is recorded"
+    );
+}

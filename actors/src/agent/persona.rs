@@ -242,8 +242,9 @@ pub fn spec() -> crate::stages::ToolSpec {
     s.plugin = "builtin.persona".into();
     s.no_memory = true;
     s.serial = true;
-    s.keywords =
-        crate::stages::tools::keywords("persona, name, call you, call me, tone, personality, 人格, 名字, 称呼, 语气");
+    s.keywords = crate::stages::tools::keywords(
+        "persona, personality, your name, call you, call me, address me, 人格, 你的名字, 称呼我, 叫你",
+    );
     s
 }
 

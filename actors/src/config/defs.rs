@@ -418,7 +418,7 @@ pub const WORKSPACE_DIR: &str = "workspace";
 pub const APPROVAL_MODES: &[&str] = &["untrusted", "always", "never"];
 /// The side-effecting tools that ask the owner once a turn read untrusted content.
 pub const APPROVAL_TOOLS: &str =
-    "cmd_*, terminal_create, terminal_send, files_write, files_edit, plugin_install, plugin_enable";
+    "cmd_*, terminal_create, terminal_send, files_write, files_edit, plugin_install, plugin_enable, settings_set";
 
 /// Defaults of earlier versions that a data dir stored at its first start and that
 /// are replaced at the next start when still unchanged (the owner never edited them):
@@ -436,6 +436,10 @@ pub const SUPERSEDED_DEFAULTS: &[(&str, &str)] = &[
         "files_*, cmd_*, terminal_*, plugin_*, mcp__*, seq_*, llm_source_use, selftest, memory_*, doc_*, knowledge_*, person_*, spawn_child, child_result, resident_agents",
     ),
     ("core.security.approval_rules", ""),
+    (
+        "core.security.approval_tools",
+        "cmd_*, terminal_create, terminal_send, files_write, files_edit, plugin_install, plugin_enable",
+    ),
 ];
 
 /// Settings earlier versions defined and this one no longer has, deleted from a data

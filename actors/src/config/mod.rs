@@ -57,6 +57,7 @@ pub mod live;
 pub mod seal;
 mod settings;
 pub(crate) mod store;
+pub mod tool;
 
 pub use actor::{
     Author, ConfigActor, DisabledPlugins, GetDefs, GetHistory, GetMaskedSetting, GetPluginDefs, GetRawSettings,

@@ -1,0 +1,293 @@
+//! `settings_get` and `settings_set`: the model reads and changes the daemon's own
+//! settings (the seed's cfgmgr), for the owner only.
+//!
+//! Why a gate beyond "owner-only": a prompt injection rides in an owner's turn (a web
+//! page the owner asked to read), so what the model may change is limited to knobs
+//! whose worst case is a worse answer, never a wider door. [`refusal`] refuses every
+//! `core.security.*` key (the firewall's own rules), every secret, every key naming a
+//! place or a destination — a URL, a listen address, a host list, a file or directory
+//! (the daemon's data, its plugins, its log, the telemetry endpoint: each is a way to
+//! carry data out or to load code) — and every key without a core definition
+//! (sources, plugins' settings: `llm_source_use` and the owner's page do those).
+//! Both tools are in the default owner-only list, and `settings_set` in the default
+//! approval list (it asks once the turn read something untrusted). Every change is in
+//! the settings history as the model's (`Author::Model`), so the owner can revert it.
+//!
+//! The pure parts are [`refusal`] and [`parse_set`]; [`register`] is the shell.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::defs::{SettingDef, ValueKind};
+use super::{Author, ConfigActor, GetDefs, GetSettings, UpdateSettings};
+use crate::addr::TAddr;
+use crate::stages::{RegisterTool, StageHost, ToolHandler, ToolSpec};
+
+pub const GET: &str = "settings_get";
+pub const SET: &str = "settings_set";
+/// The owner the tools register under (not a plugin name: those are `[a-z0-9_-]`).
+pub const OWNER: &str = "builtin.settings";
+/// At most this many settings in one `settings_get` answer.
+const MAX_LISTED: usize = 60;
+
+/// Keys naming a file or directory of the daemon (their kind is a plain string).
+const PLACES: &[&str] = &[
+    "core.daemon.data_dir",
+    "core.plugin.dir",
+    "core.memory.graph",
+    "core.memory.text",
+    "core.memory.documents",
+    "core.memory.onnx_dir",
+    "core.knowledge.path",
+    "core.log.path",
+];
+
+/// Namespaces the model never writes: the firewall, the daemon's process and listen
+/// address, where telemetry goes.
+const CLOSED: &[&str] = &[
+    "core.security.",
+    "core.daemon.",
+    "webui.",
+    "core.telemetry.",
+    "core.plugin.",
+];
+
+/// Why the model may not change a key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SetRefusal {
+    #[error(
+        "`{0}` is not a setting the agent knows; call settings_get to list them (LLM sources: llm_source_use; plugins' settings: the owner's settings page)"
+    )]
+    Unknown(String),
+    #[error("`{0}` is a security setting; only the owner changes it, on the settings page or with `waiter`'s /set")]
+    Security(String),
+    #[error("`{0}` is a secret; only the owner sets it, on the settings page")]
+    Secret(String),
+    #[error(
+        "`{0}` names a place or a destination (a file, a directory, an address or a URL); only the owner changes it, on the settings page"
+    )]
+    Place(String),
+    #[error(
+        "settings_set: give `values`, an object of key → value (e.g. {{\"values\": {{\"core.llm.temperature\": 0.3}}}})"
+    )]
+    NoValues,
+    #[error("settings_set changes at most 20 settings at once; split the change")]
+    TooMany,
+}
+
+/// `None` when the model may change `key` (whose core definition is `def`).
+pub fn refusal(key: &str, def: Option<&SettingDef>) -> Option<SetRefusal> {
+    let Some(def) = def else {
+        return Some(SetRefusal::Unknown(key.to_owned()));
+    };
+    if key.starts_with("core.security.") {
+        return Some(SetRefusal::Security(key.to_owned()));
+    }
+    if def.secret {
+        return Some(SetRefusal::Secret(key.to_owned()));
+    }
+    let place_kind = matches!(def.kind, ValueKind::Url | ValueKind::SocketAddr);
+    let place_name = ["url", "_addr", "endpoint", "hosts", "path", "_dir"]
+        .iter()
+        .any(|end| key.ends_with(end));
+    if place_kind || place_name || PLACES.contains(&key) || CLOSED.iter().any(|ns| key.starts_with(ns)) {
+        return Some(SetRefusal::Place(key.to_owned()));
+    }
+    None
+}
+
+/// `settings_set`'s arguments: `{values: {key: value}}`, each key checked against
+/// `defs` (the first refusal answers; nothing is written then).
+pub fn parse_set(args: &Value, defs: &[SettingDef]) -> Result<BTreeMap<String, Value>, SetRefusal> {
+    let values = args
+        .get("values")
+        .and_then(Value::as_object)
+        .ok_or(SetRefusal::NoValues)?;
+    if values.is_empty() {
+        return Err(SetRefusal::NoValues);
+    }
+    if values.len() > 20 {
+        return Err(SetRefusal::TooMany);
+    }
+    for key in values.keys() {
+        if let Some(r) = refusal(key, defs.iter().find(|d| d.key == key)) {
+            return Err(r);
+        }
+    }
+    Ok(values.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+}
+
+/// `settings_get`: the settings whose key starts with `prefix` (all when empty), with
+/// their value (secrets masked), description and whether the agent may change them.
+fn listing(prefix: &str, defs: &[SettingDef], values: &BTreeMap<String, Value>) -> String {
+    let rows: Vec<Value> = defs
+        .iter()
+        .filter(|d| d.key.starts_with(prefix))
+        .take(MAX_LISTED)
+        .map(|d| {
+            json!({
+                "key": d.key,
+                "value": values.get(d.key).cloned().unwrap_or_else(|| d.default.clone()),
+                "description": d.description,
+                "agent_may_change": refusal(d.key, Some(d)).is_none(),
+            })
+        })
+        .collect();
+    let total = defs.iter().filter(|d| d.key.starts_with(prefix)).count();
+    let mut out = json!({ "settings": rows });
+    if total > rows.len() {
+        out["more"] = json!(format!(
+            "{} more; pass a longer prefix (e.g. core.agent., core.llm., core.memory.)",
+            total - rows.len()
+        ));
+    }
+    out.to_string()
+}
+
+fn specs() -> [ToolSpec; 2] {
+    let mut get = ToolSpec::new(
+        GET,
+        "List the daemon's settings whose key starts with `prefix` (all if empty): value (secrets masked), what each does, and whether you may change it with settings_set.",
+        json!({"type": "object", "properties": {"prefix": {"type": "string", "description": "e.g. core.agent. or core.llm."}}}),
+    );
+    get.parallel_safe = true;
+    let mut set = ToolSpec::new(
+        SET,
+        "Change some of the daemon's settings: {\"values\": {key: value}}. Security settings, secrets, addresses, URLs and paths are the owner's alone. Each change is recorded as yours and the owner can revert it.",
+        json!({"type": "object", "properties": {"values": {"type": "object", "description": "key → new value"}}, "required": ["values"]}),
+    );
+    set.serial = true;
+    let mut out = [get, set];
+    for s in &mut out {
+        s.plugin = OWNER.into();
+        s.no_memory = true;
+        s.keywords = crate::stages::tools::keywords(
+            "setting, settings, configure, configuration, option, temperature, max tokens, language, interval, 设置, 配置, 选项",
+        );
+    }
+    out
+}
+
+/// Registers both tools with the stage host.
+pub async fn register(config: TAddr<ConfigActor>, stages: &TAddr<StageHost>) -> Result<(), String> {
+    for spec in specs() {
+        let (config, tool) = (config.clone(), spec.name.clone());
+        let handler: Arc<dyn ToolHandler> = Arc::new(
+            move |args: Value| -> futures_util::future::BoxFuture<'static, Result<String, String>> {
+                let (config, tool) = (config.clone(), tool.clone());
+                Box::pin(async move {
+                    let defs = config.send(GetDefs).await.map_err(|e| e.to_string())?;
+                    if tool == GET {
+                        let prefix = args
+                            .get("prefix")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .trim()
+                            .to_owned();
+                        let values = config
+                            .send(GetSettings)
+                            .await
+                            .map_err(|e| e.to_string())?
+                            .map_err(|e| e.to_string())?;
+                        return Ok(listing(&prefix, &defs, &values));
+                    }
+                    let values = parse_set(&args, &defs).map_err(|e| e.to_string())?;
+                    let changes = config
+                        .send(UpdateSettings(values, Author::Model))
+                        .await
+                        .map_err(|e| e.to_string())?
+                        .map_err(|e| format!("{e}; nothing was changed"))?;
+                    tracing::info!(keys = ?changes.iter().map(|c| &c.key).collect::<Vec<_>>(), "the model changed settings");
+                    Ok(json!({"changed": changes.iter().map(|c| &c.key).collect::<Vec<_>>()}).to_string())
+                })
+            },
+        );
+        stages
+            .send(RegisterTool { spec, handler })
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn defs() -> Vec<SettingDef> {
+        super::super::defs::core_defs(std::path::Path::new("/data"))
+    }
+
+    #[test]
+    fn the_model_may_change_knobs_but_no_door() {
+        let defs = defs();
+        let verdict = |k: &str| refusal(k, defs.iter().find(|d| d.key == k));
+        for ok in [
+            "core.agent.max_tool_turns",
+            "core.agent.language",
+            "core.llm.temperature",
+            "core.agent.archive_interval",
+        ] {
+            assert_eq!(verdict(ok), None, "{ok}");
+        }
+        assert!(matches!(
+            verdict("core.security.sandbox.network"),
+            Some(SetRefusal::Security(_))
+        ));
+        assert!(matches!(
+            verdict("core.security.approval"),
+            Some(SetRefusal::Security(_))
+        ));
+        assert!(matches!(verdict("core.llm.api_key"), Some(SetRefusal::Secret(_))));
+        for place in [
+            "core.telemetry.otlp_endpoint",
+            "webui.listen_addr",
+            "core.daemon.allowed_hosts",
+            "core.daemon.data_dir",
+            "core.plugin.dir",
+            "core.memory.embed_url",
+            "core.memory.graph",
+            "core.knowledge.path",
+            "core.memory.multimodal_space.base_url",
+        ] {
+            assert!(
+                matches!(verdict(place), Some(SetRefusal::Place(_))),
+                "{place}: {:?}",
+                verdict(place)
+            );
+        }
+        assert!(matches!(
+            verdict("core.llm.sources.x.base_url"),
+            Some(SetRefusal::Unknown(_))
+        ));
+        assert!(matches!(verdict("plugin.onebot.url"), Some(SetRefusal::Unknown(_))));
+    }
+
+    #[test]
+    fn one_refused_key_refuses_the_whole_change() {
+        let defs = defs();
+        let ok = parse_set(&json!({"values": {"core.llm.temperature": 0.3}}), &defs).unwrap();
+        assert_eq!(ok.len(), 1);
+        let mixed = json!({"values": {"core.llm.temperature": 0.3, "core.security.tool_deny": ""}});
+        assert!(matches!(parse_set(&mixed, &defs), Err(SetRefusal::Security(_))));
+        assert_eq!(parse_set(&json!({}), &defs), Err(SetRefusal::NoValues));
+        assert_eq!(parse_set(&json!({"values": {}}), &defs), Err(SetRefusal::NoValues));
+    }
+
+    #[test]
+    fn a_listing_masks_nothing_it_was_not_given_and_says_what_may_change() {
+        let defs = defs();
+        let mut values = BTreeMap::new();
+        values.insert("core.llm.api_key".to_owned(), json!("***"));
+        let out: Value = serde_json::from_str(&listing("core.llm.", &defs, &values)).unwrap();
+        let rows = out["settings"].as_array().unwrap();
+        let key = rows.iter().find(|r| r["key"] == "core.llm.api_key").unwrap();
+        assert_eq!(key["value"], "***");
+        assert_eq!(key["agent_may_change"], false);
+        let all: Value = serde_json::from_str(&listing("", &defs, &values)).unwrap();
+        assert!(all["more"].as_str().unwrap().contains("longer prefix"));
+    }
+}
