@@ -147,6 +147,8 @@ fn prepare(args: &RunArgs) -> anyhow::Result<(DataLock, BootSettings, Settings)>
         let dir = args.data.join(sub);
         std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
+    // A restore the WebUI staged (checked then) goes in place before anything else.
+    crate::backup::staged::finish(&args.data).context("cannot finish the restore asked for from the WebUI")?;
     make_private(&args.data);
     // Before anything opens them: a damaged database, or one that held data and is
     // gone, stops the start here with the file and the way out (`integrity`).
@@ -496,7 +498,15 @@ fn app_state(state: &KernelState) -> anyhow::Result<AppState> {
         },
         agent: agent.agent.clone(),
         plugins: state.plugins.get().context(boot_bug)?.set.clone(),
-        beats: homeagent_actors::memory::start::clock_beats(memory, &agent.maintenance),
+        beats: {
+            let mut beats = homeagent_actors::memory::start::clock_beats(memory, &agent.maintenance);
+            // Last at a moment: a backup holds what the memory heartbeats just did.
+            if let Ok(b) = state.backups.get() {
+                beats.add("backup", homeagent_actors::memory::heartbeat::due_fn(b.addr.clone()));
+            }
+            beats
+        },
+        backups: state.backups.get().ok().cloned(),
         distill: Some(memory.distill.clone()),
         graph: Some(memory.graph.clone()),
         rules: Some(memory.rules.clone()),

@@ -193,6 +193,9 @@ pub(crate) async fn configure(
         format!("{p}base_url"): vendor.base_url, format!("{p}model"): "scripted",
         format!("{p}adapter"): "openai", format!("{p}api_key"): "sk-live-eval",
         format!("{p}context_window"): window,
+        // The eval measures memory: a simulated year of daily backups of the eval's
+        // throw-away data dir would cost minutes and measure nothing.
+        "core.backup.keep": 0,
     });
     let r = client
         .put(format!("{}/api/v1/settings", d.base))

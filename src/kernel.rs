@@ -108,6 +108,8 @@ pub struct KernelState {
     pub config: Slot<TAddr<ConfigActor>>,
     /// `kernel/heartbeat` (no facility: nothing depends on it).
     pub heartbeat: Slot<TAddr<Heartbeat>>,
+    /// `kernel/backups`, scheduled backups (nothing depends on it but the HTTP API).
+    pub backups: Slot<crate::backup::actor::BackupHandle>,
     /// `kernel/llm` ([`facility::LLM`]).
     pub llm: Slot<TAddr<LlmActor>>,
     /// `kernel/usage`, the usage ledger the LLM actor records every call in (made by
@@ -166,6 +168,7 @@ impl KernelState {
             root: Slot::new(facility::SUPERVISOR),
             config: Slot::new(facility::CONFIG),
             heartbeat: Slot::new("heartbeat"),
+            backups: Slot::new("backups"),
             llm: Slot::new(facility::LLM),
             usage: Slot::new("usage"),
             stages: Slot::new(facility::STAGEHOST),
@@ -197,6 +200,7 @@ pub fn modules() -> Vec<Box<dyn Module<KernelState>>> {
         Box::new(SupervisionModule),
         Box::new(ConfigModule),
         Box::new(HeartbeatModule),
+        Box::new(BackupModule),
         Box::new(LlmModule),
         Box::new(StageHostModule),
         Box::new(MemoryModule),
@@ -357,6 +361,41 @@ impl Module<KernelState> for HeartbeatModule {
                 })
                 .await?;
             s.heartbeat.provide(addr)?;
+            Ok(())
+        })
+    }
+}
+
+/// `kernel/backups`: scheduled backups and the WebUI's "Back up now" (`backup::actor`).
+struct BackupModule;
+
+impl Module<KernelState> for BackupModule {
+    fn name(&self) -> &'static str {
+        "backups"
+    }
+    fn requires(&self) -> &'static [Facility] {
+        &[facility::SUPERVISOR, facility::CONFIG]
+    }
+    fn provides(&self) -> &'static [Facility] {
+        &[]
+    }
+    fn init<'a>(&'a self, s: &'a KernelState) -> LocalBoxFuture<'a, Result<(), ModuleError>> {
+        Box::pin(async move {
+            let (data, config) = (s.data_dir.clone(), s.config.get()?.clone());
+            let status: Arc<crate::backup::actor::Status> = Arc::default();
+            let st = status.clone();
+            let addr = s
+                .root
+                .get()?
+                .worker("backups", RestartPolicy::Permanent, move || {
+                    Ok(crate::backup::actor::BackupActor::new(
+                        data.clone(),
+                        config.clone(),
+                        st.clone(),
+                    ))
+                })
+                .await?;
+            s.backups.provide(crate::backup::actor::BackupHandle { addr, status })?;
             Ok(())
         })
     }

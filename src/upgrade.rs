@@ -426,7 +426,7 @@ pub fn rollback(data: &Path) -> Result<String, UpgradeError> {
 }
 
 /// `20261205T142233Z` from unix milliseconds (UTC), without a date library.
-fn chrono_like(ms: u64) -> String {
+pub(crate) fn chrono_like(ms: u64) -> String {
     let secs = ms / 1000;
     let (days, rem) = (secs / 86_400, secs % 86_400);
     // Civil from days (Howard Hinnant's algorithm).

@@ -736,6 +736,7 @@
       renderGroups();
       renderHistory();
       renderPersona();
+      renderBackups();
       $("#view-settings").dataset.loaded = "1";
     } catch (e) {
       errEl.textContent = e.message;
@@ -782,10 +783,64 @@
     const err = $("#persona-error");
     err.textContent = "";
     status.textContent = "";
-    try {
-      await api("PUT", "/api/v1/persona", { text: $("#persona-text").value });
-      status.textContent = t("settings.persona.saved");
-    } catch (e) { err.textContent = e.message; }
+    const r = await api("PUT", "/api/v1/persona", { text: $("#persona-text").value });
+    if (r.ok) status.textContent = t("settings.persona.saved");
+    else err.textContent = r.error;
+  });
+
+  // ---- backups: the list, Back up now, Download, Restore (staged, then a restart)
+
+  function fmtSize(n) {
+    const v = Number(n) || 0;
+    return v >= 1048576 ? (v / 1048576).toFixed(1) + " MB" : v >= 1024 ? Math.round(v / 1024) + " KB" : v + " B";
+  }
+
+  async function renderBackups() {
+    const list = $("#backups-list");
+    const err = $("#backups-error");
+    let b;
+    try { b = await getJson("/api/v1/backups"); } catch (e) { err.textContent = e.message; return; }
+    err.textContent = "";
+    const sched = $("#backups-schedule");
+    sched.replaceChildren();
+    if (Number(b.keep) > 0) sched.append(t("backups.every") + " ", el("code", null, b.interval || ""), " " + t("backups.kept", { keep: b.keep }) + " ");
+    else sched.append(t("backups.off"), " ");
+    sched.append(el("code", "data", b.dir || ""));
+    if (b.last && b.last.error) {
+      const e = el("div", "field-error");
+      e.append(t("backups.failed") + " ", el("span", "data", b.last.error));
+      sched.append(e);
+    }
+    if (b.restore_pending) sched.append(el("div", "muted", t("backups.pending")));
+    const items = b.backups || [];
+    if (!items.length) { list.replaceChildren(elT("li", "muted", "backups.none")); return; }
+    list.replaceChildren(...items.map((x) => {
+      const li = el("li", "history-item backup-item");
+      const line = el("div", "history-line");
+      line.append(el("span", null, fmtWhen(x.at_ms)), " · ", el("span", "muted", fmtSize(x.bytes)));
+      const actions = el("div", "backup-actions");
+      const dl = el("a", "btn small", t("backups.download"));
+      dl.href = "/api/v1/backups/" + encodeURIComponent(x.name);
+      dl.setAttribute("download", x.name);
+      actions.append(dl, confirmButton(t("backups.restore"), "small", async () => {
+        const r = await api("POST", "/api/v1/backups/" + encodeURIComponent(x.name) + "/restore", {});
+        if (r.ok) { err.textContent = ""; $("#backups-status").textContent = t("backups.restoring"); }
+        else err.textContent = r.error;
+      }));
+      li.append(line, actions);
+      return li;
+    }));
+  }
+  $("#backups-now").addEventListener("click", async () => {
+    const status = $("#backups-status");
+    const btn = $("#backups-now");
+    btn.disabled = true;
+    status.textContent = t("backups.working");
+    const r = await api("POST", "/api/v1/backups", {});
+    btn.disabled = false;
+    status.textContent = r.ok ? t("backups.done") : "";
+    if (!r.ok) $("#backups-error").textContent = r.error;
+    renderBackups();
   });
 
   // ---- history: the latest changes, who made them, Revert

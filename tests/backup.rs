@@ -98,3 +98,99 @@ fn an_archive_with_an_entry_outside_the_data_dir_is_refused_before_anything_is_w
     assert!(!ok && err.contains("outside the data directory"), "{err}");
     assert!(!dir.path().join("escaped").exists() && !Path::new(&target).join("backup.json").exists());
 }
+
+/// The WebUI's backups (issue 33 item 3): "Back up now" while the daemon runs, a
+/// download, a restore that takes the way back first, is put in place at the next
+/// start, and leaves the daemon on the restored data; hostile names find nothing.
+#[test]
+fn the_webui_backs_up_and_restores_with_a_way_back() {
+    let (_dir, data, d, _v) = daemon_with_vendor();
+    let put = |d: &Daemon, text: &str| {
+        let (status, body) = common::api::put(d, "/api/v1/persona", json!({ "text": text }));
+        assert_eq!(status, 200, "{body}");
+    };
+    put(&d, "You are Mira.");
+    common::api::put_settings(&d, json!({"core.agent.max_tool_turns": 11}));
+    let (status, body) = post(&d, "/api/v1/backups", json!({}));
+    assert_eq!(status, 200, "{body}");
+    let taken = body["backup"]["name"].as_str().unwrap().to_owned();
+    assert!(body["backup"]["bytes"].as_u64().unwrap() > 0, "{body}");
+    let listed = get(&d, "/api/v1/backups");
+    assert_eq!(listed["backups"][0]["name"], taken.as_str(), "{listed}");
+    assert_eq!(listed["keep"], 7, "{listed}");
+    assert!(data.join("backups").join(&taken).is_file());
+
+    // The download is the archive itself.
+    let r = d
+        .client()
+        .get(d.url(&format!("/api/v1/backups/{taken}")))
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(r.headers()["content-type"], "application/zip");
+    assert_eq!(&r.bytes().unwrap()[..2], b"PK");
+    for bad in ["..%2Fconfig.db", "config.db", "homeagent-x.zip", "%2Fetc%2Fpasswd"] {
+        let r = d.client().get(d.url(&format!("/api/v1/backups/{bad}"))).send().unwrap();
+        assert_eq!(r.status().as_u16(), 404, "{bad}");
+    }
+
+    // Later changes, then the restore: the way back is taken first.
+    put(&d, "You are Ada.");
+    common::api::put_settings(&d, json!({"core.agent.max_tool_turns": 3}));
+    let (status, body) = post(&d, &format!("/api/v1/backups/{taken}/restore"), json!({}));
+    assert_eq!(status, 202, "{body}");
+    let undo = body["undo"].as_str().unwrap().to_owned();
+    assert_ne!(undo, taken);
+    assert_eq!(d.wait_exit().code(), Some(75), "it restarts to put the backup in place");
+
+    let d = Daemon::start(&data);
+    assert_eq!(get(&d, "/api/v1/persona")["text"], "You are Mira.");
+    assert_eq!(get(&d, "/api/v1/settings")["settings"]["core.agent.max_tool_turns"], 11);
+    let listed = get(&d, "/api/v1/backups");
+    let names: Vec<&str> = listed["backups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&taken.as_str()) && names.contains(&undo.as_str()),
+        "{listed}"
+    );
+    assert_eq!(listed["restore_pending"], false);
+    assert!(!data.join("backups/.staged").exists() && !data.join("restore.pending").exists());
+
+    // The way back works the same way.
+    let (status, body) = post(&d, &format!("/api/v1/backups/{undo}/restore"), json!({}));
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(d.wait_exit().code(), Some(75));
+    let d = Daemon::start(&data);
+    assert_eq!(get(&d, "/api/v1/persona")["text"], "You are Ada.");
+}
+
+/// Scheduled backups on the kernel's clock: advancing a virtual-clock daemon by ten
+/// days takes one a day and keeps the newest `core.backup.keep`.
+#[test]
+fn scheduled_backups_follow_the_clock_and_keep_the_newest() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = Daemon::start_env(&data, Some("info"), &[("HOMED_VIRTUAL_CLOCK", "1767225600")]);
+    common::api::put_settings(&d, json!({"core.backup.keep": 3, "core.backup.interval": "1d"}));
+    let (status, body) = post(&d, "/api/v1/clock/advance", json!({"by": "10d"}));
+    assert_eq!(status, 200, "{body}");
+    assert!(body["rounds"]["backup"].as_u64().unwrap() >= 10, "{body}");
+    let listed = get(&d, "/api/v1/backups");
+    let backups = listed["backups"].as_array().unwrap();
+    assert_eq!(backups.len(), 3, "{listed}");
+    // Named by the virtual calendar: 2026-01-01 plus ten days.
+    assert!(
+        backups[0]["name"].as_str().unwrap().starts_with("homeagent-20260111T"),
+        "{listed}"
+    );
+    assert_eq!(listed["last"]["trigger"], "schedule", "{listed}");
+    // Off: no more are taken, none are removed.
+    common::api::put_settings(&d, json!({"core.backup.keep": 0}));
+    let (status, body) = post(&d, "/api/v1/clock/advance", json!({"by": "3d"}));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(get(&d, "/api/v1/backups")["backups"].as_array().unwrap().len(), 3);
+}

@@ -111,6 +111,9 @@ fn daemon(clock: Option<i64>) -> (tempfile::TempDir, Daemon, vendor::Vendor) {
     let d = Daemon::start_env(&dir.path().join("data"), Some("info"), &env);
     let v = vendor::start();
     put_settings(&d, vendor::source_settings("fake", &v.url, 0));
+    // What is measured here is memory; a year of daily backups (each seconds long with
+    // this much memory) is tests/backup.rs's, on a smaller data dir.
+    put_settings(&d, json!({"core.backup.keep": 0}));
     wait_sources(&d, 1);
     (dir, d, v)
 }

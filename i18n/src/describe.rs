@@ -34,6 +34,18 @@ pub const SETTINGS_ZH: &[(&str, &str)] = &[
         "正常关闭最多可用的时间，超时后其余组件被强制停止",
     ),
     (
+        "core.backup.interval",
+        "自动备份整个数据目录的间隔（备份存放在 core.backup.dir）",
+    ),
+    (
+        "core.backup.keep",
+        "保留多少份自动备份（最旧的会被删除）；0 = 不做自动备份",
+    ),
+    (
+        "core.backup.dir",
+        "备份写到哪里；为空 = DATA/backups。放在另一块磁盘上可以防止这块磁盘损坏时一起丢失",
+    ),
+    (
         "core.daemon.heartbeat_interval",
         "为外部看门狗重写 DATA/heartbeat（t=<unix 秒>）的间隔",
     ),

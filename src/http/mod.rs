@@ -9,6 +9,7 @@ mod agent;
 mod api;
 mod approvals;
 mod assets;
+mod backups;
 mod clock;
 mod error;
 pub mod guard;
@@ -79,6 +80,8 @@ pub struct AppState {
     pub embed_install: homeagent_actors::memory::embed::install::ProgressCell,
     /// Where `POST /api/v1/memory/import` writes (the context, text log and distiller).
     pub importer: homeagent_actors::memory::importer::Importer,
+    /// Scheduled backups and "Back up now" (none in a kernel without them).
+    pub backups: Option<crate::backup::actor::BackupHandle>,
     /// The data directory (`--data`).
     pub data_dir: std::path::PathBuf,
     /// The text log's directory (`DATA/memory/text`), read by the chat history.
@@ -94,7 +97,7 @@ pub struct AppState {
         api::healthz, ready::readyz, api::actors, api::restart, api::get_settings, api::put_settings, sse::events,
         agent::post_message, agent::post_stop, agent::get_tasks, agent::get_sources, agent::get_presets, agent::get_security,
         agent::get_context, agent::get_documents, agent::get_plugins, agent::plugin_action, agent::plugin_api, agent::install_plugin, agent::run_heartbeat, clock::get_clock, clock::advance, approvals::list, approvals::audit, approvals::answer, inbox::list, inbox::retry, inbox::discard, usage::usage, agent::memory_status, agent::get_graph, import::import_history, history::history, history::list_conversations, agent::post_new_chat, logs::logs,
-        api::restart_daemon, persona::get, persona::put, settings::definitions, settings::history, settings::revert_one, settings::revert_since, settings::test_source, plugins::plugin_tools, plugins::uninstall,
+        api::restart_daemon, backups::list_backups, backups::take, backups::download, backups::restore, persona::get, persona::put, settings::definitions, settings::history, settings::revert_one, settings::revert_since, settings::test_source, plugins::plugin_tools, plugins::uninstall,
         memory::delete_document, memory::edit_relation, memory::delete_relation, memory::get_knowledge, memory::add_knowledge, memory::delete_knowledge,
         residents::list, residents::restart, residents::destroy,
         media::list, media::get, media::data, media::delete,
@@ -182,6 +185,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/settings/definitions", web::get().to(settings::definitions))
                 .route("/settings/history", web::get().to(settings::history))
                 .route("/daemon/restart", web::post().to(api::restart_daemon))
+                .route("/backups", web::get().to(backups::list_backups))
+                .route("/backups", web::post().to(backups::take))
+                .route("/backups/{name}", web::get().to(backups::download))
+                .route("/backups/{name}/restore", web::post().to(backups::restore))
                 .route("/settings/history/{id}/revert", web::post().to(settings::revert_one))
                 .route("/settings/history/revert", web::post().to(settings::revert_since))
                 .route("/events", web::get().to(sse::events))

@@ -182,6 +182,23 @@ impl Daemon {
         }
     }
 
+    /// Waits for the process to end on its own (a restart it was asked for); returns
+    /// the exit status.
+    pub fn wait_exit(mut self) -> std::process::ExitStatus {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return st;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "homed did not stop; log:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// SIGKILL (no cleanup at all), then reap.
     pub fn kill9(mut self) {
         let _ = self.child.kill();

@@ -506,6 +506,24 @@ pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
             "How often DATA/heartbeat is rewritten (t=<unix seconds>) for outside watchdogs",
         ),
         SettingDef::new(
+            key::BACKUP_INTERVAL.name(),
+            at_least(secs(3600)),
+            json!("1d"),
+            "How often a backup of the whole data directory is taken on its own (kept in core.backup.dir)",
+        ),
+        SettingDef::new(
+            key::BACKUP_KEEP.name(),
+            int(0, 1000),
+            json!(7),
+            "How many scheduled backups are kept (the oldest are removed); 0 = no scheduled backups",
+        ),
+        SettingDef::new(
+            key::BACKUP_DIR.name(),
+            K::String,
+            json!(""),
+            "Where backups are written; empty = DATA/backups. Another disk protects against losing this one",
+        ),
+        SettingDef::new(
             key::DAEMON_ALLOWED_HOSTS.name(),
             K::String,
             json!(""),

@@ -96,6 +96,14 @@ pub const DAEMON_HEARTBEAT_INTERVAL: Key<Duration> = Key::new("core.daemon.heart
 pub const DAEMON_ALLOWED_HOSTS: Key<String> = Key::new("core.daemon.allowed_hosts");
 pub const WEBUI_LISTEN_ADDR: Key<String> = Key::new("webui.listen_addr");
 
+// Backups (`src/backup/`).
+/// How often a scheduled backup is taken.
+pub const BACKUP_INTERVAL: Key<Duration> = Key::new("core.backup.interval");
+/// Scheduled backups kept (0: none are taken).
+pub const BACKUP_KEEP: Key<u32> = Key::new("core.backup.keep");
+/// Where backups go (empty: `DATA/backups`).
+pub const BACKUP_DIR: Key<String> = Key::new("core.backup.dir");
+
 // LLM (the global knobs; each source's fields are the `core.llm.sources.*` family).
 pub const LLM_PROVIDER: Key<String> = Key::new("core.llm.provider");
 pub const LLM_PRICES: Key<serde_json::Value> = Key::new("core.llm.prices");

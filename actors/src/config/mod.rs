@@ -70,8 +70,8 @@ pub use defs::{
 pub use duration::{DurationError, format_duration, parse_duration};
 pub use keys::Key;
 pub use settings::{
-    AgentConfig, CliConfig, DaemonConfig, EmbedderKind, HeartbeatConfig, InputLimits, LlmConfig, MediaConfig,
-    MemoryConfig, Secret, SecretMap, SecurityConfig, SettingValue, Settings, SupervisionConfig,
+    AgentConfig, BackupConfig, CliConfig, DaemonConfig, EmbedderKind, HeartbeatConfig, InputLimits, LlmConfig,
+    MediaConfig, MemoryConfig, Secret, SecretMap, SecurityConfig, SettingValue, Settings, SupervisionConfig,
 };
 pub use store::{Change, ConfigStore, DisabledPlugin, HistoryEntry, LLM_SNAPSHOT_FILE, PluginDef, PluginMeta};
 

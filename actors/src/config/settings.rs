@@ -326,6 +326,17 @@ settings_group! {
 }
 
 settings_group! {
+    /// Scheduled backups (`core.backup.*`), read at every check (they apply live).
+    pub struct BackupConfig {
+        pub interval: Duration = BACKUP_INTERVAL,
+        /// Scheduled backups kept; 0 = none taken.
+        pub keep: u32 = BACKUP_KEEP,
+        /// Empty: `DATA/backups`.
+        pub dir: String = BACKUP_DIR,
+    }
+}
+
+settings_group! {
     /// The supervision tree's settings (`core.supervisor.*`), read once at boot.
     pub struct SupervisionConfig {
         pub max_restarts: u32 = SUPERVISOR_MAX_RESTARTS,
@@ -511,6 +522,9 @@ mod tests {
             d(DAEMON_SHUTDOWN_TIMEOUT),
             d(DAEMON_HEARTBEAT_INTERVAL),
             d(DAEMON_ALLOWED_HOSTS),
+            d(BACKUP_INTERVAL),
+            d(BACKUP_KEEP),
+            d(BACKUP_DIR),
             d(WEBUI_LISTEN_ADDR),
             d(LLM_PROVIDER),
             d(LLM_PRICES),

@@ -89,7 +89,7 @@ pub fn refusal(key: &str, def: Option<&SettingDef>) -> Option<SetRefusal> {
         return Some(SetRefusal::Secret(key.to_owned()));
     }
     let place_kind = matches!(def.kind, ValueKind::Url | ValueKind::SocketAddr);
-    let place_name = ["url", "_addr", "endpoint", "hosts", "path", "_dir"]
+    let place_name = ["url", "_addr", "endpoint", "hosts", "path", "dir"]
         .iter()
         .any(|end| key.ends_with(end));
     if place_kind || place_name || PLACES.contains(&key) || CLOSED.iter().any(|ns| key.starts_with(ns)) {
@@ -252,6 +252,7 @@ mod tests {
             "core.memory.graph",
             "core.knowledge.path",
             "core.memory.multimodal_space.base_url",
+            "core.backup.dir",
         ] {
             assert!(
                 matches!(verdict(place), Some(SetRefusal::Place(_))),

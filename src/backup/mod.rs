@@ -19,6 +19,10 @@ use std::path::{Component, Path, PathBuf};
 use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 
+pub mod actor;
+pub mod schedule;
+pub mod staged;
+
 /// The manifest inside the archive.
 pub const MANIFEST: &str = "backup.json";
 
@@ -61,7 +65,7 @@ pub fn skipped(rel: &Path) -> bool {
         .next()
         .map(|c| c.as_os_str().to_string_lossy().into_owned())
         .unwrap_or_default();
-    matches!(first.as_str(), "snapshots" | "models")
+    matches!(first.as_str(), "snapshots" | "models" | "backups")
         || matches!(s.as_ref(), "homed.lock" | "cli.sock" | "http-address")
         || s.ends_with("-wal")
         || s.ends_with("-shm")
@@ -69,12 +73,27 @@ pub fn skipped(rel: &Path) -> bool {
         || s.ends_with(".partial")
 }
 
-fn is_sqlite(path: &Path) -> bool {
-    let mut head = [0u8; 16];
-    std::fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut head))
-        .is_ok()
-        && &head == b"SQLite format 3\0"
+/// An SQLite connection to `path` when it is a database (`None` for any other file).
+///
+/// Why SQLite opens the file to look at it, not `std::fs`: a database this process
+/// has open holds POSIX advisory locks, and closing *any* descriptor of that file in
+/// the process drops them all (POSIX semantics SQLite works around only for its own
+/// descriptors). A header read through `std::fs` once let the daemon's own scheduled
+/// backup drop `memory.db`'s locks, after which another process's reader took itself
+/// for the last one and removed the WAL the daemon was still writing.
+fn open_sqlite(path: &Path) -> Option<Connection> {
+    // An empty file would open as a new, empty database.
+    if std::fs::metadata(path).map_or(true, |m| m.len() < 100) {
+        return None;
+    }
+    let conn = Connection::open_with_flags(
+        path,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .ok()?;
+    conn.busy_timeout(std::time::Duration::from_secs(10)).ok();
+    conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).ok()?;
+    Some(conn)
 }
 
 fn files_under(root: &Path) -> Vec<PathBuf> {
@@ -144,12 +163,9 @@ pub fn backup(data: &Path, file: &Path) -> Result<Manifest, BackupError> {
     for rel in files_under(data) {
         let path = data.join(&rel);
         let name = rel.to_string_lossy().replace('\\', "/");
-        let source = if is_sqlite(&path) {
+        let source = if let Some(conn) = open_sqlite(&path) {
             // A consistent copy, even while the daemon writes.
             let copy = tmp.path().join(format!("{}.db", manifest.files));
-            let conn = Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE)
-                .map_err(|e| rerr(&path, e.to_string()))?;
-            conn.busy_timeout(std::time::Duration::from_secs(10)).ok();
             conn.execute("VACUUM INTO ?1", [copy.to_string_lossy()])
                 .map_err(|e| rerr(&path, e.to_string()))?;
             let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap_or(0);
@@ -272,6 +288,7 @@ mod tests {
             "memory/memory.db-shm",
             "snapshots/x/config.db",
             "models/embedder/x",
+            "backups/homeagent-20261205T131512Z.zip",
         ] {
             assert!(skipped(Path::new(p)), "{p}");
         }
