@@ -328,6 +328,12 @@ impl Manager {
                         problem: problem.clone(),
                     });
                 }
+                if entry.is_idle() {
+                    // `auto_start: false`: enabled but waiting to be asked; start it now.
+                    self.plugins.enable(&entry).await.map_err(MgrError::Plugin)?;
+                    let state = entry.status(&self.registry).state;
+                    return Ok(Msg::PluginEnabled { name: &name, state }.text());
+                }
                 if !entry.disabled.load(Ordering::SeqCst) {
                     return Err(MgrError::Already { name, state: "enabled" });
                 }
@@ -408,6 +414,11 @@ impl Manager {
         .map_err(|e| fail(e.to_string()))?
         .map_err(fail)?;
         match self.plugins.install(bytes).await {
+            Ok((installed, status)) if status.state == "idle" => Ok(Msg::PluginInstalledIdle {
+                name: &installed.name,
+                version: &installed.version,
+            }
+            .text()),
             Ok((installed, status)) => {
                 let tools = status.tools.join(", ");
                 Ok(Msg::PluginInstalled {
