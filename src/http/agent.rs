@@ -396,7 +396,7 @@ pub async fn get_graph(state: web::Data<AppState>, q: web::Query<GraphParams>) -
 }
 
 #[utoipa::path(get, path = "/api/v1/plugins", tag = "plugins",
-    responses((status = 200, description = "`{\"plugins\": [{name, kind, state (starting|running|backoff|quarantined|disabled|stopped), pid, restarts, last_exit, stderr_tail, tools, apis, actor}]}`")))]
+    responses((status = 200, description = "`{\"plugins\": [{name, kind, state (starting|running|backoff|quarantined|disabled|stopped|idle; idle: `auto_start: false`, not started until enabled or reloaded), problem (why it cannot run: a bad manifest, a min_version above this homed, another platform), pid, restarts, last_exit, stderr_tail, tools, apis, actor}]}`")))]
 pub async fn get_plugins(state: web::Data<AppState>) -> HttpResponse {
     let list: Vec<_> = state.plugins.list().iter().map(|p| p.status(&state.registry)).collect();
     HttpResponse::Ok().json(json!({ "plugins": list }))

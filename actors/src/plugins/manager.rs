@@ -443,12 +443,14 @@ pub fn specs() -> Vec<ToolSpec> {
         ToolSpec::new(
             LIST,
             "List the installed plugins: name, kind (process, lua, skill), state \
-             (starting, running, backoff, quarantined, disabled, stopped), tools and restarts. No arguments.",
+             (starting, running, backoff, quarantined, disabled, stopped; idle: not started until enabled), \
+             tools and restarts. No arguments.",
             json!({"type": "object", "properties": {}}),
         ),
         ToolSpec::new(
             ENABLE,
             "Enable a disabled plugin and start it; the choice persists across daemon restarts. \
+             Also starts an idle plugin (one that waits to be asked, as its skill says). \
              Example: {\"name\": \"web\"}",
             name("the plugin's name (see plugin_list)"),
         ),
@@ -466,7 +468,8 @@ pub fn specs() -> Vec<ToolSpec> {
         ),
         ToolSpec::new(
             INSTALL,
-            "Install an .hmap plugin package from a file inside the sandbox's read roots and start it at once; \
+            "Install an .hmap plugin package from a file inside the sandbox's read roots and start it at once \
+             (unless its manifest says auto_start: false: then it is idle until plugin_enable); \
              a package that does not start is rolled back. Example: {\"path\": \"downloads/notes.hmap\"}",
             json!({"type": "object", "properties": {"path": {"type": "string", "description": "path of the .hmap file (relative paths start in the work directory)"}}, "required": ["path"]}),
         ),
