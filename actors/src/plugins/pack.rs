@@ -317,6 +317,8 @@ mod tests {
     }
 
     const LUA: &str = r#"{"name": "lazy", "version": "1.2.0", "entry": "main.lua"}"#;
+    /// Files besides plugin.json and main.lua: (path, content).
+    type Extra = Vec<(&'static str, &'static str)>;
 
     #[test]
     fn a_packed_directory_installs_with_its_files() {
@@ -392,7 +394,7 @@ mod tests {
 
     #[test]
     fn manifests_and_files_are_checked_before_packing() {
-        let cases: Vec<(&str, Vec<(&str, &str)>, &str)> = vec![
+        let cases: Vec<(&str, Extra, &str)> = vec![
             (
                 r#"{"name": "Bad Name", "version": "1.0.0", "entry": "main.lua"}"#,
                 vec![],
