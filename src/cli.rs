@@ -93,13 +93,18 @@ pub enum Command {
     /// Run the daemon (the default when no subcommand is given).
     Run,
     /// `homed plugin install FILE`: install a `.hmap` package into the running daemon
-    /// (the one at --listen, or else the one DATA/http-address names); it starts at once. (`homed plugin timer|mcp|files|cmd|web` runs a bundled
+    /// (the one at --listen, or else the one DATA/http-address names); it starts at once.
+    /// `homed plugin pack DIR [-o FILE]`: build a checked `.hmap` package from a plugin
+    /// directory (default output `./NAME-VERSION.hmap`). (`homed plugin timer|mcp|files|cmd|web` runs a bundled
     /// plugin on stdin/stdout: what the daemon starts, not for humans.)
     Plugin {
-        /// `install`, or the bundled plugin to run: `timer`, `mcp`, `files`, `cmd` or `web`.
+        /// `install`, `pack`, or the bundled plugin to run: `timer`, `mcp`, `files`, `cmd` or `web`.
         name: String,
-        /// The package, for `install`.
+        /// The package, for `install`; the plugin directory, for `pack`.
         file: Option<PathBuf>,
+        /// For `pack`: where to write the package [default: ./NAME-VERSION.hmap].
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: Option<PathBuf>,
     },
     /// `homed backup FILE [--data DIR]`: the whole data dir as one archive (databases
     /// copied consistently, also while the daemon runs).

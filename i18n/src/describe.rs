@@ -415,11 +415,11 @@ pub const TOOLS_ZH: &[(&str, &str)] = &[
     // The plugin manager.
     (
         "plugin_list",
-        "列出已安装的插件：名称、类型（process、lua、skill）、状态（starting、running、backoff、quarantined、disabled、stopped）、工具和重启次数。无参数。",
+        "列出已安装的插件：名称、类型（process、lua、skill）、状态（starting、running、backoff、quarantined、disabled、stopped；idle：启用后才启动）、工具和重启次数。无参数。",
     ),
     (
         "plugin_enable",
-        r#"启用一个已禁用的插件并启动它；守护进程重启后依然有效。示例：{"name": "web"}"#,
+        r#"启用一个已禁用的插件并启动它；守护进程重启后依然有效。也可启动一个空闲（idle）插件（按其技能说明，等待被调用时才启动的插件）。示例：{"name": "web"}"#,
     ),
     (
         "plugin_disable",
@@ -431,7 +431,7 @@ pub const TOOLS_ZH: &[(&str, &str)] = &[
     ),
     (
         "plugin_install",
-        r#"从沙箱可读根目录内的文件安装 .hmap 插件包并立即启动；启动不了的包会被回滚。示例：{"path": "downloads/notes.hmap"}"#,
+        r#"从沙箱可读根目录内的文件安装 .hmap 插件包并立即启动（除非其清单写明 auto_start: false：那时它保持空闲，直到 plugin_enable）；启动不了的包会被回滚。示例：{"path": "downloads/notes.hmap"}"#,
     ),
     (
         "llm_source_use",

@@ -823,6 +823,31 @@ pub enum Msg<'a> {
         version: &'a str,
         tools: &'a str,
     },
+    /// An installed plugin with `auto_start: false`: installed, not started.
+    PluginInstalledIdle {
+        name: &'a str,
+        version: &'a str,
+    },
+    /// `homed plugin pack` without a directory.
+    PluginPackUsage,
+    /// `homed plugin pack` wrote a package.
+    PluginPacked {
+        file: &'a str,
+        name: &'a str,
+        version: &'a str,
+        files: usize,
+        bytes: u64,
+        sha256: &'a str,
+    },
+    /// `homed plugin pack` refused a directory.
+    PluginPackRefused {
+        dir: &'a str,
+        why: &'a str,
+    },
+    /// `homed plugin pack`: an `auto_start: false` plugin without its skill.
+    PluginPackNeedsSkill {
+        name: &'a str,
+    },
     /// `llm_source_use` done.
     LlmSourceSwitched {
         source: &'a str,
@@ -1221,8 +1246,8 @@ impl Msg<'_> {
             ),
             M::NoBundledPlugin { name } => tr!(
                 lang,
-                "homed: no bundled plugin `{name}` (bundled: timer, mcp, files, cmd, web, terminal, onebot; or `homed plugin install FILE`)",
-                "homed：没有名为 `{name}` 的内置插件（内置：timer、mcp、files、cmd、web、terminal、onebot；或用 `homed plugin install 文件`）"
+                "homed: no bundled plugin `{name}` (bundled: timer, mcp, files, cmd, web, terminal, onebot; or `homed plugin install FILE`, `homed plugin pack DIR`)",
+                "homed：没有名为 `{name}` 的内置插件（内置：timer、mcp、files、cmd、web、terminal、onebot；或用 `homed plugin install 文件`、`homed plugin pack 目录`）"
             ),
             M::SelftestCouldNotRun { error } => tr!(
                 lang,
@@ -1722,6 +1747,36 @@ impl Msg<'_> {
                 "plugin `{name}` restarted from its entry file (state: {state})",
                 "插件 `{name}` 已按入口文件重新启动（状态：{state}）"
             ),
+            M::PluginInstalledIdle { name, version } => tr!(
+                lang,
+                "plugin `{name}` {version} installed but not started: its manifest says auto_start: false, so call plugin_enable with its name when it is needed",
+                "插件 `{name}` {version} 已安装但未启动：其清单为 auto_start: false，需要时用 plugin_enable 加上它的名字启动它"
+            ),
+            M::PluginPackUsage => tr!(
+                lang,
+                "homed: usage: homed plugin pack DIR [-o FILE.hmap] (DIR holds plugin.json and the entry file)",
+                "homed：用法：homed plugin pack 目录 [-o 文件.hmap]（目录中有 plugin.json 和入口文件）"
+            ),
+            M::PluginPacked {
+                file,
+                name,
+                version,
+                files,
+                bytes,
+                sha256,
+            } => tr!(
+                lang,
+                "wrote {file}: {name} {version}, {files} files, {bytes} bytes, sha256 {sha256}; install it with `homed plugin install {file}`",
+                "已写出 {file}：{name} {version}，{files} 个文件，{bytes} 字节，sha256 {sha256}；用 `homed plugin install {file}` 安装"
+            ),
+            M::PluginPackRefused { dir, why } => {
+                tr!(lang, "homed: cannot pack {dir}: {why}", "homed：无法打包 {dir}：{why}")
+            }
+            M::PluginPackNeedsSkill { name } => tr!(
+                lang,
+                "plugin `{name}` has auto_start: false but ships no SKILL.md: the model would never learn it exists and never start it. Add a SKILL.md beside plugin.json saying when to use it (and to start it with plugin_enable), or drop auto_start: false",
+                "插件 `{name}` 设置了 auto_start: false 却没有附带 SKILL.md：模型将无从得知它的存在，也不会启动它。请在 plugin.json 旁加一个 SKILL.md，说明何时使用它（并用 plugin_enable 启动），或去掉 auto_start: false"
+            ),
             M::PluginInstalled { name, version, tools } => tr!(
                 lang,
                 "plugin `{name}` {version} installed and running; tools: {tools}",
@@ -2196,6 +2251,21 @@ mod tests {
                 version: "1",
                 tools: "t",
             },
+            Msg::PluginInstalledIdle {
+                name: "n",
+                version: "1",
+            },
+            Msg::PluginPackUsage,
+            Msg::PluginPacked {
+                file: "f",
+                name: "n",
+                version: "1",
+                files: 2,
+                bytes: 3,
+                sha256: "ab",
+            },
+            Msg::PluginPackRefused { dir: "d", why: "w" },
+            Msg::PluginPackNeedsSkill { name: "n" },
             Msg::LlmSourceSwitched {
                 source: "s",
                 model: "m",

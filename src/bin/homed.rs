@@ -12,7 +12,7 @@ fn main() -> std::process::ExitCode {
     }
     // The client subcommands reach the running daemon here (see `daemon_address`).
     let daemon_at = cli.run.daemon_address(listen_given);
-    if let Some(Command::Plugin { name, file }) = &cli.command {
+    if let Some(Command::Plugin { name, file, output }) = &cli.command {
         // A bundled plugin speaks the protocol on stdout: no logging setup, no runtime.
         return match (name.as_str(), file) {
             ("timer", _) => std::process::ExitCode::from(homeagent_timer::run() as u8),
@@ -38,6 +38,39 @@ fn main() -> std::process::ExitCode {
                         std::process::ExitCode::FAILURE
                     }
                 }
+            }
+            ("pack", Some(dir)) => match homeagent_actors::plugins::pack::pack_to(dir, output.as_deref()) {
+                Ok((out, packed)) => {
+                    let file = out.display().to_string();
+                    println!(
+                        "{}",
+                        Msg::PluginPacked {
+                            file: &file,
+                            name: &packed.name,
+                            version: &packed.version,
+                            files: packed.files,
+                            bytes: packed.bytes.len() as u64,
+                            sha256: &packed.sha256,
+                        }
+                        .text()
+                    );
+                    std::process::ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!(
+                        "{}",
+                        Msg::PluginPackRefused {
+                            dir: &dir.display().to_string(),
+                            why: &e.to_string()
+                        }
+                        .text()
+                    );
+                    std::process::ExitCode::FAILURE
+                }
+            },
+            ("pack", None) => {
+                eprintln!("{}", Msg::PluginPackUsage.text());
+                std::process::ExitCode::FAILURE
             }
             ("install", None) => {
                 eprintln!("{}", Msg::PluginInstallUsage.text());

@@ -396,7 +396,7 @@ pub async fn get_graph(state: web::Data<AppState>, q: web::Query<GraphParams>) -
 }
 
 #[utoipa::path(get, path = "/api/v1/plugins", tag = "plugins",
-    responses((status = 200, description = "`{\"plugins\": [{name, kind, state (starting|running|backoff|quarantined|disabled|stopped), pid, restarts, last_exit, stderr_tail, tools, apis, actor}]}`")))]
+    responses((status = 200, description = "`{\"plugins\": [{name, kind, state (starting|running|backoff|quarantined|disabled|stopped|idle; idle: `auto_start: false`, not started until enabled or reloaded), problem (why it cannot run: a bad manifest, a min_version above this homed, another platform), pid, restarts, last_exit, stderr_tail, tools, apis, actor}]}`")))]
 pub async fn get_plugins(state: web::Data<AppState>) -> HttpResponse {
     let list: Vec<_> = state.plugins.list().iter().map(|p| p.status(&state.registry)).collect();
     HttpResponse::Ok().json(json!({ "plugins": list }))
@@ -508,7 +508,7 @@ pub async fn plugin_action(
     request_body(content = Vec<u8>, content_type = "application/zip", description = "The `.hmap` package (a zip with plugin.json at its root), at most 100 MB"),
     responses(
         (status = 201, description = "`{\"status\": \"installed\", name, version, entry, kind, checksum, plugin: {status of the started plugin}}`"),
-        (status = 400, description = "Not a package, unsafe path, link, bad manifest (`kind` says which)", body = ErrorBody),
+        (status = 400, description = "Not a package, unsafe path, link, bad manifest, a `min_version` above this homed (`version_too_old`) or `platforms` without this one (`wrong_platform`); `kind` says which, the error names both versions or platforms", body = ErrorBody),
         (status = 409, description = "A plugin of that name exists (`action: remove_first`)", body = ErrorBody),
         (status = 413, description = "Over 100 MB", body = ErrorBody),
         (status = 415, description = "Not sent as application/zip or application/octet-stream", body = ErrorBody),

@@ -145,6 +145,12 @@ pub fn plugin_part(p: &Value) -> Part {
             Status::Off,
             "disabled by the owner (plugin_enable starts it)",
         ),
+        "idle" => Part::new(
+            "plugin",
+            name,
+            Status::Off,
+            "idle: auto_start is false, so it waits to be asked (plugin_enable starts it)",
+        ),
         other => {
             let exit = p["last_exit"]
                 .as_str()
@@ -469,6 +475,8 @@ mod tests {
         );
         let broken = plugin_part(&json!({"name": "y", "state": "disabled", "problem": "bad manifest"}));
         assert_eq!(broken.status, Status::Fail);
+        let idle = plugin_part(&json!({"name": "z", "state": "idle"}));
+        assert_eq!(idle.status, Status::Off, "waiting to be asked is not a fault");
         let fell_back = embedder_part(
             &json!({"configured": "onnx", "active": "tfidf", "fallback": "model missing"}),
             None,

@@ -54,6 +54,13 @@ pub struct PluginEntry {
     started: AtomicBool,
     /// For SKILL.md plugins: the parsed skill (no process).
     pub skill: Option<Arc<super::skill::Skill>>,
+    /// For a process or Lua plugin: the `SKILL.md` its package ships beside the entry,
+    /// in the skill index like a skill plugin's (how the model learns of a plugin that
+    /// is not started until asked).
+    pub guide: Option<Arc<super::skill::Skill>>,
+    /// The manifest's `auto_start`: `false` keeps it stopped at boot and install until
+    /// it is enabled or reloaded.
+    pub auto_start: bool,
     launch: Option<Launch>,
 }
 
@@ -83,8 +90,28 @@ impl PluginEntry {
             disabled: AtomicBool::new(false),
             started: AtomicBool::new(false),
             skill: None,
+            guide: None,
+            auto_start: true,
             launch: None,
         }
+    }
+
+    /// Whether its process (or Lua state) was ever started in this run.
+    pub fn is_started(&self) -> bool {
+        self.started.load(Ordering::SeqCst)
+    }
+
+    /// An `auto_start: false` plugin, enabled, that nothing has started yet.
+    pub fn is_idle(&self) -> bool {
+        self.launch.is_some()
+            && !self.auto_start
+            && !self.started.load(Ordering::SeqCst)
+            && !self.disabled.load(Ordering::SeqCst)
+    }
+
+    /// Its skill for the index: a skill plugin's own, or the guide a plugin ships.
+    pub fn skill_doc(&self) -> Option<&Arc<super::skill::Skill>> {
+        self.skill.as_ref().or(self.guide.as_ref())
     }
 
     /// Adds the process actor (first start); later starts go through the supervisor.
@@ -162,7 +189,8 @@ impl PluginEntry {
 pub struct PluginStatus {
     pub name: String,
     pub kind: Option<EntryKind>,
-    /// `starting|running|backoff|quarantined|disabled|stopped`.
+    /// `starting|running|backoff|quarantined|disabled|stopped|idle` (`idle`: an
+    /// `auto_start: false` plugin not started yet).
     pub state: &'static str,
     pub pid: Option<u32>,
     pub restarts: u64,
@@ -186,6 +214,8 @@ impl PluginEntry {
             "disabled"
         } else if self.skill.is_some() {
             "running" // a skill is available as soon as it parsed
+        } else if self.is_idle() {
+            "idle"
         } else {
             match (sup.as_ref().map(|s| s.state()), proc_.as_ref().map(|p| p.state())) {
                 (Some(ActorState::Failed), _) => "quarantined",
@@ -278,6 +308,7 @@ async fn load_one(
         }
     };
     let mut entry = PluginEntry::new(&manifest.name, &dir, sup.id());
+    entry.auto_start = manifest.auto_start;
     let (path, kind) = match manifest.entry(&dir) {
         Ok(x) => x,
         Err(e) => {
@@ -286,6 +317,13 @@ async fn load_one(
         }
     };
     entry.kind = Some(kind);
+    // A plugin on disk that wants a newer daemon or another platform is not started;
+    // the list shows why (install refuses such a package before it gets here).
+    if let Err(e) = manifest.check_host(super::CORE_VERSION, std::env::consts::OS) {
+        tracing::error!(plugin = %manifest.name, "plugin not started: {e}");
+        entry.problem = Some(e.to_string());
+        return entry;
+    }
     if kind == EntryKind::Skill {
         match super::skill::Skill::load(&dir) {
             Ok(skill) => {
@@ -303,6 +341,12 @@ async fn load_one(
             return entry;
         }
     };
+    if dir.join("SKILL.md").is_file() {
+        match super::skill::Skill::load(&dir) {
+            Ok(guide) => entry.guide = Some(Arc::new(guide)),
+            Err(e) => tracing::warn!(plugin = %manifest.name, "the plugin's SKILL.md is not in the skill index: {e}"),
+        }
+    }
     entry.entry_path = Some(path.clone());
     let (info, deps, data) = (
         entry.info.clone(),
@@ -386,6 +430,8 @@ impl PluginSet {
             if disabled.contains(&entry.name) {
                 entry.disabled.store(true, Ordering::SeqCst);
                 tracing::info!(plugin = %entry.name, "plugin disabled by an operator; not started");
+            } else if entry.launch.is_some() && !entry.auto_start {
+                tracing::info!(plugin = %entry.name, "plugin has auto_start: false; not started until enabled or reloaded");
             } else if entry.launch.is_some()
                 && let Err(e) = entry.start().await
             {
@@ -460,7 +506,8 @@ impl PluginSet {
             return Err(InstallError::Load(problem.clone()));
         }
         self.entries.write().push(entry.clone());
-        if entry.launch.is_some() {
+        // An `auto_start: false` plugin waits, as at boot, for an enable or a reload.
+        if entry.launch.is_some() && entry.auto_start {
             // Installed means running: wait for the first start's outcome (handshake or
             // Lua `start()`), and take everything back out when it failed.
             let started = match entry.start().await {
@@ -477,10 +524,10 @@ impl PluginSet {
                 return Err(InstallError::Start(e));
             }
         }
-        if entry.skill.is_some() {
+        if entry.skill_doc().is_some() {
             self.refresh_skills().await;
         }
-        tracing::info!(plugin = %entry.name, "plugin installed and started");
+        tracing::info!(plugin = %entry.name, started = entry.is_started(), "plugin installed");
         let status = entry.status(&self.registry);
         Ok((installed, status))
     }
@@ -495,7 +542,7 @@ impl PluginSet {
         if let Err(e) = self.deps.stages.send(UnregisterPlugin(entry.name.clone())).await {
             tracing::warn!(plugin = %entry.name, "withdrawing the disabled plugin's tools: {e}");
         }
-        if entry.skill.is_some() {
+        if entry.skill_doc().is_some() {
             self.refresh_skills().await;
         }
         Ok(())
@@ -505,7 +552,7 @@ impl PluginSet {
     /// comes back into the prompt's skill index.
     pub async fn enable(&self, entry: &Arc<PluginEntry>) -> Result<(), String> {
         entry.enable(&self.registry).await?;
-        if entry.skill.is_some() {
+        if entry.skill_doc().is_some() {
             self.refresh_skills().await;
         }
         Ok(())
@@ -541,7 +588,7 @@ impl PluginSet {
         }
         self.deps.services.channels.unregister_plugin(&entry.name);
         self.withdraw(entry, &entry.dir).await?;
-        if entry.skill.is_some() {
+        if entry.skill_doc().is_some() {
             self.refresh_skills().await;
         }
         tracing::info!(plugin = %entry.name, "plugin uninstalled");
@@ -605,7 +652,7 @@ pub fn skills_tool(
     let skills: Vec<Arc<super::skill::Skill>> = entries
         .iter()
         .filter(|e| !e.disabled.load(Ordering::SeqCst))
-        .filter_map(|e| e.skill.clone())
+        .filter_map(|e| e.skill_doc().cloned())
         .collect();
     if skills.is_empty() {
         return None;

@@ -328,6 +328,12 @@ impl Manager {
                         problem: problem.clone(),
                     });
                 }
+                if entry.is_idle() {
+                    // `auto_start: false`: enabled but waiting to be asked; start it now.
+                    self.plugins.enable(&entry).await.map_err(MgrError::Plugin)?;
+                    let state = entry.status(&self.registry).state;
+                    return Ok(Msg::PluginEnabled { name: &name, state }.text());
+                }
                 if !entry.disabled.load(Ordering::SeqCst) {
                     return Err(MgrError::Already { name, state: "enabled" });
                 }
@@ -408,6 +414,11 @@ impl Manager {
         .map_err(|e| fail(e.to_string()))?
         .map_err(fail)?;
         match self.plugins.install(bytes).await {
+            Ok((installed, status)) if status.state == "idle" => Ok(Msg::PluginInstalledIdle {
+                name: &installed.name,
+                version: &installed.version,
+            }
+            .text()),
             Ok((installed, status)) => {
                 let tools = status.tools.join(", ");
                 Ok(Msg::PluginInstalled {
@@ -432,12 +443,14 @@ pub fn specs() -> Vec<ToolSpec> {
         ToolSpec::new(
             LIST,
             "List the installed plugins: name, kind (process, lua, skill), state \
-             (starting, running, backoff, quarantined, disabled, stopped), tools and restarts. No arguments.",
+             (starting, running, backoff, quarantined, disabled, stopped; idle: not started until enabled), \
+             tools and restarts. No arguments.",
             json!({"type": "object", "properties": {}}),
         ),
         ToolSpec::new(
             ENABLE,
             "Enable a disabled plugin and start it; the choice persists across daemon restarts. \
+             Also starts an idle plugin (one that waits to be asked, as its skill says). \
              Example: {\"name\": \"web\"}",
             name("the plugin's name (see plugin_list)"),
         ),
@@ -455,7 +468,8 @@ pub fn specs() -> Vec<ToolSpec> {
         ),
         ToolSpec::new(
             INSTALL,
-            "Install an .hmap plugin package from a file inside the sandbox's read roots and start it at once; \
+            "Install an .hmap plugin package from a file inside the sandbox's read roots and start it at once \
+             (unless its manifest says auto_start: false: then it is idle until plugin_enable); \
              a package that does not start is rolled back. Example: {\"path\": \"downloads/notes.hmap\"}",
             json!({"type": "object", "properties": {"path": {"type": "string", "description": "path of the .hmap file (relative paths start in the work directory)"}}, "required": ["path"]}),
         ),

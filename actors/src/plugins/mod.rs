@@ -6,6 +6,7 @@
 //! * [`host`]: discovery in `DATA/plugins` and the per-plugin supervisors;
 //! * [`watch`]: hot reload when an entry file changes;
 //! * [`package`]: `.hmap` package install (checked, unpacked, renamed into place);
+//! * [`pack`]: `homed plugin pack`, a checked `.hmap` built from a plugin directory;
 //! * [`manager`]: the built-in `pluginmgr` tools (list, enable, disable, reload,
 //!   install, the LLM source switch) and `get_plugin_tools`.
 
@@ -14,8 +15,13 @@ pub mod conn;
 pub mod host;
 pub mod lua;
 pub mod manager;
+pub mod pack;
 pub mod package;
 pub mod process;
 pub mod services;
 pub mod skill;
 pub mod watch;
+
+/// The daemon's version as plugins see it: the handshake's `core_version`, and what a
+/// manifest's `min_version` is compared with.
+pub const CORE_VERSION: &str = env!("CARGO_PKG_VERSION");

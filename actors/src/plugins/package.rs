@@ -61,6 +61,10 @@ pub enum PackageError {
     EntryMissing(String),
     #[error("package's plugin.bin is not executable; `chmod +x plugin.bin` before zipping")]
     NotExecutable,
+    #[error("package cannot run here: {0}")]
+    Incompatible(#[from] homeagent_plugin_protocol::CompatError),
+    #[error("package's SKILL.md is invalid: {0}; fix it (or leave it out) and pack again")]
+    BadSkill(String),
     #[error("plugin `{0}` already exists; remove DATA/plugins/{0} (or uninstall it) first")]
     Exists(String),
     #[error("cannot install the package: {0}")]
@@ -84,7 +88,9 @@ impl PackageError {
             | Self::MissingField(_)
             | Self::BadEntry(_)
             | Self::EntryMissing(_)
-            | Self::NotExecutable => "bad_manifest",
+            | Self::NotExecutable
+            | Self::BadSkill(_) => "bad_manifest",
+            Self::Incompatible(c) => c.kind(),
             Self::Exists(_) => "exists",
             Self::Io(_) => "io",
         }
@@ -106,7 +112,7 @@ pub struct Installed {
 }
 
 /// Checks a path inside the archive: relative, no `..`, no NUL, no drive prefix.
-fn safe_relative(name: &str) -> Option<PathBuf> {
+pub(super) fn safe_relative(name: &str) -> Option<PathBuf> {
     if name.is_empty() || name.contains('\0') || name.contains('\\') || name.starts_with('/') {
         return None;
     }
@@ -149,7 +155,41 @@ pub fn install_with_limit(bytes: &[u8], plugins_dir: &Path, limit: u64) -> Resul
     }
     let mut archive =
         zip::ZipArchive::new(std::io::Cursor::new(bytes)).map_err(|e| PackageError::NotZip(e.to_string()))?;
-    // Pass 1: every entry is checked before anything touches the disk.
+    check_entries(&mut archive)?;
+    std::fs::create_dir_all(plugins_dir)?;
+    let staging = tempdir_in(plugins_dir)?;
+    // On error `staging` removes itself.
+    let (manifest, kind) = unpack_and_check(&mut archive, &staging.0)?;
+    let target = plugins_dir.join(&manifest.name);
+    if target.exists() {
+        return Err(PackageError::Exists(manifest.name));
+    }
+    std::fs::rename(&staging.0, &target)?;
+    staging.keep();
+    let checksum = sha256_hex(bytes);
+    tracing::info!(plugin = %manifest.name, version = %manifest.version, %checksum, "package installed");
+    Ok(Installed {
+        status: "installed",
+        name: manifest.name,
+        version: manifest.version,
+        entry: manifest.entry,
+        kind,
+        checksum,
+        dir: target,
+    })
+}
+
+/// SHA-256 of `bytes` in lowercase hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Pass 1 of an install: every entry is checked before anything touches the disk —
+/// safe relative paths, plain files and directories only, no encryption, the size
+/// and count limits, no path twice, a `plugin.json` of at most 64 KiB at the root.
+/// `homed plugin pack` runs it over what it built.
+pub fn check_entries<R: Read + std::io::Seek>(archive: &mut zip::ZipArchive<R>) -> Result<(), PackageError> {
     if archive.len() > MAX_ENTRIES {
         return Err(PackageError::TooManyEntries(archive.len()));
     }
@@ -188,31 +228,7 @@ pub fn install_with_limit(bytes: &[u8], plugins_dir: &Path, limit: u64) -> Resul
     if !has_manifest {
         return Err(PackageError::NoManifest);
     }
-    std::fs::create_dir_all(plugins_dir)?;
-    let staging = tempdir_in(plugins_dir)?;
-    // On error `staging` removes itself.
-    let (manifest, kind) = unpack_and_check(&mut archive, &staging.0)?;
-    let target = plugins_dir.join(&manifest.name);
-    if target.exists() {
-        return Err(PackageError::Exists(manifest.name));
-    }
-    std::fs::rename(&staging.0, &target)?;
-    staging.keep();
-    use sha2::Digest;
-    let checksum = sha2::Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<String>();
-    tracing::info!(plugin = %manifest.name, version = %manifest.version, %checksum, "package installed");
-    Ok(Installed {
-        status: "installed",
-        name: manifest.name,
-        version: manifest.version,
-        entry: manifest.entry,
-        kind,
-        checksum,
-        dir: target,
-    })
+    Ok(())
 }
 
 /// A staging directory that removes itself unless kept.
@@ -330,6 +346,9 @@ fn unpack_and_check<R: Read + std::io::Seek>(
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode | 0o600))?;
     }
     let manifest = Manifest::load(root).map_err(|e| PackageError::Manifest(e.to_string()))?;
+    // Before anything else about the plugin: a package for a newer daemon or another
+    // platform is refused naming both sides.
+    manifest.check_host(super::CORE_VERSION, std::env::consts::OS)?;
     if manifest.version.is_empty() {
         return Err(PackageError::MissingField("version"));
     }
@@ -351,6 +370,9 @@ fn unpack_and_check<R: Read + std::io::Seek>(
     }
     if kind == EntryKind::Skill {
         super::skill::Skill::load(root).map_err(|e| PackageError::Manifest(e.to_string()))?;
+    } else if root.join("SKILL.md").is_file() {
+        // The skill a plugin ships beside its entry goes into the skill index.
+        super::skill::Skill::load(root).map_err(|e| PackageError::BadSkill(e.to_string()))?;
     }
     Ok((manifest, kind))
 }
@@ -423,6 +445,22 @@ mod tests {
         assert!(again.to_string().contains("remove"));
         assert_eq!(listing(dir.path()), vec!["hello"]);
     }
+
+    /// What the refusal of a package for homed 999 says: both versions.
+    static NEWER: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        format!(
+            "needs homed 999.0.0 or newer, but this is homed {}",
+            super::super::CORE_VERSION
+        )
+    });
+    /// A platform this test does not run on.
+    const ELSEWHERE: &str = if cfg!(target_os = "windows") {
+        "linux"
+    } else {
+        "windows"
+    };
+    static WRONG_PLATFORM: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| format!("runs on {ELSEWHERE} only"));
 
     #[test]
     fn bad_packages_are_refused_and_leave_nothing() {
@@ -511,6 +549,49 @@ mod tests {
                     0o644,
                 )]),
                 "invalid",
+            ),
+            (
+                package(&[
+                    (
+                        "plugin.json",
+                        r#"{"name": "x", "version": "1", "entry": "main.lua", "min_version": "999.0.0"}"#,
+                        0o644,
+                    ),
+                    ("main.lua", "return {}", 0o644),
+                ]),
+                &NEWER,
+            ),
+            (
+                package(&[
+                    (
+                        "plugin.json",
+                        r#"{"name": "x", "version": "1", "entry": "main.lua", "min_version": "soon"}"#,
+                        0o644,
+                    ),
+                    ("main.lua", "return {}", 0o644),
+                ]),
+                "MAJOR.MINOR.PATCH",
+            ),
+            (
+                package(&[
+                    (
+                        "plugin.json",
+                        &format!(
+                            r#"{{"name": "x", "version": "1", "entry": "main.lua", "platforms": ["{ELSEWHERE}"]}}"#
+                        ),
+                        0o644,
+                    ),
+                    ("main.lua", "return {}", 0o644),
+                ]),
+                &WRONG_PLATFORM,
+            ),
+            (
+                package(&[
+                    ("plugin.json", LUA_MANIFEST, 0o644),
+                    ("main.lua", "return {}", 0o644),
+                    ("SKILL.md", "no front matter", 0o644),
+                ]),
+                "SKILL.md is invalid",
             ),
         ];
         for (bytes, want) in cases {

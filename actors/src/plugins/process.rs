@@ -361,7 +361,7 @@ impl PluginProcess {
         // Handshake, bounded.
         let hello = KernelRequest::Handshake(HandshakeParams {
             protocol: PROTOCOL_VERSION,
-            core_version: env!("CARGO_PKG_VERSION").into(),
+            core_version: super::CORE_VERSION.into(),
             plugin_name: self.name().to_owned(),
         });
         let hs_conn = conn.clone();

@@ -39,5 +39,5 @@ pub const MAX_FRAME_BYTES: usize = 1024 * 1024;
 pub use capability::Capability;
 pub use frame::{Frame, FrameError, Request, Response, RpcError, decode, encode};
 pub use handshake::{HandshakeParams, HandshakeReply};
-pub use manifest::{EntryKind, Manifest};
+pub use manifest::{CompatError, EntryKind, Manifest};
 pub use request::{DecodeError, KernelRequest, PluginRequest};
