@@ -470,6 +470,28 @@ pub const TOOLS_ZH: &[(&str, &str)] = &[
     ),
     ("timer_list", "列出生效中的定时器。"),
     ("timer_cancel", "按编号取消定时器（见 timer_list）。"),
+    // memo
+    (
+        "memo_add",
+        "保存一条笔记（正文，可选标签），可附提醒：到 `remind_at` 时你会收到一条带着该笔记的打断。`remind_at`：延时（10m、1h30m、2d）、钟点（18:30）或日期加时间（2026-05-08 18:30，除非给出 +08:00 这样的时区偏移，否则按本地时间）。",
+    ),
+    (
+        "memo_list",
+        "列出笔记，新的在前：默认只列未完成的，除非给出 `include_done`；给出 `tag` 时只列带该标签的。",
+    ),
+    (
+        "memo_search",
+        "查找正文或标签包含 `query` 中每个词的笔记（不区分大小写；中文无需空格）。",
+    ),
+    (
+        "memo_update",
+        "按编号修改笔记（见 memo_list）：新的 `text`、`tags`（替换原有标签）或 `remind_at`（`none` 去掉提醒；给新时间则重新设置）。",
+    ),
+    (
+        "memo_done",
+        "按编号把笔记标为完成；尚未到期的提醒随之取消。已完成的笔记用 `include_done` 仍可查到。",
+    ),
+    ("memo_delete", "按编号永久删除笔记。"),
     // files
     (
         "files_read",
