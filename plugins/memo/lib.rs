@@ -379,13 +379,13 @@ fn tool(name: &str, description: &str, parameters: Value) -> ToolRegister {
 fn keywords_of(name: &str) -> &'static str {
     match name {
         "memo_add" => {
-            "note, notes, memo, jot, write down, remember, remind, reminder, todo, to-do, don't forget, \
-             笔记, 备忘, 备忘录, 记下, 记一下, 记住, 提醒, 待办, 别忘了"
+            "note, memo, jot, jot down, write down, note down, todo, to-do, don't forget, \
+             笔记, 备忘, 备忘录, 记下, 记一下, 待办, 别忘了"
         }
-        "memo_list" => "notes, memos, my notes, todo list, reminders, 笔记, 备忘, 备忘录, 待办, 清单",
-        "memo_search" => "find note, search notes, look up, what did I note, 查找, 搜索笔记, 找备忘, 记过",
+        "memo_list" => "notes, memos, my notes, todo list, 笔记, 备忘, 备忘录, 待办, 清单",
+        "memo_search" => "find note, search notes, what did I note, 搜索笔记, 找备忘, 记过",
         "memo_update" => "change note, edit note, reschedule, postpone, 修改笔记, 改备忘, 推迟提醒",
-        "memo_done" => "done, finished, completed, tick off, check off, 完成, 做完了, 勾掉",
+        "memo_done" => "mark done, tick off, check off, finished note, 完成, 做完了, 勾掉",
         "memo_delete" => "delete note, remove note, forget note, 删除笔记, 删掉备忘",
         _ => "",
     }
