@@ -1337,7 +1337,7 @@
     const meta = [t("memory.notes.created", { when: fmtWhen(n.created_ms) })];
     if (n.done_ms) meta.push(t("memory.notes.done_at", { when: fmtWhen(n.done_ms) }));
     else if (n.remind_at_ms && n.reminded_ms) meta.push(t("memory.notes.reminded", { when: fmtWhen(n.remind_at_ms) }));
-    else if (n.remind_at_ms) meta.push("⏰ " + t("memory.notes.remind", { when: fmtWhen(n.remind_at_ms) }));
+    else if (n.remind_at_ms) meta.push(t("memory.notes.remind", { when: fmtWhen(n.remind_at_ms) }));
     li.append(el("span", "note-meta muted", meta.join(" · ")));
     li.append(el("span", "spacer"));
     const err = alertEl("span");

@@ -401,7 +401,7 @@ fn tools() -> Vec<ToolRegister> {
     vec![
         tool(
             "memo_add",
-            "Save a note (text, optional tags), optionally with a reminder: when `remind_at` comes you receive an interrupt with the note. `remind_at`: a delay (10m, 1h30m, 2d), a clock time (18:30) or a date and time (2026-05-08 18:30, local time unless an offset like +08:00 is given).",
+            "Save a note (text, optional tags), optionally with a reminder: when `remind_at` comes you receive an interrupt with the note. `remind_at`: a delay (`10m`, `1h30m`, `2d`), a clock time (`18:30`) or a date and time (`2026-05-08 18:30`, local time unless an offset like `+08:00` is given).",
             json!({"type": "object", "properties": {
                 "text": {"type": "string", "description": "the note"},
                 "tags": tags,
