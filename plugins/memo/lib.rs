@@ -45,6 +45,8 @@ const MAX_WAIT: Duration = Duration::from_secs(30);
 const RETRY: Duration = Duration::from_secs(30);
 
 type R = Result<String, String>;
+/// One of the page's APIs.
+type ApiFn = fn(&Memo, &Value) -> Result<Value, String>;
 
 /// Unix milliseconds on the wall clock.
 pub fn now_ms() -> i64 {
@@ -480,8 +482,7 @@ pub fn run() -> i32 {
             }
         });
     }
-    let apis: [(&str, fn(&Memo, &Value) -> Result<Value, String>); 3] =
-        [("list", api_list), ("done", api_done), ("delete", api_delete)];
+    let apis: [(&str, ApiFn); 3] = [("list", api_list), ("done", api_done), ("delete", api_delete)];
     for (name, f) in apis {
         let m = memo.clone();
         plugin = plugin.api(name, move |body| f(&m, &body));
