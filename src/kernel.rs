@@ -619,7 +619,7 @@ fn plugin_deps(
 /// A file of a bundled plugin: its name, content and whether it is executable.
 type BundledFile = (&'static str, &'static str, bool);
 
-/// The bundled plugins. `timer`, `mcp` (the MCP bridge), `files`, `cmd`, `web`, `terminal` and `onebot` (the QQ bridge) are Rust plugins compiled
+/// The bundled plugins. `timer`, `mcp` (the MCP bridge), `files`, `cmd`, `web`, `terminal`, `onebot` (the QQ bridge) and `memo` (notes with reminders) are Rust plugins compiled
 /// into `homed`: their `plugin.bin` is a two-line script that runs this very executable
 /// (`homed plugin <name>`), so they always match the daemon. `units` (Lua) and `meeting-notes`
 /// (SKILL.md) are examples shipped as their source files.
@@ -671,6 +671,13 @@ const BUNDLED: &[(&str, &[BundledFile])] = &[
         &[
             ("plugin.json", include_str!("../plugins/onebot/plugin.json"), false),
             ("plugin.bin", "#!/bin/sh\nexec '@HOMED@' plugin onebot\n", true),
+        ],
+    ),
+    (
+        "memo",
+        &[
+            ("plugin.json", include_str!("../plugins/memo/plugin.json"), false),
+            ("plugin.bin", "#!/bin/sh\nexec '@HOMED@' plugin memo\n", true),
         ],
     ),
     (

@@ -1404,9 +1404,67 @@
     renderKnowledge();
   });
 
+  // ---- notes (the memo plugin's named APIs: list with a search, done, delete)
+
+  const MEMO_API = "/api/v1/plugins/memo/api/";
+
+  function noteItem(n) {
+    const li = el("li", "note-item");
+    li.dataset.id = String(n.id);
+    if (n.done_ms) li.dataset.done = "1";
+    li.append(el("code", null, "#" + n.id));
+    for (const tag of Array.isArray(n.tags) ? n.tags : []) li.append(el("span", "note-tag data", tag));
+    const meta = [t("memory.notes.created", { when: fmtWhen(n.created_ms) })];
+    if (n.done_ms) meta.push(t("memory.notes.done_at", { when: fmtWhen(n.done_ms) }));
+    else if (n.remind_at_ms && n.reminded_ms) meta.push(t("memory.notes.reminded", { when: fmtWhen(n.remind_at_ms) }));
+    else if (n.remind_at_ms) meta.push(t("memory.notes.remind", { when: fmtWhen(n.remind_at_ms) }));
+    li.append(el("span", "note-meta muted", meta.join(" · ")));
+    li.append(el("span", "spacer"));
+    const err = alertEl("span");
+    if (!n.done_ms) {
+      li.append(button(t("memory.notes.mark_done"), "small note-done", async () => {
+        const r = await api("POST", MEMO_API + "done", { id: n.id });
+        if (!r.ok) { err.textContent = r.error; return; }
+        renderNotes();
+      }));
+    }
+    li.append(confirmButton(t("common.delete"), "small danger note-delete", async () => {
+      const r = await api("POST", MEMO_API + "delete", { id: n.id });
+      if (!r.ok) { err.textContent = r.error; return; }
+      renderNotes();
+    }), err);
+    // The note itself is the owner's data, written as text.
+    li.append(el("div", "note-text data", n.text));
+    return li;
+  }
+
+  async function renderNotes() {
+    const q = $("#notes-q").value.trim();
+    const err = $("#notes-error");
+    const list = $("#notes-list");
+    const count = $("#notes-count");
+    err.textContent = "";
+    const r = await api("POST", MEMO_API + "list", { query: q, include_done: $("#notes-done").checked });
+    if (!r.ok) {
+      count.textContent = "";
+      // No memo plugin (removed, disabled, stopped): say so, not the route's error.
+      if (r.status === 404 || r.status === 503) list.replaceChildren(elT("li", "muted", "memory.notes.off"));
+      else err.textContent = r.error;
+      return;
+    }
+    const res = (r.body && r.body.result) || {};
+    const notes = Array.isArray(res.notes) ? res.notes : [];
+    count.textContent = notes.length ? t("memory.notes.count", { shown: notes.length, total: res.total || notes.length }) : "";
+    list.dataset.query = q;
+    if (!notes.length) { list.replaceChildren(elT("li", "muted", q ? "memory.notes.nomatch" : "memory.notes.none")); return; }
+    list.replaceChildren(...notes.map(noteItem));
+  }
+  $("#notes-form").addEventListener("submit", (ev) => { ev.preventDefault(); renderNotes(); });
+  $("#notes-done").addEventListener("change", () => renderNotes());
+
   hooks.memory = {
     show() {
-      renderMemStatus(); renderContext(); searchDocs(); renderKnowledge();
+      renderMemStatus(); renderContext(); searchDocs(); renderKnowledge(); renderNotes();
       if (!$("#graph-q").value.trim()) searchGraph();
       if (window.HA.media) window.HA.media.renderBrowser();
       // Drawn while hidden, the graph has no size: fit it to its box again.

@@ -393,5 +393,18 @@ fn every_view_fits_a_phone_and_a_desktop_in_both_languages() {
     for q in ["hello there", "what did I say about the garden last week?"] {
         assert!(!common::api::ask(&d, q).is_empty());
     }
+    // A note with tags and a pending reminder for the Memory view's Notes panel.
+    common::api::wait_for(&d, "/api/v1/plugins", "the memo plugin running", |v| {
+        v["plugins"].as_array().is_some_and(|ps| {
+            ps.iter()
+                .any(|p| p["name"] == "memo" && p["apis"].as_array().is_some_and(|a| a.len() == 3))
+        })
+    });
+    let note = common::api::call_tool(
+        &d,
+        "memo_add",
+        serde_json::json!({"text": "Water the plants on the balcony, all of them, including the very long-named Monstera deliciosa", "tags": ["garden", "家务"], "remind_at": "3d"}),
+    );
+    assert!(note.starts_with("note #1 saved"), "{note}");
     run_script(&d, "tour.mjs", &root.join("target/e2e-tour"), &[], "tour e2e: PASS");
 }

@@ -59,6 +59,11 @@ const TASKS: &[(&str, &str)] = &[
     ("Which reminders do I have?", "timer_list"),
     ("Cancel timer 2", "timer_cancel"),
     ("十分钟后提醒我给妈妈打电话", "timer_set"),
+    // memo
+    ("Jot down that the spare key is under the blue flower pot", "memo_add"),
+    ("记一下：周五之前交房租", "memo_add"),
+    ("Search my memos for the spare key", "memo_search"),
+    ("Mark the rent memo as done", "memo_done"),
     // units
     ("How many kilometres is 26.2 miles?", "units_convert"),
     ("Convert 350 degrees Fahrenheit to Celsius", "units_convert"),
@@ -201,7 +206,7 @@ fn at_128k_the_fixed_overhead_is_small_and_each_task_finds_its_tool() {
     put_settings(&d, json!({"core.llm.sources.fake.context_window": 131072}));
     let mut tasks: Vec<(&str, &str)> = TASKS.to_vec();
     tasks.extend_from_slice(HELD_OUT);
-    let mut running = vec!["files", "terminal", "cmd", "web", "timer", "units"];
+    let mut running = vec!["files", "terminal", "cmd", "web", "timer", "units", "memo"];
     if let (Some(every), Some(fs)) = (npm("mcp-server-everything"), npm("mcp-server-filesystem")) {
         put_settings(
             &d,

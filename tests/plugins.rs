@@ -1383,3 +1383,123 @@ fn a_subprocess_plugin_offers_http_apis_and_asks_the_agent_synchronously() {
     }
     assert_eq!(plugin(&d, "asker")["apis"], json!(["ask", "echo", "refuse", "look"]));
 }
+
+/// Polls the fake model's last request until one of its messages is `content`.
+fn wait_model_saw(d: &Daemon, v: &vendor::Vendor, content: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let last = v.last.lock().unwrap().clone();
+        if last["messages"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["content"] == content))
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{content:?} never reached the model; last request: {last}\nlog:\n{}",
+            d.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The page's view of the notes: the memo plugin's `list` API.
+fn memo_list(d: &Daemon, body: Value) -> Value {
+    let (status, out) = common::api::post(d, "/api/v1/plugins/memo/api/list", body);
+    assert_eq!(status, 200, "{out}");
+    out["result"].clone()
+}
+
+fn note_ids(list: &Value) -> Vec<u64> {
+    list["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["id"].as_u64().unwrap())
+        .collect()
+}
+
+#[test]
+fn the_bundled_memo_plugin_keeps_notes_across_a_kill_and_reminds_the_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = Daemon::start(&data);
+    let tools = json!([
+        "memo_add",
+        "memo_list",
+        "memo_search",
+        "memo_update",
+        "memo_done",
+        "memo_delete"
+    ]);
+    let p = wait_plugin(&d, "memo", Duration::from_secs(20), "ran", |p| {
+        p["state"] == "running" && p["tools"] == tools && p["apis"].as_array().is_some_and(|a| a.len() == 3)
+    });
+    assert_eq!(p["apis"], json!(["list", "done", "delete"]), "{p}");
+    let v = with_vendor(&d);
+
+    // Notes added by the model through the tool loop.
+    assert_eq!(
+        via_tool(&d, "memo_add", json!({"text": "买牛奶和面包", "tags": ["购物"]})),
+        "note #1 saved (tags: 购物)"
+    );
+    let saved = via_tool(&d, "memo_add", json!({"text": "Call the plumber", "remind_at": "2s"}));
+    assert!(saved.starts_with("note #2 saved; reminder at "), "{saved}");
+    assert!(via_tool(&d, "memo_search", json!({"query": "牛奶"})).contains("#1 买牛奶和面包 [tags: 购物]"));
+
+    // What the page reads: the list, and the search through the same API.
+    let all = memo_list(&d, json!({}));
+    assert_eq!((all["total"].as_u64(), note_ids(&all)), (Some(2), vec![2, 1]), "{all}");
+    let found = memo_list(&d, json!({"query": "牛奶"}));
+    assert_eq!(note_ids(&found), [1], "{found}");
+    assert_eq!(found["notes"][0]["tags"], json!(["购物"]));
+    assert_eq!(note_ids(&memo_list(&d, json!({"query": "PLUMBER"}))), [2]);
+    assert_eq!(
+        note_ids(&memo_list(&d, json!({"query": "购物"}))),
+        [1],
+        "tags are searched"
+    );
+
+    // The due reminder reaches the agent as an interrupt, and the note records it.
+    wait_model_saw(&d, &v, "[Interrupt] 📝 Reminder of note #2: Call the plumber");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while memo_list(&d, json!({"query": "plumber"}))["notes"][0]["reminded_ms"].is_null() {
+        assert!(Instant::now() < deadline, "the delivery was never recorded");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // One more with a reminder, then kill -9 the daemon at once: the answer said it was
+    // saved, so it is on disk; the reminder that comes while the daemon is down is
+    // delivered when it is back.
+    let saved = via_tool(&d, "memo_add", json!({"text": "water the plants", "remind_at": "3s"}));
+    assert!(saved.starts_with("note #3 saved; reminder at "), "{saved}");
+    d.kill9();
+    let d = Daemon::start(&data);
+    wait_plugin(&d, "memo", Duration::from_secs(20), "came back", |p| {
+        p["state"] == "running" && p["apis"].as_array().is_some_and(|a| a.len() == 3)
+    });
+    let all = memo_list(&d, json!({}));
+    assert_eq!(note_ids(&all), [3, 2, 1], "{all}");
+    assert_eq!(all["notes"][2]["text"], "买牛奶和面包");
+    assert!(all["notes"][1]["reminded_ms"].is_i64(), "{all}");
+    wait_model_saw(&d, &v, "[Interrupt] 📝 Reminder of note #3: water the plants");
+
+    // Done from the page: out of the default listing, still found with include_done;
+    // deleted: gone.
+    let (status, out) = common::api::post(&d, "/api/v1/plugins/memo/api/done", json!({"id": 1}));
+    assert_eq!(status, 200, "{out}");
+    assert!(out["result"]["note"]["done_ms"].is_i64(), "{out}");
+    assert_eq!(note_ids(&memo_list(&d, json!({}))), [3, 2]);
+    assert_eq!(
+        note_ids(&memo_list(&d, json!({"query": "面包", "include_done": true}))),
+        [1]
+    );
+    let (status, _) = common::api::post(&d, "/api/v1/plugins/memo/api/delete", json!({"id": 2}));
+    assert_eq!(status, 200);
+    let (status, out) = common::api::post(&d, "/api/v1/plugins/memo/api/delete", json!({"id": 2}));
+    assert_eq!(status, 502, "{out}");
+    assert!(out["error"].as_str().unwrap().contains("no note #2"), "{out}");
+    assert_eq!(note_ids(&memo_list(&d, json!({"include_done": true}))), [3, 1]);
+    assert!(data.join("plugin_data/memo/memo.db").exists());
+}

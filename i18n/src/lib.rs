@@ -756,6 +756,13 @@ pub enum Msg<'a> {
         message: &'a str,
     },
 
+    // ---- Memo plugin ----
+    /// A note's reminder came (`text`: the note, with its tags).
+    MemoReminder {
+        id: u64,
+        text: &'a str,
+    },
+
     // ---- CLI (waiter) ----
     CliHelp,
     CliStatus {
@@ -1662,6 +1669,7 @@ impl Msg<'_> {
                  正确则不做任何操作。"
             ),
             M::Reminder { id, message } => tr!(lang, "⏰ Reminder #{id}: {message}", "⏰ 定时提醒 #{id}: {message}"),
+            M::MemoReminder { id, text } => tr!(lang, "📝 Reminder of note #{id}: {text}", "📝 备忘提醒 #{id}: {text}"),
             M::CliHelp => match lang {
                 Lang::En => CLI_HELP_EN.to_owned(),
                 Lang::Zh => CLI_HELP_ZH.to_owned(),
@@ -2209,6 +2217,7 @@ mod tests {
                 confidence: 0.8,
             },
             Msg::Reminder { id: 1, message: "tea" },
+            Msg::MemoReminder { id: 1, text: "milk" },
             Msg::CliHelp,
             Msg::CliStatus {
                 uptime_s: 1,

@@ -26,6 +26,7 @@ fn main() -> std::process::ExitCode {
             ("web", _) => std::process::ExitCode::from(homeagent_web::run() as u8),
             ("terminal", _) => std::process::ExitCode::from(homeagent_terminal::run() as u8),
             ("onebot", _) => std::process::ExitCode::from(homeagent_onebot::run() as u8),
+            ("memo", _) => std::process::ExitCode::from(homeagent_memo::run() as u8),
             ("install", Some(file)) => {
                 let system = actix_rt::System::new();
                 match system.block_on(homeagent::install::install_package(daemon_at, &cli.run.data, file)) {

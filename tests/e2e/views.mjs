@@ -293,6 +293,40 @@ async function memory(page) {
   });
   log('relation edited to "Alice lives_in Lyon" from the page');
 
+  // Notes (the memo plugin): added by the model, listed and searched on the page
+  // (Chinese found inside a sentence, tags too), marked done from it.
+  await commit(`call-tool memo_add ${JSON.stringify({ text: '周末买牛奶和鸡蛋', tags: ['购物'] })}`);
+  await commit(`call-tool memo_add ${JSON.stringify({ text: 'Call the plumber about the sink', tags: ['home'], remind_at: '2d' })}`);
+  await page.fill('#notes-q', '');
+  await page.locator('#notes-form button[type=submit]').click();
+  await pollPage(page, 'the notes panel does not list both notes', 10_000, () => {
+    const n = document.querySelectorAll('#notes-list li.note-item').length;
+    return n === 2 ? { ok: true } : { ok: false, why: document.querySelector('#notes-list').textContent.slice(0, 200) };
+  });
+  for (const [q, want] of [['牛奶', '周末买牛奶和鸡蛋'], ['PLUMBER', 'Call the plumber about the sink'], ['home', 'Call the plumber about the sink']]) {
+    await page.fill('#notes-q', q);
+    await page.locator('#notes-form button[type=submit]').click();
+    await pollPage(page, `searching notes for ${q} did not find only ${want}`, 10_000, (a) => {
+      const items = [...document.querySelectorAll('#notes-list li.note-item .note-text')].map((x) => x.textContent);
+      return document.querySelector('#notes-list').dataset.query === a[0] && items.length === 1 && items[0] === a[1]
+        ? { ok: true } : { ok: false, why: items.join(' | ') };
+    }, [q, want]);
+  }
+  await page.fill('#notes-q', '牛奶');
+  await page.locator('#notes-form button[type=submit]').click();
+  await pollPage(page, 'the milk note is not listed alone', 10_000, () => (
+    document.querySelectorAll('#notes-list li.note-item').length === 1 && document.querySelector('#notes-list').dataset.query === '牛奶' ? { ok: true } : { ok: false }));
+  await page.locator('#notes-list li.note-item .note-done').click();
+  await pollPage(page, 'the note marked done is still listed', 10_000, () => (
+    document.querySelectorAll('#notes-list li.note-item').length === 0 ? { ok: true } : { ok: false }));
+  await page.check('#notes-done');
+  await pollPage(page, 'the done note is not shown with "done ones too"', 10_000, () => {
+    const li = document.querySelector('#notes-list li.note-item[data-done="1"]');
+    return li ? { ok: true } : { ok: false, why: document.querySelector('#notes-list').textContent.slice(0, 200) };
+  });
+  await page.uncheck('#notes-done');
+  log('notes listed, searched (Chinese, case, tags) and one marked done from the page');
+
   const hb = page.locator('#mem-status tr[data-heartbeat="review"] .hb-run');
   await hb.click();
   await pollPage(page, 'review heartbeat shows no round after Run now', 10_000, () => {
