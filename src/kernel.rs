@@ -1101,12 +1101,14 @@ async fn start_agent(
         })
         .await?;
     let (sc, ib, fw, rt) = (scheduler.clone(), inbox.clone(), s.firewall.clone(), routes.clone());
+    let ch = deps.channels.clone();
     let event_loop = sup
         .worker("event-loop", RestartPolicy::Permanent, move || {
             Ok(EventLoop::new(sc.clone())
                 .with_inbox(ib.clone())
                 .with_firewall(fw.clone())
-                .with_routes(rt.clone()))
+                .with_routes(rt.clone())
+                .with_channels(ch.clone()))
         })
         .await?;
     let (sc, ib, el, fw) = (scheduler.clone(), inbox.clone(), event_loop.clone(), s.firewall.clone());
@@ -1146,7 +1148,7 @@ mod tests {
             vec![
                 vec!["supervision"],
                 vec!["config", "heartbeat", "llm", "stage-host"],
-                vec!["memory"],
+                vec!["backups", "memory"],
                 vec!["agent"],
                 vec!["plugin-host"],
                 vec!["cli", "replay"]

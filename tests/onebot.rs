@@ -246,3 +246,117 @@ fn the_owner_is_answered_a_guest_is_refused_and_the_bridge_reconnects() {
         sent_to(a, "send_private_msg", "user_id", OWNER, "echo: still there?")
     });
 }
+
+/// A group message from "Alice" @-mentioning the bot, as NapCat sends it.
+fn group_mention(group: i64, from: i64, nickname: &str, text: &str) -> Value {
+    json!({"self_id": SELF_ID, "post_type": "message", "message_type": "group", "sub_type": "normal", "group_id": group,
+        "user_id": from, "message": [{"type": "at", "data": {"qq": SELF_ID.to_string()}}, {"type": "text", "data": {"text": format!(" {text}")}}],
+        "raw_message": format!("[CQ:at,qq={SELF_ID}] {text}"), "message_format": "array",
+        "sender": {"user_id": from, "nickname": nickname, "card": "", "role": "member"}})
+}
+
+/// Issue 33 item 6: the bridge declares its input channel with a cleaner. The model
+/// reads who wrote in the group (`[QQ group 777 · Alice (20002)] …`); what memory
+/// keeps — the context window, the documents and their passages (which the vectors
+/// and the search index are computed from) and the facts — is `Alice: …`, never the
+/// header; the raw text log keeps the message as it arrived.
+#[test]
+fn a_chat_bridges_header_reaches_the_model_but_not_memory() {
+    let (_dir, data, d, v) = common::api::daemon_with_plugins(&[], &["cmd"]);
+    let s = server();
+    onebot_running(&d);
+    put_settings(
+        &d,
+        json!({"plugin.onebot.url": s.url, "plugin.onebot.access_token": TOKEN, "plugin.onebot.owner_id": OWNER}),
+    );
+    s.wait_connections(1);
+    // Few events in the window, so the distill heartbeat archives them into documents.
+    put_settings(&d, json!({"core.agent.max_context_size": 1}));
+    let said = [
+        "the ferry to Tromsø leaves at nine",
+        "bring the blue tent",
+        "Ingrid cooks on Saturday",
+        "the cabin key is under the mat",
+        "we meet at the harbour",
+        "Anna brings the kayak",
+        "the weather looks fine",
+    ];
+    for (i, text) in said.iter().enumerate() {
+        s.push(group_mention(777, GUEST, "Alice", text));
+        s.wait_action(&format!("the answer to message {i}"), |a| {
+            sent_to(a, "send_group_msg", "group_id", 777, &format!("echo: {text}"))
+        });
+    }
+    // The model read who wrote.
+    let last = v.last.lock().unwrap().to_string();
+    assert!(
+        last.contains("[QQ group 777 · Alice (20002)] the weather looks fine"),
+        "{last}"
+    );
+
+    let (status, body) = common::api::post(&d, "/api/v1/heartbeats/distill/run", json!({}));
+    assert_eq!(status, 200, "{body}");
+    let open = |file: &str| {
+        let db = rusqlite::Connection::open(data.join(file)).unwrap();
+        db.busy_timeout(Duration::from_secs(5)).unwrap();
+        db
+    };
+    let db = open("memory/memory.db");
+    let texts = |sql: &str| -> Vec<String> {
+        let mut st = db.prepare(sql).unwrap();
+        st.query_map([], |r| r.get::<_, String>(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    let passages = texts("SELECT text FROM passages");
+    assert!(
+        passages
+            .iter()
+            .any(|p| p.contains("Alice: the ferry to Tromsø leaves at nine")),
+        "the first messages went into the document store, cleaned: {passages:?}\n{}",
+        d.log_text()
+    );
+    let events = texts("SELECT input FROM context_events");
+    assert!(
+        events.iter().any(|e| e == "Alice: the weather looks fine"),
+        "{events:?}"
+    );
+    // Nowhere in memory: not the window, not a document, not a passage, not a
+    // keyword, not a fact of the graph.
+    for file in ["memory/memory.db", "memory/graph.db"] {
+        let db = open(file);
+        let texts = |sql: &str| -> Vec<String> {
+            let mut st = db.prepare(sql).unwrap();
+            st.query_map([], |r| r.get::<_, String>(0))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect()
+        };
+        let tables = texts("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'");
+        for table in &tables {
+            for col in texts(&format!("SELECT name FROM pragma_table_info('{table}')")) {
+                let n: i64 = db
+                    .query_row(
+                        &format!(
+                            "SELECT COUNT(*) FROM \"{table}\" WHERE typeof(\"{col}\") = 'text' AND (\"{col}\" LIKE '%QQ group%' OR \"{col}\" LIKE '%(20002)%')"
+                        ),
+                        [],
+                        |r| r.get(0),
+                    )
+                    .unwrap();
+                assert_eq!(n, 0, "the header is in {file}: {table}.{col}");
+            }
+        }
+    }
+    // The raw record keeps the message as it arrived.
+    let log: String = std::fs::read_dir(data.join("memory/text"))
+        .unwrap()
+        .flatten()
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+        .collect();
+    assert!(
+        log.contains("[QQ group 777 · Alice (20002)] bring the blue tent"),
+        "{log}"
+    );
+}

@@ -358,7 +358,7 @@ fn a_lua_plugin_offers_tools_and_stage_handlers_and_a_runaway_script_is_stopped(
     install(&data, "greeter");
     let d = Daemon::start(&data);
     let p = wait_plugin(&d, "greeter", Duration::from_secs(10), "ran", |p| {
-        p["tools"].as_array().is_some_and(|t| t.len() == 5)
+        p["tools"].as_array().is_some_and(|t| t.len() == 7)
     });
     assert_eq!(
         (p["kind"].as_str(), p["state"].as_str()),
@@ -405,7 +405,7 @@ fn a_lua_call_stuck_in_c_code_meets_its_deadline_and_the_chat_keeps_answering() 
     install(&data, "greeter");
     let d = Daemon::start(&data);
     wait_plugin(&d, "greeter", Duration::from_secs(10), "ran", |p| {
-        p["tools"].as_array().is_some_and(|t| t.len() == 5)
+        p["tools"].as_array().is_some_and(|t| t.len() == 7)
     });
     let _v = with_vendor(&d);
     let slow = {
@@ -1502,4 +1502,68 @@ fn the_bundled_memo_plugin_keeps_notes_across_a_kill_and_reminds_the_agent() {
     assert!(out["error"].as_str().unwrap().contains("no note #2"), "{out}");
     assert_eq!(note_ids(&memo_list(&d, json!({"include_done": true}))), [3, 1]);
     assert!(data.join("plugin_data/memo/memo.db").exists());
+}
+
+/// Cleaners from a Lua plugin (issue 33 item 6; a subprocess plugin's are in
+/// tests/onebot.rs): the model reads a tool's output and a channel's input whole;
+/// what memory keeps of them is what the declared rules leave.
+#[test]
+fn a_lua_plugins_cleaners_decide_what_memory_keeps() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    install(&data, "greeter");
+    let d = Daemon::start(&data);
+    wait_plugin(&d, "greeter", Duration::from_secs(10), "ran", |p| {
+        p["tools"].as_array().is_some_and(|t| t.len() == 7)
+    });
+    let _v = with_vendor(&d);
+    assert_eq!(
+        ask(&d, "call-tool greeter_card {}")["reply"],
+        "tool said: [CARD v2] hello card (greeted)",
+        "the model reads the output whole"
+    );
+    assert_eq!(
+        ask(&d, r#"call-tool greeter_tell {"text": "the red door"}"#)["reply"],
+        "tool said: told (greeted)"
+    );
+    let db = rusqlite::Connection::open(data.join("memory/memory.db")).unwrap();
+    db.busy_timeout(Duration::from_secs(5)).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let inputs = loop {
+        let mut st = db
+            .prepare("SELECT input FROM context_events WHERE source = 'greeter'")
+            .unwrap();
+        let v: Vec<String> = st.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
+        if !v.is_empty() {
+            break v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the injected line never ran; log:\n{}",
+            d.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(
+        inputs,
+        ["the red door"],
+        "the channel's cleaner applied; log:\n{}",
+        d.log_text()
+    );
+    let results: String = db
+        .query_row(
+            "SELECT tool_results FROM context_events WHERE tool_results LIKE '%greeter_card%'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let results: Value = serde_json::from_str(&results).unwrap();
+    assert_eq!(
+        results[0]["output"], "[CARD v2] hello card",
+        "stored as it was: {results}"
+    );
+    assert_eq!(
+        results[0]["compute"], "hello card",
+        "the compute layer's view: {results}"
+    );
 }

@@ -343,6 +343,23 @@ pub fn run() -> i32 {
                 eprintln!("onebot: cannot declare plugin.onebot.{key}: {e}");
             }
         }
+        // How memory treats what the bridge injects: the header goes, the words stay.
+        let channel = methods::InputRegister {
+            name: "onebot".into(),
+            cleaner: Some(methods::CleanerRules {
+                rules: wire::cleaner_rules()
+                    .into_iter()
+                    .map(|(pattern, replace)| methods::CleanRule {
+                        pattern: pattern.into(),
+                        replace: replace.into(),
+                    })
+                    .collect(),
+            }),
+            ..Default::default()
+        };
+        if let Err(e) = k.request(PluginRequest::InputRegister(channel)) {
+            eprintln!("onebot: cannot declare its input channel: {e}");
+        }
         let _ = KERNEL.set(k);
         eprintln!("onebot plugin ready");
         std::thread::spawn(move || b.connect_loop());

@@ -14,6 +14,8 @@
 //! * `too-long` — answers HTTP 400 `context_length_exceeded` (OpenAI's wording);
 //! * anything else — answers `echo: <text>`.
 //!
+//! A chat bridge's `[QQ …] ` header before the words is read past (as a model would).
+//!
 //! It also serves OpenAI `POST /v1/embeddings` (deterministic 8-dimensional vectors)
 //! for the remote-embedder tests.
 //!
@@ -99,7 +101,7 @@ fn last_input(messages: &[Value]) -> (String, bool) {
             tool_after = true;
         }
         if role == "user" && !is_placeholder(content) {
-            return (content.to_owned(), tool_after);
+            return (read_past_bridge_header(content).to_owned(), tool_after);
         }
         if role == "system"
             && let Some(text) = Lang::ALL
@@ -110,6 +112,17 @@ fn last_input(messages: &[Value]) -> (String, bool) {
         }
     }
     (String::new(), tool_after)
+}
+
+/// A chat bridge's header (`[QQ group 777 · Alice (20002)] `) is read past, as a
+/// model reads past it to the words: the scripts decide by what the person wrote.
+fn read_past_bridge_header(text: &str) -> &str {
+    if text.starts_with("[QQ ")
+        && let Some(end) = text.find("] ")
+    {
+        return &text[end + 2..];
+    }
+    text
 }
 
 /// A streamed call of `name` with `args` (a JSON string).

@@ -74,6 +74,8 @@ struct PluginChannel {
 pub struct Channels {
     list: Vec<Channel>,
     plugins: std::sync::Arc<parking_lot::RwLock<Vec<PluginChannel>>>,
+    /// Input channels' definitions (`input.register`), longest name first.
+    inputs: std::sync::Arc<parking_lot::RwLock<Vec<super::inputdef::InputDef>>>,
 }
 
 impl std::fmt::Debug for Channels {
@@ -94,6 +96,20 @@ pub enum ChannelError {
 }
 
 impl Channels {
+    /// Adds (or replaces) a plugin's input channel definition.
+    pub fn register_input(&self, def: super::inputdef::InputDef) {
+        let mut inputs = self.inputs.write();
+        inputs.retain(|d| d.name != def.name);
+        inputs.push(def);
+        // The most specific channel decides (`onebot/group` before `onebot`).
+        inputs.sort_by_key(|d| std::cmp::Reverse(d.name.len()));
+    }
+
+    /// The definition inputs from `source` follow, if a plugin declared one.
+    pub fn input_for(&self, source: &str) -> Option<super::inputdef::InputDef> {
+        self.inputs.read().iter().find(|d| d.covers(source)).cloned()
+    }
+
     /// Adds a plugin's channel; its send tool appears in the next model call.
     pub fn register(&self, plugin: &str, channel: Channel, deliver: Deliver) -> Result<(), ChannelError> {
         let n = &channel.name;
@@ -129,6 +145,7 @@ impl Channels {
 
     /// Removes every channel of a plugin (it stopped or crashed); answers how many.
     pub fn unregister_plugin(&self, plugin: &str) -> usize {
+        self.inputs.write().retain(|d| d.plugin != plugin);
         let mut plugins = self.plugins.write();
         let before = plugins.len();
         plugins.retain(|p| p.plugin != plugin);
@@ -148,6 +165,7 @@ impl Channels {
     pub fn builtin() -> Self {
         Self {
             plugins: Default::default(),
+            inputs: Default::default(),
             list: vec![
                 Channel {
                     name: "http".into(),

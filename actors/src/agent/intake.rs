@@ -151,6 +151,8 @@ pub struct EventLoop {
     feeding: bool,
     /// Channels assigned to residents: their input goes to that resident's scheduler.
     routes: Option<super::routes::ChannelRoutes>,
+    /// Where the plugins' input channel definitions are (none: no input is cleaned).
+    channels: Option<super::channels::Channels>,
 }
 
 impl EventLoop {
@@ -163,7 +165,15 @@ impl EventLoop {
             backlog: VecDeque::new(),
             feeding: false,
             routes: None,
+            channels: None,
         }
+    }
+
+    /// Applies the plugins' input channel definitions at admission
+    /// ([`super::inputdef`]): what memory keeps of an input is decided at the door.
+    pub fn with_channels(mut self, channels: super::channels::Channels) -> Self {
+        self.channels = Some(channels);
+        self
     }
 
     /// Routes the input of channels assigned to residents to them (spec §6.2).
@@ -227,6 +237,8 @@ impl EventLoop {
     /// The guard's verdict on a queued input (its refusal already answered).
     fn admit(&self, input: &mut Input) -> Result<Ticket, Refusal> {
         mask_input(self.firewall.as_deref(), input);
+        let def = self.channels.as_ref().and_then(|c| c.input_for(&input.source));
+        super::inputdef::InputDef::apply(def.as_ref(), &input.text, &mut input.no_memory, &mut input.payload);
         if input.text.trim().is_empty() {
             input.reply.skip(Refusal::EmptyInput);
             return Err(Refusal::EmptyInput);

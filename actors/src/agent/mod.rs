@@ -26,6 +26,7 @@ pub mod dedupe;
 pub mod handles;
 pub mod inbox;
 pub mod input;
+pub mod inputdef;
 pub mod intake;
 pub mod notice;
 pub mod offload;

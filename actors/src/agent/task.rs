@@ -331,8 +331,16 @@ impl TaskActor {
                 )
                 .instrument(crate::trace_span!(parent: &self.span, "recall"));
                 let started = std::time::Instant::now();
+                // A channel declared `recall_policy: none`: its turns see the window, no memory.
+                let recall_off =
+                    super::inputdef::Policy::of(&self.input.payload).recall == super::inputdef::RecallPolicy::None;
                 ctx.spawn(
-                    actix::fut::wrap_future::<_, Host<Self>>(fut).map(move |(r, recorded), host, ctx| {
+                    actix::fut::wrap_future::<_, Host<Self>>(fut).map(move |(mut r, recorded), host, ctx| {
+                        if recall_off {
+                            r.relevant.clear();
+                            r.index = None;
+                            r.memory_tokens = 0;
+                        }
                         let me = host.inner();
                         me.deps.bus.publish(crate::bus::Event::Recalled {
                             task_id: me.id,
@@ -426,6 +434,33 @@ impl TaskActor {
                 let _ = self.deps.textlog.do_send(crate::memory::textlog::LogText(line));
             }
             Cmd::Commit(event) => {
+                // A channel declared `context_policy: prune`: the window is pruned
+                // against its input once the turn is in it (off the reply's path).
+                if super::inputdef::Policy::of(&self.input.payload).context == super::inputdef::ContextPolicy::Prune {
+                    let (context, query, max) = (
+                        self.deps.context.clone(),
+                        event.input.clone(),
+                        self.settings().max_context_size,
+                    );
+                    actix::spawn(async move {
+                        let pruned = context
+                            .send(crate::memory::actor::PruneContext {
+                                query,
+                                // 0: by count only, `max_context_size − 1` (the seed's rule).
+                                context_tokens: 0,
+                                max_context_size: max,
+                            })
+                            .await;
+                        if let Ok(Ok(n)) = pruned
+                            && n > 0
+                        {
+                            tracing::info!(
+                                archived = n,
+                                "memory pass (input): the window was pruned against the input"
+                            );
+                        }
+                    });
+                }
                 let context = self.deps.context.clone();
                 // The turn's rows (its input and this reply) get their vectors now, not
                 // at the embedder's next poll: a follow-up question a moment later

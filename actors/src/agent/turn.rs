@@ -51,10 +51,20 @@ pub struct TurnInput {
     /// The principal's name when not the owner (`onebot.guest`); empty for the owner.
     /// Recorded on the turn's events and scoping its recall.
     pub principal: String,
+    /// What memory keeps of the input (its channel's cleaner applied at admission;
+    /// `None`: the text as it is) and whether it recalls ([`super::inputdef::Policy`]).
+    pub memory: super::inputdef::Policy,
     /// An acknowledged input nobody waits on (the inbox holds it): its turn waits out
     /// an LLM outage ([`Limits::outage_wait_ms`]) instead of failing at once. A
     /// synchronous caller is there to see the error and resend.
     pub durable: bool,
+}
+
+impl TurnInput {
+    /// The input as memory keeps it (the model reads [`Self::text`]).
+    pub fn memory_text(&self) -> &str {
+        self.memory.memory_text.as_deref().unwrap_or(&self.text)
+    }
 }
 
 impl From<&super::input::Input> for TurnInput {
@@ -73,6 +83,7 @@ impl From<&super::input::Input> for TurnInput {
                 i.principal.name.clone()
             },
             media: crate::memory::media::parts::from_payload(&i.payload),
+            memory: super::inputdef::Policy::of(&i.payload),
             durable: !i.kernel && !i.reply.is_waiting(),
         }
     }
@@ -879,14 +890,14 @@ impl TurnCore {
             id: 0,
             ts_ms: env.now_ms,
             source: self.input.source.clone(),
-            input: self.input.text.clone(),
+            input: self.input.memory_text().to_owned(),
             response: String::new(),
             tools_used: vec![],
             tool_results: vec![],
             principal: self.input.principal.clone(),
         });
         let cmd = Cmd::ReadTimeline {
-            query: self.input.text.clone(),
+            query: self.input.memory_text().to_owned(),
             window: env.limits.window,
             fixed: self.fixed_tokens(env),
             record,
@@ -1141,7 +1152,7 @@ impl TurnCore {
             id: 0,
             ts_ms: env.now_ms,
             source: "agent".into(),
-            input: self.input.text.clone(),
+            input: self.input.memory_text().to_owned(),
             response: text.clone(),
             tools_used: self.tools_used.clone(),
             tool_results,
@@ -1151,7 +1162,9 @@ impl TurnCore {
             out.push(Cmd::LogText(TextEvent {
                 ts: event.ts_ms,
                 source: self.input.source.clone(),
-                input: event.input.clone(),
+                // The raw record keeps the input as it arrived (a bridge's header too);
+                // the tiers keep what its channel's cleaner left.
+                input: self.input.text.clone(),
                 response: event.response.clone(),
                 tools_used: event.tools_used.clone(),
                 imported: false,

@@ -86,6 +86,8 @@ struct Registrations {
     tools: Vec<(ToolSpec, Function)>,
     stages: Vec<(Stage, Scope, Function)>,
     outputs: Vec<(OutputRegister, Function)>,
+    /// Input channels (`sdk.register_input_channel`), checked when declared.
+    inputs: Vec<m::InputRegister>,
 }
 
 /// A Lua plugin.
@@ -96,6 +98,7 @@ pub struct LuaPlugin {
     tools: Vec<(ToolSpec, Function)>,
     stages: Vec<(Stage, Scope, Function)>,
     outputs: Vec<(OutputRegister, Function)>,
+    inputs: Vec<m::InputRegister>,
     /// Events the script subscribed to (shared with `sdk.events.*`).
     events: EventSlot,
     /// Its named APIs (shared with `sdk.register_api`).
@@ -528,6 +531,7 @@ impl LuaPlugin {
             tools: r.tools,
             stages: r.stages,
             outputs: r.outputs,
+            inputs: r.inputs,
             events,
             apis,
             sub: EventSub::default(),
@@ -580,7 +584,9 @@ impl LuaPlugin {
                     Ok(_) => unreachable!("tool.register decodes as ToolRegister"),
                     Err(e) => return Err(mlua::Error::runtime(e.to_string())),
                 };
-                r.lock().tools.push((super::services::tool_spec(&owner, &reg), handler));
+                let spec = super::services::tool_spec(&owner, &reg)
+                    .map_err(|e| mlua::Error::runtime(format!("tool `{}`: {e}", reg.name)))?;
+                r.lock().tools.push((spec, handler));
                 Ok(())
             })?,
         )?;
@@ -611,12 +617,39 @@ impl LuaPlugin {
                 },
             )?,
         )?;
-        let owner = plugin.clone();
+        let (env3, r4) = (env.clone(), regs.clone());
         sdk.set(
             "register_input_channel",
-            lua.create_function(move |_, (name, _def): (String, LuaValue)| {
-                tracing::info!(plugin = %owner, channel = %name, "input channel declared (inject as source `{owner}/{name}`)");
-                Ok(format!("{owner}/{name}"))
+            lua.create_function(move |lua, (name, def): (String, Option<Table>)| {
+                // The seed's `(name, ChannelDef)`: the channel is `<plugin>/<name>` (or the
+                // plugin's own name), decoded as a subprocess plugin's `input.register`.
+                let owner = &env3.name;
+                let channel = if name.is_empty() || name == *owner {
+                    owner.clone()
+                } else {
+                    format!("{owner}/{name}")
+                };
+                if let Err(denial) = env3.manifest.allows(m::INPUT_REGISTER) {
+                    return Err(mlua::Error::runtime(denial));
+                }
+                let mut def: Value = match def {
+                    Some(d) => lua.from_value(LuaValue::Table(d))?,
+                    None => json!({}),
+                };
+                if let Some(o) = def.as_object_mut() {
+                    o.insert("name".into(), Value::String(channel.clone()));
+                }
+                let reg = match PluginRequest::from_message(m::INPUT_REGISTER, def) {
+                    Ok(PluginRequest::InputRegister(reg)) => reg,
+                    Ok(_) => unreachable!("input.register decodes as InputRegister"),
+                    Err(e) => return Err(mlua::Error::runtime(e.to_string())),
+                };
+                // Checked now (a bad declaration is the script's error), registered when
+                // the plugin starts (a start withdraws everything the plugin had).
+                crate::agent::inputdef::InputDef::from_register(owner, &reg)
+                    .map_err(|e| mlua::Error::runtime(e.to_string()))?;
+                r4.lock().inputs.push(reg);
+                Ok(channel)
             })?,
         )?;
         let owner = plugin.clone();
@@ -902,6 +935,11 @@ impl LuaPlugin {
                 scope: *scope,
                 handler,
             });
+        }
+        for reg in &self.inputs {
+            if let Err(e) = super::services::register_input(&self.deps.services.channels, &self.name, reg) {
+                tracing::warn!(plugin = %self.name, "input channel `{}` refused: {}", reg.name, e.message);
+            }
         }
         for (i, (reg, _)) in self.outputs.iter().enumerate() {
             let (m, plugin) = (me.clone(), self.name.clone());

@@ -457,7 +457,10 @@ impl PluginProcess {
         let name = self.name().to_owned();
         let result = match call {
             PluginRequest::ToolRegister(t) => {
-                let spec = services::tool_spec(&name, &t);
+                let spec = match services::tool_spec(&name, &t) {
+                    Ok(spec) => spec,
+                    Err(e) => return conn.respond(id, Err(invalid(format!("tool `{}`: {e}", t.name)))),
+                };
                 let handler: Arc<dyn ToolHandler> = Arc::new(PluginTool {
                     conn: conn.clone(),
                     tool: t.name.clone(),
@@ -542,6 +545,7 @@ impl PluginProcess {
                     });
                 self.deps.services.register_output(&name, &reg, deliver)
             }
+            PluginRequest::InputRegister(reg) => services::register_input(&self.deps.services.channels, &name, &reg),
             PluginRequest::OutputUnregister(u) => {
                 Ok(json!({"removed": self.deps.services.channels.unregister(&name, &u.name)}))
             }

@@ -152,8 +152,9 @@ pub fn parse_caps(v: Option<&Value>) -> Result<u8, String> {
     }
 }
 
-/// The kernel's tool spec for a plugin's `tool.register` (subprocess and Lua alike).
-pub fn tool_spec(plugin: &str, t: &m::ToolRegister) -> ToolSpec {
+/// The kernel's tool spec for a plugin's `tool.register` (subprocess and Lua alike);
+/// a cleaner that does not compile refuses the registration.
+pub fn tool_spec(plugin: &str, t: &m::ToolRegister) -> Result<ToolSpec, crate::agent::inputdef::DefError> {
     let parameters = if t.parameters.is_null() {
         json!({"type": "object", "properties": {}})
     } else {
@@ -166,7 +167,27 @@ pub fn tool_spec(plugin: &str, t: &m::ToolRegister) -> ToolSpec {
     spec.paths = t.paths.clone();
     spec.network = t.network;
     spec.keywords = t.keywords.clone();
-    spec
+    spec.cleaner = t
+        .cleaner
+        .as_ref()
+        .map(crate::agent::inputdef::Cleaner::compile)
+        .transpose()?
+        .map(crate::agent::inputdef::Cleaner::into_fn);
+    Ok(spec)
+}
+
+/// Declares one of `plugin`'s input channels (subprocess and Lua alike).
+pub fn register_input(channels: &Channels, plugin: &str, reg: &m::InputRegister) -> Result<Value, RpcError> {
+    let def = crate::agent::inputdef::InputDef::from_register(plugin, reg).map_err(|e| bad(m::INPUT_REGISTER, e))?;
+    tracing::info!(
+        plugin,
+        channel = %def.name,
+        no_memory = def.no_memory,
+        cleaner = def.cleaner.is_some(),
+        "input channel declared"
+    );
+    channels.register_input(def);
+    Ok(json!({"channel": reg.name}))
 }
 
 /// A stage registration's stage and scope, with errors that list the valid values.

@@ -53,6 +53,8 @@ impl Capability {
         let prefix = method.split('.').next().unwrap_or(method);
         Some(match prefix {
             "io" if method != "io.setToolBlocks" => Self::Io,
+            // Declaring how its injected inputs are remembered is part of injecting.
+            "input" => Self::Io,
             "memory" => Self::Memory,
             "doc" => Self::DocMemory,
             "knowledge" => Self::Knowledge,
@@ -104,6 +106,7 @@ mod tests {
             ("events.subscribe", Some(Capability::Events)),
             ("stage.register", None),
             ("output.register", None),
+            ("input.register", Some(Capability::Io)),
         ] {
             assert_eq!(Capability::required_for(method), cap, "{method}");
         }

@@ -44,6 +44,55 @@ pub const API_REGISTER: &str = "api.register";
 /// error answer as 502 with its message.
 pub const API_INVOKE: &str = "api.invoke";
 
+/// Plugin → kernel: declare an input channel (capability `io`): how memory treats
+/// the inputs the plugin injects under it. Params [`InputRegister`]; result `{"channel"}`.
+pub const INPUT_REGISTER: &str = "input.register";
+
+/// Text rules the kernel applies to what *memory* keeps of a channel's inputs or a
+/// tool's outputs — the stored passages, their vectors, the search index and the facts
+/// distilled from them — never to what the model reads in the turn itself.
+///
+/// Why rules and not a call back into the plugin: they run on every input and every
+/// stored tool output, in the kernel, with no round trip; and a plugin never sees the
+/// text of other channels. Patterns are Rust `regex` (linear time: no pattern a
+/// hostile plugin sends can hang the kernel), applied in order; `replace` may use
+/// `$1`-style groups. A result that is empty keeps the original text.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CleanerRules {
+    pub rules: Vec<CleanRule>,
+}
+
+/// One rule of a [`CleanerRules`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CleanRule {
+    pub pattern: String,
+    /// What a match becomes (default: nothing).
+    #[serde(default)]
+    pub replace: String,
+}
+
+/// An input channel's definition (`input.register`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputRegister {
+    /// The channel: the plugin's name or `<plugin>/<part>`. Every input whose source is
+    /// the channel or lies under it (`onebot/group:1` under `onebot`) follows it.
+    pub name: String,
+    /// Its inputs are answered but never remembered.
+    #[serde(default)]
+    pub no_memory: bool,
+    /// What memory keeps of its inputs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cleaner: Option<CleanerRules>,
+    /// `prune`: the context window is pruned against each input as it arrives;
+    /// `none` or empty: only by the heartbeat and on overflow.
+    #[serde(default)]
+    pub context_policy: String,
+    /// `none`: its inputs recall nothing from memory; `auto` or empty: as usual.
+    #[serde(default)]
+    pub recall_policy: String,
+}
+
 /// A tool declaration.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ToolRegister {
@@ -75,6 +124,9 @@ pub struct ToolRegister {
     /// to the model (they cost no prompt tokens).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub keywords: Vec<String>,
+    /// What memory keeps of the tool's outputs (the model reads them whole).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cleaner: Option<CleanerRules>,
 }
 
 impl ToolRegister {

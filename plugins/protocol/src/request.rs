@@ -19,8 +19,8 @@ use serde_json::{Map, Value};
 use crate::frame::{Request, RpcError};
 use crate::handshake::HandshakeParams;
 use crate::methods::{
-    EventsPublish, EventsSubscribe, InjectMedia, InjectText, OutputRegister, SettingDef, SettingValue, SettingsGet,
-    StageRegister, TextAppend, ToolCancel, ToolInvoke, ToolRegister, ToolUnregister, Triple,
+    EventsPublish, EventsSubscribe, InjectMedia, InjectText, InputRegister, OutputRegister, SettingDef, SettingValue,
+    SettingsGet, StageRegister, TextAppend, ToolCancel, ToolInvoke, ToolRegister, ToolUnregister, Triple,
 };
 
 /// Why a frame's `method`/`params` is not a call of the protocol. Answered to the
@@ -165,6 +165,8 @@ requests! {
         "stage.register" => StageRegister(StageRegister),
         /// Offer an output channel (`output_send__<name>`).
         "output.register" => OutputRegister(OutputRegister),
+        /// Declare an input channel: how memory treats its inputs.
+        "input.register" => InputRegister(InputRegister),
         /// Withdraw one of the plugin's channels.
         "output.unregister" => OutputUnregister(OutputUnregister),
         /// Offer a named HTTP API (`POST /api/v1/plugins/<plugin>/api/<name>`, answered by `api.invoke`).
@@ -531,6 +533,11 @@ mod tests {
                 json!({"name": "box", "description": "a box", "caps": ["text"]}),
             ),
             ("output.unregister", json!({"name": "box"})),
+            (
+                "input.register",
+                json!({"name": "qq", "no_memory": false, "cleaner": {"rules": [{"pattern": "^\\[.*?\\] ", "replace": ""}]},
+                    "context_policy": "prune", "recall_policy": "none"}),
+            ),
             ("api.register", json!({"name": "ask", "description": "asks"})),
             ("io.injectText", json!({"text": "hi", "source": "s", "priority": null})),
             (

@@ -32,6 +32,21 @@ sdk.register_tool("greeter_slow", {description = "A long search in C code"}, fun
   return "done"
 end)
 
+-- What memory keeps (issue 33 item 6): the channel's and the tool's templates go.
+sdk.register_input_channel("", {cleaner = {rules = {{pattern = "^<<greeter>> ", replace = ""}}}})
+
+sdk.register_tool("greeter_card", {
+  description = "A card behind a template header",
+  cleaner = {rules = {{pattern = "^\\[CARD v\\d+\\] ", replace = ""}}},
+}, function(args)
+  return "[CARD v2] hello card"
+end)
+
+sdk.register_tool("greeter_tell", {description = "Says a line on the greeter channel"}, function(args)
+  sdk.inject_text("<<greeter>> " .. (args.text or ""))
+  return "told"
+end)
+
 sdk.register_stage("before_output", function(ctx)
   ctx.final_text = ctx.final_text .. " (greeted)"
 end)
