@@ -129,7 +129,13 @@ fn the_webui_backs_up_and_restores_with_a_way_back() {
     assert_eq!(r.status().as_u16(), 200);
     assert_eq!(r.headers()["content-type"], "application/zip");
     assert_eq!(&r.bytes().unwrap()[..2], b"PK");
-    for bad in ["..%2Fconfig.db", "config.db", "homeagent-x.zip", "%2Fetc%2Fpasswd"] {
+    for bad in [
+        "..%2Fconfig.db",
+        "config.db",
+        "homeagent-x.zip",
+        "%2Fetc%2Fpasswd",
+        "homeagent-20201205T131512.572Z.zip",
+    ] {
         let r = d.client().get(d.url(&format!("/api/v1/backups/{bad}"))).send().unwrap();
         assert_eq!(r.status().as_u16(), 404, "{bad}");
     }
@@ -182,11 +188,18 @@ fn scheduled_backups_follow_the_clock_and_keep_the_newest() {
     let listed = get(&d, "/api/v1/backups");
     let backups = listed["backups"].as_array().unwrap();
     assert_eq!(backups.len(), 3, "{listed}");
-    // Named by the virtual calendar: 2026-01-01 plus ten days.
+    // Named by the virtual calendar: one a day from 2026-01-01 (each due a day after
+    // the last was written, a few milliseconds after its own due time).
+    let newest = backups[0]["name"].as_str().unwrap();
     assert!(
-        backups[0]["name"].as_str().unwrap().starts_with("homeagent-20260111T"),
+        newest.starts_with("homeagent-20260110T") || newest.starts_with("homeagent-20260111T"),
         "{listed}"
     );
+    let days: Vec<i64> = backups
+        .iter()
+        .map(|b| b["at_ms"].as_i64().unwrap() / 86_400_000)
+        .collect();
+    assert_eq!(days, [days[0], days[0] - 1, days[0] - 2], "one a day: {listed}");
     assert_eq!(listed["last"]["trigger"], "schedule", "{listed}");
     // Off: no more are taken, none are removed.
     common::api::put_settings(&d, json!({"core.backup.keep": 0}));

@@ -104,7 +104,11 @@ fn take_blocking(data: &Path, dir: &Path, keep: u32) -> Result<Listed, String> {
             dir.display()
         )
     })?;
-    let at_ms = homeagent_actors::clock::now_ms();
+    // Never over an existing backup: the next free millisecond.
+    let mut at_ms = homeagent_actors::clock::now_ms();
+    while dir.join(schedule::file_name(at_ms)).exists() {
+        at_ms += 1;
+    }
     let name = schedule::file_name(at_ms);
     let path = dir.join(&name);
     let manifest = super::backup(data, &path).map_err(|e| e.to_string())?;

@@ -288,7 +288,7 @@ mod tests {
             "memory/memory.db-shm",
             "snapshots/x/config.db",
             "models/embedder/x",
-            "backups/homeagent-20261205T131512Z.zip",
+            "backups/homeagent-20261205T131512.572Z.zip",
         ] {
             assert!(skipped(Path::new(p)), "{p}");
         }

@@ -12,19 +12,25 @@ pub const PREFIX: &str = "homeagent-";
 /// …and ends with this.
 pub const SUFFIX: &str = ".zip";
 
-/// The file name of a backup taken at `at_ms` (kernel clock).
+/// The file name of a backup taken at `at_ms` (kernel clock), to the millisecond
+/// (`homeagent-20261205T131512.572Z.zip`): two backups a moment apart — a restore's
+/// way back right after the backup it restores — must never share a name.
 pub fn file_name(at_ms: i64) -> String {
-    format!("{PREFIX}{}{SUFFIX}", crate::upgrade::chrono_like(at_ms.max(0) as u64))
+    let at = at_ms.max(0) as u64;
+    let stamp = crate::upgrade::chrono_like(at);
+    let (day_time, z) = stamp.split_at(stamp.len() - 1);
+    format!("{PREFIX}{day_time}.{:03}{z}{SUFFIX}", at % 1000)
 }
 
 /// When the backup `name` was taken (Unix ms), `None` for a file that is not one.
 pub fn taken_at(name: &str) -> Option<i64> {
     let stamp = name.strip_prefix(PREFIX)?.strip_suffix(SUFFIX)?;
-    // 20261205T131512Z
+    // 20261205T131512.572Z
     let b = stamp.as_bytes();
-    if b.len() != 16 || b[8] != b'T' || b[15] != b'Z' {
+    if b.len() != 20 || b[8] != b'T' || b[15] != b'.' || b[19] != b'Z' {
         return None;
     }
+    let ms: i64 = stamp.get(16..19)?.parse().ok()?;
     let num = |r: std::ops::Range<usize>| stamp.get(r)?.parse::<i64>().ok();
     let (y, mo, d) = (num(0..4)?, num(4..6)?, num(6..8)?);
     let (h, mi, s) = (num(9..11)?, num(11..13)?, num(13..15)?);
@@ -39,7 +45,7 @@ pub fn taken_at(name: &str) -> Option<i64> {
     let doy = (153 * mp + 2) / 5 + d - 1;
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     let days = era * 146_097 + doe - 719_468;
-    Some(((days * 86_400) + h * 3600 + mi * 60 + s) * 1000)
+    Some(((days * 86_400) + h * 3600 + mi * 60 + s) * 1000 + ms)
 }
 
 /// The schedule's settings (`core.backup.interval`, `core.backup.keep`).
@@ -96,16 +102,19 @@ mod tests {
 
     #[test]
     fn names_carry_their_time_both_ways() {
-        let at = 1_796_476_512_000;
+        let at = 1_796_476_512_572;
         let name = file_name(at);
-        assert_eq!(name, "homeagent-20261205T131512Z.zip");
+        assert_eq!(name, "homeagent-20261205T131512.572Z.zip");
         assert_eq!(taken_at(&name), Some(at));
         assert_eq!(taken_at(&file_name(0)), Some(0));
+        assert_ne!(file_name(at), file_name(at + 1), "a moment apart, two names");
         for bad in [
             "homeagent-x.zip",
-            "other-20261205T131512Z.zip",
-            "homeagent-20261305T131512Z.zip",
-            "homeagent-20261205T131512Z.zip.partial",
+            "other-20261205T131512.572Z.zip",
+            "homeagent-20261305T131512.572Z.zip",
+            "homeagent-20261205T131512.572Z.zip.partial",
+            "homeagent-20261205T131512.5x2Z.zip",
+            "homeagent-20261205T131512Z.zip",
         ] {
             assert_eq!(taken_at(bad), None, "{bad}");
         }
