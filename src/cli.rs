@@ -34,6 +34,11 @@ pub struct RunArgs {
     /// the clock past their due times; every timestamp the kernel writes follows it.
     #[arg(long, global = true, value_name = "TIME", env = "HOMED_VIRTUAL_CLOCK")]
     pub virtual_clock: Option<String>,
+    /// When the start fails (a damaged database, a refused upgrade, an invalid setting,
+    /// a module that would not start), serve the WebUI's recovery page — what failed,
+    /// and a backup to restore — instead of exiting. The service unit runs with it.
+    #[arg(long, global = true, env = "HOMED_FAILBACK", value_parser = clap::builder::BoolishValueParser::new())]
+    pub failback: bool,
 }
 
 impl Cli {
@@ -86,6 +91,9 @@ pub enum ServiceAction {
     Install,
     /// Stop, disable and remove the unit.
     Uninstall,
+    /// Whether the unit is installed and running, whether a daemon holds this data
+    /// dir, and what its last start left (a failed boot, a restore waiting).
+    Status,
 }
 
 #[derive(Debug, Subcommand)]

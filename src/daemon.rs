@@ -253,6 +253,7 @@ pub async fn boot_temporary(name: &str) -> anyhow::Result<(DataLock, Arc<KernelS
         listen: "127.0.0.1:0".parse()?,
         socket: Some(data.join("cli.sock")),
         virtual_clock: None,
+        failback: false,
     };
     let (lock, state) = boot(&args).await?;
     Ok((lock, state, data))
@@ -326,7 +327,19 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     // before any plugin starts.
     homeagent_actors::llm::adapter::forbid_own_address(args.listen);
     let data_dir = args.data.clone();
-    let (_lock, boot, settings) = prepare(&args)?;
+    // A `--failback` start after a boot that failed goes straight to the recovery page
+    // (the seed's failback boot): the same boot would only fail again.
+    if args.failback
+        && let Ok(error) = std::fs::read_to_string(data_dir.join(http::recovery::BOOT_FAILURE_FILE))
+    {
+        let error = anyhow::anyhow!("{}", error.trim());
+        return recover(&args, listener, "boot", error).await;
+    }
+    let (_lock, boot, settings) = match prepare(&args) {
+        Ok(p) => p,
+        Err(e) if args.failback => return recover(&args, listener, "prepare", e).await,
+        Err(e) => return Err(e),
+    };
     let shutdown_timeout = boot.shutdown_timeout;
     // The owner token: created at first start, required by every route but /healthz.
     let (token, _) = crate::auth::ensure_token(&data_dir)?;
@@ -352,10 +365,15 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let readiness = web::Data::new(http::ready::Readiness::default());
     let gate_data = web::Data::new(gate.clone());
     let ready_data = readiness.clone();
+    let recovery_data = web::Data::new(http::recovery::RecoveryState {
+        data_dir: data_dir.clone(),
+        failure: Default::default(),
+    });
     let server = HttpServer::new(move || {
         App::new()
             .app_data(ready_data.clone())
             .app_data(gate_data.clone())
+            .app_data(recovery_data.clone())
             .wrap(actix_web::middleware::from_fn(http::ready::wait_for_boot))
             .wrap(actix_web::middleware::from_fn(http::guard::gate))
             .wrap(actix_web::middleware::from_fn(http::slow::body_idle_timeout))
@@ -380,9 +398,19 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         Ok(state) => state,
         Err(e) => {
             server_handle.stop(false).await;
+            if args.failback {
+                // Modules that did start run in this process: the recovery page is
+                // served by the next start, which boots nothing (the unit restarts it).
+                let record = data_dir.join(http::recovery::BOOT_FAILURE_FILE);
+                if let Err(w) = std::fs::write(&record, format!("{e:#}")) {
+                    tracing::error!("cannot record the failed boot in {}: {w}", record.display());
+                }
+            }
             return Err(e);
         }
     };
+    // This start booted: a failed one before it is history.
+    let _ = std::fs::remove_file(data_dir.join(http::recovery::BOOT_FAILURE_FILE));
     // `core.daemon.log_level` changes apply at once (the logger lives in this shell).
     let mut settings_events = state.bus.subscribe_settings();
     let gate_live = gate;
@@ -476,6 +504,80 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             "the kernel's root supervisor exited ({exit}); see the log above for the failing actor, then restart homed"
         );
     }
+    Ok(())
+}
+
+/// Recovery mode (`--failback` after a failed start): the data dir locked, nothing of
+/// the kernel started, the WebUI's recovery page and routes served with the owner
+/// token until a signal or a restart the page asks for (a restore, a new try).
+async fn recover(
+    args: &RunArgs,
+    listener: std::net::TcpListener,
+    stage: &'static str,
+    err: anyhow::Error,
+) -> anyhow::Result<()> {
+    // Another daemon on this data dir (the lock is held): that is no failed start.
+    let Ok(_lock) = DataLock::acquire(&args.data) else {
+        return Err(err);
+    };
+    let error = format!("{err:#}");
+    tracing::error!(stage, "the start failed: {error}");
+    tracing::warn!("--failback: serving the recovery page instead of exiting");
+    let data_dir = args.data.clone();
+    let (token, _) =
+        crate::auth::ensure_token(&data_dir).map_err(|e| err.context(format!("and no recovery page: {e}")))?;
+    homeagent_actors::firewall::declare_kernel_secret("owner-token", &token);
+    let peeked = ConfigStore::peek(&data_dir.join("config.db")).unwrap_or_default();
+    let gate = Arc::new(http::guard::Gate {
+        owner: crate::auth::Owner::new(&data_dir)?,
+        listen: args.listen,
+        allowed_hosts: parking_lot::RwLock::new(parse_hosts(&DaemonConfig::read(&peeked).allowed_hosts)),
+    });
+    let readiness = web::Data::new(http::ready::Readiness::<AppState>::default());
+    readiness.set_recovery();
+    let recovery = web::Data::new(http::recovery::RecoveryState {
+        data_dir: data_dir.clone(),
+        failure: std::sync::OnceLock::from(http::recovery::Failure { stage, error }),
+    });
+    let gate_data = web::Data::new(gate);
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(readiness.clone())
+            .app_data(gate_data.clone())
+            .app_data(recovery.clone())
+            .wrap(actix_web::middleware::from_fn(http::ready::wait_for_boot))
+            .wrap(actix_web::middleware::from_fn(http::guard::gate))
+            .wrap(actix_web::middleware::from_fn(http::slow::body_idle_timeout))
+            .configure(http::configure)
+    })
+    .workers(1)
+    .disable_signals()
+    .listen(listener)
+    .with_context(|| format!("cannot serve HTTP on {}", args.listen))?
+    .run();
+    let handle = server.handle();
+    let task = actix_web::rt::spawn(server);
+    write_address(&data_dir, args.listen)?;
+    let login = format!("http://{}/login?token={token}", local_address(args.listen));
+    {
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(
+            out,
+            "{}",
+            homeagent_actors::i18n::Msg::RecoveryReady { url: &login }.text()
+        );
+        let _ = out.flush();
+    }
+    // Started, in a way: a service manager must not restart us into the same failure.
+    crate::service::notify("READY=1\nSTATUS=recovery mode: the start failed; open the WebUI");
+    tokio::select! {
+        signal = wait_for_signal() => tracing::info!("{signal} received: leaving recovery mode"),
+        () = crate::service::restart_requested() => tracing::info!("restart requested from the recovery page"),
+    }
+    crate::service::notify("STOPPING=1");
+    handle.stop(true).await;
+    let _ = task.await;
     Ok(())
 }
 

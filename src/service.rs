@@ -47,7 +47,7 @@ Wants=network-online.target
 [Service]
 Type=notify
 NotifyAccess=main
-ExecStart={exe} --data {data} --listen {listen}
+ExecStart={exe} --data {data} --listen {listen} --failback
 Restart=on-failure
 RestartSec=5s
 # The daemon asks for a restart by exiting with this status.
@@ -120,6 +120,56 @@ pub fn install(unit_text: &str, print_only: bool) -> Result<String, String> {
         "installed {} and started it; `systemctl --user status {UNIT}` shows it, `journalctl --user -u {UNIT}` its log. To keep it running after you log out: loginctl enable-linger",
         path.display()
     ))
+}
+
+/// What `systemctl --user <verb> homed` prints (`active`, `enabled`, …), `None`
+/// without a user systemd.
+fn systemctl_word(verb: &str) -> Option<String> {
+    let out = std::process::Command::new("systemctl")
+        .args(["--user", verb, UNIT])
+        .output()
+        .ok()?;
+    Some(String::from_utf8_lossy(&out.stdout).trim().to_owned()).filter(|w| !w.is_empty())
+}
+
+/// `homed service status`: the unit, the daemon on `data`, and what its last start
+/// left behind — lines a person reads.
+pub fn status(data: &Path) -> String {
+    let mut lines = Vec::new();
+    match unit_path() {
+        Some(p) if p.exists() => lines.push(format!("unit: installed at {}", p.display())),
+        Some(p) => lines.push(format!(
+            "unit: not installed (homed service install writes {})",
+            p.display()
+        )),
+        None => lines.push("unit: cannot tell (neither XDG_CONFIG_HOME nor HOME is set)".into()),
+    }
+    if user_systemd() {
+        let active = systemctl_word("is-active").unwrap_or_else(|| "unknown".into());
+        let enabled = systemctl_word("is-enabled").unwrap_or_else(|| "unknown".into());
+        lines.push(format!(
+            "service: {active}, {enabled} (journalctl --user -u {UNIT} shows its log)"
+        ));
+    } else {
+        lines.push("service: no user systemd answers here".into());
+    }
+    let running = crate::lockfile::DataLock::acquire(data).is_err();
+    lines.push(if running {
+        let addr = std::fs::read_to_string(data.join(crate::daemon::ADDRESS_FILE)).unwrap_or_default();
+        format!("daemon: running on {} (http://{})", data.display(), addr.trim())
+    } else {
+        format!("daemon: not running on {}", data.display())
+    });
+    if let Ok(e) = std::fs::read_to_string(data.join(crate::http::recovery::BOOT_FAILURE_FILE)) {
+        lines.push(format!(
+            "last boot failed: {} (a --failback start serves the recovery page)",
+            e.trim()
+        ));
+    }
+    if crate::backup::staged::pending(data) {
+        lines.push("a restore waits for the next start".into());
+    }
+    lines.join("\n")
 }
 
 /// `homed service uninstall`: stops, disables and removes the unit.

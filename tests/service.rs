@@ -32,7 +32,7 @@ fn the_printed_unit_is_one_systemd_accepts() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
-        text.contains("Type=notify") && text.contains("WatchdogSec=45s"),
+        text.contains("Type=notify") && text.contains("WatchdogSec=45s") && text.contains(" --failback\n"),
         "{text}"
     );
     assert!(
@@ -149,4 +149,36 @@ fn a_restart_asked_for_ends_the_process_with_the_status_the_unit_restarts_on() {
         std::thread::sleep(Duration::from_millis(50));
     };
     assert_eq!(status.code(), Some(75));
+}
+
+/// `homed service status`: the unit, whether a daemon holds the data dir, and what the
+/// last start left (a failed boot the next `--failback` start will report).
+#[test]
+fn service_status_says_what_runs_and_what_the_last_start_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let status = || {
+        let out = Command::new(env!("CARGO_BIN_EXE_homed"))
+            .args(["service", "status", "--data", data.to_str().unwrap()])
+            .env("HOME", dir.path())
+            .env_remove("XDG_CONFIG_HOME")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let d = Daemon::start(&data);
+    let text = status();
+    assert!(
+        text.contains("unit: not installed") && text.contains("daemon: running"),
+        "{text}"
+    );
+    assert!(d.terminate().success());
+    std::fs::write(data.join("boot-failure"), "module `memory` did not start").unwrap();
+    let text = status();
+    assert!(text.contains("daemon: not running"), "{text}");
+    assert!(
+        text.contains("last boot failed: module `memory` did not start"),
+        "{text}"
+    );
 }

@@ -441,6 +441,12 @@ pub enum Msg<'a> {
     Ready {
         url: &'a str,
     },
+    /// `homed --failback` after a failed start: the one line on stdout.
+    RecoveryReady {
+        url: &'a str,
+    },
+    /// A route that needs the kernel, asked while the recovery page is served.
+    RecoveryMode,
     /// A model call the owner's token budget refused (`usage::budget`): a day's limit,
     /// or the month's (`monthly`).
     BudgetExhausted {
@@ -1261,6 +1267,16 @@ impl Msg<'_> {
                 "homed: selftest could not run: {error}",
                 "homed：自检无法运行：{error}"
             ),
+            M::RecoveryReady { url } => tr!(
+                lang,
+                "HomeAgent could not start and runs in recovery mode. Open {url} to see what failed and restore a backup (it signs you in; keep the link private).",
+                "HomeAgent 未能启动，正以恢复模式运行。在浏览器中打开 {url} 查看失败原因并恢复备份（此链接会直接登录，请勿外传）。"
+            ),
+            M::RecoveryMode => tr!(
+                lang,
+                "HomeAgent is in recovery mode: its start failed, so this needs the kernel that is not running. Open the WebUI (or GET /api/v1/recovery) to see what failed, restore a backup, or try starting again.",
+                "HomeAgent 处于恢复模式：启动失败，这个请求需要的内核没有运行。打开 WebUI（或 GET /api/v1/recovery）查看失败原因、恢复备份或重新尝试启动。"
+            ),
             M::Ready { url } => tr!(
                 lang,
                 "HomeAgent is ready. Open {url} in your browser (it signs you in; keep the link private).",
@@ -1935,6 +1951,8 @@ mod tests {
                 id: "child_1",
                 kept: 20,
             },
+            Msg::RecoveryReady { url: "u" },
+            Msg::RecoveryMode,
             Msg::PersonaGate,
             Msg::PersonaName { name: "n" },
             Msg::PersonaAddress { address: "a" },

@@ -33,14 +33,16 @@ fn werr(p: &Path, e: std::io::Error) -> BackupError {
     }
 }
 
-/// Checks and unpacks `file` for the next start; answers its manifest.
-pub fn stage(data: &Path, file: &Path) -> Result<super::Manifest, BackupError> {
+/// Checks and unpacks `file` for the next start; answers its manifest. With
+/// `keep_replaced` (a restore from the recovery page, where no backup of the data as
+/// it is could be taken) the contents it replaces are kept as `backups/replaced-<ms>`.
+pub fn stage(data: &Path, file: &Path, keep_replaced: bool) -> Result<super::Manifest, BackupError> {
     let staged = data.join(STAGED);
     if staged.exists() {
         std::fs::remove_dir_all(&staged).map_err(|e| werr(&staged, e))?;
     }
     let manifest = super::restore(file, &staged)?;
-    write_marker(data, 1)?;
+    write_marker(data, 1, keep_replaced)?;
     Ok(manifest)
 }
 
@@ -49,10 +51,11 @@ pub fn pending(data: &Path) -> bool {
     data.join(PENDING).is_file()
 }
 
-fn write_marker(data: &Path, phase: u8) -> Result<(), BackupError> {
+fn write_marker(data: &Path, phase: u8, keep: bool) -> Result<(), BackupError> {
     let path = data.join(PENDING);
     let tmp = data.join(format!("{PENDING}.tmp"));
-    std::fs::write(&tmp, format!("{phase}\n")).map_err(|e| werr(&tmp, e))?;
+    let keep = if keep { "keep\n" } else { "" };
+    std::fs::write(&tmp, format!("{phase}\n{keep}")).map_err(|e| werr(&tmp, e))?;
     std::fs::File::open(&tmp)
         .and_then(|f| f.sync_all())
         .map_err(|e| werr(&tmp, e))?;
@@ -79,7 +82,8 @@ pub fn finish(data: &Path) -> Result<bool, BackupError> {
         return Ok(false);
     };
     let (staged, replaced) = (data.join(STAGED), data.join(REPLACED));
-    if phase.trim() == "1" {
+    let keep = phase.lines().any(|l| l.trim() == "keep");
+    if phase.lines().next().map(str::trim) == Some("1") {
         if !staged.is_dir() {
             // Staging never finished: nothing to put in place.
             let _ = std::fs::remove_file(&marker);
@@ -91,13 +95,20 @@ pub fn finish(data: &Path) -> Result<bool, BackupError> {
             let to = replaced.join(&name);
             std::fs::rename(&path, &to).map_err(|e| werr(&to, e))?;
         }
-        write_marker(data, 2)?;
+        write_marker(data, 2, keep)?;
     }
     if staged.is_dir() {
         for (name, path) in entries(&staged)? {
             let to = data.join(&name);
             std::fs::rename(&path, &to).map_err(|e| werr(&to, e))?;
         }
+    }
+    if keep && replaced.is_dir() {
+        let aside = data
+            .join("backups")
+            .join(format!("replaced-{}", homeagent_actors::clock::now_ms()));
+        std::fs::rename(&replaced, &aside).map_err(|e| werr(&aside, e))?;
+        tracing::warn!(kept = %aside.display(), "what the data dir held before the restore is kept");
     }
     std::fs::remove_file(&marker).map_err(|e| werr(&marker, e))?;
     let _ = std::fs::remove_dir_all(&staged);
@@ -130,14 +141,14 @@ mod tests {
             write(&data.join("snapshots/s/snapshot.json"), "{}");
             write(&data.join(STAGED).join("config.db"), "restored");
             write(&data.join(STAGED).join("personal/personal.md"), "restored");
-            write_marker(data, 1).unwrap();
+            write_marker(data, 1, false).unwrap();
             if stop_after_phase_1 {
                 // Phase 1 done, one staged entry already moved, then the crash.
                 std::fs::create_dir_all(data.join(REPLACED)).unwrap();
                 for (n, p) in entries(data).unwrap() {
                     std::fs::rename(p, data.join(REPLACED).join(n)).unwrap();
                 }
-                write_marker(data, 2).unwrap();
+                write_marker(data, 2, false).unwrap();
                 std::fs::rename(data.join(STAGED).join("config.db"), data.join("config.db")).unwrap();
             }
             assert!(finish(data).unwrap());
@@ -154,5 +165,25 @@ mod tests {
             assert!(!data.join(PENDING).exists() && !data.join(STAGED).exists() && !data.join(REPLACED).exists());
             assert!(!finish(data).unwrap(), "nothing pending any more");
         }
+    }
+
+    /// A restore from the recovery page keeps what it replaced beside the backups.
+    #[test]
+    fn a_recovery_restore_keeps_what_it_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path();
+        write(&data.join("config.db"), "damaged");
+        write(&data.join(STAGED).join("config.db"), "restored");
+        write_marker(data, 1, true).unwrap();
+        assert!(finish(data).unwrap());
+        assert_eq!(std::fs::read_to_string(data.join("config.db")).unwrap(), "restored");
+        let kept: Vec<_> = std::fs::read_dir(data.join("backups"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("replaced-"))
+            .collect();
+        assert_eq!(kept.len(), 1);
+        assert_eq!(std::fs::read_to_string(kept[0].join("config.db")).unwrap(), "damaged");
     }
 }

@@ -53,6 +53,17 @@ fn accepts_gzip(req: &HttpRequest) -> bool {
 /// only gzip-compressed (`X.gz`, large vendored code: the binary carries it once, at
 /// its compressed size) goes out as is with `Content-Encoding: gzip`, or decompressed
 /// for the rare client that does not accept gzip.
+/// One embedded page by its file name (the recovery page stands in for `/` when the
+/// start failed).
+pub fn page(path: &str) -> HttpResponse {
+    match Static::get(path) {
+        Some(file) => ok(path).body(file.data.into_owned()),
+        None => HttpResponse::NotFound().json(super::error::ErrorBody {
+            error: format!("no such page `/{path}`; the dashboard is at `/`"),
+        }),
+    }
+}
+
 pub async fn serve(req: HttpRequest) -> HttpResponse {
     let path = req.path().trim_start_matches('/');
     let path = if path.is_empty() { "index.html" } else { path };

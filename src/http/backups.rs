@@ -104,7 +104,7 @@ pub async fn restore(state: web::Data<AppState>, name: web::Path<String>) -> Res
     // The way back first: the data as it is now, in the same list.
     let undo = handle(&state)?.addr.send(TakeNow).await?.map_err(take_error)?;
     let data = state.data_dir.clone();
-    web::block(move || crate::backup::staged::stage(&data, &file))
+    web::block(move || crate::backup::staged::stage(&data, &file, false))
         .await
         .map_err(|e| ApiError::unavailable(e.to_string()))?
         .map_err(|e| ApiError::bad_request(format!("{e}; the data dir is unchanged")))?;

@@ -23,6 +23,7 @@ pub mod openai;
 mod persona;
 mod plugins;
 pub mod ready;
+pub mod recovery;
 mod residents;
 mod settings;
 pub mod slow;
@@ -97,7 +98,7 @@ pub struct AppState {
         api::healthz, ready::readyz, api::actors, api::restart, api::get_settings, api::put_settings, sse::events,
         agent::post_message, agent::post_stop, agent::get_tasks, agent::get_sources, agent::get_presets, agent::get_security,
         agent::get_context, agent::get_documents, agent::get_plugins, agent::plugin_action, agent::plugin_api, agent::install_plugin, agent::run_heartbeat, clock::get_clock, clock::advance, approvals::list, approvals::audit, approvals::answer, inbox::list, inbox::retry, inbox::discard, usage::usage, agent::memory_status, agent::get_graph, import::import_history, history::history, history::list_conversations, agent::post_new_chat, logs::logs,
-        api::restart_daemon, backups::list_backups, backups::take, backups::download, backups::restore, persona::get, persona::put, settings::definitions, settings::history, settings::revert_one, settings::revert_since, settings::test_source, plugins::plugin_tools, plugins::uninstall,
+        api::restart_daemon, recovery::status, recovery::restore, recovery::retry, backups::list_backups, backups::take, backups::download, backups::restore, persona::get, persona::put, settings::definitions, settings::history, settings::revert_one, settings::revert_since, settings::test_source, plugins::plugin_tools, plugins::uninstall,
         memory::delete_document, memory::edit_relation, memory::delete_relation, memory::get_knowledge, memory::add_knowledge, memory::delete_knowledge,
         residents::list, residents::restart, residents::destroy,
         media::list, media::get, media::data, media::delete,
@@ -185,6 +186,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/settings/definitions", web::get().to(settings::definitions))
                 .route("/settings/history", web::get().to(settings::history))
                 .route("/daemon/restart", web::post().to(api::restart_daemon))
+                .route("/recovery", web::get().to(recovery::status))
+                .route("/recovery/retry", web::post().to(recovery::retry))
+                .route("/recovery/backups/{name}/restore", web::post().to(recovery::restore))
                 .route("/backups", web::get().to(backups::list_backups))
                 .route("/backups", web::post().to(backups::take))
                 .route("/backups/{name}", web::get().to(backups::download))

@@ -30,6 +30,8 @@ pub const BOOT_WAIT: Duration = Duration::from_secs(60);
 pub struct Readiness<T = AppState> {
     app: OnceLock<web::Data<T>>,
     booted: tokio::sync::Notify,
+    /// The start failed and the daemon serves the recovery page (`homed --failback`).
+    recovery: std::sync::atomic::AtomicBool,
 }
 
 impl<T> Default for Readiness<T> {
@@ -37,6 +39,7 @@ impl<T> Default for Readiness<T> {
         Self {
             app: OnceLock::new(),
             booted: tokio::sync::Notify::new(),
+            recovery: std::sync::atomic::AtomicBool::new(false),
         }
     }
 }
@@ -52,6 +55,16 @@ impl<T: 'static> Readiness<T> {
 
     pub fn is_ready(&self) -> bool {
         self.app.get().is_some()
+    }
+
+    /// The start failed: no kernel will come; requests stop waiting for one.
+    pub fn set_recovery(&self) {
+        self.recovery.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.booted.notify_waiters();
+    }
+
+    pub fn in_recovery(&self) -> bool {
+        self.recovery.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The handles, waiting for the boot up to `wait`.
@@ -74,6 +87,24 @@ impl<T: 'static> Readiness<T> {
 /// Routes that answer during the boot.
 fn answers_while_booting(path: &str) -> bool {
     matches!(path, "/healthz" | "/readyz" | "/login")
+}
+
+/// What answers in recovery mode: the recovery routes, the restart, and the page's
+/// own files (every other API route needs the kernel that did not start).
+fn answers_in_recovery(path: &str) -> bool {
+    path == "/api/v1/recovery"
+        || path.starts_with("/api/v1/recovery/")
+        || path == "/api/v1/daemon/restart"
+        || !path.starts_with("/api/")
+}
+
+/// The answer of a route that needs the kernel, in recovery mode.
+fn recovery_refusal(req: ServiceRequest) -> ServiceResponse<BoxBody> {
+    let body = super::error::ErrorBody {
+        error: Msg::RecoveryMode.text(),
+    };
+    req.into_response(HttpResponse::ServiceUnavailable().json(body))
+        .map_into_boxed_body()
 }
 
 /// The middleware (inside the gate, so a refused request never waits).
@@ -99,7 +130,22 @@ async fn wait_for<T: 'static>(
             }))
             .map_into_boxed_body());
     };
+    if ready.in_recovery() {
+        let path = req.path();
+        if path == "/" || path == "/index.html" {
+            return Ok(req
+                .into_response(super::assets::page("recovery.html"))
+                .map_into_boxed_body());
+        }
+        if answers_in_recovery(path) {
+            return next.call(req).await.map(ServiceResponse::map_into_boxed_body);
+        }
+        return Ok(recovery_refusal(req));
+    }
     let Some(app) = ready.app(BOOT_WAIT).await else {
+        if ready.in_recovery() {
+            return Ok(recovery_refusal(req));
+        }
         tracing::warn!(
             path = req.path(),
             "a request waited {BOOT_WAIT:?} for the boot; answered 503"
@@ -123,8 +169,9 @@ async fn wait_for<T: 'static>(
 /// Body of `GET /readyz`.
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct Ready {
-    /// `ready` once the kernel has booted (every module, plugins included), else
-    /// `starting`.
+    /// `ready` once the kernel has booted (every module, plugins included), `recovery`
+    /// when the start failed and the recovery page is served (`homed --failback`),
+    /// else `starting`.
     pub status: &'static str,
 }
 
@@ -142,6 +189,8 @@ pub async fn readyz(ready: web::Data<Readiness>) -> HttpResponse {
 fn readyz_of<T: 'static>(ready: &Readiness<T>) -> HttpResponse {
     if ready.is_ready() {
         HttpResponse::Ok().json(Ready { status: "ready" })
+    } else if ready.in_recovery() {
+        HttpResponse::ServiceUnavailable().json(Ready { status: "recovery" })
     } else {
         HttpResponse::ServiceUnavailable().json(Ready { status: "starting" })
     }

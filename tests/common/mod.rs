@@ -109,6 +109,36 @@ impl Daemon {
         d
     }
 
+    /// homed `--failback` on `data` whose start is expected to fail: waits until it
+    /// serves the recovery page (`/readyz` says `recovery`).
+    pub fn start_recovering(data: &Path) -> Self {
+        let address = data.join("http-address");
+        let _ = std::fs::remove_file(&address);
+        let log = data.with_extension(format!("{}.log", unique()));
+        let mut child = Self::spawn(data, &log, Some("info"), &[("HOMED_FAILBACK", "1")]);
+        let port = wait_address(&mut child, &address, &log);
+        let d = Self {
+            child,
+            port,
+            data: data.to_owned(),
+            log,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(r) = reqwest::blocking::get(d.url("/readyz"))
+                && r.json::<serde_json::Value>().is_ok_and(|v| v["status"] == "recovery")
+            {
+                return d;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "homed did not serve the recovery page; log:\n{}",
+                d.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// homed on `data`, listening on a port the kernel picks (named in DATA/http-address).
     fn spawn(data: &Path, log: &Path, rust_log: Option<&str>, env: &[(&str, &str)]) -> Child {
         let log_file = std::fs::File::create(log).unwrap();
