@@ -10,8 +10,16 @@ use serde_json::{Value, json};
 /// and by kind, and the ledger survives `kill -9`.
 #[test]
 fn every_model_call_is_accounted_with_its_kind_tokens_and_cost() {
-    let (_dir, data, d, _v) = daemon_with_vendor();
-    put_settings(&d, json!({"core.llm.prices": {"*": {"input": 1.0, "output": 2.0}}}));
+    // The prices in the same change as the source: one reload applies both, so the
+    // first answer is priced (a separate change could land after the first turn).
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = common::Daemon::start(&data);
+    let _v = common::vendor::start();
+    let mut settings = common::vendor::source_settings("fake", &_v.url, 0);
+    settings["core.llm.prices"] = json!({"*": {"input": 1.0, "output": 2.0}});
+    put_settings(&d, settings);
+    common::api::wait_sources(&d, 1);
     for i in 0..3 {
         let (status, body) = post(&d, "/api/v1/messages", json!({"text": format!("count me {i}")}));
         assert_eq!(status, 200, "{body}");
