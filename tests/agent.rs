@@ -942,3 +942,77 @@ fn a_new_conversation_starts_an_empty_timeline_and_memory_stays_one() {
         "{found}"
     );
 }
+
+/// The graph → document snapshot (issue 33 item 7, the seed's `syncGraphToDocs`): the
+/// distill heartbeat writes what the graph holds about each entity whose facts changed
+/// as a readable document (with each fact's source sentence), found by `doc_query`,
+/// replaced when the facts change, never a recall passage (the facts tier already
+/// brings graph facts into the prompt) and never distilled back into the graph.
+#[test]
+fn the_graph_is_snapshotted_into_readable_documents() {
+    let (_dir, data, d, v) = daemon_with_vendor();
+    let commit = r#"call-tool memory_commit {"triples":[{"subject":"Ingrid","relation":"lives_in","object":"Tromsø","sentence_text":"My sister Ingrid moved to Tromsø"}]}"#;
+    let (status, body) = post(&d, "/api/v1/messages", json!({ "text": commit }));
+    assert_eq!(status, 200, "{body}");
+    let run = || {
+        let (status, round) = post(&d, "/api/v1/heartbeats/distill/run", json!({}));
+        assert_eq!(status, 200, "{round}");
+        assert!(round["error"].is_null(), "{round}");
+        round
+    };
+    assert!(run()["snapshots"].as_u64().unwrap() >= 1);
+    let doc = |id: &str| -> Option<(String, String)> {
+        let db = rusqlite::Connection::open(data.join("memory/memory.db")).unwrap();
+        db.busy_timeout(Duration::from_secs(5)).unwrap();
+        db.query_row("SELECT source, content FROM documents WHERE id = ?1", [id], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .ok()
+    };
+    let (source, content) = doc("graph:Ingrid").expect("Ingrid's snapshot");
+    assert_eq!(source, "graph_snapshot");
+    assert!(
+        content.contains("- Ingrid lives in Tromsø — \"My sister Ingrid moved to Tromsø\""),
+        "{content}"
+    );
+    // Nothing changed: nothing rewritten.
+    assert_eq!(run()["snapshots"], 0);
+    // Not a recall passage: a question's prompt shows the fact once, from the facts tier.
+    let (status, body) = post(&d, "/api/v1/messages", json!({"text": "where does Ingrid live?"}));
+    assert_eq!(status, 200, "{body}");
+    let sent = v.last.lock().unwrap().to_string();
+    assert_eq!(sent.matches("Ingrid lives in Tromsø").count(), 0, "{sent}");
+    assert!(
+        sent.contains("Ingrid →lives_in→ Tromsø"),
+        "the facts tier brings it: {sent}"
+    );
+    // The model finds it with doc_query (which loads it into the timeline; it stays).
+    let found = common::api::call_tool(&d, "doc_query", json!({"query": "where does Ingrid live Tromsø"}));
+    assert!(found.contains("What the memory graph holds about Ingrid"), "{found}");
+    assert!(doc("graph:Ingrid").is_some(), "a query leaves it in place");
+    // A new fact replaces the document.
+    let more = r#"call-tool memory_commit {"triples":[{"subject":"Ingrid","relation":"works_as","object":"marine biologist"}]}"#;
+    let (status, body) = post(&d, "/api/v1/messages", json!({ "text": more }));
+    assert_eq!(status, 200, "{body}");
+    assert!(run()["snapshots"].as_u64().unwrap() >= 1);
+    let (_, content) = doc("graph:Ingrid").unwrap();
+    assert!(
+        content.contains("Ingrid works as marine biologist") && content.contains("lives in Tromsø"),
+        "{content}"
+    );
+    let db = rusqlite::Connection::open(data.join("memory/memory.db")).unwrap();
+    let passages: i64 = db
+        .query_row("SELECT COUNT(*) FROM passages WHERE doc_id = 'graph:Ingrid'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(passages, 0);
+    let archived: Option<i64> = db
+        .query_row(
+            "SELECT archived_at_ms FROM documents WHERE id = 'graph:Ingrid'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(archived.is_some(), "never distilled back into the graph");
+}

@@ -186,9 +186,20 @@ pub async fn start(d: MemoryDeps<'_>) -> Result<MemoryHandles, ModuleError> {
     let every: IntervalCell = Arc::new(Mutex::new(periods.distill_interval));
     let last: Arc<Mutex<Option<super::heartbeat::Round>>> = Arc::default();
     let (c, l, cfg) = (context.clone(), last.clone(), d.config.clone());
+    let (g, docs, mark) = (
+        graph.clone(),
+        documents.clone(),
+        super::lifecycle::snapshot::Mark::default(),
+    );
     let distill = sup
         .worker("heartbeat-distill", RestartPolicy::Permanent, move || {
-            Ok(DistillHeartbeat::new(c.clone(), cfg.clone(), every.clone(), l.clone()))
+            Ok(
+                DistillHeartbeat::new(c.clone(), cfg.clone(), every.clone(), l.clone()).with_snapshot(
+                    g.clone(),
+                    docs.clone(),
+                    mark.clone(),
+                ),
+            )
         })
         .await?;
     Ok(MemoryHandles {

@@ -985,6 +985,49 @@ impl MemoryStore {
         Ok(id)
     }
 
+    /// The graph → document snapshot of one entity (`syncGraphToDocs`): the document
+    /// `graph:<entity>` (source `graph_snapshot`) holds `content`, replaced when it
+    /// changed; answers whether it was written.
+    ///
+    /// It has no passages: per-turn recall already brings graph facts through the facts
+    /// tier, and the same fact twice would only take the evidence's place in the
+    /// budget. It is found by `doc_query` and listed in the Memory view, and it is
+    /// marked archived at once, so the archive heartbeat never distills it back into
+    /// the graph it came from.
+    pub fn upsert_snapshot(&mut self, entity: &str, content: &str) -> Result<bool, MemoryError> {
+        let id = format!("graph:{entity}");
+        // Salted: a snapshot never collides with a written document of the same text.
+        let hash = content_hash(&format!("graph_snapshot\0{content}"));
+        let stored: Option<String> = self
+            .conn
+            .query_row("SELECT content_hash FROM documents WHERE id = ?1", [&id], |r| r.get(0))
+            .optional()?;
+        if stored.as_deref() == Some(hash.as_str()) {
+            return Ok(false);
+        }
+        let now = now_ms();
+        let summary = format!("What the memory graph holds about {entity}");
+        if stored.is_some() {
+            self.conn.execute(
+                "UPDATE documents SET content = ?2, summary = ?3, content_hash = ?4, updated_at_ms = ?5 WHERE id = ?1",
+                params![id, content, summary, hash, now],
+            )?;
+            self.conn
+                .execute("DELETE FROM vectors WHERE kind = 'document' AND ref = ?1", [&id])?;
+            self.unindex(&id, &[]);
+        } else {
+            self.conn.execute(
+                "INSERT INTO documents (id, created_at_ms, updated_at_ms, source, summary, content, content_hash, access_count, last_access_ms, archived_at_ms)
+                 VALUES (?1, ?2, ?2, 'graph_snapshot', ?3, ?4, ?5, 0, ?2, ?2)",
+                params![id, now, summary, content, hash],
+            )?;
+        }
+        if let Some(ix) = self.index.as_mut() {
+            ix.add(&id, &super::docindex::doc_text(&summary, content));
+        }
+        Ok(true)
+    }
+
     /// One document by id.
     pub fn documents_by_id(&self, id: &str) -> Result<Option<Document>, MemoryError> {
         Ok(self
@@ -1138,6 +1181,32 @@ mod tests {
             tool_results: vec![],
             principal: String::new(),
         }
+    }
+
+    #[test]
+    fn a_graph_snapshot_is_replaced_when_it_changes_and_never_a_passage() {
+        let mut s = MemoryStore::open_in_memory().unwrap();
+        assert!(
+            s.upsert_snapshot("Ingrid", "Ingrid (Person)\n- Ingrid lives in Tromsø\n")
+                .unwrap()
+        );
+        assert!(
+            !s.upsert_snapshot("Ingrid", "Ingrid (Person)\n- Ingrid lives in Tromsø\n")
+                .unwrap(),
+            "unchanged"
+        );
+        assert!(
+            s.upsert_snapshot("Ingrid", "Ingrid (Person)\n- Ingrid lives in Oslo\n")
+                .unwrap()
+        );
+        let found = s.search_documents("Ingrid Oslo", 3, None).unwrap();
+        assert_eq!(found[0].id, "graph:Ingrid");
+        assert!(found[0].content.contains("Oslo") && !found[0].content.contains("Tromsø"));
+        assert!(s.doc_passages("graph:Ingrid").unwrap().is_empty());
+        assert!(
+            s.cold_documents(i64::MAX, i64::MAX, 10).unwrap().is_empty(),
+            "never distilled again"
+        );
     }
 
     #[test]

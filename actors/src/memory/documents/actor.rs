@@ -180,6 +180,22 @@ pub struct CommitDocument {
     pub content: String,
 }
 
+/// Writes one entity's graph snapshot document (`MemoryStore::upsert_snapshot`);
+/// answers whether it changed.
+#[derive(Message)]
+#[rtype(result = "Result<bool, DocError>")]
+pub struct UpsertSnapshot {
+    pub entity: String,
+    pub content: String,
+}
+
+impl Handles<UpsertSnapshot> for DocumentsActor {
+    type Reply = Result<bool, DocError>;
+    fn handle(&mut self, m: UpsertSnapshot, _: &mut HostContext<Self>) -> Self::Reply {
+        Ok(self.store.upsert_snapshot(&m.entity, &m.content)?)
+    }
+}
+
 /// Documents cold enough for the graph (the archive heartbeat), with their passages.
 #[derive(Message)]
 #[rtype(result = "Result<Vec<(Document, Vec<crate::memory::store::Passage>)>, DocError>")]

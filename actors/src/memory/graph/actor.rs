@@ -253,6 +253,22 @@ impl Handles<ForgetSource> for GraphActor {
     }
 }
 
+/// The entities whose facts changed after `since_ms`, with their active facts and the
+/// time of their last change (the graph → document snapshot; `GraphStore::changed_since`).
+#[derive(Message)]
+#[rtype(result = "Result<Vec<(super::store::Entity, Vec<super::store::Relation>, i64)>, String>")]
+pub struct ChangedSince {
+    pub since_ms: i64,
+    pub limit: usize,
+}
+
+impl Handles<ChangedSince> for GraphActor {
+    type Reply = Result<Vec<(super::store::Entity, Vec<super::store::Relation>, i64)>, String>;
+    fn handle(&mut self, m: ChangedSince, _: &mut HostContext<Self>) -> Self::Reply {
+        self.store.changed_since(m.since_ms, m.limit).map_err(|e| e.to_string())
+    }
+}
+
 /// The review heartbeat's tasks: one per relation to re-check; the relations are
 /// marked reviewed (so each is reviewed once; their sentences stay: provenance).
 #[derive(Message)]

@@ -163,6 +163,7 @@ pub(crate) fn migrations() -> Migrations<'static> {
         M::up(include_str!("../../../../migrations/graph/0001_init.sql")),
         M::up(include_str!("../../../../migrations/graph/0002_no_merge.sql")),
         M::up(include_str!("../../../../migrations/graph/0003_provenance.sql")),
+        M::up(include_str!("../../../../migrations/graph/0004_changed_index.sql")),
     ])
 }
 
@@ -190,6 +191,8 @@ fn contains_pattern(s: &str) -> String {
 }
 
 const ENTITY_COLS: &str = "id, name, type, mention_count, updated_at";
+/// Most facts one entity's snapshot document lists.
+pub const MAX_SNAPSHOT_FACTS: usize = 60;
 const RELATION_SELECT: &str = "SELECT r.id, s.name, t.name, r.relation_type, r.confidence, r.session_id, r.turn_id, \
      r.created_at, se.text FROM relations r JOIN entities s ON s.id = r.source_id \
      JOIN entities t ON t.id = r.target_id LEFT JOIN sentences se ON se.id = r.sentence_id AND r.sentence_id != 0";
@@ -470,6 +473,35 @@ impl GraphStore {
             stmt.query_map([], relation_row)?.collect::<Result<_, _>>()?
         };
         Ok(Recall { entities, relations })
+    }
+
+    /// The entities whose facts changed after `since_ms` (the entity, or any relation
+    /// of it — a deletion too), oldest change first, at most `limit`; each with its
+    /// active facts (at most [`MAX_SNAPSHOT_FACTS`], the most confident first) and the
+    /// time of its last change. What the graph → document snapshot writes.
+    pub fn changed_since(&self, since_ms: i64, limit: usize) -> Result<Vec<(Entity, Vec<Relation>, i64)>, GraphError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT e.id, e.name, e.type, e.mention_count, e.updated_at, c.changed FROM entities e JOIN (
+                 SELECT id, MAX(t) AS changed FROM (
+                     SELECT source_id AS id, updated_at AS t FROM relations WHERE updated_at > ?1
+                     UNION ALL SELECT target_id, updated_at FROM relations WHERE updated_at > ?1
+                     UNION ALL SELECT id, updated_at FROM entities WHERE updated_at > ?1)
+                 GROUP BY id) c ON c.id = e.id
+             ORDER BY c.changed, e.id LIMIT ?2",
+        )?;
+        let changed: Vec<(Entity, i64)> = stmt
+            .query_map(params![since_ms, limit as i64], |r| Ok((entity_row(r)?, r.get(5)?)))?
+            .collect::<Result<_, _>>()?;
+        let mut facts = self.conn.prepare_cached(&format!(
+            "{RELATION_SELECT} WHERE r.status = 'active' AND (r.source_id = ?1 OR r.target_id = ?1)
+             ORDER BY r.confidence DESC, r.id LIMIT {MAX_SNAPSHOT_FACTS}"
+        ))?;
+        let mut out = Vec::with_capacity(changed.len());
+        for (e, at) in changed {
+            let rels = facts.query_map([e.id], relation_row)?.collect::<Result<_, _>>()?;
+            out.push((e, rels, at));
+        }
+        Ok(out)
     }
 
     fn full_recall(&self) -> Result<Recall, GraphError> {
@@ -910,6 +942,20 @@ mod tests {
                 kind: "Concept".into()
             }
         );
+    }
+
+    #[test]
+    fn what_changed_since_a_mark_comes_oldest_first_with_its_active_facts() {
+        let mut g = GraphStore::open_in_memory().unwrap();
+        g.commit(&[t("Caroline", "lives in", "Boston")], "s", 1).unwrap();
+        let all = g.changed_since(0, 10).unwrap();
+        let names: Vec<&str> = all.iter().map(|(e, _, _)| e.name.as_str()).collect();
+        assert_eq!(names.len(), 2);
+        assert!(names.contains(&"Caroline") && names.contains(&"Boston"));
+        assert!(all.iter().all(|(_, facts, _)| facts.len() == 1));
+        let mark = all.iter().map(|(_, _, at)| *at).max().unwrap();
+        assert!(g.changed_since(mark, 10).unwrap().is_empty(), "nothing after the mark");
+        assert_eq!(g.changed_since(0, 1).unwrap().len(), 1, "the limit holds");
     }
 
     #[test]

@@ -27,6 +27,9 @@ pub struct Round {
     pub error: Option<String>,
     /// `timer`, `clock` (the virtual clock) or `operator`.
     pub trigger: &'static str,
+    /// Graph snapshot documents written ([`super::snapshot`]).
+    #[serde(default)]
+    pub snapshots: usize,
 }
 
 /// The distill heartbeat's address with its last round (what the API needs).
@@ -170,9 +173,27 @@ pub struct DistillHeartbeat {
     period: Period,
     /// The last round, shared with the status API.
     pub last: Arc<Mutex<Option<Round>>>,
+    /// The graph → document snapshot, run after the distill (none in kernels without a
+    /// graph).
+    snapshot: Option<(
+        TAddr<crate::memory::graph_actor::GraphActor>,
+        TAddr<crate::memory::documents::DocumentsActor>,
+        super::snapshot::Mark,
+    )>,
 }
 
 impl DistillHeartbeat {
+    /// Also writes the graph's snapshot documents each round.
+    pub fn with_snapshot(
+        mut self,
+        graph: TAddr<crate::memory::graph_actor::GraphActor>,
+        documents: TAddr<crate::memory::documents::DocumentsActor>,
+        mark: super::snapshot::Mark,
+    ) -> Self {
+        self.snapshot = Some((graph, documents, mark));
+        self
+    }
+
     pub fn new(
         context: TAddr<ContextActor>,
         config: TAddr<crate::config::ConfigActor>,
@@ -184,6 +205,7 @@ impl DistillHeartbeat {
             config,
             period: Period::new(every),
             last,
+            snapshot: None,
         }
     }
 
@@ -194,6 +216,7 @@ impl DistillHeartbeat {
 
     fn round(&self, trigger: &'static str) -> impl std::future::Future<Output = Round> + 'static {
         let (context, config, last) = (self.context.clone(), self.config.clone(), self.last.clone());
+        let snapshot = self.snapshot.clone();
         async move {
             // The current window size (it may have changed since the last round); the
             // key table's default while the settings actor is unreachable.
@@ -203,28 +226,45 @@ impl DistillHeartbeat {
             };
             let result = context.send(DistillContext { max_context_size: max }).await;
             let at_ms = crate::clock::now_ms();
-            let round = match result {
+            let mut round = match result {
                 Ok(Ok(archived)) => Round {
                     at_ms,
                     archived,
                     error: None,
                     trigger,
+                    snapshots: 0,
                 },
                 Ok(Err(e)) => Round {
                     at_ms,
                     archived: 0,
                     error: Some(e),
                     trigger,
+                    snapshots: 0,
                 },
                 Err(e) => Round {
                     at_ms,
                     archived: 0,
                     error: Some(e.to_string()),
                     trigger,
+                    snapshots: 0,
                 },
             };
+            if let Some((graph, documents, mark)) = &snapshot {
+                match super::snapshot::sync(graph, documents, mark).await {
+                    Ok(n) => round.snapshots = n,
+                    Err(e) => {
+                        tracing::warn!("graph snapshot documents not written this round: {e}");
+                        round.error.get_or_insert(format!("graph snapshot: {e}"));
+                    }
+                }
+            }
             match &round.error {
-                None => tracing::info!(archived = round.archived, trigger, "distill heartbeat round"),
+                None => tracing::info!(
+                    archived = round.archived,
+                    snapshots = round.snapshots,
+                    trigger,
+                    "distill heartbeat round"
+                ),
                 Some(e) => tracing::warn!(trigger, "distill heartbeat round failed: {e}"),
             }
             *last.lock() = Some(round.clone());

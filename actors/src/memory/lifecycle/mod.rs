@@ -18,3 +18,4 @@ pub mod graph_heartbeat;
 pub mod heartbeat;
 pub mod maintenance;
 pub mod policy;
+pub mod snapshot;
