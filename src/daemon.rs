@@ -369,22 +369,14 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         data_dir: data_dir.clone(),
         failure: Default::default(),
     });
-    let server = HttpServer::new(move || {
-        App::new()
-            .app_data(ready_data.clone())
-            .app_data(gate_data.clone())
-            .app_data(recovery_data.clone())
-            .wrap(actix_web::middleware::from_fn(http::ready::wait_for_boot))
-            .wrap(actix_web::middleware::from_fn(http::guard::gate))
-            .wrap(actix_web::middleware::from_fn(http::slow::body_idle_timeout))
-            .configure(http::configure)
-    })
-    .workers(1)
-    .disable_signals()
-    .shutdown_timeout(shutdown_timeout.as_secs().max(1))
-    .listen(listener)
-    .with_context(|| format!("cannot serve HTTP on {}", args.listen))?;
-    let server = server.run();
+    let server = http_server(
+        listener,
+        ready_data,
+        gate_data,
+        recovery_data,
+        shutdown_timeout,
+        args.listen,
+    )?;
     let server_handle = server.handle();
     let server_task = actix_web::rt::spawn(server);
     tracing::info!(
@@ -507,6 +499,35 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The HTTP server on `listener`: every request passes the slow-body guard, the owner
+/// gate and the boot gate (which also keeps recovery mode to its routes), then the
+/// routes. One worker: the handlers only talk to actors.
+fn http_server(
+    listener: std::net::TcpListener,
+    readiness: web::Data<http::ready::Readiness>,
+    gate: web::Data<Arc<http::guard::Gate>>,
+    recovery: web::Data<http::recovery::RecoveryState>,
+    shutdown_timeout: Duration,
+    listen: std::net::SocketAddr,
+) -> anyhow::Result<actix_web::dev::Server> {
+    Ok(HttpServer::new(move || {
+        App::new()
+            .app_data(readiness.clone())
+            .app_data(gate.clone())
+            .app_data(recovery.clone())
+            .wrap(actix_web::middleware::from_fn(http::ready::wait_for_boot))
+            .wrap(actix_web::middleware::from_fn(http::guard::gate))
+            .wrap(actix_web::middleware::from_fn(http::slow::body_idle_timeout))
+            .configure(http::configure)
+    })
+    .workers(1)
+    .disable_signals()
+    .shutdown_timeout(shutdown_timeout.as_secs().max(1))
+    .listen(listener)
+    .with_context(|| format!("cannot serve HTTP on {listen}"))?
+    .run())
+}
+
 /// Recovery mode (`--failback` after a failed start): the data dir locked, nothing of
 /// the kernel started, the WebUI's recovery page and routes served with the owner
 /// token until a signal or a restart the page asks for (a restore, a new try).
@@ -539,22 +560,14 @@ async fn recover(
         data_dir: data_dir.clone(),
         failure: std::sync::OnceLock::from(http::recovery::Failure { stage, error }),
     });
-    let gate_data = web::Data::new(gate);
-    let server = HttpServer::new(move || {
-        App::new()
-            .app_data(readiness.clone())
-            .app_data(gate_data.clone())
-            .app_data(recovery.clone())
-            .wrap(actix_web::middleware::from_fn(http::ready::wait_for_boot))
-            .wrap(actix_web::middleware::from_fn(http::guard::gate))
-            .wrap(actix_web::middleware::from_fn(http::slow::body_idle_timeout))
-            .configure(http::configure)
-    })
-    .workers(1)
-    .disable_signals()
-    .listen(listener)
-    .with_context(|| format!("cannot serve HTTP on {}", args.listen))?
-    .run();
+    let server = http_server(
+        listener,
+        readiness,
+        web::Data::new(gate),
+        recovery,
+        Duration::from_secs(5),
+        args.listen,
+    )?;
     let handle = server.handle();
     let task = actix_web::rt::spawn(server);
     write_address(&data_dir, args.listen)?;

@@ -441,6 +441,10 @@ pub enum Msg<'a> {
     Ready {
         url: &'a str,
     },
+    /// The summary of an entity's graph snapshot document.
+    GraphSnapshot {
+        entity: &'a str,
+    },
     /// `homed --failback` after a failed start: the one line on stdout.
     RecoveryReady {
         url: &'a str,
@@ -1267,6 +1271,11 @@ impl Msg<'_> {
                 "homed: selftest could not run: {error}",
                 "homed：自检无法运行：{error}"
             ),
+            M::GraphSnapshot { entity } => tr!(
+                lang,
+                "What the memory graph holds about {entity}",
+                "记忆图谱中关于 {entity} 的内容"
+            ),
             M::RecoveryReady { url } => tr!(
                 lang,
                 "HomeAgent could not start and runs in recovery mode. Open {url} to see what failed and restore a backup (it signs you in; keep the link private).",
@@ -1952,6 +1961,7 @@ mod tests {
                 kept: 20,
             },
             Msg::RecoveryReady { url: "u" },
+            Msg::GraphSnapshot { entity: "e" },
             Msg::RecoveryMode,
             Msg::PersonaGate,
             Msg::PersonaName { name: "n" },

@@ -9,21 +9,17 @@ use serde_json::Value;
 use super::{Daemon, vendor};
 
 pub fn post(d: &Daemon, path: &str, body: Value) -> (u16, Value) {
-    let r = d
-        .client()
-        .post(d.url(path))
-        .timeout(Duration::from_secs(60))
-        .json(&body)
-        .send()
-        .unwrap();
-    let status = r.status().as_u16();
-    (status, r.json().unwrap_or(Value::Null))
+    send(d, reqwest::Method::POST, path, body)
 }
 
 pub fn put(d: &Daemon, path: &str, body: Value) -> (u16, Value) {
+    send(d, reqwest::Method::PUT, path, body)
+}
+
+fn send(d: &Daemon, method: reqwest::Method, path: &str, body: Value) -> (u16, Value) {
     let r = d
         .client()
-        .put(d.url(path))
+        .request(method, d.url(path))
         .timeout(Duration::from_secs(60))
         .json(&body)
         .send()

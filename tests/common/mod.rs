@@ -196,33 +196,26 @@ impl Daemon {
     }
 
     /// SIGTERM and wait; returns the exit status.
-    pub fn terminate(mut self) -> std::process::ExitStatus {
+    pub fn terminate(self) -> std::process::ExitStatus {
         unsafe_kill(self.child.id(), "TERM");
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                return st;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "homed did not stop on SIGTERM; log:\n{}",
-                self.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        self.exit_within(Duration::from_secs(15), "on SIGTERM")
     }
 
     /// Waits for the process to end on its own (a restart it was asked for); returns
     /// the exit status.
-    pub fn wait_exit(mut self) -> std::process::ExitStatus {
-        let deadline = Instant::now() + Duration::from_secs(60);
+    pub fn wait_exit(self) -> std::process::ExitStatus {
+        self.exit_within(Duration::from_secs(60), "")
+    }
+
+    fn exit_within(mut self, limit: Duration, why: &str) -> std::process::ExitStatus {
+        let deadline = Instant::now() + limit;
         loop {
             if let Some(st) = self.child.try_wait().unwrap() {
                 return st;
             }
             assert!(
                 Instant::now() < deadline,
-                "homed did not stop; log:\n{}",
+                "homed did not stop {why}; log:\n{}",
                 self.log_text()
             );
             std::thread::sleep(Duration::from_millis(20));

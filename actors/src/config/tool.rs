@@ -16,14 +16,13 @@
 //! The pure parts are [`refusal`] and [`parse_set`]; [`register`] is the shell.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use serde_json::{Value, json};
 
 use super::defs::{SettingDef, ValueKind};
 use super::{Author, ConfigActor, GetDefs, GetSettings, UpdateSettings};
 use crate::addr::TAddr;
-use crate::stages::{RegisterTool, StageHost, ToolHandler, ToolSpec};
+use crate::stages::{StageHost, ToolSpec};
 
 pub const GET: &str = "settings_get";
 pub const SET: &str = "settings_set";
@@ -172,45 +171,34 @@ fn specs() -> [ToolSpec; 2] {
 
 /// Registers both tools with the stage host.
 pub async fn register(config: TAddr<ConfigActor>, stages: &TAddr<StageHost>) -> Result<(), String> {
-    for spec in specs() {
-        let (config, tool) = (config.clone(), spec.name.clone());
-        let handler: Arc<dyn ToolHandler> = Arc::new(
-            move |args: Value| -> futures_util::future::BoxFuture<'static, Result<String, String>> {
-                let (config, tool) = (config.clone(), tool.clone());
-                Box::pin(async move {
-                    let defs = config.send(GetDefs).await.map_err(|e| e.to_string())?;
-                    if tool == GET {
-                        let prefix = args
-                            .get("prefix")
-                            .and_then(Value::as_str)
-                            .unwrap_or("")
-                            .trim()
-                            .to_owned();
-                        let values = config
-                            .send(GetSettings)
-                            .await
-                            .map_err(|e| e.to_string())?
-                            .map_err(|e| e.to_string())?;
-                        return Ok(listing(&prefix, &defs, &values));
-                    }
-                    let values = parse_set(&args, &defs).map_err(|e| e.to_string())?;
-                    let changes = config
-                        .send(UpdateSettings(values, Author::Model))
-                        .await
-                        .map_err(|e| e.to_string())?
-                        .map_err(|e| format!("{e}; nothing was changed"))?;
-                    tracing::info!(keys = ?changes.iter().map(|c| &c.key).collect::<Vec<_>>(), "the model changed settings");
-                    Ok(json!({"changed": changes.iter().map(|c| &c.key).collect::<Vec<_>>()}).to_string())
-                })
-            },
-        );
-        stages
-            .send(RegisterTool { spec, handler })
+    crate::stages::tools::register_family(stages, specs(), move |tool, args| {
+        let config = config.clone();
+        async move { run(&config, &tool, &args).await }
+    })
+    .await
+}
+
+/// One call of either tool.
+async fn run(config: &TAddr<ConfigActor>, tool: &str, args: &Value) -> Result<String, String> {
+    let defs = config.send(GetDefs).await.map_err(|e| e.to_string())?;
+    if tool == GET {
+        let prefix = args.get("prefix").and_then(Value::as_str).unwrap_or("").trim();
+        let values = config
+            .send(GetSettings)
             .await
             .map_err(|e| e.to_string())?
             .map_err(|e| e.to_string())?;
+        return Ok(listing(prefix, &defs, &values));
     }
-    Ok(())
+    let values = parse_set(args, &defs).map_err(|e| e.to_string())?;
+    let changes = config
+        .send(UpdateSettings(values, Author::Model))
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("{e}; nothing was changed"))?;
+    let keys: Vec<&String> = changes.iter().map(|c| &c.key).collect();
+    tracing::info!(?keys, "the model changed settings");
+    Ok(json!({ "changed": keys }).to_string())
 }
 
 #[cfg(test)]

@@ -1006,7 +1006,7 @@ impl MemoryStore {
             return Ok(false);
         }
         let now = now_ms();
-        let summary = format!("What the memory graph holds about {entity}");
+        let summary = crate::i18n::Msg::GraphSnapshot { entity }.text();
         if stored.is_some() {
             self.conn.execute(
                 "UPDATE documents SET content = ?2, summary = ?3, content_hash = ?4, updated_at_ms = ?5 WHERE id = ?1",

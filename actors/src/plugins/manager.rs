@@ -34,7 +34,7 @@ use crate::config::ConfigActor;
 use crate::llm::provider::{GetLlmStatus, LlmActor};
 use crate::llm::source::{SOURCES_PREFIX, Skipped};
 use crate::registry::Registry;
-use crate::stages::{GetTools, RegisterTool, StageHost, ToolHandler, ToolRegistry, ToolSpec};
+use crate::stages::{GetTools, StageHost, ToolRegistry, ToolSpec};
 
 /// The owner the built-in manager tools register under. A plugin name is
 /// `[a-z0-9_-]`, so no installed plugin can share it (a plugin's stop withdraws every
@@ -522,27 +522,18 @@ fn keywords_of(name: &str) -> &'static str {
 
 /// Registers every manager tool with the stage host.
 pub async fn register(mgr: Arc<Manager>) -> Result<(), String> {
-    for spec in specs() {
-        let (m, tool) = (mgr.clone(), spec.name.clone());
-        let handler: Arc<dyn ToolHandler> = Arc::new(
-            move |args: Value| -> futures_util::future::BoxFuture<'static, Result<String, String>> {
-                let (m, tool) = (m.clone(), tool.clone());
-                Box::pin(async move {
-                    let action = parse(&tool, &args).map_err(|e| e.to_string())?;
-                    m.run(action).await.map_err(|e| {
-                        tracing::warn!(tool = %tool, "pluginmgr refused: {e}");
-                        e.to_string()
-                    })
-                })
-            },
-        );
-        mgr.stages
-            .send(RegisterTool { spec, handler })
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())?;
-    }
-    Ok(())
+    let stages = mgr.stages.clone();
+    crate::stages::tools::register_family(&stages, specs(), move |tool, args| {
+        let m = mgr.clone();
+        async move {
+            let action = parse(&tool, &args).map_err(|e| e.to_string())?;
+            m.run(action).await.map_err(|e| {
+                tracing::warn!(tool = %tool, "pluginmgr refused: {e}");
+                e.to_string()
+            })
+        }
+    })
+    .await
 }
 
 #[cfg(test)]

@@ -119,6 +119,33 @@ impl ToolSpec {
 }
 
 /// Comma-separated words as [`ToolSpec::keywords`].
+/// Registers each of `specs` with `stages`, every call answered by `call(tool, args)`:
+/// the shape of the kernel's built-in tool families (the plugin manager, the settings
+/// tools), one handler per family.
+pub async fn register_family<F, Fut>(
+    stages: &crate::addr::TAddr<super::StageHost>,
+    specs: impl IntoIterator<Item = ToolSpec>,
+    call: F,
+) -> Result<(), String>
+where
+    F: Fn(String, Value) -> Fut + Send + Sync + Clone + 'static,
+    Fut: std::future::Future<Output = Result<String, String>> + Send + 'static,
+{
+    for spec in specs {
+        let (call, tool) = (call.clone(), spec.name.clone());
+        let handler: Arc<dyn ToolHandler> =
+            Arc::new(move |args: Value| -> BoxFuture<'static, Result<String, String>> {
+                Box::pin(call(tool.clone(), args))
+            });
+        stages
+            .send(super::RegisterTool { spec, handler })
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
 pub fn keywords(words: &str) -> Vec<String> {
     words
         .split(',')
