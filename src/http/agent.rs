@@ -622,7 +622,7 @@ pub async fn run_heartbeat(state: web::Data<AppState>, name: web::Path<String>) 
 }
 
 #[utoipa::path(get, path = "/api/v1/memory/status", tag = "memory",
-    responses((status = 200, description = "`{context_events, documents, graph: {entity_count, relation_count, relations_total, memory_hotspots}, embedder: {configured, active, space, fallback, rows, embedded, recompute: {done, total} | null, last_error}, heartbeats: {...: last round | null, budget: {daily_tasks, used_today}}}`")))]
+    responses((status = 200, description = "`{context_events, documents (what was said or written; the graph's snapshot documents not counted), graph: {entity_count, relation_count, relations_total, memory_hotspots}, embedder: {configured, active, space, fallback, rows, embedded, recompute: {done, total} | null, last_error}, heartbeats: {...: last round | null, budget: {daily_tasks, used_today}}}`")))]
 pub async fn memory_status(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     let deps = &state.agent.deps;
     let (events, documents) = futures_util::join!(

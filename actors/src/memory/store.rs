@@ -1040,11 +1040,14 @@ impl MemoryStore {
             .optional()?)
     }
 
-    /// How many documents there are.
+    /// How many documents there are — what was said or written; the graph's snapshot
+    /// documents (derived, rewritten as the graph changes) are not counted.
     pub fn count_documents(&self) -> Result<usize, MemoryError> {
-        let n: i64 = self
-            .conn
-            .query_row("SELECT COUNT(*) FROM documents", [], |r| r.get(0))?;
+        let n: i64 = self.conn.query_row(
+            "SELECT COUNT(*) FROM documents WHERE source != 'graph_snapshot'",
+            [],
+            |r| r.get(0),
+        )?;
         Ok(n as usize)
     }
 
