@@ -128,7 +128,13 @@ fn the_webui_backs_up_and_restores_with_a_way_back() {
         .unwrap();
     assert_eq!(r.status().as_u16(), 200);
     assert_eq!(r.headers()["content-type"], "application/zip");
-    assert_eq!(&r.bytes().unwrap()[..2], b"PK");
+    let got = r.bytes().unwrap();
+    assert_eq!(&got[..2], b"PK");
+    assert_eq!(
+        got.as_ref(),
+        std::fs::read(data.join("backups").join(&taken)).unwrap(),
+        "streamed whole"
+    );
     for bad in [
         "..%2Fconfig.db",
         "config.db",

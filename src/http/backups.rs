@@ -77,15 +77,38 @@ pub async fn take(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> 
 pub async fn download(state: web::Data<AppState>, name: web::Path<String>) -> Result<HttpResponse, ApiError> {
     let name = checked_name(&name)?.to_owned();
     let path = dir_of(&state.data_dir, &config(&state).await?).join(&name);
-    let bytes = web::block(move || std::fs::read(path))
+    let missing = || ApiError::not_found(format!("no backup `{name}`; GET /api/v1/backups lists them"));
+    let file = web::block(move || std::fs::File::open(path))
         .await
         .map_err(|e| ApiError::unavailable(e.to_string()))?
-        .map_err(|_| ApiError::not_found(format!("no backup `{name}`; GET /api/v1/backups lists them")))?;
-    Ok(HttpResponse::Ok()
-        .content_type("application/zip")
+        .map_err(|_| missing())?;
+    let len = file.metadata().map(|m| m.len()).ok();
+    // Streamed in chunks read on the blocking pool: a backup of years of memory is
+    // never held in memory whole.
+    let chunks = futures_util::stream::unfold(Some(file), |file| async move {
+        let mut file = file?;
+        let read = web::block(move || {
+            let mut buf = vec![0u8; 256 * 1024];
+            let n = std::io::Read::read(&mut file, &mut buf)?;
+            buf.truncate(n);
+            Ok::<_, std::io::Error>((file, buf))
+        })
+        .await;
+        match read {
+            Ok(Ok((_, buf))) if buf.is_empty() => None,
+            Ok(Ok((file, buf))) => Some((Ok::<_, actix_web::Error>(web::Bytes::from(buf)), Some(file))),
+            Ok(Err(e)) => Some((Err(actix_web::error::ErrorInternalServerError(e)), None)),
+            Err(e) => Some((Err(actix_web::error::ErrorInternalServerError(e)), None)),
+        }
+    });
+    let mut r = HttpResponse::Ok();
+    r.content_type("application/zip")
         .insert_header(("Content-Disposition", format!("attachment; filename=\"{name}\"")))
-        .insert_header(("Cache-Control", "no-store"))
-        .body(bytes))
+        .insert_header(("Cache-Control", "no-store"));
+    if let Some(len) = len {
+        r.no_chunking(len);
+    }
+    Ok(r.streaming(chunks))
 }
 
 #[utoipa::path(post, path = "/api/v1/backups/{name}/restore", tag = "daemon",
