@@ -499,6 +499,28 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `homed service status`: the unit ([`crate::service::unit_status`]), whether a
+/// daemon holds `data`, and what its last start left (a failed boot, a restore waiting).
+pub fn status(data: &std::path::Path) -> String {
+    let mut lines = crate::service::unit_status();
+    lines.push(if DataLock::acquire(data).is_err() {
+        let addr = std::fs::read_to_string(data.join(ADDRESS_FILE)).unwrap_or_default();
+        format!("daemon: running on {} (http://{})", data.display(), addr.trim())
+    } else {
+        format!("daemon: not running on {}", data.display())
+    });
+    if let Ok(e) = std::fs::read_to_string(data.join(http::recovery::BOOT_FAILURE_FILE)) {
+        lines.push(format!(
+            "last boot failed: {} (a --failback start serves the recovery page)",
+            e.trim()
+        ));
+    }
+    if crate::backup::staged::pending(data) {
+        lines.push("a restore waits for the next start".into());
+    }
+    lines.join("\n")
+}
+
 /// The HTTP server on `listener`: every request passes the slow-body guard, the owner
 /// gate and the boot gate (which also keeps recovery mode to its routes), then the
 /// routes. One worker: the handlers only talk to actors.

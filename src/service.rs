@@ -132,9 +132,9 @@ fn systemctl_word(verb: &str) -> Option<String> {
     Some(String::from_utf8_lossy(&out.stdout).trim().to_owned()).filter(|w| !w.is_empty())
 }
 
-/// `homed service status`: the unit, the daemon on `data`, and what its last start
-/// left behind — lines a person reads.
-pub fn status(data: &Path) -> String {
+/// The unit's part of `homed service status` (`daemon::status` adds the data dir's):
+/// whether it is installed, and what the user systemd says of it — lines a person reads.
+pub fn unit_status() -> Vec<String> {
     let mut lines = Vec::new();
     match unit_path() {
         Some(p) if p.exists() => lines.push(format!("unit: installed at {}", p.display())),
@@ -153,23 +153,7 @@ pub fn status(data: &Path) -> String {
     } else {
         lines.push("service: no user systemd answers here".into());
     }
-    let running = crate::lockfile::DataLock::acquire(data).is_err();
-    lines.push(if running {
-        let addr = std::fs::read_to_string(data.join(crate::daemon::ADDRESS_FILE)).unwrap_or_default();
-        format!("daemon: running on {} (http://{})", data.display(), addr.trim())
-    } else {
-        format!("daemon: not running on {}", data.display())
-    });
-    if let Ok(e) = std::fs::read_to_string(data.join(crate::http::recovery::BOOT_FAILURE_FILE)) {
-        lines.push(format!(
-            "last boot failed: {} (a --failback start serves the recovery page)",
-            e.trim()
-        ));
-    }
-    if crate::backup::staged::pending(data) {
-        lines.push("a restore waits for the next start".into());
-    }
-    lines.join("\n")
+    lines
 }
 
 /// `homed service uninstall`: stops, disables and removes the unit.

@@ -116,7 +116,7 @@ fn main() -> std::process::ExitCode {
                 .map_err(|e| format!("{e:#}"))
                 .and_then(|unit| homeagent::service::install(&unit, *print)),
             homeagent::cli::ServiceAction::Uninstall => homeagent::service::uninstall(),
-            homeagent::cli::ServiceAction::Status => Ok(homeagent::service::status(&cli.run.data)),
+            homeagent::cli::ServiceAction::Status => Ok(homeagent::daemon::status(&cli.run.data)),
         }),
         // Never under a running daemon: it holds the data dir's lock.
         Some(Command::Rollback) => Some(
