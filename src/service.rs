@@ -172,6 +172,17 @@ pub fn uninstall() -> Result<String, String> {
     Ok(format!("removed {}", path.display()))
 }
 
+/// Asks for the restart a moment from now, so the HTTP answer that says so goes out
+/// first (the stop closes the connection); answers whether a service manager will
+/// start the daemon again.
+pub fn restart_soon() -> bool {
+    actix_web::rt::spawn(async {
+        actix_web::rt::time::sleep(std::time::Duration::from_millis(200)).await;
+        request_restart();
+    });
+    under_service_manager()
+}
+
 /// Set once a restart was asked for (`POST /api/v1/daemon/restart`).
 static RESTART_ASKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 static RESTART: std::sync::LazyLock<tokio::sync::Notify> = std::sync::LazyLock::new(tokio::sync::Notify::new);

@@ -37,14 +37,7 @@ pub fn taken_at(name: &str) -> Option<i64> {
     if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || s > 60 {
         return None;
     }
-    // Days from civil (Howard Hinnant's algorithm), the inverse of `chrono_like`.
-    let y = if mo <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (mo + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
+    let days = homeagent_actors::memory::dates::days_from_civil(y, mo, d);
     Some(((days * 86_400) + h * 3600 + mi * 60 + s) * 1000 + ms)
 }
 

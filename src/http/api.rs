@@ -150,17 +150,12 @@ pub async fn not_found(req: actix_web::HttpRequest) -> HttpResponse {
 #[utoipa::path(post, path = "/api/v1/daemon/restart", tag = "daemon",
     responses((status = 202, description = "`{restarting: true, service_manager: bool, message}`: the daemon stops gracefully and exits with 75; under its service unit (`homed service install`) it is started again, otherwise it stays stopped and the message says so")))]
 pub async fn restart_daemon() -> HttpResponse {
-    let managed = crate::service::under_service_manager();
+    let managed = crate::service::restart_soon();
     let message = if managed {
         "homed stops gracefully and its service manager starts it again in a few seconds"
     } else {
         "homed stops gracefully; no service manager started it, so start it again yourself (or install it as a service: homed service install)"
     };
-    // Answered first: the stop closes this connection.
-    actix_web::rt::spawn(async {
-        actix_web::rt::time::sleep(std::time::Duration::from_millis(200)).await;
-        crate::service::request_restart();
-    });
     HttpResponse::Accepted()
         .json(serde_json::json!({"restarting": true, "service_manager": managed, "message": message}))
 }

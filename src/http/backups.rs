@@ -132,11 +132,7 @@ pub async fn restore(state: web::Data<AppState>, name: web::Path<String>) -> Res
         .map_err(|e| ApiError::unavailable(e.to_string()))?
         .map_err(|e| ApiError::bad_request(format!("{e}; the data dir is unchanged")))?;
     tracing::warn!(backup = %name, undo = %undo.name, "a restore was staged from the WebUI; restarting to put it in place");
-    let managed = crate::service::under_service_manager();
-    actix_web::rt::spawn(async {
-        actix_web::rt::time::sleep(std::time::Duration::from_millis(200)).await;
-        crate::service::request_restart();
-    });
+    let managed = crate::service::restart_soon();
     Ok(HttpResponse::Accepted().json(json!({
         "restoring": name,
         "undo": undo.name,

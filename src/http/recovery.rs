@@ -88,11 +88,7 @@ pub async fn restore(state: web::Data<RecoveryState>, name: web::Path<String>) -
         Some(e) => ApiError::bad_request(format!("{e}; the data dir is unchanged")),
     })?;
     tracing::warn!(backup = %name, "recovery: a restore was staged; restarting to put it in place");
-    let managed = crate::service::under_service_manager();
-    actix_web::rt::spawn(async {
-        actix_web::rt::time::sleep(std::time::Duration::from_millis(200)).await;
-        crate::service::request_restart();
-    });
+    let managed = crate::service::restart_soon();
     Ok(HttpResponse::Accepted().json(json!({
         "restoring": name,
         "message": if managed {
@@ -113,10 +109,6 @@ pub const BOOT_FAILURE_FILE: &str = "boot-failure";
 pub async fn retry(state: web::Data<RecoveryState>) -> HttpResponse {
     let _ = std::fs::remove_file(state.data_dir.join(BOOT_FAILURE_FILE));
     tracing::info!("recovery: the owner asked to try the normal start again");
-    actix_web::rt::spawn(async {
-        actix_web::rt::time::sleep(std::time::Duration::from_millis(200)).await;
-        crate::service::request_restart();
-    });
-    HttpResponse::Accepted()
-        .json(json!({"restarting": true, "service_manager": crate::service::under_service_manager()}))
+    let managed = crate::service::restart_soon();
+    HttpResponse::Accepted().json(json!({"restarting": true, "service_manager": managed}))
 }
