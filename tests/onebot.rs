@@ -247,6 +247,15 @@ fn the_owner_is_answered_a_guest_is_refused_and_the_bridge_reconnects() {
     });
 }
 
+/// The first column of every row `sql` selects, as text.
+fn texts(db: &rusqlite::Connection, sql: &str) -> Vec<String> {
+    let mut st = db.prepare(sql).unwrap();
+    st.query_map([], |r| r.get::<_, String>(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
 /// A group message from "Alice" @-mentioning the bot, as NapCat sends it.
 fn group_mention(group: i64, from: i64, nickname: &str, text: &str) -> Value {
     json!({"self_id": SELF_ID, "post_type": "message", "message_type": "group", "sub_type": "normal", "group_id": group,
@@ -302,14 +311,7 @@ fn a_chat_bridges_header_reaches_the_model_but_not_memory() {
         db
     };
     let db = open("memory/memory.db");
-    let texts = |sql: &str| -> Vec<String> {
-        let mut st = db.prepare(sql).unwrap();
-        st.query_map([], |r| r.get::<_, String>(0))
-            .unwrap()
-            .map(Result::unwrap)
-            .collect()
-    };
-    let passages = texts("SELECT text FROM passages");
+    let passages = texts(&db, "SELECT text FROM passages");
     assert!(
         passages
             .iter()
@@ -317,7 +319,7 @@ fn a_chat_bridges_header_reaches_the_model_but_not_memory() {
         "the first messages went into the document store, cleaned: {passages:?}\n{}",
         d.log_text()
     );
-    let events = texts("SELECT input FROM context_events");
+    let events = texts(&db, "SELECT input FROM context_events");
     assert!(
         events.iter().any(|e| e == "Alice: the weather looks fine"),
         "{events:?}"
@@ -326,16 +328,12 @@ fn a_chat_bridges_header_reaches_the_model_but_not_memory() {
     // keyword, not a fact of the graph.
     for file in ["memory/memory.db", "memory/graph.db"] {
         let db = open(file);
-        let texts = |sql: &str| -> Vec<String> {
-            let mut st = db.prepare(sql).unwrap();
-            st.query_map([], |r| r.get::<_, String>(0))
-                .unwrap()
-                .map(Result::unwrap)
-                .collect()
-        };
-        let tables = texts("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'");
+        let tables = texts(
+            &db,
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'",
+        );
         for table in &tables {
-            for col in texts(&format!("SELECT name FROM pragma_table_info('{table}')")) {
+            for col in texts(&db, &format!("SELECT name FROM pragma_table_info('{table}')")) {
                 let n: i64 = db
                     .query_row(
                         &format!(

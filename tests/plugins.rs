@@ -395,11 +395,9 @@ fn a_lua_plugin_offers_tools_and_stage_handlers_and_a_runaway_script_is_stopped(
     assert_eq!(plugin(&d, "greeter")["restarts"], 0);
 }
 
-/// A Lua call stuck in C code (within every guard, minutes of pattern matching) meets
-/// its deadline: the caller gets an error, the plugin is restarted on a fresh thread
-/// while the old one is abandoned, and the kernel answers all along.
-#[test]
-fn a_lua_call_stuck_in_c_code_meets_its_deadline_and_the_chat_keeps_answering() {
+/// A daemon with the greeter Lua plugin running (its seven tools registered) and the
+/// fake vendor.
+fn greeter() -> (tempfile::TempDir, std::path::PathBuf, Daemon, vendor::Vendor) {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     install(&data, "greeter");
@@ -407,7 +405,16 @@ fn a_lua_call_stuck_in_c_code_meets_its_deadline_and_the_chat_keeps_answering() 
     wait_plugin(&d, "greeter", Duration::from_secs(10), "ran", |p| {
         p["tools"].as_array().is_some_and(|t| t.len() == 7)
     });
-    let _v = with_vendor(&d);
+    let v = with_vendor(&d);
+    (dir, data, d, v)
+}
+
+/// A Lua call stuck in C code (within every guard, minutes of pattern matching) meets
+/// its deadline: the caller gets an error, the plugin is restarted on a fresh thread
+/// while the old one is abandoned, and the kernel answers all along.
+#[test]
+fn a_lua_call_stuck_in_c_code_meets_its_deadline_and_the_chat_keeps_answering() {
+    let (_dir, _data, d, _v) = greeter();
     let slow = {
         let (client, url) = (d.client(), d.url("/api/v1/messages"));
         std::thread::spawn(move || {
@@ -1509,14 +1516,7 @@ fn the_bundled_memo_plugin_keeps_notes_across_a_kill_and_reminds_the_agent() {
 /// what memory keeps of them is what the declared rules leave.
 #[test]
 fn a_lua_plugins_cleaners_decide_what_memory_keeps() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    install(&data, "greeter");
-    let d = Daemon::start(&data);
-    wait_plugin(&d, "greeter", Duration::from_secs(10), "ran", |p| {
-        p["tools"].as_array().is_some_and(|t| t.len() == 7)
-    });
-    let _v = with_vendor(&d);
+    let (_dir, data, d, _v) = greeter();
     assert_eq!(
         ask(&d, "call-tool greeter_card {}")["reply"],
         "tool said: [CARD v2] hello card (greeted)",

@@ -40,14 +40,10 @@ pub async fn get(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
         (status = 400, description = "Empty, over 4,000 characters, or unknown fields", body = ErrorBody)))]
 pub async fn put(state: web::Data<AppState>, body: web::Json<serde_json::Value>) -> Result<HttpResponse, ApiError> {
     let f = file(&state)?;
-    let draft = Draft::from_args(&body).map_err(persona_error)?;
-    // Only `text`: the owner's own words, as written.
-    let text = if draft.name.is_empty() && draft.address.is_empty() && draft.tone.is_empty() {
-        homeagent_actors::agent::persona::check(&draft.text).map_err(persona_error)?;
-        format!("{}\n", draft.text.trim())
-    } else {
-        draft.render().map_err(persona_error)?
-    };
+    // Only `text` renders as the owner's own words, as written.
+    let text = Draft::from_args(&body)
+        .and_then(|d| d.render())
+        .map_err(persona_error)?;
     let g = f.clone();
     web::block(move || g.set(&text))
         .await

@@ -91,6 +91,13 @@ impl Daemon {
     /// Like [`Daemon::start_with`], with extra environment variables for the daemon
     /// (`HOMEAGENT_FAULT` for the supervision tests).
     pub fn start_env(data: &Path, rust_log: Option<&str>, env: &[(&str, &str)]) -> Self {
+        let d = Self::launch(data, rust_log, env);
+        d.wait_healthy();
+        d
+    }
+
+    /// homed on `data`, once it named the port it listens on.
+    fn launch(data: &Path, rust_log: Option<&str>, env: &[(&str, &str)]) -> Self {
         // Port 0: the daemon binds a port the kernel picks and names it in
         // DATA/http-address, so two daemons of parallel tests can never race for one
         // "free" port (a race that once let one test talk to another test's daemon).
@@ -99,30 +106,18 @@ impl Daemon {
         let log = data.with_extension(format!("{}.log", unique()));
         let mut child = Self::spawn(data, &log, rust_log, env);
         let port = wait_address(&mut child, &address, &log);
-        let d = Self {
+        Self {
             child,
             port,
             data: data.to_owned(),
             log,
-        };
-        d.wait_healthy();
-        d
+        }
     }
 
     /// homed `--failback` on `data` whose start is expected to fail: waits until it
     /// serves the recovery page (`/readyz` says `recovery`).
     pub fn start_recovering(data: &Path) -> Self {
-        let address = data.join("http-address");
-        let _ = std::fs::remove_file(&address);
-        let log = data.with_extension(format!("{}.log", unique()));
-        let mut child = Self::spawn(data, &log, Some("info"), &[("HOMED_FAILBACK", "1")]);
-        let port = wait_address(&mut child, &address, &log);
-        let d = Self {
-            child,
-            port,
-            data: data.to_owned(),
-            log,
-        };
+        let d = Self::launch(data, Some("info"), &[("HOMED_FAILBACK", "1")]);
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             if let Ok(r) = reqwest::blocking::get(d.url("/readyz"))
