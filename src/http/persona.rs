@@ -44,11 +44,12 @@ pub async fn put(state: web::Data<AppState>, body: web::Json<serde_json::Value>)
     let text = Draft::from_args(&body)
         .and_then(|d| d.render())
         .map_err(persona_error)?;
-    let g = f.clone();
-    web::block(move || g.set(&text))
+    // The answer is what was written, as the prompt will carry it (trimmed); the file
+    // is not read back on this thread.
+    let shown = text.trim().to_owned();
+    web::block(move || f.set(&text))
         .await
         .map_err(|e| ApiError::unavailable(e.to_string()))?
         .map_err(persona_error)?;
-    let text = f.text();
-    Ok(HttpResponse::Ok().json(json!({ "set": text.is_some(), "text": text.as_deref() })))
+    Ok(HttpResponse::Ok().json(json!({ "set": true, "text": shown })))
 }
