@@ -16,7 +16,9 @@
 //!   someone advances it ([`advance_to`]); heartbeats arm no timers, they run when the
 //!   clock passes their next due time ([`Beats::advance`]). So a test moves a daemon
 //!   through a simulated year in seconds, and every heartbeat round happens at the
-//!   simulated moment its interval says, in a fixed order.
+//!   simulated moment its interval says, in a fixed order. Subprocess plugins that
+//!   follow the clock are told its time the same way ([`Beats::follow`],
+//!   `plugins::clock`): their reminders fire at the simulated moment they are due.
 //!
 //! Durations that bound an operation (timeouts, backoff, cooldowns) stay on
 //! `Instant`: they measure the machine, not the simulated calendar.
@@ -125,10 +127,11 @@ pub struct Due {
 
 /// The heartbeats a virtual clock drives, in the order they run at one moment
 /// (distill before the rules, the rules before archive, archive before merge and
-/// review: the order in which material flows from the window to the graph).
+/// review: the order in which material flows from the window to the graph), and the
+/// followers told its time before them.
 #[derive(Clone, Default)]
 pub struct Beats {
-    beats: Vec<(&'static str, DueFn)>,
+    beats: Vec<Beat>,
     /// Held for a whole advance: two callers moving the clock at once would interleave
     /// their stops (one finding the other's time already passed).
     one_at_a_time: std::sync::Arc<tokio::sync::Mutex<()>>,
@@ -145,19 +148,51 @@ pub struct Advanced {
     pub failed: u64,
 }
 
+/// One participant of an advance.
+#[derive(Clone)]
+struct Beat {
+    name: &'static str,
+    due: DueFn,
+    /// A follower ([`Beats::follow`]): also told the time where an advance ends.
+    follower: bool,
+}
+
 impl Beats {
     pub fn add(&mut self, name: &'static str, due: DueFn) {
-        self.beats.push((name, due));
+        self.beats.push(Beat {
+            name,
+            due,
+            follower: false,
+        });
+    }
+
+    /// Adds a follower of the clock: asked like a heartbeat (when an advance starts,
+    /// and at every moment it said it is due next), and also where an advance ends, so
+    /// what it stamps afterwards has the clock's new time. Followers are asked before
+    /// the heartbeats at a moment, in the order added: a reminder due at a moment is
+    /// queued before that moment's upkeep runs. (The subprocess plugins, which keep
+    /// their own timers: `plugins::clock`.)
+    pub fn follow(&mut self, name: &'static str, due: DueFn) {
+        let at = self.beats.iter().take_while(|b| b.follower).count();
+        self.beats.insert(
+            at,
+            Beat {
+                name,
+                due,
+                follower: true,
+            },
+        );
     }
 
     pub fn names(&self) -> Vec<&'static str> {
-        self.beats.iter().map(|(n, _)| *n).collect()
+        self.beats.iter().map(|b| b.name).collect()
     }
 
-    /// Advances the virtual clock to `to_ms`, stopping at every moment a heartbeat is
-    /// due and running the due ones there (in order, each waited for), so a long
-    /// advance is the same sequence of rounds a daemon living through it would run.
-    /// `progress` is called after every stop with the time reached.
+    /// Advances the virtual clock to `to_ms`, stopping at every moment a heartbeat or a
+    /// follower is due and running the due ones there (in order, each waited for), so
+    /// a long advance is the same sequence of rounds a daemon living through it would
+    /// run; the followers are told the end too. `progress` is called after every stop
+    /// with the time reached.
     pub async fn advance(&self, to_ms: i64, mut progress: impl FnMut(i64)) -> Result<Advanced, ClockError> {
         if !is_virtual() {
             return Err(ClockError::NotVirtual);
@@ -170,28 +205,37 @@ impl Beats {
         let mut out = Advanced::default();
         // Each heartbeat's next due time (asking at `start` runs what is due already).
         let mut next = Vec::with_capacity(self.beats.len());
-        for (name, due) in &self.beats {
-            next.push(self.check(name, due, start, &mut out).await);
+        // When each was last asked: a follower already told the end is not told again.
+        let mut told = vec![start; self.beats.len()];
+        for b in &self.beats {
+            next.push(self.check(b, start, &mut out).await);
         }
         while let Some(&t) = next.iter().filter(|t| **t <= to_ms).min() {
             advance_to_at_least(t)?;
             let now = now_ms();
-            for (i, (name, due)) in self.beats.iter().enumerate() {
+            for (i, b) in self.beats.iter().enumerate() {
                 if next[i] <= now {
-                    next[i] = self.check(name, due, now, &mut out).await;
+                    next[i] = self.check(b, now, &mut out).await;
+                    told[i] = now;
                 }
             }
             progress(now);
         }
         advance_to_at_least(to_ms)?;
-        out.now_ms = now_ms();
+        let end = now_ms();
+        for (i, b) in self.beats.iter().enumerate() {
+            if b.follower && told[i] < to_ms {
+                self.check(b, end, &mut out).await;
+            }
+        }
+        out.now_ms = end;
         Ok(out)
     }
 
-    async fn check(&self, name: &'static str, due: &DueFn, now: i64, out: &mut Advanced) -> i64 {
-        let d = due(now).await;
+    async fn check(&self, b: &Beat, now: i64, out: &mut Advanced) -> i64 {
+        let d = (b.due)(now).await;
         if d.ran {
-            *out.rounds.entry(name).or_default() += 1;
+            *out.rounds.entry(b.name).or_default() += 1;
         }
         out.failed += u64::from(d.failed);
         // A heartbeat never makes the clock stop twice at one moment.

@@ -2,7 +2,9 @@
 //!
 //! Two heartbeats with different periods are advanced through a simulated week: each
 //! runs exactly as often as its period says, at the simulated moments it is due, in
-//! the order they were added; time only moves forward; the wall clock refuses.
+//! the order they were added; time only moves forward; the wall clock refuses. A
+//! follower (the plugins' timers) is told the time when an advance starts, at the
+//! moment it named, before the heartbeats there, and where the advance ends.
 
 use std::sync::{Arc, Mutex};
 
@@ -35,6 +37,25 @@ fn beat(start: i64, period_ms: i64, log: Arc<Mutex<Vec<(&'static str, i64)>>>, n
                 ran: true,
                 failed: false,
                 next_ms: *n,
+            }
+        })
+    })
+}
+
+/// A follower with one reminder due at `due_ms`, that records every time it is told.
+fn follower(due_ms: i64, log: Arc<Mutex<Vec<(&'static str, i64)>>>) -> clock::DueFn {
+    let fired = Arc::new(Mutex::new(false));
+    Arc::new(move |now| {
+        let (fired, log) = (fired.clone(), log.clone());
+        Box::pin(async move {
+            log.lock().unwrap().push(("plugins", now));
+            let mut fired = fired.lock().unwrap();
+            let ran = !*fired && now >= due_ms;
+            *fired |= ran;
+            Due {
+                ran,
+                failed: false,
+                next_ms: if *fired { i64::MAX } else { due_ms },
             }
         })
     })
@@ -93,6 +114,30 @@ async fn heartbeats_run_as_often_as_their_period_at_the_simulated_moments() {
         Err(ClockError::Backwards { .. })
     ));
     assert!(matches!(clock::advance_to(t0), Err(ClockError::Backwards { .. })));
+
+    // A follower: told at the start, at its moment (before the heartbeat due then), and
+    // at the end; nowhere else.
+    let t1 = clock::now_ms();
+    let told: Arc<Mutex<Vec<(&'static str, i64)>>> = Arc::default();
+    let mut beats = Beats::default();
+    beats.add("archive", beat(t1, 2 * HOUR, told.clone(), "archive"));
+    beats.follow("plugins", follower(t1 + 2 * HOUR, told.clone()));
+    assert_eq!(beats.names(), vec!["plugins", "archive"], "followers first");
+    let done = beats.advance(t1 + 5 * HOUR, |_| {}).await.unwrap();
+    assert_eq!((done.rounds["plugins"], done.rounds["archive"]), (1, 2), "{done:?}");
+    let told = told.lock().unwrap().clone();
+    let expected = [
+        ("plugins", t1),
+        ("plugins", t1 + 2 * HOUR),
+        ("archive", t1 + 2 * HOUR),
+        ("archive", t1 + 4 * HOUR),
+        ("plugins", t1 + 5 * HOUR),
+    ];
+    assert_eq!(told.len(), expected.len(), "{told:?}");
+    for ((name, t), (want, at)) in told.iter().zip(expected) {
+        assert!(*name == want && *t >= at && *t < at + 5_000, "{told:?}");
+    }
+
     // The start can be given as people write times.
     assert_eq!(clock::parse_start("2023-05-08T13:56:00Z"), Ok(start));
     assert_eq!(clock::parse_start("1683554160"), Ok(start));

@@ -12,19 +12,21 @@
 //! /api/v1/plugins/memo/api/<name>`, under the daemon's API auth): `list` (with a
 //! search), `done` and `delete`.
 //!
-//! "Now" is the wall clock: plugins have no kernel clock to read (a daemon on a
-//! virtual clock still reminds at wall-clock times).
+//! "Now" is the kernel's clock ([`Clock`]): notes are stamped with it and reminders
+//! come due by it, so on a daemon with `--virtual-clock` a reminder fires when an
+//! advance of the clock reaches it (the advance stops at its moment and answers only
+//! after the reminder was injected and recorded).
 
 pub mod store;
 pub mod when;
 
 use std::path::PathBuf;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use homeagent_i18n::{Lang, Msg};
 use homeagent_plugin_protocol::methods::ToolRegister;
-use homeagent_plugin_protocol::sdk::{Kernel, Plugin};
+use homeagent_plugin_protocol::sdk::{Alarm, Clock, Kernel, Plugin};
 use homeagent_plugin_protocol::toolkit::{bool_arg, cap, opt_str, prefix, str_arg, uint_arg};
 use serde_json::{Value, json};
 
@@ -38,39 +40,35 @@ pub const MAX_LIMIT: u64 = 200;
 pub const DEFAULT_LIMIT: u64 = 20;
 /// Most bytes of a listing the model gets.
 const MAX_OUTPUT: usize = 16 * 1024;
-/// Longest wait of the reminder loop between looks at the clock (a changed system
-/// time is noticed within this).
-const MAX_WAIT: Duration = Duration::from_secs(30);
-/// Wait before trying again a reminder the kernel refused.
+/// Wait (on the kernel's clock) before trying again a reminder the kernel refused.
 const RETRY: Duration = Duration::from_secs(30);
 
 type R = Result<String, String>;
 /// One of the page's APIs.
 type ApiFn = fn(&Memo, &Value) -> Result<Value, String>;
 
-/// Unix milliseconds on the wall clock.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
-/// The plugin's state: the store, and the reminder loop's wake-up.
+/// The plugin's state: the store, the kernel's clock, and the reminder loop's wait.
 pub struct Memo {
     store: Mutex<Store>,
-    changed: Mutex<bool>,
-    wake: Condvar,
+    clock: Clock,
+    /// The reminder loop waits on it for the next due note; a change pokes it.
+    alarm: Alarm,
     zone: Zone,
 }
 
 impl Memo {
-    pub fn new(store: Store, zone: Zone) -> Self {
+    pub fn new(store: Store, zone: Zone, clock: Clock) -> Self {
         Self {
             store: Mutex::new(store),
-            changed: Mutex::new(false),
-            wake: Condvar::new(),
+            alarm: clock.alarm(),
+            clock,
             zone,
         }
+    }
+
+    /// Unix milliseconds now on the kernel's clock.
+    pub fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
     }
 
     fn store(&self) -> std::sync::MutexGuard<'_, Store> {
@@ -79,17 +77,13 @@ impl Memo {
 
     /// Tells the reminder loop to look again (a reminder was set, moved or dropped).
     fn poke(&self) {
-        *self.changed.lock().unwrap_or_else(|p| p.into_inner()) = true;
-        self.wake.notify_all();
+        self.alarm.poke();
     }
 
-    /// Sleeps up to `d` or until [`Self::poke`].
-    fn sleep(&self, d: Duration) {
-        let mut changed = self.changed.lock().unwrap_or_else(|p| p.into_inner());
-        if !*changed {
-            changed = self.wake.wait_timeout(changed, d).unwrap_or_else(|p| p.into_inner()).0;
-        }
-        *changed = false;
+    /// Waits [`RETRY`] on the kernel's clock, or until [`Self::poke`].
+    fn retry_later(&self) {
+        self.alarm
+            .wait_until(Some(self.clock.now_ms() + RETRY.as_millis() as i64));
     }
 
     /// One line of a listing.
@@ -292,14 +286,14 @@ pub fn api_list(m: &Memo, body: &Value) -> Result<Value, String> {
     Ok(json!({
         "notes": notes.iter().map(Note::to_json).collect::<Vec<_>>(),
         "total": total,
-        "now_ms": now_ms(),
+        "now_ms": m.now_ms(),
     }))
 }
 
 /// The page's `done` API: `{id}` → `{note}`.
 pub fn api_done(m: &Memo, body: &Value) -> Result<Value, String> {
     let id = id_arg(body)?;
-    let n = m.store().done(id, now_ms())?.ok_or_else(|| missing(id))?;
+    let n = m.store().done(id, m.now_ms())?.ok_or_else(|| missing(id))?;
     m.poke();
     Ok(json!({ "note": n.to_json() }))
 }
@@ -327,39 +321,39 @@ fn reminder_text(kernel: &Kernel, n: &Note) -> String {
     .render(lang)
 }
 
-/// Delivers each reminder when it comes, oldest first, until the process ends. A
-/// reminder the kernel refuses is tried again after [`RETRY`].
+/// Delivers each reminder when the kernel's clock reaches it, oldest first, until the
+/// process ends. A reminder the kernel refuses is tried again after [`RETRY`].
 fn remind_loop(m: &Memo, kernel: &Kernel) {
     loop {
         let next = match m.store().next_due() {
             Ok(n) => n,
             Err(e) => {
                 eprintln!("memo: {e}");
-                m.sleep(RETRY);
+                m.retry_later();
                 continue;
             }
         };
-        let now = now_ms();
         let Some(n) = next else {
-            m.sleep(MAX_WAIT);
+            m.alarm.wait_until(None);
             continue;
         };
-        let at = n.remind_at_ms.unwrap_or(now);
-        if at > now {
-            m.sleep(Duration::from_millis((at - now) as u64).min(MAX_WAIT));
+        let reached = m.clock.reached_ms();
+        let at = n.remind_at_ms.unwrap_or(reached);
+        if at > reached {
+            m.alarm.wait_until(Some(at));
             continue;
         }
         match kernel.inject_interrupt(&reminder_text(kernel, &n), "L3") {
             Ok(_) => {
                 eprintln!("memo: note #{} reminded", n.id);
-                if let Err(e) = m.store().mark_reminded(n.id, at, now_ms()) {
+                if let Err(e) = m.store().mark_reminded(n.id, at, m.now_ms()) {
                     eprintln!("memo: {e}");
-                    m.sleep(RETRY);
+                    m.retry_later();
                 }
             }
             Err(e) => {
                 eprintln!("memo: the kernel refused the reminder of note #{}: {e}", n.id);
-                m.sleep(RETRY);
+                m.retry_later();
             }
         }
     }
@@ -465,13 +459,14 @@ pub fn run() -> i32 {
             return 1;
         }
     };
-    let memo = Arc::new(Memo::new(store, Zone::Local));
-    let mut plugin = Plugin::new("memo");
+    let clock = Clock::default();
+    let memo = Arc::new(Memo::new(store, Zone::Local, clock.clone()));
+    let mut plugin = Plugin::new("memo").clock(&clock);
     for reg in tools() {
         let m = memo.clone();
         let name = reg.name.clone();
         plugin = plugin.tool(reg, move |args| {
-            let now = now_ms();
+            let now = m.now_ms();
             match name.as_str() {
                 "memo_add" => add(&m, &args, now),
                 "memo_list" => list(&m, &args, now),
@@ -509,7 +504,7 @@ mod tests {
     const NOW: i64 = 1_778_205_600_000;
 
     fn memo() -> Memo {
-        Memo::new(Store::in_memory(), CST)
+        Memo::new(Store::in_memory(), CST, Clock::default())
     }
 
     #[test]

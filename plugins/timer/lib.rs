@@ -4,28 +4,112 @@
 //! Tools: `timer_set` (one-shot or repeating), `timer_list`, `timer_cancel`. When a
 //! timer fires, the plugin raises an L3 interrupt so the agent reacts even while busy
 //! with queued work.
+//!
+//! Time is the kernel's ([`Clock`]): a timer is due at a kernel time, and one thread
+//! waits for the next due one on an [`Alarm`]. On a daemon with `--virtual-clock`, a
+//! timer fires when an advance of the clock reaches its moment (the advance stops there
+//! and answers only after the reminder was injected); on the wall clock, when the time
+//! comes.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use homeagent_i18n::{Lang, Msg};
 use homeagent_plugin_protocol::methods::ToolRegister;
-use homeagent_plugin_protocol::sdk::{Kernel, Plugin};
+use homeagent_plugin_protocol::sdk::{Alarm, Clock, Kernel, Plugin};
 use serde_json::{Value, json};
 
 struct Timer {
     message: String,
-    every: Option<Duration>,
-    next: Instant,
-    cancelled: Arc<AtomicBool>,
+    /// Repeat interval (ms).
+    every_ms: Option<i64>,
+    /// When it fires next (kernel time, Unix ms).
+    next_ms: i64,
 }
 
+/// The timers as a plain core: set, cancel, list, and what is due at a time. The shell
+/// ([`State`]) reads the clock and wakes the thread that fires them.
 #[derive(Default)]
 struct Timers {
-    next_id: AtomicU64,
-    all: Mutex<BTreeMap<u64, Timer>>,
+    last_id: u64,
+    all: BTreeMap<u64, Timer>,
+}
+
+impl Timers {
+    fn set(&mut self, now_ms: i64, after_ms: i64, message: &str, every_ms: Option<i64>) -> u64 {
+        self.last_id += 1;
+        let timer = Timer {
+            message: message.to_owned(),
+            every_ms,
+            next_ms: now_ms + after_ms,
+        };
+        self.all.insert(self.last_id, timer);
+        self.last_id
+    }
+
+    fn cancel(&mut self, id: u64) -> bool {
+        self.all.remove(&id).is_some()
+    }
+
+    /// When the next timer fires.
+    fn next_due(&self) -> Option<i64> {
+        self.all.values().map(|t| t.next_ms).min()
+    }
+
+    /// The timers due by `now_ms`, in the order they fell due: a one-shot timer leaves,
+    /// a repeating one is due again an interval after it was due (not after it fired,
+    /// so it does not drift). A repeating timer many intervals late (a machine that
+    /// slept) fires once and is then due an interval from now: one reminder, not a
+    /// burst of stale ones.
+    fn take_due(&mut self, now_ms: i64) -> Vec<(u64, String)> {
+        let mut due: Vec<(i64, u64)> = self
+            .all
+            .iter()
+            .filter(|(_, t)| t.next_ms <= now_ms)
+            .map(|(id, t)| (t.next_ms, *id))
+            .collect();
+        due.sort_unstable();
+        due.into_iter()
+            .filter_map(|(_, id)| {
+                let t = self.all.get_mut(&id)?;
+                let message = t.message.clone();
+                match t.every_ms {
+                    Some(every) => {
+                        t.next_ms += every;
+                        if t.next_ms <= now_ms {
+                            t.next_ms = now_ms + every;
+                        }
+                    }
+                    None => {
+                        self.all.remove(&id);
+                    }
+                }
+                Some((id, message))
+            })
+            .collect()
+    }
+
+    fn list(&self, now_ms: i64) -> String {
+        if self.all.is_empty() {
+            return "no timers".into();
+        }
+        self.all
+            .iter()
+            .map(|(id, t)| {
+                let left = human(Duration::from_millis((t.next_ms - now_ms).max(0) as u64));
+                match t.every_ms {
+                    Some(e) => format!("#{id} in {left}, every {}: {}", human(ms(e)), t.message),
+                    None => format!("#{id} in {left}: {}", t.message),
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+fn ms(ms: i64) -> Duration {
+    Duration::from_millis(ms.max(0) as u64)
 }
 
 /// Parses `90s`, `5m`, `1h30m`, `2d`, `250ms`.
@@ -75,75 +159,16 @@ fn arg<'a>(args: &'a Value, key: &str) -> Option<&'a str> {
     args.get(key).and_then(Value::as_str).filter(|s| !s.trim().is_empty())
 }
 
-static KERNEL: OnceLock<Kernel> = OnceLock::new();
-
-/// The reminder a fired timer raises, in the kernel's language (asked when it fires, so
-/// a change of `core.agent.language` applies to running timers too; English when the
-/// kernel cannot be asked).
-fn reminder(id: u64, message: &str) -> String {
-    let lang = KERNEL
-        .get()
-        .and_then(|k| k.language().ok())
-        .and_then(|code| Lang::parse(&code))
-        .unwrap_or_default();
-    Msg::Reminder { id, message }.render(lang)
-}
-
-fn set(timers: &Arc<Timers>, args: Value) -> Result<String, String> {
-    let after = parse_duration(arg(&args, "after").ok_or("`after` is required, e.g. \"10m\"")?)?;
-    let message = arg(&args, "message")
-        .ok_or("`message` is required: what to remind of")?
-        .to_owned();
-    let every = arg(&args, "repeat_every").map(parse_duration).transpose()?;
+/// `timer_set` on the core at `now_ms`; answers what the model reads.
+fn set_at(timers: &mut Timers, args: &Value, now_ms: i64) -> Result<String, String> {
+    let after = parse_duration(arg(args, "after").ok_or("`after` is required, e.g. \"10m\"")?)?;
+    let message = arg(args, "message").ok_or("`message` is required: what to remind of")?;
+    let every = arg(args, "repeat_every").map(parse_duration).transpose()?;
     if every.is_some_and(|e| e < Duration::from_secs(1)) {
         return Err("`repeat_every` must be at least 1s".into());
     }
-    let id = timers.next_id.fetch_add(1, Ordering::Relaxed) + 1;
-    let cancelled = Arc::new(AtomicBool::new(false));
-    timers.all.lock().unwrap().insert(
-        id,
-        Timer {
-            message: message.clone(),
-            every,
-            next: Instant::now() + after,
-            cancelled: cancelled.clone(),
-        },
-    );
-    let t = timers.clone();
-    std::thread::spawn(move || {
-        let mut wait = after;
-        loop {
-            // Sleep in short steps so a cancel takes effect promptly.
-            let until = Instant::now() + wait;
-            while Instant::now() < until {
-                if cancelled.load(Ordering::Relaxed) {
-                    return;
-                }
-                std::thread::sleep((until - Instant::now()).min(Duration::from_millis(200)));
-            }
-            if cancelled.load(Ordering::Relaxed) {
-                return;
-            }
-            eprintln!("timer #{id} fired: {message}");
-            if let Some(k) = KERNEL.get()
-                && let Err(e) = k.inject_interrupt(&reminder(id, &message), "L3")
-            {
-                eprintln!("timer #{id}: the kernel refused the reminder: {e}");
-            }
-            match every {
-                Some(e) => {
-                    wait = e;
-                    if let Some(tm) = t.all.lock().unwrap().get_mut(&id) {
-                        tm.next = Instant::now() + e;
-                    }
-                }
-                None => {
-                    t.all.lock().unwrap().remove(&id);
-                    return;
-                }
-            }
-        }
-    });
+    let every_ms = every.map(|e| e.as_millis() as i64);
+    let id = timers.set(now_ms, after.as_millis() as i64, message, every_ms);
     Ok(match every {
         Some(e) => format!(
             "timer #{id} set: first reminder in {}, then every {}",
@@ -154,36 +179,81 @@ fn set(timers: &Arc<Timers>, args: Value) -> Result<String, String> {
     })
 }
 
-fn list(timers: &Timers) -> String {
-    let all = timers.all.lock().unwrap();
-    if all.is_empty() {
-        return "no timers".into();
-    }
-    let now = Instant::now();
-    all.iter()
-        .map(|(id, t)| {
-            let left = human(t.next.saturating_duration_since(now));
-            match t.every {
-                Some(e) => format!("#{id} in {left}, every {}: {}", human(e), t.message),
-                None => format!("#{id} in {left}: {}", t.message),
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-fn cancel(timers: &Timers, args: Value) -> Result<String, String> {
+/// `timer_cancel` on the core.
+fn cancel_in(timers: &mut Timers, args: &Value) -> Result<String, String> {
     let id = args
         .get("id")
         .and_then(Value::as_u64)
         .ok_or("`id` (a number from timer_list) is required")?;
-    match timers.all.lock().unwrap().remove(&id) {
-        Some(t) => {
-            t.cancelled.store(true, Ordering::Relaxed);
-            Ok(format!("timer #{id} cancelled"))
-        }
-        None => Err(format!("there is no timer #{id}; timer_list shows the active ones")),
+    if timers.cancel(id) {
+        Ok(format!("timer #{id} cancelled"))
+    } else {
+        Err(format!("there is no timer #{id}; timer_list shows the active ones"))
     }
+}
+
+/// The plugin's state: the timers, the kernel's clock, and the firing thread's wait.
+struct State {
+    timers: Mutex<Timers>,
+    clock: Clock,
+    alarm: Alarm,
+}
+
+impl State {
+    fn new(clock: Clock) -> Self {
+        Self {
+            timers: Mutex::default(),
+            alarm: clock.alarm(),
+            clock,
+        }
+    }
+
+    fn timers(&self) -> MutexGuard<'_, Timers> {
+        self.timers.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn set(&self, args: &Value) -> Result<String, String> {
+        let said = set_at(&mut self.timers(), args, self.clock.now_ms())?;
+        self.alarm.poke();
+        Ok(said)
+    }
+
+    fn cancel(&self, args: &Value) -> Result<String, String> {
+        let said = cancel_in(&mut self.timers(), args)?;
+        self.alarm.poke();
+        Ok(said)
+    }
+
+    fn list(&self) -> String {
+        self.timers().list(self.clock.now_ms())
+    }
+
+    /// Fires each timer when the kernel's clock reaches it, until the process ends.
+    fn fire_loop(&self, kernel: &Kernel) {
+        loop {
+            let due = self.timers().take_due(self.clock.reached_ms());
+            for (id, message) in due {
+                eprintln!("timer #{id} fired: {message}");
+                if let Err(e) = kernel.inject_interrupt(&reminder(kernel, id, &message), "L3") {
+                    eprintln!("timer #{id}: the kernel refused the reminder: {e}");
+                }
+            }
+            let next = self.timers().next_due();
+            self.alarm.wait_until(next);
+        }
+    }
+}
+
+/// The reminder a fired timer raises, in the kernel's language (asked when it fires, so
+/// a change of `core.agent.language` applies to running timers too; English when the
+/// kernel cannot be asked).
+fn reminder(kernel: &Kernel, id: u64, message: &str) -> String {
+    let lang = kernel
+        .language()
+        .ok()
+        .and_then(|code| Lang::parse(&code))
+        .unwrap_or_default();
+    Msg::Reminder { id, message }.render(lang)
 }
 
 fn tool(name: &str, description: &str, parameters: Value) -> ToolRegister {
@@ -213,9 +283,11 @@ fn keywords_of(name: &str) -> &'static str {
 
 /// Runs the plugin on stdin/stdout until the kernel stops it; the process exit code.
 pub fn run() -> i32 {
-    let timers = Arc::new(Timers::default());
-    let (t1, t2, t3) = (timers.clone(), timers.clone(), timers.clone());
+    let clock = Clock::default();
+    let state = Arc::new(State::new(clock.clone()));
+    let (t1, t2, t3) = (state.clone(), state.clone(), state.clone());
     let result = Plugin::new("timer")
+        .clock(&clock)
         .tool(
             tool(
                 "timer_set",
@@ -226,7 +298,7 @@ pub fn run() -> i32 {
                     "repeat_every": {"type": "string", "description": "optional repeat interval, e.g. 1h"}
                 }, "required": ["after", "message"]}),
             ),
-            move |args| set(&t1, args),
+            move |args| t1.set(&args),
         )
         .tool(
             tool(
@@ -234,7 +306,7 @@ pub fn run() -> i32 {
                 "List the active timers.",
                 json!({"type": "object", "properties": {}}),
             ),
-            move |_| Ok(list(&t2)),
+            move |_| Ok(t2.list()),
         )
         .tool(
             tool(
@@ -242,11 +314,11 @@ pub fn run() -> i32 {
                 "Cancel a timer by its number (see timer_list).",
                 json!({"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}),
             ),
-            move |args| cancel(&t3, args),
+            move |args| t3.cancel(&args),
         )
-        .run(|kernel| {
-            let _ = KERNEL.set(kernel);
+        .run(move |kernel| {
             eprintln!("timer plugin ready");
+            std::thread::spawn(move || state.fire_loop(&kernel));
         });
     match result {
         Ok(()) => 0,
@@ -271,20 +343,54 @@ mod tests {
         assert_eq!(human(Duration::from_secs(3600)), "1h");
     }
 
+    const NOW: i64 = 1_000_000_000_000;
+    const HOUR: i64 = 3_600_000;
+
     #[test]
     fn set_list_cancel() {
-        let t = Arc::new(Timers::default());
-        let msg = set(&t, json!({"after": "1h", "message": "tea", "repeat_every": "1d"})).unwrap();
+        let mut t = Timers::default();
+        let args = json!({"after": "1h", "message": "tea", "repeat_every": "1d"});
+        let msg = set_at(&mut t, &args, NOW).unwrap();
         assert_eq!(msg, "timer #1 set: first reminder in 1h, then every 24h");
-        assert!(list(&t).starts_with("#1 in "));
+        assert_eq!(t.list(NOW + 60_000), "#1 in 59m, every 24h: tea");
         assert!(
-            set(&t, json!({"after": "soon", "message": "x"}))
+            set_at(&mut t, &json!({"after": "soon", "message": "x"}), NOW)
                 .unwrap_err()
                 .contains("not a duration")
         );
-        assert!(set(&t, json!({"after": "1s"})).unwrap_err().contains("message"));
-        assert_eq!(cancel(&t, json!({"id": 1})).unwrap(), "timer #1 cancelled");
-        assert!(cancel(&t, json!({"id": 1})).is_err());
-        assert_eq!(list(&t), "no timers");
+        assert!(
+            set_at(&mut t, &json!({"after": "1s"}), NOW)
+                .unwrap_err()
+                .contains("message")
+        );
+        assert_eq!(cancel_in(&mut t, &json!({"id": 1})).unwrap(), "timer #1 cancelled");
+        assert!(cancel_in(&mut t, &json!({"id": 1})).is_err());
+        assert_eq!(t.list(NOW), "no timers");
+    }
+
+    #[test]
+    fn timers_fire_at_their_kernel_time_in_order_and_repeat_without_drift() {
+        let mut t = Timers::default();
+        set_at(&mut t, &json!({"after": "2h", "message": "tea"}), NOW).unwrap();
+        set_at(
+            &mut t,
+            &json!({"after": "1h", "message": "stretch", "repeat_every": "1h"}),
+            NOW,
+        )
+        .unwrap();
+        assert_eq!(t.next_due(), Some(NOW + HOUR));
+        assert!(t.take_due(NOW + HOUR - 1).is_empty(), "nothing before its time");
+        assert_eq!(t.take_due(NOW + HOUR), [(2, "stretch".to_owned())]);
+        assert_eq!(t.next_due(), Some(NOW + 2 * HOUR));
+        // Both due at once: in the order they fell due, the one-shot leaves.
+        assert_eq!(
+            t.take_due(NOW + 2 * HOUR + 5),
+            [(1, "tea".to_owned()), (2, "stretch".to_owned())]
+        );
+        assert_eq!(t.next_due(), Some(NOW + 3 * HOUR), "an interval after it was due");
+        // Many intervals late: one reminder, then an interval from now.
+        assert_eq!(t.take_due(NOW + 10 * HOUR).len(), 1);
+        assert_eq!(t.next_due(), Some(NOW + 11 * HOUR));
+        assert_eq!(t.list(NOW + 10 * HOUR), "#2 in 1h, every 1h: stretch");
     }
 }

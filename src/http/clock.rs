@@ -1,6 +1,8 @@
 //! The kernel's clock over HTTP: `GET /api/v1/clock` tells the time the kernel lives at;
 //! `POST /api/v1/clock/advance` moves a virtual clock (`homed --virtual-clock`) forward,
-//! running every heartbeat round that falls due on the way, in order, before it answers.
+//! running every heartbeat round that falls due on the way, in order, and telling the
+//! subprocess plugins that follow the clock its time (their reminders due on the way
+//! fire at their moments), before it answers.
 //! On the wall clock the advance is refused (409): time there is the machine's.
 
 use actix_web::{HttpResponse, web};
@@ -12,7 +14,7 @@ use super::AppState;
 use super::error::{ApiError, ErrorBody};
 
 #[utoipa::path(get, path = "/api/v1/clock", tag = "daemon",
-    responses((status = 200, description = "`{now_ms, virtual, heartbeats: [name…]}`: the kernel's time, whether it is virtual, the heartbeats an advance drives (in their order)")))]
+    responses((status = 200, description = "`{now_ms, virtual, heartbeats: [name…]}`: the kernel's time, whether it is virtual, what an advance drives in its order at a moment (`plugins`, the subprocess plugins that follow the clock, then the heartbeats)")))]
 pub async fn get_clock(state: web::Data<AppState>) -> HttpResponse {
     HttpResponse::Ok().json(json!({
         "now_ms": clock::now_ms(),
@@ -33,7 +35,7 @@ pub struct Advance {
 
 #[utoipa::path(post, path = "/api/v1/clock/advance", tag = "daemon",
     request_body = Advance,
-    responses((status = 200, description = "`{now_ms, rounds: {heartbeat: n}, failed}`: the clock after the advance and the heartbeat rounds that ran on the way"),
+    responses((status = 200, description = "`{now_ms, rounds: {heartbeat: n}, failed}`: the clock after the advance and the heartbeat rounds that ran on the way (`plugins`: the moments some plugin had something due, its reminders injected before this answer; `failed` counts a plugin that did not answer too)"),
         (status = 400, body = ErrorBody), (status = 409, description = "The daemon runs on the wall clock", body = ErrorBody)))]
 pub async fn advance(state: web::Data<AppState>, body: web::Json<Advance>) -> Result<HttpResponse, ApiError> {
     if !clock::is_virtual() {

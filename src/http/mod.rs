@@ -61,7 +61,8 @@ pub struct AppState {
     pub metrics: crate::metrics::Counted,
     pub agent: homeagent_actors::agent::AgentHandles,
     pub plugins: Arc<homeagent_actors::plugins::host::PluginSet>,
-    /// The heartbeats a virtual clock drives (`POST /api/v1/clock/advance`), in order.
+    /// The heartbeats a virtual clock drives (`POST /api/v1/clock/advance`), in order,
+    /// after the subprocess plugins that follow it.
     pub beats: homeagent_actors::clock::Beats,
     /// The distill heartbeat and its last round.
     pub distill: Option<homeagent_actors::memory::heartbeat::DistillHandle>,

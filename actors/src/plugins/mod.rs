@@ -2,6 +2,7 @@
 //!
 //! * [`conn`]: one plugin's stdio connection (NDJSON frames, call correlation);
 //! * [`process`]: the actor around one subprocess plugin;
+//! * [`clock`]: the subprocess plugins told the time of a virtual clock (`clock.set`);
 //! * [`confine`]: what each subprocess plugin may touch, enforced by the kernel;
 //! * [`host`]: discovery in `DATA/plugins` and the per-plugin supervisors;
 //! * [`watch`]: hot reload when an entry file changes;
@@ -10,6 +11,7 @@
 //! * [`manager`]: the built-in `pluginmgr` tools (list, enable, disable, reload,
 //!   install, the LLM source switch) and `get_plugin_tools`.
 
+pub mod clock;
 pub mod confine;
 pub mod conn;
 pub mod host;

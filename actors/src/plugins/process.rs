@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use futures_util::future::BoxFuture;
+use homeagent_plugin_protocol::clock::{ClockInfo, ClockMode};
 use homeagent_plugin_protocol::frame::{Frame, Request, RpcError, decode};
 use homeagent_plugin_protocol::methods::{ToolInvoke, ToolResult};
 use homeagent_plugin_protocol::request::{ApiInvoke, ErrorNote, NoParams, OutputInvoke, StageInvoke};
@@ -84,6 +85,9 @@ pub struct PluginInfo {
     /// A Lua plugin's instruction counter, to abort a call its abandoned thread is
     /// still running (`llm::adapter::abort`).
     pub lua_budget: Mutex<Option<Arc<std::sync::atomic::AtomicU64>>>,
+    /// Set while its process runs and follows the kernel's clock (it declared the
+    /// `clock` feature): how a virtual clock tells it the time ([`super::clock`]).
+    pub clock: Mutex<Option<super::clock::Follower>>,
 }
 
 /// The outcome of a plugin's first start: ready (handshake answered, Lua `start()`
@@ -359,36 +363,66 @@ impl PluginProcess {
         );
 
         // Handshake, bounded.
+        let mode = if crate::clock::is_virtual() {
+            ClockMode::Virtual
+        } else {
+            ClockMode::Wall
+        };
         let hello = KernelRequest::Handshake(HandshakeParams {
             protocol: PROTOCOL_VERSION,
             core_version: super::CORE_VERSION.into(),
             plugin_name: self.name().to_owned(),
+            clock: Some(ClockInfo {
+                mode,
+                now_ms: crate::clock::now_ms(),
+            }),
         });
         let hs_conn = conn.clone();
         let fut = async move { tokio::time::timeout(HANDSHAKE_TIMEOUT, hs_conn.request(hello)).await };
-        ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(fut).map(|res, host, ctx| {
-            let me = host.inner();
-            let outcome = match res {
-                Err(_) => Err(format!("no handshake answer within {HANDSHAKE_TIMEOUT:?}")),
-                Ok(Err(e)) => Err(e),
-                Ok(Ok(v)) => serde_json::from_value::<HandshakeReply>(v)
-                    .map_err(|e| format!("bad handshake answer: {e}"))
-                    .and_then(|r| r.check(me.name())),
-            };
-            match outcome {
-                Ok(()) => {
-                    tracing::info!(plugin = %me.name(), pid = ?me.pid, "plugin ready");
-                    me.info.readiness.set(Ok(()));
+        ctx.spawn(
+            actix::fut::wrap_future::<_, Host<Self>>(fut).map(move |res, host, ctx| {
+                let me = host.inner();
+                let outcome = match res {
+                    Err(_) => Err(format!("no handshake answer within {HANDSHAKE_TIMEOUT:?}")),
+                    Ok(Err(e)) => Err(e),
+                    Ok(Ok(v)) => serde_json::from_value::<HandshakeReply>(v)
+                        .map_err(|e| format!("bad handshake answer: {e}"))
+                        .and_then(|r| r.check(me.name()).map(|()| r)),
+                };
+                match outcome {
+                    Ok(reply) => {
+                        tracing::info!(plugin = %me.name(), pid = ?me.pid, features = ?reply.features, "plugin ready");
+                        if reply.has(homeagent_plugin_protocol::clock::FEATURE) {
+                            me.follow_clock(conn);
+                        }
+                        me.info.readiness.set(Ok(()));
+                    }
+                    Err(e) => {
+                        let msg = format!("plugin `{}` handshake failed: {e}", me.name());
+                        me.info.readiness.set(Err(msg.clone()));
+                        me.kill(libc::SIGKILL);
+                        Host::<Self>::fail(ctx, msg);
+                    }
                 }
-                Err(e) => {
-                    let msg = format!("plugin `{}` handshake failed: {e}", me.name());
-                    me.info.readiness.set(Err(msg.clone()));
-                    me.kill(libc::SIGKILL);
-                    Host::<Self>::fail(ctx, msg);
-                }
-            }
-        }));
+            }),
+        );
         Ok(())
+    }
+
+    /// The plugin follows the kernel's clock: a virtual clock tells it the time from now
+    /// on. Told once at once too: an advance that ran while the handshake was on its
+    /// way found the plugin not yet following (on the wall clock nothing is sent).
+    fn follow_clock(&self, conn: Arc<Conn>) {
+        let follower = super::clock::Follower::new(conn);
+        *self.info.clock.lock() = Some(follower.clone());
+        if crate::clock::is_virtual() {
+            let name = self.name().to_owned();
+            actix::spawn(async move {
+                if let Err(e) = follower.tell(&name, crate::clock::now_ms()).await {
+                    tracing::debug!("after the handshake: {e}");
+                }
+            });
+        }
     }
 
     /// Handles the plugin's requests one at a time, in arrival order.
@@ -604,6 +638,7 @@ impl PluginProcess {
     /// Removes the plugin's tools and stage handlers from the kernel.
     fn detach(&mut self) {
         self.events = Default::default();
+        *self.info.clock.lock() = None;
         *self.info.apis.lock() = Default::default();
         self.deps.services.channels.unregister_plugin(self.name());
         self.info.tools.lock().clear();
@@ -705,8 +740,10 @@ impl KernelActor for PluginProcess {
         self.stopping = true;
         match self.conn.take() {
             Some(conn) => {
-                // Its named APIs go now: calls would only meet a closing connection.
+                // Its named APIs and the clock's hold on it go now: calls would only
+                // meet a closing connection.
                 *self.info.apis.lock() = Default::default();
+                *self.info.clock.lock() = None;
                 conn.notify_typed(KernelRequest::PluginStop(None::<NoParams>));
                 // Fails waiting calls and closes the writer queue, hence stdin.
                 conn.fail_all(&format!("plugin `{}` is stopping", self.name()));

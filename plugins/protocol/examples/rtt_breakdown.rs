@@ -139,6 +139,7 @@ fn layer(mode: &str, calls: usize) -> Vec<f64> {
                 protocol: PROTOCOL_VERSION,
                 core_version: "bench".into(),
                 plugin_name: "rtt".into(),
+                clock: None,
             })
             .unwrap(),
         });

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::PROTOCOL_VERSION;
+use crate::clock::ClockInfo;
 
 /// Method name of the handshake request.
 pub const METHOD: &str = "handshake";
@@ -15,6 +16,10 @@ pub struct HandshakeParams {
     pub core_version: String,
     /// The name the kernel loaded the plugin under (from its manifest).
     pub plugin_name: String,
+    /// The kernel's clock: its mode and its now (see [`crate::clock`]). Absent from a
+    /// kernel older than the clock facility: the plugin then keeps the wall clock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<ClockInfo>,
 }
 
 /// Plugin → kernel.
@@ -24,12 +29,18 @@ pub struct HandshakeReply {
     pub sdk_version: String,
     pub plugin_name: String,
     pub pid: u32,
-    /// Optional protocol features the plugin implements.
+    /// Optional protocol features the plugin implements: [`crate::clock::FEATURE`]
+    /// (`"clock"`) when it follows the kernel's clock and answers `clock.set`.
     #[serde(default)]
     pub features: Vec<String>,
 }
 
 impl HandshakeReply {
+    /// Whether the plugin declared `feature`.
+    pub fn has(&self, feature: &str) -> bool {
+        self.features.iter().any(|f| f == feature)
+    }
+
     /// Refuses a reply in another protocol version, naming both versions.
     pub fn check(&self, expected_name: &str) -> Result<(), String> {
         if self.protocol != PROTOCOL_VERSION {
@@ -62,6 +73,9 @@ mod tests {
             features: vec![],
         };
         assert!(r.check("timer").is_ok());
+        assert!(!r.has(crate::clock::FEATURE));
+        r.features.push("clock".into());
+        assert!(r.has(crate::clock::FEATURE));
         assert!(r.check("other").unwrap_err().contains("manifest names it `other`"));
         r.protocol = 2;
         assert!(r.check("timer").unwrap_err().contains("protocol 2"));

@@ -8,6 +8,7 @@
 //!
 //! * [`frame`]: the frame types and the line codec (size cap, error mapping);
 //! * [`handshake`]: the first exchange (protocol version check);
+//! * [`clock`]: the kernel's clock as plugins see it (`clock.set`, [`clock::Clock`]);
 //! * [`capability`]: what a plugin may ask of the kernel;
 //! * [`facility`]: kernel facility names (the names plugins declare they require);
 //! * [`manifest`]: `plugin.json` and the entry probe;
@@ -20,6 +21,7 @@
 //! * [`toolkit`]: argument, output-cap and binary-detection helpers for tool plugins.
 
 pub mod capability;
+pub mod clock;
 pub mod facility;
 pub mod frame;
 pub mod handshake;

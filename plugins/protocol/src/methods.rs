@@ -10,6 +10,10 @@ pub const HANDSHAKE: &str = "handshake";
 pub const TOOL_INVOKE: &str = "tool.invoke";
 /// Kernel → plugin (notification): stop now; stdin closes right after.
 pub const PLUGIN_STOP: &str = "plugin.stop";
+/// Kernel → plugin, on a virtual clock, to plugins that declared the `clock` feature:
+/// the kernel's clock reached a time. Params [`crate::clock::ClockSet`]; result
+/// [`crate::clock::ClockAck`], once what was due by then has run (see [`crate::clock`]).
+pub const CLOCK_SET: &str = crate::clock::METHOD;
 
 /// Plugin → kernel: offer a tool to the model. Params [`ToolRegister`].
 pub const TOOL_REGISTER: &str = "tool.register";

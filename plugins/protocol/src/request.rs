@@ -16,6 +16,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::clock::ClockSet;
 use crate::frame::{Request, RpcError};
 use crate::handshake::HandshakeParams;
 use crate::methods::{
@@ -252,6 +253,9 @@ requests! {
         "error" => Error(ErrorNote),
         /// Notification: stop now; stdin closes right after.
         "plugin.stop" => PluginStop(Option<NoParams>),
+        /// The kernel's virtual clock reached `now_ms` (only to plugins that declared the
+        /// `clock` feature); answer [`crate::clock::ClockAck`] once what is due has run.
+        "clock.set" => ClockSet(ClockSet),
     }
 }
 
@@ -643,6 +647,7 @@ mod tests {
             ("event", json!({"type": "agent_output", "ts_ms": 1, "text": "x"})),
             ("error", json!({"message": "bad frame"})),
             ("plugin.stop", Value::Null),
+            ("clock.set", json!({"now_ms": 1_000_000_000_000i64})),
         ]
     }
 
@@ -724,6 +729,7 @@ mod tests {
             methods::SETTINGS_CHANGED,
             methods::EVENT,
             methods::PLUGIN_STOP,
+            methods::CLOCK_SET,
         ] {
             assert!(KernelRequest::METHODS.contains(&c), "{c}");
         }

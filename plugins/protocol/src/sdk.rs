@@ -39,6 +39,9 @@ use crate::request::{
 use crate::sandbox::{SANDBOX_ARG, SandboxInfo};
 use crate::{HandshakeReply, PROTOCOL_VERSION};
 
+/// The kernel's clock in the plugin (see [`crate::clock`] and [`Plugin::clock`]).
+pub use crate::clock::{Alarm, Clock, Wake};
+
 /// A tool's implementation: arguments and the call's handle in, text out.
 pub type ToolFn = Arc<dyn Fn(Value, &Call) -> Result<String, String> + Send + Sync>;
 type EventFn = Arc<dyn Fn(&Kernel, &str, Value) + Send + Sync>;
@@ -552,6 +555,7 @@ pub struct Plugin {
     topics: Vec<String>,
     on_event: Option<EventFn>,
     apis: Vec<(ApiRegister, ApiFn)>,
+    clock: Option<Clock>,
 }
 
 impl Plugin {
@@ -564,7 +568,19 @@ impl Plugin {
             topics: Vec::new(),
             on_event: None,
             apis: Vec::new(),
+            clock: None,
         }
+    }
+
+    /// Follows the kernel's clock with `clock` (keep clones of it for the tools and
+    /// threads that read the time or wait on an [`Alarm`]): the handshake declares the
+    /// `clock` feature and sets it to the kernel's time, and each `clock.set` of a
+    /// virtual clock moves it and is answered once its alarms due by then have run
+    /// (see [`crate::clock`]). Without it the plugin keeps the wall clock and gets no
+    /// `clock.set`.
+    pub fn clock(mut self, clock: &Clock) -> Self {
+        self.clock = Some(clock.clone());
+        self
     }
 
     /// Offers a named API, `POST /api/v1/plugins/<plugin>/api/<name>` (the daemon's
@@ -725,12 +741,19 @@ impl Plugin {
                     };
                     match call {
                         KernelRequest::Handshake(p) => {
+                            let mut features = Vec::new();
+                            if let Some(clock) = &self.clock {
+                                if let Some(info) = p.clock {
+                                    clock.adopt(info);
+                                }
+                                features.push(crate::clock::FEATURE.to_owned());
+                            }
                             let reply = HandshakeReply {
                                 protocol: PROTOCOL_VERSION,
                                 sdk_version: env!("CARGO_PKG_VERSION").into(),
                                 plugin_name: p.plugin_name,
                                 pid: std::process::id(),
-                                features: vec![],
+                                features,
                             };
                             let result = serde_json::to_value(reply).expect("serialisable");
                             kernel.send(&Frame::Response(Response::ok(id, result)))?;
@@ -838,6 +861,32 @@ impl Plugin {
                             );
                         }
                         KernelRequest::PluginStop(_) => return Ok(()),
+                        // Settled on a worker: the alarms' work (a reminder's inject)
+                        // needs this loop to read the kernel's answers.
+                        KernelRequest::ClockSet(set) => match (self.clock.clone(), id) {
+                            // A notification only moves the clock: there is no one to answer.
+                            (Some(clock), 0) => drop(clock.settle(set.now_ms, Duration::ZERO)),
+                            (Some(clock), _) => {
+                                let k = kernel.clone();
+                                workers.run(move || {
+                                    let ack = clock.settle(set.now_ms, crate::clock::SETTLE_LIMIT);
+                                    if ack.unsettled {
+                                        eprintln!(
+                                            "still running what came due at {} after {} s; answering clock.set anyway",
+                                            set.now_ms,
+                                            crate::clock::SETTLE_LIMIT.as_secs()
+                                        );
+                                    }
+                                    let ack = serde_json::to_value(ack).expect("serialisable");
+                                    let _ = k.send(&Frame::Response(Response::ok(id, ack)));
+                                });
+                            }
+                            (None, 0) => {}
+                            (None, _) => {
+                                let msg = "this plugin does not follow the kernel's clock (no `clock` feature in its handshake); build it with `Plugin::clock`";
+                                kernel.send(&Frame::Response(Response::err(id, RpcError::UNKNOWN_METHOD, msg)))?;
+                            }
+                        },
                         other if id != 0 => {
                             let msg = format!("`{}` must be a notification (id 0)", other.method());
                             kernel.send(&Frame::Response(Response::err(id, RpcError::INVALID_PARAMS, msg)))?;
@@ -1083,6 +1132,76 @@ mod tests {
         let ready = ready_rx.recv_timeout(Duration::from_secs(10)).ok();
         assert_eq!(ready.unwrap(), r#"(2, 1) Some("chess") needs doc_memory"#);
         send(json!({"id": 0, "method": "plugin.stop", "params": null}));
+        plugin.join().unwrap().unwrap();
+    }
+
+    /// A plugin that follows the clock: the handshake declares the feature and sets the
+    /// kernel's virtual time; a `clock.set` that reaches an alarm's time is answered
+    /// only after the work it woke — here a kernel call, answered through the same
+    /// read loop — is done, with when the plugin is due next.
+    #[test]
+    fn clock_set_is_answered_after_what_came_due_has_run() {
+        const T0: i64 = 1_000_000_000_000;
+        const HOUR: i64 = 3_600_000;
+        let (k2p_r, mut k2p_w) = std::io::pipe().unwrap();
+        let (p2k_r, p2k_w) = std::io::pipe().unwrap();
+        let clock = Clock::default();
+        let (c, alarm) = (clock.clone(), clock.alarm());
+        let plugin = std::thread::spawn(move || {
+            Plugin::new("t")
+                .clock(&c)
+                .run_on(BufReader::new(k2p_r), p2k_w, move |k| {
+                    std::thread::spawn(move || {
+                        let mut at = Some(T0 + HOUR);
+                        while alarm.wait_until(at) == Wake::Due {
+                            let _ = k.inject_interrupt("reminder", "L3");
+                            at = at.map(|t| t + HOUR);
+                        }
+                    });
+                })
+        });
+        let mut lines = BufReader::new(p2k_r).lines();
+        let mut send = |v: Value| {
+            k2p_w.write_all(format!("{v}\n").as_bytes()).unwrap();
+            k2p_w.flush().unwrap();
+        };
+        let mut next = || -> Value { serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap() };
+        send(
+            json!({"id": 1, "method": "handshake", "params": {"protocol": 1, "core_version": "t", "plugin_name": "t",
+            "clock": {"mode": "virtual", "now_ms": T0}}}),
+        );
+        let hello = next();
+        assert_eq!(hello["result"]["features"], json!(["clock"]), "{hello}");
+        assert!(clock.is_virtual() && clock.reached_ms() == T0);
+        // The start of an advance: nothing due, the next time named.
+        send(json!({"id": 2, "method": "clock.set", "params": {"now_ms": T0}}));
+        assert_eq!(next(), json!({"id": 2, "result": {"next_ms": T0 + HOUR, "due": 0}}));
+        // The alarm's moment: its kernel call comes first, the answer after it.
+        send(json!({"id": 3, "method": "clock.set", "params": {"now_ms": T0 + HOUR}}));
+        let inject = next();
+        assert_eq!(inject["method"], "io.injectInterrupt", "{inject}");
+        send(json!({"id": inject["id"], "result": {"task_id": 9}}));
+        assert_eq!(next(), json!({"id": 3, "result": {"next_ms": T0 + 2 * HOUR, "due": 1}}));
+        send(json!({"id": 0, "method": "plugin.stop"}));
+        plugin.join().unwrap().unwrap();
+
+        // A plugin that does not follow the clock declares nothing and refuses clock.set.
+        let (k2p_r, mut k2p_w) = std::io::pipe().unwrap();
+        let (p2k_r, p2k_w) = std::io::pipe().unwrap();
+        let plugin = std::thread::spawn(move || Plugin::new("u").run_on(BufReader::new(k2p_r), p2k_w, |_| {}));
+        let mut lines = BufReader::new(p2k_r).lines();
+        for v in [
+            json!({"id": 1, "method": "handshake", "params": {"protocol": 1, "core_version": "t", "plugin_name": "u",
+                "clock": {"mode": "virtual", "now_ms": T0}}}),
+            json!({"id": 2, "method": "clock.set", "params": {"now_ms": T0}}),
+        ] {
+            k2p_w.write_all(format!("{v}\n").as_bytes()).unwrap();
+        }
+        let hello: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+        assert_eq!(hello["result"]["features"], json!([]));
+        let refused: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+        assert_eq!(refused["error"]["code"], RpcError::UNKNOWN_METHOD, "{refused}");
+        drop(k2p_w);
         plugin.join().unwrap().unwrap();
     }
 
