@@ -505,6 +505,42 @@ fn facts_committed_through_memory_commit_are_recalled_and_survive_kill_9() {
     );
 }
 
+/// Another name finds the entity (issue 28): a nickname a fact gave and the name of an
+/// entity merged into it bring the entity's facts into the prompt when only that name
+/// is used, in English and Chinese — counted in the request the vendor receives.
+#[test]
+fn a_nickname_or_a_merged_name_brings_the_entitys_facts() {
+    let (_dir, _data, d, v) = daemon_with_vendor();
+    let fact_sent = |text: &str, marker: &str| {
+        let (status, body) = post(&d, "/api/v1/messages", json!({ "text": text }));
+        assert_eq!(status, 200, "{body}");
+        v.last.lock().unwrap().to_string().contains(marker)
+    };
+    let commit = r#"call-tool memory_commit {"triples":[{"subject":"Melanie","relation":"paints","object":"sunsets","sentence_text":"Melanie paints sunsets by the lake"},{"subject":"Lanie Park","relation":"plays","object":"violin"},{"subject":"王伟","relation":"住在","object":"杭州","sentence_text":"王伟住在杭州"}]}"#;
+    let (status, body) = post(&d, "/api/v1/messages", json!({ "text": commit }));
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        !fact_sent("What does Mel paint?", "→paints→"),
+        "without the alias, Mel is nobody the graph knows"
+    );
+    let alias = r#"call-tool memory_commit {"triples":[{"subject":"Melanie","relation":"nickname","object":"Mel"},{"subject":"王伟","relation":"小名","object":"小王"}]}"#;
+    let (status, body) = post(&d, "/api/v1/messages", json!({ "text": alias }));
+    assert_eq!(status, 200, "{body}");
+    // (Another wording: the same text within 10 s is refused as a duplicate.)
+    assert!(fact_sent(
+        "And what does Mel paint these days?",
+        "(Melanie →paints→ sunsets)"
+    ));
+    assert!(fact_sent("小王住在哪个城市？", "(王伟 →住在→ 杭州)"));
+    let merge = r#"call-tool memory_merge {"source":"Lanie Park","target":"Melanie"}"#;
+    let (status, body) = post(&d, "/api/v1/messages", json!({ "text": merge }));
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        fact_sent("Which instrument does Lanie Park play?", "Melanie →plays→ violin"),
+        "the merged name finds the entity its facts moved to"
+    );
+}
+
 #[test]
 fn the_rule_distiller_turns_self_statements_into_graph_facts_once() {
     let (_dir, _data, d, _v) = daemon_with_vendor();

@@ -48,7 +48,7 @@ fn homed(data: &Path, args: &[&str]) -> (bool, String, String) {
     )
 }
 
-/// A data dir whose graph memory was written by an older build (schema 2 of 4), with
+/// A data dir whose graph memory was written by an older build (schema 2 of 5), with
 /// one relation in it.
 fn older_data_dir(data: &Path) {
     std::fs::create_dir_all(data.join("memory")).unwrap();
@@ -72,7 +72,7 @@ fn an_older_data_dir_is_snapshotted_then_migrated_and_rollback_puts_it_back() {
     older_data_dir(&data);
     let d = Daemon::start(&data);
     let graph = data.join("memory/graph.db");
-    assert_eq!(version(&graph), 4, "migrated to this build's schema");
+    assert_eq!(version(&graph), 5, "migrated to this build's schema");
     let snaps: Vec<_> = std::fs::read_dir(data.join("snapshots"))
         .unwrap()
         .map(|e| e.unwrap().path())

@@ -54,6 +54,14 @@ impl GraphActor {
             }
             Err(e) => tracing::warn!("graph: the mention index could not catch up: {e}"),
         }
+        match self.store.aliases_after(self.mentions.last_alias) {
+            Ok(new) => {
+                for (row, alias, entity) in new {
+                    self.mentions.add_alias(row, &alias, &entity);
+                }
+            }
+            Err(e) => tracing::warn!("graph: the mention index could not catch up with aliases: {e}"),
+        }
         self.mentions.find(input, MENTIONED)
     }
 

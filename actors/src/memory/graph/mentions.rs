@@ -9,7 +9,9 @@
 //! and the scan (`instr` over every entity name) grows with the graph; postings cost in
 //! proportion to the entities sharing a word with the input. The index only grows: the
 //! graph actor adds the entities committed since it last looked (ids only grow); an
-//! entity merged away or deleted stays in it and simply recalls nothing.
+//! entity merged away or deleted stays in it and simply recalls nothing. Aliases
+//! (another name of an entity: a merged entity's name, a nickname a fact gave) are
+//! names of the entity they belong to, indexed the same way by their own row ids.
 
 use std::collections::{HashMap, HashSet};
 
@@ -29,6 +31,8 @@ pub struct Mentions {
     termless: Vec<(String, String)>,
     /// The highest entity id added.
     pub last_id: i64,
+    /// The highest alias row added.
+    pub last_alias: i64,
 }
 
 impl Mentions {
@@ -48,7 +52,24 @@ impl Mentions {
         }
     }
 
-    /// How many entities are indexed.
+    /// Adds alias row `row`: `alias` is another name of entity `entity` (rows arrive in
+    /// increasing order). A mention of the alias finds the entity's name.
+    pub fn add_alias(&mut self, row: i64, alias: &str, entity: &str) {
+        self.last_alias = self.last_alias.max(row);
+        let terms: HashSet<String> = crate::memory::retrieve::analyze(alias).into_iter().collect();
+        if terms.is_empty() {
+            self.termless.push((entity.to_owned(), alias.to_lowercase()));
+            return;
+        }
+        let slot = self.names.len() as u32;
+        self.names
+            .push((entity.to_owned(), terms.len().min(u16::MAX as usize) as u16));
+        for t in terms {
+            self.postings.entry(t).or_default().push(slot);
+        }
+    }
+
+    /// How many names (entities and aliases) are indexed.
     pub fn len(&self) -> usize {
         self.names.len() + self.termless.len()
     }
@@ -80,9 +101,15 @@ impl Mentions {
             .collect();
         found.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(b.2)));
         let lower = text.to_lowercase();
-        let mut out: Vec<String> = found.into_iter().take(max).map(|(_, _, n)| n.to_owned()).collect();
+        // An entity found by its name and by an alias counts once.
+        let mut out: Vec<String> = Vec::new();
+        for (_, _, n) in found {
+            if out.len() < max && !out.iter().any(|o| o == n) {
+                out.push(n.to_owned());
+            }
+        }
         for (name, low) in &self.termless {
-            if out.len() < max && !low.trim().is_empty() && lower.contains(low.as_str()) {
+            if out.len() < max && !low.trim().is_empty() && lower.contains(low.as_str()) && !out.contains(name) {
                 out.push(name.clone());
             }
         }
@@ -100,6 +127,19 @@ mod tests {
             m.add(i as i64 + 1, n);
         }
         m
+    }
+
+    #[test]
+    fn an_alias_finds_its_entity_once() {
+        let mut m = index(&["Melanie", "王伟"]);
+        m.add_alias(1, "Mel", "Melanie");
+        m.add_alias(2, "Lanie Park", "Melanie");
+        m.add_alias(3, "小王", "王伟");
+        assert_eq!(m.last_alias, 3);
+        assert_eq!(m.find("What does Mel paint?", 5), vec!["Melanie"]);
+        assert_eq!(m.find("Melanie, or Mel, or Lanie Park", 5), vec!["Melanie"], "once");
+        assert_eq!(m.find("小王住在哪里", 5), vec!["王伟"]);
+        assert!(m.find("Mellow music", 5).is_empty());
     }
 
     #[test]

@@ -158,12 +158,42 @@ pub fn valid_entity_name(name: &str) -> bool {
             .any(|c| c.is_ascii_alphanumeric() || ('\u{4E00}'..='\u{9FFF}').contains(&c) || c == '-' || c == '_')
 }
 
+/// Relation types that name another name of their subject ("Melanie —nickname→ Mel"):
+/// their object also becomes an alias of the subject, so a mention of it finds the
+/// entity. Compared lower-case, with spaces and underscores alike.
+const ALIAS_RELATIONS: &[&str] = &[
+    "alias",
+    "aka",
+    "also known as",
+    "also called",
+    "nickname",
+    "nicknamed",
+    "goes by",
+    "is called",
+    "called",
+    "别名",
+    "又名",
+    "也叫",
+    "外号",
+    "昵称",
+    "小名",
+    "绰号",
+    "简称",
+];
+
+/// Does relation type `r` give its subject another name ([`ALIAS_RELATIONS`])?
+pub fn is_alias_relation(r: &str) -> bool {
+    let r = r.trim().to_lowercase().replace('_', " ");
+    ALIAS_RELATIONS.contains(&r.as_str())
+}
+
 pub(crate) fn migrations() -> Migrations<'static> {
     Migrations::new(vec![
         M::up(include_str!("../../../../migrations/graph/0001_init.sql")),
         M::up(include_str!("../../../../migrations/graph/0002_no_merge.sql")),
         M::up(include_str!("../../../../migrations/graph/0003_provenance.sql")),
         M::up(include_str!("../../../../migrations/graph/0004_changed_index.sql")),
+        M::up(include_str!("../../../../migrations/graph/0005_aliases.sql")),
     ])
 }
 
@@ -307,6 +337,12 @@ impl GraphStore {
                     relations += 1;
                 }
             }
+            if is_alias_relation(r) && !o.eq_ignore_ascii_case(s) {
+                tx.execute(
+                    "INSERT OR IGNORE INTO aliases (alias, entity_id, created_at) VALUES (?1, ?2, ?3)",
+                    params![o, sid, now],
+                )?;
+            }
         }
         tx.commit()?;
         Ok((entities, relations))
@@ -347,11 +383,27 @@ impl GraphStore {
                 }
             }
         }
+        // An alias finds its entity, whole (case-insensitive), as a keyword or a seed.
+        let mut by_alias = self.conn.prepare_cached(&format!(
+            "SELECT {ENTITY_COLS} FROM entities WHERE id IN (SELECT entity_id FROM aliases WHERE LOWER(alias) = ?1)"
+        ))?;
+        for kw in &keywords {
+            for e in by_alias.query_map([kw], entity_row)? {
+                let e = e?;
+                if seen.insert(e.id) {
+                    found.push(e);
+                }
+            }
+        }
         let mut by_name = self
             .conn
             .prepare_cached(&format!("SELECT {ENTITY_COLS} FROM entities WHERE name = ?1"))?;
         for s in &seeds {
-            if let Some(e) = by_name.query_row([s], entity_row).optional()?
+            let e = match by_name.query_row([s], entity_row).optional()? {
+                Some(e) => Some(e),
+                None => by_alias.query_row([s.to_lowercase()], entity_row).optional()?,
+            };
+            if let Some(e) = e
                 && seen.insert(e.id)
             {
                 found.push(e);
@@ -439,6 +491,25 @@ impl GraphStore {
 
     /// Entities with an id above `id` (those committed since), by id: how the mention
     /// index keeps up.
+    /// Aliases inserted after row `id`: `(row, alias, the entity's name)`, by row (the
+    /// mention index catches up with them as with the entities).
+    pub fn aliases_after(&self, id: i64) -> Result<Vec<(i64, String, String)>, GraphError> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT a.id, a.alias, e.name FROM aliases a JOIN entities e ON e.id = a.entity_id WHERE a.id > ?1 ORDER BY a.id",
+        )?;
+        let rows = st.query_map([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The other names of entity `name` (oldest first).
+    pub fn aliases_of(&self, name: &str) -> Result<Vec<String>, GraphError> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT a.alias FROM aliases a JOIN entities e ON e.id = a.entity_id WHERE e.name = ?1 ORDER BY a.id",
+        )?;
+        let rows = st.query_map([name.trim()], |r| r.get(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     pub fn entities_after(&self, id: i64) -> Result<Vec<(i64, String)>, GraphError> {
         let mut st = self
             .conn
@@ -680,6 +751,18 @@ impl GraphStore {
         )?;
         tx.execute("DELETE FROM relations WHERE source_id = target_id", [])?;
         tx.execute("DELETE FROM relations WHERE source_id = ?1 OR target_id = ?1", [src])?;
+        // The source's name and its aliases become the target's (inserted anew, so the
+        // mention index sees them; the source's own rows go with it below).
+        tx.execute(
+            "INSERT OR IGNORE INTO aliases (alias, entity_id, created_at) \
+             SELECT alias, ?2, ?3 FROM aliases WHERE entity_id = ?1 \
+             UNION ALL SELECT name, ?2, ?3 FROM entities WHERE id = ?1",
+            params![src, tgt, now_ms()],
+        )?;
+        tx.execute(
+            "DELETE FROM aliases WHERE entity_id = ?1 AND LOWER(alias) = (SELECT LOWER(name) FROM entities WHERE id = ?1)",
+            [tgt],
+        )?;
         tx.execute(
             "UPDATE entities SET mention_count = mention_count + (SELECT mention_count FROM entities WHERE id = ?1), \
              updated_at = ?3 WHERE id = ?2",
@@ -1284,6 +1367,52 @@ mod tests {
             Err(GraphError::SelfMerge(_))
         ));
         assert!(matches!(g.merge_entities("无名", "张三"), Err(GraphError::NotFound(_))));
+    }
+
+    /// A merged entity's name, and a name a fact gives, are aliases: a seed or keyword
+    /// naming them finds the entity; aliases move on with a later merge and go when the
+    /// entity is deleted.
+    #[test]
+    fn merges_and_nickname_facts_make_aliases() {
+        let mut g = GraphStore::open_in_memory().unwrap();
+        g.commit(
+            &[
+                t("Melanie", "paints", "sunsets"),
+                t("Melanie", "nickname", "Mel"),
+                t("Lanie Park", "plays", "violin"),
+                t("王伟", "小名", "小王"),
+            ],
+            "s",
+            0,
+        )
+        .unwrap();
+        assert!(is_alias_relation("Also_Known_As") && is_alias_relation(" 又名") && !is_alias_relation("likes"));
+        g.merge_entities("Lanie Park", "Melanie").unwrap();
+        assert_eq!(g.aliases_of("Melanie").unwrap(), ["Mel", "Lanie Park"]);
+        assert_eq!(g.aliases_of("王伟").unwrap(), ["小王"]);
+        let names = |r: Recall| r.entities.into_iter().map(|e| e.name).collect::<Vec<_>>();
+        let by_seed = g
+            .recall(&[], &kw(&["Lanie Park"]), 0, None, RecallSort::Relevance)
+            .unwrap();
+        assert_eq!(names(by_seed), ["Melanie"]);
+        let by_keyword = g.recall(&kw(&["小王"]), &[], 1, None, RecallSort::Relevance).unwrap();
+        assert!(names(by_keyword).contains(&"王伟".to_owned()));
+        let rows = g.aliases_after(0).unwrap();
+        assert_eq!(rows.len(), 3, "{rows:?}");
+        assert!(rows.iter().all(|(_, a, e)| a != e));
+        // Merged on: Melanie's aliases are inserted anew for the target, hers go.
+        g.commit(&[t("Mel Smith", "lives in", "Leeds")], "s", 0).unwrap();
+        g.merge_entities("Melanie", "Mel Smith").unwrap();
+        assert_eq!(g.aliases_of("Mel Smith").unwrap(), ["Mel", "Lanie Park", "Melanie"]);
+        assert!(
+            g.aliases_after(rows.last().unwrap().0)
+                .unwrap()
+                .iter()
+                .all(|(_, _, e)| e == "Mel Smith")
+        );
+        g.delete_entity("Mel Smith").unwrap();
+        let left: Vec<String> = g.aliases_after(0).unwrap().into_iter().map(|(_, a, _)| a).collect();
+        assert_eq!(left, ["小王"], "a deleted entity's aliases go with it");
     }
 
     #[test]
