@@ -20,6 +20,23 @@ const RULES: &[(&str, &[&str], usize)] = &[
     ("喜好", &["我最喜欢", "我喜欢", "我爱"], 50),
     ("年龄", &["我的年龄是"], 5),
     ("职业", &["我的工作是"], 20),
+    // Another name: the graph makes it an alias of the speaker (`graph::is_alias_relation`).
+    (
+        "小名",
+        &[
+            "我的小名是",
+            "我的小名叫",
+            "我小名叫",
+            "我的外号是",
+            "我外号叫",
+            "大家都叫我",
+            "大家叫我",
+            "朋友们都叫我",
+            "朋友们叫我",
+            "你可以叫我",
+        ],
+        20,
+    ),
 ];
 
 /// Relatives a Chinese self-statement may name ("我妹妹叫…").
@@ -210,6 +227,12 @@ mod tests {
         assert_eq!(facts("我在医院工作"), vec![f("职业", "医院")]);
         assert_eq!(facts("我是一名医生"), vec![f("职业", "医生")]);
         assert_eq!(facts("我是小红"), vec![f("姓名", "小红")]);
+        assert_eq!(facts("我的小名是小王"), vec![f("小名", "小王")]);
+        assert_eq!(facts("大家都叫我阿明"), vec![f("小名", "阿明")]);
+        assert!(
+            crate::memory::graph::is_alias_relation("小名"),
+            "a nickname becomes an alias"
+        );
     }
 
     #[test]

@@ -387,6 +387,26 @@ pub fn extract_clause(clause: &str, subject: &str, sentence: &str) -> Vec<Triple
         sentence,
         triples: Vec::new(),
     };
+    // Another name ("everyone calls me Mel"): the graph makes it an alias of the speaker.
+    if let Some(r) = ci_any(
+        c,
+        &[
+            "call me ",
+            "just call me ",
+            "you can call me ",
+            "everyone calls me ",
+            "everybody calls me ",
+            "people call me ",
+            "friends call me ",
+            "my friends call me ",
+            "i go by ",
+        ],
+    ) {
+        if let Some(v) = value(r) {
+            out.push(subject, "nickname", &v);
+        }
+        return out.triples;
+    }
     if let Some(r) = ci(c, "my ") {
         my_statement(r, subject, &mut out);
     } else if let Some(r) = ci_any(c, &["i am ", "i'm ", "i’m ", "im ", "we are ", "we're "]) {
@@ -436,6 +456,9 @@ mod tests {
             [f("用户", "favorite_food", "sushi")]
         );
         assert_eq!(facts("My birthday is in May"), [f("用户", "birthday", "in May")]);
+        assert_eq!(facts("Everyone calls me Mel"), [f("用户", "nickname", "Mel")]);
+        assert_eq!(facts("my friends call me Jo"), [f("用户", "nickname", "Jo")]);
+        assert_eq!(facts("My nickname is Sunny"), [f("用户", "nickname", "Sunny")]);
     }
 
     #[test]
