@@ -69,7 +69,7 @@ impl RunArgs {
     /// the default. An all-interfaces address is reached on loopback.
     pub fn daemon_address(&self, listen_given: bool) -> SocketAddr {
         let named = || {
-            std::fs::read_to_string(self.data.join(crate::daemon::ADDRESS_FILE))
+            std::fs::read_to_string(self.data.join(crate::address::ADDRESS_FILE))
                 .ok()?
                 .trim()
                 .parse::<SocketAddr>()
@@ -80,7 +80,7 @@ impl RunArgs {
         } else {
             named().unwrap_or(self.listen)
         };
-        crate::daemon::local_address(addr)
+        crate::address::local_address(addr)
     }
 }
 

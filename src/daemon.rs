@@ -10,6 +10,7 @@ use homeagent_actors::bus::{DaemonPhase, Event};
 use homeagent_actors::config::{ConfigStore, DaemonConfig, Settings, keys};
 use homeagent_actors::{Exit, Shutdown};
 
+use crate::address::{ADDRESS_FILE, local_address, write_address};
 use crate::cli::RunArgs;
 use crate::http::{self, AppState};
 use crate::kernel::{self, BootSettings, KernelState};
@@ -277,32 +278,6 @@ fn listen(addr: std::net::SocketAddr) -> anyhow::Result<std::net::TcpListener> {
     socket.bind(&addr.into()).with_context(cannot)?;
     socket.listen(1024).with_context(cannot)?;
     Ok(socket.into())
-}
-
-/// `DATA/http-address`: the address this daemon serves on, one line, replaced whole
-/// (written to a temporary name, then renamed), so a script that started
-/// `homed --listen 127.0.0.1:0` never reads half of it or another start's.
-fn write_address(data: &std::path::Path, addr: std::net::SocketAddr) -> anyhow::Result<()> {
-    let path = data.join(ADDRESS_FILE);
-    let tmp = data.join(format!("{ADDRESS_FILE}.tmp"));
-    std::fs::write(&tmp, format!("{addr}\n"))
-        .and_then(|()| std::fs::rename(&tmp, &path))
-        .with_context(|| format!("cannot write {}; is the disk full?", path.display()))
-}
-
-/// The file in the data dir that names the HTTP address (see [`write_address`]).
-pub const ADDRESS_FILE: &str = "http-address";
-
-/// Where a client on this machine reaches a daemon listening on `listen` (an
-/// all-interfaces address → loopback of the same family): the login URL in the log and
-/// the client subcommands (`RunArgs::daemon_address`).
-pub fn local_address(listen: std::net::SocketAddr) -> std::net::SocketAddr {
-    let loopback: std::net::IpAddr = match listen {
-        _ if !listen.ip().is_unspecified() => return listen,
-        std::net::SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
-        std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
-    };
-    std::net::SocketAddr::new(loopback, listen.port())
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {

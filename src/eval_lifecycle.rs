@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde::Serialize;
 
-use crate::eval_live::{Figures, LiveDaemon, Measure, ask_all, configure, questions_of, round3, wait_for_vectors};
+use crate::eval_daemon::{Figures, LiveDaemon, Measure, ask_all, configure, questions_of, round3, wait_for_vectors};
 use crate::eval_metrics::{ChatRequest, PromptParts};
 use crate::scripted_vendor::ScriptedVendor;
 

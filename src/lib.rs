@@ -2,6 +2,7 @@
 //!
 //! # Layout
 //!
+//! * [`address`]: `DATA/http-address` and the address a client reaches the daemon on;
 //! * [`cli`]: command-line arguments of `homed` (clap);
 //! * [`cli_socket`]: the built-in CLI channel on the Unix socket (`waiter`'s peer);
 //! * [`daemon`]: start-up (data dir, lock file, logging), the run loop and the
@@ -23,6 +24,7 @@
 //! The shell knows the kernel only through its public messages and handles: HTTP
 //! handlers never touch kernel state directly, they send typed messages to actors.
 
+pub mod address;
 pub mod auth;
 pub mod backup;
 pub mod bench;
@@ -36,6 +38,7 @@ pub mod cli;
 pub mod cli_socket;
 pub mod daemon;
 pub mod eval;
+pub mod eval_daemon;
 pub mod eval_lifecycle;
 pub mod eval_live;
 pub mod eval_metrics;

@@ -61,6 +61,16 @@ fn turn_histogram() -> Histogram {
     Histogram::new(TURN_BUCKETS)
 }
 
+/// What [`render`] reads from the running kernel: handles the HTTP state holds, named
+/// here so this module does not depend on the HTTP layer that serves it.
+#[derive(Clone, Copy)]
+pub struct Kernel<'a> {
+    pub registry: &'a homeagent_actors::registry::Registry,
+    pub agent: &'a homeagent_actors::agent::AgentHandles,
+    pub llm: &'a homeagent_actors::TAddr<homeagent_actors::llm::provider::LlmActor>,
+    pub usage: Option<&'a homeagent_actors::TAddr<homeagent_actors::usage::UsageActor>>,
+}
+
 /// What the bus observer counts (shared with the scrape, which registers them anew).
 #[derive(Clone)]
 pub struct Counted {
@@ -145,7 +155,13 @@ impl Counted {
 }
 
 /// Renders the metrics: the counted ones and a fresh read of everything else.
-pub async fn render(state: &crate::http::AppState, counted: &Counted) -> String {
+pub async fn render(kernel: Kernel<'_>, counted: &Counted) -> String {
+    let Kernel {
+        registry,
+        agent,
+        llm,
+        usage,
+    } = kernel;
     let mut reg = Registry::with_prefix("homed");
     reg.register(
         "turns",
@@ -181,7 +197,7 @@ pub async fn render(state: &crate::http::AppState, counted: &Counted) -> String 
     // Actors: mailbox depth and restarts.
     let depth: Family<Actor, Gauge> = Family::default();
     let restarts: Family<Actor, Gauge> = Family::default();
-    for a in state.registry.snapshot() {
+    for a in registry.snapshot() {
         let label = Actor { actor: a.id.clone() };
         depth.get_or_create(&label).set(a.queued as i64);
         restarts.get_or_create(&label).set(a.restarts as i64);
@@ -194,12 +210,7 @@ pub async fn render(state: &crate::http::AppState, counted: &Counted) -> String 
     );
 
     // The scheduler's queues.
-    if let Ok(snap) = state
-        .agent
-        .scheduler
-        .send(homeagent_actors::agent::scheduler::GetTasks)
-        .await
-    {
+    if let Ok(snap) = agent.scheduler.send(homeagent_actors::agent::scheduler::GetTasks).await {
         let queues: Family<Queue, Gauge> = Family::default();
         queues
             .get_or_create(&Queue { queue: "ready" })
@@ -217,7 +228,7 @@ pub async fn render(state: &crate::http::AppState, counted: &Counted) -> String 
     }
 
     // LLM sources and the day's budget.
-    if let Ok(llm) = state.llm.send(homeagent_actors::llm::provider::GetLlmStatus).await {
+    if let Ok(llm) = llm.send(homeagent_actors::llm::provider::GetLlmStatus).await {
         let failures: Family<SourceLabel, Gauge> = Family::default();
         let available: Family<SourceLabel, Gauge> = Family::default();
         for s in &llm.sources {
@@ -246,7 +257,7 @@ pub async fn render(state: &crate::http::AppState, counted: &Counted) -> String 
     }
 
     // The ledger, all time, by kind.
-    if let Some(ledger) = &state.usage {
+    if let Some(ledger) = usage {
         let asked = ledger
             .send(homeagent_actors::usage::GetUsage {
                 from_ms: i64::MIN / 2,

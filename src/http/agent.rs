@@ -759,3 +759,101 @@ pub async fn post_new_chat(state: web::Data<AppState>) -> Result<HttpResponse, A
         .map_err(ApiError::unavailable)?;
     Ok(HttpResponse::Ok().json(json!({ "archived": n })))
 }
+
+/// Largest body of `POST /api/v1/messages`: a few images at the largest cap, base64.
+pub const MAX_MESSAGE_BODY: usize = 32 * 1024 * 1024;
+/// Largest text field of a multipart message (the text, source, ...).
+const MAX_FIELD: usize = 256 * 1024;
+/// Most parts of a multipart message (its fields and images).
+const MAX_PARTS: usize = 32;
+
+/// `POST /api/v1/messages` as `multipart/form-data` (the WebUI's upload, paste and
+/// drop): the fields of the JSON body as text parts, each image as a file part.
+pub async fn post_message_multipart(
+    state: web::Data<AppState>,
+    mut form: actix_multipart::Multipart,
+) -> Result<HttpResponse, ApiError> {
+    let limits = super::media::limits(&state).await?;
+    let mut fields = serde_json::Map::new();
+    let mut images = Vec::new();
+    let mut parts = 0;
+    while let Some(field) = futures_util::StreamExt::next(&mut form).await {
+        parts += 1;
+        if parts > MAX_PARTS {
+            return Err(ApiError::bad_request(format!(
+                "more than {MAX_PARTS} parts in the form"
+            )));
+        }
+        let mut field = field.map_err(|e| ApiError::bad_request(format!("malformed multipart body: {e}")))?;
+        let name = field.name().unwrap_or("").to_owned();
+        let is_file = field.content_disposition().and_then(|d| d.get_filename()).is_some()
+            || matches!(name.as_str(), "attachment" | "attachments" | "image");
+        let declared = field.content_type().map(|m| m.essence_str().to_owned());
+        let index = images.len();
+        let text_cap = homeagent_actors::config::live::max_text_bytes();
+        let cap = match (is_file, name.as_str()) {
+            (true, _) => limits.max_bytes,
+            (false, "text") => text_cap,
+            (false, _) => MAX_FIELD,
+        };
+        let mut data = Vec::new();
+        while let Some(chunk) = futures_util::StreamExt::next(&mut field).await {
+            let chunk = chunk.map_err(|e| ApiError::bad_request(format!("malformed multipart body: {e}")))?;
+            if data.len() + chunk.len() > cap {
+                return Err(if is_file {
+                    super::media::refused(homeagent_actors::memory::media::check::MediaError::TooLarge {
+                        index,
+                        size: data.len() + chunk.len(),
+                        limit: cap,
+                    })
+                } else if name == "text" {
+                    ApiError::too_large(format!(
+                        "the message is over the limit of {text_cap} bytes (core.input_processing.text.max_bytes); send it in parts, save it as a knowledge document, or raise the setting"
+                    ))
+                } else {
+                    ApiError::bad_request(format!("field `{name}` is over {MAX_FIELD} bytes"))
+                });
+            }
+            data.extend_from_slice(&chunk);
+        }
+        if is_file {
+            if images.len() >= limits.max_count {
+                return Err(super::media::refused(
+                    homeagent_actors::memory::media::check::MediaError::TooMany {
+                        count: images.len() + 1,
+                        limit: limits.max_count,
+                    },
+                ));
+            }
+            images.push(
+                homeagent_actors::memory::media::check::check(index, declared.as_deref(), data, &limits)
+                    .map_err(super::media::refused)?,
+            );
+        } else {
+            let text = String::from_utf8(data)
+                .map_err(|_| ApiError::bad_request(format!("field `{name}` is not UTF-8 text")))?;
+            let value = match name.as_str() {
+                "sync" | "interrupt" => json!(matches!(text.trim(), "true" | "1" | "on")),
+                "timeout_ms" => json!(
+                    text.trim()
+                        .parse::<u64>()
+                        .map_err(|_| ApiError::bad_request("`timeout_ms` must be a number"))?
+                ),
+                _ => json!(text),
+            };
+            fields.insert(name, value);
+        }
+    }
+    let req: MessageRequest = serde_json::from_value(serde_json::Value::Object(fields))
+        .map_err(|e| ApiError::bad_request(format!("invalid message form: {e}")))?;
+    send_message(&state, req, images).await
+}
+
+/// Whether a request is multipart (the route guard of [`post_message_multipart`]).
+pub fn is_multipart(ctx: &actix_web::guard::GuardContext<'_>) -> bool {
+    ctx.head()
+        .headers()
+        .get(actix_web::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("multipart/form-data"))
+}

@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::AppState;
-use super::error::{ApiError, ErrorBody};
+use super::error::{ApiError, ErrorBody, config_error};
 
 /// Body of `GET /healthz`.
 #[derive(Serialize, utoipa::ToSchema)]
@@ -160,25 +160,16 @@ pub async fn restart_daemon() -> HttpResponse {
         .json(serde_json::json!({"restarting": true, "service_manager": managed, "message": message}))
 }
 
-pub fn config_error(e: homeagent_actors::config::ConfigError) -> ApiError {
-    use actix_web::http::StatusCode;
-    if e.is_request_error() {
-        ApiError::bad_request(e.to_string())
-    } else if e.is_disk_full() {
-        ApiError::new(
-            StatusCode::INSUFFICIENT_STORAGE,
-            format!("{e} (the disk is full: free space, then send the change again)"),
-        )
-    } else {
-        tracing::error!("the settings store failed: {e}");
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
-    }
-}
-
 /// `GET /metrics`: Prometheus / OpenMetrics text (see `crate::metrics`), behind the
 /// owner's token like every route but the health checks.
 pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
-    let body = crate::metrics::render(&state, &state.metrics).await;
+    let kernel = crate::metrics::Kernel {
+        registry: &state.registry,
+        agent: &state.agent,
+        llm: &state.llm,
+        usage: state.usage.as_ref(),
+    };
+    let body = crate::metrics::render(kernel, &state.metrics).await;
     HttpResponse::Ok()
         .content_type("application/openmetrics-text; version=1.0.0; charset=utf-8")
         .body(body)

@@ -20,7 +20,7 @@ async fn config(state: &AppState) -> Result<BackupConfig, ApiError> {
         .config
         .send(ReadSettings)
         .await?
-        .map_err(super::api::config_error)?;
+        .map_err(super::error::config_error)?;
     Ok(BackupConfig::read(&s))
 }
 

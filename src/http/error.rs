@@ -59,3 +59,20 @@ impl From<homeagent_actors::SendError> for ApiError {
         Self::unavailable(e.to_string())
     }
 }
+
+/// A settings-store error as the API answers it: the request's own mistake 400, a full
+/// disk 507 (with what to do), anything else 500 (and logged).
+pub fn config_error(e: homeagent_actors::config::ConfigError) -> ApiError {
+    use actix_web::http::StatusCode;
+    if e.is_request_error() {
+        ApiError::bad_request(e.to_string())
+    } else if e.is_disk_full() {
+        ApiError::new(
+            StatusCode::INSUFFICIENT_STORAGE,
+            format!("{e} (the disk is full: free space, then send the change again)"),
+        )
+    } else {
+        tracing::error!("the settings store failed: {e}");
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+    }
+}

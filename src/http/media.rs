@@ -8,7 +8,6 @@
 //! and the input carries their ids, not their bytes.
 
 use actix_web::{HttpRequest, HttpResponse, web};
-use futures_util::StreamExt as _;
 use homeagent_actors::memory::media::actor::{DeleteMedia, GetMedia, ListMedia, StoreImages};
 use homeagent_actors::memory::media::check::{self, Attachment, Image, Limits, MediaError};
 use homeagent_actors::memory::media::parts::MediaRef;
@@ -16,15 +15,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::AppState;
-use super::agent::MessageRequest;
 use super::error::{ApiError, ErrorBody};
-
-/// Largest body of `POST /api/v1/messages`: a few images at the largest cap, base64.
-pub const MAX_MESSAGE_BODY: usize = 32 * 1024 * 1024;
-/// Largest text field of a multipart message (the text, source, ...).
-const MAX_FIELD: usize = 256 * 1024;
-/// Most parts of a multipart message (its fields and images).
-const MAX_PARTS: usize = 32;
 
 fn media_of(state: &AppState) -> Result<&homeagent_actors::memory::media::actor::MediaHandle, ApiError> {
     state
@@ -33,13 +24,14 @@ fn media_of(state: &AppState) -> Result<&homeagent_actors::memory::media::actor:
         .ok_or_else(|| ApiError::unavailable("this daemon has no media memory; images cannot be taken"))
 }
 
-fn refused(e: MediaError) -> ApiError {
+/// A refused image as the API answers it (400, naming the image and the limit).
+pub(super) fn refused(e: MediaError) -> ApiError {
     ApiError::bad_request(e.to_string())
 }
 
 /// The limits of the settings as committed now: read from the settings actor, so a
 /// `PUT /api/v1/settings` that answered applies to the very next message.
-async fn limits(state: &AppState) -> Result<Limits, ApiError> {
+pub(super) async fn limits(state: &AppState) -> Result<Limits, ApiError> {
     media_of(state)?;
     let settings = state
         .config
@@ -77,92 +69,6 @@ pub(super) async fn store(state: &AppState, source: &str, images: Vec<Image>) ->
         .await?
         .map_err(|e| ApiError::unavailable(format!("the image could not be stored ({e}); nothing was sent, retry")))?;
     Ok(stored.iter().map(|(m, _)| MediaRef::from(m)).collect())
-}
-
-/// `POST /api/v1/messages` as `multipart/form-data` (the WebUI's upload, paste and
-/// drop): the fields of the JSON body as text parts, each image as a file part.
-pub async fn post_message_multipart(
-    state: web::Data<AppState>,
-    mut form: actix_multipart::Multipart,
-) -> Result<HttpResponse, ApiError> {
-    let limits = limits(&state).await?;
-    let mut fields = serde_json::Map::new();
-    let mut images = Vec::new();
-    let mut parts = 0;
-    while let Some(field) = form.next().await {
-        parts += 1;
-        if parts > MAX_PARTS {
-            return Err(ApiError::bad_request(format!(
-                "more than {MAX_PARTS} parts in the form"
-            )));
-        }
-        let mut field = field.map_err(|e| ApiError::bad_request(format!("malformed multipart body: {e}")))?;
-        let name = field.name().unwrap_or("").to_owned();
-        let is_file = field.content_disposition().and_then(|d| d.get_filename()).is_some()
-            || matches!(name.as_str(), "attachment" | "attachments" | "image");
-        let declared = field.content_type().map(|m| m.essence_str().to_owned());
-        let index = images.len();
-        let text_cap = homeagent_actors::config::live::max_text_bytes();
-        let cap = match (is_file, name.as_str()) {
-            (true, _) => limits.max_bytes,
-            (false, "text") => text_cap,
-            (false, _) => MAX_FIELD,
-        };
-        let mut data = Vec::new();
-        while let Some(chunk) = field.next().await {
-            let chunk = chunk.map_err(|e| ApiError::bad_request(format!("malformed multipart body: {e}")))?;
-            if data.len() + chunk.len() > cap {
-                return Err(if is_file {
-                    refused(MediaError::TooLarge {
-                        index,
-                        size: data.len() + chunk.len(),
-                        limit: cap,
-                    })
-                } else if name == "text" {
-                    ApiError::too_large(format!(
-                        "the message is over the limit of {text_cap} bytes (core.input_processing.text.max_bytes); send it in parts, save it as a knowledge document, or raise the setting"
-                    ))
-                } else {
-                    ApiError::bad_request(format!("field `{name}` is over {MAX_FIELD} bytes"))
-                });
-            }
-            data.extend_from_slice(&chunk);
-        }
-        if is_file {
-            if images.len() >= limits.max_count {
-                return Err(refused(MediaError::TooMany {
-                    count: images.len() + 1,
-                    limit: limits.max_count,
-                }));
-            }
-            images.push(check::check(index, declared.as_deref(), data, &limits).map_err(refused)?);
-        } else {
-            let text = String::from_utf8(data)
-                .map_err(|_| ApiError::bad_request(format!("field `{name}` is not UTF-8 text")))?;
-            let value = match name.as_str() {
-                "sync" | "interrupt" => json!(matches!(text.trim(), "true" | "1" | "on")),
-                "timeout_ms" => json!(
-                    text.trim()
-                        .parse::<u64>()
-                        .map_err(|_| ApiError::bad_request("`timeout_ms` must be a number"))?
-                ),
-                _ => json!(text),
-            };
-            fields.insert(name, value);
-        }
-    }
-    let req: MessageRequest = serde_json::from_value(serde_json::Value::Object(fields))
-        .map_err(|e| ApiError::bad_request(format!("invalid message form: {e}")))?;
-    super::agent::send_message(&state, req, images).await
-}
-
-/// Whether a request is multipart (the route guard of [`post_message_multipart`]).
-pub fn is_multipart(ctx: &actix_web::guard::GuardContext<'_>) -> bool {
-    ctx.head()
-        .headers()
-        .get(actix_web::http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("multipart/form-data"))
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]

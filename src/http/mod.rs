@@ -199,11 +199,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/events", web::get().to(sse::events))
                 .service(
                     web::resource("/messages")
-                        .app_data(json_config(media::MAX_MESSAGE_BODY))
+                        .app_data(json_config(agent::MAX_MESSAGE_BODY))
                         .route(
                             web::post()
-                                .guard(actix_web::guard::fn_guard(media::is_multipart))
-                                .to(media::post_message_multipart),
+                                .guard(actix_web::guard::fn_guard(agent::is_multipart))
+                                .to(agent::post_message_multipart),
                         )
                         .route(web::post().to(agent::post_message)),
                 )

@@ -101,7 +101,7 @@ pub async fn history(state: web::Data<AppState>, q: web::Query<HistoryParams>) -
             limit: q.limit.unwrap_or(100).clamp(1, 1000),
         })
         .await?
-        .map_err(super::api::config_error)?;
+        .map_err(super::error::config_error)?;
     Ok(HttpResponse::Ok().json(json!({ "changes": changes })))
 }
 
@@ -114,7 +114,7 @@ pub async fn revert_one(state: web::Data<AppState>, id: web::Path<i64>) -> Resul
         .config
         .send(homeagent_actors::config::Revert::Change(id.into_inner()))
         .await?
-        .map_err(super::api::config_error)?;
+        .map_err(super::error::config_error)?;
     Ok(HttpResponse::Ok().json(json!({ "changed": changes.iter().map(|c| &c.key).collect::<Vec<_>>() })))
 }
 
@@ -134,7 +134,7 @@ pub async fn revert_since(state: web::Data<AppState>, q: web::Query<RevertSince>
         .config
         .send(homeagent_actors::config::Revert::Since(q.to))
         .await?
-        .map_err(super::api::config_error)?;
+        .map_err(super::error::config_error)?;
     Ok(HttpResponse::Ok().json(json!({ "changed": changes.iter().map(|c| &c.key).collect::<Vec<_>>() })))
 }
 
@@ -225,7 +225,7 @@ pub async fn unmask_update(
             .config
             .send(GetSetting(key.clone()))
             .await?
-            .map_err(super::api::config_error)?;
+            .map_err(super::error::config_error)?;
         let old = match stored {
             Some(Value::Object(old)) => old,
             _ => serde_json::Map::new(),

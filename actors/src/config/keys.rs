@@ -36,7 +36,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::settings::{EmbedderKind, Secret, SecretMap, SettingValue};
+use super::values::{EmbedderKind, Secret, SecretMap, SettingValue};
 
 /// The key of a setting whose value decodes to `T`.
 pub struct Key<T> {

@@ -58,6 +58,7 @@ pub mod seal;
 mod settings;
 pub(crate) mod store;
 pub mod tool;
+mod values;
 
 pub use actor::{
     Author, ConfigActor, DisabledPlugins, GetDefs, GetHistory, GetMaskedSetting, GetPluginDefs, GetRawSettings,

@@ -29,8 +29,6 @@ use crate::protocol::{self, Era, McpTool, Next, Probe};
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Time for `initialize` and each `tools/list` page.
 pub const SETUP_TIMEOUT: Duration = Duration::from_secs(30);
-/// Longest a `tools/call` may take here (the kernel usually cancels sooner).
-pub const CALL_TIMEOUT: Duration = Duration::from_secs(300);
 /// A server up this long has its backoff reset.
 pub const HEALTHY_AFTER: Duration = Duration::from_secs(60);
 
@@ -381,7 +379,7 @@ pub fn call_tool(client: &Client, tool: &str, args: Value, call: Option<&Call>) 
     let server = &client.server;
     let args = if args.is_null() { json!({}) } else { args };
     let params = json!({"name": tool, "arguments": args});
-    match client.call("tools/call", params, CALL_TIMEOUT, call) {
+    match client.call("tools/call", params, crate::client::CALL_TIMEOUT, call) {
         Ok(v) => protocol::render_result(&v),
         Err(CallError::Gone(reason)) => Err(format!("{reason}; it is being restarted, try again shortly")),
         Err(e) => Err(format!("MCP server `{server}`, tool `{tool}`: {e}")),

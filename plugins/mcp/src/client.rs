@@ -43,6 +43,8 @@ const DEFAULT_RETRY: Duration = Duration::from_secs(1);
 const LISTEN_WAIT: Duration = Duration::from_secs(2);
 /// Time for a POST that carries no request (a notification or a response).
 const POST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest a `tools/call` may take here (the kernel usually cancels sooner).
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Lines of a server's stderr kept for error messages.
 const STDERR_TAIL: usize = 20;
@@ -240,7 +242,7 @@ impl Client {
     }
 
     /// A connection to a remote server (nothing is sent until the first call: the
-    /// caller initializes it, see [`crate::bridge::initialize`]).
+    /// caller initializes it, see the bridge's `initialize`).
     pub fn connect_http(
         server: &str,
         cfg: &HttpConfig,
@@ -381,11 +383,7 @@ impl Client {
     /// One POST and its answer (on its own thread).
     fn post(&self, line: &str, id: Option<i64>) {
         let Some(conn) = self.conn() else { return };
-        let timeout = if id.is_some() {
-            crate::bridge::CALL_TIMEOUT
-        } else {
-            POST_TIMEOUT
-        };
+        let timeout = if id.is_some() { CALL_TIMEOUT } else { POST_TIMEOUT };
         match conn.post(line, timeout) {
             Ok(Answer::Accepted) => {
                 if let Some(id) = id {

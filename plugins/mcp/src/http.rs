@@ -30,19 +30,9 @@ pub const MAX_BODY: u64 = 8 * 1024 * 1024;
 /// Largest error body read (only its start is shown).
 const MAX_ERROR_BODY: u64 = 64 * 1024;
 
-/// Reads at most `max` bytes of a body as text; `Err` names the cap when it is hit.
-pub(crate) fn read_capped(resp: Response, max: u64) -> Result<String, HttpError> {
-    use std::io::Read;
-    let mut buf = Vec::new();
-    resp.take(max + 1)
-        .read_to_end(&mut buf)
-        .map_err(|e| HttpError::Net(e.to_string()))?;
-    if buf.len() as u64 > max {
-        return Err(HttpError::Net(format!(
-            "the server's answer is larger than {max} bytes; refused"
-        )));
-    }
-    Ok(String::from_utf8_lossy(&buf).into_owned())
+/// Reads at most `max` bytes of a body as text ([`crate::body::read_capped`]).
+fn read_capped(resp: Response, max: u64) -> Result<String, HttpError> {
+    crate::body::read_capped(resp, max).map_err(HttpError::Net)
 }
 
 /// What a POST brought back.

@@ -16,6 +16,7 @@
 //! * [`conformance`]: the bridge as a one-shot client the official MCP conformance
 //!   suite drives (`homed plugin mcp-client URL`).
 
+pub mod body;
 pub mod bridge;
 pub mod client;
 pub mod config;

@@ -721,7 +721,7 @@ impl Session {
 const MAX_AS_BODY: u64 = 1024 * 1024;
 
 fn read_body(r: reqwest::blocking::Response) -> Result<String, String> {
-    crate::http::read_capped(r, MAX_AS_BODY).map_err(|e| e.to_string())
+    crate::body::read_capped(r, MAX_AS_BODY)
 }
 
 /// The first 200 characters of a body, for error messages.
