@@ -1,0 +1,364 @@
+//! No new circles of imports (issue 34): within each crate of the workspace, the files
+//! that import each other in a loop are found from the code's own paths (`use
+//! crate::…`, `super::…`, `self::…`, and such paths written inline), and every loop
+//! must lie inside the one known circle still being taken apart. A file that joins a
+//! loop, or a new loop, fails this test with the loop's files named.
+//!
+//! Why a test of our own and not a tool run: it runs in `.ci/run` with nothing to
+//! install, and it reads exactly the module layout rustc does (`a.rs` or `a/mod.rs`).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+/// The loop not yet undone: the agent's actors and the plugin host (issue 34). It may
+/// only shrink: remove a file here when the loop no longer holds it.
+const KNOWN: &[&str] = &[
+    "actors/src/agent/children/mod.rs",
+    "actors/src/agent/intake.rs",
+    "actors/src/agent/residents/mod.rs",
+    "actors/src/agent/routes.rs",
+    "actors/src/agent/scheduler.rs",
+    "actors/src/agent/task.rs",
+    "actors/src/agent/toolset.rs",
+    "actors/src/plugins/clock.rs",
+    "actors/src/plugins/confine.rs",
+    "actors/src/plugins/host.rs",
+    "actors/src/plugins/lua.rs",
+    "actors/src/plugins/manager.rs",
+    "actors/src/plugins/process.rs",
+    "actors/src/plugins/services/io.rs",
+];
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The crates' source roots (each with `lib.rs`), relative to the workspace.
+fn crates() -> Vec<PathBuf> {
+    let mut out = vec![PathBuf::from("src"), PathBuf::from("actors/src")];
+    for dir in std::fs::read_dir(root().join("plugins")).unwrap().flatten() {
+        let src = dir.path().join("src");
+        if src.join("lib.rs").exists() {
+            out.push(src.strip_prefix(root()).unwrap().to_owned());
+        } else if dir.path().join("lib.rs").exists() {
+            out.push(dir.path().strip_prefix(root()).unwrap().to_owned());
+        }
+    }
+    out
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            // Binaries are crates of their own; they import the library by name.
+            if p.file_name().is_some_and(|n| n != "bin") {
+                rust_files(&p, out);
+            }
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The module path of `file` under the crate root `src` (`a/b.rs`, `a/b/mod.rs` → a::b).
+fn module_of(src: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(src).unwrap();
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_owned())
+        .collect();
+    if matches!(parts.last().map(String::as_str), Some("mod" | "lib" | "main")) {
+        parts.pop();
+    }
+    parts
+}
+
+/// The code of a file without comments, string literals and its test module.
+fn code_of(text: &str) -> String {
+    let text = match text.find("#[cfg(test)]\nmod tests") {
+        Some(i) => &text[..i],
+        None => text,
+    };
+    let mut out = String::with_capacity(text.len());
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i..].starts_with(b"//") {
+            while i < b.len() && b[i] != b'\n' {
+                i += 1;
+            }
+        } else if b[i..].starts_with(b"/*") {
+            i += 2;
+            while i + 1 < b.len() && !b[i..].starts_with(b"*/") {
+                i += 1;
+            }
+            i += 2;
+        } else if b[i] == b'"' {
+            // A string (raw strings of `r"…"` and `r#"…"#` too): skipped whole.
+            let raw = i > 0 && (b[i - 1] == b'r' || b[i - 1] == b'#');
+            let hashes = if raw {
+                b[..i].iter().rev().take_while(|c| **c == b'#').count()
+            } else {
+                0
+            };
+            i += 1;
+            while i < b.len() {
+                if !raw && b[i] == b'\\' {
+                    i += 2;
+                    continue;
+                }
+                if b[i] == b'"' && b[i + 1..].iter().take(hashes).all(|c| *c == b'#') {
+                    i += 1 + hashes;
+                    break;
+                }
+                i += 1;
+            }
+            out.push_str("\"\"");
+        } else if b[i] == b'\'' && i + 2 < b.len() && (b[i + 2] == b'\'' || b[i + 1] == b'\\') {
+            // A char literal ('"', '\n'), not a lifetime.
+            let end = text[i + 1..].find('\'').map_or(b.len(), |e| i + 1 + e + 1);
+            i = end.max(i + 1);
+            out.push(' ');
+        } else {
+            out.push(b[i] as char);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// `use a::{b, c::{d, e}}` → `a::b`, `a::c::d`, `a::c::e` (whitespace already removed).
+fn expand(tree: &str, prefix: &str, out: &mut Vec<String>) {
+    let join = |p: &str, s: &str| {
+        if p.is_empty() {
+            s.to_owned()
+        } else {
+            format!("{p}::{s}")
+        }
+    };
+    match tree.find('{') {
+        None => out.push(join(prefix, tree.split(" as ").next().unwrap_or(tree))),
+        Some(open) => {
+            let head = tree[..open].trim_end_matches("::");
+            let inner = &tree[open + 1..tree.rfind('}').unwrap_or(tree.len())];
+            let base = join(prefix, head);
+            let mut depth = 0;
+            let mut start = 0;
+            for (i, c) in inner.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        expand(inner[start..i].trim(), &base, out);
+                        start = i + 1;
+                    }
+                    _ => {}
+                }
+            }
+            if !inner[start..].trim().is_empty() {
+                expand(inner[start..].trim(), &base, out);
+            }
+        }
+    }
+}
+
+/// The paths a file names: its `use` trees, expanded, and inline `crate::`/`super::` paths.
+fn paths_of(code: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = code;
+    while let Some(i) = rest.find("use ") {
+        let before = rest[..i].chars().last();
+        let after = &rest[i + 4..];
+        rest = after;
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        let Some(end) = after.find(';') else { break };
+        let mut tree: String = after[..end].split_whitespace().collect::<Vec<_>>().join(" ");
+        for (from, to) in [
+            (" {", "{"),
+            ("{ ", "{"),
+            (" }", "}"),
+            (", ", ","),
+            (" ,", ","),
+            (":: ", "::"),
+            (" ::", "::"),
+        ] {
+            tree = tree.replace(from, to);
+        }
+        expand(&tree, "", &mut out);
+    }
+    let b = code.as_bytes();
+    for start in ["crate::", "super::", "self::"] {
+        let mut from = 0;
+        while let Some(i) = code[from..].find(start) {
+            let at = from + i;
+            from = at + start.len();
+            if at > 0 && (b[at - 1].is_ascii_alphanumeric() || b[at - 1] == b'_' || b[at - 1] == b':') {
+                continue;
+            }
+            let end = code[at..]
+                .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+                .map_or(code.len(), |e| at + e);
+            out.push(code[at..end].trim_end_matches(':').to_owned());
+        }
+    }
+    out
+}
+
+/// The file a path lands in: the longest prefix naming a module file of the crate.
+fn resolve(path: &str, here: &[String], modules: &HashMap<Vec<String>, PathBuf>) -> Option<PathBuf> {
+    let mut segs: Vec<&str> = path.split("::").filter(|s| !s.is_empty()).collect();
+    let mut abs: Vec<String> = match segs.first().copied() {
+        Some("crate") => {
+            segs.remove(0);
+            Vec::new()
+        }
+        Some("self") => {
+            segs.remove(0);
+            here.to_vec()
+        }
+        Some("super") => {
+            let mut m = here.to_vec();
+            while segs.first() == Some(&"super") {
+                segs.remove(0);
+                m.pop();
+            }
+            m
+        }
+        _ => return None,
+    };
+    abs.extend(segs.iter().map(|s| (*s).to_owned()));
+    (1..=abs.len()).rev().find_map(|k| modules.get(&abs[..k]).cloned())
+}
+
+/// Strongly connected components with more than one file (Tarjan, iterative enough for
+/// a few hundred files).
+fn loops(edges: &BTreeMap<PathBuf, BTreeSet<PathBuf>>) -> Vec<BTreeSet<PathBuf>> {
+    struct T<'a> {
+        edges: &'a BTreeMap<PathBuf, BTreeSet<PathBuf>>,
+        index: HashMap<&'a PathBuf, usize>,
+        low: HashMap<&'a PathBuf, usize>,
+        on: BTreeSet<&'a PathBuf>,
+        stack: Vec<&'a PathBuf>,
+        next: usize,
+        out: Vec<BTreeSet<PathBuf>>,
+    }
+    fn visit<'a>(t: &mut T<'a>, v: &'a PathBuf) {
+        t.index.insert(v, t.next);
+        t.low.insert(v, t.next);
+        t.next += 1;
+        t.stack.push(v);
+        t.on.insert(v);
+        if let Some(ws) = t.edges.get(v) {
+            for w in ws {
+                let Some((w, _)) = t.edges.get_key_value(w) else {
+                    continue;
+                };
+                if !t.index.contains_key(w) {
+                    visit(t, w);
+                    let lw = t.low[w];
+                    let lv = t.low.get_mut(v).unwrap();
+                    *lv = (*lv).min(lw);
+                } else if t.on.contains(w) {
+                    let iw = t.index[w];
+                    let lv = t.low.get_mut(v).unwrap();
+                    *lv = (*lv).min(iw);
+                }
+            }
+        }
+        if t.low[v] == t.index[v] {
+            let mut comp = BTreeSet::new();
+            while let Some(w) = t.stack.pop() {
+                t.on.remove(w);
+                comp.insert(w.clone());
+                if w == v {
+                    break;
+                }
+            }
+            if comp.len() > 1 {
+                t.out.push(comp);
+            }
+        }
+    }
+    let mut t = T {
+        edges,
+        index: HashMap::new(),
+        low: HashMap::new(),
+        on: BTreeSet::new(),
+        stack: Vec::new(),
+        next: 0,
+        out: Vec::new(),
+    };
+    for v in edges.keys() {
+        if !t.index.contains_key(v) {
+            visit(&mut t, v);
+        }
+    }
+    t.out
+}
+
+/// Every file's imports of other files of its crate (the crate root, a face that only
+/// hands names on, is left out).
+fn import_graph() -> BTreeMap<PathBuf, BTreeSet<PathBuf>> {
+    let mut edges: BTreeMap<PathBuf, BTreeSet<PathBuf>> = BTreeMap::new();
+    for krate in crates() {
+        let src = root().join(&krate);
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        let modules: HashMap<Vec<String>, PathBuf> = files
+            .iter()
+            .map(|f| (module_of(&src, f), f.strip_prefix(root()).unwrap().to_owned()))
+            .filter(|(m, _)| !m.is_empty())
+            .collect();
+        for f in &files {
+            let here = module_of(&src, f);
+            if here.is_empty() {
+                continue;
+            }
+            let me = f.strip_prefix(root()).unwrap().to_owned();
+            let code = code_of(&std::fs::read_to_string(f).unwrap());
+            let out = edges.entry(me.clone()).or_default();
+            for p in paths_of(&code) {
+                // In a.rs and in a/mod.rs alike, `self::` is `a` and `super::` its parent.
+                if let Some(target) = resolve(&p, &here, &modules)
+                    && target != me
+                {
+                    out.insert(target);
+                }
+            }
+        }
+    }
+    edges
+}
+
+#[test]
+fn no_file_joins_a_circle_of_imports() {
+    let edges = import_graph();
+    assert!(edges.len() > 200, "the sources were not found: {} files", edges.len());
+    let known: BTreeSet<PathBuf> = KNOWN.iter().map(PathBuf::from).collect();
+    let mut bad = Vec::new();
+    for l in loops(&edges) {
+        if !l.is_subset(&known) {
+            bad.push(l);
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "files import each other in a loop (give the shared piece its own module, or \
+         pass it in from above): {bad:#?}"
+    );
+}
+
+/// The check finds a loop when there is one (so a pass above means something).
+#[test]
+fn the_check_sees_the_known_circle() {
+    let all = loops(&import_graph());
+    let known: BTreeSet<PathBuf> = KNOWN.iter().map(PathBuf::from).collect();
+    assert!(
+        all.iter().any(|l| l.iter().filter(|f| known.contains(*f)).count() >= 2),
+        "the agent ↔ plugins circle is not seen any more: remove its files from KNOWN \
+         (it may only shrink); loops found: {all:#?}"
+    );
+}
