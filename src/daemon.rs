@@ -614,7 +614,10 @@ fn app_state(state: &KernelState) -> anyhow::Result<AppState> {
             let mut beats = homeagent_actors::memory::start::clock_beats(memory, &agent.maintenance);
             // The subprocess plugins' timers and reminders, told the time first.
             let plugins = state.plugins.get().context(boot_bug)?.set.clone();
-            beats.follow("plugins", homeagent_actors::plugins::clock::follower(plugins));
+            beats.follow(
+                "plugins",
+                homeagent_actors::plugins::clock::follower(move || plugins.clock_followers()),
+            );
             // Last at a moment: a backup holds what the memory heartbeats just did.
             if let Ok(b) = state.backups.get() {
                 beats.add("backup", homeagent_actors::memory::heartbeat::due_fn(b.addr.clone()));

@@ -40,6 +40,7 @@ pub mod routes;
 pub mod scheduler;
 pub mod selftest;
 pub mod seq;
+pub mod subagents;
 pub mod task;
 pub mod tools_exec;
 pub mod toolset;

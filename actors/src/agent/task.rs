@@ -226,7 +226,7 @@ impl TaskActor {
     fn note_expansions(&mut self, calls: &[crate::llm::types::ToolCall]) {
         let tools = self.core.tools();
         for c in calls {
-            let owner = if c.name == crate::plugins::manager::PLUGIN_TOOLS {
+            let owner = if c.name == super::toolset::PLUGIN_TOOLS {
                 c.arguments.get("plugin").and_then(|p| p.as_str()).map(str::to_owned)
             } else {
                 tools.get(&c.name).map(|t| t.spec.plugin.clone())
@@ -508,7 +508,7 @@ impl TaskActor {
         let guest = !self.input.principal.is_owner();
         let kind = if self.input.is_consolidation() {
             Kind::Heartbeat
-        } else if self.deps.agent.starts_with(super::residents::AGENT_PREFIX) {
+        } else if self.deps.agent.starts_with(super::subagents::AGENT_PREFIX) {
             Kind::Resident
         } else if !self.deps.agent.is_empty() {
             Kind::SubAgent

@@ -38,14 +38,15 @@ pub struct ToolMeta {
     pub desc_terms: Vec<String>,
 }
 
+/// The catalogue's own tool, through which the model lists every plugin's tools (the
+/// plugin manager registers it; the agent offers it always and treats its caller as
+/// the plugins' owner). Named here, where the agent reads it, so the agent does not
+/// import the plugin host.
+pub const PLUGIN_TOOLS: &str = "get_plugin_tools";
+
 /// Tools offered whatever the input, when a subset is offered: the catalogue's own
 /// tool, the channel list, the skill bodies and the two read paths into memory.
-pub const ALWAYS: &[&str] = &[
-    crate::plugins::manager::PLUGIN_TOOLS,
-    "skill_info",
-    "memory_recall",
-    "knowledge_search",
-];
+pub const ALWAYS: &[&str] = &[PLUGIN_TOOLS, "skill_info", "memory_recall", "knowledge_search"];
 
 /// The owners of the tools the owner's last [`Recent::TURNS`] turns reached for (called,
 /// or asked `get_plugin_tools` about): their tools join the next turns' offers as an

@@ -20,7 +20,6 @@ use homeagent_plugin_protocol::KernelRequest;
 use homeagent_plugin_protocol::clock::{ClockAck, ClockSet, SETTLE_LIMIT};
 
 use super::conn::Conn;
-use super::host::PluginSet;
 use crate::clock::{Due, DueFn};
 
 /// How long the kernel waits for a plugin's answer to `clock.set`: the plugin's own
@@ -107,16 +106,14 @@ pub fn merge(answers: &[Result<ClockAck, TellError>]) -> Due {
     due
 }
 
-/// The running subprocess plugins of `set` as one follower of the clock: each call
-/// tells every plugin that follows the clock the time, concurrently, and answers when
-/// all have answered (or timed out).
-pub fn follower(set: Arc<PluginSet>) -> DueFn {
+/// The running subprocess plugins that follow the clock (`following` lists them, by
+/// name, at each call: `PluginSet::clock_followers`) as one follower of the clock:
+/// each call tells every one the time, concurrently, and answers when all have
+/// answered (or timed out). Takes the list as a function so this module does not
+/// depend on the plugin host that keeps them.
+pub fn follower(following: impl Fn() -> Vec<(String, Follower)> + Send + Sync + 'static) -> DueFn {
     Arc::new(move |now_ms| {
-        let following: Vec<(String, Follower)> = set
-            .list()
-            .iter()
-            .filter_map(|e| e.info.clock.lock().clone().map(|f| (e.name.clone(), f)))
-            .collect();
+        let following = following();
         Box::pin(async move {
             let answers = join_all(following.iter().map(|(name, f)| f.tell(name, now_ms))).await;
             for (answer, (plugin, _)) in answers.iter().zip(&following) {

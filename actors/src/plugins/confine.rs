@@ -127,7 +127,7 @@ impl Confiner {
     }
 
     fn data_of(&self, name: &str) -> PathBuf {
-        super::host::plugin_data_dir(&self.data_dir, name)
+        super::package::plugin_data_dir(&self.data_dir, name)
     }
 
     /// What the plugin `name` in `plugin_dir` may touch under the current settings.

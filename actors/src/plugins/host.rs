@@ -284,10 +284,7 @@ fn discover(plugins_dir: &Path) -> Vec<PathBuf> {
     dirs
 }
 
-/// `DATA/plugin_data/<name>`: a plugin's own data (its `HOME` too, see `confine`).
-pub fn plugin_data_dir(data_dir: &Path, name: &str) -> PathBuf {
-    data_dir.join("plugin_data").join(name)
-}
+pub use super::package::plugin_data_dir;
 
 /// Reads one plugin directory and prepares its supervisor (does not start it).
 async fn load_one(
@@ -457,6 +454,16 @@ impl PluginSet {
     /// The plugins, in load order.
     pub fn list(&self) -> Vec<Arc<PluginEntry>> {
         self.entries.read().clone()
+    }
+
+    /// The running plugins that follow the kernel's clock, by name (what
+    /// `clock::follower` tells the time at each moment of an advance).
+    pub fn clock_followers(&self) -> Vec<(String, super::clock::Follower)> {
+        self.entries
+            .read()
+            .iter()
+            .filter_map(|e| e.info.clock.lock().clone().map(|f| (e.name.clone(), f)))
+            .collect()
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<PluginEntry>> {

@@ -715,12 +715,12 @@ impl LuaPlugin {
                     env.manifest.allows(call.method()).map_err(mlua::Error::runtime)?;
                     // Refusals are immediate; the hand-over is not waited for (the
                     // function works while the script loads, as it always did).
-                    let prepared = match super::services::io::prepare(&deps, &env.manifest, call, 0) {
+                    let prepared = match super::services::io::prepare(&deps.injector(), &env.manifest, call, 0) {
                         Ok(Ok(p)) => p,
                         Ok(Err(e)) => return Err(mlua::Error::runtime(e.to_string())),
                         Err(_) => unreachable!("an injection"),
                     };
-                    let (fut, name) = (prepared.submit(&deps), env.name.clone());
+                    let (fut, name) = (prepared.submit(&deps.injector()), env.name.clone());
                     actix::spawn(async move {
                         if let Err(e) = fut.await {
                             tracing::warn!(plugin = %name, "injection failed: {e}");

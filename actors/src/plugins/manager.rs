@@ -47,7 +47,7 @@ pub const DISABLE: &str = "plugin_disable";
 pub const RELOAD: &str = "plugin_reload";
 pub const INSTALL: &str = "plugin_install";
 pub const SOURCE_USE: &str = "llm_source_use";
-pub const PLUGIN_TOOLS: &str = "get_plugin_tools";
+pub use crate::agent::toolset::PLUGIN_TOOLS;
 pub const LIST_CHANNELS: &str = "output_list_channels";
 
 /// What a call asks for.

@@ -377,6 +377,11 @@ fn unpack_and_check<R: Read + std::io::Seek>(
     Ok((manifest, kind))
 }
 
+/// `DATA/plugin_data/<name>`: a plugin's own data (its `HOME` too, see `confine`).
+pub fn plugin_data_dir(data_dir: &Path, name: &str) -> PathBuf {
+    data_dir.join("plugin_data").join(name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

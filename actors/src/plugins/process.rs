@@ -64,6 +64,17 @@ pub struct PluginDeps {
     pub registry: Arc<crate::registry::Registry>,
 }
 
+impl PluginDeps {
+    /// What checking and submitting an injection reads ([`super::services::io`]).
+    pub fn injector(&self) -> super::services::io::Injector<'_> {
+        super::services::io::Injector {
+            event_loop: &self.event_loop,
+            intercept_loop: &self.intercept_loop,
+            media: self.services.media.as_ref(),
+        }
+    }
+}
+
 /// Live facts about a plugin for the API (survive restarts of its actor).
 #[derive(Debug, Default)]
 pub struct PluginInfo {
@@ -472,9 +483,9 @@ impl PluginProcess {
             Ok(fut) => return drop(actix::spawn(async move { conn.respond(id, fut.await) })),
             Err(call) => call,
         };
-        let call = match services::io::prepare(&self.deps, &self.manifest, call, conn.tools_in_flight()) {
+        let call = match services::io::prepare(&self.deps.injector(), &self.manifest, call, conn.tools_in_flight()) {
             Ok(Ok(prepared)) => {
-                let fut = prepared.submit(&self.deps);
+                let fut = prepared.submit(&self.deps.injector());
                 return drop(actix::spawn(async move {
                     conn.respond(id, fut.await.map_err(RpcError::from))
                 }));

@@ -40,9 +40,7 @@ use futures_util::future::BoxFuture;
 /// The owner of the agent's own tools (`spawn_child`, `child_result`,
 /// `resident_agents`): a `.` no plugin name can contain, so no plugin's stop withdraws them.
 pub const OWNER: &str = "builtin.agent";
-/// The tools' names.
-pub const SPAWN_TOOL: &str = "spawn_child";
-pub const RESULT_TOOL: &str = "child_result";
+pub use super::subagents::{RESULT_TOOL, SPAWN_TOOL};
 pub use crate::stages::ORIGIN_ARG;
 /// What a helper may not call (spec §6.3, plus the resident control plane: a helper
 /// must not outlive its job through a resident). `output_send__*` are absent because
@@ -51,9 +49,9 @@ pub const REFUSED: &[&str] = &[
     SPAWN_TOOL,
     "output_list_channels",
     "plgreload",
-    super::residents::RESIDENT_TOOL,
-    super::residents::NOTIFY_TOOL,
-    super::residents::NOTE_TOOL,
+    super::subagents::RESIDENT_TOOL,
+    super::subagents::NOTIFY_TOOL,
+    super::subagents::NOTE_TOOL,
 ];
 /// The first task id of helpers' turns (apart from the scheduler's ids on the bus).
 const TASK_ID_BASE: u64 = 1 << 40;

@@ -51,13 +51,7 @@ use crate::stages::{ToolHandler, ToolSpec};
 use crate::supervisor::{RestartPolicy, Strategy, SupervisorConfig, SupervisorRef};
 use futures_util::future::BoxFuture;
 
-/// The tool's name.
-pub const RESIDENT_TOOL: &str = "resident_agents";
-/// A resident's tool to tell its parent something mid-task (spec §6.2 `notify_parent`).
-pub const NOTIFY_TOOL: &str = "notify_parent";
-/// A resident's tool to write this round's record in its parent's input-channel table
-/// itself (spec §6.2 `inputch_note`; otherwise the record is the automatic text).
-pub const NOTE_TOOL: &str = "inputch_note";
+pub use super::subagents::{AGENT_PREFIX, NOTE_TOOL, NOTIFY_TOOL, RESIDENT_TOOL};
 /// The residents' own tools, which the main agent is not offered.
 pub const RESIDENT_ONLY: &[&str] = &[NOTIFY_TOOL, NOTE_TOOL];
 /// What a resident may not call: it is no parent (no residents, no helpers of its own),
@@ -123,9 +117,6 @@ fn input_channels(args: &Value) -> Result<Vec<String>, String> {
 pub fn agent_id(id: &str) -> String {
     format!("{AGENT_PREFIX}{id}")
 }
-
-/// What every resident's agent id starts with.
-pub const AGENT_PREFIX: &str = "resident/";
 
 /// The resident a task belongs to, from its channel (`child/<id>`, `sub/<id>`).
 pub fn resident_of_channel(channel: &str) -> Option<&str> {

@@ -23,12 +23,12 @@ use homeagent_plugin_protocol::methods::{InjectMedia, InjectText};
 use homeagent_plugin_protocol::{Manifest, PluginRequest as R};
 use serde_json::{Value, json};
 
+use crate::addr::TAddr;
 use crate::agent::input::{Input, ReplyTo};
-use crate::agent::intake::{Inject, InjectInterrupt};
+use crate::agent::intake::{EventLoop, Inject, InjectInterrupt, InterceptLoop};
 use crate::memory::media::actor::{MediaHandle, StoreImages};
 use crate::memory::media::check::{self, Attachment, Image};
 use crate::memory::media::parts::{self, MediaRef};
-use crate::plugins::process::PluginDeps;
 
 /// Longest a sync injection waits for the reply.
 pub const SYNC_WAIT: Duration = Duration::from_secs(300);
@@ -112,12 +112,21 @@ pub fn inject_source(plugin: &str, source: Option<&str>) -> String {
     }
 }
 
+/// What an injection needs of the kernel: the two loops inputs enter by and the media
+/// memory for images — the parts of the plugin's `PluginDeps` this module reads, named
+/// here so it does not import the process host that holds them.
+pub struct Injector<'a> {
+    pub event_loop: &'a TAddr<EventLoop>,
+    pub intercept_loop: &'a TAddr<InterceptLoop>,
+    pub media: Option<&'a MediaHandle>,
+}
+
 /// Checks an injection of the plugin of `manifest` (capability already checked).
 /// `tools_in_flight`: the plugin's tool calls running now (see the module's trap).
 /// Gives the call back when it is not an injection.
 #[allow(clippy::result_large_err)]
 pub fn prepare(
-    deps: &PluginDeps,
+    deps: &Injector<'_>,
     manifest: &Manifest,
     req: R,
     tools_in_flight: usize,
@@ -156,7 +165,7 @@ fn split(m: InjectMedia, route: Route) -> (InjectText, Option<Vec<Attachment>>, 
 }
 
 fn prepare_input(
-    deps: &PluginDeps,
+    deps: &Injector<'_>,
     manifest: &Manifest,
     method: &'static str,
     p: InjectText,
@@ -183,7 +192,7 @@ fn prepare_input(
     let images = match media {
         None => None,
         Some(attachments) => {
-            let handle = deps.services.media.clone().ok_or(IoError::NoMedia)?;
+            let handle = deps.media.cloned().ok_or(IoError::NoMedia)?;
             let images = check::check_all(&attachments, &handle.limits()).map_err(|e| {
                 tracing::info!(%plugin, "media injection refused: {e}");
                 IoError::Refused(e.to_string())
@@ -209,7 +218,7 @@ fn prepare_input(
 impl Prepared {
     /// Stores the images, hands the input over and (sync) waits for the reply:
     /// `{"task_id"}`, plus `"media"` with images, plus `"reply"` when waited for.
-    pub fn submit(self, deps: &PluginDeps) -> BoxFuture<'static, Result<Value, IoError>> {
+    pub fn submit(self, deps: &Injector<'_>) -> BoxFuture<'static, Result<Value, IoError>> {
         let (el, il) = (deps.event_loop.clone(), deps.intercept_loop.clone());
         let Prepared {
             mut input,
