@@ -78,7 +78,11 @@ fn code_of(text: &str) -> String {
         } else if b[i] == b'"' {
             // A string (raw strings of `r"…"` and `r#"…"#` too): skipped whole.
             let raw = i > 0 && (b[i - 1] == b'r' || b[i - 1] == b'#');
-            let hashes = if raw { b[..i].iter().rev().take_while(|c| **c == b'#').count() } else { 0 };
+            let hashes = if raw {
+                b[..i].iter().rev().take_while(|c| **c == b'#').count()
+            } else {
+                0
+            };
             i += 1;
             while i < b.len() {
                 if !raw && b[i] == b'\\' {
@@ -107,7 +111,13 @@ fn code_of(text: &str) -> String {
 
 /// `use a::{b, c::{d, e}}` → `a::b`, `a::c::d`, `a::c::e` (whitespace already removed).
 fn expand(tree: &str, prefix: &str, out: &mut Vec<String>) {
-    let join = |p: &str, s: &str| if p.is_empty() { s.to_owned() } else { format!("{p}::{s}") };
+    let join = |p: &str, s: &str| {
+        if p.is_empty() {
+            s.to_owned()
+        } else {
+            format!("{p}::{s}")
+        }
+    };
     match tree.find('{') {
         None => out.push(join(prefix, tree.split(" as ").next().unwrap_or(tree))),
         Some(open) => {
@@ -147,7 +157,15 @@ fn paths_of(code: &str) -> Vec<String> {
         }
         let Some(end) = after.find(';') else { break };
         let mut tree: String = after[..end].split_whitespace().collect::<Vec<_>>().join(" ");
-        for (from, to) in [(" {", "{"), ("{ ", "{"), (" }", "}"), (", ", ","), (" ,", ","), (":: ", "::"), (" ::", "::")] {
+        for (from, to) in [
+            (" {", "{"),
+            ("{ ", "{"),
+            (" }", "}"),
+            (", ", ","),
+            (" ,", ","),
+            (":: ", "::"),
+            (" ::", "::"),
+        ] {
             tree = tree.replace(from, to);
         }
         expand(&tree, "", &mut out);
@@ -216,7 +234,9 @@ fn loops(edges: &BTreeMap<PathBuf, BTreeSet<PathBuf>>) -> Vec<BTreeSet<PathBuf>>
         t.on.insert(v);
         if let Some(ws) = t.edges.get(v) {
             for w in ws {
-                let Some((w, _)) = t.edges.get_key_value(w) else { continue };
+                let Some((w, _)) = t.edges.get_key_value(w) else {
+                    continue;
+                };
                 if !t.index.contains_key(w) {
                     visit(t, w);
                     let lw = t.low[w];
@@ -318,9 +338,15 @@ fn the_check_finds_a_loop_of_each_kind() {
     let write = |f: &str, text: &str| std::fs::write(src.join(f), text).unwrap();
     write("lib.rs", "pub mod a;\npub mod b;\npub mod c;\npub mod d;\n");
     write("a.rs", "use crate::{b::{X, Y as Z}, d};\npub struct W;\n");
-    write("b.rs", "pub struct X;\npub struct Y;\npub fn f() -> crate::c::V { todo!() }\n");
+    write(
+        "b.rs",
+        "pub struct X;\npub struct Y;\npub fn f() -> crate::c::V { todo!() }\n",
+    );
     write("c/mod.rs", "pub mod e;\npub struct V(super::a::W);\n");
-    write("c/e.rs", "// crate::d::Q in a comment\nconst S: &str = \"crate::d::Q\";\n");
+    write(
+        "c/e.rs",
+        "// crate::d::Q in a comment\nconst S: &str = \"crate::d::Q\";\n",
+    );
     write("d.rs", "pub struct Q;\n");
     let found = loops(&import_graph(dir.path(), &[PathBuf::from("k/src")]));
     let names: Vec<Vec<String>> = found

@@ -39,26 +39,21 @@ impl Mentions {
     /// Adds entity `id` named `name` (ids arrive in increasing order).
     pub fn add(&mut self, id: i64, name: &str) {
         self.last_id = self.last_id.max(id);
-        let terms: HashSet<String> = crate::memory::retrieve::analyze(name).into_iter().collect();
-        if terms.is_empty() {
-            self.termless.push((name.to_owned(), name.to_lowercase()));
-            return;
-        }
-        let slot = self.names.len() as u32;
-        self.names
-            .push((name.to_owned(), terms.len().min(u16::MAX as usize) as u16));
-        for t in terms {
-            self.postings.entry(t).or_default().push(slot);
-        }
+        self.index(name, name);
     }
 
     /// Adds alias row `row`: `alias` is another name of entity `entity` (rows arrive in
     /// increasing order). A mention of the alias finds the entity's name.
     pub fn add_alias(&mut self, row: i64, alias: &str, entity: &str) {
         self.last_alias = self.last_alias.max(row);
-        let terms: HashSet<String> = crate::memory::retrieve::analyze(alias).into_iter().collect();
+        self.index(alias, entity);
+    }
+
+    /// Indexes the words of `text` as a mention of `entity`.
+    fn index(&mut self, text: &str, entity: &str) {
+        let terms: HashSet<String> = crate::memory::retrieve::analyze(text).into_iter().collect();
         if terms.is_empty() {
-            self.termless.push((entity.to_owned(), alias.to_lowercase()));
+            self.termless.push((entity.to_owned(), text.to_lowercase()));
             return;
         }
         let slot = self.names.len() as u32;
