@@ -160,7 +160,8 @@ pub fn valid_entity_name(name: &str) -> bool {
 
 /// Relation types that name another name of their subject ("Melanie —nickname→ Mel"):
 /// their object also becomes an alias of the subject, so a mention of it finds the
-/// entity. Compared lower-case, with spaces and underscores alike.
+/// entity. Compared lower-case, with spaces and underscores alike. A bare "called" is
+/// not one: "Ana —called→ her mother" is a phone call, not a name.
 const ALIAS_RELATIONS: &[&str] = &[
     "alias",
     "aka",
@@ -170,7 +171,6 @@ const ALIAS_RELATIONS: &[&str] = &[
     "nicknamed",
     "goes by",
     "is called",
-    "called",
     "别名",
     "又名",
     "也叫",
