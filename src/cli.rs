@@ -211,6 +211,10 @@ pub enum EvalCommand {
         /// With --lifecycle: simulated months after the last session.
         #[arg(long, default_value_t = 12, requires = "lifecycle")]
         months: u32,
+        /// With --live: write every question whose evidence did not all reach the
+        /// prompt (what was missing, what memory was sent) to FILE, one JSON a line.
+        #[arg(long, requires = "live")]
+        misses: Option<PathBuf>,
     },
 }
 

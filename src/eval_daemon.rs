@@ -284,6 +284,21 @@ pub(crate) struct Asked {
     pub requests: usize,
     pub failed: usize,
     pub over_window: usize,
+    /// Questions whose evidence was not all in the prompt (`--misses`).
+    pub misses: Vec<Miss>,
+}
+
+/// A question whose evidence did not all reach the prompt: what was asked, what was
+/// missing and what memory the prompt carried instead (for `--misses FILE`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Miss {
+    pub category: u32,
+    pub question: String,
+    pub recall: f64,
+    /// The evidence turns not found in the prompt.
+    pub missing: Vec<String>,
+    /// The prompt's memory messages, as sent.
+    pub memory: Vec<String>,
 }
 
 /// Asks every question through `POST /api/v1/messages` and measures the request the
@@ -301,6 +316,7 @@ pub(crate) async fn ask_all(
         requests: 0,
         failed: 0,
         over_window: 0,
+        misses: Vec::new(),
     };
     for (qi, (qa, evidence)) in questions.iter().enumerate() {
         progress(qi + 1, m);
@@ -320,8 +336,23 @@ pub(crate) async fn ask_all(
                 if parts.prompt_tokens as u64 > window {
                     out.over_window += 1;
                 }
+                let norm = parts.memory_norm();
+                let recall = evidence_recall(&norm, &evidence);
+                if recall < 1.0 {
+                    out.misses.push(Miss {
+                        category: qa.category,
+                        question: qa.question.clone(),
+                        recall,
+                        missing: evidence
+                            .iter()
+                            .filter(|e| !crate::eval_metrics::evidence_present(&norm, e))
+                            .map(|e| (*e).to_owned())
+                            .collect(),
+                        memory: parts.memory.clone(),
+                    });
+                }
                 Measure {
-                    recall: evidence_recall(&parts.memory_norm(), &evidence),
+                    recall,
                     memory_tokens: parts.memory_tokens as f64,
                     prompt_tokens: parts.prompt_tokens as f64,
                     latency_ms,

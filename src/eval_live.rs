@@ -29,6 +29,9 @@ pub struct LiveOptions {
     /// `--lifecycle`: also live each conversation through time on a second daemon (see
     /// [`crate::eval_lifecycle`]), for this many simulated months after its last session.
     pub lifecycle_months: Option<u32>,
+    /// `--misses FILE`: every question of the fresh import whose evidence did not all
+    /// reach the prompt, one JSON object a line (what to look at when recall drops).
+    pub misses: Option<std::path::PathBuf>,
 }
 
 /// The report `--json` prints.
@@ -75,6 +78,12 @@ pub async fn run(file: &Path, opts: LiveOptions) -> anyhow::Result<()> {
     let (mut imported_turns, mut import_ms) = (0, 0u64);
     let mut lifecycle = Vec::new();
     let n = samples.len();
+    let mut misses = match &opts.misses {
+        Some(p) => Some(std::io::BufWriter::new(
+            std::fs::File::create(p).with_context(|| format!("cannot create {}", p.display()))?,
+        )),
+        None => None,
+    };
     for (ci, sample) in samples.iter().enumerate() {
         let tmp = tempfile::tempdir().context("cannot create a temporary data directory")?;
         let daemon = LiveDaemon::start(tmp.path())?;
@@ -107,6 +116,13 @@ pub async fn run(file: &Path, opts: LiveOptions) -> anyhow::Result<()> {
         requests += asked.requests;
         failed += asked.failed;
         over_window += asked.over_window;
+        if let Some(w) = misses.as_mut() {
+            for m in &asked.misses {
+                let line = serde_json::json!({ "sample": sample.sample_id, "miss": m });
+                writeln!(w, "{line}")?;
+            }
+            w.flush()?;
+        }
         for (cat, m) in asked.measures {
             by_cat.entry(cat).or_default().push(m);
             all.push(m);

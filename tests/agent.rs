@@ -347,7 +347,7 @@ fn pruned_turns_become_documents_that_are_suggested_and_can_be_loaded_back() {
         .find(|c| c.contains("【相关记忆】"))
         .map(str::to_owned);
     let memory = memory.unwrap_or_else(|| panic!("no recalled memory in {last}"));
-    assert!(memory.contains("] http: my cat Mimi loves tuna\n"), "{memory}");
+    assert!(memory.contains("http: my cat Mimi loves tuna\n"), "{memory}");
 
     // doc_query loads it back into the timeline; the document stays stored (the
     // timeline shows only its start).

@@ -108,16 +108,22 @@ fn a_fact_said_once_is_recalled_after_eighty_unrelated_messages() {
         .iter()
         .find(|(role, text)| role == "system" && text.contains("[Relevant memory]"))
         .unwrap_or_else(|| panic!("no recalled memory in the request: {msgs:#?}"));
-    let line = memory
-        .1
-        .lines()
-        .find(|l| l.contains("] http: My sister adopted a greyhound called Biscuit."))
+    let lines: Vec<&str> = memory.1.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.contains("http: My sister adopted a greyhound called Biscuit."))
         .unwrap_or_else(|| panic!("the fact is not in the prompt:\n{}", memory.1));
-    // With its absolute date and who said it (the user, through the `http` channel).
-    let stamp = line.trim_start_matches('[').split(']').next().unwrap();
+    // With its absolute date (the heading of its day) and who said it (the user,
+    // through the `http` channel).
+    let day = lines[..at]
+        .iter()
+        .rev()
+        .find(|l| l.len() == 12 && l.starts_with('[') && l.ends_with(']'))
+        .unwrap_or_else(|| panic!("no day heading above the fact:\n{}", memory.1));
+    let b = day.as_bytes();
     assert!(
-        stamp.len() == 16 && stamp.as_bytes()[4] == b'-' && stamp.as_bytes()[13] == b':',
-        "{line}"
+        b[5] == b'-' && b[8] == b'-' && b[1..5].iter().all(u8::is_ascii_digit),
+        "{day}"
     );
     assert_eq!(msgs.last().unwrap().1, "What dog did my sister adopt?");
 }

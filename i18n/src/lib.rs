@@ -1196,8 +1196,8 @@ impl Msg<'_> {
             }
             M::MemoryHeader => tr!(
                 lang,
-                "[Relevant memory] (best first; [date] speaker: words)\n",
-                "【相关记忆】 (relevant memory, best first; [date] speaker: words)\n"
+                "[Relevant memory] (by day: [date], then [time] speaker: words; no time: as above)\n",
+                "【相关记忆】 (relevant memory, by day: [date], then [time] speaker: words; no time: as above)\n"
             ),
             M::TimelineHeader => tr!(lang, "[Conversation timeline]\n", "【对话时序】\n"),
             M::GuestQuoteHeader => tr!(

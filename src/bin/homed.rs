@@ -246,6 +246,7 @@ fn main() -> std::process::ExitCode {
                     limit_conversations,
                     lifecycle,
                     months,
+                    misses,
                     ..
                 },
         }) => system.block_on(homeagent::eval_live::run(
@@ -255,6 +256,7 @@ fn main() -> std::process::ExitCode {
                 json,
                 limit: limit_conversations,
                 lifecycle_months: lifecycle.then_some(months),
+                misses,
             },
         )),
         Some(Command::Selftest) => unreachable!("answered above"),

@@ -748,6 +748,19 @@ impl MemoryStore {
         Ok(out)
     }
 
+    /// The passage said after `p` in its document, if any.
+    pub fn next_passage(&self, p: &Passage) -> Result<Option<Passage>, MemoryError> {
+        let next: Option<i64> = self
+            .conn
+            .prepare_cached("SELECT id FROM passages WHERE doc_id = ?1 AND id > ?2 ORDER BY id LIMIT 1")?
+            .query_row(params![p.doc_id, p.id], |r| r.get(0))
+            .optional()?;
+        Ok(match next {
+            Some(id) => self.passages(&[id])?.pop(),
+            None => None,
+        })
+    }
+
     /// Rows that have no vector of `space` yet (with `events`, the recall units first:
     /// context events, then passages; then documents, oldest first), with the text to
     /// embed: at most `limit`.

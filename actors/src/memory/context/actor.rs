@@ -175,6 +175,7 @@ fn item_of(tokens: &mut rustc_hash::FxHashMap<i64, usize>, e: &Event) -> Item {
         text: said.to_owned(),
         tokens,
         principal: e.principal.clone(),
+        reply: None,
     }
 }
 
@@ -203,7 +204,14 @@ impl ContextActor {
         units.filter_map(|u| {
             let Unit::Event(id) = u else { return None };
             let i = self.position_of(id)?;
-            Some(item_of(&mut self.tokens, &self.events[i]))
+            let item = item_of(&mut self.tokens, &self.events[i]);
+            // The next event is read only for an item that asks (most do not).
+            let next = if crate::memory::recall::asks(&item.text) {
+                self.events.get(i + 1).map(|e| item_of(&mut self.tokens, e))
+            } else {
+                None
+            };
+            Some(crate::memory::recall::with_reply(item, next))
         })
     }
 

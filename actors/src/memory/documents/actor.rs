@@ -278,6 +278,19 @@ impl Handles<RecallPassages> for DocumentsActor {
     }
 }
 
+/// A passage as a recall item.
+fn item_of(p: crate::memory::store::Passage) -> Item {
+    Item {
+        origin: Origin::Passage { doc_id: p.doc_id },
+        ts_ms: Some(p.ts_ms),
+        speaker: p.speaker,
+        text: p.text,
+        tokens: p.tokens,
+        principal: p.principal,
+        reply: None,
+    }
+}
+
 impl DocumentsActor {
     /// The passages of a search's units, as scored items, best first (a failed lookup
     /// leaves the prompt without documents this turn).
@@ -310,14 +323,17 @@ impl DocumentsActor {
         units.filter_map(|u| {
             let Unit::Passage(id) = u else { return None };
             let p = passages.remove(&id)?;
-            Some(Item {
-                origin: Origin::Passage { doc_id: p.doc_id },
-                ts_ms: Some(p.ts_ms),
-                speaker: p.speaker,
-                text: p.text,
-                tokens: p.tokens,
-                principal: p.principal,
-            })
+            // The reply to a question asked in it (the next passage of its document);
+            // read only for a passage that asks (most do not).
+            let next = if crate::memory::recall::asks(&p.text) {
+                self.store.next_passage(&p).unwrap_or_else(|e| {
+                    tracing::debug!("the reply to passage {} was not read: {e}", p.id);
+                    None
+                })
+            } else {
+                None
+            };
+            Some(crate::memory::recall::with_reply(item_of(p), next.map(item_of)))
         })
     }
 }

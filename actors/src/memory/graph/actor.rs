@@ -760,31 +760,49 @@ impl GraphActor {
             .into_iter()
             .map(|(_, rel)| rel)
             .take(limit)
-            .map(|rel| {
-                // An archived fact's sentence starts with its date; the item carries it.
-                let sentence = rel.sentence.as_deref().map(|s| strip_date(s.trim()));
-                let text = match sentence {
-                    Some(s) if !s.is_empty() => {
-                        format!(
-                            "{} ({} →{}→ {})",
-                            s,
-                            shown(&rel.source),
-                            rel.relation,
-                            shown(&rel.target)
-                        )
-                    }
-                    _ => format!("{} →{}→ {}", shown(&rel.source), rel.relation, shown(&rel.target)),
-                };
-                crate::memory::recall::Item::counted(
-                    crate::memory::recall::Origin::Fact,
-                    Some(rel.created_at_ms),
-                    "graph",
-                    &text,
-                )
-            })
+            .map(fact_item)
             .collect();
         GraphRecall { facts, index }
     }
+}
+
+/// A recalled fact as recall shows it: the sentence it came from, by whom and when it
+/// was said, with the relation behind it. The sentence's day is the fact's date when it
+/// carries one (an archived document's fact); else the fact's learning (the rule
+/// distiller commits a turn's facts at the turn's time). The speaker is taken off the
+/// sentence (`Caroline: …`), so the item is the same memory as the turn it came from
+/// and the two are shown once.
+fn fact_item(rel: &super::Relation) -> crate::memory::recall::Item {
+    use crate::memory::recall::{Item, Origin};
+    let relation = format!("{} →{}→ {}", shown(&rel.source), rel.relation, shown(&rel.target));
+    let Some(stored) = rel.sentence.as_deref().map(str::trim).filter(|s| !s.is_empty()) else {
+        return Item::counted(
+            Origin::Fact {
+                relation: String::new(),
+            },
+            Some(rel.created_at_ms),
+            "",
+            &relation,
+        );
+    };
+    let sentence = strip_date(stored);
+    let ts = sentence_day(stored).unwrap_or(rel.created_at_ms);
+    let (speaker, said) = crate::memory::rules::speaker(sentence).unwrap_or(("", sentence));
+    Item::counted(Origin::Fact { relation }, Some(ts), speaker, said.trim())
+}
+
+/// The day of a sentence stored as `[YYYY-MM-DD] …` (noon UTC, so every zone's reader
+/// sees the same date), or None.
+fn sentence_day(text: &str) -> Option<i64> {
+    if strip_date(text).len() == text.len() {
+        return None;
+    }
+    let (y, m, d) = (
+        text.get(1..5)?.parse().ok()?,
+        text.get(6..8)?.parse().ok()?,
+        text.get(9..11)?.parse().ok()?,
+    );
+    Some(crate::memory::dates::days_from_civil(y, m, d) * 86_400_000 + 43_200_000)
 }
 
 /// `text` without a leading `[YYYY-MM-DD] ` (the date an archived fact's sentence is
@@ -1193,6 +1211,44 @@ mod tests {
         assert_eq!(a.index_block("今天天气"), "");
         a.mark_recalled(["张三".to_string(), "北京".to_string(), "围棋".to_string()]);
         assert_eq!(a.index_block("张三最近怎么样"), "", "everything was recalled already");
+    }
+
+    #[test]
+    fn a_recalled_fact_is_its_sentence_under_the_day_it_was_said() {
+        use crate::memory::recall::Origin;
+        let rel = |sentence: Option<&str>| Relation {
+            id: 1,
+            source: "Caroline".into(),
+            target: "painting".into(),
+            relation: "loves".into(),
+            confidence: 1.0,
+            session: "doc:d1".into(),
+            turn: 0,
+            created_at_ms: 1_700_000_000_000,
+            sentence: sentence.map(str::to_owned),
+        };
+        let archived = fact_item(&rel(Some("[2023-05-08] Caroline: I love painting.")));
+        assert_eq!(
+            (archived.speaker.as_str(), archived.text.as_str()),
+            ("Caroline", "I love painting.")
+        );
+        assert_eq!(
+            archived.origin,
+            Origin::Fact {
+                relation: "Caroline →loves→ painting".into()
+            }
+        );
+        assert_eq!(crate::memory::recall::show_date(archived.ts_ms.unwrap()), "8 May 2023");
+        let undated = fact_item(&rel(Some("I love painting.")));
+        assert_eq!((undated.speaker.as_str(), undated.ts_ms), ("", Some(1_700_000_000_000)));
+        let bare = fact_item(&rel(None));
+        assert_eq!(bare.text, "Caroline →loves→ painting");
+        assert_eq!(
+            bare.origin,
+            Origin::Fact {
+                relation: String::new()
+            }
+        );
     }
 
     #[test]

@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use crate::addr::TAddr;
 use crate::host::{Handles, Host, HostContext, KernelActor};
-use crate::memory::graph_actor::{CommitTriples, GraphActor};
+use crate::memory::graph_actor::{CommitDated, GraphActor};
 use crate::memory::now_ms;
 use crate::memory::textlog::{TextEvent, TextLog};
 
@@ -185,14 +185,22 @@ async fn distill_records(
     round: &mut RulesRound,
 ) {
     for batch in records.chunks(BATCH) {
-        let triples: Vec<_> = batch
+        // Each turn's facts dated by the turn (an imported year is not all learnt
+        // today: recall shows a fact under the day it was said).
+        let groups: Vec<(i64, Vec<_>)> = batch
             .iter()
-            .flat_map(|e| crate::memory::rules::extract_triples(&crate::memory::rules::said_by(&e.source, &e.input)))
+            .map(|e| {
+                (
+                    e.ts,
+                    crate::memory::rules::extract_triples(&crate::memory::rules::said_by(&e.source, &e.input)),
+                )
+            })
+            .filter(|(_, t)| !t.is_empty())
             .collect();
-        round.triples += triples.len();
-        if !triples.is_empty() {
+        round.triples += groups.iter().map(|(_, t)| t.len()).sum::<usize>();
+        if !groups.is_empty() {
             let session = batch[0].source.clone();
-            match graph.send(CommitTriples { triples, session }).await {
+            match graph.send(CommitDated { groups, session }).await {
                 Ok(Ok((_, r))) => round.relations += r,
                 Ok(Err(e)) => round.error = Some(e),
                 Err(e) => round.error = Some(e.to_string()),
