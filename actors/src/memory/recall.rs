@@ -698,6 +698,15 @@ mod tests {
         Item::counted(origin, Some(ts), speaker, text)
     }
 
+    /// [`select`] with room for everything and no recency window.
+    fn relevant_only(input: &str, ranked: Vec<Item>) -> Recollection {
+        let budget = RecallBudget {
+            memory: 1000,
+            timeline: 0,
+        };
+        select(input, Vec::new(), ranked, None, budget)
+    }
+
     #[test]
     fn dedupe_key_equals_the_char_by_char_definition() {
         fn reference(text: &str) -> String {
@@ -871,16 +880,7 @@ mod tests {
             with_reply(q(), Some(a(1_000, "Melanie"))),
             said(t + 5_000, "Melanie", "Painting is fun.", Origin::Window),
         ];
-        let r = select(
-            "Why does Melanie run?",
-            Vec::new(),
-            ranked,
-            None,
-            RecallBudget {
-                memory: 1000,
-                timeline: 0,
-            },
-        );
+        let r = relevant_only("Why does Melanie run?", ranked);
         let texts: Vec<&str> = r.relevant.iter().map(|i| i.text.as_str()).collect();
         assert_eq!(
             texts,
@@ -928,16 +928,7 @@ mod tests {
                 "Melanie →likes→ lakes",
             ),
         ];
-        let r = select(
-            "",
-            Vec::new(),
-            ranked,
-            None,
-            RecallBudget {
-                memory: 1000,
-                timeline: 0,
-            },
-        );
+        let r = relevant_only("", ranked);
         assert_eq!(
             r.relevant.len(),
             7,
@@ -966,29 +957,14 @@ mod tests {
         );
         // A day's heading is paid once: one more item of a day already shown costs its
         // line only.
-        let two = select(
+        let two = relevant_only(
             "",
-            Vec::new(),
             vec![
                 said(t, "a", "one", Origin::Window),
                 said(t + 1, "a", "two", Origin::Window),
             ],
-            None,
-            RecallBudget {
-                memory: 1000,
-                timeline: 0,
-            },
         );
-        let one = select(
-            "",
-            Vec::new(),
-            vec![said(t, "a", "one", Origin::Window)],
-            None,
-            RecallBudget {
-                memory: 1000,
-                timeline: 0,
-            },
-        );
+        let one = relevant_only("", vec![said(t, "a", "one", Origin::Window)]);
         assert_eq!(
             two.memory_tokens - one.memory_tokens,
             two.relevant[1].cost(true),
