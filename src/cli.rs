@@ -215,6 +215,10 @@ pub enum EvalCommand {
         /// prompt (what was missing, what memory was sent) to FILE, one JSON a line.
         #[arg(long, requires = "live")]
         misses: Option<PathBuf>,
+        /// With --live: recall by BM25 alone (`core.memory.embedder = tfidf` on the
+        /// daemons), as on a machine without the ONNX model.
+        #[arg(long, requires = "live")]
+        no_dense: bool,
     },
 }
 

@@ -121,6 +121,7 @@ pub(crate) async fn configure(
     d: &LiveDaemon,
     vendor: &ScriptedVendor,
     window: u64,
+    dense: bool,
 ) -> anyhow::Result<(awc::Client, String)> {
     let probe = awc::Client::builder().timeout(Duration::from_secs(5)).finish();
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -154,6 +155,11 @@ pub(crate) async fn configure(
         // throw-away data dir would cost minutes and measure nothing.
         "core.backup.keep": 0,
     });
+    let mut settings = settings;
+    if !dense {
+        // `--no-dense`: recall by BM25 alone, as on a machine without the ONNX model.
+        settings["core.memory.embedder"] = "tfidf".into();
+    }
     let r = client
         .put(format!("{}/api/v1/settings", d.base))
         .send_json(&settings)

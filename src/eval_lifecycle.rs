@@ -321,6 +321,7 @@ pub async fn live_through(
     vendor: &ScriptedVendor,
     window: u64,
     months: u32,
+    dense: bool,
 ) -> anyhow::Result<Lived> {
     let turns = crate::eval::turns(sample)?;
     let n_turns = turns.len();
@@ -330,7 +331,7 @@ pub async fn live_through(
     // A minute before the first session, in Unix seconds.
     let start = ((first - 60_000) / 1000).to_string();
     let daemon = LiveDaemon::start_with(tmp.path(), &["--virtual-clock", &start])?;
-    let (client, token) = configure(&daemon, vendor, window).await?;
+    let (client, token) = configure(&daemon, vendor, window, dense).await?;
     let calls_before = vendor.count();
     let mut rounds: BTreeMap<String, u64> = BTreeMap::new();
     let mut round_failures = 0;

@@ -32,6 +32,9 @@ pub struct LiveOptions {
     /// `--misses FILE`: every question of the fresh import whose evidence did not all
     /// reach the prompt, one JSON object a line (what to look at when recall drops).
     pub misses: Option<std::path::PathBuf>,
+    /// False with `--no-dense`: the daemons recall by BM25 alone (`core.memory.embedder
+    /// = tfidf`), as on a machine without the ONNX model.
+    pub dense: bool,
 }
 
 /// The report `--json` prints.
@@ -87,7 +90,7 @@ pub async fn run(file: &Path, opts: LiveOptions) -> anyhow::Result<()> {
     for (ci, sample) in samples.iter().enumerate() {
         let tmp = tempfile::tempdir().context("cannot create a temporary data directory")?;
         let daemon = LiveDaemon::start(tmp.path())?;
-        let (client, token) = configure(&daemon, &vendor, opts.window).await?;
+        let (client, token) = configure(&daemon, &vendor, opts.window, opts.dense).await?;
         let body = crate::import::locomo_ndjson(sample)?;
         eprintln!(
             "conversation {}/{n} ({}): importing {} turns",
@@ -129,7 +132,7 @@ pub async fn run(file: &Path, opts: LiveOptions) -> anyhow::Result<()> {
         }
         drop(daemon);
         if let Some(months) = opts.lifecycle_months {
-            let lived = crate::eval_lifecycle::live_through(sample, &vendor, opts.window, months).await?;
+            let lived = crate::eval_lifecycle::live_through(sample, &vendor, opts.window, months, opts.dense).await?;
             lifecycle.push(lived);
         }
     }

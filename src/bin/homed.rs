@@ -247,6 +247,7 @@ fn main() -> std::process::ExitCode {
                     lifecycle,
                     months,
                     misses,
+                    no_dense,
                     ..
                 },
         }) => system.block_on(homeagent::eval_live::run(
@@ -257,6 +258,7 @@ fn main() -> std::process::ExitCode {
                 limit: limit_conversations,
                 lifecycle_months: lifecycle.then_some(months),
                 misses,
+                dense: !no_dense,
             },
         )),
         Some(Command::Selftest) => unreachable!("answered above"),
