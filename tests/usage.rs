@@ -349,18 +349,23 @@ fn background_work_pinned_to_a_cheap_source_never_reaches_the_owners() {
 
     let (status, round) = post(&d, "/api/v1/heartbeats/merge/run", json!({}));
     assert_eq!((status, round["items"].as_u64()), (200, Some(1)), "{round}");
+    // The merge task among what the cheap source received (other background work,
+    // pinned there too, may reach it first on a loaded machine).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while cheap.calls.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+    while !cheap
+        .all
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|r| r.to_string().contains("entity_merge"))
+    {
         assert!(
             std::time::Instant::now() < deadline,
-            "the background task never reached the cheap source"
+            "the merge task never reached the cheap source; it received: {:?}",
+            cheap.all.lock().unwrap()
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    assert!(
-        cheap.last.lock().unwrap().to_string().contains("entity_merge"),
-        "not the merge task"
-    );
     std::thread::sleep(std::time::Duration::from_millis(500));
     assert_eq!(
         main.calls.load(std::sync::atomic::Ordering::SeqCst),
