@@ -370,7 +370,7 @@ pub fn locomo(file: &Path, opts: Options) -> anyhow::Result<()> {
                     Retriever::Bm25 => bm25.rank(&qa.question),
                     Retriever::Embed | Retriever::Hybrid => {
                         let qv = match embedder.as_mut() {
-                            Some(e) => e.embed(&[qa.question.as_str()])?.pop(),
+                            Some(e) => e.embed(&[recall::meaning_query(&qa.question).as_str()])?.pop(),
                             None => None,
                         };
                         if *r == Retriever::Embed {

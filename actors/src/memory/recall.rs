@@ -112,6 +112,44 @@ pub fn vector_text(speaker: &str, text: &str) -> String {
     format!("{speaker}: {text}")
 }
 
+/// The text a query is embedded by: the query without the English names it mentions
+/// ("What activities does Melanie partake in?" → "What activities does partake in?"),
+/// unless that leaves fewer than two words that are not stop words, then the query.
+///
+/// Why: recall fuses two rankings, and each should carry what it is good at. A name
+/// is matched exactly by BM25 (every turn of the speaker or naming them); in the small
+/// embedding model it dominates the query's vector, so the dense side ranked a person's
+/// every short remark ("Wow, that's gorgeous!") above the turns about the question's
+/// theme (swimming, camping, pottery for "activities"). Without the names the dense
+/// side ranks by theme and the fusion favours turns that are both the person's and on
+/// theme. On the LoCoMo dev subset (offline, `homed eval locomo`): hybrid R@50 0.827 →
+/// 0.872, multi-hop 0.616 → 0.733, open-domain 0.636 → 0.682.
+pub fn meaning_query(query: &str) -> String {
+    let names: HashSet<String> = super::names::english_names([query])
+        .into_iter()
+        .flat_map(|(n, _)| n.split(' ').map(str::to_owned).collect::<Vec<_>>())
+        .collect();
+    if names.is_empty() {
+        return query.to_owned();
+    }
+    let kept: Vec<&str> = query
+        .split_whitespace()
+        .filter(|w| {
+            let bare = w.trim_matches(|c: char| !c.is_alphanumeric() && c != '\'' && c != '’');
+            let bare = bare
+                .strip_suffix("'s")
+                .or_else(|| bare.strip_suffix("’s"))
+                .unwrap_or(bare);
+            !names.contains(bare)
+        })
+        .collect();
+    let kept = kept.join(" ");
+    if retrieve::analyze(&kept).len() < 2 {
+        return query.to_owned();
+    }
+    kept
+}
+
 /// An upper bound of the o200k tokens of `[YYYY-MM-DD HH:MM] ` (digits split in groups
 /// of at most three; checked in the tests over many times).
 const STAMP_TOKENS: usize = 14;
@@ -1235,5 +1273,22 @@ mod tests {
         // Another space's vector replaces a row's vector: the marks of "a" no longer hold.
         put(&mut s, "b", ids[1]);
         assert_eq!(missing(&s, "a"), [ids[1]]);
+    }
+
+    #[test]
+    fn the_meaning_query_leaves_names_to_bm25_but_never_leaves_nothing() {
+        assert_eq!(
+            meaning_query("What activities does Melanie partake in?"),
+            "What activities does partake in?"
+        );
+        assert_eq!(
+            meaning_query("When did Caroline's sister Jo Ann visit New York?"),
+            "When did sister visit"
+        );
+        // No name: the query as asked.
+        assert_eq!(meaning_query("what did I eat in May?"), "what did I eat in May?");
+        // A name and little else: the name is what there is to search by.
+        assert_eq!(meaning_query("Who is Melanie?"), "Who is Melanie?");
+        assert_eq!(meaning_query("谁是小明?"), "谁是小明?");
     }
 }

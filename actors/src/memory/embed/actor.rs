@@ -139,14 +139,15 @@ pub type PendingVector = futures_util::future::Shared<futures_util::future::BoxF
 
 /// [`embed_query`] without the wait: `None` when nothing is asked (no embedder, an empty
 /// query, no document with a vector), else the pending answer (`None` in it: the
-/// embedder failed or took longer than `wait`).
+/// embedder failed or took longer than `wait`). What is embedded is the query without
+/// the names it mentions ([`crate::memory::recall::meaning_query`]: BM25 matches those).
 pub fn query_vector_soon(embedder: Option<&EmbedderHandle>, text: &str, wait: Duration) -> Option<PendingVector> {
     use futures_util::FutureExt as _;
     let e = embedder?;
     if text.trim().is_empty() || !e.has_dense_documents() {
         return None;
     }
-    let asked = e.addr.request(EmbedQuery(text.to_owned()));
+    let asked = e.addr.request(EmbedQuery(crate::memory::recall::meaning_query(text)));
     let answer = async move {
         // The deadline starts when the first tier waits, on that tier's runtime.
         match tokio::time::timeout(wait, asked).await {
