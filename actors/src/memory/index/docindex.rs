@@ -182,6 +182,11 @@ impl RecallIndex {
     }
 }
 
+/// How deep the dense ranking goes: below it a row's reciprocal rank (< 1/1,000) no
+/// longer moves it into anyone's prompt, and a low cosine floor over a large memory
+/// would otherwise sort most of its rows on every dense turn.
+pub const DENSE_DEPTH: usize = 1024;
+
 /// A row an index found, with what the hybrid ranking fuses: its BM25 score in its own
 /// index (None: no query term), its length and frequency of each query term (so it can
 /// be scored again under two indexes' joint statistics), and its cosine with the query
@@ -438,8 +443,8 @@ impl<K: IndexKey> SearchIndex<K> {
         self.rank(&terms, bm25, dense, top_k)
     }
 
-    /// Rows by cosine with `qv`, best first (those at ≥ `dense_min`; none without a
-    /// vector of this index's dimension).
+    /// Rows by cosine with `qv`, best first (those at ≥ `dense_min`, at most
+    /// [`DENSE_DEPTH`]; none without a vector of this index's dimension).
     fn dense_ranking(&self, qv: Option<&[f32]>, dense_min: f32) -> Vec<(usize, f32)> {
         match qv {
             Some(q) if !self.dense_doc.is_empty() && q.len() == self.dim => {
@@ -457,7 +462,12 @@ impl<K: IndexKey> SearchIndex<K> {
                         }
                     },
                 );
-                d.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+                let better = |a: &(usize, f32), b: &(usize, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+                if d.len() > DENSE_DEPTH {
+                    d.select_nth_unstable_by(DENSE_DEPTH, better);
+                    d.truncate(DENSE_DEPTH);
+                }
+                d.sort_by(better);
                 d
             }
             _ => Vec::new(),
@@ -686,5 +696,23 @@ mod tests {
             rebuilt.finish(stale, Some(&qv), 0.2, 10),
             rebuilt.search_scored("red apple", Some(&qv), 0.2, 10)
         );
+    }
+
+    #[test]
+    fn the_dense_ranking_is_the_best_rows_by_cosine_down_to_its_depth() {
+        let mut ix = RecallIndex::default();
+        let rows = DENSE_DEPTH + 300;
+        for i in 0..rows {
+            ix.add(&Unit::Event(i as i64), "text");
+            // Cosines with the query [1, 0] fall with i.
+            let angle = i as f32 / rows as f32;
+            ix.put_vector(Unit::Event(i as i64), &[angle.cos(), angle.sin()]);
+        }
+        let ranked = ix.dense_ranking(Some(&[1.0, 0.0]), -1.0);
+        assert_eq!(ranked.len(), DENSE_DEPTH);
+        let ids: Vec<Unit> = ranked.iter().map(|&(n, _)| ix.ids[n].expect("a row")).collect();
+        let want: Vec<Unit> = (0..DENSE_DEPTH as i64).map(Unit::Event).collect();
+        assert_eq!(ids, want, "the best by cosine, best first");
+        assert!(ranked.windows(2).all(|w| w[0].1 >= w[1].1));
     }
 }
