@@ -352,3 +352,100 @@ fn the_check_finds_a_loop_of_each_kind() {
         .collect();
     assert_eq!(names, [["k/src/a.rs", "k/src/b.rs", "k/src/c/mod.rs"]]);
 }
+
+/// Files of `crate_src` (relative to the workspace) whose code (comments, strings and
+/// the test module left out) contains one of `needles`, less those under an allowed
+/// prefix. Each rule below names its exceptions with the reason beside them, so a new
+/// use is either one of them or a failure that says which rule it breaks.
+fn offenders(crate_src: &str, needles: &[&str], allowed: &[&str]) -> Vec<String> {
+    let mut files = Vec::new();
+    rust_files(&root().join(crate_src), &mut files);
+    let mut out: Vec<String> = files
+        .iter()
+        .filter(|f| {
+            let code = code_of(&std::fs::read_to_string(f).unwrap());
+            needles.iter().any(|n| code.contains(n))
+        })
+        .map(|f| f.strip_prefix(root()).unwrap().to_string_lossy().into_owned())
+        .filter(|f| !allowed.iter().any(|a| f.starts_with(a)))
+        .collect();
+    out.sort();
+    out
+}
+
+/// ARCHITECTURE, "Every timestamp and heartbeat reads the kernel clock": a virtual
+/// clock moves the whole kernel only if nothing else reads the time.
+#[test]
+fn the_kernel_reads_the_time_only_from_its_clock() {
+    let found = offenders(
+        "actors/src",
+        &["SystemTime::now", "Utc::now", "Local::now"],
+        &[
+            "actors/src/clock.rs",        // the clock itself: wall time plus the virtual offset
+            "actors/src/agent/input.rs",  // request ids: unique, not a time
+            "actors/src/llm/opaque.rs",   // a per-process nonce
+            "actors/src/memory/store.rs", // document ids: unique, not a time
+            // A vendor's request signature and its `Retry-After` date are the vendor's
+            // wall time, whatever the kernel's clock says.
+            "actors/src/llm/provider.rs",
+        ],
+    );
+    assert!(
+        found.is_empty(),
+        "these read the system time (use `crate::clock::now_ms()`, or add the file here \
+         with why its time is not the kernel's): {found:#?}"
+    );
+}
+
+/// ARCHITECTURE, "The kernel is a network client only of what the owner configured,
+/// and runs no terminal".
+#[test]
+fn the_kernel_opens_no_socket_but_its_configured_clients() {
+    let found = offenders(
+        "actors/src",
+        &[
+            "awc::",
+            "reqwest",
+            "hyper::",
+            "TcpStream",
+            "TcpListener",
+            "UdpSocket",
+            "UnixListener",
+            "HttpServer",
+            "tokio::net",
+            "openpty",
+            "portable_pty",
+        ],
+        &[
+            "actors/src/llm/provider.rs",         // the LLM sources
+            "actors/src/llm/adapter.rs",          // the Lua adapters' HTTP
+            "actors/src/memory/embed/remote.rs",  // the remote embedder
+            "actors/src/memory/embed/install.rs", // the embedder's set-up from a package index
+        ],
+    );
+    assert!(
+        found.is_empty(),
+        "kernel code opening a socket or a terminal (channels and terminals live in `src/` \
+         and the plugins): {found:#?}"
+    );
+}
+
+/// ARCHITECTURE, "crossbeam-channel only where threads hand each other work".
+#[test]
+fn crossbeam_channels_only_between_threads() {
+    let mut found = Vec::new();
+    for c in crates() {
+        found.extend(offenders(
+            &c.to_string_lossy(),
+            &["crossbeam"],
+            &[
+                "plugins/mcp/",                // the MCP bridge's reader and writer threads
+                "plugins/protocol/src/sdk.rs", // the plugin SDK's stdin thread
+            ],
+        ));
+    }
+    assert!(
+        found.is_empty(),
+        "crossbeam in async code (use tokio's channels on the actix threads): {found:#?}"
+    );
+}

@@ -146,9 +146,8 @@ async fn hand_over(
     count: usize,
     settings: &Settings,
 ) {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    // The kernel's clock: how long a resident has been idle is kernel time.
+    let now = u64::try_from(crate::clock::now_ms() / 1000).unwrap_or(0);
     let max_total = settings.get(keys::AGENT_MAX_RESIDENTS) as usize;
     let target = residents.with_book(|b| b.offload_target(now, cfg.max_residents, max_total));
     let id = match target {

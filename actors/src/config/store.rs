@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
 use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, params};
 use rusqlite_migration::{M, Migrations};
@@ -865,10 +865,10 @@ fn check_plugin_name(name: &str) -> Result<(), ConfigError> {
     }
 }
 
+/// Unix seconds on the kernel's clock: a setting's history follows a virtual clock
+/// like every other timestamp the kernel writes.
 fn unix_now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+    crate::clock::now_ms() / 1000
 }
 
 fn parse_stored(key: &str, text: &str) -> Result<Value, ConfigError> {

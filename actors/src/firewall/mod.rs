@@ -202,10 +202,9 @@ impl Default for Firewall {
     }
 }
 
+/// A decision's time, on the kernel's clock (a virtual advance moves it too).
 fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+    u64::try_from(crate::clock::now_ms()).unwrap_or(0)
 }
 
 impl Firewall {
