@@ -60,6 +60,15 @@ impl From<homeagent_actors::SendError> for ApiError {
     }
 }
 
+/// The graph tier's typed error: 503 with its text (which says what to do). Every
+/// graph read and edit the API makes is by the owner's request, so a store failure is
+/// the tier being unable to answer now, not the request's fault.
+impl From<homeagent_actors::memory::graph::GraphError> for ApiError {
+    fn from(e: homeagent_actors::memory::graph::GraphError) -> Self {
+        Self::unavailable(e.to_string())
+    }
+}
+
 /// A settings-store error as the API answers it: the request's own mistake 400, a full
 /// disk 507 (with what to do), anything else 500 (and logged).
 pub fn config_error(e: homeagent_actors::config::ConfigError) -> ApiError {

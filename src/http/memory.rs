@@ -68,10 +68,7 @@ pub async fn edit_relation(
     responses((status = 200, description = "`{\"id\", \"deleted\": true}` (soft: kept as deleted, no longer recalled)"), (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn delete_relation(state: web::Data<AppState>, id: web::Path<i64>) -> Result<HttpResponse, ApiError> {
     let id = id.into_inner();
-    let existed = graph(&state)?
-        .send(DeleteRelation(id))
-        .await?
-        .map_err(ApiError::unavailable)?;
+    let existed = graph(&state)?.send(DeleteRelation(id)).await??;
     if !existed {
         return Err(ApiError::not_found(format!(
             "no active relation {id}; GET /api/v1/memory/graph?q=<entity> lists them"
@@ -259,8 +256,7 @@ pub async fn get_graph(state: web::Data<AppState>, q: web::Query<GraphParams>) -
             sort: homeagent_actors::memory::graph::RecallSort::parse(&q.sort),
             top: q.top.map(|n| n.clamp(1, 200)),
         })
-        .await?
-        .map_err(ApiError::unavailable)?;
+        .await??;
     Ok(HttpResponse::Ok().json(recall))
 }
 
@@ -311,11 +307,7 @@ pub async fn memory_status(state: web::Data<AppState>) -> Result<HttpResponse, A
             .and_then(|(_, _, l)| l.lock().clone())
     };
     let graph = match &state.graph {
-        Some(g) => Some(
-            g.send(homeagent_actors::memory::graph_actor::GraphStats)
-                .await?
-                .map_err(ApiError::unavailable)?,
-        ),
+        Some(g) => Some(g.send(homeagent_actors::memory::graph_actor::GraphStats).await??),
         None => None,
     };
     Ok(HttpResponse::Ok().json(json!({

@@ -146,7 +146,7 @@ async fn hand_over(
     count: usize,
     settings: &Settings,
 ) {
-    // The kernel's clock: how long a resident has been idle is kernel time.
+    // A new offload resident is named by the kernel's time (`offload-<seconds>`).
     let now = u64::try_from(crate::clock::now_ms() / 1000).unwrap_or(0);
     let max_total = settings.get(keys::AGENT_MAX_RESIDENTS) as usize;
     let target = residents.with_book(|b| b.offload_target(now, cfg.max_residents, max_total));

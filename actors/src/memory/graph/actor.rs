@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::addr::TAddr;
 use crate::host::{Handles, HostContext, KernelActor};
 use crate::i18n::Msg;
-use crate::memory::graph::{GraphStore, Introspection, PurgeCriteria, Recall, RecallSort, Triple};
+use crate::memory::graph::{GraphError, GraphStore, Introspection, PurgeCriteria, Recall, RecallSort, Triple};
 use crate::memory::keywords::Keywords;
 use crate::stages::{ToolHandler, ToolSpec};
 
@@ -195,7 +195,7 @@ pub enum GraphCall {
 /// Recall for the API: `q` empty is a full recall, or with `top` the most connected
 /// entities and the relations among them.
 #[derive(Message)]
-#[rtype(result = "Result<Recall, String>")]
+#[rtype(result = "Result<Recall, GraphError>")]
 pub struct GraphQuery {
     pub q: String,
     pub depth: usize,
@@ -205,7 +205,7 @@ pub struct GraphQuery {
 
 /// Commit triples (the rule distiller, the archive heartbeat).
 #[derive(Message)]
-#[rtype(result = "Result<(usize, usize), String>")]
+#[rtype(result = "Result<(usize, usize), GraphError>")]
 pub struct CommitTriples {
     pub triples: Vec<Triple>,
     pub session: String,
@@ -213,7 +213,7 @@ pub struct CommitTriples {
 
 /// The merge heartbeat's proposals: one consolidation task text per candidate pair.
 #[derive(Message)]
-#[rtype(result = "Result<Vec<String>, String>")]
+#[rtype(result = "Result<Vec<String>, GraphError>")]
 pub struct ProposeMerges {
     /// Entity name → embedding (one space), for the cosine side of the similarity;
     /// empty without an embedder.
@@ -224,16 +224,13 @@ pub struct ProposeMerges {
 
 /// The names of the most mentioned entities (at most `0`), to embed for a merge round.
 #[derive(Message)]
-#[rtype(result = "Result<Vec<String>, String>")]
+#[rtype(result = "Result<Vec<String>, GraphError>")]
 pub struct MergeNames(pub usize);
 
 impl Handles<MergeNames> for GraphActor {
-    type Reply = Result<Vec<String>, String>;
+    type Reply = Result<Vec<String>, GraphError>;
     fn handle(&mut self, MergeNames(n): MergeNames, _: &mut HostContext<Self>) -> Self::Reply {
-        let all = self
-            .store
-            .recall(&[], &[], 0, None, RecallSort::Relevance)
-            .map_err(|e| e.to_string())?;
+        let all = self.store.recall(&[], &[], 0, None, RecallSort::Relevance)?;
         let mut es = all.entities;
         es.sort_by(|a, b| b.mention_count.cmp(&a.mention_count).then(a.name.cmp(&b.name)));
         Ok(es.into_iter().take(n).map(|e| e.name).collect())
@@ -246,82 +243,75 @@ impl Handles<MergeNames> for GraphActor {
 /// distiller stored them), with the entities and sentences left without any relation.
 /// Answers the relations deleted.
 #[derive(Message)]
-#[rtype(result = "Result<usize, String>")]
+#[rtype(result = "Result<usize, GraphError>")]
 pub struct ForgetSource {
     pub session: String,
     pub sentences: Vec<String>,
 }
 
 impl Handles<ForgetSource> for GraphActor {
-    type Reply = Result<usize, String>;
+    type Reply = Result<usize, GraphError>;
     fn handle(&mut self, m: ForgetSource, _: &mut HostContext<Self>) -> Self::Reply {
-        self.store
-            .forget_source(&m.session, &m.sentences)
-            .map_err(|e| e.to_string())
+        self.store.forget_source(&m.session, &m.sentences)
     }
 }
 
 /// The entities whose facts changed after `since_ms`, with their active facts and the
 /// time of their last change (the graph → document snapshot; `GraphStore::changed_since`).
 #[derive(Message)]
-#[rtype(result = "Result<Vec<(super::store::Entity, Vec<super::store::Relation>, i64)>, String>")]
+#[rtype(result = "Result<Vec<(super::store::Entity, Vec<super::store::Relation>, i64)>, GraphError>")]
 pub struct ChangedSince {
     pub since_ms: i64,
     pub limit: usize,
 }
 
 impl Handles<ChangedSince> for GraphActor {
-    type Reply = Result<Vec<(super::store::Entity, Vec<super::store::Relation>, i64)>, String>;
+    type Reply = Result<Vec<(super::store::Entity, Vec<super::store::Relation>, i64)>, GraphError>;
     fn handle(&mut self, m: ChangedSince, _: &mut HostContext<Self>) -> Self::Reply {
-        self.store.changed_since(m.since_ms, m.limit).map_err(|e| e.to_string())
+        self.store.changed_since(m.since_ms, m.limit)
     }
 }
 
 /// The review heartbeat's tasks: one per relation to re-check; the relations are
 /// marked reviewed (so each is reviewed once; their sentences stay: provenance).
 #[derive(Message)]
-#[rtype(result = "Result<Vec<String>, String>")]
+#[rtype(result = "Result<Vec<String>, GraphError>")]
 pub struct ProposeReviews {
     /// At most this many (the day's budget left, at most a round's worth).
     pub limit: usize,
 }
 
 impl Handles<ProposeMerges> for GraphActor {
-    type Reply = Result<Vec<String>, String>;
+    type Reply = Result<Vec<String>, GraphError>;
     fn handle(&mut self, m: ProposeMerges, _: &mut HostContext<Self>) -> Self::Reply {
         use crate::memory::maintenance::{merge_candidates_except, merge_task};
-        let all = self
-            .store
-            .recall(&[], &[], 0, None, RecallSort::Relevance)
-            .map_err(|e| e.to_string())?;
-        let blocked = self.store.no_merge_pairs().map_err(|e| e.to_string())?;
+        let all = self.store.recall(&[], &[], 0, None, RecallSort::Relevance)?;
+        let blocked = self.store.no_merge_pairs()?;
         // A pair proposed before comes again only once one of its entities changed: a
         // graph without new material proposes nothing (and costs no model call).
-        let proposed = self.store.proposed_pairs().map_err(|e| e.to_string())?;
+        let proposed = self.store.proposed_pairs()?;
         let (chosen, skipped) = merge_candidates_except(&all.entities, m.limit, &blocked, &m.vectors, Some(&proposed));
         let keys: Vec<String> = chosen
             .iter()
             .map(|(a, b, _)| crate::memory::graph::no_merge_key(&a.name, &b.name))
             .collect();
-        self.store
-            .record_proposed(&keys, crate::memory::now_ms())
-            .map_err(|e| e.to_string())?;
+        self.store.record_proposed(&keys, crate::memory::now_ms())?;
         if !skipped.is_empty() {
             tracing::info!(pairs = ?skipped, "merge candidates skipped: blocked by memory_block_merge");
-            self.store.tick_no_merge(&skipped).map_err(|e| e.to_string())?;
+            self.store.tick_no_merge(&skipped)?;
         }
         Ok(chosen.iter().map(|(a, b, sim)| merge_task(a, b, *sim)).collect())
     }
 }
 
 impl Handles<ProposeReviews> for GraphActor {
-    type Reply = Result<Vec<String>, String>;
+    type Reply = Result<Vec<String>, GraphError>;
     fn handle(&mut self, m: ProposeReviews, _: &mut HostContext<Self>) -> Self::Reply {
         use crate::memory::maintenance::review_task;
-        let rels = self.store.review_candidates(m.limit).map_err(|e| e.to_string())?;
+        let rels = self.store.review_candidates(m.limit)?;
         let now = crate::memory::now_ms();
         for r in &rels {
-            self.store.mark_reviewed(r.id, now).map_err(|e| e.to_string())?;
+            self.store.mark_reviewed(r.id, now)?;
         }
         Ok(rels.iter().map(review_task).collect())
     }
@@ -329,30 +319,28 @@ impl Handles<ProposeReviews> for GraphActor {
 
 /// The graph's counts (memory status).
 #[derive(Message)]
-#[rtype(result = "Result<Introspection, String>")]
+#[rtype(result = "Result<Introspection, GraphError>")]
 pub struct GraphStats;
 
 impl Handles<GraphQuery> for GraphActor {
-    type Reply = Result<Recall, String>;
+    type Reply = Result<Recall, GraphError>;
     fn handle(&mut self, m: GraphQuery, _: &mut HostContext<Self>) -> Self::Reply {
         if let (true, Some(top)) = (m.q.trim().is_empty(), m.top) {
-            return self.store.most_connected(top).map_err(|e| e.to_string());
+            return self.store.most_connected(top);
         }
         let (kws, seeds) = if m.q.trim().is_empty() {
             Default::default()
         } else {
             self.query_terms(&m.q)
         };
-        self.store
-            .recall(&kws, &seeds, m.depth, None, m.sort)
-            .map_err(|e| e.to_string())
+        self.store.recall(&kws, &seeds, m.depth, None, m.sort)
     }
 }
 
 impl Handles<CommitTriples> for GraphActor {
-    type Reply = Result<(usize, usize), String>;
+    type Reply = Result<(usize, usize), GraphError>;
     fn handle(&mut self, m: CommitTriples, _: &mut HostContext<Self>) -> Self::Reply {
-        self.store.commit(&m.triples, &m.session, 0).map_err(|e| e.to_string())
+        self.store.commit(&m.triples, &m.session, 0)
     }
 }
 
@@ -360,7 +348,7 @@ impl Handles<CommitTriples> for GraphActor {
 /// by the turn it was said in, not by the round that found it). Answers (entities,
 /// relations) written.
 #[derive(Message)]
-#[rtype(result = "Result<(usize, usize), String>")]
+#[rtype(result = "Result<(usize, usize), GraphError>")]
 pub struct CommitDated {
     /// (Unix ms, the facts said then).
     pub groups: Vec<(i64, Vec<Triple>)>,
@@ -368,14 +356,11 @@ pub struct CommitDated {
 }
 
 impl Handles<CommitDated> for GraphActor {
-    type Reply = Result<(usize, usize), String>;
+    type Reply = Result<(usize, usize), GraphError>;
     fn handle(&mut self, m: CommitDated, _: &mut HostContext<Self>) -> Self::Reply {
         let (mut entities, mut relations) = (0, 0);
         for (at, triples) in &m.groups {
-            let (e, r) = self
-                .store
-                .commit_at(triples, &m.session, 0, *at)
-                .map_err(|e| e.to_string())?;
+            let (e, r) = self.store.commit_at(triples, &m.session, 0, *at)?;
             entities += e;
             relations += r;
         }
@@ -386,16 +371,13 @@ impl Handles<CommitDated> for GraphActor {
 /// Every active fact as a triple (a resident's temporary graph, promoted to the main
 /// graph on `reclaim`).
 #[derive(Message)]
-#[rtype(result = "Result<Vec<Triple>, String>")]
+#[rtype(result = "Result<Vec<Triple>, GraphError>")]
 pub struct ExportTriples;
 
 impl Handles<ExportTriples> for GraphActor {
-    type Reply = Result<Vec<Triple>, String>;
+    type Reply = Result<Vec<Triple>, GraphError>;
     fn handle(&mut self, _: ExportTriples, _: &mut HostContext<Self>) -> Self::Reply {
-        let all = self
-            .store
-            .recall(&[], &[], 0, None, RecallSort::Relevance)
-            .map_err(|e| e.to_string())?;
+        let all = self.store.recall(&[], &[], 0, None, RecallSort::Relevance)?;
         let kind = |name: &str| {
             all.entities
                 .iter()
@@ -446,20 +428,20 @@ impl GraphOverlays {
 /// Soft-deletes one relation by id (`DELETE /api/v1/memory/graph/relations/{id}`);
 /// answers whether an active relation had that id.
 #[derive(Message)]
-#[rtype(result = "Result<bool, String>")]
+#[rtype(result = "Result<bool, GraphError>")]
 pub struct DeleteRelation(pub i64);
 
 impl Handles<DeleteRelation> for GraphActor {
-    type Reply = Result<bool, String>;
+    type Reply = Result<bool, GraphError>;
     fn handle(&mut self, DeleteRelation(id): DeleteRelation, _: &mut HostContext<Self>) -> Self::Reply {
-        self.store.soft_delete_relation(id).map_err(|e| e.to_string())
+        self.store.soft_delete_relation(id)
     }
 }
 
 impl Handles<GraphStats> for GraphActor {
-    type Reply = Result<Introspection, String>;
+    type Reply = Result<Introspection, GraphError>;
     fn handle(&mut self, _: GraphStats, _: &mut HostContext<Self>) -> Self::Reply {
-        self.store.introspect().map_err(|e| e.to_string())
+        self.store.introspect()
     }
 }
 

@@ -202,7 +202,7 @@ async fn distill_records(
             let session = batch[0].source.clone();
             match graph.send(CommitDated { groups, session }).await {
                 Ok(Ok((_, r))) => round.relations += r,
-                Ok(Err(e)) => round.error = Some(e),
+                Ok(Err(e)) => round.error = Some(e.to_string()),
                 Err(e) => round.error = Some(e.to_string()),
             }
             if round.error.is_some() {

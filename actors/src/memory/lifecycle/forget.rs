@@ -59,7 +59,7 @@ pub async fn forget_document(
             })
             .await
             .map_err(|e| ForgetError::Graph(e.to_string()))?
-            .map_err(ForgetError::Graph)?,
+            .map_err(|e| ForgetError::Graph(e.to_string()))?,
         None => 0,
     };
     Ok(Forgotten { existed, facts })

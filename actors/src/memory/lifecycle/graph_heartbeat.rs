@@ -143,7 +143,10 @@ impl GraphHeartbeat {
                         }
                         _ => graph.send(ProposeReviews { limit }).await,
                     };
-                    match proposals.map_err(|e| e.to_string()).and_then(|r| r) {
+                    match proposals
+                        .map_err(|e| e.to_string())
+                        .and_then(|r| r.map_err(|e| e.to_string()))
+                    {
                         Ok(tasks) => {
                             let mut result = Ok(());
                             for text in tasks {
@@ -230,7 +233,8 @@ async fn archive(
                     session: doc_session(&doc.id),
                 })
                 .await
-                .map_err(|e| e.to_string())??
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?
                 .1
         };
         tracing::debug!(doc = %doc.id, passages = passages.len(), relations, "archive: document's facts in the graph; the document stays");

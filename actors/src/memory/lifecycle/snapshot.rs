@@ -53,7 +53,8 @@ pub async fn sync(graph: &TAddr<GraphActor>, documents: &TAddr<DocumentsActor>, 
             limit: PER_ROUND,
         })
         .await
-        .map_err(|e| e.to_string())??;
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
     let mut written = 0;
     for (entity, facts, at) in changed {
         // An entity without a fact (all deleted, or none yet) keeps whatever it had.
