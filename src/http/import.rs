@@ -77,16 +77,7 @@ fn invalid(e: &ImportError) -> HttpResponse {
         (status = 503, description = "The memory actors are not running (restarting): what earlier batches committed stays; send the body again", body = ImportErrorBody),
     ))]
 pub async fn import_history(state: web::Data<AppState>, req: HttpRequest, mut payload: web::Payload) -> HttpResponse {
-    let ct = req
-        .headers()
-        .get(actix_web::http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
+    let ct = super::media_type(&req);
     if !MEDIA_TYPES.contains(&ct.as_str()) {
         return refuse(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,

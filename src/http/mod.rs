@@ -130,6 +130,22 @@ async fn openapi_json() -> HttpResponse {
     HttpResponse::Ok().json(openapi())
 }
 
+/// A request's media type: its `Content-Type` without parameters, lower-cased (empty
+/// when there is none). The routes that take a body of their own kind (a package, a
+/// history) accept only their own types, so a browser form cannot send them without a
+/// CORS preflight.
+fn media_type(req: &HttpRequest) -> String {
+    req.headers()
+        .get(actix_web::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
+}
+
 fn json_error(err: impl std::fmt::Display, status: actix_web::http::StatusCode) -> actix_web::Error {
     let body = ErrorBody { error: err.to_string() };
     InternalError::from_response(err.to_string(), HttpResponse::build(status).json(body)).into()

@@ -194,16 +194,7 @@ pub async fn install_plugin(
     use homeagent_actors::plugins::package::{MAX_PACKAGE_BYTES, PackageError};
     // Only a package's own media types: a browser form cannot send these without a
     // CORS preflight, so a cross-site page cannot post a package even by accident.
-    let ct = req
-        .headers()
-        .get(actix_web::http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
+    let ct = super::media_type(&req);
     if ct != "application/zip" && ct != "application/octet-stream" {
         return HttpResponse::UnsupportedMediaType().json(json!({
             "error": format!("send the package with `Content-Type: application/zip` (got `{ct}`)"),
