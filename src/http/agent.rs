@@ -305,7 +305,8 @@ pub async fn post_new_chat(state: web::Data<AppState>) -> Result<HttpResponse, A
         .deps
         .context
         .send(homeagent_actors::memory::context::actor::ArchiveAll)
-        .await??;
+        .await?
+        .map_err(ApiError::unavailable)?;
     Ok(HttpResponse::Ok().json(json!({ "archived": n })))
 }
 
