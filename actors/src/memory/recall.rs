@@ -127,7 +127,7 @@ pub fn vector_text(speaker: &str, text: &str) -> String {
 /// theme (swimming, camping, pottery for "activities"). Without the names the dense
 /// side ranks by theme and the fusion favours turns that are both the person's and on
 /// theme. On the LoCoMo dev subset (offline, `homed eval locomo`): hybrid R@50 0.827 →
-/// 0.872, multi-hop 0.616 → 0.733, open-domain 0.636 → 0.682.
+/// 0.866, multi-hop 0.616 → 0.721, open-domain 0.636 → 0.682.
 pub fn meaning_query(query: &str) -> String {
     let names: HashSet<String> = super::names::english_names([query])
         .into_iter()
