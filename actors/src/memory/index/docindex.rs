@@ -87,6 +87,8 @@ pub struct SearchIndex<K: IndexKey> {
 pub struct Lexical {
     epoch: u64,
     terms: Vec<String>,
+    /// Which of `terms` are words of a name ([`name_mask`]).
+    names: Vec<bool>,
     /// Every matching row by score, best first (the fusion needs the whole ranking).
     bm25: Vec<(usize, f32)>,
 }
@@ -182,6 +184,17 @@ impl RecallIndex {
     }
 }
 
+/// Which of `terms` (a query's, [`retrieve::query_terms`]) are words of a name the
+/// query mentions (`names::english_names`), for the third ranking of the fusion: the
+/// dense ranking among the rows that name someone the query names ([`merge`]).
+pub fn name_mask(text: &str, terms: &[String]) -> Vec<bool> {
+    let names: std::collections::HashSet<String> = crate::memory::text::names::english_names([text])
+        .into_iter()
+        .flat_map(|(n, _)| retrieve::analyze(&n))
+        .collect();
+    terms.iter().map(|t| names.contains(t)).collect()
+}
+
 /// How deep the dense ranking goes: below it a row's reciprocal rank (< 1/1,000) no
 /// longer moves it into anyone's prompt, and a low cosine floor over a large memory
 /// would otherwise sort most of its rows on every dense turn.
@@ -198,6 +211,8 @@ pub struct Scored<T> {
     pub len: u32,
     pub tf: Vec<u16>,
     pub cos: Option<f32>,
+    /// Whether the row contains a name the query mentions ([`name_mask`]).
+    pub named: bool,
 }
 
 impl<T> Scored<T> {
@@ -209,6 +224,7 @@ impl<T> Scored<T> {
             len: self.len,
             tf: self.tf,
             cos: self.cos,
+            named: self.named,
         }
     }
 }
@@ -247,6 +263,7 @@ impl<T> Ranked<T> {
                         len,
                         tf,
                         cos,
+                        named,
                     } = s;
                     f(row).map(|row| Scored {
                         row,
@@ -254,6 +271,7 @@ impl<T> Ranked<T> {
                         len,
                         tf,
                         cos,
+                        named,
                     })
                 })
                 .collect(),
@@ -265,6 +283,15 @@ impl<T> Ranked<T> {
 /// under the indexes' joint statistics (the score one index over all their rows would
 /// give) and dense by cosine, fused by reciprocal rank ([`retrieve::rrf`]) — what
 /// [`SearchIndex::search`] does inside one index. Ties keep the lists' order.
+///
+/// When the query names someone ([`name_mask`]) a third ranking joins: the dense one
+/// among the rows that contain the name (`Scored::named`). Why: a question about a
+/// person's activities or family is answered by turns that are both the person's and
+/// on the theme. BM25 matches the name in every one of the person's turns (and ranks
+/// the shortest first); the dense side, embedding the query without its names
+/// (`recall::meaning_query`), ranks by theme across everyone. Neither ranks "the
+/// person's turns by theme" — this list does, the name filtering, the meaning
+/// ranking. On the LoCoMo dev subset, live: 0.864 → 0.874, multi-hop 0.641 → 0.674.
 pub fn merge<T>(lists: Vec<Ranked<T>>, top_k: usize) -> Vec<T> {
     let joint = lists
         .iter()
@@ -289,10 +316,13 @@ pub fn merge<T>(lists: Vec<Ranked<T>>, top_k: usize) -> Vec<T> {
         score.filter(|x| *x > 0.0)
     });
     let dense = order_by(&|s| s.cos);
+    let named = order_by(&|s| s.cos.filter(|_| s.named));
     let order = if dense.is_empty() {
         bm25
-    } else {
+    } else if named.is_empty() {
         retrieve::rrf(&[bm25, dense], retrieve::RRF_K)
+    } else {
+        retrieve::rrf(&[bm25, dense, named], retrieve::RRF_K)
     };
     let mut slots: Vec<Option<T>> = all.into_iter().map(|s| Some(s.row)).collect();
     order.into_iter().filter_map(|i| slots[i].take()).take(top_k).collect()
@@ -408,6 +438,7 @@ impl<K: IndexKey> SearchIndex<K> {
     /// statistics of the query's terms, for a [`merge`] with another index's answer.
     pub fn search_scored(&self, text: &str, qv: Option<&[f32]>, dense_min: f32, top_k: usize) -> Ranked<K> {
         let terms = retrieve::query_terms(text);
+        let names = name_mask(text, &terms);
         let dense = self.dense_ranking(qv, dense_min);
         // Without a dense side the answer is BM25's best `top_k`, selected without
         // sorting the rest; the fusion needs both whole rankings (a row's rank on the
@@ -415,7 +446,7 @@ impl<K: IndexKey> SearchIndex<K> {
         let bm25 = self
             .bm25
             .ranked_terms(&terms, if dense.is_empty() { top_k } else { usize::MAX });
-        self.rank(&terms, bm25, dense, top_k)
+        self.rank(&terms, &names, bm25, dense, top_k)
     }
 
     /// The BM25 half of [`Self::search_scored`], for [`Self::finish`] once the query's
@@ -425,6 +456,7 @@ impl<K: IndexKey> SearchIndex<K> {
         Lexical {
             epoch: self.epoch,
             bm25: self.bm25.ranked_terms(&terms, usize::MAX),
+            names: name_mask(text, &terms),
             terms,
         }
     }
@@ -433,14 +465,19 @@ impl<K: IndexKey> SearchIndex<K> {
     /// Rows added since `lexical` was ranked join on their vector only, rows removed
     /// since are left out, and a half from before a rebuild is ranked again.
     pub fn finish(&self, lexical: Lexical, qv: Option<&[f32]>, dense_min: f32, top_k: usize) -> Ranked<K> {
-        let Lexical { epoch, terms, bm25 } = lexical;
+        let Lexical {
+            epoch,
+            terms,
+            names,
+            bm25,
+        } = lexical;
         let bm25 = if epoch == self.epoch {
             bm25
         } else {
             self.bm25.ranked_terms(&terms, usize::MAX)
         };
         let dense = self.dense_ranking(qv, dense_min);
-        self.rank(&terms, bm25, dense, top_k)
+        self.rank(&terms, &names, bm25, dense, top_k)
     }
 
     /// Rows by cosine with `qv`, best first (those at ≥ `dense_min`, at most
@@ -475,8 +512,22 @@ impl<K: IndexKey> SearchIndex<K> {
     }
 
     /// The best `top_k` of the BM25 ranking `bm25` (best first), fused with the dense
-    /// one when there is one.
-    fn rank(&self, terms: &[String], bm25: Vec<(usize, f32)>, dense: Vec<(usize, f32)>, top_k: usize) -> Ranked<K> {
+    /// one when there is one (and the dense one among rows with a name of the query's,
+    /// `names` marking which `terms` are names: [`merge`]).
+    fn rank(
+        &self,
+        terms: &[String],
+        names: &[bool],
+        bm25: Vec<(usize, f32)>,
+        dense: Vec<(usize, f32)>,
+        top_k: usize,
+    ) -> Ranked<K> {
+        let name_terms: Vec<String> = terms
+            .iter()
+            .zip(names)
+            .filter(|(_, n)| **n)
+            .map(|(t, _)| t.clone())
+            .collect();
         let picked: Vec<(usize, Option<f32>, Option<f32>)> = if dense.is_empty() {
             bm25.into_iter().map(|(n, s)| (n, Some(s), None)).collect()
         } else {
@@ -497,6 +548,18 @@ impl<K: IndexKey> SearchIndex<K> {
                 if row < n {
                     fused[row] += 1.0 / (retrieve::RRF_K + r as f32 + 1.0);
                     by_row[row].1 = Some(s);
+                }
+            }
+            // The third ranking ([`merge`]): the dense one among the rows naming
+            // someone the query names.
+            if !name_terms.is_empty() {
+                let named = dense
+                    .iter()
+                    .filter(|(row, _)| self.bm25.term_freqs(*row, &name_terms).1.iter().any(|f| *f > 0));
+                for (r, &(row, _)) in named.enumerate() {
+                    if row < n {
+                        fused[row] += 1.0 / (retrieve::RRF_K + r as f32 + 1.0);
+                    }
                 }
             }
             // Rows removed since the BM25 half was ranked take no place.
@@ -520,12 +583,14 @@ impl<K: IndexKey> SearchIndex<K> {
             .filter_map(|(n, bm25, cos)| {
                 let row = self.ids.get(n).cloned().flatten()?;
                 let (len, tf) = self.bm25.term_freqs(n, terms);
+                let named = tf.iter().zip(names).any(|(f, n)| *n && *f > 0);
                 Some(Scored {
                     row,
                     bm25,
                     len,
                     tf,
                     cos,
+                    named,
                 })
             })
             .take(top_k)
@@ -548,6 +613,7 @@ mod tests {
             len: 0,
             tf: Vec::new(),
             cos,
+            named: false,
         }
     }
 
@@ -618,6 +684,69 @@ mod tests {
             assert_eq!(one.search(q, None, 0.2, 10), single, "{q}");
         }
         assert_eq!(one.search("red apple", None, 0.2, 10)[0], Unit::Event(4));
+    }
+
+    #[test]
+    fn a_query_naming_someone_finds_their_turns_on_its_theme_first() {
+        // Forty short remarks of Melanie's (BM25's best for her name: the shortest),
+        // forty turns of Caroline's on the theme (the dense side's best), and three of
+        // Melanie's on the theme, long and a little less close than Caroline's.
+        let mut rows: Vec<(String, Vec<f32>)> = Vec::new();
+        for i in 0..40 {
+            rows.push((format!("Melanie: thanks {i}"), vec![0.0, 1.0]));
+            rows.push((
+                format!("Caroline: went hiking and swimming and climbing again, day {i}"),
+                vec![1.0, 0.01 * i as f32],
+            ));
+        }
+        let theirs = [
+            "Melanie: we went camping with the kids and roasted marshmallows all night",
+            "Melanie: I took the kids to a pottery workshop, we all made our own pots",
+            "Melanie: off to go swimming with the kids after lunch, talk to you soon",
+        ];
+        for t in theirs {
+            rows.push((t.to_owned(), vec![1.0, 0.45]));
+        }
+        let mut one = RecallIndex::default();
+        let (mut events, mut passages) = (RecallIndex::default(), RecallIndex::default());
+        for (i, (t, v)) in rows.iter().enumerate() {
+            let k = Unit::Event(i as i64);
+            for ix in [&mut one, if i % 2 == 0 { &mut events } else { &mut passages }] {
+                ix.add(&k, t);
+                ix.put_vector(k, v);
+            }
+        }
+        let want: Vec<Unit> = (80..83).map(Unit::Event).collect();
+        let q = "What activities does Melanie do?";
+        let qv = [1.0, 0.0];
+        let mut top = one.search(q, Some(&qv), 0.2, 3);
+        top.sort();
+        assert_eq!(top, want, "her turns on the theme first");
+        // Two indexes merged rank as one (the third ranking is rebuilt by `merge`).
+        let mut split = merge(
+            vec![
+                events.search_scored(q, Some(&qv), 0.2, 10),
+                passages.search_scored(q, Some(&qv), 0.2, 10),
+            ],
+            3,
+        );
+        split.sort();
+        assert_eq!(split, want);
+        // A query naming no one ranks as before: BM25 fused with the dense side.
+        assert_eq!(
+            name_mask(
+                "What activities do they do?",
+                &retrieve::query_terms("What activities do they do?")
+            ),
+            [false]
+        );
+        assert_eq!(
+            name_mask(q, &retrieve::query_terms(q)),
+            retrieve::query_terms(q)
+                .iter()
+                .map(|t| t == "melani")
+                .collect::<Vec<_>>()
+        );
     }
 
     #[test]
