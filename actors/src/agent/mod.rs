@@ -29,6 +29,7 @@ pub mod input;
 pub mod inputdef;
 pub mod intake;
 pub mod notice;
+pub mod offer;
 pub mod offload;
 pub mod overflow;
 pub mod persona;

@@ -20,6 +20,8 @@ use tokio_util::sync::CancellationToken;
 use super::budget::Budget;
 use super::channels::Channels;
 use super::input::Input;
+pub use super::offer::Offered;
+use super::offer::{Ask, OfferCache};
 use super::prompt::PromptSettings;
 pub use super::protocol::{CancelLlm, Resume};
 use super::protocol::{Finished, SafePoint, SchedulerLink};
@@ -97,7 +99,7 @@ pub struct TaskDeps {
     /// (none: joined on the turn's own thread). Only where the join runs depends on it.
     pub recall_thread: Option<actix::ArbiterHandle>,
     /// The tool list last offered and its token count (see [`tool_list`]).
-    pub tool_list: parking_lot::Mutex<Option<ToolListCache>>,
+    pub tool_list: parking_lot::Mutex<Option<OfferCache>>,
     /// Owners whose tools the owner's last turns used: offered to the next turns too
     /// ([`super::toolset::Recent`]).
     pub recent_tools: parking_lot::Mutex<super::toolset::Recent>,
@@ -606,13 +608,13 @@ impl TaskActor {
                 &channel_for_tools,
                 &expanded,
             );
-            request.tools = offered.list;
             if !offered.catalogue.is_empty()
                 && let Some(first) = request.messages.first_mut()
                 && let Some(text) = first.content.as_str()
             {
-                first.content = serde_json::Value::String(format!("{text}{}", offered.catalogue));
+                first.content = serde_json::Value::String(offered.splice(text));
             }
+            request.tools = offered.list;
             let msg = Complete {
                 request,
                 purpose,
@@ -659,97 +661,37 @@ const TIER_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
 /// Facts and knowledge items a tier offers per turn (before the budget cut).
 const TIER_ITEMS: usize = 8;
 
-/// The model's tool list as last built: from which registry snapshot and channel set,
-/// its token count, and what the subset policy ([`super::toolset`]) knows of each tool.
-pub struct ToolListCache {
-    registry: crate::llm::types::ToolList,
-    channels: String,
-    list: crate::llm::types::ToolList,
-    tokens: usize,
-    metas: Arc<Vec<super::toolset::ToolMeta>>,
-    /// The last subset offered and what it was chosen for: a turn asks for the same one
-    /// for its budget and for each of its requests, and the choice counts tokens.
-    last_offer: Option<(OfferKey, Offered)>,
-    /// The last subset's tools (indices into `metas`) and their list: the next turn's
-    /// input usually picks the same ones, and the same `Arc` is a hit in the adapter's
-    /// tools cache without hashing the schemas.
-    last_subset: Option<(Vec<usize>, crate::llm::types::ToolList)>,
-    /// The last input's relevance scores: a turn's budget and each of its requests ask
-    /// for the same input, and scoring it analyses the text against every tool.
-    last_scores: Option<(String, Vec<usize>)>,
-}
-
-/// What a subset is chosen from, besides the tools themselves: the input counts only
-/// through the tools' relevance to it, so inputs that match the same tools equally (most
-/// of them match none) share one choice.
-#[derive(PartialEq, Eq)]
-struct OfferKey {
-    available: usize,
-    scores: Vec<usize>,
-    channel: String,
-    expanded: std::collections::BTreeSet<String>,
-}
-
 /// The model's tool list — the registry's tools, then the channels' send tools — and the
-/// tokens its schemas take, rebuilt only when the registry or the channels changed: both
-/// are read on every turn (the budget, the request) and change when a plugin comes or
-/// goes, and a shared list is what lets each call skip copying and hashing the schemas.
+/// tokens its schemas take, rebuilt only when the registry or the channels changed
+/// ([`OfferCache`]).
 pub fn tool_list(deps: &TaskDeps, registry: &crate::stages::ToolRegistry) -> (crate::llm::types::ToolList, usize) {
-    let c = cached_tools(deps, registry);
-    (c.0, c.1)
+    let mut slot = deps.tool_list.lock();
+    cache_for(deps, registry, &mut slot).list()
 }
 
-/// [`tool_list`] with the per-tool facts of the subset policy.
-fn cached_tools(
+/// The offer's memo of this registry snapshot and channel set, rebuilt when either
+/// changed (both are read on every turn, and change when a plugin comes or goes).
+fn cache_for<'a>(
     deps: &TaskDeps,
     registry: &crate::stages::ToolRegistry,
-) -> (crate::llm::types::ToolList, usize, Arc<Vec<super::toolset::ToolMeta>>) {
+    slot: &'a mut Option<OfferCache>,
+) -> &'a mut OfferCache {
     let defs = registry.shared_defs();
     let channels = deps.channels.tools_key();
-    let mut slot = deps.tool_list.lock();
-    if let Some(c) = slot.as_ref()
-        && Arc::ptr_eq(&c.registry, defs)
-        && c.channels == channels
-    {
-        return (c.list.clone(), c.tokens, c.metas.clone());
+    if !slot.as_ref().is_some_and(|c| c.is_of(defs, &channels)) {
+        *slot = Some(OfferCache::build(
+            defs,
+            deps.hidden_tools,
+            channels,
+            deps.channels.tools(),
+            |name| {
+                registry
+                    .get(name)
+                    .map(|t| (t.spec.plugin.clone(), t.spec.keywords.join(" ")))
+            },
+        ));
     }
-    let mut list = defs.as_ref().clone();
-    if !deps.hidden_tools.is_empty() {
-        list.retain(|d| !deps.hidden_tools.contains(&d.function.name.as_str()));
-    }
-    list.extend(deps.channels.tools());
-    let tokens = serde_json::to_string(&list).map_or(0, |s| crate::memory::tokens::count(&s));
-    let analyze = crate::memory::retrieve::analyze;
-    let metas: Vec<super::toolset::ToolMeta> = list
-        .iter()
-        .map(|d| {
-            let f = &d.function;
-            let (owner, keywords) = match registry.get(&f.name) {
-                Some(t) => (t.spec.plugin.clone(), t.spec.keywords.join(" ")),
-                None => (super::toolset::CHANNELS.to_owned(), String::new()),
-            };
-            super::toolset::ToolMeta {
-                name: f.name.clone(),
-                owner,
-                tokens: serde_json::to_string(d).map_or(0, |s| crate::memory::tokens::count(&s)),
-                name_terms: analyze(&f.name),
-                key_terms: analyze(&keywords),
-                desc_terms: analyze(&f.description),
-            }
-        })
-        .collect();
-    let (list, metas) = (Arc::new(list), Arc::new(metas));
-    *slot = Some(ToolListCache {
-        registry: defs.clone(),
-        channels,
-        list: list.clone(),
-        tokens,
-        metas: metas.clone(),
-        last_offer: None,
-        last_subset: None,
-        last_scores: None,
-    });
-    (list, tokens, metas)
+    slot.as_mut().expect("filled above")
 }
 
 /// The tokens a turn keeps for the images the media memory may add to its requests
@@ -760,19 +702,9 @@ fn media_reserve(deps: &TaskDeps, window: usize) -> usize {
     })
 }
 
-/// The tools one request offers: all of them, or (at a small window) the subset of
-/// [`super::toolset::choose`] with the catalogue of the rest.
-#[derive(Clone)]
-pub struct Offered {
-    pub list: crate::llm::types::ToolList,
-    /// The schemas' tokens, the catalogue's included.
-    pub tokens: usize,
-    /// Appended to the system prompt when a subset is offered.
-    pub catalogue: String,
-}
-
 /// What a turn's requests may offer: out of `window` with `fixed` taken, for the input
-/// `query` on `channel`, with the owners `expanded` in this turn.
+/// `query` on `channel`, with the owners `expanded` in this turn (the choice is
+/// `toolset`'s, remembered by [`OfferCache`]; the memo is locked once).
 pub fn offer(
     deps: &TaskDeps,
     registry: &crate::stages::ToolRegistry,
@@ -781,45 +713,9 @@ pub fn offer(
     channel: &str,
     expanded: &std::collections::BTreeSet<String>,
 ) -> Offered {
-    use super::toolset::{ALWAYS, Choice, Room, choose, relevance};
-    let (list, tokens, metas) = cached_tools(deps, registry);
+    use super::toolset::{ALWAYS, Room};
     let available = Budget::new(window, fixed).target.saturating_sub(fixed);
     let room = Room::of(available, deps.settings.read().tool_tokens);
-    if tokens <= room.full {
-        return Offered {
-            list,
-            tokens,
-            catalogue: String::new(),
-        };
-    }
-    let known = deps.tool_list.lock().as_ref().and_then(|c| {
-        c.last_scores
-            .as_ref()
-            .filter(|(q, _)| Arc::ptr_eq(&c.metas, &metas) && q == query)
-            .map(|(_, s)| s.clone())
-    });
-    let scores = known.unwrap_or_else(|| {
-        let scores = relevance(&metas, &crate::memory::retrieve::analyze(query));
-        if let Some(c) = deps.tool_list.lock().as_mut()
-            && Arc::ptr_eq(&c.metas, &metas)
-        {
-            c.last_scores = Some((query.to_owned(), scores.clone()));
-        }
-        scores
-    });
-    let key = OfferKey {
-        available,
-        scores,
-        channel: channel.to_owned(),
-        expanded: expanded.clone(),
-    };
-    if let Some(c) = deps.tool_list.lock().as_ref()
-        && Arc::ptr_eq(&c.metas, &metas)
-        && let Some((k, o)) = &c.last_offer
-        && *k == key
-    {
-        return o.clone();
-    }
     // An asynchronous channel is answered through its send tool: that one stays.
     let send = deps
         .channels
@@ -832,52 +728,15 @@ pub fn offer(
                 .as_deref()
                 .is_some_and(|s| n.strip_prefix(s).is_some_and(|r| r.is_empty() || r == "_help"))
     };
-    let offered = match choose(&metas, tokens, room, &key.scores, &always, expanded) {
-        Choice::All => Offered {
-            list,
-            tokens,
-            catalogue: String::new(),
-        },
-        Choice::Subset {
-            offered,
-            tokens,
-            catalogue,
-        } => {
-            tracing::debug!(
-                offered = offered.len(),
-                of = metas.len(),
-                tokens,
-                available,
-                "a subset of the tools offered: the whole list would crowd out memory"
-            );
-            let reused = deps.tool_list.lock().as_ref().and_then(|c| {
-                c.last_subset
-                    .as_ref()
-                    .filter(|(idx, _)| Arc::ptr_eq(&c.metas, &metas) && *idx == offered)
-                    .map(|(_, l)| l.clone())
-            });
-            let subset = reused.unwrap_or_else(|| {
-                let l: crate::llm::types::ToolList = Arc::new(offered.iter().map(|&i| list[i].clone()).collect());
-                if let Some(c) = deps.tool_list.lock().as_mut()
-                    && Arc::ptr_eq(&c.metas, &metas)
-                {
-                    c.last_subset = Some((offered, l.clone()));
-                }
-                l
-            });
-            Offered {
-                list: subset,
-                tokens,
-                catalogue,
-            }
-        }
-    };
-    if let Some(c) = deps.tool_list.lock().as_mut()
-        && Arc::ptr_eq(&c.metas, &metas)
-    {
-        c.last_offer = Some((key, offered.clone()));
-    }
-    offered
+    let mut slot = deps.tool_list.lock();
+    cache_for(deps, registry, &mut slot).offer(&Ask {
+        available,
+        room,
+        query,
+        channel,
+        always: &always,
+        expanded,
+    })
 }
 
 /// Per-turn recall for the prefix (`memory::recall`): every tier is asked at once —
