@@ -192,7 +192,12 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 /// Runs `homed bench turn`.
-pub async fn turn(turns: u32, keep_data: Option<std::path::PathBuf>, remembered: usize) -> anyhow::Result<()> {
+pub async fn turn(
+    turns: u32,
+    keep_data: Option<std::path::PathBuf>,
+    remembered: usize,
+    ask: String,
+) -> anyhow::Result<()> {
     use anyhow::Context as _;
     anyhow::ensure!(turns > 0, "--turns must be at least 1");
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -220,7 +225,7 @@ pub async fn turn(turns: u32, keep_data: Option<std::path::PathBuf>, remembered:
         .env("RUST_LOG", "warn")
         .spawn()
         .context("cannot start the daemon under test")?;
-    let result = turn_inner(turns, &vendor, &base, &data, remembered, daemon.id()).await;
+    let result = turn_inner(turns, &vendor, &base, &data, remembered, &ask, daemon.id()).await;
     let _ = daemon.kill();
     let _ = daemon.wait();
     if keep_data.is_none() {
@@ -235,6 +240,7 @@ async fn turn_inner(
     base: &str,
     data: &std::path::Path,
     remembered: usize,
+    ask: &str,
     pid: u32,
 ) -> anyhow::Result<()> {
     use anyhow::Context as _;
@@ -303,7 +309,10 @@ async fn turn_inner(
     }
     println!("turn benchmark: {turns} turns (+50 warm-up) through a real homed against a local fake vendor");
     println!("  without the query embedding (core.memory.embedder = tfidf: BM25 recall only)");
-    let (bare, full, cpu) = measure_turns(&client, vendor, base, turns, "turn", pid, false).await?;
+    if ask != "turn" {
+        println!("  each input: \"{ask} <n>\"");
+    }
+    let (bare, full, cpu) = measure_turns(&client, vendor, base, turns, ask, pid, false).await?;
     println!("{:<34}{:>10}{:>10}", "(ms)", "p50", "p99");
     let row = |label: &str, v: &[f64]| {
         println!("{label:<34}{:>10.3}{:>10.3}", percentile(v, 0.5), percentile(v, 0.99));

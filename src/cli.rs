@@ -262,6 +262,11 @@ pub enum BenchCommand {
         /// `POST /api/v1/memory/import`), to measure the overhead with a long memory.
         #[arg(long, default_value_t = 0)]
         remembered: usize,
+        /// Each measured input is this text and the turn's number ("turn 7" by
+        /// default). A question naming a speaker of the remembered turns — "What did
+        /// Alex say about" — measures recall's ranking of a person's own words.
+        #[arg(long, default_value = "turn")]
+        ask: String,
     },
     /// Memory tier latency: context prune and document lookup (BM25 and hybrid) at the
     /// given sizes, against a window copy and an indexed document fetch in the same run.

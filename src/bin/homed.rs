@@ -192,8 +192,9 @@ fn main() -> std::process::ExitCode {
                     turns,
                     keep_data,
                     remembered,
+                    ask,
                 },
-        }) => system.block_on(homeagent::bench::turn(turns, keep_data, remembered)),
+        }) => system.block_on(homeagent::bench::turn(turns, keep_data, remembered, ask)),
         Some(Command::Bench {
             what: BenchCommand::Tokens { rounds },
         }) => homeagent::bench_tokens::tokens(rounds),

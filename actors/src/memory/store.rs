@@ -214,10 +214,7 @@ impl MemoryStore {
             ])?;
         e.id = self.conn.last_insert_rowid();
         if let Some(ix) = self.events_ix.as_mut() {
-            ix.add(
-                &Unit::Event(e.id),
-                &super::recall::unit_text(e.ts_ms, e.speaker(), e.said()),
-            );
+            ix.add_unit(&Unit::Event(e.id), e.ts_ms, e.speaker(), e.said());
         }
         Ok(e)
     }
@@ -347,7 +344,7 @@ impl MemoryStore {
         }
         if let Some(ix) = self.passages_ix.as_mut() {
             for (pid, ts, speaker, text) in &added {
-                ix.add(&Unit::Passage(*pid), &super::recall::unit_text(*ts, speaker, text));
+                ix.add_unit(&Unit::Passage(*pid), *ts, speaker, text);
             }
         }
         Ok(Some(id))
@@ -993,7 +990,7 @@ impl MemoryStore {
         )?;
         let pid = self.conn.last_insert_rowid();
         if let Some(ix) = self.passages_ix.as_mut() {
-            ix.add(&Unit::Passage(pid), &super::recall::unit_text(now, "document", &text));
+            ix.add_unit(&Unit::Passage(pid), now, "document", &text);
         }
         Ok(id)
     }
@@ -1124,10 +1121,7 @@ impl MemoryStore {
         tx.commit()?;
         if let Some(ix) = self.events_ix.as_mut() {
             for e in &out.events {
-                ix.add(
-                    &Unit::Event(e.id),
-                    &super::recall::unit_text(e.ts_ms, e.speaker(), e.said()),
-                );
+                ix.add_unit(&Unit::Event(e.id), e.ts_ms, e.speaker(), e.said());
             }
         }
         Ok(out)

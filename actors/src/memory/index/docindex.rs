@@ -75,6 +75,12 @@ pub struct SearchIndex<K: IndexKey> {
     dense_doc: Vec<usize>,
     dense_row: HashMap<usize, usize>,
     dim: usize,
+    /// Row number → who said it (an index into `speakers`; `NO_SPEAKER`: a row
+    /// added without one, e.g. a document).
+    speaker_of: Vec<u32>,
+    /// Each speaker's name as analysed terms, and the way back from the name.
+    speakers: Vec<Vec<String>>,
+    speaker_ids: HashMap<String, u32>,
     /// Which index this is (unique per process): a [`Lexical`] half found in another
     /// one (the index was rebuilt in between, its rows renumbered) is computed again.
     epoch: u64,
@@ -119,6 +125,9 @@ impl<K: IndexKey> Default for SearchIndex<K> {
             dense_doc: Vec::new(),
             dense_row: HashMap::new(),
             dim: 0,
+            speaker_of: Vec::new(),
+            speakers: Vec::new(),
+            speaker_ids: HashMap::new(),
             epoch: EPOCHS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         }
     }
@@ -141,7 +150,31 @@ impl DocIndex {
     }
 }
 
+/// A row added without a speaker.
+const NO_SPEAKER: u32 = u32::MAX;
+
 impl RecallIndex {
+    /// Adds a unit said by `speaker` at `ts_ms`, indexed by
+    /// [`crate::memory::recall::unit_text`]; who said it is kept apart too, for the
+    /// ranking of a person's own words ([`merge`]).
+    pub fn add_unit(&mut self, id: &Unit, ts_ms: i64, speaker: &str, text: &str) {
+        if self.number.contains_key(id) {
+            return;
+        }
+        self.add(id, &crate::memory::recall::unit_text(ts_ms, speaker, text));
+        let Some(&n) = self.number.get(id) else { return };
+        let sid = match self.speaker_ids.get(speaker) {
+            Some(&s) => s,
+            None => {
+                let s = self.speakers.len() as u32;
+                self.speakers.push(retrieve::analyze(speaker));
+                self.speaker_ids.insert(speaker.to_owned(), s);
+                s
+            }
+        };
+        self.speaker_of[n] = sid;
+    }
+
     /// Reads every context event of `conn` (the context tier's half of recall).
     pub fn build_events(conn: &Connection) -> rusqlite::Result<Self> {
         let mut ix = Self::default();
@@ -151,10 +184,7 @@ impl RecallIndex {
         ))?;
         for e in st.query_map([], crate::memory::store::event_row)? {
             let e = e?;
-            ix.add(
-                &Unit::Event(e.id),
-                &crate::memory::recall::unit_text(e.ts_ms, e.speaker(), e.said()),
-            );
+            ix.add_unit(&Unit::Event(e.id), e.ts_ms, e.speaker(), e.said());
         }
         tracing::debug!(units = ix.number.len(), "event recall index built");
         Ok(ix)
@@ -174,10 +204,7 @@ impl RecallIndex {
         })?;
         for row in rows {
             let (id, ts, speaker, text) = row?;
-            ix.add(
-                &Unit::Passage(id),
-                &crate::memory::recall::unit_text(ts, &speaker, &text),
-            );
+            ix.add_unit(&Unit::Passage(id), ts, &speaker, &text);
         }
         tracing::debug!(units = ix.number.len(), "passage recall index built");
         Ok(ix)
@@ -185,14 +212,33 @@ impl RecallIndex {
 }
 
 /// Which of `terms` (a query's, [`retrieve::query_terms`]) are words of a name the
-/// query mentions (`names::english_names`), for the third ranking of the fusion: the
-/// dense ranking among the rows that name someone the query names ([`merge`]).
+/// query mentions (`names::english_names`): rows said by someone of that name are
+/// ranked again among themselves ([`merge`]).
 pub fn name_mask(text: &str, terms: &[String]) -> Vec<bool> {
     let names: std::collections::HashSet<String> = crate::memory::text::names::english_names([text])
         .into_iter()
         .flat_map(|(n, _)| retrieve::analyze(&n))
         .collect();
     terms.iter().map(|t| names.contains(t)).collect()
+}
+
+/// How deep a BM25-only search ranks the whole list and the named person's part of it
+/// before fusing them into `top_k`: a row below this depth in both scores less than
+/// 2 / (K + depth + 1) < 1 / (K + top_k + 1), less than each of the whole list's first
+/// `top_k` rows, so it could not be among the `top_k`; a row within it on one list
+/// only misses less than 1 / (K + depth + 1) of its score.
+fn lexical_depth(top_k: usize) -> usize {
+    2 * (top_k + retrieve::RRF_K as usize + 1)
+}
+
+/// The words of `terms` that `names` marks ([`name_mask`]).
+fn name_words(terms: &[String], names: &[bool]) -> Vec<String> {
+    terms
+        .iter()
+        .zip(names)
+        .filter(|(_, n)| **n)
+        .map(|(t, _)| t.clone())
+        .collect()
 }
 
 /// How deep the dense ranking goes: below it a row's reciprocal rank (< 1/1,000) no
@@ -211,7 +257,7 @@ pub struct Scored<T> {
     pub len: u32,
     pub tf: Vec<u16>,
     pub cos: Option<f32>,
-    /// Whether the row contains a name the query mentions ([`name_mask`]).
+    /// Whether the row was said by someone the query names ([`name_mask`]).
     pub named: bool,
 }
 
@@ -284,14 +330,17 @@ impl<T> Ranked<T> {
 /// give) and dense by cosine, fused by reciprocal rank ([`retrieve::rrf`]) — what
 /// [`SearchIndex::search`] does inside one index. Ties keep the lists' order.
 ///
-/// When the query names someone ([`name_mask`]) a third ranking joins: the dense one
-/// among the rows that contain the name (`Scored::named`). Why: a question about a
-/// person's activities or family is answered by turns that are both the person's and
-/// on the theme. BM25 matches the name in every one of the person's turns (and ranks
-/// the shortest first); the dense side, embedding the query without its names
-/// (`recall::meaning_query`), ranks by theme across everyone. Neither ranks "the
-/// person's turns by theme" — this list does, the name filtering, the meaning
-/// ranking. On the LoCoMo dev subset, live: 0.864 → 0.874, multi-hop 0.641 → 0.674.
+/// When the query names someone who speaks in the memory ([`name_mask`],
+/// [`RecallIndex::add_unit`]), two more rankings join: each ranking again, among that
+/// person's own words only (`Scored::named`). Why: a question about a person's
+/// activities or family is answered by what that person said on the theme — in
+/// LoCoMo every multi-hop evidence turn the prompt missed was the named person's own.
+/// BM25 alone matches the name in their every turn (shortest first) and in every turn
+/// that addresses them ("Thanks, Melanie!"); the dense side, embedding the query
+/// without its names (`recall::meaning_query`), ranks by theme across everyone. The
+/// person's own rows, ranked by each side, put "their words on the theme" first. On
+/// the LoCoMo dev subset, live: hybrid 0.864 → 0.886 (multi-hop 0.641 → 0.726),
+/// BM25 only 0.794 → 0.808.
 pub fn merge<T>(lists: Vec<Ranked<T>>, top_k: usize) -> Vec<T> {
     let joint = lists
         .iter()
@@ -316,13 +365,14 @@ pub fn merge<T>(lists: Vec<Ranked<T>>, top_k: usize) -> Vec<T> {
         score.filter(|x| *x > 0.0)
     });
     let dense = order_by(&|s| s.cos);
-    let named = order_by(&|s| s.cos.filter(|_| s.named));
-    let order = if dense.is_empty() {
-        bm25
-    } else if named.is_empty() {
-        retrieve::rrf(&[bm25, dense], retrieve::RRF_K)
+    // A named person's own rows, by each ranking ([`name_mask`]).
+    let theirs = |list: &[usize]| -> Vec<usize> { list.iter().copied().filter(|&i| all[i].named).collect() };
+    let mut lists = vec![theirs(&bm25), theirs(&dense), bm25, dense];
+    lists.retain(|l| !l.is_empty());
+    let order = if lists.len() == 1 {
+        lists.pop().unwrap_or_default()
     } else {
-        retrieve::rrf(&[bm25, dense, named], retrieve::RRF_K)
+        retrieve::rrf(&lists, retrieve::RRF_K)
     };
     let mut slots: Vec<Option<T>> = all.into_iter().map(|s| Some(s.row)).collect();
     order.into_iter().filter_map(|i| slots[i].take()).take(top_k).collect()
@@ -335,6 +385,7 @@ impl<K: IndexKey> SearchIndex<K> {
         }
         let n = self.bm25.add(text);
         self.ids.push(Some(id.clone()));
+        self.speaker_of.push(NO_SPEAKER);
         self.number.insert(id.clone(), n);
     }
 
@@ -441,12 +492,22 @@ impl<K: IndexKey> SearchIndex<K> {
         let names = name_mask(text, &terms);
         let dense = self.dense_ranking(qv, dense_min);
         // Without a dense side the answer is BM25's best `top_k`, selected without
-        // sorting the rest; the fusion needs both whole rankings (a row's rank on the
-        // side it is weak on counts too).
-        let bm25 = self
-            .bm25
-            .ranked_terms(&terms, if dense.is_empty() { top_k } else { usize::MAX });
-        self.rank(&terms, &names, bm25, dense, top_k)
+        // sorting the rest — fused with the named person's best when someone named
+        // speaks here, both to [`lexical_depth`]. The fusion with the dense side
+        // needs the whole ranking (a row's rank on the side it is weak on counts too).
+        let theirs = self.spoken_by(&name_words(&terms, &names));
+        let (bm25, their_bm25) = match &theirs {
+            _ if !dense.is_empty() => (self.bm25.ranked_terms(&terms, usize::MAX), None),
+            Some(t) => {
+                let depth = lexical_depth(top_k);
+                (
+                    self.bm25.ranked_terms(&terms, depth),
+                    Some(self.bm25.ranked_terms_where(&terms, depth, t)),
+                )
+            }
+            None => (self.bm25.ranked_terms(&terms, top_k), None),
+        };
+        self.rank(&terms, &names, bm25, their_bm25, dense, top_k)
     }
 
     /// The BM25 half of [`Self::search_scored`], for [`Self::finish`] once the query's
@@ -477,7 +538,30 @@ impl<K: IndexKey> SearchIndex<K> {
             self.bm25.ranked_terms(&terms, usize::MAX)
         };
         let dense = self.dense_ranking(qv, dense_min);
-        self.rank(&terms, &names, bm25, dense, top_k)
+        self.rank(&terms, &names, bm25, None, dense, top_k)
+    }
+
+    /// Whether a row was said by someone whose name has a word among `name_terms`
+    /// (None: no such speaker here — the query names no one, or no one who speaks).
+    fn spoken_by(&self, name_terms: &[String]) -> Option<impl Fn(usize) -> bool + '_> {
+        if name_terms.is_empty() {
+            return None;
+        }
+        let theirs: Vec<bool> = self
+            .speakers
+            .iter()
+            .map(|t| t.iter().any(|x| name_terms.contains(x)))
+            .collect();
+        if !theirs.contains(&true) {
+            return None;
+        }
+        Some(move |row: usize| {
+            self.speaker_of
+                .get(row)
+                .and_then(|&s| theirs.get(s as usize))
+                .copied()
+                .unwrap_or(false)
+        })
     }
 
     /// Rows by cosine with `qv`, best first (those at ≥ `dense_min`, at most
@@ -519,71 +603,44 @@ impl<K: IndexKey> SearchIndex<K> {
         terms: &[String],
         names: &[bool],
         bm25: Vec<(usize, f32)>,
+        their_bm25: Option<Vec<(usize, f32)>>,
         dense: Vec<(usize, f32)>,
         top_k: usize,
     ) -> Ranked<K> {
-        let name_terms: Vec<String> = terms
-            .iter()
-            .zip(names)
-            .filter(|(_, n)| **n)
-            .map(|(t, _)| t.clone())
-            .collect();
-        let picked: Vec<(usize, Option<f32>, Option<f32>)> = if dense.is_empty() {
+        let theirs = self.spoken_by(&name_words(terms, names));
+        let named = |row: usize| theirs.as_ref().is_some_and(|t| t(row));
+        let picked: Vec<(usize, Option<f32>, Option<f32>)> = if dense.is_empty() && theirs.is_none() {
             bm25.into_iter().map(|(n, s)| (n, Some(s), None)).collect()
         } else {
             // Reciprocal-rank fusion (`retrieve::rrf`: the same sums in the same order,
-            // ties by row) in flat arrays by row, and only the best `top_k` sorted: at
-            // 10k rows a hash map of every hit and a sort of all of them were most of a
-            // dense turn's recall.
+            // ties by row), and only the best `top_k` sorted.
             let n = self.ids.len();
-            let mut fused = vec![0f32; n];
-            let mut by_row: Vec<(Option<f32>, Option<f32>)> = vec![(None, None); n];
-            for (r, &(row, s)) in bm25.iter().enumerate() {
-                if row < n {
-                    fused[row] += 1.0 / (retrieve::RRF_K + r as f32 + 1.0);
-                    by_row[row].0 = Some(s);
+            let mut fusion = Fusion::new(n, dense.is_empty());
+            fusion.vote(bm25.iter().map(|(row, _)| *row));
+            fusion.vote(dense.iter().map(|(row, _)| *row));
+            // The named person's own rows, by each ranking ([`merge`]).
+            if theirs.is_some() {
+                match &their_bm25 {
+                    Some(theirs) => fusion.vote(theirs.iter().map(|(row, _)| *row)),
+                    None => fusion.vote(bm25.iter().map(|(row, _)| *row).filter(|&row| named(row))),
                 }
+                fusion.vote(dense.iter().map(|(row, _)| *row).filter(|&row| named(row)));
             }
-            for (r, &(row, s)) in dense.iter().enumerate() {
-                if row < n {
-                    fused[row] += 1.0 / (retrieve::RRF_K + r as f32 + 1.0);
-                    by_row[row].1 = Some(s);
-                }
+            for &(row, s) in bm25.iter().chain(their_bm25.iter().flatten()) {
+                fusion.score(row, Some(s), None);
             }
-            // The third ranking ([`merge`]): the dense one among the rows naming
-            // someone the query names.
-            if !name_terms.is_empty() {
-                let named = dense
-                    .iter()
-                    .filter(|(row, _)| self.bm25.term_freqs(*row, &name_terms).1.iter().any(|f| *f > 0));
-                for (r, &(row, _)) in named.enumerate() {
-                    if row < n {
-                        fused[row] += 1.0 / (retrieve::RRF_K + r as f32 + 1.0);
-                    }
-                }
+            for &(row, s) in &dense {
+                fusion.score(row, None, Some(s));
             }
             // Rows removed since the BM25 half was ranked take no place.
-            let mut order: Vec<(usize, f32)> = (0..n)
-                .filter(|&row| fused[row] > 0.0 && self.ids[row].is_some())
-                .map(|row| (row, fused[row]))
-                .collect();
-            let better = |a: &(usize, f32), b: &(usize, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-            if top_k < order.len() {
-                order.select_nth_unstable_by(top_k, better);
-                order.truncate(top_k);
-            }
-            order.sort_by(better);
-            order
-                .into_iter()
-                .map(|(row, _)| (row, by_row[row].0, by_row[row].1))
-                .collect()
+            fusion.best(top_k, |row| self.ids[row].is_some())
         };
         let rows = picked
             .into_iter()
             .filter_map(|(n, bm25, cos)| {
                 let row = self.ids.get(n).cloned().flatten()?;
                 let (len, tf) = self.bm25.term_freqs(n, terms);
-                let named = tf.iter().zip(names).any(|(f, n)| *n && *f > 0);
+                let named = named(n);
                 Some(Scored {
                     row,
                     bm25,
@@ -599,6 +656,89 @@ impl<K: IndexKey> SearchIndex<K> {
             stats: self.bm25.term_stats(terms),
             rows,
         }
+    }
+}
+
+/// Reciprocal-rank sums of one search, with each row's BM25 score and cosine. In flat
+/// arrays by row when a dense side ranks most of the index (at 10k rows a hash map of
+/// every hit and a sort of all of them were most of a dense turn's recall); in a map
+/// when the lists are two short BM25 ones (a 100k-row array for ~400 rows was half of
+/// such a turn's ranking).
+enum Fusion {
+    Rows {
+        fused: Vec<f32>,
+        scores: Vec<(Option<f32>, Option<f32>)>,
+    },
+    Map(HashMap<usize, (f32, Option<f32>, Option<f32>)>),
+}
+
+impl Fusion {
+    fn new(rows: usize, short: bool) -> Self {
+        if short {
+            Fusion::Map(HashMap::new())
+        } else {
+            Fusion::Rows {
+                fused: vec![0.0; rows],
+                scores: vec![(None, None); rows],
+            }
+        }
+    }
+
+    /// One ranking's votes (best first): 1 / (K + rank).
+    fn vote(&mut self, rows: impl Iterator<Item = usize>) {
+        for (r, row) in rows.enumerate() {
+            let v = 1.0 / (retrieve::RRF_K + r as f32 + 1.0);
+            match self {
+                Fusion::Rows { fused, .. } => {
+                    if let Some(f) = fused.get_mut(row) {
+                        *f += v;
+                    }
+                }
+                Fusion::Map(m) => m.entry(row).or_insert((0.0, None, None)).0 += v,
+            }
+        }
+    }
+
+    /// A voted row's BM25 score or cosine (rows without votes are not kept).
+    fn score(&mut self, row: usize, bm25: Option<f32>, cos: Option<f32>) {
+        let slot: Option<(&mut Option<f32>, &mut Option<f32>)> = match self {
+            Fusion::Rows { scores, .. } => scores.get_mut(row).map(|(b, c)| (b, c)),
+            Fusion::Map(m) => m.get_mut(&row).map(|(_, b, c)| (b, c)),
+        };
+        if let Some((b, c)) = slot {
+            if bm25.is_some() {
+                *b = bm25;
+            }
+            if cos.is_some() {
+                *c = cos;
+            }
+        }
+    }
+
+    /// The best `top_k` rows `live` accepts, best first, with their scores.
+    fn best(self, top_k: usize, live: impl Fn(usize) -> bool) -> Vec<(usize, Option<f32>, Option<f32>)> {
+        let mut order: Vec<(usize, f32, Option<f32>, Option<f32>)> = match self {
+            Fusion::Rows { fused, scores } => fused
+                .iter()
+                .enumerate()
+                .filter(|&(row, f)| *f > 0.0 && live(row))
+                .map(|(row, f)| (row, *f, scores[row].0, scores[row].1))
+                .collect(),
+            Fusion::Map(m) => m
+                .into_iter()
+                .filter(|&(row, (f, _, _))| f > 0.0 && live(row))
+                .map(|(row, (f, b, c))| (row, f, b, c))
+                .collect(),
+        };
+        let better = |a: &(usize, f32, Option<f32>, Option<f32>), b: &(usize, f32, Option<f32>, Option<f32>)| {
+            b.1.total_cmp(&a.1).then(a.0.cmp(&b.0))
+        };
+        if top_k < order.len() {
+            order.select_nth_unstable_by(top_k, better);
+            order.truncate(top_k);
+        }
+        order.sort_by(better);
+        order.into_iter().map(|(row, _, b, c)| (row, b, c)).collect()
     }
 }
 
@@ -687,66 +827,83 @@ mod tests {
     }
 
     #[test]
-    fn a_query_naming_someone_finds_their_turns_on_its_theme_first() {
-        // Forty short remarks of Melanie's (BM25's best for her name: the shortest),
-        // forty turns of Caroline's on the theme (the dense side's best), and three of
-        // Melanie's on the theme, long and a little less close than Caroline's.
-        let mut rows: Vec<(String, Vec<f32>)> = Vec::new();
+    fn a_query_naming_someone_finds_their_own_words_on_its_theme_first() {
+        // Forty short remarks of Melanie's (matching her name only), forty short turns
+        // of Caroline's on the theme that address Melanie (BM25's and the dense side's
+        // best), and three of Melanie's own on the theme, long and a little less close
+        // by meaning than Caroline's.
+        let mut rows: Vec<(&str, String, Vec<f32>)> = Vec::new();
         for i in 0..40 {
-            rows.push((format!("Melanie: thanks {i}"), vec![0.0, 1.0]));
+            rows.push(("Melanie", format!("thanks {i}"), vec![0.0, 1.0]));
             rows.push((
-                format!("Caroline: went hiking and swimming and climbing again, day {i}"),
+                "Caroline",
+                format!("Melanie, the kids went hiking, day {i}"),
                 vec![1.0, 0.01 * i as f32],
             ));
         }
         let theirs = [
-            "Melanie: we went camping with the kids and roasted marshmallows all night",
-            "Melanie: I took the kids to a pottery workshop, we all made our own pots",
-            "Melanie: off to go swimming with the kids after lunch, talk to you soon",
+            "we went camping with the kids and roasted marshmallows all night long",
+            "I took the kids to a pottery workshop, we all made our own pots there",
+            "off to go swimming with the kids after lunch today, talk to you soon",
         ];
         for t in theirs {
-            rows.push((t.to_owned(), vec![1.0, 0.45]));
+            rows.push(("Melanie", t.to_owned(), vec![1.0, 0.45]));
         }
         let mut one = RecallIndex::default();
         let (mut events, mut passages) = (RecallIndex::default(), RecallIndex::default());
-        for (i, (t, v)) in rows.iter().enumerate() {
+        for (i, (who, t, v)) in rows.iter().enumerate() {
             let k = Unit::Event(i as i64);
             for ix in [&mut one, if i % 2 == 0 { &mut events } else { &mut passages }] {
-                ix.add(&k, t);
+                ix.add_unit(&k, 0, who, t);
                 ix.put_vector(k, v);
             }
         }
         let want: Vec<Unit> = (80..83).map(Unit::Event).collect();
-        let q = "What activities does Melanie do?";
+        let q = "What does Melanie do with the kids?";
         let qv = [1.0, 0.0];
-        let mut top = one.search(q, Some(&qv), 0.2, 3);
-        top.sort();
-        assert_eq!(top, want, "her turns on the theme first");
-        // Two indexes merged rank as one (the third ranking is rebuilt by `merge`).
-        let mut split = merge(
-            vec![
-                events.search_scored(q, Some(&qv), 0.2, 10),
-                passages.search_scored(q, Some(&qv), 0.2, 10),
-            ],
-            3,
-        );
-        split.sort();
-        assert_eq!(split, want);
-        // A query naming no one ranks as before: BM25 fused with the dense side.
-        assert_eq!(
-            name_mask(
-                "What activities do they do?",
-                &retrieve::query_terms("What activities do they do?")
-            ),
-            [false]
-        );
-        assert_eq!(
-            name_mask(q, &retrieve::query_terms(q)),
-            retrieve::query_terms(q)
-                .iter()
-                .map(|t| t == "melani")
+        for v in [Some(&qv[..]), None] {
+            // (Searched 20 deep: a BM25-only search ranks both lists to
+            // `lexical_depth(top_k)`, which at 3 would stop above her rows.)
+            let mut top = one.search(q, v, 0.2, 20)[..3].to_vec();
+            top.sort();
+            assert_eq!(top, want, "her words on the theme first (vector: {v:?})");
+            // Two indexes merged rank as one (the person's rankings are rebuilt by
+            // `merge`).
+            let mut split = merge(
+                vec![
+                    events.search_scored(q, v, 0.2, 20),
+                    passages.search_scored(q, v, 0.2, 20),
+                ],
+                3,
+            );
+            split.sort();
+            assert_eq!(split, want, "vector: {v:?}");
+            assert_eq!(one.finish(one.lexical(q), v, 0.2, 20), one.search_scored(q, v, 0.2, 20));
+        }
+        // Someone named who does not speak here, or no name: ranked as before.
+        let before = |q: &str| {
+            let terms = retrieve::query_terms(q);
+            let bm25: Vec<usize> = one
+                .bm25
+                .ranked_terms(&terms, usize::MAX)
+                .into_iter()
+                .map(|(n, _)| n)
+                .collect();
+            let dense: Vec<usize> = one.dense_ranking(Some(&qv), 0.2).into_iter().map(|(n, _)| n).collect();
+            retrieve::rrf(&[bm25, dense], retrieve::RRF_K)
+                .into_iter()
+                .filter_map(|n| one.ids[n])
+                .take(5)
                 .collect::<Vec<_>>()
-        );
+        };
+        let q = "What does Jon do with Melanie's friend?";
+        let marked: Vec<String> = name_words(&retrieve::query_terms(q), &name_mask(q, &retrieve::query_terms(q)));
+        assert_eq!(marked, ["jon", "melani"], "both names, as analysed");
+        let q = "What do they do with the kids?";
+        assert_eq!(one.search(q, Some(&qv), 0.2, 5), before(q));
+        assert!(name_mask(q, &retrieve::query_terms(q)).iter().all(|n| !n));
+        let q = "What does Jon do with the kids?";
+        assert_eq!(one.search(q, Some(&qv), 0.2, 5), before(q), "Jon never speaks here");
     }
 
     #[test]

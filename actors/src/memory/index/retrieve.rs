@@ -408,6 +408,18 @@ impl Bm25 {
     /// matches every row, and sorting all of them for the 80 a turn reads was most of
     /// the lexical ranking's time.
     pub fn ranked_terms(&self, terms: &[String], top_k: usize) -> Vec<(usize, f32)> {
+        self.ranked_terms_where(terms, top_k, &|_| true)
+    }
+
+    /// [`Self::ranked_terms`] among the documents `keep` accepts (a person's own
+    /// words): the same windows and bounds — a bound over all documents bounds a part
+    /// of them too.
+    pub fn ranked_terms_where(
+        &self,
+        terms: &[String],
+        top_k: usize,
+        keep: &dyn Fn(usize) -> bool,
+    ) -> Vec<(usize, f32)> {
         let order = |a: &(usize, f32), b: &(usize, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
         let blocked = || {
             terms
@@ -415,11 +427,15 @@ impl Bm25 {
                 .any(|t| self.postings.get(t).is_some_and(|p| !p.blocks.is_empty()))
         };
         if top_k > 0 && top_k < self.lens.len() && blocked() {
-            let mut v = self.best_by_windows(terms, top_k);
+            let mut v = self.best_by_windows(terms, top_k, keep);
             v.sort_by(order);
             return v;
         }
-        let mut v: Vec<(usize, f32)> = self.scored_terms(terms).into_iter().filter(|(_, s)| *s > 0.0).collect();
+        let mut v: Vec<(usize, f32)> = self
+            .scored_terms(terms)
+            .into_iter()
+            .filter(|&(d, s)| s > 0.0 && keep(d))
+            .collect();
         if top_k < v.len() {
             v.select_nth_unstable_by(top_k, order);
             v.truncate(top_k);
@@ -473,7 +489,7 @@ impl Bm25 {
     /// the same order (rounding is monotonic); windows come in document order, so a
     /// window whose bound only ties the worst kept holds only documents that lose the tie.
     /// Held against the exhaustive ranking by a test on random corpora.
-    fn best_by_windows(&self, terms: &[String], top_k: usize) -> Vec<(usize, f32)> {
+    fn best_by_windows(&self, terms: &[String], top_k: usize, keep: &dyn Fn(usize) -> bool) -> Vec<(usize, f32)> {
         let live = self.lens.len() - self.removed_count;
         if live == 0 {
             return Vec::new();
@@ -563,7 +579,7 @@ impl Bm25 {
             for d in touched.drain(..) {
                 let s = std::mem::take(&mut local[(d - start) as usize]);
                 let k = Kept(s, d as usize);
-                if s > 0.0 && (kept.len() < top_k || kept.peek().is_some_and(|worst| k < *worst)) {
+                if s > 0.0 && (kept.len() < top_k || kept.peek().is_some_and(|worst| k < *worst)) && keep(d as usize) {
                     kept.push(k);
                     if kept.len() > top_k {
                         kept.pop();
@@ -716,6 +732,15 @@ mod tests {
                 for k in [1, 5, 80, 400] {
                     let got = ix.ranked_terms(&terms, k);
                     assert_eq!(got, all[..k.min(all.len())].to_vec(), "round {round}, {q:?}, top {k}");
+                    // Among a part of the rows (a person's own words): the same
+                    // ranking, filtered.
+                    let part = |d: usize| d % 3 == 1;
+                    let want: Vec<(usize, f32)> = all.iter().copied().filter(|&(d, _)| part(d)).take(k).collect();
+                    assert_eq!(
+                        ix.ranked_terms_where(&terms, k, &part),
+                        want,
+                        "round {round}, {q:?}, top {k} of a part"
+                    );
                 }
             }
         }
