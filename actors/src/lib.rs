@@ -2,6 +2,8 @@
 //!
 //! # Layout
 //!
+//! The runtime every actor stands on:
+//!
 //! * [`host`]: [`KernelActor`] (a plain struct with message handlers) and [`Host`], the
 //!   actix actor that runs it, counts its mailbox and turns panics into exits;
 //! * [`addr`]: [`TAddr`], the restart-proof, counted address every sender uses;
@@ -12,14 +14,29 @@
 //! * [`bus`]: the kernel event bus (broadcast, never blocks);
 //! * [`clock`]: the kernel's one clock (wall, or virtual and driven by evals and tests);
 //! * [`modgraph`]: kernel assembly as a dependency graph of modules and facilities;
+//! * [`panic`](mod@panic): the panic hook that gives vanished actors an exit reason;
+//! * [`fault`]: fault injection at named sites for the supervision tests (debug builds);
+//! * [`trace`]: the spans a turn makes (`turn`, `recall`, `llm_call`, `tool_call`).
+//!
+//! What the runtime runs:
+//!
+//! * [`scheduler`]: task classes, interrupt levels, preemption at safe points;
+//! * [`agent`]: intake, scheduling and the task lifecycle — the turn as a core
+//!   (`agent::turn`), residents and helpers;
+//! * [`stages`]: the StageHost (the seven stages plugins hook into) and the tool
+//!   registry;
+//! * [`memory`]: the three tiers (context → documents → graph), the knowledge base,
+//!   media, the text log, embeddings and search indexes, and the lifecycle;
+//! * [`llm`]: vendor types, the Lua adapters, streams, source choice and fallback;
+//! * [`plugins`]: subprocess, Lua and SKILL.md plugins: discovery, connections,
+//!   confinement, packages and the per-plugin supervisors;
+//! * [`firewall`]: tool policy and the sandbox of tools that touch the machine;
 //! * [`config`]: the settings registry (SQLite) and its actor;
 //! * [`schema`]: the kernel's databases and the schema version this build expects;
-//! * [`firewall`]: tool policy and the sandbox of tools that touch the machine;
-//! * [`panic`]: the panic hook that gives vanished actors an exit reason.
+//! * [`usage`]: the usage ledger — every model call's tokens and cost;
+//! * [`i18n`]: the message catalog (every text for a person or the model).
 //!
-//! Invariants: the kernel does no network or terminal IO (channels are plugins); no
-//! kernel code reads the registry's counters to make a decision; every kernel actor
-//! has a supervisor.
+//! The invariants, each with the test that holds it, are in `docs/ARCHITECTURE.md`.
 
 pub mod addr;
 pub mod agent;
