@@ -19,6 +19,7 @@ use std::hash::Hash;
 use rusqlite::Connection;
 
 use crate::memory::retrieve::{self, Bm25};
+use crate::memory::text::period::{self, Period, Span};
 
 /// Rebuild the BM25 postings when this share of its rows has been removed.
 const REBUILD_REMOVED: f64 = 0.25;
@@ -81,6 +82,11 @@ pub struct SearchIndex<K: IndexKey> {
     /// Each speaker's name as analysed terms, and the way back from the name.
     speakers: Vec<Vec<String>>,
     speaker_ids: HashMap<String, u32>,
+    /// Row number → when it was said (`i64::MIN`: a row added without a time).
+    ts_of: Vec<i64>,
+    /// How many live rows were said on each day (days since 1970-01-01): whether
+    /// anything was said in a period is a lookup, not a scan.
+    days: std::collections::BTreeMap<i64, u32>,
     /// Which index this is (unique per process): a [`Lexical`] half found in another
     /// one (the index was rebuilt in between, its rows renumbered) is computed again.
     epoch: u64,
@@ -92,11 +98,32 @@ pub struct SearchIndex<K: IndexKey> {
 #[derive(Debug, Clone)]
 pub struct Lexical {
     epoch: u64,
-    terms: Vec<String>,
-    /// Which of `terms` are words of a name ([`name_mask`]).
-    names: Vec<bool>,
+    query: Query,
     /// Every matching row by score, best first (the fusion needs the whole ranking).
     bm25: Vec<(usize, f32)>,
+}
+
+/// A query as the indexes read it, read once per search: its terms, whom it names
+/// and when it asks about.
+#[derive(Debug, Clone)]
+struct Query {
+    terms: Vec<String>,
+    /// The words of each person it names ([`name_mask`], [`people`]).
+    people: Vec<Vec<String>>,
+    /// The time it asks about ([`period::period`], against the kernel clock).
+    period: Option<Period>,
+}
+
+impl Query {
+    fn read(text: &str) -> Self {
+        let terms = retrieve::query_terms(text);
+        let people = people(&terms, &name_mask(text, &terms));
+        Self {
+            terms,
+            people,
+            period: period::period(text, crate::memory::now_ms()),
+        }
+    }
 }
 
 /// Source of [`SearchIndex::epoch`].
@@ -128,6 +155,8 @@ impl<K: IndexKey> Default for SearchIndex<K> {
             speaker_of: Vec::new(),
             speakers: Vec::new(),
             speaker_ids: HashMap::new(),
+            ts_of: Vec::new(),
+            days: Default::default(),
             epoch: EPOCHS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         }
     }
@@ -173,6 +202,8 @@ impl RecallIndex {
             }
         };
         self.speaker_of[n] = sid;
+        self.ts_of[n] = ts_ms;
+        *self.days.entry(ts_ms.div_euclid(86_400_000)).or_default() += 1;
     }
 
     /// Reads every context event of `conn` (the context tier's half of recall).
@@ -211,15 +242,26 @@ impl RecallIndex {
     }
 }
 
+/// How many people a query can name for their own rankings ([`merge`]): each one
+/// adds two lists to the fusion.
+pub const MAX_PEOPLE: usize = 4;
+
 /// Which of `terms` (a query's, [`retrieve::query_terms`]) are words of a name the
-/// query mentions (`names::english_names`): rows said by someone of that name are
-/// ranked again among themselves ([`merge`]).
-pub fn name_mask(text: &str, terms: &[String]) -> Vec<bool> {
-    let names: std::collections::HashSet<String> = crate::memory::text::names::english_names([text])
+/// query mentions (`names::english_names`), as the name's place among the query's
+/// first [`MAX_PEOPLE`] names: rows said by someone of that name are ranked again
+/// among themselves ([`merge`]).
+pub fn name_mask(text: &str, terms: &[String]) -> Vec<Option<u8>> {
+    let mut person: HashMap<String, u8> = HashMap::new();
+    for (i, (n, _)) in crate::memory::text::names::english_names([text])
         .into_iter()
-        .flat_map(|(n, _)| retrieve::analyze(&n))
-        .collect();
-    terms.iter().map(|t| names.contains(t)).collect()
+        .take(MAX_PEOPLE)
+        .enumerate()
+    {
+        for w in retrieve::analyze(&n) {
+            person.entry(w).or_insert(i as u8);
+        }
+    }
+    terms.iter().map(|t| person.get(t).copied()).collect()
 }
 
 /// How deep a BM25-only search ranks the whole list and the named person's part of it
@@ -231,14 +273,32 @@ fn lexical_depth(top_k: usize) -> usize {
     2 * (top_k + retrieve::RRF_K as usize + 1)
 }
 
-/// The words of `terms` that `names` marks ([`name_mask`]).
-fn name_words(terms: &[String], names: &[bool]) -> Vec<String> {
-    terms
-        .iter()
-        .zip(names)
-        .filter(|(_, n)| **n)
-        .map(|(t, _)| t.clone())
-        .collect()
+/// The words of each person `names` marks in `terms` ([`name_mask`]), by the
+/// person's place.
+fn people(terms: &[String], names: &[Option<u8>]) -> Vec<Vec<String>> {
+    let mut people: Vec<Vec<String>> = Vec::new();
+    for (t, n) in terms.iter().zip(names) {
+        if let Some(n) = n {
+            let n = *n as usize;
+            if people.len() <= n {
+                people.resize(n + 1, Vec::new());
+            }
+            people[n].push(t.clone());
+        }
+    }
+    people
+}
+
+/// The scope of the rows said in the time the query asks about ([`Scored::scopes`]).
+pub const PERIOD_SCOPE: u32 = 1 << MAX_PEOPLE;
+
+/// Each scope's BM25 ranking in a search without a dense side (`None`: the whole
+/// ranking's rows in the scope), in the order of [`each_scope`].
+type ScopeRankings = Vec<Option<Vec<(usize, f32)>>>;
+
+/// The scopes of a `scopes` set, one bit each ([`Scored::scopes`]).
+fn each_scope(scopes: u32) -> impl Iterator<Item = u32> {
+    (0..=MAX_PEOPLE as u32).map(|i| 1 << i).filter(move |bit| scopes & bit != 0)
 }
 
 /// How deep the dense ranking goes: below it a row's reciprocal rank (< 1/1,000) no
@@ -257,8 +317,10 @@ pub struct Scored<T> {
     pub len: u32,
     pub tf: Vec<u16>,
     pub cos: Option<f32>,
-    /// Whether the row was said by someone the query names ([`name_mask`]).
-    pub named: bool,
+    /// The query's scopes the row is in, one bit each: bit i said by the i-th person
+    /// the query names ([`name_mask`]), [`PERIOD_SCOPE`] said in the time it asks
+    /// about ([`period::period`]); 0: none.
+    pub scopes: u32,
 }
 
 impl<T> Scored<T> {
@@ -270,7 +332,7 @@ impl<T> Scored<T> {
             len: self.len,
             tf: self.tf,
             cos: self.cos,
-            named: self.named,
+            scopes: self.scopes,
         }
     }
 }
@@ -309,7 +371,7 @@ impl<T> Ranked<T> {
                         len,
                         tf,
                         cos,
-                        named,
+                        scopes,
                     } = s;
                     f(row).map(|row| Scored {
                         row,
@@ -317,7 +379,7 @@ impl<T> Ranked<T> {
                         len,
                         tf,
                         cos,
-                        named,
+                        scopes,
                     })
                 })
                 .collect(),
@@ -331,8 +393,10 @@ impl<T> Ranked<T> {
 /// [`SearchIndex::search`] does inside one index. Ties keep the lists' order.
 ///
 /// When the query names someone who speaks in the memory ([`name_mask`],
-/// [`RecallIndex::add_unit`]), two more rankings join: each ranking again, among that
-/// person's own words only (`Scored::named`). Why: a question about a person's
+/// [`RecallIndex::add_unit`]), two more rankings join per person named: each ranking
+/// again, among that person's own words only (`Scored::scopes`). A time the query
+/// asks about ("in June", "last week": [`period::period`]) is a scope the same way:
+/// what was said then, ranked by each side. Why: a question about a person's
 /// activities or family is answered by what that person said on the theme — in
 /// LoCoMo every multi-hop evidence turn the prompt missed was the named person's own.
 /// BM25 alone matches the name in their every turn (shortest first) and in every turn
@@ -365,9 +429,15 @@ pub fn merge<T>(lists: Vec<Ranked<T>>, top_k: usize) -> Vec<T> {
         score.filter(|x| *x > 0.0)
     });
     let dense = order_by(&|s| s.cos);
-    // A named person's own rows, by each ranking ([`name_mask`]).
-    let theirs = |list: &[usize]| -> Vec<usize> { list.iter().copied().filter(|&i| all[i].named).collect() };
-    let mut lists = vec![theirs(&bm25), theirs(&dense), bm25, dense];
+    // Each scope's own rows (a named person's, a period's), by each ranking.
+    let scopes = all.iter().fold(0, |acc, s| acc | s.scopes);
+    let theirs = |list: &[usize], bit: u32| -> Vec<usize> {
+        list.iter().copied().filter(|&i| all[i].scopes & bit != 0).collect()
+    };
+    let mut lists: Vec<Vec<usize>> = each_scope(scopes)
+        .flat_map(|bit| [theirs(&bm25, bit), theirs(&dense, bit)])
+        .collect();
+    lists.extend([bm25, dense]);
     lists.retain(|l| !l.is_empty());
     let order = if lists.len() == 1 {
         lists.pop().unwrap_or_default()
@@ -386,6 +456,7 @@ impl<K: IndexKey> SearchIndex<K> {
         let n = self.bm25.add(text);
         self.ids.push(Some(id.clone()));
         self.speaker_of.push(NO_SPEAKER);
+        self.ts_of.push(i64::MIN);
         self.number.insert(id.clone(), n);
     }
 
@@ -408,6 +479,16 @@ impl<K: IndexKey> SearchIndex<K> {
         if let Some(n) = self.number.remove(id) {
             self.bm25.remove(n);
             self.ids[n] = None;
+            let ts = std::mem::replace(&mut self.ts_of[n], i64::MIN);
+            if ts != i64::MIN {
+                let day = ts.div_euclid(86_400_000);
+                if let Some(c) = self.days.get_mut(&day) {
+                    *c -= 1;
+                    if *c == 0 {
+                        self.days.remove(&day);
+                    }
+                }
+            }
             if let Some(r) = self.dense_row.remove(&n) {
                 self.dense_doc[r] = usize::MAX;
             }
@@ -488,37 +569,41 @@ impl<K: IndexKey> SearchIndex<K> {
     /// The best `top_k` rows of [`Self::search`] with their scores and this index's
     /// statistics of the query's terms, for a [`merge`] with another index's answer.
     pub fn search_scored(&self, text: &str, qv: Option<&[f32]>, dense_min: f32, top_k: usize) -> Ranked<K> {
-        let terms = retrieve::query_terms(text);
-        let names = name_mask(text, &terms);
+        let query = Query::read(text);
+        let terms = &query.terms;
         let dense = self.dense_ranking(qv, dense_min);
         // Without a dense side the answer is BM25's best `top_k`, selected without
         // sorting the rest — fused with the named person's best when someone named
         // speaks here, both to [`lexical_depth`]. The fusion with the dense side
         // needs the whole ranking (a row's rank on the side it is weak on counts too).
-        let theirs = self.spoken_by(&name_words(&terms, &names));
-        let (bm25, their_bm25) = match &theirs {
-            _ if !dense.is_empty() => (self.bm25.ranked_terms(&terms, usize::MAX), None),
-            Some(t) => {
+        let (bm25, their_bm25) = match self.scopes(&query) {
+            _ if !dense.is_empty() => (self.bm25.ranked_terms(terms, usize::MAX), None),
+            Some((present, t)) => {
                 let depth = lexical_depth(top_k);
-                (
-                    self.bm25.ranked_terms(&terms, depth),
-                    Some(self.bm25.ranked_terms_where(&terms, depth, t)),
-                )
+                // A person's rows by a windowed top-k of their own; the period's
+                // from the whole list (`None`): a period little was said in would
+                // make the window scan every row for the few that pass.
+                let each = each_scope(present)
+                    .map(|bit| {
+                        (bit != PERIOD_SCOPE)
+                            .then(|| self.bm25.ranked_terms_where(terms, depth, &|row| t(row) & bit != 0))
+                    })
+                    .collect();
+                (self.bm25.ranked_terms(terms, depth), Some(each))
             }
-            None => (self.bm25.ranked_terms(&terms, top_k), None),
+            None => (self.bm25.ranked_terms(terms, top_k), None),
         };
-        self.rank(&terms, &names, bm25, their_bm25, dense, top_k)
+        self.rank(&query, bm25, their_bm25, dense, top_k)
     }
 
     /// The BM25 half of [`Self::search_scored`], for [`Self::finish`] once the query's
     /// vector is known (or known not to come).
     pub fn lexical(&self, text: &str) -> Lexical {
-        let terms = retrieve::query_terms(text);
+        let query = Query::read(text);
         Lexical {
             epoch: self.epoch,
-            bm25: self.bm25.ranked_terms(&terms, usize::MAX),
-            names: name_mask(text, &terms),
-            terms,
+            bm25: self.bm25.ranked_terms(&query.terms, usize::MAX),
+            query,
         }
     }
 
@@ -526,41 +611,68 @@ impl<K: IndexKey> SearchIndex<K> {
     /// Rows added since `lexical` was ranked join on their vector only, rows removed
     /// since are left out, and a half from before a rebuild is ranked again.
     pub fn finish(&self, lexical: Lexical, qv: Option<&[f32]>, dense_min: f32, top_k: usize) -> Ranked<K> {
-        let Lexical {
-            epoch,
-            terms,
-            names,
-            bm25,
-        } = lexical;
+        let Lexical { epoch, query, bm25 } = lexical;
         let bm25 = if epoch == self.epoch {
             bm25
         } else {
-            self.bm25.ranked_terms(&terms, usize::MAX)
+            self.bm25.ranked_terms(&query.terms, usize::MAX)
         };
         let dense = self.dense_ranking(qv, dense_min);
-        self.rank(&terms, &names, bm25, None, dense, top_k)
+        self.rank(&query, bm25, None, dense, top_k)
     }
 
-    /// Whether a row was said by someone whose name has a word among `name_terms`
-    /// (None: no such speaker here — the query names no one, or no one who speaks).
-    fn spoken_by(&self, name_terms: &[String]) -> Option<impl Fn(usize) -> bool + '_> {
-        if name_terms.is_empty() {
+    /// The query's scopes of a row ([`Scored::scopes`]: bit i said by the query's
+    /// i-th person, someone whose name shares a word with theirs; [`PERIOD_SCOPE`]
+    /// said in its period), and the scopes a row here may be in (None: none — the
+    /// query names no one who speaks here and no time).
+    fn scopes<'a>(&'a self, query: &'a Query) -> Option<(u32, impl Fn(usize) -> u32 + 'a)> {
+        let (people, period) = (&query.people, query.period.as_ref());
+        if people.iter().all(|p| p.is_empty()) && period.is_none() {
             return None;
         }
-        let theirs: Vec<bool> = self
+        let theirs: Vec<u32> = self
             .speakers
             .iter()
-            .map(|t| t.iter().any(|x| name_terms.contains(x)))
+            .map(|name| {
+                people
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| name.iter().any(|x| p.contains(x)))
+                    .fold(0, |acc, (i, _)| acc | 1 << i)
+            })
             .collect();
-        if !theirs.contains(&true) {
+        let said_then = move |row: usize| {
+            period.is_some_and(|p| self.ts_of.get(row).is_some_and(|&ts| ts != i64::MIN && p.contains(ts)))
+        };
+        let mut present = theirs.iter().fold(0, |acc, s| acc | s);
+        if period.is_some_and(|p| self.anything_said_in(p)) {
+            present |= PERIOD_SCOPE;
+        }
+        if present == 0 {
             return None;
         }
-        Some(move |row: usize| {
-            self.speaker_of
+        let scopes = move |row: usize| {
+            let said_by = self
+                .speaker_of
                 .get(row)
                 .and_then(|&s| theirs.get(s as usize))
                 .copied()
-                .unwrap_or(false)
+                .unwrap_or(0);
+            if said_then(row) { said_by | PERIOD_SCOPE } else { said_by }
+        };
+        Some((present, scopes))
+    }
+
+    /// Whether a live row was said in `period` (a lookup in the days rows were said
+    /// on, [`Period::contains`]'s rule).
+    fn anything_said_in(&self, period: &Period) -> bool {
+        period.spans.iter().any(|s| match *s {
+            Span::Days { from, to } => self
+                .days
+                .range(from..to + period::TOLD_AFTER_DAYS)
+                .next()
+                .is_some(),
+            Span::Month(_) => self.days.keys().any(|&d| period.contains(d * 86_400_000)),
         })
     }
 
@@ -596,19 +708,21 @@ impl<K: IndexKey> SearchIndex<K> {
     }
 
     /// The best `top_k` of the BM25 ranking `bm25` (best first), fused with the dense
-    /// one when there is one (and the dense one among rows with a name of the query's,
-    /// `names` marking which `terms` are names: [`merge`]).
+    /// one when there is one, and with both among each of the query's scopes (a
+    /// named person's rows, what was said in its period: [`merge`]; `their_bm25`:
+    /// each scope's BM25 ranking, already ranked, in the order of [`each_scope`];
+    /// `None`: `bm25`'s rows in the scope).
     fn rank(
         &self,
-        terms: &[String],
-        names: &[bool],
+        query: &Query,
         bm25: Vec<(usize, f32)>,
-        their_bm25: Option<Vec<(usize, f32)>>,
+        their_bm25: Option<ScopeRankings>,
         dense: Vec<(usize, f32)>,
         top_k: usize,
     ) -> Ranked<K> {
-        let theirs = self.spoken_by(&name_words(terms, names));
-        let named = |row: usize| theirs.as_ref().is_some_and(|t| t(row));
+        let terms = &query.terms;
+        let theirs = self.scopes(query);
+        let scopes = |row: usize| theirs.as_ref().map_or(0, |(_, t)| t(row));
         let picked: Vec<(usize, Option<f32>, Option<f32>)> = if dense.is_empty() && theirs.is_none() {
             bm25.into_iter().map(|(n, s)| (n, Some(s), None)).collect()
         } else {
@@ -618,15 +732,17 @@ impl<K: IndexKey> SearchIndex<K> {
             let mut fusion = Fusion::new(n, dense.is_empty());
             fusion.vote(bm25.iter().map(|(row, _)| *row));
             fusion.vote(dense.iter().map(|(row, _)| *row));
-            // The named person's own rows, by each ranking ([`merge`]).
-            if theirs.is_some() {
-                match &their_bm25 {
-                    Some(theirs) => fusion.vote(theirs.iter().map(|(row, _)| *row)),
-                    None => fusion.vote(bm25.iter().map(|(row, _)| *row).filter(|&row| named(row))),
+            // Each scope's own rows, by each ranking ([`merge`]).
+            if let Some((present, _)) = &theirs {
+                for (i, bit) in each_scope(*present).enumerate() {
+                    match their_bm25.as_ref().and_then(|t| t.get(i)).and_then(Option::as_ref) {
+                        Some(theirs) => fusion.vote(theirs.iter().map(|(row, _)| *row)),
+                        None => fusion.vote(bm25.iter().map(|(row, _)| *row).filter(|&row| scopes(row) & bit != 0)),
+                    }
+                    fusion.vote(dense.iter().map(|(row, _)| *row).filter(|&row| scopes(row) & bit != 0));
                 }
-                fusion.vote(dense.iter().map(|(row, _)| *row).filter(|&row| named(row)));
             }
-            for &(row, s) in bm25.iter().chain(their_bm25.iter().flatten()) {
+            for &(row, s) in bm25.iter().chain(their_bm25.iter().flatten().flatten().flatten()) {
                 fusion.score(row, Some(s), None);
             }
             for &(row, s) in &dense {
@@ -640,14 +756,14 @@ impl<K: IndexKey> SearchIndex<K> {
             .filter_map(|(n, bm25, cos)| {
                 let row = self.ids.get(n).cloned().flatten()?;
                 let (len, tf) = self.bm25.term_freqs(n, terms);
-                let named = named(n);
+                let scopes = scopes(n);
                 Some(Scored {
                     row,
                     bm25,
                     len,
                     tf,
                     cos,
-                    named,
+                    scopes,
                 })
             })
             .take(top_k)
@@ -753,7 +869,7 @@ mod tests {
             len: 0,
             tf: Vec::new(),
             cos,
-            named: false,
+            scopes: 0,
         }
     }
 
@@ -897,13 +1013,99 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         let q = "What does Jon do with Melanie's friend?";
-        let marked: Vec<String> = name_words(&retrieve::query_terms(q), &name_mask(q, &retrieve::query_terms(q)));
-        assert_eq!(marked, ["jon", "melani"], "both names, as analysed");
+        let marked = people(&retrieve::query_terms(q), &name_mask(q, &retrieve::query_terms(q)));
+        assert_eq!(marked, [["jon"], ["melani"]], "both names, as analysed, one person each");
         let q = "What do they do with the kids?";
         assert_eq!(one.search(q, Some(&qv), 0.2, 5), before(q));
-        assert!(name_mask(q, &retrieve::query_terms(q)).iter().all(|n| !n));
+        assert!(name_mask(q, &retrieve::query_terms(q)).iter().all(|n| n.is_none()));
         let q = "What does Jon do with the kids?";
         assert_eq!(one.search(q, Some(&qv), 0.2, 5), before(q), "Jon never speaks here");
+    }
+
+    #[test]
+    fn a_query_naming_two_people_ranks_each_ones_words_apart() {
+        // Jon, Gina and Ann talk of business; the query names Jon and Gina.
+        let mut ix = RecallIndex::default();
+        let who = ["Jon", "Gina", "Ann"];
+        for i in 0..60 {
+            let id = Unit::Event(i);
+            let text = format!("business {} love {i}", if i % 4 == 0 { "started" } else { "plans" });
+            ix.add_unit(&id, 0, who[i as usize % 3], &text);
+            ix.put_vector(id, &[1.0, (i % 7) as f32 * 0.2]);
+        }
+        let q = "Did Jon and Gina start a business out of what they love?";
+        let qv = [1.0, 0.3];
+        let terms = retrieve::query_terms(q);
+        let bm25: Vec<usize> = ix.bm25.ranked_terms(&terms, usize::MAX).into_iter().map(|(n, _)| n).collect();
+        let dense: Vec<usize> = ix.dense_ranking(Some(&qv), 0.2).into_iter().map(|(n, _)| n).collect();
+        // The whole rankings, then each person's own rows by each (the order the
+        // index sums them in).
+        let of = |list: &[usize], k: usize| -> Vec<usize> { list.iter().copied().filter(|n| n % 3 == k).collect() };
+        let lists = [of(&bm25, 0), of(&dense, 0), of(&bm25, 1), of(&dense, 1)];
+        let lists = [vec![bm25, dense], lists.to_vec()].concat();
+        let want: Vec<Unit> = retrieve::rrf(&lists, retrieve::RRF_K)
+            .into_iter()
+            .filter_map(|n| ix.ids[n])
+            .take(10)
+            .collect();
+        let got: Vec<Unit> = ix.search_scored(q, Some(&qv), 0.2, 10).rows.into_iter().map(|r| r.row).collect();
+        assert_eq!(got, want);
+        // Each row knows who of the two said it.
+        let found = ix.search_scored(q, Some(&qv), 0.2, 60);
+        for r in &found.rows {
+            let Unit::Event(i) = r.row else { unreachable!() };
+            assert_eq!(r.scopes, [1, 2, 0][i as usize % 3], "{i}");
+        }
+    }
+
+    #[test]
+    fn a_query_naming_a_time_finds_what_was_said_then_first() {
+        use crate::memory::dates::days_from_civil;
+        let day = |m: i64, d: i64| days_from_civil(2023, m, d) * 86_400_000 + 12 * 3_600_000;
+        // Camping talk all year, short (BM25's best), and one longer turn in June;
+        // another told early in July about June (still counts).
+        let mut rows: Vec<(i64, i64, String)> = Vec::new();
+        for i in 0..40 {
+            let m = 1 + (i % 12);
+            if m != 6 {
+                rows.push((i, day(m, 10), format!("camping again {i}")));
+            }
+        }
+        rows.push((
+            100,
+            day(6, 17),
+            "we went camping with the kids at the lake and roasted marshmallows by the fire".into(),
+        ));
+        rows.push((
+            101,
+            day(7, 2),
+            "last weekend we were camping in the mountains, the kids loved the hike up there".into(),
+        ));
+        let mut ix = RecallIndex::default();
+        let (mut a, mut b) = (RecallIndex::default(), RecallIndex::default());
+        for (id, ts, t) in &rows {
+            ix.add_unit(&Unit::Event(*id), *ts, "Mel", t);
+            if id % 2 == 0 { &mut a } else { &mut b }.add_unit(&Unit::Event(*id), *ts, "Mel", t);
+        }
+        let q = "When did we go camping in June?";
+        let want = [Unit::Event(100), Unit::Event(101)];
+        let mut top = ix.search(q, None, 0.2, 20)[..2].to_vec();
+        top.sort();
+        assert_eq!(top, want);
+        // Two indexes merged rank as one.
+        let mut split = merge(vec![a.search_scored(q, None, 0.2, 20), b.search_scored(q, None, 0.2, 20)], 2);
+        split.sort();
+        assert_eq!(split, want);
+        // Without the time: the short turns first.
+        let plain = ix.search("When did we go camping?", None, 0.2, 20);
+        assert!(!plain[..2].contains(&Unit::Event(100)), "{plain:?}");
+        // Whether anything was said then follows the rows that come and go.
+        let june = period::period(q, 0).expect("a month");
+        assert!(ix.anything_said_in(&june));
+        ix.remove(&Unit::Event(100));
+        assert!(ix.anything_said_in(&june), "told in July about June");
+        ix.remove(&Unit::Event(101));
+        assert!(!ix.anything_said_in(&june));
     }
 
     #[test]

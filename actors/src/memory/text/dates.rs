@@ -27,6 +27,11 @@ impl Day {
         Self::from_days(ts_ms.div_euclid(86_400_000))
     }
 
+    /// The day `days` days after 1970-01-01.
+    pub fn of_days(days: i64) -> Self {
+        Self::from_days(days)
+    }
+
     fn from_days(days: i64) -> Self {
         let (year, month, day) = civil_from_days(days);
         Self { year, month, day }

@@ -1,10 +1,11 @@
 //! What memory reads in a text, in English and Chinese alike: token counts (o200k),
-//! keywords (jieba), names, dates, and the rule distiller's statements.
+//! keywords (jieba), names, dates, the time a question asks about, and the rule distiller's statements.
 
 pub mod bpe;
 pub mod dates;
 pub mod keywords;
 pub mod names;
+pub mod period;
 pub mod rules;
 pub mod rules_en;
 pub mod tokens;
