@@ -410,6 +410,65 @@ fn speaker_tokens(speaker: &str) -> usize {
     })
 }
 
+/// Two items sharing at least this share of their words (Jaccard) say the same thing:
+/// the later, lower-ranked one is left out, and its tokens go to other evidence.
+pub const NEAR_DUPLICATE: f32 = 0.8;
+/// Items with fewer distinct words than this are compared only whole
+/// ([`dedupe_key`]): in "Thanks, Mel!" against "Thanks, Caroline!" one word is half.
+const NEAR_DUPLICATE_MIN_WORDS: usize = 5;
+
+/// An item's distinct words (lower-cased, hashed, sorted), for [`near_duplicate`];
+/// empty when it has too few to compare.
+fn word_set(text: &str) -> Vec<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut words: Vec<u64> = text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(|w| {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            for c in w.chars().flat_map(char::to_lowercase) {
+                c.hash(&mut h);
+            }
+            h.finish()
+        })
+        .collect();
+    words.sort_unstable();
+    words.dedup();
+    if words.len() < NEAR_DUPLICATE_MIN_WORDS {
+        words.clear();
+    }
+    words
+}
+
+/// Whether two [`word_set`]s share at least [`NEAR_DUPLICATE`] of their words.
+fn near_duplicate(a: &[u64], b: &[u64]) -> bool {
+    if a.is_empty() || b.is_empty() {
+        return false;
+    }
+    let (small, large) = if a.len() <= b.len() {
+        (a.len(), b.len())
+    } else {
+        (b.len(), a.len())
+    };
+    // Even all of the smaller set shared cannot reach the share: no need to look.
+    if (small as f32) < NEAR_DUPLICATE * large as f32 {
+        return false;
+    }
+    let (mut i, mut j, mut shared) = (0, 0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                shared += 1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    shared as f32 >= NEAR_DUPLICATE * (a.len() + b.len() - shared) as f32
+}
+
 /// Lower-cased letters and digits of `text` (first 300): two items with this equal say
 /// the same thing (the same event in the window and as a passage, a fact repeated).
 pub fn dedupe_key(text: &str) -> String {
@@ -638,6 +697,8 @@ pub fn select(
     }
     // The recency window: newest first until full, shown oldest first.
     let mut kept_recent = Vec::new();
+    // What the kept items say, word by word ([`near_duplicate`]).
+    let mut kept_words: Vec<Vec<u64>> = Vec::new();
     let mut timeline_tokens = tokens::count_memo(&timeline_header());
     for item in recent.into_iter().rev() {
         if kept_recent.len() >= RECENT_EVENTS {
@@ -653,6 +714,7 @@ pub fn select(
         }
         timeline_tokens += cost;
         seen.insert(key);
+        kept_words.push(word_set(&item.text));
         kept_recent.push(item);
     }
     kept_recent.reverse();
@@ -678,6 +740,10 @@ pub fn select(
         if key.is_empty() || !seen.insert(key) {
             continue;
         }
+        let words = word_set(&item.text);
+        if kept_words.iter().any(|k| near_duplicate(k, &words)) {
+            continue;
+        }
         if item.tokens > cap {
             item.text = tokens::truncate(&item.text, cap);
             item.tokens = tokens::count(&item.text);
@@ -700,6 +766,7 @@ pub fn select(
             days.extend(item.day());
             minutes.extend(item.minute());
         }
+        kept_words.push(words);
         relevant.push(item);
     }
     let index = index.filter(|ix| {
@@ -1040,6 +1107,74 @@ mod tests {
         assert_eq!(r.recent.len(), 1);
         let texts: Vec<&str> = r.relevant.iter().map(|i| i.text.as_str()).collect();
         assert_eq!(texts, ["Biscuit is a greyhound."], "{texts:?}");
+    }
+
+    #[test]
+    fn an_item_saying_what_a_better_one_said_is_left_out() {
+        let t = MAY_8_2023_1356;
+        let ranked = vec![
+            said(
+                t,
+                "Mel",
+                "The kids and I went camping at the lake last weekend, so much fun",
+                Origin::Window,
+            ),
+            // The same words and one more, case and punctuation aside: said already.
+            said(
+                t + 1,
+                "Mel",
+                "the kids and I went camping at the lake last weekend - so very much fun!!",
+                Origin::Window,
+            ),
+            said(
+                t + 2,
+                "Mel",
+                "The kids and I went camping at the lake last weekend, it rained",
+                Origin::Window,
+            ),
+            // Short items are only compared whole.
+            said(t + 3, "Mel", "Thanks, Caroline!", Origin::Window),
+            said(t + 4, "Mel", "Thanks, Mel!", Origin::Window),
+            said(
+                t + 5,
+                "Mel",
+                "We painted a sunset with the kids yesterday",
+                Origin::Window,
+            ),
+        ];
+        let budget = RecallBudget {
+            memory: 2_000,
+            timeline: 0,
+        };
+        let r = select("", Vec::new(), ranked, None, budget);
+        let kept: Vec<i64> = r.relevant.iter().map(|i| i.ts_ms.unwrap_or(0) - t).collect();
+        // 1 shares 13 of its 14 words with 0 (0.93): left out; 2 shares 10 of 15 (0.67): kept.
+        assert_eq!(kept, [0, 2, 3, 4, 5]);
+        // What the recency window shows is said already too.
+        let recent = vec![said(
+            t - 10,
+            "Mel",
+            "The kids and I went camping at the lake last weekend, so much fun",
+            Origin::Window,
+        )];
+        let ranked = vec![said(
+            t + 1,
+            "Mel",
+            "the kids and I went camping at the lake last weekend - so much fun!!",
+            Origin::Window,
+        )];
+        let r = select(
+            "",
+            recent,
+            ranked,
+            None,
+            RecallBudget {
+                memory: 2_000,
+                timeline: 500,
+            },
+        );
+        assert_eq!(r.recent.len(), 1);
+        assert!(r.relevant.is_empty());
     }
 
     #[test]

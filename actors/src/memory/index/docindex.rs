@@ -298,7 +298,9 @@ type ScopeRankings = Vec<Option<Vec<(usize, f32)>>>;
 
 /// The scopes of a `scopes` set, one bit each ([`Scored::scopes`]).
 fn each_scope(scopes: u32) -> impl Iterator<Item = u32> {
-    (0..=MAX_PEOPLE as u32).map(|i| 1 << i).filter(move |bit| scopes & bit != 0)
+    (0..=MAX_PEOPLE as u32)
+        .map(|i| 1 << i)
+        .filter(move |bit| scopes & bit != 0)
 }
 
 /// How deep the dense ranking goes: below it a row's reciprocal rank (< 1/1,000) no
@@ -658,7 +660,11 @@ impl<K: IndexKey> SearchIndex<K> {
                 .and_then(|&s| theirs.get(s as usize))
                 .copied()
                 .unwrap_or(0);
-            if said_then(row) { said_by | PERIOD_SCOPE } else { said_by }
+            if said_then(row) {
+                said_by | PERIOD_SCOPE
+            } else {
+                said_by
+            }
         };
         Some((present, scopes))
     }
@@ -667,11 +673,7 @@ impl<K: IndexKey> SearchIndex<K> {
     /// on, [`Period::contains`]'s rule).
     fn anything_said_in(&self, period: &Period) -> bool {
         period.spans.iter().any(|s| match *s {
-            Span::Days { from, to } => self
-                .days
-                .range(from..to + period::TOLD_AFTER_DAYS)
-                .next()
-                .is_some(),
+            Span::Days { from, to } => self.days.range(from..to + period::TOLD_AFTER_DAYS).next().is_some(),
             Span::Month(_) => self.days.keys().any(|&d| period.contains(d * 86_400_000)),
         })
     }
@@ -1014,7 +1016,11 @@ mod tests {
         };
         let q = "What does Jon do with Melanie's friend?";
         let marked = people(&retrieve::query_terms(q), &name_mask(q, &retrieve::query_terms(q)));
-        assert_eq!(marked, [["jon"], ["melani"]], "both names, as analysed, one person each");
+        assert_eq!(
+            marked,
+            [["jon"], ["melani"]],
+            "both names, as analysed, one person each"
+        );
         let q = "What do they do with the kids?";
         assert_eq!(one.search(q, Some(&qv), 0.2, 5), before(q));
         assert!(name_mask(q, &retrieve::query_terms(q)).iter().all(|n| n.is_none()));
@@ -1036,7 +1042,12 @@ mod tests {
         let q = "Did Jon and Gina start a business out of what they love?";
         let qv = [1.0, 0.3];
         let terms = retrieve::query_terms(q);
-        let bm25: Vec<usize> = ix.bm25.ranked_terms(&terms, usize::MAX).into_iter().map(|(n, _)| n).collect();
+        let bm25: Vec<usize> = ix
+            .bm25
+            .ranked_terms(&terms, usize::MAX)
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
         let dense: Vec<usize> = ix.dense_ranking(Some(&qv), 0.2).into_iter().map(|(n, _)| n).collect();
         // The whole rankings, then each person's own rows by each (the order the
         // index sums them in).
@@ -1048,7 +1059,12 @@ mod tests {
             .filter_map(|n| ix.ids[n])
             .take(10)
             .collect();
-        let got: Vec<Unit> = ix.search_scored(q, Some(&qv), 0.2, 10).rows.into_iter().map(|r| r.row).collect();
+        let got: Vec<Unit> = ix
+            .search_scored(q, Some(&qv), 0.2, 10)
+            .rows
+            .into_iter()
+            .map(|r| r.row)
+            .collect();
         assert_eq!(got, want);
         // Each row knows who of the two said it.
         let found = ix.search_scored(q, Some(&qv), 0.2, 60);
@@ -1093,7 +1109,10 @@ mod tests {
         top.sort();
         assert_eq!(top, want);
         // Two indexes merged rank as one.
-        let mut split = merge(vec![a.search_scored(q, None, 0.2, 20), b.search_scored(q, None, 0.2, 20)], 2);
+        let mut split = merge(
+            vec![a.search_scored(q, None, 0.2, 20), b.search_scored(q, None, 0.2, 20)],
+            2,
+        );
         split.sort();
         assert_eq!(split, want);
         // Without the time: the short turns first.

@@ -41,9 +41,7 @@ impl Period {
         let day = ts_ms.div_euclid(86_400_000);
         self.spans.iter().any(|s| match *s {
             Span::Days { from, to } => day >= from && day < to + TOLD_AFTER_DAYS,
-            Span::Month(m) => {
-                Day::of_days(day).month == m || Day::of_days(day - TOLD_AFTER_DAYS).month == m
-            }
+            Span::Month(m) => Day::of_days(day).month == m || Day::of_days(day - TOLD_AFTER_DAYS).month == m,
         })
     }
 }
@@ -315,8 +313,14 @@ mod tests {
             read("What did Gina find for her store on 1 February, 2023?"),
             ["2023-02-01..2023-02-01"]
         );
-        assert_eq!(read("What setback did she face in October 2023?"), ["2023-10-01..2023-10-31"]);
-        assert_eq!(read("How many times has she gone to the beach in 2023?"), ["2023-01-01..2023-12-31"]);
+        assert_eq!(
+            read("What setback did she face in October 2023?"),
+            ["2023-10-01..2023-10-31"]
+        );
+        assert_eq!(
+            read("How many times has she gone to the beach in 2023?"),
+            ["2023-01-01..2023-12-31"]
+        );
         assert_eq!(read("When did Melanie go camping in June?"), ["*-06"]);
         assert_eq!(read("我2023年5月去了哪里？"), ["2023-05-01..2023-05-31"]);
         assert_eq!(read("三月份我们聊了什么"), ["*-03"]);
@@ -329,7 +333,10 @@ mod tests {
         assert_eq!(read("and last weekend?"), ["2024-05-11..2024-05-12"]);
         assert_eq!(read("anything this month"), ["2024-05-01..2024-05-31"]);
         assert_eq!(read("what happened last year"), ["2023-01-01..2023-12-31"]);
-        assert_eq!(read("Where did Caroline move from 4 years ago?"), ["2020-01-01..2020-12-31"]);
+        assert_eq!(
+            read("Where did Caroline move from 4 years ago?"),
+            ["2020-01-01..2020-12-31"]
+        );
         assert_eq!(read("a month ago"), ["2024-04-01..2024-04-30"]);
         assert_eq!(read("last May"), ["2023-05-01..2023-05-31"]);
         assert_eq!(read("next March"), ["2025-03-01..2025-03-31"]);
