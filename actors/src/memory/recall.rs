@@ -643,6 +643,14 @@ pub struct WindowRecall {
 /// document tier's passages ranked as one list by their scores
 /// (`docindex::merge`, as `MemoryStore::search_units` does), that list fused with
 /// the other tiers' rankings (graph facts, knowledge: [`fuse`]), then [`select`]ed.
+///
+/// A fact whose sentence is one of the ranked units (or their replies) is left out
+/// of the fusion: the graph's facts are pointers into what was said, and such a fact
+/// adds no evidence, only a second, cruder ranking of it (by words shared with the
+/// input) that took a place one-for-one with the hybrid ranking's best — on the
+/// LoCoMo dev subset, live, it pushed multi-hop evidence out (0.726 → 0.755 without
+/// it; overall 0.886 → 0.892; BM25 only unchanged). Facts learnt from elsewhere, a
+/// distilled triple or a turn the units did not reach, still compete.
 pub fn assemble(
     input: &str,
     window: WindowRecall,
@@ -652,8 +660,19 @@ pub fn assemble(
     budget: RecallBudget,
 ) -> Recollection {
     let units = super::docindex::merge(vec![window.units, passages], UNIT_CANDIDATES);
+    // What the units say, replies included: a fact or item saying the same is
+    // already there at the evidence's own rank.
+    let said: HashSet<String> = units
+        .iter()
+        .flat_map(|u| std::iter::once(u).chain(u.reply.as_deref()))
+        .map(Item::key)
+        .collect();
     let mut all = vec![units];
-    all.extend(tiers);
+    all.extend(
+        tiers
+            .into_iter()
+            .map(|t| t.into_iter().filter(|i| !said.contains(&i.key())).collect::<Vec<_>>()),
+    );
     select(input, window.recent, fuse(all), index, budget)
 }
 
@@ -1107,6 +1126,70 @@ mod tests {
         assert_eq!(r.recent.len(), 1);
         let texts: Vec<&str> = r.relevant.iter().map(|i| i.text.as_str()).collect();
         assert_eq!(texts, ["Biscuit is a greyhound."], "{texts:?}");
+    }
+
+    #[test]
+    fn a_fact_the_units_already_hold_takes_no_place_of_its_own() {
+        use crate::memory::docindex::{Ranked, Scored};
+        let t = MAY_8_2023_1356;
+        let unit = |i: i64, text: &str| Scored {
+            row: said(t + i, "Mel", text, Origin::Window),
+            bm25: Some(10.0 - i as f32),
+            len: 0,
+            tf: Vec::new(),
+            cos: None,
+            scopes: 0,
+        };
+        let units: Vec<Scored<Item>> = (0..6)
+            .map(|i| unit(i, &format!("unit number {i} of the evidence here")))
+            .collect();
+        let fact = |i: i64, text: &str| {
+            said(
+                t + i,
+                "Mel",
+                text,
+                Origin::Fact {
+                    relation: "Mel →said→ it".into(),
+                },
+            )
+        };
+        // The graph's best fact is the sixth unit's sentence; its second says
+        // something no unit says.
+        let facts = vec![
+            fact(5, "unit number 5 of the evidence here"),
+            fact(9, "Mel adopted a greyhound called Rex last spring"),
+        ];
+        let window = WindowRecall {
+            recent: Vec::new(),
+            units: Ranked {
+                stats: Default::default(),
+                rows: units,
+            },
+        };
+        let budget = RecallBudget {
+            memory: 2_000,
+            timeline: 0,
+        };
+        let r = assemble("", window, Ranked::default(), vec![facts], None, budget);
+        let order: Vec<(i64, bool)> = r
+            .relevant
+            .iter()
+            .map(|i| (i.ts_ms.unwrap_or(0) - t, matches!(i.origin, Origin::Fact { .. })))
+            .collect();
+        // The units in their own order, the sixth at its own place (not lifted by the
+        // fact), the new fact fused in beside the best unit.
+        assert_eq!(
+            order,
+            [
+                (0, false),
+                (9, true),
+                (1, false),
+                (2, false),
+                (3, false),
+                (4, false),
+                (5, false)
+            ]
+        );
     }
 
     #[test]
