@@ -84,6 +84,11 @@ pub struct SearchIndex<K: IndexKey> {
     speaker_ids: HashMap<String, u32>,
     /// Row number → when it was said (`i64::MIN`: a row added without a time).
     ts_of: Vec<i64>,
+    /// The last name mentioned of someone who does not speak here (and how many rows
+    /// ago, less one), and when the last row was said: a row referring to "she" or
+    /// "him" soon after is indexed with that name too ([`RecallIndex::add_unit`]).
+    mentioned: Option<(String, u8)>,
+    last_said: i64,
     /// How many live rows were said on each day (days since 1970-01-01): whether
     /// anything was said in a period is a lookup, not a scan.
     days: std::collections::BTreeMap<i64, u32>,
@@ -157,6 +162,8 @@ impl<K: IndexKey> Default for SearchIndex<K> {
             speaker_ids: HashMap::new(),
             ts_of: Vec::new(),
             days: Default::default(),
+            mentioned: None,
+            last_said: i64::MIN,
             epoch: EPOCHS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         }
     }
@@ -182,15 +189,56 @@ impl DocIndex {
 /// A row added without a speaker.
 const NO_SPEAKER: u32 = u32::MAX;
 
+/// Rows further apart than this are not one conversation: "she" in the later one
+/// does not refer to a name in the earlier.
+const SAME_CONVERSATION_MS: i64 = 30 * 60_000;
+
+/// Whether `text` refers to a third person by a pronoun ("she", "him", "his" …).
+fn refers_to_someone(text: &str) -> bool {
+    text.split(|c: char| !c.is_alphabetic()).any(|w| {
+        matches!(
+            w,
+            "she" | "She" | "her" | "Her" | "hers" | "he" | "He" | "him" | "Him" | "his" | "His"
+        )
+    })
+}
+
 impl RecallIndex {
     /// Adds a unit said by `speaker` at `ts_ms`, indexed by
     /// [`crate::memory::recall::unit_text`]; who said it is kept apart too, for the
     /// ranking of a person's own words ([`merge`]).
+    ///
+    /// Cheap co-reference: a row that refers to someone as "she", "him" … is indexed
+    /// with the last name of someone who does not speak here mentioned in one of the
+    /// two rows before it, in the same conversation (rows less than
+    /// [`SAME_CONVERSATION_MS`] apart) — "Had
+    /// lunch with Anna." / "She's moving to Berlin." is found by "When is Anna
+    /// moving?". Only the BM25 text gets the name; the row shows what was said.
     pub fn add_unit(&mut self, id: &Unit, ts_ms: i64, speaker: &str, text: &str) {
         if self.number.contains_key(id) {
             return;
         }
-        self.add(id, &crate::memory::recall::unit_text(ts_ms, speaker, text));
+        if ts_ms.saturating_sub(self.last_said) > SAME_CONVERSATION_MS || ts_ms < self.last_said {
+            self.mentioned = None;
+        }
+        self.last_said = ts_ms;
+        let names: Vec<String> = crate::memory::text::names::english_names([text])
+            .into_iter()
+            .map(|(n, _)| n)
+            .filter(|n| n != speaker && !self.speaker_ids.contains_key(n.as_str()))
+            .collect();
+        let unit = crate::memory::recall::unit_text(ts_ms, speaker, text);
+        match &self.mentioned {
+            Some((who, _)) if refers_to_someone(text) && !names.contains(who) => {
+                self.add(id, &format!("{unit} ({who})"))
+            }
+            _ => self.add(id, &unit),
+        }
+        // A name is referred back to from the next two rows at most.
+        self.mentioned = match names.last() {
+            Some(last) => Some((last.clone(), 0)),
+            None => self.mentioned.take().filter(|(_, n)| *n < 1).map(|(w, n)| (w, n + 1)),
+        };
         let Some(&n) = self.number.get(id) else { return };
         let sid = match self.speaker_ids.get(speaker) {
             Some(&s) => s,
@@ -1072,6 +1120,48 @@ mod tests {
             let Unit::Event(i) = r.row else { unreachable!() };
             assert_eq!(r.scopes, [1, 2, 0][i as usize % 3], "{i}");
         }
+    }
+
+    #[test]
+    fn she_soon_after_a_name_is_found_by_the_name() {
+        let min = 60_000;
+        let mut ix = RecallIndex::default();
+        ix.add_unit(&Unit::Event(0), 0, "Owner", "Had lunch with Anna today, it was lovely");
+        ix.add_unit(&Unit::Event(1), min, "Owner", "She is moving to Berlin next month");
+        // Another conversation: "he" does not reach back to Anna.
+        ix.add_unit(
+            &Unit::Event(2),
+            3 * 3_600_000,
+            "Owner",
+            "He is moving offices next week",
+        );
+        // A name of someone who speaks here is not whom "she" means.
+        ix.add_unit(
+            &Unit::Event(3),
+            4 * 3_600_000,
+            "Sam",
+            "Thanks Owner, I will call Ben later",
+        );
+        ix.add_unit(&Unit::Event(4), 4 * 3_600_000 + min, "Owner", "Say hi to him from me");
+        let found = ix.search("When is Anna moving?", None, 0.2, 5);
+        assert_eq!(found[..2], [Unit::Event(1), Unit::Event(0)], "{found:?}");
+        assert!(!ix.search("Anna", None, 0.2, 5).contains(&Unit::Event(2)));
+        assert!(ix.search("Ben", None, 0.2, 5).contains(&Unit::Event(4)));
+        assert!(ix.search("Owner", None, 0.2, 5).len() == 5, "speakers are every row's");
+        // Three rows on, "her" no longer reaches back (a measured choice: a longer
+        // reach lost multi-hop evidence on LoCoMo).
+        for (i, t) in ["Ben says hi", "The weather is fine", "We met her at the station"]
+            .iter()
+            .enumerate()
+        {
+            ix.add_unit(
+                &Unit::Event(5 + i as i64),
+                4 * 3_600_000 + (2 + i as i64) * min,
+                "Owner",
+                t,
+            );
+        }
+        assert!(!ix.search("Ben", None, 0.2, 10).contains(&Unit::Event(7)));
     }
 
     #[test]
