@@ -157,7 +157,7 @@ impl<A: KernelActor> TAddr<A> {
 
     /// Starts `actor` as a tracked actor that no supervisor restarts (a task), at
     /// `parent/name` in the registry. Whoever holds the receiver learns how it ended
-    /// and should [`Registry::unregister`] it then.
+    /// and should `Registry::unregister` it then.
     pub fn spawn_unsupervised(
         registry: &crate::registry::Registry,
         parent: &str,

@@ -1,4 +1,4 @@
-//! `kernel/agent/scheduler`: the Scheduler actor around [`scheduler::Core`].
+//! `kernel/agent/scheduler`: the Scheduler actor around [`crate::scheduler::Core`].
 //!
 //! It receives inputs from the intake actors, decides (through the core) what runs,
 //! starts each task as its own tracked actor (`.../scheduler/task-<id>`), answers the

@@ -10,7 +10,7 @@
 //! The task actor ([`super::task::TaskActor`]) feeds it [`Event`]s and executes the
 //! [`Cmd`]s it returns: each command that waits for something becomes one future whose
 //! result is fed back as the next event. At most one such command is outstanding at a
-//! time, so the core is always in exactly one [`Wait`] state; an event that does not
+//! time, so the core is always in exactly one `Wait` state; an event that does not
 //! answer it (a stale or duplicated one) is ignored.
 
 use serde_json::{Value, json};

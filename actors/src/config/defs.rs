@@ -468,7 +468,7 @@ const fn int(min: i64, max: i64) -> ValueKind {
 
 /// The core settings with their types and defaults: the one place a default is written.
 /// Keys are the typed constants of [`super::keys`] (code reads them through the typed
-/// groups of [`super::settings`]). Paths default to locations inside `data_dir`.
+/// groups of `super::settings`). Paths default to locations inside `data_dir`.
 pub fn core_defs(data_dir: &Path) -> Vec<SettingDef> {
     use ValueKind as K;
     let ms = Duration::from_millis;

@@ -164,7 +164,7 @@ struct Open {
 }
 
 /// The call's arguments as the owner is shown them: without the kernel's own
-/// `__origin` (no part of what the model asked for), cut to [`SUMMARY_CHARS`].
+/// `__origin` (no part of what the model asked for), cut to `SUMMARY_CHARS`.
 pub fn summary_of(args: &serde_json::Value) -> String {
     let shown = match args {
         serde_json::Value::Object(o) if o.contains_key(crate::stages::ORIGIN_ARG) => {

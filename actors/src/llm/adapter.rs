@@ -427,7 +427,7 @@ fn pattern_work(pattern: &[u8], len: usize) -> f64 {
 }
 
 /// Wraps the pattern functions of `string` so a pattern whose worst case is over
-/// [`PATTERN_WORK`] on this subject is refused with an error saying what to do. For
+/// `PATTERN_WORK` on this subject is refused with an error saying what to do. For
 /// Lua plugins (third-party code); the adapters are the owner's and parse whole
 /// responses with patterns this estimate would refuse.
 pub fn guard_patterns(lua: &Lua) -> mlua::Result<()> {

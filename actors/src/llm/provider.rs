@@ -135,7 +135,7 @@ pub enum AttemptError {
         bytes: usize,
         source_name: String,
     },
-    /// Bytes kept coming, but no progress: less than [`PROGRESS_BYTES`] and no complete
+    /// Bytes kept coming, but no progress: less than `PROGRESS_BYTES` and no complete
     /// stream line in `after` (a vendor dripping a byte a second holds nobody).
     #[error("the vendor sent only a trickle ({recent} bytes in {after}, {bytes} in all) and no complete answer line: treated as down; raise `{key}` if this model streams that slowly", after = human(*after), key = setting(source_name, "idle_timeout"))]
     Slow {

@@ -189,7 +189,7 @@ pub enum Origin {
     Passage { doc_id: String },
     /// A fact of the graph tier: the relation as shown (`Melanie →paints→ sunsets`);
     /// the item's text is the sentence it came from, said by the item's speaker, so the
-    /// same turn recalled as a unit is the same memory ([`Item::key`]). Without a
+    /// same turn recalled as a unit is the same memory (`Item::key`). Without a
     /// sentence the text is the relation itself and `relation` is empty.
     Fact { relation: String },
     /// An item of the knowledge base.

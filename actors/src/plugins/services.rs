@@ -4,7 +4,7 @@
 //! (`process.rs`, over the wire) and Lua plugins (`lua.rs`, as `sdk.*`), so both get
 //! the same operations, results and capability checks.
 //!
-//! Capability checks by method happen before a call reaches [`KernelServices::data`]:
+//! Capability checks by method happen before a call reaches `KernelServices::data`:
 //! the caller asks the manifest ([`Manifest::allows`]) first. The settings methods
 //! also check the namespace a call touches (own `plugin.<name>.*` keys are free; core
 //! keys and other plugins' keys need `settings_cross`), which only the arguments tell.

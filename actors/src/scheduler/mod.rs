@@ -1,7 +1,7 @@
 //! Input scheduling: task classes, interrupt levels, preemption at safe points.
 //!
 //! * [`level`]: levels L1-L4 and how an interrupt's level is decided;
-//! * [`core`](self::core): the scheduler's state and rules as a plain struct.
+//! * [`core`]: the scheduler's state and rules as a plain struct.
 //!
 //! The actors around them (EventLoop, InterceptLoop, Scheduler, tasks) are the next
 //! step; see `docs/ARCHITECTURE.md`.

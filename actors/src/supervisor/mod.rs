@@ -1,7 +1,7 @@
 //! Supervision trees on actix: what actix's own `Supervisor` lacks.
 //!
-//! * [`policy`]: restart policies, strategies, intensity and backoff settings;
-//! * [`core`](self::core): the decision logic as a plain, unit-tested state machine;
+//! * `policy`: restart policies, strategies, intensity and backoff settings;
+//! * [`core`]: the decision logic as a plain, unit-tested state machine;
 //! * `actor`: the [`Supervisor`] actor executing those decisions on real actors;
 //! * this module: [`SupervisorRef`], the handle used to build and operate a tree.
 //!

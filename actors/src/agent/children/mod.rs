@@ -6,7 +6,7 @@
 //! [`TaskActor`] the main agent runs — the same pure turn core, the same tool runner
 //! and firewall — with its own limits: `max_turns` tool rounds, no output channels, and
 //! the [`REFUSED`] tools neither offered nor callable. Its scheduler link
-//! ([`ChildPort`]) never preempts: a helper has one task and nothing else to run.
+//! (`ChildPort`) never preempts: a helper has one task and nothing else to run.
 //!
 //! When the task ends, its answer (or error) goes into the [`ChildBook`], the subtree
 //! leaves the tree, and a self message on the spawning task's channel tells the parent

@@ -4,7 +4,7 @@
 //! and the events in memory) and the recall index of those events. Documents are the
 //! documents actor's (`memory::documents`): an archive asks it to commit the document
 //! first and removes the events from the window only once it did (see
-//! [`ContextActor::archive`]).
+//! `ContextActor::archive`).
 
 use actix::prelude::*;
 

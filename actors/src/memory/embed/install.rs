@@ -17,7 +17,7 @@
 //! No setting can move it: a plugin or the model could write a setting, and a setting
 //! that chooses which shared library the daemon loads would be a way in.
 //!
-//! Functional core ([`Plan`], [`pick_wheel`], [`Progress`]) and a thin async shell
+//! Functional core (`Plan`, [`pick_wheel`], [`Progress`]) and a thin async shell
 //! ([`run`]) that downloads, checks, extracts and swaps the directory in whole.
 
 use std::io::Write;

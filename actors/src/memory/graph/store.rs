@@ -181,7 +181,7 @@ const ALIAS_RELATIONS: &[&str] = &[
     "简称",
 ];
 
-/// Does relation type `r` give its subject another name ([`ALIAS_RELATIONS`])?
+/// Does relation type `r` give its subject another name (`ALIAS_RELATIONS`)?
 pub fn is_alias_relation(r: &str) -> bool {
     let r = r.trim().to_lowercase().replace('_', " ");
     ALIAS_RELATIONS.contains(&r.as_str())

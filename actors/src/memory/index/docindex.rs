@@ -211,7 +211,7 @@ impl RecallIndex {
     /// Cheap co-reference: a row that refers to someone as "she", "him" … is indexed
     /// with the last name of someone who does not speak here mentioned in one of the
     /// two rows before it, in the same conversation (rows less than
-    /// [`SAME_CONVERSATION_MS`] apart) — "Had
+    /// `SAME_CONVERSATION_MS` apart) — "Had
     /// lunch with Anna." / "She's moving to Berlin." is found by "When is Anna
     /// moving?". Only the BM25 text gets the name; the row shows what was said.
     pub fn add_unit(&mut self, id: &Unit, ts_ms: i64, speaker: &str, text: &str) {

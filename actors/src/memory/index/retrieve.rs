@@ -323,7 +323,7 @@ impl Bm25 {
         self.scored_terms(&query_terms(query))
     }
 
-    /// [`Self::scored`] of terms already analysed ([`query_terms`]), in no particular
+    /// `Self::scored` of terms already analysed ([`query_terms`]), in no particular
     /// order (callers rank by score, ties by document).
     ///
     /// Costs the postings read, not the collection: the per-document accumulators are a

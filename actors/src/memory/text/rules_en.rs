@@ -7,7 +7,7 @@
 //! regular expressions): the clause must start with the subject ("I", "we", "my …"),
 //! then a known verb phrase, and the value is the rest of the clause, cut at the first
 //! connective ("with", "because", …) and rejected when it is longer than a fact.
-//! A relative without a name becomes the entity "<subject>'s <relative>".
+//! A relative without a name becomes the entity "`<subject>'s <relative>`".
 
 use crate::memory::graph::Triple;
 
