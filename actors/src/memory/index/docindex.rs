@@ -923,6 +923,38 @@ mod tests {
         }
     }
 
+    /// The first `k` units of the reciprocal-rank fusion of `lists` (row numbers): what
+    /// an index's own fusion must answer.
+    fn fused_units(ix: &RecallIndex, lists: &[Vec<usize>], k: usize) -> Vec<Unit> {
+        retrieve::rrf(lists, retrieve::RRF_K)
+            .into_iter()
+            .filter_map(|n| ix.ids[n])
+            .take(k)
+            .collect()
+    }
+
+    /// The whole BM25 and dense rankings of `q` (row numbers, best first).
+    fn whole_rankings(ix: &RecallIndex, q: &str, qv: &[f32]) -> (Vec<usize>, Vec<usize>) {
+        let terms = retrieve::query_terms(q);
+        let bm25 = ix
+            .bm25
+            .ranked_terms(&terms, usize::MAX)
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        let dense = ix.dense_ranking(Some(qv), 0.2).into_iter().map(|(n, _)| n).collect();
+        (bm25, dense)
+    }
+
+    /// The units [`SearchIndex::search_scored`] answers, in its order.
+    fn scored_units(ix: &RecallIndex, q: &str, qv: Option<&[f32]>, k: usize) -> Vec<Unit> {
+        ix.search_scored(q, qv, 0.2, k)
+            .rows
+            .into_iter()
+            .map(|r| r.row)
+            .collect()
+    }
+
     /// Rows without term statistics (scored by their own BM25 score).
     fn ranked(rows: Vec<Scored<&'static str>>) -> Ranked<&'static str> {
         Ranked {
@@ -1048,19 +1080,8 @@ mod tests {
         }
         // Someone named who does not speak here, or no name: ranked as before.
         let before = |q: &str| {
-            let terms = retrieve::query_terms(q);
-            let bm25: Vec<usize> = one
-                .bm25
-                .ranked_terms(&terms, usize::MAX)
-                .into_iter()
-                .map(|(n, _)| n)
-                .collect();
-            let dense: Vec<usize> = one.dense_ranking(Some(&qv), 0.2).into_iter().map(|(n, _)| n).collect();
-            retrieve::rrf(&[bm25, dense], retrieve::RRF_K)
-                .into_iter()
-                .filter_map(|n| one.ids[n])
-                .take(5)
-                .collect::<Vec<_>>()
+            let (bm25, dense) = whole_rankings(&one, q, &qv);
+            fused_units(&one, &[bm25, dense], 5)
         };
         let q = "What does Jon do with Melanie's friend?";
         let marked = people(&retrieve::query_terms(q), &name_mask(q, &retrieve::query_terms(q)));
@@ -1089,31 +1110,13 @@ mod tests {
         }
         let q = "Did Jon and Gina start a business out of what they love?";
         let qv = [1.0, 0.3];
-        let terms = retrieve::query_terms(q);
-        let bm25: Vec<usize> = ix
-            .bm25
-            .ranked_terms(&terms, usize::MAX)
-            .into_iter()
-            .map(|(n, _)| n)
-            .collect();
-        let dense: Vec<usize> = ix.dense_ranking(Some(&qv), 0.2).into_iter().map(|(n, _)| n).collect();
+        let (bm25, dense) = whole_rankings(&ix, q, &qv);
         // The whole rankings, then each person's own rows by each (the order the
         // index sums them in).
         let of = |list: &[usize], k: usize| -> Vec<usize> { list.iter().copied().filter(|n| n % 3 == k).collect() };
         let lists = [of(&bm25, 0), of(&dense, 0), of(&bm25, 1), of(&dense, 1)];
         let lists = [vec![bm25, dense], lists.to_vec()].concat();
-        let want: Vec<Unit> = retrieve::rrf(&lists, retrieve::RRF_K)
-            .into_iter()
-            .filter_map(|n| ix.ids[n])
-            .take(10)
-            .collect();
-        let got: Vec<Unit> = ix
-            .search_scored(q, Some(&qv), 0.2, 10)
-            .rows
-            .into_iter()
-            .map(|r| r.row)
-            .collect();
-        assert_eq!(got, want);
+        assert_eq!(scored_units(&ix, q, Some(&qv), 10), fused_units(&ix, &lists, 10));
         // Each row knows who of the two said it.
         let found = ix.search_scored(q, Some(&qv), 0.2, 60);
         for r in &found.rows {
@@ -1250,26 +1253,9 @@ mod tests {
         }
         // The fusion is `retrieve::rrf` of the two whole rankings, cut to top k.
         for q in ["red apple", "green car"] {
-            let terms = retrieve::query_terms(q);
-            let bm25: Vec<usize> = ix
-                .bm25
-                .ranked_terms(&terms, usize::MAX)
-                .into_iter()
-                .map(|(n, _)| n)
-                .collect();
-            let dense: Vec<usize> = ix.dense_ranking(Some(&qv), 0.2).into_iter().map(|(n, _)| n).collect();
-            let want: Vec<Unit> = retrieve::rrf(&[bm25, dense], retrieve::RRF_K)
-                .into_iter()
-                .filter_map(|n| ix.ids[n])
-                .take(3)
-                .collect();
-            let got: Vec<Unit> = ix
-                .search_scored(q, Some(&qv), 0.2, 3)
-                .rows
-                .into_iter()
-                .map(|r| r.row)
-                .collect();
-            assert_eq!(got, want, "{q}");
+            let (bm25, dense) = whole_rankings(&ix, q, &qv);
+            let want = fused_units(&ix, &[bm25, dense], 3);
+            assert_eq!(scored_units(&ix, q, Some(&qv), 3), want, "{q}");
         }
         // Between the halves a row comes (found by its vector: its text was not ranked)
         // and one goes (left out).
