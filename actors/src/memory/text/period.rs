@@ -106,10 +106,14 @@ fn patterns() -> &'static [(Regex, Kind)] {
     })
 }
 
-/// A small count in words or digits.
+/// The largest count read ("… 9999 years ago"): a hostile "9223372036854775807 days
+/// ago" must not overflow the day arithmetic.
+const MAX_COUNT: i64 = 100_000;
+
+/// A small count in words or digits (None above [`MAX_COUNT`]).
 fn count(s: &str) -> Option<i64> {
-    if let Ok(n) = s.parse() {
-        return Some(n);
+    if let Ok(n) = s.parse::<i64>() {
+        return (n <= MAX_COUNT).then_some(n);
     }
     const EN: [&str; 11] = [
         "", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
@@ -346,6 +350,14 @@ mod tests {
         assert_eq!(read("上周说的"), ["2024-05-06..2024-05-12"]);
         assert_eq!(read("两年前"), ["2022-01-01..2022-12-31"]);
         assert_eq!(read("三天前"), ["2024-05-15..2024-05-15"]);
+    }
+
+    #[test]
+    fn huge_counts_are_no_time_rather_than_an_overflow() {
+        assert!(read("9223372036854775807 days ago").is_empty());
+        assert!(read("9223372036854775807 years ago and 99999999999999999999 weeks ago").is_empty());
+        assert_eq!(read("100000 days ago").len(), 1);
+        assert!(read("100001 months ago").is_empty());
     }
 
     #[test]
