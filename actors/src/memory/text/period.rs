@@ -164,6 +164,15 @@ fn week_days(today: Day, weeks: i64) -> Span {
     }
 }
 
+/// Saturday and Sunday of the week `weeks` weeks on from `today`'s.
+fn weekend_days(today: Day, weeks: i64) -> Span {
+    let monday = today.days() - (today.days() + 3).rem_euclid(7) + weeks * 7;
+    Span::Days {
+        from: monday + 5,
+        to: monday + 7,
+    }
+}
+
 /// The month `months` months on from `today`'s (negative: before).
 fn month_from(today: Day, months: i64) -> Span {
     let m = today.year * 12 + (today.month - 1) + months;
@@ -216,13 +225,7 @@ pub fn period(text: &str, now_ms: i64) -> Option<Period> {
                     };
                     match g(2).to_lowercase().as_str() {
                         "week" => Some(week_days(today, n)),
-                        "weekend" => match week_days(today, n) {
-                            Span::Days { from, .. } => Some(Span::Days {
-                                from: from + 5,
-                                to: from + 7,
-                            }),
-                            s => Some(s),
-                        },
+                        "weekend" => Some(weekend_days(today, n)),
                         "month" => Some(month_from(today, n)),
                         _ => Some(year_days(today.year + n)),
                     }
@@ -245,13 +248,7 @@ pub fn period(text: &str, now_ms: i64) -> Option<Period> {
                         };
                         match g(2) {
                             "月" => Some(month_from(today, n)),
-                            "周末" => match week_days(today, n) {
-                                Span::Days { from, .. } => Some(Span::Days {
-                                    from: from + 5,
-                                    to: from + 7,
-                                }),
-                                s => Some(s),
-                            },
+                            "周末" => Some(weekend_days(today, n)),
                             _ => Some(week_days(today, n)),
                         }
                     }
