@@ -12,13 +12,14 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde::Serialize;
 
-use crate::eval_metrics::{ChatRequest, PromptParts, Spread, evidence_recall};
+use crate::eval_metrics::{ChatRequest, PromptParts, Spread, evidence_recall, evidence_whole};
 use crate::scripted_vendor::ScriptedVendor;
 
 /// Measures of one question.
 #[derive(Debug, Clone, Copy)]
 pub struct Measure {
     recall: f64,
+    whole: f64,
     memory_tokens: f64,
     prompt_tokens: f64,
     latency_ms: f64,
@@ -29,6 +30,8 @@ pub struct Measure {
 pub struct Figures {
     pub questions: usize,
     pub evidence_recall: f64,
+    /// The share of evidence in the prompt whole ([`evidence_whole`]).
+    pub whole_recall: f64,
     pub memory_tokens: Spread,
     pub prompt_tokens: Spread,
     pub latency_ms: Spread,
@@ -37,14 +40,17 @@ pub struct Figures {
 impl Figures {
     pub(crate) fn of(m: &[Measure]) -> Self {
         let col = |f: fn(&Measure) -> f64| m.iter().map(f).collect::<Vec<f64>>();
-        let recall = col(|x| x.recall);
-        Self {
-            questions: m.len(),
-            evidence_recall: if m.is_empty() {
+        let mean = |v: Vec<f64>| {
+            if m.is_empty() {
                 0.0
             } else {
-                round3(recall.iter().sum::<f64>() / m.len() as f64)
-            },
+                round3(v.iter().sum::<f64>() / m.len() as f64)
+            }
+        };
+        Self {
+            questions: m.len(),
+            evidence_recall: mean(col(|x| x.recall)),
+            whole_recall: mean(col(|x| x.whole)),
             memory_tokens: Spread::of(&col(|x| x.memory_tokens)),
             prompt_tokens: Spread::of(&col(|x| x.prompt_tokens)),
             latency_ms: round_spread(Spread::of(&col(|x| x.latency_ms))),
@@ -344,6 +350,7 @@ pub(crate) async fn ask_all(
                 }
                 let norm = parts.memory_norm();
                 let recall = evidence_recall(&norm, &evidence);
+                let whole = evidence_whole(&norm, &evidence);
                 if recall < 1.0 {
                     out.misses.push(Miss {
                         category: qa.category,
@@ -359,6 +366,7 @@ pub(crate) async fn ask_all(
                 }
                 Measure {
                     recall,
+                    whole,
                     memory_tokens: parts.memory_tokens as f64,
                     prompt_tokens: parts.prompt_tokens as f64,
                     latency_ms,
@@ -371,6 +379,7 @@ pub(crate) async fn ask_all(
                 }
                 Measure {
                     recall: 0.0,
+                    whole: 0.0,
                     memory_tokens: 0.0,
                     prompt_tokens: 0.0,
                     latency_ms,

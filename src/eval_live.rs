@@ -175,16 +175,17 @@ fn print_table(out: &mut impl Write, r: &LiveReport) -> std::io::Result<()> {
     )?;
     writeln!(
         out,
-        "{:<10}{:>6}{:>10}{:>12}{:>12}{:>12}{:>12}{:>11}{:>11}",
-        "category", "n", "recall", "mem p50", "mem p95", "prompt p50", "prompt p95", "ms p50", "ms p95"
+        "{:<10}{:>6}{:>10}{:>8}{:>12}{:>12}{:>12}{:>12}{:>11}{:>11}",
+        "category", "n", "recall", "whole", "mem p50", "mem p95", "prompt p50", "prompt p95", "ms p50", "ms p95"
     )?;
     let row = |out: &mut dyn Write, name: &str, f: &Figures| {
         writeln!(
             out,
-            "{:<10}{:>6}{:>10.3}{:>12.0}{:>12.0}{:>12.0}{:>12.0}{:>11.1}{:>11.1}",
+            "{:<10}{:>6}{:>10.3}{:>8.3}{:>12.0}{:>12.0}{:>12.0}{:>12.0}{:>11.1}{:>11.1}",
             name,
             f.questions,
             f.evidence_recall,
+            f.whole_recall,
             f.memory_tokens.p50,
             f.memory_tokens.p95,
             f.prompt_tokens.p50,

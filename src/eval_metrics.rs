@@ -46,6 +46,20 @@ pub fn evidence_present(prompt_norm: &str, evidence: &str) -> bool {
     head.chars().count() == EVIDENCE_PREFIX_CHARS && prompt_norm.contains(head.trim_end())
 }
 
+/// The share of `evidence` present whole in `prompt_norm` (0 for no evidence): the
+/// strict reading beside [`evidence_recall`], under which an extract or a cut turn
+/// ([`homeagent_actors::memory::recall::cut_to_match`]) never counts.
+pub fn evidence_whole(prompt_norm: &str, evidence: &[&str]) -> f64 {
+    if evidence.is_empty() {
+        return 0.0;
+    }
+    let whole = |e: &&&str| {
+        let e = normalize(e);
+        !e.is_empty() && prompt_norm.contains(&e)
+    };
+    evidence.iter().filter(whole).count() as f64 / evidence.len() as f64
+}
+
 /// The share of `evidence` present in `prompt_norm` (0 for no evidence).
 pub fn evidence_recall(prompt_norm: &str, evidence: &[&str]) -> f64 {
     if evidence.is_empty() {
@@ -215,6 +229,21 @@ mod tests {
             0.5
         );
         assert_eq!(evidence_recall(&prompt, &[]), 0.0);
+    }
+
+    #[test]
+    fn whole_evidence_counts_only_in_full() {
+        let long = "a".repeat(10) + &" word".repeat(60);
+        let head: String = normalize(&long).chars().take(EVIDENCE_PREFIX_CHARS).collect();
+        assert_eq!(evidence_recall(&head, &[long.as_str()]), 1.0);
+        assert_eq!(evidence_whole(&head, &[long.as_str()]), 0.0, "an extract is not whole");
+        assert_eq!(evidence_whole(&normalize(&long), &[long.as_str(), "elsewhere"]), 0.5);
+        assert_eq!(evidence_whole("anything", &[]), 0.0);
+        assert_eq!(
+            evidence_whole("anything", &["!!"]),
+            0.0,
+            "an empty evidence text is never present"
+        );
     }
 
     #[test]

@@ -440,6 +440,50 @@ fn word_set(text: &str) -> Vec<u64> {
     words
 }
 
+/// `text` cut to the sentences that carry the query's words (`terms`, analysed as
+/// [`retrieve::query_terms`]), with its first sentence, which says who and what it is
+/// about; what is left out shows as ` … `. None when no sentence carries a query word
+/// (an item found by meaning only: cutting could keep everything but what it was found
+/// for) or when nothing would be left out.
+///
+/// [`select`] cuts only an item that does not fit whole (too long for one item's share,
+/// or for what is left of the budget): a cut item then takes the place of one left out
+/// or of its own head, never of the whole item.
+pub fn cut_to_match(text: &str, terms: &HashSet<String>) -> Option<String> {
+    let all = crate::memory::text::sentences::sentences(text);
+    if all.len() < 2 {
+        return None;
+    }
+    let carries: Vec<bool> = all
+        .iter()
+        .map(|s| retrieve::analyze(s).iter().any(|w| terms.contains(w)))
+        .collect();
+    if !carries.iter().any(|&c| c) {
+        return None;
+    }
+    let keep: Vec<bool> = carries.iter().enumerate().map(|(i, &c)| i == 0 || c).collect();
+    if keep.iter().all(|&k| k) {
+        return None;
+    }
+    let mut out = String::new();
+    let mut gap = false;
+    for (s, k) in all.iter().zip(&keep) {
+        if !k {
+            gap = true;
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(if gap { " … " } else { " " });
+        }
+        gap = false;
+        out.push_str(s);
+    }
+    if gap {
+        out.push_str(" …");
+    }
+    Some(out)
+}
+
 /// Whether two [`word_set`]s share at least [`NEAR_DUPLICATE`] of their words.
 fn near_duplicate(a: &[u64], b: &[u64]) -> bool {
     if a.is_empty() || b.is_empty() {
@@ -690,13 +734,31 @@ pub fn fuse(tiers: Vec<Vec<Item>>) -> Vec<Item> {
     order.into_iter().filter_map(|i| slots[i].take()).collect()
 }
 
+/// The query terms of `input` as a set ([`cut_to_match`]).
+fn terms_of(input: &str) -> HashSet<String> {
+    retrieve::query_terms(input).into_iter().collect()
+}
+
+/// Cuts `item` to its sentences that carry `terms` ([`cut_to_match`]); whether it was.
+fn cut(item: &mut Item, terms: &HashSet<String>) -> bool {
+    match cut_to_match(&item.text, terms) {
+        Some(text) => {
+            item.tokens = tokens::count(&text);
+            item.text = text;
+            true
+        }
+        None => false,
+    }
+}
+
 /// Chooses what the prompt remembers.
 ///
 /// * `recent`: the window's last events, oldest first; the newest
 ///   [`RECENT_EVENTS`] that fit `budget.timeline` are kept verbatim.
 /// * `ranked`: relevant items, best first ([`fuse`]); taken in order while they fit
 ///   `budget.memory` less what the kept recency window took (an item that does not fit
-///   is skipped, a smaller one may follow), skipping what the recency window, the input
+///   whole is cut to its sentences that carry the query, [`cut_to_match`], or skipped,
+///   and a smaller one may follow), skipping what the recency window, the input
 ///   or an earlier item already says. The recency tail and the relevant block share the
 ///   memory third: both are what the agent remembers, and the tool schemas come out of
 ///   the timeline's share (`agent::budget`).
@@ -745,6 +807,8 @@ pub fn select(
     let mut memory_tokens = tokens::count_memo(&memory_header());
     let cap = (room / ITEM_SHARE).max(32);
     let mut relevant = Vec::new();
+    // The query's terms, read when an item first has to be cut.
+    let mut query_terms: Option<HashSet<String>> = None;
     // Days whose heading is already paid for (guests' items are quoted apart, under
     // full stamps, and open none).
     let mut days: HashSet<i64> = HashSet::new();
@@ -764,8 +828,11 @@ pub fn select(
             continue;
         }
         if item.tokens > cap {
-            item.text = tokens::truncate(&item.text, cap);
-            item.tokens = tokens::count(&item.text);
+            cut(&mut item, query_terms.get_or_insert_with(|| terms_of(input)));
+            if item.tokens > cap {
+                item.text = tokens::truncate(&item.text, cap);
+                item.tokens = tokens::count(&item.text);
+            }
         }
         let entry = !item.is_guests();
         let heading = match item.day() {
@@ -776,9 +843,17 @@ pub fn select(
             Some(m) if entry && !minutes.contains(&m) => TIME_TOKENS,
             _ => 0,
         };
-        let cost = item.cost(entry) + heading + time;
+        let mut cost = item.cost(entry) + heading + time;
         if memory_tokens + cost > room {
-            continue;
+            // What is left does not hold it whole: its sentences that carry the query
+            // may fit.
+            if !cut(&mut item, query_terms.get_or_insert_with(|| terms_of(input))) {
+                continue;
+            }
+            cost = item.cost(entry) + heading + time;
+            if memory_tokens + cost > room {
+                continue;
+            }
         }
         memory_tokens += cost;
         if entry {
@@ -1190,6 +1265,61 @@ mod tests {
                 (5, false)
             ]
         );
+    }
+
+    #[test]
+    fn a_long_item_is_cut_to_the_sentences_that_carry_the_query() {
+        let terms = terms_of("Where did Mel go camping?");
+        let text = "Oh, it was a busy week. We went camping at the lake. The kids loved the fire. \
+                    Next time we camp in the mountains! Work was hectic though.";
+        assert_eq!(
+            cut_to_match(text, &terms).as_deref(),
+            Some("Oh, it was a busy week. We went camping at the lake. … Next time we camp in the mountains! …")
+        );
+        // Found by meaning only: no sentence carries a query word, nothing is cut.
+        assert_eq!(cut_to_match("A quiet week. Nothing new at work.", &terms), None);
+        // Nothing to leave out.
+        assert_eq!(cut_to_match("We went camping. We camped again.", &terms), None);
+        assert_eq!(cut_to_match("We went camping at the lake", &terms), None);
+        let zh = terms_of("去哪里露营了");
+        assert_eq!(
+            cut_to_match("这周很忙。我们去湖边露营了。工作很累。", &zh).as_deref(),
+            Some("这周很忙。 我们去湖边露营了。 …")
+        );
+    }
+
+    #[test]
+    fn an_item_too_long_for_what_is_left_is_cut_not_dropped() {
+        let t = MAY_8_2023_1356;
+        let first = said(
+            t,
+            "Caroline",
+            "I started a pottery class on Tuesdays, it is so relaxing.",
+            Origin::Window,
+        );
+        let filler = " The weather was grey and the traffic was bad and the meeting ran long again.".repeat(6);
+        let long = said(
+            t + 60_000,
+            "Mel",
+            &format!("Busy week here.{filler} We went camping at the lake with the kids.{filler}"),
+            Origin::Window,
+        );
+        let whole = long.clone();
+        let budget = |memory| RecallBudget { memory, timeline: 0 };
+        let input = "Where did Mel go camping?";
+        // Room for the first item and the long one's cut, not for it whole.
+        let room = tokens::count_memo(&memory_header()) + first.cost(true) + DAY_TOKENS + 2 * TIME_TOKENS + 40;
+        assert!(room < first.cost(true) + whole.cost(true) + tokens::count_memo(&memory_header()));
+        let r = select(input, Vec::new(), vec![first, long], None, budget(room));
+        assert_eq!(r.relevant.len(), 2, "the long item is cut, not dropped");
+        assert_eq!(
+            r.relevant[1].text,
+            "Busy week here. … We went camping at the lake with the kids. …"
+        );
+        assert!(r.memory_tokens <= room);
+        // With room enough it is kept whole.
+        let r = select(input, Vec::new(), vec![whole.clone()], None, budget(10_000));
+        assert_eq!(r.relevant[0].text, whole.text);
     }
 
     #[test]

@@ -25,6 +25,7 @@ use crate::memory::context::Event;
 use crate::memory::dates::{self, Day};
 use crate::memory::keywords::Keywords;
 use crate::memory::retrieve::{analyze, is_stop_word};
+use crate::memory::text::sentences::sentences;
 
 /// One thing said: who, when, what.
 #[derive(Debug, Clone, PartialEq)]
@@ -188,30 +189,6 @@ pub fn utterances(events: &[Event]) -> Vec<Utterance> {
 
 fn is_cjk(c: char) -> bool {
     ('\u{4E00}'..='\u{9FFF}').contains(&c)
-}
-
-/// Sentences of one utterance: split after `.!?。！？` and at line breaks.
-fn sentences(text: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    let mut chars = text.char_indices().peekable();
-    while let Some((i, c)) = chars.next() {
-        let end_here = matches!(c, '。' | '！' | '？' | '\n')
-            || (matches!(c, '.' | '!' | '?') && chars.peek().is_none_or(|(_, n)| n.is_whitespace()));
-        if end_here {
-            let end = i + c.len_utf8();
-            let s = text[start..end].trim();
-            if !s.is_empty() {
-                out.push(s);
-            }
-            start = end;
-        }
-    }
-    let s = text[start..].trim();
-    if !s.is_empty() {
-        out.push(s);
-    }
-    out
 }
 
 /// Builds the summary of `items` (in time order).

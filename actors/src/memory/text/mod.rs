@@ -8,4 +8,5 @@ pub mod names;
 pub mod period;
 pub mod rules;
 pub mod rules_en;
+pub mod sentences;
 pub mod tokens;
