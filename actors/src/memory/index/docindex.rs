@@ -82,6 +82,9 @@ pub struct SearchIndex<K: IndexKey> {
     /// Each speaker's name as analysed terms, and the way back from the name.
     speakers: Vec<Vec<String>>,
     speaker_ids: HashMap<String, u32>,
+    /// Each speaker's other names as analysed terms, as they gave them
+    /// ([`crate::memory::text::aliases::nicknames`]: "everyone calls me Mel").
+    aliases: Vec<Vec<String>>,
     /// Row number → when it was said (`i64::MIN`: a row added without a time).
     ts_of: Vec<i64>,
     /// The last name mentioned of someone who does not speak here (and how many rows
@@ -160,6 +163,7 @@ impl<K: IndexKey> Default for SearchIndex<K> {
             speaker_of: Vec::new(),
             speakers: Vec::new(),
             speaker_ids: HashMap::new(),
+            aliases: Vec::new(),
             ts_of: Vec::new(),
             days: Default::default(),
             mentioned: None,
@@ -245,10 +249,19 @@ impl RecallIndex {
             None => {
                 let s = self.speakers.len() as u32;
                 self.speakers.push(retrieve::analyze(speaker));
+                self.aliases.push(Vec::new());
                 self.speaker_ids.insert(speaker.to_owned(), s);
                 s
             }
         };
+        for nick in crate::memory::text::aliases::nicknames(text) {
+            let known = &mut self.aliases[sid as usize];
+            for w in retrieve::analyze(&nick) {
+                if !known.contains(&w) && !self.speakers[sid as usize].contains(&w) {
+                    known.push(w);
+                }
+            }
+        }
         self.speaker_of[n] = sid;
         self.ts_of[n] = ts_ms;
         *self.days.entry(ts_ms.div_euclid(86_400_000)).or_default() += 1;
@@ -676,28 +689,32 @@ impl<K: IndexKey> SearchIndex<K> {
     /// said in its period), and the scopes a row here may be in (None: none — the
     /// query names no one who speaks here and no time).
     fn scopes<'a>(&'a self, query: &'a Query) -> Option<(u32, impl Fn(usize) -> u32 + 'a)> {
-        let (people, period) = (&query.people, query.period.as_ref());
+        let people = &query.people;
+        let period = query.period.as_ref().and_then(|p| self.dated(p));
         if people.iter().all(|p| p.is_empty()) && period.is_none() {
             return None;
         }
         let theirs: Vec<u32> = self
             .speakers
             .iter()
-            .map(|name| {
+            .zip(&self.aliases)
+            .map(|(name, aliases)| {
                 people
                     .iter()
                     .enumerate()
-                    .filter(|(_, p)| name.iter().any(|x| p.contains(x)))
+                    .filter(|(_, p)| p.iter().any(|w| self.names(w, name, aliases)))
                     .fold(0, |acc, (i, _)| acc | 1 << i)
             })
             .collect();
-        let said_then = move |row: usize| {
-            period.is_some_and(|p| self.ts_of.get(row).is_some_and(|&ts| ts != i64::MIN && p.contains(ts)))
-        };
         let mut present = theirs.iter().fold(0, |acc, s| acc | s);
-        if period.is_some_and(|p| self.anything_said_in(p)) {
+        if period.as_ref().is_some_and(|p| self.anything_said_in(p)) {
             present |= PERIOD_SCOPE;
         }
+        let said_then = move |row: usize| {
+            period
+                .as_ref()
+                .is_some_and(|p| self.ts_of.get(row).is_some_and(|&ts| ts != i64::MIN && p.contains(ts)))
+        };
         if present == 0 {
             return None;
         }
@@ -715,6 +732,43 @@ impl<K: IndexKey> SearchIndex<K> {
             }
         };
         Some((present, scopes))
+    }
+
+    /// Whether the query's name word `w` names the speaker of `name` (analysed terms)
+    /// with `aliases`: a word of the name, a name they said they go by, or the start
+    /// of a word of the name (three letters at least) when no one here is called by
+    /// it outright — "Mel" names Melanie unless a Mel speaks here too.
+    fn names(&self, w: &str, name: &[String], aliases: &[String]) -> bool {
+        name.iter().chain(aliases).any(|x| x == w)
+            || (w.chars().count() >= 3
+                && name.iter().any(|x| x.len() > w.len() && x.starts_with(w))
+                && !self.speakers.iter().chain(&self.aliases).flatten().any(|x| x == w))
+    }
+
+    /// `period` with the events it gives times by dated from what this index holds
+    /// ("before the trip": the day the rows that name the trip were said on most, the
+    /// earliest of equals; [`period::Event::span`]); an event no row names is no time.
+    /// None when nothing of it is a time here.
+    fn dated(&self, period: &Period) -> Option<Period> {
+        let mut spans = period.spans.clone();
+        for e in &period.events {
+            let terms = retrieve::query_terms(&e.words);
+            let mut on_day: std::collections::BTreeMap<i64, u32> = Default::default();
+            for row in self.bm25.docs_with_all(&terms) {
+                match self.ts_of.get(row) {
+                    Some(&ts) if ts != i64::MIN => *on_day.entry(ts.div_euclid(86_400_000)).or_default() += 1,
+                    _ => {}
+                }
+            }
+            // The most talked-of day; the earliest of equals (max_by_key keeps the last).
+            if let Some((&day, _)) = on_day.iter().rev().max_by_key(|(_, n)| **n) {
+                spans.push(e.span(day, crate::memory::now_ms().div_euclid(86_400_000)));
+            }
+        }
+        (!spans.is_empty()).then(|| Period {
+            spans,
+            events: Vec::new(),
+        })
     }
 
     /// Whether a live row was said in `period` (a lookup in the days rows were said
@@ -1126,6 +1180,47 @@ mod tests {
     }
 
     #[test]
+    fn a_person_named_by_another_name_is_still_their_scope() {
+        let mut ix = RecallIndex::default();
+        let who = ["Melanie", "Caroline", "Robert"];
+        for i in 0..30 {
+            ix.add_unit(
+                &Unit::Event(i),
+                i * 1000,
+                who[i as usize % 3],
+                &format!("weekend plans {i}"),
+            );
+        }
+        ix.add_unit(&Unit::Event(30), 31_000, "Robert", "Honestly, everyone calls me Bobby.");
+        // The scopes the first rows are in, by who said them.
+        let scopes_in = |ix: &RecallIndex, q: &str| -> Vec<u32> {
+            let found = ix.search_scored(q, None, 0.2, 40);
+            (0..3)
+                .map(|k| {
+                    found
+                        .rows
+                        .iter()
+                        .find(|r| matches!(r.row, Unit::Event(i) if i < 30 && i % 3 == k))
+                        .map_or(0, |r| r.scopes)
+                })
+                .collect()
+        };
+        let scopes = |q: &str| scopes_in(&ix, q);
+        // The start of a name: Mel is Melanie, Caro is Caroline.
+        assert_eq!(scopes("What are Mel's weekend plans?"), [1, 0, 0]);
+        assert_eq!(scopes("What are Caro and Mel planning this weekend?"), [2, 1, 0]);
+        // A name one said they go by.
+        assert_eq!(scopes("What did Bobby plan for the weekend?"), [0, 0, 1]);
+        // Too short to be a name's start, or no one's.
+        assert_eq!(scopes("What are Me's weekend plans?"), [0, 0, 0]);
+        assert_eq!(scopes("What are Rob's weekend plans?"), [0, 0, 1]);
+        assert_eq!(scopes("What are Carl's weekend plans?"), [0, 0, 0]);
+        // When someone here is called Mel, Mel is no one else.
+        ix.add_unit(&Unit::Event(31), 32_000, "Mel", "weekend plans too");
+        assert_eq!(scopes_in(&ix, "What are Mel's weekend plans?"), [0, 0, 0]);
+    }
+
+    #[test]
     fn she_soon_after_a_name_is_found_by_the_name() {
         let min = 60_000;
         let mut ix = RecallIndex::default();
@@ -1165,6 +1260,44 @@ mod tests {
             );
         }
         assert!(!ix.search("Ben", None, 0.2, 10).contains(&Unit::Event(7)));
+    }
+
+    #[test]
+    fn a_time_given_by_another_event_is_dated_by_what_was_said_of_it() {
+        use crate::memory::dates::days_from_civil;
+        let day = |m: i64, d: i64| days_from_civil(2023, m, d) * 86_400_000 + 12 * 3_600_000;
+        let mut ix = RecallIndex::default();
+        // Painting talk all year, short; a longer painting turn in the weeks before the
+        // trip, which is talked of most on 20 June (planned once in May).
+        for i in 0..24 {
+            let m = 1 + (i % 12);
+            if m != 6 {
+                ix.add_unit(&Unit::Event(i), day(m, 2), "Mel", &format!("painting again {i}"));
+            }
+        }
+        ix.add_unit(&Unit::Event(50), day(5, 1), "Mel", "planning a trip for summer");
+        ix.add_unit(&Unit::Event(51), day(6, 20), "Mel", "the trip was wonderful");
+        ix.add_unit(&Unit::Event(52), day(6, 20), "Mel", "photos from the trip soon");
+        ix.add_unit(
+            &Unit::Event(100),
+            day(6, 5),
+            "Mel",
+            "I finished painting a sunset over the lake with soft orange and purple tones",
+        );
+        // The first painting turn (the trip's own turns match the question too).
+        let top = |q: &str| -> Vec<Unit> {
+            let trip = [Unit::Event(50), Unit::Event(51), Unit::Event(52)];
+            ix.search(q, None, 0.2, 30)
+                .into_iter()
+                .filter(|u| !trip.contains(u))
+                .collect()
+        };
+        assert_eq!(top("What did I paint before the trip?")[0], Unit::Event(100));
+        // Without the event the short turns come first; an event nothing names is no time.
+        assert_ne!(top("What did I paint?")[0], Unit::Event(100));
+        assert_ne!(top("What did I paint before the cruise?")[0], Unit::Event(100));
+        // After the trip is another month.
+        assert_ne!(top("What did I paint after the trip?")[0], Unit::Event(100));
     }
 
     #[test]

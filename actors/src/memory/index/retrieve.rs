@@ -393,6 +393,29 @@ impl Bm25 {
         (self.lens.get(doc).copied().unwrap_or(0), tf)
     }
 
+    /// The live documents holding every one of `terms` (none for no terms), in
+    /// document order: the rarest term's postings, each looked up in the others'.
+    pub fn docs_with_all(&self, terms: &[String]) -> Vec<usize> {
+        let mut lists: Vec<&[(u32, u16)]> = Vec::new();
+        for t in terms {
+            match self.postings.get(t) {
+                Some(p) => lists.push(&p.list),
+                None => return Vec::new(),
+            }
+        }
+        lists.sort_by_key(|l| l.len());
+        let Some((rarest, rest)) = lists.split_first() else {
+            return Vec::new();
+        };
+        rarest
+            .iter()
+            .map(|&(d, _)| d)
+            .filter(|&d| !self.removed[d as usize])
+            .filter(|&d| rest.iter().all(|l| l.binary_search_by_key(&d, |p| p.0).is_ok()))
+            .map(|d| d as usize)
+            .collect()
+    }
+
     /// Document numbers best first (only those with a positive score).
     pub fn rank(&self, query: &str) -> Vec<usize> {
         self.ranked(query).into_iter().map(|(d, _)| d).collect()

@@ -28,10 +28,57 @@ pub enum Span {
     Month(i64),
 }
 
-/// What a question says about when: every stretch it names (any of them counts).
+/// How far "before the trip" and "after the trip" reach from the event: the month
+/// leading up to it, the month after it.
+pub const EVENT_REACH_DAYS: i64 = 30;
+
+/// Which side of an event a question asks about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// "before the trip", "until the move", "婚礼之前": the [`EVENT_REACH_DAYS`] up to it.
+    Before,
+    /// "after the wedding", "搬家以后": the [`EVENT_REACH_DAYS`] from it.
+    After,
+    /// "since the move": from it until now.
+    Since,
+}
+
+/// A time given by another event ("before the trip"): only the memory knows when
+/// that was, so the index that holds it resolves it ([`Event::span`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub side: Side,
+    /// The words naming the event ("trip", "charity race", "旅行").
+    pub words: String,
+}
+
+impl Event {
+    /// The stretch this asks about, given `day`, the day the memory talks of the event
+    /// most, and `today`.
+    pub fn span(&self, day: i64, today: i64) -> Span {
+        match self.side {
+            Side::Before => Span::Days {
+                from: day - EVENT_REACH_DAYS,
+                to: day + 1,
+            },
+            Side::After => Span::Days {
+                from: day,
+                to: day + EVENT_REACH_DAYS,
+            },
+            Side::Since => Span::Days {
+                from: day,
+                to: today.max(day) + 1,
+            },
+        }
+    }
+}
+
+/// What a question says about when: every stretch it names (any of them counts), and
+/// the events it gives times by, not yet resolved.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Period {
     pub spans: Vec<Span>,
+    pub events: Vec<Event>,
 }
 
 impl Period {
@@ -65,6 +112,9 @@ enum Kind {
     /// "3 years ago", "a week ago", "两年前".
     Ago,
     AgoZh,
+    /// "before the trip", "since her wedding", "搬家以后".
+    Event,
+    EventZh,
 }
 
 fn patterns() -> &'static [(Regex, Kind)] {
@@ -102,6 +152,12 @@ fn patterns() -> &'static [(Regex, Kind)] {
                 re(r"(\d+|[一二两三四五六七八九十]{1,2})\s*(?:个)?\s*(天|周|星期|月|年)前"),
                 Kind::AgoZh,
             ),
+            // Last: a time read above is not an event ("before last May").
+            (
+                re(r"(?i)\b(before|after|since|until|till|prior to)\s+(?:the|my|our|her|his|their|your|that)\s+([a-z][a-z'-]+(?:\s+[a-z][a-z'-]+)?)"),
+                Kind::Event,
+            ),
+            (re(r"(\p{Han}{2})(之前|之后|以后)"), Kind::EventZh),
         ]
     })
 }
@@ -186,6 +242,7 @@ pub fn period(text: &str, now_ms: i64) -> Option<Period> {
     let today = Day::of_ms(now_ms);
     let mut taken: Vec<(usize, usize)> = Vec::new();
     let mut spans: Vec<Span> = Vec::new();
+    let mut events: Vec<Event> = Vec::new();
     for m in dates::mentions(text, now_ms) {
         taken.push((m.start, m.end));
         spans.push(Span::Days {
@@ -200,7 +257,13 @@ pub fn period(text: &str, now_ms: i64) -> Option<Period> {
                 continue;
             }
             let g = |i: usize| c.get(i).map_or("", |x| x.as_str());
+            if let Some(e) = event(kind, g(1), g(2)) {
+                taken.push((whole.start(), whole.end()));
+                events.push(e);
+                continue;
+            }
             let span = match kind {
+                Kind::Event | Kind::EventZh => None,
                 Kind::MonthYear => month_of(g(1)).zip(g(2).parse().ok()).map(|(m, y)| month_days(y, m)),
                 Kind::YearMonthZh => g(1)
                     .parse()
@@ -277,7 +340,74 @@ pub fn period(text: &str, now_ms: i64) -> Option<Period> {
             }
         }
     }
-    (!spans.is_empty()).then_some(Period { spans })
+    (!spans.is_empty() || !events.is_empty()).then_some(Period { spans, events })
+}
+
+/// Words after "before the" that end the event's name ("before the trip to Paris" is
+/// the trip) or are no event at all.
+const NOT_EVENT_WORDS: &[&str] = &[
+    "to",
+    "in",
+    "on",
+    "at",
+    "with",
+    "for",
+    "of",
+    "and",
+    "or",
+    "we",
+    "i",
+    "you",
+    "she",
+    "he",
+    "they",
+    "it",
+    "was",
+    "is",
+    "were",
+    "did",
+    "day",
+    "week",
+    "weekend",
+    "month",
+    "year",
+    "end",
+    "start",
+    "beginning",
+];
+
+/// Han characters that make two characters before 之前/以后 a time, not an event
+/// (两年之前, 三天以后).
+const NOT_EVENT_ZH: &str = "年月天周日时点分秒号一二两三四五六七八九十几";
+
+/// The event a match of an event pattern names (None for other kinds, and for words
+/// that name no event).
+fn event(kind: &Kind, first: &str, second: &str) -> Option<Event> {
+    match kind {
+        Kind::Event => {
+            let side = match first.to_lowercase().as_str() {
+                "after" => Side::After,
+                "since" => Side::Since,
+                _ => Side::Before,
+            };
+            let words: Vec<&str> = second
+                .split_whitespace()
+                .take_while(|w| !NOT_EVENT_WORDS.contains(&w.to_lowercase().as_str()))
+                .collect();
+            (!words.is_empty()).then(|| Event {
+                side,
+                words: words.join(" "),
+            })
+        }
+        Kind::EventZh => {
+            let side = if second == "之前" { Side::Before } else { Side::After };
+            (!first.chars().any(|c| NOT_EVENT_ZH.contains(c))).then(|| Event {
+                side,
+                words: first.to_owned(),
+            })
+        }
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -347,6 +477,53 @@ mod tests {
         assert_eq!(read("上周说的"), ["2024-05-06..2024-05-12"]);
         assert_eq!(read("两年前"), ["2022-01-01..2022-12-31"]);
         assert_eq!(read("三天前"), ["2024-05-15..2024-05-15"]);
+    }
+
+    /// The events `text` gives times by, as `side words`.
+    fn events(text: &str) -> Vec<String> {
+        period(text, NOW)
+            .map(|p| p.events)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|e| format!("{:?} {}", e.side, e.words))
+            .collect()
+    }
+
+    #[test]
+    fn a_time_given_by_another_event_is_left_for_the_memory_to_date() {
+        assert_eq!(events("What did Mel paint before the trip?"), ["Before trip"]);
+        assert_eq!(
+            events("What did she do after the charity race?"),
+            ["After charity race"]
+        );
+        assert_eq!(events("What changed since her wedding?"), ["Since wedding"]);
+        assert_eq!(events("Where did they go before the trip to Paris?"), ["Before trip"]);
+        assert_eq!(events("搬家以后她做了什么"), ["After 搬家"]);
+        assert_eq!(events("婚礼之前"), ["Before 婚礼"]);
+        // Times, not events.
+        assert!(events("before the end of May").is_empty());
+        assert!(events("after last May").is_empty());
+        assert!(events("两年之前").is_empty());
+        assert!(events("before we left").is_empty());
+        // An event and a time together.
+        let p = period("What did she do in May 2024 after the move?", NOW).expect("both");
+        assert_eq!((p.spans.len(), p.events.len()), (1, 1));
+        // The stretch each side asks about, from the day the memory dates the event.
+        let d = days_from_civil(2024, 3, 10);
+        let today = days_from_civil(2024, 5, 18);
+        let e = |side| Event {
+            side,
+            words: "trip".into(),
+        };
+        assert_eq!(
+            e(Side::Before).span(d, today),
+            Span::Days {
+                from: d - 30,
+                to: d + 1
+            }
+        );
+        assert_eq!(e(Side::After).span(d, today), Span::Days { from: d, to: d + 30 });
+        assert_eq!(e(Side::Since).span(d, today), Span::Days { from: d, to: today + 1 });
     }
 
     #[test]

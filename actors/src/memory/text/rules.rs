@@ -21,22 +21,7 @@ const RULES: &[(&str, &[&str], usize)] = &[
     ("年龄", &["我的年龄是"], 5),
     ("职业", &["我的工作是"], 20),
     // Another name: the graph makes it an alias of the speaker (`graph::is_alias_relation`).
-    (
-        "小名",
-        &[
-            "我的小名是",
-            "我的小名叫",
-            "我小名叫",
-            "我的外号是",
-            "我外号叫",
-            "大家都叫我",
-            "大家叫我",
-            "朋友们都叫我",
-            "朋友们叫我",
-            "你可以叫我",
-        ],
-        20,
-    ),
+    ("小名", crate::memory::text::aliases::ZH_CUES, 20),
 ];
 
 /// Relatives a Chinese self-statement may name ("我妹妹叫…").

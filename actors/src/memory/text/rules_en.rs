@@ -388,20 +388,7 @@ pub fn extract_clause(clause: &str, subject: &str, sentence: &str) -> Vec<Triple
         triples: Vec::new(),
     };
     // Another name ("everyone calls me Mel"): the graph makes it an alias of the speaker.
-    if let Some(r) = ci_any(
-        c,
-        &[
-            "call me ",
-            "just call me ",
-            "you can call me ",
-            "everyone calls me ",
-            "everybody calls me ",
-            "people call me ",
-            "friends call me ",
-            "my friends call me ",
-            "i go by ",
-        ],
-    ) {
+    if let Some(r) = ci_any(c, crate::memory::text::aliases::EN_CUES) {
         if let Some(v) = value(r) {
             out.push(subject, "nickname", &v);
         }
