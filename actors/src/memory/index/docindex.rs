@@ -753,15 +753,26 @@ impl<K: IndexKey> SearchIndex<K> {
         let mut spans = period.spans.clone();
         for e in &period.events {
             let terms = retrieve::query_terms(&e.words);
-            let mut on_day: std::collections::BTreeMap<i64, u32> = Default::default();
-            for row in self.bm25.docs_with_all(&terms) {
-                match self.ts_of.get(row) {
-                    Some(&ts) if ts != i64::MIN => *on_day.entry(ts.div_euclid(86_400_000)).or_default() += 1,
-                    _ => {}
-                }
-            }
-            // The most talked-of day; the earliest of equals (max_by_key keeps the last).
-            if let Some((&day, _)) = on_day.iter().rev().max_by_key(|(_, n)| **n) {
+            // The days the rows naming it were said on, sorted: a day's rows are one run
+            // (a common word of a long memory names thousands of rows: a sort of plain
+            // numbers, not a map insert each).
+            let mut days: Vec<i64> = self
+                .bm25
+                .docs_with_all(&terms)
+                .into_iter()
+                .filter_map(|row| self.ts_of.get(row).copied())
+                .filter(|&ts| ts != i64::MIN)
+                .map(|ts| ts.div_euclid(86_400_000))
+                .collect();
+            days.sort_unstable();
+            // The most talked-of day; the earliest of equals.
+            let best = days
+                .chunk_by(|a, b| a == b)
+                .fold(None, |best: Option<(i64, usize)>, run| match best {
+                    Some((_, n)) if n >= run.len() => best,
+                    _ => Some((run[0], run.len())),
+                });
+            if let Some((day, _)) = best {
                 spans.push(e.span(day, crate::memory::now_ms().div_euclid(86_400_000)));
             }
         }
