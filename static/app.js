@@ -1021,6 +1021,15 @@
     if (stick) chatLog.scrollTop = chatLog.scrollHeight;
   }
 
+  // A log filled while it had no height (the view hidden, the page still signing in)
+  // cannot be scrolled: when it gets its height it goes to its newest line, unless the
+  // person had scrolled up in it.
+  let chatAtBottom = true;
+  chatLog.addEventListener("scroll", () => { if (chatLog.clientHeight) chatAtBottom = chatNearBottom(); });
+  if (window.ResizeObserver) {
+    new ResizeObserver(() => { if (chatAtBottom && chatLog.clientHeight) chatLog.scrollTop = chatLog.scrollHeight; }).observe(chatLog);
+  }
+
   // ---- markdown
 
   // Replies are hostile input (a prompt-injected web page can make the model write
