@@ -827,8 +827,10 @@ pub fn select(
         if kept_words.iter().any(|k| near_duplicate(k, &words)) {
             continue;
         }
+        // Whether it is already cut to what carries the query (cut once, never a cut of a cut).
+        let mut was_cut = false;
         if item.tokens > cap {
-            cut(&mut item, query_terms.get_or_insert_with(|| terms_of(input)));
+            was_cut = cut(&mut item, query_terms.get_or_insert_with(|| terms_of(input)));
             if item.tokens > cap {
                 item.text = tokens::truncate(&item.text, cap);
                 item.tokens = tokens::count(&item.text);
@@ -847,7 +849,7 @@ pub fn select(
         if memory_tokens + cost > room {
             // What is left does not hold it whole: its sentences that carry the query
             // may fit.
-            if !cut(&mut item, query_terms.get_or_insert_with(|| terms_of(input))) {
+            if was_cut || !cut(&mut item, query_terms.get_or_insert_with(|| terms_of(input))) {
                 continue;
             }
             cost = item.cost(entry) + heading + time;
