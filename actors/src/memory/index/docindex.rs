@@ -350,6 +350,17 @@ fn people(terms: &[String], names: &[Option<u8>]) -> Vec<Vec<String>> {
     people
 }
 
+/// Whether the query's name word `w` names the speaker of `name` (analysed terms)
+/// with `aliases`: a word of the name, a name they said they go by, or the start of a
+/// word of the name (three letters at least) unless someone here is called by it
+/// outright (`outright`) — "Mel" names Melanie unless a Mel speaks here too.
+fn names(w: &str, name: &[String], aliases: &[String], outright: &[&str]) -> bool {
+    name.iter().chain(aliases).any(|x| x == w)
+        || (w.chars().count() >= 3
+            && name.iter().any(|x| x.len() > w.len() && x.starts_with(w))
+            && !outright.contains(&w))
+}
+
 /// The scope of the rows said in the time the query asks about ([`Scored::scopes`]).
 pub const PERIOD_SCOPE: u32 = 1 << MAX_PEOPLE;
 
@@ -632,7 +643,7 @@ impl<K: IndexKey> SearchIndex<K> {
     /// The best `top_k` rows of [`Self::search`] with their scores and this index's
     /// statistics of the query's terms, for a [`merge`] with another index's answer.
     pub fn search_scored(&self, text: &str, qv: Option<&[f32]>, dense_min: f32, top_k: usize) -> Ranked<K> {
-        let query = Query::read(text);
+        let query = self.read(text);
         let terms = &query.terms;
         let dense = self.dense_ranking(qv, dense_min);
         // Without a dense side the answer is BM25's best `top_k`, selected without
@@ -662,7 +673,7 @@ impl<K: IndexKey> SearchIndex<K> {
     /// The BM25 half of [`Self::search_scored`], for [`Self::finish`] once the query's
     /// vector is known (or known not to come).
     pub fn lexical(&self, text: &str) -> Lexical {
-        let query = Query::read(text);
+        let query = self.read(text);
         Lexical {
             epoch: self.epoch,
             bm25: self.bm25.ranked_terms(&query.terms, usize::MAX),
@@ -684,16 +695,31 @@ impl<K: IndexKey> SearchIndex<K> {
         self.rank(&query, bm25, None, dense, top_k)
     }
 
+    /// `text` read as a query of this index: the events its time is given by dated
+    /// from this index's rows ([`Self::dated`]), once per search.
+    fn read(&self, text: &str) -> Query {
+        let mut query = Query::read(text);
+        query.period = query.period.and_then(|p| self.dated(&p));
+        query
+    }
+
     /// The query's scopes of a row ([`Scored::scopes`]: bit i said by the query's
     /// i-th person, someone whose name shares a word with theirs; [`PERIOD_SCOPE`]
     /// said in its period), and the scopes a row here may be in (None: none — the
     /// query names no one who speaks here and no time).
     fn scopes<'a>(&'a self, query: &'a Query) -> Option<(u32, impl Fn(usize) -> u32 + 'a)> {
-        let people = &query.people;
-        let period = query.period.as_ref().and_then(|p| self.dated(p));
+        let (people, period) = (&query.people, query.period.as_ref());
         if people.iter().all(|p| p.is_empty()) && period.is_none() {
             return None;
         }
+        // The query's name words someone here is called by outright: a name's start is
+        // then no one else's ([`names`]).
+        let outright: Vec<&str> = people
+            .iter()
+            .flatten()
+            .map(String::as_str)
+            .filter(|w| self.speakers.iter().chain(&self.aliases).flatten().any(|x| x == w))
+            .collect();
         let theirs: Vec<u32> = self
             .speakers
             .iter()
@@ -702,19 +728,17 @@ impl<K: IndexKey> SearchIndex<K> {
                 people
                     .iter()
                     .enumerate()
-                    .filter(|(_, p)| p.iter().any(|w| self.names(w, name, aliases)))
+                    .filter(|(_, p)| p.iter().any(|w| names(w, name, aliases, &outright)))
                     .fold(0, |acc, (i, _)| acc | 1 << i)
             })
             .collect();
+        let said_then = move |row: usize| {
+            period.is_some_and(|p| self.ts_of.get(row).is_some_and(|&ts| ts != i64::MIN && p.contains(ts)))
+        };
         let mut present = theirs.iter().fold(0, |acc, s| acc | s);
-        if period.as_ref().is_some_and(|p| self.anything_said_in(p)) {
+        if period.is_some_and(|p| self.anything_said_in(p)) {
             present |= PERIOD_SCOPE;
         }
-        let said_then = move |row: usize| {
-            period
-                .as_ref()
-                .is_some_and(|p| self.ts_of.get(row).is_some_and(|&ts| ts != i64::MIN && p.contains(ts)))
-        };
         if present == 0 {
             return None;
         }
@@ -732,17 +756,6 @@ impl<K: IndexKey> SearchIndex<K> {
             }
         };
         Some((present, scopes))
-    }
-
-    /// Whether the query's name word `w` names the speaker of `name` (analysed terms)
-    /// with `aliases`: a word of the name, a name they said they go by, or the start
-    /// of a word of the name (three letters at least) when no one here is called by
-    /// it outright — "Mel" names Melanie unless a Mel speaks here too.
-    fn names(&self, w: &str, name: &[String], aliases: &[String]) -> bool {
-        name.iter().chain(aliases).any(|x| x == w)
-            || (w.chars().count() >= 3
-                && name.iter().any(|x| x.len() > w.len() && x.starts_with(w))
-                && !self.speakers.iter().chain(&self.aliases).flatten().any(|x| x == w))
     }
 
     /// `period` with the events it gives times by dated from what this index holds
