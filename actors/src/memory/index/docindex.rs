@@ -351,11 +351,14 @@ fn people(terms: &[String], names: &[Option<u8>]) -> Vec<Vec<String>> {
 }
 
 /// Whether the query's name word `w` names the speaker of `name` (analysed terms)
-/// with `aliases`: a word of the name, a name they said they go by, or the start of a
-/// word of the name (three letters at least) unless someone here is called by it
-/// outright (`outright`) — "Mel" names Melanie unless a Mel speaks here too.
-fn names(w: &str, name: &[String], aliases: &[String], outright: &[&str]) -> bool {
-    name.iter().chain(aliases).any(|x| x == w)
+/// with `aliases`: a word of the name; a name they said they go by, unless it is a
+/// word of a speaker's own name (`own_names`: saying "call me Melanie" does not make
+/// one Melanie's scope); or the start of a word of the name (three letters at least)
+/// unless someone here is called by it outright (`outright`) — "Mel" names Melanie
+/// unless a Mel speaks here too.
+fn names(w: &str, name: &[String], aliases: &[String], outright: &[&str], own_names: &[&str]) -> bool {
+    name.iter().any(|x| x == w)
+        || (aliases.iter().any(|x| x == w) && !own_names.contains(&w))
         || (w.chars().count() >= 3
             && name.iter().any(|x| x.len() > w.len() && x.starts_with(w))
             && !outright.contains(&w))
@@ -713,13 +716,14 @@ impl<K: IndexKey> SearchIndex<K> {
             return None;
         }
         // The query's name words someone here is called by outright: a name's start is
-        // then no one else's ([`names`]).
-        let outright: Vec<&str> = people
-            .iter()
-            .flatten()
-            .map(String::as_str)
-            .filter(|w| self.speakers.iter().chain(&self.aliases).flatten().any(|x| x == w))
+        // then no one else's, and a word of a speaker's own name no one else's alias
+        // ([`names`]).
+        let of = |names: &[Vec<String>], w: &str| names.iter().flatten().any(|x| x == w);
+        let words = || people.iter().flatten().map(String::as_str);
+        let outright: Vec<&str> = words()
+            .filter(|w| of(&self.speakers, w) || of(&self.aliases, w))
             .collect();
+        let own_names: Vec<&str> = words().filter(|w| of(&self.speakers, w)).collect();
         let theirs: Vec<u32> = self
             .speakers
             .iter()
@@ -728,7 +732,7 @@ impl<K: IndexKey> SearchIndex<K> {
                 people
                     .iter()
                     .enumerate()
-                    .filter(|(_, p)| p.iter().any(|w| names(w, name, aliases, &outright)))
+                    .filter(|(_, p)| p.iter().any(|w| names(w, name, aliases, &outright, &own_names)))
                     .fold(0, |acc, (i, _)| acc | 1 << i)
             })
             .collect();
@@ -1239,6 +1243,9 @@ mod tests {
         assert_eq!(scopes("What are Me's weekend plans?"), [0, 0, 0]);
         assert_eq!(scopes("What are Rob's weekend plans?"), [0, 0, 1]);
         assert_eq!(scopes("What are Carl's weekend plans?"), [0, 0, 0]);
+        // Claiming a speaker's own name as one's nickname does not make one them.
+        ix.add_unit(&Unit::Event(40), 33_000, "Robert", "lol just call me Caroline");
+        assert_eq!(scopes_in(&ix, "What are Caroline's weekend plans?"), [0, 1, 0]);
         // When someone here is called Mel, Mel is no one else.
         ix.add_unit(&Unit::Event(31), 32_000, "Mel", "weekend plans too");
         assert_eq!(scopes_in(&ix, "What are Mel's weekend plans?"), [0, 0, 0]);
