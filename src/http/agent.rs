@@ -305,8 +305,7 @@ pub async fn post_new_chat(state: web::Data<AppState>) -> Result<HttpResponse, A
         .deps
         .context
         .send(homeagent_actors::memory::context::actor::ArchiveAll)
-        .await?
-        .map_err(ApiError::unavailable)?;
+        .await??;
     Ok(HttpResponse::Ok().json(json!({ "archived": n })))
 }
 

@@ -69,6 +69,14 @@ impl From<homeagent_actors::memory::graph::GraphError> for ApiError {
     }
 }
 
+/// The context tier's typed error: 503 with its text (the window is unchanged and the
+/// text says what to retry), as the routes answered it before it was typed.
+impl From<homeagent_actors::memory::context::actor::ContextError> for ApiError {
+    fn from(e: homeagent_actors::memory::context::actor::ContextError) -> Self {
+        Self::unavailable(e.to_string())
+    }
+}
+
 /// A settings-store error as the API answers it: the request's own mistake 400, a full
 /// disk 507 (with what to do), anything else 500 (and logged).
 pub fn config_error(e: homeagent_actors::config::ConfigError) -> ApiError {

@@ -416,7 +416,7 @@ impl TaskActor {
                 self.await_event(ctx, fut, |res| {
                     Event::Pruned(match res {
                         Ok(Ok(n)) => Ok(n),
-                        Ok(Err(e)) => Err(PruneFailure::Store(e)),
+                        Ok(Err(e)) => Err(PruneFailure::Store(e.to_string())),
                         Err(e) => Err(PruneFailure::Unavailable(e.to_string())),
                     })
                 });
@@ -473,7 +473,7 @@ impl TaskActor {
                 self.await_event(ctx, fut, |res| {
                     Event::Committed(match res {
                         Ok(Ok(_)) => Ok(()),
-                        Ok(Err(e)) => Err(e),
+                        Ok(Err(e)) => Err(e.to_string()),
                         Err(e) => Err(e.to_string()),
                     })
                 });
@@ -811,7 +811,7 @@ pub async fn recall(
     // A tier that does not answer leaves its part out of this prompt only (but an input
     // it was to record fails its turn).
     let (window, recorded) = match window_recall {
-        Ok((w, recorded)) => (w, recorded.map(|r| r.map(drop).map_err(Ok))),
+        Ok((w, recorded)) => (w, recorded.map(|r| r.map(drop).map_err(|e| Ok(e.to_string())))),
         Err(e) => {
             tracing::warn!("recall without the context window this turn (is kernel/memory/context running?): {e}");
             (Default::default(), recording.then_some(Err(Err(e))))
@@ -855,7 +855,7 @@ pub async fn recall(
 /// The context window's part of a recall: its items and the input it recorded.
 type WindowAnswer = (
     crate::memory::recall::WindowRecall,
-    Option<Result<crate::memory::context::Event, String>>,
+    Option<Result<crate::memory::context::Event, crate::memory::context::actor::ContextError>>,
 );
 
 /// What the memory tiers answered a turn's recall (each part empty, or the error, when

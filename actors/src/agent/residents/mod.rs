@@ -577,7 +577,8 @@ impl Residents {
                 max_context_size: COMPRESS_KEEP,
             })
             .await
-            .map_err(|e| e.to_string())??;
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
         self.0.book.lock().compress(id).map_err(|e| e.to_string())?;
         Ok(Msg::ResidentCompressed { id, archived }.text())
     }

@@ -31,6 +31,19 @@ pub struct ContextActor {
     archiving: bool,
 }
 
+/// Why the context tier did not do what it was asked (its messages' typed error).
+#[derive(Debug, thiserror::Error)]
+pub enum ContextError {
+    /// The store failed (its text says what to check).
+    #[error(transparent)]
+    Store(#[from] MemoryError),
+    /// The document tier refused the archive; nothing left the window.
+    #[error(
+        "the document tier could not store the archive ({0}); the events stay in the window and a later prune retries"
+    )]
+    NotArchived(crate::memory::documents::DocError),
+}
+
 impl ContextActor {
     /// Loads the context from the store, after finishing any archive a crash
     /// interrupted (events whose document was committed leave the window now).
@@ -63,7 +76,7 @@ pub const QUERY_EMBED_WAIT: std::time::Duration = std::time::Duration::from_mill
 
 /// Appends an event; answers once it is committed to disk.
 #[derive(Message)]
-#[rtype(result = "Result<Event, String>")]
+#[rtype(result = "Result<Event, ContextError>")]
 pub struct AppendEvent(pub Event);
 
 /// The context half of per-turn recall (`memory::recall`): the recency window and the
@@ -74,7 +87,7 @@ pub struct AppendEvent(pub Event);
 /// the BM25 half are taken — the input is not its own memory — and its commit is
 /// answered beside the recall: one round trip where a turn used to make two.
 #[derive(Message)]
-#[rtype(result = "(WindowRecall, Option<Result<Event, String>>)")]
+#[rtype(result = "(WindowRecall, Option<Result<Event, ContextError>>)")]
 pub struct Recall {
     /// The input the memory is matched against ("" = the recency window only).
     pub query: String,
@@ -91,7 +104,7 @@ pub struct Recall {
 /// `doc_query`'s second step: documents found in the document tier go back into the
 /// timeline at their original time (as `cold_storage` events). Answers how many.
 #[derive(Message)]
-#[rtype(result = "Result<usize, String>")]
+#[rtype(result = "Result<usize, ContextError>")]
 pub struct RestoreDocuments {
     /// What was asked (the restored events say it).
     pub query: String,
@@ -108,7 +121,7 @@ pub struct GetContext;
 /// recent input (the last 10 stay); the removed events become a document. Answers how
 /// many events were archived.
 #[derive(Message)]
-#[rtype(result = "Result<usize, String>")]
+#[rtype(result = "Result<usize, ContextError>")]
 pub struct DistillContext {
     pub max_context_size: usize,
 }
@@ -122,7 +135,7 @@ pub struct CountEvents;
 /// Prunes the context against `query` when it holds more than `top_k` events; the
 /// removed ones become a document. Answers how many events were archived.
 #[derive(Message)]
-#[rtype(result = "Result<usize, String>")]
+#[rtype(result = "Result<usize, ContextError>")]
 pub struct PruneContext {
     pub query: String,
     pub context_tokens: usize,
@@ -130,7 +143,7 @@ pub struct PruneContext {
 }
 
 impl Handles<AppendEvent> for ContextActor {
-    type Reply = Result<Event, String>;
+    type Reply = Result<Event, ContextError>;
     fn handle(&mut self, AppendEvent(e): AppendEvent, _: &mut HostContext<Self>) -> Self::Reply {
         self.append(e)
     }
@@ -138,8 +151,8 @@ impl Handles<AppendEvent> for ContextActor {
 
 impl ContextActor {
     /// Commits `e` to disk, then to the window.
-    fn append(&mut self, e: Event) -> Result<Event, String> {
-        let e = self.store.append(e).map_err(|e| e.to_string())?;
+    fn append(&mut self, e: Event) -> Result<Event, ContextError> {
+        let e = self.store.append(e)?;
         self.events.push(e.clone());
         Ok(e)
     }
@@ -223,7 +236,7 @@ impl ContextActor {
 }
 
 impl Handles<Recall> for ContextActor {
-    type Reply = ResponseActFuture<Host<Self>, (WindowRecall, Option<Result<Event, String>>)>;
+    type Reply = ResponseActFuture<Host<Self>, (WindowRecall, Option<Result<Event, ContextError>>)>;
     fn handle(&mut self, msg: Recall, _: &mut HostContext<Self>) -> Self::Reply {
         use crate::memory::recall::{DENSE_MIN, UNIT_CANDIDATES};
         let start = self
@@ -300,7 +313,7 @@ impl Handles<GetContext> for ContextActor {
 }
 
 /// What an archive answers: how many events left the window.
-type Archived = ResponseActFuture<Host<ContextActor>, Result<usize, String>>;
+type Archived = ResponseActFuture<Host<ContextActor>, Result<usize, ContextError>>;
 
 impl ContextActor {
     /// Archives `archived` (events of the window): the documents actor commits their
@@ -326,33 +339,29 @@ impl ContextActor {
         let ids: Vec<i64> = archived.iter().map(|e| e.id).collect();
         let documents = self.documents.clone();
         let fut = async move { documents.send(ArchiveEvents(archived)).await };
-        Box::pin(
-            actix::fut::wrap_future::<_, Host<Self>>(fut).map(move |res, host, _| {
-                let me = host.inner();
-                me.archiving = false;
-                let doc = match res {
-                    Ok(Ok(doc)) => doc,
-                    Ok(Err(e)) => {
-                        tracing::warn!(events = n, "archive not stored, the events stay in the window: {e}");
-                        return Err(format!(
-                            "the document tier could not store the archive ({e}); the events stay in the window and a later prune retries"
-                        ));
-                    }
-                    Err(e) => {
-                        tracing::warn!(events = n, "archive deferred, the events stay in the window: {e}");
-                        return Ok(0);
-                    }
-                };
-                // The document is committed: the events may go. If deleting them
-                // fails they stay (here and on disk) and leave at the next open.
-                me.store.forget_events(&ids).map_err(|e| e.to_string())?;
-                let gone: std::collections::HashSet<i64> = ids.into_iter().collect();
-                me.events.retain(|e| !gone.contains(&e.id));
-                me.trim_token_cache();
-                tracing::info!(archived = n, kept = me.events.len(), document = ?doc, "context {what}");
-                Ok(n)
-            }),
-        )
+        Box::pin(actix::fut::wrap_future::<_, Host<Self>>(fut).map(move |res, host, _| {
+            let me = host.inner();
+            me.archiving = false;
+            let doc = match res {
+                Ok(Ok(doc)) => doc,
+                Ok(Err(e)) => {
+                    tracing::warn!(events = n, "archive not stored, the events stay in the window: {e}");
+                    return Err(ContextError::NotArchived(e));
+                }
+                Err(e) => {
+                    tracing::warn!(events = n, "archive deferred, the events stay in the window: {e}");
+                    return Ok(0);
+                }
+            };
+            // The document is committed: the events may go. If deleting them
+            // fails they stay (here and on disk) and leave at the next open.
+            me.store.forget_events(&ids)?;
+            let gone: std::collections::HashSet<i64> = ids.into_iter().collect();
+            me.events.retain(|e| !gone.contains(&e.id));
+            me.trim_token_cache();
+            tracing::info!(archived = n, kept = me.events.len(), document = ?doc, "context {what}");
+            Ok(n)
+        }))
     }
 }
 
@@ -360,7 +369,7 @@ impl ContextActor {
 /// word of it), and the timeline the next prompt shows starts empty. Answers how many
 /// events were set aside.
 #[derive(Message)]
-#[rtype(result = "Result<usize, String>")]
+#[rtype(result = "Result<usize, ContextError>")]
 pub struct ArchiveAll;
 
 impl Handles<ArchiveAll> for ContextActor {
@@ -394,7 +403,7 @@ fn cut_bytes(s: &str, max: usize) -> String {
 }
 
 impl Handles<RestoreDocuments> for ContextActor {
-    type Reply = Result<usize, String>;
+    type Reply = Result<usize, ContextError>;
     fn handle(&mut self, msg: RestoreDocuments, _: &mut HostContext<Self>) -> Self::Reply {
         for d in &msg.docs {
             // Back into the timeline where it happened.
@@ -408,7 +417,7 @@ impl Handles<RestoreDocuments> for ContextActor {
                 tool_results: vec![],
                 principal: String::new(),
             };
-            let stored = self.store.append(event).map_err(|e| e.to_string())?;
+            let stored = self.store.append(event)?;
             let pos = self.events.partition_point(|e| e.ts_ms <= stored.ts_ms);
             self.events.insert(pos, stored);
         }
@@ -446,13 +455,13 @@ impl Handles<CountEvents> for ContextActor {
 /// event at its own time, unless its digest was imported before. Answers what was
 /// stored.
 #[derive(Message)]
-#[rtype(result = "Result<crate::memory::store::ImportedBatch, String>")]
+#[rtype(result = "Result<crate::memory::store::ImportedBatch, ContextError>")]
 pub struct ImportEvents(pub Vec<crate::memory::import::ImportLine>);
 
 impl Handles<ImportEvents> for ContextActor {
-    type Reply = Result<crate::memory::store::ImportedBatch, String>;
+    type Reply = Result<crate::memory::store::ImportedBatch, ContextError>;
     fn handle(&mut self, ImportEvents(lines): ImportEvents, _: &mut HostContext<Self>) -> Self::Reply {
-        let batch = self.store.import_batch(&lines).map_err(|e| e.to_string())?;
+        let batch = self.store.import_batch(&lines)?;
         // Into the window where they happened (after equal times, spec §5.2); the
         // window stays chronological, as a reload from the store would order it.
         self.events.extend(batch.events.iter().cloned());

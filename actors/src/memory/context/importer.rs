@@ -159,21 +159,21 @@ impl Importer {
             .send(ImportEvents(chunk))
             .await
             .map_err(|e| BatchError::Unavailable(e.to_string()))?
-            .map_err(BatchError::Store)?;
+            .map_err(|e| BatchError::Store(e.to_string()))?;
         if !stored.events.is_empty() {
             let lines = stored.events.iter().map(import::text_event).collect();
             self.textlog
                 .send(LogTexts(lines))
                 .await
                 .map_err(|e| BatchError::Unavailable(e.to_string()))?
-                .map_err(BatchError::Store)?;
+                .map_err(|e| BatchError::Store(e.to_string()))?;
         }
         let archived = if distill_after {
             self.context
                 .send(DistillContext { max_context_size })
                 .await
                 .map_err(|e| BatchError::Unavailable(e.to_string()))?
-                .map_err(BatchError::Store)?
+                .map_err(|e| BatchError::Store(e.to_string()))?
         } else {
             0
         };

@@ -436,7 +436,8 @@ async fn query_documents(
     context
         .send(crate::memory::actor::RestoreDocuments { query, docs })
         .await
-        .map_err(|_| Msg::DocsUnavailable.text())??;
+        .map_err(|_| Msg::DocsUnavailable.text())?
+        .map_err(|e| e.to_string())?;
     let _ = documents.do_send(RecordReads(ids));
     Ok(Msg::DocsLoaded {
         count,

@@ -237,7 +237,7 @@ impl DistillHeartbeat {
                 Ok(Err(e)) => Round {
                     at_ms,
                     archived: 0,
-                    error: Some(e),
+                    error: Some(e.to_string()),
                     trigger,
                     snapshots: 0,
                 },
