@@ -17,7 +17,7 @@ use crate::llm::types::{ToolDef, ToolList};
 
 /// The tools one request offers: all of them, or (at a small window) the subset of
 /// [`choose`] with the catalogue of the rest.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Offered {
     pub list: ToolList,
     /// The schemas' tokens, the catalogue's included.

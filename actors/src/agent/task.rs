@@ -26,7 +26,7 @@ use super::prompt::PromptSettings;
 pub use super::protocol::{CancelLlm, Resume};
 use super::protocol::{Finished, SafePoint, SchedulerLink};
 use super::tools_exec::{ToolRunner, run_stage};
-use super::turn::{Cmd, Env, Event, Limits, LlmFailure, PruneFailure, TurnCore, TurnInput};
+use super::turn::{Cmd, Env, Event, Gathered, Limits, LlmFailure, PruneFailure, TurnCore, TurnInput};
 use crate::addr::TAddr;
 use crate::bus::EventBus;
 use crate::host::{Host, HostContext, KernelActor};
@@ -142,9 +142,6 @@ pub struct TaskActor {
     cancel: Option<CancellationToken>,
     /// The images this task's requests carry, fetched once.
     media: Arc<crate::memory::media::parts::Prepared>,
-    /// What the turn's tool offer is computed from: the window, the fixed tokens and the
-    /// query of its timeline read (the budget the memory was cut to).
-    offer_for: Option<(usize, usize, String)>,
     /// Owners whose tools the model asked for (`get_plugin_tools`) or called by name in
     /// this turn: offered from the next step on when only a subset fits. An owner's
     /// turn starts with the owners its last turns used ([`TaskDeps::recent_tools`]).
@@ -212,7 +209,6 @@ impl TaskActor {
             core,
             cancel: None,
             media: Arc::default(),
-            offer_for: None,
             expanded,
             reached: owners_turn.then(Default::default),
             settings: None,
@@ -268,7 +264,9 @@ impl TaskActor {
     /// Feeds one event to the core and executes what it answers.
     fn feed(&mut self, event: Event, ctx: &mut HostContext<Self>) {
         let s = self.settings();
+        let firewall = self.deps.firewall.config();
         let env = Env {
+            gate: &firewall.gate,
             prompt: &s.prompt,
             channels: &self.deps.channels,
             limits: Limits {
@@ -320,7 +318,6 @@ impl TaskActor {
                 fixed,
                 record,
             } => {
-                self.offer_for = Some((window, fixed, query.clone()));
                 let guest = (!self.input.principal.is_owner()).then(|| self.input.principal.name.clone());
                 let fut = recall(
                     self.deps.clone(),
@@ -367,6 +364,39 @@ impl TaskActor {
                 self.await_event(ctx, fut, |res| Event::SafePoint(res.map_err(|e| e.to_string())));
             }
             Cmd::Park => tracing::debug!(task = self.id, "parked until the scheduler resumes it"),
+            Cmd::Gather {
+                tools_query,
+                media_query,
+                window,
+                fixed,
+            } => {
+                let (stages, deps) = (self.deps.stages.clone(), self.deps.clone());
+                let (media, prepared) = (self.deps.media.clone(), self.media.clone());
+                let (channel, expanded) = (self.input.channel.clone(), self.expanded.clone());
+                let fut = async move {
+                    let mut tools = stages.send(GetTools).await.unwrap_or_default();
+                    // A sub-agent's refused tools leave the snapshot its turn (and so its
+                    // tool runner) keeps: not offered, and a call by name meets "no such
+                    // tool". (The main agent refuses none, so its snapshot — and the tool
+                    // list cached by it — stays the registry's own.)
+                    for name in deps.refused_tools {
+                        if let Some(plugin) = tools.get(name).map(|t| t.spec.plugin.clone()) {
+                            let _ = tools.unregister(&plugin, name);
+                        }
+                    }
+                    let offered = offer(&deps, &tools, (window, fixed), &tools_query, &channel, &expanded);
+                    let recalled = match &media {
+                        Some(m) => crate::memory::media::parts::recall(m, &prepared, &media_query).await,
+                        None => Vec::new(),
+                    };
+                    Gathered {
+                        tools,
+                        offered,
+                        recalled,
+                    }
+                };
+                self.await_event(ctx, fut, Event::Gathered);
+            }
             Cmd::CallLlm(request) => self.call_llm(request, ctx),
             Cmd::CancelLlm => {
                 if let Some(t) = &self.cancel {
@@ -529,8 +559,8 @@ impl TaskActor {
         }
     }
 
-    /// Sends the core's request with the tools registered by now (a tool registered
-    /// since the last round is offered from this round on), streaming its deltas.
+    /// Sends the core's request as it is, with the bytes of the images it names in
+    /// place of their placeholders, streaming its deltas.
     fn call_llm(&mut self, mut request: crate::llm::CompletionRequest, ctx: &mut HostContext<Self>) {
         let token = CancellationToken::new();
         self.cancel = Some(token.clone());
@@ -553,29 +583,8 @@ impl TaskActor {
             }
         });
         let llm = self.deps.llm.clone();
-        let stages = self.deps.stages.clone();
-        let deps = self.deps.clone();
-        // Whatever stages injected or tools returned, the model sees aliases only.
-        let gate = self.deps.firewall.config();
-        if !gate.gate.is_empty() {
-            for m in &mut request.messages {
-                gate.gate.mask_value(&mut m.content);
-            }
-        }
         let (media, prepared) = (self.deps.media.clone(), self.media.clone());
         let purpose = self.purpose();
-        // Recall by the input's own text; kernel self-talk recalls no images.
-        let query = if self.input.is_consolidation() {
-            String::new()
-        } else {
-            self.input.text.clone()
-        };
-        let (window, fixed, query_for_tools) = self
-            .offer_for
-            .clone()
-            .unwrap_or_else(|| (self.settings().window, 0, self.input.text.clone()));
-        let (channel_for_tools, expanded) = (self.input.channel.clone(), self.expanded.clone());
-        let room = media_reserve(&self.deps, window);
         let span = crate::trace_span!(
             parent: &self.span,
             "llm_call",
@@ -588,33 +597,8 @@ impl TaskActor {
         );
         let fut = async move {
             if let Some(media) = media {
-                crate::memory::media::parts::prepare(&media, &prepared, &mut request, &query, room).await;
+                crate::memory::media::parts::fill(&media, &prepared, &mut request).await;
             }
-            let mut tools = stages.send(GetTools).await.unwrap_or_default();
-            // A sub-agent's refused tools leave the snapshot its turn (and so its tool
-            // runner) keeps: not offered, and a call by name meets "no such tool". (The
-            // main agent refuses none, so its snapshot — and the tool list cached by
-            // it — stays the registry's own.)
-            for name in deps.refused_tools {
-                if let Some(plugin) = tools.get(name).map(|t| t.spec.plugin.clone()) {
-                    let _ = tools.unregister(&plugin, name);
-                }
-            }
-            let offered = offer(
-                &deps,
-                &tools,
-                (window, fixed),
-                &query_for_tools,
-                &channel_for_tools,
-                &expanded,
-            );
-            if !offered.catalogue.is_empty()
-                && let Some(first) = request.messages.first_mut()
-                && let Some(text) = first.content.as_str()
-            {
-                first.content = serde_json::Value::String(offered.splice(text));
-            }
-            request.tools = offered.list;
             let msg = Complete {
                 request,
                 purpose,
@@ -642,16 +626,14 @@ impl TaskActor {
                     span.record("error", tracing::field::debug(e));
                 }
             }
-            (tools, result)
+            result
         }
         .instrument(span);
-        ctx.spawn(
-            actix::fut::wrap_future::<_, Host<Self>>(fut).map(|(tools, result), host, ctx| {
-                let me = host.inner();
-                me.cancel = None;
-                me.feed(Event::Llm { tools, result }, ctx);
-            }),
-        );
+        ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(fut).map(|result, host, ctx| {
+            let me = host.inner();
+            me.cancel = None;
+            me.feed(Event::Llm { result }, ctx);
+        }));
     }
 }
 

@@ -7,6 +7,13 @@
 //! that a task finishes or fails exactly once. It knows nothing of actix, mailboxes or
 //! clocks (the shell passes `now_ms` in [`Env`]).
 //!
+//! The request an LLM call sends is the core's to the last field: the shell gathers
+//! what only it can reach ([`Cmd::Gather`]: the tools registered by now, the offer made
+//! of them, the images the media memory recalls) and the core composes the request
+//! from that ([`TurnCore::compose`]: secrets masked, recalled images within their
+//! reserve, the catalogue of tools not offered, the tools offered). The shell then only
+//! puts the bytes of the images it names in place of their placeholders.
+//!
 //! The task actor ([`super::task::TaskActor`]) feeds it [`Event`]s and executes the
 //! [`Cmd`]s it returns: each command that waits for something becomes one future whose
 //! result is fed back as the next event. At most one such command is outstanding at a
@@ -18,16 +25,19 @@ use serde_json::{Value, json};
 use super::budget::Budget;
 use super::channels::{Channels, parse_send_tool};
 use super::input::Reply;
+use super::offer::Offered;
 use super::overflow::{self, Guard, Verdict};
 use super::prompt::{self, Origin, PromptSettings};
 use super::tools_exec::Outcome;
 use crate::bus::{ChainToolCall, ChainUsage, Event as BusEvent};
+use crate::firewall::CredentialGate;
 use crate::i18n::Msg;
 use crate::llm::provider::{Completion, LlmError};
 use crate::llm::types::{WireFunction, WireToolCall};
 use crate::llm::{CompletionRequest, Message, ToolCall, Usage};
 use crate::memory::Event as MemoryEvent;
 use crate::memory::context::ToolOutput;
+use crate::memory::media::store::MediaMeta;
 use crate::memory::textlog::TextEvent;
 use crate::memory::tokens;
 use crate::stages::{Stage, StageContext, StageToolCall, ToolRegistry};
@@ -102,8 +112,8 @@ pub struct Limits {
     /// The context window (tokens) of the source the request will go to first
     /// (`llm::window`): the prompt's budget and the overflow check are cut to it.
     pub window: usize,
-    /// Tokens kept for the images the media memory may add to a request after the
-    /// core built it (`media::parts::prepare`, which adds only what fits this):
+    /// Tokens kept for the images the media memory may add to a request (what
+    /// [`TurnCore::compose`] adds of [`Gathered::recalled`] fits this):
     /// [`crate::memory::media::parts::recall_reserve`] while some image can be
     /// recalled, else 0.
     pub media_reserve: usize,
@@ -125,6 +135,22 @@ pub struct Env<'a> {
     /// Real milliseconds on a monotonic clock (any origin): what the turn's own time
     /// limit counts, so a virtual clock moved forward by days ends no turn.
     pub mono_ms: i64,
+    /// The credential gate in force: whatever stages injected or tools returned, a
+    /// request shows the model a secret's `@{alias}` only.
+    pub gate: &'a CredentialGate,
+}
+
+/// What the shell gathered for one LLM call ([`Cmd::Gather`]); the empty value is what
+/// a daemon without plugins, channels' send tools or images answers.
+#[derive(Default)]
+pub struct Gathered {
+    /// The tools registered by now, less the agent's refused ones: what the call's tool
+    /// step may run (a tool registered since the last round is offered from this round).
+    pub tools: ToolRegistry,
+    /// What of them the request offers (`offer::OfferCache`'s choice).
+    pub offered: Offered,
+    /// The images the media memory recalled for the input, best first.
+    pub recalled: Vec<MediaMeta>,
 }
 
 /// Why an LLM call came back without a completion, as the turn distinguishes it.
@@ -242,11 +268,10 @@ pub enum Event {
     StopBudget(bool),
     /// The answer of [`Cmd::AskSafePoint`]: `Ok(true)` = yield now.
     SafePoint(Result<bool, String>),
-    /// The answer of [`Cmd::CallLlm`], with the tools that were offered in it.
-    Llm {
-        tools: ToolRegistry,
-        result: Result<Completion, LlmFailure>,
-    },
+    /// The answer of [`Cmd::Gather`].
+    Gathered(Gathered),
+    /// The answer of [`Cmd::CallLlm`].
+    Llm { result: Result<Completion, LlmFailure> },
     /// The answer of [`Cmd::RunStage`] for `post_action`.
     PostAction(StageContext),
     /// The answer of [`Cmd::TakeStop`]: `true` = the cancel was a stop.
@@ -279,6 +304,7 @@ impl std::fmt::Debug for Event {
             Event::PreAction(_) => "PreAction",
             Event::StopBudget(_) => "StopBudget",
             Event::SafePoint(_) => "SafePoint",
+            Event::Gathered(_) => "Gathered",
             Event::Llm { .. } => "Llm",
             Event::PostAction(_) => "PostAction",
             Event::StopTaken(_) => "StopTaken",
@@ -331,8 +357,20 @@ pub enum Cmd {
     AskSafePoint { consolidation: bool },
     /// Yielded: nothing to do until [`Event::Resume`].
     Park,
-    /// Send this request (the shell adds the tools registered by now and streams the
-    /// deltas as `stream_delta` bus events); answer [`Event::Llm`].
+    /// Gather what the next LLM call needs of the outside: the tools registered by now
+    /// (less the refused), the offer of them for `tools_query` on the input's channel
+    /// within a `window`-token model of which `fixed` tokens are taken, and the images
+    /// the media memory recalls for `media_query` (none for an empty one); answer
+    /// [`Event::Gathered`].
+    Gather {
+        tools_query: String,
+        media_query: String,
+        window: usize,
+        fixed: usize,
+    },
+    /// Send this request as it is — the shell only puts the bytes of the images it
+    /// names in place of their placeholders — streaming the deltas as `stream_delta`
+    /// bus events; answer [`Event::Llm`].
     CallLlm(CompletionRequest),
     /// Cancel the in-flight LLM call (it then answers `LlmFailure::Cancelled`).
     CancelLlm,
@@ -404,6 +442,8 @@ enum Wait {
     /// Waiting out an outage before trying again: of the LLM sources, or of the
     /// memory store the input must be recorded in (a full disk).
     Backoff(Retry),
+    /// What the next LLM call needs of the outside (`Cmd::Gather`).
+    Gather,
     Llm,
     /// post_action, with the completion's vendor and model.
     PostAction(Completion),
@@ -630,9 +670,18 @@ impl TurnCore {
                 // The timeline now holds whatever the interrupting task committed.
                 self.read_timeline(Rebuild::Rebase, env, &mut out);
             }
-            (Event::Llm { tools, result }, Wait::Llm) => {
+            (Event::Gathered(g), Wait::Gather) => {
+                // A cancel that came while gathering: nothing was sent.
+                if std::mem::take(&mut self.cancel_pending) {
+                    self.cancelled(false, String::new(), &mut out);
+                    return out;
+                }
+                let request = self.compose(g, env);
+                self.in_flight = true;
+                self.await_(Wait::Llm, Cmd::CallLlm(request), &mut out);
+            }
+            (Event::Llm { result }, Wait::Llm) => {
                 self.in_flight = false;
-                self.tools = tools;
                 if result.is_ok() {
                     self.outage = None;
                 }
@@ -982,19 +1031,56 @@ impl TurnCore {
                 return;
             }
         }
-        let request = CompletionRequest {
+        // Recall by the input's own text; kernel self-talk recalls no images.
+        let media_query = if self.input.consolidation {
+            String::new()
+        } else {
+            self.input.text.clone()
+        };
+        let cmd = Cmd::Gather {
+            tools_query: self.input.memory_text().to_owned(),
+            media_query,
+            window: limits.window,
+            fixed: self.fixed_tokens(env),
+        };
+        self.await_(Wait::Gather, cmd, out);
+    }
+
+    /// The request of the next LLM call, exactly as it is sent (but for the bytes of
+    /// the images it names): the frame with every secret masked, the recalled images
+    /// that fit the media reserve added to the last user message, the catalogue of the
+    /// tools not offered spliced into the system prompt, and the offered tools. The
+    /// gathered registry is what the call's tool step runs.
+    fn compose(&mut self, g: Gathered, env: &Env) -> CompletionRequest {
+        let mut messages = self.msgs.clone();
+        if !env.gate.is_empty() {
+            for m in &mut messages {
+                env.gate.mask_value(&mut m.content);
+            }
+        }
+        let mut request = CompletionRequest {
             model: String::new(),
-            messages: self.msgs.clone(),
-            temperature: limits.temperature,
-            max_tokens: limits.max_tokens,
+            messages,
+            temperature: env.limits.temperature,
+            max_tokens: env.limits.max_tokens,
             stream: true,
             tools: Default::default(),
             tool_choice: Some(json!("auto")),
             disable_thinking: true,
             extra_body: Default::default(),
         };
-        self.in_flight = true;
-        self.await_(Wait::Llm, Cmd::CallLlm(request), out);
+        if !g.recalled.is_empty() {
+            crate::memory::media::parts::add_recalled(&mut request, &g.recalled, env.limits.media_reserve);
+        }
+        if !g.offered.catalogue.is_empty()
+            && let Some(first) = request.messages.first_mut()
+            && let Some(text) = first.content.as_str()
+        {
+            first.content = Value::String(g.offered.splice(text));
+        }
+        request.tools = g.offered.list;
+        self.tools = g.tools;
+        request
     }
 
     /// Overflow recovery (spec §5.9): prune, tell the model when events moved, rebuild

@@ -14,6 +14,7 @@ struct Turn {
     limits: Limits,
     /// What `Env::mono_ms` says.
     mono_ms: i64,
+    gate: CredentialGate,
 }
 
 fn limits() -> Limits {
@@ -49,16 +50,30 @@ impl Turn {
             channels: Channels::builtin(),
             limits: limits(),
             mono_ms: 0,
+            gate: CredentialGate::default(),
         }
     }
 
+    /// Feeds one event; a gather it answers is answered as a shell with no plugin
+    /// tools and no images would ([`Gathered::default`]), the commands of both joined.
     fn feed(&mut self, e: Event) -> Vec<Cmd> {
+        let mut cmds = self.feed_only(e);
+        if matches!(cmds.last(), Some(Cmd::Gather { .. })) {
+            cmds.pop();
+            cmds.extend(self.feed_only(Event::Gathered(Gathered::default())));
+        }
+        cmds
+    }
+
+    /// Feeds one event, nothing answered on the shell's behalf.
+    fn feed_only(&mut self, e: Event) -> Vec<Cmd> {
         let env = Env {
             prompt: &self.prompt,
             channels: &self.channels,
             limits: self.limits,
             now_ms: 1_000,
             mono_ms: self.mono_ms,
+            gate: &self.gate,
         };
         self.core.handle(e, &env)
     }
@@ -93,10 +108,7 @@ impl Turn {
 
     /// The model answers (no plugin hooks post_action); the commands after it.
     fn answer(&mut self, c: Completion) -> Vec<Cmd> {
-        let cmds = self.feed(Event::Llm {
-            tools: ToolRegistry::default(),
-            result: Ok(c),
-        });
+        let cmds = self.feed(Event::Llm { result: Ok(c) });
         self.echo(cmds, Stage::PostAction)
     }
 
@@ -470,7 +482,6 @@ fn a_vendor_context_full_recovers_twice_then_fails_with_both_messages() {
     t.first_request();
     for _ in 0..2 {
         let c = t.feed(Event::Llm {
-            tools: ToolRegistry::default(),
             result: Err(LlmFailure::ContextFull("too long".into())),
         });
         assert!(matches!(c[..], [Cmd::Prune { .. }]), "{c:?}");
@@ -480,7 +491,6 @@ fn a_vendor_context_full_recovers_twice_then_fails_with_both_messages() {
         request(t.feed(Event::SafePoint(Ok(false))));
     }
     let c = t.feed(Event::Llm {
-        tools: ToolRegistry::default(),
         result: Err(LlmFailure::ContextFull("too long".into())),
     });
     let e = reply_of(&c).error.clone().unwrap();
@@ -496,7 +506,6 @@ fn other_llm_errors_fail_the_task_with_the_error() {
     let mut t = Turn::new(input("hello"));
     t.first_request();
     let c = t.feed(Event::Llm {
-        tools: ToolRegistry::default(),
         result: Err(LlmFailure::from(LlmError::AllFailed("boom".into()))),
     });
     let e = reply_of(&c).error.clone().unwrap();
@@ -513,7 +522,6 @@ fn a_durable_input_waits_out_an_outage_and_then_answers() {
     let first = t.first_request();
     let unavailable = |t: &mut Turn, e: LlmError| {
         t.feed(Event::Llm {
-            tools: ToolRegistry::default(),
             result: Err(LlmFailure::from(e)),
         })
     };
@@ -549,7 +557,6 @@ fn an_outage_fails_a_synchronous_input_at_once_and_a_durable_one_after_its_limit
     let mut t = Turn::new(input("hello"));
     t.first_request();
     let c = t.feed(Event::Llm {
-        tools: ToolRegistry::default(),
         result: Err(LlmFailure::from(LlmError::NoSource("no source is configured".into()))),
     });
     assert_eq!(ended(&c), Some(End::Failed), "a caller waits: it sees the error");
@@ -561,7 +568,6 @@ fn an_outage_fails_a_synchronous_input_at_once_and_a_durable_one_after_its_limit
     t.limits.outage_wait_ms = 0;
     t.first_request();
     let c = t.feed(Event::Llm {
-        tools: ToolRegistry::default(),
         result: Err(LlmFailure::from(LlmError::AllFailed("503".into()))),
     });
     assert_eq!(ended(&c), Some(End::Failed));
@@ -578,7 +584,6 @@ fn a_turn_past_its_time_limit_ends_before_its_next_llm_call_outage_waits_aside()
     // 30 s of outage wait do not count...
     t.mono_ms = 30_000;
     let c = t.feed(Event::Llm {
-        tools: ToolRegistry::default(),
         result: Err(LlmFailure::from(LlmError::AllPaused {
             wait_s: 30,
             detail: String::new(),
@@ -640,7 +645,6 @@ fn a_stop_during_an_outage_wait_does_not_wait_for_it() {
     });
     t.first_request();
     let c = t.feed(Event::Llm {
-        tools: ToolRegistry::default(),
         result: Err(LlmFailure::from(LlmError::AllFailed("503".into()))),
     });
     assert!(matches!(c[..], [_, Cmd::Backoff(_)]));
@@ -658,7 +662,6 @@ fn a_stop_in_flight_keeps_what_streamed_marked_as_stopped() {
         t.first_request();
         assert!(matches!(t.feed(Event::Cancel)[..], [Cmd::CancelLlm]));
         let c = t.feed(Event::Llm {
-            tools: ToolRegistry::default(),
             result: Err(LlmFailure::Cancelled {
                 partial: partial.into(),
             }),
@@ -683,7 +686,6 @@ fn a_preemption_in_flight_discards_the_output_counts_a_turn_and_resends_after_re
     let first = t.first_request();
     t.feed(Event::Cancel);
     t.feed(Event::Llm {
-        tools: ToolRegistry::default(),
         result: Err(LlmFailure::Cancelled {
             partial: "the first words".into(),
         }),
@@ -831,7 +833,6 @@ fn post_action_may_rewrite_the_answer_or_answer_itself() {
     let mut t = Turn::new(input("hello"));
     t.first_request();
     let c = t.feed(Event::Llm {
-        tools: ToolRegistry::default(),
         result: Ok(completion("original", &[("c1", "demo_tool")])),
     });
     let mut post = stage(&c, Stage::PostAction);
@@ -850,7 +851,6 @@ fn post_action_may_rewrite_the_answer_or_answer_itself() {
     let mut t = Turn::new(input("hello"));
     t.first_request();
     let c = t.feed(Event::Llm {
-        tools: ToolRegistry::default(),
         result: Ok(completion("original", &[])),
     });
     let mut post = stage(&c, Stage::PostAction);
@@ -928,7 +928,6 @@ fn the_done_guard_finishes_once_and_ignores_what_comes_after() {
     assert!(t.feed(Event::SafePoint(Err("gone".into()))).is_empty(), "no second end");
     assert!(
         t.feed(Event::Llm {
-            tools: ToolRegistry::default(),
             result: Ok(completion("late", &[])),
         })
         .is_empty()
@@ -1192,4 +1191,162 @@ fn an_input_over_the_window_fails_before_it_is_recorded() {
     assert_eq!(ended(&c), Some(End::Failed), "{c:?}");
     let error = reply_of(&c).error.clone().unwrap_or_default();
     assert!(error.contains("does not fit") && error.contains("8192"), "{error}");
+}
+
+/// The gather asked before each LLM call: the tools query is the input as memory keeps
+/// it, the images are recalled by the input's text (none for the kernel's own turns),
+/// within the same window and fixed tokens the memory was cut to.
+#[test]
+fn each_llm_call_first_gathers_its_tools_and_images_for_the_input() {
+    let mut t = Turn::new(input("show me the beach photo"));
+    t.prepare("");
+    let c = t.feed_only(Event::SafePoint(Ok(false)));
+    let fixed = t.core.fixed_tokens(&Env {
+        prompt: &t.prompt,
+        channels: &t.channels,
+        limits: t.limits,
+        now_ms: 1_000,
+        mono_ms: 0,
+        gate: &t.gate,
+    });
+    match &c[..] {
+        [
+            Cmd::Gather {
+                tools_query,
+                media_query,
+                window,
+                fixed: f,
+            },
+        ] => {
+            assert_eq!(tools_query, "show me the beach photo");
+            assert_eq!(media_query, "show me the beach photo");
+            assert_eq!((*window, *f), (8192, fixed));
+        }
+        _ => panic!("expected Gather, got {c:?}"),
+    }
+    let mut t = Turn::new(TurnInput {
+        consolidation: true,
+        ..input("distil the day")
+    });
+    let c = t.feed(Event::Started);
+    let c = t.echo(c, Stage::OnInput);
+    assert!(matches!(c[..], [Cmd::ReadTimeline { record: None, .. }]), "{c:?}");
+    let c = t.feed(Event::Timeline("".into()));
+    let c = t.echo(c, Stage::PreAction);
+    assert!(matches!(c[..], [Cmd::ConsumeCancel]), "{c:?}");
+    t.feed(Event::StopBudget(false));
+    match &t.feed_only(Event::SafePoint(Ok(false)))[..] {
+        [Cmd::Gather { media_query, .. }] => assert_eq!(media_query, "", "the kernel's own turn recalls no images"),
+        c => panic!("expected Gather, got {c:?}"),
+    }
+}
+
+/// What the core sends is what it composed from the gathered parts: the offered tools
+/// as they were chosen (the same list), the catalogue of the rest at the end of the
+/// system prompt, secrets that a tool returned masked, the recalled images that fit the
+/// reserve on the last user message; and the gathered registry is what the tool step
+/// of that call runs.
+#[test]
+fn the_request_sent_is_composed_by_the_core_from_what_was_gathered() {
+    use crate::llm::types::{ToolDef, ToolFunction};
+    use crate::memory::media::parts::{IMAGE_TOKENS_MAX, placeholders};
+    let mut t = Turn::new(input("look it up"));
+    t.gate = CredentialGate::new(
+        &[("bank".to_owned(), "s3cr3t-pin-8841".to_owned())]
+            .into_iter()
+            .collect(),
+        &Default::default(),
+    );
+    t.limits.media_reserve = IMAGE_TOKENS_MAX + 200;
+    t.prepare("");
+    let c = t.feed_only(Event::SafePoint(Ok(false)));
+    assert!(matches!(c[..], [Cmd::Gather { .. }]), "{c:?}");
+
+    let def = |name: &str| ToolDef {
+        kind: "function".into(),
+        function: ToolFunction {
+            name: name.into(),
+            description: "d".into(),
+            parameters: json!({"type": "object"}),
+        },
+    };
+    let list: crate::llm::types::ToolList = std::sync::Arc::new(vec![def("demo_search")]);
+    let mut tools = ToolRegistry::default();
+    let handler: std::sync::Arc<dyn crate::stages::ToolHandler> = std::sync::Arc::new(
+        |args: Value| -> futures_util::future::BoxFuture<'static, Result<String, String>> {
+            Box::pin(async move { Ok(args.to_string()) })
+        },
+    );
+    tools
+        .register(crate::stages::ToolSpec::new("demo_search", "d", json!({})), handler)
+        .unwrap();
+    let meta = |id: &str, w: u32, h: u32| MediaMeta {
+        id: id.into(),
+        mime: "image/png".into(),
+        width: w,
+        height: h,
+        size: 1,
+        source: "http".into(),
+        created_ms: 0,
+        seen_ms: 0,
+        seen_count: 0,
+        fingerprint: None,
+        links: vec![],
+    };
+    let gathered = Gathered {
+        tools,
+        offered: Offered {
+            list: list.clone(),
+            tokens: 40,
+            catalogue: "\n\nOther tools: weather.".into(),
+        },
+        // The first fits the reserve; the second (another full-size image) does not.
+        recalled: vec![
+            meta("blk_media_000000000001", 512, 512),
+            meta("blk_media_000000000002", 4000, 3000),
+        ],
+    };
+    let req = request(t.feed_only(Event::Gathered(gathered)));
+    assert!(std::sync::Arc::ptr_eq(&req.tools, &list), "the offered list itself");
+    let system = req.messages[0].content.as_str().unwrap();
+    assert!(
+        system.starts_with("You are HomeAgent.") && system.ends_with("Other tools: weather."),
+        "{system}"
+    );
+    assert_eq!(placeholders(&req), vec!["blk_media_000000000001".to_owned()]);
+    assert_eq!(t.core.tools().len(), 1, "the gathered registry runs the call's tools");
+
+    // A tool returns the secret: the next request shows its alias only.
+    t.answer(completion("", &[("c1", "demo_search")]));
+    t.feed(Event::SafePoint(Ok(false)));
+    t.feed(Event::ToolsDone(vec![Outcome {
+        text: "pin is s3cr3t-pin-8841".into(),
+        status: ToolStatus::Ok,
+    }]));
+    let req = request(t.feed(Event::SafePoint(Ok(false))));
+    let tool = texts(&req).into_iter().find(|(role, _)| role == "tool").unwrap().1;
+    assert_eq!(tool, "pin is @{bank}");
+    assert!(!serde_json::to_string(&req).unwrap().contains("s3cr3t-pin-8841"));
+}
+
+/// A stop or a preemption that comes while the call's parts are gathered: nothing is
+/// sent, and a preemption neither resets a stream nor counts a turn (no call was made).
+#[test]
+fn a_cancel_while_gathering_sends_nothing() {
+    let mut t = Turn::new(input("hello"));
+    t.prepare("");
+    let c = t.feed_only(Event::SafePoint(Ok(false)));
+    assert!(matches!(c[..], [Cmd::Gather { .. }]), "{c:?}");
+    assert!(t.feed_only(Event::Cancel).is_empty(), "nothing in flight to cancel");
+    let c = t.feed_only(Event::Gathered(Gathered::default()));
+    assert!(matches!(c[..], [Cmd::TakeStop]), "{c:?}");
+    let c = t.feed_only(Event::StopTaken(false));
+    assert!(
+        !c.iter().any(|c| matches!(c, Cmd::Publish(_))),
+        "no stream to reset: {c:?}"
+    );
+    assert!(is_safe_point(&c), "{c:?}");
+    assert_eq!(t.core.turn(), 0);
+    let c = t.feed(Event::SafePoint(Ok(false)));
+    assert!(matches!(c[..], [Cmd::CallLlm(_)]), "sent after the safe point: {c:?}");
 }

@@ -284,43 +284,49 @@ pub struct Prepared {
     urls: parking_lot::Mutex<HashMap<String, String>>,
 }
 
-/// Makes `req` ready to send: recalled images added (when `query` may meet one), and
-/// every placeholder swapped for its bytes. Does nothing for a request without images
-/// when recall cannot find any.
-pub async fn prepare(media: &MediaHandle, prep: &Prepared, req: &mut CompletionRequest, query: &str, room: usize) {
-    if media.can_recall() && !query.trim().is_empty() {
-        let (k, min) = {
-            let c = media.config.read();
-            (c.recall_k, c.recall_min_score as f32)
-        };
-        let recalled = prep
-            .recalled
-            .get_or_init(|| async {
-                let ask = media.addr.send(RecallMedia {
-                    query: query.to_owned(),
-                    k,
-                    min_score: min,
-                });
-                match tokio::time::timeout(RECALL_WAIT, ask).await {
-                    Ok(Ok(hits)) => {
-                        for (m, score) in &hits {
-                            tracing::info!(block = %m.id, score, "image recalled for the turn");
-                        }
-                        hits.into_iter().map(|(m, _)| m).collect()
-                    }
-                    Ok(Err(e)) => {
-                        tracing::debug!("media recall skipped: {e}");
-                        Vec::new()
-                    }
-                    Err(_) => {
-                        tracing::info!("media recall skipped: no answer within {RECALL_WAIT:?}");
-                        Vec::new()
-                    }
-                }
-            })
-            .await;
-        add_recalled(req, recalled, room);
+/// The images the media memory recalls for `query` (best first; none when nothing can
+/// be recalled or the query is empty), asked once per task: the LLM calls of its tool
+/// loop get the same answer. What of them a request carries is the turn's choice
+/// ([`add_recalled`], within its reserve).
+pub async fn recall(media: &MediaHandle, prep: &Prepared, query: &str) -> Vec<MediaMeta> {
+    if !media.can_recall() || query.trim().is_empty() {
+        return Vec::new();
     }
+    let (k, min) = {
+        let c = media.config.read();
+        (c.recall_k, c.recall_min_score as f32)
+    };
+    prep.recalled
+        .get_or_init(|| async {
+            let ask = media.addr.send(RecallMedia {
+                query: query.to_owned(),
+                k,
+                min_score: min,
+            });
+            match tokio::time::timeout(RECALL_WAIT, ask).await {
+                Ok(Ok(hits)) => {
+                    for (m, score) in &hits {
+                        tracing::info!(block = %m.id, score, "image recalled for the turn");
+                    }
+                    hits.into_iter().map(|(m, _)| m).collect()
+                }
+                Ok(Err(e)) => {
+                    tracing::debug!("media recall skipped: {e}");
+                    Vec::new()
+                }
+                Err(_) => {
+                    tracing::info!("media recall skipped: no answer within {RECALL_WAIT:?}");
+                    Vec::new()
+                }
+            }
+        })
+        .await
+        .clone()
+}
+
+/// Puts the bytes of every image `req` names in place of its placeholder (data URLs
+/// loaded once per task). Does nothing for a request without images.
+pub async fn fill(media: &MediaHandle, prep: &Prepared, req: &mut CompletionRequest) {
     let ids = placeholders(req);
     if ids.is_empty() {
         return;
