@@ -1,4 +1,4 @@
-//! Which tools a request offers when not all of them fit (kernel spec §3.8's per-plugin
+//! Which tools a request offers when not all of them fit (kernel spec §7.4's per-plugin
 //! catalogue and `get_plugin_tools`).
 //!
 //! Why: every schema rides along with every request. With the bundled plugins that is

@@ -1,4 +1,4 @@
-//! Which LLM source to try, in what order, and which to skip (spec §2.3, §3.6).
+//! Which LLM source to try, in what order, and which to skip (spec subsystems §2.3; kernel spec §3.6).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};

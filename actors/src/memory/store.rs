@@ -71,7 +71,7 @@ pub(crate) fn event_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Event> {
     })
 }
 
-/// An archived event kept as its own searchable unit (kernel spec §5: documents; here
+/// An archived event kept as its own searchable unit (spec subsystems §1.5: documents; here
 /// also their parts, so recall can show the matching words rather than a header).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Passage {

@@ -221,8 +221,9 @@ pub fn plugin_tools(tools: &ToolRegistry, owner: &str) -> Result<String, MgrErro
 }
 
 /// `output_list_channels`: every output channel with its capabilities, whether it is
-/// synchronous (a plain reply reaches it) and the tools that send to it. There are no
-/// resident agents here, so no channel has a resolved agent target (kernel spec §7.2).
+/// synchronous (a plain reply reaches it) and the tools that send to it (kernel spec
+/// §7.2). Which agent takes a channel's input is not listed here: a resident's assigned
+/// channels are in `resident_agents`.
 pub fn list_channels(channels: &crate::agent::channels::Channels) -> String {
     use crate::agent::channels::SEND_PREFIX;
     let list: Vec<Value> = channels

@@ -66,6 +66,16 @@ pub const REFUSED: &[&str] = &[
 ];
 /// Events a `compress` keeps in the resident's context (spec §6.2).
 pub const COMPRESS_KEEP: usize = 20;
+/// The prune a `compress` sends the resident's context: by count only (no token
+/// budget binds), down to the last [`COMPRESS_KEEP`] events — a prune keeps
+/// `max_context_size − 1` (the seed's rule for the window), hence the one more.
+pub fn compress_prune() -> PruneContext {
+    PruneContext {
+        query: String::new(),
+        context_tokens: usize::MAX / 4,
+        max_context_size: COMPRESS_KEEP + 1,
+    }
+}
 /// The parent's id as its residents see it (`parent/<id>` sources).
 pub const PARENT_ID: &str = "agent";
 
@@ -571,11 +581,7 @@ impl Residents {
         let live = self.live(id).map_err(|e| e.to_string())?;
         let archived = live
             .context
-            .send(PruneContext {
-                query: String::new(),
-                context_tokens: usize::MAX / 4,
-                max_context_size: COMPRESS_KEEP,
-            })
+            .send(compress_prune())
             .await
             .map_err(|e| e.to_string())?
             .map_err(|e| e.to_string())?;

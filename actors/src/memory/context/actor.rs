@@ -488,6 +488,31 @@ mod tests {
         }
     }
 
+    /// A resident's `compress` keeps its last 20 events (kernel spec §6.2), though a
+    /// prune keeps one fewer than the size it is given.
+    #[actix_rt::test]
+    async fn a_residents_compress_keeps_its_last_twenty_events() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("memory.db");
+        let registry = std::sync::Arc::new(crate::Registry::new(std::time::Duration::from_secs(5)));
+        let docs = DocumentsActor::new(MemoryStore::open(&path).unwrap());
+        let (docs, _d) = TAddr::spawn_unsupervised(&registry, "test", "documents", docs).unwrap();
+        let context = ContextActor::open(MemoryStore::open(&path).unwrap(), docs).unwrap();
+        let (context, _c) = TAddr::spawn_unsupervised(&registry, "test", "context", context).unwrap();
+        for i in 0..30 {
+            let e = said(i * 1000, &format!("remark number {i}"));
+            context.send(AppendEvent(e)).await.unwrap().unwrap();
+        }
+        let archived = context
+            .send(crate::agent::residents::compress_prune())
+            .await
+            .unwrap()
+            .unwrap();
+        let kept = context.send(GetContext).await.unwrap();
+        assert_eq!((archived, kept.len()), (10, crate::agent::residents::COMPRESS_KEEP));
+        assert_eq!(kept.last().unwrap().input, "remark number 29");
+    }
+
     /// One round trip reads and records: the BM25 half and the recency window are taken
     /// before the input is appended (it is not its own memory), the append is committed
     /// while the query's vector is still on its way (the actor answers others

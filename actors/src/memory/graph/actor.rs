@@ -1079,7 +1079,7 @@ pub fn graph_tools(
                             Ok(done) => done,
                             Err(nothing_done) => return Ok(nothing_done),
                         };
-                        // The text memory follows the graph (spec §1.3), only when the
+                        // The text memory follows the graph (spec subsystems §1.3), only when the
                         // graph side succeeded.
                         let (Some(log), Some(follow)) = (textlog, text_side) else {
                             return Ok(reply);

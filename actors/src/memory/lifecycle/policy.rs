@@ -6,7 +6,7 @@
 //! The rules, and why:
 //! * **Archive** looks for documents not read for [`COLD_AGE_MS`], read at most
 //!   [`COLD_MAX_ACCESS`] times and not archived before, at most [`ARCHIVE_PER_ROUND`] a
-//!   round. Coldness is by *last access* (spec §1.5 `FindColdDocs`), and every prompt
+//!   round. Coldness is by *last access* (spec subsystems §1.5 `FindColdDocs`), and every prompt
 //!   that shows a document's passage is an access, so what the owner keeps coming back
 //!   to stays a document only. Archiving keeps the document: nothing here deletes.
 //! * **Merge and review** hand the model tasks, and each task is a model call the owner
