@@ -435,7 +435,9 @@ async fn an_interrupt_during_a_tool_waits_for_the_tool_then_runs_first() {
     let (reply, urgent_rx) = ReplyTo::channel(&urgent.request_id);
     urgent.reply = reply;
     s.scheduler
-        .send(homeagent_actors::agent::scheduler::Submit(urgent))
+        .send(homeagent_actors::agent::scheduler::Submit(
+            homeagent_actors::agent::door::admit(urgent, None, None).unwrap(),
+        ))
         .await
         .unwrap()
         .unwrap();
@@ -551,7 +553,9 @@ async fn consolidation_is_a_critical_section() {
     let (reply, rx) = ReplyTo::channel(&urgent.request_id);
     urgent.reply = reply;
     s.scheduler
-        .send(homeagent_actors::agent::scheduler::Submit(urgent))
+        .send(homeagent_actors::agent::scheduler::Submit(
+            homeagent_actors::agent::door::admit(urgent, None, None).unwrap(),
+        ))
         .await
         .unwrap()
         .unwrap();

@@ -109,13 +109,22 @@ pub async fn post_message(
     body: web::Json<MessageRequest>,
 ) -> Result<HttpResponse, ApiError> {
     let mut req = body.into_inner();
-    if req.text.trim().is_empty() {
-        return Err(ApiError::bad_request("`text` must not be empty"));
-    }
+    text_at_edge(&req.text)?;
     let attachments = std::mem::take(&mut req.attachments);
     let images = super::media::check_attachments(&state, &attachments).await?;
     drop(attachments);
     send_message(&state, req, images).await
+}
+
+/// The edge's one early answer about a message's text, asked by each route before its
+/// images are checked or stored, so a refused text leaves nothing behind (and is
+/// answered in the API's own words). The door (`agent::door::admit`) then checks the
+/// text as the channel's definition left it, for every way in.
+fn text_at_edge(text: &str) -> Result<(), ApiError> {
+    if text.trim().is_empty() {
+        return Err(ApiError::bad_request("`text` must not be empty"));
+    }
+    Refusal::check_size(text).map_err(refused)
 }
 
 /// Runs a message whose images (if any) are checked already: the JSON and the
@@ -126,12 +135,6 @@ pub(super) async fn send_message(
     req: MessageRequest,
     images: Vec<homeagent_actors::memory::media::check::Image>,
 ) -> Result<HttpResponse, ApiError> {
-    if req.text.trim().is_empty() {
-        return Err(ApiError::bad_request("`text` must not be empty"));
-    }
-    // Before the images are stored: an oversized text leaves nothing behind (the intake
-    // asks the same again for every other way in).
-    Refusal::check_size(&req.text).map_err(refused)?;
     let priority = req
         .priority
         .as_deref()
@@ -395,6 +398,7 @@ pub async fn post_message_multipart(
     }
     let req: MessageRequest = serde_json::from_value(serde_json::Value::Object(fields))
         .map_err(|e| ApiError::bad_request(format!("invalid message form: {e}")))?;
+    text_at_edge(&req.text)?;
     send_message(&state, req, images).await
 }
 

@@ -28,6 +28,7 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 use super::dedupe::{DuplicateGuard, Ticket, Verdict};
+use super::door::{self, Admitted};
 use super::inbox::{Accept, Dead, Ended, InboxActor, InboxId, Started, TakePending};
 use super::input::{CONSOLIDATION_CHANNEL, Input, InputRecord, Lifecycle, Outcome, Refusal, Settle};
 use super::scheduler::{SchedulerActor, Stop, Submit};
@@ -61,19 +62,6 @@ pub fn parse_approval_command(text: &str) -> Option<(u64, bool)> {
 /// Whether an input is kept in the inbox until it ran (see the module docs).
 fn is_durable(input: &Input) -> bool {
     !input.kernel && !input.reply.is_waiting()
-}
-
-/// A channel's input over the text cap is refused (and its waiting caller answered)
-/// before the guard, the inbox or the scheduler see it; the kernel's own input is not
-/// capped.
-fn size_ok(input: &mut Input) -> Result<(), Refusal> {
-    if input.kernel {
-        return Ok(());
-    }
-    Refusal::check_size(&input.text).inspect_err(|r| {
-        tracing::info!(source = %input.source, request = %input.request_id, "input refused: {r}");
-        input.reply.skip(r.clone());
-    })
 }
 
 /// The guard shared by the event loop and the hooks it puts on its inputs.
@@ -136,6 +124,9 @@ struct Waiting {
     id: InboxId,
     record: InputRecord,
     ticket: Option<Ticket>,
+    /// Stored by an earlier run (replayed at boot): masked again when fed, for a row
+    /// stored before inputs were masked at the door. One of this run passed the door.
+    replayed: bool,
 }
 
 /// Intake of queued input and kernel self-input.
@@ -234,20 +225,15 @@ impl EventLoop {
         }))
     }
 
-    /// The guard's verdict on a queued input (its refusal already answered).
-    fn admit(&self, input: &mut Input) -> Result<Ticket, Refusal> {
-        mask_input(self.firewall.as_deref(), input);
+    /// A queued input through the door ([`door::admit`], with its channel's
+    /// definition), then the duplicate guard's verdict (a refusal already answered).
+    fn admit(&self, input: Input) -> Result<(Admitted, Ticket), Refusal> {
         let def = self.channels.as_ref().and_then(|c| c.input_for(&input.source));
-        super::inputdef::InputDef::apply(def.as_ref(), &input.text, &mut input.no_memory, &mut input.payload);
-        if input.text.trim().is_empty() {
-            input.reply.skip(Refusal::EmptyInput);
-            return Err(Refusal::EmptyInput);
-        }
-        size_ok(input)?;
+        let mut input = door::admit(input, self.firewall.as_deref(), def.as_ref()).map_err(|(r, _)| r)?;
         // The same words with other images are another input.
         let key = crate::memory::media::parts::dedupe_text(&input.text, &input.payload);
         match self.guard.lock().seen(&input.source, &key, Instant::now()) {
-            Verdict::Admit(t) => Ok(t),
+            Verdict::Admit(t) => Ok((input, t)),
             Verdict::Duplicate => {
                 tracing::info!(source = %input.source, request = %input.request_id, "duplicate input dropped");
                 input.reply.skip(Refusal::Duplicate);
@@ -259,7 +245,7 @@ impl EventLoop {
     /// Submits a non-durable input; the guard forgets it if the scheduler refuses.
     fn submit_direct(
         &self,
-        mut input: Input,
+        mut input: Admitted,
         ticket: Option<Ticket>,
     ) -> ResponseActFuture<Host<Self>, Result<Accepted, Refusal>> {
         let guard = self.guard.clone();
@@ -287,7 +273,7 @@ impl EventLoop {
     fn enqueue_stored(
         &mut self,
         id: InboxId,
-        input: Input,
+        input: Admitted,
         ticket: Ticket,
         ctx: &mut HostContext<Self>,
     ) -> ResponseActFuture<Host<Self>, Result<Accepted, Refusal>> {
@@ -301,6 +287,7 @@ impl EventLoop {
                 id,
                 record,
                 ticket: Some(ticket),
+                replayed: false,
             });
             self.feed(ctx);
             return Box::pin(actix::fut::ready(Ok(Accepted {
@@ -327,6 +314,7 @@ impl EventLoop {
                             id,
                             record,
                             ticket: Some(ticket),
+                            replayed: false,
                         });
                         me.feed(ctx);
                         Ok(Accepted {
@@ -354,7 +342,8 @@ impl EventLoop {
             return;
         };
         self.feeding = true;
-        let mut input = w.record.to_input();
+        let gate = if w.replayed { self.firewall.as_deref() } else { None };
+        let mut input = Admitted::stored(w.record.to_input(), gate);
         input.settle = settle_hook(w.ticket.clone().map(|t| (self.guard.clone(), t)), Some((inbox, w.id)));
         let s = self.target(&input.channel);
         let fut = async move { s.send(Submit(input)).await };
@@ -446,7 +435,7 @@ impl Handles<Inject> for EventLoop {
         if let Some(answered) = self.answer_approval(&mut input) {
             return Box::pin(actix::fut::ready(answered));
         }
-        let ticket = match self.admit(&mut input) {
+        let (mut input, ticket) = match self.admit(input) {
             Ok(t) => t,
             Err(r) => return Box::pin(actix::fut::ready(Err(r))),
         };
@@ -484,7 +473,7 @@ impl Handles<SelfInput> for EventLoop {
         input.channel = CONSOLIDATION_CHANNEL.into();
         input.kernel = true;
         input.no_memory = true;
-        let ticket = match self.admit(&mut input) {
+        let (input, ticket) = match self.admit(input) {
             Ok(t) => t,
             Err(r) => return Box::pin(actix::fut::ready(Err(r))),
         };
@@ -523,6 +512,7 @@ impl Handles<ReplayInbox> for EventLoop {
                     id: p.id,
                     record: p.record,
                     ticket,
+                    replayed: true,
                 });
             }
             if n > 0 {
@@ -676,19 +666,6 @@ impl InterceptLoop {
     }
 }
 
-/// Replaces the secrets the owner typed (an API key pasted into chat) by their
-/// `@{alias}` before the input is stored in the inbox, published or run: the inbox is a
-/// file in the data dir, and a secret's only home is the settings database. The task
-/// masks again at start, for rows stored before this existed.
-fn mask_input(firewall: Option<&crate::firewall::Firewall>, input: &mut Input) {
-    if let Some(fw) = firewall
-        && let std::borrow::Cow::Owned(masked) = fw.mask(&input.text)
-    {
-        tracing::info!(source = %input.source, "secrets in an input replaced by their aliases before it was stored");
-        input.text = masked;
-    }
-}
-
 impl KernelActor for InterceptLoop {
     const KIND: &'static str = "intercept-loop";
 }
@@ -714,36 +691,40 @@ impl Handles<InjectInterrupt> for InterceptLoop {
     type Reply = ResponseFuture<Result<Option<u64>, Refusal>>;
     fn handle(&mut self, msg: InjectInterrupt, _: &mut HostContext<Self>) -> Self::Reply {
         let InjectInterrupt {
-            mut input,
+            input,
             priority,
             stop,
             clear_queue,
         } = msg;
-        mask_input(self.firewall.as_deref(), &mut input);
         let s = self.scheduler.clone();
         // A stop's remark is about the task it stopped: not worth running after a restart.
         let inbox = self.inbox.clone().filter(|_| !stop && is_durable(&input));
         let event_loop = self.event_loop.clone();
-        Box::pin(async move {
-            if input.text.trim().is_empty() && !stop {
-                input.reply.skip(Refusal::EmptyInput);
-                return Err(Refusal::EmptyInput);
+        // Through the door, but for a stop without a remark: that is no input at all.
+        let input = if stop && input.text.trim().is_empty() {
+            None
+        } else {
+            match door::admit(input, self.firewall.as_deref(), None) {
+                Ok(a) => Some(a),
+                Err((r, _)) => return Box::pin(async move { Err(r) }),
             }
-            size_ok(&mut input)?;
+        };
+        Box::pin(async move {
             if stop {
                 s.send(Stop { clear_queue }).await?;
                 if clear_queue && let Some(el) = &event_loop {
                     let _ = el.send(CancelBacklog).await;
                 }
-                if input.text.trim().is_empty() {
-                    return Ok(None);
-                }
             }
+            let Some(mut input) = input else {
+                return Ok(None);
+            };
             let level = interrupt_level(priority.as_ref(), is_builtin_source(&input.source));
             input.level = Some(level);
             input.payload.insert("interrupt".into(), json!(true));
-            input.payload.insert("interrupt_source".into(), json!(input.source));
-            input.payload.insert("interrupt_channel".into(), json!(input.channel));
+            let (source, channel) = (json!(input.source), json!(input.channel));
+            input.payload.insert("interrupt_source".into(), source);
+            input.payload.insert("interrupt_channel".into(), channel);
             let stored = match &inbox {
                 Some(inbox) => {
                     let id = match inbox.send(Accept(input.record())).await {
@@ -779,7 +760,7 @@ impl Handles<KernelInterrupt> for InterceptLoop {
         input.level = Some(Level::L4);
         input.payload.insert("kernel".into(), json!(true));
         let s = self.scheduler.clone();
-        Box::pin(async move { s.send(Submit(input)).await? })
+        Box::pin(async move { s.send(Submit(Admitted::own(input)?)).await? })
     }
 }
 

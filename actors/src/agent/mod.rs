@@ -23,6 +23,7 @@ pub mod budget;
 pub mod channels;
 pub mod children;
 pub mod dedupe;
+pub mod door;
 pub mod handles;
 pub mod inbox;
 pub mod input;

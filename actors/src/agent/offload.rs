@@ -16,6 +16,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use serde_json::json;
 
+use super::door::Admitted;
 use super::input::Input;
 use super::residents::{Owner, Residents, Target};
 use super::scheduler::{Busy, GetBusy, PutFront, SchedulerActor, SubmitFront, TakeFront};
@@ -199,7 +200,10 @@ async fn hand_over(
         let mut notice = Input::text("kernel", &Msg::OffloadNotice { count: moved, id: &id }.text());
         notice.channel = "kernel".into();
         notice.kernel = true;
-        if let Err(e) = scheduler.do_send(SubmitFront(notice)) {
+        let sent = Admitted::own(notice)
+            .map_err(|r| r.to_string())
+            .and_then(|n| scheduler.do_send(SubmitFront(n)).map_err(|e| e.to_string()));
+        if let Err(e) = sent {
             tracing::warn!("offload notice not delivered: {e}");
         }
     }

@@ -10,14 +10,14 @@ use std::sync::Arc;
 use actix::prelude::*;
 use futures_util::future::BoxFuture;
 
-use super::input::Input;
+use super::door::Admitted;
 use crate::addr::SendError;
 
 /// A new input (queued, or an interrupt when `level` is set). Replies with its task
 /// id, or why it was not queued.
 #[derive(Message)]
 #[rtype(result = "Result<u64, super::input::Refusal>")]
-pub struct Submit(pub Input);
+pub struct Submit(pub Admitted);
 
 /// From the running task, between two steps: must it yield now?
 #[derive(Message)]
@@ -64,7 +64,7 @@ pub trait SchedulerPort: Send + Sync + 'static {
     fn take_stop(&self, task: u64) -> BoxFuture<'static, Result<bool, SendError>>;
     fn consume_cancel(&self, task: u64) -> BoxFuture<'static, Result<bool, SendError>>;
     fn finished(&self, msg: Finished) -> Result<(), SendError>;
-    fn submit(&self, input: Input) -> Result<(), SendError>;
+    fn submit(&self, input: Admitted) -> Result<(), SendError>;
 }
 
 /// A task's handle on its scheduler.

@@ -17,6 +17,7 @@ use std::time::Instant;
 use actix::prelude::*;
 use serde_json::json;
 
+use super::door::Admitted;
 use super::input::{Input, Outcome, Refusal, Settle};
 use super::protocol::{CancelLlm, Resume, SchedulerLink, SchedulerPort};
 pub use super::protocol::{ConsumeCancel, Finished, SafePoint, Submit, TakeStop};
@@ -30,7 +31,7 @@ use futures_util::future::BoxFuture;
 /// What the core queues: a new input, or a parked (suspended) task actor.
 enum Job {
     // Boxed: an input is large next to an address, and jobs sit in queues.
-    New(Box<Input>),
+    New(Box<Admitted>),
     Parked(TAddr<TaskActor>),
 }
 
@@ -102,11 +103,7 @@ impl SchedulerActor {
     /// Accepts one input; returns its task id (or why it was not queued). The duplicate
     /// guard is the intake's (it must answer before the input is stored); a refused
     /// input's [`Settle`] hook is not called: the submitter handles the refusal.
-    fn submit(&mut self, mut input: Input, ctx: &mut HostContext<Self>) -> Result<u64, Refusal> {
-        if input.text.trim().is_empty() {
-            input.reply.skip(Refusal::EmptyInput);
-            return Err(Refusal::EmptyInput);
-        }
+    fn submit(&mut self, mut input: Admitted, ctx: &mut HostContext<Self>) -> Result<u64, Refusal> {
         let settle = std::mem::take(&mut input.settle);
         let kind = if input.kernel { Kind::SelfMsg } else { Kind::Input };
         let entry = Enqueued::now(&input);
@@ -261,7 +258,12 @@ impl SchedulerActor {
                     notice.kernel = true;
                     notice.level = Some(Level::L4);
                     notice.payload.insert("kernel".into(), json!(true));
-                    let _ = me.submit(notice, ctx);
+                    match Admitted::own(notice) {
+                        Ok(n) => {
+                            let _ = me.submit(n, ctx);
+                        }
+                        Err(r) => tracing::warn!("the panic notice was not queued: {r}"),
+                    }
                 } else {
                     me.pump(ctx);
                 }
@@ -407,7 +409,7 @@ impl SchedulerPort for TAddr<SchedulerActor> {
     fn finished(&self, msg: Finished) -> Result<(), SendError> {
         self.do_send(msg)
     }
-    fn submit(&self, input: Input) -> Result<(), SendError> {
+    fn submit(&self, input: Admitted) -> Result<(), SendError> {
         self.do_send(Submit(input))
     }
 }
@@ -418,12 +420,28 @@ impl From<TAddr<SchedulerActor>> for SchedulerLink {
     }
 }
 
+/// Why the agent's own input was not queued.
+#[derive(Debug, thiserror::Error)]
+pub enum OwnInputError {
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+    #[error("the scheduler is unavailable: {0}")]
+    Unavailable(#[from] SendError),
+}
+
+/// Queues the agent's own input (a notice, a report; [`Admitted::own`]) without waiting
+/// for its task id.
+pub fn submit_own(to: &TAddr<SchedulerActor>, input: Input) -> Result<(), OwnInputError> {
+    to.do_send(Submit(Admitted::own(input)?))?;
+    Ok(())
+}
+
 /// An input taken out of the scheduler's queues before it ran (a resident's residual
 /// work, the offload's backlog), with its acceptor's hook back in
 /// [`Input::settle`] so whoever runs it next reports its end.
 pub struct Taken {
     pub meta: crate::scheduler::Meta,
-    pub input: Input,
+    pub input: Admitted,
 }
 
 /// Takes every input not yet run (ready queue, interrupt queues, immediate; not the
@@ -448,7 +466,7 @@ pub struct PutFront(pub Vec<Taken>);
 /// level is an interrupt and goes where interrupts go.
 #[derive(Message)]
 #[rtype(result = "Result<u64, Refusal>")]
-pub struct SubmitFront(pub Input);
+pub struct SubmitFront(pub Admitted);
 
 /// Whether a task has been running for at least `after`, and how many queued channel
 /// inputs wait behind it (the offload's trigger, spec §6.1).

@@ -165,18 +165,14 @@ pub struct TaskActor {
 impl TaskActor {
     pub fn new(
         id: u64,
-        mut input: Input,
+        input: super::door::Admitted,
         level: Option<Level>,
         deps: Arc<TaskDeps>,
         scheduler: impl Into<SchedulerLink>,
     ) -> Self {
+        // Through the door: its secrets are aliases already (`door::admit`).
+        let mut input = input.into_inner();
         input.reply.task_id = id;
-        // The credential gate at the door: a secret pasted into an input reaches neither
-        // the model nor memory (both only ever see its @{alias}).
-        if let std::borrow::Cow::Owned(masked) = deps.firewall.mask(&input.text) {
-            tracing::info!(task = id, "secrets in the input replaced by their @{{alias}}");
-            input.text = masked;
-        }
         let core = TurnCore::new(id, TurnInput::from(&input));
         // A guest's words are untrusted from the start.
         let untrusted = (!input.principal.is_owner()).then(|| format!("the input came from {}", input.principal.name));
@@ -457,7 +453,10 @@ impl TaskActor {
                 notice.kernel = true;
                 notice.level = Some(Level::L4);
                 notice.payload.insert("kernel".into(), serde_json::json!(true));
-                if let Err(e) = self.scheduler.submit(notice) {
+                let sent = super::door::Admitted::own(notice)
+                    .map_err(|r| r.to_string())
+                    .and_then(|n| self.scheduler.submit(n).map_err(|e| e.to_string()));
+                if let Err(e) = sent {
                     tracing::warn!(task = self.id, "kernel notice not delivered: {e}");
                 }
             }

@@ -27,7 +27,7 @@ pub use self::core::{ChildBook, ChildCmd, ChildEnd, ChildError, Fetch, Spawn};
 use super::channels::Channels;
 use super::input::{Input, ReplyTo};
 use super::protocol::{Finished, SafePoint, SchedulerLink, SchedulerPort};
-use super::scheduler::{SchedulerActor, Submit};
+use super::scheduler::{SchedulerActor, submit_own};
 use super::task::{TaskActor, TaskDeps};
 use crate::addr::{SendError, TAddr};
 use crate::i18n::Msg;
@@ -85,7 +85,7 @@ impl SchedulerPort for ChildPort {
     fn finished(&self, _: Finished) -> Result<(), SendError> {
         Ok(())
     }
-    fn submit(&self, input: Input) -> Result<(), SendError> {
+    fn submit(&self, input: super::door::Admitted) -> Result<(), SendError> {
         tracing::info!(child = %self.id, notice = %input.text, "helper's kernel notice not run (a helper has no queue)");
         Ok(())
     }
@@ -246,6 +246,7 @@ impl Children {
                 me.ended(&child, end);
             });
             let port = SchedulerLink::new(ChildPort { id: id.clone() });
+            let input = super::door::Admitted::own(input).map_err(|r| r.to_string())?;
             Ok(TaskActor::new(TASK_ID_BASE + n, input, None, deps.clone(), port))
         })
         .await?;
@@ -277,7 +278,7 @@ impl Children {
                     let mut notice = Input::text(&format!("child/{id}"), &text);
                     notice.channel = channel;
                     notice.kernel = true;
-                    if let Err(e) = self.0.scheduler.do_send(Submit(notice)) {
+                    if let Err(e) = submit_own(&self.0.scheduler, notice) {
                         tracing::warn!(child = %id, "helper's end not announced (the result stays for child_result): {e}");
                     }
                 }

@@ -35,10 +35,11 @@ use serde_json::{Value, json};
 
 pub use self::core::{Action, Owner, Resident, ResidentBook, ResidentError, Residual, State, Target};
 use super::children::derived_deps;
+use super::door::Admitted;
 use super::input::{Input, Outcome, Refusal, ReplyTo};
 use super::intake::{EventLoop, Inject};
 use super::routes::ChannelRoutes;
-use super::scheduler::{GetTasks, SchedulerActor, Submit, TakeWaiting, Taken};
+use super::scheduler::{GetTasks, SchedulerActor, Submit, TakeWaiting, Taken, submit_own};
 use super::task::TaskDeps;
 use crate::addr::TAddr;
 use crate::config::{ConfigActor, ReadSettings, keys};
@@ -409,7 +410,7 @@ impl Residents {
         }
         let res = if interrupt {
             live.scheduler
-                .send(Submit(job.input))
+                .send(Submit(Admitted::own(job.input).map_err(|r| r.to_string())?))
                 .await
                 .map_err(|e| e.to_string())?
                 .map(|_| ())
@@ -454,7 +455,7 @@ impl Residents {
         );
         report.channel = format!("child/{id}");
         report.level = Some(Level::L3);
-        if let Err(e) = self.0.parent_scheduler.do_send(Submit(report)) {
+        if let Err(e) = submit_own(&self.0.parent_scheduler, report) {
             tracing::warn!(resident = id, "round not reported to the parent: {e}");
         }
     }
@@ -492,7 +493,7 @@ impl Residents {
             notice.kernel = true;
             notice.level = Some(Level::L4);
             notice.payload.insert("kernel".into(), json!(true));
-            if let Err(e) = me.0.parent_scheduler.do_send(Submit(notice)) {
+            if let Err(e) = submit_own(&me.0.parent_scheduler, notice) {
                 tracing::warn!(resident = %id, "contextfull notice not delivered: {e}");
             }
         });
@@ -534,7 +535,7 @@ impl Residents {
     /// Forwards an original input (its reply path and acceptor hook intact) into the
     /// resident's queue: the offload's hand-over. An input that cannot be delivered is
     /// answered by its own reply path (dropping it tells a waiting caller).
-    pub async fn forward(&self, id: &str, input: Input) -> Result<(), String> {
+    pub async fn forward(&self, id: &str, input: Admitted) -> Result<(), String> {
         let live = self.live(id).map_err(|e| e.to_string())?;
         self.check_context(id);
         match live.scheduler.send(Submit(input)).await {
@@ -776,9 +777,7 @@ impl Residents {
         let mut note = Input::text(&format!("child/{id}"), &Msg::ResidentNotice { id, text }.text());
         note.channel = format!("child/{id}");
         note.level = Some(Level::L3);
-        self.0
-            .parent_scheduler
-            .do_send(Submit(note))
+        submit_own(&self.0.parent_scheduler, note)
             .map_err(|e| format!("the parent did not take the notice ({e}); try again later"))?;
         Ok("ok".into())
     }
