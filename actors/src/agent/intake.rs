@@ -19,7 +19,6 @@
 //! stored either: it describes the state of the process that died, which the next one
 //! derives afresh.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -27,6 +26,7 @@ use actix::prelude::*;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
+use super::backlog::{Answer, Backlog, Then};
 use super::dedupe::{DuplicateGuard, Ticket, Verdict};
 use super::door::{self, Admitted};
 use super::inbox::{Accept, Dead, Ended, InboxActor, InboxId, Started, TakePending};
@@ -137,9 +137,8 @@ pub struct EventLoop {
     /// Masks secrets in the text before anything stores or forwards it.
     firewall: Option<Arc<crate::firewall::Firewall>>,
     guard: Guard,
-    backlog: VecDeque<Waiting>,
-    /// A submit of the backlog's head is under way or waiting to be retried.
-    feeding: bool,
+    /// Stored inputs waiting for room in the ready queue ([`Backlog`]: the rules).
+    backlog: Backlog<Waiting>,
     /// Channels assigned to residents: their input goes to that resident's scheduler.
     routes: Option<super::routes::ChannelRoutes>,
     /// Where the plugins' input channel definitions are (none: no input is cleaned).
@@ -153,8 +152,7 @@ impl EventLoop {
             inbox: None,
             firewall: None,
             guard: Arc::default(),
-            backlog: VecDeque::new(),
-            feeding: false,
+            backlog: Backlog::default(),
             routes: None,
             channels: None,
         }
@@ -281,9 +279,9 @@ impl EventLoop {
             unreachable!("only stored with an inbox")
         };
         let record = input.record();
-        if self.feeding || !self.backlog.is_empty() {
+        if self.backlog.must_wait() {
             // Behind others that wait: keep the arrival order.
-            self.backlog.push_back(Waiting {
+            self.backlog.push(Waiting {
                 id,
                 record,
                 ticket: Some(ticket),
@@ -310,7 +308,7 @@ impl EventLoop {
                     // Full, or the scheduler is restarting: the input waits on disk.
                     Ok(Err(Refusal::QueueFull)) | Err(_) => {
                         tracing::debug!(input = %id, "ready queue full: the input waits in the backlog");
-                        me.backlog.push_back(Waiting {
+                        me.backlog.push(Waiting {
                             id,
                             record,
                             ticket: Some(ticket),
@@ -335,46 +333,50 @@ impl EventLoop {
     /// Offers the backlog's head to the scheduler, one at a time, until it is empty
     /// (or the queue is full: then again after [`BACKLOG_RETRY`]).
     fn feed(&mut self, ctx: &mut HostContext<Self>) {
-        if self.feeding {
-            return;
-        }
-        let (Some(w), Some(inbox)) = (self.backlog.front(), self.inbox.clone()) else {
+        let Some(inbox) = self.inbox.clone() else {
             return;
         };
-        self.feeding = true;
-        let gate = if w.replayed { self.firewall.as_deref() } else { None };
-        let mut input = Admitted::stored(w.record.to_input(), gate);
-        input.settle = settle_hook(w.ticket.clone().map(|t| (self.guard.clone(), t)), Some((inbox, w.id)));
+        let Some(w) = self.backlog.next() else {
+            return;
+        };
+        let (id, input, ticket, replayed) = (w.id, w.record.to_input(), w.ticket.clone(), w.replayed);
+        let gate = if replayed { self.firewall.as_deref() } else { None };
+        let mut input = Admitted::stored(input, gate);
+        input.settle = settle_hook(ticket.map(|t| (self.guard.clone(), t)), Some((inbox, id)));
         let s = self.target(&input.channel);
         let fut = async move { s.send(Submit(input)).await };
         ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(fut).map(|res, host, ctx| {
             let me = host.inner();
-            match res {
-                Ok(Ok(task)) => {
-                    if let Some(w) = me.backlog.pop_front() {
-                        tracing::debug!(input = %w.id, task, waiting = me.backlog.len(), "backlog: input fed to the scheduler");
-                    }
-                    me.feeding = false;
+            let answer = match &res {
+                Ok(Ok(_)) => Answer::Taken,
+                Ok(Err(Refusal::QueueFull)) | Err(_) => Answer::Later,
+                Ok(Err(_)) => Answer::Refused,
+            };
+            match me.backlog.answered(answer) {
+                Then::Next(w) => {
+                    let task = res.ok().and_then(Result::ok).unwrap_or_default();
+                    tracing::debug!(input = %w.id, task, waiting = me.backlog.len(), "backlog: input fed to the scheduler");
                     me.feed(ctx);
                 }
-                Ok(Err(Refusal::QueueFull)) | Err(_) => {
+                Then::Pause => {
                     ctx.run_later(BACKLOG_RETRY, |host, ctx| {
                         let me = host.inner();
-                        me.feeding = false;
+                        me.backlog.retry();
                         me.feed(ctx);
                     });
                 }
-                Ok(Err(r)) => {
-                    if let Some(w) = me.backlog.pop_front() {
-                        tracing::warn!(input = %w.id, "stored input refused by the scheduler, dropped: {r}");
-                        if let Some(t) = &w.ticket {
-                            me.guard.lock().finished(t, false);
-                        }
-                        if let Some(inbox) = &me.inbox {
-                            let _ = inbox.do_send(Ended(w.id));
-                        }
+                Then::Drop(w) => {
+                    let why = match res {
+                        Ok(Err(r)) => r.to_string(),
+                        _ => String::new(),
+                    };
+                    tracing::warn!(input = %w.id, "stored input refused by the scheduler, dropped: {why}");
+                    if let Some(t) = &w.ticket {
+                        me.guard.lock().finished(t, false);
                     }
-                    me.feeding = false;
+                    if let Some(inbox) = &me.inbox {
+                        let _ = inbox.do_send(Ended(w.id));
+                    }
                     me.feed(ctx);
                 }
             }
@@ -508,7 +510,7 @@ impl Handles<ReplayInbox> for EventLoop {
                     .level
                     .is_none()
                     .then(|| me.guard.lock().track(&p.record.source, &p.record.text, now));
-                me.backlog.push_back(Waiting {
+                me.backlog.push(Waiting {
                     id: p.id,
                     record: p.record,
                     ticket,
@@ -608,8 +610,7 @@ impl Handles<CancelBacklog> for EventLoop {
     fn handle(&mut self, _: CancelBacklog, _: &mut HostContext<Self>) -> usize {
         // The head may be on its way to the scheduler right now; it is left to run
         // (or to be cancelled there, had it arrived before the stop).
-        let keep = usize::from(self.feeding);
-        let cancelled: Vec<Waiting> = self.backlog.drain(keep.min(self.backlog.len())..).collect();
+        let cancelled = self.backlog.cancel();
         for w in &cancelled {
             if let Some(t) = &w.ticket {
                 self.guard.lock().finished(t, false);

@@ -19,6 +19,7 @@
 //! * [`inbox`]: the durable inbox (`DATA/inbox.db`) that holds every acknowledged
 //!   input until its task has ended, and its group-committing actor.
 
+pub mod backlog;
 pub mod budget;
 pub mod channels;
 pub mod children;
