@@ -2,7 +2,7 @@
 //! queue, offered to the scheduler one at a time in arrival order.
 //!
 //! The event loop ([`super::intake::EventLoop`]) is its shell: it submits what
-//! [`Backlog::next`] hands it, reports the scheduler's answer, and runs the retry timer
+//! [`Backlog::head_to_send`] hands it, reports the scheduler's answer, and runs the retry timer
 //! and the guard and inbox hooks of what [`Backlog::answered`] gives back. The rules
 //! live here, unit-tested without actix:
 //!
@@ -34,7 +34,7 @@ pub enum Answer {
 /// What the shell does after an answer.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Then<T> {
-    /// Taken: offer the next ([`Backlog::next`]).
+    /// Taken: offer the next ([`Backlog::head_to_send`]).
     Next(T),
     /// Wait, then call [`Backlog::retry`].
     Pause,
@@ -72,7 +72,7 @@ impl<T> Backlog<T> {
     }
 
     /// The head to submit now, when none is on its way (it stays queued until answered).
-    pub fn next(&mut self) -> Option<&T> {
+    pub fn head_to_send(&mut self) -> Option<&T> {
         if self.feeding {
             return None;
         }
@@ -81,14 +81,14 @@ impl<T> Backlog<T> {
         Some(head)
     }
 
-    /// The scheduler's answer to the head handed out by [`Self::next`].
+    /// The scheduler's answer to the head handed out by [`Self::head_to_send`].
     pub fn answered(&mut self, answer: Answer) -> Then<T> {
         let popped = match answer {
             Answer::Later => return Then::Pause,
             Answer::Taken | Answer::Refused => self.waiting.pop_front(),
         };
         self.feeding = false;
-        let t = popped.expect("answered only after next handed out the head");
+        let t = popped.expect("answered only after head_to_send handed it out");
         match answer {
             Answer::Taken => Then::Next(t),
             _ => Then::Drop(t),
@@ -126,13 +126,13 @@ mod tests {
         b.push(1);
         b.push(2);
         assert!(b.must_wait());
-        assert_eq!(b.next(), Some(&1));
-        assert_eq!(b.next(), None, "one on its way at a time");
+        assert_eq!(b.head_to_send(), Some(&1));
+        assert_eq!(b.head_to_send(), None, "one on its way at a time");
         assert!(b.must_wait(), "a new input queues behind");
         assert_eq!(b.answered(Answer::Taken), Then::Next(1));
-        assert_eq!(b.next(), Some(&2));
+        assert_eq!(b.head_to_send(), Some(&2));
         assert_eq!(b.answered(Answer::Taken), Then::Next(2));
-        assert_eq!(b.next(), None);
+        assert_eq!(b.head_to_send(), None);
         assert!(!b.must_wait());
     }
 
@@ -141,14 +141,14 @@ mod tests {
         let mut b = Backlog::default();
         b.push("a");
         b.push("b");
-        assert_eq!(b.next(), Some(&"a"));
+        assert_eq!(b.head_to_send(), Some(&"a"));
         assert_eq!(b.answered(Answer::Later), Then::Pause);
-        assert_eq!(b.next(), None, "not before the pause is over");
+        assert_eq!(b.head_to_send(), None, "not before the pause is over");
         assert_eq!(b.len(), 2);
         b.retry();
-        assert_eq!(b.next(), Some(&"a"), "the same head again");
+        assert_eq!(b.head_to_send(), Some(&"a"), "the same head again");
         assert_eq!(b.answered(Answer::Refused), Then::Drop("a"));
-        assert_eq!(b.next(), Some(&"b"));
+        assert_eq!(b.head_to_send(), Some(&"b"));
     }
 
     #[test]
@@ -161,14 +161,14 @@ mod tests {
         for i in 0..4 {
             b.push(i);
         }
-        b.next();
+        b.head_to_send();
         assert_eq!(b.cancel(), vec![1, 2, 3]);
         assert_eq!(b.answered(Answer::Taken), Then::Next(0));
         assert!(b.is_empty());
         // A head waiting out a pause is on its way too.
         b.push(7);
         b.push(8);
-        b.next();
+        b.head_to_send();
         b.answered(Answer::Later);
         assert_eq!(b.cancel(), vec![8]);
     }

@@ -74,13 +74,13 @@ pub fn admit(
     mut input: Input,
     gate: Option<&crate::firewall::Firewall>,
     def: Option<&InputDef>,
-) -> Result<Admitted, (Refusal, Input)> {
+) -> Result<Admitted, Refusal> {
     mask(gate, &mut input);
     InputDef::apply(def, &input.text, &mut input.no_memory, &mut input.payload);
     if let Err(r) = check(&input) {
         tracing::info!(source = %input.source, request = %input.request_id, "input refused: {r}");
         input.reply.skip(r.clone());
-        return Err((r, input));
+        return Err(r);
     }
     Ok(Admitted(input))
 }
@@ -132,11 +132,11 @@ mod tests {
         let a = admit(Input::text("webui", "my pin is s3cr3t-pin-8841"), Some(&fw), None).unwrap();
         assert_eq!(a.text, "my pin is @{bank}");
 
-        let (r, _) = admit(Input::text("webui", "  \n "), Some(&fw), None).unwrap_err();
+        let r = admit(Input::text("webui", "  \n "), Some(&fw), None).unwrap_err();
         assert_eq!(r, Refusal::EmptyInput);
 
         let limit = crate::config::live::max_text_bytes();
-        let (r, _) = admit(Input::text("webui", &"x".repeat(limit + 1)), Some(&fw), None).unwrap_err();
+        let r = admit(Input::text("webui", &"x".repeat(limit + 1)), Some(&fw), None).unwrap_err();
         assert!(matches!(r, Refusal::TooLarge { .. }), "{r:?}");
         // The kernel's own input is not capped.
         let mut own = Input::text("kernel", &"x".repeat(limit + 1));

@@ -227,7 +227,7 @@ impl EventLoop {
     /// definition), then the duplicate guard's verdict (a refusal already answered).
     fn admit(&self, input: Input) -> Result<(Admitted, Ticket), Refusal> {
         let def = self.channels.as_ref().and_then(|c| c.input_for(&input.source));
-        let mut input = door::admit(input, self.firewall.as_deref(), def.as_ref()).map_err(|(r, _)| r)?;
+        let mut input = door::admit(input, self.firewall.as_deref(), def.as_ref())?;
         // The same words with other images are another input.
         let key = crate::memory::media::parts::dedupe_text(&input.text, &input.payload);
         match self.guard.lock().seen(&input.source, &key, Instant::now()) {
@@ -336,7 +336,7 @@ impl EventLoop {
         let Some(inbox) = self.inbox.clone() else {
             return;
         };
-        let Some(w) = self.backlog.next() else {
+        let Some(w) = self.backlog.head_to_send() else {
             return;
         };
         let (id, input, ticket, replayed) = (w.id, w.record.to_input(), w.ticket.clone(), w.replayed);
@@ -707,7 +707,7 @@ impl Handles<InjectInterrupt> for InterceptLoop {
         } else {
             match door::admit(input, self.firewall.as_deref(), None) {
                 Ok(a) => Some(a),
-                Err((r, _)) => return Box::pin(async move { Err(r) }),
+                Err(r) => return Box::pin(async move { Err(r) }),
             }
         };
         Box::pin(async move {

@@ -37,6 +37,7 @@ pub mod overflow;
 pub mod persona;
 pub mod prompt;
 pub mod protocol;
+pub mod recollect;
 pub mod relay;
 pub mod residents;
 pub mod routes;

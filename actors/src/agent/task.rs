@@ -25,6 +25,7 @@ use super::offer::{Ask, OfferCache};
 use super::prompt::PromptSettings;
 pub use super::protocol::{CancelLlm, Resume};
 use super::protocol::{Finished, SafePoint, SchedulerLink};
+use super::recollect::{Answers, Joined, Recorded, Tiers};
 use super::tools_exec::{ToolRunner, run_stage};
 use super::turn::{Cmd, Env, Event, Gathered, Limits, LlmFailure, PruneFailure, TurnCore, TurnInput};
 use crate::addr::TAddr;
@@ -33,7 +34,7 @@ use crate::host::{Host, HostContext, KernelActor};
 use crate::llm::provider::{Complete, LlmActor};
 use crate::memory::actor::{AppendEvent, ContextActor, Recall};
 use crate::memory::now_ms;
-use crate::memory::recall::{RecallBudget, Recollection};
+use crate::memory::recall::Recollection;
 use crate::registry::Registry;
 use crate::scheduler::Level;
 use crate::stages::{GetTools, Stage, StageHost};
@@ -741,35 +742,35 @@ pub async fn recall(
     channel: String,
     record: Option<crate::memory::context::Event>,
     guest: Option<String>,
-) -> (Recollection, Option<InputRecord>) {
+) -> (Recollection, Option<Recorded>) {
     let recording = record.is_some();
-    // A guest's turn searches nothing by meaning (`ask_tiers`): no query vector.
-    let qv = if guest.is_some() {
-        None
-    } else {
+    let ask = Tiers::of(guest);
+    let qv = if ask.by_meaning {
         crate::memory::embed::actor::query_vector_soon(
             deps.embedder.as_ref(),
             &query,
             crate::memory::actor::QUERY_EMBED_WAIT,
         )
+    } else {
+        None
     };
     let dense = qv.is_some();
     // The tiers' answers are joined where the tiers live (`recall_thread`): their four
     // replies then wake that thread, which is running them anyway, and the turn's
     // thread is woken once, by the joined answer, instead of once per tier.
-    let ask = ask_tiers(deps.clone(), query.clone(), qv, record, guest);
+    let asked = ask_tiers(deps.clone(), query.clone(), qv, record, ask);
     let tiers = async {
         match &deps.recall_thread {
             Some(thread) => {
                 let (tx, rx) = tokio::sync::oneshot::channel();
                 thread.spawn(async move {
-                    let _ = tx.send(ask.await);
+                    let _ = tx.send(asked.await);
                 });
                 // Not run: the thread is gone (shutdown), and with it the tiers.
                 rx.await
-                    .unwrap_or_else(|_| TierAnswers::none("the memory thread has stopped"))
+                    .unwrap_or_else(|_| Answers::none("the memory thread has stopped"))
             }
-            None => ask.await,
+            None => asked.await,
         }
     };
     let tools = async {
@@ -780,137 +781,45 @@ pub async fn recall(
         // the expansion room the offer keeps free inside the same budget.
         offer(&deps, &registry, (window, fixed), &query, &channel, &Default::default()).tokens
     };
-    let (tool_tokens, tiers) = futures_util::join!(tools, tiers);
-    let TierAnswers {
-        facts: (facts, index),
-        knowledge,
-        window: window_recall,
-        passages,
-    } = tiers;
+    let (tool_tokens, answers) = futures_util::join!(tools, tiers);
     let budget = Budget::with_tools(window, fixed, tool_tokens);
     tracing::debug!(?budget, tool_tokens, dense, "prompt budget");
-    // A tier that does not answer leaves its part out of this prompt only (but an input
-    // it was to record fails its turn).
-    let (window, recorded) = match window_recall {
-        Ok((w, recorded)) => (w, recorded.map(|r| r.map(drop).map_err(|e| Ok(e.to_string())))),
-        Err(e) => {
-            tracing::warn!("recall without the context window this turn (is kernel/memory/context running?): {e}");
-            (Default::default(), recording.then_some(Err(Err(e))))
-        }
-    };
-    let passages = passages.unwrap_or_else(|e| {
-        tracing::warn!("recall without documents this turn (kernel/memory/documents did not answer): {e}");
-        Default::default()
-    });
-    let recollection = crate::memory::recall::assemble(
-        &query,
-        window,
-        passages,
-        vec![facts, knowledge],
-        (!index.is_empty()).then_some(index),
-        // The recency tail is part of the memory share (`Budget::tail`), so many tool
-        // schemas can leave no `timeline` remainder without losing the last turns.
-        RecallBudget {
-            memory: budget.memory,
-            timeline: budget.tail,
-        },
-    );
-    // What the prompt shows of the documents counts as read (batched by the tier, off
-    // this path): coldness is by last access. The kernel's own upkeep turns (merge and
-    // review tasks) read nothing on anyone's behalf.
     let upkeep = channel == super::input::CONSOLIDATION_CHANNEL;
-    let read: Vec<String> = recollection
-        .relevant
-        .iter()
-        .filter_map(|i| match &i.origin {
-            crate::memory::recall::Origin::Passage { doc_id } => Some(doc_id.clone()),
-            _ => None,
-        })
-        .collect();
-    if !read.is_empty() && !upkeep {
+    let Joined {
+        recollection,
+        recorded,
+        read,
+    } = super::recollect::join(&query, answers, &budget, recording, upkeep);
+    // Batched by the tier, off this path.
+    if !read.is_empty() {
         let _ = deps.documents.do_send(crate::memory::documents::RecordReads(read));
     }
     (recollection, recorded)
 }
 
-/// The context window's part of a recall: its items and the input it recorded.
-type WindowAnswer = (
-    crate::memory::recall::WindowRecall,
-    Option<Result<crate::memory::context::Event, crate::memory::context::actor::ContextError>>,
-);
-
-/// What the memory tiers answered a turn's recall (each part empty, or the error, when
-/// its tier did not answer).
-struct TierAnswers {
-    /// The graph's facts and its index block.
-    facts: (Vec<crate::memory::recall::Item>, String),
-    knowledge: Vec<crate::memory::recall::Item>,
-    /// The context window's recall and the recorded input, or why it did not answer.
-    window: Result<WindowAnswer, String>,
-    passages: Result<crate::memory::docindex::Ranked<crate::memory::recall::Item>, String>,
-}
-
-impl TierAnswers {
-    fn none(why: &str) -> Self {
-        Self {
-            facts: Default::default(),
-            knowledge: Vec::new(),
-            window: Err(why.to_owned()),
-            passages: Err(why.to_owned()),
-        }
-    }
-}
-
-/// Asks every memory tier at once and joins their answers (graph and knowledge
+/// Asks the tiers `ask` names at once and joins their answers (graph and knowledge
 /// within [`TIER_WAIT`]); where it runs is the caller's choice (see [`recall`]).
-/// A guest's turn (`guest`: its principal) asks the context tier for its own events
-/// only, and the knowledge base for what the owner made public: the owner's
-/// documents, facts and other knowledge are not a guest's to recall.
 async fn ask_tiers(
     deps: Arc<TaskDeps>,
     query: String,
     qv: Option<crate::memory::embed::actor::PendingVector>,
     record: Option<crate::memory::context::Event>,
-    guest: Option<String>,
-) -> TierAnswers {
+    ask: Tiers,
+) -> Answers {
     // Delivered now (`request`), so the tiers work while the others are asked.
-    let scoped = guest.is_some();
     let window = deps.context.request(Recall {
         query: query.clone(),
         qv: qv.clone(),
         record,
-        only_principal: guest,
+        only_principal: ask.window_of,
     });
-    if scoped {
-        // What the owner made public is a guest's to recall too (`knowledge::PUBLIC_CATEGORY`).
-        let public = deps.knowledge.as_ref().map(|kb| {
-            kb.request(crate::memory::knowledge::RecallKnowledge {
-                input: query,
-                limit: TIER_ITEMS,
-                public_only: true,
-            })
-        });
-        let window = window.await.map_err(|e| e.to_string());
-        let knowledge = match public {
-            Some(ask) => tokio::time::timeout(TIER_WAIT, ask)
-                .await
-                .ok()
-                .and_then(Result::ok)
-                .unwrap_or_default(),
-            None => Vec::new(),
-        };
-        return TierAnswers {
-            facts: (Vec::new(), String::new()),
-            knowledge,
-            window,
-            passages: Ok(Default::default()),
-        };
-    }
-    let passages = deps.documents.request(crate::memory::documents::RecallPassages {
-        query: query.clone(),
-        qv,
+    let passages = ask.owners_memory.then(|| {
+        deps.documents.request(crate::memory::documents::RecallPassages {
+            query: query.clone(),
+            qv,
+        })
     });
-    let graph = deps.graph.as_ref().map(|g| {
+    let graph = deps.graph.as_ref().filter(|_| ask.owners_memory).map(|g| {
         g.request(crate::memory::graph_actor::RecallFacts {
             input: query.clone(),
             limit: TIER_ITEMS,
@@ -920,7 +829,7 @@ async fn ask_tiers(
         kb.request(crate::memory::knowledge::RecallKnowledge {
             input: query,
             limit: TIER_ITEMS,
-            public_only: false,
+            public_only: ask.public_knowledge_only,
         })
     });
     let graph = async {
@@ -948,17 +857,21 @@ async fn ask_tiers(
             }
         }
     };
-    let (facts, knowledge, window, passages) = futures_util::join!(graph, knowledge, window, passages);
-    TierAnswers {
+    let passages = async {
+        match passages {
+            Some(ask) => Some(ask.await.map_err(|e| e.to_string())),
+            None => None,
+        }
+    };
+    let ((facts, index), knowledge, window, passages) = futures_util::join!(graph, knowledge, window, passages);
+    Answers {
         facts,
+        index,
         knowledge,
-        window: window.map_err(|e| e.to_string()),
-        passages: passages.map_err(|e| e.to_string()),
+        window: Some(window.map_err(|e| e.to_string())),
+        passages,
     }
 }
-
-/// How a recorded input fared (see [`recall`]), as [`Event::InputRecorded`] carries it.
-pub type InputRecord = Result<(), Result<String, String>>;
 
 impl KernelActor for TaskActor {
     const KIND: &'static str = "task";
