@@ -77,6 +77,13 @@ impl From<homeagent_actors::memory::context::actor::ContextError> for ApiError {
     }
 }
 
+/// The media tier's typed error: 503 with its text, as before it was typed.
+impl From<homeagent_actors::memory::media::actor::MediaTierError> for ApiError {
+    fn from(e: homeagent_actors::memory::media::actor::MediaTierError) -> Self {
+        Self::unavailable(e.to_string())
+    }
+}
+
 /// A settings-store error as the API answers it: the request's own mistake 400, a full
 /// disk 507 (with what to do), anything else 500 (and logged).
 pub fn config_error(e: homeagent_actors::config::ConfigError) -> ApiError {

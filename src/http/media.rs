@@ -91,8 +91,7 @@ pub async fn list(state: web::Data<AppState>, q: web::Query<ListQuery>) -> Resul
             limit: q.limit.unwrap_or(50).clamp(1, 500),
             before_ms: q.before,
         })
-        .await?
-        .map_err(ApiError::unavailable)?;
+        .await??;
     Ok(HttpResponse::Ok().json(json!({"blocks": blocks, "status": status})))
 }
 
@@ -115,8 +114,7 @@ async fn fetch(
             id: id.to_owned(),
             data,
         })
-        .await?
-        .map_err(ApiError::unavailable)?
+        .await??
         .ok_or_else(|| ApiError::not_found(format!("no media block `{id}`; GET /api/v1/memory/media lists them")))
 }
 
@@ -144,11 +142,7 @@ pub async fn delete(
     id: web::Path<String>,
     _req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
-    let gone = media_of(&state)?
-        .addr
-        .send(DeleteMedia(id.to_string()))
-        .await?
-        .map_err(ApiError::unavailable)?;
+    let gone = media_of(&state)?.addr.send(DeleteMedia(id.to_string())).await??;
     if !gone {
         return Err(ApiError::not_found(format!("no media block `{id}`")));
     }

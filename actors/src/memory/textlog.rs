@@ -215,6 +215,17 @@ pub enum Edit {
     Replace(TextEvent),
 }
 
+/// Why the text log could not do what it was asked (the texts say where to look).
+#[derive(Debug, thiserror::Error)]
+pub enum TextLogError {
+    /// A purge or an edit could not rewrite a day's file.
+    #[error("{0}; check DATA/memory/text")]
+    Rewrite(std::io::Error),
+    /// An append failed.
+    #[error("cannot write the text log: {0}; check disk space and DATA/memory/text")]
+    Append(std::io::Error),
+}
+
 /// `kernel/memory/textlog`.
 pub struct TextLogActor {
     log: TextLog,
@@ -240,20 +251,20 @@ pub struct LogText(pub TextEvent);
 /// `memory_purge`'s text side: drops events whose source, input or response contains
 /// the text. Answers how many were dropped.
 #[derive(Message)]
-#[rtype(result = "Result<usize, String>")]
+#[rtype(result = "Result<usize, TextLogError>")]
 pub struct PurgeText(pub String);
 
 /// `memory_edit`'s text side: replaces `old` by `new` in events' input and response.
 /// Answers how many events changed.
 #[derive(Message)]
-#[rtype(result = "Result<usize, String>")]
+#[rtype(result = "Result<usize, TextLogError>")]
 pub struct ReplaceText {
     pub old: String,
     pub new: String,
 }
 
 impl Handles<PurgeText> for TextLogActor {
-    type Reply = Result<usize, String>;
+    type Reply = Result<usize, TextLogError>;
     fn handle(&mut self, PurgeText(needle): PurgeText, _: &mut HostContext<Self>) -> Self::Reply {
         if needle.trim().is_empty() {
             return Ok(0);
@@ -267,14 +278,14 @@ impl Handles<PurgeText> for TextLogActor {
                     Edit::Keep
                 }
             })
-            .map_err(|e| format!("{e}; check DATA/memory/text"))?;
+            .map_err(TextLogError::Rewrite)?;
         tracing::info!(needle = %needle, dropped = n, "text log purged");
         Ok(n)
     }
 }
 
 impl Handles<ReplaceText> for TextLogActor {
-    type Reply = Result<usize, String>;
+    type Reply = Result<usize, TextLogError>;
     fn handle(&mut self, m: ReplaceText, _: &mut HostContext<Self>) -> Self::Reply {
         if m.old.trim().is_empty() || m.old == m.new {
             return Ok(0);
@@ -291,7 +302,7 @@ impl Handles<ReplaceText> for TextLogActor {
                     Edit::Keep
                 }
             })
-            .map_err(|e| format!("{e}; check DATA/memory/text"))?;
+            .map_err(TextLogError::Rewrite)?;
         tracing::info!(old = %m.old, new = %m.new, changed = n, "text log edited");
         Ok(n)
     }
@@ -304,7 +315,7 @@ impl Handles<LogText> for TextLogActor {
             Ok(()) => self.failures = 0,
             Err(err) => {
                 if self.failures == 0 {
-                    tracing::error!("cannot write the text log: {err}; check disk space and DATA/memory/text");
+                    tracing::error!("{}", TextLogError::Append(err));
                 }
                 self.failures += 1;
             }
@@ -315,17 +326,15 @@ impl Handles<LogText> for TextLogActor {
 /// Appends several events and answers once they are written (an import waits for its
 /// record before it answers; a turn's [`LogText`] does not wait).
 #[derive(Message)]
-#[rtype(result = "Result<(), String>")]
+#[rtype(result = "Result<(), TextLogError>")]
 pub struct LogTexts(pub Vec<TextEvent>);
 
 impl Handles<LogTexts> for TextLogActor {
-    type Reply = Result<(), String>;
+    type Reply = Result<(), TextLogError>;
     fn handle(&mut self, LogTexts(events): LogTexts, _: &mut HostContext<Self>) -> Self::Reply {
         let now = crate::clock::now_system();
         for e in &events {
-            self.log
-                .append(e, now)
-                .map_err(|err| format!("cannot write the text log: {err}; check disk space and DATA/memory/text"))?;
+            self.log.append(e, now).map_err(TextLogError::Append)?;
         }
         Ok(())
     }

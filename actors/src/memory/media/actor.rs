@@ -21,6 +21,7 @@ use super::space::{Item, RemoteSpace, SpaceError};
 use super::store::{MediaMeta, MediaStore, Put};
 use crate::config::MediaConfig;
 use crate::host::{Handles, Host, HostContext, KernelActor};
+use crate::memory::store::MemoryError;
 
 /// Blocks embedded per background step (between steps other messages are served).
 const STEP: usize = 4;
@@ -192,17 +193,16 @@ impl MediaActor {
     }
 
     /// Stores checked images (each committed when this returns).
-    pub fn store_images(&mut self, images: &[Image], source: &str) -> Result<Vec<(MediaMeta, Put)>, String> {
+    pub fn store_images(&mut self, images: &[Image], source: &str) -> Result<Vec<(MediaMeta, Put)>, MediaTierError> {
         let now = crate::memory::now_ms();
         let mut out = Vec::with_capacity(images.len());
         for img in images {
-            let (id, put) = self.store.put(img, source, now).map_err(|e| e.to_string())?;
+            let (id, put) = self.store.put(img, source, now)?;
             tracing::info!(block = %id, mime = img.mime, width = img.width, height = img.height, bytes = img.data.len(), ?put, "media block stored");
             let meta = self
                 .store
-                .meta(&id)
-                .map_err(|e| e.to_string())?
-                .ok_or_else(|| format!("media block {id} vanished after its write"))?;
+                .meta(&id)?
+                .ok_or_else(|| MediaTierError::Vanished(id.clone()))?;
             out.push((meta, put));
         }
         self.refresh_counts();
@@ -400,16 +400,30 @@ impl Handles<Fill> for MediaActor {
     }
 }
 
+/// Why the media tier could not do what it was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum MediaTierError {
+    /// The blocks' database failed.
+    #[error(transparent)]
+    Store(#[from] MemoryError),
+    /// A block written a moment ago could not be read back.
+    #[error("media block {0} vanished after its write")]
+    Vanished(String),
+    /// A digest the model wrote names no block (the catalog's text, naming it).
+    #[error("{0}")]
+    UnknownDigest(String),
+}
+
 /// Stores checked images as blocks; answers their metadata and whether each was new.
 #[derive(Message)]
-#[rtype(result = "Result<Vec<(MediaMeta, Put)>, String>")]
+#[rtype(result = "Result<Vec<(MediaMeta, Put)>, MediaTierError>")]
 pub struct StoreImages {
     pub images: Vec<Image>,
     pub source: String,
 }
 
 impl Handles<StoreImages> for MediaActor {
-    type Reply = Result<Vec<(MediaMeta, Put)>, String>;
+    type Reply = Result<Vec<(MediaMeta, Put)>, MediaTierError>;
     fn handle(&mut self, m: StoreImages, ctx: &mut HostContext<Self>) -> Self::Reply {
         let out = self.store_images(&m.images, &m.source);
         if out.is_ok() {
@@ -443,37 +457,37 @@ impl Handles<LoadMedia> for MediaActor {
 
 /// The newest blocks (no bytes) and the tier's status.
 #[derive(Message)]
-#[rtype(result = "Result<(Vec<MediaMeta>, MediaStatus), String>")]
+#[rtype(result = "Result<(Vec<MediaMeta>, MediaStatus), MediaTierError>")]
 pub struct ListMedia {
     pub limit: usize,
     pub before_ms: Option<i64>,
 }
 
 impl Handles<ListMedia> for MediaActor {
-    type Reply = Result<(Vec<MediaMeta>, MediaStatus), String>;
+    type Reply = Result<(Vec<MediaMeta>, MediaStatus), MediaTierError>;
     fn handle(&mut self, m: ListMedia, _: &mut HostContext<Self>) -> Self::Reply {
         self.refresh_counts();
-        let list = self.store.list(m.limit, m.before_ms).map_err(|e| e.to_string())?;
+        let list = self.store.list(m.limit, m.before_ms)?;
         Ok((list, self.status.read().clone()))
     }
 }
 
 /// One block's metadata, with its bytes when `data` (the one selected block).
 #[derive(Message)]
-#[rtype(result = "Result<Option<(MediaMeta, Option<Vec<u8>>)>, String>")]
+#[rtype(result = "Result<Option<(MediaMeta, Option<Vec<u8>>)>, MediaTierError>")]
 pub struct GetMedia {
     pub id: String,
     pub data: bool,
 }
 
 impl Handles<GetMedia> for MediaActor {
-    type Reply = Result<Option<(MediaMeta, Option<Vec<u8>>)>, String>;
+    type Reply = Result<Option<(MediaMeta, Option<Vec<u8>>)>, MediaTierError>;
     fn handle(&mut self, m: GetMedia, _: &mut HostContext<Self>) -> Self::Reply {
-        let Some(meta) = self.store.meta(&m.id).map_err(|e| e.to_string())? else {
+        let Some(meta) = self.store.meta(&m.id)? else {
             return Ok(None);
         };
         let data = if m.data {
-            self.store.data(&m.id).map_err(|e| e.to_string())?.map(|(_, d)| d)
+            self.store.data(&m.id)?.map(|(_, d)| d)
         } else {
             None
         };
@@ -483,13 +497,13 @@ impl Handles<GetMedia> for MediaActor {
 
 /// Deletes a block and its bytes; `false` when there was none.
 #[derive(Message)]
-#[rtype(result = "Result<bool, String>")]
+#[rtype(result = "Result<bool, MediaTierError>")]
 pub struct DeleteMedia(pub String);
 
 impl Handles<DeleteMedia> for MediaActor {
-    type Reply = Result<bool, String>;
+    type Reply = Result<bool, MediaTierError>;
     fn handle(&mut self, DeleteMedia(id): DeleteMedia, _: &mut HostContext<Self>) -> Self::Reply {
-        let gone = self.store.delete(&id).map_err(|e| e.to_string())?;
+        let gone = self.store.delete(&id)?;
         if gone {
             tracing::info!(block = %id, "media block deleted with its bytes");
             if let Some(index) = self.index.as_mut() {
@@ -505,7 +519,7 @@ impl Handles<DeleteMedia> for MediaActor {
 /// each block to `kind:target`. Any unknown digest refuses the whole call (nothing
 /// linked), naming it.
 #[derive(Message)]
-#[rtype(result = "Result<Vec<String>, String>")]
+#[rtype(result = "Result<Vec<String>, MediaTierError>")]
 pub struct LinkDigests {
     pub digests: Vec<String>,
     pub kind: &'static str,
@@ -513,13 +527,13 @@ pub struct LinkDigests {
 }
 
 impl Handles<LinkDigests> for MediaActor {
-    type Reply = Result<Vec<String>, String>;
+    type Reply = Result<Vec<String>, MediaTierError>;
     fn handle(&mut self, m: LinkDigests, _: &mut HostContext<Self>) -> Self::Reply {
         let ids = self.resolve(&m.digests)?;
         let now = crate::memory::now_ms();
         for id in &ids {
             for t in &m.targets {
-                self.store.link(id, m.kind, t, now).map_err(|e| e.to_string())?;
+                self.store.link(id, m.kind, t, now)?;
             }
         }
         Ok(ids)
@@ -528,17 +542,19 @@ impl Handles<LinkDigests> for MediaActor {
 
 impl MediaActor {
     /// Full ids of `digests`, or the i18n refusal naming the first unknown one.
-    pub fn resolve(&self, digests: &[String]) -> Result<Vec<String>, String> {
+    pub fn resolve(&self, digests: &[String]) -> Result<Vec<String>, MediaTierError> {
         let mut ids = Vec::new();
         for d in digests {
-            match self.store.resolve(d).map_err(|e| e.to_string())? {
+            match self.store.resolve(d)? {
                 Some(id) if !ids.contains(&id) => ids.push(id),
                 Some(_) => {}
                 None => {
-                    return Err(crate::i18n::Msg::MediaUnknownDigest {
-                        digest: &d.chars().take(40).collect::<String>(),
-                    }
-                    .text());
+                    return Err(MediaTierError::UnknownDigest(
+                        crate::i18n::Msg::MediaUnknownDigest {
+                            digest: &d.chars().take(40).collect::<String>(),
+                        }
+                        .text(),
+                    ));
                 }
             }
         }
@@ -627,6 +643,6 @@ mod tests {
             .clone();
         assert_eq!(a.resolve(std::slice::from_ref(&id)).unwrap(), vec![id.clone()]);
         let e = a.resolve(&[id, "blk_media_ffffffffffff".into()]).unwrap_err();
-        assert!(e.contains("blk_media_ffffffffffff"), "{e}");
+        assert!(e.to_string().contains("blk_media_ffffffffffff"), "{e}");
     }
 }

@@ -120,13 +120,19 @@ pub fn with_media_digests(tools: &mut [(ToolSpec, Arc<dyn ToolHandler>)], media:
                     kind,
                     targets: Vec::new(),
                 };
-                media.addr.send(check).await.map_err(|e| e.to_string())??;
+                media
+                    .addr
+                    .send(check)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .map_err(|e| e.to_string())?;
                 let reply = inner.call(args).await?;
                 let ids = media
                     .addr
                     .send(LinkDigests { digests, kind, targets })
                     .await
-                    .map_err(|e| e.to_string())??;
+                    .map_err(|e| e.to_string())?
+                    .map_err(|e| e.to_string())?;
                 tracing::info!(tool = name, blocks = ?ids, "media linked to the commit");
                 Ok(format!("{reply}{}", Msg::MediaLinked { count: ids.len() }.text()))
             }

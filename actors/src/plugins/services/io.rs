@@ -238,7 +238,7 @@ impl Prepared {
                     })
                     .await
                     .map_err(|e| gone(e.to_string()))?
-                    .map_err(IoError::Refused)?;
+                    .map_err(|e| IoError::Refused(e.to_string()))?;
                 let refs: Vec<MediaRef> = stored.iter().map(|(m, _)| MediaRef::from(m)).collect();
                 ids = Some(refs.iter().map(|r| r.id.clone()).collect());
                 parts::to_payload(&mut input.payload, &refs);
