@@ -30,7 +30,7 @@ pub async fn list(state: web::Data<AppState>, q: web::Query<DeadQuery>) -> Resul
         .event_loop
         .send(ListDeadInputs(n))
         .await?
-        .map_err(ApiError::unavailable)?;
+        .map_err(|e| ApiError::unavailable(e.to_string()))?;
     Ok(HttpResponse::Ok().json(json!({ "dead": dead })))
 }
 
@@ -40,7 +40,7 @@ async fn settle(state: &AppState, id: i64, retry: bool) -> Result<HttpResponse, 
         .event_loop
         .send(SettleDead { id: InboxId(id), retry })
         .await?
-        .map_err(ApiError::unavailable)?;
+        .map_err(|e| ApiError::unavailable(e.to_string()))?;
     match done {
         None => Err(ApiError::not_found(format!(
             "no dead input {id}: it was retried or discarded already; GET /api/v1/inbox/dead lists them"

@@ -529,38 +529,48 @@ impl Handles<ReplayInbox> for EventLoop {
     }
 }
 
+/// Why the dead-letter list could not be read or settled.
+#[derive(Debug, thiserror::Error)]
+pub enum DeadLetterError {
+    /// The inbox's database failed.
+    #[error(transparent)]
+    Inbox(#[from] super::inbox::InboxError),
+    /// The inbox actor did not answer (restarting, or the daemon is stopping).
+    #[error(transparent)]
+    Unavailable(#[from] crate::addr::SendError),
+    /// The retried input was refused on its way in again (a duplicate, over the cap).
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+}
+
 /// The inbox's dead-letter list, newest first (at most the count).
 #[derive(Message)]
-#[rtype(result = "Result<Vec<super::inbox::DeadInput>, String>")]
+#[rtype(result = "Result<Vec<super::inbox::DeadInput>, DeadLetterError>")]
 pub struct ListDeadInputs(pub usize);
 
 /// The owner's decision on a dead input: run it again (`retry`) or drop it for good.
 /// Answers whether it was on the list (`Ok(None)`: no such dead input) and, for a
 /// retry, how the intake took it.
 #[derive(Message)]
-#[rtype(result = "Result<Option<Accepted>, String>")]
+#[rtype(result = "Result<Option<Accepted>, DeadLetterError>")]
 pub struct SettleDead {
     pub id: InboxId,
     pub retry: bool,
 }
 
 impl Handles<ListDeadInputs> for EventLoop {
-    type Reply = ResponseFuture<Result<Vec<super::inbox::DeadInput>, String>>;
+    type Reply = ResponseFuture<Result<Vec<super::inbox::DeadInput>, DeadLetterError>>;
     fn handle(&mut self, ListDeadInputs(n): ListDeadInputs, _: &mut HostContext<Self>) -> Self::Reply {
         let inbox = self.inbox.clone();
         Box::pin(async move {
             let Some(inbox) = inbox else { return Ok(Vec::new()) };
-            inbox
-                .send(super::inbox::ListDead(n))
-                .await
-                .map_err(|e| e.to_string())?
-                .map_err(|e| e.to_string())
+            Ok(inbox.send(super::inbox::ListDead(n)).await??)
         })
     }
 }
 
 impl Handles<SettleDead> for EventLoop {
-    type Reply = ResponseActFuture<Host<Self>, Result<Option<Accepted>, String>>;
+    type Reply = ResponseActFuture<Host<Self>, Result<Option<Accepted>, DeadLetterError>>;
     fn handle(&mut self, m: SettleDead, _: &mut HostContext<Self>) -> Self::Reply {
         let Some(inbox) = self.inbox.clone() else {
             return Box::pin(actix::fut::ready(Ok(None)));
@@ -570,8 +580,8 @@ impl Handles<SettleDead> for EventLoop {
             actix::fut::wrap_future::<_, Host<Self>>(fut).then(move |res, host, ctx| {
                 let record = match res {
                     Ok(Ok(r)) => r,
-                    Ok(Err(e)) => return Box::pin(actix::fut::ready(Err(e.to_string()))) as Self::Reply,
-                    Err(e) => return Box::pin(actix::fut::ready(Err(e.to_string()))),
+                    Ok(Err(e)) => return Box::pin(actix::fut::ready(Err(e.into()))) as Self::Reply,
+                    Err(e) => return Box::pin(actix::fut::ready(Err(e.into()))),
                 };
                 match record {
                     None => Box::pin(actix::fut::ready(Ok(None))),
@@ -589,7 +599,7 @@ impl Handles<SettleDead> for EventLoop {
                         let input = r.to_input();
                         Box::pin(
                             <Self as Handles<Inject>>::handle(host.inner(), Inject(input), ctx)
-                                .map(|r, _, _| r.map(Some).map_err(|e| e.to_string())),
+                                .map(|r, _, _| r.map(Some).map_err(DeadLetterError::from)),
                         )
                     }
                 }
