@@ -488,17 +488,24 @@ mod tests {
         }
     }
 
-    /// A resident's `compress` keeps its last 20 events (kernel spec §6.2), though a
-    /// prune keeps one fewer than the size it is given.
-    #[actix_rt::test]
-    async fn a_residents_compress_keeps_its_last_twenty_events() {
+    /// A context tier (with its documents actor) over a fresh `memory.db` in the dir;
+    /// the third value keeps both actors' exits alive.
+    fn tier() -> (tempfile::TempDir, TAddr<ContextActor>, Box<dyn std::any::Any>) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("memory.db");
         let registry = std::sync::Arc::new(crate::Registry::new(std::time::Duration::from_secs(5)));
         let docs = DocumentsActor::new(MemoryStore::open(&path).unwrap());
-        let (docs, _d) = TAddr::spawn_unsupervised(&registry, "test", "documents", docs).unwrap();
+        let (docs, d) = TAddr::spawn_unsupervised(&registry, "test", "documents", docs).unwrap();
         let context = ContextActor::open(MemoryStore::open(&path).unwrap(), docs).unwrap();
-        let (context, _c) = TAddr::spawn_unsupervised(&registry, "test", "context", context).unwrap();
+        let (context, c) = TAddr::spawn_unsupervised(&registry, "test", "context", context).unwrap();
+        (dir, context, Box::new((d, c, registry)))
+    }
+
+    /// A resident's `compress` keeps its last 20 events (kernel spec §6.2), though a
+    /// prune keeps one fewer than the size it is given.
+    #[actix_rt::test]
+    async fn a_residents_compress_keeps_its_last_twenty_events() {
+        let (_dir, context, _actors) = tier();
         for i in 0..30 {
             let e = said(i * 1000, &format!("remark number {i}"));
             context.send(AppendEvent(e)).await.unwrap().unwrap();
@@ -519,13 +526,8 @@ mod tests {
     /// meanwhile), and the fusion comes when the vector does.
     #[actix_rt::test]
     async fn a_recall_records_its_input_after_the_read_and_fuses_when_the_vector_comes() {
-        let dir = tempfile::tempdir().unwrap();
+        let (dir, context, _actors) = tier();
         let path = dir.path().join("memory.db");
-        let registry = std::sync::Arc::new(crate::Registry::new(std::time::Duration::from_secs(5)));
-        let docs = DocumentsActor::new(MemoryStore::open(&path).unwrap());
-        let (docs, _d) = TAddr::spawn_unsupervised(&registry, "test", "documents", docs).unwrap();
-        let context = ContextActor::open(MemoryStore::open(&path).unwrap(), docs).unwrap();
-        let (context, _c) = TAddr::spawn_unsupervised(&registry, "test", "context", context).unwrap();
         for (i, t) in ["my sister adopted a greyhound called Biscuit", "the weather is fine"]
             .iter()
             .enumerate()
