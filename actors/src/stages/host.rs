@@ -114,11 +114,10 @@ impl StageHost {
         id: u64,
         handler: &Arc<dyn StageHandler>,
         ctx: &mut HostContext<Self>,
-    ) -> Result<TAddr<HandlerActor>, String> {
+    ) -> Result<TAddr<HandlerActor>, crate::registry::RegistryError> {
         let name = format!("handler-{id}");
         let (addr, exit) =
-            TAddr::spawn_unsupervised(&self.registry, &self.me, &name, HandlerActor::new(handler.clone()))
-                .map_err(|e| e.to_string())?;
+            TAddr::spawn_unsupervised(&self.registry, &self.me, &name, HandlerActor::new(handler.clone()))?;
         self.watch(id, addr.clone(), exit, ctx);
         Ok(addr)
     }
@@ -208,7 +207,7 @@ impl KernelActor for StageHost {
 
 /// Registers a stage handler for `plugin`; answers its registration id.
 #[derive(Message)]
-#[rtype(result = "Result<u64, String>")]
+#[rtype(result = "Result<u64, crate::registry::RegistryError>")]
 pub struct RegisterStage {
     pub plugin: String,
     pub stage: Stage,
@@ -231,14 +230,14 @@ pub struct UnregisterPlugin(pub String);
 
 /// Removes one tool of a plugin (`tool.unregister`).
 #[derive(Message)]
-#[rtype(result = "Result<(), String>")]
+#[rtype(result = "Result<(), ToolError>")]
 pub struct UnregisterTool {
     pub plugin: String,
     pub name: String,
 }
 
 impl crate::host::Handles<UnregisterTool> for StageHost {
-    type Reply = Result<(), String>;
+    type Reply = Result<(), ToolError>;
     fn handle(&mut self, msg: UnregisterTool, _: &mut HostContext<Self>) -> Self::Reply {
         self.state.lock().tools.unregister(&msg.plugin, &msg.name)?;
         tracing::info!(tool = %msg.name, plugin = %msg.plugin, "tool unregistered");
@@ -257,7 +256,7 @@ pub struct GetTools;
 pub struct RunStage(pub Stage, pub StageContext);
 
 impl crate::host::Handles<RegisterStage> for StageHost {
-    type Reply = Result<u64, String>;
+    type Reply = Result<u64, crate::registry::RegistryError>;
     fn handle(&mut self, msg: RegisterStage, ctx: &mut HostContext<Self>) -> Self::Reply {
         let id = {
             let mut st = self.state.lock();

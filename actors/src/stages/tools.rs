@@ -167,6 +167,12 @@ pub enum ToolError {
     Duplicate(String),
     #[error("invalid tool name `{0}`: use 1-64 characters of [a-zA-Z0-9_-]")]
     InvalidName(String),
+    /// Withdrawn, but no tool of that name is registered.
+    #[error("no tool `{0}` is registered")]
+    Unknown(String),
+    /// Withdrawn by a plugin that does not own it.
+    #[error("tool `{name}` belongs to `{owner}`; a plugin may withdraw only its own tools")]
+    NotOwner { name: String, owner: String },
 }
 
 /// All registered tools, by name.
@@ -220,13 +226,13 @@ impl ToolRegistry {
     }
 
     /// Removes one tool of `plugin`; a tool of another owner is refused.
-    pub fn unregister(&mut self, plugin: &str, name: &str) -> Result<(), String> {
+    pub fn unregister(&mut self, plugin: &str, name: &str) -> Result<(), ToolError> {
         match self.tools.get(name) {
-            None => Err(format!("no tool `{name}` is registered")),
-            Some(t) if t.spec.plugin != plugin => Err(format!(
-                "tool `{name}` belongs to `{}`; a plugin may withdraw only its own tools",
-                t.spec.plugin
-            )),
+            None => Err(ToolError::Unknown(name.to_owned())),
+            Some(t) if t.spec.plugin != plugin => Err(ToolError::NotOwner {
+                name: name.to_owned(),
+                owner: t.spec.plugin.clone(),
+            }),
             Some(_) => {
                 Arc::make_mut(&mut self.tools).remove(name);
                 self.changed();
@@ -306,6 +312,7 @@ mod tests {
         assert!(
             r.unregister("timer", "plain")
                 .unwrap_err()
+                .to_string()
                 .contains("belongs to `mine`")
         );
         assert!(r.unregister("mine", "nope").is_err());

@@ -52,7 +52,7 @@ impl PluginProcess {
                             info.tools.lock().retain(|t| *t != p.name);
                             conn.respond(id, Ok(json!({"ok": true})));
                         }
-                        Ok(Err(e)) => conn.respond(id, Err(invalid(e))),
+                        Ok(Err(e)) => conn.respond(id, Err(invalid(e.to_string()))),
                         Err(e) => conn.respond(
                             id,
                             Err(RpcError {
