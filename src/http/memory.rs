@@ -107,7 +107,10 @@ pub async fn get_knowledge(
         Some(query) => KnowledgeQuery::Search { query, top_k: 10 },
         None => KnowledgeQuery::List,
     };
-    let v = knowledge(&state)?.send(query).await?.map_err(ApiError::bad_request)?;
+    let v = knowledge(&state)?
+        .send(query)
+        .await?
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
     Ok(HttpResponse::Ok().json(v))
 }
 
@@ -143,7 +146,7 @@ pub async fn add_knowledge(
     let v = knowledge(&state)?
         .send(KnowledgeQuery::Add { name, content })
         .await?
-        .map_err(ApiError::bad_request)?;
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
     Ok(HttpResponse::Ok().json(v))
 }
 
@@ -155,7 +158,10 @@ pub async fn delete_knowledge(state: web::Data<AppState>, name: web::Path<String
     let kb = knowledge(&state)?;
     // The delete call answers a text for the model, so success is read from the list.
     let listed = |kb: homeagent_actors::TAddr<homeagent_actors::memory::knowledge::KnowledgeActor>, name: String| async move {
-        let items = kb.send(KnowledgeQuery::List).await?.map_err(ApiError::unavailable)?;
+        let items = kb
+            .send(KnowledgeQuery::List)
+            .await?
+            .map_err(|e| ApiError::unavailable(e.to_string()))?;
         Ok::<bool, ApiError>(
             items["items"]
                 .as_array()

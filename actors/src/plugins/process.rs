@@ -566,13 +566,16 @@ impl PluginProcess {
                         .await
                 };
                 ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(fut).map(move |res, _, _| {
-                    conn.respond(
-                        id,
-                        res.map(|_| json!({"ok": true})).map_err(|e| RpcError {
+                    // The stage host's own refusal is the plugin's to hear, not an `ok`.
+                    let answer = match res {
+                        Ok(Ok(_)) => Ok(json!({"ok": true})),
+                        Ok(Err(e)) => Err(invalid(e.to_string())),
+                        Err(e) => Err(RpcError {
                             code: RpcError::GONE,
                             message: e.to_string(),
                         }),
-                    )
+                    };
+                    conn.respond(id, answer)
                 }));
                 return;
             }

@@ -19,6 +19,9 @@ pub enum KnowledgeError {
     Missing(String),
     #[error("knowledge store I/O failed: {0}; check DATA/knowledge")]
     Io(#[from] std::io::Error),
+    /// A search without a query, or an item without content.
+    #[error("`{0}` is empty")]
+    Empty(&'static str),
 }
 
 /// The category of the items the owner made public: a guest's turn recalls these (and
@@ -290,7 +293,7 @@ impl KnowledgeBase {
 /// Structured access for plugins (`knowledge.*` of the plugin protocol): JSON, not
 /// the tools' reply texts.
 #[derive(Message)]
-#[rtype(result = "Result<serde_json::Value, String>")]
+#[rtype(result = "Result<serde_json::Value, KnowledgeError>")]
 pub enum KnowledgeQuery {
     /// `{results: [{name, category, content, score}]}`.
     Search { query: String, top_k: usize },
@@ -305,13 +308,13 @@ fn category(name: &str) -> &str {
 }
 
 impl Handles<KnowledgeQuery> for KnowledgeActor {
-    type Reply = Result<serde_json::Value, String>;
+    type Reply = Result<serde_json::Value, KnowledgeError>;
     fn handle(&mut self, q: KnowledgeQuery, _: &mut HostContext<Self>) -> Self::Reply {
         use serde_json::json;
         match q {
             KnowledgeQuery::Search { query, top_k } => {
                 if query.trim().is_empty() {
-                    return Err("`query` is empty".into());
+                    return Err(KnowledgeError::Empty("query"));
                 }
                 let results: Vec<_> = self
                     .kb
@@ -332,12 +335,9 @@ impl Handles<KnowledgeQuery> for KnowledgeActor {
             }
             KnowledgeQuery::Add { name, content } => {
                 if content.trim().is_empty() {
-                    return Err("`content` is empty".into());
+                    return Err(KnowledgeError::Empty("content"));
                 }
-                self.kb
-                    .create(&name, &content)
-                    .map(|n| json!({ "name": n }))
-                    .map_err(|e| e.to_string())
+                self.kb.create(&name, &content).map(|n| json!({ "name": n }))
             }
         }
     }
