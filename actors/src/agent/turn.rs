@@ -10,7 +10,7 @@
 //! The request an LLM call sends is the core's to the last field: the shell gathers
 //! what only it can reach ([`Cmd::Gather`]: the tools registered by now, the offer made
 //! of them, the images the media memory recalls) and the core composes the request
-//! from that ([`TurnCore::compose`]: secrets masked, recalled images within their
+//! from that (`TurnCore::compose`: secrets masked, recalled images within their
 //! reserve, the catalogue of tools not offered, the tools offered). The shell then only
 //! puts the bytes of the images it names in place of their placeholders.
 //!
@@ -113,7 +113,7 @@ pub struct Limits {
     /// (`llm::window`): the prompt's budget and the overflow check are cut to it.
     pub window: usize,
     /// Tokens kept for the images the media memory may add to a request (what
-    /// [`TurnCore::compose`] adds of [`Gathered::recalled`] fits this):
+    /// `TurnCore::compose` adds of [`Gathered::recalled`] fits this):
     /// [`crate::memory::media::parts::recall_reserve`] while some image can be
     /// recalled, else 0.
     pub media_reserve: usize,

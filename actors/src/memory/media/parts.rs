@@ -2,12 +2,13 @@
 //!
 //! The turn's frame never holds image bytes: an attached image is an `image_url` part
 //! whose URL is the placeholder `media:<block id>` next to a short text part naming
-//! the block (so the model can pass it in `media_digests`). Right before an LLM call
-//! the task shell ([`prepare`]) swaps each placeholder for the block's `data:` URL —
-//! loaded once per task — and adds the images the input's text recalls from the
-//! multimodal space. A text-only turn costs one check per message (is its content an
-//! array?) and no message to the media actor; recall asks nothing unless some block
-//! has a vector ([`MediaHandle::can_recall`]).
+//! the block (so the model can pass it in `media_digests`). Before an LLM call the
+//! task shell asks which images the input's text recalls from the multimodal space
+//! ([`recall`], once per task) and the turn's core adds those that fit its reserve
+//! ([`add_recalled`]); right before the call the shell swaps each placeholder for the
+//! block's `data:` URL, loaded once per task ([`fill`]). A text-only turn costs one
+//! check per message (is its content an array?) and no message to the media actor;
+//! recall asks nothing unless some block has a vector ([`MediaHandle::can_recall`]).
 //!
 //! The OpenAI content-part shape is the unified one (`llm::types`); each adapter turns
 //! it into its vendor's (Anthropic `image` blocks, Gemini `inlineData`, Ollama
