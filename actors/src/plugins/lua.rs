@@ -145,13 +145,13 @@ fn data_fn(
             .map(|a| lua.from_value(a).unwrap_or(Value::Null))
             .collect();
         async move {
-            if let Err(denial) = env.manifest.allows(method) {
-                return Ok::<DataReply, mlua::Error>((LuaValue::Nil, Some(denial)));
-            }
             let call = match PluginRequest::from_message(method, params(&vals)) {
                 Ok(c) => c,
-                Err(e) => return Ok((LuaValue::Nil, Some(e.to_string()))),
+                Err(e) => return Ok::<DataReply, mlua::Error>((LuaValue::Nil, Some(e.to_string()))),
             };
+            if let Err(denial) = env.manifest.permits(&call) {
+                return Ok((LuaValue::Nil, Some(denial.to_string())));
+            }
             let Ok(fut) = env.services.call(&env.manifest, call) else {
                 return Ok((LuaValue::Nil, Some(format!("`{method}` is not a data method"))));
             };
@@ -629,9 +629,6 @@ impl LuaPlugin {
                 } else {
                     format!("{owner}/{name}")
                 };
-                if let Err(denial) = env3.manifest.allows(m::INPUT_REGISTER) {
-                    return Err(mlua::Error::runtime(denial));
-                }
                 let mut def: Value = match def {
                     Some(d) => lua.from_value(LuaValue::Table(d))?,
                     None => json!({}),
@@ -639,10 +636,13 @@ impl LuaPlugin {
                 if let Some(o) = def.as_object_mut() {
                     o.insert("name".into(), Value::String(channel.clone()));
                 }
-                let reg = match PluginRequest::from_message(m::INPUT_REGISTER, def) {
-                    Ok(PluginRequest::InputRegister(reg)) => reg,
-                    Ok(_) => unreachable!("input.register decodes as InputRegister"),
-                    Err(e) => return Err(mlua::Error::runtime(e.to_string())),
+                let call = PluginRequest::from_message(m::INPUT_REGISTER, def)
+                    .map_err(|e| mlua::Error::runtime(e.to_string()))?;
+                env3.manifest
+                    .permits(&call)
+                    .map_err(|d| mlua::Error::runtime(d.to_string()))?;
+                let PluginRequest::InputRegister(reg) = call else {
+                    unreachable!("input.register decodes as InputRegister")
                 };
                 // Checked now (a bad declaration is the script's error), registered when
                 // the plugin starts (a start withdraws everything the plugin had).
@@ -666,8 +666,9 @@ impl LuaPlugin {
         ev.set(
             "subscribe",
             lua.create_function(move |lua, (types, handler): (LuaValue, Function)| {
-                if let Err(denial) = env2.manifest.allows(m::EVENTS_SUBSCRIBE) {
-                    return Ok((LuaValue::Nil, Some(denial)));
+                let call = PluginRequest::EventsSubscribe(Default::default());
+                if let Err(denial) = env2.manifest.permits(&call) {
+                    return Ok((LuaValue::Nil, Some(denial.to_string())));
                 }
                 let types: Vec<String> = match lua.from_value::<Value>(types) {
                     Ok(Value::String(s)) => vec![s],
@@ -712,7 +713,9 @@ impl LuaPlugin {
                     } else {
                         PluginRequest::InjectText(text)
                     };
-                    env.manifest.allows(call.method()).map_err(mlua::Error::runtime)?;
+                    env.manifest
+                        .permits(&call)
+                        .map_err(|d| mlua::Error::runtime(d.to_string()))?;
                     // Refusals are immediate; the hand-over is not waited for (the
                     // function works while the script loads, as it always did).
                     let prepared = match super::services::io::prepare(&deps.injector(), &env.manifest, call, 0) {

@@ -451,24 +451,14 @@ impl PluginProcess {
         );
     }
 
-    /// One request of the plugin: the capability is checked by method name, then the
-    /// frame is decoded once into a [`PluginRequest`] (an unknown method or bad params
-    /// is answered here, typed) and handed to the family that serves it: this
-    /// plugin's own state (`own.rs`), the data and settings services, the `io`
-    /// service, or the registrations below.
+    /// One request of the plugin: the frame is decoded once into a [`PluginRequest`]
+    /// (an unknown method or bad params is answered here, typed), the decoded call's
+    /// capability is checked against the manifest, and the call is handed to the family
+    /// that serves it: this plugin's own state (`own.rs`), the data and settings
+    /// services, the `io` service, or the registrations below.
     fn on_request(&mut self, req: Request, ctx: &mut HostContext<Self>) {
         let Some(conn) = self.conn.clone() else { return };
         let id = req.id;
-        if let Err(denial) = self.manifest.allows(&req.method) {
-            tracing::warn!(plugin = %self.name(), method = %req.method, "call denied");
-            return conn.respond(
-                id,
-                Err(RpcError {
-                    code: RpcError::DENIED,
-                    message: denial,
-                }),
-            );
-        }
         let call = match PluginRequest::from_request(req) {
             Ok(c) => c,
             Err(e) => {
@@ -476,6 +466,10 @@ impl PluginProcess {
                 return conn.respond(id, Err(e.into()));
             }
         };
+        if let Err(denial) = self.manifest.permits(&call) {
+            tracing::warn!(plugin = %self.name(), method = call.method(), "call denied");
+            return conn.respond(id, Err(denial.into()));
+        }
         let Some(call) = self.on_own_request(id, call, ctx) else {
             return;
         };

@@ -212,14 +212,6 @@ pub fn parse_stage(reg: &StageRegister) -> Result<(Stage, Scope), RpcError> {
     Ok((stage, scope))
 }
 
-/// The denial for a call the manifest does not allow, as an RPC error.
-pub fn check(manifest: &Manifest, method: &str) -> Result<(), RpcError> {
-    manifest.allows(method).map_err(|message| RpcError {
-        code: RpcError::DENIED,
-        message,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -48,30 +48,6 @@ impl Capability {
         }
     }
 
-    /// The capability a method needs, by its prefix; `None` for core methods.
-    pub fn required_for(method: &str) -> Option<Capability> {
-        let prefix = method.split('.').next().unwrap_or(method);
-        Some(match prefix {
-            "io" if method != "io.setToolBlocks" => Self::Io,
-            // Declaring how its injected inputs are remembered is part of injecting.
-            "input" => Self::Io,
-            "memory" => Self::Memory,
-            "doc" => Self::DocMemory,
-            "knowledge" => Self::Knowledge,
-            "textmemory" => Self::TextMemory,
-            "llm" => Self::Llm,
-            "social" => Self::Social,
-            "events" => Self::Events,
-            "plugin" if method != "plugin.init" && method != "plugin.start" && method != "plugin.stop" => {
-                Self::PluginMgr
-            }
-            "settings" if method.contains("Core") || method == "settings.plugins" || method == "settings.dump" => {
-                Self::SettingsCross
-            }
-            _ => return None,
-        })
-    }
-
     /// The message a denied call gets: it names what to declare and where.
     pub fn denial(plugin: &str, method: &str, needed: Capability) -> String {
         let known: Vec<_> = Self::ALL.iter().map(|c| c.as_str()).collect();
@@ -83,32 +59,85 @@ impl Capability {
     }
 }
 
+/// A call the plugin's manifest does not grant. Its text names the capability to
+/// declare and where; answered to the plugin as [`crate::frame::RpcError::DENIED`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}{}", Capability::denial(plugin, method, *needed), other_plugin(plugin, other.as_deref()))]
+pub struct Denied {
+    /// The plugin that made the call.
+    pub plugin: String,
+    pub method: &'static str,
+    pub needed: Capability,
+    /// Another plugin whose settings the call touches (`settings.*Plugin`).
+    pub other: Option<String>,
+}
+
+fn other_plugin(me: &str, other: Option<&str>) -> String {
+    other.map_or_else(String::new, |o| {
+        format!(" (it touches plugin `{o}`'s settings; `{me}`'s own settings need no capability)")
+    })
+}
+
+impl From<Denied> for crate::frame::RpcError {
+    fn from(d: Denied) -> Self {
+        Self {
+            code: Self::DENIED,
+            message: d.to_string(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn methods_map_to_capabilities() {
-        assert_eq!(Capability::required_for("memory.recall"), Some(Capability::Memory));
-        assert_eq!(Capability::required_for("io.injectText"), Some(Capability::Io));
-        assert_eq!(Capability::required_for("io.setToolBlocks"), None);
-        assert_eq!(Capability::required_for("tool.register"), None);
-        assert_eq!(Capability::required_for("settings.get"), None);
-        assert_eq!(
-            Capability::required_for("settings.getCore"),
-            Some(Capability::SettingsCross)
-        );
-        for (method, cap) in [
-            ("doc.insert", Some(Capability::DocMemory)),
-            ("knowledge.add", Some(Capability::Knowledge)),
-            ("textmemory.append", Some(Capability::TextMemory)),
-            ("social.getTrait", Some(Capability::Social)),
-            ("events.subscribe", Some(Capability::Events)),
-            ("stage.register", None),
-            ("output.register", None),
-            ("input.register", Some(Capability::Io)),
+    fn decoded_calls_map_to_capabilities() {
+        use crate::request::PluginRequest;
+        use serde_json::json;
+        let needs = |method: &str, params: serde_json::Value| {
+            PluginRequest::from_message(method, params).unwrap().needs("lamp")
+        };
+        for (method, params, cap) in [
+            ("memory.recall", json!({"query": "q"}), Some(Capability::Memory)),
+            ("io.injectText", json!({"text": "t"}), Some(Capability::Io)),
+            ("tool.register", json!({"name": "lamp_on"}), None),
+            ("settings.get", json!({"key": "k"}), None),
+            ("settings.getCore", json!({"key": "k"}), Some(Capability::SettingsCross)),
+            ("doc.insert", json!({"content": "c"}), Some(Capability::DocMemory)),
+            (
+                "knowledge.add",
+                json!({"name": "t", "content": "c"}),
+                Some(Capability::Knowledge),
+            ),
+            (
+                "textmemory.append",
+                json!({"role": "user", "content": "c"}),
+                Some(Capability::TextMemory),
+            ),
+            (
+                "social.getTrait",
+                json!({"name": "p", "trait": "t"}),
+                Some(Capability::Social),
+            ),
+            ("events.subscribe", json!({"topics": ["x"]}), Some(Capability::Events)),
+            ("stage.register", json!({"stage": "on_input"}), None),
+            ("output.register", json!({"name": "lamp"}), None),
+            ("input.register", json!({"name": "lamp"}), Some(Capability::Io)),
+            // The params decide: its own settings are free, another plugin's are not.
+            ("settings.getPlugin", json!({"plugin": "lamp", "key": "k"}), None),
+            (
+                "settings.getPlugin",
+                json!({"plugin": "other", "key": "k"}),
+                Some(Capability::SettingsCross),
+            ),
+            (
+                "settings.listPlugin",
+                json!({"plugin": "other"}),
+                Some(Capability::SettingsCross),
+            ),
         ] {
-            assert_eq!(Capability::required_for(method), cap, "{method}");
+            assert_eq!(needs(method, params.clone()), cap, "{method} {params}");
         }
         let msg = Capability::denial("qq", "memory.recall", Capability::Memory);
         assert!(msg.contains("`memory` capability") && msg.contains("plugin.json"));

@@ -38,7 +38,7 @@ pub const PROTOCOL_VERSION: u32 = 1;
 /// Largest frame (one JSON line, without the newline) either side accepts.
 pub const MAX_FRAME_BYTES: usize = 1024 * 1024;
 
-pub use capability::Capability;
+pub use capability::{Capability, Denied};
 pub use frame::{Frame, FrameError, Request, Response, RpcError, decode, encode};
 pub use handshake::{HandshakeParams, HandshakeReply};
 pub use manifest::{CompatError, EntryKind, Manifest};

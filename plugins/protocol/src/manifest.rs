@@ -4,7 +4,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::capability::Capability;
+use crate::capability::{Capability, Denied};
+use crate::request::PluginRequest;
 
 /// Entry files in probe order when the manifest names none.
 pub const ENTRY_PROBE: [&str; 3] = ["plugin.bin", "main.lua", "SKILL.md"];
@@ -272,12 +273,23 @@ impl Manifest {
         Ok(())
     }
 
-    /// Whether the plugin may call `method`. Least privilege: a capability must be
+    /// Whether the plugin may make `call`. Least privilege: a capability must be
     /// declared to be granted, so a manifest without a list (or with an empty one) gets
     /// the core methods only — a package cannot gain everything by saying nothing.
-    pub fn allows(&self, method: &str) -> Result<(), String> {
-        match Capability::required_for(method) {
-            Some(c) if !self.capabilities.contains(&c) => Err(Capability::denial(&self.name, method, c)),
+    /// Decided on the decoded call ([`PluginRequest::needs`]), so the params count.
+    pub fn permits(&self, call: &PluginRequest) -> Result<(), Denied> {
+        match call.needs(&self.name) {
+            Some(needed) if !self.capabilities.contains(&needed) => Err(Denied {
+                plugin: self.name.clone(),
+                method: call.method(),
+                needed,
+                other: match call {
+                    PluginRequest::SettingsGetPlugin(p) => Some(p.plugin.clone()),
+                    PluginRequest::SettingsSetPlugin(p) => Some(p.plugin.clone()),
+                    PluginRequest::SettingsListPlugin(p) => Some(p.plugin.clone()),
+                    _ => None,
+                },
+            }),
             _ => Ok(()),
         }
     }
@@ -307,24 +319,41 @@ mod tests {
             EntryKind::Subprocess,
             "plugin.bin is probed first"
         );
-        assert!(m.allows("io.injectText").is_ok());
-        assert!(m.allows("memory.recall").unwrap_err().contains("`memory` capability"));
-        assert!(m.allows("tool.register").is_ok());
+        let call = |method: &str, params: serde_json::Value| PluginRequest::from_message(method, params).unwrap();
+        let inject = call("io.injectText", serde_json::json!({"text": "hi"}));
+        let recall = call("memory.recall", serde_json::json!({"query": "q"}));
+        let register = call("tool.register", serde_json::json!({"name": "timer_set"}));
+        assert!(m.permits(&inject).is_ok());
+        assert!(
+            m.permits(&recall)
+                .unwrap_err()
+                .to_string()
+                .contains("`memory` capability")
+        );
+        assert!(m.permits(&register).is_ok());
         // No list, or an empty one, grants nothing beyond the core methods.
         for manifest in [r#"{"name": "bare"}"#, r#"{"name": "bare", "capabilities": []}"#] {
             std::fs::write(dir.join("plugin.json"), manifest).unwrap();
             let m = Manifest::load(&dir).unwrap();
-            assert!(m.allows("tool.register").is_ok());
-            for method in [
-                "io.injectText",
-                "settings.setCore",
-                "memory.recall",
-                "events.subscribe",
-                "plugin.list",
+            assert!(m.permits(&register).is_ok());
+            for denied in [
+                inject.clone(),
+                call("settings.setCore", serde_json::json!({"key": "k"})),
+                recall.clone(),
+                call("events.subscribe", serde_json::json!({})),
+                call("settings.getPlugin", serde_json::json!({"plugin": "other", "key": "k"})),
             ] {
-                assert!(m.allows(method).is_err(), "{manifest}: {method} must be denied");
+                let e = m.permits(&denied).expect_err(manifest);
+                assert!(e.to_string().contains("plugin.json"), "{manifest}: {e}");
             }
+            assert!(
+                m.permits(&call("settings.listPlugin", serde_json::json!({"plugin": "bare"})))
+                    .is_ok(),
+                "its own settings"
+            );
         }
+        // A method outside the protocol is not a call at all.
+        assert!(PluginRequest::from_message("plugin.list", serde_json::json!({})).is_err());
         std::fs::write(dir.join("plugin.json"), r#"{"name": "Bad Name"}"#).unwrap();
         assert!(Manifest::load(&dir).is_err());
         std::fs::write(

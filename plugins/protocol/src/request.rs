@@ -16,6 +16,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::capability::Capability;
 use crate::clock::ClockSet;
 use crate::frame::{Request, RpcError};
 use crate::handshake::HandshakeParams;
@@ -155,8 +156,8 @@ macro_rules! requests {
 }
 
 requests! {
-    /// A call a plugin makes to the kernel. Capabilities are checked by method name
-    /// ([`crate::Manifest::allows`]) before the params are decoded.
+    /// A call a plugin makes to the kernel. Its capability is decided on the decoded
+    /// call ([`PluginRequest::needs`], checked by [`crate::manifest::Manifest::permits`]).
     pub enum PluginRequest {
         /// Offer a tool to the model.
         "tool.register" => ToolRegister(ToolRegister),
@@ -227,6 +228,67 @@ requests! {
         "social.listPersons" => SocialListPersons(NoParams),
         "social.setTrait" => SocialSetTrait(SetTrait),
         "social.relate" => SocialRelate(Relate),
+    }
+}
+
+impl PluginRequest {
+    /// The capability plugin `me` needs to make this call; `None`: any plugin may.
+    ///
+    /// Decided on the decoded call, one arm per method and no catch-all, so a method
+    /// added to the protocol does not compile until someone decides what it needs; and
+    /// the params count where they change the answer: a plugin reads and writes its
+    /// own settings through `settings.*Plugin` freely, another plugin's only with
+    /// `settings_cross`.
+    pub fn needs(&self, me: &str) -> Option<Capability> {
+        use Capability as C;
+        let cross = |plugin: &str| (plugin != me).then_some(C::SettingsCross);
+        match self {
+            Self::ToolRegister(_)
+            | Self::ToolUnregister(_)
+            | Self::StageRegister(_)
+            | Self::OutputRegister(_)
+            | Self::OutputUnregister(_)
+            | Self::ApiRegister(_)
+            | Self::SettingsGet(_)
+            | Self::SettingsSet(_)
+            | Self::SettingsList(_)
+            | Self::SettingsRegisterDef(_)
+            | Self::SettingsDefs(_)
+            | Self::SettingsLanguage(_) => None,
+            // Declaring how its injected inputs are remembered is part of injecting.
+            Self::InputRegister(_)
+            | Self::InjectText(_)
+            | Self::InjectInterrupt(_)
+            | Self::InjectInputSync(_)
+            | Self::InjectMedia(_)
+            | Self::InjectMediaSync(_)
+            | Self::InjectInterruptMedia(_) => Some(C::Io),
+            Self::EventsSubscribe(_) | Self::EventsUnsubscribe(_) | Self::EventsPublish(_) => Some(C::Events),
+            Self::SettingsGetCore(_)
+            | Self::SettingsSetCore(_)
+            | Self::SettingsListCore(_)
+            | Self::SettingsDump(_)
+            | Self::SettingsPlugins(_) => Some(C::SettingsCross),
+            Self::SettingsGetPlugin(p) => cross(&p.plugin),
+            Self::SettingsSetPlugin(p) => cross(&p.plugin),
+            Self::SettingsListPlugin(p) => cross(&p.plugin),
+            Self::LlmListSources(_) | Self::LlmCurrentSource(_) | Self::LlmSetSource(_) => Some(C::Llm),
+            Self::MemoryRecall(_)
+            | Self::MemoryCommit(_)
+            | Self::MemoryIntrospect(_)
+            | Self::MemoryMerge(_)
+            | Self::MemoryPurge(_) => Some(C::Memory),
+            Self::DocQuery(_) | Self::DocInsert(_) | Self::DocRemove(_) | Self::DocStats(_) => Some(C::DocMemory),
+            Self::KnowledgeSearch(_) | Self::KnowledgeAdd(_) | Self::KnowledgeList(_) => Some(C::Knowledge),
+            Self::TextAppend(_) => Some(C::TextMemory),
+            Self::SocialGetPerson(_)
+            | Self::SocialGetTrait(_)
+            | Self::SocialGetNetwork(_)
+            | Self::SocialGetRelations(_)
+            | Self::SocialListPersons(_)
+            | Self::SocialSetTrait(_)
+            | Self::SocialRelate(_) => Some(C::Social),
+        }
     }
 }
 

@@ -10,10 +10,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use homeagent_plugin_protocol::Manifest;
 use homeagent_plugin_protocol::PluginRequest as R;
 use homeagent_plugin_protocol::frame::RpcError;
 use homeagent_plugin_protocol::methods::{self as m, own_setting_key};
-use homeagent_plugin_protocol::{Capability, Manifest};
 use serde_json::{Value, json};
 
 use super::{KernelServices, bad, need, unavailable};
@@ -47,11 +47,6 @@ pub fn serves(req: &R) -> bool {
     )
 }
 
-/// Whether the manifest grants access outside the plugin's own namespace.
-fn grants_cross(manifest: &Manifest) -> bool {
-    manifest.capabilities.is_empty() || manifest.capabilities.contains(&Capability::SettingsCross)
-}
-
 fn denied(message: String) -> RpcError {
     RpcError {
         code: RpcError::DENIED,
@@ -79,23 +74,18 @@ pub fn own_key(me: &str, method: &str, key: &str) -> Result<(String, String), Rp
 }
 
 /// The full key of `plugin`'s setting `key` (short or full), and whether it is the
-/// caller's own. Another plugin's key needs `settings_cross`.
-pub fn plugin_key(manifest: &Manifest, method: &str, plugin: &str, key: &str) -> Result<(String, bool), RpcError> {
-    let me = manifest.name.as_str();
+/// caller's (`me`'s) own. That another plugin's key needs `settings_cross` was decided
+/// on the decoded call, before it got here ([`PluginRequest::needs`]).
+///
+/// [`PluginRequest::needs`]: homeagent_plugin_protocol::request::PluginRequest::needs
+pub fn plugin_key(me: &str, method: &str, plugin: &str, key: &str) -> Result<(String, bool), RpcError> {
     let short = own_setting_key(plugin, key).ok_or_else(|| {
         bad(
             method,
             format!("`key` must be `<key>` or `plugin.{plugin}.<key>`, not `{key}`"),
         )
     })?;
-    let own = plugin == me;
-    if !own && !grants_cross(manifest) {
-        return Err(denied(format!(
-            "{} (it touches plugin `{plugin}`'s settings; `{me}`'s own settings need no capability)",
-            Capability::denial(me, method, Capability::SettingsCross)
-        )));
-    }
-    Ok((format!("{PLUGIN_PREFIX}{plugin}.{short}"), own))
+    Ok((format!("{PLUGIN_PREFIX}{plugin}.{short}"), plugin == me))
 }
 
 /// A core key (anything outside `plugin.*`).
@@ -271,7 +261,7 @@ impl KernelServices {
             R::SettingsGetPlugin(p) => {
                 plugin_param(method, &p.plugin)?;
                 key_param(method, &p.key)?;
-                let (full, own) = plugin_key(manifest, method, &p.plugin, &p.key)?;
+                let (full, own) = plugin_key(&manifest.name, method, &p.plugin, &p.key)?;
                 let v = if own {
                     config.send(GetSetting(full.clone())).await
                 } else {
@@ -283,7 +273,7 @@ impl KernelServices {
             R::SettingsSetPlugin(p) => {
                 plugin_param(method, &p.plugin)?;
                 key_param(method, &p.key)?;
-                let (full, own) = plugin_key(manifest, method, &p.plugin, &p.key)?;
+                let (full, own) = plugin_key(&manifest.name, method, &p.plugin, &p.key)?;
                 let changed = write(full.clone(), p.value).await?;
                 if !own {
                     tracing::info!(plugin = %me, key = %full, "plugin changed another plugin's setting");
@@ -294,7 +284,7 @@ impl KernelServices {
                 plugin_param(method, &p.plugin)?;
                 let plugin = p.plugin.as_str();
                 // Any key of the namespace answers the access question.
-                let (_, own) = plugin_key(manifest, method, plugin, "x")?;
+                let (_, own) = plugin_key(&manifest.name, method, plugin, "x")?;
                 let all = if own {
                     config.send(GetRawSettings).await
                 } else {
@@ -402,6 +392,7 @@ fn plugin_param(method: &str, plugin: &str) -> Result<(), RpcError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use homeagent_plugin_protocol::PluginRequest;
 
     fn manifest(v: Value) -> Manifest {
         serde_json::from_value(v).unwrap()
@@ -420,12 +411,17 @@ mod tests {
             err.message
         );
 
-        let narrow = manifest(json!({"name": "lamp", "capabilities": ["io"]}));
         assert_eq!(
-            plugin_key(&narrow, "settings.getPlugin", "lamp", "color").unwrap(),
+            plugin_key("lamp", "settings.getPlugin", "lamp", "color").unwrap(),
             ("plugin.lamp.color".to_owned(), true)
         );
-        let err = plugin_key(&narrow, "settings.setPlugin", "other", "plugin.other.k").unwrap_err();
+        let narrow = manifest(json!({"name": "lamp", "capabilities": ["io"]}));
+        let set_other = PluginRequest::from_message(
+            "settings.setPlugin",
+            json!({"plugin": "other", "key": "plugin.other.k"}),
+        )
+        .unwrap();
+        let err = RpcError::from(narrow.permits(&set_other).unwrap_err());
         assert_eq!(err.code, RpcError::DENIED);
         assert!(
             err.message.contains("`settings_cross` capability")
@@ -435,15 +431,17 @@ mod tests {
             err.message
         );
         let wide = manifest(json!({"name": "lamp", "capabilities": ["settings_cross"]}));
+        assert!(wide.permits(&set_other).is_ok());
         assert_eq!(
-            plugin_key(&wide, "settings.getPlugin", "other", "k").unwrap(),
+            plugin_key("lamp", "settings.getPlugin", "other", "k").unwrap(),
             ("plugin.other.k".to_owned(), false)
         );
-        // No capability list at all: unrestricted, as for every other method.
-        let open = manifest(json!({"name": "lamp"}));
-        assert!(plugin_key(&open, "settings.getPlugin", "other", "k").is_ok());
+        // No capability list at all: the core methods only, as for every other method
+        // (this once let a plugin without a list touch every plugin's settings).
+        let bare = manifest(json!({"name": "lamp"}));
+        assert!(bare.permits(&set_other).is_err());
         // A full key of another namespace than the one named.
-        assert!(plugin_key(&wide, "settings.getPlugin", "other", "plugin.third.k").is_err());
+        assert!(plugin_key("lamp", "settings.getPlugin", "other", "plugin.third.k").is_err());
 
         assert_eq!(
             core_key("settings.getCore", "core.llm.max_tokens").unwrap(),
