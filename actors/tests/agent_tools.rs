@@ -175,15 +175,17 @@ async fn stack(settings: AgentSettings) -> Stack {
 
 /// A tool that logs `start <name>` / `end <name>`, waits `delay`, and returns its name.
 fn tool(name: &'static str, delay: Duration, log: Arc<Mutex<Vec<String>>>) -> Arc<dyn ToolHandler> {
-    Arc::new(move |_args: Value| -> BoxFuture<'static, Result<String, String>> {
-        let log = log.clone();
-        Box::pin(async move {
-            log.lock().push(format!("start {name}"));
-            tokio::time::sleep(delay).await;
-            log.lock().push(format!("end {name}"));
-            Ok(format!("result of {name}"))
-        })
-    })
+    Arc::new(
+        move |_args: Value| -> BoxFuture<'static, homeagent_actors::stages::ToolResult> {
+            let log = log.clone();
+            Box::pin(async move {
+                log.lock().push(format!("start {name}"));
+                tokio::time::sleep(delay).await;
+                log.lock().push(format!("end {name}"));
+                Ok(format!("result of {name}"))
+            })
+        },
+    )
 }
 
 fn stage_fn(f: impl Fn(&StageContext) -> Patch + Send + Sync + 'static) -> Arc<dyn StageHandler> {
@@ -477,9 +479,11 @@ async fn an_interrupt_during_a_tool_waits_for_the_tool_then_runs_first() {
 #[actix_rt::test]
 async fn a_crashing_task_answers_its_caller_and_the_model_hears_of_it() {
     let s = stack(AgentSettings::default()).await;
-    let boom: Arc<dyn ToolHandler> = Arc::new(|_a: Value| -> BoxFuture<'static, Result<String, String>> {
-        Box::pin(async move { panic!("tool bug") })
-    });
+    let boom: Arc<dyn ToolHandler> = Arc::new(
+        |_a: Value| -> BoxFuture<'static, homeagent_actors::stages::ToolResult> {
+            Box::pin(async move { panic!("tool bug") })
+        },
+    );
     register_tool(&s, "demo_boom", boom).await;
     s.script
         .lock()

@@ -262,7 +262,7 @@ async fn short_circuit_scopes_and_unregistering() {
         "own_tools scope"
     );
 
-    let echo: Arc<dyn ToolHandler> = Arc::new(|a: Value| -> BoxFuture<'static, Result<String, String>> {
+    let echo: Arc<dyn ToolHandler> = Arc::new(|a: Value| -> BoxFuture<'static, homeagent_actors::stages::ToolResult> {
         Box::pin(async move { Ok(a.to_string()) })
     });
     h.send(RegisterTool {

@@ -33,7 +33,10 @@ async fn call(state: &AppState, tool: &str, args: Value) -> Result<String, ApiEr
         ))
     })?;
     tracing::debug!(%tool, "terminal panel call");
-    handler.call(args).await.map_err(ApiError::bad_request)
+    handler
+        .call(args)
+        .await
+        .map_err(|e| ApiError::bad_request(e.to_string()))
 }
 
 fn json_answer(text: &str) -> Result<HttpResponse, ApiError> {

@@ -53,16 +53,22 @@ pub enum PersonaError {
 
 /// What `persona_set` (or the WebUI's form) gives: any of a name, an address, a tone,
 /// and free text. The file is rendered in the catalog's language.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+///
+/// It is also the tool's schema (`persona_set`'s parameters are generated from it):
+/// each field's doc line is what the model reads.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Draft {
+    /// What you are called
     #[serde(default)]
     pub name: String,
+    /// How you address the owner
     #[serde(default)]
     pub address: String,
+    /// The tone the owner likes
     #[serde(default)]
     pub tone: String,
-    /// Anything else about the persona (appearance, habits, what to avoid).
+    /// Anything else about the persona
     #[serde(default)]
     pub text: String,
 }
@@ -226,18 +232,9 @@ impl PersonaFile {
 
 /// The `persona_set` tool's spec.
 pub fn spec() -> crate::stages::ToolSpec {
-    let mut s = crate::stages::ToolSpec::new(
+    let mut s = crate::stages::ToolSpec::typed::<Draft>(
         TOOL,
         "Set your persona: your name, how you address the owner, your tone, and any other text about who you are. Replaces the whole persona (pass everything to keep). The owner confirms the call.",
-        serde_json::json!({
-            "type": "object",
-            "properties": {
-                "name": {"type": "string", "description": "What you are called"},
-                "address": {"type": "string", "description": "How you address the owner"},
-                "tone": {"type": "string", "description": "The tone the owner likes"},
-                "text": {"type": "string", "description": "Anything else about the persona"}
-            }
-        }),
     );
     s.plugin = "builtin.persona".into();
     s.no_memory = true;
@@ -250,17 +247,20 @@ pub fn spec() -> crate::stages::ToolSpec {
 
 /// The tool's handler: renders the draft and writes it.
 pub fn handler(file: Arc<PersonaFile>) -> Arc<dyn crate::stages::ToolHandler> {
+    use crate::stages::{ToolFailure, ToolResult};
+    // Decoded by `Draft::from_args`, not `stages::typed`: the runner's `__` keys are
+    // dropped first, and the WebUI's form decodes the same way.
     Arc::new(
-        move |args: Value| -> futures_util::future::BoxFuture<'static, Result<String, String>> {
+        move |args: Value| -> futures_util::future::BoxFuture<'static, ToolResult> {
             let file = file.clone();
             Box::pin(async move {
                 let text = Draft::from_args(&args)
                     .and_then(|d| d.render())
-                    .map_err(|e| e.to_string())?;
+                    .map_err(ToolFailure::kernel)?;
                 tokio::task::spawn_blocking(move || file.set(&text))
                     .await
-                    .map_err(|e| e.to_string())?
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|e| ToolFailure::kernel(PersonaError::Write(e.to_string())))?
+                    .map_err(ToolFailure::kernel)?;
                 Ok(Msg::PersonaSaved.text())
             })
         },

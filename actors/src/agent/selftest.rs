@@ -391,13 +391,12 @@ impl Selftest {
 
 /// The tool's declaration.
 pub fn spec() -> crate::stages::ToolSpec {
-    let mut s = crate::stages::ToolSpec::new(
+    let mut s = crate::stages::ToolSpec::typed::<crate::stages::tools::NoArgs>(
         SELFTEST_TOOL,
         "Check the agent itself: each LLM source answers a minimal call, the embedder makes a test embedding, \
          every database passes an integrity check and every plugin is running with its tools. \
          Answers one line per part (OK, FAIL, N/C = not configured, OFF = disabled) and a verdict. No arguments; \
          takes a few seconds (a failing source is retried once).",
-        serde_json::json!({"type": "object", "properties": {}}),
     );
     s.plugin = "builtin.healthcheck".into();
     s.no_memory = true;
@@ -406,10 +405,9 @@ pub fn spec() -> crate::stages::ToolSpec {
 
 /// The tool's handler over the live handles.
 pub fn handler(check: std::sync::Arc<Selftest>) -> std::sync::Arc<dyn crate::stages::ToolHandler> {
-    use futures_util::future::BoxFuture;
-    std::sync::Arc::new(move |_: Value| -> BoxFuture<'static, Result<String, String>> {
+    crate::stages::typed(move |_: crate::stages::tools::NoArgs| {
         let check = check.clone();
-        Box::pin(async move { Ok(check.run().await.render()) })
+        async move { Ok::<_, std::convert::Infallible>(check.run().await.render()) }
     })
 }
 

@@ -174,10 +174,15 @@ pub fn spec() -> crate::stages::ToolSpec {
 /// The registry's handler: never reached, since the runner runs `seq_run` itself.
 pub fn handler() -> std::sync::Arc<dyn crate::stages::ToolHandler> {
     use futures_util::future::BoxFuture;
-    std::sync::Arc::new(|_: Value| -> BoxFuture<'static, Result<String, String>> {
-        Box::pin(async { Err("seq_run runs only inside the agent's tool loop".to_owned()) })
+    std::sync::Arc::new(|_: Value| -> BoxFuture<'static, crate::stages::ToolResult> {
+        Box::pin(async { Err(crate::stages::ToolFailure::kernel(OutsideTheLoop)) })
     })
 }
+
+/// `seq_run` reached through the registry (only the runner runs it).
+#[derive(Debug, thiserror::Error)]
+#[error("seq_run runs only inside the agent's tool loop")]
+pub struct OutsideTheLoop;
 
 #[cfg(test)]
 mod tests {

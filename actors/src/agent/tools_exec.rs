@@ -205,7 +205,13 @@ impl ToolRunner {
             if self.tools.get(&call.name).is_some_and(|t| t.spec.origin) {
                 obj.insert(
                     crate::stages::ORIGIN_ARG.into(),
-                    json!({"source": self.source, "channel": self.channel, "task_id": self.task_id, "principal": self.principal, "agent": self.agent}),
+                    json!(crate::stages::Origin {
+                        source: self.source.clone(),
+                        channel: self.channel.clone(),
+                        task_id: self.task_id,
+                        principal: self.principal.clone(),
+                        agent: self.agent.clone(),
+                    }),
                 );
             }
         }
@@ -328,7 +334,14 @@ impl ToolRunner {
         };
         match tokio::time::timeout(self.timeout, tool.handler.call(args)).await {
             Ok(Ok(text)) => (text, true),
-            Ok(Err(e)) => (Msg::ToolFailed { tool: name, error: &e }.text(), false),
+            Ok(Err(e)) => (
+                Msg::ToolFailed {
+                    tool: name,
+                    error: &e.to_string(),
+                }
+                .text(),
+                false,
+            ),
             Err(_) => (
                 Msg::ToolTimedOut {
                     tool: name,
@@ -374,7 +387,14 @@ impl ToolRunner {
         match tokio::time::timeout(self.timeout, deliver.call(msg)).await {
             Ok(Ok(text)) if text.is_empty() => ("ok".into(), true),
             Ok(Ok(text)) => (text, true),
-            Ok(Err(e)) => (Msg::SendFailed { channel, error: &e }.text(), false),
+            Ok(Err(e)) => (
+                Msg::SendFailed {
+                    channel,
+                    error: &e.to_string(),
+                }
+                .text(),
+                false,
+            ),
             Err(_) => (
                 Msg::SendTimedOut {
                     channel,

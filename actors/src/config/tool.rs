@@ -99,11 +99,10 @@ pub fn refusal(key: &str, def: Option<&SettingDef>) -> Option<SetRefusal> {
 
 /// `settings_set`'s arguments: `{values: {key: value}}`, each key checked against
 /// `defs` (the first refusal answers; nothing is written then).
-pub fn parse_set(args: &Value, defs: &[SettingDef]) -> Result<BTreeMap<String, Value>, SetRefusal> {
-    let values = args
-        .get("values")
-        .and_then(Value::as_object)
-        .ok_or(SetRefusal::NoValues)?;
+pub fn parse_set(
+    values: &serde_json::Map<String, Value>,
+    defs: &[SettingDef],
+) -> Result<BTreeMap<String, Value>, SetRefusal> {
     if values.is_empty() {
         return Err(SetRefusal::NoValues);
     }
@@ -145,17 +144,43 @@ fn listing(prefix: &str, defs: &[SettingDef], values: &BTreeMap<String, Value>) 
     out.to_string()
 }
 
+/// `settings_get`'s arguments.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct GetArgs {
+    /// e.g. core.agent. or core.llm.
+    #[serde(default)]
+    prefix: String,
+}
+
+/// `settings_set`'s arguments.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct SetArgs {
+    /// key → new value
+    values: serde_json::Map<String, Value>,
+}
+
+/// Why a settings tool did nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsToolError {
+    #[error(transparent)]
+    Refused(#[from] SetRefusal),
+    #[error(transparent)]
+    Unavailable(#[from] crate::addr::SendError),
+    #[error(transparent)]
+    Read(super::ConfigError),
+    #[error("{0}; nothing was changed")]
+    Unchanged(super::ConfigError),
+}
+
 fn specs() -> [ToolSpec; 2] {
-    let mut get = ToolSpec::new(
+    let mut get = ToolSpec::typed::<GetArgs>(
         GET,
         "List the daemon's settings whose key starts with `prefix` (all if empty): value (secrets masked), what each does, and whether you may change it with settings_set.",
-        json!({"type": "object", "properties": {"prefix": {"type": "string", "description": "e.g. core.agent. or core.llm."}}}),
     );
     get.parallel_safe = true;
-    let mut set = ToolSpec::new(
+    let mut set = ToolSpec::typed::<SetArgs>(
         SET,
         "Change some of the daemon's settings: {\"values\": {key: value}}. Security settings, secrets, addresses, URLs and paths are the owner's alone. Each change is recorded as yours and the owner can revert it.",
-        json!({"type": "object", "properties": {"values": {"type": "object", "description": "key → new value"}}, "required": ["values"]}),
     );
     set.serial = true;
     let mut out = [get, set];
@@ -171,31 +196,35 @@ fn specs() -> [ToolSpec; 2] {
 
 /// Registers both tools with the stage host.
 pub async fn register(config: TAddr<ConfigActor>, stages: &TAddr<StageHost>) -> Result<(), String> {
-    crate::stages::tools::register_family(stages, specs(), move |tool, args| {
-        let config = config.clone();
-        async move { run(&config, &tool, &args).await }
-    })
-    .await
+    let [get, set] = specs();
+    let c = config.clone();
+    let get_h = crate::stages::typed(move |a: GetArgs| {
+        let c = c.clone();
+        async move { settings_get(&c, a.prefix.trim()).await }
+    });
+    let set_h = crate::stages::typed(move |a: SetArgs| {
+        let c = config.clone();
+        async move { settings_set(&c, &a.values).await }
+    });
+    crate::stages::tools::register_all(stages, [(get, get_h), (set, set_h)]).await
 }
 
-/// One call of either tool.
-async fn run(config: &TAddr<ConfigActor>, tool: &str, args: &Value) -> Result<String, String> {
-    let defs = config.send(GetDefs).await.map_err(|e| e.to_string())?;
-    if tool == GET {
-        let prefix = args.get("prefix").and_then(Value::as_str).unwrap_or("").trim();
-        let values = config
-            .send(GetSettings)
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())?;
-        return Ok(listing(prefix, &defs, &values));
-    }
-    let values = parse_set(args, &defs).map_err(|e| e.to_string())?;
+async fn settings_get(config: &TAddr<ConfigActor>, prefix: &str) -> Result<String, SettingsToolError> {
+    let defs = config.send(GetDefs).await?;
+    let values = config.send(GetSettings).await?.map_err(SettingsToolError::Read)?;
+    Ok(listing(prefix, &defs, &values))
+}
+
+async fn settings_set(
+    config: &TAddr<ConfigActor>,
+    values: &serde_json::Map<String, Value>,
+) -> Result<String, SettingsToolError> {
+    let defs = config.send(GetDefs).await?;
+    let values = parse_set(values, &defs)?;
     let changes = config
         .send(UpdateSettings(values, Author::Model))
-        .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| format!("{e}; nothing was changed"))?;
+        .await?
+        .map_err(SettingsToolError::Unchanged)?;
     let keys: Vec<&String> = changes.iter().map(|c| &c.key).collect();
     tracing::info!(?keys, "the model changed settings");
     Ok(json!({ "changed": keys }).to_string())
@@ -258,12 +287,25 @@ mod tests {
     #[test]
     fn one_refused_key_refuses_the_whole_change() {
         let defs = defs();
-        let ok = parse_set(&json!({"values": {"core.llm.temperature": 0.3}}), &defs).unwrap();
+        let set = |v: Value| {
+            let a: SetArgs = crate::stages::tools::decode_args(v).unwrap();
+            parse_set(&a.values, &defs)
+        };
+        let ok = set(json!({"values": {"core.llm.temperature": 0.3}})).unwrap();
         assert_eq!(ok.len(), 1);
         let mixed = json!({"values": {"core.llm.temperature": 0.3, "core.security.tool_deny": ""}});
-        assert!(matches!(parse_set(&mixed, &defs), Err(SetRefusal::Security(_))));
-        assert_eq!(parse_set(&json!({}), &defs), Err(SetRefusal::NoValues));
-        assert_eq!(parse_set(&json!({"values": {}}), &defs), Err(SetRefusal::NoValues));
+        assert!(matches!(set(mixed), Err(SetRefusal::Security(_))));
+        assert_eq!(set(json!({"values": {}})), Err(SetRefusal::NoValues));
+        // No `values` at all does not fit the schema, which requires it; the answer
+        // names the field.
+        let e = crate::stages::tools::decode_args::<SetArgs>(json!({})).err().unwrap();
+        assert!(e.to_string().contains("missing field `values`"), "{e}");
+        assert_eq!(
+            specs()[1].parameters,
+            json!({"type": "object", "properties": {"values": {"type": "object", "description": "key → new value",
+                "additionalProperties": true}}, "required": ["values"]}),
+            "the schema the model sees"
+        );
     }
 
     #[test]

@@ -652,6 +652,19 @@ pub enum InstallError {
     Start(String),
 }
 
+/// `skill_info`'s arguments.
+#[derive(serde::Deserialize)]
+struct SkillInfo {
+    name: String,
+}
+
+/// Why `skill_info` answered nothing.
+#[derive(Debug, thiserror::Error)]
+enum SkillError {
+    #[error("no skill `{name}`; skills: {}", known.join(", "))]
+    Unknown { name: String, known: Vec<String> },
+}
+
 /// The `skill_info` tool over the loaded skills, and the index for the system prompt.
 pub fn skills_tool(
     entries: &[Arc<PluginEntry>],
@@ -674,22 +687,14 @@ pub fn skills_tool(
     spec.plugin = "skills".into();
     spec.parallel_safe = true;
     spec.no_memory = true;
-    let handler: Arc<dyn crate::stages::ToolHandler> = Arc::new(
-        move |args: serde_json::Value| -> futures_util::future::BoxFuture<'static, Result<String, String>> {
-            let name = args
-                .get("name")
-                .and_then(serde_json::Value::as_str)
-                .unwrap_or("")
-                .to_owned();
-            let found = skills.iter().find(|s| s.name == name).cloned();
-            let known: Vec<String> = skills.iter().map(|s| s.name.clone()).collect();
-            Box::pin(async move {
-                match found {
-                    Some(s) => Ok(format!("# Skill: {}\n{}\n\n{}", s.name, s.description, s.body)),
-                    None => Err(format!("no skill `{name}`; skills: {}", known.join(", "))),
-                }
-            })
-        },
-    );
+    // The schema stays written out: its `enum` is the skills installed now.
+    let handler = crate::stages::typed(move |SkillInfo { name }: SkillInfo| {
+        let found = skills.iter().find(|s| s.name == name).cloned();
+        let known: Vec<String> = skills.iter().map(|s| s.name.clone()).collect();
+        std::future::ready(match found {
+            Some(s) => Ok(format!("# Skill: {}\n{}\n\n{}", s.name, s.description, s.body)),
+            None => Err(SkillError::Unknown { name, known }),
+        })
+    });
     Some((index, spec, handler))
 }

@@ -911,12 +911,11 @@ impl LuaPlugin {
         for (i, (spec, _)) in self.tools.iter().enumerate() {
             let (m, plugin) = (me.clone(), self.name.clone());
             let handler: Arc<dyn ToolHandler> =
-                Arc::new(move |args: Value| -> BoxFuture<'static, Result<String, String>> {
+                Arc::new(move |args: Value| -> BoxFuture<'static, crate::stages::ToolResult> {
                     let m = m.clone();
-                    Box::pin(bounded(
-                        plugin.clone(),
-                        async move { m.send(CallLuaTool(i, args)).await },
-                    ))
+                    let call = bounded(plugin.clone(), async move { m.send(CallLuaTool(i, args)).await });
+                    // A script's error is its text.
+                    Box::pin(async move { call.await.map_err(crate::stages::ToolFailure::Text) })
                 });
             self.info.tools.lock().push(spec.name.clone());
             let _ = stages.do_send(RegisterTool {
@@ -947,12 +946,10 @@ impl LuaPlugin {
         for (i, (reg, _)) in self.outputs.iter().enumerate() {
             let (m, plugin) = (me.clone(), self.name.clone());
             let deliver: super::services::Deliver =
-                Arc::new(move |msg: Value| -> BoxFuture<'static, Result<String, String>> {
+                Arc::new(move |msg: Value| -> BoxFuture<'static, crate::stages::ToolResult> {
                     let m = m.clone();
-                    Box::pin(bounded(
-                        plugin.clone(),
-                        async move { m.send(CallLuaOutput(i, msg)).await },
-                    ))
+                    let call = bounded(plugin.clone(), async move { m.send(CallLuaOutput(i, msg)).await });
+                    Box::pin(async move { call.await.map_err(crate::stages::ToolFailure::Text) })
                 });
             if let Err(e) = self.deps.services.register_output(&self.name, reg, deliver) {
                 tracing::warn!(plugin = %self.name, "output channel `{}` refused: {}", reg.name, e.message);

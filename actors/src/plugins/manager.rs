@@ -521,21 +521,24 @@ fn keywords_of(name: &str) -> &'static str {
     }
 }
 
-/// Registers every manager tool with the stage host.
+/// Registers every manager tool with the stage host. [`parse`] decodes each call into
+/// an [`Action`] (the schemas above are written out: one argument each).
 pub async fn register(mgr: Arc<Manager>) -> Result<(), String> {
     let stages = mgr.stages.clone();
     crate::stages::tools::register_family(&stages, specs(), move |tool, args| {
         let m = mgr.clone();
         async move {
-            let action = parse(&tool, &args).map_err(|e| e.to_string())?;
+            let action = parse(&tool, &args).map_err(ToolFailure::kernel)?;
             m.run(action).await.map_err(|e| {
                 tracing::warn!(tool = %tool, "pluginmgr refused: {e}");
-                e.to_string()
+                ToolFailure::kernel(e)
             })
         }
     })
     .await
 }
+
+use crate::stages::ToolFailure;
 
 #[cfg(test)]
 mod tests {

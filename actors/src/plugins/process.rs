@@ -28,7 +28,8 @@ use crate::addr::TAddr;
 use crate::agent::intake::{EventLoop, InterceptLoop};
 use crate::host::{Host, HostContext, KernelActor};
 use crate::stages::{
-    Patch, RegisterStage, RegisterTool, Stage, StageContext, StageHandler, StageHost, ToolHandler, UnregisterPlugin,
+    Patch, RegisterStage, RegisterTool, Stage, StageContext, StageHandler, StageHost, ToolFailure, ToolHandler,
+    UnregisterPlugin,
 };
 
 mod own;
@@ -576,12 +577,15 @@ impl PluginProcess {
             PluginRequest::OutputRegister(reg) => {
                 let c = conn.clone();
                 let deliver: services::Deliver =
-                    Arc::new(move |msg: Value| -> BoxFuture<'static, Result<String, String>> {
+                    Arc::new(move |msg: Value| -> BoxFuture<'static, crate::stages::ToolResult> {
                         let c = c.clone();
                         Box::pin(async move {
                             let msg = serde_json::from_value::<OutputInvoke>(msg)
-                                .map_err(|e| format!("a channel message without `channel`: {e}"))?;
-                            let v = c.request(KernelRequest::OutputInvoke(msg)).await?;
+                                .map_err(|e| ToolFailure::Text(format!("a channel message without `channel`: {e}")))?;
+                            let v = c
+                                .request(KernelRequest::OutputInvoke(msg))
+                                .await
+                                .map_err(ToolFailure::Text)?;
                             Ok(v.get("text").and_then(Value::as_str).unwrap_or("").to_owned())
                         })
                     });
@@ -718,17 +722,19 @@ struct PluginTool {
 }
 
 impl ToolHandler for PluginTool {
-    fn call(&self, args: Value) -> BoxFuture<'static, Result<String, String>> {
+    /// The plugin's answer is text on the wire, so its failure is
+    /// [`ToolFailure::Text`].
+    fn call(&self, args: Value) -> BoxFuture<'static, crate::stages::ToolResult> {
         let conn = self.conn.clone();
         let call = KernelRequest::ToolInvoke(ToolInvoke {
             name: self.tool.clone(),
             args,
         });
         Box::pin(async move {
-            let v = conn.request(call).await?;
+            let v = conn.request(call).await.map_err(ToolFailure::Text)?;
             serde_json::from_value::<ToolResult>(v)
                 .map(|r| r.text)
-                .map_err(|e| format!("the plugin answered tool.invoke without `text`: {e}"))
+                .map_err(|e| ToolFailure::Text(format!("the plugin answered tool.invoke without `text`: {e}")))
         })
     }
 }

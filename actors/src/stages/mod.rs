@@ -16,4 +16,6 @@ pub use host::{
     GetTools, RegisterStage, RegisterTool, RunStage, StageCell, StageHost, StageState, UnregisterPlugin,
     UnregisterTool, has_handlers,
 };
-pub use tools::{ORIGIN_ARG, ToolHandler, ToolRegistry, ToolSpec, origin_agent};
+pub use tools::{
+    ORIGIN_ARG, Origin, ToolFailure, ToolHandler, ToolRegistry, ToolResult, ToolSpec, origin_agent, typed,
+};

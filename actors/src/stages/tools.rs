@@ -12,17 +12,223 @@ use crate::llm::{ToolDef, types::ToolFunction};
 /// the stored text is never changed.
 pub type Cleaner = Arc<dyn Fn(&str) -> String + Send + Sync>;
 
+/// Why a tool call failed. Its text is what the model reads (the runner wraps it in
+/// the catalog's "tool failed" line); the variant says where it came from.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolFailure {
+    /// The arguments do not fit the tool's schema; nothing ran. Decoded once, by
+    /// [`typed`], naming the field.
+    #[error("invalid arguments: {0}; call it again with the arguments its schema describes")]
+    Arguments(String),
+    /// A kernel tool's own typed error.
+    #[error(transparent)]
+    Kernel(Box<dyn std::error::Error + Send + Sync>),
+    /// A failure known only by its text: a plugin's or a script's answer (the wire
+    /// carries text), or a kernel tool family not yet given an error type.
+    #[error("{0}")]
+    Text(String),
+}
+
+impl ToolFailure {
+    /// A kernel tool's typed error.
+    pub fn kernel(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self::Kernel(Box::new(e))
+    }
+}
+
+/// A tool's result: its text for the model, or why it failed.
+pub type ToolResult = Result<String, ToolFailure>;
+
 /// Runs a tool: arguments in, text out (`Err` = a tool error shown to the model).
 pub trait ToolHandler: Send + Sync {
-    fn call(&self, args: Value) -> BoxFuture<'static, Result<String, String>>;
+    fn call(&self, args: Value) -> BoxFuture<'static, ToolResult>;
 }
 
 impl<F> ToolHandler for F
 where
-    F: Fn(Value) -> BoxFuture<'static, Result<String, String>> + Send + Sync,
+    F: Fn(Value) -> BoxFuture<'static, ToolResult> + Send + Sync,
 {
-    fn call(&self, args: Value) -> BoxFuture<'static, Result<String, String>> {
+    fn call(&self, args: Value) -> BoxFuture<'static, ToolResult> {
         self(args)
+    }
+}
+
+/// A kernel tool's handler from a function of its typed arguments `A`.
+///
+/// The model's JSON is decoded once, here: a value that does not fit is answered
+/// [`ToolFailure::Arguments`] naming the field, and the function never runs; the
+/// function's error `E` (the tool family's own enum) becomes [`ToolFailure::Kernel`].
+/// The schema the model sees comes from the same type ([`ToolSpec::typed`]), so the
+/// two cannot disagree.
+pub fn typed<A, E, F, Fut>(f: F) -> Arc<dyn ToolHandler>
+where
+    A: serde::de::DeserializeOwned + Send + 'static,
+    E: std::error::Error + Send + Sync + 'static,
+    F: Fn(A) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<String, E>> + Send + 'static,
+{
+    Arc::new(move |args: Value| -> BoxFuture<'static, ToolResult> {
+        match decode_args::<A>(args) {
+            Ok(a) => {
+                let fut = f(a);
+                Box::pin(async move { fut.await.map_err(ToolFailure::kernel) })
+            }
+            Err(e) => Box::pin(std::future::ready(Err(e))),
+        }
+    })
+}
+
+/// The arguments of a tool that takes none (any given are ignored).
+#[derive(Debug, Default, serde::Deserialize, schemars::JsonSchema)]
+pub struct NoArgs {}
+
+/// A tool's arguments as `A` (an absent or `null` argument object reads as `{}`).
+pub fn decode_args<A: serde::de::DeserializeOwned>(args: Value) -> Result<A, ToolFailure> {
+    let args = if args.is_null() {
+        Value::Object(Default::default())
+    } else {
+        args
+    };
+    serde_path_to_error::deserialize(args).map_err(|e| {
+        let path = e.path().to_string();
+        if path == "." {
+            ToolFailure::Arguments(e.into_inner().to_string())
+        } else {
+            ToolFailure::Arguments(format!("`{path}`: {}", e.into_inner()))
+        }
+    })
+}
+
+/// The JSON Schema of `A` as the model is shown it: subschemas inlined (vendors differ
+/// on `$ref`), optional fields without a `null` type, no `$schema` or `title`.
+pub fn schema_of<A: schemars::JsonSchema>() -> Value {
+    let mut settings = schemars::generate::SchemaSettings::draft2020_12();
+    settings.inline_subschemas = true;
+    settings.meta_schema = None;
+    let schema = settings.into_generator().into_root_schema_for::<A>();
+    let mut v = schema.to_value();
+    plain(&mut v);
+    if let Some(o) = v.as_object_mut() {
+        o.remove("title");
+        o.remove("description");
+        if !o.contains_key("properties") {
+            o.insert("properties".into(), Value::Object(Default::default()));
+        }
+    }
+    v
+}
+
+/// Makes a generated schema read as a hand-written one would, for every vendor: an
+/// optional field is just its type (no `null` alternative: absent means unset); the
+/// generator's numeric `format`s (`uint`, `double`, ...), which some vendors refuse,
+/// and its `default`s are dropped.
+fn plain(v: &mut Value) {
+    let Value::Object(o) = v else { return };
+    if let Some(Value::Array(types)) = o.get_mut("type") {
+        types.retain(|t| t != "null");
+        if types.len() == 1 {
+            let t = types.remove(0);
+            o.insert("type".into(), t);
+        }
+    }
+    for key in ["anyOf", "oneOf"] {
+        if let Some(Value::Array(alts)) = o.get_mut(key) {
+            alts.retain(|a| a.get("type").is_none_or(|t| t != "null") && a.get("const") != Some(&Value::Null));
+            if alts.len() == 1 {
+                let Some(Value::Object(only)) = alts.pop() else {
+                    unreachable!()
+                };
+                o.remove(key);
+                for (k, x) in only {
+                    o.entry(k).or_insert(x);
+                }
+            }
+        }
+    }
+    if o.get("type")
+        .and_then(Value::as_str)
+        .is_some_and(|t| t == "integer" || t == "number")
+    {
+        o.remove("format");
+    }
+    // `#[serde(default)]`'s value (`null`, `""`): the description says a default.
+    o.remove("default");
+    // Only where subschemas are: a property may be called `default` or `format`.
+    for (k, sub) in o.iter_mut() {
+        match (k.as_str(), sub) {
+            ("properties" | "$defs", Value::Object(named)) => named.values_mut().for_each(plain),
+            ("anyOf" | "oneOf" | "allOf", Value::Array(alts)) => alts.iter_mut().for_each(plain),
+            ("items" | "additionalProperties", sub) => plain(sub),
+            _ => {}
+        }
+    }
+}
+
+/// Who called a tool whose spec asks ([`ToolSpec::origin`]), as the runner fills
+/// [`ORIGIN_ARG`]. A typed tool reads it as a field
+/// `#[serde(rename = "__origin", default)] #[schemars(skip)] origin: Origin`.
+///
+/// Reading it never fails: an absent or unreadable origin (a call that did not pass
+/// the runner) is [`Origin::unknown`], a guest — never more than the caller was.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Origin {
+    pub source: String,
+    pub channel: String,
+    pub task_id: u64,
+    pub principal: crate::firewall::Principal,
+    /// Which agent runs the call: `""` the main agent, else a helper's or resident's id.
+    pub agent: String,
+}
+
+impl Origin {
+    /// The origin of a call that did not pass the runner: a guest nobody knows.
+    pub fn unknown() -> Self {
+        Self {
+            source: String::new(),
+            channel: String::new(),
+            task_id: 0,
+            principal: crate::firewall::Principal::plugin_guest("unknown"),
+            agent: String::new(),
+        }
+    }
+
+    /// The origin the runner put in `args`.
+    pub fn of(args: &Value) -> Self {
+        serde_json::from_value(args[ORIGIN_ARG].clone()).unwrap_or_else(|_| Self::unknown())
+    }
+}
+
+impl Default for Origin {
+    fn default() -> Self {
+        Self::unknown()
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Origin {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(serde::Deserialize)]
+        struct Wire {
+            #[serde(default)]
+            source: String,
+            #[serde(default)]
+            channel: String,
+            #[serde(default)]
+            task_id: u64,
+            principal: crate::firewall::Principal,
+            #[serde(default)]
+            agent: String,
+        }
+        let v = Value::deserialize(d)?;
+        Ok(serde_json::from_value::<Wire>(v).map_or_else(
+            |_| Self::unknown(),
+            |w| Self {
+                source: w.source,
+                channel: w.channel,
+                task_id: w.task_id,
+                principal: w.principal,
+                agent: w.agent,
+            },
+        ))
     }
 }
 
@@ -32,6 +238,7 @@ pub const ORIGIN_ARG: &str = "__origin";
 
 /// Which agent ran a call, from the runner's [`ORIGIN_ARG`] (`""`: the main agent).
 pub fn origin_agent(args: &Value) -> &str {
+    // Read in place (no copy): the graph tools ask it on every call.
     args[ORIGIN_ARG]["agent"].as_str().unwrap_or("")
 }
 
@@ -82,6 +289,12 @@ impl ToolSpec {
         self.network || !self.paths.is_empty()
     }
 
+    /// A kernel tool whose parameters are the schema of its typed arguments `A`
+    /// (see [`typed`]).
+    pub fn typed<A: schemars::JsonSchema>(name: &str, description: &str) -> Self {
+        Self::new(name, description, schema_of::<A>())
+    }
+
     pub fn new(name: &str, description: &str, parameters: Value) -> Self {
         Self {
             name: name.to_owned(),
@@ -118,7 +331,6 @@ impl ToolSpec {
     }
 }
 
-/// Comma-separated words as [`ToolSpec::keywords`].
 /// Registers each of `specs` with `stages`, every call answered by `call(tool, args)`:
 /// the shape of the kernel's built-in tool families (the plugin manager, the settings
 /// tools), one handler per family.
@@ -129,14 +341,12 @@ pub async fn register_family<F, Fut>(
 ) -> Result<(), String>
 where
     F: Fn(String, Value) -> Fut + Send + Sync + Clone + 'static,
-    Fut: std::future::Future<Output = Result<String, String>> + Send + 'static,
+    Fut: std::future::Future<Output = ToolResult> + Send + 'static,
 {
     for spec in specs {
         let (call, tool) = (call.clone(), spec.name.clone());
         let handler: Arc<dyn ToolHandler> =
-            Arc::new(move |args: Value| -> BoxFuture<'static, Result<String, String>> {
-                Box::pin(call(tool.clone(), args))
-            });
+            Arc::new(move |args: Value| -> BoxFuture<'static, ToolResult> { Box::pin(call(tool.clone(), args)) });
         stages
             .send(super::RegisterTool { spec, handler })
             .await
@@ -146,6 +356,22 @@ where
     Ok(())
 }
 
+/// Registers each tool with `stages`, in order; the first refusal stops it.
+pub async fn register_all(
+    stages: &crate::addr::TAddr<super::StageHost>,
+    tools: impl IntoIterator<Item = (ToolSpec, Arc<dyn ToolHandler>)>,
+) -> Result<(), String> {
+    for (spec, handler) in tools {
+        stages
+            .send(super::RegisterTool { spec, handler })
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// Comma-separated words as [`ToolSpec::keywords`].
 pub fn keywords(words: &str) -> Vec<String> {
     words
         .split(',')
@@ -286,9 +512,7 @@ mod tests {
     use serde_json::json;
 
     fn echo() -> Arc<dyn ToolHandler> {
-        Arc::new(|args: Value| -> BoxFuture<'static, Result<String, String>> {
-            Box::pin(async move { Ok(args.to_string()) })
-        })
+        Arc::new(|args: Value| -> BoxFuture<'static, ToolResult> { Box::pin(async move { Ok(args.to_string()) }) })
     }
 
     #[test]
@@ -332,5 +556,73 @@ mod tests {
         assert!(!r.batch_is_parallel(&["a_x", "c_x"]));
         assert!(!r.batch_is_parallel(&["a_x", "unknown"]));
         assert!(!r.batch_is_parallel(&["a_x"]), "a single call is just run");
+    }
+}
+
+#[cfg(test)]
+mod typed_tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A tool's arguments as a kernel tool declares them.
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct Args {
+        /// what to look for
+        query: String,
+        /// how many (default 3)
+        #[serde(default)]
+        top_k: Option<usize>,
+        #[serde(rename = "__origin", default)]
+        #[schemars(skip)]
+        origin: Origin,
+    }
+
+    #[test]
+    fn a_typed_tools_schema_reads_as_a_hand_written_one() {
+        assert_eq!(
+            schema_of::<Args>(),
+            json!({"type": "object", "properties": {
+                "query": {"type": "string", "description": "what to look for"},
+                "top_k": {"type": "integer", "minimum": 0, "description": "how many (default 3)"}
+            }, "required": ["query"]})
+        );
+        assert_eq!(schema_of::<NoArgs>(), json!({"type": "object", "properties": {}}));
+    }
+
+    #[actix_rt::test]
+    async fn arguments_are_decoded_once_and_a_misfit_names_its_field() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("nothing about {0}")]
+        struct Nothing(String);
+        let h = typed(|a: Args| async move {
+            if a.query == "none" {
+                Err(Nothing(a.query))
+            } else {
+                Ok(format!(
+                    "{} x{} for {}",
+                    a.query,
+                    a.top_k.unwrap_or(3),
+                    a.origin.principal.name
+                ))
+            }
+        });
+        let owner = json!({"principal": crate::firewall::Principal::owner()});
+        assert_eq!(
+            h.call(json!({"query": "cats", "__origin": owner})).await.unwrap(),
+            "cats x3 for owner"
+        );
+        // Without the runner's origin (or with one that does not read): a guest.
+        let r = h
+            .call(json!({"query": "cats", "__origin": {"principal": "owner"}}))
+            .await
+            .unwrap();
+        assert!(!r.ends_with("for owner"), "{r}");
+        let e = h.call(json!({"query": "cats", "top_k": "two"})).await.unwrap_err();
+        assert!(matches!(e, ToolFailure::Arguments(_)), "{e:?}");
+        assert!(e.to_string().contains("`top_k`"), "{e}");
+        assert!(matches!(h.call(Value::Null).await, Err(ToolFailure::Arguments(_))));
+        let e = h.call(json!({"query": "none"})).await.unwrap_err();
+        assert!(matches!(e, ToolFailure::Kernel(_)), "{e:?}");
+        assert_eq!(e.to_string(), "nothing about none");
     }
 }

@@ -21,7 +21,7 @@ pub mod core;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 pub use self::core::{ChildBook, ChildCmd, ChildEnd, ChildError, Fetch, Spawn};
 use super::channels::Channels;
@@ -33,7 +33,7 @@ use crate::addr::{SendError, TAddr};
 use crate::i18n::Msg;
 use crate::memory::actor::ContextActor;
 use crate::memory::store::MemoryStore;
-use crate::stages::{ToolHandler, ToolSpec};
+use crate::stages::{Origin, ToolHandler, ToolSpec};
 use crate::supervisor::{RestartPolicy, SupervisorConfig, SupervisorRef};
 use futures_util::future::BoxFuture;
 
@@ -58,12 +58,43 @@ const TASK_ID_BASE: u64 = 1 << 40;
 /// Characters of a result shown in the announcement.
 const PREVIEW_CHARS: usize = 200;
 
+/// `spawn_child`'s arguments.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+pub struct SpawnArgs {
+    /// the job, complete and self-contained: the helper sees nothing of this conversation
+    pub task: String,
+    /// most tool rounds (default 5)
+    #[schemars(range(min = core::MIN_TURNS, max = core::MAX_TURNS))]
+    #[serde(default)]
+    pub max_turns: Option<i64>,
+    #[serde(rename = "__origin", default)]
+    #[schemars(skip)]
+    pub origin: Origin,
+}
+
+/// `child_result`'s arguments.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+pub struct ResultArgs {
+    pub id: String,
+}
+
+/// Why a helper tool did nothing (or a helper failed).
+#[derive(Debug, thiserror::Error)]
+pub enum ChildToolError {
+    #[error(transparent)]
+    Refused(#[from] core::ChildError),
+    /// Booked, but its subtree did not start (the text says what to do).
+    #[error("{0}")]
+    NotStarted(String),
+    #[error("helper {id} failed: {error}")]
+    Failed { id: String, error: String },
+}
+
 /// Who the calling task speaks for, from the runner's [`ORIGIN_ARG`]: a sub-agent's
 /// work speaks for the same principal (a guest's helper is a guest), never more.
 /// Absent or unreadable (a call that did not pass the runner): a guest.
 pub fn origin_principal(args: &Value) -> crate::firewall::Principal {
-    serde_json::from_value(args[ORIGIN_ARG]["principal"].clone())
-        .unwrap_or_else(|_| crate::firewall::Principal::plugin_guest("unknown"))
+    Origin::of(args).principal
 }
 
 /// The scheduler link of a helper's only task: never yield, never a stop, nothing to
@@ -166,22 +197,15 @@ impl Children {
     }
 
     /// `spawn_child`: books the helper, starts its subtree, answers at once.
-    pub async fn spawn(&self, args: Value) -> Result<String, String> {
-        let task = args.get("task").and_then(Value::as_str).unwrap_or("");
-        let turns = args.get("max_turns").and_then(Value::as_i64);
-        let channel = args[ORIGIN_ARG]["channel"].as_str().unwrap_or("");
-        let spawn = self
-            .0
-            .book
-            .lock()
-            .spawn(task, turns, channel)
-            .map_err(|e| e.to_string())?;
+    pub async fn spawn(&self, args: SpawnArgs) -> Result<String, ChildToolError> {
+        let origin = args.origin;
+        let spawn = self.0.book.lock().spawn(&args.task, args.max_turns, &origin.channel)?;
         tracing::info!(child = %spawn.id, max_turns = spawn.max_turns, notify = %spawn.notify, "spawn_child");
-        if let Err(e) = self.start(&spawn, origin_principal(&args)).await {
+        if let Err(e) = self.start(&spawn, origin.principal).await {
             let text = format!("the helper could not be started ({e}); do the job yourself or retry later");
             tracing::error!(child = %spawn.id, "{text}");
             self.ended(&spawn.id, ChildEnd::Failed(text.clone()));
-            return Err(text);
+            return Err(ChildToolError::NotStarted(text));
         }
         Ok(Msg::ChildStarted {
             id: &spawn.id,
@@ -287,13 +311,17 @@ impl Children {
     }
 
     /// `child_result`.
-    pub fn fetch(&self, args: &Value) -> Result<String, String> {
-        let id = args.get("id").and_then(Value::as_str).unwrap_or("");
-        let fetch = self.0.book.lock().fetch(id).map_err(|e| e.to_string())?;
+    pub fn fetch(&self, id: &str) -> Result<String, ChildToolError> {
+        let fetch = self.0.book.lock().fetch(id)?;
         Ok(match fetch {
             Fetch::Running => Msg::ChildRunning { id }.text(),
             Fetch::Result(ChildEnd::Done(text)) => text,
-            Fetch::Result(ChildEnd::Failed(e)) => return Err(format!("helper {id} failed: {e}")),
+            Fetch::Result(ChildEnd::Failed(error)) => {
+                return Err(ChildToolError::Failed {
+                    id: id.to_owned(),
+                    error,
+                });
+            }
             Fetch::AlreadyDelivered => Msg::ChildDelivered { id }.text(),
             Fetch::Evicted => Msg::ChildEvicted {
                 id,
@@ -305,13 +333,9 @@ impl Children {
 
     /// The two tools, to register with the stage host.
     pub fn tools(&self) -> Vec<(ToolSpec, Arc<dyn ToolHandler>)> {
-        let mut spawn = ToolSpec::new(
+        let mut spawn = ToolSpec::typed::<SpawnArgs>(
             SPAWN_TOOL,
             "Start a helper that does one self-contained job on its own, in parallel with you (it has the same tools, except output channels and helpers). Returns at once with its id; when it ends you get a message, then child_result gives its answer. Use it to fan out independent work.",
-            json!({"type": "object", "properties": {
-                "task": {"type": "string", "description": "the job, complete and self-contained: the helper sees nothing of this conversation"},
-                "max_turns": {"type": "integer", "minimum": core::MIN_TURNS, "maximum": core::MAX_TURNS, "description": "most tool rounds (default 5)"}
-            }, "required": ["task"]}),
         );
         spawn.plugin = OWNER.into();
         spawn.origin = true;
@@ -321,30 +345,27 @@ impl Children {
         );
         // Starting helpers does not touch shared state: several may start in one batch.
         spawn.parallel_safe = true;
-        let mut result = ToolSpec::new(
+        let mut result = ToolSpec::typed::<ResultArgs>(
             RESULT_TOOL,
             "The answer of a helper started with spawn_child, by its id (child_<n>). The first call returns it; later calls say it was delivered.",
-            json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}),
         );
         result.plugin = OWNER.into();
         result.parallel_safe = true;
         let me = self.clone();
-        let spawn_h = move |args: Value| -> BoxFuture<'static, Result<String, String>> {
+        let spawn_h = crate::stages::typed(move |args: SpawnArgs| {
             let me = me.clone();
-            Box::pin(async move { me.spawn(args).await })
-        };
+            async move { me.spawn(args).await }
+        });
         let me = self.clone();
-        let result_h = move |args: Value| -> BoxFuture<'static, Result<String, String>> {
-            let r = me.fetch(&args);
-            Box::pin(async move { r })
-        };
-        vec![(spawn, Arc::new(spawn_h)), (result, Arc::new(result_h))]
+        let result_h = crate::stages::typed(move |args: ResultArgs| std::future::ready(me.fetch(&args.id)));
+        vec![(spawn, spawn_h), (result, result_h)]
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn a_sub_agent_speaks_for_its_caller_and_never_more() {

@@ -834,8 +834,9 @@ impl Residents {
         spec.parallel_safe = true;
         spec.origin = true;
         let me = self.clone();
-        let handler = move |args: Value| -> BoxFuture<'static, Result<String, String>> {
-            let r = run(&me, &args);
+        // Not typed yet: the family's errors are its texts (`ToolFailure::Text`).
+        let handler = move |args: Value| -> BoxFuture<'static, crate::stages::ToolResult> {
+            let r = run(&me, &args).map_err(crate::stages::ToolFailure::Text);
             Box::pin(async move { r })
         };
         (spec, Arc::new(handler))
@@ -862,9 +863,9 @@ impl Residents {
              常驻, 监控, 后台, 盯着",
         );
         let me = self.clone();
-        let handler = move |args: Value| -> BoxFuture<'static, Result<String, String>> {
+        let handler = move |args: Value| -> BoxFuture<'static, crate::stages::ToolResult> {
             let me = me.clone();
-            Box::pin(async move { me.call(args).await })
+            Box::pin(async move { me.call(args).await.map_err(crate::stages::ToolFailure::Text) })
         };
         (spec, Arc::new(handler))
     }

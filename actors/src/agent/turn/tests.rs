@@ -1273,7 +1273,7 @@ fn the_request_sent_is_composed_by_the_core_from_what_was_gathered() {
     let list: crate::llm::types::ToolList = std::sync::Arc::new(vec![def("demo_search")]);
     let mut tools = ToolRegistry::default();
     let handler: std::sync::Arc<dyn crate::stages::ToolHandler> = std::sync::Arc::new(
-        |args: Value| -> futures_util::future::BoxFuture<'static, Result<String, String>> {
+        |args: Value| -> futures_util::future::BoxFuture<'static, crate::stages::ToolResult> {
             Box::pin(async move { Ok(args.to_string()) })
         },
     );

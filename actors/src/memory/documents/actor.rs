@@ -409,7 +409,7 @@ async fn query_documents(
     query: String,
     top_k: usize,
     qv: Option<QueryVector>,
-) -> Result<String, String> {
+) -> Result<String, DocToolError> {
     if query.trim().is_empty() {
         return Ok(Msg::DocQueryRequired.text());
     }
@@ -421,8 +421,7 @@ async fn query_documents(
             qv,
         })
         .await
-        .map_err(|_| Msg::DocsUnavailable.text())?
-        .map_err(|e| e.to_string())?;
+        .map_err(|_| DocToolError::Unavailable)??;
     if docs.is_empty() {
         return Ok(Msg::DocNothing.text());
     }
@@ -436,14 +435,44 @@ async fn query_documents(
     context
         .send(crate::memory::actor::RestoreDocuments { query, docs })
         .await
-        .map_err(|_| Msg::DocsUnavailable.text())?
-        .map_err(|e| e.to_string())?;
+        .map_err(|_| DocToolError::Unavailable)??;
     let _ = documents.do_send(RecordReads(ids));
     Ok(Msg::DocsLoaded {
         count,
         refs: &refs.join(", "),
     }
     .text())
+}
+
+/// Why a document tool did nothing. (What the model asked wrong — an empty query or
+/// content — is answered as the tool's text, as it always was.)
+#[derive(Debug, thiserror::Error)]
+pub enum DocToolError {
+    #[error("{}", Msg::DocsUnavailable.text())]
+    Unavailable,
+    #[error(transparent)]
+    Store(#[from] DocError),
+    #[error(transparent)]
+    Timeline(#[from] crate::memory::context::actor::ContextError),
+}
+
+/// `doc_query`'s arguments.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct QueryArgs {
+    /// what to look for
+    query: String,
+    /// how many documents (default 3)
+    #[serde(default)]
+    top_k: Option<usize>,
+}
+
+/// `doc_commit`'s arguments.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct CommitArgs {
+    content: String,
+    /// one line; defaults to the start of the content
+    #[serde(default)]
+    summary: String,
 }
 
 /// The document tools (`doc_query`, `doc_commit`) over the documents actor (and the
@@ -453,70 +482,49 @@ pub fn document_tools(
     context: TAddr<crate::memory::actor::ContextActor>,
     embedder: Option<crate::memory::embed::actor::EmbedderHandle>,
 ) -> Vec<(crate::stages::ToolSpec, std::sync::Arc<dyn crate::stages::ToolHandler>)> {
-    use futures_util::future::BoxFuture;
-    use serde_json::{Value, json};
-    let mut query = crate::stages::ToolSpec::new(
+    let mut query = crate::stages::ToolSpec::typed::<QueryArgs>(
         "doc_query",
         "Load archived conversation documents matching a query back into the timeline (they stay stored).",
-        json!({"type": "object", "properties": {
-            "query": {"type": "string", "description": "what to look for"},
-            "top_k": {"type": "integer", "description": "how many documents (default 3)"}
-        }, "required": ["query"]}),
     );
     query.plugin = "memory".into();
     query = query.with_keywords("archived, old conversation, earlier conversation, back then, 以前, 聊过");
-    let mut commit = crate::stages::ToolSpec::new(
-        "doc_commit",
-        "Store a document in long-term document memory.",
-        json!({"type": "object", "properties": {
-            "content": {"type": "string"},
-            "summary": {"type": "string", "description": "one line; defaults to the start of the content"}
-        }, "required": ["content"]}),
-    );
+    let mut commit =
+        crate::stages::ToolSpec::typed::<CommitArgs>("doc_commit", "Store a document in long-term document memory.");
     commit.plugin = "memory".into();
     commit = commit.with_keywords("keep this document, archive, store text, 存档");
     let d1 = documents.clone();
-    let q: std::sync::Arc<dyn crate::stages::ToolHandler> =
-        std::sync::Arc::new(move |args: Value| -> BoxFuture<'static, Result<String, String>> {
-            let (d, c, e) = (d1.clone(), context.clone(), embedder.clone());
-            Box::pin(async move {
-                let query = args.get("query").and_then(Value::as_str).unwrap_or("").to_owned();
-                let top_k = args.get("top_k").and_then(Value::as_u64).unwrap_or(3) as usize;
-                let qv = crate::memory::embed::actor::embed_query(
-                    e.as_ref(),
-                    &query,
-                    crate::memory::actor::QUERY_EMBED_WAIT,
-                )
-                .await;
-                query_documents(&d, &c, query, top_k, qv).await
-            })
-        });
+    let q = crate::stages::typed(move |a: QueryArgs| {
+        let (d, c, e) = (d1.clone(), context.clone(), embedder.clone());
+        async move {
+            let qv =
+                crate::memory::embed::actor::embed_query(e.as_ref(), &a.query, crate::memory::actor::QUERY_EMBED_WAIT)
+                    .await;
+            query_documents(&d, &c, a.query, a.top_k.unwrap_or(3), qv).await
+        }
+    });
     let d2 = documents;
-    let m: std::sync::Arc<dyn crate::stages::ToolHandler> =
-        std::sync::Arc::new(move |args: Value| -> BoxFuture<'static, Result<String, String>> {
-            let d = d2.clone();
-            Box::pin(async move {
-                let content = args.get("content").and_then(Value::as_str).unwrap_or("").to_owned();
-                let summary = args.get("summary").and_then(Value::as_str).unwrap_or("").to_owned();
-                let summary_shown = if summary.trim().is_empty() {
-                    content.chars().take(100).collect()
-                } else {
-                    summary.clone()
-                };
-                match d
-                    .send(CommitDocument { summary, content })
-                    .await
-                    .map_err(|_| Msg::DocsUnavailable.text())?
-                {
-                    Ok(id) => Ok(Msg::DocCommitted {
-                        id: &id,
-                        summary: &summary_shown,
-                    }
-                    .text()),
-                    Err(DocError::EmptyContent) => Ok(Msg::ContentRequired.text()),
-                    Err(e) => Ok(Msg::DocCommitFailed { error: &e.to_string() }.text()),
+    let m = crate::stages::typed(move |CommitArgs { content, summary }: CommitArgs| {
+        let d = d2.clone();
+        async move {
+            let summary_shown = if summary.trim().is_empty() {
+                content.chars().take(100).collect()
+            } else {
+                summary.clone()
+            };
+            match d
+                .send(CommitDocument { summary, content })
+                .await
+                .map_err(|_| DocToolError::Unavailable)?
+            {
+                Ok(id) => Ok(Msg::DocCommitted {
+                    id: &id,
+                    summary: &summary_shown,
                 }
-            })
-        });
+                .text()),
+                Err(DocError::EmptyContent) => Ok(Msg::ContentRequired.text()),
+                Err(e) => Ok::<_, DocToolError>(Msg::DocCommitFailed { error: &e.to_string() }.text()),
+            }
+        }
+    });
     vec![(query, q), (commit, m)]
 }

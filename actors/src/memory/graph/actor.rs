@@ -1053,7 +1053,7 @@ pub fn graph_tools(
             // The parallel-safe tools are exactly the read-only ones.
             let read_only = parallel;
             let handler: Arc<dyn ToolHandler> =
-                Arc::new(move |args: Value| -> BoxFuture<'static, Result<String, String>> {
+                Arc::new(move |args: Value| -> BoxFuture<'static, crate::stages::ToolResult> {
                     let (graph, call, textlog) = (graph.clone(), make(&args), textlog.clone());
                     if let Some(own) = overlays.get(crate::stages::origin_agent(&args)) {
                         let own_call = make(&args);
@@ -1061,7 +1061,7 @@ pub fn graph_tools(
                             let ask = |g: TAddr<GraphActor>, c: GraphCall| async move {
                                 match g.send(c).await {
                                     Ok(Ok(t) | Err(t)) => Ok(t),
-                                    Err(_) => Err(Msg::GraphUnavailable.text()),
+                                    Err(_) => Err(crate::stages::ToolFailure::kernel(GraphToolError::Unavailable)),
                                 }
                             };
                             if !read_only {
@@ -1075,7 +1075,11 @@ pub fn graph_tools(
                     let text_side = text_follow_up(&call);
                     Box::pin(async move {
                         // Refusals go back to the model as the tool's text, as before.
-                        let reply = match graph.send(call).await.map_err(|_| Msg::GraphUnavailable.text())? {
+                        let reply = match graph
+                            .send(call)
+                            .await
+                            .map_err(|_| crate::stages::ToolFailure::kernel(GraphToolError::Unavailable))?
+                        {
                             Ok(done) => done,
                             Err(nothing_done) => return Ok(nothing_done),
                         };
@@ -1114,6 +1118,14 @@ pub fn graph_tools(
             (spec, handler)
         })
         .collect()
+}
+
+/// Why a graph tool did nothing. (What it refused — a missing query, no valid
+/// triple — is the tool's text: [`GraphCall`] answers it as its `Err`.)
+#[derive(Debug, thiserror::Error)]
+pub enum GraphToolError {
+    #[error("{}", Msg::GraphUnavailable.text())]
+    Unavailable,
 }
 
 /// Structured social reads for plugins (`social.*` of the plugin protocol).

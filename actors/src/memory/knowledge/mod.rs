@@ -356,65 +356,100 @@ fn keywords_of(name: &str) -> &'static str {
     }
 }
 
+/// `knowledge_search`'s arguments.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct SearchArgs {
+    query: String,
+    /// default 5
+    #[serde(default)]
+    top_k: Option<usize>,
+}
+
+/// `knowledge_create`'s arguments.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct CreateArgs {
+    name: String,
+    content: String,
+}
+
+/// `knowledge_delete`'s arguments.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct DeleteArgs {
+    name: String,
+}
+
+/// Why a knowledge tool did nothing. (Its refusals — a bad name, an empty item — are
+/// the tool's text, as they always were.)
+#[derive(Debug, thiserror::Error)]
+pub enum KnowledgeToolError {
+    #[error("{}", Msg::KnowledgeUnavailable.text())]
+    Unavailable,
+}
+
+/// One knowledge tool: its arguments `A` decoded (and its schema generated) by
+/// [`crate::stages::typed`], made into the actor's call by `make`.
+fn knowledge_tool<A>(
+    kb: &crate::addr::TAddr<KnowledgeActor>,
+    name: &str,
+    description: &str,
+    parallel: bool,
+    make: fn(A) -> KnowledgeCall,
+) -> (crate::stages::ToolSpec, std::sync::Arc<dyn crate::stages::ToolHandler>)
+where
+    A: serde::de::DeserializeOwned + schemars::JsonSchema + Send + 'static,
+{
+    let mut spec = crate::stages::ToolSpec::typed::<A>(name, description).with_keywords(keywords_of(name));
+    spec.plugin = "knowledge".into();
+    spec.parallel_safe = parallel;
+    let kb = kb.clone();
+    let handler = crate::stages::typed(move |a: A| {
+        let (kb, call) = (kb.clone(), make(a));
+        async move { kb.send(call).await.map_err(|_| KnowledgeToolError::Unavailable) }
+    });
+    (spec, handler)
+}
+
 /// The knowledge tools over the actor.
 pub fn knowledge_tools(
     kb: crate::addr::TAddr<KnowledgeActor>,
 ) -> Vec<(crate::stages::ToolSpec, std::sync::Arc<dyn crate::stages::ToolHandler>)> {
-    use futures_util::future::BoxFuture;
-    use serde_json::{Value, json};
-    type Make = fn(&Value) -> KnowledgeCall;
-    let defs: [(&str, &str, Value, bool, Make); 4] = [
-        (
+    use crate::stages::tools::NoArgs;
+    vec![
+        knowledge_tool(
+            &kb,
             "knowledge_search",
             "Search the knowledge base (notes written on purpose) for a query.",
-            json!({"type": "object", "properties": {"query": {"type": "string"}, "top_k": {"type": "integer", "description": "default 5"}}, "required": ["query"]}),
             true,
-            |v| KnowledgeCall::Search {
-                query: v.get("query").and_then(Value::as_str).unwrap_or("").to_owned(),
-                top_k: v.get("top_k").and_then(Value::as_u64).unwrap_or(5) as usize,
+            |a: SearchArgs| KnowledgeCall::Search {
+                query: a.query,
+                top_k: a.top_k.unwrap_or(5),
             },
         ),
-        (
+        knowledge_tool(
+            &kb,
             "knowledge_list",
             "List the knowledge base as a tree.",
-            json!({"type": "object", "properties": {}}),
             true,
-            |_| KnowledgeCall::List,
+            |_: NoArgs| KnowledgeCall::List,
         ),
-        (
+        knowledge_tool(
+            &kb,
             "knowledge_create",
             "Create or overwrite a knowledge item (`category/name` allowed).",
-            json!({"type": "object", "properties": {"name": {"type": "string"}, "content": {"type": "string"}}, "required": ["name", "content"]}),
             false,
-            |v| KnowledgeCall::Create {
-                name: v.get("name").and_then(Value::as_str).unwrap_or("").to_owned(),
-                content: v.get("content").and_then(Value::as_str).unwrap_or("").to_owned(),
+            |a: CreateArgs| KnowledgeCall::Create {
+                name: a.name,
+                content: a.content,
             },
         ),
-        (
+        knowledge_tool(
+            &kb,
             "knowledge_delete",
             "Delete a knowledge item.",
-            json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}),
             false,
-            |v| KnowledgeCall::Delete {
-                name: v.get("name").and_then(Value::as_str).unwrap_or("").to_owned(),
-            },
+            |a: DeleteArgs| KnowledgeCall::Delete { name: a.name },
         ),
-    ];
-    defs.into_iter()
-        .map(|(name, description, parameters, parallel, make)| {
-            let mut spec = crate::stages::ToolSpec::new(name, description, parameters).with_keywords(keywords_of(name));
-            spec.plugin = "knowledge".into();
-            spec.parallel_safe = parallel;
-            let kb = kb.clone();
-            let handler: std::sync::Arc<dyn crate::stages::ToolHandler> =
-                std::sync::Arc::new(move |args: Value| -> BoxFuture<'static, Result<String, String>> {
-                    let (kb, call) = (kb.clone(), make(&args));
-                    Box::pin(async move { kb.send(call).await.map_err(|_| Msg::KnowledgeUnavailable.text()) })
-                });
-            (spec, handler)
-        })
-        .collect()
+    ]
 }
 
 #[cfg(test)]

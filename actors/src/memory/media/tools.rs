@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use super::actor::{LinkDigests, MediaHandle};
 use crate::i18n::Msg;
-use crate::stages::{ToolHandler, ToolSpec};
+use crate::stages::{ToolFailure, ToolHandler, ToolSpec};
 
 /// The tools that take `media_digests`, and the link kind of each.
 const TOOLS: [(&str, &str); 3] = [
@@ -124,15 +124,15 @@ pub fn with_media_digests(tools: &mut [(ToolSpec, Arc<dyn ToolHandler>)], media:
                     .addr
                     .send(check)
                     .await
-                    .map_err(|e| e.to_string())?
-                    .map_err(|e| e.to_string())?;
+                    .map_err(ToolFailure::kernel)?
+                    .map_err(ToolFailure::kernel)?;
                 let reply = inner.call(args).await?;
                 let ids = media
                     .addr
                     .send(LinkDigests { digests, kind, targets })
                     .await
-                    .map_err(|e| e.to_string())?
-                    .map_err(|e| e.to_string())?;
+                    .map_err(ToolFailure::kernel)?
+                    .map_err(ToolFailure::kernel)?;
                 tracing::info!(tool = name, blocks = ?ids, "media linked to the commit");
                 Ok(format!("{reply}{}", Msg::MediaLinked { count: ids.len() }.text()))
             }
