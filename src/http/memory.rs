@@ -59,7 +59,7 @@ pub async fn edit_relation(
     let result = graph(&state)?
         .send(GraphCall::Edit { old, new })
         .await?
-        .map_err(ApiError::bad_request)?;
+        .map_err(|refused| ApiError::bad_request(refused.to_string()))?;
     Ok(HttpResponse::Ok().json(json!({ "result": result })))
 }
 

@@ -100,7 +100,9 @@ pub fn decode_args<A: serde::de::DeserializeOwned>(args: Value) -> Result<A, Too
 }
 
 /// The JSON Schema of `A` as the model is shown it: subschemas inlined (vendors differ
-/// on `$ref`), optional fields without a `null` type, no `$schema` or `title`.
+/// on `$ref`), optional fields without a `null` type, no `$schema` or `title`. A
+/// field's doc line is its description; the struct's own doc is not shown (so a nested
+/// argument struct documents itself with `//`, or its doc becomes the description).
 pub fn schema_of<A: schemars::JsonSchema>() -> Value {
     let mut settings = schemars::generate::SchemaSettings::draft2020_12();
     settings.inline_subschemas = true;
@@ -153,6 +155,7 @@ fn plain(v: &mut Value) {
     }
     // `#[serde(default)]`'s value (`null`, `""`): the description says a default.
     o.remove("default");
+    o.remove("title");
     // Only where subschemas are: a property may be called `default` or `format`.
     for (k, sub) in o.iter_mut() {
         match (k.as_str(), sub) {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 use futures_util::future::BoxFuture;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::addr::TAddr;
 use crate::host::{Handles, HostContext, KernelActor};
@@ -140,9 +140,61 @@ impl KernelActor for GraphActor {
     const KIND: &'static str = "graph";
 }
 
+/// Why a graph tool call did nothing. Its text (the catalog's) is what the model
+/// reads: the tools answer a refusal as their text, not as a failure.
+#[derive(Debug, thiserror::Error)]
+pub enum GraphRefusal {
+    #[error("{}", Msg::BlockNamesInvalid.text())]
+    BlockNamesInvalid,
+    #[error("{}", Msg::BlockRoundsInvalid.text())]
+    BlockRoundsInvalid,
+    #[error("{}", Msg::CommitFailed { error: &.0.to_string() }.text())]
+    CommitFailed(GraphError),
+    #[error("{}", Msg::CommitNeedsTriples.text())]
+    CommitNeedsTriples,
+    #[error("{}", Msg::CommitNoValidTriples.text())]
+    CommitNoValidTriples,
+    #[error("{}", Msg::EditDeleteFailed { error: &.0.to_string() }.text())]
+    EditDeleteFailed(GraphError),
+    #[error("{}", Msg::EditNewRequired.text())]
+    EditNewRequired,
+    #[error("{}", Msg::EditOldRequired.text())]
+    EditOldRequired,
+    #[error("{}", Msg::EditWriteFailed { error: &.0.to_string() }.text())]
+    EditWriteFailed(GraphError),
+    #[error("{}", Msg::EntityDeleteFailed { error: &.0.to_string() }.text())]
+    EntityDeleteFailed(GraphError),
+    #[error("{}", Msg::GraphStatsFailed { error: &.0.to_string() }.text())]
+    GraphStatsFailed(GraphError),
+    #[error("{}", Msg::MergeFailed { error: &.0.to_string() }.text())]
+    MergeFailed(GraphError),
+    #[error("{}", Msg::MergeNamesRequired.text())]
+    MergeNamesRequired,
+    #[error("{}", Msg::NameRequired.text())]
+    NameRequired,
+    #[error("{}", Msg::PersonNameRequired.text())]
+    PersonNameRequired,
+    #[error("{}", Msg::PersonNetworkFailed { error: &.0.to_string() }.text())]
+    PersonNetworkFailed(GraphError),
+    #[error("{}", Msg::PersonQueryFailed { error: &.0.to_string() }.text())]
+    PersonQueryFailed(GraphError),
+    #[error("{}", Msg::PurgeFailed { error: &.0.to_string() }.text())]
+    PurgeFailed(GraphError),
+    #[error("{}", Msg::QueryRequired.text())]
+    QueryRequired,
+    #[error("{}", Msg::RecallFailed { error: &.0.to_string() }.text())]
+    RecallFailed(GraphError),
+    #[error("{}", Msg::RecordFailed { error: &.0.to_string() }.text())]
+    RecordFailed(GraphError),
+    #[error("{}", Msg::RelateArgsRequired.text())]
+    RelateArgsRequired,
+    #[error("{}", Msg::TraitArgsRequired.text())]
+    TraitArgsRequired,
+}
+
 /// One graph tool call; answers the tool's reply text (`Err`: nothing was done).
-#[derive(Message)]
-#[rtype(result = "Result<String, String>")]
+#[derive(Message, Clone)]
+#[rtype(result = "Result<String, GraphRefusal>")]
 pub enum GraphCall {
     Recall {
         query: String,
@@ -448,12 +500,12 @@ impl Handles<GraphStats> for GraphActor {
 impl Handles<GraphCall> for GraphActor {
     /// `Ok`: the call did what it was asked (its text is for the model); `Err`: it
     /// did nothing (bad arguments or a store failure), with the reason.
-    type Reply = Result<String, String>;
+    type Reply = Result<String, GraphRefusal>;
     fn handle(&mut self, call: GraphCall, _: &mut HostContext<Self>) -> Self::Reply {
         match call {
             GraphCall::Recall { query, depth, sort } => {
                 if query.trim().is_empty() {
-                    return Err(Msg::QueryRequired.text());
+                    return Err(GraphRefusal::QueryRequired);
                 }
                 let (kws, seeds) = self.query_terms(&query);
                 match self.store.recall(&kws, &seeds, depth, None, sort) {
@@ -462,29 +514,29 @@ impl Handles<GraphCall> for GraphActor {
                         self.mark_recalled(r.entities.iter().map(|e| e.name.clone()));
                         Ok(format_recall(&r))
                     }
-                    Err(e) => Err(Msg::RecallFailed { error: &e.to_string() }.text()),
+                    Err(e) => Err(GraphRefusal::RecallFailed(e)),
                 }
             }
-            GraphCall::Commit { triples: None } => Err(Msg::CommitNeedsTriples.text()),
+            GraphCall::Commit { triples: None } => Err(GraphRefusal::CommitNeedsTriples),
             GraphCall::Commit { triples: Some(ts) } => match self.store.commit(&ts, AGENT_SESSION, 0) {
-                Ok((0, 0)) => Err(Msg::CommitNoValidTriples.text()),
+                Ok((0, 0)) => Err(GraphRefusal::CommitNoValidTriples),
                 Ok((e, r)) => Ok(Msg::Committed {
                     entities: e as u64,
                     relations: r as u64,
                 }
                 .text()),
-                Err(e) => Err(Msg::CommitFailed { error: &e.to_string() }.text()),
+                Err(e) => Err(GraphRefusal::CommitFailed(e)),
             },
             GraphCall::Introspect => match self.store.introspect() {
                 Ok(i) => Ok(Msg::GraphStats {
                     json: &serde_json::to_string(&i).unwrap_or_default(),
                 }
                 .text()),
-                Err(e) => Err(Msg::GraphStatsFailed { error: &e.to_string() }.text()),
+                Err(e) => Err(GraphRefusal::GraphStatsFailed(e)),
             },
             GraphCall::Merge { source, target } => {
                 if source.trim().is_empty() || target.trim().is_empty() {
-                    return Err(Msg::MergeNamesRequired.text());
+                    return Err(GraphRefusal::MergeNamesRequired);
                 }
                 match self.store.merge_entities(&source, &target) {
                     Ok(n) => Ok(Msg::Merged {
@@ -493,16 +545,16 @@ impl Handles<GraphCall> for GraphActor {
                         moved: n,
                     }
                     .text()),
-                    Err(e) => Err(Msg::MergeFailed { error: &e.to_string() }.text()),
+                    Err(e) => Err(GraphRefusal::MergeFailed(e)),
                 }
             }
             GraphCall::DeleteEntity { name } => {
                 if name.trim().is_empty() {
-                    return Err(Msg::NameRequired.text());
+                    return Err(GraphRefusal::NameRequired);
                 }
                 match self.store.delete_entity(&name) {
                     Ok(_) => Ok(Msg::EntityDeleted { name: name.trim() }.text()),
-                    Err(e) => Err(Msg::EntityDeleteFailed { error: &e.to_string() }.text()),
+                    Err(e) => Err(GraphRefusal::EntityDeleteFailed(e)),
                 }
             }
             GraphCall::Purge { criteria, mode } => {
@@ -513,34 +565,33 @@ impl Handles<GraphCall> for GraphActor {
                 };
                 match self.store.purge(&criteria, mode == "hard") {
                     Ok(n) => Ok(Msg::Purged { mode: &mode, count: n }.text()),
-                    Err(e) => Err(Msg::PurgeFailed { error: &e.to_string() }.text()),
+                    Err(e) => Err(GraphRefusal::PurgeFailed(e)),
                 }
             }
             GraphCall::BlockMerge { a, b, rounds } => {
                 let (a, b) = (a.trim(), b.trim());
                 let Some(rounds) = rounds.filter(|r| (0..=10_000).contains(r)) else {
-                    return Err(Msg::BlockRoundsInvalid.text());
+                    return Err(GraphRefusal::BlockRoundsInvalid);
                 };
                 if a.is_empty() || b.is_empty() || a == b {
-                    return Err(Msg::BlockNamesInvalid.text());
+                    return Err(GraphRefusal::BlockNamesInvalid);
                 }
                 match self.store.block_merge(a, b, rounds as u32) {
                     Ok(()) if rounds == 0 => Ok(Msg::Unblocked { a, b }.text()),
                     Ok(()) => Ok(Msg::Blocked { a, b, rounds }.text()),
-                    Err(e) => Err(Msg::RecordFailed { error: &e.to_string() }.text()),
+                    Err(e) => Err(GraphRefusal::RecordFailed(e)),
                 }
             }
             GraphCall::PersonQuery { name } => {
                 if name.trim().is_empty() {
-                    return Err(Msg::PersonNameRequired.text());
+                    return Err(GraphRefusal::PersonNameRequired);
                 }
-                crate::memory::social::profile(&self.store, name.trim())
-                    .map_err(|e| Msg::PersonQueryFailed { error: &e.to_string() }.text())
+                crate::memory::social::profile(&self.store, name.trim()).map_err(GraphRefusal::PersonQueryFailed)
             }
             GraphCall::PersonSetTrait { name, trait_, value } => {
                 let (n, t, v) = (name.trim(), trait_.trim(), value.trim());
                 if n.is_empty() || t.is_empty() || v.is_empty() {
-                    return Err(Msg::TraitArgsRequired.text());
+                    return Err(GraphRefusal::TraitArgsRequired);
                 }
                 match crate::memory::social::set_trait(&mut self.store, n, t, v) {
                     Ok(_) => Ok(Msg::TraitRecorded {
@@ -549,32 +600,32 @@ impl Handles<GraphCall> for GraphActor {
                         value: v,
                     }
                     .text()),
-                    Err(e) => Err(Msg::RecordFailed { error: &e.to_string() }.text()),
+                    Err(e) => Err(GraphRefusal::RecordFailed(e)),
                 }
             }
             GraphCall::PersonRelate { a, relation, b } => {
                 let (a, r, b) = (a.trim(), relation.trim(), b.trim());
                 if a.is_empty() || r.is_empty() || b.is_empty() {
-                    return Err(Msg::RelateArgsRequired.text());
+                    return Err(GraphRefusal::RelateArgsRequired);
                 }
                 match crate::memory::social::relate(&mut self.store, a, r, b) {
                     Ok(_) => Ok(Msg::Related { a, relation: r, b }.text()),
-                    Err(e) => Err(Msg::RecordFailed { error: &e.to_string() }.text()),
+                    Err(e) => Err(GraphRefusal::RecordFailed(e)),
                 }
             }
             GraphCall::PersonNetwork { name, depth } => {
                 if name.trim().is_empty() {
-                    return Err(Msg::PersonNameRequired.text());
+                    return Err(GraphRefusal::PersonNameRequired);
                 }
                 crate::memory::social::network(&self.store, name.trim(), depth)
-                    .map_err(|e| Msg::PersonNetworkFailed { error: &e.to_string() }.text())
+                    .map_err(GraphRefusal::PersonNetworkFailed)
             }
             GraphCall::Edit { old, new } => {
                 if old.iter().any(|s| s.trim().is_empty()) {
-                    return Err(Msg::EditOldRequired.text());
+                    return Err(GraphRefusal::EditOldRequired);
                 }
                 if new.iter().all(|n| n.as_deref().is_none_or(|s| s.trim().is_empty())) {
-                    return Err(Msg::EditNewRequired.text());
+                    return Err(GraphRefusal::EditNewRequired);
                 }
                 let pick = |i: usize| match &new[i] {
                     Some(s) if !s.trim().is_empty() => s.trim().to_owned(),
@@ -593,7 +644,7 @@ impl Handles<GraphCall> for GraphActor {
                 // Exactly the named fact (not every fact whose names contain these).
                 let removed = match self.store.delete_triple(&old[0], &old[1], &old[2]) {
                     Ok(n) => n,
-                    Err(e) => return Err(Msg::EditDeleteFailed { error: &e.to_string() }.text()),
+                    Err(e) => return Err(GraphRefusal::EditDeleteFailed(e)),
                 };
                 let triple = Triple {
                     subject: pick(0),
@@ -610,7 +661,7 @@ impl Handles<GraphCall> for GraphActor {
                         relations: r as u64,
                     }
                     .text()),
-                    Err(e) => Err(Msg::EditWriteFailed { error: &e.to_string() }.text()),
+                    Err(e) => Err(GraphRefusal::EditWriteFailed(e)),
                 }
             }
         }
@@ -866,10 +917,6 @@ fn text_follow_up(call: &GraphCall) -> Option<TextFollowUp> {
     }
 }
 
-fn s(v: &Value, k: &str) -> String {
-    v.get(k).and_then(Value::as_str).unwrap_or("").to_owned()
-}
-
 /// Words a person may use for each memory tool (`ToolSpec::keywords`).
 fn keywords_of(name: &str) -> &'static str {
     match name {
@@ -895,229 +942,362 @@ pub fn graph_tools(
     textlog: Option<TAddr<crate::memory::textlog::TextLogActor>>,
     overlays: GraphOverlays,
 ) -> Vec<(ToolSpec, Arc<dyn ToolHandler>)> {
-    type Make = fn(&Value) -> GraphCall;
-    let defs: [(&str, &str, Value, bool, Make); 12] = [
-        (
+    let shared = Shared {
+        graph,
+        textlog,
+        overlays,
+    };
+    vec![
+        graph_tool(
+            &shared,
             "memory_block_merge",
             "Stop proposing that two entities be merged for the next `rounds` consolidation rounds (they are different things).",
-            json!({"type": "object", "properties": {
-                "entity_a": {"type": "string"}, "entity_b": {"type": "string"},
-                "rounds": {"type": "integer", "description": "merge rounds to skip the pair (0 lifts the marker)"}},
-                "required": ["entity_a", "entity_b", "rounds"]}),
             false,
-            |v| GraphCall::BlockMerge {
-                a: s(v, "entity_a"),
-                b: s(v, "entity_b"),
-                rounds: v.get("rounds").and_then(Value::as_i64),
+            |a: BlockMergeArgs| GraphCall::BlockMerge {
+                a: a.entity_a,
+                b: a.entity_b,
+                rounds: Some(a.rounds),
             },
         ),
-        (
+        graph_tool(
+            &shared,
             "person_query",
             "A person's profile: recorded traits and social ties.",
-            json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}),
             true,
-            |v| GraphCall::PersonQuery { name: s(v, "name") },
+            |a: NameArgs| GraphCall::PersonQuery { name: a.name },
         ),
-        (
+        graph_tool(
+            &shared,
             "person_set_trait",
             "Record a person's trait (replaces an earlier value of the same trait).",
-            json!({"type": "object", "properties": {"name": {"type": "string"}, "trait": {"type": "string"}, "value": {"type": "string"}}, "required": ["name", "trait", "value"]}),
             false,
-            |v| GraphCall::PersonSetTrait {
-                name: s(v, "name"),
-                trait_: s(v, "trait"),
-                value: s(v, "value"),
+            |a: TraitArgs| GraphCall::PersonSetTrait {
+                name: a.name,
+                trait_: a.trait_,
+                value: a.value,
             },
         ),
-        (
+        graph_tool(
+            &shared,
             "person_relate",
             "Record a tie between two people (person_a —relation→ person_b).",
-            json!({"type": "object", "properties": {"person_a": {"type": "string"}, "relation": {"type": "string"}, "person_b": {"type": "string"}}, "required": ["person_a", "relation", "person_b"]}),
             false,
-            |v| GraphCall::PersonRelate {
-                a: s(v, "person_a"),
-                relation: s(v, "relation"),
-                b: s(v, "person_b"),
+            |a: RelateArgs| GraphCall::PersonRelate {
+                a: a.person_a,
+                relation: a.relation,
+                b: a.person_b,
             },
         ),
-        (
+        graph_tool(
+            &shared,
             "person_network",
             "The people around a person within some ties, with their traits and ties.",
-            json!({"type": "object", "properties": {"name": {"type": "string"}, "depth": {"type": "integer", "description": "default 2"}}, "required": ["name"]}),
             true,
-            |v| GraphCall::PersonNetwork {
-                name: s(v, "name"),
-                depth: v.get("depth").and_then(Value::as_u64).unwrap_or(2).clamp(1, 4) as usize,
+            |a: NetworkArgs| GraphCall::PersonNetwork {
+                name: a.name,
+                depth: a.depth.unwrap_or(2).clamp(1, 4) as usize,
             },
         ),
-        (
+        graph_tool(
+            &shared,
             "memory_recall",
             "Recall long-term memory: entities matching the query and their relations. Separate several keywords with commas.",
-            json!({"type": "object", "properties": {
-                "query_intent": {"type": "string", "description": "what to recall: a name, a topic, or comma-separated keywords"},
-                "depth": {"type": "integer", "description": "relation hops to follow (default 2)"},
-                "sort": {"type": "string", "enum": ["relevance", "recent"]}},
-                "required": ["query_intent"]}),
             true,
-            |v| GraphCall::Recall {
-                query: s(v, "query_intent"),
-                depth: v.get("depth").and_then(Value::as_u64).unwrap_or(2).min(5) as usize,
-                sort: RecallSort::parse(&s(v, "sort")),
+            |a: RecallArgs| GraphCall::Recall {
+                query: a.query_intent,
+                depth: a.depth.unwrap_or(2).min(5) as usize,
+                sort: RecallSort::parse(&a.sort),
             },
         ),
-        (
+        graph_tool(
+            &shared,
             "memory_commit",
             "Write facts to long-term memory as subject-relation-object triples.",
-            json!({"type": "object", "properties": {"triples": {"type": "array", "items": {"type": "object", "properties": {
-                "subject": {"type": "string"}, "relation": {"type": "string"}, "object": {"type": "string"},
-                "sentence_text": {"type": "string", "description": "the sentence the fact comes from"}},
-                "required": ["subject", "relation", "object"]}}},
-                "required": ["triples"]}),
             false,
-            |v| GraphCall::Commit {
-                triples: v.get("triples").and_then(Value::as_array).map(|a| {
-                    a.iter()
-                        .filter_map(|t| serde_json::from_value(t.clone()).ok())
-                        .collect()
-                }),
+            |a: CommitArgs| GraphCall::Commit {
+                triples: Some(a.triples.into_iter().map(Triple::from).collect()),
             },
         ),
-        (
+        graph_tool(
+            &shared,
             "memory_introspect",
             "Statistics of long-term memory: entity and relation counts and the most mentioned entities.",
-            json!({"type": "object", "properties": {}}),
             true,
-            |_| GraphCall::Introspect,
+            |_: crate::stages::tools::NoArgs| GraphCall::Introspect,
         ),
-        (
+        graph_tool(
+            &shared,
             "memory_merge",
             "Merge two entities that are the same thing; the source is deleted and its relations move to the target.",
-            json!({"type": "object", "properties": {"source": {"type": "string"}, "target": {"type": "string"}}, "required": ["source", "target"]}),
             false,
-            |v| GraphCall::Merge {
-                source: s(v, "source"),
-                target: s(v, "target"),
+            |a: MergeArgs| GraphCall::Merge {
+                source: a.source,
+                target: a.target,
             },
         ),
-        (
+        graph_tool(
+            &shared,
             "memory_delete_entity",
             "Delete an entity and all its relations from long-term memory.",
-            json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}),
             false,
-            |v| GraphCall::DeleteEntity { name: s(v, "name") },
+            |a: NameArgs| GraphCall::DeleteEntity { name: a.name },
         ),
-        (
+        graph_tool(
+            &shared,
             "memory_purge",
             "Delete relations matching all given criteria (substring of subject/target, exact relation). mode soft (default) keeps them recoverable, hard deletes.",
-            json!({"type": "object", "properties": {
-                "subject_contains": {"type": "string"}, "relation_type": {"type": "string"},
-                "target_contains": {"type": "string"}, "mode": {"type": "string", "enum": ["soft", "hard"]}}}),
             false,
-            |v| GraphCall::Purge {
+            |a: PurgeArgs| GraphCall::Purge {
                 criteria: PurgeCriteria {
-                    subject_contains: s(v, "subject_contains"),
-                    relation_type: s(v, "relation_type"),
-                    target_contains: s(v, "target_contains"),
+                    subject_contains: a.subject_contains,
+                    relation_type: a.relation_type,
+                    target_contains: a.target_contains,
                 },
-                mode: s(v, "mode"),
+                mode: a.mode,
             },
         ),
-        (
+        graph_tool(
+            &shared,
             "memory_edit",
             "Correct a remembered fact: give the old triple and the fields to change.",
-            json!({"type": "object", "properties": {
-                "old_subject": {"type": "string"}, "old_relation": {"type": "string"}, "old_object": {"type": "string"},
-                "new_subject": {"type": "string"}, "new_relation": {"type": "string"}, "new_object": {"type": "string"}},
-                "required": ["old_subject", "old_relation", "old_object"]}),
             false,
-            |v| GraphCall::Edit {
-                old: [s(v, "old_subject"), s(v, "old_relation"), s(v, "old_object")],
-                new: [
-                    v.get("new_subject").and_then(Value::as_str).map(String::from),
-                    v.get("new_relation").and_then(Value::as_str).map(String::from),
-                    v.get("new_object").and_then(Value::as_str).map(String::from),
-                ],
+            |a: EditArgs| GraphCall::Edit {
+                old: [a.old_subject, a.old_relation, a.old_object],
+                new: [a.new_subject, a.new_relation, a.new_object],
             },
         ),
-    ];
-    defs.into_iter()
-        .map(|(name, description, parameters, parallel, make)| {
-            let mut spec = ToolSpec::new(name, description, parameters).with_keywords(keywords_of(name));
-            spec.plugin = "memory".into();
-            spec.parallel_safe = parallel;
-            // Which agent calls decides which graph: a resident's own (see GraphOverlays).
-            spec.origin = true;
-            let graph = graph.clone();
-            let textlog = textlog.clone();
-            let overlays = overlays.clone();
-            // The parallel-safe tools are exactly the read-only ones.
-            let read_only = parallel;
-            let handler: Arc<dyn ToolHandler> =
-                Arc::new(move |args: Value| -> BoxFuture<'static, crate::stages::ToolResult> {
-                    let (graph, call, textlog) = (graph.clone(), make(&args), textlog.clone());
-                    if let Some(own) = overlays.get(crate::stages::origin_agent(&args)) {
-                        let own_call = make(&args);
-                        return Box::pin(async move {
-                            let ask = |g: TAddr<GraphActor>, c: GraphCall| async move {
-                                match g.send(c).await {
-                                    Ok(Ok(t) | Err(t)) => Ok(t),
-                                    Err(_) => Err(crate::stages::ToolFailure::kernel(GraphToolError::Unavailable)),
-                                }
-                            };
-                            if !read_only {
-                                // Writes stay in the resident's temporary graph.
-                                return ask(own, own_call).await;
-                            }
-                            let (main, mine) = futures_util::join!(ask(graph, call), ask(own, own_call));
-                            Ok(format!("{}\n\n{}\n{}", main?, Msg::GraphOwnPart.text(), mine?))
-                        });
+    ]
+}
+
+/// What every graph tool's handler holds.
+struct Shared {
+    graph: TAddr<GraphActor>,
+    textlog: Option<TAddr<crate::memory::textlog::TextLogActor>>,
+    overlays: GraphOverlays,
+}
+
+/// One graph tool: its arguments `A` decoded once (the schema generated from `A`),
+/// made into the actor's call by `make`; asked of the caller's graph.
+fn graph_tool<A>(
+    shared: &Shared,
+    name: &str,
+    description: &str,
+    parallel: bool,
+    make: fn(A) -> GraphCall,
+) -> (ToolSpec, Arc<dyn ToolHandler>)
+where
+    A: serde::de::DeserializeOwned + schemars::JsonSchema + Send + 'static,
+{
+    let mut spec = ToolSpec::typed::<A>(name, description).with_keywords(keywords_of(name));
+    spec.plugin = "memory".into();
+    spec.parallel_safe = parallel;
+    // Which agent calls decides which graph: a resident's own (see GraphOverlays).
+    spec.origin = true;
+    let graph = shared.graph.clone();
+    let textlog = shared.textlog.clone();
+    let overlays = shared.overlays.clone();
+    // The parallel-safe tools are exactly the read-only ones.
+    let read_only = parallel;
+    let handler: Arc<dyn ToolHandler> = Arc::new(move |args: Value| -> BoxFuture<'static, crate::stages::ToolResult> {
+        // Read before the arguments are decoded (and the origin dropped).
+        let own = overlays.get(crate::stages::origin_agent(&args));
+        let call = match crate::stages::tools::decode_args::<A>(args) {
+            Ok(a) => make(a),
+            Err(e) => return Box::pin(std::future::ready(Err(e))),
+        };
+        let (graph, textlog) = (graph.clone(), textlog.clone());
+        if let Some(own) = own {
+            let own_call = call.clone();
+            return Box::pin(async move {
+                let ask = |g: TAddr<GraphActor>, c: GraphCall| async move {
+                    match g.send(c).await {
+                        Ok(Ok(t)) => Ok(t),
+                        Ok(Err(refused)) => Ok(refused.to_string()),
+                        Err(_) => Err(crate::stages::ToolFailure::kernel(GraphToolError::Unavailable)),
                     }
-                    let text_side = text_follow_up(&call);
-                    Box::pin(async move {
-                        // Refusals go back to the model as the tool's text, as before.
-                        let reply = match graph
-                            .send(call)
-                            .await
-                            .map_err(|_| crate::stages::ToolFailure::kernel(GraphToolError::Unavailable))?
-                        {
-                            Ok(done) => done,
-                            Err(nothing_done) => return Ok(nothing_done),
-                        };
-                        // The text memory follows the graph (spec subsystems §1.3), only when the
-                        // graph side succeeded.
-                        let (Some(log), Some(follow)) = (textlog, text_side) else {
-                            return Ok(reply);
-                        };
-                        let (n, purged) = match follow {
-                            TextFollowUp::Purge(needle) => {
-                                (log.send(crate::memory::textlog::PurgeText(needle)).await, true)
-                            }
-                            TextFollowUp::Replace { old, new } => {
-                                (log.send(crate::memory::textlog::ReplaceText { old, new }).await, false)
-                            }
-                        };
-                        Ok(match n {
-                            Ok(Ok(n)) if n > 0 => Msg::TextLogFollowed {
-                                reply: &reply,
-                                purged,
-                                count: n,
-                            }
-                            .text(),
-                            Ok(Err(e)) => {
-                                tracing::warn!("text memory not updated: {e}");
-                                Msg::TextLogNotUpdated {
-                                    reply: &reply,
-                                    error: &e.to_string(),
-                                }
-                                .text()
-                            }
-                            _ => reply,
-                        })
-                    })
-                });
-            (spec, handler)
+                };
+                if !read_only {
+                    // Writes stay in the resident's temporary graph.
+                    return ask(own, own_call).await;
+                }
+                let (main, mine) = futures_util::join!(ask(graph, call), ask(own, own_call));
+                Ok(format!("{}\n\n{}\n{}", main?, Msg::GraphOwnPart.text(), mine?))
+            });
+        }
+        let text_side = text_follow_up(&call);
+        Box::pin(async move {
+            // Refusals go back to the model as the tool's text, as before.
+            let reply = match graph
+                .send(call)
+                .await
+                .map_err(|_| crate::stages::ToolFailure::kernel(GraphToolError::Unavailable))?
+            {
+                Ok(done) => done,
+                Err(nothing_done) => return Ok(nothing_done.to_string()),
+            };
+            // The text memory follows the graph (spec subsystems §1.3), only when the
+            // graph side succeeded.
+            let (Some(log), Some(follow)) = (textlog, text_side) else {
+                return Ok(reply);
+            };
+            let (n, purged) = match follow {
+                TextFollowUp::Purge(needle) => (log.send(crate::memory::textlog::PurgeText(needle)).await, true),
+                TextFollowUp::Replace { old, new } => {
+                    (log.send(crate::memory::textlog::ReplaceText { old, new }).await, false)
+                }
+            };
+            Ok(match n {
+                Ok(Ok(n)) if n > 0 => Msg::TextLogFollowed {
+                    reply: &reply,
+                    purged,
+                    count: n,
+                }
+                .text(),
+                Ok(Err(e)) => {
+                    tracing::warn!("text memory not updated: {e}");
+                    Msg::TextLogNotUpdated {
+                        reply: &reply,
+                        error: &e.to_string(),
+                    }
+                    .text()
+                }
+                _ => reply,
+            })
         })
-        .collect()
+    });
+    (spec, handler)
+}
+
+/// `memory_block_merge`'s arguments.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct BlockMergeArgs {
+    entity_a: String,
+    entity_b: String,
+    /// merge rounds to skip the pair (0 lifts the marker)
+    rounds: i64,
+}
+
+/// The arguments of a tool about one person or entity.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct NameArgs {
+    name: String,
+}
+
+/// `person_set_trait`'s arguments.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct TraitArgs {
+    name: String,
+    #[serde(rename = "trait")]
+    trait_: String,
+    value: String,
+}
+
+/// `person_relate`'s arguments.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct RelateArgs {
+    person_a: String,
+    relation: String,
+    person_b: String,
+}
+
+/// `person_network`'s arguments.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct NetworkArgs {
+    name: String,
+    /// default 2
+    #[serde(default)]
+    depth: Option<u64>,
+}
+
+/// `memory_recall`'s arguments.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct RecallArgs {
+    /// what to recall: a name, a topic, or comma-separated keywords
+    query_intent: String,
+    /// relation hops to follow (default 2)
+    #[serde(default)]
+    depth: Option<u64>,
+    // Read leniently (`time`, `newest` mean `recent`; anything else relevance).
+    #[serde(default)]
+    #[schemars(extend("enum" = ["relevance", "recent"]))]
+    sort: String,
+}
+
+// One fact of `memory_commit` (a `//` comment: a doc comment would be the items'
+// description the model reads).
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct TripleArgs {
+    subject: String,
+    relation: String,
+    object: String,
+    /// the sentence the fact comes from
+    #[serde(default, alias = "sentence")]
+    sentence_text: String,
+    // Read as the store always read them; not offered in the schema.
+    #[serde(default)]
+    #[schemars(skip)]
+    subject_type: String,
+    #[serde(default)]
+    #[schemars(skip)]
+    object_type: String,
+    #[serde(default)]
+    #[schemars(skip)]
+    confidence: f64,
+}
+
+impl From<TripleArgs> for Triple {
+    fn from(t: TripleArgs) -> Self {
+        Triple {
+            subject: t.subject,
+            subject_type: t.subject_type,
+            relation: t.relation,
+            object: t.object,
+            object_type: t.object_type,
+            confidence: t.confidence,
+            sentence: t.sentence_text,
+        }
+    }
+}
+
+/// `memory_commit`'s arguments.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct CommitArgs {
+    triples: Vec<TripleArgs>,
+}
+
+/// `memory_merge`'s arguments.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct MergeArgs {
+    source: String,
+    target: String,
+}
+
+/// `memory_purge`'s arguments (non-empty criteria are AND-ed).
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct PurgeArgs {
+    #[serde(default)]
+    subject_contains: String,
+    #[serde(default)]
+    relation_type: String,
+    #[serde(default)]
+    target_contains: String,
+    #[serde(default)]
+    #[schemars(extend("enum" = ["soft", "hard"]))]
+    mode: String,
+}
+
+/// `memory_edit`'s arguments.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct EditArgs {
+    old_subject: String,
+    old_relation: String,
+    old_object: String,
+    #[serde(default)]
+    new_subject: Option<String>,
+    #[serde(default)]
+    new_relation: Option<String>,
+    #[serde(default)]
+    new_object: Option<String>,
 }
 
 /// Why a graph tool did nothing. (What it refused — a missing query, no valid
@@ -1130,7 +1310,7 @@ pub enum GraphToolError {
 
 /// Structured social reads for plugins (`social.*` of the plugin protocol).
 #[derive(Message)]
-#[rtype(result = "Result<serde_json::Value, String>")]
+#[rtype(result = "Result<serde_json::Value, GraphError>")]
 pub enum SocialQuery {
     Person {
         name: String,
@@ -1158,10 +1338,10 @@ pub enum SocialQuery {
 }
 
 impl Handles<SocialQuery> for GraphActor {
-    type Reply = Result<serde_json::Value, String>;
+    type Reply = Result<serde_json::Value, GraphError>;
     fn handle(&mut self, q: SocialQuery, _: &mut HostContext<Self>) -> Self::Reply {
         use super::social;
-        let r = match q {
+        match q {
             SocialQuery::Person { name } => social::person(&self.store, name.trim()),
             SocialQuery::Trait { name, trait_ } => social::get_trait(&self.store, name.trim(), trait_.trim()),
             SocialQuery::Network { name, depth } => social::network_json(&self.store, name.trim(), depth),
@@ -1174,8 +1354,7 @@ impl Handles<SocialQuery> for GraphActor {
                 social::relate(&mut self.store, a.trim(), relation.trim(), b.trim())
                     .map(|n| serde_json::json!({ "relations": n }))
             }
-        };
-        r.map_err(|e| e.to_string())
+        }
     }
 }
 
@@ -1183,6 +1362,43 @@ impl Handles<SocialQuery> for GraphActor {
 mod tests {
     use super::*;
     use crate::memory::graph::{Entity, Relation};
+
+    #[test]
+    fn the_graph_tools_schemas_are_generated_as_they_were_written() {
+        use crate::stages::tools::schema_of;
+        use serde_json::json;
+        assert_eq!(
+            schema_of::<RecallArgs>(),
+            json!({"type": "object", "properties": {
+                "query_intent": {"type": "string", "description": "what to recall: a name, a topic, or comma-separated keywords"},
+                "depth": {"type": "integer", "minimum": 0, "description": "relation hops to follow (default 2)"},
+                "sort": {"type": "string", "enum": ["relevance", "recent"]}},
+                "required": ["query_intent"]})
+        );
+        assert_eq!(
+            schema_of::<CommitArgs>(),
+            json!({"type": "object", "properties": {"triples": {"type": "array", "items": {"type": "object", "properties": {
+                "subject": {"type": "string"}, "relation": {"type": "string"}, "object": {"type": "string"},
+                "sentence_text": {"type": "string", "description": "the sentence the fact comes from"}},
+                "required": ["subject", "relation", "object"]}}},
+                "required": ["triples"]})
+        );
+        assert_eq!(
+            schema_of::<TraitArgs>(),
+            json!({"type": "object", "properties": {"name": {"type": "string"}, "trait": {"type": "string"}, "value": {"type": "string"}}, "required": ["name", "trait", "value"]})
+        );
+        // The store reads what it always read; a misfit names the field.
+        let a: CommitArgs = crate::stages::tools::decode_args(json!({"triples": [
+            {"subject": "Ann", "relation": "likes", "object": "tea", "sentence": "Ann likes tea", "confidence": 0.5}
+        ]}))
+        .unwrap();
+        let t = Triple::from(a.triples.into_iter().next().unwrap());
+        assert_eq!((t.sentence.as_str(), t.confidence), ("Ann likes tea", 0.5));
+        let e = crate::stages::tools::decode_args::<CommitArgs>(json!({"triples": [{"subject": 1}]}))
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("triples[0].subject"), "{e}");
+    }
 
     #[test]
     fn the_index_names_what_the_input_touches_until_recalled() {

@@ -57,6 +57,8 @@ impl KernelServices {
     pub(super) async fn memory(&self, plugin: &str, req: R) -> Result<Value, RpcError> {
         let method = req.method();
         let gone = |e: crate::addr::SendError| unavailable(method, e);
+        // `social.getRelations` is `social.getPerson` cut to the relations.
+        let relations_only = matches!(req, R::SocialGetRelations(_));
         match req {
             R::MemoryRecall(p) => {
                 let graph = need("graph memory", &self.graph)?;
@@ -119,7 +121,7 @@ impl KernelServices {
                     .send(GraphCall::Merge { source, target })
                     .await
                     .map_err(gone)?
-                    .unwrap_or_else(|refused| refused);
+                    .unwrap_or_else(|refused| refused.to_string());
                 Ok(json!({ "text": text }))
             }
             R::MemoryPurge(p) => {
@@ -140,7 +142,7 @@ impl KernelServices {
                     .send(GraphCall::Purge { criteria, mode })
                     .await
                     .map_err(gone)?
-                    .unwrap_or_else(|refused| refused);
+                    .unwrap_or_else(|refused| refused.to_string());
                 Ok(json!({ "text": text }))
             }
             R::DocQuery(p) => {
@@ -204,7 +206,6 @@ impl KernelServices {
             }
             R::TextAppend(t) => self.text_append(plugin, t).await,
             R::SocialGetPerson(p) | R::SocialGetRelations(p) => {
-                let relations_only = method == homeagent_plugin_protocol::methods::SOCIAL_GET_RELATIONS;
                 let graph = need("graph memory", &self.graph)?;
                 let name = nonempty(method, "name", p.name)?;
                 let v = graph
