@@ -62,7 +62,7 @@ pub async fn restart(state: web::Data<AppState>, id: web::Path<String>) -> Resul
         .residents
         .restart(&id)
         .await
-        .map_err(ApiError::unavailable)?;
+        .map_err(|e| ApiError::unavailable(e.to_string()))?;
     Ok(web::Json(Restarted { id, restarts }))
 }
 
@@ -101,6 +101,6 @@ pub async fn destroy(
         .residents
         .destroy(&id, residual, false)
         .await
-        .map_err(ApiError::unavailable)?;
+        .map_err(|e| ApiError::unavailable(e.to_string()))?;
     Ok(web::Json(Destroyed { id, message }))
 }

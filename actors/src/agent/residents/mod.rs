@@ -48,9 +48,8 @@ use crate::memory::actor::{ContextActor, PruneContext};
 use crate::memory::graph_actor::{CommitTriples, ExportTriples, GraphActor, GraphOverlays};
 use crate::memory::store::MemoryStore;
 use crate::scheduler::Level;
-use crate::stages::{ToolHandler, ToolSpec};
+use crate::stages::{Origin, ToolHandler, ToolSpec};
 use crate::supervisor::{RestartPolicy, Strategy, SupervisorConfig, SupervisorRef};
-use futures_util::future::BoxFuture;
 
 pub use super::subagents::{AGENT_PREFIX, NOTE_TOOL, NOTIFY_TOOL, RESIDENT_TOOL};
 /// The residents' own tools, which the main agent is not offered.
@@ -108,20 +107,73 @@ struct Inner {
     routes: ChannelRoutes,
 }
 
-/// `create`'s `input_channels`: an array of channel names (absent: none).
-fn input_channels(args: &Value) -> Result<Vec<String>, String> {
-    match args.get("input_channels") {
-        None | Some(Value::Null) => Ok(Vec::new()),
-        Some(Value::Array(a)) => a
-            .iter()
-            .map(|c| {
-                c.as_str()
-                    .map(|s| s.trim().to_owned())
-                    .ok_or_else(|| "`input_channels` must be an array of channel names".to_owned())
-            })
-            .collect(),
-        Some(_) => Err("`input_channels` must be an array of channel names, e.g. [\"qq:group:42\"]".into()),
-    }
+/// `resident_agents`' arguments.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+pub struct ControlArgs {
+    #[schemars(extend("enum" = ["list", "create", "send", "inspect", "compress", "reclaim", "destroy"]))]
+    pub action: String,
+    /// the resident's id: lowercase letters, digits, - and _
+    #[serde(default)]
+    pub id: String,
+    /// create: its standing task
+    #[serde(default)]
+    pub task: String,
+    /// send: the instruction
+    #[serde(default)]
+    pub text: String,
+    /// reclaim/destroy: what becomes of its waiting work
+    #[serde(default)]
+    #[schemars(extend("enum" = ["keep", "drop"]))]
+    pub residual: Option<String>,
+    /// create: input channels whose messages it handles instead of you (until it is destroyed)
+    #[serde(default)]
+    pub input_channels: Option<Vec<String>>,
+    #[serde(rename = "__origin", default)]
+    #[schemars(skip)]
+    pub origin: Origin,
+}
+
+/// The arguments of a resident's own `{text}` tools (`notify_parent`, `inputch_note`).
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+pub struct TextArgs {
+    pub text: String,
+    #[serde(rename = "__origin", default)]
+    #[schemars(skip)]
+    pub origin: Origin,
+}
+
+/// Why a resident operation did nothing; each says what to do next.
+#[derive(Debug, thiserror::Error)]
+pub enum ResidentsError {
+    /// The book refused (an unknown id, a bad one, too many, a missing argument).
+    #[error(transparent)]
+    Book(#[from] ResidentError),
+    #[error(transparent)]
+    Route(#[from] super::routes::RouteError),
+    #[error("resident `{id}` could not be started: {why}")]
+    NotStarted { id: String, why: Box<ResidentsError> },
+    #[error("cannot create {}: {error}", path.display())]
+    Dir { path: PathBuf, error: std::io::Error },
+    #[error(transparent)]
+    Spawn(#[from] crate::supervisor::SpawnError),
+    #[error(transparent)]
+    Mailbox(#[from] crate::addr::SendError),
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+    #[error("refused by resident {id}: {refusal}")]
+    RefusedBy { id: String, refusal: Refusal },
+    #[error("resident {id} unavailable: {error}")]
+    Gone { id: String, error: crate::addr::SendError },
+    #[error("reclaim of `{id}` failed, its memory is untouched ({why}); try again, or destroy it to drop its memory")]
+    Reclaim { id: String, why: String },
+    #[error("the parent did not take the notice ({0}); try again later")]
+    NoticeRefused(super::scheduler::OwnInputError),
+    #[error("{tool} is for resident sub-agents; this task has no parent")]
+    NoParent { tool: &'static str },
+    #[error(transparent)]
+    Context(#[from] crate::memory::context::actor::ContextError),
+    #[error(transparent)]
+    Restart(#[from] crate::supervisor::RestartError),
 }
 
 /// A resident's agent id, as its tools see it (`__origin.agent`).
@@ -245,14 +297,10 @@ impl Residents {
         owner: Owner,
         principal: crate::firewall::Principal,
         channels: &[String],
-    ) -> Result<(), String> {
+    ) -> Result<(), ResidentsError> {
         let limits = self.limits().await;
-        self.0.routes.check(id, channels).map_err(|e| e.to_string())?;
-        self.0
-            .book
-            .lock()
-            .create(id, task, owner, limits.max_residents)
-            .map_err(|e| e.to_string())?;
+        self.0.routes.check(id, channels)?;
+        self.0.book.lock().create(id, task, owner, limits.max_residents)?;
         match self.start(id, task, owner, principal, limits, channels).await {
             Ok(live) => {
                 self.0.live.lock().insert(id.to_owned(), live);
@@ -267,7 +315,10 @@ impl Residents {
                 if self.0.parent.registry.get(&full).is_some() {
                     let _ = self.0.sup.remove_child(&full).await;
                 }
-                Err(format!("resident `{id}` could not be started: {e}"))
+                Err(ResidentsError::NotStarted {
+                    id: id.to_owned(),
+                    why: Box::new(e),
+                })
             }
         }
     }
@@ -280,16 +331,14 @@ impl Residents {
         principal: crate::firewall::Principal,
         limits: Limits,
         channels: &[String],
-    ) -> Result<Live, String> {
+    ) -> Result<Live, ResidentsError> {
         let dir = self.0.data_dir.join("residents").join(id);
-        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(&dir).map_err(|error| ResidentsError::Dir {
+            path: dir.clone(),
+            error,
+        })?;
         let config = SupervisorConfig::default().with_strategy(Strategy::OneForAll);
-        let sub = self
-            .0
-            .sup
-            .supervisor(id, RestartPolicy::Permanent, config)
-            .await
-            .map_err(|e| e.to_string())?;
+        let sub = self.0.sup.supervisor(id, RestartPolicy::Permanent, config).await?;
         let path = dir.join("memory.db");
         let doc_path = path.clone();
         let documents = sub
@@ -302,8 +351,7 @@ impl Residents {
                     Ok(crate::memory::documents::DocumentsActor::new(store))
                 },
             )
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         let docs = documents.clone();
         let context = sub
             .worker_on(
@@ -315,16 +363,14 @@ impl Residents {
                     ContextActor::open(store, docs.clone()).map_err(|e| e.to_string())
                 },
             )
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         let graph_path = dir.join("graph.db");
         let graph = sub
             .worker_on(self.0.blocking.clone(), "graph", RestartPolicy::Permanent, move || {
                 let store = crate::memory::graph::GraphStore::open(&graph_path).map_err(|e| e.to_string())?;
                 Ok(GraphActor::new(store))
             })
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         let agent = agent_id(id);
         self.0.overlays.insert(&agent, graph.clone());
         // Per-turn recall reads the main graph (read-only for it); its tools read both.
@@ -353,14 +399,10 @@ impl Residents {
             .worker("scheduler", RestartPolicy::Permanent, move || {
                 Ok(SchedulerActor::new(d.clone(), m.clone()))
             })
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         let _ = me.set(scheduler.clone());
         // Its input channels: their queued input goes to its scheduler from now on.
-        self.0
-            .routes
-            .assign(id, channels, &scheduler)
-            .map_err(|e| e.to_string())?;
+        self.0.routes.assign(id, channels, &scheduler)?;
         if !channels.is_empty() {
             tracing::info!(resident = id, ?channels, "input channels assigned to the resident");
         }
@@ -369,8 +411,7 @@ impl Residents {
             .worker("event-loop", RestartPolicy::Permanent, move || {
                 Ok(EventLoop::new(sc.clone()))
             })
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         let live = Live {
             scheduler,
             event_loop,
@@ -395,7 +436,7 @@ impl Residents {
     /// Gives `job` to the resident: queued through its intake, or as an interrupt
     /// (already levelled) straight to its scheduler. A reported job gets a reply path
     /// whose answer is recorded as a round and reported to the parent.
-    async fn dispatch(&self, id: &str, live: &Live, mut job: Job, interrupt: bool) -> Result<(), String> {
+    async fn dispatch(&self, id: &str, live: &Live, mut job: Job, interrupt: bool) -> Result<(), ResidentsError> {
         // The contextfull rule runs before the task's first LLM call: here, as it is handed over.
         self.check_context(id);
         if job.report {
@@ -410,18 +451,13 @@ impl Residents {
         }
         let res = if interrupt {
             live.scheduler
-                .send(Submit(Admitted::own(job.input).map_err(|r| r.to_string())?))
-                .await
-                .map_err(|e| e.to_string())?
+                .send(Submit(Admitted::own(job.input)?))
+                .await?
                 .map(|_| ())
         } else {
-            live.event_loop
-                .send(Inject(job.input))
-                .await
-                .map_err(|e| e.to_string())?
-                .map(|_| ())
+            live.event_loop.send(Inject(job.input)).await?.map(|_| ())
         };
-        res.map_err(|r| r.to_string())
+        Ok(res?)
     }
 
     /// A reported round ended: its record, and an L3 interrupt to the parent.
@@ -500,11 +536,16 @@ impl Residents {
     }
 
     /// `send`: an L4 interrupt into the resident (the parent is its only L4 source).
-    pub async fn send(&self, id: &str, text: &str, principal: crate::firewall::Principal) -> Result<String, String> {
+    pub async fn send(
+        &self,
+        id: &str,
+        text: &str,
+        principal: crate::firewall::Principal,
+    ) -> Result<String, ResidentsError> {
         if text.trim().is_empty() {
-            return Err(ResidentError::Missing("text").to_string());
+            return Err(ResidentError::Missing("text").into());
         }
-        let live = self.live(id).map_err(|e| e.to_string())?;
+        let live = self.live(id)?;
         let report = self
             .0
             .book
@@ -535,20 +576,26 @@ impl Residents {
     /// Forwards an original input (its reply path and acceptor hook intact) into the
     /// resident's queue: the offload's hand-over. An input that cannot be delivered is
     /// answered by its own reply path (dropping it tells a waiting caller).
-    pub async fn forward(&self, id: &str, input: Admitted) -> Result<(), String> {
-        let live = self.live(id).map_err(|e| e.to_string())?;
+    pub async fn forward(&self, id: &str, input: Admitted) -> Result<(), ResidentsError> {
+        let live = self.live(id)?;
         self.check_context(id);
         match live.scheduler.send(Submit(input)).await {
             Ok(Ok(_)) => Ok(()),
-            Ok(Err(r)) => Err(format!("refused by resident {id}: {r}")),
-            Err(e) => Err(format!("resident {id} unavailable: {e}")),
+            Ok(Err(refusal)) => Err(ResidentsError::RefusedBy {
+                id: id.to_owned(),
+                refusal,
+            }),
+            Err(error) => Err(ResidentsError::Gone {
+                id: id.to_owned(),
+                error,
+            }),
         }
     }
 
     /// One resident's view: its book entry, its queues, its directory.
-    pub async fn inspect(&self, id: &str) -> Result<Value, String> {
-        let entry = self.0.book.lock().get(id).cloned().map_err(|e| e.to_string())?;
-        let live = self.live(id).map_err(|e| e.to_string())?;
+    pub async fn inspect(&self, id: &str) -> Result<Value, ResidentError> {
+        let entry = self.0.book.lock().get(id).cloned()?;
+        let live = self.live(id)?;
         let tasks = live.scheduler.send(GetTasks).await.ok();
         Ok(json!({
             "id": entry.id,
@@ -578,22 +625,17 @@ impl Residents {
 
     /// `compress`: the context cut to its last [`COMPRESS_KEEP`] events, the round
     /// table cleared, the state `running`.
-    pub async fn compress(&self, id: &str) -> Result<String, String> {
-        let live = self.live(id).map_err(|e| e.to_string())?;
-        let archived = live
-            .context
-            .send(compress_prune())
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())?;
-        self.0.book.lock().compress(id).map_err(|e| e.to_string())?;
+    pub async fn compress(&self, id: &str) -> Result<String, ResidentsError> {
+        let live = self.live(id)?;
+        let archived = live.context.send(compress_prune()).await??;
+        self.0.book.lock().compress(id)?;
         Ok(Msg::ResidentCompressed { id, archived }.text())
     }
 
     /// `destroy` (and `reclaim`): residual work handled by `residual`, the subtree
     /// stopped and removed, its directory deleted.
-    pub async fn destroy(&self, id: &str, residual: Residual, reclaim: bool) -> Result<String, String> {
-        let live = self.live(id).map_err(|e| e.to_string())?;
+    pub async fn destroy(&self, id: &str, residual: Residual, reclaim: bool) -> Result<String, ResidentsError> {
+        let live = self.live(id)?;
         // Reclaim: its temporary graph's facts into the main graph first, so a failure
         // leaves the resident (and its memory) in place for another try.
         let promoted = if reclaim {
@@ -636,11 +678,10 @@ impl Residents {
     /// graph committed to the main graph under session `reclaim/<id>` (the parent's
     /// filter keeps all). Answers how many facts were promoted (a fact the main graph
     /// knew already is reinforced there, not doubled).
-    async fn promote(&self, id: &str, live: &Live) -> Result<usize, String> {
-        let unavailable = |e: &dyn std::fmt::Display| {
-            format!(
-                "reclaim of `{id}` failed, its memory is untouched ({e}); try again, or destroy it to drop its memory"
-            )
+    async fn promote(&self, id: &str, live: &Live) -> Result<usize, ResidentsError> {
+        let unavailable = |e: &dyn std::fmt::Display| ResidentsError::Reclaim {
+            id: id.to_owned(),
+            why: e.to_string(),
         };
         let triples = live
             .graph
@@ -718,47 +759,48 @@ impl Residents {
     }
 
     /// Restarts resident `id`'s subtree through its supervisor (the operator's button).
-    pub async fn restart(&self, id: &str) -> Result<u64, String> {
-        self.live(id).map_err(|e| e.to_string())?;
-        crate::supervisor::restart_actor(&self.0.parent.registry, &self.actor_id(id))
-            .await
-            .map_err(|e| e.to_string())
+    pub async fn restart(&self, id: &str) -> Result<u64, ResidentsError> {
+        self.live(id)?;
+        Ok(crate::supervisor::restart_actor(&self.0.parent.registry, &self.actor_id(id)).await?)
     }
 
     /// The `resident_agents` tool.
-    pub async fn call(&self, args: Value) -> Result<String, String> {
-        let action =
-            Action::parse(args.get("action").and_then(Value::as_str).unwrap_or("")).map_err(|e| e.to_string())?;
-        let arg = |k: &str| args.get(k).and_then(Value::as_str).unwrap_or("").trim().to_owned();
-        let id = arg("id");
-        let principal = super::children::origin_principal(&args);
+    pub async fn call(&self, args: ControlArgs) -> Result<String, ResidentsError> {
+        let action = Action::parse(&args.action)?;
+        let id = args.id.trim();
+        let principal = args.origin.principal;
         let need_id = || {
             if id.is_empty() {
-                Err(ResidentError::Missing("id").to_string())
+                Err(ResidentError::Missing("id"))
             } else {
-                Ok(id.as_str())
+                Ok(id)
             }
         };
         match action {
             Action::List => Ok(Value::Array(self.list().await).to_string()),
             Action::Create => {
                 let id = need_id()?;
-                let channels = input_channels(&args)?;
-                self.create(id, &arg("task"), Owner::Parent, principal, &channels)
+                let channels: Vec<String> = args
+                    .input_channels
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|c| c.trim().to_owned())
+                    .collect();
+                self.create(id, args.task.trim(), Owner::Parent, principal, &channels)
                     .await?;
                 Ok(Msg::ResidentCreated { id }.text())
             }
             Action::Send => {
-                let text = match arg("text") {
-                    t if t.is_empty() => arg("task"),
+                let text = match args.text.trim() {
+                    "" => args.task.trim(),
                     t => t,
                 };
-                self.send(need_id()?, &text, principal).await
+                self.send(need_id()?, text, principal).await
             }
             Action::Inspect => Ok(self.inspect(need_id()?).await?.to_string()),
             Action::Compress => self.compress(need_id()?).await,
             Action::Reclaim | Action::Destroy => {
-                let residual = Residual::parse(args.get("residual").and_then(Value::as_str));
+                let residual = Residual::parse(args.residual.as_deref());
                 self.destroy(need_id()?, residual, action == Action::Reclaim).await
             }
         }
@@ -767,39 +809,36 @@ impl Residents {
     /// `notify_parent`: an L3 interrupt to the parent on `child/<id>`, from the resident
     /// whose task called it (known from the calling task's channel: `child/<id>` for its
     /// own task, `sub/<id>` for a `send`).
-    pub fn notify(&self, args: &Value) -> Result<String, String> {
-        let text = args.get("text").and_then(Value::as_str).unwrap_or("").trim();
+    pub fn notify(&self, args: TextArgs) -> Result<String, ResidentsError> {
+        let text = args.text.trim();
         if text.is_empty() {
-            return Err(ResidentError::Missing("text").to_string());
+            return Err(ResidentError::Missing("text").into());
         }
-        let id = self.calling_resident(args, NOTIFY_TOOL)?;
+        let id = self.calling_resident(&args.origin, NOTIFY_TOOL)?;
         let id = id.as_str();
         let mut note = Input::text(&format!("child/{id}"), &Msg::ResidentNotice { id, text }.text());
         note.channel = format!("child/{id}");
         note.level = Some(Level::L3);
-        submit_own(&self.0.parent_scheduler, note)
-            .map_err(|e| format!("the parent did not take the notice ({e}); try again later"))?;
+        submit_own(&self.0.parent_scheduler, note).map_err(ResidentsError::NoticeRefused)?;
         Ok("ok".into())
     }
 
     /// The resident whose task made this call: from the runner's `__origin.agent`, or
     /// (older paths) its `child/<id>` / `sub/<id>` channel.
-    fn calling_resident(&self, args: &Value, tool: &str) -> Result<String, String> {
-        let agent = crate::stages::origin_agent(args);
-        let channel = args[super::children::ORIGIN_ARG]["channel"].as_str().unwrap_or("");
-        agent
+    fn calling_resident(&self, origin: &Origin, tool: &'static str) -> Result<String, ResidentsError> {
+        origin
+            .agent
             .strip_prefix("resident/")
-            .or_else(|| resident_of_channel(channel))
+            .or_else(|| resident_of_channel(&origin.channel))
             .filter(|id| self.is_live(id))
             .map(str::to_owned)
-            .ok_or_else(|| format!("{tool} is for resident sub-agents; this task has no parent"))
+            .ok_or(ResidentsError::NoParent { tool })
     }
 
     /// `inputch_note`: the resident's own record of the round in progress.
-    pub fn note(&self, args: &Value) -> Result<String, String> {
-        let id = self.calling_resident(args, NOTE_TOOL)?;
-        let text = args.get("text").and_then(Value::as_str).unwrap_or("");
-        self.0.book.lock().note(&id, text).map_err(|e| e.to_string())?;
+    pub fn note(&self, args: TextArgs) -> Result<String, ResidentsError> {
+        let id = self.calling_resident(&args.origin, NOTE_TOOL)?;
+        self.0.book.lock().note(&id, &args.text)?;
         Ok(Msg::InputNoted.text())
     }
 
@@ -823,37 +862,21 @@ impl Residents {
         &self,
         name: &str,
         description: &str,
-        run: fn(&Self, &Value) -> Result<String, String>,
+        run: fn(&Self, TextArgs) -> Result<String, ResidentsError>,
     ) -> (ToolSpec, Arc<dyn ToolHandler>) {
-        let mut spec = ToolSpec::new(
-            name,
-            description,
-            json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
-        );
+        let mut spec = ToolSpec::typed::<TextArgs>(name, description);
         spec.plugin = super::children::OWNER.into();
         spec.parallel_safe = true;
         spec.origin = true;
         let me = self.clone();
-        // Not typed yet: the family's errors are its texts (`ToolFailure::Text`).
-        let handler = move |args: Value| -> BoxFuture<'static, crate::stages::ToolResult> {
-            let r = run(&me, &args).map_err(crate::stages::ToolFailure::Text);
-            Box::pin(async move { r })
-        };
-        (spec, Arc::new(handler))
+        let handler = crate::stages::typed(move |args: TextArgs| std::future::ready(run(&me, args)));
+        (spec, handler)
     }
 
     fn control_tool(&self) -> (ToolSpec, Arc<dyn ToolHandler>) {
-        let mut spec = ToolSpec::new(
+        let mut spec = ToolSpec::typed::<ControlArgs>(
             RESIDENT_TOOL,
             "Keep resident sub-agents: lightweight assistants with their own queue and temporary memory that work on a standing task beside you and report each round back to you. Actions: list; create (id, task); send (id, text: an urgent instruction, runs first); inspect (id: state, queue, rounds); compress (id: trim its context); reclaim or destroy (id, residual: keep = its waiting work comes back to your queue (default), drop = discarded).",
-            json!({"type": "object", "properties": {
-                "action": {"type": "string", "enum": ["list", "create", "send", "inspect", "compress", "reclaim", "destroy"]},
-                "id": {"type": "string", "description": "the resident's id: lowercase letters, digits, - and _"},
-                "task": {"type": "string", "description": "create: its standing task"},
-                "text": {"type": "string", "description": "send: the instruction"},
-                "residual": {"type": "string", "enum": ["keep", "drop"], "description": "reclaim/destroy: what becomes of its waiting work"},
-                "input_channels": {"type": "array", "items": {"type": "string"}, "description": "create: input channels whose messages it handles instead of you (until it is destroyed)"}
-            }, "required": ["action"]}),
         );
         spec.plugin = super::children::OWNER.into();
         spec.serial = true;
@@ -863,10 +886,10 @@ impl Residents {
              常驻, 监控, 后台, 盯着",
         );
         let me = self.clone();
-        let handler = move |args: Value| -> BoxFuture<'static, crate::stages::ToolResult> {
+        let handler = crate::stages::typed(move |args: ControlArgs| {
             let me = me.clone();
-            Box::pin(async move { me.call(args).await.map_err(crate::stages::ToolFailure::Text) })
-        };
-        (spec, Arc::new(handler))
+            async move { me.call(args).await }
+        });
+        (spec, handler)
     }
 }
