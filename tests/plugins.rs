@@ -395,6 +395,66 @@ fn a_lua_plugin_offers_tools_and_stage_handlers_and_a_runaway_script_is_stopped(
     assert_eq!(plugin(&d, "greeter")["restarts"], 0);
 }
 
+/// A Lua plugin that registers a tool name another plugin holds is refused that tool:
+/// the plugin that lost it does not list it (the stage host's answer is awaited before
+/// the plugin is ready), and the tool stays its first owner's.
+#[test]
+fn a_lua_tool_whose_name_is_taken_is_not_listed_by_the_plugin_that_lost_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    install(&data, "greeter");
+    let copycat = data.join("plugins/copycat");
+    std::fs::create_dir_all(&copycat).unwrap();
+    std::fs::write(
+        copycat.join("plugin.json"),
+        r#"{"name": "copycat", "version": "0.1.0"}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        copycat.join("main.lua"),
+        r#"
+sdk.register_tool("greeter_hello", {description = "A copy"}, function(args) return "copied" end)
+sdk.register_tool("copycat_own", {description = "Its own"}, function(args) return "own" end)
+"#,
+    )
+    .unwrap();
+    let d = Daemon::start(&data);
+    let cat = wait_plugin(&d, "copycat", Duration::from_secs(10), "ran", |p| {
+        p["state"] == "running"
+    });
+    let greeter = wait_plugin(&d, "greeter", Duration::from_secs(10), "ran", |p| {
+        p["state"] == "running"
+    });
+    let listed = |p: &Value| -> Vec<String> {
+        p["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_str().unwrap().to_owned())
+            .collect()
+    };
+    let (cat, greeter) = (listed(&cat), listed(&greeter));
+    let holders = [&cat, &greeter]
+        .iter()
+        .filter(|l| l.contains(&"greeter_hello".to_owned()))
+        .count();
+    assert_eq!(
+        holders, 1,
+        "one plugin holds the name: copycat {cat:?}, greeter {greeter:?}"
+    );
+    assert!(cat.contains(&"copycat_own".to_owned()), "{cat:?}");
+    assert_eq!(cat.len() + greeter.len(), 8, "copycat {cat:?}, greeter {greeter:?}");
+    // The tool answers as its holder's (greeter's global stage marks every reply).
+    let _v = with_vendor(&d);
+    let reply = ask(&d, r#"call-tool greeter_hello {"name":"Ada"}"#)["reply"].clone();
+    let expected = if greeter.contains(&"greeter_hello".to_owned()) {
+        "tool said: hello, Ada (greeted)"
+    } else {
+        "tool said: copied (greeted)"
+    };
+    assert_eq!(reply, expected);
+}
+
 /// A daemon with the greeter Lua plugin running (its seven tools registered) and the
 /// fake vendor.
 fn greeter() -> (tempfile::TempDir, std::path::PathBuf, Daemon, vendor::Vendor) {

@@ -64,14 +64,14 @@ pub const CALL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10
 /// may be the one that is stuck).
 async fn bounded<T>(
     plugin: String,
-    call: impl std::future::Future<Output = Result<Result<T, String>, crate::addr::SendError>>,
-) -> Result<T, String> {
+    call: impl std::future::Future<Output = Result<Result<T, LuaCallError>, crate::addr::SendError>>,
+) -> Result<T, LuaCallError> {
     match tokio::time::timeout(CALL_DEADLINE, call).await {
-        Ok(r) => r.map_err(|e| e.to_string())?,
-        Err(_) => Err(format!(
-            "plugin `{plugin}` did not answer within {} s; it is being restarted",
-            CALL_DEADLINE.as_secs()
-        )),
+        Ok(r) => r?,
+        Err(_) => Err(LuaCallError::Deadline {
+            plugin,
+            secs: CALL_DEADLINE.as_secs(),
+        }),
     }
 }
 
@@ -783,19 +783,45 @@ fn to_text(lua: &Lua, v: LuaValue) -> Result<String, String> {
     }
 }
 
+/// Why a call into the plugin's script did not answer. What the script itself raised
+/// is its text (`Script`): the engine speaks text, as a subprocess plugin's wire does.
+#[derive(Debug, thiserror::Error)]
+pub enum LuaCallError {
+    #[error("{0}")]
+    Script(String),
+    #[error("no API `{0}`")]
+    NoApi(String),
+    #[error("plugin `{plugin}` did not answer within {secs} s; it is being restarted")]
+    Deadline { plugin: String, secs: u64 },
+    #[error(transparent)]
+    Mailbox(#[from] crate::addr::SendError),
+}
+
+impl LuaCallError {
+    /// As a tool's failure: the script's words are [`ToolFailure::Text`].
+    ///
+    /// [`ToolFailure::Text`]: crate::stages::ToolFailure::Text
+    fn into_tool_failure(self) -> crate::stages::ToolFailure {
+        match self {
+            Self::Script(text) => crate::stages::ToolFailure::Text(text),
+            other => crate::stages::ToolFailure::kernel(other),
+        }
+    }
+}
+
 /// Runs a tool of the plugin (from its tool handler).
 #[derive(Message)]
-#[rtype(result = "Result<String, String>")]
+#[rtype(result = "Result<String, LuaCallError>")]
 pub struct CallLuaTool(pub usize, pub Value);
 
 /// Runs a stage handler of the plugin.
 #[derive(Message)]
-#[rtype(result = "Result<Patch, String>")]
+#[rtype(result = "Result<Patch, LuaCallError>")]
 pub struct CallLuaStage(pub usize, pub StageContext);
 
 /// Delivers a message to one of the plugin's output channels.
 #[derive(Message)]
-#[rtype(result = "Result<String, String>")]
+#[rtype(result = "Result<String, LuaCallError>")]
 pub struct CallLuaOutput(pub usize, pub Value);
 
 /// Hands a kernel event to the plugin's event handler.
@@ -805,54 +831,54 @@ pub struct CallLuaEvent(pub Value);
 
 /// Calls one of the plugin's named APIs with a JSON body.
 #[derive(Message)]
-#[rtype(result = "Result<Value, String>")]
+#[rtype(result = "Result<Value, LuaCallError>")]
 pub struct CallLuaApi(pub String, pub Value);
 
 impl Handles<CallLuaApi> for LuaPlugin {
-    type Reply = ResponseFuture<Result<Value, String>>;
+    type Reply = ResponseFuture<Result<Value, LuaCallError>>;
     fn handle(&mut self, CallLuaApi(name, body): CallLuaApi, _: &mut HostContext<Self>) -> Self::Reply {
         let lua = self.lua.clone();
         let Some(f) = self.apis.lock().get(&name).cloned() else {
-            return Box::pin(async move { Err(format!("no API `{name}`")) });
+            return Box::pin(async move { Err(LuaCallError::NoApi(name)) });
         };
         let arg = match body {
             Value::Null => LuaValue::Nil,
             body => match lua.to_value(&body) {
                 Ok(a) => a,
-                Err(e) => return Box::pin(async move { Err(lua_err(e)) }),
+                Err(e) => return Box::pin(async move { Err(LuaCallError::Script(lua_err(e))) }),
             },
         };
         let call = self.call_async(f, arg);
         Box::pin(async move {
-            let v = call.await?;
-            lua.from_value::<Value>(v).map_err(lua_err)
+            let v = call.await.map_err(LuaCallError::Script)?;
+            lua.from_value::<Value>(v).map_err(|e| LuaCallError::Script(lua_err(e)))
         })
     }
 }
 
 impl Handles<CallLuaTool> for LuaPlugin {
-    type Reply = ResponseFuture<Result<String, String>>;
+    type Reply = ResponseFuture<Result<String, LuaCallError>>;
     fn handle(&mut self, CallLuaTool(i, args): CallLuaTool, _: &mut HostContext<Self>) -> Self::Reply {
         let lua = self.lua.clone();
         let arg = match lua.to_value(&args) {
             Ok(a) => a,
-            Err(e) => return Box::pin(async move { Err(lua_err(e)) }),
+            Err(e) => return Box::pin(async move { Err(LuaCallError::Script(lua_err(e))) }),
         };
         let call = self.call_async(self.tools[i].1.clone(), arg);
-        Box::pin(async move { to_text(&lua, call.await?) })
+        Box::pin(async move { to_text(&lua, call.await.map_err(LuaCallError::Script)?).map_err(LuaCallError::Script) })
     }
 }
 
 impl Handles<CallLuaOutput> for LuaPlugin {
-    type Reply = ResponseFuture<Result<String, String>>;
+    type Reply = ResponseFuture<Result<String, LuaCallError>>;
     fn handle(&mut self, CallLuaOutput(i, msg): CallLuaOutput, _: &mut HostContext<Self>) -> Self::Reply {
         let lua = self.lua.clone();
         let arg = match lua.to_value(&msg) {
             Ok(a) => a,
-            Err(e) => return Box::pin(async move { Err(lua_err(e)) }),
+            Err(e) => return Box::pin(async move { Err(LuaCallError::Script(lua_err(e))) }),
         };
         let call = self.call_async(self.outputs[i].1.clone(), arg);
-        Box::pin(async move { to_text(&lua, call.await?) })
+        Box::pin(async move { to_text(&lua, call.await.map_err(LuaCallError::Script)?).map_err(LuaCallError::Script) })
     }
 }
 
@@ -873,18 +899,20 @@ impl Handles<CallLuaEvent> for LuaPlugin {
 }
 
 impl Handles<CallLuaStage> for LuaPlugin {
-    type Reply = ResponseFuture<Result<Patch, String>>;
+    type Reply = ResponseFuture<Result<Patch, LuaCallError>>;
     fn handle(&mut self, CallLuaStage(i, ctx): CallLuaStage, _: &mut HostContext<Self>) -> Self::Reply {
         let lua = self.lua.clone();
         let table = match lua.to_value(&ctx) {
             Ok(LuaValue::Table(t)) => t,
-            Ok(_) => return Box::pin(async { Err("stage context is not a table".to_owned()) }),
-            Err(e) => return Box::pin(async move { Err(lua_err(e)) }),
+            Ok(_) => return Box::pin(async { Err(LuaCallError::Script("stage context is not a table".to_owned())) }),
+            Err(e) => return Box::pin(async move { Err(LuaCallError::Script(lua_err(e))) }),
         };
         let call = self.call_async(self.stages[i].2.clone(), LuaValue::Table(table.clone()));
         Box::pin(async move {
-            call.await?;
-            let after: StageContext = lua.from_value(LuaValue::Table(table)).map_err(lua_err)?;
+            call.await.map_err(LuaCallError::Script)?;
+            let after: StageContext = lua
+                .from_value(LuaValue::Table(table))
+                .map_err(|e| LuaCallError::Script(lua_err(e)))?;
             let changed = |a: &String, b: &String| (a != b).then(|| b.clone());
             Ok(Patch {
                 raw_message: changed(&ctx.raw_message, &after.raw_message),
@@ -901,8 +929,13 @@ impl Handles<CallLuaStage> for LuaPlugin {
 }
 
 impl LuaPlugin {
-    /// Hands the registrations to the kernel (after `start` succeeded).
-    fn attach(&mut self, me: &TAddr<Self>) {
+    /// Hands the registrations to the kernel (after `start` succeeded). The tools' and
+    /// stage handlers' registrations are answered by the stage host: the future waits
+    /// for the answers, so the plugin is ready only once they are in, and a refused
+    /// one (a tool name another plugin took) is withdrawn from the plugin's listing and
+    /// logged, not listed as if it were there.
+    fn attach(&mut self, me: &TAddr<Self>) -> BoxFuture<'static, ()> {
+        let mut answers: Vec<BoxFuture<'static, Option<String>>> = Vec::new();
         let stages = self.deps.stages.clone();
         // An instance abandoned while stuck never ran `stopped`: its registrations still
         // point at it. Cleared first (in order with what follows: one sender, one mailbox).
@@ -914,29 +947,48 @@ impl LuaPlugin {
                 Arc::new(move |args: Value| -> BoxFuture<'static, crate::stages::ToolResult> {
                     let m = m.clone();
                     let call = bounded(plugin.clone(), async move { m.send(CallLuaTool(i, args)).await });
-                    // A script's error is its text.
-                    Box::pin(async move { call.await.map_err(crate::stages::ToolFailure::Text) })
+                    Box::pin(async move { call.await.map_err(LuaCallError::into_tool_failure) })
                 });
             self.info.tools.lock().push(spec.name.clone());
-            let _ = stages.do_send(RegisterTool {
-                spec: spec.clone(),
-                handler,
-            });
+            let (stages, spec, info) = (stages.clone(), spec.clone(), self.info.clone());
+            answers.push(Box::pin(async move {
+                let name = spec.name.clone();
+                let refused = match stages.send(RegisterTool { spec, handler }).await {
+                    Ok(Ok(())) => return None,
+                    Ok(Err(e)) => e.to_string(),
+                    Err(e) => e.to_string(),
+                };
+                info.tools.lock().retain(|t| *t != name);
+                Some(format!("tool `{name}` refused: {refused}"))
+            }));
         }
         for (i, (stage, scope, _)) in self.stages.iter().enumerate() {
             let (m, plugin) = (me.clone(), self.name.clone());
             let handler: Arc<dyn StageHandler> = Arc::new(
                 move |_s: Stage, c: StageContext| -> BoxFuture<'static, Result<Patch, String>> {
                     let m = m.clone();
-                    Box::pin(bounded(plugin.clone(), async move { m.send(CallLuaStage(i, c)).await }))
+                    let call = bounded(plugin.clone(), async move { m.send(CallLuaStage(i, c)).await });
+                    // A stage handler's failure is its text (stages speak text: most are plugins').
+                    Box::pin(async move { call.await.map_err(|e| e.to_string()) })
                 },
             );
-            let _ = stages.do_send(RegisterStage {
-                plugin: self.name.clone(),
-                stage: *stage,
-                scope: *scope,
-                handler,
-            });
+            let (stages, stage, register) = (
+                stages.clone(),
+                *stage,
+                RegisterStage {
+                    plugin: self.name.clone(),
+                    stage: *stage,
+                    scope: *scope,
+                    handler,
+                },
+            );
+            answers.push(Box::pin(async move {
+                match stages.send(register).await {
+                    Ok(Ok(_)) => None,
+                    Ok(Err(e)) => Some(format!("stage `{}` handler refused: {e}", stage.as_str())),
+                    Err(e) => Some(format!("stage `{}` handler refused: {e}", stage.as_str())),
+                }
+            }));
         }
         for reg in &self.inputs {
             if let Err(e) = super::services::register_input(&self.deps.services.channels, &self.name, reg) {
@@ -949,7 +1001,7 @@ impl LuaPlugin {
                 Arc::new(move |msg: Value| -> BoxFuture<'static, crate::stages::ToolResult> {
                     let m = m.clone();
                     let call = bounded(plugin.clone(), async move { m.send(CallLuaOutput(i, msg)).await });
-                    Box::pin(async move { call.await.map_err(crate::stages::ToolFailure::Text) })
+                    Box::pin(async move { call.await.map_err(LuaCallError::into_tool_failure) })
                 });
             if let Err(e) = self.deps.services.register_output(&self.name, reg, deliver) {
                 tracing::warn!(plugin = %self.name, "output channel `{}` refused: {}", reg.name, e.message);
@@ -959,10 +1011,8 @@ impl LuaPlugin {
         let call: super::process::ApiCall = Arc::new(
             move |name: String, body: Value| -> BoxFuture<'static, Result<Value, String>> {
                 let m = m.clone();
-                Box::pin(bounded(
-                    plugin.clone(),
-                    async move { m.send(CallLuaApi(name, body)).await },
-                ))
+                let call = bounded(plugin.clone(), async move { m.send(CallLuaApi(name, body)).await });
+                Box::pin(async move { call.await.map_err(|e| e.to_string()) })
             },
         );
         self.info.apis.lock().call = Some(call);
@@ -976,13 +1026,18 @@ impl LuaPlugin {
                 tracing::warn!(plugin = %self.name, "event subscription refused: {}", e.message);
             }
         }
-        tracing::info!(
-            plugin = %self.name,
-            tools = self.tools.len(),
-            stages = self.stages.len(),
-            channels = self.outputs.len(),
-            "Lua plugin ready"
+        let (plugin, tools, stages, channels) = (
+            self.name.clone(),
+            self.tools.len(),
+            self.stages.len(),
+            self.outputs.len(),
         );
+        Box::pin(async move {
+            for refused in futures_util::future::join_all(answers).await.into_iter().flatten() {
+                tracing::warn!(%plugin, "{refused}");
+            }
+            tracing::info!(%plugin, tools, stages, channels, "Lua plugin ready");
+        })
     }
 }
 
@@ -1012,8 +1067,11 @@ impl KernelActor for LuaPlugin {
                         Host::<Self>::fail(ctx, msg)
                     }
                     Ok(()) => {
-                        host.inner().attach(&me);
-                        host.inner().info.readiness.set(Ok(()));
+                        let attached = host.inner().attach(&me);
+                        ctx.wait(
+                            actix::fut::wrap_future::<_, Host<Self>>(attached)
+                                .map(|(), host, _| host.inner().info.readiness.set(Ok(()))),
+                        );
                     }
                 }),
             );
