@@ -149,12 +149,9 @@ pub(super) async fn send_message(
         .unwrap_or_else(|| "http".into());
     let media = super::media::store(state, &source, images).await?;
     let mut input = Input::text(&source, &req.text);
-    homeagent_actors::memory::media::parts::to_payload(&mut input.payload, &media);
+    input.payload.media = media;
     if req.again {
-        input.payload.insert(
-            homeagent_actors::memory::media::parts::AGAIN_KEY.into(),
-            serde_json::Value::String(input.request_id.clone()),
-        );
+        input.payload.again = Some(input.request_id.clone());
     }
     input.channel = req
         .channel

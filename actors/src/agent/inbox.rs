@@ -171,7 +171,7 @@ impl InboxStore {
                     r.text,
                     r.level.map(|l| l as u8),
                     r.no_memory,
-                    serde_json::Value::Object(r.payload.clone()).to_string(),
+                    r.payload.to_value().to_string(),
                     now,
                     serde_json::to_string(&r.principal).expect("a principal serialises"),
                 ])?;
@@ -222,7 +222,7 @@ impl InboxStore {
                         text: r.get(4)?,
                         level: level.and_then(Level::from_u8),
                         no_memory: r.get(6)?,
-                        payload: serde_json::from_str(&payload).unwrap_or_default(),
+                        payload: super::input::Payload::parse(&payload),
                         principal: stored_principal(r.get::<_, Option<String>>(10)?.as_deref()),
                     },
                     accepted_at_ms: r.get(8)?,
@@ -291,7 +291,7 @@ impl InboxStore {
                         text: r.get(3)?,
                         level: level.and_then(Level::from_u8),
                         no_memory: r.get(5)?,
-                        payload: serde_json::from_str(&payload).unwrap_or_default(),
+                        payload: super::input::Payload::parse(&payload),
                         principal: stored_principal(r.get::<_, Option<String>>(7)?.as_deref()),
                     })
                 },
@@ -543,7 +543,8 @@ mod tests {
 
     fn record(text: &str) -> InputRecord {
         let mut i = crate::agent::Input::text("http", text);
-        i.payload.insert("k".into(), serde_json::json!([1, 2]));
+        i.payload.other.insert("k".into(), serde_json::json!([1, 2]));
+        i.payload.again = Some("req_1".into());
         i.record()
     }
 

@@ -29,8 +29,9 @@ pub struct Input {
     pub kernel: bool,
     /// Keep this turn out of memory.
     pub no_memory: bool,
-    /// Extra fields of the injection (routing metadata and the like).
-    pub payload: serde_json::Map<String, Value>,
+    /// What it carries beside its text (images, its channel's memory policy, how it
+    /// came in).
+    pub payload: Payload,
     /// Who it speaks for: the owner unless a plugin injected it (see
     /// [`crate::firewall::principal`]); decides which tools its turn may call.
     pub principal: crate::firewall::Principal,
@@ -65,6 +66,78 @@ impl Input {
 
     pub fn is_consolidation(&self) -> bool {
         self.channel == CONSOLIDATION_CHANNEL
+    }
+}
+
+/// What an input carries beside its text, each field set by the kernel where it knows
+/// it: the HTTP route or a plugin's injection (images, `again`), the door (its channel's
+/// definition), the intake (an interrupt, a kernel notice), the offload. It is stored
+/// with the input in the durable inbox and shown as its context entry's `meta`, under
+/// these JSON names — the names it always had, so an inbox an earlier version wrote
+/// reads as it was written: a field that does not read is left at its default, and a
+/// key this version does not know is kept in `other` as it was.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct Payload {
+    /// The images it carries (`media:` blocks), in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "lenient")]
+    pub media: Vec<crate::memory::media::parts::MediaRef>,
+    /// The owner asked again on purpose (the WebUI's Regenerate): the request's own id,
+    /// which makes it another input for the duplicate guard however soon it follows.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub again: Option<String>,
+    /// What memory keeps of it, when its channel's cleaner changed the text.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub memory_text: Option<String>,
+    /// Whether its turn recalls (its channel's definition).
+    #[serde(default, skip_serializing_if = "is_default", deserialize_with = "lenient")]
+    pub recall_policy: super::inputdef::RecallPolicy,
+    /// Whether the context is pruned against it as it arrives (its channel's definition).
+    #[serde(default, skip_serializing_if = "is_default", deserialize_with = "lenient")]
+    pub context_policy: super::inputdef::ContextPolicy,
+    /// It came in as an interrupt, from `interrupt_source` on `interrupt_channel`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not", deserialize_with = "lenient")]
+    pub interrupt: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub interrupt_source: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub interrupt_channel: Option<String>,
+    /// The kernel's own notice.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not", deserialize_with = "lenient")]
+    pub kernel: bool,
+    /// Handed from the main agent's backlog to a triage assistant (who, and when).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub offloaded_from: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub offloaded_at: Option<String>,
+    /// Keys an earlier version stored that this one does not know, kept as they were.
+    #[serde(flatten)]
+    pub other: serde_json::Map<String, Value>,
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
+}
+
+/// A stored field read leniently: one that does not read (a row from an older
+/// version, hand-edited) is its default, and the rest of the payload still reads.
+fn lenient<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned + Default,
+{
+    let v = <Value as serde::Deserialize>::deserialize(d)?;
+    Ok(serde_json::from_value(v).unwrap_or_default())
+}
+
+impl Payload {
+    /// The payload as JSON (the inbox's column, a context entry's `meta`).
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).expect("a payload serialises")
+    }
+
+    /// A payload stored as JSON text (an unreadable one is empty).
+    pub fn parse(text: &str) -> Self {
+        serde_json::from_str(text).unwrap_or_default()
     }
 }
 
@@ -364,7 +437,7 @@ pub struct InputRecord {
     pub text: String,
     pub level: Option<Level>,
     pub no_memory: bool,
-    pub payload: serde_json::Map<String, Value>,
+    pub payload: Payload,
     pub principal: crate::firewall::Principal,
 }
 
@@ -406,6 +479,48 @@ impl InputRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_payload_is_stored_under_the_names_it_always_had_and_reads_leniently() {
+        let p = Payload {
+            media: vec![crate::memory::media::parts::MediaRef {
+                id: "blk_media_dddddddddddd".into(),
+                mime: "image/png".into(),
+                width: 2,
+                height: 3,
+            }],
+            interrupt: true,
+            interrupt_source: Some("webui".into()),
+            kernel: true,
+            ..Default::default()
+        };
+        let v = p.to_value();
+        assert_eq!(v["media"][0]["id"], "blk_media_dddddddddddd");
+        assert_eq!(
+            (&v["interrupt"], &v["interrupt_source"], &v["kernel"]),
+            (
+                &serde_json::json!(true),
+                &serde_json::json!("webui"),
+                &serde_json::json!(true)
+            )
+        );
+        assert!(
+            v.get("again").is_none() && v.get("recall_policy").is_none(),
+            "defaults are not written: {v}"
+        );
+        assert_eq!(Payload::parse(&v.to_string()), p);
+        // A row from an older version: a field that does not read is its default, the
+        // rest still reads, and a key this version does not know is kept.
+        let old = Payload::parse(
+            r#"{"media": "not a list", "again": "req_9", "recall_policy": "sometimes", "group_id": 42}"#,
+        );
+        assert!(old.media.is_empty());
+        assert_eq!(old.again.as_deref(), Some("req_9"));
+        assert_eq!(old.recall_policy, super::super::inputdef::RecallPolicy::Auto);
+        assert_eq!(old.other["group_id"], 42);
+        assert_eq!(old.to_value()["group_id"], 42);
+        assert_eq!(Payload::parse("not json"), Payload::default());
+    }
 
     #[test]
     fn an_unanswered_caller_gets_an_error_not_a_hang() {
@@ -465,7 +580,8 @@ mod tests {
         let mut i = Input::text("qq/dev", "hello");
         i.level = Some(Level::L3);
         i.no_memory = true;
-        i.payload.insert("k".into(), serde_json::json!(1));
+        i.payload.other.insert("k".into(), serde_json::json!(1));
+        i.payload.kernel = true;
         let back = i.record().to_input();
         assert_eq!(back.record(), i.record());
         assert!(!back.reply.is_waiting());

@@ -23,7 +23,8 @@ use std::sync::Arc;
 
 use homeagent_plugin_protocol::methods::{CleanerRules, InputRegister};
 use regex::Regex;
-use serde_json::{Map, Value};
+
+use super::input::Payload;
 
 /// Most rules in one cleaner.
 pub const MAX_RULES: usize = 32;
@@ -31,11 +32,6 @@ pub const MAX_RULES: usize = 32;
 pub const MAX_PATTERN: usize = 1000;
 /// Compiled size cap of one pattern (the `regex` crate's limit).
 const SIZE_LIMIT: usize = 1 << 20;
-
-/// The payload keys an admitted input carries.
-pub const MEMORY_TEXT: &str = "memory_text";
-pub const RECALL_POLICY: &str = "recall_policy";
-pub const CONTEXT_POLICY: &str = "context_policy";
 
 /// Why a cleaner or a channel definition was refused; each says what to change.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -110,7 +106,8 @@ impl Cleaner {
 }
 
 /// When the context window is pruned for a channel's inputs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum ContextPolicy {
     /// By the distill heartbeat and on overflow only.
     #[default]
@@ -120,7 +117,8 @@ pub enum ContextPolicy {
 }
 
 /// Whether a channel's inputs recall from memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum RecallPolicy {
     #[default]
     Auto,
@@ -195,25 +193,21 @@ impl InputDef {
     }
 
     /// Applies the definition to an input being admitted: what memory keeps of it and
-    /// its policies, in its payload (any such keys the caller sent are replaced).
-    pub fn apply(def: Option<&Self>, text: &str, no_memory: &mut bool, payload: &mut Map<String, Value>) {
-        for k in [MEMORY_TEXT, RECALL_POLICY, CONTEXT_POLICY] {
-            payload.remove(k);
-        }
+    /// its policies, in its payload (whatever such fields the caller set are replaced).
+    pub fn apply(def: Option<&Self>, text: &str, no_memory: &mut bool, payload: &mut Payload) {
+        payload.memory_text = None;
+        payload.recall_policy = RecallPolicy::Auto;
+        payload.context_policy = ContextPolicy::None;
         let Some(def) = def else { return };
         *no_memory |= def.no_memory;
         if let Some(c) = &def.cleaner {
             let clean = c.apply(text);
             if clean != text {
-                payload.insert(MEMORY_TEXT.into(), Value::String(clean));
+                payload.memory_text = Some(clean);
             }
         }
-        if def.recall == RecallPolicy::None {
-            payload.insert(RECALL_POLICY.into(), Value::String("none".into()));
-        }
-        if def.context == ContextPolicy::Prune {
-            payload.insert(CONTEXT_POLICY.into(), Value::String("prune".into()));
-        }
+        payload.recall_policy = def.recall;
+        payload.context_policy = def.context;
     }
 }
 
@@ -227,17 +221,11 @@ pub struct Policy {
 }
 
 impl Policy {
-    pub fn of(payload: &Map<String, Value>) -> Self {
+    pub fn of(payload: &Payload) -> Self {
         Self {
-            memory_text: payload.get(MEMORY_TEXT).and_then(Value::as_str).map(str::to_owned),
-            recall: match payload.get(RECALL_POLICY).and_then(Value::as_str) {
-                Some("none") => RecallPolicy::None,
-                _ => RecallPolicy::Auto,
-            },
-            context: match payload.get(CONTEXT_POLICY).and_then(Value::as_str) {
-                Some("prune") => ContextPolicy::Prune,
-                _ => ContextPolicy::None,
-            },
+            memory_text: payload.memory_text.clone(),
+            recall: payload.recall_policy,
+            context: payload.context_policy,
         }
     }
 }
@@ -335,16 +323,24 @@ mod tests {
             },
         )
         .unwrap();
-        let mut payload = Map::new();
-        payload.insert(MEMORY_TEXT.into(), Value::String("forged".into()));
+        let forged = || Payload {
+            memory_text: Some("forged".into()),
+            recall_policy: RecallPolicy::None,
+            ..Default::default()
+        };
+        let mut payload = forged();
         let mut no_memory = false;
         InputDef::apply(Some(&d), "[group 1] hello", &mut no_memory, &mut payload);
         let p = Policy::of(&payload);
         assert_eq!(p.memory_text.as_deref(), Some("hello"));
         assert_eq!((p.recall, p.context), (RecallPolicy::None, ContextPolicy::Prune));
+        // Stored under the names it always had.
+        assert_eq!(
+            payload.to_value(),
+            serde_json::json!({"memory_text": "hello", "recall_policy": "none", "context_policy": "prune"})
+        );
         // No definition: nothing the caller sent survives.
-        let mut payload = Map::new();
-        payload.insert(MEMORY_TEXT.into(), Value::String("forged".into()));
+        let mut payload = forged();
         InputDef::apply(None, "hi", &mut no_memory, &mut payload);
         assert_eq!(Policy::of(&payload), Policy::default());
     }

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use parking_lot::Mutex;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::backlog::{Answer, Backlog, Then};
 use super::dedupe::{DuplicateGuard, Ticket, Verdict};
@@ -732,10 +732,9 @@ impl Handles<InjectInterrupt> for InterceptLoop {
             };
             let level = interrupt_level(priority.as_ref(), is_builtin_source(&input.source));
             input.level = Some(level);
-            input.payload.insert("interrupt".into(), json!(true));
-            let (source, channel) = (json!(input.source), json!(input.channel));
-            input.payload.insert("interrupt_source".into(), source);
-            input.payload.insert("interrupt_channel".into(), channel);
+            input.payload.interrupt = true;
+            input.payload.interrupt_source = Some(input.source.clone());
+            input.payload.interrupt_channel = Some(input.channel.clone());
             let stored = match &inbox {
                 Some(inbox) => {
                     let id = match inbox.send(Accept(input.record())).await {
@@ -769,7 +768,7 @@ impl Handles<KernelInterrupt> for InterceptLoop {
         input.channel = "kernel".into();
         input.kernel = true;
         input.level = Some(Level::L4);
-        input.payload.insert("kernel".into(), json!(true));
+        input.payload.kernel = true;
         let s = self.scheduler.clone();
         Box::pin(async move { s.send(Submit(Admitted::own(input)?)).await? })
     }

@@ -14,7 +14,6 @@
 use std::time::Duration;
 
 use actix::prelude::*;
-use serde_json::json;
 
 use super::door::Admitted;
 use super::input::Input;
@@ -186,10 +185,8 @@ async fn hand_over(
     let mut moved = 0;
     for t in taken {
         let mut input = t.input;
-        input
-            .payload
-            .insert("offloaded_from".into(), json!(super::residents::PARENT_ID));
-        input.payload.insert("offloaded_at".into(), json!(at));
+        input.payload.offloaded_from = Some(super::residents::PARENT_ID.to_owned());
+        input.payload.offloaded_at = Some(at.clone());
         tracing::info!(resident = %id, request = %input.request_id, source = %input.source, "offload: input handed to the triage assistant");
         match residents.forward(&id, input).await {
             Ok(()) => moved += 1,

@@ -15,7 +15,6 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use actix::prelude::*;
-use serde_json::json;
 
 use super::door::Admitted;
 use super::input::{Input, Outcome, Refusal, Settle};
@@ -257,7 +256,7 @@ impl SchedulerActor {
                     notice.channel = "kernel".into();
                     notice.kernel = true;
                     notice.level = Some(Level::L4);
-                    notice.payload.insert("kernel".into(), json!(true));
+                    notice.payload.kernel = true;
                     match Admitted::own(notice) {
                         Ok(n) => {
                             let _ = me.submit(n, ctx);

@@ -183,7 +183,7 @@ impl TaskActor {
         if owners_turn && deps.channels.deliver(&input.channel).is_some() {
             deps.owner_route.set(super::notice::Route {
                 channel: input.channel.clone(),
-                meta: serde_json::Value::Object(input.payload.clone()),
+                meta: input.payload.to_value(),
             });
         }
         let expanded = if owners_turn {
@@ -418,7 +418,7 @@ impl TaskActor {
                     firewall: self.deps.firewall.clone(),
                     principal: self.input.principal.clone(),
                     agent: self.deps.agent.clone(),
-                    meta: serde_json::Value::Object(self.input.payload.clone()),
+                    meta: self.input.payload.to_value(),
                     untrusted: self.untrusted.clone(),
                     span: self.span.clone(),
                 };
@@ -453,7 +453,7 @@ impl TaskActor {
                 notice.channel = "kernel".into();
                 notice.kernel = true;
                 notice.level = Some(Level::L4);
-                notice.payload.insert("kernel".into(), serde_json::json!(true));
+                notice.payload.kernel = true;
                 let sent = super::door::Admitted::own(notice)
                     .map_err(|r| r.to_string())
                     .and_then(|n| self.scheduler.submit(n).map_err(|e| e.to_string()));

@@ -92,7 +92,7 @@ impl From<&super::input::Input> for TurnInput {
             } else {
                 i.principal.name.clone()
             },
-            media: crate::memory::media::parts::from_payload(&i.payload),
+            media: i.payload.media.clone(),
             memory: super::inputdef::Policy::of(&i.payload),
             durable: !i.kernel && !i.reply.is_waiting(),
         }

@@ -528,7 +528,7 @@ impl Residents {
             notice.channel = "kernel".into();
             notice.kernel = true;
             notice.level = Some(Level::L4);
-            notice.payload.insert("kernel".into(), json!(true));
+            notice.payload.kernel = true;
             if let Err(e) = submit_own(&me.0.parent_scheduler, notice) {
                 tracing::warn!(resident = %id, "contextfull notice not delivered: {e}");
             }

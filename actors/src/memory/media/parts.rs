@@ -26,9 +26,6 @@ use super::store::MediaMeta;
 use crate::i18n::Msg;
 use crate::llm::{CompletionRequest, Message};
 
-/// Where an input carries its images: `payload["media"]` (kept in the durable inbox,
-/// so a replayed input still has them — the bytes are in `memory.db`).
-pub const PAYLOAD_KEY: &str = "media";
 /// The placeholder scheme of an image part in the frame.
 pub const URL_PREFIX: &str = "media:";
 /// The longest a turn waits for the query's vector before going on without recall.
@@ -54,36 +51,21 @@ impl From<&MediaMeta> for MediaRef {
     }
 }
 
-/// Records `refs` in an input's payload.
-pub fn to_payload(payload: &mut serde_json::Map<String, Value>, refs: &[MediaRef]) {
-    if !refs.is_empty() {
-        payload.insert(PAYLOAD_KEY.into(), json!(refs));
-    }
-}
-
-/// The images an input's payload names (none when absent or malformed).
-pub fn from_payload(payload: &serde_json::Map<String, Value>) -> Vec<MediaRef> {
-    payload
-        .get(PAYLOAD_KEY)
-        .and_then(|v| serde_json::from_value(v.clone()).ok())
-        .unwrap_or_default()
-}
-
-/// The payload key of an input the owner asked again on purpose (the WebUI's
-/// Regenerate): its value, the request's own id, makes it another input for the
-/// duplicate guard, however soon it follows the first.
-pub const AGAIN_KEY: &str = "again";
-
 /// What the duplicate guard compares: the text, plus the images' ids when there are
 /// any (the same question about another photo is not a duplicate), plus the request's
-/// id when the owner asked again on purpose ([`AGAIN_KEY`]).
-pub fn dedupe_text<'a>(text: &'a str, payload: &serde_json::Map<String, Value>) -> std::borrow::Cow<'a, str> {
-    let again = payload.get(AGAIN_KEY).and_then(Value::as_str);
-    if !payload.contains_key(PAYLOAD_KEY) && again.is_none() {
+/// id when the owner asked again on purpose ([`Payload::again`]).
+///
+/// [`Payload::again`]: crate::agent::input::Payload::again
+pub fn dedupe_text<'a>(text: &'a str, payload: &crate::agent::input::Payload) -> std::borrow::Cow<'a, str> {
+    if payload.media.is_empty() && payload.again.is_none() {
         return std::borrow::Cow::Borrowed(text);
     }
-    let ids: Vec<String> = from_payload(payload).into_iter().map(|r| r.id).collect();
-    std::borrow::Cow::Owned(format!("{text}\0{}\0{}", ids.join(","), again.unwrap_or("")))
+    let ids: Vec<&str> = payload.media.iter().map(|r| r.id.as_str()).collect();
+    std::borrow::Cow::Owned(format!(
+        "{text}\0{}\0{}",
+        ids.join(","),
+        payload.again.as_deref().unwrap_or("")
+    ))
 }
 
 /// What one recalled image may cost, reserved in a turn's budget before the recall has
@@ -474,10 +456,13 @@ mod tests {
     }
 
     #[test]
-    fn payload_round_trip() {
-        let mut p = serde_json::Map::new();
-        to_payload(&mut p, &[r("blk_media_dddddddddddd")]);
-        assert_eq!(from_payload(&p), vec![r("blk_media_dddddddddddd")]);
-        assert!(from_payload(&serde_json::Map::new()).is_empty());
+    fn the_duplicate_guard_tells_other_images_and_a_regenerate_apart() {
+        let mut p = crate::agent::input::Payload::default();
+        assert_eq!(dedupe_text("hi", &p), "hi");
+        p.media = vec![r("blk_media_dddddddddddd")];
+        let with_image = dedupe_text("hi", &p).into_owned();
+        assert_ne!(with_image, "hi");
+        p.again = Some("req_1".into());
+        assert_ne!(dedupe_text("hi", &p), with_image);
     }
 }

@@ -28,7 +28,7 @@ use crate::agent::input::{Input, ReplyTo};
 use crate::agent::intake::{EventLoop, Inject, InjectInterrupt, InterceptLoop};
 use crate::memory::media::actor::{MediaHandle, StoreImages};
 use crate::memory::media::check::{self, Attachment, Image};
-use crate::memory::media::parts::{self, MediaRef};
+use crate::memory::media::parts::MediaRef;
 
 /// Longest a sync injection waits for the reply.
 pub const SYNC_WAIT: Duration = Duration::from_secs(300);
@@ -241,7 +241,7 @@ impl Prepared {
                     .map_err(|e| IoError::Refused(e.to_string()))?;
                 let refs: Vec<MediaRef> = stored.iter().map(|(m, _)| MediaRef::from(m)).collect();
                 ids = Some(refs.iter().map(|r| r.id.clone()).collect());
-                parts::to_payload(&mut input.payload, &refs);
+                input.payload.media = refs;
             }
             let rx = (route == Route::QueueAndWait).then(|| {
                 let (reply, rx) = ReplyTo::channel(&input.request_id);
