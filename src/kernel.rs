@@ -6,7 +6,7 @@
 //! facilities it requires and provides, and [`ModuleGraph`] derives the order.
 
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
@@ -14,9 +14,9 @@ use futures_util::future::LocalBoxFuture;
 use homeagent_actors::agent::AgentHandles;
 use homeagent_actors::agent::channels::Channels;
 use homeagent_actors::agent::inbox::{InboxActor, InboxStore};
-use homeagent_actors::agent::intake::{EventLoop, InterceptLoop, ReplayInbox, SelfInput};
+use homeagent_actors::agent::intake::{ReplayInbox, SelfInput};
 use homeagent_actors::agent::relay::{SettingsRelay, agent_settings};
-use homeagent_actors::agent::scheduler::SchedulerActor;
+use homeagent_actors::agent::start::Profile;
 use homeagent_actors::agent::task::TaskDeps;
 use homeagent_actors::config::{
     ConfigActor, ConfigStore, DaemonConfig, DisabledPlugins, Key, ReadSettings, Settings, SupervisionConfig, keys,
@@ -1044,22 +1044,26 @@ async fn start_agent(
     s.firewall.audit.open(s.data_dir.join("audit").join("approvals.jsonl"));
     // A budget limit reached is told to the owner on the chat bridge they last wrote from.
     homeagent_actors::agent::notice::forward_notices(&s.bus, deps.channels.clone(), deps.owner_route.clone());
-    let me: Arc<OnceLock<TAddr<SchedulerActor>>> = Arc::default();
-    let (d, m) = (deps.clone(), me.clone());
-    let scheduler = sup
-        .worker("scheduler", RestartPolicy::Permanent, move || {
-            Ok(SchedulerActor::new(d.clone(), m.clone()))
+    // Acknowledged asynchronous input is committed here before its 202.
+    let inbox_path = s.data_dir.join("inbox.db");
+    let inbox = sup
+        .worker_on(s.blocking.handle(), "inbox", RestartPolicy::Permanent, move || {
+            Ok(InboxActor::new(
+                InboxStore::open(&inbox_path).map_err(|e| e.to_string())?,
+            ))
         })
         .await?;
-    let _ = me.set(scheduler.clone());
+    // The input channels assigned to residents are routed by the main intake.
+    let routes = homeagent_actors::agent::routes::ChannelRoutes::default();
+    let profile = Profile::main(inbox, s.firewall.clone(), routes.clone(), deps.channels.clone());
+    let loops = homeagent_actors::agent::start::start(&sup, deps.clone(), profile).await?;
+    let scheduler = loops.scheduler.clone();
     // `spawn_child` helpers: one subtree each under `kernel/agent/children`.
     let children_sup = sup
         .supervisor("children", RestartPolicy::Permanent, s.boot.supervisor)
         .await?;
     let children = homeagent_actors::agent::children::Children::new(children_sup, deps.clone(), scheduler.clone());
-    // Resident sub-agents: one subtree each under `kernel/agent/residents`; the input
-    // channels assigned to them are routed by the main intake.
-    let routes = homeagent_actors::agent::routes::ChannelRoutes::default();
+    // Resident sub-agents: one subtree each under `kernel/agent/residents`.
     let residents_sup = sup
         .supervisor("residents", RestartPolicy::Permanent, s.boot.supervisor)
         .await?;
@@ -1091,35 +1095,6 @@ async fn start_agent(
             .send(homeagent_actors::stages::RegisterTool { spec, handler })
             .await??;
     }
-    // Acknowledged asynchronous input is committed here before its 202.
-    let inbox_path = s.data_dir.join("inbox.db");
-    let inbox = sup
-        .worker_on(s.blocking.handle(), "inbox", RestartPolicy::Permanent, move || {
-            Ok(InboxActor::new(
-                InboxStore::open(&inbox_path).map_err(|e| e.to_string())?,
-            ))
-        })
-        .await?;
-    let (sc, ib, fw, rt) = (scheduler.clone(), inbox.clone(), s.firewall.clone(), routes.clone());
-    let ch = deps.channels.clone();
-    let event_loop = sup
-        .worker("event-loop", RestartPolicy::Permanent, move || {
-            Ok(EventLoop::new(sc.clone())
-                .with_inbox(ib.clone())
-                .with_firewall(fw.clone())
-                .with_routes(rt.clone())
-                .with_channels(ch.clone()))
-        })
-        .await?;
-    let (sc, ib, el, fw) = (scheduler.clone(), inbox.clone(), event_loop.clone(), s.firewall.clone());
-    let intercept_loop = sup
-        .worker("intercept-loop", RestartPolicy::Permanent, move || {
-            Ok(InterceptLoop::new(sc.clone())
-                .with_inbox(ib.clone())
-                .with_event_loop(el.clone())
-                .with_firewall(fw.clone()))
-        })
-        .await?;
     let (c, d) = (config.clone(), deps.clone());
     sup.worker("settings-relay", RestartPolicy::Permanent, move || {
         Ok(SettingsRelay::new(c.clone(), d.clone()))
@@ -1127,8 +1102,8 @@ async fn start_agent(
     .await?;
     Ok(AgentHandles {
         scheduler,
-        event_loop,
-        intercept_loop,
+        event_loop: loops.event_loop,
+        intercept_loop: loops.intercept_loop.expect("the main profile takes interrupts"),
         deps,
         children,
         residents,

@@ -44,6 +44,7 @@ pub mod routes;
 pub mod scheduler;
 pub mod selftest;
 pub mod seq;
+pub mod start;
 pub mod subagents;
 pub mod task;
 pub mod tools_exec;

@@ -130,6 +130,51 @@ pub struct TaskDeps {
     pub agent: String,
 }
 
+impl TaskDeps {
+    /// Task dependencies for a sub-agent of this agent (a helper or a resident): this
+    /// agent's LLM, stage host, firewall and bus, its own context and documents (and
+    /// graph), its own limits and refused tools. The one place a sub-agent's dependencies
+    /// are made.
+    pub fn derived(
+        &self,
+        (context, documents): (TAddr<ContextActor>, TAddr<crate::memory::documents::DocumentsActor>),
+        graph: Option<TAddr<crate::memory::graph_actor::GraphActor>>,
+        channels: Channels,
+        max_tool_turns: u32,
+        refused_tools: &'static [&'static str],
+        agent: String,
+    ) -> Self {
+        let mut settings = self.settings.read().clone();
+        settings.max_tool_turns = max_tool_turns;
+        Self {
+            registry: self.registry.clone(),
+            bus: self.bus.clone(),
+            llm: self.llm.clone(),
+            stages: self.stages.clone(),
+            context,
+            documents,
+            textlog: self.textlog.clone(),
+            graph,
+            embedder: None,
+            knowledge: None,
+            recall_thread: self.recall_thread.clone(),
+            tool_list: Default::default(),
+            recent_tools: Default::default(),
+            owner_route: self.owner_route.clone(),
+            channels,
+            skills_index: parking_lot::RwLock::new(self.skills_index.read().clone()),
+            settings: parking_lot::RwLock::new(settings),
+            persona: self.persona.clone(),
+            firewall: self.firewall.clone(),
+            // A sub-agent recalls nothing from the main memory, images included.
+            media: None,
+            refused_tools,
+            hidden_tools: &[],
+            agent,
+        }
+    }
+}
+
 /// The task actor.
 pub struct TaskActor {
     id: u64,

@@ -122,47 +122,6 @@ impl SchedulerPort for ChildPort {
     }
 }
 
-/// Task dependencies for a sub-agent: the parent's LLM, stage host, firewall and bus,
-/// its own context and documents (and graph), its own limits and refused tools.
-pub fn derived_deps(
-    parent: &TaskDeps,
-    (context, documents): (TAddr<ContextActor>, TAddr<crate::memory::documents::DocumentsActor>),
-    graph: Option<TAddr<crate::memory::graph_actor::GraphActor>>,
-    channels: Channels,
-    max_tool_turns: u32,
-    refused_tools: &'static [&'static str],
-    agent: String,
-) -> TaskDeps {
-    let mut settings = parent.settings.read().clone();
-    settings.max_tool_turns = max_tool_turns;
-    TaskDeps {
-        registry: parent.registry.clone(),
-        bus: parent.bus.clone(),
-        llm: parent.llm.clone(),
-        stages: parent.stages.clone(),
-        context,
-        documents,
-        textlog: parent.textlog.clone(),
-        graph,
-        embedder: None,
-        knowledge: None,
-        recall_thread: parent.recall_thread.clone(),
-        tool_list: Default::default(),
-        recent_tools: Default::default(),
-        owner_route: parent.owner_route.clone(),
-        channels,
-        skills_index: parking_lot::RwLock::new(parent.skills_index.read().clone()),
-        settings: parking_lot::RwLock::new(settings),
-        persona: parent.persona.clone(),
-        firewall: parent.firewall.clone(),
-        // A sub-agent recalls nothing from the main memory, images included.
-        media: None,
-        refused_tools,
-        hidden_tools: &[],
-        agent,
-    }
-}
-
 struct Inner {
     book: Mutex<ChildBook>,
     /// `kernel/agent/children`.
@@ -239,8 +198,7 @@ impl Children {
                 ContextActor::open(store, docs.clone()).map_err(|e| e.to_string())
             })
             .await?;
-        let deps = Arc::new(derived_deps(
-            &self.0.parent,
+        let deps = Arc::new(self.0.parent.derived(
             (context, documents),
             None,
             Channels::default(),

@@ -27,14 +27,13 @@ pub mod core;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use actix::ArbiterHandle;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 pub use self::core::{Action, Owner, Resident, ResidentBook, ResidentError, Residual, State, Target};
-use super::children::derived_deps;
 use super::door::Admitted;
 use super::input::{Input, Outcome, Refusal, ReplyTo};
 use super::intake::{EventLoop, Inject};
@@ -374,8 +373,7 @@ impl Residents {
         let agent = agent_id(id);
         self.0.overlays.insert(&agent, graph.clone());
         // Per-turn recall reads the main graph (read-only for it); its tools read both.
-        let deps = derived_deps(
-            &self.0.parent,
+        let deps = self.0.parent.derived(
             (context.clone(), documents),
             self.0.parent.graph.clone(),
             self.0.parent.channels.clone(),
@@ -392,26 +390,13 @@ impl Residents {
                 format!("{}\n\n{block}", s.prompt.personal_prompt)
             };
         }
-        let deps = Arc::new(deps);
-        let me: Arc<OnceLock<TAddr<SchedulerActor>>> = Arc::default();
-        let (d, m) = (deps.clone(), me.clone());
-        let scheduler = sub
-            .worker("scheduler", RestartPolicy::Permanent, move || {
-                Ok(SchedulerActor::new(d.clone(), m.clone()))
-            })
-            .await?;
-        let _ = me.set(scheduler.clone());
+        let loops = super::start::start(&sub, Arc::new(deps), super::start::Profile::resident()).await?;
+        let (scheduler, event_loop) = (loops.scheduler, loops.event_loop);
         // Its input channels: their queued input goes to its scheduler from now on.
         self.0.routes.assign(id, channels, &scheduler)?;
         if !channels.is_empty() {
             tracing::info!(resident = id, ?channels, "input channels assigned to the resident");
         }
-        let sc = scheduler.clone();
-        let event_loop = sub
-            .worker("event-loop", RestartPolicy::Permanent, move || {
-                Ok(EventLoop::new(sc.clone()))
-            })
-            .await?;
         let live = Live {
             scheduler,
             event_loop,
