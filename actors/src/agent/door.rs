@@ -76,7 +76,9 @@ pub fn admit(
     def: Option<&InputDef>,
 ) -> Result<Admitted, Refusal> {
     mask(gate, &mut input);
-    InputDef::apply(def, &input.text, &mut input.no_memory, &mut input.payload);
+    let (no_memory, policy) = InputDef::apply(def, &input.text);
+    input.no_memory |= no_memory;
+    input.payload.set_policy(policy);
     if let Err(r) = check(&input) {
         tracing::info!(source = %input.source, request = %input.request_id, "input refused: {r}");
         input.reply.skip(r.clone());

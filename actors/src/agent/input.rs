@@ -6,6 +6,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
+use super::inputdef::Policy;
 use crate::llm::Usage;
 use crate::scheduler::Level;
 
@@ -130,6 +131,38 @@ where
 }
 
 impl Payload {
+    /// What the duplicate guard compares for an input with `text`: the text, plus the
+    /// images' ids when there are any (the same question about another photo is not a
+    /// duplicate), plus the request's id when the owner asked again on purpose.
+    pub fn dedupe_key<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
+        if self.media.is_empty() && self.again.is_none() {
+            return std::borrow::Cow::Borrowed(text);
+        }
+        let ids: Vec<&str> = self.media.iter().map(|r| r.id.as_str()).collect();
+        std::borrow::Cow::Owned(format!(
+            "{text}\0{}\0{}",
+            ids.join(","),
+            self.again.as_deref().unwrap_or("")
+        ))
+    }
+
+    /// What its channel's definition says about its memory (set at the door).
+    pub fn policy(&self) -> Policy {
+        Policy {
+            memory_text: self.memory_text.clone(),
+            recall: self.recall_policy,
+            context: self.context_policy,
+        }
+    }
+
+    /// Sets what its channel's definition says about its memory (whatever the caller
+    /// set is replaced).
+    pub fn set_policy(&mut self, p: Policy) {
+        self.memory_text = p.memory_text;
+        self.recall_policy = p.recall;
+        self.context_policy = p.context;
+    }
+
     /// The payload as JSON (the inbox's column, a context entry's `meta`).
     pub fn to_value(&self) -> Value {
         serde_json::to_value(self).expect("a payload serialises")
@@ -520,6 +553,22 @@ mod tests {
         assert_eq!(old.other["group_id"], 42);
         assert_eq!(old.to_value()["group_id"], 42);
         assert_eq!(Payload::parse("not json"), Payload::default());
+    }
+
+    #[test]
+    fn the_duplicate_guard_tells_other_images_and_a_regenerate_apart() {
+        let mut p = Payload::default();
+        assert_eq!(p.dedupe_key("hi"), "hi");
+        p.media = vec![crate::memory::media::parts::MediaRef {
+            id: "blk_media_dddddddddddd".into(),
+            mime: "image/png".into(),
+            width: 1,
+            height: 1,
+        }];
+        let with_image = p.dedupe_key("hi").into_owned();
+        assert_ne!(with_image, "hi");
+        p.again = Some("req_1".into());
+        assert_ne!(p.dedupe_key("hi"), with_image);
     }
 
     #[test]

@@ -13,7 +13,7 @@
 //! travels with the input in its payload — `memory_text`, `recall_policy`,
 //! `context_policy` (the seed's payload keys) — so an input stored in the inbox and
 //! run after a restart is remembered the way it was admitted, whether or not its
-//! plugin has registered again yet. The turn reads them through [`Policy::of`].
+//! plugin has registered again yet. The turn reads them through `Payload::policy`.
 //!
 //! A plugin may declare only channels under its own name (the sources it may inject
 //! under), and its rules are `regex` patterns (linear time, size-capped): a hostile
@@ -23,8 +23,6 @@ use std::sync::Arc;
 
 use homeagent_plugin_protocol::methods::{CleanerRules, InputRegister};
 use regex::Regex;
-
-use super::input::Payload;
 
 /// Most rules in one cleaner.
 pub const MAX_RULES: usize = 32;
@@ -192,42 +190,38 @@ impl InputDef {
             .is_some_and(|rest| rest.is_empty() || rest.starts_with('/') || rest.starts_with(':'))
     }
 
-    /// Applies the definition to an input being admitted: what memory keeps of it and
-    /// its policies, in its payload (whatever such fields the caller set are replaced).
-    pub fn apply(def: Option<&Self>, text: &str, no_memory: &mut bool, payload: &mut Payload) {
-        payload.memory_text = None;
-        payload.recall_policy = RecallPolicy::Auto;
-        payload.context_policy = ContextPolicy::None;
-        let Some(def) = def else { return };
-        *no_memory |= def.no_memory;
-        if let Some(c) = &def.cleaner {
-            let clean = c.apply(text);
-            if clean != text {
-                payload.memory_text = Some(clean);
-            }
-        }
-        payload.recall_policy = def.recall;
-        payload.context_policy = def.context;
+    /// What the definition says about an input being admitted with `text`: whether
+    /// memory keeps it at all, and its [`Policy`] (what memory keeps of it, whether it
+    /// recalls, whether the context is pruned against it). No definition: keep it,
+    /// the text as it is, the defaults — whatever the caller set is replaced.
+    pub fn apply(def: Option<&Self>, text: &str) -> (bool, Policy) {
+        let Some(def) = def else {
+            return (false, Policy::default());
+        };
+        let memory_text = def
+            .cleaner
+            .as_ref()
+            .map(|c| c.apply(text))
+            .filter(|clean| clean != text);
+        (
+            def.no_memory,
+            Policy {
+                memory_text,
+                recall: def.recall,
+                context: def.context,
+            },
+        )
     }
 }
 
-/// What an admitted input's payload says about its memory (read by the turn).
+/// What an admitted input's channel says about its memory (carried in its payload,
+/// read by the turn).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Policy {
     /// What memory keeps of the input; `None`: the text as it is.
     pub memory_text: Option<String>,
     pub recall: RecallPolicy,
     pub context: ContextPolicy,
-}
-
-impl Policy {
-    pub fn of(payload: &Payload) -> Self {
-        Self {
-            memory_text: payload.memory_text.clone(),
-            recall: payload.recall_policy,
-            context: payload.context_policy,
-        }
-    }
 }
 
 #[cfg(test)]
@@ -323,25 +317,23 @@ mod tests {
             },
         )
         .unwrap();
-        let forged = || Payload {
-            memory_text: Some("forged".into()),
-            recall_policy: RecallPolicy::None,
-            ..Default::default()
-        };
-        let mut payload = forged();
-        let mut no_memory = false;
-        InputDef::apply(Some(&d), "[group 1] hello", &mut no_memory, &mut payload);
-        let p = Policy::of(&payload);
+        let (no_memory, p) = InputDef::apply(Some(&d), "[group 1] hello");
+        assert!(!no_memory);
         assert_eq!(p.memory_text.as_deref(), Some("hello"));
         assert_eq!((p.recall, p.context), (RecallPolicy::None, ContextPolicy::Prune));
-        // Stored under the names it always had.
+        // Carried in the payload, stored under the names it always had; whatever the
+        // caller set is replaced.
+        let mut payload = super::super::input::Payload {
+            memory_text: Some("forged".into()),
+            ..Default::default()
+        };
+        payload.set_policy(p);
         assert_eq!(
             payload.to_value(),
             serde_json::json!({"memory_text": "hello", "recall_policy": "none", "context_policy": "prune"})
         );
         // No definition: nothing the caller sent survives.
-        let mut payload = forged();
-        InputDef::apply(None, "hi", &mut no_memory, &mut payload);
-        assert_eq!(Policy::of(&payload), Policy::default());
+        payload.set_policy(InputDef::apply(None, "hi").1);
+        assert_eq!(payload.policy(), Policy::default());
     }
 }

@@ -229,7 +229,7 @@ impl EventLoop {
         let def = self.channels.as_ref().and_then(|c| c.input_for(&input.source));
         let mut input = door::admit(input, self.firewall.as_deref(), def.as_ref())?;
         // The same words with other images are another input.
-        let key = crate::memory::media::parts::dedupe_text(&input.text, &input.payload);
+        let key = input.payload.dedupe_key(&input.text);
         match self.guard.lock().seen(&input.source, &key, Instant::now()) {
             Verdict::Admit(t) => Ok((input, t)),
             Verdict::Duplicate => {

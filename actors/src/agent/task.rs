@@ -373,8 +373,7 @@ impl TaskActor {
                 .instrument(crate::trace_span!(parent: &self.span, "recall"));
                 let started = std::time::Instant::now();
                 // A channel declared `recall_policy: none`: its turns see the window, no memory.
-                let recall_off =
-                    super::inputdef::Policy::of(&self.input.payload).recall == super::inputdef::RecallPolicy::None;
+                let recall_off = self.input.payload.recall_policy == super::inputdef::RecallPolicy::None;
                 ctx.spawn(
                     actix::fut::wrap_future::<_, Host<Self>>(fut).map(move |(mut r, recorded), host, ctx| {
                         if recall_off {
@@ -513,7 +512,7 @@ impl TaskActor {
             Cmd::Commit(event) => {
                 // A channel declared `context_policy: prune`: the window is pruned
                 // against its input once the turn is in it (off the reply's path).
-                if super::inputdef::Policy::of(&self.input.payload).context == super::inputdef::ContextPolicy::Prune {
+                if self.input.payload.context_policy == super::inputdef::ContextPolicy::Prune {
                     let (context, query, max) = (
                         self.deps.context.clone(),
                         event.input.clone(),

@@ -93,7 +93,7 @@ impl From<&super::input::Input> for TurnInput {
                 i.principal.name.clone()
             },
             media: i.payload.media.clone(),
-            memory: super::inputdef::Policy::of(&i.payload),
+            memory: i.payload.policy(),
             durable: !i.kernel && !i.reply.is_waiting(),
         }
     }

@@ -51,23 +51,6 @@ impl From<&MediaMeta> for MediaRef {
     }
 }
 
-/// What the duplicate guard compares: the text, plus the images' ids when there are
-/// any (the same question about another photo is not a duplicate), plus the request's
-/// id when the owner asked again on purpose ([`Payload::again`]).
-///
-/// [`Payload::again`]: crate::agent::input::Payload::again
-pub fn dedupe_text<'a>(text: &'a str, payload: &crate::agent::input::Payload) -> std::borrow::Cow<'a, str> {
-    if payload.media.is_empty() && payload.again.is_none() {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let ids: Vec<&str> = payload.media.iter().map(|r| r.id.as_str()).collect();
-    std::borrow::Cow::Owned(format!(
-        "{text}\0{}\0{}",
-        ids.join(","),
-        payload.again.as_deref().unwrap_or("")
-    ))
-}
-
 /// What one recalled image may cost, reserved in a turn's budget before the recall has
 /// run (its size is known only after): the largest of the bundled vendors' costs at
 /// the default size cap (a 12-megapixel photo).
@@ -453,16 +436,5 @@ mod tests {
         let mut r = req(vec![Message::text("user", "the photo of my bike")]);
         add_recalled(&mut r, &recalled, 0);
         assert!(placeholders(&r).is_empty());
-    }
-
-    #[test]
-    fn the_duplicate_guard_tells_other_images_and_a_regenerate_apart() {
-        let mut p = crate::agent::input::Payload::default();
-        assert_eq!(dedupe_text("hi", &p), "hi");
-        p.media = vec![r("blk_media_dddddddddddd")];
-        let with_image = dedupe_text("hi", &p).into_owned();
-        assert_ne!(with_image, "hi");
-        p.again = Some("req_1".into());
-        assert_ne!(dedupe_text("hi", &p), with_image);
     }
 }
