@@ -346,17 +346,13 @@ where
     F: Fn(String, Value) -> Fut + Send + Sync + Clone + 'static,
     Fut: std::future::Future<Output = ToolResult> + Send + 'static,
 {
-    for spec in specs {
+    let tools = specs.into_iter().map(|spec| {
         let (call, tool) = (call.clone(), spec.name.clone());
         let handler: Arc<dyn ToolHandler> =
             Arc::new(move |args: Value| -> BoxFuture<'static, ToolResult> { Box::pin(call(tool.clone(), args)) });
-        stages
-            .send(super::RegisterTool { spec, handler })
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())?;
-    }
-    Ok(())
+        (spec, handler)
+    });
+    register_all(stages, tools).await
 }
 
 /// Registers each tool with `stages`, in order; the first refusal stops it.
