@@ -23,8 +23,8 @@ pub enum ToolFailure {
     /// A kernel tool's own typed error.
     #[error(transparent)]
     Kernel(Box<dyn std::error::Error + Send + Sync>),
-    /// A failure known only by its text: a plugin's or a script's answer (the wire
-    /// carries text), or a kernel tool family not yet given an error type.
+    /// A failure known only by its text: a subprocess plugin's or a Lua script's
+    /// answer (the wire, and the script engine, carry text). No kernel tool uses it.
     #[error("{0}")]
     Text(String),
 }
