@@ -4,10 +4,11 @@
 //! (`process.rs`, over the wire) and Lua plugins (`lua.rs`, as `sdk.*`), so both get
 //! the same operations, results and capability checks.
 //!
-//! Capability checks by method happen before a call reaches `KernelServices::data`:
-//! the caller asks the manifest ([`Manifest::allows`]) first. The settings methods
-//! also check the namespace a call touches (own `plugin.<name>.*` keys are free; core
-//! keys and other plugins' keys need `settings_cross`), which only the arguments tell.
+//! Capabilities are checked before a call reaches `KernelServices::data`: the caller
+//! decodes the call and asks the manifest ([`Manifest::permits`]) first, which reads
+//! the decoded call — so the namespace a settings call touches counts (own
+//! `plugin.<name>.*` keys are free; core keys and other plugins' keys need
+//! `settings_cross`). The settings methods then check the keys' shape.
 
 use futures_util::future::BoxFuture;
 use homeagent_plugin_protocol::frame::RpcError;
