@@ -205,7 +205,7 @@ impl ToolRunner {
             if self.tools.get(&call.name).is_some_and(|t| t.spec.origin) {
                 obj.insert(
                     crate::stages::ORIGIN_ARG.into(),
-                    json!(crate::stages::Origin {
+                    json!(crate::stages::Caller {
                         source: self.source.clone(),
                         channel: self.channel.clone(),
                         task_id: self.task_id,

@@ -17,5 +17,5 @@ pub use host::{
     UnregisterTool, has_handlers,
 };
 pub use tools::{
-    ORIGIN_ARG, Origin, ToolFailure, ToolHandler, ToolRegistry, ToolResult, ToolSpec, origin_agent, typed,
+    Caller, ORIGIN_ARG, ToolFailure, ToolHandler, ToolRegistry, ToolResult, ToolSpec, origin_agent, typed,
 };

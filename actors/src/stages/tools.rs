@@ -167,14 +167,16 @@ fn plain(v: &mut Value) {
     }
 }
 
-/// Who called a tool whose spec asks ([`ToolSpec::origin`]), as the runner fills
-/// [`ORIGIN_ARG`]. A typed tool reads it as a field
-/// `#[serde(rename = "__origin", default)] #[schemars(skip)] origin: Origin`.
+/// Who called a tool whose spec asks ([`ToolSpec::origin`]): the calling task, as the
+/// runner fills [`ORIGIN_ARG`]. A typed tool reads it as a field
+/// `#[serde(rename = "__origin", default)] #[schemars(skip)] caller: Caller`. (Not
+/// `prompt::Origin`, which is where an input came from.)
 ///
-/// Reading it never fails: an absent or unreadable origin (a call that did not pass
-/// the runner) is [`Origin::unknown`], a guest — never more than the caller was.
+/// Reading it never fails: an absent or unreadable one (a call that did not pass the
+/// runner) is [`Caller::unknown`], a guest, so a sub-agent's work never speaks for more
+/// than its caller did.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct Origin {
+pub struct Caller {
     pub source: String,
     pub channel: String,
     pub task_id: u64,
@@ -183,8 +185,8 @@ pub struct Origin {
     pub agent: String,
 }
 
-impl Origin {
-    /// The origin of a call that did not pass the runner: a guest nobody knows.
+impl Caller {
+    /// The caller of a call that did not pass the runner: a guest nobody knows.
     pub fn unknown() -> Self {
         Self {
             source: String::new(),
@@ -194,20 +196,15 @@ impl Origin {
             agent: String::new(),
         }
     }
-
-    /// The origin the runner put in `args`.
-    pub fn of(args: &Value) -> Self {
-        serde_json::from_value(args[ORIGIN_ARG].clone()).unwrap_or_else(|_| Self::unknown())
-    }
 }
 
-impl Default for Origin {
+impl Default for Caller {
     fn default() -> Self {
         Self::unknown()
     }
 }
 
-impl<'de> serde::Deserialize<'de> for Origin {
+impl<'de> serde::Deserialize<'de> for Caller {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         #[derive(serde::Deserialize)]
         struct Wire {
@@ -573,7 +570,7 @@ mod typed_tests {
         top_k: Option<usize>,
         #[serde(rename = "__origin", default)]
         #[schemars(skip)]
-        origin: Origin,
+        caller: Caller,
     }
 
     #[test]
@@ -601,7 +598,7 @@ mod typed_tests {
                     "{} x{} for {}",
                     a.query,
                     a.top_k.unwrap_or(3),
-                    a.origin.principal.name
+                    a.caller.principal.name
                 ))
             }
         });

@@ -21,7 +21,6 @@ pub mod core;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use serde_json::Value;
 
 pub use self::core::{ChildBook, ChildCmd, ChildEnd, ChildError, Fetch, Spawn};
 use super::channels::Channels;
@@ -33,7 +32,7 @@ use crate::addr::{SendError, TAddr};
 use crate::i18n::Msg;
 use crate::memory::actor::ContextActor;
 use crate::memory::store::MemoryStore;
-use crate::stages::{Origin, ToolHandler, ToolSpec};
+use crate::stages::{Caller, ToolHandler, ToolSpec};
 use crate::supervisor::{RestartPolicy, SupervisorConfig, SupervisorRef};
 use futures_util::future::BoxFuture;
 
@@ -41,7 +40,6 @@ use futures_util::future::BoxFuture;
 /// `resident_agents`): a `.` no plugin name can contain, so no plugin's stop withdraws them.
 pub const OWNER: &str = "builtin.agent";
 pub use super::subagents::{RESULT_TOOL, SPAWN_TOOL};
-pub use crate::stages::ORIGIN_ARG;
 /// What a helper may not call (spec §6.3, plus the resident control plane: a helper
 /// must not outlive its job through a resident). `output_send__*` are absent because
 /// a helper has no output channels at all.
@@ -69,7 +67,7 @@ pub struct SpawnArgs {
     pub max_turns: Option<i64>,
     #[serde(rename = "__origin", default)]
     #[schemars(skip)]
-    pub origin: Origin,
+    pub caller: Caller,
 }
 
 /// `child_result`'s arguments.
@@ -88,13 +86,6 @@ pub enum ChildToolError {
     NotStarted(String),
     #[error("helper {id} failed: {error}")]
     Failed { id: String, error: String },
-}
-
-/// Who the calling task speaks for, from the runner's [`ORIGIN_ARG`]: a sub-agent's
-/// work speaks for the same principal (a guest's helper is a guest), never more.
-/// Absent or unreadable (a call that did not pass the runner): a guest.
-pub fn origin_principal(args: &Value) -> crate::firewall::Principal {
-    Origin::of(args).principal
 }
 
 /// The scheduler link of a helper's only task: never yield, never a stop, nothing to
@@ -157,10 +148,11 @@ impl Children {
 
     /// `spawn_child`: books the helper, starts its subtree, answers at once.
     pub async fn spawn(&self, args: SpawnArgs) -> Result<String, ChildToolError> {
-        let origin = args.origin;
-        let spawn = self.0.book.lock().spawn(&args.task, args.max_turns, &origin.channel)?;
+        // The helper speaks for its caller's principal (a guest's helper is a guest).
+        let caller = args.caller;
+        let spawn = self.0.book.lock().spawn(&args.task, args.max_turns, &caller.channel)?;
         tracing::info!(child = %spawn.id, max_turns = spawn.max_turns, notify = %spawn.notify, "spawn_child");
-        if let Err(e) = self.start(&spawn, origin.principal).await {
+        if let Err(e) = self.start(&spawn, caller.principal).await {
             let text = format!("the helper could not be started ({e}); do the job yourself or retry later");
             tracing::error!(child = %spawn.id, "{text}");
             self.ended(&spawn.id, ChildEnd::Failed(text.clone()));
@@ -323,19 +315,25 @@ impl Children {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stages::ORIGIN_ARG;
     use serde_json::json;
 
     #[test]
     fn a_sub_agent_speaks_for_its_caller_and_never_more() {
         let owner = crate::firewall::Principal::owner();
         let guest = crate::firewall::Principal::plugin_guest("chat");
-        let args = |p: &crate::firewall::Principal| json!({ ORIGIN_ARG: {"principal": p} });
-        assert!(origin_principal(&args(&owner)).is_owner());
-        assert_eq!(origin_principal(&args(&guest)), guest);
-        assert!(
-            !origin_principal(&json!({"task": "x"})).is_owner(),
-            "no origin: a guest"
-        );
-        assert!(!origin_principal(&json!({ORIGIN_ARG: {"principal": "owner"}})).is_owner());
+        // What `spawn_child` reads its caller's principal from: its typed arguments.
+        let origin_principal = |args: serde_json::Value| {
+            crate::stages::tools::decode_args::<SpawnArgs>(args)
+                .ok()
+                .unwrap()
+                .caller
+                .principal
+        };
+        let args = |p: &crate::firewall::Principal| json!({"task": "x", ORIGIN_ARG: {"principal": p}});
+        assert!(origin_principal(args(&owner)).is_owner());
+        assert_eq!(origin_principal(args(&guest)), guest);
+        assert!(!origin_principal(json!({"task": "x"})).is_owner(), "no origin: a guest");
+        assert!(!origin_principal(json!({"task": "x", ORIGIN_ARG: {"principal": "owner"}})).is_owner());
     }
 }

@@ -47,7 +47,7 @@ use crate::memory::actor::{ContextActor, PruneContext};
 use crate::memory::graph_actor::{CommitTriples, ExportTriples, GraphActor, GraphOverlays};
 use crate::memory::store::MemoryStore;
 use crate::scheduler::Level;
-use crate::stages::{Origin, ToolHandler, ToolSpec};
+use crate::stages::{Caller, ToolHandler, ToolSpec};
 use crate::supervisor::{RestartPolicy, Strategy, SupervisorConfig, SupervisorRef};
 
 pub use super::subagents::{AGENT_PREFIX, NOTE_TOOL, NOTIFY_TOOL, RESIDENT_TOOL};
@@ -129,7 +129,7 @@ pub struct ControlArgs {
     pub input_channels: Option<Vec<String>>,
     #[serde(rename = "__origin", default)]
     #[schemars(skip)]
-    pub origin: Origin,
+    pub caller: Caller,
 }
 
 /// The arguments of a resident's own `{text}` tools (`notify_parent`, `inputch_note`).
@@ -138,7 +138,7 @@ pub struct TextArgs {
     pub text: String,
     #[serde(rename = "__origin", default)]
     #[schemars(skip)]
-    pub origin: Origin,
+    pub caller: Caller,
 }
 
 /// Why a resident operation did nothing; each says what to do next.
@@ -753,7 +753,7 @@ impl Residents {
     pub async fn call(&self, args: ControlArgs) -> Result<String, ResidentsError> {
         let action = Action::parse(&args.action)?;
         let id = args.id.trim();
-        let principal = args.origin.principal;
+        let principal = args.caller.principal;
         let need_id = || {
             if id.is_empty() {
                 Err(ResidentError::Missing("id"))
@@ -799,7 +799,7 @@ impl Residents {
         if text.is_empty() {
             return Err(ResidentError::Missing("text").into());
         }
-        let id = self.calling_resident(&args.origin, NOTIFY_TOOL)?;
+        let id = self.calling_resident(&args.caller, NOTIFY_TOOL)?;
         let id = id.as_str();
         let mut note = Input::text(&format!("child/{id}"), &Msg::ResidentNotice { id, text }.text());
         note.channel = format!("child/{id}");
@@ -810,11 +810,11 @@ impl Residents {
 
     /// The resident whose task made this call: from the runner's `__origin.agent`, or
     /// (older paths) its `child/<id>` / `sub/<id>` channel.
-    fn calling_resident(&self, origin: &Origin, tool: &'static str) -> Result<String, ResidentsError> {
-        origin
+    fn calling_resident(&self, caller: &Caller, tool: &'static str) -> Result<String, ResidentsError> {
+        caller
             .agent
             .strip_prefix("resident/")
-            .or_else(|| resident_of_channel(&origin.channel))
+            .or_else(|| resident_of_channel(&caller.channel))
             .filter(|id| self.is_live(id))
             .map(str::to_owned)
             .ok_or(ResidentsError::NoParent { tool })
@@ -822,7 +822,7 @@ impl Residents {
 
     /// `inputch_note`: the resident's own record of the round in progress.
     pub fn note(&self, args: TextArgs) -> Result<String, ResidentsError> {
-        let id = self.calling_resident(&args.origin, NOTE_TOOL)?;
+        let id = self.calling_resident(&args.caller, NOTE_TOOL)?;
         self.0.book.lock().note(&id, &args.text)?;
         Ok(Msg::InputNoted.text())
     }
