@@ -89,14 +89,7 @@ pub fn decode_args<A: serde::de::DeserializeOwned>(args: Value) -> Result<A, Too
     } else {
         args
     };
-    serde_path_to_error::deserialize(args).map_err(|e| {
-        let path = e.path().to_string();
-        if path == "." {
-            ToolFailure::Arguments(e.into_inner().to_string())
-        } else {
-            ToolFailure::Arguments(format!("`{path}`: {}", e.into_inner()))
-        }
-    })
+    homeagent_plugin_protocol::request::decode_value(args).map_err(ToolFailure::Arguments)
 }
 
 /// The JSON Schema of `A` as the model is shown it: subschemas inlined (vendors differ

@@ -75,22 +75,26 @@ impl From<DecodeError> for RpcError {
     }
 }
 
-/// Params of type `T` from the wire: `null` (or absent) is tried as itself, then as `{}`.
-/// A field's error names the field (`triples: invalid type ...`).
-fn params<T: DeserializeOwned>(method: &'static str, p: Value) -> Result<T, DecodeError> {
-    let bad = |e: serde_path_to_error::Error<serde_json::Error>| {
+/// `v` as `T`; the error names the field it is about (`` `triples[0].subject`: invalid
+/// type ... ``), so it says what to fix. The plugin protocol's params and the kernel
+/// tools' arguments are decoded by it.
+pub fn decode_value<T: DeserializeOwned>(v: Value) -> Result<T, String> {
+    serde_path_to_error::deserialize(v).map_err(|e| {
         let path = e.path().to_string();
-        let reason = if path == "." {
+        if path == "." {
             e.into_inner().to_string()
         } else {
             format!("`{path}`: {}", e.into_inner())
-        };
-        DecodeError::InvalidParams { method, reason }
-    };
+        }
+    })
+}
+
+/// Params of type `T` from the wire: `null` (or absent) is tried as itself, then as `{}`.
+fn params<T: DeserializeOwned>(method: &'static str, p: Value) -> Result<T, DecodeError> {
+    let bad = |reason| DecodeError::InvalidParams { method, reason };
     match p {
-        Value::Null => T::deserialize(Value::Null)
-            .or_else(|_| serde_path_to_error::deserialize(Value::Object(Map::new())).map_err(bad)),
-        p => serde_path_to_error::deserialize(p).map_err(bad),
+        Value::Null => T::deserialize(Value::Null).or_else(|_| decode_value(Value::Object(Map::new())).map_err(bad)),
+        p => decode_value(p).map_err(bad),
     }
 }
 
