@@ -1,11 +1,11 @@
-//! `homed bench tokens`: the token counter (`memory::bpe` over the embedded o200k
+//! `homed bench tokens`: the token counter (`llm::bpe` over the embedded o200k
 //! ranks) against `tiktoken_rs::CoreBPE` built from the same ranks, in one run: the
 //! time and resident memory to build each, the counting speed on prose, code and
 //! Chinese, and whether every count agrees.
 
 use std::time::{Duration, Instant};
 
-use homeagent_actors::memory::tokens;
+use homeagent_actors::llm::tokens;
 
 use crate::bench_residents::rss_kib;
 
@@ -52,7 +52,7 @@ pub fn tokens(rounds: u32) -> anyhow::Result<()> {
     let reference = tokens::reference().map_err(anyhow::Error::msg)?;
     let ref_build = t.elapsed();
     let rss2 = rss_kib();
-    println!("token counter: memory::bpe vs tiktoken_rs::CoreBPE on the same o200k ranks");
+    println!("token counter: llm::bpe vs tiktoken_rs::CoreBPE on the same o200k ranks");
     println!(
         "  build: {:.1} ms, +{:.1} MB RSS ({:.1} MB of tables)   baseline: {:.1} ms, +{:.1} MB RSS",
         ours_build.as_secs_f64() * 1e3,
@@ -91,7 +91,7 @@ pub fn tokens(rounds: u32) -> anyhow::Result<()> {
     }
     anyhow::ensure!(
         mismatches == 0,
-        "{mismatches} texts counted differently; this is a bug in memory::bpe"
+        "{mismatches} texts counted differently; this is a bug in llm::bpe"
     );
     Ok(())
 }

@@ -19,6 +19,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
+use homeagent_actors::llm::tokens;
 use homeagent_actors::memory::context::Event;
 use homeagent_actors::memory::docindex::Unit;
 use homeagent_actors::memory::embed::{self, EmbedConfig, Embedder};
@@ -26,7 +27,6 @@ use homeagent_actors::memory::recall;
 use homeagent_actors::memory::retrieve::{self, Bm25, Retriever};
 use homeagent_actors::memory::store::{MemoryStore, QueryVector};
 use homeagent_actors::memory::tfidf::Tfidf;
-use homeagent_actors::memory::tokens;
 use serde::Deserialize;
 use serde_json::{Value, json};
 

@@ -73,7 +73,7 @@ pub fn evidence_recall(prompt_norm: &str, evidence: &[&str]) -> f64 {
 /// The one place the live evaluation counts tokens: when the kernel gets a counter of
 /// its own for the budget, this calls it, so both count alike.
 pub fn count_tokens(text: &str) -> usize {
-    homeagent_actors::memory::tokens::count(text)
+    homeagent_actors::llm::tokens::count(text)
 }
 
 /// The value at quantile `q` (0–1) of `values`, nearest rank; 0 when there are none.

@@ -555,8 +555,15 @@ impl Module<KernelState> for PluginHostModule {
             let check = homeagent_actors::agent::selftest::Selftest {
                 llm: s.llm.get()?.clone(),
                 embedder: s.memory.get()?.embedder.clone(),
-                plugins: entries.clone(),
-                registry: s.registry.clone(),
+                plugins: {
+                    let (e, r) = (entries.clone(), s.registry.clone());
+                    Box::new(move || {
+                        e.list()
+                            .iter()
+                            .map(|p| serde_json::to_value(p.status(&r)).unwrap_or(serde_json::Value::Null))
+                            .collect()
+                    })
+                },
                 data_dir: s.data_dir.clone(),
             };
             stages
@@ -1026,7 +1033,7 @@ async fn start_agent(
         })
         .await??;
     // `settings_get`/`settings_set`: the owner's model reads and changes knobs, never doors.
-    homeagent_actors::config::tool::register(config.clone(), stages)
+    homeagent_actors::agent::settings::register(config.clone(), stages)
         .await
         .map_err(|e| format!("cannot register the settings tools: {e}"))?;
     // `persona_set` writes DATA/personal/personal.md (owner-only, the owner confirms).

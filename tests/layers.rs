@@ -4,6 +4,10 @@
 //! loop fails this test with its files named; the way out is to give the shared piece
 //! a module of its own (as `agent/subagents.rs`, `config/values.rs`, `address.rs` did).
 //!
+//! Above the files, the kernel's top-level modules stand in layers ([`KERNEL_LAYERS`]):
+//! a module imports only modules below it, so no two modules lean on each other even
+//! through files that do not loop. An import that runs back up fails with its files.
+//!
 //! Why a test of our own and not a tool run: it runs in `.ci/run` with nothing to
 //! install, and it reads exactly the module layout rustc does (`a.rs` or `a/mod.rs`).
 
@@ -447,5 +451,123 @@ fn crossbeam_channels_only_between_threads() {
     assert!(
         found.is_empty(),
         "crossbeam in async code (use tokio's channels on the actix threads): {found:#?}"
+    );
+}
+
+/// The kernel crate's top-level modules, bottom up. A module's files import only files
+/// of their own module and of the modules listed before it: the runtime first (what
+/// every actor stands on), then settings, what the model calls cost, the vendors, the
+/// firewall that stands between them and the tools, the stage host with its tool
+/// registry, memory, the agent, the plugins that extend the agent, and the list of the
+/// kernel's databases that names every tier's store. `docs/ARCHITECTURE.md` (code map)
+/// draws the same order.
+const KERNEL_LAYERS: &[&str] = &[
+    // The runtime: leaves first.
+    "clock",
+    "fault",
+    "trace",
+    "panic",
+    "pattern",
+    "control",
+    "scheduler",
+    "modgraph",
+    "registry",
+    "host",
+    "addr",
+    "bus",
+    "supervisor",
+    // What runs on it.
+    "config",
+    "usage",
+    "llm",
+    "firewall",
+    "stages",
+    "memory",
+    "agent",
+    "plugins",
+    "schema",
+];
+
+/// The imports of `edges` (files of the crate at `src`, relative to the workspace) that
+/// run from a module up to one listed after it in `layers`, or touch a module the list
+/// does not name; each as `from -> to (why)`.
+fn upward(edges: &BTreeMap<PathBuf, BTreeSet<PathBuf>>, src: &str, layers: &[&str]) -> Vec<String> {
+    let top = |f: &Path| -> Option<String> {
+        let rel = f.strip_prefix(src).ok()?;
+        let first = rel.iter().next()?.to_string_lossy();
+        Some(first.trim_end_matches(".rs").to_owned())
+    };
+    let rank = |m: &str| layers.iter().position(|l| *l == m);
+    let mut out = Vec::new();
+    for (from, tos) in edges {
+        let Some(a) = top(from) else { continue };
+        for to in tos {
+            let Some(b) = top(to) else { continue };
+            if a == b {
+                continue;
+            }
+            match (rank(&a), rank(&b)) {
+                (Some(i), Some(j)) if j < i => {}
+                (Some(_), Some(_)) => out.push(format!(
+                    "{} -> {} (`{a}` stands below `{b}`)",
+                    from.display(),
+                    to.display()
+                )),
+                (None, _) | (_, None) => out.push(format!(
+                    "{} -> {} (`{}` is in no layer: add it to KERNEL_LAYERS)",
+                    from.display(),
+                    to.display(),
+                    if rank(&a).is_none() { &a } else { &b }
+                )),
+            }
+        }
+    }
+    out
+}
+
+/// ARCHITECTURE, "The kernel's modules stand in layers".
+#[test]
+fn the_kernels_modules_import_only_the_layers_below() {
+    let edges = import_graph(&root(), &[PathBuf::from("actors/src")]);
+    let found = upward(&edges, "actors/src", KERNEL_LAYERS);
+    assert!(
+        found.is_empty(),
+        "imports that run back up the kernel's layers (move the shared piece down, or \
+         hand it in from above as a value or a function): {found:#?}"
+    );
+    // Every module of the crate has its place.
+    let mut modules = Vec::new();
+    for e in std::fs::read_dir(root().join("actors/src")).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().trim_end_matches(".rs").to_owned();
+        if name != "lib" {
+            modules.push(name);
+        }
+    }
+    modules.sort();
+    let mut listed: Vec<String> = KERNEL_LAYERS.iter().map(|s| s.to_string()).collect();
+    listed.sort();
+    assert_eq!(modules, listed, "KERNEL_LAYERS and the modules of actors/src differ");
+}
+
+/// The layer check sees an import up, and one into a module of no layer.
+#[test]
+fn the_layer_check_finds_an_import_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("k/src");
+    std::fs::create_dir_all(src.join("high")).unwrap();
+    let write = |f: &str, text: &str| std::fs::write(src.join(f), text).unwrap();
+    write("lib.rs", "pub mod low;\npub mod high;\npub mod stray;\n");
+    write("low.rs", "pub fn f(_: crate::high::part::T) {}\n");
+    write("high/mod.rs", "pub mod part;\nuse crate::low::f;\n");
+    write("high/part.rs", "pub struct T;\n");
+    write("stray.rs", "use crate::low::f;\n");
+    let edges = import_graph(dir.path(), &[PathBuf::from("k/src")]);
+    let found = upward(&edges, "k/src", &["low", "high"]);
+    assert_eq!(
+        found,
+        [
+            "k/src/low.rs -> k/src/high/part.rs (`low` stands below `high`)",
+            "k/src/stray.rs -> k/src/low.rs (`stray` is in no layer: add it to KERNEL_LAYERS)",
+        ]
     );
 }

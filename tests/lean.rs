@@ -13,7 +13,7 @@ use std::path::Path;
 use common::api::{get, post, put_settings, wait_sources};
 use common::{Daemon, vendor};
 use homeagent_actors::agent::toolset;
-use homeagent_actors::memory::tokens;
+use homeagent_actors::llm::tokens;
 use serde_json::{Value, json};
 
 /// Scripted tasks, each with the tool it needs: natural requests as an owner types

@@ -8,7 +8,7 @@ mod common;
 use common::api::{daemon_with_vendor, get, post, put_settings};
 use common::{Daemon, vendor};
 use homeagent_actors::agent::budget::Budget;
-use homeagent_actors::memory::tokens;
+use homeagent_actors::llm::tokens;
 use serde_json::{Value, json};
 
 /// Unrelated small talk, varied so no two messages are alike.

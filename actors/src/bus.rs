@@ -242,7 +242,7 @@ pub enum Event {
     /// `POST /api/v1/approvals/<id>`.
     ApprovalRequested {
         #[serde(flatten)]
-        question: crate::firewall::approval::Question,
+        question: Question,
     },
     /// A question was answered (`allowed`) or timed out (`allowed: false`, `by: "timeout"`).
     ApprovalResolved {
@@ -374,6 +374,20 @@ impl EventBus {
     pub fn subscribe_settings(&self) -> broadcast::Receiver<Arc<KernelEvent>> {
         self.settings.subscribe()
     }
+}
+
+/// One open approval question (`firewall::approval`), as the API and the WebUI show it.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Question {
+    pub id: u64,
+    pub task_id: u64,
+    pub tool: String,
+    /// The call's arguments as the model wrote them (secrets as `@{alias}`, without the
+    /// kernel's `__origin`), cut.
+    pub summary: String,
+    /// What made the turn untrusted (or `always`).
+    pub why: String,
+    pub at_ms: u64,
 }
 
 #[cfg(test)]

@@ -214,7 +214,7 @@ impl OfferCache {
 
 /// Tokens of `v` as a request carries it (the list, one schema).
 fn tokens_of(v: &impl serde::Serialize) -> usize {
-    serde_json::to_string(v).map_or(0, |s| crate::memory::tokens::count(&s))
+    serde_json::to_string(v).map_or(0, |s| crate::llm::tokens::count(&s))
 }
 
 #[cfg(test)]
@@ -299,7 +299,7 @@ mod tests {
         assert_eq!(list.last().map(|d| d.function.name.as_str()), Some("output_send__web"));
         assert_eq!(
             tokens,
-            crate::memory::tokens::count(&serde_json::to_string(&*list).unwrap())
+            crate::llm::tokens::count(&serde_json::to_string(&*list).unwrap())
         );
         assert_eq!(
             c.metas.last().map(|m| m.owner.as_str()),

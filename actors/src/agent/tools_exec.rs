@@ -197,29 +197,34 @@ impl ToolRunner {
             .into_iter()
             .next()
             .map_or(call.arguments.clone(), |c| c.arguments);
-        // Only the kernel puts a sandbox in a call's arguments.
+        // Only the kernel puts a sandbox or a caller in a call's arguments.
         if let Some(obj) = args.as_object_mut() {
             obj.remove(SANDBOX_ARG);
-            // Nor which task called: the kernel's own agent and memory tools learn it here.
             obj.remove(crate::stages::ORIGIN_ARG);
-            if self.tools.get(&call.name).is_some_and(|t| t.spec.origin) {
-                obj.insert(
-                    crate::stages::ORIGIN_ARG.into(),
-                    json!(crate::stages::Caller {
-                        source: self.source.clone(),
-                        channel: self.channel.clone(),
-                        task_id: self.task_id,
-                        principal: self.principal.clone(),
-                        agent: self.agent.clone(),
-                    }),
-                );
-            }
         }
+        // Which task called: the kernel's own agent and memory tools learn it from the
+        // arguments they receive. Added last, so neither the firewall's filling nor the
+        // owner's approval question ever sees it as something the model wrote.
+        let caller = self.tools.get(&call.name).is_some_and(|t| t.spec.origin).then(|| {
+            json!(crate::stages::Caller {
+                source: self.source.clone(),
+                channel: self.channel.clone(),
+                task_id: self.task_id,
+                principal: self.principal.clone(),
+                agent: self.agent.clone(),
+            })
+        });
+        let with_caller = |mut args: Value| {
+            if let (Some(c), Some(obj)) = (&caller, args.as_object_mut()) {
+                obj.insert(crate::stages::ORIGIN_ARG.into(), c.clone());
+            }
+            args
+        };
         if call.name == seq::SEQ_TOOL {
             // Not filled here: each step is filled (and checked) on its own way out,
             // so no stage plugin ever sees a step's secret values. Nor reviewed again
             // on the way back: every step's result was masked and reviewed already.
-            let (text, ok) = self.run_seq(&call.id, &args).await;
+            let (text, ok) = self.run_seq(&call.id, &with_caller(args)).await;
             return (None, Value::String(text), ok);
         }
         // Kept for the owner's eyes if the call must be approved: the arguments as the
@@ -252,6 +257,7 @@ impl ToolRunner {
         {
             return denied(reason);
         }
+        let args = with_caller(args);
         let (text, ok) = self.execute(&call.name, args).await;
         // Masked and reviewed before anything else (after_toolcall plugins included) sees it.
         let (text, flagged) = self.firewall.inbound_reviewed(&call.name, text);

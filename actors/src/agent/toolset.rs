@@ -174,7 +174,7 @@ pub fn choose(
             used -= metas[i].tokens;
             cat = catalogue_estimate(metas, &chosen);
         }
-        let exact = crate::memory::tokens::count_memo(&catalogue(metas, &chosen));
+        let exact = crate::llm::tokens::count_memo(&catalogue(metas, &chosen));
         if exact <= cat || used + exact <= room.first || added.is_empty() {
             cat = cat.max(exact);
             break;
@@ -197,7 +197,7 @@ pub fn choose(
     }
     Choice::Subset {
         offered,
-        tokens: used + crate::memory::tokens::count_memo(&catalogue),
+        tokens: used + crate::llm::tokens::count_memo(&catalogue),
         catalogue,
     }
 }
@@ -298,7 +298,7 @@ fn catalogue_estimate(metas: &[ToolMeta], chosen: &[bool]) -> usize {
     if owners.is_empty() {
         return 0;
     }
-    let count = crate::memory::tokens::count_memo;
+    let count = crate::llm::tokens::count_memo;
     count(CATALOGUE_HEAD) + owners.iter().map(|(o, l)| count(&catalogue_line(o, l))).sum::<usize>()
 }
 
@@ -377,7 +377,7 @@ mod tests {
         };
         assert!(*tokens <= room.first, "{tokens} > {}", room.first);
         let sum: usize = idx.iter().map(|&i| t[i].tokens).sum();
-        assert_eq!(*tokens, sum + crate::memory::tokens::count(catalogue));
+        assert_eq!(*tokens, sum + crate::llm::tokens::count(catalogue));
         // Whatever was left out is in the catalogue, by owner.
         for m in t.iter().filter(|m| !offered.contains(&m.name)) {
             assert!(
@@ -388,7 +388,7 @@ mod tests {
         assert!(!catalogue.contains("files_read"), "{catalogue}");
         // The loop's per-line count is the count of the text as sent.
         let mask: Vec<bool> = (0..t.len()).map(|i| idx.contains(&i)).collect();
-        assert_eq!(catalogue_estimate(&t, &mask), crate::memory::tokens::count(catalogue));
+        assert_eq!(catalogue_estimate(&t, &mask), crate::llm::tokens::count(catalogue));
         // The same input gives the same subset (a tool never vanishes mid-turn).
         assert_eq!(
             c,

@@ -33,13 +33,13 @@ use crate::bus::{ChainToolCall, ChainUsage, Event as BusEvent};
 use crate::firewall::CredentialGate;
 use crate::i18n::Msg;
 use crate::llm::provider::{Completion, LlmError};
+use crate::llm::tokens;
 use crate::llm::types::{WireFunction, WireToolCall};
 use crate::llm::{CompletionRequest, Message, ToolCall, Usage};
 use crate::memory::Event as MemoryEvent;
 use crate::memory::context::ToolOutput;
 use crate::memory::media::store::MediaMeta;
 use crate::memory::textlog::TextEvent;
-use crate::memory::tokens;
 use crate::stages::{Stage, StageContext, StageToolCall, ToolRegistry};
 
 /// What the input is, as far as the turn cares (the reply path stays in the shell).

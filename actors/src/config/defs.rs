@@ -73,8 +73,8 @@ pub enum ValueKind {
     /// Any non-null JSON value (plugin settings, whose shape the plugin owns).
     Any,
     /// A JSON object of secret names to non-empty strings (`core.security.secrets`):
-    /// names as [`crate::firewall::credentials::valid_alias`] allows, values at least
-    /// [`crate::firewall::credentials::MIN_SECRET_LEN`] bytes (shorter ones could not
+    /// names as [`super::values::valid_alias`] allows, values at least
+    /// [`super::values::MIN_SECRET_LEN`] bytes (shorter ones could not
     /// be masked).
     SecretMap,
 }
@@ -205,7 +205,7 @@ impl ValueKind {
                 other => Ok(other.clone()),
             },
             ValueKind::SecretMap => {
-                use crate::firewall::credentials::{MIN_SECRET_LEN, valid_alias};
+                use super::values::{MIN_SECRET_LEN, valid_alias};
                 let Value::Object(map) = value else {
                     return Err(describe_json(value));
                 };

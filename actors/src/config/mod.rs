@@ -57,7 +57,6 @@ pub mod live;
 pub mod seal;
 mod settings;
 pub(crate) mod store;
-pub mod tool;
 mod values;
 
 pub use actor::{
@@ -75,6 +74,7 @@ pub use settings::{
     MediaConfig, MemoryConfig, Secret, SecretMap, SecurityConfig, SettingValue, Settings, SupervisionConfig,
 };
 pub use store::{Change, ConfigStore, DisabledPlugin, HistoryEntry, LLM_SNAPSHOT_FILE, PluginDef, PluginMeta};
+pub use values::{MIN_SECRET_LEN, valid_alias};
 
 /// Everything that can go wrong in the configuration registry. Messages are shown to the
 /// user as they are, so each one says what to do next.

@@ -1,5 +1,6 @@
 //! The types a setting's JSON value decodes to ([`SettingValue`]), secrets that never
-//! show in `Debug`, and the embedder kind. Their own module because the key constants
+//! show in `Debug`, the embedder kind, and the secrets store's shape (its aliases and
+//! shortest value, which the firewall's credential gate relies on). Their own module because the key constants
 //! (`keys`) name them and the typed settings (`settings`) read through those keys.
 
 use std::collections::BTreeMap;
@@ -182,5 +183,34 @@ impl SettingValue for EmbedderKind {
     const EXPECTED: &'static str = "one of \"auto\", \"onnx\", \"remote\", \"tfidf\"";
     fn decode(value: &Value) -> Option<Self> {
         value.as_str().map(Self::parse)
+    }
+}
+
+/// Secrets shorter than this are not masked: a two-letter "secret" would shred every
+/// text it appears in. The settings page refuses them for the secrets store; a short API key
+/// is logged as a warning.
+pub const MIN_SECRET_LEN: usize = 6;
+
+/// Whether `alias` is a valid store alias: a letter, then letters, digits, `_`, `-`,
+/// `.`; at most 64 characters. (`@{…}` must be unambiguous in any text.)
+pub fn valid_alias(alias: &str) -> bool {
+    let mut chars = alias.chars();
+    alias.len() <= 64
+        && chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aliases_are_plain_names() {
+        assert!(valid_alias("github_token"));
+        assert!(valid_alias("a.b-c"));
+        assert!(!valid_alias("1abc"));
+        assert!(!valid_alias("a b"));
+        assert!(!valid_alias(""));
+        assert!(!valid_alias(&"x".repeat(65)));
     }
 }

@@ -112,14 +112,14 @@ pub struct ApprovalPolicy {
 impl ApprovalPolicy {
     /// What a call of `tool` must do, the turn having read untrusted content or not.
     pub fn verdict(&self, tool: &str, tainted: bool) -> Verdict {
-        if let Some((_, rule)) = self.rules.iter().find(|(g, _)| super::policy::glob(g, tool)) {
+        if let Some((_, rule)) = self.rules.iter().find(|(g, _)| crate::pattern::glob(g, tool)) {
             return match rule {
                 Rule::Always => Verdict::Run,
                 Rule::Ask => Verdict::Ask,
                 Rule::Never => Verdict::Refuse,
             };
         }
-        let listed = self.tools.iter().any(|g| super::policy::glob(g, tool));
+        let listed = self.tools.iter().any(|g| crate::pattern::glob(g, tool));
         let ask = listed
             && match self.mode {
                 Mode::Never => false,
@@ -144,36 +144,19 @@ pub enum ApprovalError {
     Unknown(u64),
 }
 
-/// One open question, as the API and the WebUI show it.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct Question {
-    pub id: u64,
-    pub task_id: u64,
-    pub tool: String,
-    /// The call's arguments as the model wrote them (secrets as `@{alias}`, without the
-    /// kernel's `__origin`), cut.
-    pub summary: String,
-    /// What made the turn untrusted (or `always`).
-    pub why: String,
-    pub at_ms: u64,
-}
+/// An open question; defined beside the bus event that carries it, because the bus
+/// stands below the firewall.
+pub use crate::bus::Question;
 
 struct Open {
     question: Question,
     answer: tokio::sync::oneshot::Sender<bool>,
 }
 
-/// The call's arguments as the owner is shown them: without the kernel's own
-/// `__origin` (no part of what the model asked for), cut to `SUMMARY_CHARS`.
+/// The call's arguments as the owner is shown them (as the model wrote them; the
+/// runner adds the kernel's caller only after the question), cut to `SUMMARY_CHARS`.
 pub fn summary_of(args: &serde_json::Value) -> String {
-    let shown = match args {
-        serde_json::Value::Object(o) if o.contains_key(crate::stages::ORIGIN_ARG) => {
-            let mut o = o.clone();
-            o.remove(crate::stages::ORIGIN_ARG);
-            serde_json::Value::Object(o).to_string()
-        }
-        other => other.to_string(),
-    };
+    let shown = args.to_string();
     let mut summary: String = shown.chars().take(SUMMARY_CHARS).collect();
     if summary.len() < shown.len() {
         summary.push('…');

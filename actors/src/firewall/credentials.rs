@@ -25,10 +25,7 @@ use std::collections::BTreeMap;
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use serde_json::Value;
 
-/// Secrets shorter than this are not masked: a two-letter "secret" would shred every
-/// text it appears in. The settings page refuses them for the store; a short API key
-/// is logged as a warning.
-pub const MIN_SECRET_LEN: usize = 6;
+use crate::config::{MIN_SECRET_LEN, valid_alias};
 
 /// Credentials the kernel holds outside the settings (name → value), masked by every
 /// gate built after they are declared.
@@ -105,15 +102,6 @@ impl std::fmt::Debug for CredentialGate {
         // Aliases only: the gate is logged when configured.
         f.debug_list().entries(self.entries.iter().map(|e| &e.alias)).finish()
     }
-}
-
-/// Whether `alias` is a valid store alias: a letter, then letters, digits, `_`, `-`,
-/// `.`; at most 64 characters. (`@{…}` must be unambiguous in any text.)
-pub fn valid_alias(alias: &str) -> bool {
-    let mut chars = alias.chars();
-    alias.len() <= 64
-        && chars.next().is_some_and(|c| c.is_ascii_alphabetic())
-        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
 }
 
 impl CredentialGate {
@@ -376,15 +364,5 @@ mod tests {
         // Text that merely contains the characters is left alone.
         assert_eq!(g.fill(&json!("a @{ b } c @{")).unwrap(), json!("a @{ b } c @{"));
         assert_eq!(g.fillable_aliases(), vec!["github"]);
-    }
-
-    #[test]
-    fn aliases_are_plain_names() {
-        assert!(valid_alias("github_token"));
-        assert!(valid_alias("a.b-c"));
-        assert!(!valid_alias("1abc"));
-        assert!(!valid_alias("a b"));
-        assert!(!valid_alias(""));
-        assert!(!valid_alias(&"x".repeat(65)));
     }
 }

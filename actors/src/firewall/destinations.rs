@@ -89,11 +89,11 @@ impl Destinations {
                 "`@{{{alias}}}` may not go to {what}; the owner allows it in core.security.secret_destinations (\"{alias}\": {{\"hosts\": [...], \"tools\": [...]}})"
             )
         };
-        let listed = d.tools.iter().any(|g| super::policy::glob(g, target.tool));
+        let listed = d.tools.iter().any(|g| crate::pattern::glob(g, target.tool));
         if !d.tools.is_empty() && !listed {
             return Err(hint(&format!("the tool `{}`", target.tool)));
         }
-        if COMMAND_TOOLS.iter().any(|g| super::policy::glob(g, target.tool)) && !listed {
+        if COMMAND_TOOLS.iter().any(|g| crate::pattern::glob(g, target.tool)) && !listed {
             return Err(hint("a command line"));
         }
         if target.network {

@@ -276,7 +276,7 @@ impl Firewall {
             return Ok(());
         }
         let cfg = self.config();
-        if let Some(p) = cfg.owner_only.iter().find(|p| policy::glob(p, tool)) {
+        if let Some(p) = cfg.owner_only.iter().find(|p| crate::pattern::glob(p, tool)) {
             let reason = format!(
                 "tool `{tool}` is reserved for the owner (core.security.owner_only_tools: `{p}`); this input came from `{}`, a guest. Answer without it, or tell the person to ask the owner",
                 principal.name

@@ -372,7 +372,7 @@ impl Pool {
         let (input, output) = if estimated {
             (
                 self.prompt_tokens(request),
-                crate::memory::tokens::count(&c.response.content) as u64,
+                crate::llm::tokens::count(&c.response.content) as u64,
             )
         } else {
             (u.prompt_tokens, u.completion_tokens)
@@ -784,16 +784,16 @@ impl Pool {
     /// memoised. The counts are the same as encoding everything anew.
     fn prompt_tokens(&mut self, request: &CompletionRequest) -> u64 {
         let text = |v: &Value| match v {
-            Value::String(s) => crate::memory::tokens::count_memo_lines(s),
+            Value::String(s) => crate::llm::tokens::count_memo_lines(s),
             Value::Null => 0,
-            other => crate::memory::tokens::count_memo(&other.to_string()),
+            other => crate::llm::tokens::count_memo(&other.to_string()),
         };
         let prompt: usize = request.messages.iter().map(|m| text(&m.content) + 4).sum();
         let tools = match &self.tools_tokens {
             Some((list, n)) if std::sync::Arc::ptr_eq(list, &request.tools) => *n,
             _ => {
                 let json = serde_json::to_string(&request.tools).unwrap_or_default();
-                let n = crate::memory::tokens::count_memo(&json) as u64;
+                let n = crate::llm::tokens::count_memo(&json) as u64;
                 self.tools_tokens = Some((request.tools.clone(), n));
                 n
             }
@@ -1479,7 +1479,7 @@ mod tests {
     #[test]
     fn the_remembered_prompt_count_is_the_count_anew() {
         use super::super::types::{Message, ToolDef, ToolFunction, ToolList};
-        use crate::memory::tokens::count;
+        use crate::llm::tokens::count;
         let tool = |name: &str| ToolDef {
             kind: "function".into(),
             function: ToolFunction {

@@ -17,7 +17,7 @@
 //! * [`textlog`]: the raw record of every turn (`DATA/memory/text`);
 //! * [`start`]: starts the subsystem and answers its typed [`start::MemoryHandles`].
 //!
-//! The flat names the rest of the kernel uses (`memory::graph_actor`, `memory::tokens`,
+//! The flat names the rest of the kernel uses (`memory::graph_actor`, `memory::keywords`,
 //! …) are re-exports of these modules.
 
 pub mod context;
@@ -40,7 +40,7 @@ pub use graph::actor as graph_actor;
 pub use graph::social;
 pub use index::{docindex, quant, retrieve, tfidf};
 pub use lifecycle::{distiller, forget, graph_heartbeat, heartbeat, maintenance};
-pub use text::{bpe, dates, keywords, names, rules, rules_en, tokens};
+pub use text::{dates, keywords, names, rules, rules_en};
 
 pub use context::Event;
 

@@ -19,7 +19,7 @@
 //! the documents actor's `memory::documents::RecallPassages` messages,
 //! `MemoryStore::search_units` (the ranking call), and here [`assemble`], [`select`],
 //! [`fuse`], [`Recollection::render`], [`unit_text`], [`stamp`] and the block headers
-//! [`memory_header`] / [`timeline_header`]. Token counts: `memory::tokens::count`.
+//! [`memory_header`] / [`timeline_header`]. Token counts: `llm::tokens::count`.
 //!
 //! Why passages and not document summaries: the spec's `【相关记忆文档】` block shows a
 //! document's header, which carries none of the evidence (measured: 0 % of LoCoMo
@@ -28,8 +28,8 @@
 use std::collections::HashSet;
 
 use super::retrieve;
-use super::tokens;
 use crate::i18n::Msg;
+use crate::llm::tokens;
 
 /// Events of the recency window: the last few, verbatim, whatever their relevance (the
 /// thread of the conversation). Kept short: relevance, not recency, fills the budget.

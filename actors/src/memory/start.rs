@@ -91,7 +91,7 @@ pub async fn start(d: MemoryDeps<'_>) -> Result<MemoryHandles, ModuleError> {
     // The tokenizer's tables load off the boot path, so the first turn does not wait.
     std::thread::Builder::new()
         .name("tokenizer-warm-up".into())
-        .spawn(super::tokens::warm_up)
+        .spawn(crate::llm::tokens::warm_up)
         .map_err(|e| tracing::warn!("tokenizer warm-up thread not started (the first turn loads it): {e}"))
         .ok();
     let mem_dir = d.data_dir.join("memory");

@@ -320,7 +320,7 @@ impl MemoryStore {
             // stored: it is not made a passage twice.
             let copy = e.source == COLD_STORAGE;
             if !has_passages && !copy && !said.trim().is_empty() {
-                let tokens = super::tokens::count(said);
+                let tokens = crate::llm::tokens::count(said);
                 tx.execute(
                     "INSERT INTO passages (doc_id, ts_ms, speaker, text, tokens, principal) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                     params![id, e.ts_ms, e.speaker(), said, tokens as i64, e.principal],
@@ -729,7 +729,7 @@ impl MemoryStore {
                 .optional()?;
             if let Some(mut p) = p {
                 if p.tokens == 0 && !p.text.is_empty() {
-                    p.tokens = super::tokens::count(&p.text);
+                    p.tokens = crate::llm::tokens::count(&p.text);
                     self.conn.execute(
                         "UPDATE passages SET tokens = ?1 WHERE id = ?2",
                         params![p.tokens as i64, p.id],
@@ -986,7 +986,7 @@ impl MemoryStore {
         };
         self.conn.execute(
             "INSERT INTO passages (doc_id, ts_ms, speaker, text, tokens) VALUES (?1, ?2, 'document', ?3, ?4)",
-            params![id, now, text, super::tokens::count(&text) as i64],
+            params![id, now, text, crate::llm::tokens::count(&text) as i64],
         )?;
         let pid = self.conn.last_insert_rowid();
         if let Some(ix) = self.passages_ix.as_mut() {

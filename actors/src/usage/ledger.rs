@@ -143,7 +143,7 @@ impl Prices {
     pub fn of(&self, model: &str) -> Option<Price> {
         self.0
             .iter()
-            .find(|(g, _)| crate::firewall::policy::glob(g, model))
+            .find(|(g, _)| crate::pattern::glob(g, model))
             .map(|(_, p)| *p)
     }
 

@@ -497,7 +497,7 @@ impl Residents {
             };
             let tokens: usize = events
                 .iter()
-                .map(|e| crate::memory::tokens::count(&e.input) + crate::memory::tokens::count(&e.response))
+                .map(|e| crate::llm::tokens::count(&e.input) + crate::llm::tokens::count(&e.response))
                 .sum();
             if !core::context_is_full(tokens, window) || !me.0.book.lock().context_full(&id) {
                 return;

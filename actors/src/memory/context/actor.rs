@@ -161,7 +161,7 @@ impl ContextActor {
 /// A window event as a recall item, its token count cached in `tokens`.
 fn item_of(tokens: &mut rustc_hash::FxHashMap<i64, usize>, e: &Event) -> Item {
     let said = e.said();
-    let tokens = *tokens.entry(e.id).or_insert_with(|| crate::memory::tokens::count(said));
+    let tokens = *tokens.entry(e.id).or_insert_with(|| crate::llm::tokens::count(said));
     // A guest's words (and the replies to them) are labelled with whose they were and
     // carry the principal: the prompt quotes them as data (`MemoryText::quoted`), never
     // as the owner's memory.

@@ -90,12 +90,12 @@ impl Event {
 
     /// o200k tokens of what the event holds (the overflow prune's size per event).
     fn tokens(&self) -> usize {
-        crate::memory::tokens::count(&self.input)
-            + crate::memory::tokens::count(&self.response)
+        crate::llm::tokens::count(&self.input)
+            + crate::llm::tokens::count(&self.response)
             + self
                 .tool_results
                 .iter()
-                .map(|r| crate::memory::tokens::count(&r.output))
+                .map(|r| crate::llm::tokens::count(&r.output))
                 .sum::<usize>()
     }
 }
@@ -207,7 +207,7 @@ mod tests {
     #[test]
     fn budget_rules() {
         let text = "The quick brown fox jumps over the lazy dog. ".repeat(50);
-        let per = crate::memory::tokens::count(&text);
+        let per = crate::llm::tokens::count(&text);
         assert!((400..600).contains(&per), "{per}");
         let events: Vec<Event> = (0..3).map(|i| ev(i, &text)).collect();
         let (top_k, protected) = top_k_and_protected(&events, 10 * per, 30);

@@ -90,9 +90,7 @@ pub fn image_tokens(width: u32, height: u32) -> usize {
 /// note naming it (counted as the JSON part it is sent as).
 pub fn input_image_tokens(refs: &[MediaRef]) -> usize {
     refs.iter()
-        .map(|r| {
-            image_tokens(r.width, r.height) + crate::memory::tokens::count(&text_part(&attached_note(r)).to_string())
-        })
+        .map(|r| image_tokens(r.width, r.height) + crate::llm::tokens::count(&text_part(&attached_note(r)).to_string()))
         .sum()
 }
 
@@ -215,7 +213,7 @@ pub fn add_recalled(req: &mut CompletionRequest, recalled: &[MediaMeta], room: u
         .filter_map(|m| {
             let date = crate::memory::dates::Day::of_ms(m.created_ms).to_string();
             let note = Msg::ImageRecalled { id: &m.id, date: &date }.text();
-            let cost = image_tokens(m.width, m.height) + crate::memory::tokens::count(&text_part(&note).to_string());
+            let cost = image_tokens(m.width, m.height) + crate::llm::tokens::count(&text_part(&note).to_string());
             if used + cost > room {
                 tracing::debug!(block = %m.id, cost, room, "recalled image left out: no room left in the budget");
                 return None;

@@ -1,8 +1,8 @@
-//! What memory reads in a text, in English and Chinese alike: token counts (o200k),
-//! keywords (jieba), names, dates, the time a question asks about, and the rule distiller's statements.
+//! What memory reads in a text, in English and Chinese alike: keywords (jieba), names,
+//! dates, the time a question asks about, and the rule distiller's statements. (Token
+//! counts are `llm::tokens`: every budget counts them, not memory alone.)
 
 pub mod aliases;
-pub mod bpe;
 pub mod dates;
 pub mod keywords;
 pub mod names;
@@ -10,4 +10,3 @@ pub mod period;
 pub mod rules;
 pub mod rules_en;
 pub mod sentences;
-pub mod tokens;

@@ -19,9 +19,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::defs::{SettingDef, ValueKind};
-use super::{Author, ConfigActor, GetDefs, GetSettings, UpdateSettings};
 use crate::addr::TAddr;
+use crate::config::{Author, ConfigActor, GetDefs, GetSettings, SettingDef, UpdateSettings, ValueKind};
 use crate::stages::{StageHost, ToolSpec};
 
 pub const GET: &str = "settings_get";
@@ -167,9 +166,9 @@ pub enum SettingsToolError {
     #[error(transparent)]
     Unavailable(#[from] crate::addr::SendError),
     #[error(transparent)]
-    Read(super::ConfigError),
+    Read(crate::config::ConfigError),
     #[error("{0}; nothing was changed")]
-    Unchanged(super::ConfigError),
+    Unchanged(crate::config::ConfigError),
 }
 
 fn specs() -> [ToolSpec; 2] {
@@ -235,7 +234,7 @@ mod tests {
     use super::*;
 
     fn defs() -> Vec<SettingDef> {
-        super::super::defs::core_defs(std::path::Path::new("/data"))
+        crate::config::core_defs(std::path::Path::new("/data"))
     }
 
     #[test]

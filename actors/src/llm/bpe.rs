@@ -1,4 +1,4 @@
-//! A byte-pair tokenizer over one flat table, for counting tokens (`memory::tokens`).
+//! A byte-pair tokenizer over one flat table, for counting tokens (`llm::tokens`).
 //!
 //! Why not `tiktoken_rs::CoreBPE`, which this replaced: it keeps o200k's 200k tokens
 //! three times over as separate heap `Vec<u8>`s (the encoder map, the decoder map and

@@ -5,7 +5,7 @@
 //! English budgets were about 4× too small and nothing said whether a prompt fits.
 //! `o200k_base` is the vocabulary of current OpenAI models; for other vendors' models
 //! it is an approximation, which the 0.8 × window target of the budget absorbs.
-//! The counting itself is `memory::bpe`: tiktoken's pattern and merge rule over one
+//! The counting itself is `llm::bpe`: tiktoken's pattern and merge rule over one
 //! flat table (3.4 MB, where building `tiktoken_rs::CoreBPE` took +39.7 MB of RSS; the
 //! idle daemon's RSS target is 30 MB). `tiktoken-rs` is kept for its pattern and, in
 //! the tests, as the reference the counts are held against. `bpe-openai`, slightly
@@ -24,11 +24,11 @@
 
 use std::sync::LazyLock;
 
-use crate::memory::bpe::Bpe;
+use crate::llm::bpe::Bpe;
 
 /// The o200k ranks: `[len][bytes]` per token, in rank order, zstd-compressed (0.17 MB
 /// smaller than gzip -9, and the kernel has zstd for jieba's data already).
-static RANKS_ZST: &[u8] = include_bytes!("../../../assets/o200k_base.ranks.zst");
+static RANKS_ZST: &[u8] = include_bytes!("../../assets/o200k_base.ranks.zst");
 /// Tokens in `RANKS_ZST` (ranks 0..N; the special tokens, never counted here, follow).
 const RANKS: usize = 199_998;
 /// Bytes of `RANKS_ZST` unpacked. Known up front so it unpacks in one pass into its
@@ -51,7 +51,7 @@ fn build() -> Result<Bpe, String> {
 }
 
 /// The same embedded ranks as a `tiktoken_rs::CoreBPE` (what this module used before
-/// `memory::bpe`): the baseline of `homed bench tokens`, built anew on each call.
+/// `llm::bpe`): the baseline of `homed bench tokens`, built anew on each call.
 pub fn reference() -> Result<tiktoken_rs::CoreBPE, String> {
     let table = unpack()?;
     let mut encoder = rustc_hash::FxHashMap::with_capacity_and_hasher(RANKS, Default::default());
@@ -209,9 +209,9 @@ mod tests {
         texts.push("数据库连接池配置参数说明".repeat(30));
         // The repository's own docs: prose, code, tables, both languages.
         for doc in [
-            include_str!("../../../../docs/ARCHITECTURE.md"),
-            include_str!("../../../../docs/DECISIONS.md"),
-            include_str!("../../agent/turn.rs"),
+            include_str!("../../../docs/ARCHITECTURE.md"),
+            include_str!("../../../docs/DECISIONS.md"),
+            include_str!("../agent/turn.rs"),
         ] {
             texts.push(doc.to_owned());
         }
@@ -282,8 +282,8 @@ mod tests {
         .iter()
         .map(|s| s.to_string())
         .collect();
-        texts.push(include_str!("../../../../docs/DECISIONS.md").to_owned());
-        texts.push(include_str!("../../agent/turn.rs").to_owned());
+        texts.push(include_str!("../../../docs/DECISIONS.md").to_owned());
+        texts.push(include_str!("../agent/turn.rs").to_owned());
         // Random runs with many line breaks.
         texts.extend(random_texts(
             "aZé中7 \t\n\n\n\r's.,!-/🙂\u{301}\u{3000}",
