@@ -602,7 +602,7 @@ fn app_state(state: &KernelState) -> anyhow::Result<AppState> {
         config: state.config.get().context(boot_bug)?.clone(),
         llm: state.llm.get().context(boot_bug)?.clone(),
         llm_sources: state.llm_sources.clone(),
-        usage: state.usage.get().ok().cloned(),
+        usage: state.usage.get().context(boot_bug)?.clone(),
         metrics: {
             let m = crate::metrics::Counted::default();
             m.observe(&state.bus);
@@ -619,19 +619,21 @@ fn app_state(state: &KernelState) -> anyhow::Result<AppState> {
                 homeagent_actors::plugins::clock::follower(move || plugins.clock_followers()),
             );
             // Last at a moment: a backup holds what the memory heartbeats just did.
-            if let Ok(b) = state.backups.get() {
-                beats.add("backup", homeagent_actors::memory::heartbeat::due_fn(b.addr.clone()));
-            }
+            let backups = state.backups.get().context(boot_bug)?;
+            beats.add(
+                "backup",
+                homeagent_actors::memory::heartbeat::due_fn(backups.addr.clone()),
+            );
             beats
         },
-        backups: state.backups.get().ok().cloned(),
-        distill: Some(memory.distill.clone()),
-        graph: Some(memory.graph.clone()),
-        rules: Some(memory.rules.clone()),
+        backups: state.backups.get().context(boot_bug)?.clone(),
+        distill: memory.distill.clone(),
+        graph: memory.graph.clone(),
+        rules: memory.rules.clone(),
         maintenance: agent.maintenance.clone(),
-        maintenance_policy: Some(agent.maintenance_policy.clone()),
-        media: Some(memory.media.clone()),
-        embed_status: Some(memory.embedder.status.clone()),
+        maintenance_policy: agent.maintenance_policy.clone(),
+        media: memory.media.clone(),
+        embed_status: memory.embedder.status.clone(),
         embed_install: Default::default(),
         importer: homeagent_actors::memory::importer::Importer {
             context: memory.context.clone(),

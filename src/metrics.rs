@@ -68,7 +68,7 @@ pub struct Kernel<'a> {
     pub registry: &'a homeagent_actors::registry::Registry,
     pub agent: &'a homeagent_actors::agent::AgentHandles,
     pub llm: &'a homeagent_actors::TAddr<homeagent_actors::llm::provider::LlmActor>,
-    pub usage: Option<&'a homeagent_actors::TAddr<homeagent_actors::usage::UsageActor>>,
+    pub usage: &'a homeagent_actors::TAddr<homeagent_actors::usage::UsageActor>,
 }
 
 /// What the bus observer counts (shared with the scrape, which registers them anew).
@@ -257,8 +257,8 @@ pub async fn render(kernel: Kernel<'_>, counted: &Counted) -> String {
     }
 
     // The ledger, all time, by kind.
-    if let Some(ledger) = usage {
-        let asked = ledger
+    {
+        let asked = usage
             .send(homeagent_actors::usage::GetUsage {
                 from_ms: i64::MIN / 2,
                 to_ms: i64::MAX / 2,

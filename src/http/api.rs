@@ -167,7 +167,7 @@ pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
         registry: &state.registry,
         agent: &state.agent,
         llm: &state.llm,
-        usage: state.usage.as_ref(),
+        usage: &state.usage,
     };
     let body = crate::metrics::render(kernel, &state.metrics).await;
     HttpResponse::Ok()

@@ -6,14 +6,7 @@ use homeagent_actors::config::{BackupConfig, ReadSettings};
 use serde_json::json;
 
 use super::{ApiError, AppState, ErrorBody};
-use crate::backup::actor::{BackupHandle, TakeError, TakeNow, dir_of, list};
-
-fn handle(state: &AppState) -> Result<&BackupHandle, ApiError> {
-    state
-        .backups
-        .as_ref()
-        .ok_or_else(|| ApiError::unavailable("this daemon was started without its backup actor"))
-}
+use crate::backup::actor::{TakeError, TakeNow, dir_of, list};
 
 async fn config(state: &AppState) -> Result<BackupConfig, ApiError> {
     let s = state
@@ -43,7 +36,7 @@ fn take_error(e: TakeError) -> ApiError {
     responses((status = 200, description = "`{dir, interval, keep, running, last, restore_pending, backups: [{name, at_ms, bytes}]}`: the backups newest first, the schedule (`keep` 0 = no scheduled backups), the last attempt (`{at_ms, trigger, name?, error?}`) and whether a restore waits for the next start"),
         (status = 503, body = ErrorBody)))]
 pub async fn list_backups(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    let h = handle(&state)?;
+    let h = &state.backups;
     let cfg = config(&state).await?;
     let dir = dir_of(&state.data_dir, &cfg);
     let d = dir.clone();
@@ -66,7 +59,7 @@ pub async fn list_backups(state: web::Data<AppState>) -> Result<HttpResponse, Ap
         (status = 409, description = "A backup is being written already", body = ErrorBody),
         (status = 500, description = "It could not be written (the message says where and why)", body = ErrorBody)))]
 pub async fn take(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    let b = handle(&state)?.addr.send(TakeNow).await?.map_err(take_error)?;
+    let b = state.backups.addr.send(TakeNow).await?.map_err(take_error)?;
     Ok(HttpResponse::Ok().json(json!({ "backup": b })))
 }
 
@@ -125,7 +118,7 @@ pub async fn restore(state: web::Data<AppState>, name: web::Path<String>) -> Res
         )));
     }
     // The way back first: the data as it is now, in the same list.
-    let undo = handle(&state)?.addr.send(TakeNow).await?.map_err(take_error)?;
+    let undo = state.backups.addr.send(TakeNow).await?.map_err(take_error)?;
     let data = state.data_dir.clone();
     web::block(move || crate::backup::staged::stage(&data, &file, false))
         .await

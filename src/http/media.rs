@@ -17,13 +17,6 @@ use serde_json::json;
 use super::AppState;
 use super::error::{ApiError, ErrorBody};
 
-fn media_of(state: &AppState) -> Result<&homeagent_actors::memory::media::actor::MediaHandle, ApiError> {
-    state
-        .media
-        .as_ref()
-        .ok_or_else(|| ApiError::unavailable("this daemon has no media memory; images cannot be taken"))
-}
-
 /// A refused image as the API answers it (400, naming the image and the limit).
 pub(super) fn refused(e: MediaError) -> ApiError {
     ApiError::bad_request(e.to_string())
@@ -32,7 +25,6 @@ pub(super) fn refused(e: MediaError) -> ApiError {
 /// The limits of the settings as committed now: read from the settings actor, so a
 /// `PUT /api/v1/settings` that answered applies to the very next message.
 pub(super) async fn limits(state: &AppState) -> Result<Limits, ApiError> {
-    media_of(state)?;
     let settings = state
         .config
         .send(homeagent_actors::config::ReadSettings)
@@ -59,7 +51,7 @@ pub(super) async fn store(state: &AppState, source: &str, images: Vec<Image>) ->
     if images.is_empty() {
         return Ok(Vec::new());
     }
-    let media = media_of(state)?;
+    let media = &state.media;
     let stored = media
         .addr
         .send(StoreImages {
@@ -84,7 +76,7 @@ pub struct ListQuery {
     responses((status = 200, description = "`{\"blocks\": [...], \"status\": {...}}`: the newest media blocks (no bytes) and the media tier (space, embedded count, re-embedding progress)"),
         (status = 503, body = ErrorBody)))]
 pub async fn list(state: web::Data<AppState>, q: web::Query<ListQuery>) -> Result<HttpResponse, ApiError> {
-    let media = media_of(&state)?;
+    let media = &state.media;
     let (blocks, status) = media
         .addr
         .send(ListMedia {
@@ -108,7 +100,8 @@ async fn fetch(
     id: &str,
     data: bool,
 ) -> Result<(homeagent_actors::memory::media::store::MediaMeta, Option<Vec<u8>>), ApiError> {
-    media_of(state)?
+    state
+        .media
         .addr
         .send(GetMedia {
             id: id.to_owned(),
@@ -142,7 +135,7 @@ pub async fn delete(
     id: web::Path<String>,
     _req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
-    let gone = media_of(&state)?.addr.send(DeleteMedia(id.to_string())).await??;
+    let gone = state.media.addr.send(DeleteMedia(id.to_string())).await??;
     if !gone {
         return Err(ApiError::not_found(format!("no media block `{id}`")));
     }

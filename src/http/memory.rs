@@ -16,10 +16,9 @@ use super::error::{ApiError, ErrorBody};
     responses((status = 200, description = "`{\"id\", \"deleted\": true, \"facts\": n}`: the document, its passages and vectors are gone, and the `facts` graph relations derived from it alone"), (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn delete_document(state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
     let id = id.into_inner();
-    let gone =
-        homeagent_actors::memory::forget::forget_document(&state.agent.deps.documents, state.graph.as_ref(), &id)
-            .await
-            .map_err(|e| ApiError::unavailable(e.to_string()))?;
+    let gone = homeagent_actors::memory::forget::forget_document(&state.agent.deps.documents, Some(&state.graph), &id)
+        .await
+        .map_err(|e| ApiError::unavailable(e.to_string()))?;
     if !gone.existed {
         return Err(ApiError::not_found(format!(
             "no document `{id}`; GET /api/v1/memory/documents lists them"
@@ -27,15 +26,6 @@ pub async fn delete_document(state: web::Data<AppState>, id: web::Path<String>) 
     }
     tracing::info!(document = %id, facts = gone.facts, "document deleted by the owner, with the facts derived from it");
     Ok(HttpResponse::Ok().json(json!({"id": id, "deleted": true, "facts": gone.facts})))
-}
-
-fn graph(
-    state: &AppState,
-) -> Result<&homeagent_actors::TAddr<homeagent_actors::memory::graph_actor::GraphActor>, ApiError> {
-    state
-        .graph
-        .as_ref()
-        .ok_or_else(|| ApiError::unavailable("the graph tier is not running"))
 }
 
 /// Body of `PUT /api/v1/memory/graph/relations`.
@@ -56,7 +46,8 @@ pub async fn edit_relation(
     body: web::Json<RelationEdit>,
 ) -> Result<HttpResponse, ApiError> {
     let RelationEdit { old, new } = body.into_inner();
-    let result = graph(&state)?
+    let result = state
+        .graph
         .send(GraphCall::Edit { old, new })
         .await?
         .map_err(|refused| ApiError::bad_request(refused.to_string()))?;
@@ -68,7 +59,7 @@ pub async fn edit_relation(
     responses((status = 200, description = "`{\"id\", \"deleted\": true}` (soft: kept as deleted, no longer recalled)"), (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn delete_relation(state: web::Data<AppState>, id: web::Path<i64>) -> Result<HttpResponse, ApiError> {
     let id = id.into_inner();
-    let existed = graph(&state)?.send(DeleteRelation(id)).await??;
+    let existed = state.graph.send(DeleteRelation(id)).await??;
     if !existed {
         return Err(ApiError::not_found(format!(
             "no active relation {id}; GET /api/v1/memory/graph?q=<entity> lists them"
@@ -250,12 +241,9 @@ pub struct GraphParams {
     responses((status = 200, description = "`{entities: [{id, name, type, mention_count, updated_at_ms}], relations: [{id, source, target, relation, confidence, session, turn, created_at_ms, sentence}]}`"),
               (status = 503, body = ErrorBody)))]
 pub async fn get_graph(state: web::Data<AppState>, q: web::Query<GraphParams>) -> Result<HttpResponse, ApiError> {
-    let graph = state
-        .graph
-        .as_ref()
-        .ok_or_else(|| ApiError::unavailable("the graph tier is not running"))?;
     let q = q.into_inner();
-    let recall = graph
+    let recall = state
+        .graph
         .send(homeagent_actors::memory::graph_actor::GraphQuery {
             q: q.q,
             depth: q.depth.unwrap_or(2).min(5),
@@ -270,17 +258,24 @@ pub async fn get_graph(state: web::Data<AppState>, q: web::Query<GraphParams>) -
     params(("name" = String, Path, description = "`distill` (context → documents), `rules` (self-statements → graph), `merge` (similar entities → merge tasks), `review` (relations with their sentence → review tasks), `archive` (cold documents → graph facts)")),
     responses((status = 200, description = "The round: distill `{at_ms, archived, error?, trigger}`, rules `{at_ms, records, triples, relations, error?, trigger}`, merge/review/archive `{at_ms, kind, items, error?, trigger}`"), (status = 404, body = ErrorBody)))]
 pub async fn run_heartbeat(state: web::Data<AppState>, name: web::Path<String>) -> Result<HttpResponse, ApiError> {
-    match (name.as_str(), &state.distill) {
-        ("distill", Some((hb, _))) => {
-            let round = hb.send(homeagent_actors::memory::heartbeat::RunNow).await?;
+    match name.as_str() {
+        "distill" => {
+            let round = state
+                .distill
+                .0
+                .send(homeagent_actors::memory::heartbeat::RunNow)
+                .await?;
             Ok(HttpResponse::Ok().json(round))
         }
-        ("rules", _) if state.rules.is_some() => {
-            let (d, _) = state.rules.as_ref().expect("checked");
-            let round = d.send(homeagent_actors::memory::distiller::RunRules).await?;
+        "rules" => {
+            let round = state
+                .rules
+                .0
+                .send(homeagent_actors::memory::distiller::RunRules)
+                .await?;
             Ok(HttpResponse::Ok().json(round))
         }
-        ("merge" | "review" | "archive", _) => {
+        "merge" | "review" | "archive" => {
             use homeagent_actors::memory::graph_heartbeat::RunMaintenance;
             let (_, hb, _) = state
                 .maintenance
@@ -304,7 +299,7 @@ pub async fn memory_status(state: web::Data<AppState>) -> Result<HttpResponse, A
         deps.documents.send(homeagent_actors::memory::documents::CountDocuments)
     );
     let (events, documents) = (events?, documents?.map_err(|e| ApiError::unavailable(e.to_string()))?);
-    let last = state.distill.as_ref().and_then(|(_, l)| l.lock().clone());
+    let last = state.distill.1.lock().clone();
     let maintenance = |kind| {
         state
             .maintenance
@@ -312,29 +307,28 @@ pub async fn memory_status(state: web::Data<AppState>) -> Result<HttpResponse, A
             .find(|(k, _, _)| *k == kind)
             .and_then(|(_, _, l)| l.lock().clone())
     };
-    let graph = match &state.graph {
-        Some(g) => Some(g.send(homeagent_actors::memory::graph_actor::GraphStats).await??),
-        None => None,
-    };
+    let graph = state
+        .graph
+        .send(homeagent_actors::memory::graph_actor::GraphStats)
+        .await??;
+    let mut embedder = serde_json::to_value(state.embed_status.read().clone()).unwrap_or_default();
+    embedder["install"] = serde_json::to_value(state.embed_install.lock().clone()).unwrap_or_default();
+    let (limit, used) = state
+        .maintenance_policy
+        .lock()
+        .budget(homeagent_actors::clock::now_ms());
     Ok(HttpResponse::Ok().json(json!({
         "context_events": events,
         "documents": documents,
         "graph": graph,
-        "embedder": state.embed_status.as_ref().map(|s| {
-            let mut v = serde_json::to_value(s.read().clone()).unwrap_or_default();
-            v["install"] = serde_json::to_value(state.embed_install.lock().clone()).unwrap_or_default();
-            v
-        }),
+        "embedder": embedder,
         "heartbeats": {
             "distill": last,
-            "rules": state.rules.as_ref().and_then(|(_, l)| l.lock().clone()),
+            "rules": state.rules.1.lock().clone(),
             "merge": maintenance(homeagent_actors::memory::graph_heartbeat::Maintenance::Merge),
             "review": maintenance(homeagent_actors::memory::graph_heartbeat::Maintenance::Review),
             "archive": maintenance(homeagent_actors::memory::graph_heartbeat::Maintenance::Archive),
-            "budget": state.maintenance_policy.as_ref().map(|b| {
-                let (limit, used) = b.lock().budget(homeagent_actors::clock::now_ms());
-                json!({"daily_tasks": limit, "used_today": used})
-            }),
+            "budget": {"daily_tasks": limit, "used_today": used},
         },
     })))
 }

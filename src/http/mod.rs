@@ -58,7 +58,7 @@ pub struct AppState {
     /// How many sources `llm` has configured (read without a round trip).
     pub llm_sources: homeagent_actors::llm::provider::SourceGauge,
     /// The usage ledger (`GET /api/v1/usage`).
-    pub usage: Option<TAddr<homeagent_actors::usage::UsageActor>>,
+    pub usage: TAddr<homeagent_actors::usage::UsageActor>,
     /// What `GET /metrics` counts from the bus.
     pub metrics: crate::metrics::Counted,
     pub agent: homeagent_actors::agent::AgentHandles,
@@ -67,25 +67,25 @@ pub struct AppState {
     /// after the subprocess plugins that follow it.
     pub beats: homeagent_actors::clock::Beats,
     /// The distill heartbeat and its last round.
-    pub distill: Option<homeagent_actors::memory::heartbeat::DistillHandle>,
+    pub distill: homeagent_actors::memory::heartbeat::DistillHandle,
     /// The graph tier.
-    pub graph: Option<TAddr<homeagent_actors::memory::graph_actor::GraphActor>>,
+    pub graph: TAddr<homeagent_actors::memory::graph_actor::GraphActor>,
     /// The rule distiller and its last round.
-    pub rules: Option<homeagent_actors::memory::distiller::DistillerHandle>,
+    pub rules: homeagent_actors::memory::distiller::DistillerHandle,
     /// The lifecycle policy of the maintenance heartbeats (its budget is shown).
-    pub maintenance_policy: Option<homeagent_actors::memory::lifecycle::policy::PolicyCell>,
+    pub maintenance_policy: homeagent_actors::memory::lifecycle::policy::PolicyCell,
     /// The merge and review heartbeats.
     pub maintenance: Vec<homeagent_actors::memory::graph_heartbeat::MaintenanceHandle>,
     /// The media memory (images): attachments are stored there, the browser reads it.
-    pub media: Option<homeagent_actors::memory::media::actor::MediaHandle>,
+    pub media: homeagent_actors::memory::media::actor::MediaHandle,
     /// What the embedder is doing (active space, fallback reason, recompute progress).
-    pub embed_status: Option<homeagent_actors::memory::embed::actor::StatusHandle>,
+    pub embed_status: homeagent_actors::memory::embed::actor::StatusHandle,
     /// A set-up of the local embedder from the page (`POST /api/v1/memory/embedder/install`).
     pub embed_install: homeagent_actors::memory::embed::install::ProgressCell,
     /// Where `POST /api/v1/memory/import` writes (the context, text log and distiller).
     pub importer: homeagent_actors::memory::importer::Importer,
-    /// Scheduled backups and "Back up now" (none in a kernel without them).
-    pub backups: Option<crate::backup::actor::BackupHandle>,
+    /// Scheduled backups and "Back up now".
+    pub backups: crate::backup::actor::BackupHandle,
     /// The data directory (`--data`).
     pub data_dir: std::path::PathBuf,
     /// The text log's directory (`DATA/memory/text`), read by the chat history.
