@@ -1,9 +1,12 @@
 //! The residents' control plane as a plain state machine (spec §6.2): which residents
 //! exist, who owns them, their state and round table, the limits, the residual-task
-//! policy and the offload's choice of a resident. The shell ([`super::Residents`])
+//! policy and the offload's choice of a resident, the tool's calls decoded once
+//! ([`Command`]) and every input a resident's life makes ([`inputs`]). The shell ([`super::Residents`])
 //! starts and stops actors; nothing here knows about actix.
 
 use std::collections::BTreeMap;
+
+use crate::stages::Caller;
 
 /// Characters of an input kept in a round record / a dropped residual's log line.
 pub const INPUT_RUNES: usize = 80;
@@ -298,9 +301,233 @@ impl ResidentBook {
     }
 }
 
+/// Whether `dir` is resident `id`'s own directory under `root` (`DATA/residents`): the
+/// only directory a destroy may delete.
+pub fn is_own_dir(dir: &std::path::Path, root: &std::path::Path, id: &str) -> bool {
+    valid_id(id) && dir.file_name().is_some_and(|n| n == id) && dir.parent() == Some(root)
+}
+
+/// `resident_agents`' arguments, as the model writes them (the schema is generated from
+/// this struct).
+#[derive(Debug, Default, serde::Deserialize, schemars::JsonSchema)]
+pub struct ControlArgs {
+    #[schemars(extend("enum" = ["list", "create", "send", "inspect", "compress", "reclaim", "destroy"]))]
+    pub action: String,
+    /// the resident's id: lowercase letters, digits, - and _
+    #[serde(default)]
+    pub id: String,
+    /// create: its standing task
+    #[serde(default)]
+    pub task: String,
+    /// send: the instruction
+    #[serde(default)]
+    pub text: String,
+    /// reclaim/destroy: what becomes of its waiting work
+    #[serde(default)]
+    #[schemars(extend("enum" = ["keep", "drop"]))]
+    pub residual: Option<String>,
+    /// create: input channels whose messages it handles instead of you (until it is destroyed)
+    #[serde(default)]
+    pub input_channels: Option<Vec<String>>,
+    #[serde(rename = "__origin", default)]
+    #[schemars(skip)]
+    pub caller: Caller,
+}
+
+/// The arguments of a resident's own `{text}` tools (`notify_parent`, `inputch_note`).
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+pub struct TextArgs {
+    pub text: String,
+    #[serde(rename = "__origin", default)]
+    #[schemars(skip)]
+    pub caller: Caller,
+}
+
+/// One `resident_agents` call, decoded once: each action with exactly what it needs,
+/// trimmed, the required parts present.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    List,
+    Create {
+        id: String,
+        task: String,
+        channels: Vec<String>,
+    },
+    /// `text`, or the `task` a model put the instruction in.
+    Send {
+        id: String,
+        text: String,
+    },
+    Inspect {
+        id: String,
+    },
+    Compress {
+        id: String,
+    },
+    /// `destroy`, or `reclaim` (its temporary graph promoted first).
+    Remove {
+        id: String,
+        residual: Residual,
+        reclaim: bool,
+    },
+}
+
+impl Command {
+    pub fn decode(args: &ControlArgs) -> Result<Self, ResidentError> {
+        let action = Action::parse(&args.action)?;
+        let id = || match args.id.trim() {
+            "" => Err(ResidentError::Missing("id")),
+            id => Ok(id.to_owned()),
+        };
+        Ok(match action {
+            Action::List => Self::List,
+            Action::Create => Self::Create {
+                id: id()?,
+                task: args.task.trim().to_owned(),
+                channels: args
+                    .input_channels
+                    .iter()
+                    .flatten()
+                    .map(|c| c.trim().to_owned())
+                    .collect(),
+            },
+            Action::Send => Self::Send {
+                id: id()?,
+                text: match args.text.trim() {
+                    "" => args.task.trim(),
+                    t => t,
+                }
+                .to_owned(),
+            },
+            Action::Inspect => Self::Inspect { id: id()? },
+            Action::Compress => Self::Compress { id: id()? },
+            Action::Reclaim | Action::Destroy => Self::Remove {
+                id: id()?,
+                residual: Residual::parse(args.residual.as_deref()),
+                reclaim: action == Action::Reclaim,
+            },
+        })
+    }
+}
+
+/// The inputs a resident's life makes, for the resident or for its parent. Plain
+/// values: the shell only queues them.
+pub mod inputs {
+    // By its crate path: an inline module's `super` reads as the parent folder to the
+    // import-loop check, which resolves paths file by file.
+    use crate::agent::door::Admitted;
+    use crate::agent::input::{Input, Reply, ReplyTo};
+    use crate::agent::residents::core::{INPUT_RUNES, OUTPUT_RUNES, ResidentError, Residual, head};
+    use crate::firewall::Principal;
+    use crate::i18n::Msg;
+    use crate::scheduler::Level;
+
+    /// A parent-made resident's task is also its first input: from `parent/<parent>`,
+    /// on `child/<id>`, as the caller who made it.
+    pub fn first(id: &str, parent: &str, task: &str, principal: Principal) -> Input {
+        let mut first = Input::text(&format!("parent/{parent}"), task);
+        first.channel = format!("child/{id}");
+        first.principal = principal;
+        first
+    }
+
+    /// `send`: an L4 interrupt into the resident (the parent is its only L4 source), on
+    /// its first assigned input channel, else `sub/<id>` (spec §6.2).
+    pub fn sent(
+        id: &str,
+        parent: &str,
+        text: &str,
+        first_channel: Option<String>,
+        principal: Principal,
+    ) -> Result<Input, ResidentError> {
+        if text.trim().is_empty() {
+            return Err(ResidentError::Missing("text"));
+        }
+        let mut input = Input::text(&format!("parent/{parent}"), text);
+        input.channel = first_channel.unwrap_or_else(|| format!("sub/{id}"));
+        input.level = Some(Level::L4);
+        input.principal = principal;
+        Ok(input)
+    }
+
+    /// What a reported round that ended comes to: the automatic line of the round
+    /// table and the L3 report to the parent on `child/<id>` — or nothing, when the
+    /// resident is gone or the work was not run (its residual was decided already).
+    pub fn round_end(id: &str, live: bool, input: &str, reply: &Reply) -> Option<(String, Input)> {
+        if !live || reply.skipped.is_some() {
+            return None;
+        }
+        let output = match &reply.error {
+            Some(e) => e.clone(),
+            None => reply.content.clone(),
+        };
+        let (i, o) = (head(input, INPUT_RUNES), head(&output, OUTPUT_RUNES));
+        let record = Msg::ResidentRound { input: &i, output: &o }.text();
+        let text = Msg::ResidentReport {
+            id,
+            input: &i,
+            output: &output,
+        }
+        .text();
+        let mut report = Input::text(&format!("child/{id}"), &text);
+        report.channel = format!("child/{id}");
+        report.level = Some(Level::L3);
+        Some((record, report))
+    }
+
+    /// The contextfull notice: an L4 kernel interrupt from `child/<id>` telling the
+    /// parent to inspect the resident, then compress, reclaim or destroy it.
+    pub fn context_full(id: &str, tokens: usize, window: usize) -> Input {
+        let text = Msg::ResidentContextFull { id, tokens, window }.text();
+        let mut notice = Input::text(&format!("child/{id}"), &text);
+        notice.channel = "kernel".into();
+        notice.kernel = true;
+        notice.level = Some(Level::L4);
+        notice.payload.kernel = true;
+        notice
+    }
+
+    /// `notify_parent`: an L3 interrupt to the parent on `child/<id>`.
+    pub fn notice(id: &str, text: &str) -> Result<Input, ResidentError> {
+        let text = text.trim();
+        if text.is_empty() {
+            return Err(ResidentError::Missing("text"));
+        }
+        let mut note = Input::text(&format!("child/{id}"), &Msg::ResidentNotice { id, text }.text());
+        note.channel = format!("child/{id}");
+        note.level = Some(Level::L3);
+        Ok(note)
+    }
+
+    /// Residual work kept: back to the parent's queue as an ordinary input (an
+    /// interrupt of the resident's own levels means nothing to the parent), and the
+    /// parent's own instruction answers nobody (the parent runs it itself now).
+    pub fn kept(mut input: Admitted) -> Admitted {
+        input.level = None;
+        if input.source.starts_with("parent/") {
+            input.reply = ReplyTo::none();
+        }
+        input
+    }
+
+    /// The destroy answer's part on residual work.
+    pub fn residual_text(policy: Residual, count: usize) -> String {
+        match (policy, count) {
+            (_, 0) => Msg::ResidualNone.text(),
+            (Residual::Keep, count) => Msg::ResidualKept { count }.text(),
+            (Residual::Drop, count) => Msg::ResidualDropped { count }.text(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent::door::Admitted;
+    use crate::agent::input::{Input, Reply, ReplyTo};
+    use crate::firewall::Principal;
+    use crate::i18n::Msg;
+    use crate::scheduler::Level;
 
     #[test]
     fn ids_are_directory_safe() {
@@ -408,5 +635,184 @@ mod tests {
     fn heads_are_cut_by_characters_on_one_line() {
         assert_eq!(head("你好世界\nok", 3), "你好世");
         assert_eq!(head("a\nb", 80), "a b");
+    }
+
+    fn args(action: &str) -> ControlArgs {
+        ControlArgs {
+            action: action.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_call_is_decoded_once_with_what_its_action_needs() {
+        assert_eq!(Command::decode(&args(" list ")), Ok(Command::List));
+        assert_eq!(
+            Command::decode(&args("explode")),
+            Err(ResidentError::BadAction("explode".into()))
+        );
+        for action in ["create", "send", "inspect", "compress", "reclaim", "destroy"] {
+            let mut a = args(action);
+            a.id = "  ".into();
+            assert_eq!(Command::decode(&a), Err(ResidentError::Missing("id")), "{action}");
+        }
+        let mut create = args("create");
+        create.id = " watcher ".into();
+        create.task = " watch the build \n".into();
+        create.input_channels = Some(vec![" onebot:group:1 ".into()]);
+        assert_eq!(
+            Command::decode(&create),
+            Ok(Command::Create {
+                id: "watcher".into(),
+                task: "watch the build".into(),
+                channels: vec!["onebot:group:1".into()],
+            })
+        );
+        // `send` takes `text`, or the `task` a model put its instruction in.
+        let mut send = args("send");
+        send.id = "w".into();
+        send.task = "stop now".into();
+        assert_eq!(
+            Command::decode(&send),
+            Ok(Command::Send {
+                id: "w".into(),
+                text: "stop now".into()
+            })
+        );
+        send.text = "check again".into();
+        assert!(matches!(Command::decode(&send), Ok(Command::Send { text, .. }) if text == "check again"));
+        let mut reclaim = args("reclaim");
+        reclaim.id = "w".into();
+        reclaim.residual = Some("drop".into());
+        assert_eq!(
+            Command::decode(&reclaim),
+            Ok(Command::Remove {
+                id: "w".into(),
+                residual: Residual::Drop,
+                reclaim: true
+            })
+        );
+        let mut destroy = args("destroy");
+        destroy.id = "w".into();
+        assert_eq!(
+            Command::decode(&destroy),
+            Ok(Command::Remove {
+                id: "w".into(),
+                residual: Residual::Keep,
+                reclaim: false
+            })
+        );
+    }
+
+    #[test]
+    fn the_parent_reaches_a_resident_on_its_channel_at_l4() {
+        let guest = Principal::plugin_guest("onebot");
+        let first = inputs::first("w", "agent", "watch", guest.clone());
+        assert_eq!(
+            (first.source.as_str(), first.channel.as_str()),
+            ("parent/agent", "child/w")
+        );
+        assert_eq!((first.level, &first.principal), (None, &guest));
+        let sent = inputs::sent("w", "agent", "now", None, Principal::owner()).unwrap();
+        assert_eq!((sent.channel.as_str(), sent.level), ("sub/w", Some(Level::L4)));
+        let routed = inputs::sent("w", "agent", "now", Some("onebot:group:1".into()), Principal::owner()).unwrap();
+        assert_eq!(routed.channel, "onebot:group:1");
+        assert_eq!(
+            inputs::sent("w", "agent", " \n", None, Principal::owner()).unwrap_err(),
+            ResidentError::Missing("text")
+        );
+    }
+
+    #[test]
+    fn a_round_is_recorded_and_reported_at_l3_unless_it_did_not_run() {
+        let reply = Reply {
+            content: "the build is green".into(),
+            ..Default::default()
+        };
+        let long = "x".repeat(INPUT_RUNES + 10);
+        let (record, report) = inputs::round_end("w", true, &long, &reply).unwrap();
+        assert_eq!(
+            record,
+            Msg::ResidentRound {
+                input: &"x".repeat(INPUT_RUNES),
+                output: "the build is green"
+            }
+            .text()
+        );
+        assert_eq!(
+            (report.source.as_str(), report.channel.as_str()),
+            ("child/w", "child/w")
+        );
+        assert_eq!(report.level, Some(Level::L3));
+        assert!(report.text.contains("the build is green"), "{}", report.text);
+        // A failed round reports its error.
+        let failed = Reply {
+            error: Some("the vendor is down".into()),
+            ..Default::default()
+        };
+        assert!(
+            inputs::round_end("w", true, "q", &failed)
+                .unwrap()
+                .1
+                .text
+                .contains("the vendor is down")
+        );
+        // Destroyed meanwhile, or the work was not run: the parent decided already.
+        assert!(inputs::round_end("w", false, "q", &reply).is_none());
+        let skipped = Reply {
+            skipped: Some(crate::agent::input::Refusal::ResidualDropped),
+            ..Default::default()
+        };
+        assert!(inputs::round_end("w", true, "q", &skipped).is_none());
+    }
+
+    #[test]
+    fn the_parent_is_told_of_a_full_context_by_a_kernel_interrupt_and_of_a_notice_at_l3() {
+        let n = inputs::context_full("w", 900, 1000);
+        assert!(n.kernel && n.payload.kernel);
+        assert_eq!(
+            (n.channel.as_str(), n.level, n.source.as_str()),
+            ("kernel", Some(Level::L4), "child/w")
+        );
+        let note = inputs::notice("w", "  half done ").unwrap();
+        assert_eq!((note.channel.as_str(), note.level), ("child/w", Some(Level::L3)));
+        assert!(note.text.contains("half done"));
+        assert_eq!(inputs::notice("w", " ").unwrap_err(), ResidentError::Missing("text"));
+    }
+
+    #[test]
+    fn kept_work_waits_in_the_parents_queue_and_the_parents_own_answers_nobody() {
+        let (reply, _rx) = ReplyTo::channel("r1");
+        let mut from_parent = Input::text("parent/agent", "do it");
+        from_parent.level = Some(Level::L4);
+        from_parent.reply = reply;
+        let kept = inputs::kept(Admitted::own(from_parent).unwrap());
+        assert_eq!(kept.level, None);
+        assert!(!kept.reply.is_waiting(), "the parent runs its own instruction itself");
+        let (reply, _rx) = ReplyTo::channel("r2");
+        let mut caller = Input::text("onebot:group:1", "hi");
+        caller.reply = reply;
+        let kept = inputs::kept(Admitted::own(caller).unwrap());
+        assert!(kept.reply.is_waiting(), "a caller's reply path stays intact");
+        assert_eq!(inputs::residual_text(Residual::Drop, 0), Msg::ResidualNone.text());
+        assert_eq!(
+            inputs::residual_text(Residual::Keep, 2),
+            Msg::ResidualKept { count: 2 }.text()
+        );
+        assert_eq!(
+            inputs::residual_text(Residual::Drop, 3),
+            Msg::ResidualDropped { count: 3 }.text()
+        );
+    }
+
+    #[test]
+    fn a_destroy_deletes_only_the_residents_own_directory() {
+        let root = std::path::Path::new("/data/residents");
+        assert!(is_own_dir(&root.join("w"), root, "w"));
+        assert!(!is_own_dir(&root.join("x"), root, "w"));
+        assert!(!is_own_dir(std::path::Path::new("/data/w"), root, "w"));
+        assert!(!is_own_dir(&root.join("a/w"), root, "w"));
+        assert!(!is_own_dir(root, root, "residents"));
+        assert!(!is_own_dir(&root.join(".."), root, ".."));
     }
 }

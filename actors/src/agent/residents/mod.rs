@@ -33,7 +33,9 @@ use actix::ArbiterHandle;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
-pub use self::core::{Action, Owner, Resident, ResidentBook, ResidentError, Residual, State, Target};
+pub use self::core::{
+    Action, Command, ControlArgs, Owner, Resident, ResidentBook, ResidentError, Residual, State, Target, TextArgs,
+};
 use super::door::Admitted;
 use super::input::{Input, Outcome, Refusal, ReplyTo};
 use super::intake::{EventLoop, Inject};
@@ -46,7 +48,6 @@ use crate::i18n::Msg;
 use crate::memory::actor::{ContextActor, PruneContext};
 use crate::memory::graph_actor::{CommitTriples, ExportTriples, GraphActor, GraphOverlays};
 use crate::memory::store::MemoryStore;
-use crate::scheduler::Level;
 use crate::stages::{Caller, ToolHandler, ToolSpec};
 use crate::supervisor::{RestartPolicy, Strategy, SupervisorConfig, SupervisorRef};
 
@@ -104,41 +105,6 @@ struct Inner {
     overlays: GraphOverlays,
     /// The input channels assigned to residents (the main intake routes by it).
     routes: ChannelRoutes,
-}
-
-/// `resident_agents`' arguments.
-#[derive(serde::Deserialize, schemars::JsonSchema)]
-pub struct ControlArgs {
-    #[schemars(extend("enum" = ["list", "create", "send", "inspect", "compress", "reclaim", "destroy"]))]
-    pub action: String,
-    /// the resident's id: lowercase letters, digits, - and _
-    #[serde(default)]
-    pub id: String,
-    /// create: its standing task
-    #[serde(default)]
-    pub task: String,
-    /// send: the instruction
-    #[serde(default)]
-    pub text: String,
-    /// reclaim/destroy: what becomes of its waiting work
-    #[serde(default)]
-    #[schemars(extend("enum" = ["keep", "drop"]))]
-    pub residual: Option<String>,
-    /// create: input channels whose messages it handles instead of you (until it is destroyed)
-    #[serde(default)]
-    pub input_channels: Option<Vec<String>>,
-    #[serde(rename = "__origin", default)]
-    #[schemars(skip)]
-    pub caller: Caller,
-}
-
-/// The arguments of a resident's own `{text}` tools (`notify_parent`, `inputch_note`).
-#[derive(serde::Deserialize, schemars::JsonSchema)]
-pub struct TextArgs {
-    pub text: String,
-    #[serde(rename = "__origin", default)]
-    #[schemars(skip)]
-    pub caller: Caller,
 }
 
 /// Why a resident operation did nothing; each says what to do next.
@@ -406,11 +372,8 @@ impl Residents {
         };
         if owner == Owner::Parent {
             // Its task is also its first input (queued, through its own intake).
-            let mut first = Input::text(&format!("parent/{PARENT_ID}"), task);
-            first.channel = format!("child/{id}");
-            first.principal = principal;
             let job = Job {
-                input: first,
+                input: core::inputs::first(id, PARENT_ID, task, principal),
                 report: true,
             };
             self.dispatch(id, &live, job, false).await?;
@@ -447,35 +410,11 @@ impl Residents {
 
     /// A reported round ended: its record, and an L3 interrupt to the parent.
     fn round_done(&self, id: &str, input: &str, reply: &super::input::Reply) {
-        let output = match (&reply.error, &reply.skipped) {
-            (Some(e), _) => e.clone(),
-            (None, Some(s)) => s.to_string(),
-            (None, None) => reply.content.clone(),
-        };
-        let (i, o) = (
-            core::head(input, core::INPUT_RUNES),
-            core::head(&output, core::OUTPUT_RUNES),
-        );
-        if !self.is_live(id) || reply.skipped.is_some() {
-            // Destroyed with this work pending (kept or dropped): the parent decided already.
+        let Some((record, report)) = core::inputs::round_end(id, self.is_live(id), input, reply) else {
             return;
-        }
-        self.0
-            .book
-            .lock()
-            .round(id, Msg::ResidentRound { input: &i, output: &o }.text());
+        };
+        self.0.book.lock().round(id, record);
         self.check_context(id);
-        let mut report = Input::text(
-            &format!("child/{id}"),
-            &Msg::ResidentReport {
-                id,
-                input: &i,
-                output: &output,
-            }
-            .text(),
-        );
-        report.channel = format!("child/{id}");
-        report.level = Some(Level::L3);
         if let Err(e) = submit_own(&self.0.parent_scheduler, report) {
             tracing::warn!(resident = id, "round not reported to the parent: {e}");
         }
@@ -503,17 +442,7 @@ impl Residents {
                 return;
             }
             tracing::warn!(resident = %id, tokens, window, "resident's context is full; the parent is told");
-            let text = Msg::ResidentContextFull {
-                id: &id,
-                tokens,
-                window,
-            }
-            .text();
-            let mut notice = Input::text(&format!("child/{id}"), &text);
-            notice.channel = "kernel".into();
-            notice.kernel = true;
-            notice.level = Some(Level::L4);
-            notice.payload.kernel = true;
+            let notice = core::inputs::context_full(&id, tokens, window);
             if let Err(e) = submit_own(&me.0.parent_scheduler, notice) {
                 tracing::warn!(resident = %id, "contextfull notice not delivered: {e}");
             }
@@ -527,9 +456,8 @@ impl Residents {
         text: &str,
         principal: crate::firewall::Principal,
     ) -> Result<String, ResidentsError> {
-        if text.trim().is_empty() {
-            return Err(ResidentError::Missing("text").into());
-        }
+        let first_channel = self.0.routes.channels_of(id).into_iter().next();
+        let input = core::inputs::sent(id, PARENT_ID, text, first_channel, principal)?;
         let live = self.live(id)?;
         let report = self
             .0
@@ -538,17 +466,6 @@ impl Residents {
             .get(id)
             .map(|r| r.owner == Owner::Parent)
             .unwrap_or(true);
-        let mut input = Input::text(&format!("parent/{PARENT_ID}"), text);
-        // Its first assigned input channel, else `sub/<id>` (spec §6.2).
-        input.channel = self
-            .0
-            .routes
-            .channels_of(id)
-            .into_iter()
-            .next()
-            .unwrap_or_else(|| format!("sub/{id}"));
-        input.level = Some(Level::L4);
-        input.principal = principal;
         self.dispatch(id, &live, Job { input, report }, true).await?;
         Ok(Msg::ResidentSent { id }.text())
     }
@@ -644,8 +561,7 @@ impl Residents {
         }
         let _ = self.0.book.lock().remove(id);
         // Only a directory named after the resident, under DATA/residents.
-        if live.dir.file_name().is_some_and(|n| n == id)
-            && live.dir.starts_with(self.0.data_dir.join("residents"))
+        if core::is_own_dir(&live.dir, &self.0.data_dir.join("residents"), id)
             && let Err(e) = std::fs::remove_dir_all(&live.dir)
         {
             tracing::warn!(resident = id, dir = %live.dir.display(), "temporary memory not deleted: {e}");
@@ -701,22 +617,12 @@ impl Residents {
 
     /// Executes the residual policy on the work taken from resident `id`.
     fn residual(&self, id: &str, taken: Vec<Taken>, policy: Residual) -> String {
-        if taken.is_empty() {
-            return Msg::ResidualNone.text();
-        }
         let count = taken.len();
         for t in taken {
             let mut input = t.input;
             match policy {
                 Residual::Keep => {
-                    // An interrupt of the resident's own levels means nothing to the
-                    // parent: it waits in the parent's queue like any input.
-                    input.level = None;
-                    if input.source.starts_with("parent/") {
-                        // The parent's own instruction: it runs it now, nobody to report to.
-                        input.reply = ReplyTo::none();
-                    }
-                    if let Err(e) = self.0.parent_scheduler.do_send(Submit(input)) {
+                    if let Err(e) = self.0.parent_scheduler.do_send(Submit(core::inputs::kept(input))) {
                         tracing::error!(
                             resident = id,
                             "residual task lost: the main scheduler is unavailable: {e}"
@@ -737,10 +643,7 @@ impl Residents {
                 }
             }
         }
-        match policy {
-            Residual::Keep => Msg::ResidualKept { count }.text(),
-            Residual::Drop => Msg::ResidualDropped { count }.text(),
-        }
+        core::inputs::residual_text(policy, count)
     }
 
     /// Restarts resident `id`'s subtree through its supervisor (the operator's button).
@@ -751,43 +654,17 @@ impl Residents {
 
     /// The `resident_agents` tool.
     pub async fn call(&self, args: ControlArgs) -> Result<String, ResidentsError> {
-        let action = Action::parse(&args.action)?;
-        let id = args.id.trim();
-        let principal = args.caller.principal;
-        let need_id = || {
-            if id.is_empty() {
-                Err(ResidentError::Missing("id"))
-            } else {
-                Ok(id)
+        let principal = args.caller.principal.clone();
+        match Command::decode(&args)? {
+            Command::List => Ok(Value::Array(self.list().await).to_string()),
+            Command::Create { id, task, channels } => {
+                self.create(&id, &task, Owner::Parent, principal, &channels).await?;
+                Ok(Msg::ResidentCreated { id: &id }.text())
             }
-        };
-        match action {
-            Action::List => Ok(Value::Array(self.list().await).to_string()),
-            Action::Create => {
-                let id = need_id()?;
-                let channels: Vec<String> = args
-                    .input_channels
-                    .unwrap_or_default()
-                    .iter()
-                    .map(|c| c.trim().to_owned())
-                    .collect();
-                self.create(id, args.task.trim(), Owner::Parent, principal, &channels)
-                    .await?;
-                Ok(Msg::ResidentCreated { id }.text())
-            }
-            Action::Send => {
-                let text = match args.text.trim() {
-                    "" => args.task.trim(),
-                    t => t,
-                };
-                self.send(need_id()?, text, principal).await
-            }
-            Action::Inspect => Ok(self.inspect(need_id()?).await?.to_string()),
-            Action::Compress => self.compress(need_id()?).await,
-            Action::Reclaim | Action::Destroy => {
-                let residual = Residual::parse(args.residual.as_deref());
-                self.destroy(need_id()?, residual, action == Action::Reclaim).await
-            }
+            Command::Send { id, text } => self.send(&id, &text, principal).await,
+            Command::Inspect { id } => Ok(self.inspect(&id).await?.to_string()),
+            Command::Compress { id } => self.compress(&id).await,
+            Command::Remove { id, residual, reclaim } => self.destroy(&id, residual, reclaim).await,
         }
     }
 
@@ -795,15 +672,11 @@ impl Residents {
     /// whose task called it (known from the calling task's channel: `child/<id>` for its
     /// own task, `sub/<id>` for a `send`).
     pub fn notify(&self, args: TextArgs) -> Result<String, ResidentsError> {
-        let text = args.text.trim();
-        if text.is_empty() {
+        if args.text.trim().is_empty() {
             return Err(ResidentError::Missing("text").into());
         }
         let id = self.calling_resident(&args.caller, NOTIFY_TOOL)?;
-        let id = id.as_str();
-        let mut note = Input::text(&format!("child/{id}"), &Msg::ResidentNotice { id, text }.text());
-        note.channel = format!("child/{id}");
-        note.level = Some(Level::L3);
+        let note = core::inputs::notice(&id, &args.text)?;
         submit_own(&self.0.parent_scheduler, note).map_err(ResidentsError::NoticeRefused)?;
         Ok("ok".into())
     }
