@@ -289,12 +289,15 @@ async fn turn_inner(
         actix_rt::time::sleep(Duration::from_millis(10)).await;
     }
     if remembered > 0 {
-        let body = synthetic_history(remembered, homeagent_actors::memory::now_ms());
+        let body = synthetic_history(remembered, homeagent_actors::clock::now_ms());
         let t = Instant::now();
         let long = awc::Client::builder().timeout(Duration::from_secs(3600)).finish();
         // In parts under the import limit, as a user would send a long history.
         let (mut imported, mut archived) = (0, 0);
-        for part in import_parts(&body, homeagent_actors::memory::import::MAX_IMPORT_BYTES - 1024) {
+        for part in import_parts(
+            &body,
+            homeagent_actors::memory::context::import::MAX_IMPORT_BYTES - 1024,
+        ) {
             let r = crate::import::post(&long, base, &token, part.to_vec()).await?;
             imported += r.imported;
             archived += r.archived;

@@ -622,7 +622,7 @@ fn app_state(state: &KernelState) -> anyhow::Result<AppState> {
             let backups = state.backups.get().context(boot_bug)?;
             beats.add(
                 "backup",
-                homeagent_actors::memory::heartbeat::due_fn(backups.addr.clone()),
+                homeagent_actors::memory::lifecycle::heartbeat::due_fn(backups.addr.clone()),
             );
             beats
         },
@@ -635,7 +635,7 @@ fn app_state(state: &KernelState) -> anyhow::Result<AppState> {
         media: memory.media.clone(),
         embed_status: memory.embedder.status.clone(),
         embed_install: Default::default(),
-        importer: homeagent_actors::memory::importer::Importer {
+        importer: homeagent_actors::memory::context::importer::Importer {
             context: memory.context.clone(),
             textlog: memory.textlog.clone(),
             distiller: Some(memory.rules.0.clone()),

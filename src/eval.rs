@@ -8,7 +8,7 @@
 //! is involved. Each question is then answered by every retriever over the stored
 //! events — `hybrid` through the very call per-turn recall makes
 //! (`MemoryStore::search_units`: the recall index's BM25 fused with dense cosine), the
-//! others as plain functions of `memory::retrieve` — and we report turn-level evidence recall@k (the share of a question's
+//! others as plain functions of `memory::index::retrieve` — and we report turn-level evidence recall@k (the share of a question's
 //! evidence turns found in the top k, averaged over questions of categories 1–4),
 //! per category and overall, per-query latency, and the size of the memory block the
 //! top 10 would make.
@@ -21,12 +21,12 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use homeagent_actors::llm::tokens;
 use homeagent_actors::memory::context::Event;
-use homeagent_actors::memory::docindex::Unit;
 use homeagent_actors::memory::embed::{self, EmbedConfig, Embedder};
+use homeagent_actors::memory::index::docindex::Unit;
+use homeagent_actors::memory::index::retrieve::{self, Bm25, Retriever};
+use homeagent_actors::memory::index::tfidf::Tfidf;
 use homeagent_actors::memory::recall;
-use homeagent_actors::memory::retrieve::{self, Bm25, Retriever};
 use homeagent_actors::memory::store::{MemoryStore, QueryVector};
-use homeagent_actors::memory::tfidf::Tfidf;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -110,7 +110,7 @@ pub fn parse_session_time(s: &str) -> Option<i64> {
     let parts: Vec<&str> = date.split([' ', ',']).filter(|p| !p.is_empty()).collect();
     let [day, month, year] = parts[..] else { return None };
     // The memory's own date helpers (the same calendar the summaries use).
-    use homeagent_actors::memory::dates::{days_from_civil, month_of};
+    use homeagent_actors::memory::text::dates::{days_from_civil, month_of};
     let month = month_of(month)?;
     let days = days_from_civil(year.parse().ok()?, month, day.parse().ok()?);
     Some(((days * 24 + h) * 60 + m) * 60_000)
@@ -350,7 +350,7 @@ pub fn locomo(file: &Path, opts: Options) -> anyhow::Result<()> {
             .collect();
         let texts: Vec<String> = events
             .iter()
-            .map(|e| recall::unit_text(e.ts_ms, e.speaker(), e.said()))
+            .map(|e| homeagent_actors::memory::index::docindex::unit_text(e.ts_ms, e.speaker(), e.said()))
             .collect();
         let position: HashMap<i64, usize> = events.iter().enumerate().map(|(i, e)| (e.id, i)).collect();
         let text_refs: Vec<&str> = texts.iter().map(String::as_str).collect();
@@ -488,14 +488,14 @@ mod tests {
     #[test]
     fn session_times_parse_and_print_back() {
         let t = parse_session_time("1:56 pm on 8 May, 2023").unwrap();
-        assert_eq!(recall::show_date(t), "8 May 2023");
+        assert_eq!(homeagent_actors::memory::index::docindex::show_date(t), "8 May 2023");
         assert_eq!(t % 86_400_000, (13 * 60 + 56) * 60_000);
         assert_eq!(
             parse_session_time("12:05 am on 1 January, 2024").unwrap() % 86_400_000,
             5 * 60_000
         );
         assert_eq!(
-            recall::show_date(parse_session_time("9:00 am on 29 February, 2024").unwrap()),
+            homeagent_actors::memory::index::docindex::show_date(parse_session_time("9:00 am on 29 February, 2024").unwrap()),
             "29 February 2024"
         );
         assert!(parse_session_time("yesterday").is_none());

@@ -190,7 +190,7 @@ mod tests {
         }))
         .unwrap();
         let body = locomo_ndjson(&sample).unwrap();
-        let lines = homeagent_actors::memory::import::decode(&body, i64::MAX / 2).unwrap();
+        let lines = homeagent_actors::memory::context::import::decode(&body, i64::MAX / 2).unwrap();
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[0].ts_ms, 1_683_554_160_000);
         assert_eq!(lines[1].ts_ms - lines[0].ts_ms, 1000);

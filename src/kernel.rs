@@ -22,7 +22,7 @@ use homeagent_actors::config::{
     ConfigActor, ConfigStore, DaemonConfig, DisabledPlugins, Key, ReadSettings, Settings, SupervisionConfig, keys,
 };
 use homeagent_actors::llm::provider::LlmActor;
-use homeagent_actors::memory::graph_heartbeat::{Maintenance, MaintenanceHandle, TaskSink};
+use homeagent_actors::memory::lifecycle::graph_heartbeat::{Maintenance, MaintenanceHandle, TaskSink};
 use homeagent_actors::memory::start::{MemoryDeps, MemoryHandles};
 use homeagent_actors::modgraph::{Module, ModuleError, ModuleGraph, Produced, Slot};
 use homeagent_actors::plugins::host::{PluginSet, plugin_supervision};
@@ -887,7 +887,7 @@ fn follow_heartbeat_intervals(
     maintenance: &[MaintenanceHandle],
     policy: &homeagent_actors::memory::lifecycle::policy::PolicyCell,
 ) {
-    use homeagent_actors::memory::heartbeat::SetInterval;
+    use homeagent_actors::memory::lifecycle::heartbeat::SetInterval;
     let distill = memory.distill.0.clone();
     let policy = policy.clone();
     let maintenance: Vec<_> = maintenance.iter().map(|(k, a, _)| (*k, a.clone())).collect();

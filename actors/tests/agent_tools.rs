@@ -112,7 +112,7 @@ async fn stack(settings: AgentSettings) -> Stack {
     let context = root
         .worker("context", RestartPolicy::Permanent, move || {
             let store = homeagent_actors::memory::store::MemoryStore::open_in_memory().map_err(|e| e.to_string())?;
-            homeagent_actors::memory::actor::ContextActor::open(store, docs.clone()).map_err(|e| e.to_string())
+            homeagent_actors::memory::context::actor::ContextActor::open(store, docs.clone()).map_err(|e| e.to_string())
         })
         .await
         .unwrap();

@@ -16,7 +16,7 @@ use actix::prelude::*;
 use homeagent_actors::TAddr;
 use homeagent_actors::config::{BackupConfig, ConfigActor, ReadSettings};
 use homeagent_actors::host::{Handles, HostContext, KernelActor};
-use homeagent_actors::memory::heartbeat::ClockDue;
+use homeagent_actors::memory::lifecycle::heartbeat::ClockDue;
 use parking_lot::Mutex;
 use serde::Serialize;
 

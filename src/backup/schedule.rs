@@ -37,7 +37,7 @@ pub fn taken_at(name: &str) -> Option<i64> {
     if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || s > 60 {
         return None;
     }
-    let days = homeagent_actors::memory::dates::days_from_civil(y, mo, d);
+    let days = homeagent_actors::memory::text::dates::days_from_civil(y, mo, d);
     Some(((days * 86_400) + h * 3600 + mi * 60 + s) * 1000 + ms)
 }
 

@@ -281,7 +281,7 @@ fn main() -> std::process::ExitCode {
                     ..
                 },
         }) => {
-            use homeagent_actors::memory::retrieve::Retriever;
+            use homeagent_actors::memory::index::retrieve::Retriever;
             let retrievers = if retriever.is_empty() {
                 Retriever::ALL.to_vec()
             } else {

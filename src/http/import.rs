@@ -1,13 +1,13 @@
 //! `POST /api/v1/memory/import`: a history, one NDJSON turn a line, becomes remembered
 //! turns at their own times. The body is read (capped), validated as a whole
-//! (`memory::import::decode`, off the HTTP worker), then executed by the kernel's
+//! (`memory::context::import::decode`, off the HTTP worker), then executed by the kernel's
 //! `Importer`; nothing here decides anything about memory.
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use futures_util::StreamExt;
-use homeagent_actors::memory::import::{self, ImportError, MAX_IMPORT_BYTES};
-use homeagent_actors::memory::importer::{ImportReport, ImportRunError};
+use homeagent_actors::memory::context::import::{self, ImportError, MAX_IMPORT_BYTES};
+use homeagent_actors::memory::context::importer::{ImportReport, ImportRunError};
 use serde::Serialize;
 
 use super::AppState;
@@ -115,7 +115,7 @@ pub async fn import_history(state: web::Data<AppState>, req: HttpRequest, mut pa
         Err(e) => return refuse(StatusCode::SERVICE_UNAVAILABLE, format!("{e}; retry")),
     };
     let bounds = import::Bounds::new(
-        homeagent_actors::memory::now_ms(),
+        homeagent_actors::clock::now_ms(),
         &homeagent_actors::config::InputLimits::read(&settings),
     );
     // Parsing megabytes of JSON would stall this HTTP worker: the blocking pool does it.

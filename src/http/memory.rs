@@ -3,7 +3,7 @@
 //! demand and the embedder's set-up.
 
 use actix_web::{HttpResponse, web};
-use homeagent_actors::memory::graph_actor::{DeleteRelation, GraphCall};
+use homeagent_actors::memory::graph::actor::{DeleteRelation, GraphCall};
 use homeagent_actors::memory::knowledge::{KnowledgeCall, KnowledgeQuery};
 use serde::Deserialize;
 use serde_json::json;
@@ -16,9 +16,13 @@ use super::error::{ApiError, ErrorBody};
     responses((status = 200, description = "`{\"id\", \"deleted\": true, \"facts\": n}`: the document, its passages and vectors are gone, and the `facts` graph relations derived from it alone"), (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn delete_document(state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
     let id = id.into_inner();
-    let gone = homeagent_actors::memory::forget::forget_document(&state.agent.deps.documents, Some(&state.graph), &id)
-        .await
-        .map_err(|e| ApiError::unavailable(e.to_string()))?;
+    let gone = homeagent_actors::memory::lifecycle::forget::forget_document(
+        &state.agent.deps.documents,
+        Some(&state.graph),
+        &id,
+    )
+    .await
+    .map_err(|e| ApiError::unavailable(e.to_string()))?;
     if !gone.existed {
         return Err(ApiError::not_found(format!(
             "no document `{id}`; GET /api/v1/memory/documents lists them"
@@ -178,7 +182,7 @@ pub async fn get_context(state: web::Data<AppState>) -> Result<HttpResponse, Api
         .agent
         .deps
         .context
-        .send(homeagent_actors::memory::actor::GetContext)
+        .send(homeagent_actors::memory::context::actor::GetContext)
         .await?;
     Ok(HttpResponse::Ok().json(json!({ "events": events })))
 }
@@ -204,7 +208,7 @@ pub async fn get_documents(
             homeagent_actors::memory::embed::actor::embed_query(
                 state.agent.deps.embedder.as_ref(),
                 text,
-                homeagent_actors::memory::actor::QUERY_EMBED_WAIT,
+                homeagent_actors::memory::context::actor::QUERY_EMBED_WAIT,
             )
             .await
         }
@@ -244,7 +248,7 @@ pub async fn get_graph(state: web::Data<AppState>, q: web::Query<GraphParams>) -
     let q = q.into_inner();
     let recall = state
         .graph
-        .send(homeagent_actors::memory::graph_actor::GraphQuery {
+        .send(homeagent_actors::memory::graph::actor::GraphQuery {
             q: q.q,
             depth: q.depth.unwrap_or(2).min(5),
             sort: homeagent_actors::memory::graph::RecallSort::parse(&q.sort),
@@ -263,7 +267,7 @@ pub async fn run_heartbeat(state: web::Data<AppState>, name: web::Path<String>) 
             let round = state
                 .distill
                 .0
-                .send(homeagent_actors::memory::heartbeat::RunNow)
+                .send(homeagent_actors::memory::lifecycle::heartbeat::RunNow)
                 .await?;
             Ok(HttpResponse::Ok().json(round))
         }
@@ -271,12 +275,12 @@ pub async fn run_heartbeat(state: web::Data<AppState>, name: web::Path<String>) 
             let round = state
                 .rules
                 .0
-                .send(homeagent_actors::memory::distiller::RunRules)
+                .send(homeagent_actors::memory::lifecycle::distiller::RunRules)
                 .await?;
             Ok(HttpResponse::Ok().json(round))
         }
         "merge" | "review" | "archive" => {
-            use homeagent_actors::memory::graph_heartbeat::RunMaintenance;
+            use homeagent_actors::memory::lifecycle::graph_heartbeat::RunMaintenance;
             let (_, hb, _) = state
                 .maintenance
                 .iter()
@@ -295,7 +299,7 @@ pub async fn run_heartbeat(state: web::Data<AppState>, name: web::Path<String>) 
 pub async fn memory_status(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     let deps = &state.agent.deps;
     let (events, documents) = futures_util::join!(
-        deps.context.send(homeagent_actors::memory::actor::CountEvents),
+        deps.context.send(homeagent_actors::memory::context::actor::CountEvents),
         deps.documents.send(homeagent_actors::memory::documents::CountDocuments)
     );
     let (events, documents) = (events?, documents?.map_err(|e| ApiError::unavailable(e.to_string()))?);
@@ -309,7 +313,7 @@ pub async fn memory_status(state: web::Data<AppState>) -> Result<HttpResponse, A
     };
     let graph = state
         .graph
-        .send(homeagent_actors::memory::graph_actor::GraphStats)
+        .send(homeagent_actors::memory::graph::actor::GraphStats)
         .await??;
     let mut embedder = serde_json::to_value(state.embed_status.read().clone()).unwrap_or_default();
     embedder["install"] = serde_json::to_value(state.embed_install.lock().clone()).unwrap_or_default();
@@ -325,9 +329,9 @@ pub async fn memory_status(state: web::Data<AppState>) -> Result<HttpResponse, A
         "heartbeats": {
             "distill": last,
             "rules": state.rules.1.lock().clone(),
-            "merge": maintenance(homeagent_actors::memory::graph_heartbeat::Maintenance::Merge),
-            "review": maintenance(homeagent_actors::memory::graph_heartbeat::Maintenance::Review),
-            "archive": maintenance(homeagent_actors::memory::graph_heartbeat::Maintenance::Archive),
+            "merge": maintenance(homeagent_actors::memory::lifecycle::graph_heartbeat::Maintenance::Merge),
+            "review": maintenance(homeagent_actors::memory::lifecycle::graph_heartbeat::Maintenance::Review),
+            "archive": maintenance(homeagent_actors::memory::lifecycle::graph_heartbeat::Maintenance::Archive),
             "budget": {"daily_tasks": limit, "used_today": used},
         },
     })))

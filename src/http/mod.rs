@@ -67,15 +67,15 @@ pub struct AppState {
     /// after the subprocess plugins that follow it.
     pub beats: homeagent_actors::clock::Beats,
     /// The distill heartbeat and its last round.
-    pub distill: homeagent_actors::memory::heartbeat::DistillHandle,
+    pub distill: homeagent_actors::memory::lifecycle::heartbeat::DistillHandle,
     /// The graph tier.
-    pub graph: TAddr<homeagent_actors::memory::graph_actor::GraphActor>,
+    pub graph: TAddr<homeagent_actors::memory::graph::actor::GraphActor>,
     /// The rule distiller and its last round.
-    pub rules: homeagent_actors::memory::distiller::DistillerHandle,
+    pub rules: homeagent_actors::memory::lifecycle::distiller::DistillerHandle,
     /// The lifecycle policy of the maintenance heartbeats (its budget is shown).
     pub maintenance_policy: homeagent_actors::memory::lifecycle::policy::PolicyCell,
     /// The merge and review heartbeats.
-    pub maintenance: Vec<homeagent_actors::memory::graph_heartbeat::MaintenanceHandle>,
+    pub maintenance: Vec<homeagent_actors::memory::lifecycle::graph_heartbeat::MaintenanceHandle>,
     /// The media memory (images): attachments are stored there, the browser reads it.
     pub media: homeagent_actors::memory::media::actor::MediaHandle,
     /// What the embedder is doing (active space, fallback reason, recompute progress).
@@ -83,7 +83,7 @@ pub struct AppState {
     /// A set-up of the local embedder from the page (`POST /api/v1/memory/embedder/install`).
     pub embed_install: homeagent_actors::memory::embed::install::ProgressCell,
     /// Where `POST /api/v1/memory/import` writes (the context, text log and distiller).
-    pub importer: homeagent_actors::memory::importer::Importer,
+    pub importer: homeagent_actors::memory::context::importer::Importer,
     /// Scheduled backups and "Back up now".
     pub backups: crate::backup::actor::BackupHandle,
     /// The data directory (`--data`).

@@ -98,7 +98,7 @@ impl OfferCache {
         }
         list.extend(channel_tools);
         let tokens = tokens_of(&list);
-        let analyze = crate::memory::retrieve::analyze;
+        let analyze = crate::memory::index::retrieve::analyze;
         let metas = list
             .iter()
             .map(|d| {
@@ -147,7 +147,7 @@ impl OfferCache {
         let scores = match &self.last_scores {
             Some((q, s)) if q == ask.query => s.clone(),
             _ => {
-                let s = relevance(&self.metas, &crate::memory::retrieve::analyze(ask.query));
+                let s = relevance(&self.metas, &crate::memory::index::retrieve::analyze(ask.query));
                 self.last_scores = Some((ask.query.to_owned(), s.clone()));
                 s
             }

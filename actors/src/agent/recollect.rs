@@ -15,7 +15,7 @@
 use super::budget::Budget;
 use crate::memory::context::Event;
 use crate::memory::context::actor::ContextError;
-use crate::memory::docindex::Ranked;
+use crate::memory::index::docindex::Ranked;
 use crate::memory::recall::{Item, Origin, RecallBudget, Recollection, WindowRecall};
 
 /// Which memory tiers a turn asks, and how.
@@ -147,7 +147,7 @@ pub fn join(query: &str, answers: Answers, budget: &Budget, recording: bool, upk
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::docindex::Scored;
+    use crate::memory::index::docindex::Scored;
 
     fn item(origin: Origin, text: &str) -> Item {
         Item::counted(origin, Some(1_700_000_000_000), "Mel", text)

@@ -30,10 +30,10 @@ use super::tools_exec::{ToolRunner, run_stage};
 use super::turn::{Cmd, Env, Event, Gathered, Limits, LlmFailure, PruneFailure, TurnCore, TurnInput};
 use crate::addr::TAddr;
 use crate::bus::EventBus;
+use crate::clock::now_ms;
 use crate::host::{Host, HostContext, KernelActor};
 use crate::llm::provider::{Complete, LlmActor};
-use crate::memory::actor::{AppendEvent, ContextActor, Recall};
-use crate::memory::now_ms;
+use crate::memory::context::actor::{AppendEvent, ContextActor, Recall};
 use crate::memory::recall::Recollection;
 use crate::registry::Registry;
 use crate::scheduler::Level;
@@ -91,7 +91,7 @@ pub struct TaskDeps {
     /// The raw JSONL record of every turn.
     pub textlog: TAddr<crate::memory::textlog::TextLogActor>,
     /// The graph tier, for the `【记忆索引】` block (none in kernels without it).
-    pub graph: Option<TAddr<crate::memory::graph_actor::GraphActor>>,
+    pub graph: Option<TAddr<crate::memory::graph::actor::GraphActor>>,
     /// The embedder, for the dense side of recall (none: BM25 only).
     pub embedder: Option<crate::memory::embed::actor::EmbedderHandle>,
     /// The knowledge base, a tier of per-turn recall (none in kernels without it).
@@ -138,7 +138,7 @@ impl TaskDeps {
     pub fn derived(
         &self,
         (context, documents): (TAddr<ContextActor>, TAddr<crate::memory::documents::DocumentsActor>),
-        graph: Option<TAddr<crate::memory::graph_actor::GraphActor>>,
+        graph: Option<TAddr<crate::memory::graph::actor::GraphActor>>,
         channels: Channels,
         max_tool_turns: u32,
         refused_tools: &'static [&'static str],
@@ -477,7 +477,7 @@ impl TaskActor {
                 let context = self.deps.context.clone();
                 let fut = async move {
                     context
-                        .send(crate::memory::actor::PruneContext {
+                        .send(crate::memory::context::actor::PruneContext {
                             query: String::new(),
                             context_tokens,
                             max_context_size,
@@ -520,7 +520,7 @@ impl TaskActor {
                     );
                     actix::spawn(async move {
                         let pruned = context
-                            .send(crate::memory::actor::PruneContext {
+                            .send(crate::memory::context::actor::PruneContext {
                                 query,
                                 // 0: by count only, `max_context_size − 1` (the seed's rule).
                                 context_tokens: 0,
@@ -793,7 +793,7 @@ pub async fn recall(
         crate::memory::embed::actor::query_vector_soon(
             deps.embedder.as_ref(),
             &query,
-            crate::memory::actor::QUERY_EMBED_WAIT,
+            crate::memory::context::actor::QUERY_EMBED_WAIT,
         )
     } else {
         None
@@ -864,7 +864,7 @@ async fn ask_tiers(
         })
     });
     let graph = deps.graph.as_ref().filter(|_| ask.owners_memory).map(|g| {
-        g.request(crate::memory::graph_actor::RecallFacts {
+        g.request(crate::memory::graph::actor::RecallFacts {
             input: query.clone(),
             limit: TIER_ITEMS,
         })

@@ -203,7 +203,7 @@ pub fn choose(
 }
 
 /// Each tool's relevance to the input's analysed terms
-/// ([`crate::memory::retrieve::analyze`]), in the order of `metas`; 0 = unrelated.
+/// ([`crate::memory::index::retrieve::analyze`]), in the order of `metas`; 0 = unrelated.
 ///
 /// A shared term counts by where the tool has it (name 3, keyword 2, description 1)
 /// times its rarity among the tools (`ln(1 + N / tools having it)`): "timer" points at
@@ -307,7 +307,7 @@ mod tests {
     use super::*;
 
     fn meta(name: &str, owner: &str, tokens: usize, desc: &str) -> ToolMeta {
-        let analyze = crate::memory::retrieve::analyze;
+        let analyze = crate::memory::index::retrieve::analyze;
         ToolMeta {
             name: name.into(),
             owner: owner.into(),
@@ -362,7 +362,7 @@ mod tests {
         let t = tools();
         let total: usize = t.iter().map(|m| m.tokens).sum();
         let room = Room::of(1400, 0);
-        let query = crate::memory::retrieve::analyze("please read the file notes.txt");
+        let query = crate::memory::index::retrieve::analyze("please read the file notes.txt");
         let c = choose(&t, total, room, &relevance(&t, &query), &always, &BTreeSet::new());
         let offered = names(&t, &c);
         assert!(offered.contains(&"files_read".to_owned()), "{offered:?}");
@@ -405,7 +405,7 @@ mod tests {
             first: 700,
             expanded: 1100,
         };
-        let query = crate::memory::retrieve::analyze("what time is it");
+        let query = crate::memory::index::retrieve::analyze("what time is it");
         let first = choose(&t, total, room, &relevance(&t, &query), &always, &BTreeSet::new());
         assert!(!names(&t, &first).contains(&"terminal_create".to_owned()), "{first:?}");
         let expanded: BTreeSet<String> = ["terminal".to_owned()].into();
@@ -442,7 +442,7 @@ mod tests {
         // A window where everything would fit its share, held to a cap.
         let room = Room::of(100_000, 500);
         assert_eq!((room.full, room.first, room.expanded), (500, 500, 1000));
-        let query = crate::memory::retrieve::analyze("remind me at noon");
+        let query = crate::memory::index::retrieve::analyze("remind me at noon");
         let c = choose(&t, total, room, &relevance(&t, &query), &always, &BTreeSet::new());
         let offered = names(&t, &c);
         assert!(offered.contains(&"timer_set".to_owned()), "{offered:?}");
@@ -472,12 +472,15 @@ mod tests {
     fn a_rare_word_outweighs_a_common_one() {
         let t = tools();
         // Both in a description: "text" in three tools', "reminder" in one.
-        let s = relevance(&t, &crate::memory::retrieve::analyze("a text reminder"));
+        let s = relevance(&t, &crate::memory::index::retrieve::analyze("a text reminder"));
         let timer = t.iter().position(|m| m.name == "timer_set").unwrap();
         let read = t.iter().position(|m| m.name == "files_read").unwrap();
         assert!(s[timer] > s[read], "{s:?}");
         // Numbers match nothing.
         let t = vec![meta("web_search", "web", 80, "Search the web: 5 results by default.")];
-        assert_eq!(relevance(&t, &crate::memory::retrieve::analyze("5 miles")), vec![0]);
+        assert_eq!(
+            relevance(&t, &crate::memory::index::retrieve::analyze("5 miles")),
+            vec![0]
+        );
     }
 }

@@ -36,7 +36,7 @@ use crate::llm::provider::{Completion, LlmError};
 use crate::llm::tokens;
 use crate::llm::types::{WireFunction, WireToolCall};
 use crate::llm::{CompletionRequest, Message, ToolCall, Usage};
-use crate::memory::Event as MemoryEvent;
+use crate::memory::context::Event as MemoryEvent;
 use crate::memory::context::ToolOutput;
 use crate::memory::media::store::MediaMeta;
 use crate::memory::textlog::TextEvent;

@@ -17,8 +17,8 @@
 //! * [`textlog`]: the raw record of every turn (`DATA/memory/text`);
 //! * [`start`]: starts the subsystem and answers its typed [`start::MemoryHandles`].
 //!
-//! The flat names the rest of the kernel uses (`memory::graph_actor`, `memory::keywords`,
-//! …) are re-exports of these modules.
+//! Each module has one name, its path (`memory::graph::actor`, `memory::text::keywords`):
+//! no flat re-exports. Every memory timestamp is `crate::clock::now_ms()`.
 
 pub mod context;
 pub mod documents;
@@ -33,22 +33,6 @@ pub mod start;
 pub mod store;
 pub mod text;
 pub mod textlog;
-
-pub use context::{actor, import, importer};
-pub use documents::summary;
-pub use graph::actor as graph_actor;
-pub use graph::social;
-pub use index::{docindex, quant, retrieve, tfidf};
-pub use lifecycle::{distiller, forget, graph_heartbeat, heartbeat, maintenance};
-pub use text::{dates, keywords, names, rules, rules_en};
-
-pub use context::Event;
-
-/// Unix milliseconds now on the kernel's clock ([`crate::clock`]): the unit of every
-/// memory timestamp.
-pub fn now_ms() -> i64 {
-    crate::clock::now_ms()
-}
 
 /// The first `n` characters of `s`, with `ellipsis` appended when something was cut.
 pub(crate) fn truncate_chars(s: &str, n: usize, ellipsis: &str) -> String {

@@ -4,7 +4,7 @@
 //!
 //! The context actor ranks its window events and the documents actor the passages of
 //! archived documents, each with the hybrid retriever over its
-//! [`super::docindex::RecallIndex`] (BM25 fused with dense cosine), answering scores;
+//! [`super::index::docindex::RecallIndex`] (BM25 fused with dense cosine), answering scores;
 //! [`assemble`] ranks both as one list by those scores (`docindex::merge` — the
 //! ranking `homed eval locomo` measures through `MemoryStore::search_units`); graph
 //! facts and knowledge items come ranked by their own tiers. [`fuse`] merges the
@@ -15,7 +15,7 @@
 //! faithful extract when one item alone would take too much of the budget.
 //!
 //! Entry points others build on (kept stable): the task's `agent::task::recall` (the
-//! whole per-turn path, shell side), the context actor's `memory::actor::Recall` and
+//! whole per-turn path, shell side), the context actor's `memory::context::actor::Recall` and
 //! the documents actor's `memory::documents::RecallPassages` messages,
 //! `MemoryStore::search_units` (the ranking call), and here [`assemble`], [`select`],
 //! [`fuse`], [`Recollection::render`], [`unit_text`], [`stamp`] and the block headers
@@ -27,7 +27,7 @@
 
 use std::collections::HashSet;
 
-use super::retrieve;
+use super::index::retrieve;
 use crate::i18n::Msg;
 use crate::llm::tokens;
 
@@ -48,26 +48,6 @@ pub const DENSE_MIN: f32 = 0.1;
 /// faithful extract (its beginning), so one long tool output cannot crowd out the rest.
 pub const ITEM_SHARE: usize = 3;
 
-const MONTHS: [&str; 12] = [
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-];
-
-/// `8 May 2023`: how a unit's date is shown to BM25 (so "in May 2023" matches).
-pub fn show_date(ts_ms: i64) -> String {
-    let (y, m, d) = super::civil_from_days(ts_ms.div_euclid(86_400_000));
-    format!("{d} {} {y}", MONTHS[(m - 1) as usize])
-}
 
 /// `2023-05-08 13:56` (UTC): how an item's time is shown to the model.
 pub fn stamp(ts_ms: i64) -> String {
@@ -104,18 +84,6 @@ fn push_digits(out: &mut String, n: i64, width: u32) {
     }
 }
 
-/// The text a unit is indexed by: its date in words, who said it, and what was said.
-pub fn unit_text(ts_ms: i64, speaker: &str, text: &str) -> String {
-    format!("{} {speaker}: {text}", show_date(ts_ms))
-}
-
-/// The text a unit is embedded by: who said it and what was said (no date: the
-/// embedding model reads meaning, and names in questions match the speaker). Without
-/// the speaker, LoCoMo's dense R@10 fell from 0.46 to 0.25.
-pub fn vector_text(speaker: &str, text: &str) -> String {
-    format!("{speaker}: {text}")
-}
-
 /// The text a query is embedded by: the query without the English names it mentions
 /// ("What activities does Melanie partake in?" → "What activities does partake in?"),
 /// unless that leaves fewer than two words that are not stop words, then the query.
@@ -129,7 +97,7 @@ pub fn vector_text(speaker: &str, text: &str) -> String {
 /// theme. On the LoCoMo dev subset (offline, `homed eval locomo`): hybrid R@50 0.827 →
 /// 0.866, multi-hop 0.616 → 0.721, open-domain 0.636 → 0.682.
 pub fn meaning_query(query: &str) -> String {
-    let names: HashSet<String> = super::names::english_names([query])
+    let names: HashSet<String> = super::text::names::english_names([query])
         .into_iter()
         .flat_map(|(n, _)| n.split(' ').map(str::to_owned).collect::<Vec<_>>())
         .collect();
@@ -680,7 +648,7 @@ impl From<&str> for MemoryText {
 #[derive(Debug, Clone, Default)]
 pub struct WindowRecall {
     pub recent: Vec<Item>,
-    pub units: super::docindex::Ranked<Item>,
+    pub units: super::index::docindex::Ranked<Item>,
 }
 
 /// A turn's memory from every tier's answer: the context tier's events and the
@@ -698,12 +666,12 @@ pub struct WindowRecall {
 pub fn assemble(
     input: &str,
     window: WindowRecall,
-    passages: super::docindex::Ranked<Item>,
+    passages: super::index::docindex::Ranked<Item>,
     tiers: Vec<Vec<Item>>,
     index: Option<String>,
     budget: RecallBudget,
 ) -> Recollection {
-    let units = super::docindex::merge(vec![window.units, passages], UNIT_CANDIDATES);
+    let units = super::index::docindex::merge(vec![window.units, passages], UNIT_CANDIDATES);
     // What the units say, replies included: a fact or item saying the same is
     // already there at the evidence's own rank.
     let said: HashSet<String> = units
@@ -949,8 +917,14 @@ mod tests {
     #[test]
     fn dates_and_speakers_are_rendered() {
         assert_eq!(stamp(MAY_8_2023_1356), "2023-05-08 13:56");
-        assert_eq!(show_date(MAY_8_2023_1356), "8 May 2023");
-        assert_eq!(unit_text(MAY_8_2023_1356, "Caroline", "hi"), "8 May 2023 Caroline: hi");
+        assert_eq!(
+            crate::memory::index::docindex::show_date(MAY_8_2023_1356),
+            "8 May 2023"
+        );
+        assert_eq!(
+            crate::memory::index::docindex::unit_text(MAY_8_2023_1356, "Caroline", "hi"),
+            "8 May 2023 Caroline: hi"
+        );
         let r = select(
             "what dog?",
             vec![said(MAY_8_2023_1356 + 60_000, "http", "hello there", Origin::Window)],
@@ -1207,7 +1181,7 @@ mod tests {
 
     #[test]
     fn a_fact_the_units_already_hold_takes_no_place_of_its_own() {
-        use crate::memory::docindex::{Ranked, Scored};
+        use crate::memory::index::docindex::{Ranked, Scored};
         let t = MAY_8_2023_1356;
         let unit = |i: i64, text: &str| Scored {
             row: said(t + i, "Mel", text, Origin::Window),
@@ -1515,7 +1489,7 @@ mod tests {
     #[test]
     fn units_rank_by_bm25_and_vectors_and_passages_replace_archived_events() {
         use crate::memory::context::Event;
-        use crate::memory::docindex::Unit;
+        use crate::memory::index::docindex::Unit;
         use crate::memory::store::{MemoryStore, QueryVector, VectorRef};
         let mut s = MemoryStore::open_in_memory().unwrap();
         let ev = |i: i64, who: &str, text: &str| Event {

@@ -16,14 +16,14 @@ use std::sync::Arc;
 use actix::ArbiterHandle;
 use parking_lot::Mutex;
 
-use super::actor::ContextActor;
-use super::distiller::DistillerHandle;
+use super::context::actor::ContextActor;
 use super::documents::DocumentsActor;
 use super::embed::actor::EmbedderHandle;
-use super::graph_actor::GraphActor;
-use super::graph_heartbeat::{GraphHeartbeat, Maintenance, MaintenanceHandle, TaskSink};
-use super::heartbeat::{DistillHandle, DistillHeartbeat, IntervalCell};
+use super::graph::actor::GraphActor;
 use super::knowledge::KnowledgeActor;
+use super::lifecycle::distiller::DistillerHandle;
+use super::lifecycle::graph_heartbeat::{GraphHeartbeat, Maintenance, MaintenanceHandle, TaskSink};
+use super::lifecycle::heartbeat::{DistillHandle, DistillHeartbeat, IntervalCell};
 use super::lifecycle::policy::{Policy, PolicyCell};
 use super::store::MemoryStore;
 use super::textlog::TextLogActor;
@@ -68,7 +68,7 @@ pub struct MemoryHandles {
     /// `kernel/memory/graph`: the graph tier.
     pub graph: TAddr<GraphActor>,
     /// The residents' temporary graphs, which take their memory tools' calls.
-    pub graph_overlays: super::graph_actor::GraphOverlays,
+    pub graph_overlays: super::graph::actor::GraphOverlays,
     /// `kernel/memory/embedder` and its status.
     pub embedder: EmbedderHandle,
     /// `kernel/memory/media`: the media blocks and their multimodal space.
@@ -134,11 +134,11 @@ pub async fn start(d: MemoryDeps<'_>) -> Result<MemoryHandles, ModuleError> {
             ))
         })
         .await?;
-    let rules_last: Arc<Mutex<Option<super::distiller::RulesRound>>> = Arc::default();
+    let rules_last: Arc<Mutex<Option<super::lifecycle::distiller::RulesRound>>> = Arc::default();
     let (g, l, dir) = (graph.clone(), rules_last.clone(), mem_dir.clone());
     let rules = sup
         .worker_on(d.blocking.clone(), "distiller", RestartPolicy::Permanent, move || {
-            use super::distiller::{INTERVAL, RuleDistiller};
+            use super::lifecycle::distiller::{INTERVAL, RuleDistiller};
             Ok(RuleDistiller::new(
                 dir.join("text"),
                 dir.join("distiller.cursor"),
@@ -148,8 +148,8 @@ pub async fn start(d: MemoryDeps<'_>) -> Result<MemoryHandles, ModuleError> {
             ))
         })
         .await?;
-    let overlays = super::graph_actor::GraphOverlays::default();
-    let mut tools = super::graph_actor::graph_tools(graph.clone(), Some(textlog.clone()), overlays.clone());
+    let overlays = super::graph::actor::GraphOverlays::default();
+    let mut tools = super::graph::actor::graph_tools(graph.clone(), Some(textlog.clone()), overlays.clone());
     tools.extend(super::knowledge::knowledge_tools(knowledge.clone()));
 
     // The embedder: its own thread; the model loads after boot, in the background.
@@ -184,7 +184,7 @@ pub async fn start(d: MemoryDeps<'_>) -> Result<MemoryHandles, ModuleError> {
 
     // The distill heartbeat; its period follows `core.agent.distill_interval`.
     let every: IntervalCell = Arc::new(Mutex::new(periods.distill_interval));
-    let last: Arc<Mutex<Option<super::heartbeat::Round>>> = Arc::default();
+    let last: Arc<Mutex<Option<super::lifecycle::heartbeat::Round>>> = Arc::default();
     let (c, l, cfg) = (context.clone(), last.clone(), d.config.clone());
     let (g, docs, mark) = (
         graph.clone(),
@@ -248,7 +248,7 @@ async fn start_media(
 /// to the graph: distill, rules, then archive, merge and review as `maintenance` holds
 /// them (see [`crate::clock::Beats`]).
 pub fn clock_beats(memory: &MemoryHandles, maintenance: &[MaintenanceHandle]) -> crate::clock::Beats {
-    use super::heartbeat::due_fn;
+    use super::lifecycle::heartbeat::due_fn;
     let mut beats = crate::clock::Beats::default();
     beats.add("distill", due_fn(memory.distill.0.clone()));
     beats.add("rules", due_fn(memory.rules.0.clone()));
@@ -280,7 +280,7 @@ pub async fn start_maintenance(
     for kind in [Maintenance::Archive, Maintenance::Merge, Maintenance::Review] {
         let (period, name) = maintenance_period(kind, &periods);
         let every: IntervalCell = Arc::new(Mutex::new(period));
-        let last: Arc<Mutex<Option<super::graph_heartbeat::MaintenanceRound>>> = Arc::default();
+        let last: Arc<Mutex<Option<super::lifecycle::graph_heartbeat::MaintenanceRound>>> = Arc::default();
         let (g, t, l) = (memory.graph.clone(), tasks.clone(), last.clone());
         let c = (kind == Maintenance::Archive).then(|| memory.documents.clone());
         let em = (kind == Maintenance::Merge).then(|| memory.embedder.addr.clone());

@@ -13,8 +13,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 use rusqlite_migration::{M, Migrations};
 
 use super::context::{Event, ToolOutput};
-use super::docindex::Unit;
-use super::now_ms;
+use super::index::docindex::Unit;
+use crate::clock::now_ms;
 
 /// Why the memory store failed.
 #[derive(Debug, thiserror::Error)]
@@ -122,12 +122,12 @@ pub struct MemoryStore {
     conn: Connection,
     /// The document search index, built on the first search and kept in step with
     /// every document this store adds or removes.
-    index: Option<super::docindex::DocIndex>,
+    index: Option<super::index::docindex::DocIndex>,
     /// The recall index of the context events, built on the first recall and kept in
     /// step the same way.
-    events_ix: Option<super::docindex::RecallIndex>,
+    events_ix: Option<super::index::docindex::RecallIndex>,
     /// The recall index of the passages, likewise.
-    passages_ix: Option<super::docindex::RecallIndex>,
+    passages_ix: Option<super::index::docindex::RecallIndex>,
     /// Passages read for recall, by id: a turn reads its ~80 candidates, and the next
     /// turn mostly the same ones. Passages never change (their token count aside, filled
     /// before caching) and their ids are never reused; a deleted document's passages
@@ -308,7 +308,7 @@ impl MemoryStore {
         };
         // Each event stays searchable as a passage of the document (a refreshed
         // document keeps the passages it has). The event's vector moves with it: the
-        // same `recall::vector_text`, no second embedding.
+        // same `docindex::vector_text`, no second embedding.
         let mut added = Vec::new();
         let has_passages: bool =
             tx.query_row("SELECT EXISTS (SELECT 1 FROM passages WHERE doc_id = ?1)", [&id], |r| {
@@ -340,7 +340,7 @@ impl MemoryStore {
         }
         tx.commit()?;
         if let (Some(doc), Some(ix)) = (&new_doc, self.index.as_mut()) {
-            ix.add(doc, &super::docindex::doc_text(&summary, &content));
+            ix.add(doc, &super::index::docindex::doc_text(&summary, &content));
         }
         if let Some(ix) = self.passages_ix.as_mut() {
             for (pid, ts, speaker, text) in &added {
@@ -554,7 +554,7 @@ impl MemoryStore {
             return Ok(Vec::new());
         }
         if self.index.is_none() {
-            self.index = Some(super::docindex::DocIndex::build(&self.conn)?);
+            self.index = Some(super::index::docindex::DocIndex::build(&self.conn)?);
         }
         let ix = self.index.as_mut().expect("built above");
         if let Some(q) = qv {
@@ -583,7 +583,7 @@ impl MemoryStore {
     ) -> Result<Vec<Unit>, MemoryError> {
         let events = self.search_event_units(text, qv, dense_min, top_k)?;
         let passages = self.search_passage_units(text, qv, dense_min, top_k)?;
-        Ok(super::docindex::merge(vec![events, passages], top_k.max(1)))
+        Ok(super::index::docindex::merge(vec![events, passages], top_k.max(1)))
     }
 
     /// The context events most related to `text`, with their scores (the context
@@ -594,7 +594,7 @@ impl MemoryStore {
         qv: Option<&QueryVector>,
         dense_min: f32,
         top_k: usize,
-    ) -> Result<super::docindex::Ranked<Unit>, MemoryError> {
+    ) -> Result<super::index::docindex::Ranked<Unit>, MemoryError> {
         let (conn, slot, build) = self.tier(Tier::Events);
         Self::scored(conn, slot, build, text, qv, dense_min, top_k)
     }
@@ -607,7 +607,7 @@ impl MemoryStore {
         qv: Option<&QueryVector>,
         dense_min: f32,
         top_k: usize,
-    ) -> Result<super::docindex::Ranked<Unit>, MemoryError> {
+    ) -> Result<super::index::docindex::Ranked<Unit>, MemoryError> {
         let (conn, slot, build) = self.tier(Tier::Passages);
         Self::scored(conn, slot, build, text, qv, dense_min, top_k)
     }
@@ -615,7 +615,11 @@ impl MemoryStore {
     /// The BM25 half of [`Self::search_event_units`] or [`Self::search_passage_units`],
     /// ranked while the query's vector is still being computed (`None`: an empty
     /// query, which searches nothing).
-    pub fn lexical_units(&mut self, tier: Tier, text: &str) -> Result<Option<super::docindex::Lexical>, MemoryError> {
+    pub fn lexical_units(
+        &mut self,
+        tier: Tier,
+        text: &str,
+    ) -> Result<Option<super::index::docindex::Lexical>, MemoryError> {
         if text.trim().is_empty() {
             return Ok(None);
         }
@@ -627,11 +631,11 @@ impl MemoryStore {
     pub fn finish_units(
         &mut self,
         tier: Tier,
-        lexical: Option<super::docindex::Lexical>,
+        lexical: Option<super::index::docindex::Lexical>,
         qv: Option<&QueryVector>,
         dense_min: f32,
         top_k: usize,
-    ) -> Result<super::docindex::Ranked<Unit>, MemoryError> {
+    ) -> Result<super::index::docindex::Ranked<Unit>, MemoryError> {
         let Some(lexical) = lexical else {
             return Ok(Default::default());
         };
@@ -650,20 +654,12 @@ impl MemoryStore {
         tier: Tier,
     ) -> (
         &Connection,
-        &mut Option<super::docindex::RecallIndex>,
-        fn(&Connection) -> rusqlite::Result<super::docindex::RecallIndex>,
+        &mut Option<super::index::docindex::RecallIndex>,
+        fn(&Connection) -> rusqlite::Result<super::index::docindex::RecallIndex>,
     ) {
         match tier {
-            Tier::Events => (
-                &self.conn,
-                &mut self.events_ix,
-                super::docindex::RecallIndex::build_events,
-            ),
-            Tier::Passages => (
-                &self.conn,
-                &mut self.passages_ix,
-                super::docindex::RecallIndex::build_passages,
-            ),
+            Tier::Events => (&self.conn, &mut self.events_ix, events_index),
+            Tier::Passages => (&self.conn, &mut self.passages_ix, passages_index),
         }
     }
 
@@ -671,9 +667,9 @@ impl MemoryStore {
     /// dropped for a rebuild).
     fn index_in<'s>(
         conn: &Connection,
-        slot: &'s mut Option<super::docindex::RecallIndex>,
-        build: fn(&Connection) -> rusqlite::Result<super::docindex::RecallIndex>,
-    ) -> Result<&'s mut super::docindex::RecallIndex, MemoryError> {
+        slot: &'s mut Option<super::index::docindex::RecallIndex>,
+        build: fn(&Connection) -> rusqlite::Result<super::index::docindex::RecallIndex>,
+    ) -> Result<&'s mut super::index::docindex::RecallIndex, MemoryError> {
         if slot.is_none() {
             *slot = Some(build(conn)?);
         }
@@ -684,13 +680,13 @@ impl MemoryStore {
     /// query searches nothing and builds nothing).
     fn scored(
         conn: &Connection,
-        slot: &mut Option<super::docindex::RecallIndex>,
-        build: fn(&Connection) -> rusqlite::Result<super::docindex::RecallIndex>,
+        slot: &mut Option<super::index::docindex::RecallIndex>,
+        build: fn(&Connection) -> rusqlite::Result<super::index::docindex::RecallIndex>,
         text: &str,
         qv: Option<&QueryVector>,
         dense_min: f32,
         top_k: usize,
-    ) -> Result<super::docindex::Ranked<Unit>, MemoryError> {
+    ) -> Result<super::index::docindex::Ranked<Unit>, MemoryError> {
         if text.trim().is_empty() {
             return Ok(Default::default());
         }
@@ -793,7 +789,7 @@ impl MemoryStore {
         out.extend(found.into_iter().map(|e| {
             (
                 VectorRef::Event(e.id),
-                super::recall::vector_text(e.speaker(), e.said()),
+                super::index::docindex::vector_text(e.speaker(), e.said()),
             )
         }));
         if out.len() < limit {
@@ -811,7 +807,7 @@ impl MemoryStore {
             out.extend(
                 found
                     .into_iter()
-                    .map(|(id, speaker, text)| (VectorRef::Passage(id), super::recall::vector_text(&speaker, &text))),
+                    .map(|(id, speaker, text)| (VectorRef::Passage(id), super::index::docindex::vector_text(&speaker, &text))),
             );
         }
         self.missing_document_vectors(space, limit, out)
@@ -976,7 +972,7 @@ impl MemoryStore {
             params![id, now, summary, content, hash],
         )?;
         if let Some(ix) = self.index.as_mut() {
-            ix.add(&id, &super::docindex::doc_text(summary, content));
+            ix.add(&id, &super::index::docindex::doc_text(summary, content));
         }
         // A written document is recalled as one passage (its summary says what it is).
         let text = if summary.trim().is_empty() || content.starts_with(summary.trim()) {
@@ -1033,7 +1029,7 @@ impl MemoryStore {
             )?;
         }
         if let Some(ix) = self.index.as_mut() {
-            ix.add(&id, &super::docindex::doc_text(&summary, content));
+            ix.add(&id, &super::index::docindex::doc_text(&summary, content));
         }
         Ok(true)
     }
@@ -1090,7 +1086,7 @@ impl MemoryStore {
     /// Stores imported turns in one transaction: each line's digest first (a digest
     /// seen before skips the line), then its event. Either the whole batch is committed
     /// or nothing is.
-    pub fn import_batch(&mut self, lines: &[super::import::ImportLine]) -> Result<ImportedBatch, MemoryError> {
+    pub fn import_batch(&mut self, lines: &[super::context::import::ImportLine]) -> Result<ImportedBatch, MemoryError> {
         let now = now_ms();
         let tx = self
             .conn
@@ -1157,9 +1153,9 @@ fn document_content(events: &[Event]) -> String {
     out
 }
 
-/// The extractive summary line of archived events (see [`super::summary`]).
+/// The extractive summary line of archived events (see [`super::documents::summary`]).
 fn document_summary(events: &[Event]) -> String {
-    super::summary::summarize(&super::summary::utterances(events)).render()
+    super::documents::summary::summarize(&super::documents::summary::utterances(events)).render()
 }
 
 /// `h%08x` of a 31-multiplier rolling hash over the characters.
@@ -1174,6 +1170,39 @@ fn content_hash(s: &str) -> String {
         out.push_str(&format!("{b:02x}"));
     }
     out
+}
+
+/// The recall index over every context event of `conn` (the context tier's half of
+/// recall). The store reads its own rows; the index only ranks.
+fn events_index(conn: &Connection) -> rusqlite::Result<super::index::docindex::RecallIndex> {
+    let mut ix = super::index::docindex::RecallIndex::default();
+    let mut st = conn.prepare(&format!("SELECT {EVENT_COLS} FROM context_events ORDER BY ts_ms, id"))?;
+    for e in st.query_map([], event_row)? {
+        let e = e?;
+        ix.add_unit(&Unit::Event(e.id), e.ts_ms, e.speaker(), e.said());
+    }
+    tracing::debug!(units = ix.len(), "event recall index built");
+    Ok(ix)
+}
+
+/// The recall index over every passage of `conn` (the document tier's half of recall).
+fn passages_index(conn: &Connection) -> rusqlite::Result<super::index::docindex::RecallIndex> {
+    let mut ix = super::index::docindex::RecallIndex::default();
+    let mut st = conn.prepare("SELECT id, ts_ms, speaker, text FROM passages ORDER BY id")?;
+    let rows = st.query_map([], |r| {
+        Ok((
+            r.get::<_, i64>(0)?,
+            r.get::<_, i64>(1)?,
+            r.get::<_, String>(2)?,
+            r.get::<_, String>(3)?,
+        ))
+    })?;
+    for row in rows {
+        let (id, ts, speaker, text) = row?;
+        ix.add_unit(&Unit::Passage(id), ts, &speaker, &text);
+    }
+    tracing::debug!(units = ix.len(), "passage recall index built");
+    Ok(ix)
 }
 
 #[cfg(test)]
@@ -1325,7 +1354,7 @@ mod tests {
 
     #[test]
     fn imported_turns_are_stored_once() {
-        use crate::memory::import::decode;
+        use crate::memory::context::import::decode;
         let body = br#"{"time": 1683554160, "speaker": "Caroline", "text": "I adopted a greyhound"}
 {"time": 1683554161, "speaker": "Melanie", "text": "Lovely!"}
 {"time": 1683554160, "speaker": "Caroline", "text": "I adopted a greyhound", "source": "again"}"#;

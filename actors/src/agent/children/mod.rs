@@ -30,7 +30,7 @@ use super::scheduler::{SchedulerActor, submit_own};
 use super::task::{TaskActor, TaskDeps};
 use crate::addr::{SendError, TAddr};
 use crate::i18n::Msg;
-use crate::memory::actor::ContextActor;
+use crate::memory::context::actor::ContextActor;
 use crate::memory::store::MemoryStore;
 use crate::stages::{Caller, ToolHandler, ToolSpec};
 use crate::supervisor::{RestartPolicy, SupervisorConfig, SupervisorRef};

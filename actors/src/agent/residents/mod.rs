@@ -45,8 +45,8 @@ use super::task::TaskDeps;
 use crate::addr::TAddr;
 use crate::config::{ConfigActor, ReadSettings, keys};
 use crate::i18n::Msg;
-use crate::memory::actor::{ContextActor, PruneContext};
-use crate::memory::graph_actor::{CommitTriples, ExportTriples, GraphActor, GraphOverlays};
+use crate::memory::context::actor::{ContextActor, PruneContext};
+use crate::memory::graph::actor::{CommitTriples, ExportTriples, GraphActor, GraphOverlays};
 use crate::memory::store::MemoryStore;
 use crate::stages::{Caller, ToolHandler, ToolSpec};
 use crate::supervisor::{RestartPolicy, Strategy, SupervisorConfig, SupervisorRef};
@@ -431,7 +431,7 @@ impl Residents {
         let (me, id) = (self.clone(), id.to_owned());
         let window = self.0.parent.settings.read().window;
         actix::spawn(async move {
-            let Ok(events) = live.context.send(crate::memory::actor::GetContext).await else {
+            let Ok(events) = live.context.send(crate::memory::context::actor::GetContext).await else {
                 return;
             };
             let tokens: usize = events

@@ -12,8 +12,8 @@ use crate::addr::TAddr;
 use crate::host::{Handles, Host, HostContext, KernelActor};
 use crate::i18n::Msg;
 use crate::memory::context::{self, Event};
-use crate::memory::docindex::{Ranked, Unit};
 use crate::memory::documents::{ArchiveEvents, DocumentsActor};
+use crate::memory::index::docindex::{Ranked, Unit};
 use crate::memory::recall::{Item, Origin, WindowRecall};
 use crate::memory::store::{Document, MemoryError, MemoryStore, Tier};
 
@@ -456,7 +456,7 @@ impl Handles<CountEvents> for ContextActor {
 /// stored.
 #[derive(Message)]
 #[rtype(result = "Result<crate::memory::store::ImportedBatch, ContextError>")]
-pub struct ImportEvents(pub Vec<crate::memory::import::ImportLine>);
+pub struct ImportEvents(pub Vec<crate::memory::context::import::ImportLine>);
 
 impl Handles<ImportEvents> for ContextActor {
     type Reply = Result<crate::memory::store::ImportedBatch, ContextError>;

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::memory::tfidf::{Tfidf, cosine};
+use crate::memory::index::tfidf::{Tfidf, cosine};
 
 /// The most recent events a prune never removes.
 pub const PROTECTED: usize = 10;

@@ -13,7 +13,7 @@
 //! and says after which batch the distill heartbeat would have fired had the turns been
 //! said live: a history is remembered exactly as if it had been said then, so the
 //! window is pruned at the same points of its timeline. The shell that executes a plan
-//! is [`crate::memory::importer`].
+//! is [`crate::memory::context::importer`].
 
 use std::time::Duration;
 

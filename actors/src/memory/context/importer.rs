@@ -1,4 +1,4 @@
-//! Executing an import plan ([`crate::memory::import`]) against the memory actors.
+//! Executing an import plan ([`crate::memory::context::import`]) against the memory actors.
 //!
 //! For each batch of the plan: the context actor stores the turns as events at their
 //! own times, in one transaction, skipping digests imported before
@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 use crate::addr::TAddr;
 use crate::bus::{self, EventBus};
 use crate::config::{AgentConfig, ConfigActor, HeartbeatConfig, ReadSettings};
-use crate::memory::actor::{ContextActor, DistillContext, ImportEvents};
-use crate::memory::distiller::{DistillRecords, RuleDistiller};
-use crate::memory::import::{self, ImportLine};
+use crate::memory::context::actor::{ContextActor, DistillContext, ImportEvents};
+use crate::memory::context::import::{self, ImportLine};
+use crate::memory::lifecycle::distiller::{DistillRecords, RuleDistiller};
 use crate::memory::textlog::{LogTexts, TextLogActor};
 
 /// How often a long import logs its progress at `info`.

@@ -24,7 +24,7 @@ use crate::addr::TAddr;
 use crate::host::{Handles, Host, HostContext, KernelActor};
 use crate::i18n::Msg;
 use crate::memory::context::Event;
-use crate::memory::docindex::{Ranked, Unit};
+use crate::memory::index::docindex::{Ranked, Unit};
 use crate::memory::recall::{Item, Origin};
 use crate::memory::store::{Document, MemoryError, MemoryStore, QueryVector, Tier};
 
@@ -63,7 +63,7 @@ impl DocumentsActor {
 
     /// Counts the documents as read and schedules the write.
     fn record_hits(&mut self, ids: Vec<String>, ctx: &mut HostContext<Self>) {
-        let now = crate::memory::now_ms();
+        let now = crate::clock::now_ms();
         for id in ids {
             let hit = self.hits.entry(id).or_insert((0, now));
             hit.0 += 1;
@@ -147,7 +147,7 @@ pub struct ArchiveEvents(pub Vec<Event>);
 #[rtype(result = "Ranked<Item>")]
 pub struct RecallPassages {
     pub query: String,
-    /// The query's embedding on its way (see `memory::actor::Recall::qv`).
+    /// The query's embedding on its way (see `memory::context::actor::Recall::qv`).
     pub qv: Option<crate::memory::embed::actor::PendingVector>,
 }
 
@@ -219,7 +219,7 @@ pub struct MarkArchived {
 
 /// Deletes a document with its passages and their vectors (the owner asked: the HTTP
 /// API, the memory page, a plugin's `doc.remove`); answers whether it existed. The facts
-/// derived from it alone leave the graph with it ([`crate::memory::forget::forget_document`]).
+/// derived from it alone leave the graph with it ([`crate::memory::lifecycle::forget::forget_document`]).
 #[derive(Message)]
 #[rtype(result = "Result<bool, DocError>")]
 pub struct DeleteDoc(pub String);
@@ -405,7 +405,7 @@ impl Handles<CountDocuments> for DocumentsActor {
 /// what it archives"). The shown copy is not archived as passages again.
 async fn query_documents(
     documents: &TAddr<DocumentsActor>,
-    context: &TAddr<crate::memory::actor::ContextActor>,
+    context: &TAddr<crate::memory::context::actor::ContextActor>,
     query: String,
     top_k: usize,
     qv: Option<QueryVector>,
@@ -433,7 +433,7 @@ async fn query_documents(
     let ids: Vec<String> = docs.iter().map(|d| d.id.clone()).collect();
     let count = docs.len();
     context
-        .send(crate::memory::actor::RestoreDocuments { query, docs })
+        .send(crate::memory::context::actor::RestoreDocuments { query, docs })
         .await
         .map_err(|_| DocToolError::Unavailable)??;
     let _ = documents.do_send(RecordReads(ids));
@@ -479,7 +479,7 @@ struct CommitArgs {
 /// context actor, where `doc_query` puts what it found).
 pub fn document_tools(
     documents: TAddr<DocumentsActor>,
-    context: TAddr<crate::memory::actor::ContextActor>,
+    context: TAddr<crate::memory::context::actor::ContextActor>,
     embedder: Option<crate::memory::embed::actor::EmbedderHandle>,
 ) -> Vec<(crate::stages::ToolSpec, std::sync::Arc<dyn crate::stages::ToolHandler>)> {
     let mut query = crate::stages::ToolSpec::typed::<QueryArgs>(
@@ -496,9 +496,12 @@ pub fn document_tools(
     let q = crate::stages::typed(move |a: QueryArgs| {
         let (d, c, e) = (d1.clone(), context.clone(), embedder.clone());
         async move {
-            let qv =
-                crate::memory::embed::actor::embed_query(e.as_ref(), &a.query, crate::memory::actor::QUERY_EMBED_WAIT)
-                    .await;
+            let qv = crate::memory::embed::actor::embed_query(
+                e.as_ref(),
+                &a.query,
+                crate::memory::context::actor::QUERY_EMBED_WAIT,
+            )
+            .await;
             query_documents(&d, &c, a.query, a.top_k.unwrap_or(3), qv).await
         }
     });

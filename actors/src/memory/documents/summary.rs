@@ -8,12 +8,12 @@
 //!
 //! * **topics** — jieba's TF-IDF keywords (it segments Chinese and passes English words
 //!   through), minus names, fillers and function words;
-//! * **entities** — [`crate::memory::names`]: capitalised runs in English, jieba's proper-noun
+//! * **entities** — [`crate::memory::text::names`]: capitalised runs in English, jieba's proper-noun
 //!   and HMM-discovered words in Chinese;
 //! * **dates** — the span of the turns' own times plus every date the text mentions,
-//!   made absolute against the moment it was said ([`crate::memory::dates`]);
+//!   made absolute against the moment it was said ([`crate::memory::text::dates`]);
 //! * **key sentences** — TextRank (PageRank over a sentence-similarity graph, Mihalcea
-//!   & Tarau 2004) on the analyser's terms ([`crate::memory::retrieve::analyze`]: stemmed
+//!   & Tarau 2004) on the analyser's terms ([`crate::memory::index::retrieve::analyze`]: stemmed
 //!   English words, CJK bigrams), 2–4 of them, redundant ones skipped, in time order.
 //!
 //! [`DocSummary::render`] writes the line in the conversation's language (Chinese
@@ -22,9 +22,9 @@
 use std::collections::HashSet;
 
 use crate::memory::context::Event;
-use crate::memory::dates::{self, Day};
-use crate::memory::keywords::Keywords;
-use crate::memory::retrieve::{analyze, is_stop_word};
+use crate::memory::index::retrieve::{analyze, is_stop_word};
+use crate::memory::text::dates::{self, Day};
+use crate::memory::text::keywords::Keywords;
 use crate::memory::text::sentences::sentences;
 
 /// One thing said: who, when, what.
@@ -221,7 +221,7 @@ pub fn summarize(items: &[Utterance]) -> DocSummary {
     let kw = Keywords::shared();
     let texts: Vec<&str> = items.iter().map(|u| u.text.as_str()).collect();
     let speakers_lower: HashSet<String> = s.speakers.iter().map(|x| x.to_lowercase()).collect();
-    s.entities = crate::memory::names::names(kw.jieba(), texts.iter().copied())
+    s.entities = crate::memory::text::names::names(kw.jieba(), texts.iter().copied())
         .into_iter()
         .map(|(n, _)| n)
         .filter(|n| !speakers_lower.contains(&n.to_lowercase()))

@@ -316,7 +316,7 @@ impl EmbedderActor {
             self.status.write().recompute = Some(Progress {
                 done: 0,
                 total,
-                started_ms: crate::memory::now_ms(),
+                started_ms: crate::clock::now_ms(),
             });
             self.started = Some(Instant::now());
             self.logged_pct = 0;

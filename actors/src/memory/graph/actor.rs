@@ -12,7 +12,7 @@ use crate::addr::TAddr;
 use crate::host::{Handles, HostContext, KernelActor};
 use crate::i18n::Msg;
 use crate::memory::graph::{GraphError, GraphStore, Introspection, PurgeCriteria, Recall, RecallSort, Triple};
-use crate::memory::keywords::Keywords;
+use crate::memory::text::keywords::Keywords;
 use crate::stages::{ToolHandler, ToolSpec};
 
 /// The session graph facts are committed under (the reference used the agent id).
@@ -336,7 +336,7 @@ pub struct ProposeReviews {
 impl Handles<ProposeMerges> for GraphActor {
     type Reply = Result<Vec<String>, GraphError>;
     fn handle(&mut self, m: ProposeMerges, _: &mut HostContext<Self>) -> Self::Reply {
-        use crate::memory::maintenance::{merge_candidates_except, merge_task};
+        use crate::memory::lifecycle::maintenance::{merge_candidates_except, merge_task};
         let all = self.store.recall(&[], &[], 0, None, RecallSort::Relevance)?;
         let blocked = self.store.no_merge_pairs()?;
         // A pair proposed before comes again only once one of its entities changed: a
@@ -347,7 +347,7 @@ impl Handles<ProposeMerges> for GraphActor {
             .iter()
             .map(|(a, b, _)| crate::memory::graph::no_merge_key(&a.name, &b.name))
             .collect();
-        self.store.record_proposed(&keys, crate::memory::now_ms())?;
+        self.store.record_proposed(&keys, crate::clock::now_ms())?;
         if !skipped.is_empty() {
             tracing::info!(pairs = ?skipped, "merge candidates skipped: blocked by memory_block_merge");
             self.store.tick_no_merge(&skipped)?;
@@ -359,9 +359,9 @@ impl Handles<ProposeMerges> for GraphActor {
 impl Handles<ProposeReviews> for GraphActor {
     type Reply = Result<Vec<String>, GraphError>;
     fn handle(&mut self, m: ProposeReviews, _: &mut HostContext<Self>) -> Self::Reply {
-        use crate::memory::maintenance::review_task;
+        use crate::memory::lifecycle::maintenance::review_task;
         let rels = self.store.review_candidates(m.limit)?;
-        let now = crate::memory::now_ms();
+        let now = crate::clock::now_ms();
         for r in &rels {
             self.store.mark_reviewed(r.id, now)?;
         }
@@ -586,14 +586,14 @@ impl Handles<GraphCall> for GraphActor {
                 if name.trim().is_empty() {
                     return Err(GraphRefusal::PersonNameRequired);
                 }
-                crate::memory::social::profile(&self.store, name.trim()).map_err(GraphRefusal::PersonQueryFailed)
+                crate::memory::graph::social::profile(&self.store, name.trim()).map_err(GraphRefusal::PersonQueryFailed)
             }
             GraphCall::PersonSetTrait { name, trait_, value } => {
                 let (n, t, v) = (name.trim(), trait_.trim(), value.trim());
                 if n.is_empty() || t.is_empty() || v.is_empty() {
                     return Err(GraphRefusal::TraitArgsRequired);
                 }
-                match crate::memory::social::set_trait(&mut self.store, n, t, v) {
+                match crate::memory::graph::social::set_trait(&mut self.store, n, t, v) {
                     Ok(_) => Ok(Msg::TraitRecorded {
                         name: n,
                         trait_: t,
@@ -608,7 +608,7 @@ impl Handles<GraphCall> for GraphActor {
                 if a.is_empty() || r.is_empty() || b.is_empty() {
                     return Err(GraphRefusal::RelateArgsRequired);
                 }
-                match crate::memory::social::relate(&mut self.store, a, r, b) {
+                match crate::memory::graph::social::relate(&mut self.store, a, r, b) {
                     Ok(_) => Ok(Msg::Related { a, relation: r, b }.text()),
                     Err(e) => Err(GraphRefusal::RecordFailed(e)),
                 }
@@ -617,7 +617,7 @@ impl Handles<GraphCall> for GraphActor {
                 if name.trim().is_empty() {
                     return Err(GraphRefusal::PersonNameRequired);
                 }
-                crate::memory::social::network(&self.store, name.trim(), depth)
+                crate::memory::graph::social::network(&self.store, name.trim(), depth)
                     .map_err(GraphRefusal::PersonNetworkFailed)
             }
             GraphCall::Edit { old, new } => {
@@ -669,9 +669,9 @@ impl Handles<GraphCall> for GraphActor {
 }
 
 /// An entity's name as prompts and tool replies show it: the user's entity (stored as
-/// [`crate::memory::rules::USER`]) in the session's language, every other name as stored.
+/// [`crate::memory::graph::USER`]) in the session's language, every other name as stored.
 fn shown(name: &str) -> std::borrow::Cow<'_, str> {
-    if name == crate::memory::rules::USER {
+    if name == crate::memory::graph::USER {
         Msg::UserEntity.text().into()
     } else {
         name.into()
@@ -766,7 +766,7 @@ impl GraphActor {
         // ranked by how many they share. The same fact learnt from two sources (the
         // import's distillation and the archive of the document holding the same turn)
         // is one fact in the prompt.
-        use crate::memory::retrieve::analyze;
+        use crate::memory::index::retrieve::analyze;
         let named: std::collections::HashSet<String> = seeds.iter().flat_map(|s| analyze(s)).collect();
         let asked: std::collections::HashSet<String> =
             analyze(input).into_iter().filter(|t| !named.contains(t)).collect();
@@ -820,7 +820,7 @@ fn fact_item(rel: &super::Relation) -> crate::memory::recall::Item {
     };
     let sentence = strip_date(stored);
     let ts = sentence_day(stored).unwrap_or(rel.created_at_ms);
-    let (speaker, said) = crate::memory::rules::speaker(sentence).unwrap_or(("", sentence));
+    let (speaker, said) = crate::memory::text::rules::speaker(sentence).unwrap_or(("", sentence));
     Item::counted(Origin::Fact { relation }, Some(ts), speaker, said.trim())
 }
 
@@ -835,7 +835,7 @@ fn sentence_day(text: &str) -> Option<i64> {
         text.get(6..8)?.parse().ok()?,
         text.get(9..11)?.parse().ok()?,
     );
-    Some(crate::memory::dates::days_from_civil(y, m, d) * 86_400_000 + 43_200_000)
+    Some(crate::memory::text::dates::days_from_civil(y, m, d) * 86_400_000 + 43_200_000)
 }
 
 /// `text` without a leading `[YYYY-MM-DD] ` (the date an archived fact's sentence is
@@ -1448,7 +1448,7 @@ mod tests {
                 relation: "Caroline →loves→ painting".into()
             }
         );
-        assert_eq!(crate::memory::recall::show_date(archived.ts_ms.unwrap()), "8 May 2023");
+        assert_eq!(crate::memory::index::docindex::show_date(archived.ts_ms.unwrap()), "8 May 2023");
         let undated = fact_item(&rel(Some("I love painting.")));
         assert_eq!((undated.speaker.as_str(), undated.ts_ms), ("", Some(1_700_000_000_000)));
         let bare = fact_item(&rel(None));

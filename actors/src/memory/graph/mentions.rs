@@ -1,7 +1,7 @@
 //! Which known entities a text mentions, found by the words of their names rather than
 //! by the exact name: "Melanie's sister" mentions `Melanie`, "where does Ingrid study
 //! marine biology" mentions `Tromsø to study marine biology`, "她在杭州学会了做龙井虾仁"
-//! mentions `龙井虾仁`. One analyser for both languages ([`crate::memory::retrieve::analyze`]:
+//! mentions `龙井虾仁`. One analyser for both languages ([`crate::memory::index::retrieve::analyze`]:
 //! English words stemmed without function words, Chinese as character bigrams), so an
 //! inflected or possessive form still counts.
 //!
@@ -51,7 +51,7 @@ impl Mentions {
 
     /// Indexes the words of `text` as a mention of `entity`.
     fn index(&mut self, text: &str, entity: &str) {
-        let terms: HashSet<String> = crate::memory::retrieve::analyze(text).into_iter().collect();
+        let terms: HashSet<String> = crate::memory::index::retrieve::analyze(text).into_iter().collect();
         if terms.is_empty() {
             self.termless.push((entity.to_owned(), text.to_lowercase()));
             return;
@@ -77,7 +77,7 @@ impl Mentions {
     /// there first (longer names before shorter), then names with most of their words
     /// there.
     pub fn find(&self, text: &str, max: usize) -> Vec<String> {
-        let input: HashSet<String> = crate::memory::retrieve::analyze(text).into_iter().collect();
+        let input: HashSet<String> = crate::memory::index::retrieve::analyze(text).into_iter().collect();
         let mut hits: HashMap<u32, u16> = HashMap::new();
         for t in &input {
             if let Some(slots) = self.postings.get(t) {

@@ -17,7 +17,7 @@ use std::path::Path;
 use rusqlite::{Connection, OptionalExtension, Transaction, params, params_from_iter};
 use rusqlite_migration::{M, Migrations};
 
-use crate::memory::now_ms;
+use crate::clock::now_ms;
 
 /// Why a graph operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +33,10 @@ pub enum GraphError {
     #[error("cannot merge '{0}' into itself; name two different entities")]
     SelfMerge(String),
 }
+
+/// The subject of every fact the owner states about themself (the rule distiller's,
+/// in either language); shown as "user" / "用户" in the session's language.
+pub const USER: &str = "用户";
 
 /// One fact to commit: `subject —relation→ object`.
 #[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]

@@ -18,7 +18,7 @@ use std::hash::Hash;
 
 use rusqlite::Connection;
 
-use crate::memory::retrieve::{self, Bm25};
+use crate::memory::index::retrieve::{self, Bm25};
 use crate::memory::text::period::{self, Period, Span};
 
 /// Rebuild the BM25 postings when this share of its rows has been removed.
@@ -129,7 +129,7 @@ impl Query {
         Self {
             terms,
             people,
-            period: period::period(text, crate::memory::now_ms()),
+            period: period::period(text, crate::clock::now_ms()),
         }
     }
 }
@@ -209,7 +209,7 @@ fn refers_to_someone(text: &str) -> bool {
 
 impl RecallIndex {
     /// Adds a unit said by `speaker` at `ts_ms`, indexed by
-    /// [`crate::memory::recall::unit_text`]; who said it is kept apart too, for the
+    /// [`unit_text`]; who said it is kept apart too, for the
     /// ranking of a person's own words ([`merge`]).
     ///
     /// Cheap co-reference: a row that refers to someone as "she", "him" … is indexed
@@ -231,7 +231,7 @@ impl RecallIndex {
             .map(|(n, _)| n)
             .filter(|n| n != speaker && !self.speaker_ids.contains_key(n.as_str()))
             .collect();
-        let unit = crate::memory::recall::unit_text(ts_ms, speaker, text);
+        let unit = unit_text(ts_ms, speaker, text);
         match &self.mentioned {
             Some((who, _)) if refers_to_someone(text) && !names.contains(who) => {
                 self.add(id, &format!("{unit} ({who})"))
@@ -266,41 +266,39 @@ impl RecallIndex {
         self.ts_of[n] = ts_ms;
         *self.days.entry(ts_ms.div_euclid(86_400_000)).or_default() += 1;
     }
+}
 
-    /// Reads every context event of `conn` (the context tier's half of recall).
-    pub fn build_events(conn: &Connection) -> rusqlite::Result<Self> {
-        let mut ix = Self::default();
-        let mut st = conn.prepare(&format!(
-            "SELECT {} FROM context_events ORDER BY ts_ms, id",
-            crate::memory::store::EVENT_COLS
-        ))?;
-        for e in st.query_map([], crate::memory::store::event_row)? {
-            let e = e?;
-            ix.add_unit(&Unit::Event(e.id), e.ts_ms, e.speaker(), e.said());
-        }
-        tracing::debug!(units = ix.number.len(), "event recall index built");
-        Ok(ix)
-    }
+const MONTHS: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
 
-    /// Reads every passage of `conn` (the document tier's half of recall).
-    pub fn build_passages(conn: &Connection) -> rusqlite::Result<Self> {
-        let mut ix = Self::default();
-        let mut st = conn.prepare("SELECT id, ts_ms, speaker, text FROM passages ORDER BY id")?;
-        let rows = st.query_map([], |r| {
-            Ok((
-                r.get::<_, i64>(0)?,
-                r.get::<_, i64>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, String>(3)?,
-            ))
-        })?;
-        for row in rows {
-            let (id, ts, speaker, text) = row?;
-            ix.add_unit(&Unit::Passage(id), ts, &speaker, &text);
-        }
-        tracing::debug!(units = ix.number.len(), "passage recall index built");
-        Ok(ix)
-    }
+/// `8 May 2023`: how a unit's date is shown to BM25 (so "in May 2023" matches).
+pub fn show_date(ts_ms: i64) -> String {
+    let (y, m, d) = crate::memory::civil_from_days(ts_ms.div_euclid(86_400_000));
+    format!("{d} {} {y}", MONTHS[(m - 1) as usize])
+}
+
+/// The text a unit is indexed by: its date in words, who said it, and what was said.
+pub fn unit_text(ts_ms: i64, speaker: &str, text: &str) -> String {
+    format!("{} {speaker}: {text}", show_date(ts_ms))
+}
+
+/// The text a unit is embedded by: who said it and what was said (no date: the
+/// embedding model reads meaning, and names in questions match the speaker). Without
+/// the speaker, LoCoMo's dense R@10 fell from 0.46 to 0.25.
+pub fn vector_text(speaker: &str, text: &str) -> String {
+    format!("{speaker}: {text}")
 }
 
 /// How many people a query can name for their own rankings ([`merge`]): each one
@@ -586,7 +584,7 @@ impl<K: IndexKey> SearchIndex<K> {
         let mut v = v.to_vec();
         crate::memory::embed::normalize(&mut v);
         let mut codes = Vec::with_capacity(self.dim);
-        let scale = crate::memory::quant::quantize(&v, &mut codes);
+        let scale = crate::memory::index::quant::quantize(&v, &mut codes);
         match self.dense_row.get(&n) {
             Some(&r) => {
                 self.dense[r * self.dim..(r + 1) * self.dim].copy_from_slice(&codes);
@@ -790,7 +788,7 @@ impl<K: IndexKey> SearchIndex<K> {
                     _ => Some((run[0], run.len())),
                 });
             if let Some((day, _)) = best {
-                spans.push(e.span(day, crate::memory::now_ms().div_euclid(86_400_000)));
+                spans.push(e.span(day, crate::clock::now_ms().div_euclid(86_400_000)));
             }
         }
         (!spans.is_empty()).then(|| Period {
@@ -816,10 +814,10 @@ impl<K: IndexKey> SearchIndex<K> {
                 let mut q = q.to_vec();
                 crate::memory::embed::normalize(&mut q);
                 let mut d: Vec<(usize, f32)> = Vec::new();
-                crate::memory::quant::scan(
+                crate::memory::index::quant::scan(
                     &self.dense,
                     &self.dense_scale,
-                    &crate::memory::quant::Query::new(&q),
+                    &crate::memory::index::quant::Query::new(&q),
                     |r, cos| {
                         let n = self.dense_doc[r];
                         if n != usize::MAX && cos >= dense_min {
@@ -1295,7 +1293,7 @@ mod tests {
 
     #[test]
     fn a_time_given_by_another_event_is_dated_by_what_was_said_of_it() {
-        use crate::memory::dates::days_from_civil;
+        use crate::memory::text::dates::days_from_civil;
         let day = |m: i64, d: i64| days_from_civil(2023, m, d) * 86_400_000 + 12 * 3_600_000;
         let mut ix = RecallIndex::default();
         // Painting talk all year, short; a longer painting turn in the weeks before the
@@ -1333,7 +1331,7 @@ mod tests {
 
     #[test]
     fn a_query_naming_a_time_finds_what_was_said_then_first() {
-        use crate::memory::dates::days_from_civil;
+        use crate::memory::text::dates::days_from_civil;
         let day = |m: i64, d: i64| days_from_civil(2023, m, d) * 86_400_000 + 12 * 3_600_000;
         // Camping talk all year, short (BM25's best), and one longer turn in June;
         // another told early in July about June (still counts).

@@ -643,11 +643,14 @@ pub fn rrf(lists: &[Vec<usize>], k: f32) -> Vec<usize> {
 }
 
 /// Indices of `docs` by TF-IDF cosine with `query`, best first (only positive scores).
-pub fn sparse_rank(query: &crate::memory::tfidf::Sparse, docs: &[crate::memory::tfidf::Sparse]) -> Vec<usize> {
+pub fn sparse_rank(
+    query: &crate::memory::index::tfidf::Sparse,
+    docs: &[crate::memory::index::tfidf::Sparse],
+) -> Vec<usize> {
     let mut v: Vec<(usize, f32)> = docs
         .iter()
         .enumerate()
-        .map(|(i, d)| (i, crate::memory::tfidf::cosine(query, d)))
+        .map(|(i, d)| (i, crate::memory::index::tfidf::cosine(query, d)))
         .filter(|(_, s)| *s > 0.0)
         .collect();
     v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -792,7 +795,7 @@ mod tests {
             b,
             "no vectors: BM25"
         );
-        let t = crate::memory::tfidf::Tfidf::train(texts);
+        let t = crate::memory::index::tfidf::Tfidf::train(texts);
         let docs: Vec<_> = texts.iter().map(|x| t.vectorize(x)).collect();
         assert_eq!(sparse_rank(&t.vectorize("pear"), &docs)[0], 1);
     }

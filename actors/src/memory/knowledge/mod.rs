@@ -6,7 +6,7 @@ use std::path::{Component, Path, PathBuf};
 
 use actix::prelude::*;
 
-use super::tfidf::{Tfidf, cosine};
+use super::index::tfidf::{Tfidf, cosine};
 use crate::host::{Handles, HostContext, KernelActor};
 use crate::i18n::Msg;
 
@@ -241,7 +241,7 @@ impl Handles<KnowledgeCall> for KnowledgeActor {
 }
 
 /// Per-turn recall's knowledge tier: the items BM25 ranks for the input (the
-/// retriever of `memory::retrieve`; only items sharing a term), best first.
+/// retriever of `memory::index::retrieve`; only items sharing a term), best first.
 #[derive(Message)]
 #[rtype(result = "Vec<super::recall::Item>")]
 pub struct RecallKnowledge {
@@ -273,7 +273,7 @@ impl KnowledgeBase {
             return Vec::new();
         }
         let texts: Vec<String> = items.iter().map(|(n, c)| format!("{n} {c}")).collect();
-        let bm25 = super::retrieve::Bm25::build(texts.iter().map(String::as_str));
+        let bm25 = super::index::retrieve::Bm25::build(texts.iter().map(String::as_str));
         bm25.rank(input)
             .into_iter()
             .take(limit)

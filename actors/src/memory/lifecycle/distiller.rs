@@ -1,6 +1,6 @@
 //! `kernel/memory/distiller`: every 10 minutes, reads the text log records written
 //! since its last round (at most 7 days back), extracts the user's self-statements
-//! with [`crate::memory::rules`] and commits them to the graph in batches of 50 records.
+//! with [`crate::memory::text::rules`] and commits them to the graph in batches of 50 records.
 //!
 //! Unlike the reference (which only distilled records *older* than the retention, a
 //! week-long delay), new records are processed at the next round. Progress is a cursor
@@ -17,9 +17,9 @@ use parking_lot::Mutex;
 use serde::Serialize;
 
 use crate::addr::TAddr;
+use crate::clock::now_ms;
 use crate::host::{Handles, Host, HostContext, KernelActor};
-use crate::memory::graph_actor::{CommitDated, GraphActor};
-use crate::memory::now_ms;
+use crate::memory::graph::actor::{CommitDated, GraphActor};
 use crate::memory::textlog::{TextEvent, TextLog};
 
 /// How often a round runs.
@@ -54,7 +54,7 @@ pub struct RuleDistiller {
     text_dir: PathBuf,
     cursor_file: PathBuf,
     graph: TAddr<GraphActor>,
-    period: crate::memory::heartbeat::Period,
+    period: crate::memory::lifecycle::heartbeat::Period,
     /// The last round, shared with the status API.
     last: Arc<Mutex<Option<RulesRound>>>,
     /// Held for a whole round: a timer round and an operator round never read the same
@@ -125,7 +125,7 @@ impl RuleDistiller {
             text_dir,
             cursor_file,
             graph,
-            period: crate::memory::heartbeat::Period::new(Arc::new(Mutex::new(every))),
+            period: crate::memory::lifecycle::heartbeat::Period::new(Arc::new(Mutex::new(every))),
             last,
             serial: Arc::default(),
             seen: Arc::default(),
@@ -192,7 +192,9 @@ async fn distill_records(
             .map(|e| {
                 (
                     e.ts,
-                    crate::memory::rules::extract_triples(&crate::memory::rules::said_by(&e.source, &e.input)),
+                    crate::memory::text::rules::extract_triples(&crate::memory::text::rules::said_by(
+                        &e.source, &e.input,
+                    )),
                 )
             })
             .filter(|(_, t)| !t.is_empty())
@@ -251,9 +253,9 @@ impl Handles<DistillTick> for RuleDistiller {
     }
 }
 
-impl crate::memory::heartbeat::Scheduled for RuleDistiller {
+impl crate::memory::lifecycle::heartbeat::Scheduled for RuleDistiller {
     type Round = RulesRound;
-    fn period(&mut self) -> &mut crate::memory::heartbeat::Period {
+    fn period(&mut self) -> &mut crate::memory::lifecycle::heartbeat::Period {
         &mut self.period
     }
     fn run(&self, trigger: &'static str) -> std::pin::Pin<Box<dyn std::future::Future<Output = RulesRound>>> {

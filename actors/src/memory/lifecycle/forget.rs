@@ -16,7 +16,7 @@
 
 use crate::addr::TAddr;
 use crate::memory::documents::{DeleteDoc, DocError, DocPassages, DocumentsActor};
-use crate::memory::graph_actor::{ForgetSource, GraphActor};
+use crate::memory::graph::actor::{ForgetSource, GraphActor};
 
 /// What forgetting a document did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
@@ -50,11 +50,11 @@ pub async fn forget_document(
     let facts = match graph {
         Some(g) => g
             .send(ForgetSource {
-                session: crate::memory::maintenance::doc_session(id),
+                session: crate::memory::lifecycle::maintenance::doc_session(id),
                 // The sentences the rule distiller keeps: the text as it read it.
                 sentences: passages
                     .iter()
-                    .flat_map(|p| [p.text.clone(), crate::memory::rules::said_by(&p.speaker, &p.text)])
+                    .flat_map(|p| [p.text.clone(), crate::memory::text::rules::said_by(&p.speaker, &p.text)])
                     .collect(),
             })
             .await

@@ -1,6 +1,6 @@
 //! The graph heartbeats. Merge and review (`kernel/memory/heartbeat-merge`,
 //! `kernel/memory/heartbeat-review`) ask the graph for proposals
-//! ([`crate::memory::maintenance`]) and hand every one to the agent as kernel self-input, so
+//! ([`crate::memory::lifecycle::maintenance`]) and hand every one to the agent as kernel self-input, so
 //! the model decides on the `_consolidation_` channel, never preempting the user.
 //! Archive (`kernel/memory/heartbeat-archive`) distils the facts of cold documents into
 //! the graph and marks the documents archived; it never deletes one.
@@ -14,7 +14,7 @@ use serde::Serialize;
 use crate::addr::TAddr;
 use crate::host::{Handles, Host, HostContext, KernelActor};
 use crate::memory::documents::{ColdDocs, DocumentsActor, MarkArchived};
-use crate::memory::graph_actor::{CommitDated, GraphActor, ProposeMerges, ProposeReviews};
+use crate::memory::graph::actor::{CommitDated, GraphActor, ProposeMerges, ProposeReviews};
 
 /// Where the merge and review rounds hand their tasks: kernel self-input to the agent
 /// (the `_consolidation_` channel). A port the kernel fills with the agent's intake,
@@ -56,7 +56,7 @@ pub struct GraphHeartbeat {
     embedder: Option<TAddr<crate::memory::embed::actor::EmbedderActor>>,
     /// What a round may do (shared by the three maintenance heartbeats).
     policy: PolicyCell,
-    period: crate::memory::heartbeat::Period,
+    period: crate::memory::lifecycle::heartbeat::Period,
     /// The last round, shared with the status API.
     last: Arc<Mutex<Option<MaintenanceRound>>>,
 }
@@ -67,7 +67,7 @@ impl GraphHeartbeat {
         graph: TAddr<GraphActor>,
         agent: TaskSink,
         documents: Option<TAddr<DocumentsActor>>,
-        every: crate::memory::heartbeat::IntervalCell,
+        every: crate::memory::lifecycle::heartbeat::IntervalCell,
         last: Arc<Mutex<Option<MaintenanceRound>>>,
     ) -> Self {
         Self {
@@ -77,7 +77,7 @@ impl GraphHeartbeat {
             documents,
             embedder: None,
             policy: Arc::new(Mutex::new(Policy::new(usize::MAX))),
-            period: crate::memory::heartbeat::Period::new(every),
+            period: crate::memory::lifecycle::heartbeat::Period::new(every),
             last,
         }
     }
@@ -185,8 +185,8 @@ async fn name_vectors(
         return Default::default();
     };
     let names = match graph
-        .send(crate::memory::graph_actor::MergeNames(
-            crate::memory::maintenance::MERGE_EMBED_LIMIT,
+        .send(crate::memory::graph::actor::MergeNames(
+            crate::memory::lifecycle::maintenance::MERGE_EMBED_LIMIT,
         ))
         .await
     {
@@ -215,7 +215,7 @@ async fn archive(
     now: i64,
     moved: &mut usize,
 ) -> Result<(), String> {
-    use crate::memory::maintenance::{doc_session, doc_to_triples};
+    use crate::memory::lifecycle::maintenance::{doc_session, doc_to_triples};
     let docs = documents
         .send(cold)
         .await
@@ -289,9 +289,9 @@ impl Handles<RunMaintenance> for GraphHeartbeat {
     }
 }
 
-impl crate::memory::heartbeat::Scheduled for GraphHeartbeat {
+impl crate::memory::lifecycle::heartbeat::Scheduled for GraphHeartbeat {
     type Round = MaintenanceRound;
-    fn period(&mut self) -> &mut crate::memory::heartbeat::Period {
+    fn period(&mut self) -> &mut crate::memory::lifecycle::heartbeat::Period {
         &mut self.period
     }
     fn run(&self, trigger: &'static str) -> std::pin::Pin<Box<dyn std::future::Future<Output = MaintenanceRound>>> {
@@ -302,11 +302,11 @@ impl crate::memory::heartbeat::Scheduled for GraphHeartbeat {
     }
 }
 
-impl Handles<crate::memory::heartbeat::SetInterval> for GraphHeartbeat {
+impl Handles<crate::memory::lifecycle::heartbeat::SetInterval> for GraphHeartbeat {
     type Reply = ();
     fn handle(
         &mut self,
-        crate::memory::heartbeat::SetInterval(d): crate::memory::heartbeat::SetInterval,
+        crate::memory::lifecycle::heartbeat::SetInterval(d): crate::memory::lifecycle::heartbeat::SetInterval,
         ctx: &mut HostContext<Self>,
     ) {
         self.period.set(d);

@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use crate::addr::TAddr;
 use crate::host::{Handles, Host, HostContext, KernelActor};
-use crate::memory::actor::{ContextActor, DistillContext};
+use crate::memory::context::actor::{ContextActor, DistillContext};
 
 /// What one round did.
 #[derive(Debug, Clone, Serialize)]
@@ -176,7 +176,7 @@ pub struct DistillHeartbeat {
     /// The graph → document snapshot, run after the distill (none in kernels without a
     /// graph).
     snapshot: Option<(
-        TAddr<crate::memory::graph_actor::GraphActor>,
+        TAddr<crate::memory::graph::actor::GraphActor>,
         TAddr<crate::memory::documents::DocumentsActor>,
         super::snapshot::Mark,
     )>,
@@ -186,7 +186,7 @@ impl DistillHeartbeat {
     /// Also writes the graph's snapshot documents each round.
     pub fn with_snapshot(
         mut self,
-        graph: TAddr<crate::memory::graph_actor::GraphActor>,
+        graph: TAddr<crate::memory::graph::actor::GraphActor>,
         documents: TAddr<crate::memory::documents::DocumentsActor>,
         mark: super::snapshot::Mark,
     ) -> Self {

@@ -3,7 +3,7 @@
 //! against the sentence they came from. Both only *write a task* (kernel self-input);
 //! the model decides and acts through `memory_merge` / `memory_edit`.
 //!
-//! Plain functions; the heartbeat actor is in [`crate::memory::graph_heartbeat`].
+//! Plain functions; the heartbeat actor is in [`crate::memory::lifecycle::graph_heartbeat`].
 
 use std::collections::{HashMap, HashSet};
 
@@ -24,7 +24,7 @@ fn is_agent(speaker: &str) -> bool {
 }
 
 /// The facts in a cold document, each group with the time it was said: the
-/// self-statements the rule distiller finds ([`crate::memory::rules::extract_triples`], Chinese
+/// self-statements the rule distiller finds ([`crate::memory::text::rules::extract_triples`], Chinese
 /// and English). An archived conversation's passages are said by a named speaker (an
 /// imported conversation's `Caroline`) or, on the owner's channels, by the user; a
 /// written document (`doc_commit`, source `manual`) is the owner's, line by line, at its
@@ -54,7 +54,7 @@ pub fn doc_to_triples(doc: &Document, passages: &[Passage]) -> Vec<(i64, Vec<Tri
         if text.is_empty() {
             continue;
         }
-        let input = crate::memory::rules::said_by(&speaker, &text);
+        let input = crate::memory::text::rules::said_by(&speaker, &text);
         let (y, m, d) = crate::memory::civil_from_days(ts.div_euclid(86_400_000));
         let who = if speaker.is_empty() {
             String::new()
@@ -65,7 +65,7 @@ pub fn doc_to_triples(doc: &Document, passages: &[Passage]) -> Vec<(i64, Vec<Tri
             "[{y:04}-{m:02}-{d:02}] {}",
             crate::memory::truncate_chars(&format!("{who}{text}"), 300, "…")
         );
-        let triples: Vec<Triple> = crate::memory::rules::extract_triples(&input)
+        let triples: Vec<Triple> = crate::memory::text::rules::extract_triples(&input)
             .into_iter()
             .map(|mut t| {
                 t.sentence = sentence.clone();

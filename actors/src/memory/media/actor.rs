@@ -194,7 +194,7 @@ impl MediaActor {
 
     /// Stores checked images (each committed when this returns).
     pub fn store_images(&mut self, images: &[Image], source: &str) -> Result<Vec<(MediaMeta, Put)>, MediaTierError> {
-        let now = crate::memory::now_ms();
+        let now = crate::clock::now_ms();
         let mut out = Vec::with_capacity(images.len());
         for img in images {
             let (id, put) = self.store.put(img, source, now)?;
@@ -530,7 +530,7 @@ impl Handles<LinkDigests> for MediaActor {
     type Reply = Result<Vec<String>, MediaTierError>;
     fn handle(&mut self, m: LinkDigests, _: &mut HostContext<Self>) -> Self::Reply {
         let ids = self.resolve(&m.digests)?;
-        let now = crate::memory::now_ms();
+        let now = crate::clock::now_ms();
         for id in &ids {
             for t in &m.targets {
                 self.store.link(id, m.kind, t, now)?;

@@ -211,7 +211,7 @@ pub fn add_recalled(req: &mut CompletionRequest, recalled: &[MediaMeta], room: u
         .iter()
         .filter(|m| !present.contains(&m.id))
         .filter_map(|m| {
-            let date = crate::memory::dates::Day::of_ms(m.created_ms).to_string();
+            let date = crate::memory::text::dates::Day::of_ms(m.created_ms).to_string();
             let note = Msg::ImageRecalled { id: &m.id, date: &date }.text();
             let cost = image_tokens(m.width, m.height) + crate::llm::tokens::count(&text_part(&note).to_string());
             if used + cost > room {

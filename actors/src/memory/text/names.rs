@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet};
 
 use jieba_rs::Jieba;
 
-use crate::memory::retrieve::is_stop_word;
+use crate::memory::index::retrieve::is_stop_word;
 
 /// Capitalised words that are not names even mid-sentence, and sentence openers that
 /// are not names (interjections, fillers, titles without a name).
@@ -362,7 +362,7 @@ mod tests {
 
     #[test]
     fn chinese_names_by_tag_and_hmm() {
-        let j = crate::memory::keywords::load_jieba();
+        let j = crate::memory::text::keywords::load_jieba();
         let got: Vec<String> = chinese_names(
             &j,
             [

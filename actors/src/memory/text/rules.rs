@@ -8,10 +8,7 @@
 //! reference's byte limits are rejected (they are more likely a whole sentence than a
 //! fact).
 
-use crate::memory::graph::Triple;
-
-/// The subject of every extracted fact.
-pub const USER: &str = "用户";
+use crate::memory::graph::{Triple, USER};
 
 /// Relation, prefixes, and the value's limit in bytes (exclusive).
 const RULES: &[(&str, &[&str], usize)] = &[
@@ -111,7 +108,7 @@ pub fn said_by(who: &str, text: &str) -> String {
 
 /// The facts stated in `text` (one message), in order: the speaker's when it starts
 /// with `Name: `, else the user's. Chinese clauses go through the prefix rules below,
-/// English ones through [`crate::memory::rules_en`].
+/// English ones through [`crate::memory::text::rules_en`].
 pub fn extract_triples(text: &str) -> Vec<Triple> {
     let (subject, body) = speaker(text).unwrap_or_else(|| {
         // "Note: I like tea": a label, not a speaker; the statement is the user's.
@@ -126,8 +123,8 @@ pub fn extract_triples(text: &str) -> Vec<Triple> {
         .map(str::trim)
         .filter(|c| !c.is_empty())
     {
-        if crate::memory::rules_en::is_english(part) {
-            out.extend(crate::memory::rules_en::extract_clause(part, subject, text));
+        if crate::memory::text::rules_en::is_english(part) {
+            out.extend(crate::memory::text::rules_en::extract_clause(part, subject, text));
             continue;
         }
         for clause in clauses(part) {

@@ -364,7 +364,7 @@ fn my_statement(rest: &str, subject: &str, out: &mut Out<'_>) {
         }
         return;
     }
-    let display = if subject == crate::memory::rules::USER {
+    let display = if subject == crate::memory::graph::USER {
         "user"
     } else {
         subject

@@ -10,10 +10,10 @@ use homeagent_plugin_protocol::methods::TextAppend;
 use serde_json::{Value, json};
 
 use super::{KernelServices, bad, need, unavailable};
-use crate::memory::actor::CountEvents;
+use crate::memory::context::actor::CountEvents;
 use crate::memory::documents::{CommitDocument, CountDocuments, GetDocuments};
+use crate::memory::graph::actor::{CommitTriples, GraphCall, GraphQuery, GraphStats, SocialQuery};
 use crate::memory::graph::{PurgeCriteria, RecallSort, Triple};
-use crate::memory::graph_actor::{CommitTriples, GraphCall, GraphQuery, GraphStats, SocialQuery};
 use crate::memory::knowledge::KnowledgeQuery;
 use crate::memory::textlog::{LogText, TextEvent};
 
@@ -176,7 +176,7 @@ impl KernelServices {
             R::DocRemove(p) => {
                 let docs = need("document memory", &self.documents)?;
                 let id = nonempty(method, "id", p.id)?;
-                let removed = crate::memory::forget::forget_document(&docs, self.graph.as_ref(), &id)
+                let removed = crate::memory::lifecycle::forget::forget_document(&docs, self.graph.as_ref(), &id)
                     .await
                     .map_err(|e| unavailable(method, e))?;
                 Ok(json!({ "removed": removed.existed }))
@@ -280,7 +280,7 @@ impl KernelServices {
         };
         let assistant = t.role == "assistant";
         let event = TextEvent {
-            ts: t.timestamp.unwrap_or_else(crate::memory::now_ms),
+            ts: t.timestamp.unwrap_or_else(crate::clock::now_ms),
             source,
             input: if assistant { String::new() } else { t.content.clone() },
             response: if assistant { t.content } else { String::new() },
