@@ -21,7 +21,8 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use homeagent_actors::llm::tokens;
 use homeagent_actors::memory::context::Event;
-use homeagent_actors::memory::embed::{self, EmbedConfig, Embedder};
+use homeagent_actors::memory::embed::backend::Embedder;
+use homeagent_actors::memory::embed::{self, EmbedConfig};
 use homeagent_actors::memory::index::docindex::Unit;
 use homeagent_actors::memory::index::retrieve::{self, Bm25, Retriever};
 use homeagent_actors::memory::index::tfidf::Tfidf;
@@ -208,8 +209,8 @@ pub struct Options {
 /// The dense embedder of a run: ONNX in-process, or a remote server driven from an
 /// actix runtime of our own (its client needs one; the evaluation is synchronous).
 enum Dense {
-    Onnx(Box<embed::OnnxEmbedder>),
-    Remote(embed::RemoteEmbedder, actix_rt::Runtime),
+    Onnx(Box<embed::onnx::OnnxEmbedder>),
+    Remote(embed::remote::RemoteEmbedder, actix_rt::Runtime),
 }
 
 impl Dense {
@@ -261,7 +262,7 @@ pub fn locomo(file: &Path, opts: Options) -> anyhow::Result<()> {
         .any(|r| matches!(r, Retriever::Embed | Retriever::Hybrid));
     let mut embedder = None;
     if wants_dense {
-        let r = embed::resolve(&cfg, tmp.path());
+        let r = embed::backend::resolve(&cfg, tmp.path());
         match (r.embedder, r.fallback) {
             (Some(Embedder::Onnx(e)), _) => {
                 eprintln!("eval: embedder {}", e.space().fingerprint());
@@ -495,7 +496,9 @@ mod tests {
             5 * 60_000
         );
         assert_eq!(
-            homeagent_actors::memory::index::docindex::show_date(parse_session_time("9:00 am on 29 February, 2024").unwrap()),
+            homeagent_actors::memory::index::docindex::show_date(
+                parse_session_time("9:00 am on 29 February, 2024").unwrap()
+            ),
             "29 February 2024"
         );
         assert!(parse_session_time("yesterday").is_none());

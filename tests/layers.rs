@@ -1,8 +1,11 @@
 //! No circles of imports (issue 34): within each crate of the workspace, the files that
 //! import each other in a loop are found from the code's own paths (`use crate::…`,
-//! `super::…`, `self::…`, and such paths written inline), and there must be none. A
-//! loop fails this test with its files named; the way out is to give the shared piece
-//! a module of its own (as `agent/subagents.rs`, `config/values.rs`, `address.rs` did).
+//! `super::…`, `self::…`, a child module named first, and such paths written inline),
+//! and there must be none. A path through a module face (`pub use x::*`, `pub use
+//! x::{A, B as C}`) lands in the file that defines the name, so a face does not hide a
+//! loop behind it; test modules do not count. A loop fails this test with each import
+//! that makes it; the way out is to give the shared piece a module of its own (as
+//! `agent/subagents.rs`, `config/error.rs`, `memory/documents/tools.rs` did).
 //!
 //! Above the files, the kernel's top-level modules stand in layers ([`KERNEL_LAYERS`]):
 //! a module imports only modules below it, so no two modules lean on each other even
@@ -59,12 +62,48 @@ fn module_of(src: &Path, file: &Path) -> Vec<String> {
     parts
 }
 
-/// The code of a file without comments, string literals and its test module.
+/// The code of a file without comments, string literals and its test modules.
 fn code_of(text: &str) -> String {
-    let text = match text.find("#[cfg(test)]\nmod tests") {
-        Some(i) => &text[..i],
-        None => text,
-    };
+    without_test_modules(&plain_code(text))
+}
+
+/// `code` (comments and strings gone) without each `#[cfg(test)] mod … { … }`: a test
+/// module's `super` is the file, not its parent, and tests may import what they check.
+fn without_test_modules(code: &str) -> String {
+    let mut out = String::with_capacity(code.len());
+    let mut rest = code;
+    while let Some(i) = rest.find("#[cfg(test)]") {
+        let after = rest[i + 12..].trim_start();
+        if !after.starts_with("mod ") {
+            out.push_str(&rest[..i + 12]);
+            rest = &rest[i + 12..];
+            continue;
+        }
+        out.push_str(&rest[..i]);
+        let Some(open) = after.find('{') else { return out };
+        let mut depth = 0;
+        let mut end = after.len();
+        for (j, c) in after[open..].char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = open + j + 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        rest = &after[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `text` without comments, and each string literal as `""`.
+fn plain_code(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let b = text.as_bytes();
     let mut i = 0;
@@ -186,14 +225,23 @@ fn paths_of(code: &str) -> Vec<String> {
             let end = code[at..]
                 .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
                 .map_or(code.len(), |e| at + e);
-            out.push(code[at..end].trim_end_matches(':').to_owned());
+            let path = code[at..end].trim_end_matches(':');
+            // A bare `super::{…}` names its items through the `use` tree above.
+            if path.contains("::") {
+                out.push(path.to_owned());
+            }
         }
     }
     out
 }
 
-/// The file a path lands in: the longest prefix naming a module file of the crate.
-fn resolve(path: &str, here: &[String], modules: &HashMap<Vec<String>, PathBuf>) -> Option<PathBuf> {
+/// What a module hands on with `pub use`: `(module, name)` → the absolute path it names
+/// (`"*"` for a glob), so a path through a face lands in the file that defines the name.
+type Reexports = HashMap<(Vec<String>, String), Vec<String>>;
+
+/// The absolute module path `path` names from module `here` (`crate::`, `self::`,
+/// `super::`, or a child module of `here` named first, as a `use` inside it may).
+fn absolute(path: &str, here: &[String], modules: &HashMap<Vec<String>, PathBuf>) -> Option<Vec<String>> {
     let mut segs: Vec<&str> = path.split("::").filter(|s| !s.is_empty()).collect();
     let mut abs: Vec<String> = match segs.first().copied() {
         Some("crate") => {
@@ -212,10 +260,110 @@ fn resolve(path: &str, here: &[String], modules: &HashMap<Vec<String>, PathBuf>)
             }
             m
         }
+        Some(child) if modules.contains_key(&[here, &[child.to_owned()]].concat()) => here.to_vec(),
         _ => return None,
     };
     abs.extend(segs.iter().map(|s| (*s).to_owned()));
-    (1..=abs.len()).rev().find_map(|k| modules.get(&abs[..k]).cloned())
+    Some(abs)
+}
+
+/// The file a path lands in: the longest prefix naming a module file of the crate, or,
+/// when that module only hands the next name on (`pub use`), the file it comes from.
+fn resolve_with(
+    path: &str,
+    here: &[String],
+    modules: &HashMap<Vec<String>, PathBuf>,
+    reexports: &Reexports,
+    defines: &HashMap<PathBuf, String>,
+) -> Option<PathBuf> {
+    let mut abs = absolute(path, here, modules)?;
+    // A face may hand on what another face hands on; a few steps always suffice.
+    for _ in 0..8 {
+        let k = (1..=abs.len()).rev().find(|k| modules.contains_key(&abs[..*k]))?;
+        let Some(name) = abs.get(k) else {
+            return modules.get(&abs[..k]).cloned();
+        };
+        let module = abs[..k].to_vec();
+        let next = reexports.get(&(module.clone(), name.clone())).cloned().or_else(|| {
+            // Through a glob: only if the glob's module defines the name.
+            let target = reexports.get(&(module.clone(), "*".to_owned()))?;
+            let file = modules.get(target)?;
+            let code = defines.get(file)?;
+            defines_name(code, name).then(|| [target.as_slice(), std::slice::from_ref(name)].concat())
+        });
+        match next {
+            Some(target) if target != abs[..=k] => {
+                abs = [target, abs[k + 1..].to_vec()].concat();
+            }
+            _ => return modules.get(&module).cloned(),
+        }
+    }
+    None
+}
+
+/// Whether `code` defines an item called `name` (its own, not one it imports).
+fn defines_name(code: &str, name: &str) -> bool {
+    [
+        "struct", "enum", "fn", "const", "static", "type", "trait", "mod", "union",
+    ]
+    .iter()
+    .any(|kw| {
+        let needle = format!("{kw} {name}");
+        code.match_indices(&needle).any(|(i, _)| {
+            let after = code[i + needle.len()..].chars().next();
+            !after.is_some_and(|c| c.is_alphanumeric() || c == '_')
+        })
+    })
+}
+
+/// The `pub use` re-exports of a file that is module `here`: each exported name (its
+/// alias, if renamed) → the absolute path it names.
+fn reexports_of(code: &str, here: &[String], modules: &HashMap<Vec<String>, PathBuf>, out: &mut Reexports) {
+    for (i, _) in code.match_indices("pub use ") {
+        let after = &code[i + 8..];
+        let Some(end) = after.find(';') else { continue };
+        let tree: String = after[..end].split_whitespace().collect::<Vec<_>>().join(" ");
+        let tree = tree
+            .replace(" {", "{")
+            .replace("{ ", "{")
+            .replace(" }", "}")
+            .replace(", ", ",");
+        let mut paths = Vec::new();
+        expand_keeping_alias(&tree, "", &mut paths);
+        for (path, alias) in paths {
+            let Some(abs) = absolute(&path, here, modules) else {
+                continue;
+            };
+            let name = alias.unwrap_or_else(|| abs.last().cloned().unwrap_or_default());
+            let target = if name == "*" {
+                abs[..abs.len() - 1].to_vec()
+            } else {
+                abs
+            };
+            out.insert((here.to_vec(), name), target);
+        }
+    }
+}
+
+/// [`expand`], keeping each leaf's `as` alias.
+fn expand_keeping_alias(tree: &str, prefix: &str, out: &mut Vec<(String, Option<String>)>) {
+    let mut plain = Vec::new();
+    expand(tree, prefix, &mut plain);
+    // `expand` drops aliases; find them again by the leaf text.
+    for p in plain {
+        let leaf = p.rsplit("::").next().unwrap_or(&p).to_owned();
+        let alias = tree
+            .match_indices(&format!("{leaf} as "))
+            .find(|(i, _)| !tree[..*i].ends_with(|c: char| c.is_alphanumeric() || c == '_'))
+            .map(|(i, m)| {
+                tree[i + m.len()..]
+                    .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned()
+            });
+        out.push((p, alias));
+    }
 }
 
 /// Strongly connected components with more than one file (Tarjan, iterative enough for
@@ -288,7 +436,16 @@ fn loops(edges: &BTreeMap<PathBuf, BTreeSet<PathBuf>>) -> Vec<BTreeSet<PathBuf>>
 /// roots under `root`); paths are relative to `root`. The crate root, a face that only
 /// hands names on, is left out.
 fn import_graph(root: &Path, crates: &[PathBuf]) -> BTreeMap<PathBuf, BTreeSet<PathBuf>> {
-    let mut edges: BTreeMap<PathBuf, BTreeSet<PathBuf>> = BTreeMap::new();
+    tied_graph(root, crates)
+        .into_iter()
+        .map(|(f, ts)| (f, ts.into_keys().collect()))
+        .collect()
+}
+
+/// [`import_graph`], each import with the first path that makes it (for the failure
+/// message: what ties a loop).
+fn tied_graph(root: &Path, crates: &[PathBuf]) -> BTreeMap<PathBuf, BTreeMap<PathBuf, String>> {
+    let mut edges: BTreeMap<PathBuf, BTreeMap<PathBuf, String>> = BTreeMap::new();
     for krate in crates {
         let src = root.join(krate);
         let mut files = Vec::new();
@@ -298,20 +455,35 @@ fn import_graph(root: &Path, crates: &[PathBuf]) -> BTreeMap<PathBuf, BTreeSet<P
             .map(|f| (module_of(&src, f), f.strip_prefix(root).unwrap().to_owned()))
             .filter(|(m, _)| !m.is_empty())
             .collect();
+        let codes: HashMap<PathBuf, String> = files
+            .iter()
+            .map(|f| {
+                (
+                    f.strip_prefix(root).unwrap().to_owned(),
+                    code_of(&std::fs::read_to_string(f).unwrap()),
+                )
+            })
+            .collect();
+        let mut reexports = Reexports::new();
+        for f in &files {
+            let here = module_of(&src, f);
+            if !here.is_empty() {
+                reexports_of(&codes[f.strip_prefix(root).unwrap()], &here, &modules, &mut reexports);
+            }
+        }
         for f in &files {
             let here = module_of(&src, f);
             if here.is_empty() {
                 continue;
             }
             let me = f.strip_prefix(root).unwrap().to_owned();
-            let code = code_of(&std::fs::read_to_string(f).unwrap());
             let out = edges.entry(me.clone()).or_default();
-            for p in paths_of(&code) {
+            for p in paths_of(&codes[&me]) {
                 // In a.rs and in a/mod.rs alike, `self::` is `a` and `super::` its parent.
-                if let Some(target) = resolve(&p, &here, &modules)
+                if let Some(target) = resolve_with(&p, &here, &modules, &reexports, &codes)
                     && target != me
                 {
-                    out.insert(target);
+                    out.entry(target).or_insert(p);
                 }
             }
         }
@@ -321,13 +493,27 @@ fn import_graph(root: &Path, crates: &[PathBuf]) -> BTreeMap<PathBuf, BTreeSet<P
 
 #[test]
 fn no_files_import_each_other_in_a_loop() {
+    let tied = tied_graph(&root(), &crates());
     let edges = import_graph(&root(), &crates());
     assert!(edges.len() > 200, "the sources were not found: {} files", edges.len());
-    let found = loops(&edges);
+    let found: Vec<Vec<String>> = loops(&edges)
+        .iter()
+        .map(|l| {
+            let mut ties = Vec::new();
+            for f in l {
+                for (t, path) in &tied[f] {
+                    if l.contains(t) {
+                        ties.push(format!("{} -> {} ({path})", f.display(), t.display()));
+                    }
+                }
+            }
+            ties
+        })
+        .collect();
     assert!(
         found.is_empty(),
         "files import each other in a loop (give the shared piece its own module, or \
-         pass it in from above): {found:#?}"
+         pass it in from above); each import with a path that makes it: {found:#?}"
     );
 }
 
@@ -355,6 +541,47 @@ fn the_check_finds_a_loop_of_each_kind() {
         .map(|l| l.iter().map(|p| p.to_string_lossy().into_owned()).collect())
         .collect();
     assert_eq!(names, [["k/src/a.rs", "k/src/b.rs", "k/src/c/mod.rs"]]);
+}
+
+/// A loop behind a module face is found in the files that define what they use: the
+/// face's glob and named re-exports are followed, a `use child::…` inside a module
+/// counts, and a test module's `super` is not its file's parent.
+#[test]
+fn the_check_sees_through_a_face_and_not_into_test_modules() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("k/src");
+    std::fs::create_dir_all(src.join("f")).unwrap();
+    std::fs::create_dir_all(src.join("h")).unwrap();
+    let write = |f: &str, text: &str| std::fs::write(src.join(f), text).unwrap();
+    write("lib.rs", "pub mod f;\npub mod g;\npub mod h;\npub mod t;\npub mod u;\n");
+    // f is a face: its items live in f/inner.rs.
+    write(
+        "f/mod.rs",
+        "mod inner;\npub use inner::*;\npub use inner::A as Renamed;\n",
+    );
+    write("f/inner.rs", "pub struct A;\npub fn uses(_: crate::g::B) {}\n");
+    write("g.rs", "pub struct B;\npub fn back(_: crate::f::A) {}\n");
+    // t's test module reaches u (its `super` is t); u uses t: no loop.
+    write(
+        "t.rs",
+        "pub struct T;\n#[cfg(test)]\nmod checks {\n    use super::super::u::U;\n}\n",
+    );
+    write("u.rs", "pub struct U(crate::t::T);\n");
+    // h/mod.rs names its child without `self::`; the child uses h's own item.
+    write("h/mod.rs", "mod kid;\nuse kid::K;\npub struct Only;\n");
+    write("h/kid.rs", "pub struct K(super::Only);\n");
+    let found = loops(&import_graph(dir.path(), &[PathBuf::from("k/src")]));
+    let names: Vec<Vec<String>> = found
+        .iter()
+        .map(|l| l.iter().map(|p| p.to_string_lossy().into_owned()).collect())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            vec!["k/src/f/inner.rs", "k/src/g.rs"],
+            vec!["k/src/h/kid.rs", "k/src/h/mod.rs"]
+        ]
+    );
 }
 
 /// Files of `crate_src` (relative to the workspace) whose code (comments, strings and

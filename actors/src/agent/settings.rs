@@ -205,7 +205,7 @@ pub async fn register(config: TAddr<ConfigActor>, stages: &TAddr<StageHost>) -> 
         let c = config.clone();
         async move { settings_set(&c, &a.values).await }
     });
-    crate::stages::tools::register_all(stages, [(get, get_h), (set, set_h)]).await
+    crate::stages::host::register_all(stages, [(get, get_h), (set, set_h)]).await
 }
 
 async fn settings_get(config: &TAddr<ConfigActor>, prefix: &str) -> Result<String, SettingsToolError> {

@@ -48,7 +48,6 @@ pub const DENSE_MIN: f32 = 0.1;
 /// faithful extract (its beginning), so one long tool output cannot crowd out the rest.
 pub const ITEM_SHARE: usize = 3;
 
-
 /// `2023-05-08 13:56` (UTC): how an item's time is shown to the model.
 pub fn stamp(ts_ms: i64) -> String {
     let mut s = String::with_capacity(16);
@@ -917,10 +916,7 @@ mod tests {
     #[test]
     fn dates_and_speakers_are_rendered() {
         assert_eq!(stamp(MAY_8_2023_1356), "2023-05-08 13:56");
-        assert_eq!(
-            crate::memory::index::docindex::show_date(MAY_8_2023_1356),
-            "8 May 2023"
-        );
+        assert_eq!(crate::memory::index::docindex::show_date(MAY_8_2023_1356), "8 May 2023");
         assert_eq!(
             crate::memory::index::docindex::unit_text(MAY_8_2023_1356, "Caroline", "hi"),
             "8 May 2023 Caroline: hi"

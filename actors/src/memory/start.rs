@@ -169,7 +169,7 @@ pub async fn start(d: MemoryDeps<'_>) -> Result<MemoryHandles, ModuleError> {
         )
         .await?;
     let embedder = EmbedderHandle { addr: embedder, status };
-    tools.extend(super::documents::document_tools(
+    tools.extend(super::documents::tools::document_tools(
         documents.clone(),
         context.clone(),
         Some(embedder.clone()),

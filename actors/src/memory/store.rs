@@ -804,11 +804,12 @@ impl MemoryStore {
                 |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)),
                 |p: &(i64, String, String)| p.0,
             )?;
-            out.extend(
-                found
-                    .into_iter()
-                    .map(|(id, speaker, text)| (VectorRef::Passage(id), super::index::docindex::vector_text(&speaker, &text))),
-            );
+            out.extend(found.into_iter().map(|(id, speaker, text)| {
+                (
+                    VectorRef::Passage(id),
+                    super::index::docindex::vector_text(&speaker, &text),
+                )
+            }));
         }
         self.missing_document_vectors(space, limit, out)
     }

@@ -525,7 +525,7 @@ fn keywords_of(name: &str) -> &'static str {
 /// an [`Action`] (the schemas above are written out: one argument each).
 pub async fn register(mgr: Arc<Manager>) -> Result<(), String> {
     let stages = mgr.stages.clone();
-    crate::stages::tools::register_family(&stages, specs(), move |tool, args| {
+    crate::stages::host::register_family(&stages, specs(), move |tool, args| {
         let m = mgr.clone();
         async move {
             let action = parse(&tool, &args).map_err(ToolFailure::kernel)?;

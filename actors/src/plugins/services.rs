@@ -26,6 +26,7 @@ use crate::memory::knowledge::KnowledgeActor;
 use crate::memory::textlog::TextLogActor;
 use crate::stages::{Scope, Stage, ToolSpec};
 
+mod errors;
 pub mod events;
 pub mod io;
 mod memory;
@@ -54,24 +55,7 @@ pub struct KernelServices {
     pub media: Option<crate::memory::media::actor::MediaHandle>,
 }
 
-fn bad(method: &str, msg: impl std::fmt::Display) -> RpcError {
-    RpcError {
-        code: RpcError::INVALID_PARAMS,
-        message: format!("invalid params for `{method}`: {msg}"),
-    }
-}
-
-fn unavailable(what: &str, e: impl std::fmt::Display) -> RpcError {
-    RpcError {
-        code: RpcError::GONE,
-        message: format!("{what} is not available: {e}"),
-    }
-}
-
-fn need<T: Clone>(what: &str, h: &Option<T>) -> Result<T, RpcError> {
-    h.clone()
-        .ok_or_else(|| unavailable(what, "this kernel runs without it"))
-}
+use errors::bad;
 
 pub use events::EventSub;
 pub use io::inject_source;

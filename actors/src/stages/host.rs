@@ -380,3 +380,42 @@ impl crate::host::Handles<RunStage> for StageHost {
         })
     }
 }
+
+/// Registers each of `specs` with `stages`, every call answered by `call(tool, args)`:
+/// the shape of the kernel's built-in tool families (the plugin manager, the settings
+/// tools), one handler per family.
+pub async fn register_family<F, Fut>(
+    stages: &TAddr<StageHost>,
+    specs: impl IntoIterator<Item = ToolSpec>,
+    call: F,
+) -> Result<(), String>
+where
+    F: Fn(String, serde_json::Value) -> Fut + Send + Sync + Clone + 'static,
+    Fut: std::future::Future<Output = super::tools::ToolResult> + Send + 'static,
+{
+    let tools = specs.into_iter().map(|spec| {
+        let (call, tool) = (call.clone(), spec.name.clone());
+        let handler: Arc<dyn ToolHandler> = Arc::new(
+            move |args: serde_json::Value| -> futures_util::future::BoxFuture<'static, super::tools::ToolResult> {
+                Box::pin(call(tool.clone(), args))
+            },
+        );
+        (spec, handler)
+    });
+    register_all(stages, tools).await
+}
+
+/// Registers each tool with `stages`, in order; the first refusal stops it.
+pub async fn register_all(
+    stages: &TAddr<StageHost>,
+    tools: impl IntoIterator<Item = (ToolSpec, Arc<dyn ToolHandler>)>,
+) -> Result<(), String> {
+    for (spec, handler) in tools {
+        stages
+            .send(RegisterTool { spec, handler })
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}

@@ -14,7 +14,9 @@ use actix::prelude::*;
 use parking_lot::RwLock;
 use serde::Serialize;
 
-use super::{EmbedConfig, EmbedError, Embedder, EmbedderKind, RemoteEmbedder, Space, resolve};
+use super::backend::{Embedder, resolve};
+use super::remote::RemoteEmbedder;
+use super::{EmbedConfig, EmbedError, EmbedderKind, Space};
 use crate::host::{Handles, Host, HostContext, KernelActor};
 use crate::memory::store::{MemoryStore, QueryVector, VectorRef};
 

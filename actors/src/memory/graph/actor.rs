@@ -1448,7 +1448,10 @@ mod tests {
                 relation: "Caroline →loves→ painting".into()
             }
         );
-        assert_eq!(crate::memory::index::docindex::show_date(archived.ts_ms.unwrap()), "8 May 2023");
+        assert_eq!(
+            crate::memory::index::docindex::show_date(archived.ts_ms.unwrap()),
+            "8 May 2023"
+        );
         let undated = fact_item(&rel(Some("I love painting.")));
         assert_eq!((undated.speaker.as_str(), undated.ts_ms), ("", Some(1_700_000_000_000)));
         let bare = fact_item(&rel(None));

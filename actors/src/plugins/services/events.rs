@@ -12,7 +12,7 @@ use homeagent_plugin_protocol::methods::{
 use parking_lot::RwLock;
 use serde_json::{Value, json};
 
-use super::bad;
+use super::errors::bad;
 use crate::bus::{EventBus, KernelEvent};
 
 /// Whether the topics of an `events.subscribe` (`on`) or `events.unsubscribe` are

@@ -9,7 +9,8 @@ use homeagent_plugin_protocol::frame::RpcError;
 use homeagent_plugin_protocol::methods::TextAppend;
 use serde_json::{Value, json};
 
-use super::{KernelServices, bad, need, unavailable};
+use super::KernelServices;
+use super::errors::{bad, need, unavailable};
 use crate::memory::context::actor::CountEvents;
 use crate::memory::documents::{CommitDocument, CountDocuments, GetDocuments};
 use crate::memory::graph::actor::{CommitTriples, GraphCall, GraphQuery, GraphStats, SocialQuery};

@@ -16,7 +16,8 @@ use homeagent_plugin_protocol::frame::RpcError;
 use homeagent_plugin_protocol::methods::{self as m, own_setting_key};
 use serde_json::{Value, json};
 
-use super::{KernelServices, bad, need, unavailable};
+use super::KernelServices;
+use super::errors::{bad, need, unavailable};
 use crate::config::{
     ConfigError, GetMaskedSetting, GetPluginDefs, GetRawSettings, GetSetting, GetSettings, PLUGIN_PREFIX, PluginMeta,
     RegisterPluginDef, SOURCES_PREFIX, UpdateSettings,
