@@ -8,7 +8,14 @@
 //! than a second way into the plugin, so the deny list, the caps and the errors are
 //! the tools' own. The routes are owner-authenticated like all of `/api/v1`, so the
 //! caller is the owner: the tool policy (`core.security.tool_deny`) still applies —
-//! a terminal the owner denied to the model is closed to the panel too.
+//! a terminal the owner denied to the model is closed to the panel too — and so does
+//! the tool timeout (`core.agent.tool_timeout`), so a stuck plugin answers 504 instead
+//! of holding the request.
+//!
+//! Why not through the tool runner: the panel is not a model call. The runner's other
+//! steps are for the model's calls — the stage plugins see each call (they would see
+//! the owner's keystrokes), results are masked and reviewed (this is the owner's own
+//! screen), and approval asks the owner (who is the one typing).
 
 use actix_web::{HttpResponse, web};
 use homeagent_actors::stages::GetTools;
@@ -33,10 +40,17 @@ async fn call(state: &AppState, tool: &str, args: Value) -> Result<String, ApiEr
         ))
     })?;
     tracing::debug!(%tool, "terminal panel call");
-    handler
-        .call(args)
-        .await
-        .map_err(|e| ApiError::bad_request(e.to_string()))
+    let timeout = state.agent.deps.settings.read().tool_timeout;
+    match tokio::time::timeout(timeout, handler.call(args)).await {
+        Ok(answer) => answer.map_err(|e| ApiError::bad_request(e.to_string())),
+        Err(_) => Err(ApiError::new(
+            actix_web::http::StatusCode::GATEWAY_TIMEOUT,
+            format!(
+                "the terminal plugin did not answer `{tool}` within {} (core.agent.tool_timeout); try again, or restart it on the plugins page",
+                homeagent_actors::config::format_duration(timeout)
+            ),
+        )),
+    }
 }
 
 fn json_answer(text: &str) -> Result<HttpResponse, ApiError> {

@@ -45,9 +45,20 @@ impl Tiers {
     }
 }
 
-/// How the input recorded with a recall fared: `Err(Ok(why))` the store refused it,
-/// `Err(Err(why))` the context tier did not answer.
-pub type Recorded = Result<(), Result<String, String>>;
+/// How the input recorded with a recall fared.
+pub type Recorded = Result<(), NotRecorded>;
+
+/// Why the input a recall was to record is not on disk. Both are outages a durable
+/// input waits out; they differ in what the owner is told.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotRecorded {
+    /// The store refused it (a full disk, a locked database).
+    #[error("{0}")]
+    Refused(String),
+    /// The context tier did not answer (restarting, or stopped).
+    #[error("{0}")]
+    Unanswered(String),
+}
 
 /// The context window's part of a recall: its items and the input it recorded.
 pub type WindowAnswer = (WindowRecall, Option<Result<Event, ContextError>>);
@@ -97,10 +108,13 @@ pub fn join(query: &str, answers: Answers, budget: &Budget, recording: bool, upk
         passages,
     } = answers;
     let (window, recorded) = match window {
-        Some(Ok((w, recorded))) => (w, recorded.map(|r| r.map(drop).map_err(|e| Ok(e.to_string())))),
+        Some(Ok((w, recorded))) => (
+            w,
+            recorded.map(|r| r.map(drop).map_err(|e| NotRecorded::Refused(e.to_string()))),
+        ),
         Some(Err(e)) => {
             tracing::warn!("recall without the context window this turn (is kernel/memory/context running?): {e}");
-            (Default::default(), recording.then_some(Err(Err(e))))
+            (Default::default(), recording.then_some(Err(NotRecorded::Unanswered(e))))
         }
         None => (Default::default(), None),
     };
@@ -228,7 +242,10 @@ mod tests {
             false,
         );
         assert!(j.recollection.relevant.is_empty());
-        assert_eq!(j.recorded, Some(Err(Err("the memory thread has stopped".into()))));
+        assert_eq!(
+            j.recorded,
+            Some(Err(NotRecorded::Unanswered("the memory thread has stopped".into())))
+        );
         // Nothing to record: nothing to tell.
         assert_eq!(join("hello", Answers::none("x"), &budget, false, false).recorded, None);
     }

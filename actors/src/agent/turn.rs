@@ -261,7 +261,7 @@ pub enum Event {
     Timeline(crate::memory::recall::MemoryText),
     /// The answer of [`Cmd::ReadTimeline`]'s `record`. `Err(Ok(e))`: the store refused it;
     /// `Err(Err(e))`: the context actor is unavailable.
-    InputRecorded(Result<(), Result<String, String>>),
+    InputRecorded(super::recollect::Recorded),
     /// The answer of [`Cmd::RunStage`] for `pre_action`.
     PreAction(StageContext),
     /// The answer of [`Cmd::ConsumeCancel`]: was this input waiting when stop was pressed?
@@ -623,8 +623,8 @@ impl TurnCore {
                 }
                 Err(e) => {
                     let error = match e {
-                        Ok(e) => TurnError::RecordInput(e),
-                        Err(e) => TurnError::StoreUnavailable(e),
+                        super::recollect::NotRecorded::Refused(e) => TurnError::RecordInput(e),
+                        super::recollect::NotRecorded::Unanswered(e) => TurnError::StoreUnavailable(e),
                     };
                     // A full disk or a restarting store is an outage too: a durable
                     // input waits for it (nothing was recorded, so trying again

@@ -2,6 +2,7 @@
 //! shell would report and asserts the commands the core answers.
 
 use super::*;
+use crate::agent::recollect::NotRecorded;
 use crate::bus::{Event as BusEvent, ToolStatus};
 use crate::llm::CompletionResponse;
 use crate::stages::ContextMsg;
@@ -614,7 +615,9 @@ fn a_durable_input_waits_for_a_full_disk_and_is_recorded_once() {
     let c = t.echo(c, Stage::OnInput);
     assert!(matches!(c[..], [Cmd::ReadTimeline { record: Some(_), .. }]), "{c:?}");
     t.feed(Event::Timeline(Default::default()));
-    let c = t.feed(Event::InputRecorded(Err(Ok("database or disk is full".into()))));
+    let c = t.feed(Event::InputRecorded(Err(NotRecorded::Refused(
+        "database or disk is full".into(),
+    ))));
     assert!(
         matches!(&c[..], [Cmd::Publish(BusEvent::TaskWaiting { error, .. }), Cmd::Backoff(_)] if error.contains("disk is full")),
         "{c:?}"
@@ -633,7 +636,9 @@ fn a_durable_input_waits_for_a_full_disk_and_is_recorded_once() {
     let c = t.feed(Event::Started);
     t.echo(c, Stage::OnInput);
     t.feed(Event::Timeline(Default::default()));
-    let c = t.feed(Event::InputRecorded(Err(Ok("database or disk is full".into()))));
+    let c = t.feed(Event::InputRecorded(Err(NotRecorded::Refused(
+        "database or disk is full".into(),
+    ))));
     assert_eq!(ended(&c), Some(End::Failed));
 }
 
@@ -947,7 +952,9 @@ fn failures_end_the_task_once_with_the_reason() {
     let c = t.feed(Event::Started);
     t.echo(c, Stage::OnInput);
     t.feed(Event::Timeline(Default::default()));
-    let c = t.feed(Event::InputRecorded(Err(Ok("database is locked".into()))));
+    let c = t.feed(Event::InputRecorded(Err(NotRecorded::Refused(
+        "database is locked".into(),
+    ))));
     assert_eq!(
         reply_of(&c).error.as_deref(),
         Some("cannot record the input in memory: database is locked")
