@@ -26,6 +26,8 @@ use super::prompt::PromptSettings;
 pub use super::protocol::{CancelLlm, Resume};
 use super::protocol::{Finished, SafePoint, SchedulerLink};
 use super::recollect::{Answers, Joined, Recorded, Tiers};
+#[cfg(doc)]
+use super::recollect::NotRecorded;
 use super::tools_exec::{ToolRunner, run_stage};
 use super::turn::{Cmd, Env, Event, Gathered, Limits, LlmFailure, PruneFailure, TurnCore, TurnInput};
 use crate::addr::TAddr;
@@ -776,8 +778,8 @@ pub fn offer(
 /// together are handled in one wake-up of it, not one each.
 ///
 /// With `record` (the input of a prepare phase), the context tier commits it in the same
-/// round trip, after the read; its answer is the second value (`Err(Ok(_))`: the store
-/// refused it, `Err(Err(_))`: the tier did not answer).
+/// round trip, after the read; its answer is the second value ([`NotRecorded`] says
+/// whether the store refused it or the tier did not answer).
 pub async fn recall(
     deps: Arc<TaskDeps>,
     query: String,

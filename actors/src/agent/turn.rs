@@ -259,8 +259,8 @@ pub enum Event {
     /// The answer of [`Cmd::ReadTimeline`]: the recalled memory and the recency
     /// timeline, rendered (`memory::recall::Recollection::render`).
     Timeline(crate::memory::recall::MemoryText),
-    /// The answer of [`Cmd::ReadTimeline`]'s `record`. `Err(Ok(e))`: the store refused it;
-    /// `Err(Err(e))`: the context actor is unavailable.
+    /// The answer of [`Cmd::ReadTimeline`]'s `record` (the store refused it, or the
+    /// context actor is unavailable: [`super::recollect::NotRecorded`]).
     InputRecorded(super::recollect::Recorded),
     /// The answer of [`Cmd::RunStage`] for `pre_action`.
     PreAction(StageContext),

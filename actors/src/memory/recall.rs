@@ -18,8 +18,10 @@
 //! whole per-turn path, shell side), the context actor's `memory::context::actor::Recall` and
 //! the documents actor's `memory::documents::RecallPassages` messages,
 //! `MemoryStore::search_units` (the ranking call), and here [`assemble`], [`select`],
-//! [`fuse`], [`Recollection::render`], [`unit_text`], [`stamp`] and the block headers
-//! [`memory_header`] / [`timeline_header`]. Token counts: `llm::tokens::count`.
+//! [`fuse`], [`Recollection::render`], [`stamp`] and the block headers
+//! [`memory_header`] / [`timeline_header`]. A unit's text is the index's
+//! ([`unit_text`](crate::memory::index::docindex::unit_text)). Token counts:
+//! `llm::tokens::count`.
 //!
 //! Why passages and not document summaries: the spec's `【相关记忆文档】` block shows a
 //! document's header, which carries none of the evidence (measured: 0 % of LoCoMo

@@ -82,7 +82,7 @@ impl Default for EmbedConfig {
 }
 
 /// The embedder's settings, from the typed [`MemoryConfig`](crate::config::MemoryConfig)
-/// (the environment fills in the ONNX file paths later, in [`resolve`]).
+/// (the environment fills in the ONNX file paths later, in [`backend::resolve`]).
 pub fn embed_config(m: &crate::config::MemoryConfig) -> EmbedConfig {
     let dir = m.onnx_dir.trim();
     EmbedConfig {
