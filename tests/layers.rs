@@ -517,24 +517,33 @@ fn no_files_import_each_other_in_a_loop() {
     );
 }
 
+/// A scratch crate at `k/src` under a temporary directory, with `files` (path, text).
+fn scratch(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (path, text) in files {
+        let file = dir.path().join("k/src").join(path);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(file, text).unwrap();
+    }
+    dir
+}
+
 /// The check sees a loop when there is one, through each way of naming a file (so a
 /// pass above means something): `use crate::…` with a group, an inline `crate::` path,
 /// `super::` from a `mod.rs`, and not a path in a comment or a string.
 #[test]
 fn the_check_finds_a_loop_of_each_kind() {
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("k/src");
-    std::fs::create_dir_all(src.join("c")).unwrap();
-    let write = |f: &str, text: &str| std::fs::write(src.join(f), text).unwrap();
-    write("lib.rs", "pub mod a;\npub mod b;\npub mod c;\npub mod d;\n");
-    write("a.rs", "use crate::{b::{X, Y as Z}, d};\npub struct W;\n");
-    write("b.rs", "pub struct X;\npub struct Y;\npub fn f(_: crate::c::V) {}\n");
-    write("c/mod.rs", "pub mod e;\npub struct V(super::a::W);\n");
-    write(
-        "c/e.rs",
-        "// crate::d::Q in a comment\nconst S: &str = \"crate::d::Q\";\n",
-    );
-    write("d.rs", "pub struct Q;\n");
+    let dir = scratch(&[
+        ("lib.rs", "pub mod a;\npub mod b;\npub mod c;\npub mod d;\n"),
+        ("a.rs", "use crate::{b::{X, Y as Z}, d};\npub struct W;\n"),
+        ("b.rs", "pub struct X;\npub struct Y;\npub fn f(_: crate::c::V) {}\n"),
+        ("c/mod.rs", "pub mod e;\npub struct V(super::a::W);\n"),
+        (
+            "c/e.rs",
+            "// crate::d::Q in a comment\nconst S: &str = \"crate::d::Q\";\n",
+        ),
+        ("d.rs", "pub struct Q;\n"),
+    ]);
     let found = loops(&import_graph(dir.path(), &[PathBuf::from("k/src")]));
     let names: Vec<Vec<String>> = found
         .iter()
@@ -548,28 +557,25 @@ fn the_check_finds_a_loop_of_each_kind() {
 /// counts, and a test module's `super` is not its file's parent.
 #[test]
 fn the_check_sees_through_a_face_and_not_into_test_modules() {
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("k/src");
-    std::fs::create_dir_all(src.join("f")).unwrap();
-    std::fs::create_dir_all(src.join("h")).unwrap();
-    let write = |f: &str, text: &str| std::fs::write(src.join(f), text).unwrap();
-    write("lib.rs", "pub mod f;\npub mod g;\npub mod h;\npub mod t;\npub mod u;\n");
-    // f is a face: its items live in f/inner.rs.
-    write(
-        "f/mod.rs",
-        "mod inner;\npub use inner::*;\npub use inner::A as Renamed;\n",
-    );
-    write("f/inner.rs", "pub struct A;\npub fn uses(_: crate::g::B) {}\n");
-    write("g.rs", "pub struct B;\npub fn back(_: crate::f::A) {}\n");
-    // t's test module reaches u (its `super` is t); u uses t: no loop.
-    write(
-        "t.rs",
-        "pub struct T;\n#[cfg(test)]\nmod checks {\n    use super::super::u::U;\n}\n",
-    );
-    write("u.rs", "pub struct U(crate::t::T);\n");
-    // h/mod.rs names its child without `self::`; the child uses h's own item.
-    write("h/mod.rs", "mod kid;\nuse kid::K;\npub struct Only;\n");
-    write("h/kid.rs", "pub struct K(super::Only);\n");
+    let dir = scratch(&[
+        ("lib.rs", "pub mod f;\npub mod g;\npub mod h;\npub mod t;\npub mod u;\n"),
+        // f is a face: its items live in f/inner.rs.
+        (
+            "f/mod.rs",
+            "mod inner;\npub use inner::*;\npub use inner::A as Renamed;\n",
+        ),
+        ("f/inner.rs", "pub struct A;\npub fn uses(_: crate::g::B) {}\n"),
+        ("g.rs", "pub struct B;\npub fn back(_: crate::f::A) {}\n"),
+        // t's test module reaches u (its `super` is t); u uses t: no loop.
+        (
+            "t.rs",
+            "pub struct T;\n#[cfg(test)]\nmod checks {\n    use super::super::u::U;\n}\n",
+        ),
+        ("u.rs", "pub struct U(crate::t::T);\n"),
+        // h/mod.rs names its child without `self::`; the child uses h's own item.
+        ("h/mod.rs", "mod kid;\nuse kid::K;\npub struct Only;\n"),
+        ("h/kid.rs", "pub struct K(super::Only);\n"),
+    ]);
     let found = loops(&import_graph(dir.path(), &[PathBuf::from("k/src")]));
     let names: Vec<Vec<String>> = found
         .iter()
@@ -779,15 +785,13 @@ fn the_kernels_modules_import_only_the_layers_below() {
 /// The layer check sees an import up, and one into a module of no layer.
 #[test]
 fn the_layer_check_finds_an_import_up() {
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("k/src");
-    std::fs::create_dir_all(src.join("high")).unwrap();
-    let write = |f: &str, text: &str| std::fs::write(src.join(f), text).unwrap();
-    write("lib.rs", "pub mod low;\npub mod high;\npub mod stray;\n");
-    write("low.rs", "pub fn f(_: crate::high::part::T) {}\n");
-    write("high/mod.rs", "pub mod part;\nuse crate::low::f;\n");
-    write("high/part.rs", "pub struct T;\n");
-    write("stray.rs", "use crate::low::f;\n");
+    let dir = scratch(&[
+        ("lib.rs", "pub mod low;\npub mod high;\npub mod stray;\n"),
+        ("low.rs", "pub fn f(_: crate::high::part::T) {}\n"),
+        ("high/mod.rs", "pub mod part;\nuse crate::low::f;\n"),
+        ("high/part.rs", "pub struct T;\n"),
+        ("stray.rs", "use crate::low::f;\n"),
+    ]);
     let edges = import_graph(dir.path(), &[PathBuf::from("k/src")]);
     let found = upward(&edges, "k/src", &["low", "high"]);
     assert_eq!(

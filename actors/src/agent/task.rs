@@ -25,9 +25,9 @@ use super::offer::{Ask, OfferCache};
 use super::prompt::PromptSettings;
 pub use super::protocol::{CancelLlm, Resume};
 use super::protocol::{Finished, SafePoint, SchedulerLink};
-use super::recollect::{Answers, Joined, Recorded, Tiers};
 #[cfg(doc)]
 use super::recollect::NotRecorded;
+use super::recollect::{Answers, Joined, Recorded, Tiers};
 use super::tools_exec::{ToolRunner, run_stage};
 use super::turn::{Cmd, Env, Event, Gathered, Limits, LlmFailure, PruneFailure, TurnCore, TurnInput};
 use crate::addr::TAddr;
@@ -741,7 +741,7 @@ pub fn offer(
     channel: &str,
     expanded: &std::collections::BTreeSet<String>,
 ) -> Offered {
-    use super::toolset::{ALWAYS, Room};
+    use super::toolset::{Room, always_offered};
     let available = Budget::new(window, fixed).target.saturating_sub(fixed);
     let room = Room::of(available, deps.settings.read().tool_tokens);
     // An asynchronous channel is answered through its send tool: that one stays.
@@ -750,12 +750,7 @@ pub fn offer(
         .get(channel)
         .filter(|c| !c.sync)
         .map(|c| format!("{}{}", super::channels::SEND_PREFIX, c.name));
-    let always = |n: &str| {
-        ALWAYS.contains(&n)
-            || send
-                .as_deref()
-                .is_some_and(|s| n.strip_prefix(s).is_some_and(|r| r.is_empty() || r == "_help"))
-    };
+    let always = |n: &str| always_offered(n, send.as_deref());
     let mut slot = deps.tool_list.lock();
     cache_for(deps, registry, &mut slot).offer(&Ask {
         available,

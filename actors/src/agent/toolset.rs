@@ -48,6 +48,13 @@ pub const PLUGIN_TOOLS: &str = "get_plugin_tools";
 /// tool, the channel list, the skill bodies and the two read paths into memory.
 pub const ALWAYS: &[&str] = &[PLUGIN_TOOLS, "skill_info", "memory_recall", "knowledge_search"];
 
+/// Whether `name` is offered whatever the input: one of [`ALWAYS`], or — when the
+/// input's channel is asynchronous, so it is answered through its send tool `send` —
+/// that tool or its `_help`.
+pub fn always_offered(name: &str, send: Option<&str>) -> bool {
+    ALWAYS.contains(&name) || send.is_some_and(|s| name.strip_prefix(s).is_some_and(|r| r.is_empty() || r == "_help"))
+}
+
 /// The owners of the tools the owner's last [`Recent::TURNS`] turns reached for (called,
 /// or asked `get_plugin_tools` about): their tools join the next turns' offers as an
 /// expansion does, so "and the next one" after a terminal or file turn still has the
@@ -482,5 +489,16 @@ mod tests {
             relevance(&t, &crate::memory::index::retrieve::analyze("5 miles")),
             vec![0]
         );
+    }
+
+    #[test]
+    fn an_asynchronous_channels_send_tool_is_always_offered_and_no_other() {
+        assert!(always_offered("skill_info", None));
+        assert!(!always_offered("send_onebot", None));
+        assert!(always_offered("send_onebot", Some("send_onebot")));
+        assert!(always_offered("send_onebot_help", Some("send_onebot")));
+        assert!(!always_offered("send_onebot2", Some("send_onebot")));
+        assert!(!always_offered("send_onebot_image", Some("send_onebot")));
+        assert!(!always_offered("files_read", Some("send_onebot")));
     }
 }
