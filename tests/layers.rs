@@ -74,7 +74,7 @@ fn without_test_modules(code: &str) -> String {
     let mut rest = code;
     while let Some(i) = rest.find("#[cfg(test)]") {
         let after = rest[i + 12..].trim_start();
-        if !after.starts_with("mod ") {
+        if !is_test_module(after) {
             out.push_str(&rest[..i + 12]);
             rest = &rest[i + 12..];
             continue;
@@ -100,6 +100,17 @@ fn without_test_modules(code: &str) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// Whether what follows a `#[cfg(test)]` is a module (`mod`, `pub mod`, `pub(crate) mod`).
+fn is_test_module(after: &str) -> bool {
+    let after = after.trim_start();
+    let after = match after.strip_prefix("pub") {
+        Some(rest) if rest.starts_with('(') => rest.split_once(')').map_or(rest, |(_, r)| r),
+        Some(rest) => rest,
+        None => after,
+    };
+    after.trim_start().starts_with("mod ")
 }
 
 /// `text` without comments, and each string literal as `""`.
@@ -800,5 +811,98 @@ fn the_layer_check_finds_an_import_up() {
             "k/src/low.rs -> k/src/high/part.rs (`low` stands below `high`)",
             "k/src/stray.rs -> k/src/low.rs (`stray` is in no layer: add it to KERNEL_LAYERS)",
         ]
+    );
+}
+
+/// ARCHITECTURE, "reached only through a `TAddr`; no code keeps a raw `Addr`": actix's
+/// own address type is named only where a `TAddr` is made and filled (the supervisor
+/// starts the actor and installs its address in the slot).
+#[test]
+fn no_code_names_a_raw_actor_address_but_the_slot_and_the_supervisor() {
+    let allowed = ["actors/src/addr.rs", "actors/src/supervisor/mod.rs"];
+    let mut found = Vec::new();
+    for c in crates() {
+        let mut files = Vec::new();
+        rust_files(&root().join(&c), &mut files);
+        for f in files {
+            let rel = f.strip_prefix(root()).unwrap().to_string_lossy().into_owned();
+            let code = code_of(&std::fs::read_to_string(&f).unwrap());
+            let raw = code
+                .match_indices("Addr<")
+                .any(|(i, _)| !code[..i].ends_with(|c: char| c.is_alphanumeric() || c == '_'));
+            if raw && !allowed.contains(&rel.as_str()) {
+                found.push(rel);
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "these name actix's raw `Addr` (hold a `TAddr`, which survives restarts and counts \
+         the mailbox): {found:#?}"
+    );
+}
+
+/// ARCHITECTURE, "Settings are read only through typed structs": outside `config/`, a
+/// setting's key is spelt only where a text names it for a person or the model, or
+/// where an open-ended family is parsed. Each such file is listed with why; a key spelt
+/// anywhere else fails (name a `config::keys` constant, or read a typed group).
+#[test]
+fn setting_keys_are_spelt_only_in_config_and_the_listed_mentions() {
+    let allowed: &[(&str, &str)] = &[
+        ("actors/src/config/", "the key table and the typed groups"),
+        ("actors/src/llm/source.rs", "the open family core.llm.sources.<name>.*"),
+        (
+            "actors/src/usage/budget.rs",
+            "the budget families, per scope and per source",
+        ),
+        (
+            "actors/src/agent/settings.rs",
+            "the settings tool's refusal lists and its examples",
+        ),
+        ("actors/src/agent/relay.rs", "which changed key reloads what (a prefix)"),
+        ("actors/src/llm/provider.rs", "an error text naming the key to fix"),
+        ("actors/src/usage/ledger.rs", "an error text naming the key to fix"),
+        (
+            "actors/src/firewall/",
+            "audit reasons and error texts naming the rule's key",
+        ),
+        ("actors/src/memory/media/actor.rs", "a log line naming the key to fix"),
+        ("src/bench", "the benchmarks' daemon settings"),
+        ("src/eval_daemon.rs", "the evaluation's daemon settings"),
+        ("src/metrics.rs", "a metric's help text"),
+        ("src/http/api.rs", "an error text's example"),
+    ];
+    let mut found = Vec::new();
+    for c in ["actors/src", "src"] {
+        let mut files = Vec::new();
+        rust_files(&root().join(c), &mut files);
+        for f in files {
+            let rel = f.strip_prefix(root()).unwrap().to_string_lossy().into_owned();
+            if rel.ends_with("/tests.rs") || allowed.iter().any(|(a, _)| rel.starts_with(a)) {
+                continue;
+            }
+            // Strings kept (the key is one), so the test module is cut where it starts:
+            // braces inside strings would mislead a brace count.
+            let text = std::fs::read_to_string(&f).unwrap();
+            let text = match text
+                .match_indices("#[cfg(test)]")
+                .find(|(i, _)| is_test_module(&text[i + 12..]))
+            {
+                Some((i, _)) => &text[..i],
+                None => &text,
+            };
+            let spelt = text
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("//"))
+                .any(|l| l.contains("\"core."));
+            if spelt {
+                found.push(rel);
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "these spell a setting's key (name a `config::keys` constant or read a typed \
+         group; or list the file here with why): {found:#?}"
     );
 }
