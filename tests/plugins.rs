@@ -455,6 +455,52 @@ sdk.register_tool("copycat_own", {description = "Its own"}, function(args) retur
     assert_eq!(reply, expected);
 }
 
+/// A plugin cannot take the name of a kernel tool group: a plugin called `memory` would
+/// own the kernel's memory tools' group, and its stop would withdraw them (the stage
+/// host withdraws a plugin's tools by its name). It is refused at discovery, and the
+/// kernel's memory tools stay whatever is done to that name.
+#[test]
+fn a_plugin_named_after_a_kernel_tool_group_is_refused_and_the_kernels_tools_stay() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    install(&data, "greeter");
+    let squatter = data.join("plugins/memory");
+    std::fs::create_dir_all(&squatter).unwrap();
+    std::fs::write(
+        squatter.join("plugin.json"),
+        r#"{"name": "memory", "version": "0.1.0"}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        squatter.join("main.lua"),
+        r#"sdk.register_tool("memory_own", {description = "Mine"}, function(args) return "mine" end)"#,
+    )
+    .unwrap();
+    let d = Daemon::start(&data);
+    wait_plugin(&d, "greeter", Duration::from_secs(10), "ran", |p| {
+        p["state"] == "running"
+    });
+    let _v = with_vendor(&d);
+    // A new text each time (the same text within 10 s is a duplicate).
+    let recall = |q: &str| ask(&d, &format!(r#"call-tool memory_recall {{"query":"{q}"}}"#))["reply"].clone();
+    let works = |reply: &Value| {
+        reply
+            .as_str()
+            .is_some_and(|r| r.starts_with("tool said:") && !r.contains("does not exist"))
+    };
+    let before = recall("anything");
+    assert!(works(&before), "{before}");
+    let (status, body) = action(&d, "memory", "disable");
+    assert_eq!(status, 404, "no plugin may hold the name: {body}");
+    assert!(
+        d.log_text().contains("reserved"),
+        "the refusal is logged with why:\n{}",
+        d.log_text()
+    );
+    let after = recall("something");
+    assert!(works(&after), "the kernel's memory tools are still there: {after}");
+}
+
 /// A daemon with the greeter Lua plugin running (its seven tools registered) and the
 /// fake vendor.
 fn greeter() -> (tempfile::TempDir, std::path::PathBuf, Daemon, vendor::Vendor) {
@@ -583,6 +629,19 @@ fn an_hmap_package_installs_and_runs_without_a_restart_and_bad_ones_change_nothi
             ]),
             400,
             "chmod +x",
+        ),
+        // The name of a kernel tool group: refused, and nothing of it is kept.
+        (
+            hmap(&[
+                (
+                    "plugin.json",
+                    r#"{"name": "knowledge", "version": "1", "entry": "main.lua"}"#,
+                    0o644,
+                ),
+                ("main.lua", lua, 0o644),
+            ]),
+            409,
+            "reserved for the kernel's own tools",
         ),
     ];
     for (bytes, code, want) in bad {

@@ -242,6 +242,7 @@ pub async fn install_plugin(
                 }
                 InstallError::Package(p) => (actix_web::http::StatusCode::BAD_REQUEST, p.kind()),
                 InstallError::Load(_) => (actix_web::http::StatusCode::BAD_REQUEST, "bad_manifest"),
+                InstallError::Reserved(_) => (actix_web::http::StatusCode::CONFLICT, "reserved_name"),
                 InstallError::Start(_) => (actix_web::http::StatusCode::UNPROCESSABLE_ENTITY, "start_failed"),
             };
             tracing::warn!("package install refused: {e}");

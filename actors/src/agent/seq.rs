@@ -166,7 +166,7 @@ pub fn spec() -> crate::stages::ToolSpec {
          {\"tool\": \"files_read\", \"args\": {\"path\": \"a.txt\"}}]}",
         json!({"type": "object", "properties": {"steps": {"type": "array", "items": step}}, "required": ["steps"]}),
     );
-    s.plugin = "seq".into();
+    s.plugin = crate::stages::tools::owners::SEQ.into();
     s.no_memory = true;
     s.with_keywords("sequence, steps, one after another, batch, chain, 依次, 步骤")
 }

@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use super::process::{PluginDeps, PluginInfo, PluginProcess};
 use crate::registry::{ActorState, Registry};
+use crate::stages::tools::owners;
 use crate::stages::{RegisterTool, UnregisterPlugin};
 use crate::supervisor::{RestartPolicy, SupervisorConfig, SupervisorRef};
 
@@ -286,31 +287,56 @@ fn discover(plugins_dir: &Path) -> Vec<PathBuf> {
 
 pub use super::package::plugin_data_dir;
 
-/// Reads one plugin directory and prepares its supervisor (does not start it).
+/// A plugin named after a kernel tool group ([`owners::RESERVED`]): it gets no entry at
+/// all, since an entry's stop, disable or uninstall withdraws the tools of its name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "plugin name `{name}` (in {dir}) is reserved for the kernel's own tools; rename the plugin (its manifest's `name` and its directory)"
+)]
+pub struct ReservedName {
+    pub name: String,
+    pub dir: String,
+}
+
+/// Reads one plugin directory and prepares its supervisor (does not start it). A plugin
+/// whose name (or, when its manifest does not read, whose directory's name) is a kernel
+/// tool group's is refused whole.
 async fn load_one(
     sup: &SupervisorRef,
     dir: PathBuf,
     data_dir: &Path,
     deps: &PluginDeps,
     config: SupervisorConfig,
-) -> PluginEntry {
+) -> Result<PluginEntry, ReservedName> {
     let fallback = dir.file_name().and_then(|n| n.to_str()).unwrap_or("plugin").to_owned();
+    let reserved = |name: &str| {
+        owners::RESERVED.contains(&name).then(|| ReservedName {
+            name: name.to_owned(),
+            dir: dir.display().to_string(),
+        })
+    };
     let manifest = match Manifest::load(&dir) {
         Ok(m) => m,
         Err(e) => {
+            if let Some(r) = reserved(&fallback) {
+                return Err(r);
+            }
             tracing::error!("plugin in {} not loaded: {e}", dir.display());
             let mut entry = PluginEntry::new(&fallback, &dir, sup.id());
             entry.problem = Some(e.to_string());
-            return entry;
+            return Ok(entry);
         }
     };
+    if let Some(r) = reserved(&manifest.name) {
+        return Err(r);
+    }
     let mut entry = PluginEntry::new(&manifest.name, &dir, sup.id());
     entry.auto_start = manifest.auto_start;
     let (path, kind) = match manifest.entry(&dir) {
         Ok(x) => x,
         Err(e) => {
             entry.problem = Some(e.to_string());
-            return entry;
+            return Ok(entry);
         }
     };
     entry.kind = Some(kind);
@@ -319,7 +345,7 @@ async fn load_one(
     if let Err(e) = manifest.check_host(super::CORE_VERSION, std::env::consts::OS) {
         tracing::error!(plugin = %manifest.name, "plugin not started: {e}");
         entry.problem = Some(e.to_string());
-        return entry;
+        return Ok(entry);
     }
     if kind == EntryKind::Skill {
         match super::skill::Skill::load(&dir) {
@@ -329,13 +355,13 @@ async fn load_one(
             }
             Err(e) => entry.problem = Some(e.to_string()),
         }
-        return entry;
+        return Ok(entry);
     }
     let plugin_sup = match sup.supervisor(&manifest.name, RestartPolicy::Temporary, config).await {
         Ok(s) => s,
         Err(e) => {
             entry.problem = Some(e.to_string());
-            return entry;
+            return Ok(entry);
         }
     };
     if dir.join("SKILL.md").is_file() {
@@ -373,7 +399,7 @@ async fn load_one(
         sup: plugin_sup,
         factory,
     });
-    entry
+    Ok(entry)
 }
 
 /// Called with the new skill index whenever the set of skills changes.
@@ -423,7 +449,13 @@ impl PluginSet {
         let (plugins_dir, data_dir) = (plugins_dir.as_path(), data_dir.as_path());
         let mut out = Vec::new();
         for dir in discover(plugins_dir) {
-            let entry = load_one(&sup, dir, data_dir, &deps, config).await;
+            let entry = match load_one(&sup, dir, data_dir, &deps, config).await {
+                Ok(entry) => entry,
+                Err(refused) => {
+                    tracing::error!("plugin not loaded: {refused}");
+                    continue;
+                }
+            };
             if disabled.contains(&entry.name) {
                 entry.disabled.store(true, Ordering::SeqCst);
                 tracing::info!(plugin = %entry.name, "plugin disabled by an operator; not started");
@@ -497,16 +529,21 @@ impl PluginSet {
                 installed.name,
             )));
         }
-        let entry = Arc::new(
-            load_one(
-                &self.sup,
-                installed.dir.clone(),
-                &self.data_dir,
-                &self.deps,
-                self.config,
-            )
-            .await,
-        );
+        let loaded = load_one(
+            &self.sup,
+            installed.dir.clone(),
+            &self.data_dir,
+            &self.deps,
+            self.config,
+        )
+        .await;
+        let entry = match loaded {
+            Ok(entry) => Arc::new(entry),
+            Err(refused) => {
+                let _ = std::fs::remove_dir_all(&installed.dir);
+                return Err(InstallError::Reserved(refused));
+            }
+        };
         if let Some(problem) = &entry.problem {
             // Valid as a package but not loadable here: keep nothing half-installed.
             let _ = std::fs::remove_dir_all(&installed.dir);
@@ -624,7 +661,7 @@ impl PluginSet {
     /// Publishes the skill index and (re)registers `skill_info` over the current skills.
     async fn refresh_skills(&self) {
         let list = self.list();
-        let _ = self.deps.stages.send(UnregisterPlugin("skills".into())).await;
+        let _ = self.deps.stages.send(UnregisterPlugin(owners::SKILLS.into())).await;
         match skills_tool(&list) {
             Some((index, spec, handler)) => {
                 (self.on_skills)(index);
@@ -646,6 +683,8 @@ pub enum InstallError {
     Package(#[from] super::package::PackageError),
     #[error("the package installed but the plugin cannot load: {0}")]
     Load(String),
+    #[error(transparent)]
+    Reserved(#[from] ReservedName),
     #[error(
         "the plugin did not start, so the install was rolled back (nothing was kept); fix the package and install it again: {0}"
     )]
@@ -684,7 +723,7 @@ pub fn skills_tool(
         "Read the full instructions of a skill listed under # Skills in the system prompt.",
         serde_json::json!({"type": "object", "properties": {"name": {"type": "string", "enum": names}}, "required": ["name"]}),
     );
-    spec.plugin = "skills".into();
+    spec.plugin = owners::SKILLS.into();
     spec.parallel_safe = true;
     spec.no_memory = true;
     // The schema stays written out: its `enum` is the skills installed now.

@@ -225,6 +225,20 @@ impl<'de> serde::Deserialize<'de> for Caller {
     }
 }
 
+/// Owners of the kernel's own tool groups whose names look like a plugin's (the
+/// catalogue the model reads groups tools by owner, and these read naturally there).
+/// No plugin may take one: the stage host withdraws a plugin's tools by its name, so a
+/// plugin called `memory` could withdraw the kernel's memory tools by stopping. Every
+/// other kernel owner has a `.` (`builtin.pluginmgr`), which no plugin name can.
+pub mod owners {
+    pub const MEMORY: &str = "memory";
+    pub const KNOWLEDGE: &str = "knowledge";
+    pub const SEQ: &str = "seq";
+    pub const SKILLS: &str = "skills";
+    /// All of them: the names the plugin host refuses.
+    pub const RESERVED: [&str; 4] = [MEMORY, KNOWLEDGE, SEQ, SKILLS];
+}
+
 /// The argument the tool runner fills with the calling task's origin for tools whose
 /// spec asks ([`ToolSpec::origin`]); a model's (or a stage's) own value is removed first.
 pub const ORIGIN_ARG: &str = "__origin";

@@ -97,11 +97,11 @@ pub fn document_tools(
         "doc_query",
         "Load archived conversation documents matching a query back into the timeline (they stay stored).",
     );
-    query.plugin = "memory".into();
+    query.plugin = crate::stages::tools::owners::MEMORY.into();
     query = query.with_keywords("archived, old conversation, earlier conversation, back then, 以前, 聊过");
     let mut commit =
         crate::stages::ToolSpec::typed::<CommitArgs>("doc_commit", "Store a document in long-term document memory.");
-    commit.plugin = "memory".into();
+    commit.plugin = crate::stages::tools::owners::MEMORY.into();
     commit = commit.with_keywords("keep this document, archive, store text, 存档");
     let d1 = documents.clone();
     let q = crate::stages::typed(move |a: QueryArgs| {

@@ -1089,7 +1089,7 @@ where
     A: serde::de::DeserializeOwned + schemars::JsonSchema + Send + 'static,
 {
     let mut spec = ToolSpec::typed::<A>(name, description).with_keywords(keywords_of(name));
-    spec.plugin = "memory".into();
+    spec.plugin = crate::stages::tools::owners::MEMORY.into();
     spec.parallel_safe = parallel;
     // Which agent calls decides which graph: a resident's own (see GraphOverlays).
     spec.origin = true;

@@ -399,7 +399,7 @@ where
     A: serde::de::DeserializeOwned + schemars::JsonSchema + Send + 'static,
 {
     let mut spec = crate::stages::ToolSpec::typed::<A>(name, description).with_keywords(keywords_of(name));
-    spec.plugin = "knowledge".into();
+    spec.plugin = crate::stages::tools::owners::KNOWLEDGE.into();
     spec.parallel_safe = parallel;
     let kb = kb.clone();
     let handler = crate::stages::typed(move |a: A| {
