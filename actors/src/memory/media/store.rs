@@ -317,4 +317,23 @@ mod tests {
         assert_eq!(s.vectors("new/2").unwrap(), vec![(id, vec![0.0, 1.0])]);
         assert_eq!(s.embedded("new/2").unwrap(), 1);
     }
+
+    /// Only the read of one block by id selects its bytes: a new query that selects
+    /// `data`, or `data` among the listing's columns, fails here.
+    #[test]
+    fn only_the_one_by_id_read_selects_the_bytes() {
+        let code = include_str!("store.rs");
+        let code = &code[..code.find("#[cfg(test)]").unwrap()];
+        let selecting_data: Vec<&str> = code
+            .match_indices("SELECT ")
+            .filter_map(|(i, _)| {
+                let rest = &code[i + 7..];
+                Some(&rest[..rest.find(" FROM ")?])
+            })
+            .filter(|cols| cols.split(',').any(|c| c.trim() == "data"))
+            .collect();
+        assert_eq!(selecting_data, ["mime, data"]);
+        assert!(!META_COLS.split(',').any(|c| c.trim() == "data"), "{META_COLS}");
+        assert!(code.contains("\"SELECT mime, data FROM media_blocks WHERE id = ?1\""));
+    }
 }
