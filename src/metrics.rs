@@ -257,42 +257,40 @@ pub async fn render(kernel: Kernel<'_>, counted: &Counted) -> String {
     }
 
     // The ledger, all time, by kind.
-    {
-        let asked = usage
-            .send(homeagent_actors::usage::GetUsage {
-                from_ms: i64::MIN / 2,
-                to_ms: i64::MAX / 2,
-                by: homeagent_actors::usage::GroupBy::Kind,
-                kind: None,
-            })
-            .await;
-        if let Ok(Ok((rows, _))) = asked {
-            // Fresh counters each scrape, incremented once by the ledger's all-time
-            // sums: monotonic, as the ledger only grows.
-            let calls: Family<KindLabel, Counter> = Family::default();
-            let input: Family<KindLabel, Counter> = Family::default();
-            let output: Family<KindLabel, Counter> = Family::default();
-            let cost: Family<KindLabel, Counter<f64, AtomicU64>> = Family::default();
-            for r in rows {
-                let k = KindLabel { kind: r.key.clone() };
-                calls.get_or_create(&k).inc_by(r.calls);
-                input.get_or_create(&k).inc_by(r.input);
-                output.get_or_create(&k).inc_by(r.output);
-                cost.get_or_create(&k).inc_by(r.cost_usd);
-            }
-            reg.register("llm_calls", "Model calls that answered, by kind", calls);
-            reg.register("llm_input_tokens", "Input tokens of the answered calls, by kind", input);
-            reg.register(
-                "llm_output_tokens",
-                "Output tokens of the answered calls, by kind",
-                output,
-            );
-            reg.register(
-                "llm_cost_usd",
-                "Dollars of the answered calls with a price, by kind",
-                cost,
-            );
+    let asked = usage
+        .send(homeagent_actors::usage::GetUsage {
+            from_ms: i64::MIN / 2,
+            to_ms: i64::MAX / 2,
+            by: homeagent_actors::usage::GroupBy::Kind,
+            kind: None,
+        })
+        .await;
+    if let Ok(Ok((rows, _))) = asked {
+        // Fresh counters each scrape, incremented once by the ledger's all-time
+        // sums: monotonic, as the ledger only grows.
+        let calls: Family<KindLabel, Counter> = Family::default();
+        let input: Family<KindLabel, Counter> = Family::default();
+        let output: Family<KindLabel, Counter> = Family::default();
+        let cost: Family<KindLabel, Counter<f64, AtomicU64>> = Family::default();
+        for r in rows {
+            let k = KindLabel { kind: r.key.clone() };
+            calls.get_or_create(&k).inc_by(r.calls);
+            input.get_or_create(&k).inc_by(r.input);
+            output.get_or_create(&k).inc_by(r.output);
+            cost.get_or_create(&k).inc_by(r.cost_usd);
         }
+        reg.register("llm_calls", "Model calls that answered, by kind", calls);
+        reg.register("llm_input_tokens", "Input tokens of the answered calls, by kind", input);
+        reg.register(
+            "llm_output_tokens",
+            "Output tokens of the answered calls, by kind",
+            output,
+        );
+        reg.register(
+            "llm_cost_usd",
+            "Dollars of the answered calls with a price, by kind",
+            cost,
+        );
     }
     let mut out = String::new();
     if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &reg) {

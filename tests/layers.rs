@@ -906,3 +906,38 @@ fn setting_keys_are_spelt_only_in_config_and_the_listed_mentions() {
          group; or list the file here with why): {found:#?}"
     );
 }
+
+/// ARCHITECTURE, "a map that is true": `actors/src/lib.rs` lists every module of the
+/// kernel, bottom up as [`KERNEL_LAYERS`] orders them, and `agent/mod.rs` every module
+/// of the agent — so a newcomer's first page names each module, and a new one that is
+/// not placed there fails here.
+#[test]
+fn the_crate_pages_list_every_module_in_its_place() {
+    let docs_of = |file: &str| -> String {
+        std::fs::read_to_string(root().join(file))
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.strip_prefix("//!"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let lib = docs_of("actors/src/lib.rs");
+    let at = |m: &str| {
+        lib.find(&format!("[`{m}`]"))
+            .or_else(|| lib.find(&format!("[`{m}`](")))
+            .unwrap_or_else(|| panic!("actors/src/lib.rs does not list `{m}`"))
+    };
+    let places: Vec<usize> = KERNEL_LAYERS.iter().map(|m| at(m)).collect();
+    assert!(
+        places.windows(2).all(|w| w[0] < w[1]),
+        "actors/src/lib.rs lists the modules out of their layer order ({KERNEL_LAYERS:?})"
+    );
+    let agent = docs_of("actors/src/agent/mod.rs");
+    let code = std::fs::read_to_string(root().join("actors/src/agent/mod.rs")).unwrap();
+    let missing: Vec<&str> = code
+        .lines()
+        .filter_map(|l| l.strip_prefix("pub mod ").and_then(|m| m.strip_suffix(';')))
+        .filter(|m| !agent.contains(&format!("[`{m}`]")))
+        .collect();
+    assert!(missing.is_empty(), "actors/src/agent/mod.rs does not list {missing:?}");
+}
