@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 use actix::prelude::*;
 use serde_json::{Value, json};
 
-use super::{ConfigError, ConfigStore, PluginDef, PluginMeta};
+use super::error::ConfigError;
+use super::store::{ConfigStore, PluginDef, PluginMeta};
 use crate::bus::{Event, EventBus};
 use crate::host::{Handles, HostContext, KernelActor};
 
@@ -118,7 +119,7 @@ pub struct RegisterPluginDef {
 /// The core setting definitions (type, default, description, secret flag), in table
 /// order: what the settings page builds its forms from.
 #[derive(Message)]
-#[rtype(result = "Vec<super::SettingDef>")]
+#[rtype(result = "Vec<super::defs::SettingDef>")]
 pub struct GetDefs;
 
 impl Handles<GetDefs> for ConfigActor {
@@ -140,9 +141,9 @@ pub struct GetPluginDefs(pub String);
 pub struct GetRawSettings;
 
 /// A snapshot of every setting, secrets included, for typed reads
-/// ([`super::AgentConfig::read`], …); kernel code only, never for display.
+/// ([`super::settings::AgentConfig::read`], …); kernel code only, never for display.
 #[derive(Message)]
-#[rtype(result = "Result<super::Settings, ConfigError>")]
+#[rtype(result = "Result<super::settings::Settings, ConfigError>")]
 pub struct ReadSettings;
 
 /// Marks a plugin disabled (`true`) or enabled (`false`), persistently.
@@ -193,12 +194,12 @@ impl Author {
 /// Sets several settings at once, all or nothing; `null` deletes. Each real change is
 /// recorded in the history with its author.
 #[derive(Message)]
-#[rtype(result = "Result<Vec<super::Change>, ConfigError>")]
+#[rtype(result = "Result<Vec<super::store::Change>, ConfigError>")]
 pub struct UpdateSettings(pub BTreeMap<String, Value>, pub Author);
 
 /// The settings history, newest first (`key` alone, or every key).
 #[derive(Message)]
-#[rtype(result = "Result<Vec<super::HistoryEntry>, ConfigError>")]
+#[rtype(result = "Result<Vec<super::store::HistoryEntry>, ConfigError>")]
 pub struct GetHistory {
     pub key: Option<String>,
     pub limit: usize,
@@ -207,7 +208,7 @@ pub struct GetHistory {
 /// Undoes history entry `id` (its key set back to the value before it), or every
 /// change after `id`'s moment when `since` (going back to a point in time).
 #[derive(Message)]
-#[rtype(result = "Result<Vec<super::Change>, ConfigError>")]
+#[rtype(result = "Result<Vec<super::store::Change>, ConfigError>")]
 pub enum Revert {
     /// One change.
     Change(i64),
@@ -232,7 +233,7 @@ impl Handles<GetMaskedSetting> for ConfigActor {
 impl Handles<RegisterPluginDef> for ConfigActor {
     type Reply = Result<bool, ConfigError>;
     fn handle(&mut self, msg: RegisterPluginDef, _: &mut HostContext<Self>) -> Self::Reply {
-        let key = format!("{}{}.{}", super::PLUGIN_PREFIX, msg.plugin, msg.key);
+        let key = format!("{}{}.{}", super::defs::PLUGIN_PREFIX, msg.plugin, msg.key);
         let before = self.store.get(&key)?;
         let inserted = self.store.register_plugin_def(&msg.plugin, &msg.key, msg.default)?;
         self.store.describe_plugin_setting(&msg.plugin, &msg.key, msg.meta);
@@ -265,7 +266,7 @@ impl Handles<GetRawSettings> for ConfigActor {
 }
 
 impl Handles<ReadSettings> for ConfigActor {
-    type Reply = Result<super::Settings, ConfigError>;
+    type Reply = Result<super::settings::Settings, ConfigError>;
     fn handle(&mut self, _: ReadSettings, _: &mut HostContext<Self>) -> Self::Reply {
         self.store.snapshot()
     }
@@ -298,14 +299,14 @@ impl Handles<GetSetting> for ConfigActor {
 }
 
 impl Handles<GetHistory> for ConfigActor {
-    type Reply = Result<Vec<super::HistoryEntry>, ConfigError>;
+    type Reply = Result<Vec<super::store::HistoryEntry>, ConfigError>;
     fn handle(&mut self, m: GetHistory, _: &mut HostContext<Self>) -> Self::Reply {
         self.store.history(m.key.as_deref(), m.limit)
     }
 }
 
 impl Handles<Revert> for ConfigActor {
-    type Reply = Result<Vec<super::Change>, ConfigError>;
+    type Reply = Result<Vec<super::store::Change>, ConfigError>;
     fn handle(&mut self, m: Revert, ctx: &mut HostContext<Self>) -> Self::Reply {
         let (entries, id) = match m {
             Revert::Change(id) => (
@@ -329,7 +330,7 @@ impl Handles<Revert> for ConfigActor {
 }
 
 impl Handles<UpdateSettings> for ConfigActor {
-    type Reply = Result<Vec<super::Change>, ConfigError>;
+    type Reply = Result<Vec<super::store::Change>, ConfigError>;
     fn handle(&mut self, UpdateSettings(map, by): UpdateSettings, _: &mut HostContext<Self>) -> Self::Reply {
         let changes = self.store.set_many_by(map, &by.label())?;
         let changes: Vec<_> = changes.into_iter().filter(|c| !c.is_noop()).collect();

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::ConfigError;
 use super::duration::{format_duration, parse_duration};
+use super::error::ConfigError;
 use super::keys as key;
 
 /// Prefix of the per-source LLM settings family.

@@ -92,7 +92,7 @@ pub enum ConfigError {
     /// A secret's old value is not kept, so its change cannot be undone.
     #[error("`{key}` is a secret: its old value is not kept, so the change cannot be reverted; set it again instead")]
     SecretNotKept { key: String },
-    /// [`super::ConfigStore::restore_llm_snapshot`] found no snapshot.
+    /// [`super::store::ConfigStore::restore_llm_snapshot`] found no snapshot.
     #[error(
         "no LLM settings snapshot at `{path}`; one is written automatically before every change to a `core.llm.*` setting"
     )]

@@ -21,8 +21,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::ConfigError;
 use super::defs::{core_defs, describe_json};
+use super::error::ConfigError;
 use super::keys::{self as key, Key};
 pub use super::values::{EmbedderKind, Secret, SecretMap, SettingValue};
 

@@ -15,9 +15,9 @@ use rusqlite::{Connection, OptionalExtension, params};
 use rusqlite_migration::{M, Migrations};
 use serde_json::{Value, json};
 
-use super::ConfigError;
 use super::defs::{self, KeyInfo, LLM_PREFIX, PLUGIN_PREFIX, SettingDef, core_defs, describe_json, is_valid_name};
 use super::duration::parse_duration;
+use super::error::ConfigError;
 
 /// File name of the LLM section snapshot inside the data directory.
 pub const LLM_SNAPSHOT_FILE: &str = "config-llm-snapshot.json";
@@ -193,9 +193,9 @@ impl ConfigStore {
     /// cannot be read. For command-line questions about a data dir that a daemon may be
     /// using, or that the upgrade gate has not looked at yet (`open` would migrate it
     /// without the snapshot the gate takes first).
-    pub fn peek(path: &Path) -> Option<super::Settings> {
+    pub fn peek(path: &Path) -> Option<super::settings::Settings> {
         let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).ok()?;
-        read_table(&conn, "config").ok().map(super::Settings::new)
+        read_table(&conn, "config").ok().map(super::settings::Settings::new)
     }
 
     /// Opens a private in-memory database (tests, and runs that must not persist).
@@ -464,9 +464,9 @@ impl ConfigStore {
     }
 
     /// Every effective value as one typed-readable snapshot (see
-    /// [`super::Settings`]): what subsystems read their typed groups from.
-    pub fn snapshot(&self) -> Result<super::Settings, ConfigError> {
-        Ok(super::Settings::new(self.all()?))
+    /// [`super::settings::Settings`]): what subsystems read their typed groups from.
+    pub fn snapshot(&self) -> Result<super::settings::Settings, ConfigError> {
+        Ok(super::settings::Settings::new(self.all()?))
     }
 
     /// The names of plugins that have a settings table.
