@@ -359,6 +359,7 @@ mod tests {
     fn attached_images_become_parts_of_the_user_input_and_resolve_to_data_urls() {
         let mut msgs = vec![Message::text("system", "s"), Message::text("user", "look")];
         attach(&mut msgs, &[r("blk_media_aaaaaaaaaaaa")]);
+        let msgs_before = msgs.clone();
         let parts = msgs[1].content.as_array().unwrap();
         assert_eq!(parts[0], json!({"type": "text", "text": "look"}));
         assert!(parts[1]["text"].as_str().unwrap().contains("blk_media_aaaaaaaaaaaa"));
@@ -371,6 +372,22 @@ mod tests {
             json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw=="}})
         );
         assert!(placeholders(&q).is_empty());
+        // Nothing but the image's url changed: putting the placeholder back gives the
+        // request as the turn's core composed it.
+        let mut back = q.clone();
+        for m in &mut back.messages {
+            for p in m.content.as_array_mut().into_iter().flatten() {
+                if let Some(url) = p.pointer_mut("/image_url/url") {
+                    let id = urls
+                        .iter()
+                        .find(|(_, u)| **u == *url)
+                        .map(|(id, _)| id.clone())
+                        .unwrap();
+                    *url = json!(format!("{URL_PREFIX}{id}"));
+                }
+            }
+        }
+        assert_eq!(back, req(msgs_before), "resolve changed more than the image's url");
     }
 
     #[test]
