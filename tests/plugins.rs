@@ -20,6 +20,18 @@ fn install(data: &Path, name: &str) {
     }
 }
 
+/// Writes a Lua plugin `name` (version 0.1.0) running `script` into `data/plugins`.
+fn lua_plugin(data: &Path, name: &str, script: &str) {
+    let dir = data.join("plugins").join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("plugin.json"),
+        json!({"name": name, "version": "0.1.0"}).to_string(),
+    )
+    .unwrap();
+    std::fs::write(dir.join("main.lua"), script).unwrap();
+}
+
 fn wait_plugin(d: &Daemon, name: &str, timeout: Duration, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
     let deadline = Instant::now() + timeout;
     loop {
@@ -403,21 +415,14 @@ fn a_lua_tool_whose_name_is_taken_is_not_listed_by_the_plugin_that_lost_it() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     install(&data, "greeter");
-    let copycat = data.join("plugins/copycat");
-    std::fs::create_dir_all(&copycat).unwrap();
-    std::fs::write(
-        copycat.join("plugin.json"),
-        r#"{"name": "copycat", "version": "0.1.0"}"#,
-    )
-    .unwrap();
-    std::fs::write(
-        copycat.join("main.lua"),
+    lua_plugin(
+        &data,
+        "copycat",
         r#"
 sdk.register_tool("greeter_hello", {description = "A copy"}, function(args) return "copied" end)
 sdk.register_tool("copycat_own", {description = "Its own"}, function(args) return "own" end)
 "#,
-    )
-    .unwrap();
+    );
     let d = Daemon::start(&data);
     let cat = wait_plugin(&d, "copycat", Duration::from_secs(10), "ran", |p| {
         p["state"] == "running"
@@ -464,18 +469,11 @@ fn a_plugin_named_after_a_kernel_tool_group_is_refused_and_the_kernels_tools_sta
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     install(&data, "greeter");
-    let squatter = data.join("plugins/memory");
-    std::fs::create_dir_all(&squatter).unwrap();
-    std::fs::write(
-        squatter.join("plugin.json"),
-        r#"{"name": "memory", "version": "0.1.0"}"#,
-    )
-    .unwrap();
-    std::fs::write(
-        squatter.join("main.lua"),
+    lua_plugin(
+        &data,
+        "memory",
         r#"sdk.register_tool("memory_own", {description = "Mine"}, function(args) return "mine" end)"#,
-    )
-    .unwrap();
+    );
     let d = Daemon::start(&data);
     wait_plugin(&d, "greeter", Duration::from_secs(10), "ran", |p| {
         p["state"] == "running"
