@@ -165,6 +165,13 @@ fn plain_code(text: &str) -> String {
 
 /// `use a::{b, c::{d, e}}` → `a::b`, `a::c::d`, `a::c::e` (whitespace already removed).
 fn expand(tree: &str, prefix: &str, out: &mut Vec<String>) {
+    let mut leaves = Vec::new();
+    expand_with_aliases(tree, prefix, &mut leaves);
+    out.extend(leaves.into_iter().map(|(path, _)| path));
+}
+
+/// [`expand`], each path with its `as` alias (`a::{b as c}` → `a::b`, `c`).
+fn expand_with_aliases(tree: &str, prefix: &str, out: &mut Vec<(String, Option<String>)>) {
     let join = |p: &str, s: &str| {
         if p.is_empty() {
             s.to_owned()
@@ -173,7 +180,13 @@ fn expand(tree: &str, prefix: &str, out: &mut Vec<String>) {
         }
     };
     match tree.find('{') {
-        None => out.push(join(prefix, tree.split(" as ").next().unwrap_or(tree))),
+        None => {
+            let (path, alias) = match tree.split_once(" as ") {
+                Some((path, alias)) => (path, Some(alias.trim().to_owned())),
+                None => (tree, None),
+            };
+            out.push((join(prefix, path), alias));
+        }
         Some(open) => {
             let head = tree[..open].trim_end_matches("::");
             let inner = &tree[open + 1..tree.rfind('}').unwrap_or(tree.len())];
@@ -185,14 +198,14 @@ fn expand(tree: &str, prefix: &str, out: &mut Vec<String>) {
                     '{' => depth += 1,
                     '}' => depth -= 1,
                     ',' if depth == 0 => {
-                        expand(inner[start..i].trim(), &base, out);
+                        expand_with_aliases(inner[start..i].trim(), &base, out);
                         start = i + 1;
                     }
                     _ => {}
                 }
             }
             if !inner[start..].trim().is_empty() {
-                expand(inner[start..].trim(), &base, out);
+                expand_with_aliases(inner[start..].trim(), &base, out);
             }
         }
     }
@@ -340,7 +353,7 @@ fn reexports_of(code: &str, here: &[String], modules: &HashMap<Vec<String>, Path
             .replace(" }", "}")
             .replace(", ", ",");
         let mut paths = Vec::new();
-        expand_keeping_alias(&tree, "", &mut paths);
+        expand_with_aliases(&tree, "", &mut paths);
         for (path, alias) in paths {
             let Some(abs) = absolute(&path, here, modules) else {
                 continue;
@@ -353,27 +366,6 @@ fn reexports_of(code: &str, here: &[String], modules: &HashMap<Vec<String>, Path
             };
             out.insert((here.to_vec(), name), target);
         }
-    }
-}
-
-/// [`expand`], keeping each leaf's `as` alias.
-fn expand_keeping_alias(tree: &str, prefix: &str, out: &mut Vec<(String, Option<String>)>) {
-    let mut plain = Vec::new();
-    expand(tree, prefix, &mut plain);
-    // `expand` drops aliases; find them again by the leaf text.
-    for p in plain {
-        let leaf = p.rsplit("::").next().unwrap_or(&p).to_owned();
-        let alias = tree
-            .match_indices(&format!("{leaf} as "))
-            .find(|(i, _)| !tree[..*i].ends_with(|c: char| c.is_alphanumeric() || c == '_'))
-            .map(|(i, m)| {
-                tree[i + m.len()..]
-                    .split(|c: char| !(c.is_alphanumeric() || c == '_'))
-                    .next()
-                    .unwrap_or_default()
-                    .to_owned()
-            });
-        out.push((p, alias));
     }
 }
 
@@ -505,7 +497,10 @@ fn tied_graph(root: &Path, crates: &[PathBuf]) -> BTreeMap<PathBuf, BTreeMap<Pat
 #[test]
 fn no_files_import_each_other_in_a_loop() {
     let tied = tied_graph(&root(), &crates());
-    let edges = import_graph(&root(), &crates());
+    let edges: BTreeMap<PathBuf, BTreeSet<PathBuf>> = tied
+        .iter()
+        .map(|(f, ts)| (f.clone(), ts.keys().cloned().collect()))
+        .collect();
     assert!(edges.len() > 200, "the sources were not found: {} files", edges.len());
     let found: Vec<Vec<String>> = loops(&edges)
         .iter()
@@ -539,6 +534,14 @@ fn scratch(files: &[(&str, &str)]) -> tempfile::TempDir {
     dir
 }
 
+/// The loops of the scratch crate in `dir`, each as its files' paths.
+fn loops_in(dir: &tempfile::TempDir) -> Vec<Vec<String>> {
+    loops(&import_graph(dir.path(), &[PathBuf::from("k/src")]))
+        .iter()
+        .map(|l| l.iter().map(|p| p.to_string_lossy().into_owned()).collect())
+        .collect()
+}
+
 /// The check sees a loop when there is one, through each way of naming a file (so a
 /// pass above means something): `use crate::…` with a group, an inline `crate::` path,
 /// `super::` from a `mod.rs`, and not a path in a comment or a string.
@@ -555,11 +558,7 @@ fn the_check_finds_a_loop_of_each_kind() {
         ),
         ("d.rs", "pub struct Q;\n"),
     ]);
-    let found = loops(&import_graph(dir.path(), &[PathBuf::from("k/src")]));
-    let names: Vec<Vec<String>> = found
-        .iter()
-        .map(|l| l.iter().map(|p| p.to_string_lossy().into_owned()).collect())
-        .collect();
+    let names = loops_in(&dir);
     assert_eq!(names, [["k/src/a.rs", "k/src/b.rs", "k/src/c/mod.rs"]]);
 }
 
@@ -587,11 +586,7 @@ fn the_check_sees_through_a_face_and_not_into_test_modules() {
         ("h/mod.rs", "mod kid;\nuse kid::K;\npub struct Only;\n"),
         ("h/kid.rs", "pub struct K(super::Only);\n"),
     ]);
-    let found = loops(&import_graph(dir.path(), &[PathBuf::from("k/src")]));
-    let names: Vec<Vec<String>> = found
-        .iter()
-        .map(|l| l.iter().map(|p| p.to_string_lossy().into_owned()).collect())
-        .collect();
+    let names = loops_in(&dir);
     assert_eq!(
         names,
         [
