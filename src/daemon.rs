@@ -596,6 +596,8 @@ fn app_state(state: &KernelState) -> anyhow::Result<AppState> {
     let boot_bug = "the boot graph finished without it; this is a kernel bug, please report it";
     let memory = state.memory.get().context(boot_bug)?;
     let agent = state.agent.get().context(boot_bug)?;
+    let plugins = state.plugins.get().context(boot_bug)?.set.clone();
+    let backups = state.backups.get().context(boot_bug)?.clone();
     Ok(AppState {
         registry: state.registry.clone(),
         bus: state.bus.clone(),
@@ -609,24 +611,22 @@ fn app_state(state: &KernelState) -> anyhow::Result<AppState> {
             m
         },
         agent: agent.agent.clone(),
-        plugins: state.plugins.get().context(boot_bug)?.set.clone(),
+        plugins: plugins.clone(),
         beats: {
             let mut beats = homeagent_actors::memory::start::clock_beats(memory, &agent.maintenance);
             // The subprocess plugins' timers and reminders, told the time first.
-            let plugins = state.plugins.get().context(boot_bug)?.set.clone();
             beats.follow(
                 "plugins",
                 homeagent_actors::plugins::clock::follower(move || plugins.clock_followers()),
             );
             // Last at a moment: a backup holds what the memory heartbeats just did.
-            let backups = state.backups.get().context(boot_bug)?;
             beats.add(
                 "backup",
                 homeagent_actors::memory::lifecycle::heartbeat::due_fn(backups.addr.clone()),
             );
             beats
         },
-        backups: state.backups.get().context(boot_bug)?.clone(),
+        backups,
         distill: memory.distill.clone(),
         graph: memory.graph.clone(),
         rules: memory.rules.clone(),

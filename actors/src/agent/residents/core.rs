@@ -487,16 +487,21 @@ pub mod inputs {
         notice
     }
 
-    /// `notify_parent`: an L3 interrupt to the parent on `child/<id>`.
-    pub fn notice(id: &str, text: &str) -> Result<Input, ResidentError> {
-        let text = text.trim();
-        if text.is_empty() {
-            return Err(ResidentError::Missing("text"));
+    /// `notify_parent`'s text, trimmed; checked before anything else about the call.
+    pub fn notice_text(text: &str) -> Result<&str, ResidentError> {
+        match text.trim() {
+            "" => Err(ResidentError::Missing("text")),
+            text => Ok(text),
         }
+    }
+
+    /// `notify_parent`: an L3 interrupt to the parent on `child/<id>`, with a text
+    /// [`notice_text`] passed.
+    pub fn notice(id: &str, text: &str) -> Input {
         let mut note = Input::text(&format!("child/{id}"), &Msg::ResidentNotice { id, text }.text());
         note.channel = format!("child/{id}");
         note.level = Some(Level::L3);
-        Ok(note)
+        note
     }
 
     /// Residual work kept: back to the parent's queue as an ordinary input (an
@@ -774,10 +779,10 @@ mod tests {
             (n.channel.as_str(), n.level, n.source.as_str()),
             ("kernel", Some(Level::L4), "child/w")
         );
-        let note = inputs::notice("w", "  half done ").unwrap();
+        let note = inputs::notice("w", inputs::notice_text("  half done ").unwrap());
         assert_eq!((note.channel.as_str(), note.level), ("child/w", Some(Level::L3)));
         assert!(note.text.contains("half done"));
-        assert_eq!(inputs::notice("w", " ").unwrap_err(), ResidentError::Missing("text"));
+        assert_eq!(inputs::notice_text(" ").unwrap_err(), ResidentError::Missing("text"));
     }
 
     #[test]

@@ -672,11 +672,9 @@ impl Residents {
     /// whose task called it (known from the calling task's channel: `child/<id>` for its
     /// own task, `sub/<id>` for a `send`).
     pub fn notify(&self, args: TextArgs) -> Result<String, ResidentsError> {
-        if args.text.trim().is_empty() {
-            return Err(ResidentError::Missing("text").into());
-        }
+        let text = core::inputs::notice_text(&args.text)?;
         let id = self.calling_resident(&args.caller, NOTIFY_TOOL)?;
-        let note = core::inputs::notice(&id, &args.text)?;
+        let note = core::inputs::notice(&id, text);
         submit_own(&self.0.parent_scheduler, note).map_err(ResidentsError::NoticeRefused)?;
         Ok("ok".into())
     }
