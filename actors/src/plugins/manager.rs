@@ -34,6 +34,7 @@ use crate::config::ConfigActor;
 use crate::llm::provider::{GetLlmStatus, LlmActor};
 use crate::llm::source::{SOURCES_PREFIX, Skipped};
 use crate::registry::Registry;
+use crate::stages::tools::{NoArgs, decode_args};
 use crate::stages::{GetTools, StageHost, ToolRegistry, ToolSpec};
 
 /// The owner the built-in manager tools register under. A plugin name is
@@ -93,52 +94,82 @@ pub enum MgrError {
     NoSuchOwner { name: String, known: String },
 }
 
-fn name_arg(tool: &'static str, args: &Value) -> Result<String, MgrError> {
-    args.get("name")
-        .and_then(Value::as_str)
-        .map(str::trim)
-        .filter(|n| !n.is_empty())
-        .map(str::to_owned)
-        .ok_or(MgrError::Missing {
-            tool,
-            arg: "name",
-            hint: "the plugin's name as plugin_list shows it",
-        })
+/// The arguments of the tools that name one plugin.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct NameArgs {
+    /// the plugin's name (see plugin_list)
+    name: String,
 }
 
-/// The action of a call to `tool` with `args`.
+/// `plugin_install`'s arguments.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct InstallArgs {
+    /// path of the .hmap file (relative paths start in the work directory)
+    path: String,
+}
+
+/// `llm_source_use`'s arguments.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct SourceArgs {
+    // The model reads this description; `<name>` is no HTML tag for rustdoc here.
+    #[schemars(description = "the source's name, as in core.llm.sources.<name>")]
+    source: String,
+}
+
+/// `get_plugin_tools`' arguments.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct PluginToolsArgs {
+    /// a plugin's name, or empty for all
+    plugin: Option<String>,
+}
+
+/// The one argument of `tool` as `A`'s text field, trimmed; a missing, mistyped or
+/// blank argument is [`MgrError::Missing`] with the hint of what to pass.
+fn one_arg<A: serde::de::DeserializeOwned>(
+    tool: &'static str,
+    arg: &'static str,
+    hint: &'static str,
+    args: &Value,
+    field: impl FnOnce(A) -> String,
+) -> Result<String, MgrError> {
+    decode_args::<A>(args.clone())
+        .ok()
+        .map(field)
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+        .ok_or(MgrError::Missing { tool, arg, hint })
+}
+
+fn name_arg(tool: &'static str, args: &Value) -> Result<String, MgrError> {
+    one_arg(tool, "name", "the plugin's name as plugin_list shows it", args, |a: NameArgs| a.name)
+}
+
+/// The action of a call to `tool` with `args`, each tool's arguments decoded into its
+/// own struct (the struct is also the schema the model reads, [`specs`]).
 pub fn parse(tool: &str, args: &Value) -> Result<Action, MgrError> {
     Ok(match tool {
         ENABLE => Action::Enable(name_arg(ENABLE, args)?),
         DISABLE => Action::Disable(name_arg(DISABLE, args)?),
         RELOAD => Action::Reload(name_arg(RELOAD, args)?),
-        INSTALL => Action::Install(
-            args.get("path")
-                .and_then(Value::as_str)
-                .filter(|p| !p.trim().is_empty())
-                .map(PathBuf::from)
-                .ok_or(MgrError::Missing {
-                    tool: INSTALL,
-                    arg: "path",
-                    hint: "the path of an .hmap package inside the sandbox's read roots",
-                })?,
-        ),
-        SOURCE_USE => Action::UseSource(
-            args.get("source")
-                .and_then(Value::as_str)
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-                .ok_or(MgrError::Missing {
-                    tool: SOURCE_USE,
-                    arg: "source",
-                    hint: "the source's name as in core.llm.sources.<name>",
-                })?,
-        ),
+        INSTALL => Action::Install(PathBuf::from(one_arg(
+            INSTALL,
+            "path",
+            "the path of an .hmap package inside the sandbox's read roots",
+            args,
+            |a: InstallArgs| a.path,
+        )?)),
+        SOURCE_USE => Action::UseSource(one_arg(
+            SOURCE_USE,
+            "source",
+            "the source's name as in core.llm.sources.<name>",
+            args,
+            |a: SourceArgs| a.source,
+        )?),
         PLUGIN_TOOLS => Action::PluginTools(
-            args.get("plugin")
-                .and_then(Value::as_str)
-                .unwrap_or("")
+            decode_args::<PluginToolsArgs>(args.clone())
+                .map_err(|e| MgrError::Plugin(format!("{PLUGIN_TOOLS}: {e}")))?
+                .plugin
+                .unwrap_or_default()
                 .trim()
                 .to_owned(),
         ),
@@ -439,58 +470,49 @@ impl Manager {
 
 /// The tools' declarations: each description carries its usage.
 pub fn specs() -> Vec<ToolSpec> {
-    let name = |what: &str| json!({"type": "object", "properties": {"name": {"type": "string", "description": what}}, "required": ["name"]});
     let mut out = vec![
-        ToolSpec::new(
+        ToolSpec::typed::<NoArgs>(
             LIST,
             "List the installed plugins: name, kind (process, lua, skill), state \
              (starting, running, backoff, quarantined, disabled, stopped; idle: not started until enabled), \
              tools and restarts. No arguments.",
-            json!({"type": "object", "properties": {}}),
         ),
-        ToolSpec::new(
+        ToolSpec::typed::<NameArgs>(
             ENABLE,
             "Enable a disabled plugin and start it; the choice persists across daemon restarts. \
              Also starts an idle plugin (one that waits to be asked, as its skill says). \
              Example: {\"name\": \"web\"}",
-            name("the plugin's name (see plugin_list)"),
         ),
-        ToolSpec::new(
+        ToolSpec::typed::<NameArgs>(
             DISABLE,
             "Stop a plugin and keep it stopped across daemon restarts; its tools disappear from the next request. \
              Example: {\"name\": \"web\"}",
-            name("the plugin's name (see plugin_list)"),
         ),
-        ToolSpec::new(
+        ToolSpec::typed::<NameArgs>(
             RELOAD,
             "Restart a plugin, re-reading its entry file (also ends a quarantine after repeated crashes). \
              Example: {\"name\": \"web\"}",
-            name("the plugin's name (see plugin_list)"),
         ),
-        ToolSpec::new(
+        ToolSpec::typed::<InstallArgs>(
             INSTALL,
             "Install an .hmap plugin package from a file inside the sandbox's read roots and start it at once \
              (unless its manifest says auto_start: false: then it is idle until plugin_enable); \
              a package that does not start is rolled back. Example: {\"path\": \"downloads/notes.hmap\"}",
-            json!({"type": "object", "properties": {"path": {"type": "string", "description": "path of the .hmap file (relative paths start in the work directory)"}}, "required": ["path"]}),
         ),
-        ToolSpec::new(
+        ToolSpec::typed::<SourceArgs>(
             SOURCE_USE,
             "Make a configured LLM source the primary one (the first a request asks; the others stay as fallbacks). \
              The setting persists. Example: {\"source\": \"deepseek\"}",
-            json!({"type": "object", "properties": {"source": {"type": "string", "description": "the source's name, as in core.llm.sources.<name>"}}, "required": ["source"]}),
         ),
-        ToolSpec::new(
+        ToolSpec::typed::<PluginToolsArgs>(
             PLUGIN_TOOLS,
             "List the tools by plugin. With no argument (or \"\"): every plugin with its tool names; \
              with {\"plugin\": name}: that plugin's tools with their descriptions and parameters.",
-            json!({"type": "object", "properties": {"plugin": {"type": "string", "description": "a plugin's name, or empty for all"}}}),
         ),
-        ToolSpec::new(
+        ToolSpec::typed::<NoArgs>(
             LIST_CHANNELS,
             "List the output channels: capabilities, whether a plain reply reaches it (synchronous) \
              and its send tools. Call it when unsure where or how a message can be sent. No arguments.",
-            json!({"type": "object", "properties": {}}),
         ),
     ];
     for s in &mut out {
@@ -522,7 +544,7 @@ fn keywords_of(name: &str) -> &'static str {
 }
 
 /// Registers every manager tool with the stage host. [`parse`] decodes each call into
-/// an [`Action`] (the schemas above are written out: one argument each).
+/// an [`Action`] (the schemas above are those of the argument structs `parse` decodes).
 pub async fn register(mgr: Arc<Manager>) -> Result<(), String> {
     let stages = mgr.stages.clone();
     crate::stages::host::register_family(&stages, specs(), move |tool, args| {
@@ -567,6 +589,39 @@ mod tests {
         ] {
             let e = parse(tool, &args).unwrap_err().to_string();
             assert!(e.contains(want), "{tool}: {e}");
+        }
+    }
+
+    /// The schemas come from the argument structs now; the model reads the very schemas
+    /// it read when they were written out by hand.
+    #[test]
+    fn the_generated_schemas_are_the_ones_written_before() {
+        let name = json!({"type": "object", "properties": {"name": {"type": "string", "description": "the plugin's name (see plugin_list)"}}, "required": ["name"]});
+        let none = json!({"type": "object", "properties": {}});
+        let want = [
+            (LIST, none.clone()),
+            (ENABLE, name.clone()),
+            (DISABLE, name.clone()),
+            (RELOAD, name),
+            (
+                INSTALL,
+                json!({"type": "object", "properties": {"path": {"type": "string", "description": "path of the .hmap file (relative paths start in the work directory)"}}, "required": ["path"]}),
+            ),
+            (
+                SOURCE_USE,
+                json!({"type": "object", "properties": {"source": {"type": "string", "description": "the source's name, as in core.llm.sources.<name>"}}, "required": ["source"]}),
+            ),
+            (
+                PLUGIN_TOOLS,
+                json!({"type": "object", "properties": {"plugin": {"type": "string", "description": "a plugin's name, or empty for all"}}}),
+            ),
+            (LIST_CHANNELS, none),
+        ];
+        let specs = specs();
+        assert_eq!(specs.len(), want.len());
+        for (tool, schema) in want {
+            let spec = specs.iter().find(|s| s.name == tool).expect(tool);
+            assert_eq!(spec.parameters, schema, "{tool}");
         }
     }
 
