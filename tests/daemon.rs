@@ -183,6 +183,76 @@ fn bad_input_gets_a_json_4xx() {
     assert_eq!(get(&d, "/healthz").0, 200);
 }
 
+/// Words by which a refusal tells its reader what to do next: an action to take, a
+/// route that lists what exists, or an example of a right request.
+const NEXT_STEP: &[&str] = &[
+    "send ",
+    "use ",
+    "omit ",
+    "fix ",
+    "give ",
+    "start ",
+    "lists them",
+    "for example",
+    "such as",
+    "did you mean",
+    "GET /api/v1/",
+];
+
+/// The API's refusals across its route groups say what to do next (ARCHITECTURE's
+/// invariant): each is a JSON 4xx whose text names an action, a listing route or an
+/// example. A refusal that only says what is wrong ("invalid JSON body: …") fails.
+#[test]
+fn every_refusal_of_the_api_says_what_to_do_next() {
+    use reqwest::Method;
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&dir.path().join("data"));
+    let cases: &[(Method, &str, Option<&str>)] = &[
+        (Method::PUT, "/api/v1/settings", Some("{not json")),
+        (Method::PUT, "/api/v1/settings", Some("[1,2]")),
+        (
+            Method::PUT,
+            "/api/v1/settings",
+            Some(r#"{"core.agent.max_tool_turns": "ten"}"#),
+        ),
+        (Method::PUT, "/api/v1/settings", Some(r#"{"core.nope": 1}"#)),
+        (
+            Method::PUT,
+            "/api/v1/settings",
+            Some(r#"{"core.daemon.heartbeat_interval": "5 parsecs"}"#),
+        ),
+        (Method::PUT, "/api/v1/settings", Some("{}")),
+        (Method::GET, "/api/v1/events?interval_ms=abc", None),
+        (Method::GET, "/api/v1/events?interval_ms=50", None),
+        (Method::GET, "/api/v1/nope", None),
+        (Method::POST, "/api/v1/messages", Some("{}")),
+        (Method::POST, "/api/v1/messages", Some(r#"{"text": "  "}"#)),
+        (Method::POST, "/api/v1/messages", Some(r#"{"text": 3}"#)),
+        (Method::POST, "/api/v1/actors/kernel/nope/restart", None),
+        (Method::POST, "/api/v1/plugins/nope/restart", None),
+        (Method::DELETE, "/api/v1/memory/documents/999999", None),
+        (Method::POST, "/api/v1/memory/import", Some("garbage")),
+        (
+            Method::POST,
+            "/api/v1/memory/knowledge",
+            Some(r#"{"name": " ", "content": "x"}"#),
+        ),
+        (Method::POST, "/api/v1/clock/advance", Some(r#"{"by": "1d"}"#)),
+        (Method::GET, "/api/v1/logs?level=loud", None),
+    ];
+    for (method, path, body) in cases {
+        let (status, reply) = send(&d, method.clone(), path, *body);
+        assert!((400..500).contains(&status), "{method} {path}: {status} {reply}");
+        let text = reply["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{method} {path}: {reply}"));
+        assert!(
+            NEXT_STEP.iter().any(|w| text.contains(w)),
+            "{method} {path} ({status}) does not say what to do next: {text}"
+        );
+    }
+}
+
 #[test]
 fn settings_persist_across_kill_9_and_second_daemon_is_refused() {
     let dir = tempfile::tempdir().unwrap();

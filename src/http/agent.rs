@@ -122,7 +122,9 @@ pub async fn post_message(
 /// text as the channel's definition left it, for every way in.
 fn text_at_edge(text: &str) -> Result<(), ApiError> {
     if text.trim().is_empty() {
-        return Err(ApiError::bad_request("`text` must not be empty"));
+        return Err(ApiError::bad_request(
+            "`text` must not be empty: send the message's words in it",
+        ));
     }
     Refusal::check_size(text).map_err(refused)
 }

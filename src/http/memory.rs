@@ -130,7 +130,7 @@ pub async fn add_knowledge(
 ) -> Result<HttpResponse, ApiError> {
     let KnowledgeItem { name, content, public } = body.into_inner();
     if name.trim().is_empty() {
-        return Err(ApiError::bad_request("`name` must not be empty"));
+        return Err(ApiError::bad_request("`name` must not be empty: give the entry a name"));
     }
     let public_category = homeagent_actors::memory::knowledge::PUBLIC_CATEGORY;
     let name = if public && !homeagent_actors::memory::knowledge::is_public(name.trim()) {

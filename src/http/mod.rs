@@ -157,7 +157,7 @@ fn json_config(limit: usize) -> web::JsonConfig {
     use actix_web::http::StatusCode;
     web::JsonConfig::default()
         .limit(limit)
-        .error_handler(move |err, _req: &HttpRequest| {
+        .error_handler(move |err, req: &HttpRequest| {
             let status = match &err {
                 JsonPayloadError::OverflowKnownLength { .. } | JsonPayloadError::Overflow { .. } => {
                     StatusCode::PAYLOAD_TOO_LARGE
@@ -171,22 +171,40 @@ fn json_config(limit: usize) -> web::JsonConfig {
                     "send the body as JSON with `Content-Type: application/json`".to_owned()
                 }
                 JsonPayloadError::OverflowKnownLength { .. } | JsonPayloadError::Overflow { .. } => {
-                    format!("request body too large: the limit is {limit} bytes")
+                    format!("request body too large: the limit is {limit} bytes; send a smaller body")
                 }
-                other => format!("invalid JSON body: {other}"),
+                other => format!("invalid JSON body: {other}; {}", as_described(req)),
             };
             json_error(msg, status)
         })
+}
+
+/// What to do about a request the extractors could not read: write it as the API's
+/// description says (the route is named, so the reader knows where to look).
+fn as_described(req: &HttpRequest) -> String {
+    format!(
+        "send it as GET /api/v1/openapi.json describes {} {}",
+        req.method(),
+        req.match_pattern().unwrap_or_else(|| req.path().to_owned())
+    )
 }
 
 /// Registers every route on an actix-web app.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     use actix_web::http::StatusCode;
     let json = json_config(MAX_JSON_BODY);
-    let query = web::QueryConfig::default()
-        .error_handler(|err, _| json_error(format!("invalid query string: {err}"), StatusCode::BAD_REQUEST));
-    let path = web::PathConfig::default()
-        .error_handler(|err, _| json_error(format!("invalid path: {err}"), StatusCode::BAD_REQUEST));
+    let query = web::QueryConfig::default().error_handler(|err, req| {
+        json_error(
+            format!("invalid query string: {err}; {}", as_described(req)),
+            StatusCode::BAD_REQUEST,
+        )
+    });
+    let path = web::PathConfig::default().error_handler(|err, req| {
+        json_error(
+            format!("invalid path: {err}; {}", as_described(req)),
+            StatusCode::BAD_REQUEST,
+        )
+    });
     cfg.app_data(json)
         .app_data(query)
         .app_data(path)

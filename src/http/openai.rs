@@ -467,7 +467,10 @@ pub fn scope() -> actix_web::Scope {
                     StatusCode::UNSUPPORTED_MEDIA_TYPE,
                     "send the body as JSON with `Content-Type: application/json`".to_owned(),
                 ),
-                other => (StatusCode::BAD_REQUEST, format!("invalid JSON body: {other}")),
+                other => (
+                    StatusCode::BAD_REQUEST,
+                    format!("invalid JSON body: {other}; send a chat completion request: {{\"messages\": [{{\"role\": \"user\", \"content\": \"…\"}}]}}"),
+                ),
             };
             let body = OpenAiError::body(status, &msg, None, None);
             InternalError::from_response(msg, HttpResponse::build(status).json(body)).into()

@@ -1263,7 +1263,7 @@ fn unknown_key_hint(defs: &[SettingDef], key: &str) -> String {
 
     match suggestion {
         Some(best) => format!("did you mean `{best}`? ({listing})"),
-        None => listing,
+        None => format!("{listing}; use one of them"),
     }
 }
 

@@ -141,7 +141,13 @@ fn one_arg<A: serde::de::DeserializeOwned>(
 }
 
 fn name_arg(tool: &'static str, args: &Value) -> Result<String, MgrError> {
-    one_arg(tool, "name", "the plugin's name as plugin_list shows it", args, |a: NameArgs| a.name)
+    one_arg(
+        tool,
+        "name",
+        "the plugin's name as plugin_list shows it",
+        args,
+        |a: NameArgs| a.name,
+    )
 }
 
 /// The action of a call to `tool` with `args`, each tool's arguments decoded into its
