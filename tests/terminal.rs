@@ -236,3 +236,42 @@ fn the_panel_routes_type_into_a_session_under_the_tool_policy() {
     );
     assert!(gz.len() * 3 < plain.len(), "{} vs {}", gz.len(), plain.len());
 }
+
+/// A terminal plugin that never answers makes the panel's routes answer 504 within the
+/// tool timeout, naming the setting and what to do, instead of holding the owner's
+/// page; the daemon stays healthy. (`stuckterm` declares the terminal tools and ignores
+/// every call; the bundled terminal plugin is disabled so its tools are the ones asked.)
+#[test]
+fn a_stuck_terminal_plugin_makes_the_panel_answer_504_naming_the_timeout() {
+    let (_dir, _data, d, _v) = common::api::daemon_with_plugins(&["stuckterm"], &["terminal"]);
+    let post = |path: &str, body: Value| {
+        let r = d.client().post(d.url(path)).json(&body).send().unwrap();
+        (r.status().as_u16(), r.json::<Value>().unwrap_or(Value::Null))
+    };
+    assert_eq!(post("/api/v1/plugins/terminal/disable", json!({})).0, 200);
+    assert_eq!(post("/api/v1/plugins/stuckterm/restart", json!({})).0, 200);
+    common::api::wait_for(&d, "/api/v1/plugins", "stuckterm holds the terminal tools", |v| {
+        v["plugins"].as_array().is_some_and(|ps| {
+            ps.iter().any(|x| {
+                x["name"] == "stuckterm"
+                    && x["tools"]
+                        .as_array()
+                        .is_some_and(|t| t.iter().any(|n| n == "terminal_list"))
+            })
+        })
+    });
+    common::api::put_settings(&d, json!({"core.agent.tool_timeout": "1s"}));
+
+    let r = d.client().get(d.url("/api/v1/terminals")).send().unwrap();
+    let status = r.status().as_u16();
+    let body: Value = r.json().unwrap_or(Value::Null);
+    assert_eq!(status, 504, "{body}");
+    let text = body["error"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("core.agent.tool_timeout") && text.contains("restart it"),
+        "{text}"
+    );
+    let (status, body) = post("/api/v1/terminals/1/input", json!({"text": "ls\r"}));
+    assert_eq!(status, 504, "{body}");
+    assert_eq!(d.client().get(d.url("/healthz")).send().unwrap().status().as_u16(), 200);
+}
