@@ -1058,3 +1058,98 @@ fn the_graph_is_snapshotted_into_readable_documents() {
         .unwrap();
     assert!(archived.is_some(), "never distilled back into the graph");
 }
+
+/// A chat bridge's input channels keep the memory policies they declare, on the user's
+/// path (plugin injection → door → turn → the request the vendor receives): the owner's
+/// question recalls an archived turn; the same question on `bridge/quiet`
+/// (`recall_policy: none`) gets the recent window and no memory; an input on
+/// `bridge/tidy` (`context_policy: prune`) prunes the window back under its size.
+#[test]
+fn a_channels_declared_memory_policies_hold_for_its_inputs() {
+    let (_dir, _data, d, v) = common::api::daemon_with_plugins(&["bridge"], &["bridge"]);
+    put_settings(&d, json!({"core.agent.max_context_size": 12}));
+    let say = |text: &str| assert_eq!(post(&d, "/api/v1/messages", json!({"text": text})).0, 200);
+    say("my cat Mimi loves tuna");
+    for i in 0..12 {
+        say(&format!("filler number {i}"));
+    }
+    let (status, round) = post(&d, "/api/v1/heartbeats/distill/run", json!({}));
+    assert_eq!(status, 200, "{round}");
+    assert!(round["archived"].as_u64().is_some_and(|n| n > 0), "{round}");
+    let contents = |req: &Value| -> Vec<String> {
+        req["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|m| m["content"].as_str().map(str::to_owned))
+            .collect()
+    };
+
+    // The owner's own question recalls the archived turn.
+    say("what does Mimi eat?");
+    let asked = v.last.lock().unwrap().clone();
+    assert!(
+        contents(&asked).iter().any(|c| c.contains("Mimi loves tuna")),
+        "the owner's turn recalls the archived turn: {asked}"
+    );
+
+    // Through the bridge, on a channel that recalls nothing, as the owner.
+    let inject = |text: &str, source: &str| {
+        let (status, out) = post(
+            &d,
+            "/api/v1/plugins/bridge/api/inject",
+            json!({"text": text, "profile": "owner", "source": source}),
+        );
+        assert_eq!(
+            (status, out["result"]["text"].as_str()),
+            (200, Some("injected")),
+            "{out}"
+        );
+    };
+    let request_for = |text: &str| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let last = v.last.lock().unwrap().clone();
+            if contents(&last).last().is_some_and(|c| c == text) {
+                return last;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no request for {text:?}; log:\n{}",
+                d.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    inject("tell me what Mimi eats", "bridge/quiet");
+    let quiet = request_for("tell me what Mimi eats");
+    let quiet_texts = contents(&quiet);
+    assert!(
+        !quiet_texts.iter().any(|c| c.contains("loves tuna")),
+        "a recall_policy: none channel gets no memory: {quiet}"
+    );
+    assert!(
+        quiet_texts.iter().any(|c| c.contains("filler number 11")),
+        "it keeps the recent window: {quiet}"
+    );
+
+    // A channel that prunes against each input: the window goes back under its size.
+    let events = || {
+        common::api::get(&d, "/api/v1/memory/context")["events"]
+            .as_array()
+            .map_or(0, Vec::len)
+    };
+    assert!(events() > 12, "the window has grown past its size: {}", events());
+    inject("tidy up please", "bridge/tidy");
+    request_for("tidy up please");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while events() > 12 {
+        assert!(
+            Instant::now() < deadline,
+            "the tidy channel's input never pruned the window ({} events); log:\n{}",
+            events(),
+            d.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

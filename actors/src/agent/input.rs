@@ -61,6 +61,19 @@ impl Input {
         }
     }
 
+    /// A kernel interrupt from `source`: the kernel telling the model something it must
+    /// act on now (a crashed task, a stopped turn's notice, a resident whose window is
+    /// full). It runs at L4 on the `kernel` channel, is marked as the kernel's own both
+    /// on the input and in its stored payload, and replies to no one.
+    pub fn kernel_interrupt(source: &str, text: &str) -> Self {
+        let mut input = Self::text(source, text);
+        input.channel = "kernel".into();
+        input.kernel = true;
+        input.level = Some(Level::L4);
+        input.payload.kernel = true;
+        input
+    }
+
     pub fn is_interrupt(&self) -> bool {
         self.level.is_some()
     }
@@ -622,6 +635,20 @@ mod tests {
         assert_eq!(Outcome::from_state(crate::bus::TaskState::Done), Outcome::Succeeded);
         assert_eq!(Outcome::from_state(crate::bus::TaskState::Running), Outcome::Failed);
         assert!(!Outcome::Abandoned.is_final());
+    }
+
+    #[test]
+    fn a_kernel_interrupt_is_the_kernels_own_l4_on_the_kernel_channel() {
+        let i = Input::kernel_interrupt("child/r1", "look at r1");
+        assert_eq!(
+            (i.source.as_str(), i.channel.as_str(), i.text.as_str()),
+            ("child/r1", "kernel", "look at r1")
+        );
+        assert_eq!(i.level, Some(Level::L4));
+        assert!(i.kernel && i.payload.kernel && i.is_interrupt());
+        assert!(!i.reply.is_waiting());
+        // Stored and read back (a restart's inbox), it is still the kernel's.
+        assert!(i.record().to_input().payload.kernel);
     }
 
     #[test]

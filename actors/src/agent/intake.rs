@@ -34,7 +34,7 @@ use super::input::{CONSOLIDATION_CHANNEL, Input, InputRecord, Lifecycle, Outcome
 use super::scheduler::{SchedulerActor, Stop, Submit};
 use crate::addr::TAddr;
 use crate::host::{Handles, Host, HostContext, KernelActor};
-use crate::scheduler::{Level, interrupt_level, source_root};
+use crate::scheduler::{interrupt_level, source_root};
 
 /// Sources compiled into the daemon: they may raise L4 interrupts.
 pub const BUILTIN_SOURCES: &[&str] = &["webui", "http", "cli"];
@@ -764,11 +764,7 @@ impl Handles<InjectInterrupt> for InterceptLoop {
 impl Handles<KernelInterrupt> for InterceptLoop {
     type Reply = ResponseFuture<Result<u64, Refusal>>;
     fn handle(&mut self, KernelInterrupt(text): KernelInterrupt, _: &mut HostContext<Self>) -> Self::Reply {
-        let mut input = Input::text("kernel", &text);
-        input.channel = "kernel".into();
-        input.kernel = true;
-        input.level = Some(Level::L4);
-        input.payload.kernel = true;
+        let input = Input::kernel_interrupt("kernel", &text);
         let s = self.scheduler.clone();
         Box::pin(async move { s.send(Submit(Admitted::own(input)?)).await? })
     }

@@ -245,7 +245,7 @@ impl SchedulerActor {
                     me.core.finish();
                 }
                 if level != Some(Level::L4) {
-                    let mut notice = Input::text(
+                    let notice = Input::kernel_interrupt(
                         "kernel",
                         &crate::i18n::Msg::TaskPanicked {
                             id,
@@ -253,10 +253,6 @@ impl SchedulerActor {
                         }
                         .text(),
                     );
-                    notice.channel = "kernel".into();
-                    notice.kernel = true;
-                    notice.level = Some(Level::L4);
-                    notice.payload.kernel = true;
                     match Admitted::own(notice) {
                         Ok(n) => {
                             let _ = me.submit(n, ctx);

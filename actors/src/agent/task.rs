@@ -268,12 +268,9 @@ impl TaskActor {
     fn note_expansions(&mut self, calls: &[crate::llm::types::ToolCall]) {
         let tools = self.core.tools();
         for c in calls {
-            let owner = if c.name == super::toolset::PLUGIN_TOOLS {
-                c.arguments.get("plugin").and_then(|p| p.as_str()).map(str::to_owned)
-            } else {
-                tools.get(&c.name).map(|t| t.spec.plugin.clone())
-            };
-            let Some(o) = owner.filter(|o| !o.is_empty()) else {
+            let Some(o) =
+                super::toolset::reached_owner(&c.name, &c.arguments, |n| tools.get(n).map(|t| t.spec.plugin.clone()))
+            else {
                 continue;
             };
             if let Some(r) = &mut self.reached {
@@ -361,6 +358,7 @@ impl TaskActor {
                 window,
                 fixed,
                 record,
+                memory,
             } => {
                 let guest = (!self.input.principal.is_owner()).then(|| self.input.principal.name.clone());
                 let fut = recall(
@@ -374,14 +372,10 @@ impl TaskActor {
                 )
                 .instrument(crate::trace_span!(parent: &self.span, "recall"));
                 let started = std::time::Instant::now();
-                // A channel declared `recall_policy: none`: its turns see the window, no memory.
-                let recall_off = self.input.payload.recall_policy == super::inputdef::RecallPolicy::None;
                 ctx.spawn(
                     actix::fut::wrap_future::<_, Host<Self>>(fut).map(move |(mut r, recorded), host, ctx| {
-                        if recall_off {
-                            r.relevant.clear();
-                            r.index = None;
-                            r.memory_tokens = 0;
+                        if !memory {
+                            r = r.window_only();
                         }
                         let me = host.inner();
                         me.deps.bus.publish(crate::bus::Event::Recalled {
@@ -495,11 +489,7 @@ impl TaskActor {
                 });
             }
             Cmd::SubmitNotice { source, text } => {
-                let mut notice = Input::text(source, &text);
-                notice.channel = "kernel".into();
-                notice.kernel = true;
-                notice.level = Some(Level::L4);
-                notice.payload.kernel = true;
+                let notice = Input::kernel_interrupt(source, &text);
                 let sent = super::door::Admitted::own(notice)
                     .map_err(|r| r.to_string())
                     .and_then(|n| self.scheduler.submit(n).map_err(|e| e.to_string()));
@@ -511,10 +501,8 @@ impl TaskActor {
             Cmd::LogText(line) => {
                 let _ = self.deps.textlog.do_send(crate::memory::textlog::LogText(line));
             }
-            Cmd::Commit(event) => {
-                // A channel declared `context_policy: prune`: the window is pruned
-                // against its input once the turn is in it (off the reply's path).
-                if self.input.payload.context_policy == super::inputdef::ContextPolicy::Prune {
+            Cmd::Commit { event, prune_window } => {
+                if prune_window {
                     let (context, query, max) = (
                         self.deps.context.clone(),
                         event.input.clone(),
@@ -582,27 +570,7 @@ impl TaskActor {
 
     /// What this task's model calls are for, in the usage ledger.
     fn purpose(&self) -> crate::usage::Purpose {
-        use crate::usage::{Kind, Purpose};
-        let guest = !self.input.principal.is_owner();
-        let kind = if self.input.is_consolidation() {
-            Kind::Heartbeat
-        } else if self.deps.agent.starts_with(super::subagents::AGENT_PREFIX) {
-            Kind::Resident
-        } else if !self.deps.agent.is_empty() {
-            Kind::SubAgent
-        } else if guest {
-            Kind::GuestTurn
-        } else {
-            Kind::OwnerTurn
-        };
-        Purpose {
-            kind,
-            principal: if guest {
-                self.input.principal.name.clone()
-            } else {
-                String::new()
-            },
-        }
+        purpose_of(&self.input, &self.deps.agent)
     }
 
     /// Sends the core's request as it is, with the bytes of the images it names in
@@ -680,6 +648,33 @@ impl TaskActor {
             me.cancel = None;
             me.feed(Event::Llm { result }, ctx);
         }));
+    }
+}
+
+/// What the model calls of a task on `input`, run by `agent` (`""`: the main agent),
+/// are for in the usage ledger: a heartbeat's consolidation, a resident's or a
+/// helper's work, a guest's turn (named by its principal) or the owner's.
+fn purpose_of(input: &Input, agent: &str) -> crate::usage::Purpose {
+    use crate::usage::{Kind, Purpose};
+    let guest = !input.principal.is_owner();
+    let kind = if input.is_consolidation() {
+        Kind::Heartbeat
+    } else if agent.starts_with(super::subagents::AGENT_PREFIX) {
+        Kind::Resident
+    } else if !agent.is_empty() {
+        Kind::SubAgent
+    } else if guest {
+        Kind::GuestTurn
+    } else {
+        Kind::OwnerTurn
+    };
+    Purpose {
+        kind,
+        principal: if guest {
+            input.principal.name.clone()
+        } else {
+            String::new()
+        },
     }
 }
 
@@ -942,4 +937,36 @@ impl crate::host::Handles<Resume> for TaskActor {
 fn mono_ms() -> i64 {
     static ORIGIN: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
     ORIGIN.get_or_init(std::time::Instant::now).elapsed().as_millis() as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::usage::Kind;
+
+    #[test]
+    fn a_tasks_calls_are_accounted_to_who_ran_it_and_for_whom() {
+        let owner = Input::text("http", "hi");
+        let mut guest = Input::text("qq/dev", "hi");
+        guest.principal = crate::firewall::Principal::plugin_guest("qq");
+        let mut beat = Input::text("kernel", "consolidate");
+        beat.channel = super::super::input::CONSOLIDATION_CHANNEL.into();
+        let resident = format!("{}w", super::super::subagents::AGENT_PREFIX);
+        let cases = [
+            (&owner, "", Kind::OwnerTurn),
+            (&guest, "", Kind::GuestTurn),
+            (&beat, "", Kind::Heartbeat),
+            (&owner, resident.as_str(), Kind::Resident),
+            (&owner, "child_3", Kind::SubAgent),
+        ];
+        for (input, agent, kind) in cases {
+            assert_eq!(purpose_of(input, agent).kind, kind, "{agent:?} {}", input.source);
+        }
+        assert_eq!(
+            purpose_of(&guest, "").principal,
+            guest.principal.name,
+            "a guest is named"
+        );
+        assert_eq!(purpose_of(&owner, "").principal, "", "the owner is not");
+    }
 }

@@ -55,6 +55,23 @@ pub fn always_offered(name: &str, send: Option<&str>) -> bool {
     ALWAYS.contains(&name) || send.is_some_and(|s| name.strip_prefix(s).is_some_and(|r| r.is_empty() || r == "_help"))
 }
 
+/// The owner a call reached for, whose tools the next steps offer: the plugin named
+/// in a `get_plugin_tools` call, or the owner of any other tool called (offered or
+/// called by name from the catalogue). `None` for a catalogue call without a plugin,
+/// an unknown tool and a tool without an owner.
+pub fn reached_owner(
+    name: &str,
+    args: &serde_json::Value,
+    owner_of: impl Fn(&str) -> Option<String>,
+) -> Option<String> {
+    let owner = if name == PLUGIN_TOOLS {
+        args.get("plugin").and_then(|p| p.as_str()).map(str::to_owned)
+    } else {
+        owner_of(name)
+    };
+    owner.filter(|o| !o.is_empty())
+}
+
 /// The owners of the tools the owner's last [`Recent::TURNS`] turns reached for (called,
 /// or asked `get_plugin_tools` about): their tools join the next turns' offers as an
 /// expansion does, so "and the next one" after a terminal or file turn still has the
@@ -352,6 +369,29 @@ mod tests {
             Choice::All => metas.iter().map(|m| m.name.clone()).collect(),
             Choice::Subset { offered, .. } => offered.iter().map(|&i| metas[i].name.clone()).collect(),
         }
+    }
+
+    #[test]
+    fn a_call_reaches_the_owner_it_names_or_the_owner_of_its_tool() {
+        let owner_of = |name: &str| match name {
+            "web_fetch" => Some("web".to_owned()),
+            "orphan" => Some(String::new()),
+            _ => None,
+        };
+        let reached = |name: &str, args: serde_json::Value| reached_owner(name, &args, owner_of);
+        assert_eq!(
+            reached(PLUGIN_TOOLS, serde_json::json!({"plugin": "files"})),
+            Some("files".into())
+        );
+        assert_eq!(
+            reached(PLUGIN_TOOLS, serde_json::json!({})),
+            None,
+            "the whole catalogue"
+        );
+        assert_eq!(reached(PLUGIN_TOOLS, serde_json::json!({"plugin": ""})), None);
+        assert_eq!(reached("web_fetch", serde_json::json!({})), Some("web".into()));
+        assert_eq!(reached("no_such_tool", serde_json::json!({})), None);
+        assert_eq!(reached("orphan", serde_json::json!({})), None, "no owner to expand");
     }
 
     #[test]

@@ -345,11 +345,15 @@ pub enum Cmd {
     /// — and answer [`Event::Timeline`]. With `record`, commit that event (the input)
     /// to the context window in the same round trip, once the memory is recalled (the
     /// input is not its own memory), and answer [`Event::InputRecorded`] right after.
+    ///
+    /// Without `memory` (a channel declared `recall_policy: none`), the answer is the
+    /// recency window alone (`Recollection::window_only`).
     ReadTimeline {
         query: String,
         window: usize,
         fixed: usize,
         record: Option<MemoryEvent>,
+        memory: bool,
     },
     /// Ask the scheduler's stop budget; answer [`Event::StopBudget`].
     ConsumeCancel,
@@ -392,7 +396,9 @@ pub enum Cmd {
     /// Append a line to the raw text log (not waited for).
     LogText(TextEvent),
     /// Commit the finished turn to the context window; answer [`Event::Committed`].
-    Commit(MemoryEvent),
+    /// With `prune_window` (a channel declared `context_policy: prune`), also prune the
+    /// window against the turn's input, off the reply's path (not waited for).
+    Commit { event: MemoryEvent, prune_window: bool },
     /// Answer the synchronous caller, if any.
     Reply(Reply),
     /// Tell the scheduler the task ended, and stop the actor.
@@ -950,6 +956,7 @@ impl TurnCore {
             window: env.limits.window,
             fixed: self.fixed_tokens(env),
             record,
+            memory: self.input.memory.recall != super::inputdef::RecallPolicy::None,
         };
         self.await_(Wait::Timeline(why), cmd, out);
     }
@@ -1259,7 +1266,12 @@ impl TurnCore {
             }));
         }
         // The window is kept in size by the distill heartbeat, not per turn.
-        self.await_(Wait::Committed { text, end }, Cmd::Commit(event), &mut out);
+        let prune_window = self.input.memory.context == super::inputdef::ContextPolicy::Prune;
+        self.await_(
+            Wait::Committed { text, end },
+            Cmd::Commit { event, prune_window },
+            &mut out,
+        );
         out
     }
 

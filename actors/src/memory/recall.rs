@@ -546,6 +546,18 @@ pub fn timeline_header() -> String {
 }
 
 impl Recollection {
+    /// The recency window alone, for a channel declared `recall_policy: none`: its
+    /// turns see what was just said there and nothing of memory (no relevant items,
+    /// no index line).
+    pub fn window_only(self) -> Self {
+        Self {
+            relevant: Vec::new(),
+            index: None,
+            memory_tokens: 0,
+            ..self
+        }
+    }
+
     /// Whether nothing was recalled.
     pub fn is_empty(&self) -> bool {
         self.relevant.is_empty() && self.recent.is_empty() && self.index.is_none()
@@ -870,6 +882,33 @@ mod tests {
 
     fn said(ts: i64, speaker: &str, text: &str, origin: Origin) -> Item {
         Item::counted(origin, Some(ts), speaker, text)
+    }
+
+    #[test]
+    fn a_window_only_recollection_renders_the_window_and_no_memory() {
+        let full = Recollection {
+            relevant: vec![said(
+                MAY_8_2023_1356,
+                "Caroline",
+                "I paint sunsets",
+                Origin::Passage { doc_id: "d1".into() },
+            )],
+            recent: vec![said(
+                MAY_8_2023_1356 + 60_000,
+                "http",
+                "what do I paint?",
+                Origin::Window,
+            )],
+            index: Some("index line".into()),
+            memory_tokens: 40,
+            timeline_tokens: 12,
+        };
+        let rendered = full.clone().window_only().render();
+        assert!(!rendered.system.contains(&memory_header()), "{}", rendered.system);
+        assert!(!rendered.system.contains("sunsets") && !rendered.system.contains("index line"));
+        assert!(rendered.system.contains(&timeline_header()) && rendered.system.contains("what do I paint?"));
+        assert_eq!(rendered.tokens, 12, "only the window's tokens are counted");
+        assert!(full.render().system.contains("sunsets"), "the full one had the memory");
     }
 
     /// [`select`] with room for everything and no recency window.

@@ -479,12 +479,7 @@ pub mod inputs {
     /// parent to inspect the resident, then compress, reclaim or destroy it.
     pub fn context_full(id: &str, tokens: usize, window: usize) -> Input {
         let text = Msg::ResidentContextFull { id, tokens, window }.text();
-        let mut notice = Input::text(&format!("child/{id}"), &text);
-        notice.channel = "kernel".into();
-        notice.kernel = true;
-        notice.level = Some(Level::L4);
-        notice.payload.kernel = true;
-        notice
+        Input::kernel_interrupt(&format!("child/{id}"), &text)
     }
 
     /// `notify_parent`'s text, trimmed; checked before anything else about the call.

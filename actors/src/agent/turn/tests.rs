@@ -130,7 +130,7 @@ impl Turn {
     /// before_output unchanged, then the commit: the final commands.
     fn output(&mut self, cmds: Vec<Cmd>) -> Vec<Cmd> {
         let c = self.echo(cmds, Stage::BeforeOutput);
-        assert!(c.iter().any(|c| matches!(c, Cmd::Commit(_))), "{c:?}");
+        assert!(c.iter().any(|c| matches!(c, Cmd::Commit { .. })), "{c:?}");
         self.feed(Event::Committed(Ok(())))
     }
 }
@@ -246,7 +246,7 @@ fn a_text_answer_records_the_input_then_commits_and_replies_once() {
     assert_eq!(final_text(&c), "hi there");
     let c = t.echo(c, Stage::BeforeOutput);
     match &c[..] {
-        [Cmd::LogText(l), Cmd::Commit(e)] => {
+        [Cmd::LogText(l), Cmd::Commit { event: e, .. }] => {
             assert_eq!((l.input.as_str(), l.response.as_str()), ("hello", "hi there"));
             assert_eq!((e.source.as_str(), e.response.as_str()), ("agent", "hi there"));
         }
@@ -376,7 +376,7 @@ fn tool_results_become_tool_messages_events_and_the_committed_tool_outputs() {
     let c = t.answer(completion("done", &[]));
     let c = t.echo(c, Stage::BeforeOutput);
     let commit = c.iter().find_map(|c| match c {
-        Cmd::Commit(e) => Some(e),
+        Cmd::Commit { event: e, .. } => Some(e),
         _ => None,
     });
     let e = commit.expect("commit");
@@ -881,7 +881,7 @@ fn before_output_rewrites_the_final_text_and_its_response_is_ignored() {
     out.response = Some("ignored".into());
     let c = t.feed(Event::BeforeOutput(out));
     let commit = c.iter().find_map(|c| match c {
-        Cmd::Commit(e) => Some(e.response.clone()),
+        Cmd::Commit { event: e, .. } => Some(e.response.clone()),
         _ => None,
     });
     assert_eq!(commit.as_deref(), Some("polished"));
@@ -1006,7 +1006,7 @@ fn interrupt_inputs_are_not_recorded_but_their_reply_is() {
     let c = t.echo(c, Stage::BeforeOutput);
     assert!(
         c.iter()
-            .any(|c| matches!(c, Cmd::Commit(e) if e.source == "agent" && e.response == "noted"))
+            .any(|c| matches!(c, Cmd::Commit { event: e, .. } if e.source == "agent" && e.response == "noted"))
     );
     // The text log keeps it as an interrupt (the chat shows it as one).
     assert!(
@@ -1033,7 +1033,7 @@ fn consolidation_records_nothing_and_no_memory_skips_the_text_log() {
     let c = t.answer(completion("merged", &[]));
     let c = t.echo(c, Stage::BeforeOutput);
     assert!(
-        !c.iter().any(|c| matches!(c, Cmd::Commit(_) | Cmd::LogText(_))),
+        !c.iter().any(|c| matches!(c, Cmd::Commit { .. } | Cmd::LogText(_))),
         "{c:?}"
     );
     assert_eq!(reply_of(&c).content, "merged");
@@ -1046,7 +1046,10 @@ fn consolidation_records_nothing_and_no_memory_skips_the_text_log() {
     t.first_request();
     let c = t.answer(completion("ok", &[]));
     let c = t.echo(c, Stage::BeforeOutput);
-    assert!(matches!(c[..], [Cmd::Commit(_)]), "committed, not text-logged: {c:?}");
+    assert!(
+        matches!(c[..], [Cmd::Commit { .. }]),
+        "committed, not text-logged: {c:?}"
+    );
 }
 
 #[test]
@@ -1356,4 +1359,55 @@ fn a_cancel_while_gathering_sends_nothing() {
     assert_eq!(t.core.turn(), 0);
     let c = t.feed(Event::SafePoint(Ok(false)));
     assert!(matches!(c[..], [Cmd::CallLlm(_)]), "sent after the safe point: {c:?}");
+}
+
+/// A channel's declared memory policies are the core's to apply: `recall_policy: none`
+/// asks for the recency window alone, `context_policy: prune` commits with a prune of
+/// the window against the input; a channel that declares neither gets memory and no
+/// per-input prune.
+#[test]
+fn a_channels_recall_and_context_policies_reach_the_shell_as_commands() {
+    use crate::agent::inputdef::{ContextPolicy, Policy, RecallPolicy};
+    let run = |memory: Policy| {
+        let mut t = Turn::new(TurnInput {
+            memory,
+            ..input("hello")
+        });
+        let c = t.feed(Event::Started);
+        let c = t.echo(c, Stage::OnInput);
+        let recalls = match &c[..] {
+            [Cmd::ReadTimeline { memory, .. }] => *memory,
+            _ => panic!("{c:?}"),
+        };
+        t.feed(Event::Timeline("".into()));
+        let c = t.feed(Event::InputRecorded(Ok(())));
+        t.echo(c, Stage::PreAction);
+        t.feed(Event::StopBudget(false));
+        t.feed(Event::SafePoint(Ok(false)));
+        let c = t.answer(completion("hi", &[]));
+        let c = t.echo(c, Stage::BeforeOutput);
+        let prunes = c
+            .iter()
+            .find_map(|c| match c {
+                Cmd::Commit { prune_window, .. } => Some(*prune_window),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no commit: {c:?}"));
+        (recalls, prunes)
+    };
+    assert_eq!(run(Policy::default()), (true, false));
+    assert_eq!(
+        run(Policy {
+            recall: RecallPolicy::None,
+            ..Policy::default()
+        }),
+        (false, false)
+    );
+    assert_eq!(
+        run(Policy {
+            context: ContextPolicy::Prune,
+            ..Policy::default()
+        }),
+        (true, true)
+    );
 }
