@@ -261,7 +261,7 @@ impl Module<KernelState> for ConfigModule {
                 .root
                 .get()?
                 .worker_on(s.blocking.handle(), "config", RestartPolicy::Permanent, move || {
-                    let store = ConfigStore::open(&path, &data_dir).map_err(|e| e.to_string())?;
+                    let store = ConfigStore::open(&path, &data_dir)?;
                     Ok(ConfigActor::new(store, bus.clone()))
                 })
                 .await?;
@@ -423,7 +423,7 @@ impl Module<KernelState> for LlmModule {
                 .root
                 .get()?
                 .worker_on(s.blocking.handle(), "usage", RestartPolicy::Permanent, move || {
-                    let store = homeagent_actors::usage::UsageStore::open(&usage_path).map_err(|e| e.to_string())?;
+                    let store = homeagent_actors::usage::UsageStore::open(&usage_path)?;
                     Ok(homeagent_actors::usage::UsageActor::new(store))
                 })
                 .await?;
@@ -1055,9 +1055,7 @@ async fn start_agent(
     let inbox_path = s.data_dir.join("inbox.db");
     let inbox = sup
         .worker_on(s.blocking.handle(), "inbox", RestartPolicy::Permanent, move || {
-            Ok(InboxActor::new(
-                InboxStore::open(&inbox_path).map_err(|e| e.to_string())?,
-            ))
+            Ok(InboxActor::new(InboxStore::open(&inbox_path)?))
         })
         .await?;
     // The input channels assigned to residents are routed by the main intake.

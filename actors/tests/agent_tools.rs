@@ -103,7 +103,7 @@ async fn stack(settings: AgentSettings) -> Stack {
         .unwrap();
     let documents = root
         .worker("documents", RestartPolicy::Permanent, || {
-            let store = homeagent_actors::memory::store::MemoryStore::open_in_memory().map_err(|e| e.to_string())?;
+            let store = homeagent_actors::memory::store::MemoryStore::open_in_memory()?;
             Ok(homeagent_actors::memory::documents::DocumentsActor::new(store))
         })
         .await
@@ -111,8 +111,11 @@ async fn stack(settings: AgentSettings) -> Stack {
     let docs = documents.clone();
     let context = root
         .worker("context", RestartPolicy::Permanent, move || {
-            let store = homeagent_actors::memory::store::MemoryStore::open_in_memory().map_err(|e| e.to_string())?;
-            homeagent_actors::memory::context::actor::ContextActor::open(store, docs.clone()).map_err(|e| e.to_string())
+            let store = homeagent_actors::memory::store::MemoryStore::open_in_memory()?;
+            Ok(homeagent_actors::memory::context::actor::ContextActor::open(
+                store,
+                docs.clone(),
+            )?)
         })
         .await
         .unwrap();

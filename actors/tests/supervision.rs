@@ -102,7 +102,10 @@ fn fast(strategy: Strategy, max_restarts: u32) -> SupervisorConfig {
     }
 }
 
-fn worker(name: &'static str, log: &Log) -> impl Fn() -> Result<Worker, String> + Send + Sync + 'static {
+fn worker(
+    name: &'static str,
+    log: &Log,
+) -> impl Fn() -> Result<Worker, homeagent_actors::supervisor::StartError> + Send + Sync + 'static {
     let log = log.clone();
     move || Ok(Worker { name, log: log.clone() })
 }
@@ -406,7 +409,7 @@ async fn start_failure_is_retried_with_backoff() {
     let err = root
         .worker("flaky", RestartPolicy::Permanent, move || {
             if t.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < 2 {
-                Err("database locked".to_string())
+                Err("database locked".into())
             } else {
                 Ok(Worker {
                     name: "flaky",

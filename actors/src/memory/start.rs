@@ -102,15 +102,15 @@ pub async fn start(d: MemoryDeps<'_>) -> Result<MemoryHandles, ModuleError> {
     let doc_path = path.clone();
     let documents = sup
         .worker_on(d.blocking.clone(), "documents", RestartPolicy::Permanent, move || {
-            let store = MemoryStore::open(&doc_path).map_err(|e| e.to_string())?;
+            let store = MemoryStore::open(&doc_path)?;
             Ok(DocumentsActor::new(store))
         })
         .await?;
     let docs = documents.clone();
     let context = sup
         .worker_on(d.blocking.clone(), "context", RestartPolicy::Permanent, move || {
-            let store = MemoryStore::open(&path).map_err(|e| e.to_string())?;
-            ContextActor::open(store, docs.clone()).map_err(|e| e.to_string())
+            let store = MemoryStore::open(&path)?;
+            Ok(ContextActor::open(store, docs.clone())?)
         })
         .await?;
     let text_dir = mem_dir.join("text");
@@ -129,9 +129,7 @@ pub async fn start(d: MemoryDeps<'_>) -> Result<MemoryHandles, ModuleError> {
     let graph_path = mem_dir.join("graph.db");
     let graph = sup
         .worker_on(d.blocking.clone(), "graph", RestartPolicy::Permanent, move || {
-            Ok(GraphActor::new(
-                super::graph::GraphStore::open(&graph_path).map_err(|e| e.to_string())?,
-            ))
+            Ok(GraphActor::new(super::graph::GraphStore::open(&graph_path)?))
         })
         .await?;
     let rules_last: Arc<Mutex<Option<super::lifecycle::distiller::RulesRound>>> = Arc::default();
@@ -163,7 +161,7 @@ pub async fn start(d: MemoryDeps<'_>) -> Result<MemoryHandles, ModuleError> {
             RestartPolicy::Permanent,
             move || {
                 use super::embed::actor::EmbedderActor;
-                let store = MemoryStore::open(&db).map_err(|e| e.to_string())?;
+                let store = MemoryStore::open(&db)?;
                 Ok(EmbedderActor::new(embed_cfg.clone(), dd.clone(), store, st.clone()))
             },
         )
@@ -234,7 +232,7 @@ async fn start_media(
     let (st, cf, bus, cfg_addr) = (status.clone(), config.clone(), d.bus.clone(), d.config.clone());
     let addr = sup
         .worker_on(d.blocking.clone(), "media", RestartPolicy::Permanent, move || {
-            let store = super::media::store::MediaStore::open(&db).map_err(|e| e.to_string())?;
+            let store = super::media::store::MediaStore::open(&db)?;
             let cfg = cf.read().clone();
             Ok(MediaActor::new(store, cfg)
                 .with_cells(st.clone(), cf.clone())

@@ -17,10 +17,10 @@ use super::process::{PluginDeps, PluginInfo, PluginProcess};
 use crate::registry::{ActorState, Registry};
 use crate::stages::tools::owners;
 use crate::stages::{RegisterTool, UnregisterPlugin};
-use crate::supervisor::{RestartPolicy, SupervisorConfig, SupervisorRef};
+use crate::supervisor::{RestartPolicy, StartError, SupervisorConfig, SupervisorRef};
 
-type Factory = Arc<dyn Fn() -> Result<PluginProcess, String> + Send + Sync>;
-type LuaFactory = Arc<dyn Fn() -> Result<super::lua::LuaPlugin, String> + Send + Sync>;
+type Factory = Arc<dyn Fn() -> Result<PluginProcess, StartError> + Send + Sync>;
+type LuaFactory = Arc<dyn Fn() -> Result<super::lua::LuaPlugin, StartError> + Send + Sync>;
 
 /// What a plugin's supervisor runs.
 enum LaunchKind {
@@ -248,7 +248,7 @@ impl PluginEntry {
 async fn start_child<A: crate::host::KernelActor>(
     sup: &SupervisorRef,
     name: &str,
-    factory: Arc<dyn Fn() -> Result<A, String> + Send + Sync>,
+    factory: Arc<dyn Fn() -> Result<A, StartError> + Send + Sync>,
 ) -> Result<(), crate::supervisor::SpawnError> {
     sup.worker(name, RestartPolicy::Permanent, move || factory())
         .await
@@ -381,7 +381,12 @@ async fn load_one(
         let manifest = manifest.clone();
         LaunchKind::Lua(Arc::new(move || {
             let source = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-            super::lua::LuaPlugin::load(&manifest, &source, deps.clone(), info.clone())
+            Ok(super::lua::LuaPlugin::load(
+                &manifest,
+                &source,
+                deps.clone(),
+                info.clone(),
+            )?)
         }))
     } else {
         LaunchKind::Process(Arc::new(move || {

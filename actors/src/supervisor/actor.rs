@@ -20,7 +20,7 @@ pub(crate) trait Running: Send + Sync {
     fn shutdown(&self) -> bool;
 }
 
-type Starter = dyn Fn(oneshot::Sender<Exit>) -> Result<Box<dyn Running>, String> + Send + Sync;
+type Starter = dyn Fn(oneshot::Sender<Exit>) -> Result<Box<dyn Running>, super::StartError> + Send + Sync;
 
 /// How to (re)start one child: kept by the supervisor for the child's whole life.
 #[derive(Clone)]
@@ -225,7 +225,9 @@ impl Supervisor {
                 }));
                 Vec::new()
             }
-            Err(reason) => {
+            Err(e) => {
+                // The tree, the bus and the core keep the reason as text: it is shown.
+                let reason = e.to_string();
                 tracing::error!(actor = %spec.stats.id, "start failed: {reason}");
                 spec.stats.record_exit(&format!("start failed: {reason}"));
                 spec.stats.set_state(ActorState::Failed);

@@ -66,6 +66,12 @@ impl SupervisorControl for Control {
     }
 }
 
+/// Why a factory could not build its actor (a database that does not open, a plugin
+/// whose manifest does not read): any error, its source chain kept. The supervisor
+/// records its text as the child's last exit (`start failed: …`) and in
+/// [`AddChildError::StartFailed`]; a factory returns its own typed error with `?`.
+pub type StartError = Box<dyn std::error::Error + Send + Sync>;
+
 /// Why a child could not be added to the tree.
 #[derive(Debug, thiserror::Error)]
 pub enum SpawnError {
@@ -164,7 +170,7 @@ impl SupervisorRef {
     pub async fn worker<A, F>(&self, name: &str, restart: RestartPolicy, factory: F) -> Result<TAddr<A>, SpawnError>
     where
         A: KernelActor,
-        F: Fn() -> Result<A, String> + Send + Sync + 'static,
+        F: Fn() -> Result<A, StartError> + Send + Sync + 'static,
     {
         self.worker_with(name, restart, factory, |factory, stats, tx| {
             Ok(Host::new(factory()?, stats, Some(tx)).start())
@@ -185,7 +191,7 @@ impl SupervisorRef {
     ) -> Result<TAddr<A>, SpawnError>
     where
         A: KernelActor,
-        F: Fn() -> Result<A, String> + Send + Sync + 'static,
+        F: Fn() -> Result<A, StartError> + Send + Sync + 'static,
     {
         self.worker_with(name, restart, factory, move |factory, stats, tx| {
             start_on(&arbiter, factory, stats, tx)
@@ -206,7 +212,7 @@ impl SupervisorRef {
     ) -> Result<TAddr<A>, SpawnError>
     where
         A: KernelActor,
-        F: Fn() -> Result<A, String> + Send + Sync + 'static,
+        F: Fn() -> Result<A, StartError> + Send + Sync + 'static,
     {
         self.worker_with(name, restart, factory, move |factory, stats, tx| {
             let arbiter = actix::Arbiter::new();
@@ -224,14 +230,17 @@ impl SupervisorRef {
     ) -> Result<TAddr<A>, SpawnError>
     where
         A: KernelActor,
-        F: Fn() -> Result<A, String> + Send + Sync + 'static,
-        L: Fn(Arc<F>, Arc<ActorStats>, oneshot::Sender<Exit>) -> Result<Addr<Host<A>>, String> + Send + Sync + 'static,
+        F: Fn() -> Result<A, StartError> + Send + Sync + 'static,
+        L: Fn(Arc<F>, Arc<ActorStats>, oneshot::Sender<Exit>) -> Result<Addr<Host<A>>, StartError>
+            + Send
+            + Sync
+            + 'static,
     {
         let factory = Arc::new(factory);
         let stats = self.registry.register(Some(self.id()), name, A::KIND)?;
         let addr = TAddr::<A>::new(stats.clone());
         let slot = addr.clone();
-        let starter = move |tx: oneshot::Sender<Exit>| -> Result<Box<dyn Running>, String> {
+        let starter = move |tx: oneshot::Sender<Exit>| -> Result<Box<dyn Running>, StartError> {
             slot.install(launch(factory.clone(), stats.clone(), tx)?);
             Ok(Box::new(slot.clone()))
         };
@@ -256,7 +265,7 @@ impl SupervisorRef {
         let specs: Arc<Mutex<Vec<ChildSpec>>> = Arc::default();
         let slot = addr.clone();
         let bus = self.bus.clone();
-        let starter = move |tx: oneshot::Sender<Exit>| -> Result<Box<dyn Running>, String> {
+        let starter = move |tx: oneshot::Sender<Exit>| -> Result<Box<dyn Running>, StartError> {
             let sup = Supervisor::new(stats.clone(), bus.clone(), config, specs.clone());
             slot.install(Host::new(sup, stats.clone(), Some(tx)).start());
             Ok(Box::new(slot.clone()))
@@ -282,10 +291,10 @@ fn start_on<A, F>(
     factory: Arc<F>,
     stats: Arc<ActorStats>,
     exit: oneshot::Sender<Exit>,
-) -> Result<Addr<Host<A>>, String>
+) -> Result<Addr<Host<A>>, StartError>
 where
     A: KernelActor,
-    F: Fn() -> Result<A, String> + Send + Sync + 'static,
+    F: Fn() -> Result<A, StartError> + Send + Sync + 'static,
 {
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
     let spawned = arb.spawn_fn(move || {
@@ -294,8 +303,7 @@ where
     if !spawned {
         return Err("the actor's arbiter thread is gone".into());
     }
-    rx.recv()
-        .map_err(|_| "the actor's arbiter did not start it".to_string())?
+    rx.recv().map_err(|_| "the actor's arbiter did not start it")?
 }
 
 /// Restarts the actor `id` through its supervisor (the operator path of the HTTP API).

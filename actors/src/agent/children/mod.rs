@@ -179,15 +179,15 @@ impl Children {
         // (what its context archives stays in its own document tier).
         let documents = sub
             .worker("documents", RestartPolicy::Temporary, || {
-                let store = MemoryStore::open_in_memory().map_err(|e| e.to_string())?;
+                let store = MemoryStore::open_in_memory()?;
                 Ok(crate::memory::documents::DocumentsActor::new(store))
             })
             .await?;
         let docs = documents.clone();
         let context = sub
             .worker("context", RestartPolicy::Temporary, move || {
-                let store = MemoryStore::open_in_memory().map_err(|e| e.to_string())?;
-                ContextActor::open(store, docs.clone()).map_err(|e| e.to_string())
+                let store = MemoryStore::open_in_memory()?;
+                Ok(ContextActor::open(store, docs.clone())?)
             })
             .await?;
         let deps = Arc::new(self.0.parent.derived(

@@ -312,7 +312,7 @@ impl Residents {
                 "documents",
                 RestartPolicy::Permanent,
                 move || {
-                    let store = MemoryStore::open(&doc_path).map_err(|e| e.to_string())?;
+                    let store = MemoryStore::open(&doc_path)?;
                     Ok(crate::memory::documents::DocumentsActor::new(store))
                 },
             )
@@ -324,15 +324,15 @@ impl Residents {
                 "context",
                 RestartPolicy::Permanent,
                 move || {
-                    let store = MemoryStore::open(&path).map_err(|e| e.to_string())?;
-                    ContextActor::open(store, docs.clone()).map_err(|e| e.to_string())
+                    let store = MemoryStore::open(&path)?;
+                    Ok(ContextActor::open(store, docs.clone())?)
                 },
             )
             .await?;
         let graph_path = dir.join("graph.db");
         let graph = sub
             .worker_on(self.0.blocking.clone(), "graph", RestartPolicy::Permanent, move || {
-                let store = crate::memory::graph::GraphStore::open(&graph_path).map_err(|e| e.to_string())?;
+                let store = crate::memory::graph::GraphStore::open(&graph_path)?;
                 Ok(GraphActor::new(store))
             })
             .await?;
