@@ -32,7 +32,7 @@ async fn call(state: &AppState, tool: &str, args: Value) -> Result<String, ApiEr
         .deps
         .firewall
         .check_tool(tool)
-        .map_err(|e| ApiError::new(actix_web::http::StatusCode::FORBIDDEN, e))?;
+        .map_err(|refused| ApiError::new(actix_web::http::StatusCode::FORBIDDEN, refused.reason))?;
     let registry = state.agent.deps.stages.send(GetTools).await?;
     let handler = registry.get(tool).map(|t| t.handler.clone()).ok_or_else(|| {
         ApiError::unavailable(format!(

@@ -166,8 +166,8 @@ impl ToolRunner {
             )
         };
         // The owner's policy first: a denied tool is not even shown to stage plugins.
-        if let Err(reason) = self.firewall.check_tool_for(&call.name, &self.principal) {
-            return denied(reason);
+        if let Err(refused) = self.firewall.check_tool_for(&call.name, &self.principal) {
+            return denied(refused.reason);
         }
         let mut sctx = self.base_ctx();
         sctx.tool_calls = vec![StageToolCall {
@@ -242,20 +242,20 @@ impl ToolRunner {
         // Tools that touch the machine or the network: the sandbox checks (and makes
         // real) every declared path, and rides along for the plugin's own check.
         if let Some(spec) = self.tools.get(&call.name).map(|t| &t.spec).filter(|s| s.sandboxed())
-            && let Err(reason) = self.firewall.guard(&call.name, &spec.paths, spec.network, &mut args)
+            && let Err(refused) = self.firewall.guard(&call.name, &spec.paths, spec.network, &mut args)
         {
-            return denied(format!("firewall (sandbox) refused {}: {reason}", call.name));
+            return denied(format!("firewall (sandbox) refused {}: {refused}", call.name));
         }
         // After untrusted content, a risky call waits for the owner's yes.
         let why = self.untrusted.lock().clone();
-        if let Err(reason) = self
+        if let Err(refused) = self
             .firewall
             .approve(&self.bus, self.task_id, &call.name, &written, why.as_deref(), |q| {
                 self.ask_on_channel(q)
             })
             .await
         {
-            return denied(reason);
+            return denied(refused.reason);
         }
         let args = with_caller(args);
         let (text, ok) = self.execute(&call.name, args).await;

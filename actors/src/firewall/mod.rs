@@ -39,6 +39,46 @@ pub use principal::{Principal, ProfileError, Trust};
 pub use review::{Finding, FindingKind};
 pub use sandbox::{Access, Sandbox, SandboxError};
 
+/// A gate of the firewall that can refuse a call before it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    /// The owner's allow and deny lists (`core.security.tool_allow`/`tool_deny`).
+    ToolPolicy,
+    /// Owner-only tools asked for by a guest (`core.security.owner_only_tools`).
+    Principal,
+    /// A path or network use outside the sandbox.
+    Sandbox,
+    /// The owner's approval: a rule says never, the owner said no, or nobody answered.
+    Approval,
+}
+
+impl Gate {
+    /// Its name in the decision log (`Decision::gate`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ToolPolicy => "tool_policy",
+            Self::Principal => "principal",
+            Self::Sandbox => "sandbox",
+            Self::Approval => "approval",
+        }
+    }
+}
+
+/// A call the firewall refused: the gate that refused it, and the text the model (or,
+/// on the terminal panel, the owner) reads — what refused it and what to change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct Refused {
+    pub gate: Gate,
+    pub reason: String,
+}
+
+impl Refused {
+    fn new(gate: Gate, reason: String) -> Self {
+        Self { gate, reason }
+    }
+}
+
 /// One decision of the firewall, as the API shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Decision {
@@ -260,17 +300,17 @@ impl Firewall {
     }
 
     /// Whether `tool` may run at all; a refusal is logged and kept.
-    pub fn check_tool(&self, tool: &str) -> Result<(), String> {
+    pub fn check_tool(&self, tool: &str) -> Result<(), Refused> {
         let verdict = self.config.read().policy.check(tool);
-        if let Err(reason) = &verdict {
-            self.refuse("tool_policy", tool, reason.clone());
-        }
-        verdict
+        verdict.map_err(|reason| {
+            self.refuse(Gate::ToolPolicy.as_str(), tool, reason.clone());
+            Refused::new(Gate::ToolPolicy, reason)
+        })
     }
 
     /// [`Self::check_tool`], then the principal's grant: owner-only tools are refused
     /// for every principal but the owner.
-    pub fn check_tool_for(&self, tool: &str, principal: &Principal) -> Result<(), String> {
+    pub fn check_tool_for(&self, tool: &str, principal: &Principal) -> Result<(), Refused> {
         self.check_tool(tool)?;
         if principal.is_owner() {
             return Ok(());
@@ -281,8 +321,8 @@ impl Firewall {
                 "tool `{tool}` is reserved for the owner (core.security.owner_only_tools: `{p}`); this input came from `{}`, a guest. Answer without it, or tell the person to ask the owner",
                 principal.name
             );
-            self.refuse("principal", tool, reason.clone());
-            return Err(reason);
+            self.refuse(Gate::Principal.as_str(), tool, reason.clone());
+            return Err(Refused::new(Gate::Principal, reason));
         }
         Ok(())
     }
@@ -296,7 +336,7 @@ impl Firewall {
         paths: &[sandbox::PathArg],
         network: bool,
         args: &mut serde_json::Value,
-    ) -> Result<(), String> {
+    ) -> Result<(), Refused> {
         let cfg = self.config();
         let own = crate::llm::adapter::own_addresses();
         // The refusal quotes the path, which is the filled copy: masked again, since
@@ -305,7 +345,7 @@ impl Firewall {
             sandbox::guard_call(&cfg.sandbox, own, paths, network, args).map_err(|e| cfg.gate.mask(&e).into_owned());
         self.log.record(Decision {
             at_ms: now_ms(),
-            gate: "sandbox",
+            gate: Gate::Sandbox.as_str(),
             tool: tool.to_owned(),
             allowed: verdict.is_ok(),
             reason: match &verdict {
@@ -313,7 +353,7 @@ impl Firewall {
                 Err(e) => e.clone(),
             },
         });
-        verdict
+        verdict.map_err(|reason| Refused::new(Gate::Sandbox, reason))
     }
 
     /// A call on its way to a tool (after [`Self::check_tool_for`] let it through): the
@@ -388,7 +428,7 @@ impl Firewall {
         shown_args: &serde_json::Value,
         untrusted: Option<&str>,
         on_ask: impl FnOnce(&approval::Question),
-    ) -> Result<(), String> {
+    ) -> Result<(), Refused> {
         let cfg = self.config();
         let audit = |id, why: &str, outcome| {
             self.audit.append(&approval::AuditRecord {
@@ -406,13 +446,16 @@ impl Firewall {
             approval::Verdict::Refuse => {
                 self.log.record(Decision {
                     at_ms: now_ms(),
-                    gate: "approval",
+                    gate: Gate::Approval.as_str(),
                     tool: tool.to_owned(),
                     allowed: false,
                     reason: "the owner's rule says never (core.security.approval_rules)".into(),
                 });
                 audit(None, "core.security.approval_rules", approval::Outcome::RefusedByRule);
-                return Err(crate::i18n::Msg::ApprovalNever { tool }.text());
+                return Err(Refused::new(
+                    Gate::Approval,
+                    crate::i18n::Msg::ApprovalNever { tool }.text(),
+                ));
             }
             approval::Verdict::Ask => untrusted.unwrap_or(if cfg.approval.mode == approval::Mode::Always {
                 "core.security.approval is `always`"
@@ -439,7 +482,7 @@ impl Firewall {
         });
         self.log.record(Decision {
             at_ms: now_ms(),
-            gate: "approval",
+            gate: Gate::Approval.as_str(),
             tool: tool.to_owned(),
             allowed,
             reason: match (allowed, by) {
@@ -460,9 +503,15 @@ impl Firewall {
         if allowed {
             Ok(())
         } else if by == "timeout" {
-            Err(crate::i18n::Msg::ApprovalTimedOut { tool, why }.text())
+            Err(Refused::new(
+                Gate::Approval,
+                crate::i18n::Msg::ApprovalTimedOut { tool, why }.text(),
+            ))
         } else {
-            Err(crate::i18n::Msg::ApprovalDenied { tool, why }.text())
+            Err(Refused::new(
+                Gate::Approval,
+                crate::i18n::Msg::ApprovalDenied { tool, why }.text(),
+            ))
         }
     }
 
@@ -502,9 +551,12 @@ mod tests {
             policy: ToolPolicy::new("", "cmd_*"),
             ..FirewallConfig::default()
         });
-        assert!(fw.check_tool("cmd_run").is_err());
+        let refused = fw.check_tool("cmd_run").unwrap_err();
+        assert_eq!(refused.gate, Gate::ToolPolicy);
+        assert!(refused.to_string().contains("core.security.tool_deny"), "{refused}");
         let r = fw.log.recent();
         assert_eq!((r.len(), r[0].tool.as_str(), r[0].allowed), (1, "cmd_run", false));
+        assert_eq!(r[0].gate, refused.gate.as_str(), "the log names the gate that refused");
     }
 
     #[test]
