@@ -84,6 +84,14 @@ impl From<homeagent_actors::memory::media::actor::MediaTierError> for ApiError {
     }
 }
 
+/// An operation on an installed plugin that could not be done: 409 with its text
+/// (which says what to do), as the plugin routes answered it before it was typed.
+impl From<homeagent_actors::plugins::host::PluginOpError> for ApiError {
+    fn from(e: homeagent_actors::plugins::host::PluginOpError) -> Self {
+        Self::conflict(e.to_string())
+    }
+}
+
 /// A settings-store error as the API answers it: the request's own mistake 400, a full
 /// disk 507 (with what to do), anything else 500 (and logged).
 pub fn config_error(e: homeagent_actors::config::ConfigError) -> ApiError {

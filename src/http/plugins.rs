@@ -51,7 +51,7 @@ pub async fn plugin_tools(state: web::Data<AppState>, name: web::Path<String>) -
 pub async fn uninstall(state: web::Data<AppState>, name: web::Path<String>) -> Result<HttpResponse, ApiError> {
     let name = name.into_inner();
     let entry = entry(&state, &name)?;
-    state.plugins.uninstall(&entry).await.map_err(ApiError::conflict)?;
+    state.plugins.uninstall(&entry).await?;
     // A later install of the same name starts enabled.
     if let Err(e) = state
         .config
@@ -139,10 +139,9 @@ pub async fn plugin_action(
 ) -> Result<HttpResponse, ApiError> {
     let (name, action) = path.into_inner();
     let entry = find_plugin(&state, &name)?;
-    let conflict = |e: String| ApiError::conflict(e);
     match action.as_str() {
         "restart" | "reload" => {
-            entry.restart(&state.registry).await.map_err(conflict)?;
+            entry.restart(&state.registry).await?;
         }
         "disable" => {
             state
@@ -153,7 +152,7 @@ pub async fn plugin_action(
                 })
                 .await?
                 .map_err(|e| ApiError::unavailable(e.to_string()))?;
-            state.plugins.disable(&entry).await.map_err(conflict)?;
+            state.plugins.disable(&entry).await?;
         }
         "enable" => {
             state
@@ -164,7 +163,7 @@ pub async fn plugin_action(
                 })
                 .await?
                 .map_err(|e| ApiError::unavailable(e.to_string()))?;
-            state.plugins.enable(&entry).await.map_err(conflict)?;
+            state.plugins.enable(&entry).await?;
         }
         other => {
             return Err(ApiError::not_found(format!(

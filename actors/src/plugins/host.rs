@@ -116,11 +116,11 @@ impl PluginEntry {
     }
 
     /// Adds the process actor (first start); later starts go through the supervisor.
-    async fn start(&self) -> Result<(), String> {
-        let launch = self
-            .launch
-            .as_ref()
-            .ok_or_else(|| self.problem.clone().unwrap_or_default())?;
+    async fn start(&self) -> Result<(), PluginOpError> {
+        let launch = self.launch.as_ref().ok_or_else(|| PluginOpError::CannotRun {
+            name: self.name.clone(),
+            problem: self.problem.clone().unwrap_or_default(),
+        })?;
         if self.started.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
@@ -139,37 +139,35 @@ impl PluginEntry {
                     .map(|_| ())
             }
         };
-        started.map_err(|e| e.to_string())
+        Ok(started?)
     }
 
     /// Restarts the plugin (re-reading its entry file); also ends a quarantine.
-    pub async fn restart(&self, registry: &Registry) -> Result<u64, String> {
+    pub async fn restart(&self, registry: &Registry) -> Result<u64, PluginOpError> {
         if self.disabled.load(Ordering::SeqCst) {
-            return Err(format!("plugin `{}` is disabled; enable it first", self.name));
+            return Err(PluginOpError::Disabled {
+                name: self.name.clone(),
+            });
         }
         if !self.started.load(Ordering::SeqCst) {
             self.start().await?;
             return Ok(0);
         }
         *self.entry_hash.lock() = self.entry_path.as_deref().and_then(file_hash);
-        crate::supervisor::restart_actor(registry, &self.supervisor_id)
-            .await
-            .map_err(|e| e.to_string())
+        Ok(crate::supervisor::restart_actor(registry, &self.supervisor_id).await?)
     }
 
     /// Stops the plugin and keeps it stopped (the caller persists the flag).
-    pub async fn disable(&self, registry: &Registry) -> Result<(), String> {
+    pub async fn disable(&self, registry: &Registry) -> Result<(), PluginOpError> {
         self.disabled.store(true, Ordering::SeqCst);
         if self.started.load(Ordering::SeqCst) {
-            crate::supervisor::stop_actor(registry, &self.process_id)
-                .await
-                .map_err(|e| e.to_string())?;
+            crate::supervisor::stop_actor(registry, &self.process_id).await?;
         }
         Ok(())
     }
 
     /// Starts a disabled plugin again.
-    pub async fn enable(&self, registry: &Registry) -> Result<(), String> {
+    pub async fn enable(&self, registry: &Registry) -> Result<(), PluginOpError> {
         self.disabled.store(false, Ordering::SeqCst);
         if self.launch.is_none() && self.problem.is_none() {
             return Ok(()); // a skill: nothing runs, the flag was all there was
@@ -178,10 +176,8 @@ impl PluginEntry {
             return self.start().await;
         }
         *self.entry_hash.lock() = self.entry_path.as_deref().and_then(file_hash);
-        crate::supervisor::restart_actor(registry, &self.process_id)
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+        crate::supervisor::restart_actor(registry, &self.process_id).await?;
+        Ok(())
     }
 }
 
@@ -560,7 +556,7 @@ impl PluginSet {
             // Installed means running: wait for the first start's outcome (handshake or
             // Lua `start()`), and take everything back out when it failed.
             let started = match entry.start().await {
-                Err(e) => Err(e),
+                Err(e) => Err(e.to_string()),
                 Ok(()) => entry
                     .info
                     .readiness
@@ -585,7 +581,7 @@ impl PluginSet {
     /// output channels and skill leave the very next prompt. A process withdraws its own
     /// only once its exit is seen, after the stop has answered; withdrawing twice is
     /// harmless. The HTTP route and the `plugin_disable` tool both come here.
-    pub async fn disable(&self, entry: &Arc<PluginEntry>) -> Result<(), String> {
+    pub async fn disable(&self, entry: &Arc<PluginEntry>) -> Result<(), PluginOpError> {
         entry.disable(&self.registry).await?;
         self.deps.services.channels.unregister_plugin(&entry.name);
         if let Err(e) = self.deps.stages.send(UnregisterPlugin(entry.name.clone())).await {
@@ -599,7 +595,7 @@ impl PluginSet {
 
     /// Enables `entry` again (the caller persisted the flag): a plugin starts, a skill
     /// comes back into the prompt's skill index.
-    pub async fn enable(&self, entry: &Arc<PluginEntry>) -> Result<(), String> {
+    pub async fn enable(&self, entry: &Arc<PluginEntry>) -> Result<(), PluginOpError> {
         entry.enable(&self.registry).await?;
         if entry.skill_doc().is_some() {
             self.refresh_skills().await;
@@ -620,16 +616,15 @@ impl PluginSet {
     /// channels and skill leave the next prompt, and its directory is deleted (its data
     /// in `DATA/plugin_data/<name>` is kept, as after a removal by hand). Only a
     /// directory inside `DATA/plugins` is ever deleted.
-    pub async fn uninstall(&self, entry: &Arc<PluginEntry>) -> Result<(), String> {
+    pub async fn uninstall(&self, entry: &Arc<PluginEntry>) -> Result<(), PluginOpError> {
         let inside = entry.dir.parent().is_some_and(|p| p == self.plugins_dir)
             && entry.dir.file_name().is_some_and(|n| n != "." && n != "..");
         if !inside {
-            return Err(format!(
-                "plugin `{}` lives outside {} ({}); remove it by hand",
-                entry.name,
-                self.plugins_dir.display(),
-                entry.dir.display()
-            ));
+            return Err(PluginOpError::Outside {
+                name: entry.name.clone(),
+                plugins_dir: self.plugins_dir.clone(),
+                dir: entry.dir.clone(),
+            });
         }
         // Stop first, so the process exits before its files go.
         if entry.started.load(Ordering::SeqCst) && !entry.disabled.load(Ordering::SeqCst) {
@@ -646,7 +641,7 @@ impl PluginSet {
 
     /// Takes a plugin out: its subtree leaves the supervision tree, the entry the set,
     /// its tools the registry, and `dir` the disk.
-    async fn withdraw(&self, entry: &Arc<PluginEntry>, dir: &Path) -> Result<(), String> {
+    async fn withdraw(&self, entry: &Arc<PluginEntry>, dir: &Path) -> Result<(), PluginOpError> {
         if self.registry.get(&entry.supervisor_id).is_some()
             && let Err(e) = self.sup.remove_child(&entry.supervisor_id).await
         {
@@ -654,12 +649,10 @@ impl PluginSet {
         }
         self.entries.write().retain(|e| !Arc::ptr_eq(e, entry));
         let _ = self.deps.stages.send(UnregisterPlugin(entry.name.clone())).await;
-        std::fs::remove_dir_all(dir).map_err(|e| {
-            format!(
-                "plugin `{}` stopped and unregistered, but its directory {} could not be deleted: {e}; delete it by hand",
-                entry.name,
-                dir.display()
-            )
+        std::fs::remove_dir_all(dir).map_err(|source| PluginOpError::NotDeleted {
+            name: entry.name.clone(),
+            dir: dir.to_owned(),
+            source,
         })
     }
 
@@ -679,6 +672,39 @@ impl PluginSet {
             None => (self.on_skills)(String::new()),
         }
     }
+}
+
+/// Why an operation on an installed plugin (start, restart, enable, disable,
+/// uninstall) failed; each says what to do next. The HTTP routes answer it as 409, the
+/// plugin manager's tools as their error.
+#[derive(Debug, thiserror::Error)]
+pub enum PluginOpError {
+    /// It has nothing to run: its manifest or entry file did not load.
+    #[error("plugin `{name}` cannot run: {problem}. Fix its directory (or reinstall it) first")]
+    CannotRun { name: String, problem: String },
+    #[error("plugin `{name}` is disabled; enable it first")]
+    Disabled { name: String },
+    /// Its actor could not be added to the supervision tree.
+    #[error(transparent)]
+    Spawn(#[from] crate::supervisor::SpawnError),
+    /// Its supervisor refused or missed the restart or stop.
+    #[error(transparent)]
+    Control(#[from] crate::supervisor::RestartError),
+    #[error("plugin `{name}` lives outside {} ({}); remove it by hand", plugins_dir.display(), dir.display())]
+    Outside {
+        name: String,
+        plugins_dir: PathBuf,
+        dir: PathBuf,
+    },
+    #[error(
+        "plugin `{name}` stopped and unregistered, but its directory {} could not be deleted: {source}; delete it by hand",
+        dir.display()
+    )]
+    NotDeleted {
+        name: String,
+        dir: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// Why `POST /api/v1/plugins/install` failed.

@@ -66,7 +66,7 @@ pub enum Action {
 }
 
 /// Why a manager call failed; each says what to do next.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum MgrError {
     #[error("{tool}: `{arg}` is required ({hint})")]
     Missing {
@@ -80,8 +80,11 @@ pub enum MgrError {
     Broken { name: String, problem: String },
     #[error("plugin `{name}` is already {state}")]
     Already { name: String, state: &'static str },
-    #[error("{0}")]
-    Plugin(String),
+    #[error(transparent)]
+    Plugin(#[from] super::host::PluginOpError),
+    /// `get_plugin_tools`' arguments do not decode.
+    #[error("{PLUGIN_TOOLS}: {0}")]
+    Arguments(ToolFailure),
     #[error("cannot install {path}: {why}")]
     Package { path: String, why: String },
     #[error("no LLM source `{name}`; sources: {known}. Add it under {SOURCES_PREFIX}{name}.* in the settings first")]
@@ -173,7 +176,7 @@ pub fn parse(tool: &str, args: &Value) -> Result<Action, MgrError> {
         )?),
         PLUGIN_TOOLS => Action::PluginTools(
             decode_args::<PluginToolsArgs>(args.clone())
-                .map_err(|e| MgrError::Plugin(format!("{PLUGIN_TOOLS}: {e}")))?
+                .map_err(MgrError::Arguments)?
                 .plugin
                 .unwrap_or_default()
                 .trim()
@@ -351,7 +354,7 @@ impl Manager {
                 let tools = entry.info.tools.lock().join(", ");
                 self.persist_disabled(&name, true).await?;
                 // Its tools, channels and skill leave the very next request.
-                self.plugins.disable(&entry).await.map_err(MgrError::Plugin)?;
+                self.plugins.disable(&entry).await?;
                 Ok(Msg::PluginDisabled {
                     name: &name,
                     tools: if tools.is_empty() { "-" } else { &tools },
@@ -368,7 +371,7 @@ impl Manager {
                 }
                 if entry.is_idle() {
                     // `auto_start: false`: enabled but waiting to be asked; start it now.
-                    self.plugins.enable(&entry).await.map_err(MgrError::Plugin)?;
+                    self.plugins.enable(&entry).await?;
                     let state = entry.status(&self.registry).state;
                     return Ok(Msg::PluginEnabled { name: &name, state }.text());
                 }
@@ -376,13 +379,13 @@ impl Manager {
                     return Err(MgrError::Already { name, state: "enabled" });
                 }
                 self.persist_disabled(&name, false).await?;
-                self.plugins.enable(&entry).await.map_err(MgrError::Plugin)?;
+                self.plugins.enable(&entry).await?;
                 let state = entry.status(&self.registry).state;
                 Ok(Msg::PluginEnabled { name: &name, state }.text())
             }
             Action::Reload(name) => {
                 let entry = self.entry(&name)?;
-                entry.restart(&self.registry).await.map_err(MgrError::Plugin)?;
+                entry.restart(&self.registry).await?;
                 let state = entry.status(&self.registry).state;
                 Ok(Msg::PluginReloaded { name: &name, state }.text())
             }
