@@ -194,7 +194,10 @@ fn specs() -> [ToolSpec; 2] {
 }
 
 /// Registers both tools with the stage host.
-pub async fn register(config: TAddr<ConfigActor>, stages: &TAddr<StageHost>) -> Result<(), String> {
+pub async fn register(
+    config: TAddr<ConfigActor>,
+    stages: &TAddr<StageHost>,
+) -> Result<(), crate::stages::host::RegisterError> {
     let [get, set] = specs();
     let c = config.clone();
     let get_h = crate::stages::typed(move |a: GetArgs| {

@@ -24,6 +24,31 @@ pub struct Outcome {
     pub status: ToolStatus,
 }
 
+/// Removes what only the kernel may put in a call's arguments: the sandbox the tool
+/// must honour ([`SANDBOX_ARG`]) and the caller it speaks for
+/// ([`crate::stages::ORIGIN_ARG`]). A model or a `before_toolcall` plugin that wrote
+/// either would otherwise pick its own sandbox or speak as the owner.
+pub fn strip_kernel_args(args: &mut Value) {
+    if let Some(obj) = args.as_object_mut() {
+        obj.remove(SANDBOX_ARG);
+        obj.remove(crate::stages::ORIGIN_ARG);
+    }
+}
+
+/// Why a turn is untrusted after `tool`'s result, if it now is: the review flagged
+/// the result, or the tool read from outside (it declared network use, or it is an
+/// MCP server's). From then on a risky call waits for the owner (`approval`); the
+/// first reason is the one kept.
+pub fn untrusted_by(tool: &str, network: bool, flagged: bool) -> Option<String> {
+    if flagged {
+        Some(format!("the review flagged the result of {tool}"))
+    } else if network || tool.starts_with("mcp__") {
+        Some(format!("it read the result of {tool}"))
+    } else {
+        None
+    }
+}
+
 /// Everything needed to run tools, detached from the task actor.
 #[derive(Clone)]
 pub struct ToolRunner {
@@ -197,11 +222,7 @@ impl ToolRunner {
             .into_iter()
             .next()
             .map_or(call.arguments.clone(), |c| c.arguments);
-        // Only the kernel puts a sandbox or a caller in a call's arguments.
-        if let Some(obj) = args.as_object_mut() {
-            obj.remove(SANDBOX_ARG);
-            obj.remove(crate::stages::ORIGIN_ARG);
-        }
+        strip_kernel_args(&mut args);
         // Which task called: the kernel's own agent and memory tools learn it from the
         // arguments they receive. Added last, so neither the firewall's filling nor the
         // owner's approval question ever sees it as something the model wrote.
@@ -262,16 +283,8 @@ impl ToolRunner {
         // Masked and reviewed before anything else (after_toolcall plugins included) sees it.
         let (text, flagged) = self.firewall.inbound_reviewed(&call.name, text);
         // What the turn read from outside makes it untrusted from here on.
-        let outside = network || call.name.starts_with("mcp__");
-        if flagged || outside {
-            let mut untrusted = self.untrusted.lock();
-            if untrusted.is_none() {
-                *untrusted = Some(if flagged {
-                    format!("the review flagged the result of {}", call.name)
-                } else {
-                    format!("it read the result of {}", call.name)
-                });
-            }
+        if let Some(why) = untrusted_by(&call.name, network, flagged) {
+            self.untrusted.lock().get_or_insert(why);
         }
         (None, Value::String(text), ok)
     }
@@ -410,5 +423,42 @@ impl ToolRunner {
                 false,
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_cannot_bring_its_own_sandbox_or_caller() {
+        let mut args = json!({
+            "path": "a.txt",
+            SANDBOX_ARG: {"roots": ["/"]},
+            crate::stages::ORIGIN_ARG: {"principal": {"name": "owner"}},
+        });
+        strip_kernel_args(&mut args);
+        assert_eq!(args, json!({"path": "a.txt"}));
+        let mut not_an_object = json!("text");
+        strip_kernel_args(&mut not_an_object);
+        assert_eq!(not_an_object, json!("text"));
+    }
+
+    #[test]
+    fn what_was_read_from_outside_or_flagged_makes_the_turn_untrusted() {
+        assert_eq!(untrusted_by("files_read", false, false), None);
+        assert_eq!(
+            untrusted_by("web_fetch", true, false).as_deref(),
+            Some("it read the result of web_fetch")
+        );
+        assert_eq!(
+            untrusted_by("mcp__fs__read", false, false).as_deref(),
+            Some("it read the result of mcp__fs__read")
+        );
+        assert_eq!(
+            untrusted_by("files_read", false, true).as_deref(),
+            Some("the review flagged the result of files_read"),
+            "a flag names the review, even for a network tool"
+        );
     }
 }

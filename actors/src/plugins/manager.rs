@@ -554,7 +554,7 @@ fn keywords_of(name: &str) -> &'static str {
 
 /// Registers every manager tool with the stage host. [`parse`] decodes each call into
 /// an [`Action`] (the schemas above are those of the argument structs `parse` decodes).
-pub async fn register(mgr: Arc<Manager>) -> Result<(), String> {
+pub async fn register(mgr: Arc<Manager>) -> Result<(), crate::stages::host::RegisterError> {
     let stages = mgr.stages.clone();
     crate::stages::host::register_family(&stages, specs(), move |tool, args| {
         let m = mgr.clone();

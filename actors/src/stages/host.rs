@@ -388,7 +388,7 @@ pub async fn register_family<F, Fut>(
     stages: &TAddr<StageHost>,
     specs: impl IntoIterator<Item = ToolSpec>,
     call: F,
-) -> Result<(), String>
+) -> Result<(), RegisterError>
 where
     F: Fn(String, serde_json::Value) -> Fut + Send + Sync + Clone + 'static,
     Fut: std::future::Future<Output = super::tools::ToolResult> + Send + 'static,
@@ -405,17 +405,24 @@ where
     register_all(stages, tools).await
 }
 
+/// Why a kernel tool family could not be registered.
+#[derive(Debug, thiserror::Error)]
+pub enum RegisterError {
+    /// The stage host did not take the message (stopped or restarting).
+    #[error(transparent)]
+    Unavailable(#[from] crate::addr::SendError),
+    /// The registry refused a tool (a duplicate or an invalid name).
+    #[error(transparent)]
+    Refused(#[from] ToolError),
+}
+
 /// Registers each tool with `stages`, in order; the first refusal stops it.
 pub async fn register_all(
     stages: &TAddr<StageHost>,
     tools: impl IntoIterator<Item = (ToolSpec, Arc<dyn ToolHandler>)>,
-) -> Result<(), String> {
+) -> Result<(), RegisterError> {
     for (spec, handler) in tools {
-        stages
-            .send(RegisterTool { spec, handler })
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())?;
+        stages.send(RegisterTool { spec, handler }).await??;
     }
     Ok(())
 }
