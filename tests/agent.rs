@@ -1076,14 +1076,7 @@ fn a_channels_declared_memory_policies_hold_for_its_inputs() {
     let (status, round) = post(&d, "/api/v1/heartbeats/distill/run", json!({}));
     assert_eq!(status, 200, "{round}");
     assert!(round["archived"].as_u64().is_some_and(|n| n > 0), "{round}");
-    let contents = |req: &Value| -> Vec<String> {
-        req["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|m| m["content"].as_str().map(str::to_owned))
-            .collect()
-    };
+    let contents = vendor::texts;
 
     // The owner's own question recalls the archived turn.
     say("what does Mimi eat?");

@@ -8,8 +8,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::Daemon;
 use common::api::{chinese, daemon_with_vendor, post, put_settings};
-use common::{Daemon, vendor::Vendor};
+use common::vendor::{self, Vendor};
 use serde_json::{Value, json};
 
 /// CJK ideographs and CJK punctuation (`【】「」，。`): what an English session must
@@ -178,12 +179,7 @@ fn a_chinese_session_gets_the_reference_texts_and_the_language_changes_live() {
     put_settings(&d, json!({"core.agent.language": "en"}));
     say(&d, "in english now");
     let last = v.last.lock().unwrap().clone();
-    let texts: Vec<String> = last["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|m| m["content"].as_str().map(str::to_owned))
-        .collect();
+    let texts = vendor::texts(&last);
     assert!(
         texts.iter().any(|t| t.starts_with("[Conversation timeline]")),
         "{texts:?}"

@@ -440,6 +440,19 @@ async fn embeddings(
 }
 
 /// Starts the fake on its own thread; it lives until the test process ends.
+/// The text of each message of a chat request the vendor received, in order (messages
+/// whose content is not a string, such as image parts, are left out).
+pub fn texts(req: &Value) -> Vec<String> {
+    req["messages"]
+        .as_array()
+        .map(|ms| {
+            ms.iter()
+                .filter_map(|m| m["content"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 pub fn start() -> Vendor {
     let calls = Arc::new(AtomicUsize::new(0));
     let c = calls.clone();

@@ -20,7 +20,13 @@ pub(crate) trait Running: Send + Sync {
     fn shutdown(&self) -> bool;
 }
 
-type Starter = dyn Fn(oneshot::Sender<Exit>) -> Result<Box<dyn Running>, super::StartError> + Send + Sync;
+/// Why a factory could not build its actor (a database that does not open, a plugin
+/// whose manifest does not read): any error, its source chain kept. The supervisor
+/// records its text as the child's last exit (`start failed: …`) and in
+/// [`AddChildError::StartFailed`]; a factory returns its own typed error with `?`.
+pub type StartError = Box<dyn std::error::Error + Send + Sync>;
+
+type Starter = dyn Fn(oneshot::Sender<Exit>) -> Result<Box<dyn Running>, StartError> + Send + Sync;
 
 /// How to (re)start one child: kept by the supervisor for the child's whole life.
 #[derive(Clone)]

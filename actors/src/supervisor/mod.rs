@@ -22,7 +22,7 @@ use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
 use self::actor::{AddChild, RemoveChild, RestartChild, Running, StopChild};
-pub use self::actor::{AddChildError, ChildSpec, Supervisor};
+pub use self::actor::{AddChildError, ChildSpec, StartError, Supervisor};
 pub use self::policy::{BackoffPolicy, Delays, Growth, Intensity, RestartPolicy, Strategy, SupervisorConfig};
 use crate::addr::{SendError, TAddr};
 use crate::bus::EventBus;
@@ -65,12 +65,6 @@ impl SupervisorControl for Control {
         })
     }
 }
-
-/// Why a factory could not build its actor (a database that does not open, a plugin
-/// whose manifest does not read): any error, its source chain kept. The supervisor
-/// records its text as the child's last exit (`start failed: …`) and in
-/// [`AddChildError::StartFailed`]; a factory returns its own typed error with `?`.
-pub type StartError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Why a child could not be added to the tree.
 #[derive(Debug, thiserror::Error)]
