@@ -252,14 +252,15 @@ fn a_stuck_terminal_plugin_makes_the_panel_answer_504_naming_the_timeout() {
     assert_eq!(post("/api/v1/plugins/stuckterm/restart", json!({})).0, 200);
     common::api::put_settings(&d, json!({"core.agent.tool_timeout": "1s"}));
 
-    // Until the restarted stuckterm has registered its tools, the panel answers 503
-    // ("the terminal plugin is not running"); then every call times out.
+    // While stuckterm restarts, the panel answers what it finds: 400 "being restarted"
+    // (the old instance's tools, still registered), then 503 "not running" (none yet).
+    // Once the new instance has registered its tools, every call times out.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let (status, body) = loop {
         let r = d.client().get(d.url("/api/v1/terminals")).send().unwrap();
         let status = r.status().as_u16();
         let body: Value = r.json().unwrap_or(Value::Null);
-        if status != 503 || std::time::Instant::now() > deadline {
+        if status == 504 || std::time::Instant::now() > deadline {
             break (status, body);
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
