@@ -5,6 +5,8 @@
 //!
 //! * A guest's turn recalls its own words and what the owner made public, nothing by
 //!   meaning: the owner's documents, facts and other knowledge are not a guest's.
+//! * A turn on a channel declared `recall_policy: none` sees the recency window only:
+//!   no tier but the window is asked, and nothing is ranked by relevance.
 //! * A tier that does not answer leaves its part out of this prompt only; but an input
 //!   the context tier was to record and did not fails the turn (it would be lost).
 //! * The tiers are merged and cut to the memory share of the budget, the recency tail
@@ -29,18 +31,23 @@ pub struct Tiers {
     pub public_knowledge_only: bool,
     /// The query is embedded (the dense half of the rankings).
     pub by_meaning: bool,
+    /// Memory ranked by relevance (the knowledge base asked, the relevant block kept);
+    /// without it the turn sees the recency window alone.
+    pub relevance: bool,
 }
 
 impl Tiers {
     /// What a turn of `guest` (its principal; `None`: the owner's or the kernel's turn)
-    /// asks.
-    pub fn of(guest: Option<String>) -> Self {
+    /// asks; `recalls`: its channel recalls from memory (`false` for
+    /// `recall_policy: none`).
+    pub fn of(guest: Option<String>, recalls: bool) -> Self {
         let owner = guest.is_none();
         Self {
             window_of: guest,
-            owners_memory: owner,
+            owners_memory: owner && recalls,
             public_knowledge_only: !owner,
-            by_meaning: owner,
+            by_meaning: owner && recalls,
+            relevance: recalls,
         }
     }
 }
@@ -200,7 +207,7 @@ mod tests {
 
     #[test]
     fn a_guests_turn_asks_for_its_own_words_and_public_knowledge_only() {
-        let owner = Tiers::of(None);
+        let owner = Tiers::of(None, true);
         assert_eq!(
             (
                 owner.window_of,
@@ -210,9 +217,19 @@ mod tests {
             ),
             (None, true, false, true)
         );
-        let guest = Tiers::of(Some("onebot:42".into()));
+        let guest = Tiers::of(Some("onebot:42".into()), true);
         assert_eq!(guest.window_of.as_deref(), Some("onebot:42"));
         assert!(!guest.owners_memory && guest.public_knowledge_only && !guest.by_meaning);
+    }
+
+    #[test]
+    fn a_channel_that_recalls_nothing_asks_the_window_alone() {
+        for guest in [None, Some("onebot:42".to_owned())] {
+            let t = Tiers::of(guest.clone(), false);
+            assert_eq!(t.window_of, guest, "the window is still read (and records the input)");
+            assert!(!t.owners_memory && !t.by_meaning && !t.relevance);
+        }
+        assert!(Tiers::of(None, true).relevance);
     }
 
     #[test]

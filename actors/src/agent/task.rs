@@ -368,15 +368,12 @@ impl TaskActor {
                     fixed,
                     self.input.channel.clone(),
                     record,
-                    guest,
+                    Tiers::of(guest, memory),
                 )
                 .instrument(crate::trace_span!(parent: &self.span, "recall"));
                 let started = std::time::Instant::now();
                 ctx.spawn(
-                    actix::fut::wrap_future::<_, Host<Self>>(fut).map(move |(mut r, recorded), host, ctx| {
-                        if !memory {
-                            r = r.window_only();
-                        }
+                    actix::fut::wrap_future::<_, Host<Self>>(fut).map(move |(r, recorded), host, ctx| {
                         let me = host.inner();
                         me.deps.bus.publish(crate::bus::Event::Recalled {
                             task_id: me.id,
@@ -769,7 +766,8 @@ pub fn offer(
 ///
 /// With `record` (the input of a prepare phase), the context tier commits it in the same
 /// round trip, after the read; its answer is the second value ([`NotRecorded`] says
-/// whether the store refused it or the tier did not answer).
+/// whether the store refused it or the tier did not answer). `ask` says which tiers
+/// are asked ([`Tiers::of`]).
 pub async fn recall(
     deps: Arc<TaskDeps>,
     query: String,
@@ -777,10 +775,10 @@ pub async fn recall(
     fixed: usize,
     channel: String,
     record: Option<crate::memory::context::Event>,
-    guest: Option<String>,
+    ask: Tiers,
 ) -> (Recollection, Option<Recorded>) {
     let recording = record.is_some();
-    let ask = Tiers::of(guest);
+    let relevance = ask.relevance;
     let qv = if ask.by_meaning {
         crate::memory::embed::actor::query_vector_soon(
             deps.embedder.as_ref(),
@@ -826,6 +824,12 @@ pub async fn recall(
         recorded,
         read,
     } = super::recollect::join(&query, answers, &budget, recording, upkeep);
+    // What the window itself ranked by relevance goes too: the recency window alone.
+    let recollection = if relevance {
+        recollection
+    } else {
+        recollection.window_only()
+    };
     // Batched by the tier, off this path.
     if !read.is_empty() {
         let _ = deps.documents.do_send(crate::memory::documents::RecordReads(read));
@@ -861,7 +865,7 @@ async fn ask_tiers(
             limit: TIER_ITEMS,
         })
     });
-    let knowledge = deps.knowledge.as_ref().map(|kb| {
+    let knowledge = deps.knowledge.as_ref().filter(|_| ask.relevance).map(|kb| {
         kb.request(crate::memory::knowledge::RecallKnowledge {
             input: query,
             limit: TIER_ITEMS,
