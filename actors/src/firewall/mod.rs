@@ -299,13 +299,16 @@ impl Firewall {
         });
     }
 
+    /// A refusal by `gate`, logged and kept.
+    fn refused(&self, gate: Gate, tool: &str, reason: String) -> Refused {
+        self.refuse(gate.as_str(), tool, reason.clone());
+        Refused::new(gate, reason)
+    }
+
     /// Whether `tool` may run at all; a refusal is logged and kept.
     pub fn check_tool(&self, tool: &str) -> Result<(), Refused> {
         let verdict = self.config.read().policy.check(tool);
-        verdict.map_err(|reason| {
-            self.refuse(Gate::ToolPolicy.as_str(), tool, reason.clone());
-            Refused::new(Gate::ToolPolicy, reason)
-        })
+        verdict.map_err(|reason| self.refused(Gate::ToolPolicy, tool, reason))
     }
 
     /// [`Self::check_tool`], then the principal's grant: owner-only tools are refused
@@ -321,8 +324,7 @@ impl Firewall {
                 "tool `{tool}` is reserved for the owner (core.security.owner_only_tools: `{p}`); this input came from `{}`, a guest. Answer without it, or tell the person to ask the owner",
                 principal.name
             );
-            self.refuse(Gate::Principal.as_str(), tool, reason.clone());
-            return Err(Refused::new(Gate::Principal, reason));
+            return Err(self.refused(Gate::Principal, tool, reason));
         }
         Ok(())
     }

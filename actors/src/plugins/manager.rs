@@ -76,8 +76,6 @@ pub enum MgrError {
     },
     #[error("no plugin `{name}`; plugins: {known}. Call plugin_list to see them")]
     NoSuchPlugin { name: String, known: String },
-    #[error("plugin `{name}` cannot run: {problem}. Fix its directory (or reinstall it) first")]
-    Broken { name: String, problem: String },
     #[error("plugin `{name}` is already {state}")]
     Already { name: String, state: &'static str },
     #[error(transparent)]
@@ -364,10 +362,11 @@ impl Manager {
             Action::Enable(name) => {
                 let entry = self.entry(&name)?;
                 if let Some(problem) = &entry.problem {
-                    return Err(MgrError::Broken {
+                    return Err(super::host::PluginOpError::CannotRun {
                         name,
                         problem: problem.clone(),
-                    });
+                    }
+                    .into());
                 }
                 if entry.is_idle() {
                     // `auto_start: false`: enabled but waiting to be asked; start it now.
