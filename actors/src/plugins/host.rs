@@ -216,7 +216,9 @@ impl PluginEntry {
         } else {
             match (sup.as_ref().map(|s| s.state()), proc_.as_ref().map(|p| p.state())) {
                 (Some(ActorState::Failed), _) => "quarantined",
-                (_, Some(ActorState::Running | ActorState::Busy)) => "running",
+                // Until its registrations are in, a plugin is still starting.
+                (_, Some(ActorState::Running | ActorState::Busy)) if self.info.instances.is_ready() => "running",
+                (_, Some(ActorState::Running | ActorState::Busy)) => "starting",
                 (_, Some(ActorState::Backoff | ActorState::Failed)) => "backoff",
                 (_, Some(ActorState::Starting)) | (_, None) => "starting",
                 (_, Some(ActorState::Stopped)) => "stopped",

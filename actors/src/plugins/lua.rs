@@ -110,6 +110,8 @@ pub struct LuaPlugin {
     info: Arc<PluginInfo>,
     /// One Lua call at a time: the instruction budget is per call.
     gate: Arc<tokio::sync::Mutex<()>>,
+    /// This instance's number (`process::Instances`).
+    instance: u64,
 }
 
 fn lua_err(e: mlua::Error) -> String {
@@ -540,6 +542,7 @@ impl LuaPlugin {
             deps,
             info,
             gate: Arc::default(),
+            instance: 0,
         })
     }
 
@@ -941,6 +944,7 @@ impl LuaPlugin {
         // point at it. Cleared first (in order with what follows: one sender, one mailbox).
         let _ = stages.do_send(UnregisterPlugin(self.name.clone()));
         self.deps.services.channels.unregister_plugin(&self.name);
+        self.info.tools.lock().clear();
         for (i, (spec, _)) in self.tools.iter().enumerate() {
             let (m, plugin) = (me.clone(), self.name.clone());
             let handler: Arc<dyn ToolHandler> =
@@ -1045,6 +1049,7 @@ impl KernelActor for LuaPlugin {
     const KIND: &'static str = "lua-plugin";
 
     fn started(&mut self, ctx: &mut HostContext<Self>) {
+        self.instance = self.info.instances.begin();
         // Hand out callbacks that reach this actor (counted like any message).
         ctx.run_later(std::time::Duration::ZERO, |host, ctx| {
             let me = TAddr::of_self(host, ctx);
@@ -1070,7 +1075,11 @@ impl KernelActor for LuaPlugin {
                         let attached = host.inner().attach(&me);
                         ctx.wait(
                             actix::fut::wrap_future::<_, Host<Self>>(attached)
-                                .map(|(), host, _| host.inner().info.readiness.set(Ok(()))),
+                                .map(|(), host, _| {
+                                    let me = host.inner();
+                                    me.info.readiness.set(Ok(()));
+                                    me.info.instances.ready(me.instance);
+                                }),
                         );
                     }
                 }),
@@ -1082,10 +1091,16 @@ impl KernelActor for LuaPlugin {
         if let Some(Err(e)) = self.stop.clone().map(|stop| self.call_sync(&stop, LuaValue::Nil)) {
             tracing::warn!(plugin = %self.name, "stop() failed: {e}");
         }
-        *self.info.busy_since.lock() = None;
         // The thread was this instance's alone (`worker_on_own_thread`).
         actix::Arbiter::current().stop();
         self.sub = EventSub::default();
+        if !self.info.instances.is_current(self.instance) {
+            // Abandoned while stuck and ended only now: what the plugin has registered
+            // and shows is its successor's.
+            tracing::info!(plugin = %self.name, "an abandoned instance ended; its successor keeps the registrations");
+            return;
+        }
+        *self.info.busy_since.lock() = None;
         self.info.tools.lock().clear();
         *self.info.apis.lock() = Default::default();
         self.deps.services.channels.unregister_plugin(&self.name);

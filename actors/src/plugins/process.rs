@@ -86,6 +86,8 @@ pub struct PluginInfo {
     pub apis: Mutex<PluginApis>,
     /// How the first start ended (an install waits for it and rolls back on failure).
     pub readiness: Readiness,
+    /// Which instance runs now and whether it finished starting.
+    pub instances: Instances,
     /// What its running process was granted ([`super::confine`]); the watcher restarts
     /// it when the settings grant something else.
     pub grants: Mutex<Option<super::confine::Grants>>,
@@ -131,6 +133,42 @@ impl Readiness {
         }
         let _ = tokio::time::timeout(timeout, notified).await;
         self.state.lock().clone()
+    }
+}
+
+/// Which instance of a plugin is the newest and whether it finished starting (its
+/// handshake answered; a Lua plugin's `start()` returned and its registrations are in).
+/// The listing says `running` only then — a plugin whose tools are not registered yet is
+/// still starting — and a Lua instance abandoned while stuck, which ends long after its
+/// successor started, leaves the successor's registrations alone.
+#[derive(Debug, Default)]
+pub struct Instances {
+    started: std::sync::atomic::AtomicU64,
+    ready: std::sync::atomic::AtomicU64,
+}
+
+impl Instances {
+    /// A new instance starts: its number (from 1).
+    pub fn begin(&self) -> u64 {
+        self.started.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1
+    }
+
+    /// Instance `n` finished starting (ignored once a newer one began).
+    pub fn ready(&self, n: u64) {
+        if self.is_current(n) {
+            self.ready.store(n, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// Whether `n` is the newest instance.
+    pub fn is_current(&self, n: u64) -> bool {
+        self.started.load(std::sync::atomic::Ordering::SeqCst) == n
+    }
+
+    /// Whether the newest instance finished starting.
+    pub fn is_ready(&self) -> bool {
+        let n = self.started.load(std::sync::atomic::Ordering::SeqCst);
+        n > 0 && self.ready.load(std::sync::atomic::Ordering::SeqCst) == n
     }
 }
 
@@ -227,6 +265,8 @@ pub struct PluginProcess {
     own: own::OwnState,
     /// The plugin's event subscription (ends with this instance).
     events: super::services::EventSub,
+    /// This instance's number ([`Instances`]).
+    instance: u64,
 }
 
 impl PluginProcess {
@@ -250,6 +290,7 @@ impl PluginProcess {
             stopping: false,
             own: own::OwnState::default(),
             events: Default::default(),
+            instance: 0,
         }
     }
 
@@ -408,6 +449,7 @@ impl PluginProcess {
                             me.follow_clock(conn);
                         }
                         me.info.readiness.set(Ok(()));
+                        me.info.instances.ready(me.instance);
                     }
                     Err(e) => {
                         let msg = format!("plugin `{}` handshake failed: {e}", me.name());
@@ -743,6 +785,7 @@ impl KernelActor for PluginProcess {
     const KIND: &'static str = "plugin";
 
     fn started(&mut self, ctx: &mut HostContext<Self>) {
+        self.instance = self.info.instances.begin();
         if let Err(e) = self.spawn(ctx) {
             Host::<Self>::fail(ctx, e);
         }
@@ -771,5 +814,28 @@ impl KernelActor for PluginProcess {
     fn stopped(&mut self, _: &mut HostContext<Self>) {
         self.detach();
         self.kill(libc::SIGKILL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Instances;
+
+    #[test]
+    fn only_the_newest_instance_is_ready_or_current() {
+        let i = Instances::default();
+        assert!(!i.is_ready(), "nothing started yet");
+        let first = i.begin();
+        assert!(!i.is_ready(), "started, its registrations not in yet");
+        i.ready(first);
+        assert!(i.is_ready());
+        // Abandoned while stuck: its successor starts before it ended.
+        let second = i.begin();
+        assert!(!i.is_ready(), "the successor is starting");
+        assert!(!i.is_current(first) && i.is_current(second));
+        i.ready(first);
+        assert!(!i.is_ready(), "the old instance cannot make the new one ready");
+        i.ready(second);
+        assert!(i.is_ready());
     }
 }
