@@ -287,18 +287,18 @@ impl Channels {
             .join(", ")
     }
 
-    /// Checks an `output_send__<ch>` call; `Ok` carries the normalised message
-    /// (`{payload, type, meta}`) to deliver, `Err` the text returned to the model.
-    pub fn check_send(&self, name: &str, args: &Value) -> Result<Value, String> {
+    /// Checks an `output_send__<ch>` call: the message to deliver, or why not (the
+    /// refusal's text is what the model reads).
+    pub fn check_send(&self, name: &str, args: &Value) -> Result<Outgoing, SendRefused> {
         let payload = args.get("payload").and_then(Value::as_str).unwrap_or("");
         if name.is_empty() || payload.is_empty() {
-            return Err(crate::i18n::Msg::SendArgsInvalid { prefix: SEND_PREFIX }.text());
+            return Err(SendRefused::Arguments);
         }
         let Some(c) = self.get(name) else {
-            return Err(format!(
-                "Output channel `{name}` does not exist. Channels: {}.",
-                self.names()
-            ));
+            return Err(SendRefused::NoChannel {
+                name: name.to_owned(),
+                channels: self.names(),
+            });
         };
         let kind = args
             .get("type")
@@ -315,19 +315,83 @@ impl Channels {
         if let Some(bit) = needed
             && c.caps & bit == 0
         {
-            return Err(format!(
-                "Channel `{name}` cannot take type `{kind}` (capabilities: {}).",
-                c.cap_names().join(", ")
-            ));
+            return Err(SendRefused::CannotTake {
+                name: name.to_owned(),
+                kind: kind.to_owned(),
+                caps: c.cap_names().join(", "),
+            });
         }
         let meta = match args.get("meta") {
-            Some(Value::String(s)) if !s.trim().is_empty() => serde_json::from_str::<Value>(s)
-                .map_err(|e| format!("`meta` must be a JSON object in a string: {e}"))?,
+            Some(Value::String(s)) if !s.trim().is_empty() => {
+                serde_json::from_str::<Value>(s).map_err(|e| SendRefused::Meta(e.to_string()))?
+            }
             Some(Value::Object(m)) => Value::Object(m.clone()),
             _ => json!({}),
         };
-        Ok(json!({"channel": name, "payload": payload, "type": kind, "meta": meta}))
+        Ok(Outgoing {
+            channel: name.to_owned(),
+            payload: payload.to_owned(),
+            kind: kind.to_owned(),
+            meta,
+        })
     }
+}
+
+/// A message the model sends to a channel, checked ([`Channels::check_send`]); its
+/// JSON (with the task's id and source) is what the channel's plugin receives.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Outgoing {
+    pub channel: String,
+    pub payload: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The channel's own addressing (a chat id, a user id), as the model passed it.
+    pub meta: Value,
+}
+
+impl Outgoing {
+    /// A text for `channel`, addressed by `meta`.
+    pub fn text(channel: &str, payload: String, meta: Value) -> Self {
+        Self {
+            channel: channel.to_owned(),
+            payload,
+            kind: "text".into(),
+            meta,
+        }
+    }
+
+    /// What the channel's plugin receives: the message with the id and the source of
+    /// the task that sent it.
+    pub fn to_wire(&self, task_id: u64, source: &str) -> Value {
+        #[derive(Serialize)]
+        struct Wire<'a> {
+            #[serde(flatten)]
+            msg: &'a Outgoing,
+            task_id: u64,
+            source: &'a str,
+        }
+        serde_json::to_value(Wire {
+            msg: self,
+            task_id,
+            source,
+        })
+        .expect("strings, a number and a JSON value serialize")
+    }
+}
+
+/// Why an `output_send__<ch>` call was refused; the text is the tool's result.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SendRefused {
+    /// No channel named, or no `payload`.
+    #[error("{}", crate::i18n::Msg::SendArgsInvalid { prefix: SEND_PREFIX }.text())]
+    Arguments,
+    #[error("Output channel `{name}` does not exist. Channels: {channels}.")]
+    NoChannel { name: String, channels: String },
+    #[error("Channel `{name}` cannot take type `{kind}` (capabilities: {caps}).")]
+    CannotTake { name: String, kind: String, caps: String },
+    /// `meta` was a string that is not JSON.
+    #[error("`meta` must be a JSON object in a string: {0}")]
+    Meta(String),
 }
 
 #[cfg(test)]
@@ -357,22 +421,15 @@ mod tests {
     #[test]
     fn send_checks() {
         let c = Channels::builtin();
-        assert!(c.check_send("http", &json!({})).unwrap_err().contains("payload"));
-        assert!(
-            c.check_send("qq", &json!({"payload": "x"}))
-                .unwrap_err()
-                .contains("does not exist")
-        );
-        assert!(
-            c.check_send("http", &json!({"payload": "x", "type": "voice"}))
-                .unwrap_err()
-                .contains("cannot take")
-        );
+        let refused = |name, args| c.check_send(name, &args).unwrap_err().to_string();
+        assert!(refused("http", json!({})).contains("payload"));
+        assert!(refused("qq", json!({"payload": "x"})).contains("does not exist"));
+        assert!(refused("http", json!({"payload": "x", "type": "voice"})).contains("cannot take"));
         let ok = c
             .check_send("webui", &json!({"payload": "hi", "meta": "{\"user_id\":\"1\"}"}))
             .unwrap();
         assert_eq!(
-            ok,
+            serde_json::to_value(ok).unwrap(),
             json!({"channel": "webui", "payload": "hi", "type": "text", "meta": {"user_id": "1"}})
         );
         assert!(c.help("http").contains("synchronous"));

@@ -15,6 +15,7 @@
 //!   access), except in the kernel's own upkeep turns, which read on nobody's behalf.
 
 use super::budget::Budget;
+use crate::addr::SendError;
 use crate::memory::context::Event;
 use crate::memory::context::actor::ContextError;
 use crate::memory::index::docindex::Ranked;
@@ -64,7 +65,7 @@ pub enum NotRecorded {
     Refused(String),
     /// The context tier did not answer (restarting, or stopped).
     #[error("{0}")]
-    Unanswered(String),
+    Unanswered(SendError),
 }
 
 /// The context window's part of a recall: its items and the input it recorded.
@@ -80,16 +81,16 @@ pub struct Answers {
     pub index: String,
     pub knowledge: Vec<Item>,
     /// The context window's recall and the recorded input, or why it did not answer.
-    pub window: Option<Result<WindowAnswer, String>>,
-    pub passages: Option<Result<Ranked<Item>, String>>,
+    pub window: Option<Result<WindowAnswer, SendError>>,
+    pub passages: Option<Result<Ranked<Item>, SendError>>,
 }
 
 impl Answers {
     /// No tier answered (the memory thread stopped): `why` for each.
-    pub fn none(why: &str) -> Self {
+    pub fn none(why: SendError) -> Self {
         Self {
-            window: Some(Err(why.to_owned())),
-            passages: Some(Err(why.to_owned())),
+            window: Some(Err(why.clone())),
+            passages: Some(Err(why)),
             ..Default::default()
         }
     }
@@ -232,6 +233,14 @@ mod tests {
         assert!(Tiers::of(None, true).relevance);
     }
 
+    /// What a tier whose thread stopped answers.
+    fn stopped() -> SendError {
+        SendError::Exited {
+            id: "kernel/memory/context".into(),
+            reason: "the memory thread has stopped".into(),
+        }
+    }
+
     #[test]
     fn a_silent_tier_leaves_its_part_out_but_an_unrecorded_input_is_told() {
         let budget = Budget::new(8192, 500);
@@ -243,7 +252,7 @@ mod tests {
                 },
                 "Mel paints sunsets",
             )],
-            passages: Some(Err("restarting".into())),
+            passages: Some(Err(stopped())),
             window: Some(Ok((Default::default(), Some(Ok(recorded()))))),
             ..Default::default()
         };
@@ -253,7 +262,7 @@ mod tests {
         // The context tier did not answer while it was to record the input.
         let j = join(
             "hello",
-            Answers::none("the memory thread has stopped"),
+            Answers::none(stopped()),
             &budget,
             true,
             false,
@@ -261,10 +270,10 @@ mod tests {
         assert!(j.recollection.relevant.is_empty());
         assert_eq!(
             j.recorded,
-            Some(Err(NotRecorded::Unanswered("the memory thread has stopped".into())))
+            Some(Err(NotRecorded::Unanswered(stopped())))
         );
         // Nothing to record: nothing to tell.
-        assert_eq!(join("hello", Answers::none("x"), &budget, false, false).recorded, None);
+        assert_eq!(join("hello", Answers::none(stopped()), &budget, false, false).recorded, None);
     }
 
     #[test]

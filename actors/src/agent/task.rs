@@ -25,9 +25,7 @@ use super::offer::{Ask, OfferCache};
 use super::prompt::PromptSettings;
 pub use super::protocol::{CancelLlm, Resume};
 use super::protocol::{Finished, SafePoint, SchedulerLink};
-#[cfg(doc)]
-use super::recollect::NotRecorded;
-use super::recollect::{Answers, Joined, Recorded, Tiers};
+use super::recollect::{Answers, Joined, NotRecorded, Recorded, Tiers};
 use super::tools_exec::{ToolRunner, run_stage};
 use super::turn::{Cmd, Env, Event, Gathered, Limits, LlmFailure, PruneFailure, TurnCore, TurnInput};
 use crate::addr::TAddr;
@@ -208,6 +206,43 @@ pub struct TaskActor {
     /// The turn's trace span ([`crate::trace`]): recall, each LLM call and each tool
     /// call are its children; it ends when the task does.
     span: tracing::Span,
+    /// The tools and the offer recall counted into the prompt's budget: the next
+    /// [`Cmd::Gather`] that asks the same takes them instead of fetching and choosing
+    /// again (a turn's first request offers what its budget was cut for).
+    counted: Option<Offering>,
+}
+
+/// The tools registered at one moment and what a request out of them offers, with
+/// what it was asked for: `(window, fixed, query, expanded owners)`.
+struct Offering {
+    asked: (usize, usize, String, std::collections::BTreeSet<String>),
+    tools: crate::stages::ToolRegistry,
+    offered: Offered,
+}
+
+impl Offering {
+    /// Fetches the tools registered by now, less the agent's refused ones, and makes
+    /// the offer `asked` describes (out of no registered tools when the stage host did
+    /// not answer: the channels' send tools are offered still).
+    async fn make(
+        deps: &TaskDeps,
+        channel: &str,
+        asked: (usize, usize, String, std::collections::BTreeSet<String>),
+    ) -> Self {
+        let mut tools = deps.stages.send(GetTools).await.unwrap_or_default();
+        // A sub-agent's refused tools leave the snapshot its turn (and so its tool
+        // runner) keeps: not offered, and a call by name meets "no such tool". (The
+        // main agent refuses none, so its snapshot — and the tool list cached by it —
+        // stays the registry's own.)
+        for name in deps.refused_tools {
+            if let Some(plugin) = tools.get(name).map(|t| t.spec.plugin.clone()) {
+                let _ = tools.unregister(&plugin, name);
+            }
+        }
+        let (window, fixed, query, expanded) = &asked;
+        let offered = offer(deps, &tools, (*window, *fixed), query, channel, expanded);
+        Self { asked, tools, offered }
+    }
 }
 
 impl TaskActor {
@@ -260,6 +295,7 @@ impl TaskActor {
             embed_after_reply: false,
             untrusted: Arc::new(parking_lot::Mutex::new(untrusted)),
             span,
+            counted: None,
         }
     }
 
@@ -363,9 +399,7 @@ impl TaskActor {
                 let guest = (!self.input.principal.is_owner()).then(|| self.input.principal.name.clone());
                 let fut = recall(
                     self.deps.clone(),
-                    query,
-                    window,
-                    fixed,
+                    (window, fixed, query, self.expanded.clone()),
                     self.input.channel.clone(),
                     record,
                     Tiers::of(guest, memory),
@@ -373,8 +407,9 @@ impl TaskActor {
                 .instrument(crate::trace_span!(parent: &self.span, "recall"));
                 let started = std::time::Instant::now();
                 ctx.spawn(
-                    actix::fut::wrap_future::<_, Host<Self>>(fut).map(move |(r, recorded), host, ctx| {
+                    actix::fut::wrap_future::<_, Host<Self>>(fut).map(move |(r, recorded, counted), host, ctx| {
                         let me = host.inner();
+                        me.counted = Some(counted);
                         me.deps.bus.publish(crate::bus::Event::Recalled {
                             task_id: me.id,
                             ms: started.elapsed().as_secs_f64() * 1e3,
@@ -395,7 +430,7 @@ impl TaskActor {
                     task: self.id,
                     consolidation,
                 });
-                self.await_event(ctx, fut, |res| Event::SafePoint(res.map_err(|e| e.to_string())));
+                self.await_event(ctx, fut, Event::SafePoint);
             }
             Cmd::Park => tracing::debug!(task = self.id, "parked until the scheduler resumes it"),
             Cmd::Gather {
@@ -404,21 +439,20 @@ impl TaskActor {
                 window,
                 fixed,
             } => {
-                let (stages, deps) = (self.deps.stages.clone(), self.deps.clone());
+                let deps = self.deps.clone();
                 let (media, prepared) = (self.deps.media.clone(), self.media.clone());
-                let (channel, expanded) = (self.input.channel.clone(), self.expanded.clone());
+                let channel = self.input.channel.clone();
+                let asked = (window, fixed, tools_query, self.expanded.clone());
+                // What recall counted, when this call asks the same (the turn's first).
+                let counted = self.counted.take().filter(|c| c.asked == asked);
+                if counted.is_none() {
+                    tracing::debug!(task = self.id, "gather: the tools are fetched and offered for this call");
+                }
                 let fut = async move {
-                    let mut tools = stages.send(GetTools).await.unwrap_or_default();
-                    // A sub-agent's refused tools leave the snapshot its turn (and so its
-                    // tool runner) keeps: not offered, and a call by name meets "no such
-                    // tool". (The main agent refuses none, so its snapshot — and the tool
-                    // list cached by it — stays the registry's own.)
-                    for name in deps.refused_tools {
-                        if let Some(plugin) = tools.get(name).map(|t| t.spec.plugin.clone()) {
-                            let _ = tools.unregister(&plugin, name);
-                        }
-                    }
-                    let offered = offer(&deps, &tools, (window, fixed), &tools_query, &channel, &expanded);
+                    let Offering { tools, offered, .. } = match counted {
+                        Some(c) => c,
+                        None => Offering::make(&deps, &channel, asked).await,
+                    };
                     let recalled = match &media {
                         Some(m) => crate::memory::media::parts::recall(m, &prepared, &media_query).await,
                         None => Vec::new(),
@@ -481,7 +515,7 @@ impl TaskActor {
                     Event::Pruned(match res {
                         Ok(Ok(n)) => Ok(n),
                         Ok(Err(e)) => Err(PruneFailure::Store(e.to_string())),
-                        Err(e) => Err(PruneFailure::Unavailable(e.to_string())),
+                        Err(e) => Err(PruneFailure::Unavailable(e)),
                     })
                 });
             }
@@ -534,8 +568,8 @@ impl TaskActor {
                 self.await_event(ctx, fut, |res| {
                     Event::Committed(match res {
                         Ok(Ok(_)) => Ok(()),
-                        Ok(Err(e)) => Err(e.to_string()),
-                        Err(e) => Err(e.to_string()),
+                        Ok(Err(e)) => Err(NotRecorded::Refused(e.to_string())),
+                        Err(e) => Err(NotRecorded::Unanswered(e)),
                     })
                 });
             }
@@ -767,16 +801,17 @@ pub fn offer(
 /// With `record` (the input of a prepare phase), the context tier commits it in the same
 /// round trip, after the read; its answer is the second value ([`NotRecorded`] says
 /// whether the store refused it or the tier did not answer). `ask` says which tiers
-/// are asked ([`Tiers::of`]).
-pub async fn recall(
+/// are asked ([`Tiers::of`]). `asked` is the offer's question — `(window, fixed,
+/// query, expanded owners)` — and the third value its answer, the tools and the offer
+/// the budget counted: the turn's first request sends that offer, not one made again.
+async fn recall(
     deps: Arc<TaskDeps>,
-    query: String,
-    window: usize,
-    fixed: usize,
+    asked: (usize, usize, String, std::collections::BTreeSet<String>),
     channel: String,
     record: Option<crate::memory::context::Event>,
     ask: Tiers,
-) -> (Recollection, Option<Recorded>) {
+) -> (Recollection, Option<Recorded>, Offering) {
+    let (window, fixed, query) = (asked.0, asked.1, asked.2.clone());
     let recording = record.is_some();
     let relevance = ask.relevance;
     let qv = if ask.by_meaning {
@@ -792,30 +827,31 @@ pub async fn recall(
     // The tiers' answers are joined where the tiers live (`recall_thread`): their four
     // replies then wake that thread, which is running them anyway, and the turn's
     // thread is woken once, by the joined answer, instead of once per tier.
-    let asked = ask_tiers(deps.clone(), query.clone(), qv, record, ask);
+    let answered = ask_tiers(deps.clone(), query.clone(), qv, record, ask);
     let tiers = async {
         match &deps.recall_thread {
             Some(thread) => {
                 let (tx, rx) = tokio::sync::oneshot::channel();
                 thread.spawn(async move {
-                    let _ = tx.send(asked.await);
+                    let _ = tx.send(answered.await);
                 });
                 // Not run: the thread is gone (shutdown), and with it the tiers.
                 rx.await
-                    .unwrap_or_else(|_| Answers::none("the memory thread has stopped"))
+                    .unwrap_or_else(|_| {
+                        Answers::none(crate::addr::SendError::Exited {
+                            id: deps.context.id().to_owned(),
+                            reason: "the memory thread has stopped".into(),
+                        })
+                    })
             }
-            None => asked.await,
+            None => answered.await,
         }
     };
-    let tools = async {
-        let Ok(registry) = deps.stages.send(GetTools).await else {
-            return 0;
-        };
-        // The turn's first offer (no owner expanded yet): what its requests send, up to
-        // the expansion room the offer keeps free inside the same budget.
-        offer(&deps, &registry, (window, fixed), &query, &channel, &Default::default()).tokens
-    };
-    let (tool_tokens, answers) = futures_util::join!(tools, tiers);
+    // The turn's first offer: what its first request sends (the next ones may offer
+    // more, within the expansion room the offer keeps free inside the same budget).
+    let tools = Offering::make(&deps, &channel, asked);
+    let (offering, answers) = futures_util::join!(tools, tiers);
+    let tool_tokens = offering.offered.tokens;
     let budget = Budget::with_tools(window, fixed, tool_tokens);
     tracing::debug!(?budget, tool_tokens, dense, "prompt budget");
     let upkeep = channel == super::input::CONSOLIDATION_CHANNEL;
@@ -834,7 +870,7 @@ pub async fn recall(
     if !read.is_empty() {
         let _ = deps.documents.do_send(crate::memory::documents::RecordReads(read));
     }
-    (recollection, recorded)
+    (recollection, recorded, offering)
 }
 
 /// Asks the tiers `ask` names at once and joins their answers (graph and knowledge
@@ -899,7 +935,7 @@ async fn ask_tiers(
     };
     let passages = async {
         match passages {
-            Some(ask) => Some(ask.await.map_err(|e| e.to_string())),
+            Some(ask) => Some(ask.await),
             None => None,
         }
     };
@@ -908,7 +944,7 @@ async fn ask_tiers(
         facts,
         index,
         knowledge,
-        window: Some(window.map_err(|e| e.to_string())),
+        window: Some(window),
         passages,
     }
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::channels::{Channels, parse_send_tool};
+use super::channels::{Channels, Outgoing, parse_send_tool};
 use super::seq;
 use crate::addr::TAddr;
 use crate::bus::{EventBus, ToolStatus};
@@ -105,14 +105,13 @@ impl ToolRunner {
         let Some(deliver) = self.channels.deliver(&self.channel) else {
             return;
         };
-        let msg = json!({
-            "channel": self.channel,
-            "payload": Msg::ApprovalAsk { id: q.id, tool: &q.tool, summary: &q.summary, why: &q.why }.text(),
-            "type": "text",
-            "meta": self.meta,
-            "task_id": self.task_id,
-            "source": self.source,
-        });
+        let question = Msg::ApprovalAsk {
+            id: q.id,
+            tool: &q.tool,
+            summary: &q.summary,
+            why: &q.why,
+        };
+        let msg = Outgoing::text(&self.channel, question.text(), self.meta.clone()).to_wire(self.task_id, &self.source);
         let channel = self.channel.clone();
         actix::spawn(async move {
             if let Err(e) = deliver.call(msg).await {
@@ -376,10 +375,10 @@ impl ToolRunner {
     async fn send(&self, channel: &str, args: &Value) -> (String, bool) {
         let mut msg = match self.channels.check_send(channel, args) {
             Ok(m) => m,
-            Err(text) => return (text, false),
+            Err(refused) => return (refused.to_string(), false),
         };
         let mut sctx = self.base_ctx();
-        sctx.final_text = msg["payload"].as_str().unwrap_or("").to_owned();
+        sctx.final_text = std::mem::take(&mut msg.payload);
         let out = run_stage(&self.stages, Stage::BeforeOutput, sctx).await;
         if let Some(r) = out.response {
             return (Msg::OutputBlocked { reason: &r }.text(), false);
@@ -387,15 +386,13 @@ impl ToolRunner {
         if out.final_text.is_empty() {
             return (Msg::OutputEmptied.text(), false);
         }
-        msg["payload"] = json!(out.final_text);
-        msg["task_id"] = json!(self.task_id);
-        msg["source"] = json!(self.source);
+        msg.payload = out.final_text.clone();
         let deliver = self.channels.deliver(channel);
         self.bus.publish(crate::bus::Event::Output {
             channel: channel.to_owned(),
-            payload: out.final_text.clone(),
-            content_type: msg["type"].as_str().unwrap_or("text").to_owned(),
-            meta: msg["meta"].clone(),
+            payload: out.final_text,
+            content_type: msg.kind.clone(),
+            meta: msg.meta.clone(),
             task_id: self.task_id,
             source: self.source.clone(),
         });
@@ -403,7 +400,8 @@ impl ToolRunner {
         let Some(deliver) = deliver else {
             return ("ok".into(), true);
         };
-        match tokio::time::timeout(self.timeout, deliver.call(msg)).await {
+        let wire = msg.to_wire(self.task_id, &self.source);
+        match tokio::time::timeout(self.timeout, deliver.call(wire)).await {
             Ok(Ok(text)) if text.is_empty() => ("ok".into(), true),
             Ok(Ok(text)) => (text, true),
             Ok(Err(e)) => (

@@ -29,6 +29,8 @@ use super::offer::Offered;
 use super::overflow::{self, Guard, Verdict};
 use super::prompt::{self, Origin, PromptSettings};
 use super::tools_exec::Outcome;
+use super::recollect::NotRecorded;
+use crate::addr::SendError;
 use crate::bus::{ChainToolCall, ChainUsage, Event as BusEvent};
 use crate::firewall::CredentialGate;
 use crate::i18n::Msg;
@@ -195,11 +197,11 @@ impl From<LlmError> for LlmFailure {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TurnError {
     #[error("the scheduler is unavailable: {0}")]
-    SchedulerUnavailable(String),
+    SchedulerUnavailable(SendError),
     #[error("cannot record the input in memory: {0}")]
     RecordInput(String),
     #[error("the context store is unavailable: {0}")]
-    StoreUnavailable(String),
+    StoreUnavailable(SendError),
     /// The overflow budget is spent (the guard's message names the setting to lower).
     #[error("{0}")]
     Overflow(String),
@@ -229,7 +231,7 @@ pub enum PruneFailure {
     /// The store refused it: the recovery goes on as if nothing moved.
     Store(String),
     /// The context actor did not answer: the task fails.
-    Unavailable(String),
+    Unavailable(SendError),
 }
 
 /// How a task ended, as the scheduler shows it.
@@ -267,7 +269,7 @@ pub enum Event {
     /// The answer of [`Cmd::ConsumeCancel`]: was this input waiting when stop was pressed?
     StopBudget(bool),
     /// The answer of [`Cmd::AskSafePoint`]: `Ok(true)` = yield now.
-    SafePoint(Result<bool, String>),
+    SafePoint(Result<bool, SendError>),
     /// The answer of [`Cmd::Gather`].
     Gathered(Gathered),
     /// The answer of [`Cmd::CallLlm`].
@@ -283,7 +285,7 @@ pub enum Event {
     /// The answer of [`Cmd::RunStage`] for `before_output`.
     BeforeOutput(StageContext),
     /// The answer of [`Cmd::Commit`] (an error is logged; the reply goes out anyway).
-    Committed(Result<(), String>),
+    Committed(Result<(), NotRecorded>),
     /// The wait of [`Cmd::Backoff`] is over.
     BackoffOver,
     /// Preemption or stop: cancel the LLM call, or remember to before the next one.
@@ -629,8 +631,8 @@ impl TurnCore {
                 }
                 Err(e) => {
                     let error = match e {
-                        super::recollect::NotRecorded::Refused(e) => TurnError::RecordInput(e),
-                        super::recollect::NotRecorded::Unanswered(e) => TurnError::StoreUnavailable(e),
+                        NotRecorded::Refused(e) => TurnError::RecordInput(e),
+                        NotRecorded::Unanswered(e) => TurnError::StoreUnavailable(e),
                     };
                     // A full disk or a restarting store is an outage too: a durable
                     // input waits for it (nothing was recorded, so trying again

@@ -2,6 +2,7 @@
 //! shell would report and asserts the commands the core answers.
 
 use super::*;
+use crate::addr::SendError;
 use crate::agent::recollect::NotRecorded;
 use crate::bus::{Event as BusEvent, ToolStatus};
 use crate::llm::CompletionResponse;
@@ -470,10 +471,10 @@ fn the_store_unavailable_during_a_prune_fails_the_task() {
     let mut t = Turn::new(input("hello"));
     t.prepare(&huge());
     t.feed(Event::SafePoint(Ok(false)));
-    let c = t.feed(Event::Pruned(Err(PruneFailure::Unavailable("mailbox closed".into()))));
+    let c = t.feed(Event::Pruned(Err(PruneFailure::Unavailable(exited("kernel/memory/context")))));
     assert_eq!(
         reply_of(&c).error.as_deref(),
-        Some("the context store is unavailable: mailbox closed")
+        Some("the context store is unavailable: actor `kernel/memory/context` exited before answering (mailbox closed); the supervisor restarts it per its policy")
     );
 }
 
@@ -885,7 +886,7 @@ fn before_output_rewrites_the_final_text_and_its_response_is_ignored() {
         _ => None,
     });
     assert_eq!(commit.as_deref(), Some("polished"));
-    let c = t.feed(Event::Committed(Err("disk full".into())));
+    let c = t.feed(Event::Committed(Err(NotRecorded::Refused("disk full".into()))));
     assert_eq!(
         reply_of(&c).content,
         "polished",
@@ -930,7 +931,10 @@ fn the_done_guard_finishes_once_and_ignores_what_comes_after() {
     let c = t.answer(completion("answer", &[]));
     assert!(t.core.is_done());
     assert!(t.feed(Event::Cancel).is_empty(), "nothing in flight, already finishing");
-    assert!(t.feed(Event::SafePoint(Err("gone".into()))).is_empty(), "no second end");
+    assert!(
+        t.feed(Event::SafePoint(Err(exited("kernel/agent/scheduler")))).is_empty(),
+        "no second end"
+    );
     assert!(
         t.feed(Event::Llm {
             result: Ok(completion("late", &[])),
@@ -964,10 +968,10 @@ fn failures_end_the_task_once_with_the_reason() {
 
     let mut t = Turn::new(input("hello"));
     t.prepare("");
-    let c = t.feed(Event::SafePoint(Err("mailbox closed".into())));
+    let c = t.feed(Event::SafePoint(Err(exited("kernel/agent/scheduler"))));
     assert_eq!(
         reply_of(&c).error.as_deref(),
-        Some("the scheduler is unavailable: mailbox closed")
+        Some("the scheduler is unavailable: actor `kernel/agent/scheduler` exited before answering (mailbox closed); the supervisor restarts it per its policy")
     );
     let failed = c.iter().find_map(|c| match c {
         Cmd::Publish(e @ BusEvent::AgentOutput { error: true, .. }) => Some(bus(e)),
@@ -977,7 +981,7 @@ fn failures_end_the_task_once_with_the_reason() {
         failed,
         Some((
             "agent_output",
-            json!({"task_id": 7, "text": "Error: the scheduler is unavailable: mailbox closed", "channel": "http", "error": true})
+            json!({"task_id": 7, "text": "Error: the scheduler is unavailable: actor `kernel/agent/scheduler` exited before answering (mailbox closed); the supervisor restarts it per its policy", "channel": "http", "error": true})
         ))
     );
 }
@@ -1410,4 +1414,13 @@ fn a_channels_recall_and_context_policies_reach_the_shell_as_commands() {
         }),
         (true, true)
     );
+}
+
+/// What an actor that went away answers a message: the error every kernel address
+/// gives (`addr::SendError`), as the turn shows it.
+fn exited(actor: &str) -> SendError {
+    SendError::Exited {
+        id: actor.into(),
+        reason: "mailbox closed".into(),
+    }
 }
