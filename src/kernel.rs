@@ -959,11 +959,11 @@ impl Module<KernelState> for AgentModule {
             let tasks: TaskSink = Arc::new(move |text| {
                 let event_loop = event_loop.clone();
                 Box::pin(async move {
-                    event_loop
-                        .send(SelfInput(text))
-                        .await
-                        .map_err(|e| e.to_string())
-                        .and_then(|r| r.map_err(|e| e.to_string()))
+                    match event_loop.send(SelfInput(text)).await {
+                        Ok(Ok(task)) => Ok(task),
+                        Ok(Err(refused)) => Err(refused.into()),
+                        Err(unavailable) => Err(unavailable.into()),
+                    }
                 })
             });
             let (maintenance, maintenance_policy) =

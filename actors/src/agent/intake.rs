@@ -64,6 +64,38 @@ fn is_durable(input: &Input) -> bool {
     !input.kernel && !input.reply.is_waiting()
 }
 
+/// What becomes of a stored input's inbox row once its task ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Afterwards {
+    /// On the dead-letter list, with why: kept for the owner to retry or discard.
+    Dead(String),
+    /// Done (answered, or stopped by the owner): the row goes.
+    Done,
+    /// Not run to its end (the scheduler stopped): the row stays and runs after the
+    /// next start.
+    Kept,
+}
+
+/// The inbox's side of an input's `outcome` (`error`: the task's, if it failed).
+fn afterwards(outcome: Outcome, error: Option<String>) -> Afterwards {
+    match outcome {
+        Outcome::Failed => Afterwards::Dead(error.unwrap_or_else(|| "its task failed; see the daemon log".into())),
+        Outcome::Dropped => Afterwards::Dead("dropped unrun: the interrupt queues overflowed".into()),
+        o if o.is_final() => Afterwards::Done,
+        _ => Afterwards::Kept,
+    }
+}
+
+/// The backlog's reading of the scheduler's answer to a fed input: a full queue (or a
+/// scheduler restarting) means "later", never "refused" — the input waits on disk.
+fn answer_of(res: &Result<Result<u64, Refusal>, crate::addr::SendError>) -> Answer {
+    match res {
+        Ok(Ok(_)) => Answer::Taken,
+        Ok(Err(Refusal::QueueFull)) | Err(_) => Answer::Later,
+        Ok(Err(_)) => Answer::Refused,
+    }
+}
+
 /// The guard shared by the event loop and the hooks it puts on its inputs.
 type Guard = Arc<Mutex<DuplicateGuard>>;
 
@@ -85,24 +117,17 @@ fn settle_hook(guard: Option<(Guard, Ticket)>, stored: Option<(TAddr<InboxActor>
                 g.lock().finished(ticket, outcome == Outcome::Succeeded);
             }
             if let Some((inbox, id)) = &stored {
-                // A failed or dropped input is kept for the owner to retry or
-                // discard; an answered or stopped one is done.
-                let dead = match outcome {
-                    Outcome::Failed => Some(
-                        error
-                            .take()
-                            .unwrap_or_else(|| "its task failed; see the daemon log".into()),
-                    ),
-                    Outcome::Dropped => Some("dropped unrun: the interrupt queues overflowed".into()),
-                    _ => None,
-                };
-                if let Some(why) = dead {
-                    tracing::warn!(input = %id, "a stored input failed; it waits on the dead-letter list (GET /api/v1/inbox/dead): {why}");
-                    let _ = inbox.do_send(Dead(*id, why));
-                } else if outcome.is_final() {
-                    let _ = inbox.do_send(Ended(*id));
-                } else {
-                    tracing::info!(input = %id, ?outcome, "stored input not finished; it runs after the next start");
+                match afterwards(outcome, error.take()) {
+                    Afterwards::Dead(why) => {
+                        tracing::warn!(input = %id, "a stored input failed; it waits on the dead-letter list (GET /api/v1/inbox/dead): {why}");
+                        let _ = inbox.do_send(Dead(*id, why));
+                    }
+                    Afterwards::Done => {
+                        let _ = inbox.do_send(Ended(*id));
+                    }
+                    Afterwards::Kept => {
+                        tracing::info!(input = %id, ?outcome, "stored input not finished; it runs after the next start");
+                    }
                 }
             }
         }
@@ -347,12 +372,7 @@ impl EventLoop {
         let fut = async move { s.send(Submit(input)).await };
         ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(fut).map(|res, host, ctx| {
             let me = host.inner();
-            let answer = match &res {
-                Ok(Ok(_)) => Answer::Taken,
-                Ok(Err(Refusal::QueueFull)) | Err(_) => Answer::Later,
-                Ok(Err(_)) => Answer::Refused,
-            };
-            match me.backlog.answered(answer) {
+            match me.backlog.answered(answer_of(&res)) {
                 Then::Next(w) => {
                     let task = res.ok().and_then(Result::ok).unwrap_or_default();
                     tracing::debug!(input = %w.id, task, waiting = me.backlog.len(), "backlog: input fed to the scheduler");
@@ -782,6 +802,42 @@ mod tests {
         assert_eq!(parse_approval_command("/approve 3 and also rm -rf"), None);
         assert_eq!(parse_approval_command("please /approve 3"), None);
         assert_eq!(parse_approval_command("/approve three"), None);
+    }
+
+    #[test]
+    fn a_stored_input_is_kept_until_it_ran_and_a_failed_one_waits_for_the_owner() {
+        assert_eq!(
+            afterwards(Outcome::Failed, Some("every source failed".into())),
+            Afterwards::Dead("every source failed".into())
+        );
+        assert_eq!(
+            afterwards(Outcome::Failed, None),
+            Afterwards::Dead("its task failed; see the daemon log".into())
+        );
+        assert!(matches!(afterwards(Outcome::Dropped, None), Afterwards::Dead(why) if why.contains("overflowed")));
+        assert_eq!(afterwards(Outcome::Succeeded, None), Afterwards::Done);
+        assert_eq!(
+            afterwards(Outcome::Cancelled, None),
+            Afterwards::Done,
+            "the owner stopped it"
+        );
+        assert_eq!(
+            afterwards(Outcome::Abandoned, Some("scheduler stopped".into())),
+            Afterwards::Kept,
+            "never ran: it runs after the next start"
+        );
+    }
+
+    #[test]
+    fn a_full_queue_or_a_restarting_scheduler_makes_the_backlog_wait_not_drop() {
+        assert_eq!(answer_of(&Ok(Ok(7))), Answer::Taken);
+        assert_eq!(answer_of(&Ok(Err(Refusal::QueueFull))), Answer::Later);
+        let restarting = crate::addr::SendError::Unavailable {
+            id: "kernel/agent/scheduler".into(),
+            state: "backoff",
+        };
+        assert_eq!(answer_of(&Err(restarting)), Answer::Later);
+        assert_eq!(answer_of(&Ok(Err(Refusal::ResidualDropped))), Answer::Refused);
     }
 
     #[test]

@@ -260,20 +260,14 @@ mod tests {
         assert_eq!(j.recollection.relevant.len(), 1);
         assert_eq!(j.recorded, Some(Ok(())));
         // The context tier did not answer while it was to record the input.
-        let j = join(
-            "hello",
-            Answers::none(stopped()),
-            &budget,
-            true,
-            false,
-        );
+        let j = join("hello", Answers::none(stopped()), &budget, true, false);
         assert!(j.recollection.relevant.is_empty());
-        assert_eq!(
-            j.recorded,
-            Some(Err(NotRecorded::Unanswered(stopped())))
-        );
+        assert_eq!(j.recorded, Some(Err(NotRecorded::Unanswered(stopped()))));
         // Nothing to record: nothing to tell.
-        assert_eq!(join("hello", Answers::none(stopped()), &budget, false, false).recorded, None);
+        assert_eq!(
+            join("hello", Answers::none(stopped()), &budget, false, false).recorded,
+            None
+        );
     }
 
     #[test]

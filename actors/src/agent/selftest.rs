@@ -108,8 +108,9 @@ impl Report {
     }
 }
 
-/// A source's part from its probe: `Ok` is (model, milliseconds).
-pub fn source_part(name: &str, probe: Result<(String, u128), String>) -> Part {
+/// A source's part from its probe: `Ok` is (model, milliseconds); the error is shown
+/// as it reads.
+pub fn source_part(name: &str, probe: Result<(String, u128), impl std::fmt::Display>) -> Part {
     match probe {
         Ok((model, ms)) => Part::new("llm", name, Status::Ok, format!("answered in {ms} ms ({model})")),
         Err(e) => Part::new(
@@ -173,8 +174,8 @@ pub fn plugin_part(p: &Value) -> Part {
 }
 
 /// The embedder's part from its status (as in `GET /api/v1/memory/status`) and, when
-/// one was made, a test embedding (`Ok(dimensions)`).
-pub fn embedder_part(status: &Value, test: Option<Result<usize, String>>) -> Part {
+/// one was made, a test embedding (`Ok(dimensions)`, or why none came back as it reads).
+pub fn embedder_part(status: &Value, test: Option<Result<usize, ProbeError>>) -> Part {
     let active = status["active"].as_str().unwrap_or("none");
     let configured = status["configured"].as_str().unwrap_or("?");
     if active == "tfidf" {
@@ -299,6 +300,20 @@ pub fn probe_request() -> CompletionRequest {
     }
 }
 
+/// Why a probe of a source or of the embedder came back without an answer.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// The LLM actor or the embedder did not answer (restarting, or stopped).
+    #[error(transparent)]
+    Unavailable(#[from] crate::addr::SendError),
+    /// The source answered with an error.
+    #[error(transparent)]
+    Llm(#[from] crate::llm::provider::LlmError),
+    /// The embedder answered no vector: its last error, as its status shows it.
+    #[error("{0}")]
+    NoVector(String),
+}
+
 /// One part per configured source: each answers a minimal call on its own; a source
 /// the settings leave unusable (no key, no model) is reported as not configured.
 pub async fn check_sources(llm: &TAddr<LlmActor>) -> Vec<Part> {
@@ -316,8 +331,8 @@ pub async fn check_sources(llm: &TAddr<LlmActor>) -> Vec<Part> {
                 request: probe_request(),
             })
             .await
-            .map_err(|e| e.to_string())
-            .and_then(|r| r.map_err(|e| e.to_string()))
+            .map_err(ProbeError::from)
+            .and_then(|r| r.map_err(ProbeError::from))
             .map(|c| (c.model, t.elapsed().as_millis()));
         tracing::info!(source = %name, ok = probe.is_ok(), "selftest: LLM source probed");
         out.push(source_part(&name, probe));
@@ -349,11 +364,13 @@ pub async fn check_embedder(embedder: &crate::memory::embed::actor::EmbedderHand
                 .await
             {
                 Ok(Some((_, v))) if v.first().is_some_and(|x| !x.is_empty()) => Ok(v[0].len()),
-                Ok(_) => Err(status["last_error"]
-                    .as_str()
-                    .unwrap_or("no vector came back")
-                    .to_owned()),
-                Err(e) => Err(e.to_string()),
+                Ok(_) => Err(ProbeError::NoVector(
+                    status["last_error"]
+                        .as_str()
+                        .unwrap_or("no vector came back")
+                        .to_owned(),
+                )),
+                Err(e) => Err(ProbeError::from(e)),
             },
         )
     };
@@ -418,7 +435,7 @@ mod tests {
     fn a_failed_part_fails_the_verdict_and_not_configured_does_not() {
         let mut r = Report {
             parts: vec![
-                source_part("good", Ok(("m".into(), 3))),
+                source_part("good", Ok::<_, &str>(("m".into(), 3))),
                 Part::new("llm", "nokey", Status::NotConfigured, "no API key"),
                 plugin_part(&json!({"name": "echo", "state": "disabled"})),
             ],
@@ -429,7 +446,7 @@ mod tests {
             "{}",
             r.render()
         );
-        r.parts.push(source_part("bad", Err("HTTP 500".into())));
+        r.parts.push(source_part("bad", Err::<(String, u128), _>("HTTP 500")));
         assert!(!r.ok());
         let text = r.render();
         assert!(
@@ -490,7 +507,10 @@ mod tests {
             (dense.status, dense.detail.contains("8 dimensions")),
             (Status::Ok, true)
         );
-        let failed = embedder_part(&json!({"active": "remote"}), Some(Err("refused".into())));
+        let failed = embedder_part(
+            &json!({"active": "remote"}),
+            Some(Err(ProbeError::NoVector("refused".into()))),
+        );
         assert_eq!(failed.status, Status::Fail);
     }
 

@@ -406,8 +406,8 @@ impl TaskActor {
                 )
                 .instrument(crate::trace_span!(parent: &self.span, "recall"));
                 let started = std::time::Instant::now();
-                ctx.spawn(
-                    actix::fut::wrap_future::<_, Host<Self>>(fut).map(move |(r, recorded, counted), host, ctx| {
+                ctx.spawn(actix::fut::wrap_future::<_, Host<Self>>(fut).map(
+                    move |(r, recorded, counted), host, ctx| {
                         let me = host.inner();
                         me.counted = Some(counted);
                         me.deps.bus.publish(crate::bus::Event::Recalled {
@@ -418,8 +418,8 @@ impl TaskActor {
                         if let Some(res) = recorded {
                             me.feed(Event::InputRecorded(res), ctx);
                         }
-                    }),
-                );
+                    },
+                ));
             }
             Cmd::ConsumeCancel => {
                 let fut = self.scheduler.consume_cancel(self.id);
@@ -446,7 +446,10 @@ impl TaskActor {
                 // What recall counted, when this call asks the same (the turn's first).
                 let counted = self.counted.take().filter(|c| c.asked == asked);
                 if counted.is_none() {
-                    tracing::debug!(task = self.id, "gather: the tools are fetched and offered for this call");
+                    tracing::debug!(
+                        task = self.id,
+                        "gather: the tools are fetched and offered for this call"
+                    );
                 }
                 let fut = async move {
                     let Offering { tools, offered, .. } = match counted {
@@ -836,13 +839,12 @@ async fn recall(
                     let _ = tx.send(answered.await);
                 });
                 // Not run: the thread is gone (shutdown), and with it the tiers.
-                rx.await
-                    .unwrap_or_else(|_| {
-                        Answers::none(crate::addr::SendError::Exited {
-                            id: deps.context.id().to_owned(),
-                            reason: "the memory thread has stopped".into(),
-                        })
+                rx.await.unwrap_or_else(|_| {
+                    Answers::none(crate::addr::SendError::Exited {
+                        id: deps.context.id().to_owned(),
+                        reason: "the memory thread has stopped".into(),
                     })
+                })
             }
             None => answered.await,
         }

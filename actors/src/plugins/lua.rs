@@ -1073,14 +1073,11 @@ impl KernelActor for LuaPlugin {
                     }
                     Ok(()) => {
                         let attached = host.inner().attach(&me);
-                        ctx.wait(
-                            actix::fut::wrap_future::<_, Host<Self>>(attached)
-                                .map(|(), host, _| {
-                                    let me = host.inner();
-                                    me.info.readiness.set(Ok(()));
-                                    me.info.instances.ready(me.instance);
-                                }),
-                        );
+                        ctx.wait(actix::fut::wrap_future::<_, Host<Self>>(attached).map(|(), host, _| {
+                            let me = host.inner();
+                            me.info.readiness.set(Ok(()));
+                            me.info.instances.ready(me.instance);
+                        }));
                     }
                 }),
             );

@@ -471,10 +471,14 @@ fn the_store_unavailable_during_a_prune_fails_the_task() {
     let mut t = Turn::new(input("hello"));
     t.prepare(&huge());
     t.feed(Event::SafePoint(Ok(false)));
-    let c = t.feed(Event::Pruned(Err(PruneFailure::Unavailable(exited("kernel/memory/context")))));
+    let c = t.feed(Event::Pruned(Err(PruneFailure::Unavailable(exited(
+        "kernel/memory/context",
+    )))));
     assert_eq!(
         reply_of(&c).error.as_deref(),
-        Some("the context store is unavailable: actor `kernel/memory/context` exited before answering (mailbox closed); the supervisor restarts it per its policy")
+        Some(
+            "the context store is unavailable: actor `kernel/memory/context` exited before answering (mailbox closed); the supervisor restarts it per its policy"
+        )
     );
 }
 
@@ -932,7 +936,8 @@ fn the_done_guard_finishes_once_and_ignores_what_comes_after() {
     assert!(t.core.is_done());
     assert!(t.feed(Event::Cancel).is_empty(), "nothing in flight, already finishing");
     assert!(
-        t.feed(Event::SafePoint(Err(exited("kernel/agent/scheduler")))).is_empty(),
+        t.feed(Event::SafePoint(Err(exited("kernel/agent/scheduler"))))
+            .is_empty(),
         "no second end"
     );
     assert!(
@@ -971,7 +976,9 @@ fn failures_end_the_task_once_with_the_reason() {
     let c = t.feed(Event::SafePoint(Err(exited("kernel/agent/scheduler"))));
     assert_eq!(
         reply_of(&c).error.as_deref(),
-        Some("the scheduler is unavailable: actor `kernel/agent/scheduler` exited before answering (mailbox closed); the supervisor restarts it per its policy")
+        Some(
+            "the scheduler is unavailable: actor `kernel/agent/scheduler` exited before answering (mailbox closed); the supervisor restarts it per its policy"
+        )
     );
     let failed = c.iter().find_map(|c| match c {
         Cmd::Publish(e @ BusEvent::AgentOutput { error: true, .. }) => Some(bus(e)),

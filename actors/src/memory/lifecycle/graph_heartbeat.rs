@@ -20,9 +20,16 @@ use crate::memory::graph::actor::{CommitDated, GraphActor, ProposeMerges, Propos
 /// (the `_consolidation_` channel). A port the kernel fills with the agent's intake,
 /// so the memory layer does not depend on the agent (which depends on the memory).
 /// Resolves to the accepted task's id, or why it was not accepted.
-pub type TaskSink =
-    Arc<dyn Fn(String) -> futures_util::future::LocalBoxFuture<'static, Result<u64, String>> + Send + Sync>;
+pub type TaskSink = Arc<
+    dyn Fn(
+            String,
+        )
+            -> futures_util::future::LocalBoxFuture<'static, Result<u64, Box<dyn std::error::Error + Send + Sync>>>
+        + Send
+        + Sync,
+>;
 
+use super::RoundError;
 pub use super::policy::Maintenance;
 use super::policy::{Decision, Policy, PolicyCell, Skip};
 
@@ -130,7 +137,7 @@ impl GraphHeartbeat {
                     };
                     archive(&graph, &documents, cold, now, &mut round.items).await
                 }
-                (Decision::FindCold { .. }, None) => Err("the archive heartbeat has no document tier".to_owned()),
+                (Decision::FindCold { .. }, None) => Err(RoundError::NoDocuments),
                 (Decision::Skip(Skip::BudgetSpent), _) => {
                     tracing::debug!(?kind, "maintenance round skipped: today's task budget is spent");
                     Ok(())
@@ -144,8 +151,8 @@ impl GraphHeartbeat {
                         _ => graph.send(ProposeReviews { limit }).await,
                     };
                     match proposals
-                        .map_err(|e| e.to_string())
-                        .and_then(|r| r.map_err(|e| e.to_string()))
+                        .map_err(RoundError::from)
+                        .and_then(|r| r.map_err(RoundError::from))
                     {
                         Ok(tasks) => {
                             let mut result = Ok(());
@@ -155,7 +162,7 @@ impl GraphHeartbeat {
                                         round.items += 1;
                                         policy.lock().handed(now, 1);
                                     }
-                                    Err(e) => result = Err(e),
+                                    Err(e) => result = Err(RoundError::NotTaken(e)),
                                 }
                             }
                             result
@@ -164,7 +171,7 @@ impl GraphHeartbeat {
                     }
                 }
             };
-            round.error = result.err();
+            round.error = result.err().map(|e| e.to_string());
             match &round.error {
                 None => tracing::info!(?kind, items = round.items, trigger, "graph maintenance round"),
                 Some(e) => tracing::warn!(?kind, trigger, "graph maintenance round failed: {e}"),
@@ -214,13 +221,9 @@ async fn archive(
     cold: ColdDocs,
     now: i64,
     moved: &mut usize,
-) -> Result<(), String> {
+) -> Result<(), RoundError> {
     use crate::memory::lifecycle::maintenance::{doc_session, doc_to_triples};
-    let docs = documents
-        .send(cold)
-        .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| e.to_string())?;
+    let docs = documents.send(cold).await??;
     let mut done = Vec::with_capacity(docs.len());
     for (doc, passages) in docs {
         let groups = doc_to_triples(&doc, &passages);
@@ -232,20 +235,14 @@ async fn archive(
                     groups,
                     session: doc_session(&doc.id),
                 })
-                .await
-                .map_err(|e| e.to_string())?
-                .map_err(|e| e.to_string())?
+                .await??
                 .1
         };
         tracing::debug!(doc = %doc.id, passages = passages.len(), relations, "archive: document's facts in the graph; the document stays");
         done.push(doc.id);
     }
     if !done.is_empty() {
-        *moved += documents
-            .send(MarkArchived { ids: done, at_ms: now })
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())?;
+        *moved += documents.send(MarkArchived { ids: done, at_ms: now }).await??;
         tracing::info!(
             documents = *moved,
             "archive: cold documents distilled into the graph (kept as documents)"

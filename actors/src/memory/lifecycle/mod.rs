@@ -19,3 +19,23 @@ pub mod heartbeat;
 pub mod maintenance;
 pub mod policy;
 pub mod snapshot;
+
+/// Why a heartbeat's round stopped short (what it did before stays done; the next
+/// round goes on from there). Its text is the round's `error` in the status API.
+#[derive(Debug, thiserror::Error)]
+pub enum RoundError {
+    /// A tier did not answer (restarting, or stopped).
+    #[error(transparent)]
+    Unavailable(#[from] crate::addr::SendError),
+    #[error(transparent)]
+    Graph(#[from] crate::memory::graph::GraphError),
+    #[error(transparent)]
+    Documents(#[from] crate::memory::documents::DocError),
+    /// The agent did not take a task (its intake's refusal: the memory layer sees the
+    /// agent only through [`graph_heartbeat::TaskSink`]).
+    #[error(transparent)]
+    NotTaken(Box<dyn std::error::Error + Send + Sync>),
+    /// The archive heartbeat was started without the document tier.
+    #[error("the archive heartbeat has no document tier")]
+    NoDocuments,
+}

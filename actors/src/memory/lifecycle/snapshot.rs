@@ -45,16 +45,18 @@ pub type Mark = Arc<AtomicI64>;
 
 /// One round: writes the entities whose facts changed since `mark`; answers how many
 /// documents changed.
-pub async fn sync(graph: &TAddr<GraphActor>, documents: &TAddr<DocumentsActor>, mark: &Mark) -> Result<usize, String> {
+pub async fn sync(
+    graph: &TAddr<GraphActor>,
+    documents: &TAddr<DocumentsActor>,
+    mark: &Mark,
+) -> Result<usize, super::RoundError> {
     let since = mark.load(Ordering::SeqCst);
     let changed = graph
         .send(ChangedSince {
             since_ms: since,
             limit: PER_ROUND,
         })
-        .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| e.to_string())?;
+        .await??;
     let mut written = 0;
     for (entity, facts, at) in changed {
         // An entity without a fact (all deleted, or none yet) keeps whatever it had.
@@ -65,9 +67,7 @@ pub async fn sync(graph: &TAddr<GraphActor>, documents: &TAddr<DocumentsActor>, 
                     entity: entity.name.clone(),
                     content,
                 })
-                .await
-                .map_err(|e| e.to_string())?
-                .map_err(|e| e.to_string())?
+                .await??
             {
                 written += 1;
             }
