@@ -25,6 +25,7 @@ use std::collections::BTreeMap;
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use serde_json::Value;
 
+use super::destinations::NotAllowed;
 use crate::config::{MIN_SECRET_LEN, valid_alias};
 
 /// Credentials the kernel holds outside the settings (name → value), masked by every
@@ -228,14 +229,14 @@ impl CredentialGate {
     pub fn fill_checked(
         &self,
         args: &Value,
-        allow: &dyn Fn(&str, &str) -> Result<(), String>,
+        allow: &dyn Fn(&str, &str) -> Result<(), NotAllowed>,
     ) -> Result<Value, FillError> {
         let mut out = args.clone();
         self.fill_in(&mut out, allow)?;
         Ok(out)
     }
 
-    fn fill_in(&self, v: &mut Value, allow: &dyn Fn(&str, &str) -> Result<(), String>) -> Result<(), FillError> {
+    fn fill_in(&self, v: &mut Value, allow: &dyn Fn(&str, &str) -> Result<(), NotAllowed>) -> Result<(), FillError> {
         match v {
             Value::String(s) if s.contains("@{") => {
                 *s = self.fill_str(s, allow)?;
@@ -247,7 +248,7 @@ impl CredentialGate {
         }
     }
 
-    fn fill_str(&self, s: &str, allow: &dyn Fn(&str, &str) -> Result<(), String>) -> Result<String, FillError> {
+    fn fill_str(&self, s: &str, allow: &dyn Fn(&str, &str) -> Result<(), NotAllowed>) -> Result<String, FillError> {
         let mut out = String::with_capacity(s.len());
         let mut rest = s;
         while let Some(start) = rest.find("@{") {
@@ -279,8 +280,8 @@ impl CredentialGate {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FillError {
     /// The secret's destinations do not include this call (the reason says which).
-    #[error("{0}")]
-    NotAllowed(String),
+    #[error(transparent)]
+    NotAllowed(#[from] NotAllowed),
     #[error(
         "`@{{{0}}}` is a kernel credential; it is never handed to tools. Use a secret the owner stored for this purpose (core.security.secrets)"
     )]

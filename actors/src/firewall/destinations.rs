@@ -60,34 +60,29 @@ pub struct FillTarget<'a> {
 impl Destinations {
     /// From the setting's JSON; `Err` says what is wrong (the firewall then fills no
     /// secret for network or command tools).
-    pub fn parse(v: &serde_json::Value) -> Result<Self, String> {
+    pub fn parse(v: &serde_json::Value) -> Result<Self, Malformed> {
         if v.is_null() {
             return Ok(Self::default());
         }
         serde_json::from_value::<BTreeMap<String, Destination>>(v.clone())
             .map(Self)
-            .map_err(|e| {
-                format!(
-                    "core.security.secret_destinations: {e}; expected {{\"<alias>\": {{\"hosts\": [\"api.example.com\"], \"tools\": [\"web_fetch\"], \"in_query\": false}}}}"
-                )
-            })
+            .map_err(Malformed)
     }
 
     /// Whether `alias` may be filled into `text` (one string argument) of `target`,
     /// where `urls` are the URL strings among the call's arguments; `Err` is the reason,
     /// written for the model and the owner.
-    pub fn check(&self, alias: &str, text: &str, urls: &[&str], target: FillTarget<'_>) -> Result<(), String> {
+    pub fn check(&self, alias: &str, text: &str, urls: &[&str], target: FillTarget<'_>) -> Result<(), NotAllowed> {
         if !target.owner {
-            return Err(format!(
-                "`@{{{alias}}}` is never filled for a guest's turn; only the owner's own requests may use stored secrets"
-            ));
+            return Err(NotAllowed::Guest {
+                alias: alias.to_owned(),
+            });
         }
         let empty = Destination::default();
         let d = self.0.get(alias).unwrap_or(&empty);
-        let hint = |what: &str| {
-            format!(
-                "`@{{{alias}}}` may not go to {what}; the owner allows it in core.security.secret_destinations (\"{alias}\": {{\"hosts\": [...], \"tools\": [...]}})"
-            )
+        let hint = |to: &str| NotAllowed::To {
+            alias: alias.to_owned(),
+            to: to.to_owned(),
         };
         let listed = d.tools.iter().any(|g| crate::pattern::glob(g, target.tool));
         if !d.tools.is_empty() && !listed {
@@ -119,6 +114,25 @@ impl Destinations {
         }
         Ok(())
     }
+}
+
+/// `core.security.secret_destinations` could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "core.security.secret_destinations: {0}; expected {{\"<alias>\": {{\"hosts\": [\"api.example.com\"], \"tools\": [\"web_fetch\"], \"in_query\": false}}}}"
+)]
+pub struct Malformed(serde_json::Error);
+
+/// Why a secret may not be filled into a call: written for the model and the owner.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotAllowed {
+    #[error("`@{{{alias}}}` is never filled for a guest's turn; only the owner's own requests may use stored secrets")]
+    Guest { alias: String },
+    /// Not to this tool, command line, network, host or query string.
+    #[error(
+        "`@{{{alias}}}` may not go to {to}; the owner allows it in core.security.secret_destinations (\"{alias}\": {{\"hosts\": [...], \"tools\": [...]}})"
+    )]
+    To { alias: String, to: String },
 }
 
 /// The lower-case host of a URL, read the way browsers and the `url` crate do for
@@ -205,7 +219,10 @@ mod tests {
             d.check("github", "x", &["https://raw.githubusercontent.com/a"], OWNER_NET)
                 .is_ok()
         );
-        let e = d.check("github", "x", &["http://127.0.0.1:9/"], OWNER_NET).unwrap_err();
+        let e = d
+            .check("github", "x", &["http://127.0.0.1:9/"], OWNER_NET)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("127.0.0.1") && e.contains("secret_destinations"), "{e}");
         assert!(
             d.check("github", "x", &["https://api.github.com.evil.io/"], OWNER_NET)
@@ -213,7 +230,12 @@ mod tests {
         );
         assert!(d.check("github", "x", &["https://user@evil.io/"], OWNER_NET).is_err());
         let q = "https://api.github.com/?k=@{github}";
-        assert!(d.check("github", q, &[q], OWNER_NET).unwrap_err().contains("query"));
+        assert!(
+            d.check("github", q, &[q], OWNER_NET)
+                .unwrap_err()
+                .to_string()
+                .contains("query")
+        );
         // No entry: never over the network.
         assert!(d.check("other", "x", &["https://api.github.com/"], OWNER_NET).is_err());
         // What a URL parser reads, not what a regex would.
@@ -227,6 +249,7 @@ mod tests {
         assert!(
             d.check("github", "x", &[], OWNER_NET)
                 .unwrap_err()
+                .to_string()
                 .contains("names no URL")
         );
     }
@@ -242,6 +265,7 @@ mod tests {
         assert!(
             d.check("github", "echo @{github}", &[], cmd)
                 .unwrap_err()
+                .to_string()
                 .contains("command line")
         );
         assert!(d.check("deploy", "deploy @{deploy}", &[], cmd).is_ok());
@@ -251,14 +275,26 @@ mod tests {
             owner: true,
         };
         assert!(d.check("github", "x", &[], plugin).is_ok());
-        assert!(d.check("deploy", "x", &[], plugin).unwrap_err().contains("echo_say"));
+        assert!(
+            d.check("deploy", "x", &[], plugin)
+                .unwrap_err()
+                .to_string()
+                .contains("echo_say")
+        );
         let guest = FillTarget { owner: false, ..plugin };
-        assert!(d.check("github", "x", &[], guest).unwrap_err().contains("guest"));
+        assert!(
+            d.check("github", "x", &[], guest)
+                .unwrap_err()
+                .to_string()
+                .contains("guest")
+        );
     }
 
     #[test]
     fn a_malformed_setting_says_what_is_expected() {
-        let e = Destinations::parse(&json!({"github": {"host": "x"}})).unwrap_err();
+        let e = Destinations::parse(&json!({"github": {"host": "x"}}))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("expected"), "{e}");
     }
 }

@@ -188,7 +188,7 @@ impl FirewallConfig {
             Ok(d) => (d, None),
             Err(e) => {
                 tracing::warn!("{e}");
-                (Default::default(), Some(e))
+                (Default::default(), Some(e.to_string()))
             }
         };
         let secret_settings: std::collections::BTreeMap<String, String> = s
@@ -308,7 +308,7 @@ impl Firewall {
     /// Whether `tool` may run at all; a refusal is logged and kept.
     pub fn check_tool(&self, tool: &str) -> Result<(), Refused> {
         let verdict = self.config.read().policy.check(tool);
-        verdict.map_err(|reason| self.refused(Gate::ToolPolicy, tool, reason))
+        verdict.map_err(|refusal| self.refused(Gate::ToolPolicy, tool, refusal.to_string()))
     }
 
     /// [`Self::check_tool`], then the principal's grant: owner-only tools are refused
@@ -343,8 +343,8 @@ impl Firewall {
         let own = crate::llm::adapter::own_addresses();
         // The refusal quotes the path, which is the filled copy: masked again, since
         // it goes to the model and the decision log.
-        let verdict =
-            sandbox::guard_call(&cfg.sandbox, own, paths, network, args).map_err(|e| cfg.gate.mask(&e).into_owned());
+        let verdict = sandbox::guard_call(&cfg.sandbox, own, paths, network, args)
+            .map_err(|e| cfg.gate.mask(&e.to_string()).into_owned());
         self.log.record(Decision {
             at_ms: now_ms(),
             gate: Gate::Sandbox.as_str(),

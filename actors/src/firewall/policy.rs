@@ -42,19 +42,27 @@ impl ToolPolicy {
     }
 
     /// `Ok` when `tool` may run; `Err` says which rule refused it and what to change.
-    pub fn check(&self, tool: &str) -> Result<(), String> {
+    pub fn check(&self, tool: &str) -> Result<(), PolicyRefusal> {
         if let Some(p) = self.deny.iter().find(|p| glob(p, tool)) {
-            return Err(format!(
-                "tool `{tool}` is denied by the owner's policy (core.security.tool_deny: `{p}`)"
-            ));
+            return Err(PolicyRefusal::Denied {
+                tool: tool.to_owned(),
+                pattern: p.clone(),
+            });
         }
         if !self.allow.is_empty() && !self.allow.iter().any(|p| glob(p, tool)) {
-            return Err(format!(
-                "tool `{tool}` is not in the owner's allow list (core.security.tool_allow); add it there to use it"
-            ));
+            return Err(PolicyRefusal::NotAllowed { tool: tool.to_owned() });
         }
         Ok(())
     }
+}
+
+/// Which of the owner's rules refused a tool.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyRefusal {
+    #[error("tool `{tool}` is denied by the owner's policy (core.security.tool_deny: `{pattern}`)")]
+    Denied { tool: String, pattern: String },
+    #[error("tool `{tool}` is not in the owner's allow list (core.security.tool_allow); add it there to use it")]
+    NotAllowed { tool: String },
 }
 
 #[cfg(test)]
@@ -65,13 +73,13 @@ mod tests {
     fn deny_wins_and_an_empty_allow_list_allows_the_rest() {
         let open = ToolPolicy::new("", "cmd_*, files_write");
         assert!(open.check("files_read").is_ok());
-        let e = open.check("cmd_run").unwrap_err();
+        let e = open.check("cmd_run").unwrap_err().to_string();
         assert!(e.contains("cmd_*") && e.contains("core.security.tool_deny"), "{e}");
         assert!(open.check("files_write").is_err());
         let closed = ToolPolicy::new("files_*, timer_set", "files_write");
         assert!(closed.check("files_read").is_ok() && closed.check("timer_set").is_ok());
         assert!(closed.check("files_write").is_err(), "deny wins over allow");
-        assert!(closed.check("cmd_run").unwrap_err().contains("allow list"));
+        assert!(closed.check("cmd_run").unwrap_err().to_string().contains("allow list"));
         assert_eq!(ToolPolicy::new(" , ", ""), ToolPolicy::default());
     }
 }

@@ -101,27 +101,28 @@ pub fn guard_call(
     paths: &[PathArg],
     network: bool,
     args: &mut serde_json::Value,
-) -> Result<(), String> {
+) -> Result<(), GuardRefusal> {
     if network {
-        sb.check_network().map_err(|e| e.to_string())?;
+        sb.check_network()?;
     }
     if !paths.is_empty() {
         let Some(obj) = args.as_object_mut() else {
-            return Err("the arguments must be a JSON object".into());
+            return Err(GuardRefusal::NotAnObject);
         };
         for p in paths {
             let Some(v) = obj.get_mut(&p.arg) else { continue };
+            let arg = || p.arg.clone();
             let Some(raw) = v.as_str() else {
-                return Err(format!("`{}` must be a path (a string)", p.arg));
+                return Err(GuardRefusal::NotAPath { arg: arg() });
             };
             if raw.contains('\0') {
-                return Err(format!("`{}` contains a NUL byte; give a plain path", p.arg));
+                return Err(GuardRefusal::Nul { arg: arg() });
             }
             let real = sb
                 .check(Path::new(raw), p.access)
-                .map_err(|e| format!("`{}`: {e}", p.arg))?;
+                .map_err(|error| GuardRefusal::Path { arg: arg(), error })?;
             let Some(real) = real.to_str() else {
-                return Err(format!("`{}` resolves to a path that is not UTF-8", p.arg));
+                return Err(GuardRefusal::NotUtf8 { arg: arg() });
             };
             *v = serde_json::Value::String(real.to_owned());
         }
@@ -131,6 +132,26 @@ pub fn guard_call(
         obj.insert(SANDBOX_ARG.to_owned(), info);
     }
     Ok(())
+}
+
+/// Why [`guard_call`] refused a call; the text is what the model reads (after the
+/// credential gate masked it: a path may hold a filled secret).
+#[derive(Debug, thiserror::Error)]
+pub enum GuardRefusal {
+    /// The tool wants the network and the sandbox has it switched off.
+    #[error(transparent)]
+    Network(#[from] SandboxError),
+    #[error("the arguments must be a JSON object")]
+    NotAnObject,
+    #[error("`{arg}` must be a path (a string)")]
+    NotAPath { arg: String },
+    #[error("`{arg}` contains a NUL byte; give a plain path")]
+    Nul { arg: String },
+    /// The path is outside the roots, or contains `..`.
+    #[error("`{arg}`: {error}")]
+    Path { arg: String, error: SandboxError },
+    #[error("`{arg}` resolves to a path that is not UTF-8")]
+    NotUtf8 { arg: String },
 }
 
 #[cfg(test)]
@@ -230,11 +251,11 @@ mod tests {
             (serde_json::json!(["path"]), "JSON object"),
         ] {
             let mut a = bad.clone();
-            let e = guard_call(&sb, vec![], &paths, false, &mut a).unwrap_err();
+            let e = guard_call(&sb, vec![], &paths, false, &mut a).unwrap_err().to_string();
             assert!(e.contains(why), "{bad}: {e}");
         }
         let mut a = serde_json::json!({"url": "http://x"});
-        let e = guard_call(&sb, vec![], &[], true, &mut a).unwrap_err();
+        let e = guard_call(&sb, vec![], &[], true, &mut a).unwrap_err().to_string();
         assert!(e.contains("network access is switched off"), "{e}");
     }
 }
