@@ -41,7 +41,7 @@ pub struct CliDeps {
     pub agent: AgentHandles,
     pub config: TAddr<ConfigActor>,
     pub registry: Arc<Registry>,
-    pub plugins: Arc<homeagent_actors::plugins::host::PluginSet>,
+    pub plugins: Arc<homeagent_actors::plugins::set::PluginSet>,
     pub started: Instant,
 }
 

@@ -25,8 +25,8 @@ use homeagent_actors::llm::provider::LlmActor;
 use homeagent_actors::memory::lifecycle::graph_heartbeat::{Maintenance, MaintenanceHandle, TaskSink};
 use homeagent_actors::memory::start::{MemoryDeps, MemoryHandles};
 use homeagent_actors::modgraph::{Module, ModuleError, ModuleGraph, Produced, Slot};
-use homeagent_actors::plugins::host::{PluginSet, plugin_supervision};
 use homeagent_actors::plugins::process::PluginDeps;
+use homeagent_actors::plugins::set::{PluginSet, plugin_supervision};
 use homeagent_actors::plugins::watch::PluginWatcher;
 use homeagent_actors::stages::StageHost;
 use homeagent_actors::supervisor::{BackoffPolicy, Intensity, start_root};
@@ -527,9 +527,9 @@ impl Module<KernelState> for PluginHostModule {
             install_bundled(&dir);
             let disabled = config.send(DisabledPlugins).await?.unwrap_or_default();
             let sink_deps = agent.deps.clone();
-            let on_skills: homeagent_actors::plugins::host::SkillsSink =
+            let on_skills: homeagent_actors::plugins::set::SkillsSink =
                 Arc::new(move |index| *sink_deps.skills_index.write() = index);
-            let setup = homeagent_actors::plugins::host::PluginSetup {
+            let setup = homeagent_actors::plugins::set::PluginSetup {
                 plugins_dir: dir.clone(),
                 data_dir: s.data_dir.clone(),
                 deps,

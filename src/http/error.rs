@@ -86,8 +86,8 @@ impl From<homeagent_actors::memory::media::actor::MediaTierError> for ApiError {
 
 /// An operation on an installed plugin that could not be done: 409 with its text
 /// (which says what to do), as the plugin routes answered it before it was typed.
-impl From<homeagent_actors::plugins::host::PluginOpError> for ApiError {
-    fn from(e: homeagent_actors::plugins::host::PluginOpError) -> Self {
+impl From<homeagent_actors::plugins::set::PluginOpError> for ApiError {
+    fn from(e: homeagent_actors::plugins::set::PluginOpError) -> Self {
         Self::conflict(e.to_string())
     }
 }

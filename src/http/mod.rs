@@ -62,7 +62,7 @@ pub struct AppState {
     /// What `GET /metrics` counts from the bus.
     pub metrics: crate::metrics::Counted,
     pub agent: homeagent_actors::agent::AgentHandles,
-    pub plugins: Arc<homeagent_actors::plugins::host::PluginSet>,
+    pub plugins: Arc<homeagent_actors::plugins::set::PluginSet>,
     /// The heartbeats a virtual clock drives (`POST /api/v1/clock/advance`), in order,
     /// after the subprocess plugins that follow it.
     pub beats: homeagent_actors::clock::Beats,

@@ -13,7 +13,7 @@ use super::error::{ApiError, ErrorBody};
 fn entry(
     state: &AppState,
     name: &str,
-) -> Result<std::sync::Arc<homeagent_actors::plugins::host::PluginEntry>, ApiError> {
+) -> Result<std::sync::Arc<homeagent_actors::plugins::set::PluginEntry>, ApiError> {
     state
         .plugins
         .get(name)
@@ -76,7 +76,7 @@ pub async fn get_plugins(state: web::Data<AppState>) -> HttpResponse {
 fn find_plugin(
     state: &AppState,
     name: &str,
-) -> Result<std::sync::Arc<homeagent_actors::plugins::host::PluginEntry>, ApiError> {
+) -> Result<std::sync::Arc<homeagent_actors::plugins::set::PluginEntry>, ApiError> {
     let entry = state
         .plugins
         .get(name)
@@ -189,8 +189,8 @@ pub async fn install_plugin(
     mut payload: web::Payload,
 ) -> HttpResponse {
     use futures_util::StreamExt;
-    use homeagent_actors::plugins::host::InstallError;
     use homeagent_actors::plugins::package::{MAX_PACKAGE_BYTES, PackageError};
+    use homeagent_actors::plugins::set::InstallError;
     // Only a package's own media types: a browser form cannot send these without a
     // CORS preflight, so a cross-site page cannot post a package even by accident.
     let ct = super::media_type(&req);

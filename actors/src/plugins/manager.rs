@@ -28,7 +28,7 @@ use homeagent_plugin_protocol::methods::PathArg;
 use homeagent_plugin_protocol::sandbox::Access;
 use serde_json::{Value, json};
 
-use super::host::{InstallError, PluginSet};
+use super::set::{InstallError, PluginSet};
 use crate::addr::TAddr;
 use crate::config::ConfigActor;
 use crate::llm::provider::{GetLlmStatus, LlmActor};
@@ -79,7 +79,7 @@ pub enum MgrError {
     #[error("plugin `{name}` is already {state}")]
     Already { name: String, state: &'static str },
     #[error(transparent)]
-    Plugin(#[from] super::host::PluginOpError),
+    Plugin(#[from] super::set::PluginOpError),
     /// `get_plugin_tools`' arguments do not decode.
     #[error("{PLUGIN_TOOLS}: {0}")]
     Arguments(ToolFailure),
@@ -300,7 +300,7 @@ fn unavailable(what: &'static str) -> impl Fn(crate::addr::SendError) -> MgrErro
 }
 
 impl Manager {
-    fn entry(&self, name: &str) -> Result<Arc<super::host::PluginEntry>, MgrError> {
+    fn entry(&self, name: &str) -> Result<Arc<super::set::PluginEntry>, MgrError> {
         self.plugins.get(name).ok_or_else(|| MgrError::NoSuchPlugin {
             name: name.to_owned(),
             known: self.plugins.names().join(", "),
@@ -362,7 +362,7 @@ impl Manager {
             Action::Enable(name) => {
                 let entry = self.entry(&name)?;
                 if let Some(problem) = &entry.problem {
-                    return Err(super::host::PluginOpError::CannotRun {
+                    return Err(super::set::PluginOpError::CannotRun {
                         name,
                         problem: problem.clone(),
                     }

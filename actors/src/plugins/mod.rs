@@ -4,7 +4,7 @@
 //! * [`process`]: the actor around one subprocess plugin;
 //! * [`clock`]: the subprocess plugins told the time of a virtual clock (`clock.set`);
 //! * [`confine`]: what each subprocess plugin may touch, enforced by the kernel;
-//! * [`host`]: discovery in `DATA/plugins` and the per-plugin supervisors;
+//! * [`set`]: discovery in `DATA/plugins` and the per-plugin supervisors;
 //! * [`watch`]: hot reload when an entry file changes;
 //! * [`package`]: `.hmap` package install (checked, unpacked, renamed into place);
 //! * [`pack`]: `homed plugin pack`, a checked `.hmap` built from a plugin directory;
@@ -14,13 +14,13 @@
 pub mod clock;
 pub mod confine;
 pub mod conn;
-pub mod host;
 pub mod lua;
 pub mod manager;
 pub mod pack;
 pub mod package;
 pub mod process;
 pub mod services;
+pub mod set;
 pub mod skill;
 pub mod watch;
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 use actix::prelude::*;
 
 use super::confine::Confiner;
-use super::host::{PluginEntry, PluginSet, file_hash};
+use super::set::{PluginEntry, PluginSet, file_hash};
 use crate::host::{Handles, HostContext, KernelActor};
 use crate::registry::Registry;
 
