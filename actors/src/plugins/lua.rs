@@ -1091,6 +1091,7 @@ impl KernelActor for LuaPlugin {
         // The thread was this instance's alone (`worker_on_own_thread`).
         actix::Arbiter::current().stop();
         self.sub = EventSub::default();
+        self.info.instances.ended(self.instance);
         if !self.info.instances.is_current(self.instance) {
             // Abandoned while stuck and ended only now: what the plugin has registered
             // and shows is its successor's.

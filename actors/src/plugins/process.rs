@@ -145,18 +145,68 @@ impl Readiness {
 pub struct Instances {
     started: std::sync::atomic::AtomicU64,
     ready: std::sync::atomic::AtomicU64,
+    /// The newest instance that ended (its actor stopped: it failed to start, crashed
+    /// or was stopped).
+    ended: std::sync::atomic::AtomicU64,
+    /// A restart was asked for and its instance has not begun: the old one, still
+    /// running (or stuck) until it stops, no longer counts as ready.
+    replacing: std::sync::atomic::AtomicBool,
+    /// Woken at every begin, ready and end ([`Self::ready_after`] waits on it).
+    changed: tokio::sync::Notify,
 }
 
 impl Instances {
     /// A new instance starts: its number (from 1).
     pub fn begin(&self) -> u64 {
-        self.started.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1
+        let n = self.started.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        self.replacing.store(false, std::sync::atomic::Ordering::SeqCst);
+        self.changed.notify_waiters();
+        n
+    }
+
+    /// A restart is asked for (`false`: the request failed, the old instance stays).
+    pub fn replacing(&self, on: bool) {
+        self.replacing.store(on, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Instance `n` finished starting (ignored once a newer one began).
     pub fn ready(&self, n: u64) {
         if self.is_current(n) {
             self.ready.store(n, std::sync::atomic::Ordering::SeqCst);
+            self.changed.notify_waiters();
+        }
+    }
+
+    /// Instance `n`'s actor stopped.
+    pub fn ended(&self, n: u64) {
+        self.ended.fetch_max(n, std::sync::atomic::Ordering::SeqCst);
+        self.changed.notify_waiters();
+    }
+
+    /// The newest instance's number (0: none started yet).
+    pub fn newest(&self) -> u64 {
+        self.started.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Waits up to `timeout` for an instance newer than `before` to finish starting, or
+    /// to end without (a plugin that fails at start); answers whether one is ready (a
+    /// restart's answer then describes the new instance, not the one it replaced).
+    pub async fn ready_after(&self, before: u64, timeout: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let newest = self.newest();
+            if newest > before && self.is_ready() {
+                return true;
+            }
+            if newest > before && self.ended.load(std::sync::atomic::Ordering::SeqCst) == newest {
+                return false;
+            }
+            if tokio::time::timeout_at(deadline, changed).await.is_err() {
+                return false;
+            }
         }
     }
 
@@ -165,10 +215,12 @@ impl Instances {
         self.started.load(std::sync::atomic::Ordering::SeqCst) == n
     }
 
-    /// Whether the newest instance finished starting.
+    /// Whether the newest instance finished starting (and no restart is replacing it).
     pub fn is_ready(&self) -> bool {
         let n = self.started.load(std::sync::atomic::Ordering::SeqCst);
-        n > 0 && self.ready.load(std::sync::atomic::Ordering::SeqCst) == n
+        n > 0
+            && self.ready.load(std::sync::atomic::Ordering::SeqCst) == n
+            && !self.replacing.load(std::sync::atomic::Ordering::SeqCst)
     }
 }
 
@@ -814,6 +866,7 @@ impl KernelActor for PluginProcess {
     fn stopped(&mut self, _: &mut HostContext<Self>) {
         self.detach();
         self.kill(libc::SIGKILL);
+        self.info.instances.ended(self.instance);
     }
 }
 
@@ -837,5 +890,44 @@ mod tests {
         assert!(!i.is_ready(), "the old instance cannot make the new one ready");
         i.ready(second);
         assert!(i.is_ready());
+        // A restart asked for: the running instance stops counting until the next one
+        // is ready (a stuck one may take seconds to be abandoned).
+        i.replacing(true);
+        assert!(!i.is_ready());
+        let third = i.begin();
+        assert!(!i.is_ready());
+        i.ready(third);
+        assert!(i.is_ready());
+        i.replacing(true);
+        i.replacing(false);
+        assert!(i.is_ready(), "a failed restart request leaves the instance as it was");
+    }
+
+    #[actix::test]
+    async fn a_restart_waits_for_the_new_instance_not_the_old_one() {
+        let i = std::sync::Arc::new(Instances::default());
+        let first = i.begin();
+        i.ready(first);
+        let before = i.newest();
+        let short = std::time::Duration::from_millis(30);
+        assert!(!i.ready_after(before, short).await, "the old instance does not count");
+        let waiter = {
+            let i = i.clone();
+            tokio::spawn(async move { i.ready_after(before, std::time::Duration::from_secs(30)).await })
+        };
+        let second = i.begin();
+        tokio::task::yield_now().await;
+        i.ready(second);
+        assert!(waiter.await.unwrap(), "woken when the new instance is ready");
+        // A new instance that fails at start ends the wait at once, unready.
+        let before = i.newest();
+        let waiter = {
+            let i = i.clone();
+            tokio::spawn(async move { i.ready_after(before, std::time::Duration::from_secs(30)).await })
+        };
+        let third = i.begin();
+        tokio::task::yield_now().await;
+        i.ended(third);
+        assert!(!waiter.await.unwrap());
     }
 }

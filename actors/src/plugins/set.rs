@@ -154,7 +154,26 @@ impl PluginEntry {
             return Ok(0);
         }
         *self.entry_hash.lock() = self.entry_path.as_deref().and_then(file_hash);
-        Ok(crate::supervisor::restart_actor(registry, &self.supervisor_id).await?)
+        let before = self.info.instances.newest();
+        self.info.instances.replacing(true);
+        let restarts = match crate::supervisor::restart_actor(registry, &self.supervisor_id).await {
+            Ok(n) => n,
+            Err(e) => {
+                self.info.instances.replacing(false);
+                return Err(e.into());
+            }
+        };
+        // What the caller reports next (the API's state, the manager's tool list) is the
+        // new instance's: wait, bounded, until it finished starting.
+        if !self
+            .info
+            .instances
+            .ready_after(before, super::process::HANDSHAKE_TIMEOUT)
+            .await
+        {
+            tracing::warn!(plugin = %self.name, "restarted, but not ready within {:?}; see its status", super::process::HANDSHAKE_TIMEOUT);
+        }
+        Ok(restarts)
     }
 
     /// Stops the plugin and keeps it stopped (the caller persists the flag).
