@@ -762,7 +762,7 @@ impl<K: IndexKey> SearchIndex<K> {
 
     /// `period` with the events it gives times by dated from what this index holds
     /// ("before the trip": the day the rows that name the trip were said on most, the
-    /// earliest of equals; [`period::Event::span`]); an event no row names is no time.
+    /// earliest of equals; [`period::Anchor::span`]); an event no row names is no time.
     /// None when nothing of it is a time here.
     fn dated(&self, period: &Period) -> Option<Period> {
         let mut spans = period.spans.clone();

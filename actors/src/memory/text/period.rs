@@ -44,15 +44,15 @@ pub enum Side {
 }
 
 /// A time given by another event ("before the trip"): only the memory knows when
-/// that was, so the index that holds it resolves it ([`Event::span`]).
+/// that was, so the index that holds it resolves it ([`Anchor::span`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Event {
+pub struct Anchor {
     pub side: Side,
     /// The words naming the event ("trip", "charity race", "旅行").
     pub words: String,
 }
 
-impl Event {
+impl Anchor {
     /// The stretch this asks about, given `day`, the day the memory talks of the event
     /// most, and `today`.
     pub fn span(&self, day: i64, today: i64) -> Span {
@@ -78,7 +78,7 @@ impl Event {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Period {
     pub spans: Vec<Span>,
-    pub events: Vec<Event>,
+    pub events: Vec<Anchor>,
 }
 
 impl Period {
@@ -242,7 +242,7 @@ pub fn period(text: &str, now_ms: i64) -> Option<Period> {
     let today = Day::of_ms(now_ms);
     let mut taken: Vec<(usize, usize)> = Vec::new();
     let mut spans: Vec<Span> = Vec::new();
-    let mut events: Vec<Event> = Vec::new();
+    let mut events: Vec<Anchor> = Vec::new();
     for m in dates::mentions(text, now_ms) {
         taken.push((m.start, m.end));
         spans.push(Span::Days {
@@ -382,7 +382,7 @@ const NOT_EVENT_ZH: &str = "年月天周日时点分秒号一二两三四五六�
 
 /// The event a match of an event pattern names (None for other kinds, and for words
 /// that name no event).
-fn event(kind: &Kind, first: &str, second: &str) -> Option<Event> {
+fn event(kind: &Kind, first: &str, second: &str) -> Option<Anchor> {
     match kind {
         Kind::Event => {
             let side = match first.to_lowercase().as_str() {
@@ -394,14 +394,14 @@ fn event(kind: &Kind, first: &str, second: &str) -> Option<Event> {
                 .split_whitespace()
                 .take_while(|w| !NOT_EVENT_WORDS.contains(&w.to_lowercase().as_str()))
                 .collect();
-            (!words.is_empty()).then(|| Event {
+            (!words.is_empty()).then(|| Anchor {
                 side,
                 words: words.join(" "),
             })
         }
         Kind::EventZh => {
             let side = if second == "之前" { Side::Before } else { Side::After };
-            (!first.chars().any(|c| NOT_EVENT_ZH.contains(c))).then(|| Event {
+            (!first.chars().any(|c| NOT_EVENT_ZH.contains(c))).then(|| Anchor {
                 side,
                 words: first.to_owned(),
             })
@@ -511,7 +511,7 @@ mod tests {
         // The stretch each side asks about, from the day the memory dates the event.
         let d = days_from_civil(2024, 3, 10);
         let today = days_from_civil(2024, 5, 18);
-        let e = |side| Event {
+        let e = |side| Anchor {
             side,
             words: "trip".into(),
         };
