@@ -38,34 +38,53 @@ const RANKS_LEN: usize = 1_597_668;
 
 static O200K: LazyLock<Bpe> = LazyLock::new(|| build().expect("the embedded o200k ranks are valid"));
 
+/// Why the embedded ranks could not be made a tokenizer (a broken build: they are
+/// compiled into the binary).
+#[derive(Debug, thiserror::Error)]
+pub enum RanksError {
+    #[error("unpacking the o200k ranks: {0}")]
+    Unpack(std::io::Error),
+    #[error("the o200k ranks: {0}")]
+    Table(#[from] super::bpe::TableError),
+    #[error("the o200k ranks are truncated")]
+    Truncated,
+    /// `tiktoken_rs` refused them (its error, as it reads).
+    #[error("the reference tokenizer: {0}")]
+    Reference(String),
+}
+
 /// The embedded ranks unpacked.
-fn unpack() -> Result<Vec<u8>, String> {
-    zstd::bulk::decompress(RANKS_ZST, RANKS_LEN).map_err(|e| format!("unpacking the o200k ranks: {e}"))
+fn unpack() -> Result<Vec<u8>, RanksError> {
+    zstd::bulk::decompress(RANKS_ZST, RANKS_LEN).map_err(RanksError::Unpack)
 }
 
 /// Builds the tokenizer from the embedded ranks.
-fn build() -> Result<Bpe, String> {
+fn build() -> Result<Bpe, RanksError> {
     let table = unpack()?;
-    Bpe::new(table.into_boxed_slice(), RANKS, tiktoken_rs::O200K_BASE_PAT_STR)
-        .map_err(|e| format!("the o200k ranks: {e}"))
+    Ok(Bpe::new(
+        table.into_boxed_slice(),
+        RANKS,
+        tiktoken_rs::O200K_BASE_PAT_STR,
+    )?)
 }
 
 /// The same embedded ranks as a `tiktoken_rs::CoreBPE` (what this module used before
 /// `llm::bpe`): the baseline of `homed bench tokens`, built anew on each call.
-pub fn reference() -> Result<tiktoken_rs::CoreBPE, String> {
+pub fn reference() -> Result<tiktoken_rs::CoreBPE, RanksError> {
     let table = unpack()?;
     let mut encoder = rustc_hash::FxHashMap::with_capacity_and_hasher(RANKS, Default::default());
     let mut at = 0usize;
     while at < table.len() {
         let len = table[at] as usize;
-        let token = table.get(at + 1..at + 1 + len).ok_or("the o200k ranks are truncated")?;
+        let token = table.get(at + 1..at + 1 + len).ok_or(RanksError::Truncated)?;
         encoder.insert(token.to_vec(), encoder.len() as tiktoken_rs::Rank);
         at += 1 + len;
     }
     let mut special = rustc_hash::FxHashMap::default();
     special.insert(tiktoken_rs::ENDOFTEXT.to_owned(), 199_999);
     special.insert(tiktoken_rs::ENDOFPROMPT.to_owned(), 200_018);
-    tiktoken_rs::CoreBPE::new(encoder, special, tiktoken_rs::O200K_BASE_PAT_STR).map_err(|e| e.to_string())
+    tiktoken_rs::CoreBPE::new(encoder, special, tiktoken_rs::O200K_BASE_PAT_STR)
+        .map_err(|e| RanksError::Reference(e.to_string()))
 }
 
 /// Bytes held by the tokenizer's tables (loads them first).

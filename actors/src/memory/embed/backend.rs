@@ -47,7 +47,7 @@ pub fn resolve(cfg: &EmbedConfig, data_dir: &Path) -> Resolved {
         },
         Err(why) => Resolved {
             embedder: None,
-            fallback: Some(why),
+            fallback: Some(why.to_string()),
         },
     };
     match cfg.kind {

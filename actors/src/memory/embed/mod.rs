@@ -135,7 +135,7 @@ pub fn candidate_dirs(data_dir: &Path) -> Vec<PathBuf> {
 impl EmbedConfig {
     /// The ONNX files: explicit paths win; otherwise the first candidate directory that
     /// holds all three. `Err` says what was looked for, for the fallback log line.
-    pub fn onnx_files(&self, data_dir: &Path) -> Result<OnnxFiles, String> {
+    pub fn onnx_files(&self, data_dir: &Path) -> Result<OnnxFiles, MissingOnnx> {
         let dirs: Vec<PathBuf> = match &self.onnx_dir {
             Some(d) => vec![d.clone()],
             None => candidate_dirs(data_dir),
@@ -156,28 +156,43 @@ impl EmbedConfig {
                 model,
                 tokenizer,
             }),
-            (r, m, t) => {
-                let missing: Vec<&str> = [
+            (r, m, t) => Err(MissingOnnx {
+                missing: [
                     (r.is_none(), "runtime"),
                     (m.is_none(), "model"),
                     (t.is_none(), "tokenizer"),
                 ]
                 .into_iter()
                 .filter_map(|(miss, what)| miss.then_some(what))
-                .collect();
-                Err(format!(
-                    "ONNX {} not found in {} (run `bash scripts/install-embedder.sh DIR` and set {}, or HOMEAGENT_EMBEDDER_DIR)",
-                    missing.join(", "),
-                    dirs.iter()
-                        .map(|d| d.display().to_string())
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    crate::config::keys::MEMORY_ONNX_DIR.name()
-                ))
-            }
+                .collect(),
+                dirs,
+            }),
         }
     }
 }
+
+/// The ONNX files that were not found, and where they were looked for (the embedder
+/// then falls back to keywords, saying so).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingOnnx {
+    pub missing: Vec<&'static str>,
+    pub dirs: Vec<PathBuf>,
+}
+
+impl std::fmt::Display for MissingOnnx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let dirs: Vec<String> = self.dirs.iter().map(|d| d.display().to_string()).collect();
+        write!(
+            f,
+            "ONNX {} not found in {} (run `bash scripts/install-embedder.sh DIR` and set {}, or HOMEAGENT_EMBEDDER_DIR)",
+            self.missing.join(", "),
+            dirs.join(", "),
+            crate::config::keys::MEMORY_ONNX_DIR.name()
+        )
+    }
+}
+
+impl std::error::Error for MissingOnnx {}
 
 /// Cosine similarity of two dense vectors (0 when either is all zeros or lengths differ).
 pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
