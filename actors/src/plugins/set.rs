@@ -397,13 +397,22 @@ async fn load_one(
         entry.process_id = format!("{}/script", entry.supervisor_id);
         let manifest = manifest.clone();
         LaunchKind::Lua(Arc::new(move || {
-            let source = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-            Ok(super::lua::LuaPlugin::load(
-                &manifest,
-                &source,
-                deps.clone(),
-                info.clone(),
-            )?)
+            let loaded = std::fs::read_to_string(&path)
+                .map_err(|e| StartError::from(format!("cannot read {}: {e}", path.display())))
+                .and_then(|source| {
+                    Ok(super::lua::LuaPlugin::load(
+                        &manifest,
+                        &source,
+                        deps.clone(),
+                        info.clone(),
+                    )?)
+                });
+            if loaded.is_err() {
+                // An instance that failed before its actor ran: a restart waiting for
+                // the new instance stops waiting (`Instances::ready_after`).
+                info.instances.ended(info.instances.begin());
+            }
+            loaded
         }))
     } else {
         LaunchKind::Process(Arc::new(move || {
