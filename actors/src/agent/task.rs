@@ -212,10 +212,13 @@ pub struct TaskActor {
     counted: Option<Offering>,
 }
 
+/// What an offer is asked for: `(window, fixed, query, expanded owners)`.
+type Asked = (usize, usize, String, std::collections::BTreeSet<String>);
+
 /// The tools registered at one moment and what a request out of them offers, with
-/// what it was asked for: `(window, fixed, query, expanded owners)`.
+/// what it was asked for.
 struct Offering {
-    asked: (usize, usize, String, std::collections::BTreeSet<String>),
+    asked: Asked,
     tools: crate::stages::ToolRegistry,
     offered: Offered,
 }
@@ -224,11 +227,7 @@ impl Offering {
     /// Fetches the tools registered by now, less the agent's refused ones, and makes
     /// the offer `asked` describes (out of no registered tools when the stage host did
     /// not answer: the channels' send tools are offered still).
-    async fn make(
-        deps: &TaskDeps,
-        channel: &str,
-        asked: (usize, usize, String, std::collections::BTreeSet<String>),
-    ) -> Self {
+    async fn make(deps: &TaskDeps, channel: &str, asked: Asked) -> Self {
         let mut tools = deps.stages.send(GetTools).await.unwrap_or_default();
         // A sub-agent's refused tools leave the snapshot its turn (and so its tool
         // runner) keeps: not offered, and a call by name meets "no such tool". (The
@@ -809,7 +808,7 @@ pub fn offer(
 /// the budget counted: the turn's first request sends that offer, not one made again.
 async fn recall(
     deps: Arc<TaskDeps>,
-    asked: (usize, usize, String, std::collections::BTreeSet<String>),
+    asked: Asked,
     channel: String,
     record: Option<crate::memory::context::Event>,
     ask: Tiers,

@@ -911,20 +911,18 @@ mod tests {
         let before = i.newest();
         let short = std::time::Duration::from_millis(30);
         assert!(!i.ready_after(before, short).await, "the old instance does not count");
-        let waiter = {
-            let i = i.clone();
+        // A restart's wait for an instance newer than the current one, in the background.
+        let wait = |i: &std::sync::Arc<Instances>| {
+            let (i, before) = (i.clone(), i.newest());
             tokio::spawn(async move { i.ready_after(before, std::time::Duration::from_secs(30)).await })
         };
+        let waiter = wait(&i);
         let second = i.begin();
         tokio::task::yield_now().await;
         i.ready(second);
         assert!(waiter.await.unwrap(), "woken when the new instance is ready");
         // A new instance that fails at start ends the wait at once, unready.
-        let before = i.newest();
-        let waiter = {
-            let i = i.clone();
-            tokio::spawn(async move { i.ready_after(before, std::time::Duration::from_secs(30)).await })
-        };
+        let waiter = wait(&i);
         let third = i.begin();
         tokio::task::yield_now().await;
         i.ended(third);
