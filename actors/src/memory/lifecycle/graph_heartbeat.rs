@@ -20,14 +20,11 @@ use crate::memory::graph::actor::{CommitDated, GraphActor, ProposeMerges, Propos
 /// (the `_consolidation_` channel). A port the kernel fills with the agent's intake,
 /// so the memory layer does not depend on the agent (which depends on the memory).
 /// Resolves to the accepted task's id, or why it was not accepted.
-pub type TaskSink = Arc<
-    dyn Fn(
-            String,
-        )
-            -> futures_util::future::LocalBoxFuture<'static, Result<u64, Box<dyn std::error::Error + Send + Sync>>>
-        + Send
-        + Sync,
->;
+pub type TaskSink =
+    Arc<dyn Fn(String) -> futures_util::future::LocalBoxFuture<'static, Result<u64, NotTaken>> + Send + Sync>;
+
+/// Why the agent did not take a task: its intake's own error, opaque to this layer.
+pub type NotTaken = Box<dyn std::error::Error + Send + Sync>;
 
 use super::RoundError;
 pub use super::policy::Maintenance;

@@ -34,7 +34,7 @@ pub enum RoundError {
     /// The agent did not take a task (its intake's refusal: the memory layer sees the
     /// agent only through [`graph_heartbeat::TaskSink`]).
     #[error(transparent)]
-    NotTaken(Box<dyn std::error::Error + Send + Sync>),
+    NotTaken(graph_heartbeat::NotTaken),
     /// The archive heartbeat was started without the document tier.
     #[error("the archive heartbeat has no document tier")]
     NoDocuments,
